@@ -1,0 +1,1 @@
+"""What the user describes: models, hardware, KV precision, serving config, workloads."""

@@ -1,0 +1,109 @@
+"""HardwareSpec (memory, bandwidth, peak FLOP/s per dtype, interconnect) and the GPU catalog."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import ConfigError, UnknownNameError
+from kvplan.units import GB
+
+TERA = 10**12
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HardwareSpec:
+    """One accelerator as the datasheet describes it (decimal units, dense tensor rates)."""
+
+    id: str
+    memory_bytes: int
+    """Advertised capacity (memory_gb x 10^9)."""
+    mem_bw_bytes_per_s: float
+    peak_flops: dict[str, float] = field(default_factory=dict)
+    """Dense tensor FLOP/s by compute dtype: 'float16', 'bfloat16', 'fp8', 'int8', 'fp4'."""
+    interconnect: str = ""
+    interconnect_bytes_per_s: float = 0.0
+    """Per-GPU scale-up bandwidth as the vendor quotes it (NVLink: total bidirectional)."""
+    vendor: str = ""
+    source: str = ""
+
+    def peak_flops_for(self, dtype: str) -> float:
+        """Peak dense FLOP/s for a compute dtype; falls back to fp16/bf16 when unsupported."""
+        rate = self.peak_flops.get(dtype)
+        if rate:
+            return rate
+        return self.peak_flops.get("bfloat16") or self.peak_flops.get("float16") or 0.0
+
+
+_ALIASES = {
+    "h100": "H100-SXM-80GB", "h100-sxm": "H100-SXM-80GB", "h100-80gb": "H100-SXM-80GB",
+    "h100-pcie": "H100-PCIe-80GB", "h200": "H200-SXM-141GB", "b200": "B200-SXM-180GB",
+    "a100": "A100-80GB-SXM", "a100-80gb": "A100-80GB-SXM", "a100-40gb": "A100-40GB-SXM",
+    "4090": "RTX-4090", "rtx4090": "RTX-4090", "l40s": "L40S", "l4": "L4", "a10g": "A10G",
+    "mi300x": "MI300X", "mi325x": "MI325X", "tpu-v5e": "TPU-v5e",
+}
+
+
+def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> HardwareSpec:
+    """One gpus.json-style entry -> HardwareSpec; ConfigError names a missing field."""
+    for key in ("id", "memory_gb", "mem_bw_tbps"):
+        if entry.get(key) is None:
+            raise ConfigError("is required for a GPU description", field=key, file=file)
+    rates = {
+        "float16": entry.get("fp16_tflops_dense"), "bfloat16": entry.get("bf16_tflops_dense"),
+        "fp8": entry.get("fp8_tflops_dense"), "int8": entry.get("int8_tops_dense"),
+        "fp4": entry.get("fp4_tflops_dense"),
+    }
+    try:
+        return HardwareSpec(
+            id=str(entry["id"]), memory_bytes=int(float(entry["memory_gb"]) * GB),
+            mem_bw_bytes_per_s=float(entry["mem_bw_tbps"]) * TERA,
+            peak_flops={k: float(v) * TERA for k, v in rates.items() if v},
+            interconnect=str(entry.get("interconnect", "")),
+            interconnect_bytes_per_s=float(entry.get("interconnect_gbps") or 0) * GB,
+            vendor=str(entry.get("vendor", "")), source=str(entry.get("source", "")),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"has a non-numeric value ({exc})", file=file) from None
+
+
+@cache
+def gpu_catalog() -> dict[str, HardwareSpec]:
+    """Catalog id (lower-case) -> HardwareSpec, from the bundled gpus.json."""
+    path = resources.files("kvplan.specs.catalog") / "gpus" / "gpus.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {g["id"].lower(): hardware_from_dict(g) for g in data["gpus"]}
+
+
+def load_gpu(name_or_path: str) -> HardwareSpec:
+    """A catalog id or alias (case-insensitive) or a YAML/JSON file describing one GPU."""
+    path = Path(name_or_path).expanduser()
+    if path.suffix.lower() in (".json", ".yaml", ".yml"):
+        return _load_gpu_file(path)
+    key = name_or_path.strip().lower()
+    key = _ALIASES.get(key, key).lower()
+    found = gpu_catalog().get(key)
+    if found is None:
+        known = ", ".join(g.id for g in gpu_catalog().values())
+        raise UnknownNameError(
+            f"unknown GPU {name_or_path!r}: choose one of {known}, or pass a YAML/JSON file "
+            "with id, memory_gb, mem_bw_tbps, bf16_tflops_dense"
+        )
+    return found
+
+
+def _load_gpu_file(path: Path) -> HardwareSpec:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read GPU description ({exc.__class__.__name__})",
+                          file=str(path)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("must hold a mapping with id, memory_gb, mem_bw_tbps", file=str(path))
+    return hardware_from_dict(data, file=str(path))

@@ -1,0 +1,285 @@
+"""Hugging Face config.json (dict or file) -> ModelSpec, absorbing each family's quirks. No network."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import ConfigError
+from kvplan.specs.model import (
+    LayerKind,
+    LinearAttentionSpec,
+    MambaSpec,
+    MlaSpec,
+    ModelSpec,
+    MoeSpec,
+)
+
+# transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
+_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {
+        "vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6,
+        "sliding_window": 4096, "tie_word_embeddings": True, "head_dim": 256,
+        "hidden_activation": "gelu_pytorch_tanh",
+    },
+    "gemma2": {"tie_word_embeddings": True, "head_dim": 256},
+    "gemma": {"tie_word_embeddings": True},
+    "deepseek_v2": {"vocab_size": 102400, "v_head_dim": 128, "max_position_embeddings": 2048},
+    "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
+    "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
+    "gpt_oss": {"tie_word_embeddings": False},
+    "llama": {"max_position_embeddings": 2048},
+}
+_DEFAULT_TIE = False
+_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "half": "float16",
+           "fp16": "float16", "bf16": "bfloat16", "float": "float32"}
+_KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+
+
+class _Fields:
+    """Field access over a config dict with family defaults, recording which defaults were used."""
+
+    def __init__(self, cfg: Mapping[str, Any], file: str, defaults: Mapping[str, Any]):
+        self.cfg, self.file, self.defaults = cfg, file, defaults
+        self.notes: list[str] = []
+
+    def has(self, key: str) -> bool:
+        return self.cfg.get(key) is not None
+
+    def get(self, key: str, fallback: Any = None) -> Any:
+        if self.cfg.get(key) is not None:
+            return self.cfg[key]
+        if key in self.defaults:
+            self.notes.append(f"{key} absent: transformers default {self.defaults[key]!r}")
+            return self.defaults[key]
+        return fallback
+
+    def int(self, *keys: str, required: bool = True, default: int | None = None) -> int:
+        for key in keys:
+            value = self.get(key)
+            if value is not None:
+                return self._as_int(key, value)
+        if default is not None or not required:
+            return default if default is not None else 0
+        raise ConfigError("is missing; it is required to size the KV cache", field=keys[0],
+                          file=self.file)
+
+    def _as_int(self, key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise ConfigError(f"must be a whole number, got {value!r}", field=key, file=self.file)
+        if value <= 0:
+            raise ConfigError(f"must be positive, got {value!r}", field=key, file=self.file)
+        return int(value)
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a config.json (Python-json literals like Infinity allowed, as transformers does)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the file ({exc.__class__.__name__}: {exc})",
+                          file=str(p)) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+                          "pass a Hugging Face config.json", file=str(p)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("must hold a JSON object (a Hugging Face config.json)", file=str(p))
+    return data
+
+
+def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
+    """Turn a config.json dict into a ModelSpec; ConfigError names the field and the file."""
+    cfg = _text_config(raw)
+    model_type = str(cfg.get("model_type") or raw.get("model_type") or "unknown")
+    f = _Fields(cfg, file, _FAMILY_DEFAULTS.get(model_type, {}))
+    hidden = f.int("hidden_size", "n_embd", "d_model")
+    layers = f.int("num_hidden_layers", "n_layer", "num_layers")
+    heads = f.int("num_attention_heads", "n_head", "num_heads")
+    kv_heads = _kv_heads(f, heads, model_type)
+    head_dim = _head_dim(f, hidden, heads)
+    mla = _mla(f)
+    kinds = _layer_kinds(f, layers, model_type, mla is not None)
+    sliding = f.int("sliding_window") if "sliding" in kinds else None
+    dtype, config_dtype = _dtype(raw, cfg, f)
+    return ModelSpec(
+        name=name, source=file, model_type=model_type,
+        architecture=_architecture(raw), dtype=dtype, config_dtype=config_dtype,
+        hidden_size=hidden, num_layers=layers, num_attention_heads=heads, num_kv_heads=kv_heads,
+        head_dim=head_dim, v_head_dim=f.int("v_head_dim", required=False, default=head_dim)
+        if mla is None else mla.v_head_dim,
+        vocab_size=f.int("vocab_size", "padded_vocab_size"),
+        intermediate_size=f.int("intermediate_size", "ffn_hidden_size", default=4 * hidden),
+        max_position_embeddings=f.int("max_position_embeddings", "seq_length", "n_positions",
+                                      default=2048),
+        tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
+        layer_kinds=kinds, sliding_window=sliding, mla=mla, moe=_moe(f),
+        linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
+        mamba=_mamba(f, hidden) if "mamba" in kinds else None,
+        quantization=_quantization(raw, cfg),
+        hidden_act=str(f.get("hidden_act") or f.get("hidden_activation") or
+                       f.get("mlp_hidden_act") or "silu"),
+        mlp_gated=_mlp_gated(model_type, f),
+        attention_bias=bool(f.get("attention_bias") or f.get("bias") or
+                            model_type in ("qwen2", "qwen2_moe")),
+        num_mtp_layers=f.int("num_nextn_predict_layers", required=False, default=0),
+        notes=tuple(dict.fromkeys(f.notes)),
+    )
+
+
+def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Multimodal wrappers (Gemma 3, Llava...) keep the language model under text_config."""
+    text = raw.get("text_config")
+    if isinstance(text, Mapping):
+        return {**{k: v for k, v in raw.items() if k in ("torch_dtype", "dtype")}, **text}
+    return raw
+
+
+def _architecture(raw: Mapping[str, Any]) -> str:
+    archs = raw.get("architectures")
+    return str(archs[0]) if isinstance(archs, list) and archs else "unknown"
+
+
+def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
+    """GQA/MQA/MHA KV heads; Falcon's old multi_query layout has exactly one KV head."""
+    if model_type == "falcon" or f.has("multi_query"):
+        if f.get("multi_query") and not f.get("new_decoder_architecture"):
+            return 1
+    for key in _KV_HEAD_KEYS:
+        if f.has(key):
+            return f.int(key)
+    return heads
+
+
+def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
+    for key in ("head_dim", "attention_head_dim", "kv_channels"):
+        if f.has(key):
+            return f.int(key)
+    if hidden % heads:
+        raise ConfigError(f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "
+                          "and there is no head_dim; add head_dim", field="head_dim", file=f.file)
+    return hidden // heads
+
+
+def _mla(f: _Fields) -> MlaSpec | None:
+    if not f.has("kv_lora_rank"):
+        return None
+    return MlaSpec(
+        kv_lora_rank=f.int("kv_lora_rank"), qk_rope_head_dim=f.int("qk_rope_head_dim"),
+        qk_nope_head_dim=f.int("qk_nope_head_dim"), v_head_dim=f.int("v_head_dim"),
+        q_lora_rank=f.int("q_lora_rank") if f.has("q_lora_rank") else None,
+    )
+
+
+def _layer_kinds(f: _Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
+    """Per-layer attention kind, from the family's own way of saying it."""
+    if is_mla:
+        return ("mla",) * layers
+    if f.has("layer_types"):
+        return _from_layer_types(f, layers)
+    if f.has("hybrid_override_pattern"):
+        return _from_hybrid_pattern(f, layers)
+    if f.has("full_attention_interval"):
+        every = f.int("full_attention_interval")
+        return tuple("full" if (i + 1) % every == 0 else "linear_attention" for i in range(layers))
+    return _from_sliding_fields(f, layers, model_type)
+
+
+def _from_layer_types(f: _Fields, layers: int) -> tuple[LayerKind, ...]:
+    mapping: dict[str, LayerKind] = {
+        "full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear_attention",
+        "attention": "full", "mamba": "mamba",
+    }
+    types = f.get("layer_types")
+    if not isinstance(types, list) or len(types) != layers or any(t not in mapping for t in types):
+        raise ConfigError(f"must list one of {sorted(mapping)} per layer ({layers} layers)",
+                          field="layer_types", file=f.file)
+    return tuple(mapping[t] for t in types)
+
+
+def _from_hybrid_pattern(f: _Fields, layers: int) -> tuple[LayerKind, ...]:
+    mapping: dict[str, LayerKind] = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
+    pattern = str(f.get("hybrid_override_pattern"))
+    if len(pattern) != layers or any(c not in mapping for c in pattern):
+        raise ConfigError(f"must have one of M, *, -, E per layer ({layers} layers), "
+                          f"got {len(pattern)} characters", field="hybrid_override_pattern",
+                          file=f.file)
+    return tuple(mapping[c] for c in pattern)
+
+
+def _from_sliding_fields(f: _Fields, layers: int, model_type: str) -> tuple[LayerKind, ...]:
+    if model_type == "gemma2":
+        return tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
+    if model_type in ("gemma3_text", "gemma3"):
+        every = f.int("sliding_window_pattern")
+        return tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(layers))
+    window = f.cfg.get("sliding_window")
+    uses = f.cfg.get("use_sliding_window", True)
+    if window and uses and window < f.int("max_position_embeddings", default=2**31 - 1):
+        return ("sliding",) * layers
+    return ("full",) * layers
+
+
+def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[str, str | None]:
+    """Serving dtype as vLLM's dtype=auto picks it: the config's, float32 downcast to bfloat16."""
+    declared = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
+    if declared is None:
+        f.notes.append("torch_dtype absent: bfloat16 assumed")
+        return "bfloat16", None
+    name = _DTYPES.get(str(declared).replace("torch.", ""))
+    if name is None:
+        raise ConfigError(f"unknown dtype {declared!r}", field="torch_dtype", file=f.file)
+    if name == "float32":
+        f.notes.append("torch_dtype float32: served as bfloat16 (vLLM dtype=auto downcast)")
+        return "bfloat16", "float32"
+    return name, name
+
+
+def _moe(f: _Fields) -> MoeSpec | None:
+    experts = f.int("num_local_experts", "num_experts", "n_routed_experts", required=False)
+    if experts == 0:
+        return None
+    shared = f.int("shared_expert_intermediate_size", required=False)
+    if shared == 0 and f.has("n_shared_experts"):
+        shared = f.int("n_shared_experts") * f.int("moe_intermediate_size")
+    return MoeSpec(
+        num_experts=experts,
+        experts_per_token=f.int("num_experts_per_tok", "experts_per_token", "moe_topk"),
+        moe_intermediate_size=f.int("moe_intermediate_size", "intermediate_size"),
+        shared_expert_intermediate_size=shared,
+        first_dense_layers=f.int("first_k_dense_replace", required=False),
+    )
+
+
+def _linear_attention(f: _Fields) -> LinearAttentionSpec:
+    return LinearAttentionSpec(
+        num_key_heads=f.int("linear_num_key_heads"), num_value_heads=f.int("linear_num_value_heads"),
+        key_head_dim=f.int("linear_key_head_dim"), value_head_dim=f.int("linear_value_head_dim"),
+        conv_kernel=f.int("linear_conv_kernel_dim"),
+    )
+
+
+def _mamba(f: _Fields, hidden: int) -> MambaSpec:
+    heads = f.int("mamba_num_heads")
+    return MambaSpec(
+        num_heads=heads, head_dim=f.int("mamba_head_dim", default=f.int("expand") * hidden // heads),
+        state_size=f.int("ssm_state_size", "state_size"), n_groups=f.int("n_groups"),
+        conv_kernel=f.int("conv_kernel", "d_conv"),
+    )
+
+
+def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
+    q = cfg.get("quantization_config") or raw.get("quantization_config")
+    if isinstance(q, Mapping) and q.get("quant_method"):
+        return str(q["quant_method"]).lower()
+    return None
+
+
+def _mlp_gated(model_type: str, f: _Fields) -> bool:
+    """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP."""
+    act = str(f.get("mlp_hidden_act") or "")
+    return not (model_type in ("falcon", "gpt2", "gpt_bigcode", "opt") or act == "relu2")

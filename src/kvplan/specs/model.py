@@ -1,0 +1,145 @@
+"""ModelSpec: the architecture facts kvplan needs, parsed once from a config.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+LayerKind = Literal["full", "sliding", "mla", "linear_attention", "mamba", "mlp"]
+"""Per-layer kind: full/sliding/MLA attention hold per-token KV; linear_attention and mamba
+hold a fixed-size state per request; mlp layers (Nemotron-H '-') hold no cache at all."""
+
+KV_KINDS: frozenset[str] = frozenset({"full", "sliding", "mla"})
+STATE_KINDS: frozenset[str] = frozenset({"linear_attention", "mamba"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MlaSpec:
+    """Multi-head latent attention (DeepSeek V2/V3, Kimi): one compressed latent per token."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None
+
+    @property
+    def latent_dim(self) -> int:
+        """Elements cached per token per layer: kv_lora_rank + qk_rope_head_dim (576 for V3)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeSpec:
+    """Mixture-of-experts MLP: routed experts, active experts per token, shared experts."""
+
+    num_experts: int
+    experts_per_token: int
+    moe_intermediate_size: int
+    shared_expert_intermediate_size: int = 0
+    first_dense_layers: int = 0
+    """Leading layers that keep a dense MLP (DeepSeek ``first_k_dense_replace``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinearAttentionSpec:
+    """Gated DeltaNet linear attention (Qwen3-Next): conv state + recurrent state per request."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    def state_elements(self, tp: int = 1) -> int:
+        """Elements of state per request per layer on one GPU (heads are split by TP)."""
+        key_dim = self.num_key_heads * self.key_head_dim // tp
+        value_dim = self.num_value_heads * self.value_head_dim // tp
+        conv = (2 * key_dim + value_dim) * (self.conv_kernel - 1)
+        recurrent = (self.num_value_heads // tp) * self.key_head_dim * self.value_head_dim
+        return conv + recurrent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MambaSpec:
+    """Mamba2 layer (Nemotron-H): conv state + SSM state per request."""
+
+    num_heads: int
+    head_dim: int
+    state_size: int
+    n_groups: int
+    conv_kernel: int
+
+    def state_elements(self, tp: int = 1) -> int:
+        """Elements of state per request per layer on one GPU (heads and groups split by TP)."""
+        inner = self.num_heads * self.head_dim // tp
+        groups = max(1, self.n_groups // tp)
+        conv = (inner + 2 * groups * self.state_size) * (self.conv_kernel - 1)
+        ssm = (self.num_heads // tp) * self.head_dim * self.state_size
+        return conv + ssm
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """A decoder-only model as kvplan sees it. Built by ``hf_config.parse_config``."""
+
+    name: str
+    source: str
+    model_type: str
+    architecture: str
+    dtype: str
+    """Serving dtype ('bfloat16', 'float16', 'float32'); float32 configs serve as bfloat16
+    (vLLM's dtype=auto downcast)."""
+    config_dtype: str | None
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    vocab_size: int
+    intermediate_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    layer_kinds: tuple[LayerKind, ...]
+    sliding_window: int | None = None
+    mla: MlaSpec | None = None
+    moe: MoeSpec | None = None
+    linear_attention: LinearAttentionSpec | None = None
+    mamba: MambaSpec | None = None
+    quantization: str | None = None
+    hidden_act: str = "silu"
+    mlp_gated: bool = True
+    attention_bias: bool = False
+    num_mtp_layers: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that hold per-token KV (full, sliding or MLA attention)."""
+        return sum(1 for k in self.layer_kinds if k in KV_KINDS)
+
+    @property
+    def state_layers(self) -> int:
+        """Layers that hold a fixed-size per-request state (linear attention, Mamba)."""
+        return sum(1 for k in self.layer_kinds if k in STATE_KINDS)
+
+    @property
+    def attention_kind(self) -> str:
+        """Short description: MHA, GQA, MQA or MLA, plus sliding/hybrid qualifiers."""
+        if self.mla is not None:
+            base = "MLA"
+        elif self.num_kv_heads == self.num_attention_heads:
+            base = "MHA"
+        elif self.num_kv_heads == 1:
+            base = "MQA"
+        else:
+            base = "GQA"
+        kinds = set(self.layer_kinds)
+        if "sliding" in kinds and "full" in kinds:
+            base += " + sliding-window (mixed local/global)"
+        elif "sliding" in kinds:
+            base += " + sliding-window"
+        if kinds & STATE_KINDS:
+            base += " + state layers (hybrid)"
+        return base

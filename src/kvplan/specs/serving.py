@@ -1,0 +1,51 @@
+"""EngineConfig: how the server is run (parallelism, blocks, budgets, memory), validated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.errors import InputError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineConfig:
+    """vLLM engine arguments that change memory, scheduling or step cost. None = vLLM default."""
+
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_memory_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive("--tensor-parallel-size", self.tensor_parallel_size)
+        _positive("--pipeline-parallel-size", self.pipeline_parallel_size)
+        _positive("--block-size", self.block_size)
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise InputError(
+                f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        for flag, value in (("--max-model-len", self.max_model_len),
+                            ("--max-num-seqs", self.max_num_seqs),
+                            ("--max-num-batched-tokens", self.max_num_batched_tokens)):
+            if value is not None:
+                _positive(flag, value)
+        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
+            raise InputError("--kv-cache-memory must be positive, e.g. 24GiB")
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+def _positive(flag: str, value: int) -> None:
+    if value < 1:
+        raise InputError(f"{flag} must be a positive whole number, got {value}")

@@ -1,0 +1,58 @@
+"""Byte and time units, integer ceiling division, and unit-aware size parsing/formatting."""
+
+from __future__ import annotations
+
+import re
+
+from kvplan.errors import InputError
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+TiB = 1024**4
+KB = 1000
+MB = 1000**2
+GB = 1000**3
+TB = 1000**4
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
+    "kb": KB, "mb": MB, "gb": GB, "tb": TB,
+    "k": KiB, "m": MiB, "g": GiB, "t": TiB,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative integers (vLLM's ``cdiv``)."""
+    return -(-a // b)
+
+
+def parse_size(text: str) -> int:
+    """Parse '24GiB', '24 GB', '1.5G' (binary), or a plain byte count into integer bytes."""
+    match = _SIZE_RE.match(str(text))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise InputError(
+            f"cannot read size {text!r}: use bytes or a number with a unit like 24GiB, 512MiB, 80GB"
+        )
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def fmt_bytes(n: int | float, digits: int = 2) -> str:
+    """Format bytes with binary units as vLLM prints them (e.g. '320.00 KiB', '3.81 GiB')."""
+    value = float(n)
+    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(value) >= size:
+            return f"{value / size:.{digits}f} {unit}"
+    return f"{int(value)} B"
+
+
+def fmt_seconds(s: float) -> str:
+    """Format a duration in the most readable unit (us, ms or s)."""
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if s < 1.0:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.3f} s"
