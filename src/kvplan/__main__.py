@@ -1,0 +1,5 @@
+"""`python -m kvplan` runs the CLI."""
+
+from kvplan.cli import main
+
+main()
