@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kvplan.errors import UnknownNameError
+from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
 
@@ -321,8 +321,8 @@ class ModelKv:
         return sum(g.allocated_bytes_for(tokens, block_size) for g in self.groups)
 
     def blocks_for(self, tokens: int, block_size: int) -> int:
-        """Per-layer blocks summed over groups (one page per layer per block)."""
-        return sum(g.num_layers * g.blocks_for(tokens, block_size) for g in self.groups)
+        """Blocks summed over layer groups; one block spans every layer of its group."""
+        return sum(g.blocks_for(tokens, block_size) for g in self.groups)
 
 
 def layer_cache_spec(
@@ -373,6 +373,8 @@ def kv_spec(
     """Per-GPU KV cache layout of ``model`` at the given cache precision and TP degree."""
     precision = resolve_precision(kv_cache_dtype, model.dtype)
     tp = tensor_parallel_size
+    if tp < 1:
+        raise InputError(f"--tensor-parallel-size must be a positive whole number, got {tp}")
     specs = [
         (i, spec)
         for i in range(model.num_layers)

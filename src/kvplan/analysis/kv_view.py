@@ -1,0 +1,61 @@
+"""The `kvplan kv` answer: a model's cache per token, whole model and per GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.specs.catalog import load_model
+from kvplan.specs.kv import ModelKv, kv_spec
+from kvplan.specs.model import ModelSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KvReport:
+    """Bytes per token for the whole model (tp=1) and for one GPU at the requested TP."""
+
+    model: ModelSpec
+    whole: ModelKv
+    per_gpu: ModelKv
+    block_size: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON keys other tools read: bytes_per_token, bytes_per_token_per_gpu, groups."""
+        return {
+            "model": self.model.name,
+            "attention": self.model.attention_kind,
+            "kv_cache_dtype": self.per_gpu.precision.name,
+            "precision_risk": self.per_gpu.precision.risk,
+            "tensor_parallel_size": self.per_gpu.tensor_parallel_size,
+            "block_size": self.block_size,
+            "bytes_per_token": self.whole.bytes_per_token,
+            "bytes_per_token_per_gpu": self.per_gpu.bytes_per_token,
+            "state_bytes_per_request": self.whole.state_bytes_per_request,
+            "state_bytes_per_request_per_gpu": self.per_gpu.state_bytes_per_request,
+            "groups": [_group_json(g, self.block_size) for g in self.per_gpu.groups],
+            "notes": list(self.model.notes),
+        }
+
+
+def _group_json(group: Any, block_size: int) -> dict[str, Any]:
+    spec = group.spec
+    out: dict[str, Any] = {"kind": spec.kind, "label": spec.label, "num_layers": group.num_layers,
+                           "layer_ids": list(group.layer_ids)}
+    for key in ("num_kv_heads", "head_size", "head_size_v", "window", "latent_dim",
+                "state_elements"):
+        if hasattr(spec, key):
+            out[key] = getattr(spec, key)
+    out["bytes_per_token_per_layer"] = spec.bytes_per_token
+    out["bytes_per_token"] = group.bytes_per_token
+    out["state_bytes_per_request"] = group.state_bytes
+    out["page_size_bytes"] = spec.page_size_bytes(block_size)
+    return out
+
+
+def kv_report(model: str, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1,
+              block_size: int = 16) -> KvReport:
+    """Load ``model`` and size its cache at the given precision and TP degree."""
+    spec = load_model(model)
+    return KvReport(model=spec, whole=kv_spec(spec, kv_cache_dtype, 1),
+                    per_gpu=kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
+                    block_size=block_size)

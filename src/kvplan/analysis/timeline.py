@@ -1,0 +1,113 @@
+"""A request's memory-claim schedule: prefill jump (or chunk staircase), then decode trickle.
+
+Convention (the lesson's): a request with a P-token prompt and O output tokens ends with
+P + O tokens in its cache. Prefill caches the P prompt tokens (in ceil(P/C) steps with
+chunked prefill), then each of O decode steps caches one more token.
+
+    tokens in cache  P ........ P+1 P+2 ... P+O
+    step             prefill    d1  d2  ... dO
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.errors import InputError
+from kvplan.specs.kv import ModelKv
+from kvplan.units import cdiv
+
+Phase = Literal["prefill", "decode"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimStep:
+    """The cache after one engine step of a single request."""
+
+    step: int
+    phase: Phase
+    tokens_in_cache: int
+    logical_bytes: int
+    claimed_bytes: int
+    """Logical bytes added by this step (0 once sliding windows and state stop growing)."""
+    allocated_blocks: int
+    """Blocks held, summed over layer groups (a block spans every layer of its group)."""
+    allocated_bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestTimeline:
+    """A request's whole claim schedule and its totals."""
+
+    prompt_tokens: int
+    output_tokens: int
+    chunk_tokens: int | None
+    block_size: int
+    steps: tuple[ClaimStep, ...]
+
+    @property
+    def prefill_steps(self) -> int:
+        return sum(1 for s in self.steps if s.phase == "prefill")
+
+    @property
+    def prefill_bytes(self) -> int:
+        """Logical bytes held when prefill ends (includes fixed state of hybrid layers)."""
+        return self.steps[self.prefill_steps - 1].logical_bytes
+
+    @property
+    def final_bytes(self) -> int:
+        return self.steps[-1].logical_bytes
+
+    @property
+    def decode_bytes(self) -> int:
+        return self.final_bytes - self.prefill_bytes
+
+    @property
+    def prefill_share(self) -> float:
+        return self.prefill_bytes / self.final_bytes
+
+    @property
+    def final_allocated_bytes(self) -> int:
+        return self.steps[-1].allocated_bytes
+
+
+def request_timeline(
+    kv: ModelKv, prompt_tokens: int, output_tokens: int, *,
+    chunk_tokens: int | None = None, block_size: int = 16,
+) -> RequestTimeline:
+    """Step-by-step claim schedule of one request (see the module docstring for conventions)."""
+    _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
+    tokens = _tokens_after_each_step(prompt_tokens, output_tokens, chunk_tokens)
+    n_prefill = 1 if chunk_tokens is None else cdiv(prompt_tokens, chunk_tokens)
+    steps, previous = [], 0
+    for i, held in enumerate(tokens):
+        logical = kv.bytes_for(held)
+        steps.append(ClaimStep(
+            step=i + 1, phase="prefill" if i < n_prefill else "decode", tokens_in_cache=held,
+            logical_bytes=logical, claimed_bytes=logical - previous,
+            allocated_blocks=kv.blocks_for(held, block_size),
+            allocated_bytes=kv.allocated_bytes_for(held, block_size),
+        ))
+        previous = logical
+    return RequestTimeline(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                           chunk_tokens=chunk_tokens, block_size=block_size, steps=tuple(steps))
+
+
+def _tokens_after_each_step(prompt: int, output: int, chunk: int | None) -> list[int]:
+    size = prompt if chunk is None else chunk
+    prefill = [min(prompt, size * (k + 1)) for k in range(cdiv(prompt, size))]
+    return prefill + [prompt + j for j in range(1, output + 1)]
+
+
+def _check_lengths(prompt: int, output: int, chunk: int | None, block: int) -> None:
+    if prompt < 1:
+        raise InputError(f"--prompt must be at least 1 token, got {prompt}")
+    if output < 0:
+        raise InputError(f"--output must be 0 or more tokens, got {output}")
+    if chunk is not None and chunk < 1:
+        raise InputError(f"--chunk must be at least 1 token, got {chunk}")
+    if block < 1:
+        raise InputError(f"--block-size must be at least 1 token, got {block}")
+    if prompt + output > 100_000_000:
+        raise InputError(f"prompt + output = {prompt + output} tokens is absurd; "
+                         "use lengths below 100,000,000")
