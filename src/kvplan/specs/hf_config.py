@@ -120,7 +120,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         layer_kinds=kinds, sliding_window=sliding, mla=mla, moe=_moe(f),
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden) if "mamba" in kinds else None,
-        quantization=_quantization(raw, cfg),
+        quantization=_quantization(raw, cfg), weight_block_size=_weight_block(raw, cfg),
         hidden_act=str(f.get("hidden_act") or f.get("hidden_activation") or
                        f.get("mlp_hidden_act") or "silu"),
         mlp_gated=_mlp_gated(model_type, f),
@@ -276,6 +276,14 @@ def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
     q = cfg.get("quantization_config") or raw.get("quantization_config")
     if isinstance(q, Mapping) and q.get("quant_method"):
         return str(q["quant_method"]).lower()
+    return None
+
+
+def _weight_block(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> tuple[int, int] | None:
+    q = cfg.get("quantization_config") or raw.get("quantization_config")
+    block = q.get("weight_block_size") if isinstance(q, Mapping) else None
+    if isinstance(block, list) and len(block) == 2:
+        return int(block[0]), int(block[1])
     return None
 
 

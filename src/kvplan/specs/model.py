@@ -108,6 +108,8 @@ class ModelSpec:
     linear_attention: LinearAttentionSpec | None = None
     mamba: MambaSpec | None = None
     quantization: str | None = None
+    weight_block_size: tuple[int, int] | None = None
+    """quantization_config.weight_block_size (fp8 block scales, e.g. DeepSeek-V3's 128x128)."""
     hidden_act: str = "silu"
     mlp_gated: bool = True
     attention_bias: bool = False

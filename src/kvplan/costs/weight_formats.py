@@ -1,0 +1,92 @@
+"""Bytes per weight: dtype and quantization formats vLLM loads (fp8, awq, gptq, mxfp4, nvfp4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.errors import UnknownNameError
+from kvplan.units import cdiv
+
+LINEAR_ROLES = frozenset({"attention", "dense_mlp", "experts", "shared_experts", "state_layers"})
+"""Roles whose linear layers a quantization method converts; embeddings, lm_head and the
+router stay in the model dtype (vLLM builds them with quant_config=None or skips them)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightFormat:
+    """How one quantized linear weight is stored: value bits plus scales (and zeros)."""
+
+    name: str
+    bits: int
+    group: int | None = None
+    """Values along the input dimension that share one scale; None = per-tensor scale."""
+    scale_bytes: int = 0
+    zero_bits: int = 0
+    block: tuple[int, int] | None = None
+    """2-D block scales (rows x cols), e.g. DeepSeek-V3 fp8 128x128: one fp32 scale per block."""
+    roles: frozenset[str] = LINEAR_ROLES
+
+    def linear_bytes(self, rows: int, cols: int) -> int:
+        """Bytes of one quantized (rows x cols) weight matrix, scales and zeros included."""
+        values = cdiv(rows * cols * self.bits, 8)
+        if self.block is not None:
+            return values + cdiv(rows, self.block[0]) * cdiv(cols, self.block[1]) * self.scale_bytes
+        if self.group is None:
+            return values + self.scale_bytes
+        groups = rows * cdiv(cols, self.group)
+        return values + groups * self.scale_bytes + cdiv(groups * self.zero_bits, 8)
+
+
+QUANTIZATIONS: dict[str, WeightFormat] = {
+    # online / per-tensor fp8: one fp32 scale per matrix
+    "fp8": WeightFormat(name="fp8", bits=8, scale_bytes=4),
+    # int4, fp16 scale per 128 inputs; AWQ adds a packed 4-bit zero point per group,
+    # GPTQ (symmetric, the common export) needs none
+    "awq": WeightFormat(name="awq", bits=4, group=128, scale_bytes=2, zero_bits=4),
+    "gptq": WeightFormat(name="gptq", bits=4, group=128, scale_bytes=2),
+    # OCP MX fp4: e8m0 scale per 32 values; gpt-oss converts only the MoE experts
+    "mxfp4": WeightFormat(name="mxfp4", bits=4, group=32, scale_bytes=1,
+                          roles=frozenset({"experts"})),
+    # NVIDIA fp4: fp8 (e4m3) scale per 16 values (+ one fp32 global scale, counted per matrix)
+    "nvfp4": WeightFormat(name="nvfp4", bits=4, group=16, scale_bytes=1),
+}
+_QUANT_ALIASES = {
+    "awq_marlin": "awq", "gptq_marlin": "gptq", "fbgemm_fp8": "fp8", "modelopt_fp4": "nvfp4",
+    "modelopt": "fp8",
+}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+_DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32",
+                  "fp32": "float32"}
+
+
+def dtype_bytes(dtype: str, model_dtype: str) -> int:
+    """Bytes per unquantized weight for vLLM's ``--dtype`` ('auto' = the model's dtype)."""
+    name = dtype.strip().lower()
+    name = model_dtype if name == "auto" else _DTYPE_ALIASES.get(name, name)
+    if name not in DTYPE_BYTES:
+        raise UnknownNameError(
+            f"unknown --dtype {dtype!r}: choose auto, bfloat16, float16 or float32"
+        )
+    return DTYPE_BYTES[name]
+
+
+def resolve_format(
+    quantization: str | None, config_quant: str | None, block: tuple[int, int] | None
+) -> WeightFormat | None:
+    """The user's ``--quantization``, else the config's own; None = unquantized.
+
+    ``block`` is the config's ``weight_block_size``: fp8 then stores one fp32 scale per block.
+    """
+    name = quantization if quantization is not None else config_quant
+    if name is None or name.strip().lower() in ("none", ""):
+        return None
+    key = name.strip().lower().replace("-", "_")
+    key = _QUANT_ALIASES.get(key, key)
+    if key not in QUANTIZATIONS:
+        raise UnknownNameError(
+            f"unknown --quantization {name!r}: choose one of {', '.join(QUANTIZATIONS)}"
+        )
+    fmt = QUANTIZATIONS[key]
+    if key == "fp8" and block is not None:
+        return WeightFormat(name="fp8", bits=8, scale_bytes=4, block=block)
+    return fmt
