@@ -1,0 +1,442 @@
+"""Roofline step-cost model: one engine iteration's FLOPs, bytes and seconds on one GPU.
+
+One step (any mix of prefill chunks and decodes) on the fullest GPU of the deployment::
+
+    compute_s = flops / (peak_flops[compute precision] * compute_eff)
+    memory_s  = bytes / (hbm_bandwidth * bandwidth_eff)
+    stage_s   = max(compute_s, memory_s) + tp_allreduce_s
+    total_s   = stage_s + (pp - 1) * (stage_s + p2p_s) + step_overhead_s
+
+Every per-model constant is computed once in ``StepCostModel.__init__``; a step is then a
+handful of integer sums over the per-request arrays, so the simulator can call it often.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from kvplan.costs.batch import FloatArray, IntArray
+from kvplan.errors import InputError
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+Bound = Literal["compute", "memory"]
+FALLBACK_LINK_BYTES_PER_S = 32e9
+"""One direction of PCIe Gen4 x16, used when a GPU description gives no interconnect."""
+
+
+# ---------------------------------------------------------------- profile
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    """Efficiency factors that turn datasheet peaks into achievable rates, for one GPU+precision.
+
+    Defaults are physical, not fitted: dense GEMMs reach ~60% of the tensor peak in serving,
+    HBM streaming ~80% of the datasheet bandwidth, NCCL/custom all-reduce ~70% of one link
+    direction; a step costs ~2 ms of fixed scheduling, launch and sampling overhead.
+    """
+
+    gpu: str = "*"
+    precision: str = "*"
+    compute_eff: float = 0.6
+    bandwidth_eff: float = 0.8
+    comm_eff: float = 0.7
+    step_overhead_s: float = 2e-3
+    allreduce_latency_s: float = 10e-6
+
+    def __post_init__(self) -> None:
+        for name in ("compute_eff", "bandwidth_eff", "comm_eff"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise InputError(f"profile {name} must be in (0, 1], got {value}")
+        for name in ("step_overhead_s", "allreduce_latency_s"):
+            if getattr(self, name) < 0:
+                raise InputError(f"profile {name} must be >= 0, got {getattr(self, name)}")
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flops:
+    """FLOPs by component (one GPU)."""
+
+    dense_gemm: float
+    attention: float
+    lm_head: float
+    state: float
+
+    @property
+    def total(self) -> float:
+        return self.dense_gemm + self.attention + self.lm_head + self.state
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BytesMoved:
+    """HBM bytes by component (one GPU)."""
+
+    weights: int
+    kv_read: int
+    kv_write: int
+    state: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_read + self.kv_write + self.state + self.activations
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Seconds:
+    """Time by component; ``total_s`` = max(compute, memory) + the rest."""
+
+    compute_s: float
+    memory_s: float
+    communication_s: float
+    pipeline_s: float
+    overhead_s: float
+
+    @property
+    def total_s(self) -> float:
+        rest = self.communication_s + self.pipeline_s + self.overhead_s
+        return max(self.compute_s, self.memory_s) + rest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCost:
+    """The cost of one step, or the sum over ``steps`` steps of a phase."""
+
+    steps: int
+    tokens: int
+    flops: Flops
+    bytes: BytesMoved
+    seconds: Seconds
+    ridge_point: float
+    """Achievable FLOP/s over achievable bytes/s: intensity above it is compute-bound."""
+
+    @property
+    def bound(self) -> Bound:
+        return "compute" if self.seconds.compute_s >= self.seconds.memory_s else "memory"
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved."""
+        return self.flops.total / self.bytes.total if self.bytes.total else 0.0
+
+
+# ---------------------------------------------------------------- per-model constants
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepConstants:
+    """Per-GPU coefficients of the step cost (the fullest pipeline stage, TP-sharded)."""
+
+    gemm_flops_per_token: float
+    lm_head_flops_per_request: float
+    attn_flops_per_pair: float
+    """Full-attention and MLA layers: FLOPs per (query token, attended token) pair."""
+    sliding_flops_per_pair: float
+    window: int
+    state_flops_per_token: float
+    kv_bytes_per_token: int
+    """Full-attention and MLA layers: cache bytes per token (read for context, written new)."""
+    sliding_kv_bytes_per_token: int
+    state_bytes_per_request: int
+    activation_bytes_per_token: int
+    weight_bytes: int
+    """Weights every step reads (non-expert weights + the active experts of one token)."""
+    routed_expert_bytes: int
+    """All routed experts on this GPU; a step touches the share its tokens route to."""
+    expert_miss_per_token: float
+    """1 - k/E: the chance one token leaves a given expert untouched."""
+    allreduces: int
+    allreduce_bytes_per_token: int
+    tp: int
+    pp: int
+    compute_precision: str
+
+
+def compute_precision(model: ModelSpec, engine: EngineConfig) -> str:
+    """The dtype tensor cores run at: fp8/fp4 for those weight+activation formats, else 16-bit."""
+    from kvplan.costs.weight_formats import resolve_format
+
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    if fmt is not None and fmt.name == "fp8":
+        return "fp8"
+    if fmt is not None and fmt.name == "nvfp4":
+        return "fp4"
+    dtype = engine.dtype.strip().lower()
+    aliases = {"auto": model.dtype, "bf16": "bfloat16", "fp16": "float16", "half": "float16",
+               "float32": "bfloat16", "fp32": "bfloat16", "float": "bfloat16"}
+    return aliases.get(dtype, dtype)
+
+
+def step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
+    """Every per-model, per-GPU coefficient the step cost needs, computed once."""
+    from kvplan.costs.params import pp_layer_ranges
+
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
+    act_bytes = 2
+    kv = _kv_coefficients(model, engine, stage)
+    weights, experts, miss = _weight_coefficients(model, engine)
+    hidden = model.hidden_size
+    return StepConstants(
+        gemm_flops_per_token=_gemm_flops_per_token(model, tp, stage),
+        lm_head_flops_per_request=2.0 * model.vocab_size * hidden / tp,
+        attn_flops_per_pair=_attention_coefficient(model, tp, stage, ("full", "mla")),
+        sliding_flops_per_pair=_attention_coefficient(model, tp, stage, ("sliding",)),
+        window=model.sliding_window or 0,
+        state_flops_per_token=4.0 * kv[3],
+        kv_bytes_per_token=kv[0], sliding_kv_bytes_per_token=kv[1], state_bytes_per_request=kv[2],
+        activation_bytes_per_token=2 * hidden * act_bytes * len(stage),
+        weight_bytes=weights, routed_expert_bytes=experts, expert_miss_per_token=miss,
+        allreduces=2 * len(stage) if tp > 1 else 0, allreduce_bytes_per_token=hidden * act_bytes,
+        tp=tp, pp=pp, compute_precision=compute_precision(model, engine),
+    )
+
+
+def _gemm_flops_per_token(model: ModelSpec, tp: int, stage: range) -> float:
+    """2 x the linear-layer parameters one token multiplies on this GPU (active experts only)."""
+    from kvplan.costs.params import layer_parts
+
+    total = 0.0
+    for layer in stage:
+        for part in layer_parts(model, layer):
+            if not part.linear:
+                continue
+            rows, cols = part.shape_on_gpu(tp)
+            count = float(part.count)
+            if part.role == "experts" and model.moe is not None:
+                count = part.count * model.moe.experts_per_token / model.moe.num_experts
+            total += 2.0 * count * rows * cols
+    return total
+
+
+def _attention_coefficient(
+    model: ModelSpec, tp: int, stage: range, kinds: tuple[str, ...]
+) -> float:
+    """QK + PV FLOPs per (query, key) pair summed over this stage's layers of ``kinds``."""
+    layers = sum(1 for i in stage if model.layer_kinds[i] in kinds)
+    heads = max(1, model.num_attention_heads // tp)
+    if model.mla is not None and "mla" in kinds:
+        # absorbed MLA: scores over the latent (kv_lora_rank + rope), values over kv_lora_rank
+        width = model.mla.latent_dim + model.mla.kv_lora_rank
+    else:
+        width = model.head_dim + model.v_head_dim
+    return 2.0 * heads * width * layers
+
+
+def _kv_coefficients(
+    model: ModelSpec, engine: EngineConfig, stage: range
+) -> tuple[int, int, int, int]:
+    """(full+MLA bytes/token, sliding bytes/token, state bytes/request, state elements)."""
+    from kvplan.specs.kv import StateSpec, kv_spec
+
+    spec = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    full = sliding = state = elements = 0
+    for group in spec.groups:
+        n = sum(1 for i in group.layer_ids if i in stage)
+        if isinstance(group.spec, StateSpec):
+            state += n * group.spec.state_bytes
+            elements += n * group.spec.state_elements
+        elif group.spec.kind == "sliding":
+            sliding += n * group.spec.bytes_per_token
+        else:
+            full += n * group.spec.bytes_per_token
+    return full, sliding, state, elements
+
+
+def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, int, float]:
+    """(bytes every step reads, all routed-expert bytes, 1 - k/E) on the fullest GPU."""
+    from kvplan.costs.params import (
+        active_weight_bytes_per_gpu,
+        embedding_parts,
+        weight_bytes_per_gpu,
+    )
+    from kvplan.costs.weight_formats import dtype_bytes
+
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    active = active_weight_bytes_per_gpu(model, dtype=engine.dtype,
+                                         quantization=engine.quantization, tp=tp, pp=pp)
+    lookup = 0
+    if pp == 1 and not model.tie_word_embeddings:
+        # an embedding lookup reads T rows, not the table (a tied table is read by lm_head)
+        rows, cols = embedding_parts(model)[0].shape_on_gpu(tp)
+        lookup = rows * cols * dtype_bytes(engine.dtype, model.dtype)
+    if model.moe is None:
+        return active - lookup, 0, 1.0
+    share = model.moe.experts_per_token / model.moe.num_experts
+    every = weight_bytes_per_gpu(model, dtype=engine.dtype, quantization=engine.quantization,
+                                 tp=tp, pp=pp)
+    routed = round((every - active) / (1.0 - share)) if share < 1 else 0
+    return active - lookup - round(routed * share), routed, 1.0 - share
+
+
+# ---------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True, slots=True)
+class _Aggregates:
+    """The integer sums a step's cost depends on: Python ints for one step, arrays for a run."""
+
+    tokens: Any
+    requests: Any
+    full_context: Any
+    full_pairs: Any
+    sliding_context: Any
+    sliding_pairs: Any
+
+
+class StepCostModel:
+    """Prices engine steps on one GPU; implements ``kvplan.costs.batch.StepTimer``."""
+
+    __slots__ = ("_bw", "_flops_rate", "_link", "constants", "hardware", "profile")
+
+    def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
+                 profile: Profile | None = None) -> None:
+        self.constants = step_constants(model, engine)
+        self.hardware = hardware
+        self.profile = profile or Profile()
+        peak = hardware.peak_flops_for(self.constants.compute_precision)
+        if peak <= 0 or hardware.mem_bw_bytes_per_s <= 0:
+            raise InputError(f"GPU {hardware.id} has no peak FLOP/s or bandwidth figure")
+        self._flops_rate = peak * self.profile.compute_eff
+        self._bw = hardware.mem_bw_bytes_per_s * self.profile.bandwidth_eff
+        link = hardware.interconnect_bytes_per_s / 2 or FALLBACK_LINK_BYTES_PER_S
+        self._link = link * self.profile.comm_eff
+
+    @property
+    def ridge_point(self) -> float:
+        """Arithmetic intensity (FLOP/byte) where compute time equals memory time."""
+        return self._flops_rate / self._bw
+
+    # -- StepTimer
+
+    def step_time_s(self, new_tokens: IntArray, context_tokens: IntArray) -> float:
+        """Seconds for one step: request i computes new_tokens[i] with context_tokens[i] cached."""
+        return float(self._parts(self._aggregates(new_tokens, context_tokens))["total_s"])
+
+    def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
+        """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step)."""
+        parts = self._parts(self._decode_aggregates(context_tokens, num_steps))
+        return np.asarray(parts["total_s"], dtype=np.float64)
+
+    # -- breakdowns
+
+    def cost(self, new_tokens: IntArray, context_tokens: IntArray) -> StepCost:
+        """The typed breakdown of one step."""
+        return self._to_cost(self._parts(self._aggregates(new_tokens, context_tokens)), 1)
+
+    def decode_run_cost(self, context_tokens: IntArray, num_steps: int) -> StepCost:
+        """The summed breakdown of ``num_steps`` pure-decode steps (as ``decode_run_s``)."""
+        parts = self._parts(self._decode_aggregates(context_tokens, num_steps))
+        return self._to_cost({k: float(np.sum(v)) for k, v in parts.items()}, num_steps)
+
+    # -- internals
+
+    def _aggregates(self, new: IntArray, ctx: IntArray) -> _Aggregates:
+        n = np.asarray(new, dtype=np.int64)
+        c = np.asarray(ctx, dtype=np.int64)
+        full_pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
+        w = self.constants.window
+        s_ctx = s_pairs = 0
+        if w and self.constants.sliding_flops_per_pair:
+            s_ctx, s_pairs = int(np.minimum(c, w).sum()), _clipped_pairs(n, c, w)
+        return _Aggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs)
+
+    def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> _Aggregates:
+        c = np.sort(np.asarray(ctx, dtype=np.int64))
+        r = len(c)
+        k = np.arange(num_steps, dtype=np.int64)
+        full_ctx = int(c.sum()) + r * k
+        w = self.constants.window
+        s_ctx = s_pairs = np.zeros(num_steps, dtype=np.int64)
+        if w and self.constants.sliding_flops_per_pair:
+            s_ctx, s_pairs = _clipped_sum(c, k, w), _clipped_sum(c, k + 1, w)
+        tokens = np.full(num_steps, r, dtype=np.int64)
+        return _Aggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs)
+
+    def _parts(self, a: _Aggregates) -> dict[str, Any]:
+        """Every component of the cost from the aggregates (Python numbers or arrays alike).
+
+        The same operations run in the same order for one step and for a run of steps, so
+        ``decode_run_s`` equals repeated ``step_time_s`` to the last bit.
+        """
+        k = self.constants
+        tokens, requests = a.tokens * 1.0, a.requests * 1.0
+        weights = k.weight_bytes * 1.0
+        if k.routed_expert_bytes:
+            # distinct experts a step's tokens touch: E * (1 - (1 - k/E)^T)
+            weights = weights + k.routed_expert_bytes * (
+                1.0 - np.power(k.expert_miss_per_token, tokens))
+        p: dict[str, Any] = {
+            "tokens": tokens,
+            "f_gemm": k.gemm_flops_per_token * tokens,
+            "f_attn": k.attn_flops_per_pair * (a.full_pairs * 1.0)
+            + k.sliding_flops_per_pair * (a.sliding_pairs * 1.0),
+            "f_lm": k.lm_head_flops_per_request * requests,
+            "f_state": k.state_flops_per_token * tokens,
+            "b_weights": weights,
+            "b_kv_read": k.kv_bytes_per_token * (a.full_context * 1.0)
+            + k.sliding_kv_bytes_per_token * (a.sliding_context * 1.0),
+            "b_kv_write": (k.kv_bytes_per_token + k.sliding_kv_bytes_per_token) * tokens,
+            "b_state": 2.0 * k.state_bytes_per_request * requests,
+            "b_act": k.activation_bytes_per_token * tokens,
+        }
+        return self._seconds(p)
+
+    def _seconds(self, p: dict[str, Any]) -> dict[str, Any]:
+        k, prof = self.constants, self.profile
+        flops = p["f_gemm"] + p["f_attn"] + p["f_lm"] + p["f_state"]
+        moved = p["b_weights"] + p["b_kv_read"] + p["b_kv_write"] + p["b_state"] + p["b_act"]
+        compute_s, memory_s = flops / self._flops_rate, moved / self._bw
+        act = k.allreduce_bytes_per_token * p["tokens"]
+        ring = 2.0 * (k.tp - 1) / k.tp * act / self._link + prof.allreduce_latency_s
+        comm_s = k.allreduces * ring
+        stage_s = np.maximum(compute_s, memory_s) + comm_s
+        pipe_s = (k.pp - 1) * (stage_s + act / self._link + prof.allreduce_latency_s)
+        total = stage_s + pipe_s + prof.step_overhead_s
+        return {**p, "compute_s": compute_s, "memory_s": memory_s, "comm_s": comm_s,
+                "pipe_s": pipe_s, "total_s": total}
+
+    def _to_cost(self, p: dict[str, Any], steps: int) -> StepCost:
+        def f(key: str) -> float:
+            return float(p[key])
+
+        def b(key: str) -> int:
+            return round(float(p[key]))
+
+        return StepCost(
+            steps=steps, tokens=round(f("tokens")),
+            flops=Flops(dense_gemm=f("f_gemm"), attention=f("f_attn"), lm_head=f("f_lm"),
+                        state=f("f_state")),
+            bytes=BytesMoved(weights=b("b_weights"), kv_read=b("b_kv_read"),
+                             kv_write=b("b_kv_write"), state=b("b_state"), activations=b("b_act")),
+            seconds=Seconds(compute_s=f("compute_s"), memory_s=f("memory_s"),
+                            communication_s=f("comm_s"), pipeline_s=f("pipe_s"),
+                            overhead_s=self.profile.step_overhead_s * steps),
+            ridge_point=self.ridge_point,
+        )
+
+
+def _clipped_pairs(n: IntArray, c: IntArray, w: int) -> int:
+    """Sum over requests of sum_{j=c+1}^{c+n} min(j, w): keys attended under a window of w."""
+    lo, hi = c + 1, c + n
+    below = np.minimum(hi, w)
+    ramp_n = np.maximum(below - lo + 1, 0)
+    ramp = ramp_n * (lo + below) // 2  # consecutive integers lo..below
+    return int(ramp.sum() + ((n - ramp_n) * w).sum())
+
+
+def _clipped_sum(c_sorted: IntArray, shift: IntArray, w: int) -> IntArray:
+    """For each s in ``shift``: sum_i min(c_i + s, w), with c sorted ascending."""
+    prefix = np.concatenate(([0], np.cumsum(c_sorted)))
+    inside = np.searchsorted(c_sorted, w - shift, side="left")  # c_i + s < w
+    return np.asarray(prefix[inside] + inside * shift + (len(c_sorted) - inside) * w,
+                      dtype=np.int64)
