@@ -24,7 +24,10 @@ class CliResult:
 def run_cli(*args: str, cwd: str | None = None) -> CliResult:
     """Run `python -m kvplan ARGS...` and capture exit code, stdout and stderr."""
     proc = subprocess.run(
-        [sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, cwd=cwd,
+        [sys.executable, "-m", "kvplan", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
         timeout=300,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)

@@ -16,10 +16,20 @@ GB = 1000**3
 TB = 1000**4
 
 _SIZE_UNITS = {
-    "": 1, "b": 1,
-    "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
-    "kb": KB, "mb": MB, "gb": GB, "tb": TB,
-    "k": KiB, "m": MiB, "g": GiB, "t": TiB,
+    "": 1,
+    "b": 1,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
+    "tb": TB,
+    "k": KiB,
+    "m": MiB,
+    "g": GiB,
+    "t": TiB,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*$")
 

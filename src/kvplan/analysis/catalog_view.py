@@ -27,9 +27,16 @@ def catalog_rows() -> list[ModelRow]:
     for entry in catalog().values():
         model = load_model(entry.hf_id)
         kv = kv_spec(model)
-        rows.append(ModelRow(
-            id=model.name, attention=model.attention_kind, layers=model.num_layers,
-            kv_heads=model.num_kv_heads, head_dim=model.head_dim, dtype=model.dtype,
-            bytes_per_token=kv.bytes_per_token, state_bytes_per_request=kv.state_bytes_per_request,
-        ))
+        rows.append(
+            ModelRow(
+                id=model.name,
+                attention=model.attention_kind,
+                layers=model.num_layers,
+                kv_heads=model.num_kv_heads,
+                head_dim=model.head_dim,
+                dtype=model.dtype,
+                bytes_per_token=kv.bytes_per_token,
+                state_bytes_per_request=kv.state_bytes_per_request,
+            )
+        )
     return rows

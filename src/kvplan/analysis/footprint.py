@@ -30,8 +30,12 @@ def batch_footprint(kv: ModelKv, batch: int, context_tokens: int) -> BatchFootpr
         raise InputError(f"--batch must be at least 1, got {batch}")
     if context_tokens < 1:
         raise InputError(f"--context must be at least 1 token, got {context_tokens}")
-    return BatchFootprint(batch=batch, context_tokens=context_tokens,
-                          bytes_per_request=kv.bytes_for(context_tokens), kv=kv)
+    return BatchFootprint(
+        batch=batch,
+        context_tokens=context_tokens,
+        bytes_per_request=kv.bytes_for(context_tokens),
+        kv=kv,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,37 +53,75 @@ class LeverRow:
 
 def mha_counterfactual(model: ModelSpec) -> ModelSpec:
     """The same model with full multi-head attention: kv heads = attention heads, no MLA."""
-    head_k = model.head_dim if model.mla is None else (
-        model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim)
+    head_k = (
+        model.head_dim
+        if model.mla is None
+        else (model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim)
+    )
     kinds = tuple("full" if k == "mla" else k for k in model.layer_kinds)
-    return dataclasses.replace(model, num_kv_heads=model.num_attention_heads, mla=None,
-                               head_dim=head_k, layer_kinds=kinds)
+    return dataclasses.replace(
+        model, num_kv_heads=model.num_attention_heads, mla=None, head_dim=head_k, layer_kinds=kinds
+    )
 
 
 def lever_table(
-    model: ModelSpec, batch: int, context_tokens: int, *,
-    precisions: tuple[str, ...] = ("fp8", "nvfp4"), tp_degrees: tuple[int, ...] = (2, 4, 8),
+    model: ModelSpec,
+    batch: int,
+    context_tokens: int,
+    *,
+    precisions: tuple[str, ...] = ("fp8", "nvfp4"),
+    tp_degrees: tuple[int, ...] = (2, 4, 8),
 ) -> tuple[LeverRow, ...]:
     """Rows: MHA baseline, the model's own heads, each precision, each TP, and all stacked."""
     baseline = mha_counterfactual(model)
     heads = "MLA latent" if model.mla else f"{model.num_kv_heads} ({model.attention_kind})"
-    configs = [("MHA counterfactual (kv heads = attention heads)", baseline,
-                f"{model.num_attention_heads} (MHA)", "auto", 1),
-               ("model as configured", model, heads, "auto", 1)]
+    configs = [
+        (
+            "MHA counterfactual (kv heads = attention heads)",
+            baseline,
+            f"{model.num_attention_heads} (MHA)",
+            "auto",
+            1,
+        ),
+        ("model as configured", model, heads, "auto", 1),
+    ]
     configs += [(f"KV cache dtype {p}", model, heads, p, 1) for p in precisions]
     configs += [(f"tensor parallel {tp}", model, heads, "auto", tp) for tp in tp_degrees]
     if precisions and tp_degrees:
-        configs.append((f"stacked: {precisions[0]} + TP {tp_degrees[0]}", model, heads,
-                        precisions[0], tp_degrees[0]))
+        configs.append(
+            (
+                f"stacked: {precisions[0]} + TP {tp_degrees[0]}",
+                model,
+                heads,
+                precisions[0],
+                tp_degrees[0],
+            )
+        )
     base_total = batch_footprint(kv_spec(baseline), batch, context_tokens).total_bytes
-    return tuple(_row(label, m, h, p, tp, batch, context_tokens, base_total)
-                 for label, m, h, p, tp in configs)
+    return tuple(
+        _row(label, m, h, p, tp, batch, context_tokens, base_total)
+        for label, m, h, p, tp in configs
+    )
 
 
-def _row(label: str, model: ModelSpec, heads: str, precision: str, tp: int, batch: int,
-         context: int, base_total: int) -> LeverRow:
+def _row(
+    label: str,
+    model: ModelSpec,
+    heads: str,
+    precision: str,
+    tp: int,
+    batch: int,
+    context: int,
+    base_total: int,
+) -> LeverRow:
     kv = kv_spec(model, precision, tp)
     total = batch_footprint(kv, batch, context).total_bytes
-    return LeverRow(lever=label, kv_heads=heads, precision=kv.precision.name,
-                    tensor_parallel_size=tp, bytes_per_token_per_gpu=kv.bytes_per_token,
-                    total_bytes_per_gpu=total, factor_vs_baseline=total / base_total)
+    return LeverRow(
+        lever=label,
+        kv_heads=heads,
+        precision=kv.precision.name,
+        tensor_parallel_size=tp,
+        bytes_per_token_per_gpu=kv.bytes_per_token,
+        total_bytes_per_gpu=total,
+        factor_vs_baseline=total / base_total,
+    )

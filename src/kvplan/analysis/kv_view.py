@@ -39,10 +39,20 @@ class KvReport:
 
 def _group_json(group: Any, block_size: int) -> dict[str, Any]:
     spec = group.spec
-    out: dict[str, Any] = {"kind": spec.kind, "label": spec.label, "num_layers": group.num_layers,
-                           "layer_ids": list(group.layer_ids)}
-    for key in ("num_kv_heads", "head_size", "head_size_v", "window", "latent_dim",
-                "state_elements"):
+    out: dict[str, Any] = {
+        "kind": spec.kind,
+        "label": spec.label,
+        "num_layers": group.num_layers,
+        "layer_ids": list(group.layer_ids),
+    }
+    for key in (
+        "num_kv_heads",
+        "head_size",
+        "head_size_v",
+        "window",
+        "latent_dim",
+        "state_elements",
+    ):
         if hasattr(spec, key):
             out[key] = getattr(spec, key)
     out["bytes_per_token_per_layer"] = spec.bytes_per_token
@@ -52,10 +62,14 @@ def _group_json(group: Any, block_size: int) -> dict[str, Any]:
     return out
 
 
-def kv_report(model: str, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1,
-              block_size: int = 16) -> KvReport:
+def kv_report(
+    model: str, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1, block_size: int = 16
+) -> KvReport:
     """Load ``model`` and size its cache at the given precision and TP degree."""
     spec = load_model(model)
-    return KvReport(model=spec, whole=kv_spec(spec, kv_cache_dtype, 1),
-                    per_gpu=kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
-                    block_size=block_size)
+    return KvReport(
+        model=spec,
+        whole=kv_spec(spec, kv_cache_dtype, 1),
+        per_gpu=kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
+        block_size=block_size,
+    )

@@ -72,8 +72,12 @@ class RequestTimeline:
 
 
 def request_timeline(
-    kv: ModelKv, prompt_tokens: int, output_tokens: int, *,
-    chunk_tokens: int | None = None, block_size: int = 16,
+    kv: ModelKv,
+    prompt_tokens: int,
+    output_tokens: int,
+    *,
+    chunk_tokens: int | None = None,
+    block_size: int = 16,
 ) -> RequestTimeline:
     """Step-by-step claim schedule of one request (see the module docstring for conventions)."""
     _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
@@ -82,15 +86,25 @@ def request_timeline(
     steps, previous = [], 0
     for i, held in enumerate(tokens):
         logical = kv.bytes_for(held)
-        steps.append(ClaimStep(
-            step=i + 1, phase="prefill" if i < n_prefill else "decode", tokens_in_cache=held,
-            logical_bytes=logical, claimed_bytes=logical - previous,
-            allocated_blocks=kv.blocks_for(held, block_size),
-            allocated_bytes=kv.allocated_bytes_for(held, block_size),
-        ))
+        steps.append(
+            ClaimStep(
+                step=i + 1,
+                phase="prefill" if i < n_prefill else "decode",
+                tokens_in_cache=held,
+                logical_bytes=logical,
+                claimed_bytes=logical - previous,
+                allocated_blocks=kv.blocks_for(held, block_size),
+                allocated_bytes=kv.allocated_bytes_for(held, block_size),
+            )
+        )
         previous = logical
-    return RequestTimeline(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                           chunk_tokens=chunk_tokens, block_size=block_size, steps=tuple(steps))
+    return RequestTimeline(
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        chunk_tokens=chunk_tokens,
+        block_size=block_size,
+        steps=tuple(steps),
+    )
 
 
 def _tokens_after_each_step(prompt: int, output: int, chunk: int | None) -> list[int]:
@@ -109,5 +123,6 @@ def _check_lengths(prompt: int, output: int, chunk: int | None, block: int) -> N
     if block < 1:
         raise InputError(f"--block-size must be at least 1 token, got {block}")
     if prompt + output > 100_000_000:
-        raise InputError(f"prompt + output = {prompt + output} tokens is absurd; "
-                         "use lengths below 100,000,000")
+        raise InputError(
+            f"prompt + output = {prompt + output} tokens is absurd; use lengths below 100,000,000"
+        )

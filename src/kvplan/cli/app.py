@@ -28,18 +28,21 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except KvplanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except (typer.Exit, SystemExit) as exc:
-        code = exc.exit_code if isinstance(exc, typer.Exit) else exc.code
-        sys.exit(code if isinstance(code, int) else 0)
-    except (typer.BadParameter, typer.Abort) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except Exception as exc:  # click usage errors
-        import click
+        _fail(str(exc))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        _fail("aborted")
+    except Exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.exit(0)
+        message = getattr(exc, "format_message", None)
+        if message is None:  # a bug, not a user error: let it show
+            raise
+        _fail(str(message()))
 
-        if isinstance(exc, click.ClickException):
-            print(f"error: {exc.format_message()}", file=sys.stderr)
-            sys.exit(2)
-        raise
+
+def _fail(message: str) -> None:
+    """One line on stderr, exit status 2."""
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    sys.exit(2)

@@ -25,18 +25,28 @@ def models_cmd(as_json: JsonOpt = False) -> None:
     console.print(models_table(rows))
 
 
-ModelArg = Annotated[str, typer.Argument(help="Hugging Face id from 'kvplan models', or a path "
-                                              "to a config.json.")]
-KvDtypeOpt = Annotated[str, typer.Option("--kv-cache-dtype", help="auto, bfloat16, float16, "
-                                         "fp8, fp8_e4m3, fp8_e5m2, int8_per_token_head, "
-                                         "fp8_per_token_head, nvfp4")]
+ModelArg = Annotated[
+    str, typer.Argument(help="Hugging Face id from 'kvplan models', or a path to a config.json.")
+]
+KvDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-cache-dtype",
+        help="auto, bfloat16, float16, "
+        "fp8, fp8_e4m3, fp8_e5m2, int8_per_token_head, "
+        "fp8_per_token_head, nvfp4",
+    ),
+]
 TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel GPUs.")]
 
 
 @app.command("kv")
 def kv_cmd(
-    model: ModelArg, kv_cache_dtype: KvDtypeOpt = "auto", tensor_parallel_size: TpOpt = 1,
-    block_size: Annotated[int, typer.Option("--block-size")] = 16, as_json: JsonOpt = False,
+    model: ModelArg,
+    kv_cache_dtype: KvDtypeOpt = "auto",
+    tensor_parallel_size: TpOpt = 1,
+    block_size: Annotated[int, typer.Option("--block-size")] = 16,
+    as_json: JsonOpt = False,
 ) -> None:
     """KV cache bytes per token, whole model and per GPU, with the formula filled in."""
     from kvplan.analysis.kv_view import kv_report
@@ -57,9 +67,11 @@ def request_cmd(
     output: Annotated[int, typer.Option("--output", help="Output tokens (O).")],
     chunk: Annotated[int | None, typer.Option("--chunk", help="Chunked-prefill size C.")] = None,
     block_size: Annotated[int, typer.Option("--block-size")] = 16,
-    kv_cache_dtype: KvDtypeOpt = "auto", tensor_parallel_size: TpOpt = 1,
-    plot: Annotated[str | None, typer.Option("--plot", help="Write the staircase chart "
-                                             "(.png, .svg or .html).")] = None,
+    kv_cache_dtype: KvDtypeOpt = "auto",
+    tensor_parallel_size: TpOpt = 1,
+    plot: Annotated[
+        str | None, typer.Option("--plot", help="Write the staircase chart (.png, .svg or .html).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """A request's memory-claim schedule: prefill jump, chunk staircase, decode trickle."""
@@ -92,7 +104,8 @@ def batch_cmd(
     model: ModelArg,
     batch: Annotated[int, typer.Option("--batch", help="Concurrent requests.")],
     context: Annotated[int, typer.Option("--context", help="Tokens held by each request.")],
-    kv_cache_dtype: KvDtypeOpt = "auto", tensor_parallel_size: TpOpt = 1,
+    kv_cache_dtype: KvDtypeOpt = "auto",
+    tensor_parallel_size: TpOpt = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """A batch's KV footprint: bytes per token x context x batch (windows and state applied)."""
@@ -120,21 +133,29 @@ def levers_cmd(
     context: Annotated[int, typer.Option("--context", help="Tokens held by each request.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """How each lever multiplies the footprint (MHA vs GQA/MLA, cache dtype, TP) and how they stack."""
+    """How each lever (MHA vs GQA/MLA, cache dtype, TP) multiplies the footprint; they stack."""
     from kvplan.analysis.footprint import lever_table
     from kvplan.specs.catalog import load_model
 
     spec = load_model(model)
     rows = lever_table(spec, batch, context)
     if as_json:
-        print_json({"model": spec.name, "batch": batch, "context_tokens": context,
-                    "levers": [_lever_json(r) for r in rows]})
+        print_json(
+            {
+                "model": spec.name,
+                "batch": batch,
+                "context_tokens": context,
+                "levers": [_lever_json(r) for r in rows],
+            }
+        )
         return
     from kvplan.report.tables import levers_table
 
     console.print(levers_table(rows, batch, context))
-    console.print("Factors multiply: GQA/MLA x cache precision x 1/TP (until TP exceeds the KV "
-                  "heads, where heads are replicated instead of split).")
+    console.print(
+        "Factors multiply: GQA/MLA x cache precision x 1/TP (until TP exceeds the KV "
+        "heads, where heads are replicated instead of split)."
+    )
 
 
 def _lever_json(row: object) -> dict[str, object]:

@@ -41,25 +41,41 @@ def staircase_chart(tl: RequestTimeline, model_name: str) -> Any:
     """Bytes held per step: the prefill jump (or chunk staircase), then the decode trickle."""
     import altair as alt
 
-    rows = [{"step": 0, "MiB": 0.0, "series": name, "phase": "start"}
-            for name in ("logical", f"allocated (blocks of {tl.block_size})")]
+    rows = [
+        {"step": 0, "MiB": 0.0, "series": name, "phase": "start"}
+        for name in ("logical", f"allocated (blocks of {tl.block_size})")
+    ]
     for s in tl.steps:
-        rows.append({"step": s.step, "MiB": s.logical_bytes / MiB, "series": "logical",
-                     "phase": s.phase})
-        rows.append({"step": s.step, "MiB": s.allocated_bytes / MiB,
-                     "series": f"allocated (blocks of {tl.block_size})", "phase": s.phase})
-    base = alt.Chart(alt.Data(values=rows))
+        rows.append(
+            {"step": s.step, "MiB": s.logical_bytes / MiB, "series": "logical", "phase": s.phase}
+        )
+        rows.append(
+            {
+                "step": s.step,
+                "MiB": s.allocated_bytes / MiB,
+                "series": f"allocated (blocks of {tl.block_size})",
+                "phase": s.phase,
+            }
+        )
+    base = alt.Chart(alt.Data(values=rows))  # type: ignore[no-untyped-call]
     lines = base.mark_line(interpolate="step-after").encode(
         x=alt.X("step:Q", title="engine step"),
         y=alt.Y("MiB:Q", title="KV cache held (MiB)"),
         color=alt.Color("series:N", legend=alt.Legend(title="cache", orient="bottom")),
         strokeDash=alt.StrokeDash("series:N", legend=None),
     )
-    points = base.transform_filter(alt.datum.series == "logical").mark_point(size=18).encode(
-        x="step:Q", y="MiB:Q",
-        shape=alt.Shape("phase:N", legend=alt.Legend(title="phase", orient="right")),
+    points = (
+        base.transform_filter(alt.datum.series == "logical")
+        .mark_point(size=18)
+        .encode(
+            x="step:Q",
+            y="MiB:Q",
+            shape=alt.Shape("phase:N", legend=alt.Legend(title="phase", orient="right")),
+        )
     )
-    title = (f"{model_name}: prefill claims {tl.prefill_share:.1%} of the final cache "
-             f"({tl.prompt_tokens} prompt + {tl.output_tokens} output tokens)")
+    title = (
+        f"{model_name}: prefill claims {tl.prefill_share:.1%} of the final cache "
+        f"({tl.prompt_tokens} prompt + {tl.output_tokens} output tokens)"
+    )
     chart = (lines + points).resolve_legend(color="independent", shape="independent")
     return chart.properties(title=title, width=640, height=320)

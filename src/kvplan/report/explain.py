@@ -21,17 +21,23 @@ def group_formula(group: KvGroup, precision: KvPrecision) -> str:
     if spec.kind in ("full", "sliding"):
         h, d = spec.num_kv_heads, spec.head_size  # type: ignore[union-attr]
         tail = f" (window {spec.window} tokens)" if spec.kind == "sliding" else ""  # type: ignore[union-attr]
-        return (f"2 (K and V) x {n} layers x {h} KV heads x {d} head_dim x "
-                f"{value_bytes_text(precision, d)} = {group.bytes_per_token:,} bytes/token{tail}")
+        return (
+            f"2 (K and V) x {n} layers x {h} KV heads x {d} head_dim x "
+            f"{value_bytes_text(precision, d)} = {group.bytes_per_token:,} bytes/token{tail}"
+        )
     if spec.kind == "mla":
         latent = spec.latent_dim  # type: ignore[union-attr]
-        return (f"{n} layers x {latent} latent (kv_lora_rank + qk_rope_head_dim) x "
-                f"{value_bytes_text(precision, latent)} = {group.bytes_per_token:,} bytes/token "
-                "(no K/V factor of 2)")
+        return (
+            f"{n} layers x {latent} latent (kv_lora_rank + qk_rope_head_dim) x "
+            f"{value_bytes_text(precision, latent)} = {group.bytes_per_token:,} bytes/token "
+            "(no K/V factor of 2)"
+        )
     elements = spec.state_elements  # type: ignore[union-attr]
     width = spec.dtype_bytes  # type: ignore[union-attr]
-    return (f"{n} {spec.layer_type} layers x {elements:,} state values x {width} bytes = "  # type: ignore[union-attr]
-            f"{group.state_bytes:,} bytes per request (constant in length)")
+    return (
+        f"{n} {spec.layer_type} layers x {elements:,} state values x {width} bytes = "  # type: ignore[union-attr]
+        f"{group.state_bytes:,} bytes per request (constant in length)"
+    )
 
 
 def kv_summary_lines(kv: ModelKv) -> list[str]:
@@ -39,6 +45,8 @@ def kv_summary_lines(kv: ModelKv) -> list[str]:
     lines = [group_formula(g, kv.precision) for g in kv.groups]
     lines.append(f"total: {kv.bytes_per_token:,} bytes/token ({fmt_bytes(kv.bytes_per_token)})")
     if kv.state_bytes_per_request:
-        lines.append(f"fixed state: {kv.state_bytes_per_request:,} bytes per request "
-                     f"({fmt_bytes(kv.state_bytes_per_request)})")
+        lines.append(
+            f"fixed state: {kv.state_bytes_per_request:,} bytes per request "
+            f"({fmt_bytes(kv.state_bytes_per_request)})"
+        )
     return lines

@@ -16,15 +16,19 @@ from kvplan.units import fmt_bytes
 
 
 def render_kv(console: Console, r: KvReport) -> None:
-    console.print(f"[bold]{r.model.name}[/bold] — {r.model.attention_kind}, "
-                  f"KV cache dtype {r.per_gpu.precision.name}")
+    console.print(
+        f"[bold]{r.model.name}[/bold] — {r.model.attention_kind}, "
+        f"KV cache dtype {r.per_gpu.precision.name}"
+    )
     console.print("Whole model (all layers, one copy):")
     for line in kv_summary_lines(r.whole):
         console.print(f"  {line}")
     tp = r.per_gpu.tensor_parallel_size
     if tp > 1:
-        console.print(f"Per GPU at tensor parallel {tp} (KV heads per GPU = max(1, kv_heads // "
-                      f"{tp}); MLA latents are not split):")
+        console.print(
+            f"Per GPU at tensor parallel {tp} (KV heads per GPU = max(1, kv_heads // "
+            f"{tp}); MLA latents are not split):"
+        )
         for line in kv_summary_lines(r.per_gpu):
             console.print(f"  {line}")
     console.print(kv_groups_table(r.per_gpu, r.block_size))
@@ -34,51 +38,79 @@ def render_kv(console: Console, r: KvReport) -> None:
 
 
 def timeline_json(model: str, kv: ModelKv, tl: RequestTimeline) -> dict[str, Any]:
-    """JSON keys other tools read: prefill_bytes, decode_bytes, final_bytes, prefill_share, steps."""
+    """Keys other tools read: prefill_bytes, decode_bytes, final_bytes, prefill_share, steps."""
     return {
-        "model": model, "kv_cache_dtype": kv.precision.name,
+        "model": model,
+        "kv_cache_dtype": kv.precision.name,
         "tensor_parallel_size": kv.tensor_parallel_size,
-        "prompt_tokens": tl.prompt_tokens, "output_tokens": tl.output_tokens,
-        "chunk_tokens": tl.chunk_tokens, "block_size": tl.block_size,
+        "prompt_tokens": tl.prompt_tokens,
+        "output_tokens": tl.output_tokens,
+        "chunk_tokens": tl.chunk_tokens,
+        "block_size": tl.block_size,
         "bytes_per_token": kv.bytes_per_token,
-        "prefill_steps": tl.prefill_steps, "prefill_bytes": tl.prefill_bytes,
-        "decode_bytes": tl.decode_bytes, "final_bytes": tl.final_bytes,
-        "final_allocated_bytes": tl.final_allocated_bytes, "prefill_share": tl.prefill_share,
+        "prefill_steps": tl.prefill_steps,
+        "prefill_bytes": tl.prefill_bytes,
+        "decode_bytes": tl.decode_bytes,
+        "final_bytes": tl.final_bytes,
+        "final_allocated_bytes": tl.final_allocated_bytes,
+        "prefill_share": tl.prefill_share,
         "steps": [
-            {"step": s.step, "phase": s.phase, "tokens_in_cache": s.tokens_in_cache,
-             "logical_bytes": s.logical_bytes, "claimed_bytes": s.claimed_bytes,
-             "allocated_blocks": s.allocated_blocks, "allocated_bytes": s.allocated_bytes}
+            {
+                "step": s.step,
+                "phase": s.phase,
+                "tokens_in_cache": s.tokens_in_cache,
+                "logical_bytes": s.logical_bytes,
+                "claimed_bytes": s.claimed_bytes,
+                "allocated_blocks": s.allocated_blocks,
+                "allocated_bytes": s.allocated_bytes,
+            }
             for s in tl.steps
         ],
     }
 
 
-def render_timeline(console: Console, model: str, kv: ModelKv, tl: RequestTimeline,
-                    plot: str | None) -> None:
+def render_timeline(
+    console: Console, model: str, kv: ModelKv, tl: RequestTimeline, plot: str | None
+) -> None:
     console.print(timeline_table(tl))
     steps = "1 step" if tl.prefill_steps == 1 else f"{tl.prefill_steps} chunked steps"
     console.print(f"{model}: {kv.bytes_per_token:,} bytes/token ({kv.precision.name})")
-    console.print(f"prefill claims {fmt_bytes(tl.prefill_bytes)} ({tl.prefill_bytes:,} bytes) "
-                  f"in {steps}; {tl.output_tokens} decode steps add {fmt_bytes(tl.decode_bytes)} "
-                  f"({tl.decode_bytes:,} bytes)")
-    console.print(f"final cache {fmt_bytes(tl.final_bytes)} ({tl.final_bytes:,} bytes; "
-                  f"{fmt_bytes(tl.final_allocated_bytes)} allocated in blocks of {tl.block_size}); "
-                  f"prefill share {tl.prefill_share:.1%}")
+    console.print(
+        f"prefill claims {fmt_bytes(tl.prefill_bytes)} ({tl.prefill_bytes:,} bytes) "
+        f"in {steps}; {tl.output_tokens} decode steps add {fmt_bytes(tl.decode_bytes)} "
+        f"({tl.decode_bytes:,} bytes)"
+    )
+    console.print(
+        f"final cache {fmt_bytes(tl.final_bytes)} ({tl.final_bytes:,} bytes; "
+        f"{fmt_bytes(tl.final_allocated_bytes)} allocated in blocks of {tl.block_size}); "
+        f"prefill share {tl.prefill_share:.1%}"
+    )
     if plot:
         console.print(f"chart written to {plot}")
 
 
 def batch_json(model: str, fp: BatchFootprint) -> dict[str, Any]:
-    return {"model": model, "kv_cache_dtype": fp.kv.precision.name,
-            "tensor_parallel_size": fp.kv.tensor_parallel_size, "batch": fp.batch,
-            "context_tokens": fp.context_tokens, "bytes_per_token": fp.kv.bytes_per_token,
-            "bytes_per_request": fp.bytes_per_request, "total_bytes": fp.total_bytes}
+    return {
+        "model": model,
+        "kv_cache_dtype": fp.kv.precision.name,
+        "tensor_parallel_size": fp.kv.tensor_parallel_size,
+        "batch": fp.batch,
+        "context_tokens": fp.context_tokens,
+        "bytes_per_token": fp.kv.bytes_per_token,
+        "bytes_per_request": fp.bytes_per_request,
+        "total_bytes": fp.total_bytes,
+    }
 
 
 def render_batch(console: Console, model: str, fp: BatchFootprint) -> None:
-    console.print(f"{model}, KV cache dtype {fp.kv.precision.name}, tp "
-                  f"{fp.kv.tensor_parallel_size} (per GPU)")
-    console.print(f"{fp.kv.bytes_per_token:,} bytes/token x {fp.context_tokens:,} tokens x "
-                  f"{fp.batch} requests")
-    console.print(f"total: {fmt_bytes(fp.total_bytes)} ({fp.total_bytes:,} bytes); "
-                  f"{fmt_bytes(fp.bytes_per_request)} per request")
+    console.print(
+        f"{model}, KV cache dtype {fp.kv.precision.name}, tp {fp.kv.tensor_parallel_size} (per GPU)"
+    )
+    console.print(
+        f"{fp.kv.bytes_per_token:,} bytes/token x {fp.context_tokens:,} tokens x "
+        f"{fp.batch} requests"
+    )
+    console.print(
+        f"total: {fmt_bytes(fp.total_bytes)} ({fp.total_bytes:,} bytes); "
+        f"{fmt_bytes(fp.bytes_per_request)} per request"
+    )

@@ -40,11 +40,23 @@ class HardwareSpec:
 
 
 _ALIASES = {
-    "h100": "H100-SXM-80GB", "h100-sxm": "H100-SXM-80GB", "h100-80gb": "H100-SXM-80GB",
-    "h100-pcie": "H100-PCIe-80GB", "h200": "H200-SXM-141GB", "b200": "B200-SXM-180GB",
-    "a100": "A100-80GB-SXM", "a100-80gb": "A100-80GB-SXM", "a100-40gb": "A100-40GB-SXM",
-    "4090": "RTX-4090", "rtx4090": "RTX-4090", "l40s": "L40S", "l4": "L4", "a10g": "A10G",
-    "mi300x": "MI300X", "mi325x": "MI325X", "tpu-v5e": "TPU-v5e",
+    "h100": "H100-SXM-80GB",
+    "h100-sxm": "H100-SXM-80GB",
+    "h100-80gb": "H100-SXM-80GB",
+    "h100-pcie": "H100-PCIe-80GB",
+    "h200": "H200-SXM-141GB",
+    "b200": "B200-SXM-180GB",
+    "a100": "A100-80GB-SXM",
+    "a100-80gb": "A100-80GB-SXM",
+    "a100-40gb": "A100-40GB-SXM",
+    "4090": "RTX-4090",
+    "rtx4090": "RTX-4090",
+    "l40s": "L40S",
+    "l4": "L4",
+    "a10g": "A10G",
+    "mi300x": "MI300X",
+    "mi325x": "MI325X",
+    "tpu-v5e": "TPU-v5e",
 }
 
 
@@ -54,18 +66,22 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
         if entry.get(key) is None:
             raise ConfigError("is required for a GPU description", field=key, file=file)
     rates = {
-        "float16": entry.get("fp16_tflops_dense"), "bfloat16": entry.get("bf16_tflops_dense"),
-        "fp8": entry.get("fp8_tflops_dense"), "int8": entry.get("int8_tops_dense"),
+        "float16": entry.get("fp16_tflops_dense"),
+        "bfloat16": entry.get("bf16_tflops_dense"),
+        "fp8": entry.get("fp8_tflops_dense"),
+        "int8": entry.get("int8_tops_dense"),
         "fp4": entry.get("fp4_tflops_dense"),
     }
     try:
         return HardwareSpec(
-            id=str(entry["id"]), memory_bytes=int(float(entry["memory_gb"]) * GB),
+            id=str(entry["id"]),
+            memory_bytes=int(float(entry["memory_gb"]) * GB),
             mem_bw_bytes_per_s=float(entry["mem_bw_tbps"]) * TERA,
             peak_flops={k: float(v) * TERA for k, v in rates.items() if v},
             interconnect=str(entry.get("interconnect", "")),
             interconnect_bytes_per_s=float(entry.get("interconnect_gbps") or 0) * GB,
-            vendor=str(entry.get("vendor", "")), source=str(entry.get("source", "")),
+            vendor=str(entry.get("vendor", "")),
+            source=str(entry.get("source", "")),
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"has a non-numeric value ({exc})", file=file) from None
@@ -102,8 +118,9 @@ def _load_gpu_file(path: Path) -> HardwareSpec:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read GPU description ({exc.__class__.__name__})",
-                          file=str(path)) from None
+        raise ConfigError(
+            f"cannot read GPU description ({exc.__class__.__name__})", file=str(path)
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError("must hold a mapping with id, memory_gb, mem_bw_tbps", file=str(path))
     return hardware_from_dict(data, file=str(path))

@@ -1,4 +1,4 @@
-"""Hugging Face config.json (dict or file) -> ModelSpec, absorbing each family's quirks. No network."""
+"""Hugging Face config.json (dict or file) -> ModelSpec, absorbing family quirks; no network."""
 
 from __future__ import annotations
 
@@ -20,8 +20,12 @@ from kvplan.specs.model import (
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
-        "vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6,
-        "sliding_window": 4096, "tie_word_embeddings": True, "head_dim": 256,
+        "vocab_size": 262208,
+        "max_position_embeddings": 131072,
+        "sliding_window_pattern": 6,
+        "sliding_window": 4096,
+        "tie_word_embeddings": True,
+        "head_dim": 256,
         "hidden_activation": "gelu_pytorch_tanh",
     },
     "gemma2": {"tie_word_embeddings": True, "head_dim": 256},
@@ -33,8 +37,15 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False
-_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "half": "float16",
-           "fp16": "float16", "bf16": "bfloat16", "float": "float32"}
+_DTYPES = {
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float32": "float32",
+    "half": "float16",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "float": "float32",
+}
 _KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
 
 
@@ -56,15 +67,16 @@ class _Fields:
             return self.defaults[key]
         return fallback
 
-    def int(self, *keys: str, required: bool = True, default: int | None = None) -> int:
+    def integer(self, *keys: str, required: bool = True, default: int | None = None) -> int:
         for key in keys:
             value = self.get(key)
             if value is not None:
                 return self._as_int(key, value)
         if default is not None or not required:
             return default if default is not None else 0
-        raise ConfigError("is missing; it is required to size the KV cache", field=keys[0],
-                          file=self.file)
+        raise ConfigError(
+            "is missing; it is required to size the KV cache", field=keys[0], file=self.file
+        )
 
     def _as_int(self, key: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
@@ -80,13 +92,17 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the file ({exc.__class__.__name__}: {exc})",
-                          file=str(p)) from None
+        raise ConfigError(
+            f"cannot read the file ({exc.__class__.__name__}: {exc})", file=str(p)
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                          "pass a Hugging Face config.json", file=str(p)) from None
+        raise ConfigError(
+            f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            "pass a Hugging Face config.json",
+            file=str(p),
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError("must hold a JSON object (a Hugging Face config.json)", file=str(p))
     return data
@@ -97,36 +113,52 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     cfg = _text_config(raw)
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "unknown")
     f = _Fields(cfg, file, _FAMILY_DEFAULTS.get(model_type, {}))
-    hidden = f.int("hidden_size", "n_embd", "d_model")
-    layers = f.int("num_hidden_layers", "n_layer", "num_layers")
-    heads = f.int("num_attention_heads", "n_head", "num_heads")
+    hidden = f.integer("hidden_size", "n_embd", "d_model")
+    layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
+    heads = f.integer("num_attention_heads", "n_head", "num_heads")
     kv_heads = _kv_heads(f, heads, model_type)
     head_dim = _head_dim(f, hidden, heads)
     mla = _mla(f)
     kinds = _layer_kinds(f, layers, model_type, mla is not None)
-    sliding = f.int("sliding_window") if "sliding" in kinds else None
+    sliding = f.integer("sliding_window") if "sliding" in kinds else None
     dtype, config_dtype = _dtype(raw, cfg, f)
     return ModelSpec(
-        name=name, source=file, model_type=model_type,
-        architecture=_architecture(raw), dtype=dtype, config_dtype=config_dtype,
-        hidden_size=hidden, num_layers=layers, num_attention_heads=heads, num_kv_heads=kv_heads,
-        head_dim=head_dim, v_head_dim=f.int("v_head_dim", required=False, default=head_dim)
-        if mla is None else mla.v_head_dim,
-        vocab_size=f.int("vocab_size", "padded_vocab_size"),
-        intermediate_size=f.int("intermediate_size", "ffn_hidden_size", default=4 * hidden),
-        max_position_embeddings=f.int("max_position_embeddings", "seq_length", "n_positions",
-                                      default=2048),
+        name=name,
+        source=file,
+        model_type=model_type,
+        architecture=_architecture(raw),
+        dtype=dtype,
+        config_dtype=config_dtype,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=f.integer("v_head_dim", required=False, default=head_dim)
+        if mla is None
+        else mla.v_head_dim,
+        vocab_size=f.integer("vocab_size", "padded_vocab_size"),
+        intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
+        max_position_embeddings=f.integer(
+            "max_position_embeddings", "seq_length", "n_positions", default=2048
+        ),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
-        layer_kinds=kinds, sliding_window=sliding, mla=mla, moe=_moe(f),
+        layer_kinds=kinds,
+        sliding_window=sliding,
+        mla=mla,
+        moe=_moe(f),
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden) if "mamba" in kinds else None,
-        quantization=_quantization(raw, cfg), weight_block_size=_weight_block(raw, cfg),
-        hidden_act=str(f.get("hidden_act") or f.get("hidden_activation") or
-                       f.get("mlp_hidden_act") or "silu"),
+        quantization=_quantization(raw, cfg),
+        weight_block_size=_weight_block(raw, cfg),
+        hidden_act=str(
+            f.get("hidden_act") or f.get("hidden_activation") or f.get("mlp_hidden_act") or "silu"
+        ),
         mlp_gated=_mlp_gated(model_type, f),
-        attention_bias=bool(f.get("attention_bias") or f.get("bias") or
-                            model_type in ("qwen2", "qwen2_moe")),
-        num_mtp_layers=f.int("num_nextn_predict_layers", required=False, default=0),
+        attention_bias=bool(
+            f.get("attention_bias") or f.get("bias") or model_type in ("qwen2", "qwen2_moe")
+        ),
+        num_mtp_layers=f.integer("num_nextn_predict_layers", required=False, default=0),
         notes=tuple(dict.fromkeys(f.notes)),
     )
 
@@ -146,22 +178,25 @@ def _architecture(raw: Mapping[str, Any]) -> str:
 
 def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
     """GQA/MQA/MHA KV heads; Falcon's old multi_query layout has exactly one KV head."""
-    if model_type == "falcon" or f.has("multi_query"):
-        if f.get("multi_query") and not f.get("new_decoder_architecture"):
-            return 1
+    if f.get("multi_query") and not f.get("new_decoder_architecture"):
+        return 1
     for key in _KV_HEAD_KEYS:
         if f.has(key):
-            return f.int(key)
+            return f.integer(key)
     return heads
 
 
 def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
     for key in ("head_dim", "attention_head_dim", "kv_channels"):
         if f.has(key):
-            return f.int(key)
+            return f.integer(key)
     if hidden % heads:
-        raise ConfigError(f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "
-                          "and there is no head_dim; add head_dim", field="head_dim", file=f.file)
+        raise ConfigError(
+            f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "
+            "and there is no head_dim; add head_dim",
+            field="head_dim",
+            file=f.file,
+        )
     return hidden // heads
 
 
@@ -169,35 +204,46 @@ def _mla(f: _Fields) -> MlaSpec | None:
     if not f.has("kv_lora_rank"):
         return None
     return MlaSpec(
-        kv_lora_rank=f.int("kv_lora_rank"), qk_rope_head_dim=f.int("qk_rope_head_dim"),
-        qk_nope_head_dim=f.int("qk_nope_head_dim"), v_head_dim=f.int("v_head_dim"),
-        q_lora_rank=f.int("q_lora_rank") if f.has("q_lora_rank") else None,
+        kv_lora_rank=f.integer("kv_lora_rank"),
+        qk_rope_head_dim=f.integer("qk_rope_head_dim"),
+        qk_nope_head_dim=f.integer("qk_nope_head_dim"),
+        v_head_dim=f.integer("v_head_dim"),
+        q_lora_rank=f.integer("q_lora_rank") if f.has("q_lora_rank") else None,
     )
 
 
 def _layer_kinds(f: _Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
     """Per-layer attention kind, from the family's own way of saying it."""
     if is_mla:
-        return ("mla",) * layers
+        return _uniform("mla", layers)
     if f.has("layer_types"):
         return _from_layer_types(f, layers)
     if f.has("hybrid_override_pattern"):
         return _from_hybrid_pattern(f, layers)
     if f.has("full_attention_interval"):
-        every = f.int("full_attention_interval")
-        return tuple("full" if (i + 1) % every == 0 else "linear_attention" for i in range(layers))
+        every = f.integer("full_attention_interval")
+        kinds: list[LayerKind] = [
+            "full" if (i + 1) % every == 0 else "linear_attention" for i in range(layers)
+        ]
+        return tuple(kinds)
     return _from_sliding_fields(f, layers, model_type)
 
 
 def _from_layer_types(f: _Fields, layers: int) -> tuple[LayerKind, ...]:
     mapping: dict[str, LayerKind] = {
-        "full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear_attention",
-        "attention": "full", "mamba": "mamba",
+        "full_attention": "full",
+        "sliding_attention": "sliding",
+        "linear_attention": "linear_attention",
+        "attention": "full",
+        "mamba": "mamba",
     }
     types = f.get("layer_types")
     if not isinstance(types, list) or len(types) != layers or any(t not in mapping for t in types):
-        raise ConfigError(f"must list one of {sorted(mapping)} per layer ({layers} layers)",
-                          field="layer_types", file=f.file)
+        raise ConfigError(
+            f"must list one of {sorted(mapping)} per layer ({layers} layers)",
+            field="layer_types",
+            file=f.file,
+        )
     return tuple(mapping[t] for t in types)
 
 
@@ -205,23 +251,34 @@ def _from_hybrid_pattern(f: _Fields, layers: int) -> tuple[LayerKind, ...]:
     mapping: dict[str, LayerKind] = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
     pattern = str(f.get("hybrid_override_pattern"))
     if len(pattern) != layers or any(c not in mapping for c in pattern):
-        raise ConfigError(f"must have one of M, *, -, E per layer ({layers} layers), "
-                          f"got {len(pattern)} characters", field="hybrid_override_pattern",
-                          file=f.file)
+        raise ConfigError(
+            f"must have one of M, *, -, E per layer ({layers} layers), "
+            f"got {len(pattern)} characters",
+            field="hybrid_override_pattern",
+            file=f.file,
+        )
     return tuple(mapping[c] for c in pattern)
 
 
 def _from_sliding_fields(f: _Fields, layers: int, model_type: str) -> tuple[LayerKind, ...]:
     if model_type == "gemma2":
-        return tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
+        alternating: list[LayerKind] = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
+        return tuple(alternating)
     if model_type in ("gemma3_text", "gemma3"):
-        every = f.int("sliding_window_pattern")
-        return tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(layers))
+        every = f.integer("sliding_window_pattern")
+        pattern: list[LayerKind] = [
+            "full" if (i + 1) % every == 0 else "sliding" for i in range(layers)
+        ]
+        return tuple(pattern)
     window = f.cfg.get("sliding_window")
     uses = f.cfg.get("use_sliding_window", True)
-    if window and uses and window < f.int("max_position_embeddings", default=2**31 - 1):
-        return ("sliding",) * layers
-    return ("full",) * layers
+    if window and uses and window < f.integer("max_position_embeddings", default=2**31 - 1):
+        return _uniform("sliding", layers)
+    return _uniform("full", layers)
+
+
+def _uniform(kind: LayerKind, layers: int) -> tuple[LayerKind, ...]:
+    return tuple(kind for _ in range(layers))
 
 
 def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[str, str | None]:
@@ -240,35 +297,39 @@ def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[
 
 
 def _moe(f: _Fields) -> MoeSpec | None:
-    experts = f.int("num_local_experts", "num_experts", "n_routed_experts", required=False)
+    experts = f.integer("num_local_experts", "num_experts", "n_routed_experts", required=False)
     if experts == 0:
         return None
-    shared = f.int("shared_expert_intermediate_size", required=False)
+    shared = f.integer("shared_expert_intermediate_size", required=False)
     if shared == 0 and f.has("n_shared_experts"):
-        shared = f.int("n_shared_experts") * f.int("moe_intermediate_size")
+        shared = f.integer("n_shared_experts") * f.integer("moe_intermediate_size")
     return MoeSpec(
         num_experts=experts,
-        experts_per_token=f.int("num_experts_per_tok", "experts_per_token", "moe_topk"),
-        moe_intermediate_size=f.int("moe_intermediate_size", "intermediate_size"),
+        experts_per_token=f.integer("num_experts_per_tok", "experts_per_token", "moe_topk"),
+        moe_intermediate_size=f.integer("moe_intermediate_size", "intermediate_size"),
         shared_expert_intermediate_size=shared,
-        first_dense_layers=f.int("first_k_dense_replace", required=False),
+        first_dense_layers=f.integer("first_k_dense_replace", required=False),
     )
 
 
 def _linear_attention(f: _Fields) -> LinearAttentionSpec:
     return LinearAttentionSpec(
-        num_key_heads=f.int("linear_num_key_heads"), num_value_heads=f.int("linear_num_value_heads"),
-        key_head_dim=f.int("linear_key_head_dim"), value_head_dim=f.int("linear_value_head_dim"),
-        conv_kernel=f.int("linear_conv_kernel_dim"),
+        num_key_heads=f.integer("linear_num_key_heads"),
+        num_value_heads=f.integer("linear_num_value_heads"),
+        key_head_dim=f.integer("linear_key_head_dim"),
+        value_head_dim=f.integer("linear_value_head_dim"),
+        conv_kernel=f.integer("linear_conv_kernel_dim"),
     )
 
 
 def _mamba(f: _Fields, hidden: int) -> MambaSpec:
-    heads = f.int("mamba_num_heads")
+    heads = f.integer("mamba_num_heads")
     return MambaSpec(
-        num_heads=heads, head_dim=f.int("mamba_head_dim", default=f.int("expand") * hidden // heads),
-        state_size=f.int("ssm_state_size", "state_size"), n_groups=f.int("n_groups"),
-        conv_kernel=f.int("conv_kernel", "d_conv"),
+        num_heads=heads,
+        head_dim=f.integer("mamba_head_dim", default=f.integer("expand") * hidden // heads),
+        state_size=f.integer("ssm_state_size", "state_size"),
+        n_groups=f.integer("n_groups"),
+        conv_kernel=f.integer("conv_kernel", "d_conv"),
     )
 
 

@@ -89,13 +89,28 @@ PRECISIONS: dict[str, KvPrecision] = {
 }
 
 _ALIASES = {
-    "fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
-    "float": "float32", "fp8": "fp8_e4m3", "fp8_e4m3fn": "fp8_e4m3", "fp8_inc": "fp8_e4m3",
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "float": "float32",
+    "fp8": "fp8_e4m3",
+    "fp8_e4m3fn": "fp8_e4m3",
+    "fp8_inc": "fp8_e4m3",
 }
 
 KV_CACHE_DTYPES: tuple[str, ...] = (
-    "auto", "bfloat16", "float16", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2",
-    "int8_per_token_head", "fp8_per_token_head", "nvfp4",
+    "auto",
+    "bfloat16",
+    "float16",
+    "fp16",
+    "bf16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+    "nvfp4",
 )
 
 
@@ -105,7 +120,8 @@ def resolve_precision(kv_cache_dtype: str, model_dtype: str) -> KvPrecision:
     name = model_dtype if name == "auto" else _ALIASES.get(name, name)
     if name not in PRECISIONS:
         raise UnknownNameError(
-            f"unknown --kv-cache-dtype {kv_cache_dtype!r}: choose one of {', '.join(KV_CACHE_DTYPES)}"
+            f"unknown --kv-cache-dtype {kv_cache_dtype!r}: "
+            f"choose one of {', '.join(KV_CACHE_DTYPES)}"
         )
     return PRECISIONS[name]
 
@@ -128,7 +144,9 @@ class FullAttentionSpec:
     @property
     def bytes_per_token(self) -> int:
         p = self.precision
-        return self.num_kv_heads * (p.vector_bytes(self.head_size) + p.vector_bytes(self.head_size_v))
+        return self.num_kv_heads * (
+            p.vector_bytes(self.head_size) + p.vector_bytes(self.head_size_v)
+        )
 
     @property
     def state_bytes(self) -> int:
@@ -165,7 +183,9 @@ class SlidingWindowSpec:
     @property
     def bytes_per_token(self) -> int:
         p = self.precision
-        return self.num_kv_heads * (p.vector_bytes(self.head_size) + p.vector_bytes(self.head_size_v))
+        return self.num_kv_heads * (
+            p.vector_bytes(self.head_size) + p.vector_bytes(self.head_size_v)
+        )
 
     @property
     def state_bytes(self) -> int:
@@ -333,14 +353,19 @@ def layer_cache_spec(
     heads = max(1, model.num_kv_heads // tp)
     if kind == "full":
         return FullAttentionSpec(
-            num_kv_heads=heads, head_size=model.head_dim, head_size_v=model.v_head_dim,
+            num_kv_heads=heads,
+            head_size=model.head_dim,
+            head_size_v=model.v_head_dim,
             precision=precision,
         )
     if kind == "sliding":
         assert model.sliding_window is not None
         return SlidingWindowSpec(
-            num_kv_heads=heads, head_size=model.head_dim, head_size_v=model.v_head_dim,
-            precision=precision, window=model.sliding_window,
+            num_kv_heads=heads,
+            head_size=model.head_dim,
+            head_size_v=model.v_head_dim,
+            precision=precision,
+            window=model.sliding_window,
         )
     if kind == "mla":
         assert model.mla is not None
@@ -352,7 +377,9 @@ def _state_spec(model: ModelSpec, kind: str, tp: int) -> StateSpec | None:
     dtype_bytes = PRECISIONS[model.dtype].value_bits // 8
     if kind == "linear_attention" and model.linear_attention is not None:
         elements = model.linear_attention.state_elements(tp)
-        return StateSpec(state_elements=elements, dtype_bytes=dtype_bytes, layer_type="linear attention")
+        return StateSpec(
+            state_elements=elements, dtype_bytes=dtype_bytes, layer_type="linear attention"
+        )
     if kind == "mamba" and model.mamba is not None:
         elements = model.mamba.state_elements(tp)
         return StateSpec(state_elements=elements, dtype_bytes=dtype_bytes, layer_type="mamba2")

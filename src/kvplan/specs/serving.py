@@ -33,9 +33,11 @@ class EngineConfig:
             raise InputError(
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        for flag, value in (("--max-model-len", self.max_model_len),
-                            ("--max-num-seqs", self.max_num_seqs),
-                            ("--max-num-batched-tokens", self.max_num_batched_tokens)):
+        for flag, value in (
+            ("--max-model-len", self.max_model_len),
+            ("--max-num-seqs", self.max_num_seqs),
+            ("--max-num-batched-tokens", self.max_num_batched_tokens),
+        ):
             if value is not None:
                 _positive(flag, value)
         if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:

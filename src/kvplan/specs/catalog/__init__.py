@@ -51,8 +51,10 @@ def load_model(name_or_path: str) -> ModelSpec:
         path = path / "config.json"
     if path.suffix == ".json" or path.exists():
         if not path.exists():
-            raise UnknownNameError(f"no such config file: {path}; pass a config.json path "
-                                   "or a model id from 'kvplan models'")
+            raise UnknownNameError(
+                f"no such config file: {path}; pass a config.json path "
+                "or a model id from 'kvplan models'"
+            )
         return parse_config(load_config_file(path), name=path.stem, file=str(path))
     entry = find_entry(name_or_path)
     if entry is None:

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the whole test suite, then ruff and mypy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/ruff check src tests benchmarks
+.venv/bin/mypy src/kvplan
