@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import difflib
 import functools
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -331,7 +332,9 @@ def _float_or_nan(cell: str) -> float:
 
 def _datetime_seconds(table: _Table, cells: list[str], column: str) -> np.ndarray:
     try:
-        stamps = np.array(cells, dtype="datetime64[ns]")
+        with warnings.catch_warnings():  # numpy warns on '+00:00' offsets, then applies them
+            warnings.simplefilter("ignore", (UserWarning, DeprecationWarning))
+            stamps = np.array(cells, dtype="datetime64[ns]")
     except ValueError:
         return _slow_datetimes(table, cells, column)
     missing = np.flatnonzero(np.isnat(stamps))
