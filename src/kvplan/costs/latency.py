@@ -1,0 +1,292 @@
+"""Request latency for a static batch (TTFT, TPOT, end-to-end, throughput) from step costs.
+
+A static batch of B identical requests (prompt P, output O), as vLLM runs it::
+
+    prefill  B*P prompt tokens as one token stream, cut into steps of max_num_batched_tokens
+             (one step when unset); every request's first token is sampled in the last step
+    decode   O-1 steps; step k has every request decode one token with P+k tokens cached
+
+    TTFT = sum(prefill steps)   TPOT = mean(decode steps) = (E2E - TTFT) / (O - 1)
+    E2E  = TTFT + sum(decode steps)   throughput = B * O / E2E (whole deployment)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from kvplan.costs.batch import IntArray
+from kvplan.costs.roofline import (
+    Bound,
+    BytesMoved,
+    Flops,
+    Profile,
+    Seconds,
+    StepCost,
+    StepCostModel,
+)
+from kvplan.errors import DoesNotFitError, InputError
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+from kvplan.units import fmt_bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestShape:
+    """B identical requests started together: prompt tokens in, output tokens out."""
+
+    batch: int = 1
+    prompt_tokens: int
+    output_tokens: int
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--batch", self.batch), ("--prompt", self.prompt_tokens),
+                            ("--output", self.output_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{flag} must be a positive whole number, got {value!r}")
+
+    @property
+    def total_tokens(self) -> int:
+        """Tokens one request holds at the end: prompt + output."""
+        return self.prompt_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LatencyResult:
+    """Latency of one static batch, with the summed cost of each phase."""
+
+    shape: RequestShape
+    ttft_s: float
+    tpot_s: float | None
+    """Mean decode step; None when each request produces a single token (no decode)."""
+    e2e_s: float
+    output_throughput_tok_s: float
+    prefill: StepCost
+    decode: StepCost | None
+
+    @property
+    def prefill_bound(self) -> Bound:
+        return self.prefill.bound
+
+    @property
+    def decode_bound(self) -> Bound | None:
+        return None if self.decode is None else self.decode.bound
+
+
+# ---------------------------------------------------------------- steps
+
+
+def prefill_steps(
+    shape: RequestShape, max_num_batched_tokens: int | None
+) -> list[tuple[IntArray, IntArray]]:
+    """(new_tokens, context_tokens) per prefill step, as vLLM's token budget cuts them.
+
+    The batch's prompts form one stream of B*P tokens, filled in request order::
+
+        budget 8, B=3, P=5:  step 0 |r0 r0 r0 r0 r0 r1 r1 r1|  step 1 |r1 r1 r2 r2 r2 r2 r2|
+    """
+    b, p = shape.batch, shape.prompt_tokens
+    budget = max_num_batched_tokens or b * p
+    steps = []
+    for start in range(0, b * p, budget):
+        end = min(start + budget, b * p)
+        reqs = np.arange(start // p, (end - 1) // p + 1, dtype=np.int64)
+        first, last = np.maximum(reqs * p, start), np.minimum((reqs + 1) * p, end)
+        steps.append((last - first, first - reqs * p))
+    return steps
+
+
+def add_costs(costs: list[StepCost]) -> StepCost:
+    """The sum of several step costs (one phase); the ridge point is shared."""
+    def total(get: str) -> float:
+        return sum(float(_dig(c, get)) for c in costs)
+
+    return StepCost(
+        steps=sum(c.steps for c in costs), tokens=sum(c.tokens for c in costs),
+        flops=Flops(**{k: total(f"flops.{k}") for k in ("dense_gemm", "attention", "lm_head",
+                                                         "state")}),
+        bytes=BytesMoved(**{k: round(total(f"bytes.{k}")) for k in (
+            "weights", "kv_read", "kv_write", "state", "activations")}),
+        seconds=Seconds(**{k: total(f"seconds.{k}") for k in (
+            "compute_s", "memory_s", "communication_s", "pipeline_s", "overhead_s")}),
+        ridge_point=costs[0].ridge_point,
+    )
+
+
+def _dig(obj: object, dotted: str) -> object:
+    for name in dotted.split("."):
+        obj = getattr(obj, name)
+    return obj
+
+
+# ---------------------------------------------------------------- latency
+
+
+def static_batch_latency(
+    timer: StepCostModel, shape: RequestShape, *, max_num_batched_tokens: int | None = None
+) -> LatencyResult:
+    """TTFT, TPOT, E2E and throughput of a static batch, priced step by step by ``timer``."""
+    steps = prefill_steps(shape, max_num_batched_tokens)
+    ttft = 0.0
+    for new, ctx in steps:
+        ttft += timer.step_time_s(new, ctx)
+    prefill = add_costs([timer.cost(new, ctx) for new, ctx in steps])
+    n_decode = shape.output_tokens - 1
+    if n_decode == 0:
+        return LatencyResult(shape=shape, ttft_s=ttft, tpot_s=None, e2e_s=ttft,
+                             output_throughput_tok_s=shape.batch / ttft, prefill=prefill,
+                             decode=None)
+    context = np.full(shape.batch, shape.prompt_tokens, dtype=np.int64)
+    decode_s = float(timer.decode_run_s(context, n_decode).sum())
+    e2e = ttft + decode_s
+    return LatencyResult(
+        shape=shape, ttft_s=ttft, tpot_s=decode_s / n_decode, e2e_s=e2e,
+        output_throughput_tok_s=shape.batch * shape.output_tokens / e2e, prefill=prefill,
+        decode=timer.decode_run_cost(context, n_decode),
+    )
+
+
+def request_latency(
+    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
+    profile: Profile | None = None, *, check_fit: bool = True,
+) -> LatencyResult:
+    """Latency of ``shape`` on ``hardware``; raises DoesNotFitError when the batch's KV cache
+    does not fit beside the weights (skip with ``check_fit=False``)."""
+    if check_fit:
+        check_batch_fits(model, hardware, engine, shape)
+    timer = StepCostModel(model, hardware, engine, profile)
+    return static_batch_latency(timer, shape,
+                                max_num_batched_tokens=engine.max_num_batched_tokens)
+
+
+# ---------------------------------------------------------------- does it fit
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KvFit:
+    """KV cache the batch needs on the fullest GPU vs what is left for it."""
+
+    needed_bytes: int
+    available_bytes: int
+    per_request_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.available_bytes
+
+    @property
+    def max_batch(self) -> int:
+        """The largest batch of this shape whose cache fits."""
+        return max(0, self.available_bytes // max(1, self.per_request_bytes))
+
+
+def kv_fit(
+    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape
+) -> KvFit:
+    """KV pages for B requests of P+O tokens vs (memory x utilization - weights), per GPU.
+
+    A simple bound (no activation or CUDA-graph reserve); ``kvplan.costs.memory`` gives the
+    full plan.
+    """
+    from kvplan.costs.params import pp_layer_ranges, weight_bytes_per_gpu
+    from kvplan.specs.kv import kv_spec
+
+    spec = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    stage = max(pp_layer_ranges(model.num_layers, engine.pipeline_parallel_size), key=len)
+    per_request = sum(
+        sum(1 for i in g.layer_ids if i in stage)
+        * g.spec.blocks_for(shape.total_tokens, engine.block_size)
+        * g.spec.page_size_bytes(engine.block_size)
+        for g in spec.groups
+    )
+    weights = weight_bytes_per_gpu(
+        model, dtype=engine.dtype, quantization=engine.quantization,
+        tp=engine.tensor_parallel_size, pp=engine.pipeline_parallel_size)
+    budget = engine.kv_cache_memory_bytes or (
+        int(hardware.memory_bytes * engine.gpu_memory_utilization) - weights)
+    return KvFit(needed_bytes=shape.batch * per_request, available_bytes=budget,
+                 per_request_bytes=per_request)
+
+
+def check_batch_fits(
+    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape
+) -> None:
+    """Raise InputError past the context limit, DoesNotFitError when the KV cache does not fit."""
+    limit = engine.max_model_len or model.max_position_embeddings
+    if shape.total_tokens > limit:
+        raise InputError(
+            f"--prompt + --output = {shape.total_tokens} tokens exceeds the model's context "
+            f"limit of {limit} tokens (max_model_len); shorten the request"
+        )
+    fit = kv_fit(model, hardware, engine, shape)
+    if not fit.fits:
+        raise DoesNotFitError(
+            f"a batch of {shape.batch} requests x {shape.total_tokens} tokens needs "
+            f"{fmt_bytes(fit.needed_bytes)} of KV cache per GPU but {hardware.id} has "
+            f"{fmt_bytes(max(0, fit.available_bytes))} left after the weights; at most "
+            f"{fit.max_batch} such requests fit (lower --batch, use --kv-cache-dtype fp8 or "
+            "raise --tensor-parallel-size)",
+            needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
+        )
+
+
+# ---------------------------------------------------------------- lever sweep
+
+SWEEP_LEVERS = ("batch", "prompt", "output", "kv-cache-dtype", "tensor-parallel-size",
+                "max-num-batched-tokens")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepRow:
+    """One lever value: the latency and whether the batch's KV cache fits."""
+
+    value: str
+    result: LatencyResult
+    fits: bool
+    max_batch: int
+
+
+def parse_sweep(text: str) -> tuple[str, list[str]]:
+    """'batch=1,8,64' -> ('batch', ['1', '8', '64']); InputError names the accepted levers."""
+    lever, sep, values = text.partition("=")
+    lever = lever.strip().lower().lstrip("-").replace("_", "-")
+    items = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or lever not in SWEEP_LEVERS or not items:
+        raise InputError(
+            f"cannot read --sweep {text!r}: use LEVER=V1,V2,... with LEVER one of "
+            f"{', '.join(SWEEP_LEVERS)}"
+        )
+    return lever, items
+
+
+def sweep(
+    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
+    lever: str, values: list[str], profile: Profile | None = None,
+) -> list[SweepRow]:
+    """Latency for each value of one lever, every other setting held fixed."""
+    rows = []
+    for value in values:
+        eng, shp = _apply(engine, shape, lever, value)
+        fit = kv_fit(model, hardware, eng, shp)
+        result = request_latency(model, hardware, eng, shp, profile, check_fit=False)
+        rows.append(SweepRow(value=value, result=result, fits=fit.fits, max_batch=fit.max_batch))
+    return rows
+
+
+def _apply(
+    engine: EngineConfig, shape: RequestShape, lever: str, value: str
+) -> tuple[EngineConfig, RequestShape]:
+    if lever == "kv-cache-dtype":
+        return replace(engine, kv_cache_dtype=value), shape
+    try:
+        number = int(value)
+    except ValueError:
+        raise InputError(f"--sweep {lever} values must be whole numbers, got {value!r}") from None
+    if lever == "tensor-parallel-size":
+        return replace(engine, tensor_parallel_size=number), shape
+    if lever == "max-num-batched-tokens":
+        return replace(engine, max_num_batched_tokens=number), shape
+    field = {"batch": "batch", "prompt": "prompt_tokens", "output": "output_tokens"}[lever]
+    return engine, replace(shape, **{field: number})
