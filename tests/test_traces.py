@@ -140,16 +140,22 @@ def test_user_csv_ms_units_hashes_and_datetime_with_offset(tmp_path):
     trace = load_csv_trace(path, spec)
     assert trace.arrival_s.tolist() == [0.0, 2.5]
     assert [h.tolist() for h in trace.prefix_hashes] == [[0, 1], [0]]
-    stamps = write(tmp_path, "ts,i,o\n2024-05-10 00:00:00.5+00:00,1,1\n"
-                             "2024-05-10 00:00:02.000000+00:00,1,1\n", "tz.csv")
+    stamps = write(
+        tmp_path,
+        "ts,i,o\n2024-05-10 00:00:00.5+00:00,1,1\n2024-05-10 00:00:02.000000+00:00,1,1\n",
+        "tz.csv",
+    )
     fmt = TraceFormat(arrival="ts", arrival_unit="datetime", input="i", output="o")
     assert load_csv_trace(stamps, fmt).arrival_s.tolist() == [0.0, 1.5]
 
 
 def test_known_layouts_are_recognised_from_the_header(tmp_path):
-    path = write(tmp_path, "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                           "2023-11-16 18:17:03.9799600,4808,10\n"
-                           "2023-11-16 18:17:04.0319600,3180,8\n")
+    path = write(
+        tmp_path,
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:17:03.9799600,4808,10\n"
+        "2023-11-16 18:17:04.0319600,3180,8\n",
+    )
     trace = load_csv_trace(path)
     assert trace.arrival_s[1] == pytest.approx(0.052)
 
@@ -223,5 +229,6 @@ def test_bad_trace_columns_spec(spec, message):
 
 def test_trace_columns_spec_defaults():
     fmt = parse_trace_columns(" arrival = ts , input=i,output=o,hashes=h ")
-    assert fmt == TraceFormat(arrival="ts", input="i", output="o", hashes="h",
-                              hash_block_tokens=512)
+    assert fmt == TraceFormat(
+        arrival="ts", input="i", output="o", hashes="h", hash_block_tokens=512
+    )

@@ -68,10 +68,17 @@ class BundledTrace:
     license: str
 
 
-_AZURE = TraceFormat(arrival="TIMESTAMP", arrival_unit="datetime",
-                     input="ContextTokens", output="GeneratedTokens")
-_MOONCAKE = TraceFormat(arrival="timestamp", arrival_unit="ms", input="input_length",
-                        output="output_length", hashes="hash_ids", hash_block_tokens=512)
+_AZURE = TraceFormat(
+    arrival="TIMESTAMP", arrival_unit="datetime", input="ContextTokens", output="GeneratedTokens"
+)
+_MOONCAKE = TraceFormat(
+    arrival="timestamp",
+    arrival_unit="ms",
+    input="input_length",
+    output="output_length",
+    hashes="hash_ids",
+    hash_block_tokens=512,
+)
 _VIDUR = TraceFormat(input="num_prefill_tokens", output="num_decode_tokens")
 _AZURE_SRC = "Azure/AzurePublicDataset@b469a113 (Splitwise, ISCA'24)"
 _MOONCAKE_SRC = "kvcache-ai/Mooncake@3b5a5941 FAST25-release/traces (JSONL -> CSV)"
@@ -79,25 +86,55 @@ _MOONCAKE_SRC = "kvcache-ai/Mooncake@3b5a5941 FAST25-release/traces (JSONL -> CS
 BUNDLED_TRACES: dict[str, BundledTrace] = {
     t.name: t
     for t in (
-        BundledTrace(name="azure-code", file="azure2023/AzureLLMInferenceTrace_code.csv",
-                     format=_AZURE, source=_AZURE_SRC, license="CC-BY-4.0"),
-        BundledTrace(name="azure-conv", file="azure2023/AzureLLMInferenceTrace_conv.csv",
-                     format=_AZURE, source=_AZURE_SRC, license="CC-BY-4.0"),
-        BundledTrace(name="mooncake-conversation", file="mooncake/conversation_trace.csv",
-                     format=_MOONCAKE, source=_MOONCAKE_SRC, license="Apache-2.0"),
-        BundledTrace(name="mooncake-synthetic", file="mooncake/synthetic_trace.csv",
-                     format=_MOONCAKE, source=_MOONCAKE_SRC, license="Apache-2.0"),
-        BundledTrace(name="sharegpt",
-                     file="vidur/sharegpt_8k_filtered_stats_llama2_tokenizer.csv",
-                     format=_VIDUR, source="project-etalon/etalon@d5f18de1 data/processed_traces",
-                     license="Apache-2.0"),
-        BundledTrace(name="arxiv-summarization",
-                     file="vidur/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
-                     format=_VIDUR, source="microsoft/vidur@7d475133 data/processed_traces",
-                     license="MIT (vidur) / Apache-2.0 (etalon)"),
-        BundledTrace(name="bwb", file="vidur/bwb_stats_llama2_tokenizer_filtered_v2.csv",
-                     format=_VIDUR, source="project-etalon/etalon@d5f18de1 data/processed_traces",
-                     license="Apache-2.0"),
+        BundledTrace(
+            name="azure-code",
+            file="azure2023/AzureLLMInferenceTrace_code.csv",
+            format=_AZURE,
+            source=_AZURE_SRC,
+            license="CC-BY-4.0",
+        ),
+        BundledTrace(
+            name="azure-conv",
+            file="azure2023/AzureLLMInferenceTrace_conv.csv",
+            format=_AZURE,
+            source=_AZURE_SRC,
+            license="CC-BY-4.0",
+        ),
+        BundledTrace(
+            name="mooncake-conversation",
+            file="mooncake/conversation_trace.csv",
+            format=_MOONCAKE,
+            source=_MOONCAKE_SRC,
+            license="Apache-2.0",
+        ),
+        BundledTrace(
+            name="mooncake-synthetic",
+            file="mooncake/synthetic_trace.csv",
+            format=_MOONCAKE,
+            source=_MOONCAKE_SRC,
+            license="Apache-2.0",
+        ),
+        BundledTrace(
+            name="sharegpt",
+            file="vidur/sharegpt_8k_filtered_stats_llama2_tokenizer.csv",
+            format=_VIDUR,
+            source="project-etalon/etalon@d5f18de1 data/processed_traces",
+            license="Apache-2.0",
+        ),
+        BundledTrace(
+            name="arxiv-summarization",
+            file="vidur/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
+            format=_VIDUR,
+            source="microsoft/vidur@7d475133 data/processed_traces",
+            license="MIT (vidur) / Apache-2.0 (etalon)",
+        ),
+        BundledTrace(
+            name="bwb",
+            file="vidur/bwb_stats_llama2_tokenizer_filtered_v2.csv",
+            format=_VIDUR,
+            source="project-etalon/etalon@d5f18de1 data/processed_traces",
+            license="Apache-2.0",
+        ),
     )
 }
 
@@ -170,8 +207,11 @@ def _format_from_pairs(pairs: dict[str, str]) -> TraceFormat:
     if unit not in _ARRIVAL_UNITS:
         raise TraceError(f"--trace-columns: arrival_unit must be s, ms or datetime, not {unit!r}")
     return TraceFormat(
-        arrival=pairs.get("arrival"), arrival_unit=unit,  # type: ignore[arg-type]
-        input=pairs["input"], output=pairs["output"], hashes=pairs.get("hashes"),
+        arrival=pairs.get("arrival"),
+        arrival_unit=unit,  # type: ignore[arg-type]
+        input=pairs["input"],
+        output=pairs["output"],
+        hashes=pairs.get("hashes"),
         hash_block_tokens=_block_tokens(pairs),
     )
 
@@ -205,13 +245,17 @@ class _Table:
             return [row[idx] for row in self.rows]
         except IndexError:
             bad = next(i for i, row in enumerate(self.rows) if len(row) <= idx)
-            raise TraceError(f"{self.where(bad, column)}: the row has no such cell "
-                             f"({len(self.rows[bad])} cells); fix or delete the row") from None
+            raise TraceError(
+                f"{self.where(bad, column)}: the row has no such cell "
+                f"({len(self.rows[bad])} cells); fix or delete the row"
+            ) from None
 
     def index(self, column: str, role: str) -> int:
         if column not in self.header:
-            raise TraceError(f"{self.path}, line 1: no column '{column}' for the {role}; "
-                             f"the header has {', '.join(self.header) or 'nothing'}")
+            raise TraceError(
+                f"{self.path}, line 1: no column '{column}' for the {role}; "
+                f"the header has {', '.join(self.header) or 'nothing'}"
+            )
         return self.header.index(column)
 
 
@@ -226,8 +270,9 @@ def _read_table(path: Path) -> _Table:
                     rows.append(row)
                     lines.append(reader.line_num)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise TraceError(f"{path}: cannot read the trace ({_reason(exc)}); "
-                         "give a readable UTF-8 CSV file") from None
+        raise TraceError(
+            f"{path}: cannot read the trace ({_reason(exc)}); give a readable UTF-8 CSV file"
+        ) from None
     if not header:
         raise TraceError(f"{path}, line 1: the file is empty; expected a CSV header row")
     if not rows:
@@ -246,11 +291,13 @@ def _load(path: Path, fmt: TraceFormat | None, name: str) -> Trace:
     fmt = fmt or _detect_format(table)
     hashes = _hash_column(table, fmt.hashes) if fmt.hashes else None
     return Trace(
-        name=name, path=str(path),
+        name=name,
+        path=str(path),
         arrival_s=_arrival_column(table, fmt) if fmt.arrival else None,
         prompt_tokens=_count_column(table, fmt.input, "input tokens"),
         output_tokens=_count_column(table, fmt.output, "output tokens"),
-        prefix_hashes=hashes, hash_block_tokens=fmt.hash_block_tokens if hashes else 0,
+        prefix_hashes=hashes,
+        hash_block_tokens=fmt.hash_block_tokens if hashes else 0,
     )
 
 
@@ -258,8 +305,10 @@ def _detect_format(table: _Table) -> TraceFormat:
     for fmt in (_AZURE, _MOONCAKE, _VIDUR):
         if fmt.input in table.header and fmt.output in table.header:
             return fmt
-    raise TraceError(f"{table.path}, line 1: unknown trace layout; say which columns to use, e.g. "
-                     "--trace-columns arrival=COL,input=COL,output=COL")
+    raise TraceError(
+        f"{table.path}, line 1: unknown trace layout; say which columns to use, e.g. "
+        "--trace-columns arrival=COL,input=COL,output=COL"
+    )
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -276,8 +325,10 @@ def _count_column(table: _Table, column: str, role: str) -> np.ndarray:
     bad = np.flatnonzero(values <= 0)
     if bad.size:
         i = int(bad[0])
-        raise TraceError(f"{table.where(i, column)}: {role} must be a positive whole number, "
-                         f"got {cells[i].strip()}; fix or delete the row")
+        raise TraceError(
+            f"{table.where(i, column)}: {role} must be a positive whole number, "
+            f"got {cells[i].strip()}; fix or delete the row"
+        )
     return _readonly(values)
 
 
@@ -290,8 +341,10 @@ def _slow_ints(table: _Table, cells: list[str], column: str) -> np.ndarray:
         except ValueError:
             value = float("nan")
         if not (np.isfinite(value) and value == int(value)):
-            raise TraceError(f"{table.where(i, column)}: {cell.strip()!r} is not a whole number "
-                             "of tokens; fix or delete the row")
+            raise TraceError(
+                f"{table.where(i, column)}: {cell.strip()!r} is not a whole number "
+                "of tokens; fix or delete the row"
+            )
         out[i] = int(value)
     return out
 
@@ -318,8 +371,10 @@ def _float_cells(table: _Table, cells: list[str], column: str) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         i = int(bad[0])
-        raise TraceError(f"{table.where(i, column)}: arrival {cells[i].strip()!r} is not a "
-                         "number of seconds; fix the cell or set arrival_unit=datetime")
+        raise TraceError(
+            f"{table.where(i, column)}: arrival {cells[i].strip()!r} is not a "
+            "number of seconds; fix the cell or set arrival_unit=datetime"
+        )
     return values
 
 
@@ -351,8 +406,10 @@ def _slow_datetimes(table: _Table, cells: list[str], column: str) -> np.ndarray:
         try:
             stamp = datetime.fromisoformat(cell.strip())
         except ValueError:
-            raise TraceError(f"{table.where(i, column)}: {cell.strip()!r} is not a date-time "
-                             "like 2023-11-16 18:17:03.97; fix the cell") from None
+            raise TraceError(
+                f"{table.where(i, column)}: {cell.strip()!r} is not a date-time "
+                "like 2023-11-16 18:17:03.97; fix the cell"
+            ) from None
         out[i] = stamp.replace(tzinfo=stamp.tzinfo or UTC).timestamp()
     return out
 
@@ -361,8 +418,10 @@ def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: 
     back = np.flatnonzero(np.diff(seconds) < 0)
     if back.size:
         i = int(back[0]) + 1
-        raise TraceError(f"{table.where(i, column)}: arrival {cells[i].strip()} is earlier than "
-                         f"the row before ({cells[i - 1].strip()}); sort the file by arrival")
+        raise TraceError(
+            f"{table.where(i, column)}: arrival {cells[i].strip()} is earlier than "
+            f"the row before ({cells[i - 1].strip()}); sort the file by arrival"
+        )
 
 
 def _hash_column(table: _Table, column: str) -> tuple[np.ndarray, ...]:
@@ -372,6 +431,8 @@ def _hash_column(table: _Table, column: str) -> tuple[np.ndarray, ...]:
         try:
             out.append(_readonly(np.array(cell.split(), dtype=np.int64)))
         except (ValueError, OverflowError):
-            raise TraceError(f"{table.where(i, column)}: hash ids must be space-separated whole "
-                             f"numbers like '0 14 15', got {cell.strip()[:40]!r}") from None
+            raise TraceError(
+                f"{table.where(i, column)}: hash ids must be space-separated whole "
+                f"numbers like '0 14 15', got {cell.strip()[:40]!r}"
+            ) from None
     return tuple(out)

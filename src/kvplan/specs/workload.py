@@ -56,8 +56,11 @@ class Workload:
     closed_loop_concurrency: int | None = None
 
     def __post_init__(self) -> None:
-        for field, dtype in (("arrival_s", np.float64), ("prompt_tokens", np.int64),
-                             ("output_tokens", np.int64)):
+        for field, dtype in (
+            ("arrival_s", np.float64),
+            ("prompt_tokens", np.int64),
+            ("output_tokens", np.int64),
+        ):
             object.__setattr__(self, field, _frozen_array(getattr(self, field), dtype))
         _check_workload(self)
 
@@ -67,9 +70,13 @@ class Workload:
     def request(self, i: int) -> RequestSpec:
         """Request i as a small value object."""
         hashes = self.prefix_hashes[i].tolist() if self.prefix_hashes is not None else []
-        return RequestSpec(request_id=i, arrival_s=float(self.arrival_s[i]),
-                           prompt_tokens=int(self.prompt_tokens[i]),
-                           output_tokens=int(self.output_tokens[i]), prefix_hashes=tuple(hashes))
+        return RequestSpec(
+            request_id=i,
+            arrival_s=float(self.arrival_s[i]),
+            prompt_tokens=int(self.prompt_tokens[i]),
+            output_tokens=int(self.output_tokens[i]),
+            prefix_hashes=tuple(hashes),
+        )
 
     def requests(self) -> Iterator[RequestSpec]:
         """Every request in arrival order (slow for millions; use the arrays there)."""
@@ -132,7 +139,11 @@ def length_bounds(length: int, range_ratio: float, *, floor_at: int = 0) -> tupl
 
 
 def random_lengths(
-    n: int, input_len: int, output_len: int, range_ratio: float, prefix_len: int,
+    n: int,
+    input_len: int,
+    output_len: int,
+    range_ratio: float,
+    prefix_len: int,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Prompt and output lengths, uniform integers drawn in vLLM's order (inputs, then outputs).
@@ -159,10 +170,9 @@ def gamma_arrivals(
     """
     if math.isinf(request_rate) or n == 0:
         return np.zeros(n)
-    if math.isinf(burstiness):
-        gaps = np.full(n, 1.0 / request_rate)
-    else:
-        gaps = rng.gamma(shape=burstiness, scale=1.0 / (request_rate * burstiness), size=n)
+    if math.isinf(burstiness):  # constant gaps 1/rate; computed directly, exact
+        return np.arange(1, n + 1) / request_rate
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (request_rate * burstiness), size=n)
     arrivals = np.cumsum(gaps)
     if arrivals[-1] > 0:
         arrivals *= (n / request_rate) / arrivals[-1]
@@ -184,17 +194,28 @@ def shared_prefix_hashes(n: int, prefix_len: int) -> tuple[np.ndarray, ...] | No
 
 
 def random_workload(
-    *, num_prompts: int, input_len: int, output_len: int, rng: np.random.Generator,
-    range_ratio: float = 0.0, prefix_len: int = 0, request_rate: float = math.inf,
-    burstiness: float = 1.0, max_concurrency: int | None = None,
+    *,
+    num_prompts: int,
+    input_len: int,
+    output_len: int,
+    rng: np.random.Generator,
+    range_ratio: float = 0.0,
+    prefix_len: int = 0,
+    request_rate: float = math.inf,
+    burstiness: float = 1.0,
+    max_concurrency: int | None = None,
 ) -> Workload:
     """`vllm bench serve --dataset-name random`: lengths first, then arrivals, from one rng."""
-    prompts, outputs = random_lengths(num_prompts, input_len, output_len, range_ratio,
-                                      prefix_len, rng)
+    prompts, outputs = random_lengths(
+        num_prompts, input_len, output_len, range_ratio, prefix_len, rng
+    )
     hashes = shared_prefix_hashes(num_prompts, prefix_len)
     return Workload(
-        name="random", arrival_s=gamma_arrivals(num_prompts, request_rate, burstiness, rng),
-        prompt_tokens=prompts, output_tokens=outputs, prefix_hashes=hashes,
+        name="random",
+        arrival_s=gamma_arrivals(num_prompts, request_rate, burstiness, rng),
+        prompt_tokens=prompts,
+        output_tokens=outputs,
+        prefix_hashes=hashes,
         hash_block_tokens=PREFIX_HASH_BLOCK_TOKENS if hashes else 0,
         closed_loop_concurrency=max_concurrency,
     )
@@ -204,19 +225,31 @@ def synthetic_workload(
     n: int, input_len: int, output_len: int, rate: float = math.inf, seed: int = 0
 ) -> Workload:
     """N requests of fixed lengths with Poisson arrivals at RATE (inf = all at t=0); vectorised."""
-    return random_workload(num_prompts=n, input_len=input_len, output_len=output_len,
-                           request_rate=rate, rng=np.random.default_rng(seed))
+    return random_workload(
+        num_prompts=n,
+        input_len=input_len,
+        output_len=output_len,
+        request_rate=rate,
+        rng=np.random.default_rng(seed),
+    )
 
 
 # --- user-facing arguments ----------------------------------------------------------------------
 
 _FLAGS = {
-    "dataset": "--dataset", "trace": "--trace", "trace_columns": "--trace-columns",
-    "num_prompts": "--num-prompts", "random_input_len": "--random-input-len",
-    "random_output_len": "--random-output-len", "random_range_ratio": "--random-range-ratio",
-    "random_prefix_len": "--random-prefix-len", "request_rate": "--request-rate",
-    "burstiness": "--burstiness", "max_concurrency": "--max-concurrency",
-    "time_scale": "--time-scale", "seed": "--seed",
+    "dataset": "--dataset",
+    "trace": "--trace",
+    "trace_columns": "--trace-columns",
+    "num_prompts": "--num-prompts",
+    "random_input_len": "--random-input-len",
+    "random_output_len": "--random-output-len",
+    "random_range_ratio": "--random-range-ratio",
+    "random_prefix_len": "--random-prefix-len",
+    "request_rate": "--request-rate",
+    "burstiness": "--burstiness",
+    "max_concurrency": "--max-concurrency",
+    "time_scale": "--time-scale",
+    "seed": "--seed",
 }
 
 
@@ -296,8 +329,10 @@ def _check_source(a: WorkloadArgs) -> None:
     if a.trace is None and a.dataset_name not in DATASETS:
         close = difflib.get_close_matches(a.dataset_name, DATASETS, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        raise UnknownNameError(f"unknown dataset '{a.dataset_name}': {hint}choose one of "
-                               f"{', '.join(DATASETS)}, or pass --trace FILE")
+        raise UnknownNameError(
+            f"unknown dataset '{a.dataset_name}': {hint}choose one of "
+            f"{', '.join(DATASETS)}, or pass --trace FILE"
+        )
 
 
 def _check_counts(a: WorkloadArgs) -> None:
@@ -329,23 +364,31 @@ def _check_rates(a: WorkloadArgs) -> None:
     if not (a.time_scale > 0 and math.isfinite(a.time_scale)):
         raise InputError(f"--time-scale must be a finite number > 0, got {a.time_scale}")
     if a.time_scale != 1.0 and not a.has_own_arrivals:
-        raise InputError("--time-scale only rescales a trace's own arrival times; "
-                         "use --request-rate for random and length-only datasets")
+        raise InputError(
+            "--time-scale only rescales a trace's own arrival times; "
+            "use --request-rate for random and length-only datasets"
+        )
     rate = a.request_rate if a.request_rate is not None else math.inf
     if a.burstiness != 1.0 and (math.isinf(rate) or a.has_own_arrivals):
-        raise InputError("--burstiness shapes arrivals drawn at --request-rate; "
-                         "give a finite --request-rate too")
+        raise InputError(
+            "--burstiness shapes arrivals drawn at --request-rate; give a finite --request-rate too"
+        )
 
 
 def _check_random_flags(a: WorkloadArgs) -> None:
     if a.dataset_name == "random" and a.trace is None:
         return
     defaults = WorkloadArgs.model_fields
-    for field in ("random_input_len", "random_output_len", "random_range_ratio",
-                  "random_prefix_len"):
+    for field in (
+        "random_input_len",
+        "random_output_len",
+        "random_range_ratio",
+        "random_prefix_len",
+    ):
         if getattr(a, field) != defaults[field].default:
-            raise InputError(f"{_FLAGS[field]} applies only to --dataset random, "
-                             f"not to '{a.dataset_name}'")
+            raise InputError(
+                f"{_FLAGS[field]} applies only to --dataset random, not to '{a.dataset_name}'"
+            )
 
 
 # --- building -----------------------------------------------------------------------------------
@@ -357,10 +400,15 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     rate = args.request_rate if args.request_rate is not None else math.inf
     if args.trace is None and args.dataset_name == "random":
         return random_workload(
-            num_prompts=args.num_prompts or DEFAULT_NUM_PROMPTS, input_len=args.random_input_len,
-            output_len=args.random_output_len, range_ratio=args.random_range_ratio,
-            prefix_len=args.random_prefix_len, request_rate=rate, burstiness=args.burstiness,
-            max_concurrency=args.max_concurrency, rng=rng,
+            num_prompts=args.num_prompts or DEFAULT_NUM_PROMPTS,
+            input_len=args.random_input_len,
+            output_len=args.random_output_len,
+            range_ratio=args.random_range_ratio,
+            prefix_len=args.random_prefix_len,
+            request_rate=rate,
+            burstiness=args.burstiness,
+            max_concurrency=args.max_concurrency,
+            rng=rng,
         )
     trace = _load_for(args)
     n = _take(trace, args.num_prompts)
@@ -381,8 +429,10 @@ def _take(trace: Trace, num_prompts: int | None) -> int:
     if num_prompts is None:
         return len(trace)
     if num_prompts > len(trace):
-        raise InputError(f"--num-prompts {num_prompts} is more than the {len(trace):,} requests "
-                         f"in '{trace.name}'; give at most {len(trace)} or omit it to use all")
+        raise InputError(
+            f"--num-prompts {num_prompts} is more than the {len(trace):,} requests "
+            f"in '{trace.name}'; give at most {len(trace)} or omit it to use all"
+        )
     return num_prompts
 
 
@@ -392,8 +442,11 @@ def workload_from_trace(
     """The first N requests of TRACE with the given arrival times."""
     hashes = trace.prefix_hashes[:n] if trace.prefix_hashes is not None else None
     return Workload(
-        name=trace.name, arrival_s=arrival_s, prompt_tokens=trace.prompt_tokens[:n],
-        output_tokens=trace.output_tokens[:n], prefix_hashes=hashes,
+        name=trace.name,
+        arrival_s=arrival_s,
+        prompt_tokens=trace.prompt_tokens[:n],
+        output_tokens=trace.output_tokens[:n],
+        prefix_hashes=hashes,
         hash_block_tokens=trace.hash_block_tokens if hashes else 0,
         closed_loop_concurrency=max_concurrency,
     )
