@@ -1,0 +1,57 @@
+"""vLLM 0.11 defaults and calibrated memory constants (CUDA-visible totals, sampler, buffers)."""
+
+from __future__ import annotations
+
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.units import GiB, MiB
+
+VLLM_VERSION = "0.11.0"
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+MAMBA_BLOCK_ALIGN = 16
+"""Hybrid mamba models: the attention block size is raised to a multiple of this."""
+
+# torch.cuda.mem_get_info()[1] as vLLM logs it ("Free memory on device (x/TOTAL GiB)").
+# The datasheet's "80 GB" is 80 GiB of HBM less what the driver reserves.
+CUDA_TOTAL_BYTES: dict[str, int] = {
+    # 79.18 GiB: llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md
+    "h100-sxm-80gb": 85_020_000_000,
+    "h100-pcie-80gb": 85_020_000_000,
+    # 23.69 GiB (25,438,715,904 B): RTX 3090 as torch reports it (vLLM issue #10517 era logs)
+    "rtx-3090": 25_438_715_904,
+}
+_RESERVED_FRACTION = 0.0104
+"""Unmeasured GPUs: nominal GiB less ~1% (H100: 80 GiB -> 79.18 GiB is 1.02% reserved)."""
+
+
+def cuda_total_bytes(hw: HardwareSpec) -> int:
+    """Total device memory as CUDA reports it (what vLLM multiplies by the utilization)."""
+    known = CUDA_TOTAL_BYTES.get(hw.id.lower())
+    if known is not None:
+        return known
+    nominal_gib = hw.memory_bytes / 10**9
+    return int(nominal_gib * GiB * (1 - _RESERVED_FRACTION))
+
+
+def default_batch_limits(hw: HardwareSpec) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) for ``vllm serve`` (EngineArgs.get_batch_defaults).
+
+    >= 70 GiB and not an A100: 8192 tokens / 1024 seqs; otherwise 2048 / 256.
+    """
+    big = cuda_total_bytes(hw) >= 70 * GiB and "a100" not in hw.id.lower()
+    return (8192, 1024) if big else (2048, 256)
+
+
+# ---------------------------------------------------------------- calibrated constants
+SAMPLER_FP32_BYTES_PER_LOGIT = 36
+"""Bytes per (request x vocab) logit alive at the peak of vLLM's dummy sampler run on top of the
+model-dtype logits: fp32 logits (4), sorted values (4) + int64 sort indices (8) for top-k/top-p,
+softmax of the sorted values (4), its cumulative sum (4), two bool masks (2), the scattered
+logits (4), probabilities (4) and the exponential noise (2 of 4 already freed). Fitted on
+vLLM 0.11 H100 logs: Llama-3.1-8B 4.76, Qwen3-0.6B 5.56, Qwen3-32B 5.64, gpt-oss-20b 7.38 GiB."""
+NON_TORCH_BASE_BYTES = 133 * MiB
+"""CUDA context growth after vLLM's first snapshot (cuBLAS/cuDNN workspaces): 0.13 GiB at TP1."""
+COMM_BUFFER_BYTES = 420 * MiB
+"""TP > 1: NCCL channel buffers + custom all-reduce IPC buffers: 0.54-0.55 GiB at TP2 (logs)."""
+CUDAGRAPH_MAX_CAPTURE = 512
+"""Largest batch vLLM 0.11 captures in a CUDA graph by default."""
