@@ -213,7 +213,7 @@ def build_groups(specs: Sequence[tuple[int, LayerCacheSpec]], block: int) -> tup
     by_spec: dict[LayerCacheSpec, list[int]] = {}
     for layer, spec in specs:
         if isinstance(spec, StateSpec) and state_page:
-            spec = replace(spec, state_elements=state_page // spec.dtype_bytes, dtype_bytes=1)
+            spec = replace(spec, state_elements=state_page, dtype_bytes=1)
         by_spec.setdefault(spec, []).append(layer)
     sizes = [len(v) for v in by_spec.values()]
     size = min(sizes)
