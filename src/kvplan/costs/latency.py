@@ -13,6 +13,7 @@ A static batch of B identical requests (prompt P, output O), as vLLM runs it::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -115,7 +116,7 @@ def add_costs(costs: list[StepCost]) -> StepCost:
     )
 
 
-def _dig(obj: object, dotted: str) -> object:
+def _dig(obj: Any, dotted: str) -> Any:
     for name in dotted.split("."):
         obj = getattr(obj, name)
     return obj

@@ -300,9 +300,18 @@ class StepCostModel:
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
                  profile: Profile | None = None) -> None:
-        self.constants = step_constants(model, engine)
+        self._setup(step_constants(model, engine), hardware, profile or Profile())
+
+    def with_profile(self, profile: Profile) -> StepCostModel:
+        """The same model, GPU and engine under other efficiency factors (no recount)."""
+        other = object.__new__(StepCostModel)
+        other._setup(self.constants, self.hardware, profile)
+        return other
+
+    def _setup(self, constants: StepConstants, hardware: HardwareSpec, profile: Profile) -> None:
+        self.constants = constants
         self.hardware = hardware
-        self.profile = profile or Profile()
+        self.profile = profile
         peak = hardware.peak_flops_for(self.constants.compute_precision)
         if peak <= 0 or hardware.mem_bw_bytes_per_s <= 0:
             raise InputError(f"GPU {hardware.id} has no peak FLOP/s or bandwidth figure")
