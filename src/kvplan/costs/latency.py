@@ -167,48 +167,44 @@ def request_latency(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KvFit:
-    """KV cache the batch needs on the fullest GPU vs what is left for it."""
+    """KV blocks the batch needs on one GPU vs the blocks vLLM's memory plan has."""
 
     needed_bytes: int
     available_bytes: int
-    per_request_bytes: int
+    blocks_per_request: int
+    num_blocks: int
+    batch: int
 
     @property
     def fits(self) -> bool:
-        return self.needed_bytes <= self.available_bytes
+        return self.batch * self.blocks_per_request <= self.num_blocks
 
     @property
     def max_batch(self) -> int:
         """The largest batch of this shape whose cache fits."""
-        return max(0, self.available_bytes // max(1, self.per_request_bytes))
+        return self.num_blocks // max(1, self.blocks_per_request)
 
 
 def kv_fit(
     model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape
 ) -> KvFit:
-    """KV pages for B requests of P+O tokens vs (memory x utilization - weights), per GPU.
+    """B requests of P+O tokens against ``kvplan.costs.memory``'s block pool.
 
-    A simple bound (no activation or CUDA-graph reserve); ``kvplan.costs.memory`` gives the
-    full plan.
+    max_model_len defaults to P+O here (not the model's limit), as one would serve this shape.
     """
-    from kvplan.costs.params import pp_layer_ranges, weight_bytes_per_gpu
-    from kvplan.specs.kv import kv_spec
+    from kvplan.costs.memory import plan_memory
 
-    spec = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size)
-    stage = max(pp_layer_ranges(model.num_layers, engine.pipeline_parallel_size), key=len)
-    per_request = sum(
-        sum(1 for i in g.layer_ids if i in stage)
-        * g.spec.blocks_for(shape.total_tokens, engine.block_size)
-        * g.spec.page_size_bytes(engine.block_size)
-        for g in spec.groups
-    )
-    weights = weight_bytes_per_gpu(
-        model, dtype=engine.dtype, quantization=engine.quantization,
-        tp=engine.tensor_parallel_size, pp=engine.pipeline_parallel_size)
-    budget = engine.kv_cache_memory_bytes or (
-        int(hardware.memory_bytes * engine.gpu_memory_utilization) - weights)
-    return KvFit(needed_bytes=shape.batch * per_request, available_bytes=budget,
-                 per_request_bytes=per_request)
+    eng = engine if engine.max_model_len else replace(engine, max_model_len=shape.total_tokens)
+    try:
+        plan = plan_memory(model, hardware, eng)
+    except DoesNotFitError as exc:
+        return KvFit(needed_bytes=exc.needed_bytes, available_bytes=exc.available_bytes,
+                     blocks_per_request=1, num_blocks=0, batch=shape.batch)
+    blocks = sum(g.spec.blocks_for(shape.total_tokens, g.block_size) for g in plan.groups)
+    block_bytes = plan.page_size_bytes * plan.layers_per_group
+    return KvFit(needed_bytes=shape.batch * blocks * block_bytes,
+                 available_bytes=plan.budget.available_kv_bytes, blocks_per_request=blocks,
+                 num_blocks=plan.num_blocks, batch=shape.batch)
 
 
 def check_batch_fits(
@@ -226,7 +222,7 @@ def check_batch_fits(
         raise DoesNotFitError(
             f"a batch of {shape.batch} requests x {shape.total_tokens} tokens needs "
             f"{fmt_bytes(fit.needed_bytes)} of KV cache per GPU but {hardware.id} has "
-            f"{fmt_bytes(max(0, fit.available_bytes))} left after the weights; at most "
+            f"{fmt_bytes(max(0, fit.available_bytes))} for it ({fit.num_blocks} blocks); at most "
             f"{fit.max_batch} such requests fit (lower --batch, use --kv-cache-dtype fp8 or "
             "raise --tensor-parallel-size)",
             needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
