@@ -17,7 +17,7 @@ def test_json_reference_case_issue_10517() -> None:
                 "20000", "--kv-cache-memory", size, "--json")
     assert r.code == 0, r.err
     data = r.json()
-    assert KEYS <= data.keys()
+    assert data.keys() >= KEYS
     assert data["available_kv_bytes"] == int(size)
     assert (data["num_blocks"], data["kv_cache_tokens"]) == (1952, 31_232)
     assert round(data["max_concurrency"], 2) == 1.56
