@@ -21,6 +21,7 @@ def _register() -> None:
     """Each command module adds its commands to ``app`` (imports stay light)."""
     from kvplan.cli import cmd_kv  # noqa: F401
     from kvplan.cli import cmd_capacity  # noqa: F401
+    from kvplan.cli import cmd_latency  # noqa: F401
 
 
 def main() -> None:

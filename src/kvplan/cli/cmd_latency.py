@@ -1,0 +1,254 @@
+"""Commands about step cost and latency: latency (with --sweep) and calibrate."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from kvplan.cli.app import app
+from kvplan.cli.common import console, print_json
+
+if TYPE_CHECKING:
+    from kvplan.costs.calibration import CalibrationResult
+    from kvplan.costs.latency import LatencyResult, SweepRow
+    from kvplan.costs.roofline import Profile, StepCost
+
+ModelArg = Annotated[
+    str, typer.Argument(help="Hugging Face id from 'kvplan models' or a config.json.")
+]
+GpuOpt = Annotated[str, typer.Option("--gpu", help="GPU id from the catalog, or a YAML/JSON file.")]
+QuantOpt = Annotated[str | None, typer.Option("--quantization", help="fp8, awq, gptq, ...")]
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", help="Profile JSON from 'kvplan calibrate'.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
+FilesArg = Annotated[
+    list[str], typer.Argument(help="Measurement files: CSV, JSON, vllm bench output.")
+]
+MaybeGpu = Annotated[str | None, typer.Option("--gpu", help="GPU for files that name none.")]
+MaybeModel = Annotated[str | None, typer.Option("--model", help="Model for files that name none.")]
+OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
+
+
+@app.command("latency")
+def latency_cmd(
+    model: ModelArg,
+    gpu: GpuOpt,
+    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request (P).")],
+    output: Annotated[int, typer.Option("--output", help="Output tokens per request (O).")],
+    batch: Annotated[int, typer.Option("--batch", help="Identical requests started together.")] = 1,
+    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", "-tp")] = 1,
+    pipeline_parallel_size: Annotated[int, typer.Option("--pipeline-parallel-size", "-pp")] = 1,
+    dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16.")] = "auto",
+    quantization: QuantOpt = None,
+    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option("--max-num-batched-tokens", help="Prefill token budget per step.")
+    ] = None,
+    profile: ProfileOpt = None,
+    sweep: Annotated[
+        str | None, typer.Option("--sweep", help="LEVER=V1,V2,...: batch, prompt, output, "
+                                 "kv-cache-dtype, tensor-parallel-size, max-num-batched-tokens.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """TTFT, TPOT, end-to-end time and throughput of a static batch, with the roofline's reasons."""
+    from kvplan.costs import latency as lat
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.serving import EngineConfig
+
+    shape = lat.RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
+    engine = EngineConfig(
+        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+        dtype=dtype, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    spec, hw = load_model(model), load_gpu(gpu)
+    prof = _profile(profile, spec, hw, engine)
+    if sweep is not None:
+        lever, values = lat.parse_sweep(sweep)
+        rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
+        _show_sweep(lever, rows, as_json)
+        return
+    result = lat.request_latency(spec, hw, engine, shape, prof)
+    if as_json:
+        print_json({**latency_json(result), "profile": asdict(prof)})
+        return
+    _show_latency(spec.name, hw.id, result, prof)
+
+
+def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
+    from kvplan.costs.calibration import default_profiles, load_profiles
+    from kvplan.costs.roofline import compute_precision
+
+    profiles = load_profiles(path) if path else default_profiles()
+    return profiles.pick(hw.id, compute_precision(spec, engine))
+
+
+def cost_json(cost: StepCost) -> dict[str, Any]:
+    """A phase's breakdown: flops, bytes and seconds by component, bound, intensity, ridge."""
+    return {
+        "steps": cost.steps, "tokens": cost.tokens,
+        "flops": {**asdict(cost.flops), "total": cost.flops.total},
+        "bytes": {**asdict(cost.bytes), "total": cost.bytes.total},
+        "seconds": {**asdict(cost.seconds), "total_s": cost.seconds.total_s},
+        "bound": cost.bound, "arithmetic_intensity_flop_per_byte": cost.arithmetic_intensity,
+        "ridge_point_flop_per_byte": cost.ridge_point,
+    }
+
+
+def latency_json(r: LatencyResult) -> dict[str, Any]:
+    """The JSON view of one latency result."""
+    return {
+        "batch": r.shape.batch, "prompt_tokens": r.shape.prompt_tokens,
+        "output_tokens": r.shape.output_tokens,
+        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
+        "output_throughput_tok_s": r.output_throughput_tok_s,
+        "prefill_bound": r.prefill_bound, "decode_bound": r.decode_bound,
+        "phases": {"prefill": cost_json(r.prefill),
+                   "decode": None if r.decode is None else cost_json(r.decode)},
+    }
+
+
+def explain(phase: str, cost: StepCost) -> str:
+    """One line: why the phase landed on its bound (intensity vs ridge point)."""
+    ai, ridge = cost.arithmetic_intensity, cost.ridge_point
+    s = cost.seconds
+    side = ">" if ai >= ridge else "<"
+    ratio = ai / ridge if ai >= ridge else ridge / ai
+    return (
+        f"{phase}: {cost.tokens} tokens over {cost.steps} step(s), {ai:,.0f} FLOP/byte {side} "
+        f"ridge {ridge:,.0f} FLOP/byte ({ratio:.1f}x) -> {cost.bound}-bound "
+        f"(compute {s.compute_s * 1e3:,.2f} ms vs memory {s.memory_s * 1e3:,.2f} ms)"
+    )
+
+
+def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None:
+    from rich.table import Table
+
+    from kvplan.units import fmt_bytes, fmt_seconds
+
+    shape = r.shape
+    table = Table(title=f"{model} on {gpu}: batch {shape.batch}, prompt {shape.prompt_tokens}, "
+                        f"output {shape.output_tokens}")
+    for col in ("metric", "value"):
+        table.add_column(col)
+    table.add_row("TTFT", fmt_seconds(r.ttft_s))
+    table.add_row("TPOT", "-" if r.tpot_s is None else fmt_seconds(r.tpot_s))
+    table.add_row("end-to-end", fmt_seconds(r.e2e_s))
+    table.add_row("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s")
+    for name, cost in (("prefill", r.prefill), ("decode", r.decode)):
+        if cost is not None:
+            table.add_row(f"{name} FLOPs / bytes",
+                          f"{cost.flops.total:.3g} / {fmt_bytes(cost.bytes.total)}")
+    console.print(table)
+    console.print(explain("prefill", r.prefill))
+    if r.decode is not None:
+        console.print(explain("decode", r.decode))
+    console.print(f"profile {prof.gpu}/{prof.precision}: compute_eff {prof.compute_eff:.2f}, "
+                  f"bandwidth_eff {prof.bandwidth_eff:.2f}, step overhead "
+                  f"{prof.step_overhead_s * 1e3:.2f} ms")
+
+
+def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool) -> None:
+    turn = next((r.value for r in rows if r.result.decode_bound == "compute"), None)
+    no_fit = next((r.value for r in rows if not r.fits), None)
+    if as_json:
+        items = [{"value": r.value, "fits": r.fits, "max_batch": r.max_batch,
+                  **latency_json(r.result)} for r in rows]
+        print_json({"lever": lever, "decode_compute_bound_from": turn,
+                    "kv_no_longer_fits_at": no_fit, "rows": items})
+        return
+    from rich.table import Table
+
+    from kvplan.units import fmt_seconds
+
+    table = Table(title=f"sweep of {lever}")
+    for col in (lever, "TTFT", "TPOT", "throughput tok/s", "prefill", "decode", "KV fits", "note"):
+        table.add_column(col)
+    for r in rows:
+        res, note = r.result, []
+        if r.value == turn:
+            note.append("decode turns compute-bound")
+        if r.value == no_fit:
+            note.append(f"KV cache no longer fits (max batch {r.max_batch})")
+        table.add_row(r.value, fmt_seconds(res.ttft_s),
+                      "-" if res.tpot_s is None else fmt_seconds(res.tpot_s),
+                      f"{res.output_throughput_tok_s:,.0f}", res.prefill_bound,
+                      res.decode_bound or "-", "yes" if r.fits else "NO", "; ".join(note))
+    console.print(table)
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    files: FilesArg,
+    gpu: MaybeGpu = None,
+    model: MaybeModel = None,
+    batch: Annotated[int | None, typer.Option("--batch")] = None,
+    prompt: Annotated[int | None, typer.Option("--prompt")] = None,
+    output: Annotated[int | None, typer.Option("--output")] = None,
+    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", "-tp")] = 1,
+    dtype: Annotated[str, typer.Option("--dtype")] = "auto",
+    quantization: QuantOpt = None,
+    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
+    out: OutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit compute/bandwidth efficiency and step overhead per GPU and precision to measurements."""
+    from kvplan.costs import calibration as cal
+
+    defaults = cal.Defaults(model=model, gpu=gpu, batch=batch, prompt=prompt, output=output,
+                            tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                            quantization=quantization, kv_cache_dtype=kv_cache_dtype)
+    points = [p for f in files for p in cal.read_measurements(f, defaults)]
+    if not points:
+        from kvplan.errors import TraceError
+
+        raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
+    result = cal.fit_profiles(points, fitted_on=", ".join(files))
+    if out:
+        cal.save_profiles(result.profiles, out)
+    if as_json:
+        print_json(calibration_json(result))
+        return
+    _show_calibration(result, out)
+
+
+def calibration_json(result: CalibrationResult) -> dict[str, Any]:
+    from kvplan.costs.calibration import METRICS, profiles_to_dict
+
+    return {
+        **profiles_to_dict(result.profiles),
+        "points": [{**asdict(e), "error": e.error} for e in result.errors],
+        "median_abs_error": {m: result.median_abs_error(m) for m in METRICS},
+    }
+
+
+def _show_calibration(result: CalibrationResult, out: str | None) -> None:
+    from rich.table import Table
+
+    from kvplan.costs.calibration import METRICS
+
+    table = Table(title="fitted profiles")
+    for col in ("GPU", "precision", "compute_eff", "bandwidth_eff", "step overhead"):
+        table.add_column(col)
+    for p in result.profiles.profiles:
+        table.add_row(p.gpu, p.precision, f"{p.compute_eff:.3f}", f"{p.bandwidth_eff:.3f}",
+                      f"{p.step_overhead_s * 1e3:.2f} ms")
+    console.print(table)
+    points = Table(title="per-point error")
+    for col in ("point", "GPU", "metric", "measured", "predicted", "error"):
+        points.add_column(col)
+    for e in result.errors:
+        points.add_row(e.id, e.gpu, e.metric, f"{e.measured:.4g}", f"{e.predicted:.4g}",
+                       f"{e.error:+.1%}")
+    console.print(points)
+    for m in METRICS:
+        med = result.median_abs_error(m)
+        if med is not None:
+            console.print(f"median |error| {m}: {med:.1%}")
+    if out:
+        console.print(f"profile written to {out}")
