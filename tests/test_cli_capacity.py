@@ -5,16 +5,34 @@ from __future__ import annotations
 from kvplan.cli.cmd_capacity import parse_vllm_command
 from tests.conftest import assert_one_line_error, run_cli
 
-KEYS = {"requested_bytes", "weights_bytes", "activation_bytes", "non_torch_bytes",
-        "cudagraph_bytes", "available_kv_bytes", "num_blocks", "kv_cache_tokens",
-        "max_concurrency", "groups"}
+KEYS = {
+    "requested_bytes",
+    "weights_bytes",
+    "activation_bytes",
+    "non_torch_bytes",
+    "cudagraph_bytes",
+    "available_kv_bytes",
+    "num_blocks",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "groups",
+}
 
 
 def test_json_reference_case_issue_10517() -> None:
     # 1952 blocks x 2 MiB + 1 MiB: vLLM issue #10517's "3.81 GiB" -> 1952 blocks, 1.56x
     size = str(1952 * 2 * 2**20 + 2**20)
-    r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "RTX-3090", "--max-model-len",
-                "20000", "--kv-cache-memory", size, "--json")
+    r = run_cli(
+        "capacity",
+        "meta-llama/Llama-3.1-8B",
+        "--gpu",
+        "RTX-3090",
+        "--max-model-len",
+        "20000",
+        "--kv-cache-memory",
+        size,
+        "--json",
+    )
     assert r.code == 0, r.err
     data = r.json()
     assert data.keys() >= KEYS
@@ -25,16 +43,41 @@ def test_json_reference_case_issue_10517() -> None:
 
 
 def test_text_view_prints_vllm_lines() -> None:
-    r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--max-model-len",
-                "16000", "--block-size", "128", "--kv-cache-memory", "28GiB")
+    r = run_cli(
+        "capacity",
+        "meta-llama/Llama-3.1-8B",
+        "--gpu",
+        "h100",
+        "--max-model-len",
+        "16000",
+        "--block-size",
+        "128",
+        "--kv-cache-memory",
+        "28GiB",
+    )
     assert r.code == 0, r.err
     assert "GPU KV cache size: 229,376 tokens" in r.out  # 28 GiB / 16 MiB per block = 1792
     assert "Maximum concurrency for 16,000 tokens per request: 14.34x" in r.out  # 1792/125
 
 
 def test_pasted_vllm_command_line() -> None:
-    r = run_cli("capacity", "--gpu", "H100", "--json", "--", "vllm", "serve", "Qwen/Qwen3-8B",
-                "--kv-cache-dtype", "fp8", "--max-model-len=32768", "-tp", "2", "--port", "8000")
+    r = run_cli(
+        "capacity",
+        "--gpu",
+        "H100",
+        "--json",
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "--kv-cache-dtype",
+        "fp8",
+        "--max-model-len=32768",
+        "-tp",
+        "2",
+        "--port",
+        "8000",
+    )
     assert r.code == 0, r.err
     data = r.json()
     assert data["max_model_len"] == 32768 and data["tensor_parallel_size"] == 2
@@ -44,8 +87,17 @@ def test_pasted_vllm_command_line() -> None:
 
 def test_parse_vllm_command_forms() -> None:
     found, ignored = parse_vllm_command(
-        ["vllm", "serve", "m", "--gpu_memory_utilization=0.8", "--max-num-seqs", "64",
-         "--enforce-eager", "--trust-remote-code"])
+        [
+            "vllm",
+            "serve",
+            "m",
+            "--gpu_memory_utilization=0.8",
+            "--max-num-seqs",
+            "64",
+            "--enforce-eager",
+            "--trust-remote-code",
+        ]
+    )
     assert found == {"model": "m", "gpu_memory_utilization": 0.8, "max_num_seqs": 64}
     assert ignored == ["--enforce-eager", "--trust-remote-code"]
 
@@ -57,8 +109,13 @@ def test_does_not_fit_one_line() -> None:
 
 
 def test_bad_flags_one_line() -> None:
-    for args in (["--gpu-memory-utilization", "0"], ["--tensor-parallel-size", "3"],
-                 ["--gpu", "Z80"], ["--quantization", "int3"], ["--kv-cache-memory", "lots"]):
+    for args in (
+        ["--gpu-memory-utilization", "0"],
+        ["--tensor-parallel-size", "3"],
+        ["--gpu", "Z80"],
+        ["--quantization", "int3"],
+        ["--kv-cache-memory", "lots"],
+    ):
         r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--max-model-len", "4096", *args)
         assert_one_line_error(r)
 

@@ -30,8 +30,7 @@ def test_llama31_8b_rtx3090_issue_10517() -> None:
     block = 32 * page  # one block spans all 32 layers: 2 MiB
     avail = 1952 * block + block // 3  # any byte count in [1952, 1953) blocks
     assert _printed(avail) == "3.81"
-    p = plan("meta-llama/Llama-3.1-8B", RTX3090, max_model_len=20000,
-             kv_cache_memory_bytes=avail)
+    p = plan("meta-llama/Llama-3.1-8B", RTX3090, max_model_len=20000, kv_cache_memory_bytes=avail)
     assert (p.num_blocks, p.page_size_bytes, p.layers_per_group) == (1952, page, 32)
     assert p.kv_cache_tokens == 1952 * 16
     assert p.pages_per_request == 1250  # cdiv(20000, 16)
@@ -44,8 +43,12 @@ def test_gemma3_27b_seven_groups_eight_padding_layers() -> None:
     page = 16 * 16 * 128 * 2 * 2  # 16 KV heads x 128, bf16: 128 KiB per layer
     avail = 89_994 * 10 * page + 5 * page  # 10 layers per group
     assert _printed(avail) == "109.86"
-    p = plan("google/gemma-3-27b-it", max_model_len=4096, max_num_batched_tokens=8192,
-             kv_cache_memory_bytes=avail)
+    p = plan(
+        "google/gemma-3-27b-it",
+        max_model_len=4096,
+        max_num_batched_tokens=8192,
+        kv_cache_memory_bytes=avail,
+    )
     assert len(p.groups) == 7 and p.layers_per_group == 10 and p.num_padding_layers == 8
     assert p.num_blocks == 89_994
     assert p.kv_cache_tokens == 89_994 // 7 * 16 == 205_696
@@ -55,10 +58,18 @@ def test_gemma3_27b_seven_groups_eight_padding_layers() -> None:
 
 
 MISTRAL_SMALL_32 = {  # Mistral-Small-3.2-24B text tower (params.json / config.json fields)
-    "model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 5120,
-    "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "head_dim": 128, "intermediate_size": 32768, "vocab_size": 131072,
-    "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "sliding_window": None,
+    "model_type": "mistral",
+    "architectures": ["MistralForCausalLM"],
+    "hidden_size": 5120,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 32768,
+    "vocab_size": 131072,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "sliding_window": None,
 }
 
 
@@ -69,34 +80,52 @@ def test_mistral_small_h100_block_128() -> None:
     block = 40 * 128 * 8 * 128 * 2 * 2  # 20 MiB
     avail = 1444 * block + MiB
     assert _printed(avail) == "28.20"
-    p = plan_memory(model, H100, EngineConfig(block_size=128, max_model_len=16000,
-                                              kv_cache_memory_bytes=avail))
+    p = plan_memory(
+        model, H100, EngineConfig(block_size=128, max_model_len=16000, kv_cache_memory_bytes=avail)
+    )
     assert (p.num_blocks, p.kv_cache_tokens) == (1444, 184_832)
     assert f"{p.max_concurrency:.2f}" == "11.55"  # 1444 / cdiv(16000, 128)
 
 
 def test_tp_replicates_kv_heads() -> None:
     # Llama-3.1-8B has 8 KV heads: at TP 16 each GPU still keeps one head (64 KiB/16 tokens/8)
-    p8 = plan("meta-llama/Llama-3.1-8B", tensor_parallel_size=8, max_model_len=4096,
-             kv_cache_memory_bytes=GiB)
-    p32 = plan("meta-llama/Llama-3.1-8B", tensor_parallel_size=32, max_model_len=4096,
-              kv_cache_memory_bytes=GiB)
+    p8 = plan(
+        "meta-llama/Llama-3.1-8B",
+        tensor_parallel_size=8,
+        max_model_len=4096,
+        kv_cache_memory_bytes=GiB,
+    )
+    p32 = plan(
+        "meta-llama/Llama-3.1-8B",
+        tensor_parallel_size=32,
+        max_model_len=4096,
+        kv_cache_memory_bytes=GiB,
+    )
     assert p8.page_size_bytes == p32.page_size_bytes == 16 * 1 * 128 * 2 * 2
     assert p8.num_blocks == GiB // (16 * 128 * 4) // 32
 
 
 def test_mla_page_is_one_latent() -> None:
     # DeepSeek-V3: 576-element latent, bf16, no K/V pair, not split by TP
-    p = plan("deepseek-ai/DeepSeek-V3", H100, tensor_parallel_size=8, max_model_len=4096,
-             kv_cache_memory_bytes=10 * GiB)
+    p = plan(
+        "deepseek-ai/DeepSeek-V3",
+        H100,
+        tensor_parallel_size=8,
+        max_model_len=4096,
+        kv_cache_memory_bytes=10 * GiB,
+    )
     assert p.page_size_bytes == 16 * 576 * 2
     assert p.num_blocks == 10 * GiB // (16 * 576 * 2) // 61
 
 
 def test_gpt_oss_sliding_and_full_groups() -> None:
     # 12 sliding (window 128) + 12 full layers: two groups of 12, no padding
-    p = plan("openai/gpt-oss-20b", max_model_len=8192, max_num_batched_tokens=2048,
-             kv_cache_memory_bytes=4 * GiB)
+    p = plan(
+        "openai/gpt-oss-20b",
+        max_model_len=8192,
+        max_num_batched_tokens=2048,
+        kv_cache_memory_bytes=4 * GiB,
+    )
     page = 16 * 8 * 64 * 2 * 2
     assert (len(p.groups), p.layers_per_group, p.num_padding_layers) == (2, 12, 0)
     assert p.num_blocks == 4 * GiB // page // 12
@@ -105,8 +134,9 @@ def test_gpt_oss_sliding_and_full_groups() -> None:
 
 def test_hybrid_mamba_block_size_raised() -> None:
     # Nemotron-H: attention page must cover a Mamba2 state; block a multiple of 16 tokens
-    p = plan("nvidia/Nemotron-H-56B-Base-8K", tensor_parallel_size=4,
-             kv_cache_memory_bytes=20 * GiB)
+    p = plan(
+        "nvidia/Nemotron-H-56B-Base-8K", tensor_parallel_size=4, kv_cache_memory_bytes=20 * GiB
+    )
     assert p.block_size % 16 == 0 and p.block_size > 16
     pages = {g.page_size_bytes for g in p.groups}
     assert len(pages) == 1
@@ -135,8 +165,9 @@ def test_budget_components_llama_8b() -> None:
     assert _printed(b.requested_bytes) == "71.26"
     assert _printed(b.weights_bytes) == "14.99"
     assert abs(b.activation_bytes / GiB - 4.76) < 0.05
-    assert b.available_kv_bytes == (b.requested_bytes - b.weights_bytes - b.activation_bytes
-                                    - b.non_torch_bytes)
+    assert b.available_kv_bytes == (
+        b.requested_bytes - b.weights_bytes - b.activation_bytes - b.non_torch_bytes
+    )
 
 
 def test_small_gpu_defaults() -> None:

@@ -55,21 +55,30 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     if model.num_attention_heads % tp:
-        raise InputError(f"--tensor-parallel-size {tp} must divide num_attention_heads "
-                         f"{model.num_attention_heads} (vLLM requires it)")
+        raise InputError(
+            f"--tensor-parallel-size {tp} must divide num_attention_heads "
+            f"{model.num_attention_heads} (vLLM requires it)"
+        )
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
     max_len = engine.max_model_len or model.max_position_embeddings
     if max_len > model.max_position_embeddings:
-        raise InputError(f"--max-model-len {max_len} exceeds the model's "
-                         f"max_position_embeddings {model.max_position_embeddings}")
+        raise InputError(
+            f"--max-model-len {max_len} exceeds the model's "
+            f"max_position_embeddings {model.max_position_embeddings}"
+        )
     tokens, seqs = vd.default_batch_limits(hw)
     return Settings(
-        tp=tp, pp=pp, block_size=engine.block_size,
-        gpu_memory_utilization=engine.gpu_memory_utilization, max_model_len=max_len,
+        tp=tp,
+        pp=pp,
+        block_size=engine.block_size,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
+        max_model_len=max_len,
         max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
-        max_num_seqs=engine.max_num_seqs or seqs, kv_cache_dtype=engine.kv_cache_dtype,
-        dtype=engine.dtype, quantization=engine.quantization,
+        max_num_seqs=engine.max_num_seqs or seqs,
+        kv_cache_dtype=engine.kv_cache_dtype,
+        dtype=engine.dtype,
+        quantization=engine.quantization,
         kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
     )
 
@@ -140,16 +149,23 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings) -> Budget:
     """The per-GPU memory budget; ``kv_cache_memory_bytes`` replaces the estimate exactly."""
     total = vd.cuda_total_bytes(hw)
     requested = int(total * s.gpu_memory_utilization)
-    weights = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=s.quantization,
-                                   tp=s.tp, pp=s.pp) + rope_cache_bytes(model)
+    weights = weight_bytes_per_gpu(
+        model, dtype=s.dtype, quantization=s.quantization, tp=s.tp, pp=s.pp
+    ) + rope_cache_bytes(model)
     act, non_torch = activation_bytes(model, s), non_torch_bytes(s)
     given = s.kv_cache_memory_bytes is not None
     avail = s.kv_cache_memory_bytes if given else requested - weights - act - non_torch
     assert avail is not None
-    return Budget(cuda_total_bytes=total, requested_bytes=requested, weights_bytes=weights,
-                  activation_bytes=act, non_torch_bytes=non_torch,
-                  cudagraph_bytes=cudagraph_bytes(model, s), available_kv_bytes=avail,
-                  kv_cache_memory_given=given)
+    return Budget(
+        cuda_total_bytes=total,
+        requested_bytes=requested,
+        weights_bytes=weights,
+        activation_bytes=act,
+        non_torch_bytes=non_torch,
+        cudagraph_bytes=cudagraph_bytes(model, s),
+        available_kv_bytes=avail,
+        kv_cache_memory_given=given,
+    )
 
 
 # ---------------------------------------------------------------- groups and blocks
@@ -222,8 +238,9 @@ def build_groups(specs: Sequence[tuple[int, LayerCacheSpec]], block: int) -> tup
     groups = []
     for spec, layers in by_spec.items():
         n = cdiv(len(layers), size)
-        groups += [Group(spec=spec, layer_ids=tuple(layers[i::n]), block_size=block)
-                   for i in range(n)]
+        groups += [
+            Group(spec=spec, layer_ids=tuple(layers[i::n]), block_size=block) for i in range(n)
+        ]
     return tuple(groups)
 
 
@@ -274,12 +291,18 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Mem
     per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
     pages = sum(g.pages_per_request(s) for g in groups)
     plan = MemoryPlan(
-        model=model.name, gpu=hw.id, settings=s, budget=b, groups=groups,
+        model=model.name,
+        gpu=hw.id,
+        settings=s,
+        budget=b,
+        groups=groups,
         layers_per_group=per_group,
         num_padding_layers=len(groups) * per_group - sum(len(g.layer_ids) for g in groups),
-        page_size_bytes=page, num_blocks=blocks,
+        page_size_bytes=page,
+        num_blocks=blocks,
         kv_cache_tokens=blocks // len(groups) * min(g.block_size for g in groups),
-        pages_per_request=pages, max_concurrency=blocks / pages,
+        pages_per_request=pages,
+        max_concurrency=blocks / pages,
     )
     _check_fits(model, hw, engine, plan)
     return plan
@@ -288,8 +311,7 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Mem
 # ---------------------------------------------------------------- does not fit
 
 
-def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
-                plan: MemoryPlan) -> None:
+def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: MemoryPlan) -> None:
     b, s = plan.budget, plan.settings
     if b.available_kv_bytes <= 0:
         raise DoesNotFitError(
@@ -298,7 +320,8 @@ def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
             f"{fmt_bytes(b.non_torch_bytes)} exceed the requested {fmt_bytes(b.requested_bytes)}"
             f"{_levers(model, hw, engine)}",
             needed_bytes=b.weights_bytes + b.activation_bytes + b.non_torch_bytes,
-            available_bytes=b.requested_bytes)
+            available_bytes=b.requested_bytes,
+        )
     need = needed_bytes(plan.groups, s)
     if need > b.available_kv_bytes:
         longest = largest_max_model_len(plan)
@@ -306,7 +329,9 @@ def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
             f"one request of {s.max_model_len} tokens needs {fmt_bytes(need)} of KV cache, "
             f"only {fmt_bytes(b.available_kv_bytes)} is available; the largest "
             f"--max-model-len that fits is {longest}{_levers(model, hw, engine)}",
-            needed_bytes=need, available_bytes=b.available_kv_bytes)
+            needed_bytes=need,
+            available_bytes=b.available_kv_bytes,
+        )
 
 
 def largest_max_model_len(plan: MemoryPlan) -> int:
@@ -328,8 +353,9 @@ def _levers(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> str:
     if model.num_attention_heads % tp2 == 0:
         options.append((f"--tensor-parallel-size {tp2}", replace(engine, tensor_parallel_size=tp2)))
     if engine.gpu_memory_utilization < 0.95:
-        options.append(("--gpu-memory-utilization 0.95",
-                        replace(engine, gpu_memory_utilization=0.95)))
+        options.append(
+            ("--gpu-memory-utilization 0.95", replace(engine, gpu_memory_utilization=0.95))
+        )
     fits = [label for label, e in options if _fits(model, hw, e)]
     return f"; fits with {' or '.join(fits)}" if fits else "; no single lever fits"
 
@@ -342,5 +368,3 @@ def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
     except InputError:
         return False
     return b.available_kv_bytes > 0 and needed_bytes(groups, s) <= b.available_kv_bytes
-
-

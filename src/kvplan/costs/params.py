@@ -21,8 +21,17 @@ from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
 
 Shard = Literal["col", "row", "kv", "vocab", "rep"]
-Role = Literal["embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts",
-               "router", "norms", "state_layers"]
+Role = Literal[
+    "embedding",
+    "lm_head",
+    "attention",
+    "dense_mlp",
+    "experts",
+    "shared_experts",
+    "router",
+    "norms",
+    "state_layers",
+]
 VOCAB_PADDING = 64
 """vLLM's ``DEFAULT_VOCAB_PADDING_SIZE``: embedding rows are padded to a multiple of 64."""
 
@@ -88,8 +97,9 @@ def _attention_extras(m: ModelSpec, q_out: int, kv_k: int, kv_v: int) -> Iterato
     """Biases, q/k norms and attention sinks, where the family has them."""
     if m.attention_bias:
         yield _vec("attention", q_out, "col")
-        yield Part(role="attention", rows=kv_k + kv_v, shard="kv", kv_heads=m.num_kv_heads,
-                   linear=False)
+        yield Part(
+            role="attention", rows=kv_k + kv_v, shard="kv", kv_heads=m.num_kv_heads, linear=False
+        )
         if m.model_type not in _NO_O_BIAS:
             yield _vec("attention", m.hidden_size)
     if m.model_type in _QK_NORM:
@@ -198,14 +208,14 @@ def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
 
 
 def embedding_parts(m: ModelSpec) -> tuple[Part, ...]:
-    return (Part(role="embedding", rows=m.vocab_size, cols=m.hidden_size, shard="vocab",
-                 linear=False),)
+    return (
+        Part(role="embedding", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False),
+    )
 
 
 def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]:
     """Final norm and lm_head (no lm_head params when tied, unless a separate stage holds it)."""
-    head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab",
-                linear=False)
+    head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False)
     tied = m.tie_word_embeddings and not separate_copy
     return (_norm(m, 1),) if tied else (_norm(m, 1), head)
 
@@ -230,8 +240,17 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (self.embedding + self.lm_head + self.attention + self.dense_mlp + self.experts
-                + self.shared_experts + self.router + self.norms + self.state_layers)
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.dense_mlp
+            + self.experts
+            + self.shared_experts
+            + self.router
+            + self.norms
+            + self.state_layers
+        )
 
     @property
     def active(self) -> int:
@@ -250,10 +269,20 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     for part in all_parts(model):
         by_role[part.role] = by_role.get(part.role, 0) + part.params
     experts = by_role.get("experts", 0)
-    active = 0 if model.moe is None else (
-        experts * model.moe.experts_per_token // model.moe.num_experts)
-    roles = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts",
-             "router", "norms", "state_layers")
+    active = (
+        0 if model.moe is None else (experts * model.moe.experts_per_token // model.moe.num_experts)
+    )
+    roles = (
+        "embedding",
+        "lm_head",
+        "attention",
+        "dense_mlp",
+        "experts",
+        "shared_experts",
+        "router",
+        "norms",
+        "state_layers",
+    )
     return ParamCounts(active_experts=active, **{r: by_role.get(r, 0) for r in roles})
 
 
@@ -299,8 +328,12 @@ def _stage_parts(m: ModelSpec, pp: int, stage: int) -> Iterator[Part]:
         yield from head_parts(m, separate_copy=pp > 1)
 
 
-def _sum_bytes(parts: Sequence[Part] | Iterator[Part], pricing: _Pricing, tp: int,
-               active: tuple[int, int] | None = None) -> int:
+def _sum_bytes(
+    parts: Sequence[Part] | Iterator[Part],
+    pricing: _Pricing,
+    tp: int,
+    active: tuple[int, int] | None = None,
+) -> int:
     return sum(pricing.bytes_of(p, tp, active) for p in parts)
 
 
@@ -309,16 +342,27 @@ def weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | N
     return _sum_bytes(all_parts(model), _pricing(model, dtype, quantization), 1)
 
 
-def weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
-                         quantization: str | None = None, tp: int = 1, pp: int = 1) -> int:
+def weight_bytes_per_gpu(
+    model: ModelSpec,
+    *,
+    dtype: str = "auto",
+    quantization: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+) -> int:
     """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers."""
     pricing = _pricing(model, dtype, quantization)
     return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp) for s in range(pp))
 
 
-def active_weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
-                                quantization: str | None = None, tp: int = 1,
-                                pp: int = 1) -> int:
+def active_weight_bytes_per_gpu(
+    model: ModelSpec,
+    *,
+    dtype: str = "auto",
+    quantization: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+) -> int:
     """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only)."""
     pricing = _pricing(model, dtype, quantization)
     moe = model.moe

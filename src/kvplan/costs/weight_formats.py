@@ -45,18 +45,27 @@ QUANTIZATIONS: dict[str, WeightFormat] = {
     "awq": WeightFormat(name="awq", bits=4, group=128, scale_bytes=2, zero_bits=4),
     "gptq": WeightFormat(name="gptq", bits=4, group=128, scale_bytes=2),
     # OCP MX fp4: e8m0 scale per 32 values; gpt-oss converts only the MoE experts
-    "mxfp4": WeightFormat(name="mxfp4", bits=4, group=32, scale_bytes=1,
-                          roles=frozenset({"experts"})),
+    "mxfp4": WeightFormat(
+        name="mxfp4", bits=4, group=32, scale_bytes=1, roles=frozenset({"experts"})
+    ),
     # NVIDIA fp4: fp8 (e4m3) scale per 16 values (+ one fp32 global scale, counted per matrix)
     "nvfp4": WeightFormat(name="nvfp4", bits=4, group=16, scale_bytes=1),
 }
 _QUANT_ALIASES = {
-    "awq_marlin": "awq", "gptq_marlin": "gptq", "fbgemm_fp8": "fp8", "modelopt_fp4": "nvfp4",
+    "awq_marlin": "awq",
+    "gptq_marlin": "gptq",
+    "fbgemm_fp8": "fp8",
+    "modelopt_fp4": "nvfp4",
     "modelopt": "fp8",
 }
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-_DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32",
-                  "fp32": "float32"}
+_DTYPE_ALIASES = {
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "half": "float16",
+    "float": "float32",
+    "fp32": "float32",
+}
 
 
 def dtype_bytes(dtype: str, model_dtype: str) -> int:
