@@ -1,0 +1,230 @@
+"""The paged KV block pool: free count, LRU free queue, prefix cache with reference counts.
+
+A request's blocks, block size B = 4 (``S`` shared-content block, ``U`` its own content)::
+
+    tokens  |0 1 2 3|4 5 6 7|8 9 . .|
+    blocks  |  S0   |  U1   |  U2   |     U2 is partial: never cached, freed anonymous
+
+Freed blocks join the tail of one free queue; new blocks are taken from its head (vLLM's
+``FreeKVCacheBlockQueue``), evicting whatever cached content they held. A cached block that a
+request hits while it sits in the queue is taken out of the queue ("touched"). The queue is
+held as segments, not single blocks, so a decode run can take thousands of blocks in one call:
+
+    ('anon', n)        n free blocks without reusable content
+    ('shared', key)    one free block whose content (prefix key) other requests can hit
+    ('own', rid, n)    the n full blocks of preempted request rid beyond its shared prefix;
+                       only rid itself can hit them when it is rescheduled (recompute)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.specs.kv import ModelKv
+from kvplan.units import cdiv
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheGroup:
+    """One KV cache group as the pool sees it: pool blocks per logical block, window, bytes."""
+
+    kind: str = "full"
+    """'full' (also MLA), 'sliding' or 'state'."""
+    window: int = 0
+    weight: int = 1
+    """Pool blocks this group takes per block of tokens (vLLM splits big groups in equal ones)."""
+    bytes_per_token: int = 0
+    state_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KvShape:
+    """How many pool blocks and logical bytes a request holding t tokens takes (vectorised)."""
+
+    block_size: int
+    groups: tuple[CacheGroup, ...] = (CacheGroup(),)
+
+    @property
+    def full_only(self) -> bool:
+        return all(g.kind == "full" for g in self.groups)
+
+    def blocks(self, tokens: IntArray) -> IntArray:
+        """Pool blocks held by requests holding ``tokens`` tokens (any array shape)."""
+        b = self.block_size
+        total = np.zeros_like(tokens)
+        for g in self.groups:
+            total += g.weight * _group_blocks(g, tokens, b)
+        return total
+
+    def blocks_one(self, tokens: int) -> int:
+        if self.full_only and len(self.groups) == 1:
+            return self.groups[0].weight * cdiv(tokens, self.block_size)
+        return int(self.blocks(np.array([tokens], dtype=np.int64))[0])
+
+    def logical_bytes(self, tokens: IntArray) -> IntArray:
+        """Bytes of KV the cached tokens really occupy (windows applied, pages not rounded)."""
+        total = np.zeros_like(tokens)
+        for g in self.groups:
+            if g.kind == "state":
+                total += (tokens > 0) * g.state_bytes
+            elif g.kind == "sliding":
+                total += np.minimum(tokens, g.window) * g.bytes_per_token
+            else:
+                total += tokens * g.bytes_per_token
+        return total
+
+
+def _group_blocks(g: CacheGroup, tokens: IntArray, b: int) -> IntArray:
+    if g.kind == "state":
+        return (tokens > 0).astype(np.int64)
+    blocks = -(-tokens // b)
+    if g.kind == "sliding":
+        # vLLM frees blocks that lie wholly before the window (remove_skipped_blocks).
+        blocks = blocks - np.maximum(tokens - g.window, 0) // b
+    return blocks
+
+
+def kv_shape_from(kv: ModelKv, block_size: int) -> KvShape:
+    """KvShape of a model: each ModelKv group becomes ceil(layers / L) pool groups.
+
+    L is the smallest attention group's layer count: vLLM cuts layer groups into equal-size
+    KV cache groups sharing one pool, so a block of the pool is one page in each of L layers.
+    """
+    sizes = [g.num_layers for g in kv.groups if g.spec.kind != "state"] or [1]
+    unit = min(sizes)
+    groups = []
+    for g in kv.groups:
+        spec = g.spec
+        kind = "full" if spec.kind in ("full", "mla") else spec.kind
+        window = getattr(spec, "window", 0)
+        weight = 1 if spec.kind == "state" else cdiv(g.num_layers, unit)
+        groups.append(CacheGroup(
+            kind=kind, window=window, weight=weight,
+            bytes_per_token=g.bytes_per_token, state_bytes=g.state_bytes,
+        ))
+    return KvShape(block_size=block_size, groups=tuple(groups) or (CacheGroup(),))
+
+
+@dataclass(slots=True)
+class _Segment:
+    kind: str
+    count: int
+    key: int = -1
+    rid: int = -1
+
+
+@dataclass(slots=True)
+class BlockPool:
+    """Free-block accounting plus the prefix cache (keys -> reference counts)."""
+
+    num_blocks: int
+    free: int = 0
+    queue: deque[_Segment] = field(default_factory=deque)
+    ref: dict[int, int] = field(default_factory=dict)
+    """Cached shared keys -> number of requests holding the block (0: evictable, in queue)."""
+    key_segment: dict[int, _Segment] = field(default_factory=dict)
+    own: dict[int, _Segment] = field(default_factory=dict)
+    """Preempted request id -> its queued 'own' segment (count shrinks as blocks are evicted)."""
+
+    def __post_init__(self) -> None:
+        self.free = self.num_blocks
+        self.queue.append(_Segment("anon", self.num_blocks))
+
+    @property
+    def used(self) -> int:
+        return self.num_blocks - self.free
+
+    def take(self, n: int) -> None:
+        """Take n free blocks from the queue head, evicting the cached content they held."""
+        assert 0 <= n <= self.free, (n, self.free)
+        self.free -= n
+        while n > 0:
+            seg = self.queue[0]
+            got = min(n, seg.count)
+            seg.count -= got
+            n -= got
+            if seg.count == 0:
+                self.queue.popleft()
+                self._evicted(seg)
+
+    def _evicted(self, seg: _Segment) -> None:
+        if seg.kind == "shared" and self.key_segment.get(seg.key) is seg:
+            del self.key_segment[seg.key]
+            del self.ref[seg.key]
+        elif seg.kind == "own" and self.own.get(seg.rid) is seg:
+            del self.own[seg.rid]
+
+    def give_anon(self, n: int) -> None:
+        """Return n blocks without reusable content to the queue tail."""
+        if n <= 0:
+            return
+        self.free += n
+        tail = self.queue[-1] if self.queue else None
+        if tail is not None and tail.kind == "anon":
+            tail.count += n
+        else:
+            self.queue.append(_Segment("anon", n))
+
+    def give_own(self, rid: int, n: int) -> None:
+        """Queue the n own full blocks of preempted request rid (it may hit them later)."""
+        if n <= 0:
+            return
+        self.free += n
+        seg = _Segment("own", n, rid=rid)
+        self.queue.append(seg)
+        self.own[rid] = seg
+
+    def release_key(self, key: int) -> None:
+        """Drop one reference to a cached shared block; at zero it joins the free queue."""
+        self.ref[key] -= 1
+        if self.ref[key] == 0:
+            self.free += 1
+            seg = _Segment("shared", 1, key=key)
+            self.queue.append(seg)
+            self.key_segment[key] = seg
+
+    def register(self, key: int) -> bool:
+        """Cache a freshly computed shared block held by one request; False if already cached."""
+        if key in self.ref:
+            return False
+        self.ref[key] = 1
+        return True
+
+    def own_cached(self, rid: int) -> int:
+        seg = self.own.get(rid)
+        return 0 if seg is None else seg.count
+
+    def evictable_hits(self, keys: list[int]) -> int:
+        """How many of these cached keys sit in the free queue (a hit on them costs a block)."""
+        return sum(1 for k in keys if self.ref[k] == 0)
+
+    def touch(self, keys: list[int], own_rid: int, own_blocks: int) -> None:
+        """Take hit blocks: referenced keys +1; evictable ones (and own blocks) leave the queue."""
+        for k in keys:
+            if self.ref[k] == 0:
+                seg = self.key_segment.pop(k)
+                seg.count = 0
+                self.free -= 1
+            self.ref[k] += 1
+        if own_blocks:
+            seg = self.own.pop(own_rid)
+            seg.count -= own_blocks
+            seg.kind = "anon"  # any rest can never be hit: the chain stops at the hit limit
+            self.free -= own_blocks
+        self._drop_dead_head()
+
+    def forget_own(self, rid: int) -> None:
+        """A request's own cached blocks can never be hit again: they become anonymous."""
+        seg = self.own.pop(rid, None)
+        if seg is not None:
+            seg.kind = "anon"
+
+    def _drop_dead_head(self) -> None:
+        while self.queue and self.queue[0].count == 0:
+            self.queue.popleft()

@@ -1,0 +1,105 @@
+"""SimulationResult: per-request timestamps, per-step KV usage series, token emission runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KvSeries:
+    """One sample per engine step, taken after the step's blocks were allocated."""
+
+    start_s: FloatArray
+    end_s: FloatArray
+    used_blocks: IntArray
+    logical_bytes: IntArray
+    """KV bytes the running requests' cached tokens occupy after the step (no page rounding)."""
+    running: IntArray
+    waiting: IntArray
+    new_tokens: IntArray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulationResult:
+    """What happened to every request and to the KV pool; arrays are indexed by request."""
+
+    arrival_s: FloatArray
+    sent_s: FloatArray
+    """When the client sent the request (= arrival, or later under closed-loop concurrency)."""
+    scheduled_s: FloatArray
+    first_token_s: FloatArray
+    finish_s: FloatArray
+    prompt_tokens: IntArray
+    output_tokens: IntArray
+    preemptions: IntArray
+    prefix_hit_tokens: IntArray
+    finished: BoolArray
+    rejected: dict[int, str]
+    """Request index -> why it could never be served (e.g. longer than max_model_len)."""
+    steps: KvSeries
+    seg_req: IntArray
+    seg_first: IntArray
+    seg_last: IntArray
+    """Token emission runs: request seg_req sampled one token at the end of every step in
+    [seg_first, seg_last]; a new run starts after a preemption or a skipped step."""
+    num_blocks: int
+    block_size: int
+    prefill_claimed_blocks: int
+    decode_claimed_blocks: int
+    prefix_query_tokens: int
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps.end_s)
+
+    @property
+    def peak_kv_blocks(self) -> int:
+        return int(self.steps.used_blocks.max()) if self.num_steps else 0
+
+    @property
+    def total_preemptions(self) -> int:
+        return int(self.preemptions.sum())
+
+    def token_times(self, i: int) -> FloatArray:
+        """Times at which request i received each of its output tokens."""
+        mask = self.seg_req == i
+        ends = self.steps.end_s
+        parts = [ends[a:b + 1] for a, b in zip(self.seg_first[mask], self.seg_last[mask],
+                                                strict=True)]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def itl_s(self) -> FloatArray:
+        """Every gap between consecutive tokens of the same request, all requests together."""
+        order = np.lexsort((self.seg_first, self.seg_req))
+        req, first, last = self.seg_req[order], self.seg_first[order], self.seg_last[order]
+        ends = self.steps.end_s
+        gaps = np.diff(ends)
+        lens = last - first
+        inner = _ranges(first, lens)
+        within = gaps[inner]
+        same = req[1:] == req[:-1]
+        between = ends[first[1:][same]] - ends[last[:-1][same]]
+        return np.concatenate([within, between])
+
+
+def _ranges(starts: IntArray, lens: IntArray) -> IntArray:
+    """Concatenation of arange(s, s + n) for every (s, n) pair, without a Python loop."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    keep = lens > 0
+    starts, lens = starts[keep], lens[keep]
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    out: IntArray = np.arange(total, dtype=np.int64) + offsets
+    return out

@@ -1,0 +1,255 @@
+"""One engine step's plan under vLLM v1's rules: running first, then waiting FCFS; preemption.
+
+    budget = max_num_batched_tokens
+    RUNNING, in order:  new = min(num_tokens - computed, budget); get its blocks, else
+                        preempt the newest running request (it may be this one) and retry
+    WAITING, FCFS, only if nobody was preempted this step and running < max_num_seqs:
+                        prefix hits -> computed; new = min(rest, budget) (no chunking: wait
+                        if rest > budget); no blocks -> stop (no skipping ahead)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvplan.sim.blocks import BlockPool, KvShape
+from kvplan.sim.state import RUNNING, WAITING, SimState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """The scheduler's knobs (vLLM engine arguments, defaults resolved)."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    chunked_prefill: bool = True
+    prefix_caching: bool = True
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """What one step computes: request ids, new tokens, context before the step."""
+
+    ids: list[int] = field(default_factory=list)
+    new: list[int] = field(default_factory=list)
+    ctx: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)
+    head_blocked: bool = False
+    prefill_blocks: int = 0
+    decode_blocks: int = 0
+    hit_tokens: int = 0
+    query_tokens: int = 0
+
+
+@dataclass(slots=True)
+class Scheduler:
+    """Plans steps and frees finished or preempted requests' blocks."""
+
+    state: SimState
+    pool: BlockPool
+    shape: KvShape
+    limits: Limits
+    caching: bool = False
+    reg_next: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        g = self.shape.groups
+        # Simplification: prefix caching is modelled for one full-attention group only.
+        single_full = len(g) == 1 and g[0].kind == "full" and g[0].weight == 1
+        self.caching = self.limits.prefix_caching and single_full
+
+    def plan(self) -> StepPlan:
+        """Schedule one step (mutates running/waiting, blocks and computed tokens)."""
+        plan = StepPlan()
+        budget = self._schedule_running(plan, self.limits.max_num_batched_tokens)
+        if not plan.preempted:
+            self._schedule_waiting(plan, budget)
+        return plan
+
+    # ------------------------------------------------------------ running
+
+    def _schedule_running(self, plan: StepPlan, budget: int) -> int:
+        """vLLM's running loop; done with numpy when every request gets its blocks."""
+        if len(self.state.running) >= 8:
+            left = self._running_vectorised(plan, budget)
+            if left is not None:
+                return left
+        return self._running_one_by_one(plan, budget)
+
+    def _running_vectorised(self, plan: StepPlan, budget: int) -> int | None:
+        """The whole running list at once; None (nothing changed) if a preemption is due."""
+        s = self.state
+        ids = np.array(s.running, dtype=np.int64)
+        c = s.computed[ids]
+        left = s.prompt[ids] + s.generated[ids] - c
+        before = np.cumsum(left) - left
+        new = np.clip(budget - before, 0, left)
+        take = new > 0
+        ids, c, left, new = ids[take], c[take], left[take], new[take]
+        need = self.shape.blocks(c + new) - s.held[ids]
+        if len(need) and int(np.cumsum(need).max()) > self.pool.free:
+            return None
+        grow = need.clip(min=0)
+        self.pool.take(int(grow.sum()))
+        self.pool.give_anon(int(-need.clip(max=0).sum()))
+        s.held[ids] += need
+        pre = left > 1
+        plan.prefill_blocks += int(grow[pre].sum())
+        plan.decode_blocks += int(grow[~pre].sum())
+        if self.caching and s.shared_keys is not None:
+            for r, t in zip(ids[pre].tolist(), (c + new)[pre].tolist(), strict=True):
+                self._register(r, t)
+        plan.ids.extend(ids.tolist())
+        plan.new.extend(new.tolist())
+        plan.ctx.extend(c.tolist())
+        return budget - int(new.sum())
+
+    def _running_one_by_one(self, plan: StepPlan, budget: int) -> int:
+        s = self.state
+        i = 0
+        while i < len(s.running) and budget > 0:
+            r = s.running[i]
+            c = int(s.computed[r])
+            left = int(s.prompt[r] + s.generated[r]) - c
+            new = min(left, budget)
+            need = self.shape.blocks_one(c + new) - int(s.held[r])
+            if not self._make_room(r, need, plan):
+                break
+            self._grow(r, need)
+            self._register(r, c + new)
+            if left > 1:
+                plan.prefill_blocks += max(need, 0)
+            else:
+                plan.decode_blocks += max(need, 0)
+            self._add(plan, r, new, c)
+            budget -= new
+            i += 1
+        return budget
+
+    def _make_room(self, r: int, need: int, plan: StepPlan) -> bool:
+        """Preempt newest running requests until r's blocks fit; False if r itself went."""
+        while need > self.pool.free:
+            victim = self.state.running.pop()
+            self.preempt(victim)
+            plan.preempted.append(victim)
+            if victim == r:
+                return False
+        return True
+
+    def _grow(self, r: int, need: int) -> None:
+        if need >= 0:
+            self.pool.take(need)
+        else:  # sliding window: blocks wholly before the window go back
+            self.pool.give_anon(-need)
+        self.state.held[r] += need
+
+    # ------------------------------------------------------------ waiting
+
+    def _schedule_waiting(self, plan: StepPlan, budget: int) -> None:
+        s = self.state
+        b = self.shape.block_size
+        while s.waiting and budget > 0 and len(s.running) < self.limits.max_num_seqs:
+            r = s.waiting[0]
+            total = int(s.prompt[r] + s.generated[r])
+            keys, own = self._lookup(r, total)
+            hit = (len(keys) + own) * b
+            new = total - hit
+            if not self.limits.chunked_prefill and new > budget:
+                return
+            new = min(new, budget)
+            need = self.shape.blocks_one(hit + new) - len(keys) - own
+            if need + self.pool.evictable_hits(keys) + own > self.pool.free:
+                plan.head_blocked = True
+                return
+            s.waiting.popleft()
+            self._admit(r, keys, own, need, hit)
+            self._register(r, hit + new)
+            plan.prefill_blocks += need
+            plan.hit_tokens += hit
+            plan.query_tokens += total
+            self._add(plan, r, new, hit)
+            budget -= new
+
+    def _lookup(self, r: int, total: int) -> tuple[list[int], int]:
+        """Cached leading blocks of r: shared keys, then its own blocks (after preemption).
+
+        vLLM never hits the last token: at most (total - 1) // B blocks, so >= 1 is computed.
+        """
+        if not self.caching:
+            return [], 0
+        limit = (total - 1) // self.shape.block_size
+        keys = self.state.shared_keys[r] if self.state.shared_keys is not None else []
+        ref = self.pool.ref
+        hit: list[int] = []
+        for k in keys[:limit]:
+            if k not in ref:
+                break
+            hit.append(k)
+        if len(hit) < len(keys) or len(hit) >= limit:
+            return hit, 0
+        return hit, min(self.pool.own_cached(r), limit - len(hit))
+
+    def _admit(self, r: int, keys: list[int], own: int, need: int, hit: int) -> None:
+        s = self.state
+        self.pool.touch(keys, r, own)
+        self.pool.forget_own(r)
+        self.pool.take(need)
+        s.held[r] = need + len(keys) + own
+        s.held_keys[r] = list(keys)
+        self.reg_next[r] = len(keys) + own
+        s.computed[r] = hit
+        s.hit_tokens[r] += hit
+        s.running.append(r)
+        s.status[r] = RUNNING
+        if s.scheduled_s[r] != s.scheduled_s[r]:  # NaN: first time scheduled
+            s.scheduled_s[r] = s.clock
+
+    def _register(self, r: int, tokens: int) -> None:
+        """Cache r's shared-content blocks that become full this step (vLLM caches on alloc)."""
+        keys = self.state.shared_keys
+        if not self.caching or keys is None:
+            return
+        mine = keys[r]
+        start = self.reg_next.get(r, 0)
+        stop = min(tokens // self.shape.block_size, len(mine))
+        if start >= stop:
+            return
+        held = self.state.held_keys.setdefault(r, [])
+        for j in range(start, stop):
+            if self.pool.register(mine[j]):
+                held.append(mine[j])
+        self.reg_next[r] = stop
+
+    @staticmethod
+    def _add(plan: StepPlan, r: int, new: int, ctx: int) -> None:
+        plan.ids.append(r)
+        plan.new.append(new)
+        plan.ctx.append(ctx)
+
+    # ------------------------------------------------------------ freeing
+
+    def preempt(self, r: int) -> None:
+        """Free r's blocks, reset its progress (recompute later), put it first in WAITING."""
+        s = self.state
+        self.free(r, keep_own=True)
+        s.computed[r] = 0
+        s.status[r] = WAITING
+        s.preemptions[r] += 1
+        s.close_segment(r)
+        s.waiting.appendleft(r)
+
+    def free(self, r: int, *, keep_own: bool) -> None:
+        """Return r's blocks, tail first: partial/duplicate blocks, own full blocks, shared."""
+        s = self.state
+        keys = s.held_keys.pop(r, [])
+        self.reg_next.pop(r, None)
+        own = 0
+        if keep_own and self.caching:
+            own = max(0, int(s.computed[r]) // self.shape.block_size - s.n_shared(r))
+        self.pool.give_anon(int(s.held[r]) - len(keys) - own)
+        self.pool.give_own(r, own)
+        for k in reversed(keys):
+            self.pool.release_key(k)
+        s.held[r] = 0

@@ -1,0 +1,428 @@
+"""simulate(): a continuous-batching vLLM v1 server replayed step by step over a workload.
+
+Each loop turn either runs one general step (scheduler.py), or, when nothing can change but
+tokens, fast-forwards k identical pure-decode steps at once::
+
+    steady = every running request has exactly 1 token to compute
+             and no waiting request can be admitted (none waiting, max_num_seqs reached,
+             no token budget left, or the FCFS head did not get its blocks last step and
+             nothing has been freed since)
+    k = min(steps to the first finish, steps until the pool runs out at a block boundary,
+            steps until the clock passes the next arrival)
+
+The k steps are priced by timer.decode_run_s (equal to k step_time_s calls) and recorded
+step by step, so the result is the one ``fast=False`` gives (tests prove it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kvplan.costs.batch import StepTimer
+from kvplan.errors import InputError
+from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
+from kvplan.sim.result import IntArray, KvSeries, SimulationResult
+from kvplan.sim.scheduler import Limits, Scheduler, StepPlan
+from kvplan.sim.state import FINISHED, REJECTED, RUNNING, WAITING, SimState, WorkloadLike, new_state
+from kvplan.specs.kv import ModelKv
+from kvplan.specs.serving import EngineConfig
+
+_FAST_CELLS = 1 << 20  # requests x steps evaluated per fast-forward (bounds memory)
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_MAX_NUM_SEQS = 256
+
+
+def scheduler_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) -> Limits:
+    """vLLM's scheduler limits for ``vllm serve``; unset ones take vLLM's defaults.
+
+    vLLM (arg_utils, usage context OPENAI_API_SERVER) uses 8192 tokens / 1024 sequences on
+    GPUs with at least 70 GiB (except A100), else 2048 / 256. Without chunked prefill the
+    token budget must hold a whole prompt: max(max_model_len, 2048).
+    """
+    big = gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 1024**3
+    tokens = engine.max_num_batched_tokens
+    if tokens is None and not engine.enable_chunked_prefill:
+        tokens = max(engine.max_model_len or 2048, 2048)
+    if tokens is None:
+        tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS if big or gpu_memory_bytes is None else 2048
+    seqs = engine.max_num_seqs or (1024 if big else DEFAULT_MAX_NUM_SEQS)
+    return Limits(max_num_batched_tokens=tokens, max_num_seqs=seqs,
+                  chunked_prefill=engine.enable_chunked_prefill,
+                  prefix_caching=engine.enable_prefix_caching)
+
+
+def simulate(
+    workload: WorkloadLike,
+    *,
+    timer: StepTimer,
+    num_blocks: int,
+    block_size: int | None = None,
+    engine: EngineConfig | None = None,
+    kv: ModelKv | KvShape | None = None,
+    limits: Limits | None = None,
+    max_model_len: int | None = None,
+    shared_prefix_tokens: int = 0,
+    fast: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationResult:
+    """Replay ``workload`` on a vLLM v1 server with a pool of ``num_blocks`` KV blocks.
+
+    ``kv`` says how many pool blocks a request holding t tokens takes (default: one
+    full-attention group, cdiv(t, block_size)) and its logical bytes. ``shared_prefix_tokens``
+    gives every prompt the same first tokens (vllm bench ``--random-prefix-len``) for prefix
+    caching when the workload has no prefix hashes. ``fast=False`` runs every step through
+    the general scheduler (slow; the reference the fast path is tested against).
+    """
+    engine = engine or EngineConfig()
+    b = block_size or engine.block_size
+    if num_blocks < 1:
+        raise InputError(f"the KV pool must have at least one block, got {num_blocks}")
+    shape = _shape(kv, b)
+    lim = limits or scheduler_limits(engine)
+    mml = max_model_len if max_model_len is not None else engine.max_model_len
+    loop = _Loop(workload=workload, timer=timer, shape=shape, limits=lim, num_blocks=num_blocks,
+                 max_model_len=mml, shared_prefix_tokens=shared_prefix_tokens, fast=fast,
+                 progress=progress)
+    return loop.run()
+
+
+def _shape(kv: ModelKv | KvShape | None, block_size: int) -> KvShape:
+    if kv is None:
+        return KvShape(block_size=block_size)
+    if isinstance(kv, KvShape):
+        if kv.block_size != block_size:
+            raise InputError(f"KvShape block size {kv.block_size} != --block-size {block_size}")
+        return kv
+    return kv_shape_from(kv, block_size)
+
+
+@dataclass(slots=True)
+class _Series:
+    start: list[float] = field(default_factory=list)
+    end: list[float] = field(default_factory=list)
+    used: list[int] = field(default_factory=list)
+    logical: list[int] = field(default_factory=list)
+    running: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+    new: list[int] = field(default_factory=list)
+    chunks: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+
+    def flush(self) -> None:
+        """Move the per-step lists into one numpy chunk (keeps memory compact)."""
+        if not self.start:
+            return
+        self.chunks.append((
+            np.array(self.start), np.array(self.end), np.array(self.used, dtype=np.int64),
+            np.array(self.logical, dtype=np.int64), np.array(self.running, dtype=np.int64),
+            np.array(self.waiting, dtype=np.int64), np.array(self.new, dtype=np.int64),
+        ))
+        for lst in (self.start, self.end, self.used, self.logical, self.running, self.waiting,
+                    self.new):
+            lst.clear()
+
+    def add_chunk(self, *cols: np.ndarray) -> None:
+        self.flush()
+        self.chunks.append(cols)
+
+    def build(self) -> KvSeries:
+        self.flush()
+
+        def col(i: int, dtype: type) -> Any:
+            parts = [c[i] for c in self.chunks]
+            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+        f, n = np.float64, np.int64
+        return KvSeries(start_s=col(0, f), end_s=col(1, f), used_blocks=col(2, n),
+                        logical_bytes=col(3, n), running=col(4, n), waiting=col(5, n),
+                        new_tokens=col(6, n))
+
+
+class _Loop:
+    """The simulation loop: releases arrivals, runs general steps or fast-forwards."""
+
+    def __init__(self, *, workload: WorkloadLike, timer: StepTimer, shape: KvShape,
+                 limits: Limits, num_blocks: int, max_model_len: int | None,
+                 shared_prefix_tokens: int, fast: bool,
+                 progress: Callable[[int, int], None] | None) -> None:
+        self.s: SimState = new_state(workload, shape.block_size, shared_prefix_tokens)
+        self.timer = timer
+        self.shape = shape
+        self.limits = limits
+        self.pool = BlockPool(num_blocks)
+        self.sched = Scheduler(self.s, self.pool, shape, limits)
+        self.fast = fast
+        self.progress = progress
+        self.series = _Series()
+        self.ptr = 0
+        self.done = 0
+        self.blocked = False
+        self.query_tokens = 0
+        self.prefill_blocks = 0
+        self.decode_blocks = 0
+        n = len(self.s.arrival)
+        conc = workload.closed_loop_concurrency
+        self.slots: list[float] | None = [0.0] * min(conc, n) if conc else None
+        g = shape.groups
+        self.simple = len(g) == 1 and g[0].kind == "full" and g[0].weight == 1
+        self.steady = False
+        self.reasons = _reject_reasons(self.s, shape, limits, num_blocks, max_model_len)
+
+    # ------------------------------------------------------------ arrivals
+
+    def _next_arrival(self) -> float:
+        if self.ptr >= len(self.s.arrival):
+            return math.inf
+        a = float(self.s.arrival[self.ptr])
+        if self.slots is None:
+            return a
+        return max(a, self.slots[0]) if self.slots else math.inf
+
+    def _release(self) -> None:
+        """Requests sent by the clock's time join WAITING (or are rejected at once)."""
+        s = self.s
+        while (t := self._next_arrival()) <= s.clock:
+            i = self.ptr
+            self.ptr += 1
+            if self.slots is not None:
+                heapq.heappop(self.slots)
+            s.sent_s[i] = t
+            if i in self.reasons:
+                s.status[i] = REJECTED
+                s.reject_reason[i] = self.reasons[i]
+                self._slot_free(t)
+                self.done += 1
+            else:
+                s.status[i] = WAITING
+                s.waiting.append(i)
+
+    def _slot_free(self, t: float) -> None:
+        if self.slots is not None:
+            heapq.heappush(self.slots, t)
+
+    # ------------------------------------------------------------ loop
+
+    def run(self) -> SimulationResult:
+        s = self.s
+        n = len(s.arrival)
+        turns = 0
+        while True:
+            self._release()
+            if not s.running and not s.waiting:
+                t = self._next_arrival()
+                if t == math.inf:
+                    break
+                s.clock = max(s.clock, t)
+                self.blocked = False
+                continue
+            if not (self.fast and self._fast_forward()):
+                self._general_step()
+            turns += 1
+            if self.progress is not None and turns % 4096 == 0:
+                self.progress(self.done, n)
+        if self.progress is not None:
+            self.progress(self.done, n)
+        return self._result()
+
+    def _general_step(self) -> None:
+        s = self.s
+        plan = self.sched.plan()
+        if not plan.ids:
+            # Only preemptions happened (the next turn schedules what is left).
+            assert plan.preempted, "scheduler made no progress"
+            self.blocked = False
+            self.steady = False
+            return
+        ids = np.array(plan.ids, dtype=np.int64)
+        new = np.array(plan.new, dtype=np.int64)
+        dur = float(self.timer.step_time_s(new, np.array(plan.ctx, dtype=np.int64)))
+        start, end = s.clock, s.clock + dur
+        s.computed[ids] += new
+        run_ids = np.array(s.running, dtype=np.int64)
+        logical = int(self.shape.logical_bytes(s.computed[run_ids]).sum())
+        self._record(start, end, logical, int(new.sum()))
+        self._account(plan)
+        finished = self._emit(ids, end)
+        # Steady candidates: every running request now has exactly one token to compute.
+        left = s.prompt[run_ids] + s.generated[run_ids] - s.computed[run_ids]
+        self.steady = bool(np.all((left == 1) | (s.status[run_ids] != RUNNING)))
+        s.clock = end
+        s.step += 1
+        self.blocked = plan.head_blocked and not finished and not plan.preempted
+
+    def _record(self, start: float, end: float, logical: int, new_tokens: int) -> None:
+        se = self.series
+        se.start.append(start)
+        se.end.append(end)
+        se.used.append(self.pool.used)
+        se.logical.append(logical)
+        se.running.append(len(self.s.running))
+        se.waiting.append(len(self.s.waiting))
+        se.new.append(new_tokens)
+        if len(se.start) >= 65536:
+            se.flush()
+
+    def _account(self, plan: StepPlan) -> None:
+        self.query_tokens += plan.query_tokens
+        self.prefill_blocks += plan.prefill_blocks
+        self.decode_blocks += plan.decode_blocks
+
+    def _emit(self, ids: IntArray, end: float) -> bool:
+        """Requests that caught up sample a token at ``end``; returns whether any finished."""
+        s = self.s
+        em = ids[s.computed[ids] == s.prompt[ids] + s.generated[ids]]
+        if len(em) == 0:
+            return False
+        s.generated[em] += 1
+        self._segments(em, s.step, s.step)
+        first = em[s.generated[em] == 1]
+        s.first_token_s[first] = end
+        return self._finish(em[s.generated[em] == s.output[em]], end)
+
+    def _segments(self, ids: IntArray, first_step: int, last_step: int) -> None:
+        """ids sampled a token at every step in [first_step, last_step]."""
+        s = self.s
+        for r in ids[s.last_emit[ids] != first_step - 1].tolist():
+            s.close_segment(r)
+            s.seg_start[r] = first_step
+        s.last_emit[ids] = last_step
+
+    def _finish(self, fin: IntArray, end: float) -> bool:
+        if len(fin) == 0:
+            return False
+        s = self.s
+        for r in fin.tolist():
+            self.sched.free(r, keep_own=False)
+            s.status[r] = FINISHED
+            s.finish_s[r] = end
+            s.close_segment(r)
+            self._slot_free(end)
+        self.done += len(fin)
+        s.running = [r for r in s.running if s.status[r] == RUNNING]
+        return True
+
+    # ------------------------------------------------------------ fast path
+
+    def _admission_possible(self) -> bool:
+        s = self.s
+        if not s.waiting or self.blocked:
+            return False
+        n = len(s.running)
+        return n < self.limits.max_num_seqs and n < self.limits.max_num_batched_tokens
+
+    def _fast_forward(self) -> bool:
+        """Run k identical pure-decode steps at once; False if this step is not one."""
+        s = self.s
+        n = len(s.running)
+        if not self.steady or n == 0 or n > self.limits.max_num_batched_tokens:
+            return False
+        if self._admission_possible():
+            return False
+        ids = np.array(s.running, dtype=np.int64)
+        ctx = s.computed[ids]
+        k = int((s.output[ids] - s.generated[ids]).min())
+        if not self.simple:
+            k = min(k, max(1, _FAST_CELLS // n))
+        need, logical = self._run_blocks(ids, ctx, k)
+        over = np.flatnonzero(need > self.pool.free)
+        k = int(over[0]) if len(over) else k
+        if k == 0:
+            return False
+        dur = np.asarray(self.timer.decode_run_s(ctx, k), dtype=np.float64)
+        times = np.cumsum(np.concatenate([[s.clock], dur]))
+        k = min(k, max(1, int(np.searchsorted(times[:k], self._next_arrival(), side="left"))))
+        self._apply_run(ids, ctx, need[:k], logical[:k], times[:k + 1])
+        return True
+
+    def _run_blocks(self, ids: IntArray, ctx: IntArray, k: int) -> tuple[IntArray, IntArray]:
+        """Blocks added by the end of each of k decode steps, and logical bytes per step.
+
+        One full-attention group: request r opens a block at step j when (ctx_r + j) % B == 0,
+        so step j opens hist[(-j) % B] blocks with hist = bincount(ctx % B): O(n + k).
+        """
+        steps = np.arange(1, k + 1, dtype=np.int64)
+        if self.simple:
+            b = self.shape.block_size
+            hist = np.bincount(ctx % b, minlength=b)
+            need = np.cumsum(hist[(1 - steps) % b])
+            g = self.shape.groups[0]
+            logical = g.bytes_per_token * (int(ctx.sum()) + len(ctx) * steps)
+            return need, logical
+        tok = ctx[:, None] + steps[None, :]
+        need = self.shape.blocks(tok).sum(axis=0) - int(self.s.held[ids].sum())
+        return need, self.shape.logical_bytes(tok).sum(axis=0)
+
+    def _apply_run(self, ids: IntArray, ctx: IntArray, need: IntArray, logical: IntArray,
+                   times: np.ndarray) -> None:
+        s = self.s
+        k = len(need)
+        used0 = self.pool.used
+        grow = int(need[-1])
+        if grow >= 0:
+            self.pool.take(grow)
+        else:
+            self.pool.give_anon(-grow)
+        self.decode_blocks += max(grow, 0)
+        s.held[ids] = self.shape.blocks(ctx + k)
+        n = len(ids)
+        self.series.add_chunk(
+            times[:-1], times[1:], used0 + need, logical, np.full(k, n, dtype=np.int64),
+            np.full(k, len(s.waiting), dtype=np.int64), np.full(k, n, dtype=np.int64))
+        first = ids[s.generated[ids] == 0]
+        s.computed[ids] += k
+        s.generated[ids] += k
+        s.first_token_s[first] = times[1]
+        self._segments(ids, s.step, s.step + k - 1)
+        s.step += k
+        end = float(times[-1])
+        s.clock = end
+        if self._finish(ids[s.generated[ids] == s.output[ids]], end):
+            self.blocked = False
+
+    # ------------------------------------------------------------ result
+
+    def _result(self) -> SimulationResult:
+        s = self.s
+        for r in np.flatnonzero(s.last_emit >= 0).tolist():
+            s.close_segment(r)
+        return SimulationResult(
+            arrival_s=s.arrival, sent_s=s.sent_s, scheduled_s=s.scheduled_s,
+            first_token_s=s.first_token_s, finish_s=s.finish_s, prompt_tokens=s.prompt,
+            output_tokens=s.output, preemptions=s.preemptions, prefix_hit_tokens=s.hit_tokens,
+            finished=s.status == FINISHED, rejected=dict(s.reject_reason),
+            steps=self.series.build(),
+            seg_req=np.array(s.seg_req, dtype=np.int64),
+            seg_first=np.array(s.seg_first, dtype=np.int64),
+            seg_last=np.array(s.seg_last, dtype=np.int64),
+            num_blocks=self.pool.num_blocks, block_size=self.shape.block_size,
+            prefill_claimed_blocks=self.prefill_blocks, decode_claimed_blocks=self.decode_blocks,
+            prefix_query_tokens=self.query_tokens,
+        )
+
+
+def _reject_reasons(s: SimState, shape: KvShape, limits: Limits, num_blocks: int,
+                    max_model_len: int | None) -> dict[int, str]:
+    """Requests that can never be served, with the reason vLLM (or physics) gives."""
+    total = s.prompt + s.output
+    reasons: dict[int, str] = {}
+    bad = np.flatnonzero((s.prompt < 1) | (s.output < 1))
+    for i in bad.tolist():
+        reasons[i] = "prompt and output must each have at least 1 token"
+    if max_model_len is not None:
+        for i in np.flatnonzero(total > max_model_len).tolist():
+            reasons.setdefault(i, f"prompt + output = {int(total[i])} tokens exceeds "
+                                  f"max_model_len {max_model_len}")
+    peak = shape.blocks(total - 1)
+    for i in np.flatnonzero(peak > num_blocks).tolist():
+        reasons.setdefault(i, f"needs {int(peak[i])} KV blocks alone; the pool has {num_blocks}")
+    if not limits.chunked_prefill:
+        cap = limits.max_num_batched_tokens
+        for i in np.flatnonzero(total - 1 > cap).tolist():
+            reasons.setdefault(i, f"{int(total[i]) - 1} tokens to (re)compute exceed "
+                                  f"max_num_batched_tokens {cap} without chunked prefill")
+    return reasons
