@@ -332,6 +332,8 @@ class CalibrationResult:
         return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
+SOFT_L1_SCALE = 0.05
+"""Log errors below ~5% count quadratically, larger ones linearly."""
 FITTED = ("compute_eff", "bandwidth_eff", "step_overhead_s")
 BOUNDS = {"compute_eff": (0.05, 0.92), "bandwidth_eff": (0.05, 0.92),
           "step_overhead_s": (0.0, 0.02)}
@@ -371,30 +373,56 @@ def predict(prep: _Prepared, profile: Profile) -> dict[str, float]:
 
 
 def _loss(group: list[_Prepared], profile: Profile) -> float:
-    """Mean absolute log error over every measured metric (robust, scale-free)."""
-    errs = [abs(math.log(pred[m] / v))
+    """Mean soft-L1 of the log error over every measured metric: quadratic near zero (smooth,
+    so the search converges), linear for outliers (robust), scale-free."""
+    errs = [math.sqrt(1.0 + (math.log(pred[m] / v) / SOFT_L1_SCALE) ** 2) - 1.0
             for prep in group for pred in (predict(prep, profile),)
             for m, v in prep.point.measured.items()]
     return sum(errs) / len(errs)
 
 
 def _coordinate_search(loss: Callable[[Profile], float], start: Profile,
-                       rounds: int = 7, grid: int = 9) -> Profile:
-    """Bounded coordinate descent: a grid over each factor in turn, the window shrinking."""
+                       rounds: int = 14, grid: int = 9) -> Profile:
+    """Bounded pattern search: a grid over each factor in turn (the window shrinking), then a
+    stride along the round's net move, which follows the curved overhead/bandwidth valley."""
     best, best_loss = start, loss(start)
     width = {k: (hi - lo) / 2 for k, (lo, hi) in BOUNDS.items()}
     for _ in range(rounds):
+        before = best
         for name in FITTED:
-            lo, hi = BOUNDS[name]
-            centre = getattr(best, name)
-            for i in range(grid):
-                value = min(hi, max(lo, centre + width[name] * (2 * i / (grid - 1) - 1)))
-                trial = replace(best, **{name: value})
-                trial_loss = loss(trial)
-                if trial_loss < best_loss - 1e-12:
-                    best, best_loss = trial, trial_loss
-        width = {k: w / 2.5 for k, w in width.items()}
+            best, best_loss = _line_grid(loss, best, best_loss, name, width[name], grid)
+        best, best_loss = _stride(loss, before, best, best_loss)
+        width = {k: w / 1.7 for k, w in width.items()}
     return best
+
+
+def _line_grid(loss: Callable[[Profile], float], best: Profile, best_loss: float, name: str,
+               width: float, grid: int) -> tuple[Profile, float]:
+    lo, hi = BOUNDS[name]
+    centre = getattr(best, name)
+    for i in range(grid):
+        value = min(hi, max(lo, centre + width * (2 * i / (grid - 1) - 1)))
+        trial = replace(best, **{name: value})
+        trial_loss = loss(trial)
+        if trial_loss < best_loss - 1e-12:
+            best, best_loss = trial, trial_loss
+    return best, best_loss
+
+
+def _stride(loss: Callable[[Profile], float], before: Profile, best: Profile,
+            best_loss: float) -> tuple[Profile, float]:
+    """Keep moving along best - before (doubling) while the loss falls."""
+    step = {k: getattr(best, k) - getattr(before, k) for k in FITTED}
+    for _ in range(8):
+        moved = {k: min(BOUNDS[k][1], max(BOUNDS[k][0], getattr(best, k) + d))
+                 for k, d in step.items()}
+        trial = replace(best, **moved)
+        trial_loss = loss(trial)
+        if trial_loss >= best_loss - 1e-12:
+            break
+        best, best_loss = trial, trial_loss
+        step = {k: 2 * d for k, d in step.items()}
+    return best, best_loss
 
 
 def fit_profiles(points: Iterable[Measurement], *, fitted_on: str = "",
