@@ -70,6 +70,7 @@ def simulate(
     shared_prefix_tokens: int = 0,
     fast: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    validate: bool = False,
 ) -> SimulationResult:
     """Replay ``workload`` on a vLLM v1 server with a pool of ``num_blocks`` KV blocks.
 
@@ -78,6 +79,7 @@ def simulate(
     gives every prompt the same first tokens (vllm bench ``--random-prefix-len``) for prefix
     caching when the workload has no prefix hashes. ``fast=False`` runs every step through
     the general scheduler (slow; the reference the fast path is tested against).
+    ``validate`` checks the block pool's books after every loop turn (tests).
     """
     engine = engine or EngineConfig()
     b = block_size or engine.block_size
@@ -89,6 +91,7 @@ def simulate(
     loop = _Loop(workload=workload, timer=timer, shape=shape, limits=lim, num_blocks=num_blocks,
                  max_model_len=mml, shared_prefix_tokens=shared_prefix_tokens, fast=fast,
                  progress=progress)
+    loop.validate = validate
     return loop.run()
 
 
@@ -171,6 +174,7 @@ class _Loop:
         g = shape.groups
         self.simple = len(g) == 1 and g[0].kind == "full" and g[0].weight == 1
         self.steady = False
+        self.validate = False
         self.reasons = _reject_reasons(self.s, shape, limits, num_blocks, max_model_len)
 
     # ------------------------------------------------------------ arrivals
@@ -222,6 +226,8 @@ class _Loop:
                 continue
             if not (self.fast and self._fast_forward()):
                 self._general_step()
+            if self.validate:
+                self._check_books()
             turns += 1
             if self.progress is not None and turns % 4096 == 0:
                 self.progress(self.done, n)
@@ -383,6 +389,21 @@ class _Loop:
         s.clock = end
         if self._finish(ids[s.generated[ids] == s.output[ids]], end):
             self.blocked = False
+
+    def _check_books(self) -> None:
+        """Blocks conserved: free (queue) + physically used == pool; refs match holders."""
+        s, pool = self.s, self.pool
+        queued = sum(seg.count for seg in pool.queue)
+        assert queued == pool.free, (queued, pool.free)
+        holders: dict[int, int] = {}
+        for keys in s.held_keys.values():
+            for k in keys:
+                holders[k] = holders.get(k, 0) + 1
+        assert all(pool.ref[k] == h for k, h in holders.items())
+        shared_extra = sum(h - 1 for h in holders.values())
+        physical = int(s.held.sum()) - shared_extra
+        assert physical + pool.free == pool.num_blocks, (physical, pool.free)
+        assert 0 <= pool.used <= pool.num_blocks
 
     # ------------------------------------------------------------ result
 

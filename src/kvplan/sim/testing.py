@@ -1,0 +1,77 @@
+"""Small stand-ins for tests and benchmarks: a linear step timer and an in-memory workload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinearTimer:
+    """step = base_s + per_token_s * sum(new) + per_context_s * sum(context) (hand-checkable).
+
+    decode_run_s evaluates the same expression on the same integers, so it equals step-by-step
+    step_time_s calls bit for bit.
+    """
+
+    base_s: float = 1.0
+    per_token_s: float = 0.0
+    per_context_s: float = 0.0
+
+    def step_time_s(self, new_tokens: IntArray, context_tokens: IntArray) -> float:
+        return self._t(int(new_tokens.sum()), int(context_tokens.sum()))
+
+    def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
+        n = len(context_tokens)
+        c0 = int(context_tokens.sum())
+        return np.array([self._t(n, c0 + n * k) for k in range(num_steps)], dtype=np.float64)
+
+    def _t(self, new: int, ctx: int) -> float:
+        return self.base_s + self.per_token_s * float(new) + self.per_context_s * float(ctx)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArrayWorkload:
+    """Workload-shaped arrays (the fields ``kvplan.specs.workload.Workload`` has)."""
+
+    arrival_s: FloatArray
+    prompt_tokens: IntArray
+    output_tokens: IntArray
+    prefix_hashes: tuple[IntArray, ...] | None = None
+    hash_block_tokens: int = 512
+    closed_loop_concurrency: int | None = None
+    name: str = "arrays"
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def workload(
+    arrivals: list[float], prompts: list[int], outputs: list[int], *,
+    concurrency: int | None = None, hashes: list[list[int]] | None = None, hash_tokens: int = 512,
+) -> ArrayWorkload:
+    """An ArrayWorkload from plain lists."""
+    return ArrayWorkload(
+        arrival_s=np.asarray(arrivals, dtype=np.float64),
+        prompt_tokens=np.asarray(prompts, dtype=np.int64),
+        output_tokens=np.asarray(outputs, dtype=np.int64),
+        prefix_hashes=None if hashes is None else tuple(np.asarray(h, dtype=np.int64)
+                                                        for h in hashes),
+        hash_block_tokens=hash_tokens, closed_loop_concurrency=concurrency,
+    )
+
+
+def poisson_workload(n: int, *, rate: float, prompt: tuple[int, int], output: tuple[int, int],
+                     seed: int = 0) -> ArrayWorkload:
+    """n requests, Poisson arrivals at ``rate``/s, uniform prompt and output lengths."""
+    rng = np.random.default_rng(seed)
+    return ArrayWorkload(
+        arrival_s=np.cumsum(rng.exponential(1.0 / rate, n)),
+        prompt_tokens=rng.integers(prompt[0], prompt[1] + 1, n),
+        output_tokens=rng.integers(output[0], output[1] + 1, n),
+    )
