@@ -144,20 +144,29 @@ def trace_keys(
     the prompt are shareable (a partial trailing hash block's extent is unknown).
     """
     chains: dict[tuple[int, int], int] = {}
+    memo: dict[tuple[int, int], list[int]] = {}  # workloads share one prefix array by reference
     out: list[list[int]] = []
-    for h, p in zip(hashes, np.asarray(prompts), strict=True):
-        ids = []
-        prev = -1
-        for x in np.asarray(h).tolist():
-            prev = chains.setdefault((prev, int(x)), len(chains))
-            ids.append(prev)
-        whole = min(len(ids), int(p) // hash_tokens)
+    for h, p in zip(hashes, np.asarray(prompts).tolist(), strict=True):
+        whole = min(len(h), p // hash_tokens)
         nb = whole * hash_tokens // block
-        if nb == 0:
-            out.append([])
-            continue
-        end = (np.arange(nb, dtype=np.int64) + 1) * block
-        i = (end - 1) // hash_tokens
-        chain = np.asarray(ids, dtype=np.int64)[i]
-        out.append((chain * (hash_tokens + 1) + end - i * hash_tokens).tolist())
+        key = (id(h), nb)
+        if key not in memo:
+            memo[key] = _block_keys(h, nb, chains, hash_tokens, block)
+        out.append(memo[key])
     return out
+
+
+def _block_keys(h: npt.NDArray[np.int64], nb: int, chains: dict[tuple[int, int], int],
+                hash_tokens: int, block: int) -> list[int]:
+    if nb == 0:
+        return []
+    ids = []
+    prev = -1
+    for x in np.asarray(h).tolist():
+        prev = chains.setdefault((prev, int(x)), len(chains))
+        ids.append(prev)
+    end = (np.arange(nb, dtype=np.int64) + 1) * block
+    i = (end - 1) // hash_tokens
+    chain = np.asarray(ids, dtype=np.int64)[i]
+    keys: list[int] = (chain * (hash_tokens + 1) + end - i * hash_tokens).tolist()
+    return keys

@@ -1,0 +1,100 @@
+"""Metrics follow vllm bench serve's definitions and keys; checked on hand-traced runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kvplan.analysis.metrics import (
+    compute_metrics,
+    kv_usage_series,
+    p_word,
+    parse_goodput,
+    parse_percentile_metrics,
+    parse_percentiles,
+    save_result_json,
+    vllm_result,
+)
+from kvplan.errors import InputError
+from kvplan.sim.scheduler import Limits
+from kvplan.sim.simulator import simulate
+from kvplan.sim.testing import LinearTimer, workload
+
+LIM = Limits(max_num_batched_tokens=8, max_num_seqs=10)
+
+
+def _budget_trace():
+    # A: tokens at 1, 2 (finish 2). B: tokens at 2, 3 (finish 3). 1 s per step.
+    return simulate(workload([0, 0], [6, 5], [2, 2]), timer=LinearTimer(), num_blocks=100,
+                    block_size=4, limits=LIM)
+
+
+def test_vllm_definitions_on_a_hand_trace():
+    m = compute_metrics(_budget_trace(), percentile_metrics=("ttft", "tpot", "itl", "e2el"),
+                        percentiles=(50, 99.9))
+    assert m.completed == 2 and m.failed == 0
+    assert m.duration_s == 3.0
+    assert m.total_input_tokens == 11 and m.total_output_tokens == 4
+    assert m.request_throughput == pytest.approx(2 / 3)
+    assert m.output_throughput == pytest.approx(4 / 3)
+    assert m.total_token_throughput == pytest.approx(15 / 3)
+    assert m.stats["ttft"].mean_ms == pytest.approx(1500.0)
+    assert m.stats["ttft"].std_ms == pytest.approx(500.0)  # population std, like np.std
+    assert m.stats["tpot"].mean_ms == pytest.approx(1000.0)  # (e2el - ttft) / (out - 1)
+    assert m.stats["itl"].median_ms == pytest.approx(1000.0)
+    assert m.stats["e2el"].mean_ms == pytest.approx(2500.0)
+    keys = vllm_result(m)
+    assert keys["p50_ttft_ms"] == pytest.approx(1500.0)
+    assert "p99.9_e2el_ms" in keys and keys["request_goodput"] is None
+
+
+def test_goodput_counts_requests_meeting_every_slo():
+    r = _budget_trace()
+    m = compute_metrics(r, goodput_ms={"ttft": 1000.0})
+    assert m.request_goodput == pytest.approx(1 / 3)  # only A (ttft 1 s <= 1000 ms)
+    m = compute_metrics(r, goodput_ms={"ttft": 2000.0, "e2el": 2000.0})
+    assert m.request_goodput == pytest.approx(1 / 3)
+
+
+def test_single_token_outputs_have_no_tpot_but_pass_tpot_goodput():
+    r = simulate(workload([0], [4], [1]), timer=LinearTimer(), num_blocks=10, block_size=4,
+                 limits=LIM)
+    m = compute_metrics(r, goodput_ms={"tpot": 0.0})
+    assert m.stats["tpot"].mean_ms == 0.0  # vLLM: np.mean(tpots or 0)
+    assert m.request_goodput == pytest.approx(1.0)
+
+
+def test_kv_metrics_and_save_result_round_trip(tmp_path):
+    r = _budget_trace()
+    m = compute_metrics(r)
+    assert m.peak_kv_blocks == 4 and m.num_blocks == 100
+    assert m.prefill_kv_share + m.decode_kv_share == pytest.approx(1.0)
+    doc = save_result_json(r, m, {"model_id": "x"})
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    back = json.loads(path.read_text())
+    assert back["itls"] == [[1.0], [1.0]] and back["ttfts"] == [1.0, 2.0]
+    assert back["kv_usage"]["used_blocks"] == r.steps.used_blocks.tolist()
+    assert back["completed"] == 2 and back["model_id"] == "x"
+
+
+def test_kv_usage_series_keeps_peaks_when_binned():
+    r = simulate(workload(list(np.arange(50) * 0.5), [30] * 50, [20] * 50), timer=LinearTimer(
+        base_s=0.1), num_blocks=400, block_size=4, limits=LIM)
+    s = kv_usage_series(r, max_points=10)
+    assert len(s["used_blocks"]) == 10
+    assert max(s["used_blocks"]) == r.peak_kv_blocks
+
+
+def test_flag_parsers():
+    assert parse_goodput(["ttft:200", "tpot:50 e2el:1000"]) == {
+        "ttft": 200.0, "tpot": 50.0, "e2el": 1000.0}
+    assert parse_percentile_metrics("ttft,e2el") == ("ttft", "e2el")
+    assert parse_percentiles("50,90,99.9") == (50.0, 90.0, 99.9)
+    assert p_word(99.0) == "99" and p_word(99.9) == "99.9"
+    for bad in (lambda: parse_goodput(["itl:5"]), lambda: parse_goodput(["ttft=5"]),
+                lambda: parse_percentile_metrics("foo"), lambda: parse_percentiles("101")):
+        with pytest.raises(InputError):
+            bad()
