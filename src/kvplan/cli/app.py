@@ -17,11 +17,16 @@ app = typer.Typer(
 )
 
 
+COMMAND_MODULES = ("cmd_kv", "cmd_capacity", "cmd_latency")
+"""Command modules, in help order; each adds its commands to ``app`` when imported."""
+
+
 def _register() -> None:
     """Each command module adds its commands to ``app`` (imports stay light)."""
-    from kvplan.cli import cmd_kv  # noqa: F401
-    from kvplan.cli import cmd_capacity  # noqa: F401
-    from kvplan.cli import cmd_latency  # noqa: F401
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"kvplan.cli.{name}")
 
 
 def main() -> None:
