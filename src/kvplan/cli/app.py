@@ -17,7 +17,7 @@ app = typer.Typer(
 )
 
 
-COMMAND_MODULES = ("cmd_kv", "cmd_capacity", "cmd_latency")
+COMMAND_MODULES = ("cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate")
 """Command modules, in help order; each adds its commands to ``app`` when imported."""
 
 

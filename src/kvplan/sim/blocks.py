@@ -19,7 +19,9 @@ held as segments, not single blocks, so a decode run can take thousands of block
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -109,6 +111,21 @@ def kv_shape_from(kv: ModelKv, block_size: int) -> KvShape:
             bytes_per_token=g.bytes_per_token, state_bytes=g.state_bytes,
         ))
     return KvShape(block_size=block_size, groups=tuple(groups) or (CacheGroup(),))
+
+
+def kv_shape_from_groups(groups: Sequence[Any], block_size: int) -> KvShape:
+    """KvShape from vLLM's KV cache groups (``MemoryPlan.groups``: .spec, .layer_ids).
+
+    Every group takes one pool block per block of tokens (vLLM's groups are equal-sized).
+    """
+    out = []
+    for g in groups:
+        spec, n = g.spec, len(g.layer_ids)
+        kind = "full" if spec.kind in ("full", "mla") else spec.kind
+        out.append(CacheGroup(kind=kind, window=getattr(spec, "window", 0), weight=1,
+                              bytes_per_token=n * spec.bytes_per_token,
+                              state_bytes=n * spec.state_bytes))
+    return KvShape(block_size=block_size, groups=tuple(out) or (CacheGroup(),))
 
 
 @dataclass(slots=True)

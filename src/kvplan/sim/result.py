@@ -49,6 +49,8 @@ class SimulationResult:
     seg_last: IntArray
     """Token emission runs: request seg_req sampled one token at the end of every step in
     [seg_first, seg_last]; a new run starts after a preemption or a skipped step."""
+    preemption_s: FloatArray
+    """When each preemption happened (start of the step that preempted)."""
     num_blocks: int
     block_size: int
     prefill_claimed_blocks: int

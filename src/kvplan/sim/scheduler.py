@@ -237,6 +237,7 @@ class Scheduler:
         s.computed[r] = 0
         s.status[r] = WAITING
         s.preemptions[r] += 1
+        s.preempt_steps.append(s.step)
         s.close_segment(r)
         s.waiting.appendleft(r)
 

@@ -411,12 +411,14 @@ class _Loop:
         s = self.s
         for r in np.flatnonzero(s.last_emit >= 0).tolist():
             s.close_segment(r)
+        steps = self.series.build()
         return SimulationResult(
             arrival_s=s.arrival, sent_s=s.sent_s, scheduled_s=s.scheduled_s,
             first_token_s=s.first_token_s, finish_s=s.finish_s, prompt_tokens=s.prompt,
             output_tokens=s.output, preemptions=s.preemptions, prefix_hit_tokens=s.hit_tokens,
             finished=s.status == FINISHED, rejected=dict(s.reject_reason),
-            steps=self.series.build(),
+            steps=steps,
+            preemption_s=steps.start_s[np.array(s.preempt_steps, dtype=np.int64)],
             seg_req=np.array(s.seg_req, dtype=np.int64),
             seg_first=np.array(s.seg_first, dtype=np.int64),
             seg_last=np.array(s.seg_last, dtype=np.int64),

@@ -71,6 +71,7 @@ class SimState:
     seg_req: list[int] = field(default_factory=list)
     seg_first: list[int] = field(default_factory=list)
     seg_last: list[int] = field(default_factory=list)
+    preempt_steps: list[int] = field(default_factory=list)
 
     @property
     def num_tokens(self) -> IntArray:
