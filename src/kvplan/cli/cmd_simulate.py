@@ -15,7 +15,7 @@ from kvplan.errors import InputError
 if TYPE_CHECKING:
     from kvplan.analysis.metrics import Metrics
     from kvplan.sim.result import SimulationResult
-    from kvplan.sim.simulator import Limits
+    from kvplan.sim.scheduler import Limits
 
 Int = Annotated[int | None, typer.Option()]
 
@@ -157,7 +157,7 @@ def run_simulation(model: str, gpu: str, engine: Any, wargs: Any, profile: str |
 
 
 def _limits(settings: Any, engine: Any) -> Limits:
-    from kvplan.sim.simulator import Limits
+    from kvplan.sim.scheduler import Limits
 
     tokens = settings.max_num_batched_tokens
     if not engine.enable_chunked_prefill and engine.max_num_batched_tokens is None:

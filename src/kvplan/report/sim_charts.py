@@ -21,7 +21,8 @@ def kv_usage_chart(r: SimulationResult, title: str) -> Any:
     s = kv_usage_series(r)
     usage = [{"time_s": t, "used_pct": 100 * u / r.num_blocks, "waiting": w}
              for t, u, w in zip(s["time_s"], s["used_blocks"], s["waiting"], strict=True)]
-    line = alt.Chart(alt.Data(values=usage)).mark_line().encode(
+    data = alt.Data(values=usage)  # type: ignore[no-untyped-call]
+    line = alt.Chart(data).mark_line().encode(
         x=alt.X("time_s:Q", title="time (s)"),
         y=alt.Y("used_pct:Q", title="KV blocks used (% of pool)", scale=alt.Scale(domain=[0, 100])),
     )
@@ -37,7 +38,8 @@ def _ticks(times: np.ndarray, y: float, color: str, label: str) -> Any:
     if len(times) > _MAX_MARKS:
         times = np.quantile(times, np.linspace(0, 1, _MAX_MARKS))
     values = [{"time_s": float(t), "y": y, "event": label} for t in times]
-    return alt.Chart(alt.Data(values=values)).mark_tick(color=color, thickness=1).encode(
+    data = alt.Data(values=values)  # type: ignore[no-untyped-call]
+    return alt.Chart(data).mark_tick(color=color, thickness=1).encode(
         x="time_s:Q", y=alt.Y("y:Q"), tooltip=["event:N", "time_s:Q"],
     )
 
