@@ -19,7 +19,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -105,45 +104,49 @@ def _shape(kv: ModelKv | KvShape | None, block_size: int) -> KvShape:
     return kv_shape_from(kv, block_size)
 
 
-@dataclass(slots=True)
 class _Series:
-    start: list[float] = field(default_factory=list)
-    end: list[float] = field(default_factory=list)
-    used: list[int] = field(default_factory=list)
-    logical: list[int] = field(default_factory=list)
-    running: list[int] = field(default_factory=list)
-    waiting: list[int] = field(default_factory=list)
-    new: list[int] = field(default_factory=list)
-    chunks: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+    """Per-step columns in growable numpy buffers (runs are written as slices)."""
 
-    def flush(self) -> None:
-        """Move the per-step lists into one numpy chunk (keeps memory compact)."""
-        if not self.start:
-            return
-        self.chunks.append((
-            np.array(self.start), np.array(self.end), np.array(self.used, dtype=np.int64),
-            np.array(self.logical, dtype=np.int64), np.array(self.running, dtype=np.int64),
-            np.array(self.waiting, dtype=np.int64), np.array(self.new, dtype=np.int64),
-        ))
-        for lst in (self.start, self.end, self.used, self.logical, self.running, self.waiting,
-                    self.new):
-            lst.clear()
+    __slots__ = ("cols", "n")
 
-    def add_chunk(self, *cols: np.ndarray) -> None:
-        self.flush()
-        self.chunks.append(cols)
+    def __init__(self) -> None:
+        self.n = 0
+        self.cols: list[Any] = [np.zeros(1024), np.zeros(1024)] + [np.zeros(1024, dtype=np.int64)
+                                                        for _ in range(5)]
+
+    def _room(self, k: int) -> None:
+        if self.n + k > len(self.cols[0]):
+            size = max(2 * len(self.cols[0]), self.n + k)
+            self.cols = [np.resize(c, size) for c in self.cols]
+
+    def add(self, *values: float) -> None:
+        """One step: start, end, used blocks, logical bytes, running, waiting, new tokens."""
+        self._room(1)
+        i = self.n
+        for col, v in zip(self.cols, values, strict=True):
+            col[i] = v
+        self.n += 1
+
+    def add_run(self, times: np.ndarray, used: np.ndarray, logical: np.ndarray, running: int,
+                waiting: int) -> None:
+        """k decode steps: times has k + 1 entries (starts, then the last end)."""
+        k = len(used)
+        self._room(k)
+        a, b = self.n, self.n + k
+        c = self.cols
+        c[0][a:b] = times[:-1]
+        c[1][a:b] = times[1:]
+        c[2][a:b] = used
+        c[3][a:b] = logical
+        c[4][a:b] = running
+        c[5][a:b] = waiting
+        c[6][a:b] = running
+        self.n = b
 
     def build(self) -> KvSeries:
-        self.flush()
-
-        def col(i: int, dtype: type) -> Any:
-            parts = [c[i] for c in self.chunks]
-            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
-
-        f, n = np.float64, np.int64
-        return KvSeries(start_s=col(0, f), end_s=col(1, f), used_blocks=col(2, n),
-                        logical_bytes=col(3, n), running=col(4, n), waiting=col(5, n),
-                        new_tokens=col(6, n))
+        c = [col[:self.n].copy() for col in self.cols]
+        return KvSeries(start_s=c[0], end_s=c[1], used_blocks=c[2], logical_bytes=c[3],
+                        running=c[4], waiting=c[5], new_tokens=c[6])
 
 
 class _Loop:
@@ -250,7 +253,11 @@ class _Loop:
         start, end = s.clock, s.clock + dur
         s.computed[ids] += new
         run_ids = np.array(s.running, dtype=np.int64)
-        logical = int(self.shape.logical_bytes(s.computed[run_ids]).sum())
+        held = s.computed[run_ids]
+        if self.simple:
+            logical = self.shape.groups[0].bytes_per_token * int(held.sum())
+        else:
+            logical = int(self.shape.logical_bytes(held).sum())
         self._record(start, end, logical, int(new.sum()))
         self._account(plan)
         finished = self._emit(ids, end)
@@ -262,16 +269,8 @@ class _Loop:
         self.blocked = plan.head_blocked and not finished and not plan.preempted
 
     def _record(self, start: float, end: float, logical: int, new_tokens: int) -> None:
-        se = self.series
-        se.start.append(start)
-        se.end.append(end)
-        se.used.append(self.pool.used)
-        se.logical.append(logical)
-        se.running.append(len(self.s.running))
-        se.waiting.append(len(self.s.waiting))
-        se.new.append(new_tokens)
-        if len(se.start) >= 65536:
-            se.flush()
+        self.series.add(start, end, self.pool.used, logical, len(self.s.running),
+                        len(self.s.waiting), new_tokens)
 
     def _account(self, plan: StepPlan) -> None:
         self.query_tokens += plan.query_tokens
@@ -374,11 +373,12 @@ class _Loop:
         else:
             self.pool.give_anon(-grow)
         self.decode_blocks += max(grow, 0)
-        s.held[ids] = self.shape.blocks(ctx + k)
+        if self.simple:
+            s.held[ids] = -(-(ctx + k) // self.shape.block_size)
+        else:
+            s.held[ids] = self.shape.blocks(ctx + k)
         n = len(ids)
-        self.series.add_chunk(
-            times[:-1], times[1:], used0 + need, logical, np.full(k, n, dtype=np.int64),
-            np.full(k, len(s.waiting), dtype=np.int64), np.full(k, n, dtype=np.int64))
+        self.series.add_run(times, used0 + need, logical, n, len(s.waiting))
         first = ids[s.generated[ids] == 0]
         s.computed[ids] += k
         s.generated[ids] += k
