@@ -62,14 +62,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--big-repeat", type=int, default=1, help="repeats above 100k requests")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         ds, n = a.one.split(":")
         print(json.dumps(_time(ds or None, int(n), a.repeat)))
         return
-    cases = [("azure-conv", 0, a.repeat)] + [("", int(n), max(1, a.repeat if int(n) <= 100000
-                                                            else 3)) for n in a.sizes.split(",")]
+    cases = [("azure-conv", 0, a.repeat)] + [
+        ("", int(n), a.repeat if int(n) <= 100000 else a.big_repeat) for n in a.sizes.split(",")]
     print(f"{'case':<16}{'requests':>10}{'steps':>11}{'min s':>8}{'median s':>10}{'max s':>8}"
           f"{'req/s':>11}{'peak RSS MiB':>14}")
     for ds, n, rep in cases:
