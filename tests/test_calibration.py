@@ -47,7 +47,21 @@ def test_default_profile_error_on_bundled_points() -> None:
     assert len(result.errors) == 17
     assert result.median_abs_error("ttft_s") <= 0.20  # type: ignore[operator]
     assert result.median_abs_error("output_throughput_tok_s") <= 0.20  # type: ignore[operator]
-    assert all(abs(e.error) < 0.35 for e in result.errors)
+    assert all(abs(e.error) < 0.15 for e in result.errors)
+
+
+def test_held_out_error_on_bundled_points() -> None:
+    """Leave-one-out: each point predicted by a fit on the other points of its GPU. TTFT has
+    two points per GPU, so holding the 128-token one out leaves the prefill overhead to the
+    bound-free optimum of the others: those errors are the honest spread (docs table)."""
+    held = cal.leave_one_out(bundled_points())
+    for e in held:
+        print(f"held-out {e.id:22s} {e.gpu:14s} {e.metric:24s} {e.error:+.1%}")
+    thr = sorted(abs(e.error) for e in held if e.metric == "output_throughput_tok_s")
+    ttft = sorted(abs(e.error) for e in held if e.metric == "ttft_s")
+    assert thr[len(thr) // 2] <= 0.10
+    assert max(thr) <= 0.20
+    assert (ttft[2] + ttft[3]) / 2 <= 0.20
 
 
 def test_refit_reproduces_the_bundled_profile() -> None:
@@ -56,11 +70,78 @@ def test_refit_reproduces_the_bundled_profile() -> None:
         q = fitted.pick(p.gpu, p.precision)
         assert q.compute_eff == pytest.approx(p.compute_eff, abs=0.01)
         assert q.bandwidth_eff == pytest.approx(p.bandwidth_eff, abs=0.01)
-        assert q.step_overhead_s == pytest.approx(p.step_overhead_s, abs=2e-4)
+        assert q.prefill_overhead_s == pytest.approx(p.prefill_overhead_s, abs=2e-4)
+        assert q.step_overhead_s == p.step_overhead_s  # fixed, not fitted
+
+
+def test_default_profile_is_physical() -> None:
+    ps = cal.default_profiles()
+    assert ps.default.step_overhead_s == pytest.approx(0.7e-3)
+    for p in ps.profiles:
+        assert 0.05 <= p.compute_eff <= 0.95 and 0.05 <= p.bandwidth_eff <= 0.95
+        assert p.step_overhead_s <= 1e-3  # CUDA-graph decode: sub-millisecond
+        assert 1e-3 <= p.prefill_overhead_s <= 10e-3
+
+
+def test_vllm_llama31_8b_batch1_tpot_a100_40gb() -> None:
+    """Source: J. Musgrave, "vLLM throughput-latency sweep on NVIDIA A100"
+    (https://johnmusgrave.com/p/vllm-throughput-latency-sweep-on): Llama-3.1-8B-Instruct BF16,
+    one A100 40GB, vllm bench serve, 1024 in / 128 out, --max-concurrency 1: "decode at one
+    request per time runs at about 75 tokens/sec" (TPOT ~13.3 ms, ~77% of the bandwidth
+    ceiling). Not fitted on: the A100-40GB falls back to the physical default profile."""
+    model, gpu = load_model("meta-llama/Llama-3.1-8B"), load_gpu("A100-40GB-SXM")
+    prof = cal.default_profiles().pick(gpu.id, "bfloat16")
+    r = request_latency(model, gpu, EngineConfig(), RequestShape(
+        prompt_tokens=1024, output_tokens=128), prof)
+    assert r.tpot_s == pytest.approx(1 / 75, rel=0.10)
+
+
+def test_vllm_llama31_8b_batch1_tpot_h100_is_weight_streaming_plus_graph_overhead() -> None:
+    """Llama-3.1-8B bf16 on H100-SXM: the step streams 15.0 GB of weights (16.06 GB less the
+    1.05 GB embedding table) at 3.35 TB/s: 4.5 ms at the datasheet rate. vLLM's decode runs
+    under CUDA graphs, so TPOT at batch 1 is weight streaming at a realistic efficiency plus
+    well under a millisecond, not the several ms of a prefill (the old single-overhead
+    profile predicted ~9 ms, ~40% too slow)."""
+    model, gpu = load_model("meta-llama/Llama-3.1-8B"), load_gpu("H100-SXM-80GB")
+    prof = cal.default_profiles().pick(gpu.id, "bfloat16")
+    r = request_latency(model, gpu, EngineConfig(), RequestShape(
+        prompt_tokens=128, output_tokens=256), prof)
+    streaming = r.decode.bytes.weights / r.decode.steps / 3.35e12  # type: ignore[union-attr]
+    assert streaming == pytest.approx(4.5e-3, rel=0.02)
+    assert streaming / 0.95 < r.tpot_s < streaming / 0.75 + 1e-3  # type: ignore[operator]
+
+
+def test_fallback_reuses_the_gpus_hardware_factors() -> None:
+    ps = cal.default_profiles()
+    h100_fp8 = ps.pick("H100-SXM-80GB", "fp8")
+    bf16 = ps.pick("H100-SXM-80GB", "bfloat16")  # fitted at fp8 only
+    assert bf16.precision == "bfloat16" and bf16.gpu == "H100-SXM-80GB"
+    assert bf16.compute_eff == ps.default.compute_eff  # the precision's kernels: default
+    for name in ("bandwidth_eff", "comm_eff", "step_overhead_s", "prefill_overhead_s",
+                 "allreduce_latency_s"):
+        assert getattr(bf16, name) == getattr(h100_fp8, name)  # the GPU's: reused
+    a100_fp8 = ps.pick("A100-80GB-SXM", "fp8")
+    assert a100_fp8.bandwidth_eff == ps.pick("A100-80GB-SXM", "float16").bandwidth_eff
+    assert a100_fp8.compute_eff == ps.default.compute_eff
+    assert ps.pick("H200-SXM-141GB", "bfloat16") == ps.default  # never fitted: default
+    two = cal.ProfileSet(profiles=(Profile(gpu="X", precision="fp8", bandwidth_eff=0.5),
+                                   Profile(gpu="X", precision="float16", bandwidth_eff=0.7)))
+    assert two.pick("X", "fp4").bandwidth_eff == 0.7  # a 16-bit fit is preferred
+
+
+def test_old_profile_json_without_prefill_overhead_loads(tmp_path: Path) -> None:
+    old = {"schema": "kvplan-profile/1", "fitted_on": "old", "default": {},
+           "profiles": [{"gpu": "L40S", "precision": "fp8", "compute_eff": 0.5,
+                         "bandwidth_eff": 0.8, "comm_eff": 0.7, "step_overhead_s": 0.002,
+                         "allreduce_latency_s": 1e-05}]}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    (p,) = cal.load_profiles(path).profiles
+    assert p.step_overhead_s == 0.002 and p.prefill_overhead_s == Profile().prefill_overhead_s
 
 
 def test_round_trip_recovers_a_known_profile(tmp_path: Path) -> None:
-    truth = Profile(compute_eff=0.55, bandwidth_eff=0.7, step_overhead_s=3e-3)
+    truth = Profile(compute_eff=0.55, bandwidth_eff=0.7, prefill_overhead_s=3e-3)
     model, gpu = load_model("meta-llama/Llama-2-7b-hf"), load_gpu("H100-SXM-80GB")
     rows = []
     for b, p, o in [(1, 16, 1), (1, 4096, 1), (1, 128, 512), (64, 512, 256), (8, 2048, 64)]:
@@ -75,8 +156,32 @@ def test_round_trip_recovers_a_known_profile(tmp_path: Path) -> None:
     (fitted,) = result.profiles.profiles
     assert fitted.compute_eff == pytest.approx(0.55, rel=0.03)
     assert fitted.bandwidth_eff == pytest.approx(0.7, rel=0.03)
-    assert fitted.step_overhead_s == pytest.approx(3e-3, abs=2e-4)
+    assert fitted.prefill_overhead_s == pytest.approx(3e-3, abs=2e-4)
     assert all(abs(e.error) < 0.01 for e in result.errors)
+
+
+def test_round_trip_with_step_overhead_from_small_batch_tpot(tmp_path: Path) -> None:
+    truth = Profile(compute_eff=0.5, bandwidth_eff=0.75, step_overhead_s=0.4e-3,
+                    prefill_overhead_s=5e-3)
+    model, gpu = load_model("meta-llama/Llama-2-7b-hf"), load_gpu("A100-80GB-SXM")
+    rows = []
+    for b, p, o in [(1, 16, 1), (1, 4096, 1), (1, 128, 256), (32, 512, 128), (4, 2048, 64)]:
+        r = request_latency(model, gpu, EngineConfig(), RequestShape(
+            batch=b, prompt_tokens=p, output_tokens=o), truth, check_fit=False)
+        row = {"model": "meta-llama/Llama-2-7b-hf", "gpu": "a100", "batch": b, "prompt": p,
+               "output": o, "ttft_ms": r.ttft_s * 1e3}
+        if r.tpot_s is not None:
+            row["tpot_ms"] = r.tpot_s * 1e3
+        rows.append(row)
+    path = tmp_path / "points.json"
+    path.write_text(json.dumps(rows))
+    names = (*cal.FITTED, "step_overhead_s")
+    result = cal.fit_profiles(cal.read_measurements(path), names=names)
+    (fitted,) = result.profiles.profiles
+    assert all(abs(e.error) < 0.01 for e in result.errors)
+    assert fitted.bandwidth_eff == pytest.approx(0.75, rel=0.03)
+    assert fitted.step_overhead_s == pytest.approx(0.4e-3, abs=2e-4)
+    assert fitted.prefill_overhead_s == pytest.approx(5e-3, abs=3e-4)
 
 
 def test_profile_file_round_trip(tmp_path: Path) -> None:
@@ -86,7 +191,7 @@ def test_profile_file_round_trip(tmp_path: Path) -> None:
     cal.save_profiles(ps, path)
     assert cal.load_profiles(path) == ps
     assert ps.pick("l40s", "fp8").compute_eff == 0.5
-    assert ps.pick("L40S", "bfloat16") == ps.default
+    assert ps.pick("L40S", "bfloat16").compute_eff == ps.default.compute_eff
     both = replace(ps, profiles=(Profile(gpu="A100-80GB-SXM", precision="float16"),))
     assert both.pick("A100-80GB-SXM", "bfloat16").precision == "float16"
 

@@ -67,6 +67,9 @@ def test_calibrate_writes_a_profile_latency_reads(tmp_path: Path) -> None:
     r = run_cli("calibrate", str(pts), "--out", str(out), "--json")
     assert r.code == 0, r.err
     assert len(r.json()["points"]) == 6
+    both = run_cli("calibrate", str(pts), "--fit-step-overhead", "--json")
+    assert both.code == 0, both.err
+    assert both.json()["profiles"][0]["step_overhead_s"] != 0.7e-3  # moved by the fit
     lat = run_cli("latency", LLAMA, "--gpu", "a100", "--prompt", "128", "--output", "64",
                   "--profile", str(out), "--json")
     assert lat.code == 0, lat.err

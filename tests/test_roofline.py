@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from kvplan.costs.params import active_weight_bytes_per_gpu
-from kvplan.costs.roofline import Profile, StepCostModel
+from kvplan.costs.roofline import Profile, StepCostModel, has_prefill
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import gpu_catalog, load_gpu
 from kvplan.specs.serving import EngineConfig
 
 LLAMA2 = "meta-llama/Llama-2-7b-hf"
-NO_OVERHEAD = Profile(step_overhead_s=0.0)
+NO_OVERHEAD = Profile(step_overhead_s=0.0, prefill_overhead_s=0.0)
 
 
 def one(n: int) -> np.ndarray:
@@ -28,13 +28,53 @@ def test_llama2_decode_batch1_a100_is_weights_over_bandwidth() -> None:
     # Llama-2-7B fp16: 6.74e9 params x 2 B = 13.48 GB; the step reads all but the embedding
     # table (32000 x 4096 x 2 B = 262 MB, a lookup reads one row). A100-80GB: 2.039 TB/s.
     t = timer()
-    cost = t.cost(one(1), one(0))
+    cost = t.cost(one(1), one(1))
     assert cost.bytes.weights == 13_476_831_232 - 32000 * 4096 * 2
     expected = cost.bytes.weights / (2.039e12 * 0.8)
     assert cost.bound == "memory"
-    assert t.step_time_s(one(1), one(0)) == pytest.approx(expected, rel=0.01)
-    with_overhead = timer(profile=Profile(step_overhead_s=2e-3))
-    assert with_overhead.step_time_s(one(1), one(0)) == pytest.approx(expected + 2e-3, rel=0.01)
+    assert t.step_time_s(one(1), one(1)) == pytest.approx(expected, rel=0.01)
+    # a decode step pays the per-step overhead only; the prefill overhead is not charged
+    with_overhead = timer(profile=Profile(step_overhead_s=0.7e-3, prefill_overhead_s=4e-3))
+    assert with_overhead.step_time_s(one(1), one(1)) == pytest.approx(expected + 0.7e-3,
+                                                                      rel=0.01)
+
+
+def test_prefill_overhead_is_charged_once_to_steps_with_prefill_work() -> None:
+    prof = Profile(step_overhead_s=1e-3, prefill_overhead_s=4e-3)
+    t, bare = timer(profile=prof), timer()
+    cases = [  # (new, ctx) -> holds prefill?
+        ([1], [100], False),         # pure decode
+        ([1, 1], [5, 9], False),
+        ([1], [0], True),            # a 1-token prompt: nothing cached yet
+        ([128], [0], True),          # a prompt
+        ([64], [512], True),         # a later chunk of a chunked prefill
+        ([1, 1, 300], [7, 8, 0], True),  # decodes riding with a prefill: charged once
+    ]
+    for new, ctx, prefill in cases:
+        n, c = np.array(new, dtype=np.int64), np.array(ctx, dtype=np.int64)
+        assert has_prefill(n, c) is prefill
+        extra = t.step_time_s(n, c) - bare.step_time_s(n, c)
+        assert extra == pytest.approx(1e-3 + 4e-3 * prefill, abs=1e-12)
+        assert t.cost(n, c).seconds.overhead_s == pytest.approx(1e-3 + 4e-3 * prefill)
+
+
+def test_two_kernel_families_each_take_their_own_bound() -> None:
+    # B=768 decode at 192 tokens of context (TensorRT-LLM's 128/128 row): the GEMMs are
+    # compute-bound, attention is bound by the KV it reads; they run one after the other,
+    # so the step costs the sum, not max(total compute, total bytes)
+    t = timer(gpu="H100-SXM-80GB", quantization="fp8", kv_cache_dtype="fp8")
+    n, c = np.ones(768, dtype=np.int64), np.full(768, 192, dtype=np.int64)
+    cost = t.cost(n, c)
+    f = t.profile.compute_eff * load_gpu("H100-SXM-80GB").peak_flops_for("fp8")
+    b = t.profile.bandwidth_eff * load_gpu("H100-SXM-80GB").mem_bw_bytes_per_s
+    dense = max((cost.flops.dense_gemm + cost.flops.lm_head) / f,
+                (cost.bytes.weights + cost.bytes.activations) / b)
+    mixer = max(cost.flops.attention / f, (cost.bytes.kv_read + cost.bytes.kv_write) / b)
+    assert cost.seconds.roofline_s == pytest.approx(dense + mixer)
+    assert dense == pytest.approx((cost.flops.dense_gemm + cost.flops.lm_head) / f)  # GEMMs
+    assert mixer == pytest.approx((cost.bytes.kv_read + cost.bytes.kv_write) / b)  # KV reads
+    assert cost.seconds.roofline_s > 1.3 * max(cost.seconds.compute_s, cost.seconds.memory_s)
+    assert t.step_time_s(n, c) == pytest.approx(cost.seconds.total_s)
 
 
 @pytest.mark.parametrize("gpu", sorted(g.id for g in gpu_catalog().values()))
@@ -108,6 +148,8 @@ def test_decode_run_equals_step_by_step(model: str) -> None:
     np.testing.assert_allclose(run, one_by_one, rtol=1e-12, atol=0)
     summed = t.decode_run_cost(ctx, steps)
     assert summed.steps == steps and summed.tokens == steps * len(ctx)
+    per_step = t.cost(np.ones_like(ctx), ctx + 1).bytes.weights  # same tokens every step
+    assert summed.bytes.weights == pytest.approx(steps * per_step, rel=1e-9)
 
 
 def test_sliding_window_clips_context() -> None:
@@ -126,3 +168,5 @@ def test_profile_rejects_unphysical_factors() -> None:
         Profile(compute_eff=1.5)
     with pytest.raises(InputError, match="step_overhead_s"):
         Profile(step_overhead_s=-1.0)
+    with pytest.raises(InputError, match="prefill_overhead_s"):
+        Profile(prefill_overhead_s=-1e-3)

@@ -150,7 +150,8 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None
         console.print(explain("decode", r.decode))
     console.print(f"profile {prof.gpu}/{prof.precision}: compute_eff {prof.compute_eff:.2f}, "
                   f"bandwidth_eff {prof.bandwidth_eff:.2f}, step overhead "
-                  f"{prof.step_overhead_s * 1e3:.2f} ms")
+                  f"{prof.step_overhead_s * 1e3:.2f} ms, prefill overhead "
+                  f"{prof.prefill_overhead_s * 1e3:.2f} ms")
 
 
 def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool) -> None:
@@ -195,9 +196,12 @@ def calibrate_cmd(
     quantization: QuantOpt = None,
     kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
     out: OutOpt = None,
+    fit_step_overhead: Annotated[bool, typer.Option(
+        "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
+    )] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit compute/bandwidth efficiency and step overhead per GPU and precision to measurements."""
+    """Fit compute/bandwidth efficiency and prefill overhead per GPU and precision."""
     from kvplan.costs import calibration as cal
 
     defaults = cal.Defaults(model=model, gpu=gpu, batch=batch, prompt=prompt, output=output,
@@ -208,7 +212,8 @@ def calibrate_cmd(
         from kvplan.errors import TraceError
 
         raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
-    result = cal.fit_profiles(points, fitted_on=", ".join(files))
+    names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
+    result = cal.fit_profiles(points, fitted_on=", ".join(files), names=names)
     if out:
         cal.save_profiles(result.profiles, out)
     if as_json:
@@ -233,11 +238,12 @@ def _show_calibration(result: CalibrationResult, out: str | None) -> None:
     from kvplan.costs.calibration import METRICS
 
     table = Table(title="fitted profiles")
-    for col in ("GPU", "precision", "compute_eff", "bandwidth_eff", "step overhead"):
+    for col in ("GPU", "precision", "compute_eff", "bandwidth_eff", "step overhead",
+                "prefill overhead"):
         table.add_column(col)
     for p in result.profiles.profiles:
         table.add_row(p.gpu, p.precision, f"{p.compute_eff:.3f}", f"{p.bandwidth_eff:.3f}",
-                      f"{p.step_overhead_s * 1e3:.2f} ms")
+                      f"{p.step_overhead_s * 1e3:.2f} ms", f"{p.prefill_overhead_s * 1e3:.2f} ms")
     console.print(table)
     points = Table(title="per-point error")
     for col in ("point", "GPU", "metric", "measured", "predicted", "error"):

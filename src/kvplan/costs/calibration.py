@@ -33,15 +33,27 @@ class ProfileSet:
     fitted_on: str = ""
 
     def pick(self, gpu_id: str, precision: str) -> Profile:
-        """Exact (GPU, precision); else the same GPU at the other 16-bit type; else default."""
+        """The profile for a GPU at a compute precision, by the first rule that matches:
+
+        1. exact (GPU, precision);
+        2. the same GPU at the other 16-bit type (fp16 and bf16 run the same tensor cores);
+        3. the same GPU fitted at another precision: its hardware factors (bandwidth_eff,
+           comm_eff, the overheads) with the default compute_eff, since the GEMM efficiency
+           belongs to the precision's kernels, not to the GPU (16-bit fits preferred);
+        4. the default.
+        """
         gpu = gpu_id.lower()
-        for p in self.profiles:
-            if p.gpu.lower() == gpu and p.precision == precision:
+        same_gpu = [p for p in self.profiles if p.gpu.lower() == gpu]
+        for p in same_gpu:
+            if p.precision == precision:
                 return p
-        for p in self.profiles:
-            if p.gpu.lower() == gpu and {p.precision, precision} <= _16BIT:
+        for p in same_gpu:
+            if {p.precision, precision} <= _16BIT:
                 return p
-        return self.default
+        if not same_gpu:
+            return self.default
+        donor = min(same_gpu, key=lambda p: (p.precision not in _16BIT, p.precision))
+        return replace(donor, precision=precision, compute_eff=self.default.compute_eff)
 
 
 def profiles_to_dict(ps: ProfileSet) -> dict[str, Any]:
@@ -334,11 +346,14 @@ class CalibrationResult:
 
 SOFT_L1_SCALE = 0.05
 """Log errors below ~5% count quadratically, larger ones linearly."""
-FITTED = ("compute_eff", "bandwidth_eff", "step_overhead_s")
-BOUNDS = {"compute_eff": (0.05, 0.92), "bandwidth_eff": (0.05, 0.92),
-          "step_overhead_s": (0.0, 0.02)}
-"""No kernel sustains more than ~92% of a datasheet peak; a fit that wants more is compensating
-for something the model lacks, so the bound keeps the factors physical."""
+FITTED = ("compute_eff", "bandwidth_eff", "prefill_overhead_s")
+"""What a fit moves by default. ``step_overhead_s`` keeps its physical value: static batches
+at large B cannot tell it from bandwidth_eff (the two trade along one valley); add it with
+``names=FITTED + ("step_overhead_s",)`` when the points include small-batch TPOT."""
+BOUNDS = {"compute_eff": (0.05, 0.95), "bandwidth_eff": (0.05, 0.95),
+          "step_overhead_s": (0.0, 0.02), "prefill_overhead_s": (0.0, 0.02)}
+"""No kernel sustains more than ~95% of a datasheet peak; a fit that wants more is compensating
+for something the model lacks, so the bound keeps the factors physical. Overheads: 0-20 ms."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,16 +397,17 @@ def _loss(group: list[_Prepared], profile: Profile) -> float:
 
 
 def _coordinate_search(loss: Callable[[Profile], float], start: Profile,
-                       rounds: int = 14, grid: int = 9) -> Profile:
+                       names: tuple[str, ...] = FITTED, rounds: int = 14,
+                       grid: int = 9) -> Profile:
     """Bounded pattern search: a grid over each factor in turn (the window shrinking), then a
     stride along the round's net move, which follows the curved overhead/bandwidth valley."""
     best, best_loss = start, loss(start)
-    width = {k: (hi - lo) / 2 for k, (lo, hi) in BOUNDS.items()}
+    width = {k: (BOUNDS[k][1] - BOUNDS[k][0]) / 2 for k in names}
     for _ in range(rounds):
         before = best
-        for name in FITTED:
+        for name in names:
             best, best_loss = _line_grid(loss, best, best_loss, name, width[name], grid)
-        best, best_loss = _stride(loss, before, best, best_loss)
+        best, best_loss = _stride(loss, before, best, best_loss, names)
         width = {k: w / 1.7 for k, w in width.items()}
     return best
 
@@ -410,9 +426,9 @@ def _line_grid(loss: Callable[[Profile], float], best: Profile, best_loss: float
 
 
 def _stride(loss: Callable[[Profile], float], before: Profile, best: Profile,
-            best_loss: float) -> tuple[Profile, float]:
+            best_loss: float, names: tuple[str, ...]) -> tuple[Profile, float]:
     """Keep moving along best - before (doubling) while the loss falls."""
-    step = {k: getattr(best, k) - getattr(before, k) for k in FITTED}
+    step = {k: getattr(best, k) - getattr(before, k) for k in names}
     for _ in range(8):
         moved = {k: min(BOUNDS[k][1], max(BOUNDS[k][0], getattr(best, k) + d))
                  for k, d in step.items()}
@@ -426,17 +442,20 @@ def _stride(loss: Callable[[Profile], float], before: Profile, best: Profile,
 
 
 def fit_profiles(points: Iterable[Measurement], *, fitted_on: str = "",
-                 start: Profile | None = None) -> CalibrationResult:
-    """Fit compute_eff, bandwidth_eff and step_overhead_s per (GPU, precision) to the points.
+                 start: Profile | None = None,
+                 names: tuple[str, ...] = FITTED) -> CalibrationResult:
+    """Fit ``names`` (default compute_eff, bandwidth_eff, prefill_overhead_s) per (GPU,
+    precision) to the points, each within BOUNDS.
 
-    Three factors per group; communication factors keep their physical defaults (the single-GPU
-    measurements cannot see them).
+    Communication factors keep their physical defaults (single-GPU measurements cannot see
+    them); so does step_overhead_s unless ``names`` includes it.
     """
     base = start or Profile()
     profiles, errors = [], []
     for (gpu, precision), group in sorted(_prepare(points).items()):
         seed = replace(base, gpu=gpu, precision=precision)
-        fitted = _coordinate_search(lambda p, g=group: _loss(g, p), seed)  # type: ignore[misc]
+        fitted = _coordinate_search(lambda p, g=group: _loss(g, p), seed,  # type: ignore[misc]
+                                    names)
         profiles.append(fitted)
         errors.extend(point_errors(group, fitted))
     return CalibrationResult(
@@ -453,6 +472,21 @@ def point_errors(group: list[_Prepared], profile: Profile) -> list[PointError]:
                               metric=m, measured=v, predicted=pred[m])
                    for m, v in prep.point.measured.items())
     return out
+
+
+def leave_one_out(points: Iterable[Measurement], *, start: Profile | None = None,
+                  names: tuple[str, ...] = FITTED) -> tuple[PointError, ...]:
+    """Held-out errors: each point predicted by a fit on the other points of its group."""
+    base = start or Profile()
+    out: list[PointError] = []
+    for (gpu, precision), group in sorted(_prepare(points).items()):
+        seed = replace(base, gpu=gpu, precision=precision)
+        for i, held in enumerate(group):
+            rest = group[:i] + group[i + 1:]
+            fitted = _coordinate_search(lambda p, g=rest: _loss(g, p), seed,  # type: ignore[misc]
+                                        names)
+            out.extend(point_errors([held], fitted))
+    return tuple(out)
 
 
 def evaluate(points: Iterable[Measurement], profiles: ProfileSet) -> CalibrationResult:

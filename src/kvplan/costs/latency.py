@@ -111,7 +111,8 @@ def add_costs(costs: list[StepCost]) -> StepCost:
         bytes=BytesMoved(**{k: round(total(f"bytes.{k}")) for k in (
             "weights", "kv_read", "kv_write", "state", "activations")}),
         seconds=Seconds(**{k: total(f"seconds.{k}") for k in (
-            "compute_s", "memory_s", "communication_s", "pipeline_s", "overhead_s")}),
+            "compute_s", "memory_s", "roofline_s", "communication_s", "pipeline_s",
+            "overhead_s")}),
         ridge_point=costs[0].ridge_point,
     )
 

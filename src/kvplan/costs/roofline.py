@@ -1,11 +1,14 @@
 """Roofline step-cost model: one engine iteration's FLOPs, bytes and seconds on one GPU.
 
-One step (any mix of prefill chunks and decodes) on the fullest GPU of the deployment::
+One step (any mix of prefill chunks and decodes) on the fullest GPU of the deployment, priced
+as two kernel families each on its own roofline (dense GEMMs over the weights; attention and
+state over the cache)::
 
-    compute_s = flops / (peak_flops[compute precision] * compute_eff)
-    memory_s  = bytes / (hbm_bandwidth * bandwidth_eff)
-    stage_s   = max(compute_s, memory_s) + tp_allreduce_s
-    total_s   = stage_s + (pp - 1) * (stage_s + p2p_s) + step_overhead_s
+    roofline_s = max(gemm_flops / F, weight_bytes / B) + max(attn_flops / F, kv_bytes / B)
+                 F = peak_flops[compute precision] * compute_eff, B = hbm_bandwidth * bandwidth_eff
+    stage_s    = roofline_s + tp_allreduce_s
+    total_s    = stage_s + (pp - 1) * (stage_s + p2p_s)
+                 + step_overhead_s + prefill_overhead_s * has_prefill(step)
 
 Every per-model constant is computed once in ``StepCostModel.__init__``; a step is then a
 handful of integer sums over the per-request arrays, so the simulator can call it often.
@@ -38,7 +41,10 @@ class Profile:
 
     Defaults are physical, not fitted: dense GEMMs reach ~60% of the tensor peak in serving,
     HBM streaming ~80% of the datasheet bandwidth, NCCL/custom all-reduce ~70% of one link
-    direction; a step costs ~2 ms of fixed scheduling, launch and sampling overhead.
+    direction. Fixed costs are split by what a step holds: every step pays ``step_overhead_s``
+    (~0.7 ms: scheduling, input preparation, one CUDA-graph replay, sampling); a step with
+    prefill work (``has_prefill``) also pays ``prefill_overhead_s`` (~4 ms: eager/piecewise
+    launches of variable-length kernels, attention metadata, first-token sampling setup).
     """
 
     gpu: str = "*"
@@ -46,7 +52,8 @@ class Profile:
     compute_eff: float = 0.6
     bandwidth_eff: float = 0.8
     comm_eff: float = 0.7
-    step_overhead_s: float = 2e-3
+    step_overhead_s: float = 0.7e-3
+    prefill_overhead_s: float = 4e-3
     allreduce_latency_s: float = 10e-6
 
     def __post_init__(self) -> None:
@@ -54,7 +61,7 @@ class Profile:
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InputError(f"profile {name} must be in (0, 1], got {value}")
-        for name in ("step_overhead_s", "allreduce_latency_s"):
+        for name in ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s"):
             if getattr(self, name) < 0:
                 raise InputError(f"profile {name} must be >= 0, got {getattr(self, name)}")
 
@@ -93,18 +100,22 @@ class BytesMoved:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Seconds:
-    """Time by component; ``total_s`` = max(compute, memory) + the rest."""
+    """Time by component; ``total_s`` = roofline + communication + pipeline + overhead.
+
+    ``compute_s`` and ``memory_s`` are the two sides summed over both kernel families;
+    ``roofline_s`` is what the families cost, each bounded by its slower side.
+    """
 
     compute_s: float
     memory_s: float
+    roofline_s: float
     communication_s: float
     pipeline_s: float
     overhead_s: float
 
     @property
     def total_s(self) -> float:
-        rest = self.communication_s + self.pipeline_s + self.overhead_s
-        return max(self.compute_s, self.memory_s) + rest
+        return self.roofline_s + self.communication_s + self.pipeline_s + self.overhead_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,6 +302,8 @@ class _Aggregates:
     full_pairs: Any
     sliding_context: Any
     sliding_pairs: Any
+    prefill: Any
+    """1 where the step holds prefill work (see ``has_prefill``), else 0."""
 
 
 class StepCostModel:
@@ -357,7 +370,8 @@ class StepCostModel:
         s_ctx = s_pairs = 0
         if w and self.constants.sliding_flops_per_pair:
             s_ctx, s_pairs = int(np.minimum(c, w).sum()), _clipped_pairs(n, c, w)
-        return _Aggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs)
+        return _Aggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
+                           int(has_prefill(n, c)))
 
     def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> _Aggregates:
         c = np.sort(np.asarray(ctx, dtype=np.int64))
@@ -369,7 +383,11 @@ class StepCostModel:
         if w and self.constants.sliding_flops_per_pair:
             s_ctx, s_pairs = _clipped_sum(c, k, w), _clipped_sum(c, k + 1, w)
         tokens = np.full(num_steps, r, dtype=np.int64)
-        return _Aggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs)
+        # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
+        prefill = np.zeros(num_steps, dtype=np.int64)
+        if r and num_steps and c[0] == 0:
+            prefill[0] = 1
+        return _Aggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs, prefill)
 
     def _parts(self, a: _Aggregates) -> dict[str, Any]:
         """Every component of the cost from the aggregates (Python numbers or arrays alike).
@@ -379,7 +397,7 @@ class StepCostModel:
         """
         k = self.constants
         tokens, requests = a.tokens * 1.0, a.requests * 1.0
-        weights = k.weight_bytes * 1.0
+        weights = k.weight_bytes + 0.0 * tokens  # an array over a run's steps, like the rest
         if k.routed_expert_bytes:
             # distinct experts a step's tokens touch: E * (1 - (1 - k/E)^T)
             weights = weights + k.routed_expert_bytes * (
@@ -397,22 +415,29 @@ class StepCostModel:
             "b_kv_write": (k.kv_bytes_per_token + k.sliding_kv_bytes_per_token) * tokens,
             "b_state": 2.0 * k.state_bytes_per_request * requests,
             "b_act": k.activation_bytes_per_token * tokens,
+            "prefill": a.prefill * 1.0,
         }
         return self._seconds(p)
 
     def _seconds(self, p: dict[str, Any]) -> dict[str, Any]:
         k, prof = self.constants, self.profile
-        flops = p["f_gemm"] + p["f_attn"] + p["f_lm"] + p["f_state"]
-        moved = p["b_weights"] + p["b_kv_read"] + p["b_kv_write"] + p["b_state"] + p["b_act"]
-        compute_s, memory_s = flops / self._flops_rate, moved / self._bw
+        # two kernel families, each on its own roofline: the dense GEMMs (weights) and the
+        # sequence mixers (attention over the KV cache, recurrent state)
+        dense_c = (p["f_gemm"] + p["f_lm"]) / self._flops_rate
+        dense_m = (p["b_weights"] + p["b_act"]) / self._bw
+        mix_c = (p["f_attn"] + p["f_state"]) / self._flops_rate
+        mix_m = (p["b_kv_read"] + p["b_kv_write"] + p["b_state"]) / self._bw
+        roof_s = np.maximum(dense_c, dense_m) + np.maximum(mix_c, mix_m)
         act = k.allreduce_bytes_per_token * p["tokens"]
         ring = 2.0 * (k.tp - 1) / k.tp * act / self._link + prof.allreduce_latency_s
         comm_s = k.allreduces * ring
-        stage_s = np.maximum(compute_s, memory_s) + comm_s
+        stage_s = roof_s + comm_s
         pipe_s = (k.pp - 1) * (stage_s + act / self._link + prof.allreduce_latency_s)
-        total = stage_s + pipe_s + prof.step_overhead_s
-        return {**p, "compute_s": compute_s, "memory_s": memory_s, "comm_s": comm_s,
-                "pipe_s": pipe_s, "total_s": total}
+        overhead_s = prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]
+        total = stage_s + pipe_s + overhead_s
+        return {**p, "compute_s": dense_c + mix_c, "memory_s": dense_m + mix_m,
+                "roofline_s": roof_s, "comm_s": comm_s, "pipe_s": pipe_s,
+                "overhead_s": overhead_s, "total_s": total}
 
     def _to_cost(self, p: dict[str, Any], steps: int) -> StepCost:
         def f(key: str) -> float:
@@ -428,10 +453,18 @@ class StepCostModel:
             bytes=BytesMoved(weights=b("b_weights"), kv_read=b("b_kv_read"),
                              kv_write=b("b_kv_write"), state=b("b_state"), activations=b("b_act")),
             seconds=Seconds(compute_s=f("compute_s"), memory_s=f("memory_s"),
-                            communication_s=f("comm_s"), pipeline_s=f("pipe_s"),
-                            overhead_s=self.profile.step_overhead_s * steps),
+                            roofline_s=f("roofline_s"), communication_s=f("comm_s"),
+                            pipeline_s=f("pipe_s"), overhead_s=f("overhead_s")),
             ridge_point=self.ridge_point,
         )
+
+
+def has_prefill(new_tokens: IntArray, context_tokens: IntArray) -> bool:
+    """Whether a step holds prefill work: some request computes more than one token (a prompt
+    or a chunk of one) or has nothing cached yet (its first forward pass, a 1-token prompt).
+    A step of only 1-token decodes over cached context is pure decode."""
+    n, c = np.asarray(new_tokens), np.asarray(context_tokens)
+    return bool(np.any(n > 1) or np.any(c == 0))
 
 
 def _clipped_pairs(n: IntArray, c: IntArray, w: int) -> int:
