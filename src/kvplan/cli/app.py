@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
@@ -21,6 +22,28 @@ COMMAND_MODULES = ("cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate")
 """Command modules, in help order; each adds its commands to ``app`` when imported."""
 
 
+MULTI_VALUE_OPTIONS = ("--goodput",)
+"""Options that take several space-separated values, as vLLM's (``--goodput ttft:500 tpot:50``)."""
+_SLO_VALUE = re.compile(r"^[A-Za-z0-9_]+:[0-9.eE+-]+$")
+
+
+def expand_multi_value(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """Rewrite ``--opt a b`` as ``--opt a --opt b`` for values shaped like ``name:number``."""
+    out: list[str] = []
+    option: str | None = None  # the multi-value option whose extra values we are reading
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return out + argv[i:]
+        if option is not None and out[-1] != option and _SLO_VALUE.match(arg):
+            out.append(option)
+        elif option is not None and out[-1] != option:
+            option = None
+        if arg in options:
+            option = arg
+        out.append(arg)
+    return out
+
+
 def _register() -> None:
     """Each command module adds its commands to ``app`` (imports stay light)."""
     import importlib
@@ -33,7 +56,7 @@ def main() -> None:
     """Console-script entry: user errors print one line to stderr and exit 2, no traceback."""
     _register()
     try:
-        app(standalone_mode=False)
+        app(args=expand_multi_value(sys.argv[1:], MULTI_VALUE_OPTIONS), standalone_mode=False)
     except KvplanError as exc:
         _fail(str(exc))
     except typer.Exit as exc:
