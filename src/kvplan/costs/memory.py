@@ -344,20 +344,47 @@ def largest_max_model_len(plan: MemoryPlan) -> int:
     return lo
 
 
+MAX_TP_TRIED = 64
+
+
 def _levers(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> str:
-    """Which single change makes it fit, each one computed."""
+    """Which single change makes it fit, each one computed; else the smallest combination."""
+    singles = _single_levers(model, engine)
+    fits = [label for label, e in singles if _fits(model, hw, e)]
+    tp = _smallest_fitting_tp(model, hw, engine)
+    if tp is not None:
+        fits.append(f"--tensor-parallel-size {tp}")
+    if fits:
+        return f"; fits with {' or '.join(fits)}"
+    for label, e in singles:
+        tp = _smallest_fitting_tp(model, hw, e)
+        if tp is not None:
+            return f"; fits with {label} and --tensor-parallel-size {tp}"
+    return "; no combination of fp8 weights/KV, utilization 0.95 and TP up to 64 fits on this GPU"
+
+
+def _single_levers(model: ModelSpec, engine: EngineConfig) -> list[tuple[str, EngineConfig]]:
+    """Candidate one-flag changes (TP is searched separately)."""
     options = []
     if resolve_precision(engine.kv_cache_dtype, model.dtype).value_bits > 8:
         options.append(("--kv-cache-dtype fp8", replace(engine, kv_cache_dtype="fp8")))
-    tp2 = engine.tensor_parallel_size * 2
-    if model.num_attention_heads % tp2 == 0:
-        options.append((f"--tensor-parallel-size {tp2}", replace(engine, tensor_parallel_size=tp2)))
+    if engine.quantization is None and model.quantization is None:
+        options.append(("--quantization fp8", replace(engine, quantization="fp8")))
     if engine.gpu_memory_utilization < 0.95:
         options.append(
             ("--gpu-memory-utilization 0.95", replace(engine, gpu_memory_utilization=0.95))
         )
-    fits = [label for label, e in options if _fits(model, hw, e)]
-    return f"; fits with {' or '.join(fits)}" if fits else "; no single lever fits"
+    return options
+
+
+def _smallest_fitting_tp(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> int | None:
+    """The smallest larger TP degree (doubling, dividing the heads) with which it fits."""
+    tp = engine.tensor_parallel_size * 2
+    while tp <= MAX_TP_TRIED and model.num_attention_heads % tp == 0:
+        if _fits(model, hw, replace(engine, tensor_parallel_size=tp)):
+            return tp
+        tp *= 2
+    return None
 
 
 def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
