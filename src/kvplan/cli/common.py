@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
 
-console = Console(highlight=False)
+PIPE_WIDTH = 120
+"""Rich assumes 80 columns when stdout is not a terminal; tables read better a little wider."""
+
+console = Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 def print_json(obj: Any) -> None:
