@@ -145,11 +145,31 @@ def test_decode_run_equals_step_by_step(model: str) -> None:
     steps = 40
     run = t.decode_run_s(ctx, steps)
     one_by_one = [t.step_time_s(np.ones_like(ctx), ctx + k) for k in range(steps)]
-    np.testing.assert_allclose(run, one_by_one, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(run, one_by_one)  # same float operations, same order
     summed = t.decode_run_cost(ctx, steps)
     assert summed.steps == steps and summed.tokens == steps * len(ctx)
     per_step = t.cost(np.ones_like(ctx), ctx + 1).bytes.weights  # same tokens every step
     assert summed.bytes.weights == pytest.approx(steps * per_step, rel=1e-9)
+
+
+@pytest.mark.parametrize("model", [LLAMA2, "google/gemma-2-9b-it", "Qwen/Qwen3-30B-A3B",
+                                   "Qwen/Qwen3-Next-80B-A3B-Thinking"])
+@pytest.mark.parametrize("engine", [{}, {"tensor_parallel_size": 2},
+                                    {"tensor_parallel_size": 2, "pipeline_parallel_size": 2}])
+def test_step_time_equals_the_breakdown_small_and_large_batches(model: str, engine: dict) -> None:
+    # step_time_s folds the constants and sums small batches in Python; cost() goes term by
+    # term through numpy: equal to rounding, and decode runs equal steps bit for bit
+    t = timer(model, gpu="H200-SXM-141GB", profile=Profile(), **engine)
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 7, 48, 49, 300):
+        for high in (2, 700):
+            n = rng.integers(1, high, size)
+            c = rng.integers(0, 9000, size)
+            assert t.step_time_s(n, c) == pytest.approx(t.cost(n, c).seconds.total_s, rel=1e-12)
+        ctx = rng.integers(0, 5000, size)
+        run = t.decode_run_s(ctx, 30)
+        np.testing.assert_array_equal(
+            run, [t.step_time_s(np.ones_like(ctx), ctx + k) for k in range(30)])
 
 
 def test_sliding_window_clips_context() -> None:

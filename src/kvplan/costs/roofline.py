@@ -10,14 +10,18 @@ state over the cache)::
     total_s    = stage_s + (pp - 1) * (stage_s + p2p_s)
                  + step_overhead_s + prefill_overhead_s * has_prefill(step)
 
-Every per-model constant is computed once in ``StepCostModel.__init__``; a step is then a
-handful of integer sums over the per-request arrays, so the simulator can call it often.
+Every per-model constant is computed once in ``StepCostModel.__init__`` and folded into
+per-second coefficients (``_Coefficients``); a step is then a handful of integer sums over the
+per-request arrays and a few float operations, so the simulator can call it often. The
+detailed breakdown (``cost``) evaluates the same formula term by term.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from operator import mul
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -28,6 +32,7 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 Bound = Literal["compute", "memory"]
+X = TypeVar("X", float, FloatArray)
 FALLBACK_LINK_BYTES_PER_S = 32e9
 """One direction of PCIe Gen4 x16, used when a GPU description gives no interconnect."""
 
@@ -306,10 +311,64 @@ class _Aggregates:
     """1 where the step holds prefill work (see ``has_prefill``), else 0."""
 
 
+_SMALL = 48
+"""Batches up to this many requests are summed in plain Python (faster than numpy there)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Coefficients:
+    """Seconds per unit of each step aggregate: StepConstants over the achievable rates."""
+
+    gemm_s: float
+    lm_s: float
+    weights_s: float
+    experts_s: float
+    expert_miss: float
+    act_s: float
+    attn_s: float
+    sliding_attn_s: float
+    state_flops_s: float
+    kv_read_s: float
+    sliding_kv_read_s: float
+    kv_write_s: float
+    state_bytes_s: float
+    window: int
+    allreduces: int
+    ring_s: float
+    p2p_s: float
+    allreduce_latency_s: float
+    pp: int
+    overhead_s: tuple[float, float]
+    """Fixed seconds of a step without, and with, prefill work."""
+
+
+def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
+                  link: float) -> _Coefficients:
+    window = k.window if k.window and k.sliding_flops_per_pair else 0
+    return _Coefficients(
+        gemm_s=k.gemm_flops_per_token / flops_rate,
+        lm_s=k.lm_head_flops_per_request / flops_rate,
+        weights_s=k.weight_bytes / bw, experts_s=k.routed_expert_bytes / bw,
+        expert_miss=k.expert_miss_per_token, act_s=k.activation_bytes_per_token / bw,
+        attn_s=k.attn_flops_per_pair / flops_rate,
+        sliding_attn_s=k.sliding_flops_per_pair / flops_rate,
+        state_flops_s=k.state_flops_per_token / flops_rate,
+        kv_read_s=k.kv_bytes_per_token / bw, sliding_kv_read_s=k.sliding_kv_bytes_per_token / bw,
+        kv_write_s=(k.kv_bytes_per_token + k.sliding_kv_bytes_per_token) / bw,
+        state_bytes_s=2.0 * k.state_bytes_per_request / bw, window=window,
+        allreduces=k.allreduces,
+        ring_s=2.0 * (k.tp - 1) / k.tp * k.allreduce_bytes_per_token / link,
+        p2p_s=k.allreduce_bytes_per_token / link,
+        allreduce_latency_s=prof.allreduce_latency_s, pp=k.pp,
+        overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,
+                    prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
+    )
+
+
 class StepCostModel:
     """Prices engine steps on one GPU; implements ``kvplan.costs.batch.StepTimer``."""
 
-    __slots__ = ("_bw", "_flops_rate", "_link", "constants", "hardware", "profile")
+    __slots__ = ("_bw", "_co", "_flops_rate", "_link", "constants", "hardware", "profile")
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
                  profile: Profile | None = None) -> None:
@@ -332,6 +391,7 @@ class StepCostModel:
         self._bw = hardware.mem_bw_bytes_per_s * self.profile.bandwidth_eff
         link = hardware.interconnect_bytes_per_s / 2 or FALLBACK_LINK_BYTES_PER_S
         self._link = link * self.profile.comm_eff
+        self._co = _coefficients(constants, profile, self._flops_rate, self._bw, self._link)
 
     @property
     def ridge_point(self) -> float:
@@ -342,12 +402,76 @@ class StepCostModel:
 
     def step_time_s(self, new_tokens: IntArray, context_tokens: IntArray) -> float:
         """Seconds for one step: request i computes new_tokens[i] with context_tokens[i] cached."""
-        return float(self._parts(self._aggregates(new_tokens, context_tokens))["total_s"])
+        n, c = new_tokens, context_tokens
+        co = self._co
+        if co.window or len(n) > _SMALL:
+            a = self._aggregates(n, c)
+            tokens, ctx, pairs, prefill = a.tokens, a.full_context, a.full_pairs, a.prefill
+            s_ctx, s_pairs = a.sliding_context, a.sliding_pairs
+        else:  # a small batch: plain Python on lists beats numpy's per-call overhead
+            nl, cl = n.tolist(), c.tolist()
+            tokens, ctx, s_ctx = sum(nl), sum(cl), 0
+            pairs = sum(map(mul, nl, cl)) + sum(x * (x + 1) for x in nl) // 2
+            s_pairs = 0
+            prefill = int(bool(nl) and (max(nl) > 1 or min(cl) == 0))
+        t, r = float(tokens), float(len(n))
+        stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max)
+        return self._finish(stage, t, co.overhead_s[prefill])
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
-        """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step)."""
-        parts = self._parts(self._decode_aggregates(context_tokens, num_steps))
-        return np.asarray(parts["total_s"], dtype=np.float64)
+        """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
+
+        Evaluates the formula of ``step_time_s`` on arrays over the steps: the same float
+        operations in the same order, so each entry equals that step's ``step_time_s``.
+        """
+        c = np.asarray(context_tokens, dtype=np.int64)
+        r = len(c)
+        k = np.arange(num_steps, dtype=np.int64)
+        ctx = int(c.sum()) + r * k
+        s_ctx: Any = 0.0
+        s_pairs: Any = 0.0
+        if self._co.window:
+            cs = np.sort(c)
+            w = self._co.window
+            s_ctx, s_pairs = _clipped_sum(cs, k, w), _clipped_sum(cs, k + 1, w)
+        t = float(r)
+        stage = self._stage(t, t, ctx, ctx + r, s_ctx, s_pairs, np.maximum)
+        out = np.asarray(self._finish(stage, t, self._co.overhead_s[0]), dtype=np.float64)
+        if r and num_steps and int(c.min()) == 0:
+            # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
+            out[0] = self._finish(stage[0], t, self._co.overhead_s[1])
+        return out
+
+    def _stage(self, t: float, r: float, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
+               mx: Callable[[Any, Any], Any]) -> X:
+        """One pipeline stage's seconds: both kernel families on their rooflines + all-reduces.
+
+        t, r: tokens and requests of the step; ctx, pairs, s_ctx, s_pairs: full and sliding
+        context sums and attended pairs (floats for one step, arrays over a decode run).
+        """
+        co = self._co
+        dense = max(co.gemm_s * t + co.lm_s * r, co.weights_s + self._expert_s(t) + co.act_s * t)
+        mix_c = co.attn_s * pairs + co.state_flops_s * t
+        mix_m = co.kv_read_s * ctx + (co.kv_write_s * t + co.state_bytes_s * r)
+        if co.window:
+            mix_c = mix_c + co.sliding_attn_s * s_pairs
+            mix_m = mix_m + co.sliding_kv_read_s * s_ctx
+        stage: X = dense + mx(mix_c, mix_m)
+        if co.allreduces:
+            stage = stage + co.allreduces * (co.ring_s * t + co.allreduce_latency_s)
+        return stage
+
+    def _expert_s(self, t: float) -> float:
+        """Seconds to read the routed experts t tokens touch: E * (1 - (1 - k/E)^t) of them."""
+        co = self._co
+        return co.experts_s * (1.0 - co.expert_miss ** t) if co.experts_s else 0.0
+
+    def _finish(self, stage: X, t: float, overhead_s: float) -> X:
+        """A stage's seconds -> the step's: pipeline bubble and fixed overheads."""
+        co = self._co
+        if co.pp > 1:
+            stage = stage + (co.pp - 1) * (stage + (co.p2p_s * t + co.allreduce_latency_s))
+        return stage + overhead_s
 
     # -- breakdowns
 
