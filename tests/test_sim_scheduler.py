@@ -110,6 +110,20 @@ def test_prefix_hit_never_covers_the_last_token():
     assert r.steps.new_tokens.tolist() == [8, 4]
 
 
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_prompts_last_token_alone_caches_the_block_it_fills(fast):
+    # B = 4, budget 63: eight 8-token prompts take 7 x 8 + 7 tokens; in step 2 the eighth
+    # computes its last prompt token in a decode-shaped step (the vectorised running path, or
+    # a fast-forwarded run), fills its second block, caches it, and finishes. Z hits both.
+    hashes = [[i, i] for i in range(8)] + [[7, 7]]
+    w = workload([0] * 8 + [10], [8] * 8 + [9], [2] * 7 + [1, 1], hashes=hashes, hash_tokens=4)
+    lim = Limits(max_num_batched_tokens=63, max_num_seqs=10)
+    r = simulate(w, timer=ONE, num_blocks=1000, block_size=4, limits=lim, fast=fast,
+                 validate=True)
+    assert r.steps.new_tokens.tolist() == [63, 8, 1]
+    assert r.prefix_hit_tokens.tolist() == [0] * 8 + [8]
+
+
 def test_prefix_caching_off_never_hits():
     r = run(workload([0, 10], [10, 10], [2, 2]), shared_prefix_tokens=8, caching=False)
     assert r.prefix_hit_tokens.tolist() == [0, 0]

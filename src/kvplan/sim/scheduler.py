@@ -82,12 +82,12 @@ class Scheduler:
         """The whole running list at once; None (nothing changed) if a preemption is due."""
         s = self.state
         ids = np.array(s.running, dtype=np.int64)
-        c = s.computed[ids]
-        left = s.prompt[ids] + s.generated[ids] - c
+        c, p = s.computed[ids], s.prompt[ids]
+        left = p + s.generated[ids] - c
         before = np.cumsum(left) - left
         new = np.clip(budget - before, 0, left)
         take = new > 0
-        ids, c, left, new = ids[take], c[take], left[take], new[take]
+        ids, c, p, left, new = ids[take], c[take], p[take], left[take], new[take]
         need = self.shape.blocks(c + new) - s.held[ids]
         if len(need) and int(np.cumsum(need).max()) > self.pool.free:
             return None
@@ -99,8 +99,9 @@ class Scheduler:
         plan.prefill_blocks += int(grow[pre].sum())
         plan.decode_blocks += int(grow[~pre].sum())
         if self.caching and s.shared_keys is not None:
-            for r, t in zip(ids[pre].tolist(), (c + new)[pre].tolist(), strict=True):
-                self._register(r, t)
+            prompt = c < p  # computing prompt tokens: a shared-content block may fill
+            for r, t in zip(ids[prompt].tolist(), (c + new)[prompt].tolist(), strict=True):
+                self.register(r, t)
         plan.ids.extend(ids.tolist())
         plan.new.extend(new.tolist())
         plan.ctx.extend(c.tolist())
@@ -118,7 +119,7 @@ class Scheduler:
             if not self._make_room(r, need, plan):
                 break
             self._grow(r, need)
-            self._register(r, c + new)
+            self.register(r, c + new)
             if left > 1:
                 plan.prefill_blocks += max(need, 0)
             else:
@@ -165,7 +166,7 @@ class Scheduler:
                 return
             s.waiting.popleft()
             self._admit(r, keys, own, need, hit)
-            self._register(r, hit + new)
+            self.register(r, hit + new)
             plan.prefill_blocks += need
             plan.hit_tokens += hit
             plan.query_tokens += total
@@ -206,7 +207,7 @@ class Scheduler:
         if s.scheduled_s[r] != s.scheduled_s[r]:  # NaN: first time scheduled
             s.scheduled_s[r] = s.clock
 
-    def _register(self, r: int, tokens: int) -> None:
+    def register(self, r: int, tokens: int) -> None:
         """Cache r's shared-content blocks that become full this step (vLLM caches on alloc)."""
         keys = self.state.shared_keys
         if not self.caching or keys is None:

@@ -178,6 +178,8 @@ class _Loop:
         self.simple = len(g) == 1 and g[0].kind == "full" and g[0].weight == 1
         self.steady = False
         self.validate = False
+        self._step_no: IntArray = np.zeros(0, dtype=np.int64)
+        self._opens: IntArray = np.zeros(0, dtype=np.int64)
         self.reasons = _reject_reasons(self.s, shape, limits, num_blocks, max_model_len)
 
     # ------------------------------------------------------------ arrivals
@@ -329,66 +331,96 @@ class _Loop:
         if self._admission_possible():
             return False
         ids = np.array(s.running, dtype=np.int64)
-        ctx = s.computed[ids]
-        k = int((s.output[ids] - s.generated[ids]).min())
+        ctx, gen = s.computed[ids], s.generated[ids]
+        left = s.output[ids] - gen
+        k = int(left.min())
         if not self.simple:
             k = min(k, max(1, _FAST_CELLS // n))
-        need, logical = self._run_blocks(ids, ctx, k)
-        over = np.flatnonzero(need > self.pool.free)
-        k = int(over[0]) if len(over) else k
-        if k == 0:
-            return False
-        dur = np.asarray(self.timer.decode_run_s(ctx, k), dtype=np.float64)
-        times = np.cumsum(np.concatenate([[s.clock], dur]))
+        times = self._run_times(self.timer.decode_run_s(ctx, k))
         k = min(k, max(1, int(np.searchsorted(times[:k], self._next_arrival(), side="left"))))
-        self._apply_run(ids, ctx, need[:k], logical[:k], times[:k + 1])
+        need, logical = self._run_blocks(ids, ctx, k)
+        if not self.simple or int(need[-1]) > self.pool.free:
+            over = np.flatnonzero(need > self.pool.free)
+            if len(over):
+                k = int(over[0])
+                if k == 0:
+                    return False
+                need, logical = need[:k], logical[:k]
+        self._apply_run(ids, ctx, gen, left, need, logical, times[:k + 1])
         return True
+
+    def _run_times(self, dur: np.ndarray) -> np.ndarray:
+        """Step boundaries of a run: the clock, then the clock after each step (added in turn)."""
+        times = np.empty(len(dur) + 1)
+        times[0] = self.s.clock
+        times[1:] = dur
+        return np.cumsum(times, out=times)
+
+    def _steps(self, k: int) -> tuple[IntArray, IntArray]:
+        """(1..k, and the context residue mod B that opens a block at each of those steps)."""
+        if k > len(self._step_no):
+            self._step_no = np.arange(1, 2 * k + 1, dtype=np.int64)
+            self._opens = (1 - self._step_no) % self.shape.block_size
+        return self._step_no[:k], self._opens[:k]
 
     def _run_blocks(self, ids: IntArray, ctx: IntArray, k: int) -> tuple[IntArray, IntArray]:
         """Blocks added by the end of each of k decode steps, and logical bytes per step.
 
-        One full-attention group: request r opens a block at step j when (ctx_r + j) % B == 0,
-        so step j opens hist[(-j) % B] blocks with hist = bincount(ctx % B): O(n + k).
+        One full-attention group: request r opens a block at step j when (ctx_r + j) % B == 1
+        (mod B), so step j opens hist[(1 - j) % B] blocks with hist = bincount(ctx % B):
+        O(n + k).
         """
-        steps = np.arange(1, k + 1, dtype=np.int64)
+        steps, opens = self._steps(k)
         if self.simple:
             b = self.shape.block_size
-            hist = np.bincount(ctx % b, minlength=b)
-            need = np.cumsum(hist[(1 - steps) % b])
-            g = self.shape.groups[0]
-            logical = g.bytes_per_token * (int(ctx.sum()) + len(ctx) * steps)
-            return need, logical
+            need = np.cumsum(np.bincount(ctx % b, minlength=b)[opens])
+            bpt = self.shape.groups[0].bytes_per_token
+            return need, bpt * int(ctx.sum()) + (bpt * len(ctx)) * steps
         tok = ctx[:, None] + steps[None, :]
         need = self.shape.blocks(tok).sum(axis=0) - int(self.s.held[ids].sum())
         return need, self.shape.logical_bytes(tok).sum(axis=0)
 
-    def _apply_run(self, ids: IntArray, ctx: IntArray, need: IntArray, logical: IntArray,
-                   times: np.ndarray) -> None:
+    def _apply_run(self, ids: IntArray, ctx: IntArray, gen: IntArray, left: IntArray,
+                   need: IntArray, logical: IntArray, times: np.ndarray) -> None:
         s = self.s
         k = len(need)
-        used0 = self.pool.used
-        grow = int(need[-1])
+        self._take_run_blocks(ids, ctx, k, int(need[-1]))
+        self.series.add_run(times, self.pool.used + need - int(need[-1]), logical, len(ids),
+                            len(s.waiting))
+        s.computed[ids] = ctx + k
+        s.generated[ids] = gen + k
+        if int(gen.min()) == 0:
+            self._first_tokens(ids[gen == 0], float(times[1]))
+        self._run_segments(ids, k)
+        s.step += k
+        end = float(times[-1])
+        s.clock = end
+        if int(left.min()) == k and self._finish(ids[left == k], end):
+            self.blocked = False
+
+    def _first_tokens(self, first: IntArray, end: float) -> None:
+        """first computed their last prompt token in the run's first step: it may fill a
+        shared-content block, cached then as in a general step."""
+        self.s.first_token_s[first] = end
+        for r in first.tolist():
+            self.sched.register(r, int(self.s.prompt[r]))
+
+    def _take_run_blocks(self, ids: IntArray, ctx: IntArray, k: int, grow: int) -> None:
         if grow >= 0:
             self.pool.take(grow)
         else:
             self.pool.give_anon(-grow)
         self.decode_blocks += max(grow, 0)
-        if self.simple:
-            s.held[ids] = -(-(ctx + k) // self.shape.block_size)
+        b = self.shape.block_size
+        self.s.held[ids] = (ctx + (k + b - 1)) // b if self.simple else self.shape.blocks(ctx + k)
+
+    def _run_segments(self, ids: IntArray, k: int) -> None:
+        """ids sampled a token at each of the run's k steps (usually continuing a segment)."""
+        s = self.s
+        if int(s.last_emit[ids].min()) != s.step - 1:
+            self._segments(ids, s.step, s.step + k - 1)
         else:
-            s.held[ids] = self.shape.blocks(ctx + k)
-        n = len(ids)
-        self.series.add_run(times, used0 + need, logical, n, len(s.waiting))
-        first = ids[s.generated[ids] == 0]
-        s.computed[ids] += k
-        s.generated[ids] += k
-        s.first_token_s[first] = times[1]
-        self._segments(ids, s.step, s.step + k - 1)
-        s.step += k
-        end = float(times[-1])
-        s.clock = end
-        if self._finish(ids[s.generated[ids] == s.output[ids]], end):
-            self.blocked = False
+            s.last_emit[ids] = s.step + k - 1
 
     def _check_books(self) -> None:
         """Blocks conserved: free (queue) + physically used == pool; refs match holders."""
