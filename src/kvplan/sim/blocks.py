@@ -65,8 +65,9 @@ class KvShape:
         return total
 
     def blocks_one(self, tokens: int) -> int:
-        if self.full_only and len(self.groups) == 1:
-            return self.groups[0].weight * cdiv(tokens, self.block_size)
+        g = self.groups
+        if len(g) == 1 and g[0].kind == "full":
+            return g[0].weight * cdiv(tokens, self.block_size)
         return int(self.blocks(np.array([tokens], dtype=np.int64))[0])
 
     def logical_bytes(self, tokens: IntArray) -> IntArray:

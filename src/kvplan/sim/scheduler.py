@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvplan.sim.blocks import BlockPool, KvShape
-from kvplan.sim.state import RUNNING, WAITING, SimState
+from kvplan.sim.state import RUNNING, WAITING, IntArray, SimState
+
+_sum = np.add.reduce  # ndarray.sum without its Python-level wrapper (small arrays, often)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,13 +54,15 @@ class Scheduler:
     shape: KvShape
     limits: Limits
     caching: bool = False
+    simple: bool = False
+    """One full-attention group, one pool block per block of tokens."""
     reg_next: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         g = self.shape.groups
         # Simplification: prefix caching is modelled for one full-attention group only.
-        single_full = len(g) == 1 and g[0].kind == "full" and g[0].weight == 1
-        self.caching = self.limits.prefix_caching and single_full
+        self.simple = len(g) == 1 and g[0].kind == "full" and g[0].weight == 1
+        self.caching = self.limits.prefix_caching and self.simple
 
     def plan(self) -> StepPlan:
         """Schedule one step (mutates running/waiting, blocks and computed tokens)."""
@@ -84,20 +88,20 @@ class Scheduler:
         ids = np.array(s.running, dtype=np.int64)
         c, p = s.computed[ids], s.prompt[ids]
         left = p + s.generated[ids] - c
-        before = np.cumsum(left) - left
-        new = np.clip(budget - before, 0, left)
-        take = new > 0
-        ids, c, p, left, new = ids[take], c[take], p[take], left[take], new[take]
-        need = self.shape.blocks(c + new) - s.held[ids]
-        if len(need) and int(np.cumsum(need).max()) > self.pool.free:
+        new = left
+        if int(_sum(left)) > budget:  # the budget runs out inside the list
+            before = np.cumsum(left) - left
+            new = np.minimum(np.maximum(budget - before, 0), left)
+            take = new > 0
+            ids, c, p, left, new = ids[take], c[take], p[take], left[take], new[take]
+        need = self._blocks(c + new) - s.held[ids]
+        if not self._take_all(need):
             return None
-        grow = need.clip(min=0)
-        self.pool.take(int(grow.sum()))
-        self.pool.give_anon(int(-need.clip(max=0).sum()))
         s.held[ids] += need
-        pre = left > 1
-        plan.prefill_blocks += int(grow[pre].sum())
-        plan.decode_blocks += int(grow[~pre].sum())
+        grow = np.maximum(need, 0)
+        pre = int(_sum(grow[left > 1]))
+        plan.prefill_blocks += pre
+        plan.decode_blocks += int(_sum(grow)) - pre
         if self.caching and s.shared_keys is not None:
             prompt = c < p  # computing prompt tokens: a shared-content block may fill
             for r, t in zip(ids[prompt].tolist(), (c + new)[prompt].tolist(), strict=True):
@@ -105,7 +109,27 @@ class Scheduler:
         plan.ids.extend(ids.tolist())
         plan.new.extend(new.tolist())
         plan.ctx.extend(c.tolist())
-        return budget - int(new.sum())
+        return budget - int(_sum(new))
+
+    def _blocks(self, tokens: IntArray) -> IntArray:
+        if self.simple:
+            return (tokens + (self.shape.block_size - 1)) // self.shape.block_size
+        return self.shape.blocks(tokens)
+
+    def _take_all(self, need: IntArray) -> bool:
+        """Take (or give back) every request's block change in order; False if one would
+        not fit (then nothing is taken)."""
+        if self.simple:  # blocks only grow: the running total peaks at the end
+            total = int(_sum(need))
+            if total > self.pool.free:
+                return False
+            self.pool.take(total)
+            return True
+        if len(need) and int(np.cumsum(need).max()) > self.pool.free:
+            return False
+        self.pool.take(int(_sum(np.maximum(need, 0))))
+        self.pool.give_anon(int(-_sum(np.minimum(need, 0))))
+        return True
 
     def _running_one_by_one(self, plan: StepPlan, budget: int) -> int:
         s = self.state

@@ -28,10 +28,11 @@ from kvplan.errors import InputError
 from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
 from kvplan.sim.result import IntArray, KvSeries, SimulationResult
 from kvplan.sim.scheduler import Limits, Scheduler, StepPlan
-from kvplan.sim.state import FINISHED, REJECTED, RUNNING, WAITING, SimState, WorkloadLike, new_state
+from kvplan.sim.state import FINISHED, REJECTED, WAITING, SimState, WorkloadLike, new_state
 from kvplan.specs.kv import ModelKv
 from kvplan.specs.serving import EngineConfig
 
+_sum, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce  # no Python wrappers
 _FAST_CELLS = 1 << 20  # requests x steps evaluated per fast-forward (bounds memory)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
@@ -251,24 +252,36 @@ class _Loop:
             return
         ids = np.array(plan.ids, dtype=np.int64)
         new = np.array(plan.new, dtype=np.int64)
-        dur = float(self.timer.step_time_s(new, np.array(plan.ctx, dtype=np.int64)))
+        ctx = np.array(plan.ctx, dtype=np.int64)
+        dur = float(self.timer.step_time_s(new, ctx))
         start, end = s.clock, s.clock + dur
-        s.computed[ids] += new
-        run_ids = np.array(s.running, dtype=np.int64)
-        held = s.computed[run_ids]
-        if self.simple:
-            logical = self.shape.groups[0].bytes_per_token * int(held.sum())
-        else:
-            logical = int(self.shape.logical_bytes(held).sum())
-        self._record(start, end, logical, int(new.sum()))
+        done = ctx + new
+        s.computed[ids] = done
+        whole = len(ids) == len(s.running)  # every running request was scheduled
+        self._record(start, end, self._logical(done if whole else None), int(_sum(new)))
         self._account(plan)
-        finished = self._emit(ids, end)
-        # Steady candidates: every running request now has exactly one token to compute.
-        left = s.prompt[run_ids] + s.generated[run_ids] - s.computed[run_ids]
-        self.steady = bool(np.all((left == 1) | (s.status[run_ids] != RUNNING)))
+        tot = s.prompt[ids] + s.generated[ids]
+        finished = self._emit(ids, tot == done, end)
+        # Steady candidates: every running request now has exactly one token to compute
+        # (a scheduled one has tot - done left, or 1 once it sampled at tot == done).
+        self.steady = int(_max(tot - done)) <= 1 if whole else self._one_left_each()
         s.clock = end
         s.step += 1
         self.blocked = plan.head_blocked and not finished and not plan.preempted
+
+    def _logical(self, held: IntArray | None) -> int:
+        """Logical KV bytes of the running requests (``held``: their computed tokens)."""
+        if held is None:
+            held = self.s.computed[np.array(self.s.running, dtype=np.int64)]
+        if self.simple:
+            return self.shape.groups[0].bytes_per_token * int(_sum(held))
+        return int(_sum(self.shape.logical_bytes(held)))
+
+    def _one_left_each(self) -> bool:
+        s = self.s
+        run_ids = np.array(s.running, dtype=np.int64)
+        left = s.prompt[run_ids] + s.generated[run_ids] - s.computed[run_ids]
+        return bool(np.all(left == 1))
 
     def _record(self, start: float, end: float, logical: int, new_tokens: int) -> None:
         self.series.add(start, end, self.pool.used, logical, len(self.s.running),
@@ -279,17 +292,18 @@ class _Loop:
         self.prefill_blocks += plan.prefill_blocks
         self.decode_blocks += plan.decode_blocks
 
-    def _emit(self, ids: IntArray, end: float) -> bool:
+    def _emit(self, ids: IntArray, caught_up: np.ndarray, end: float) -> bool:
         """Requests that caught up sample a token at ``end``; returns whether any finished."""
         s = self.s
-        em = ids[s.computed[ids] == s.prompt[ids] + s.generated[ids]]
+        em = ids[caught_up]
         if len(em) == 0:
             return False
-        s.generated[em] += 1
+        gen = s.generated[em] + 1
+        s.generated[em] = gen
         self._segments(em, s.step, s.step)
-        first = em[s.generated[em] == 1]
-        s.first_token_s[first] = end
-        return self._finish(em[s.generated[em] == s.output[em]], end)
+        if int(_min(gen)) == 1:
+            s.first_token_s[em[gen == 1]] = end
+        return self._finish(em[gen == s.output[em]], end)
 
     def _segments(self, ids: IntArray, first_step: int, last_step: int) -> None:
         """ids sampled a token at every step in [first_step, last_step]."""
@@ -303,14 +317,16 @@ class _Loop:
         if len(fin) == 0:
             return False
         s = self.s
-        for r in fin.tolist():
+        gone = fin.tolist()
+        for r in gone:
             self.sched.free(r, keep_own=False)
-            s.status[r] = FINISHED
-            s.finish_s[r] = end
             s.close_segment(r)
             self._slot_free(end)
-        self.done += len(fin)
-        s.running = [r for r in s.running if s.status[r] == RUNNING]
+        s.status[fin] = FINISHED
+        s.finish_s[fin] = end
+        self.done += len(gone)
+        out = set(gone)
+        s.running = [r for r in s.running if r not in out]
         return True
 
     # ------------------------------------------------------------ fast path
@@ -333,7 +349,7 @@ class _Loop:
         ids = np.array(s.running, dtype=np.int64)
         ctx, gen = s.computed[ids], s.generated[ids]
         left = s.output[ids] - gen
-        k = int(left.min())
+        k = int(_min(left))
         if not self.simple:
             k = min(k, max(1, _FAST_CELLS // n))
         times = self._run_times(self.timer.decode_run_s(ctx, k))
@@ -375,7 +391,7 @@ class _Loop:
             b = self.shape.block_size
             need = np.cumsum(np.bincount(ctx % b, minlength=b)[opens])
             bpt = self.shape.groups[0].bytes_per_token
-            return need, bpt * int(ctx.sum()) + (bpt * len(ctx)) * steps
+            return need, bpt * int(_sum(ctx)) + (bpt * len(ctx)) * steps
         tok = ctx[:, None] + steps[None, :]
         need = self.shape.blocks(tok).sum(axis=0) - int(self.s.held[ids].sum())
         return need, self.shape.logical_bytes(tok).sum(axis=0)
@@ -389,13 +405,13 @@ class _Loop:
                             len(s.waiting))
         s.computed[ids] = ctx + k
         s.generated[ids] = gen + k
-        if int(gen.min()) == 0:
+        if int(_min(gen)) == 0:
             self._first_tokens(ids[gen == 0], float(times[1]))
         self._run_segments(ids, k)
         s.step += k
         end = float(times[-1])
         s.clock = end
-        if int(left.min()) == k and self._finish(ids[left == k], end):
+        if int(_min(left)) == k and self._finish(ids[left == k], end):
             self.blocked = False
 
     def _first_tokens(self, first: IntArray, end: float) -> None:
@@ -417,7 +433,7 @@ class _Loop:
     def _run_segments(self, ids: IntArray, k: int) -> None:
         """ids sampled a token at each of the run's k steps (usually continuing a segment)."""
         s = self.s
-        if int(s.last_emit[ids].min()) != s.step - 1:
+        if int(_min(s.last_emit[ids])) != s.step - 1:
             self._segments(ids, s.step, s.step + k - 1)
         else:
             s.last_emit[ids] = s.step + k - 1
