@@ -427,7 +427,7 @@ class StepCostModel:
         c = np.asarray(context_tokens, dtype=np.int64)
         r = len(c)
         k = np.arange(num_steps, dtype=np.int64)
-        ctx = int(c.sum()) + r * k
+        ctx = int(np.add.reduce(c)) + r * k
         s_ctx: Any = 0.0
         s_pairs: Any = 0.0
         if self._co.window:
@@ -437,7 +437,7 @@ class StepCostModel:
         t = float(r)
         stage = self._stage(t, t, ctx, ctx + r, s_ctx, s_pairs, np.maximum)
         out = np.asarray(self._finish(stage, t, self._co.overhead_s[0]), dtype=np.float64)
-        if r and num_steps and int(c.min()) == 0:
+        if r and num_steps and int(np.minimum.reduce(c)) == 0:
             # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
             out[0] = self._finish(stage[0], t, self._co.overhead_s[1])
         return out
