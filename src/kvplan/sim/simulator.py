@@ -124,8 +124,8 @@ class _Series:
         """One step: start, end, used blocks, logical bytes, running, waiting, new tokens."""
         self._room(1)
         i = self.n
-        for col, v in zip(self.cols, values, strict=True):
-            col[i] = v
+        c = self.cols
+        c[0][i], c[1][i], c[2][i], c[3][i], c[4][i], c[5][i], c[6][i] = values
         self.n += 1
 
     def add_run(self, times: np.ndarray, used: np.ndarray, logical: np.ndarray, running: int,
@@ -182,25 +182,35 @@ class _Loop:
         self._step_no: IntArray = np.zeros(0, dtype=np.int64)
         self._opens: IntArray = np.zeros(0, dtype=np.int64)
         self.reasons = _reject_reasons(self.s, shape, limits, num_blocks, max_model_len)
+        self.arrivals: list[float] = self.s.arrival.tolist()
+        self.next_s = math.inf
+        self._update_next()
 
     # ------------------------------------------------------------ arrivals
 
     def _next_arrival(self) -> float:
-        if self.ptr >= len(self.s.arrival):
-            return math.inf
-        a = float(self.s.arrival[self.ptr])
+        """When the next request is sent (cached: it changes only in _release and _slot_free)."""
+        return self.next_s
+
+    def _update_next(self) -> None:
+        if self.ptr >= len(self.arrivals):
+            self.next_s = math.inf
+            return
+        a = self.arrivals[self.ptr]
         if self.slots is None:
-            return a
-        return max(a, self.slots[0]) if self.slots else math.inf
+            self.next_s = a
+        else:
+            self.next_s = max(a, self.slots[0]) if self.slots else math.inf
 
     def _release(self) -> None:
         """Requests sent by the clock's time join WAITING (or are rejected at once)."""
         s = self.s
-        while (t := self._next_arrival()) <= s.clock:
+        while (t := self.next_s) <= s.clock:
             i = self.ptr
             self.ptr += 1
             if self.slots is not None:
                 heapq.heappop(self.slots)
+            self._update_next()
             s.sent_s[i] = t
             if i in self.reasons:
                 s.status[i] = REJECTED
@@ -214,6 +224,7 @@ class _Loop:
     def _slot_free(self, t: float) -> None:
         if self.slots is not None:
             heapq.heappush(self.slots, t)
+            self._update_next()
 
     # ------------------------------------------------------------ loop
 
@@ -300,7 +311,10 @@ class _Loop:
             return False
         gen = s.generated[em] + 1
         s.generated[em] = gen
-        self._segments(em, s.step, s.step)
+        if int(_min(s.last_emit[em])) != s.step - 1:  # some start a new emission run
+            self._segments(em, s.step, s.step)
+        else:
+            s.last_emit[em] = s.step
         if int(_min(gen)) == 1:
             s.first_token_s[em[gen == 1]] = end
         return self._finish(em[gen == s.output[em]], end)
@@ -349,7 +363,7 @@ class _Loop:
         ids = np.array(s.running, dtype=np.int64)
         ctx, gen = s.computed[ids], s.generated[ids]
         left = s.output[ids] - gen
-        k = int(_min(left))
+        k = k_fin = int(_min(left))
         if not self.simple:
             k = min(k, max(1, _FAST_CELLS // n))
         times = self._run_times(self.timer.decode_run_s(ctx, k))
@@ -362,7 +376,8 @@ class _Loop:
                 if k == 0:
                     return False
                 need, logical = need[:k], logical[:k]
-        self._apply_run(ids, ctx, gen, left, need, logical, times[:k + 1])
+        self._apply_run(ids, ctx, gen, left if k == k_fin else None, need, logical,
+                        times[:k + 1])
         return True
 
     def _run_times(self, dur: np.ndarray) -> np.ndarray:
@@ -396,8 +411,9 @@ class _Loop:
         need = self.shape.blocks(tok).sum(axis=0) - int(self.s.held[ids].sum())
         return need, self.shape.logical_bytes(tok).sum(axis=0)
 
-    def _apply_run(self, ids: IntArray, ctx: IntArray, gen: IntArray, left: IntArray,
+    def _apply_run(self, ids: IntArray, ctx: IntArray, gen: IntArray, left: IntArray | None,
                    need: IntArray, logical: IntArray, times: np.ndarray) -> None:
+        """Record and apply k decode steps; ``left`` (tokens to go) when some finish at k."""
         s = self.s
         k = len(need)
         used0 = self.pool.used
@@ -411,7 +427,7 @@ class _Loop:
         s.step += k
         end = float(times[-1])
         s.clock = end
-        if int(_min(left)) == k and self._finish(ids[left == k], end):
+        if left is not None and self._finish(ids[left == k], end):
             self.blocked = False
 
     def _first_tokens(self, first: IntArray, end: float) -> None:
