@@ -9,7 +9,21 @@ Python API (mirrors the CLI)::
     tl = kvplan.request_timeline(kv, 2048, 128)                   # prefill jump + decode trickle
     tl.prefill_share                                              # 0.941...
     kvplan.batch_footprint(kv, 64, 4096).total_bytes              # 42949672960 (40 GiB)
+
+    gpu = kvplan.load_gpu("H100")
+    plan = kvplan.plan_memory(model, gpu, kvplan.EngineConfig(tensor_parallel_size=4))
+    plan.num_blocks, plan.kv_cache_tokens, plan.max_concurrency
+    lat = kvplan.request_latency(model, gpu, kvplan.EngineConfig(tensor_parallel_size=4),
+                                 kvplan.RequestShape(batch=8, prompt_tokens=2048,
+                                                     output_tokens=128))
+    run = kvplan.simulate_serving("meta-llama/Llama-3.1-8B", "H100",
+                                  workload=kvplan.WorkloadArgs(dataset="azure-conv"))
+    kvplan.compute_metrics(run.result).output_throughput
+
+Capacity, latency and simulation names load on first use, so `import kvplan` stays light.
 """
+
+from typing import Any
 
 from kvplan.analysis.footprint import batch_footprint, lever_table
 from kvplan.analysis.timeline import request_timeline
@@ -32,3 +46,26 @@ __all__ = [
     "resolve_precision",
 ]
 __version__ = "0.1.0"
+
+_LAZY = {
+    "EngineConfig": "kvplan.specs.serving",
+    "plan_memory": "kvplan.costs.memory",
+    "StepCostModel": "kvplan.costs.roofline",
+    "Profile": "kvplan.costs.roofline",
+    "RequestShape": "kvplan.costs.latency",
+    "request_latency": "kvplan.costs.latency",
+    "WorkloadArgs": "kvplan.specs.workload",
+    "build_workload": "kvplan.specs.workload",
+    "simulate_serving": "kvplan.analysis.serving",
+    "compute_metrics": "kvplan.analysis.metrics",
+}
+__all__ += list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    """Import capacity/latency/simulation names on first use (they pull in numpy, pydantic)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)

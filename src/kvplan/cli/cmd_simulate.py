@@ -125,46 +125,19 @@ def _check_outputs(save_result: Path | None, plot: Path | None, trace: Path | No
 
 def run_simulation(model: str, gpu: str, engine: Any, wargs: Any, profile: str | None, *,
                    show_progress: bool) -> tuple[SimulationResult, dict[str, Any]]:
-    """Build the capacity plan, step timer and workload, then simulate."""
-    from kvplan.cli.cmd_latency import _profile
-    from kvplan.costs.memory import plan_memory
-    from kvplan.costs.roofline import StepCostModel
-    from kvplan.sim.blocks import kv_shape_from_groups
-    from kvplan.sim.simulator import simulate
-    from kvplan.specs.catalog import load_model
-    from kvplan.specs.hardware import load_gpu
-    from kvplan.specs.workload import build_workload
+    """Simulate through the Python API, with a progress bar on a terminal."""
+    from kvplan.analysis.serving import simulate_serving
 
-    spec, hw = load_model(model), load_gpu(gpu)
-    plan = plan_memory(spec, hw, engine)
-    timer = StepCostModel(spec, hw, engine, _profile(profile, spec, hw, engine))
-    work = build_workload(wargs)
-    lim = _limits(plan.settings, engine)
-    shape = kv_shape_from_groups(plan.groups, plan.block_size)
     with _progress(show_progress and sys.stdout.isatty()) as tick:
-        result = simulate(work, timer=timer, num_blocks=plan.num_blocks, block_size=plan.block_size,
-                          engine=engine, kv=shape, limits=lim,
-                          max_model_len=plan.settings.max_model_len, progress=tick)
-    header = {
-        "backend": "kvplan-sim", "model_id": spec.name, "gpu": hw.id,
-        "dataset": work.name, "num_prompts": len(work),
-        "request_rate": "inf" if wargs.request_rate is None else wargs.request_rate,
-        "burstiness": wargs.burstiness, "max_concurrency": wargs.max_concurrency,
-        "max_num_batched_tokens": lim.max_num_batched_tokens, "max_num_seqs": lim.max_num_seqs,
-        "block_size": plan.block_size, "max_model_len": plan.settings.max_model_len,
-    }
-    return result, header
+        run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick)
+    return run.result, run.header(wargs)
 
 
 def _limits(settings: Any, engine: Any) -> Limits:
-    from kvplan.sim.scheduler import Limits
+    """Kept for callers of the old name; see ``kvplan.analysis.serving.scheduler_limits``."""
+    from kvplan.analysis.serving import scheduler_limits
 
-    tokens = settings.max_num_batched_tokens
-    if not engine.enable_chunked_prefill and engine.max_num_batched_tokens is None:
-        tokens = max(settings.max_model_len, 2048)  # vLLM: a whole prompt must fit one step
-    return Limits(max_num_batched_tokens=tokens, max_num_seqs=settings.max_num_seqs,
-                  chunked_prefill=engine.enable_chunked_prefill,
-                  prefix_caching=engine.enable_prefix_caching)
+    return scheduler_limits(settings, engine)
 
 
 class _progress:

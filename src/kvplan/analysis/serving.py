@@ -1,0 +1,94 @@
+"""One serving simulation from names and flags: capacity plan + step timer + workload -> result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.costs.memory import MemoryPlan, Settings, plan_memory
+from kvplan.costs.roofline import Profile, StepCostModel, compute_precision
+from kvplan.sim.result import SimulationResult
+from kvplan.sim.scheduler import Limits
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import HardwareSpec, load_gpu
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+from kvplan.specs.workload import Workload, WorkloadArgs, build_workload
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingRun:
+    """A finished simulation with what it ran on."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    engine: EngineConfig
+    plan: MemoryPlan
+    limits: Limits
+    workload: Workload
+    result: SimulationResult
+
+    def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
+        """The run's settings, in the keys `vllm bench serve --save-result` uses where it can."""
+        rate = None if args is None else args.request_rate
+        return {
+            "backend": "kvplan-sim", "model_id": self.model.name, "gpu": self.hardware.id,
+            "dataset": self.workload.name, "num_prompts": len(self.workload),
+            "request_rate": "inf" if rate is None else rate,
+            "burstiness": 1.0 if args is None else args.burstiness,
+            "max_concurrency": self.workload.closed_loop_concurrency,
+            "max_num_batched_tokens": self.limits.max_num_batched_tokens,
+            "max_num_seqs": self.limits.max_num_seqs, "block_size": self.plan.block_size,
+            "max_model_len": self.plan.settings.max_model_len,
+        }
+
+
+def pick_profile(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
+                 path: str | None = None) -> Profile:
+    """The latency profile for this GPU and compute precision: from ``path`` or the bundled one."""
+    from kvplan.costs.calibration import default_profiles, load_profiles
+
+    profiles = load_profiles(path) if path else default_profiles()
+    return profiles.pick(hw.id, compute_precision(model, engine))
+
+
+def scheduler_limits(settings: Settings, engine: EngineConfig) -> Limits:
+    """vLLM's per-step budgets; with chunked prefill off a whole prompt must fit one step."""
+    tokens = settings.max_num_batched_tokens
+    if not engine.enable_chunked_prefill and engine.max_num_batched_tokens is None:
+        tokens = max(settings.max_model_len, 2048)
+    return Limits(max_num_batched_tokens=tokens, max_num_seqs=settings.max_num_seqs,
+                  chunked_prefill=engine.enable_chunked_prefill,
+                  prefix_caching=engine.enable_prefix_caching)
+
+
+def simulate_serving(
+    model: str | ModelSpec, gpu: str | HardwareSpec, engine: EngineConfig | None = None,
+    workload: Workload | WorkloadArgs | None = None, *, profile: str | Profile | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ServingRun:
+    """Simulate ``workload`` on ``model`` served by vLLM on ``gpu`` with ``engine`` flags.
+
+    ``model``/``gpu`` are catalog names (or paths) or specs; ``workload`` is a built Workload
+    or ``WorkloadArgs`` with `vllm bench serve` names (default: 1000 random 1024/128 prompts).
+    """
+    from kvplan.sim.blocks import kv_shape_from_groups
+    from kvplan.sim.simulator import simulate
+
+    spec = load_model(model) if isinstance(model, str) else model
+    hw = load_gpu(gpu) if isinstance(gpu, str) else gpu
+    engine = engine or EngineConfig()
+    plan = plan_memory(spec, hw, engine)
+    prof = profile if isinstance(profile, Profile) else pick_profile(spec, hw, engine, profile)
+    work = workload if isinstance(workload, Workload) else build_workload(
+        workload or WorkloadArgs())
+    limits = scheduler_limits(plan.settings, engine)
+    result = simulate(
+        work, timer=StepCostModel(spec, hw, engine, prof), num_blocks=plan.num_blocks,
+        block_size=plan.block_size, engine=engine,
+        kv=kv_shape_from_groups(plan.groups, plan.block_size), limits=limits,
+        max_model_len=plan.settings.max_model_len, progress=progress,
+    )
+    return ServingRun(model=spec, hardware=hw, engine=engine, plan=plan, limits=limits,
+                      workload=work, result=result)
