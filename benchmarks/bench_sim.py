@@ -18,7 +18,7 @@ from typing import Any
 
 
 def _setup(dataset: str | None, n: int) -> tuple[Any, Any, Any]:
-    from kvplan.cli.cmd_simulate import _limits
+    from kvplan.analysis.serving import pick_profile, scheduler_limits
     from kvplan.costs.memory import plan_memory
     from kvplan.costs.roofline import StepCostModel
     from kvplan.sim.blocks import kv_shape_from_groups
@@ -35,9 +35,11 @@ def _setup(dataset: str | None, n: int) -> tuple[Any, Any, Any]:
         work = build_workload(WorkloadArgs(num_prompts=n, random_input_len=512,
                                            random_output_len=128, random_range_ratio=0.5,
                                            request_rate=20.0))
-    kw = dict(timer=StepCostModel(spec, hw, eng), num_blocks=plan.num_blocks,
-              block_size=plan.block_size, kv=kv_shape_from_groups(plan.groups, plan.block_size),
-              limits=_limits(plan.settings, eng), max_model_len=plan.settings.max_model_len)
+    timer = StepCostModel(spec, hw, eng, pick_profile(spec, hw, eng))  # as `kvplan simulate`
+    kw = dict(timer=timer, num_blocks=plan.num_blocks, block_size=plan.block_size,
+              kv=kv_shape_from_groups(plan.groups, plan.block_size),
+              limits=scheduler_limits(plan.settings, eng),
+              max_model_len=plan.settings.max_model_len)
     return work, kw, plan
 
 

@@ -15,7 +15,6 @@ from kvplan.errors import InputError
 if TYPE_CHECKING:
     from kvplan.analysis.metrics import Metrics
     from kvplan.sim.result import SimulationResult
-    from kvplan.sim.scheduler import Limits
 
 Int = Annotated[int | None, typer.Option()]
 
@@ -131,13 +130,6 @@ def run_simulation(model: str, gpu: str, engine: Any, wargs: Any, profile: str |
     with _progress(show_progress and sys.stdout.isatty()) as tick:
         run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick)
     return run.result, run.header(wargs)
-
-
-def _limits(settings: Any, engine: Any) -> Limits:
-    """Kept for callers of the old name; see ``kvplan.analysis.serving.scheduler_limits``."""
-    from kvplan.analysis.serving import scheduler_limits
-
-    return scheduler_limits(settings, engine)
 
 
 class _progress:
