@@ -8,6 +8,7 @@ Layout of one full-attention block (block_size tokens, one layer, one GPU)::
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -131,22 +132,19 @@ def resolve_precision(kv_cache_dtype: str, model_dtype: str) -> KvPrecision:
 CacheKind = Literal["full", "sliding", "mla", "state"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FullAttentionSpec:
-    """Full attention: every token's K and V for every KV head on this GPU."""
+class _PerTokenCache(ABC):
+    """Arithmetic shared by caches that grow with tokens (full, sliding window, MLA).
 
-    num_kv_heads: int
-    head_size: int
-    head_size_v: int
-    precision: KvPrecision
-    kind: CacheKind = "full"
+    Subclasses provide ``bytes_per_token``; ``tokens_held`` and ``blocks_for`` default to
+    "every token is kept".
+    """
+
+    __slots__ = ()
 
     @property
+    @abstractmethod
     def bytes_per_token(self) -> int:
-        p = self.precision
-        return self.num_kv_heads * (
-            p.vector_bytes(self.head_size) + p.vector_bytes(self.head_size_v)
-        )
+        """Bytes one token adds to one layer of this kind on one GPU."""
 
     @property
     def state_bytes(self) -> int:
@@ -164,13 +162,33 @@ class FullAttentionSpec:
     def blocks_for(self, tokens: int, block_size: int) -> int:
         return cdiv(tokens, block_size)
 
+
+def _kv_head_bytes(heads: int, head_k: int, head_v: int, precision: KvPrecision) -> int:
+    """One token's K and V vectors for ``heads`` KV heads."""
+    return heads * (precision.vector_bytes(head_k) + precision.vector_bytes(head_v))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FullAttentionSpec(_PerTokenCache):
+    """Full attention: every token's K and V for every KV head on this GPU."""
+
+    num_kv_heads: int
+    head_size: int
+    head_size_v: int
+    precision: KvPrecision
+    kind: CacheKind = "full"
+
+    @property
+    def bytes_per_token(self) -> int:
+        return _kv_head_bytes(self.num_kv_heads, self.head_size, self.head_size_v, self.precision)
+
     @property
     def label(self) -> str:
         return f"full attention, {self.num_kv_heads} KV heads x {self.head_size}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SlidingWindowSpec:
+class SlidingWindowSpec(_PerTokenCache):
     """Sliding-window attention: only the last ``window`` tokens are kept."""
 
     num_kv_heads: int
@@ -182,23 +200,10 @@ class SlidingWindowSpec:
 
     @property
     def bytes_per_token(self) -> int:
-        p = self.precision
-        return self.num_kv_heads * (
-            p.vector_bytes(self.head_size) + p.vector_bytes(self.head_size_v)
-        )
-
-    @property
-    def state_bytes(self) -> int:
-        return 0
-
-    def page_size_bytes(self, block_size: int) -> int:
-        return block_size * self.bytes_per_token
+        return _kv_head_bytes(self.num_kv_heads, self.head_size, self.head_size_v, self.precision)
 
     def tokens_held(self, tokens: int) -> int:
         return min(tokens, self.window)
-
-    def bytes_for(self, tokens: int) -> int:
-        return self.tokens_held(tokens) * self.bytes_per_token
 
     def blocks_for(self, tokens: int, block_size: int) -> int:
         """Blocks covering the last ``window`` tokens; earlier blocks are freed."""
@@ -211,7 +216,7 @@ class SlidingWindowSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MLASpec:
+class MLASpec(_PerTokenCache):
     """Multi-head latent attention: one latent vector per token, shared by all heads.
 
     No K/V factor of 2, and not divided by tensor parallelism (every GPU keeps the latent).
@@ -224,22 +229,6 @@ class MLASpec:
     @property
     def bytes_per_token(self) -> int:
         return self.precision.vector_bytes(self.latent_dim)
-
-    @property
-    def state_bytes(self) -> int:
-        return 0
-
-    def page_size_bytes(self, block_size: int) -> int:
-        return block_size * self.bytes_per_token
-
-    def tokens_held(self, tokens: int) -> int:
-        return tokens
-
-    def bytes_for(self, tokens: int) -> int:
-        return tokens * self.bytes_per_token
-
-    def blocks_for(self, tokens: int, block_size: int) -> int:
-        return cdiv(tokens, block_size)
 
     @property
     def label(self) -> str:
