@@ -59,7 +59,7 @@ def simulate_cmd(
     trace: Annotated[Path | None, _opt("--trace", "CSV trace file.")] = None,
     trace_columns: Annotated[str | None, _opt("--trace-columns")] = None,
     goodput: Annotated[list[str] | None, _opt("--goodput", "ttft:MS tpot:MS e2el:MS")] = None,
-    percentile_metrics: Annotated[str, _opt("--percentile-metrics")] = "ttft,tpot,itl",
+    percentile_metrics: Annotated[str, _opt("--percentile-metrics")] = "ttft,tpot,itl,e2el",
     metric_percentiles: Annotated[str, _opt("--metric-percentiles")] = "99",
     save_result: Annotated[Path | None, _opt("--save-result", "vllm bench JSON here.")] = None,
     plot: Annotated[Path | None, _opt("--plot", "KV usage chart (.png or .svg).")] = None,
