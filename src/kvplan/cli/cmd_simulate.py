@@ -62,7 +62,7 @@ def simulate_cmd(
     percentile_metrics: Annotated[str, _opt("--percentile-metrics")] = "ttft,tpot,itl,e2el",
     metric_percentiles: Annotated[str, _opt("--metric-percentiles")] = "99",
     save_result: Annotated[Path | None, _opt("--save-result", "vllm bench JSON here.")] = None,
-    plot: Annotated[Path | None, _opt("--plot", "KV usage chart (.png or .svg).")] = None,
+    plot: Annotated[Path | None, _opt("--plot", "KV usage chart (.png, .svg or .html).")] = None,
     as_json: Annotated[bool, _opt("--json", "Print one JSON object and nothing else.")] = False,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
@@ -118,8 +118,10 @@ def _check_outputs(save_result: Path | None, plot: Path | None, trace: Path | No
             raise InputError(f"{flag} {out} is the input trace; choose another file")
         if out.is_dir():
             raise InputError(f"{flag} {out} is a directory; give a file name")
-    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
-        raise InputError(f"--plot {plot}: use a .png or .svg file name")
+    if plot is not None:
+        from kvplan.report.charts import check_chart_path
+
+        check_chart_path(plot)
 
 
 def run_simulation(model: str, gpu: str, engine: Any, wargs: Any, profile: str | None, *,

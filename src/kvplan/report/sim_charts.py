@@ -1,4 +1,4 @@
-"""Chart of KV usage over a simulation, with arrivals and preemptions marked (PNG or SVG)."""
+"""Chart of KV usage over a simulation, with arrivals and preemptions marked (PNG/SVG/HTML)."""
 
 from __future__ import annotations
 
@@ -8,51 +8,74 @@ from typing import Any
 import numpy as np
 
 from kvplan.analysis.metrics import kv_usage_series
-from kvplan.errors import InputError
+from kvplan.report.charts import save_chart as _save_chart
 from kvplan.sim.result import SimulationResult
 
 _MAX_MARKS = 5000
+_MAX_POINTS = 4000
+"""Usage points drawn at most; longer series keep each bucket's peak (so peaks stay visible)."""
+_EVENT_COLORS = {"arrival": "#888888", "preemption": "#d62728"}
 
 
 def kv_usage_chart(r: SimulationResult, title: str) -> Any:
-    """An altair layer: used KV blocks (% of pool) over time, arrival ticks, preemption rules."""
+    """An altair layer: used KV blocks (% of pool) over time, arrival ticks, preemption ticks."""
     import altair as alt
 
     s = kv_usage_series(r)
-    usage = [{"time_s": t, "used_pct": 100 * u / r.num_blocks, "waiting": w}
-             for t, u, w in zip(s["time_s"], s["used_blocks"], s["waiting"], strict=True)]
-    data = alt.Data(values=usage)  # type: ignore[no-untyped-call]
-    line = alt.Chart(data).mark_line().encode(
-        x=alt.X("time_s:Q", title="time (s)"),
-        y=alt.Y("used_pct:Q", title="KV blocks used (% of pool)", scale=alt.Scale(domain=[0, 100])),
+    time_s, used = _peaks(
+        np.asarray(s["time_s"]), 100.0 * np.asarray(s["used_blocks"]) / r.num_blocks
     )
-    layers = [line,
-              _ticks(r.sent_s[~np.isnan(r.sent_s)], 0, "#888", "arrival"),
-              _ticks(r.preemption_s, 100, "#d62728", "preemption")]
-    return alt.layer(*layers).properties(title=title, width=720, height=300)
+    usage = [{"time_s": float(t), "used_pct": float(u)} for t, u in zip(time_s, used, strict=True)]
+    data = alt.Data(values=usage)  # type: ignore[no-untyped-call]
+    line = (
+        alt.Chart(data)
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=alt.X("time_s:Q", title="time (s)"),
+            y=alt.Y(
+                "used_pct:Q", title="KV blocks used (% of pool)", scale=alt.Scale(domain=[0, 100])
+            ),
+        )
+    )
+    events = _ticks(
+        {"arrival": (r.sent_s[~np.isnan(r.sent_s)], 0.0), "preemption": (r.preemption_s, 100.0)}
+    )
+    subtitle = f"pool {r.num_blocks:,} blocks; ticks: arrivals (bottom), preemptions (top)"
+    return alt.layer(line, events).properties(
+        title=alt.TitleParams(title, subtitle=subtitle), width=720, height=300
+    )
 
 
-def _ticks(times: np.ndarray, y: float, color: str, label: str) -> Any:
+def _peaks(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most _MAX_POINTS points: the first time and the highest value of each bucket."""
+    if len(t) <= _MAX_POINTS:
+        return t, y
+    edges = np.linspace(0, len(t), _MAX_POINTS + 1).astype(np.int64)
+    return t[edges[:-1]], np.maximum.reduceat(y, edges[:-1])
+
+
+def _ticks(events: dict[str, tuple[np.ndarray, float]]) -> Any:
     import altair as alt
 
-    if len(times) > _MAX_MARKS:
-        times = np.quantile(times, np.linspace(0, 1, _MAX_MARKS))
-    values = [{"time_s": float(t), "y": y, "event": label} for t in times]
+    values = []
+    for label, (times, y) in events.items():
+        if len(times) > _MAX_MARKS:
+            times = np.quantile(times, np.linspace(0, 1, _MAX_MARKS))
+        values += [{"time_s": float(t), "y": y, "event": label} for t in times]
     data = alt.Data(values=values)  # type: ignore[no-untyped-call]
-    return alt.Chart(data).mark_tick(color=color, thickness=1).encode(
-        x="time_s:Q", y=alt.Y("y:Q"), tooltip=["event:N", "time_s:Q"],
+    colors = alt.Scale(domain=list(_EVENT_COLORS), range=list(_EVENT_COLORS.values()))
+    return (
+        alt.Chart(data)
+        .mark_tick(thickness=1)
+        .encode(
+            x="time_s:Q",
+            y=alt.Y("y:Q"),
+            color=alt.Color("event:N", scale=colors, title="event"),
+            tooltip=["event:N", "time_s:Q"],
+        )
     )
 
 
 def save_chart(chart: Any, path: Path) -> None:
-    """Write PNG or SVG by the file's extension (vl-convert, no browser)."""
-    import vl_convert as vlc
-
-    spec = chart.to_json()
-    suffix = path.suffix.lower()
-    if suffix == ".png":
-        path.write_bytes(vlc.vegalite_to_png(spec, scale=2))
-    elif suffix == ".svg":
-        path.write_text(vlc.vegalite_to_svg(spec))
-    else:
-        raise InputError(f"--plot {path}: use a .png or .svg file name")
+    """Write PNG, SVG or offline HTML by the file's extension (vl-convert, no browser)."""
+    _save_chart(chart, path)
