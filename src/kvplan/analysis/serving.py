@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.costs.memory import MemoryPlan, Settings, plan_memory
-from kvplan.costs.roofline import Profile, StepCostModel, compute_precision
+from kvplan.costs.roofline import Profile, StepCostModel
 from kvplan.sim.result import SimulationResult
 from kvplan.sim.scheduler import Limits
 from kvplan.specs.catalog import load_model
@@ -47,10 +47,9 @@ class ServingRun:
 def pick_profile(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                  path: str | None = None) -> Profile:
     """The latency profile for this GPU and compute precision: from ``path`` or the bundled one."""
-    from kvplan.costs.calibration import default_profiles, load_profiles
+    from kvplan.costs.calibration import profile_for
 
-    profiles = load_profiles(path) if path else default_profiles()
-    return profiles.pick(hw.id, compute_precision(model, engine))
+    return profile_for(model, hw, engine, path)
 
 
 def scheduler_limits(settings: Settings, engine: EngineConfig) -> Limits:

@@ -81,11 +81,9 @@ def latency_cmd(
 
 
 def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
-    from kvplan.costs.calibration import default_profiles, load_profiles
-    from kvplan.costs.roofline import compute_precision
+    from kvplan.costs.calibration import profile_for
 
-    profiles = load_profiles(path) if path else default_profiles()
-    return profiles.pick(hw.id, compute_precision(spec, engine))
+    return profile_for(spec, hw, engine, path)
 
 
 def cost_json(cost: StepCost) -> dict[str, Any]:

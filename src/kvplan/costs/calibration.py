@@ -15,6 +15,8 @@ from typing import Any
 from kvplan.costs.latency import RequestShape, static_batch_latency
 from kvplan.costs.roofline import Profile, StepCostModel, compute_precision
 from kvplan.errors import ConfigError, KvplanError, TraceError
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 PROFILE_SCHEMA = "kvplan-profile/1"
@@ -107,6 +109,13 @@ def default_profiles() -> ProfileSet:
     """The bundled profile set (fitted on the TensorRT-LLM static-batch points)."""
     text = (resources.files("kvplan") / "data" / "profiles" / "default.json").read_text("utf-8")
     return profiles_from_dict(json.loads(text), file="data/profiles/default.json")
+
+
+def profile_for(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
+                path: str | None = None) -> Profile:
+    """The profile for this GPU and compute precision, from ``path`` or the bundled set."""
+    profiles = load_profiles(path) if path else default_profiles()
+    return profiles.pick(hardware.id, compute_precision(model, engine))
 
 
 # ---------------------------------------------------------------- measurements

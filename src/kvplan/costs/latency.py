@@ -155,9 +155,15 @@ def request_latency(
     profile: Profile | None = None, *, check_fit: bool = True,
 ) -> LatencyResult:
     """Latency of ``shape`` on ``hardware``; raises DoesNotFitError when the batch's KV cache
-    does not fit beside the weights (skip with ``check_fit=False``)."""
+    does not fit beside the weights (skip with ``check_fit=False``).
+
+    ``profile=None`` uses the bundled profile for this GPU and precision, as the CLI does.
+    """
+    from kvplan.costs.calibration import profile_for
+
     if check_fit:
         check_batch_fits(model, hardware, engine, shape)
+    profile = profile or profile_for(model, hardware, engine)
     timer = StepCostModel(model, hardware, engine, profile)
     return static_batch_latency(timer, shape,
                                 max_num_batched_tokens=engine.max_num_batched_tokens)

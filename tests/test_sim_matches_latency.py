@@ -1,0 +1,35 @@
+"""A request alone in the simulated server gets exactly the latency model's TTFT and TPOT."""
+
+import numpy as np
+import pytest
+
+import kvplan
+from kvplan.costs.latency import RequestShape, request_latency
+from kvplan.specs.serving import EngineConfig
+from kvplan.specs.workload import Workload
+
+
+def _one_request(prompt: int, output: int) -> Workload:
+    return Workload(name="one", arrival_s=np.zeros(1), prompt_tokens=np.array([prompt]),
+                    output_tokens=np.array([output]))
+
+
+@pytest.mark.parametrize(("model", "gpu", "prompt", "output", "budget"), [
+    ("meta-llama/Llama-3.1-8B", "H100", 3000, 64, 1024),   # chunked prefill: 3 chunks
+    ("google/gemma-2-9b-it", "A100", 5000, 40, 8192),      # sliding + full layers
+    ("deepseek-ai/DeepSeek-V2-Lite", "L40S", 700, 20, 2048),  # MLA + MoE
+])
+def test_single_request_equals_static_latency(model: str, gpu: str, prompt: int, output: int,
+                                              budget: int) -> None:
+    spec, hw = kvplan.load_model(model), kvplan.load_gpu(gpu)
+    engine = EngineConfig(max_num_batched_tokens=budget, max_model_len=prompt + output,
+                          enable_prefix_caching=False)
+    expected = request_latency(spec, hw, engine, RequestShape(batch=1, prompt_tokens=prompt,
+                                                              output_tokens=output))
+    run = kvplan.simulate_serving(spec, hw, engine, _one_request(prompt, output))
+    r = run.result
+    assert r.first_token_s[0] == pytest.approx(expected.ttft_s, rel=1e-9)
+    tpot = (r.finish_s[0] - r.first_token_s[0]) / (output - 1)
+    assert expected.tpot_s is not None
+    assert tpot == pytest.approx(expected.tpot_s, rel=1e-9)
+    assert r.finish_s[0] == pytest.approx(expected.e2e_s, rel=1e-9)
