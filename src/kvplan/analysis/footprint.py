@@ -64,12 +64,16 @@ def mha_counterfactual(model: ModelSpec) -> ModelSpec:
     )
 
 
+LEVER_PRECISIONS = ("fp8", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_head", "nvfp4")
+"""Cache precisions the lever table compares with the model's own dtype."""
+
+
 def lever_table(
     model: ModelSpec,
     batch: int,
     context_tokens: int,
     *,
-    precisions: tuple[str, ...] = ("fp8", "nvfp4"),
+    precisions: tuple[str, ...] = LEVER_PRECISIONS,
     tp_degrees: tuple[int, ...] = (2, 4, 8),
 ) -> tuple[LeverRow, ...]:
     """Rows: MHA baseline, the model's own heads, each precision, each TP, and all stacked."""
