@@ -136,3 +136,12 @@ def test_malformed_config_file(tmp_path: Path) -> None:
     assert_one_line_error(r)
     assert "num_hidden_layers" in r.err and str(bad) in r.err
     assert bad.read_text() == '{"hidden_size": 4096}'
+
+
+@pytest.mark.parametrize("args", [
+    ("batch", "meta-llama/Llama-3.1-8B", "--batch", "1", "--context", "1000000000000"),
+    ("request", "meta-llama/Llama-3.1-8B", "--prompt", "200000000", "--output", "1"),
+    ("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--block-size", "7"),
+])
+def test_absurd_values_one_line(args: tuple[str, ...]) -> None:
+    assert_one_line_error(run_cli(*args))

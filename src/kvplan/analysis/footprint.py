@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from kvplan.analysis.timeline import MAX_TOKENS
 from kvplan.errors import InputError
 from kvplan.specs.kv import ModelKv, kv_spec
 from kvplan.specs.model import ModelSpec
@@ -30,6 +31,9 @@ def batch_footprint(kv: ModelKv, batch: int, context_tokens: int) -> BatchFootpr
         raise InputError(f"--batch must be at least 1, got {batch}")
     if context_tokens < 1:
         raise InputError(f"--context must be at least 1 token, got {context_tokens}")
+    if context_tokens > MAX_TOKENS or batch > MAX_TOKENS:
+        raise InputError(f"--batch {batch} x --context {context_tokens} is absurd; "
+                         f"use values up to {MAX_TOKENS:,}")
     return BatchFootprint(
         batch=batch,
         context_tokens=context_tokens,

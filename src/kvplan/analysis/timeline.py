@@ -18,6 +18,8 @@ from kvplan.specs.kv import ModelKv
 from kvplan.units import cdiv
 
 Phase = Literal["prefill", "decode"]
+MAX_TOKENS = 100_000_000
+"""Longer than any model's context by far: larger lengths are typos, not plans."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,7 +124,8 @@ def _check_lengths(prompt: int, output: int, chunk: int | None, block: int) -> N
         raise InputError(f"--chunk must be at least 1 token, got {chunk}")
     if block < 1:
         raise InputError(f"--block-size must be at least 1 token, got {block}")
-    if prompt + output > 100_000_000:
+    if prompt + output > MAX_TOKENS:
         raise InputError(
-            f"prompt + output = {prompt + output} tokens is absurd; use lengths below 100,000,000"
+            f"prompt + output = {prompt + output} tokens is absurd; "
+            f"use lengths up to {MAX_TOKENS:,}"
         )

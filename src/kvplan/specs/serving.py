@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from kvplan.errors import InputError
 
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+"""``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
@@ -28,7 +31,9 @@ class EngineConfig:
     def __post_init__(self) -> None:
         _positive("--tensor-parallel-size", self.tensor_parallel_size)
         _positive("--pipeline-parallel-size", self.pipeline_parallel_size)
-        _positive("--block-size", self.block_size)
+        if self.block_size not in VLLM_BLOCK_SIZES:
+            sizes = ", ".join(map(str, VLLM_BLOCK_SIZES))
+            raise InputError(f"--block-size must be one of vLLM's {sizes}; got {self.block_size}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise InputError(
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
