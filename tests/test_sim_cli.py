@@ -44,3 +44,12 @@ def test_user_errors_are_one_line(tmp_path):
                                   "--trace-columns", "arrival=arrival,input=input,output=output",
                                   "--save-result", str(trace)))
     assert trace.read_text() == "arrival,input,output\n0,10,5\n"
+
+
+def test_rejected_requests_are_explained():
+    from tests.conftest import run_cli
+
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts", "2",
+                "--random-input-len", "200000")
+    assert r.code == 0, r.err
+    assert "2 request(s) rejected" in r.out and "exceeds max_model_len 131072" in r.out

@@ -107,6 +107,7 @@ def simulate_cmd(
                     "rejected": doc["rejected"]})
         return
     _render(m, header)
+    _render_rejections(doc["rejected"])
 
 
 def _check_outputs(save_result: Path | None, plot: Path | None, trace: Path | None) -> None:
@@ -197,3 +198,14 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
+
+
+def _render_rejections(rejected: Any) -> None:
+    """Say why requests were rejected (grouped by reason), so a failed run is not silent."""
+    if not rejected:
+        return
+    counts: dict[str, int] = {}
+    for entry in rejected:
+        counts[entry["reason"]] = counts.get(entry["reason"], 0) + 1
+    for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        console.print(f"[yellow]{n} request(s) rejected:[/yellow] {reason}")
