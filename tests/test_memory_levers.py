@@ -35,3 +35,13 @@ def test_heads_that_do_not_split_fall_back_to_other_levers() -> None:
     msg = _error("tiiuae/falcon-7b", "L4", gpu_memory_utilization=0.5)
     assert "--quantization fp8" in msg and "--gpu-memory-utilization 0.95" in msg
     assert "--tensor-parallel-size" not in msg
+
+
+def test_cuda_visible_totals_from_vllm_logs() -> None:
+    """vLLM prints "Free memory on device (free/TOTAL GiB)"; TOTAL is what it multiplies by the
+    utilization: H200 139.72 GiB (vLLM issue #23192), A100-80GB 79.25 GiB, H100 79.18 GiB."""
+    from kvplan.costs.vllm_defaults import cuda_total_bytes
+    from kvplan.units import GiB
+
+    for gpu, total_gib in (("H200", 139.72), ("A100-80GB-SXM", 79.25), ("H100", 79.18)):
+        assert round(cuda_total_bytes(load_gpu(gpu)) / GiB, 2) == total_gib

@@ -19,6 +19,11 @@ CUDA_TOTAL_BYTES: dict[str, int] = {
     "h100-pcie-80gb": 85_020_000_000,
     # 23.69 GiB (25,438,715,904 B): RTX 3090 as torch reports it (vLLM issue #10517 era logs)
     "rtx-3090": 25_438_715_904,
+    # 79.25 GiB: A100-SXM4-80GB, vLLM v1 "Free memory on device (46.41/79.25 GiB) on startup"
+    # (A100 deployment notes quoted in several public repositories, 2025)
+    "a100-80gb-sxm": round(79.25 * GiB),
+    # 139.72 GiB: H200, vLLM issue #23192 "Free memory on device (7.34/139.72 GiB) on startup"
+    "h200-sxm-141gb": round(139.72 * GiB),
 }
 _RESERVED_FRACTION = 0.0104
 """Unmeasured GPUs: nominal GiB less ~1% (H100: 80 GiB -> 79.18 GiB is 1.02% reserved)."""
