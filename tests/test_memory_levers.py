@@ -45,3 +45,14 @@ def test_cuda_visible_totals_from_vllm_logs() -> None:
 
     for gpu, total_gib in (("H200", 139.72), ("A100-80GB-SXM", 79.25), ("H100", 79.18)):
         assert round(cuda_total_bytes(load_gpu(gpu)) / GiB, 2) == total_gib
+
+
+def test_tp_must_split_or_replicate_kv_heads_evenly() -> None:
+    """vLLM's QKVParallelLinear: kv_heads % tp == 0, or tp % kv_heads == 0 (replication)."""
+    from kvplan.errors import InputError
+
+    qwen = load_model("Qwen/Qwen2.5-7B")  # 28 attention heads, 4 KV heads
+    with pytest.raises(InputError, match="KV heads"):
+        plan_memory(qwen, load_gpu("H100"), EngineConfig(tensor_parallel_size=7))
+    llama = load_model("meta-llama/Llama-3.1-8B")  # 32 heads, 8 KV heads: TP 16 replicates
+    assert plan_memory(llama, load_gpu("H100"), EngineConfig(tensor_parallel_size=16)).num_blocks

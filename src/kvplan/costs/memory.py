@@ -24,6 +24,7 @@ from kvplan.specs.kv import (
     LayerCacheSpec,
     SlidingWindowSpec,
     StateSpec,
+    check_tensor_parallel,
     layer_cache_spec,
     resolve_precision,
 )
@@ -54,11 +55,7 @@ class Settings:
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
-    if model.num_attention_heads % tp:
-        raise InputError(
-            f"--tensor-parallel-size {tp} must divide num_attention_heads "
-            f"{model.num_attention_heads} (vLLM requires it)"
-        )
+    check_tensor_parallel(model, tp)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
     max_len = engine.max_model_len or model.max_position_embeddings

@@ -383,6 +383,24 @@ def group_layers(specs: Sequence[tuple[int, LayerCacheSpec]]) -> tuple[KvGroup, 
     return tuple(KvGroup(spec=s, layer_ids=tuple(ids)) for s, ids in order.items())
 
 
+def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
+    """Reject a TP degree vLLM rejects: it must divide the attention heads, and either divide
+    the KV heads or be a multiple of them (then each KV head is replicated tp // kv times).
+
+    Used where kvplan models a real deployment (capacity, latency, simulation); ``kv_spec``
+    itself stays lenient so the cache arithmetic can be explored for any degree.
+    """
+    if tp < 1:
+        raise InputError(f"--tensor-parallel-size must be a positive whole number, got {tp}")
+    if model.num_attention_heads % tp:
+        raise InputError(f"--tensor-parallel-size {tp} must divide num_attention_heads "
+                         f"{model.num_attention_heads} (vLLM requires it)")
+    kv = model.num_kv_heads
+    if model.mla is None and kv % tp and tp % kv:
+        raise InputError(f"--tensor-parallel-size {tp} must divide the {kv} KV heads or be a "
+                         "multiple of them (vLLM requires it)")
+
+
 def kv_spec(
     model: ModelSpec, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1
 ) -> ModelKv:
