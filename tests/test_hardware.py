@@ -21,6 +21,10 @@ def test_aliases_and_case() -> None:
     assert load_gpu("h100").id == "H100-SXM-80GB"
     assert load_gpu("A100").id == "A100-80GB-SXM"
     assert load_gpu("l40s").id == "L40S"
+    # names as nvidia-smi prints them
+    assert load_gpu("NVIDIA H100 80GB HBM3").id == "H100-SXM-80GB"
+    assert load_gpu("NVIDIA A100-SXM4-80GB").id == "A100-80GB-SXM"
+    assert load_gpu("NVIDIA GeForce RTX 4090").id == "RTX-4090"
 
 
 def test_no_fp8_falls_back_to_16_bit_rate() -> None:

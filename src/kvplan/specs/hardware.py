@@ -57,6 +57,17 @@ _ALIASES = {
     "mi300x": "MI300X",
     "mi325x": "MI325X",
     "tpu-v5e": "TPU-v5e",
+    # names as nvidia-smi / torch print them ("NVIDIA H100 80GB HBM3" -> h100-80gb-hbm3)
+    "h100-sxm5-80gb": "H100-SXM-80GB",
+    "h100-80gb-hbm3": "H100-SXM-80GB",
+    "a100-sxm4-80gb": "A100-80GB-SXM",
+    "a100-sxm4-40gb": "A100-40GB-SXM",
+    "h200-141gb": "H200-SXM-141GB",
+    "geforce-rtx-4090": "RTX-4090",
+    "3090": "RTX-3090",
+    "rtx3090": "RTX-3090",
+    "geforce-rtx-3090": "RTX-3090",
+    "mi300": "MI300X",
 }
 
 
@@ -100,7 +111,7 @@ def load_gpu(name_or_path: str) -> HardwareSpec:
     path = Path(name_or_path).expanduser()
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
         return _load_gpu_file(path)
-    key = name_or_path.strip().lower()
+    key = "-".join(name_or_path.strip().lower().replace("nvidia", "").split())
     key = _ALIASES.get(key, key).lower()
     found = gpu_catalog().get(key)
     if found is None:
