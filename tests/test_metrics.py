@@ -98,3 +98,30 @@ def test_flag_parsers():
                 lambda: parse_percentile_metrics("foo"), lambda: parse_percentiles("101")):
         with pytest.raises(InputError):
             bad()
+
+
+def test_duration_starts_at_the_benchmark_start_not_the_first_send():
+    """vllm/benchmarks/serve.py, benchmark(): ``benchmark_start_time`` is taken before
+    ``get_request`` sleeps ``delay_ts[0]`` (the first gamma gap) for the first request, and
+    ``benchmark_duration`` ends after the last response. The workload clock's 0 is that start.
+
+    Arrivals 2, 2; 1 s per step: A's tokens at 3, 4; B's at 4, 5. duration = 5 - 0, not 5 - 2.
+    """
+    r = simulate(workload([2, 2], [6, 5], [2, 2]), timer=LinearTimer(), num_blocks=100,
+                 block_size=4, limits=LIM)
+    assert r.finish_s.tolist() == [4.0, 5.0]
+    m = compute_metrics(r, goodput_ms={"ttft": 1000.0})
+    assert m.duration_s == 5.0
+    assert m.request_throughput == pytest.approx(2 / 5)
+    assert m.output_throughput == pytest.approx(4 / 5)
+    assert m.request_goodput == pytest.approx(1 / 5)
+
+
+def test_duration_counts_failed_requests_answered_last():
+    """serve.py gathers every task (failed ones too) before it stops the duration clock: a
+    rejected request sent after the last completion still extends ``duration``."""
+    r = simulate(workload([0, 10], [4, 300], [2, 2]), timer=LinearTimer(), num_blocks=100,
+                 block_size=4, limits=LIM, max_model_len=100)
+    assert r.finish_s[0] == 2.0 and 1 in r.rejected
+    m = compute_metrics(r)
+    assert m.duration_s == 10.0 and m.failed == 1

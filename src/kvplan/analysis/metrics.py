@@ -142,10 +142,15 @@ def compute_metrics(
 
 
 def _duration(r: SimulationResult) -> float:
-    """From the first request sent to the last one finished (vLLM: benchmark_duration)."""
-    if not r.finished.any():
-        return 0.0
-    return float(np.nanmax(r.finish_s) - np.nanmin(r.sent_s))
+    """From the benchmark start (t = 0) to the last answer (vLLM: benchmark_duration).
+
+    vLLM starts the clock before ``get_request`` sleeps the first arrival gap and stops it
+    when every request has answered; a rejected request answers (fails) when it is sent.
+    """
+    ends = [r.finish_s[r.finished], r.sent_s[np.array(sorted(r.rejected), dtype=np.int64)]]
+    end = np.concatenate(ends)
+    end = end[~np.isnan(end)]
+    return float(end.max()) if len(end) else 0.0
 
 
 def _rate(x: float, over: float) -> float:
