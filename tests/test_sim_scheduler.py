@@ -15,7 +15,10 @@ ONE = LinearTimer(base_s=1.0)
 
 def run(w, *, blocks=1000, b=4, budget=100, seqs=10, chunked=True, caching=True,
         timer=ONE, **kw):
-    """Simulate step by step and fast-forwarded; both must agree; return the result."""
+    """Simulate step by step and fast-forwarded; both must agree; return the result.
+
+    ``blocks`` is vLLM's num_gpu_blocks: requests share blocks - 1 (one is the null block).
+    """
     lim = Limits(max_num_batched_tokens=budget, max_num_seqs=seqs, chunked_prefill=chunked,
                  prefix_caching=caching)
     slow, fast = (simulate(w, timer=timer, num_blocks=blocks, block_size=b, limits=lim,
@@ -61,9 +64,9 @@ def test_max_num_seqs_cap():
 
 
 def test_preemption_of_self_then_recompute():
-    # 3 blocks of 2 tokens. Step 1: A takes the last block; B (newest) cannot grow and is
-    # preempted. B waits until A finishes, then recomputes prompt + 1 sampled token (3).
-    r = run(workload([0, 0], [2, 2], [4, 4]), blocks=3, b=2, caching=False)
+    # 3 usable blocks of 2 tokens. Step 1: A takes the last block; B (newest) cannot grow and
+    # is preempted. B waits until A finishes, then recomputes prompt + 1 sampled token (3).
+    r = run(workload([0, 0], [2, 2], [4, 4]), blocks=4, b=2, caching=False)
     assert r.steps.new_tokens.tolist() == [4, 1, 1, 1, 3, 1, 1]
     assert r.steps.used_blocks.tolist() == [2, 2, 2, 3, 2, 2, 3]
     assert tokens(r, 0) == [1.0, 2.0, 3.0, 4.0]
@@ -73,8 +76,8 @@ def test_preemption_of_self_then_recompute():
 
 
 def test_preemption_takes_the_newest_running_request():
-    # 4 blocks: after step 0 one is free. A takes it; B needs one, so C (newest) goes.
-    r = run(workload([0, 0, 0], [2, 2, 2], [3, 3, 3]), blocks=4, b=2, caching=False)
+    # 4 usable blocks: after step 0 one is free. A takes it; B needs one, so C (newest) goes.
+    r = run(workload([0, 0, 0], [2, 2, 2], [3, 3, 3]), blocks=5, b=2, caching=False)
     assert r.preemptions.tolist() == [0, 0, 1]
     assert r.finish_s.tolist() == [3.0, 3.0, 5.0]
     assert tokens(r, 2) == [1.0, 4.0, 5.0]
@@ -82,15 +85,15 @@ def test_preemption_takes_the_newest_running_request():
 
 
 def test_preempted_request_hits_its_own_cached_blocks():
-    # 4 blocks of 2. Step 1: A takes the last free block, B cannot grow: preempted, its 2
+    # 4 usable blocks of 2. Step 1: A takes the last free block, B cannot grow: preempted, its 2
     # full blocks stay cached at the free queue's tail. Step 3: A's new block evicts B's
     # tail block (freed first, vLLM's order); B comes back hitting its first block (2
     # tokens) and recomputes 3 of its 5 tokens instead of 5.
-    r = run(workload([0, 0], [2, 4], [4, 4]), blocks=4, b=2)
+    r = run(workload([0, 0], [2, 4], [4, 4]), blocks=5, b=2)
     assert r.preemptions.tolist() == [0, 1]
     assert r.prefix_hit_tokens.tolist() == [0, 2]
     assert r.steps.new_tokens.tolist() == [6, 1, 1, 1, 3, 1, 1]
-    off = run(workload([0, 0], [2, 4], [4, 4]), blocks=4, b=2, caching=False)
+    off = run(workload([0, 0], [2, 4], [4, 4]), blocks=5, b=2, caching=False)
     assert off.steps.new_tokens.tolist()[4] == 5
 
 
@@ -145,7 +148,26 @@ def test_rejected_requests_have_reasons():
     assert r.finished.tolist() == [True, False, True]
     assert "max_model_len" in r.rejected[1]
     r = run(workload([0], [100], [2]), blocks=5, b=4)
-    assert "pool has 5" in r.rejected[0]
+    assert "pool has 4 usable" in r.rejected[0]
+
+
+def test_one_block_is_vllms_null_block():
+    """vllm/v1/core/block_pool.py: BlockPool.__init__ pops ``null_block`` off the free queue,
+    so num_gpu_blocks - 1 blocks are allocatable, and get_usage() divides by
+    num_gpu_blocks - 1 ("Subtract 1 to account for null block").
+
+    num_gpu_blocks 3, B = 2: A (prompt 2, output 3) and B (prompt 2) take the 2 usable blocks
+    in step 0; in step 1 A needs a third block, so B (newest) is preempted.
+    """
+    r = run(workload([0, 0], [2, 2], [3, 2]), blocks=3, b=2, caching=False)
+    assert r.preemptions.tolist() == [0, 1]
+    assert r.steps.used_blocks.tolist()[:2] == [2, 2]
+    assert r.peak_kv_blocks == 2 and r.num_blocks == 3 and r.usable_blocks == 2
+    from kvplan.analysis.metrics import compute_metrics
+    assert compute_metrics(r).peak_kv_usage == 1.0
+    # a prompt + output - 1 of 5 tokens needs 3 blocks: more than the 2 usable
+    r = run(workload([0], [4], [2]), blocks=3, b=2)
+    assert 0 in r.rejected
 
 
 def test_closed_loop_sends_next_request_when_one_finishes():

@@ -133,7 +133,7 @@ def compute_metrics(
         preemptions=r.total_preemptions,
         prefix_cache_hit_rate=_rate(int(r.prefix_hit_tokens.sum()), r.prefix_query_tokens),
         peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks,
-        peak_kv_usage=r.peak_kv_blocks / r.num_blocks,
+        peak_kv_usage=_rate(r.peak_kv_blocks, r.usable_blocks),
         prefill_kv_share=_rate(r.prefill_claimed_blocks, claimed),
         decode_kv_share=_rate(r.decode_claimed_blocks, claimed),
         num_steps=r.num_steps,

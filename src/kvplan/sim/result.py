@@ -52,6 +52,7 @@ class SimulationResult:
     preemption_s: FloatArray
     """When each preemption happened (start of the step that preempted)."""
     num_blocks: int
+    """vLLM's num_gpu_blocks, the null block included."""
     block_size: int
     prefill_claimed_blocks: int
     decode_claimed_blocks: int
@@ -60,6 +61,11 @@ class SimulationResult:
     @property
     def num_requests(self) -> int:
         return len(self.arrival_s)
+
+    @property
+    def usable_blocks(self) -> int:
+        """Blocks requests can hold: ``num_blocks`` less vLLM's null block (block_pool.py)."""
+        return self.num_blocks - 1
 
     @property
     def num_steps(self) -> int:

@@ -80,11 +80,16 @@ def simulate(
     caching when the workload has no prefix hashes. ``fast=False`` runs every step through
     the general scheduler (slow; the reference the fast path is tested against).
     ``validate`` checks the block pool's books after every loop turn (tests).
+
+    ``num_blocks`` is vLLM's ``num_gpu_blocks``; one of them is vLLM's null block (taken from
+    the free queue when the pool is built, never allocated), so requests share
+    ``num_blocks - 1``.
     """
     engine = engine or EngineConfig()
     b = block_size or engine.block_size
-    if num_blocks < 1:
-        raise InputError(f"the KV pool must have at least one block, got {num_blocks}")
+    if num_blocks < 2:
+        raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
+                         f"block), got {num_blocks}")
     shape = _shape(kv, b)
     lim = limits or scheduler_limits(engine)
     mml = max_model_len if max_model_len is not None else engine.max_model_len
@@ -161,7 +166,7 @@ class _Loop:
         self.timer = timer
         self.shape = shape
         self.limits = limits
-        self.pool = BlockPool(num_blocks)
+        self.pool = BlockPool(num_blocks - 1)  # vLLM's BlockPool keeps one as the null block
         self.sched = Scheduler(self.s, self.pool, shape, limits)
         self.fast = fast
         self.progress = progress
@@ -181,7 +186,7 @@ class _Loop:
         self.validate = False
         self._step_no: IntArray = np.zeros(0, dtype=np.int64)
         self._opens: IntArray = np.zeros(0, dtype=np.int64)
-        self.reasons = _reject_reasons(self.s, shape, limits, num_blocks, max_model_len)
+        self.reasons = _reject_reasons(self.s, shape, limits, num_blocks - 1, max_model_len)
         self.arrivals: list[float] = self.s.arrival.tolist()
         self.next_s = math.inf
         self._update_next()
@@ -486,13 +491,13 @@ class _Loop:
             seg_req=np.array(s.seg_req, dtype=np.int64),
             seg_first=np.array(s.seg_first, dtype=np.int64),
             seg_last=np.array(s.seg_last, dtype=np.int64),
-            num_blocks=self.pool.num_blocks, block_size=self.shape.block_size,
+            num_blocks=self.pool.num_blocks + 1, block_size=self.shape.block_size,
             prefill_claimed_blocks=self.prefill_blocks, decode_claimed_blocks=self.decode_blocks,
             prefix_query_tokens=self.query_tokens,
         )
 
 
-def _reject_reasons(s: SimState, shape: KvShape, limits: Limits, num_blocks: int,
+def _reject_reasons(s: SimState, shape: KvShape, limits: Limits, usable: int,
                     max_model_len: int | None) -> dict[int, str]:
     """Requests that can never be served, with the reason vLLM (or physics) gives."""
     total = s.prompt + s.output
@@ -505,8 +510,9 @@ def _reject_reasons(s: SimState, shape: KvShape, limits: Limits, num_blocks: int
             reasons.setdefault(i, f"prompt + output = {int(total[i])} tokens exceeds "
                                   f"max_model_len {max_model_len}")
     peak = shape.blocks(total - 1)
-    for i in np.flatnonzero(peak > num_blocks).tolist():
-        reasons.setdefault(i, f"needs {int(peak[i])} KV blocks alone; the pool has {num_blocks}")
+    for i in np.flatnonzero(peak > usable).tolist():
+        reasons.setdefault(i, f"needs {int(peak[i])} KV blocks alone; the pool has {usable} "
+                              f"usable (vLLM keeps one more as its null block)")
     if not limits.chunked_prefill:
         cap = limits.max_num_batched_tokens
         for i in np.flatnonzero(total - 1 > cap).tolist():
