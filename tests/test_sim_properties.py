@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.sim.blocks import CacheGroup, KvShape
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import ArrayWorkload, LinearTimer
@@ -34,6 +35,12 @@ def cases(draw):
     cfg = dict(num_blocks=draw(st.integers(4, 120)), block_size=draw(st.sampled_from([1, 2, 4, 8])),
                limits=lim, shared_prefix_tokens=draw(st.sampled_from([0, 8, 20])),
                max_model_len=draw(st.none() | st.integers(40, 200)))
+    if draw(st.booleans()):  # hybrid: sliding window (+ full attention), no prefix caching
+        window = draw(st.sampled_from([3, 8, 17]))
+        groups = (CacheGroup(kind="sliding", window=window, bytes_per_token=2),)
+        if draw(st.booleans()):
+            groups = (CacheGroup(kind="full", bytes_per_token=3), *groups)
+        cfg["kv"] = KvShape(block_size=cfg["block_size"], groups=groups)
     return w, cfg
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kvplan.sim.blocks import CacheGroup, KvShape
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.state import trace_keys
@@ -192,3 +193,35 @@ def test_trace_keys_map_hash_blocks_onto_kv_blocks():
     assert len(big[0]) == 1 and big[0] != big[1]
     half = trace_keys([np.array([1, 2]), np.array([1, 3])], np.array([1024, 1024]), 512, 256)
     assert half[0][:2] == half[1][:2] and half[0][2:] != half[1][2:]
+
+
+SLIDING = KvShape(block_size=2, groups=(CacheGroup(kind="sliding", window=4),))
+
+
+def test_sliding_window_frees_on_the_computed_tokens_before_the_step():
+    """vllm/v1/core/kv_cache_manager.py, allocate_slots(): remove_skipped_blocks(request_id,
+    request.num_computed_tokens) runs *before* the step's tokens are added, and
+    single_type_kv_cache_manager.py SlidingWindowManager.remove_skipped_blocks frees the
+    blocks before (num_computed_tokens - window + 1) // B. A prefill chunk therefore holds
+    every block it writes; the window only trims them at the next step.
+
+    Window 4, B = 2, prompt 10, output 2, one chunk: step 0 allocates cdiv(10, 2) = 5 blocks
+    (nothing skipped at 0 computed); step 1 (decode, 10 computed) frees blocks 0..2
+    ((10 - 4 + 1) // 2 = 3) and opens block 5: 6 - 3 = 3 held.
+    """
+    r = run(workload([0], [10], [2]), kv=SLIDING, b=2, blocks=100)
+    assert r.steps.used_blocks.tolist() == [5, 3]
+
+
+def test_sliding_window_prefill_peak_decides_rejection_and_chunks_fit():
+    """Alone in a pool of 4 usable blocks (num_gpu_blocks 5), the one-chunk prefill above
+    needs 5 (and a recompute of 11 tokens after a preemption 6): vLLM could never allocate
+    it, so it is rejected. With a 4-token budget the chunks hold cdiv(4,2) = 2, then
+    cdiv(8,2) - (4-3)//2 = 4, then cdiv(10,2) - (8-3)//2 = 3 blocks, and decode holds 3
+    (a recompute's last chunk cdiv(11,2) - 2 = 4): it fits."""
+    r = run(workload([0], [10], [2]), kv=SLIDING, b=2, blocks=5)
+    assert "needs 6 KV blocks" in r.rejected[0]
+    r = run(workload([0], [10], [2]), kv=SLIDING, b=2, blocks=5, budget=4)
+    assert r.finished.tolist() == [True]
+    assert r.steps.new_tokens.tolist() == [4, 4, 2, 1]
+    assert r.steps.used_blocks.tolist() == [2, 4, 3, 3]

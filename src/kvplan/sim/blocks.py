@@ -56,19 +56,28 @@ class KvShape:
     def full_only(self) -> bool:
         return all(g.kind == "full" for g in self.groups)
 
-    def blocks(self, tokens: IntArray) -> IntArray:
-        """Pool blocks held by requests holding ``tokens`` tokens (any array shape)."""
+    def blocks(self, tokens: IntArray, before: IntArray | None = None) -> IntArray:
+        """Pool blocks held after a step that brought requests from ``before`` computed tokens
+        to ``tokens`` slots (any array shape); ``before`` defaults to ``tokens - 1`` (decode).
+
+        vLLM's allocate_slots frees sliding-window blocks on the tokens computed *before* the
+        step (remove_skipped_blocks(request.num_computed_tokens)), then allocates up to
+        ``tokens``: a prefill chunk holds every block it writes until the next step.
+        """
         b = self.block_size
+        if before is None:
+            before = tokens - 1
         total = np.zeros_like(tokens)
         for g in self.groups:
-            total += g.weight * _group_blocks(g, tokens, b)
+            total += g.weight * _group_blocks(g, tokens, before, b)
         return total
 
-    def blocks_one(self, tokens: int) -> int:
+    def blocks_one(self, tokens: int, before: int | None = None) -> int:
         g = self.groups
         if len(g) == 1 and g[0].kind == "full":
             return g[0].weight * cdiv(tokens, self.block_size)
-        return int(self.blocks(np.array([tokens], dtype=np.int64))[0])
+        prior = None if before is None else np.array([before], dtype=np.int64)
+        return int(self.blocks(np.array([tokens], dtype=np.int64), prior)[0])
 
     def logical_bytes(self, tokens: IntArray) -> IntArray:
         """Bytes of KV the cached tokens really occupy (windows applied, pages not rounded)."""
@@ -83,13 +92,15 @@ class KvShape:
         return total
 
 
-def _group_blocks(g: CacheGroup, tokens: IntArray, b: int) -> IntArray:
+def _group_blocks(g: CacheGroup, tokens: IntArray, before: IntArray, b: int) -> IntArray:
     if g.kind == "state":
         return (tokens > 0).astype(np.int64)
     blocks = -(-tokens // b)
     if g.kind == "sliding":
-        # vLLM frees blocks that lie wholly before the window (remove_skipped_blocks).
-        blocks = blocks - np.maximum(tokens - g.window, 0) // b
+        # vLLM's SlidingWindowManager.remove_skipped_blocks(num_computed_tokens) frees the
+        # blocks before (num_computed_tokens - window + 1) // B; for a decode step
+        # (before = tokens - 1) that is max(tokens - window, 0) // B.
+        blocks = blocks - np.maximum(before - g.window + 1, 0) // b
     return blocks
 
 

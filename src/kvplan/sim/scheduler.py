@@ -94,7 +94,7 @@ class Scheduler:
             new = np.minimum(np.maximum(budget - before, 0), left)
             take = new > 0
             ids, c, p, left, new = ids[take], c[take], p[take], left[take], new[take]
-        need = self._blocks(c + new) - s.held[ids]
+        need = self._blocks(c + new, c) - s.held[ids]
         if not self._take_all(need):
             return None
         s.held[ids] += need
@@ -111,10 +111,10 @@ class Scheduler:
         plan.ctx.extend(c.tolist())
         return budget - int(_sum(new))
 
-    def _blocks(self, tokens: IntArray) -> IntArray:
+    def _blocks(self, tokens: IntArray, before: IntArray) -> IntArray:
         if self.simple:
             return (tokens + (self.shape.block_size - 1)) // self.shape.block_size
-        return self.shape.blocks(tokens)
+        return self.shape.blocks(tokens, before)
 
     def _take_all(self, need: IntArray) -> bool:
         """Take (or give back) every request's block change in order; False if one would
@@ -139,7 +139,7 @@ class Scheduler:
             c = int(s.computed[r])
             left = int(s.prompt[r] + s.generated[r]) - c
             new = min(left, budget)
-            need = self.shape.blocks_one(c + new) - int(s.held[r])
+            need = self.shape.blocks_one(c + new, c) - int(s.held[r])
             if not self._make_room(r, need, plan):
                 break
             self._grow(r, need)
@@ -184,7 +184,8 @@ class Scheduler:
             if not self.limits.chunked_prefill and new > budget:
                 return
             new = min(new, budget)
-            need = self.shape.blocks_one(hit + new) - len(keys) - own
+            # vLLM (0.11) frees skipped blocks on request.num_computed_tokens, 0 here
+            need = self.shape.blocks_one(hit + new, 0) - len(keys) - own
             if need + self.pool.evictable_hits(keys) + own > self.pool.free:
                 plan.head_blocked = True
                 return

@@ -381,9 +381,29 @@ class _Loop:
                 if k == 0:
                     return False
                 need, logical = need[:k], logical[:k]
+        if not self.simple and self.blocked and s.waiting:
+            # Sliding windows free blocks in decode (a whole prefill chunk at the first
+            # step): stop before the step whose running phase leaves the blocked head room.
+            room = np.flatnonzero(self.pool.free - need >= self._head_need(n))
+            if len(room):
+                k = int(room[0])
+                if k == 0:
+                    return False
+                need, logical = need[:k], logical[:k]
         self._apply_run(ids, ctx, gen, left if k == k_fin else None, need, logical,
                         times[:k + 1])
         return True
+
+    def _head_need(self, n: int) -> int:
+        """Blocks the FCFS head needs to be admitted after n running decodes (no prefix
+        caching on these shapes); more than the pool when the token budget stops it first."""
+        s = self.s
+        r = s.waiting[0]
+        total = int(s.prompt[r] + s.generated[r])
+        left = self.limits.max_num_batched_tokens - n
+        if not self.limits.chunked_prefill and total > left:
+            return self.pool.num_blocks + 1
+        return self.shape.blocks_one(min(total, left), 0)
 
     def _run_times(self, dur: np.ndarray) -> np.ndarray:
         """Step boundaries of a run: the clock, then the clock after each step (added in turn)."""
@@ -413,7 +433,15 @@ class _Loop:
             bpt = self.shape.groups[0].bytes_per_token
             return need, bpt * int(_sum(ctx)) + (bpt * len(ctx)) * steps
         tok = ctx[:, None] + steps[None, :]
-        need = self.shape.blocks(tok).sum(axis=0) - int(self.s.held[ids].sum())
+        held = self.shape.blocks(tok)
+        need = held.sum(axis=0) - int(self.s.held[ids].sum())
+        # Within a step requests allocate (and sliding windows free) in running order, as
+        # the general step does: step j fits if no prefix of its per-request changes takes
+        # more than the blocks free before it. Report a misfit as need > free at step j.
+        delta = np.diff(held, axis=1, prepend=self.s.held[ids][:, None])
+        before = np.concatenate(([0], need[:-1]))
+        misfit = np.maximum.reduce(np.cumsum(delta, axis=0), axis=0) > self.pool.free - before
+        need = np.where(misfit, self.pool.free + 1, need)
         return need, self.shape.logical_bytes(tok).sum(axis=0)
 
     def _apply_run(self, ids: IntArray, ctx: IntArray, gen: IntArray, left: IntArray | None,
@@ -509,7 +537,7 @@ def _reject_reasons(s: SimState, shape: KvShape, limits: Limits, usable: int,
         for i in np.flatnonzero(total > max_model_len).tolist():
             reasons.setdefault(i, f"prompt + output = {int(total[i])} tokens exceeds "
                                   f"max_model_len {max_model_len}")
-    peak = shape.blocks(total - 1)
+    peak = _solo_peak_blocks(s.prompt, total, shape, limits)
     for i in np.flatnonzero(peak > usable).tolist():
         reasons.setdefault(i, f"needs {int(peak[i])} KV blocks alone; the pool has {usable} "
                               f"usable (vLLM keeps one more as its null block)")
@@ -519,3 +547,30 @@ def _reject_reasons(s: SimState, shape: KvShape, limits: Limits, usable: int,
             reasons.setdefault(i, f"{int(total[i]) - 1} tokens to (re)compute exceed "
                                   f"max_num_batched_tokens {cap} without chunked prefill")
     return reasons
+
+
+def _solo_peak_blocks(prompt: IntArray, total: IntArray, shape: KvShape,
+                      limits: Limits) -> IntArray:
+    """Most pool blocks each request may hold when it runs alone.
+
+    Full attention and state groups only grow: the last step (prompt + output - 1 tokens)
+    is the peak. A sliding window holds a whole prefill chunk (vLLM frees on the tokens
+    computed before the step), so its peak may be a chunk: chunks of max_num_batched_tokens
+    (or one chunk without chunked prefill) over up to prompt + output - 1 tokens, which
+    covers the prompt and any recompute after a preemption. In decode a sliding group is
+    periodic in the block size, so the last B decode steps cover the rest.
+    """
+    last = np.maximum(total - 1, 1)
+    peak = shape.blocks(last)
+    if all(g.kind != "sliding" for g in shape.groups) or len(prompt) == 0:
+        return peak
+    first = np.minimum(prompt + 1, last)
+    for j in range(1, shape.block_size):  # the last B decode states, kept >= prompt + 1
+        peak = np.maximum(peak, shape.blocks(np.maximum(last - j, first)))
+    chunk = limits.max_num_batched_tokens if limits.chunked_prefill else int(last.max())
+    c = np.zeros_like(last)
+    while (live := c < last).any():
+        t = np.minimum(c + chunk, last)
+        peak = np.where(live, np.maximum(peak, shape.blocks(t, c)), peak)
+        c = c + chunk
+    return peak
