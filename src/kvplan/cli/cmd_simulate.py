@@ -189,7 +189,7 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
     rows += [
         ("Preemptions", f"{m.preemptions}"),
         ("Prefix cache hit rate", f"{100 * m.prefix_cache_hit_rate:.1f} %"),
-        ("Peak KV blocks", f"{m.peak_kv_blocks} / {m.num_blocks} "
+        ("Peak KV blocks", f"{m.peak_kv_blocks} / {m.num_blocks - 1} usable "
                            f"({100 * m.peak_kv_usage:.1f} %)"),
         ("KV claimed by prefill / decode", f"{100 * m.prefill_kv_share:.0f} % / "
                                            f"{100 * m.decode_kv_share:.0f} %"),

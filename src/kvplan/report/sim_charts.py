@@ -23,7 +23,7 @@ def kv_usage_chart(r: SimulationResult, title: str) -> Any:
 
     s = kv_usage_series(r)
     time_s, used = _peaks(
-        np.asarray(s["time_s"]), 100.0 * np.asarray(s["used_blocks"]) / r.num_blocks
+        np.asarray(s["time_s"]), 100.0 * np.asarray(s["used_blocks"]) / r.usable_blocks
     )
     usage = [{"time_s": float(t), "used_pct": float(u)} for t, u in zip(time_s, used, strict=True)]
     data = alt.Data(values=usage)  # type: ignore[no-untyped-call]
@@ -40,7 +40,10 @@ def kv_usage_chart(r: SimulationResult, title: str) -> Any:
     events = _ticks(
         {"arrival": (r.sent_s[~np.isnan(r.sent_s)], 0.0), "preemption": (r.preemption_s, 100.0)}
     )
-    subtitle = f"pool {r.num_blocks:,} blocks; ticks: arrivals (bottom), preemptions (top)"
+    subtitle = (
+        f"pool {r.usable_blocks:,} usable blocks (vLLM's {r.num_blocks:,} less its null "
+        "block); ticks: arrivals (bottom), preemptions (top)"
+    )
     return alt.layer(line, events).properties(
         title=alt.TitleParams(title, subtitle=subtitle), width=720, height=300
     )

@@ -38,8 +38,11 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
 
 
-def scheduler_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) -> Limits:
-    """vLLM's scheduler limits for ``vllm serve``; unset ones take vLLM's defaults.
+def default_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) -> Limits:
+    """Limits when the caller gives none (tests, direct use); unset ones take vLLM's defaults.
+
+    ``kvplan.analysis.serving.scheduler_limits`` is what `kvplan simulate` uses: it takes the
+    capacity plan's resolved settings (the GPU class decides the defaults there).
 
     vLLM (arg_utils, usage context OPENAI_API_SERVER) uses 8192 tokens / 1024 sequences on
     GPUs with at least 70 GiB (except A100), else 2048 / 256. Without chunked prefill the
@@ -91,7 +94,7 @@ def simulate(
         raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
                          f"block), got {num_blocks}")
     shape = _shape(kv, b)
-    lim = limits or scheduler_limits(engine)
+    lim = limits or default_limits(engine)
     mml = max_model_len if max_model_len is not None else engine.max_model_len
     loop = _Loop(workload=workload, timer=timer, shape=shape, limits=lim, num_blocks=num_blocks,
                  max_model_len=mml, shared_prefix_tokens=shared_prefix_tokens, fast=fast,
