@@ -9,6 +9,10 @@ Blocks (kv_cache_utils.get_kv_cache_config): layers grouped so every group has t
 number of layers (padding layers where needed); one block = one page in every layer of a group::
 
     num_blocks = available_kv // page_size // layers_per_group
+
+Hybrid attention + state models first get one page size for all layers
+(HybridAttentionMambaModelConfig): the attention block grows until its page holds a state,
+and the state page is padded up to the attention page.
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ class Settings:
     dtype: str
     quantization: str | None
     kv_cache_memory_bytes: int | None
+    mamba_cache_dtype: str = "auto"
+    """vLLM --mamba-cache-dtype: conv (and Gated DeltaNet) state; 'auto' = model dtype."""
+    mamba_ssm_cache_dtype: str = "auto"
+    """vLLM --mamba-ssm-cache-dtype: Mamba2 SSM state; 'auto' = the conv state's dtype."""
 
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
@@ -77,6 +85,9 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
         dtype=engine.dtype,
         quantization=engine.quantization,
         kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
+        # EngineConfig gains these flags later; until then vLLM's defaults ('auto')
+        mamba_cache_dtype=getattr(engine, "mamba_cache_dtype", "auto"),
+        mamba_ssm_cache_dtype=getattr(engine, "mamba_ssm_cache_dtype", "auto"),
     )
 
 
@@ -170,7 +181,11 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings) -> Budget:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Group:
-    """One KV cache group: layers of one spec (``None`` entries are vLLM's padding layers)."""
+    """One KV cache group: layers of one spec (``None`` entries are vLLM's padding layers).
+
+    ``block_size`` is the attention block for attention groups and vLLM's
+    ``mamba_block_size`` (= max_model_len: one page holds a whole state) for state groups.
+    """
 
     spec: LayerCacheSpec
     layer_ids: tuple[int, ...]
@@ -184,7 +199,7 @@ class Group:
         """Pages one request at max_model_len needs (``max_memory_usage_bytes`` / page)."""
         spec = self.spec
         if isinstance(spec, StateSpec):
-            return 1
+            return 1  # MambaSpec: cdiv(max_model_len, mamba_block_size = max_model_len) = 1
         if isinstance(spec, SlidingWindowSpec):
             tokens = min(spec.window - 1 + s.max_num_batched_tokens, s.max_model_len)
             return cdiv(tokens, self.block_size) + 1
@@ -199,34 +214,78 @@ def layer_specs(model: ModelSpec, s: Settings) -> list[tuple[int, LayerCacheSpec
     layers = max(pp_layer_ranges(model.num_layers, s.pp), key=len)
     out = []
     for i in layers:
-        spec = layer_cache_spec(model, i, precision, s.tp)
+        spec = layer_cache_spec(
+            model,
+            i,
+            precision,
+            s.tp,
+            mamba_cache_dtype=s.mamba_cache_dtype,
+            mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype,
+        )
         if spec is not None:
             out.append((i, spec))
     return out
 
 
-def _mamba_block_size(specs: Sequence[LayerCacheSpec], block: int) -> tuple[int, int]:
-    """Hybrid attention + state models: raise the attention block until its page >= the
-    state page (multiple of 16 tokens) and pad the state page to equal it.
-    Returns (block_size, padded state page bytes)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HybridBlock:
+    """vLLM 0.11 ``HybridAttentionMambaModelConfig.verify_and_update_config`` for one model."""
+
+    block_size: int
+    """Attention block: the user's --block-size, raised to ``aligned_block_size`` if smaller."""
+    aligned_block_size: int
+    """alignment x cdiv(state page, alignment x attention bytes per token)."""
+    state_page_bytes: int
+    """The unpadded state page (vLLM ``MambaSpec(...).page_size_bytes``)."""
+    page_size_padded: int | None
+    """``mamba_page_size_padded``: block_size x attention bytes per token, None if equal."""
+
+    @property
+    def padding_pct(self) -> float:
+        """vLLM's "Padding mamba page size by X% to ensure ... exactly equal"."""
+        if self.page_size_padded is None:
+            return 0.0
+        return 100 * (self.page_size_padded - self.state_page_bytes) / self.state_page_bytes
+
+
+def hybrid_block(specs: Sequence[LayerCacheSpec], block: int) -> HybridBlock | None:
+    """The attention block size and state padding of a hybrid attention + state model
+    (None when the model is not hybrid)::
+
+        attn_block = 16 x cdiv(state_page, 16 x attn_page_size_1_token)
+        block      = attn_block if --block-size < attn_block else --block-size
+        padded     = block x attn_page_size_1_token     (the state page is padded to it)
+    """
     states = [sp for sp in specs if isinstance(sp, StateSpec)]
     attn = [sp for sp in specs if not isinstance(sp, StateSpec)]
     if not states or not attn:
-        return block, max((sp.state_bytes for sp in states), default=0)
-    state_page = max(sp.state_bytes for sp in states)
+        return None
+    state_page = max(sp.state_bytes for sp in states)  # vLLM builds one model-wide MambaSpec
     per_token = max(sp.page_size_bytes(1) for sp in attn)
-    tokens = cdiv(state_page, per_token)
-    block = max(block, cdiv(tokens, vd.MAMBA_BLOCK_ALIGN) * vd.MAMBA_BLOCK_ALIGN)
-    return block, block * per_token
+    align = vd.HYBRID_KERNEL_BLOCK_ALIGNMENT
+    aligned = align * cdiv(state_page, align * per_token)
+    block = max(block, aligned)
+    padded = block * per_token
+    return HybridBlock(
+        block_size=block,
+        aligned_block_size=aligned,
+        state_page_bytes=state_page,
+        page_size_padded=None if padded == state_page else padded,
+    )
 
 
-def build_groups(specs: Sequence[tuple[int, LayerCacheSpec]], block: int) -> tuple[Group, ...]:
-    """vLLM's grouping: one group if all layers match, else equal-size groups per spec."""
-    block, state_page = _mamba_block_size([sp for _, sp in specs], block)
+def build_groups(
+    specs: Sequence[tuple[int, LayerCacheSpec]], block: int, max_model_len: int
+) -> tuple[Group, ...]:
+    """vLLM's grouping: one group if all layers match, else equal-size groups per spec
+    (``_get_kv_cache_groups_uniform_page_size``), after the hybrid page alignment."""
+    hybrid = hybrid_block([sp for _, sp in specs], block)
+    if hybrid is not None:
+        block = hybrid.block_size
     by_spec: dict[LayerCacheSpec, list[int]] = {}
     for layer, spec in specs:
-        if isinstance(spec, StateSpec) and state_page:
-            spec = replace(spec, state_elements=state_page, dtype_bytes=1)
+        if isinstance(spec, StateSpec) and hybrid is not None:
+            spec = replace(spec, page_size_padded=hybrid.page_size_padded)
         by_spec.setdefault(spec, []).append(layer)
     sizes = [len(v) for v in by_spec.values()]
     size = min(sizes)
@@ -235,8 +294,9 @@ def build_groups(specs: Sequence[tuple[int, LayerCacheSpec]], block: int) -> tup
     groups = []
     for spec, layers in by_spec.items():
         n = cdiv(len(layers), size)
+        spec_block = max_model_len if isinstance(spec, StateSpec) else block
         groups += [
-            Group(spec=spec, layer_ids=tuple(layers[i::n]), block_size=block) for i in range(n)
+            Group(spec=spec, layer_ids=tuple(layers[i::n]), block_size=spec_block) for i in range(n)
         ]
     return tuple(groups)
 
@@ -260,10 +320,14 @@ class MemoryPlan:
     kv_cache_tokens: int
     pages_per_request: int
     max_concurrency: float
+    hybrid: HybridBlock | None = None
+    """Hybrid attention + state models: vLLM's attention block raise and state page padding."""
 
     @property
     def block_size(self) -> int:
-        return self.groups[0].block_size
+        """The attention block size (state groups' blocks are max_model_len long)."""
+        attn = [g.block_size for g in self.groups if not isinstance(g.spec, StateSpec)]
+        return min(attn) if attn else self.groups[0].block_size
 
 
 def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
@@ -282,7 +346,8 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Mem
     """Everything vLLM 0.11 logs at startup; DoesNotFitError when one request does not fit."""
     s = resolve_settings(model, hw, engine)
     b = budget(model, hw, s)
-    groups = build_groups(layer_specs(model, s), s.block_size)
+    specs = layer_specs(model, s)
+    groups = build_groups(specs, s.block_size, s.max_model_len)
     if not groups:
         raise InputError(f"{model.name} has no cache-holding layers to plan")
     per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
@@ -297,9 +362,12 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Mem
         num_padding_layers=len(groups) * per_group - sum(len(g.layer_ids) for g in groups),
         page_size_bytes=page,
         num_blocks=blocks,
+        # _report_kv_cache_config: min over groups, so max_model_len when it is below the
+        # attention block of a hybrid model (state groups' block = max_model_len)
         kv_cache_tokens=blocks // len(groups) * min(g.block_size for g in groups),
         pages_per_request=pages,
         max_concurrency=blocks / pages,
+        hybrid=hybrid_block([sp for _, sp in specs], s.block_size),
     )
     _check_fits(model, hw, engine, plan)
     return plan
@@ -388,7 +456,7 @@ def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
     try:
         s = resolve_settings(model, hw, engine)
         b = budget(model, hw, s)
-        groups = build_groups(layer_specs(model, s), s.block_size)
+        groups = build_groups(layer_specs(model, s), s.block_size, s.max_model_len)
     except InputError:
         return False
     return b.available_kv_bytes > 0 and needed_bytes(groups, s) <= b.available_kv_bytes

@@ -8,8 +8,11 @@ from kvplan.units import GiB, MiB
 VLLM_VERSION = "0.11.0"
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-MAMBA_BLOCK_ALIGN = 16
-"""Hybrid mamba models: the attention block size is raised to a multiple of this."""
+HYBRID_KERNEL_BLOCK_ALIGNMENT = 16
+"""Hybrid attention + state models: the attention block is raised to a multiple of this
+(vLLM 0.11.0 HybridAttentionMambaModelConfig: "some attention backends (e.g. FA) only support
+block sizes that are multiples of 16"). Later 0.11.x releases use 64 (128 with CUTLASS MLA) for
+MLA hybrids and 32 for head size 256 on Blackwell with FlashInfer; not modelled."""
 
 # torch.cuda.mem_get_info()[1] as vLLM logs it ("Free memory on device (x/TOTAL GiB)").
 # The datasheet's "80 GB" is 80 GiB of HBM less what the driver reserves.

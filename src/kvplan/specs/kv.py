@@ -15,7 +15,7 @@ from typing import Literal
 
 from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.model import ModelSpec
-from kvplan.units import cdiv
+from kvplan.units import cdiv, fmt_bytes
 
 # ---------------------------------------------------------------- precision
 
@@ -237,23 +237,58 @@ class MLASpec(_PerTokenCache):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateSpec:
-    """Linear-attention / Mamba layer: a fixed-size state per request, independent of length."""
+    """Mamba2 / Gated DeltaNet layer: a fixed-size state per request (vLLM ``MambaSpec``).
 
-    state_elements: int
-    dtype_bytes: int
+    The state is two tensors, each in its own dtype (vLLM ``MambaStateDtypeCalculator``):
+    a short convolution window and the temporal (SSM / recurrent) state. One page holds one
+    request's whole state, whatever the block size; in a hybrid model the page is padded up
+    to the attention page (``page_size_padded``) so every layer's page has the same size::
+
+        state_bytes     = conv_elements x conv_dtype + temporal_elements x temporal_dtype
+        page_size_bytes = page_size_padded if set, else state_bytes
+    """
+
     layer_type: str
+    conv_elements: int
+    conv_dtype_bytes: int
+    temporal_elements: int
+    temporal_dtype_bytes: int
+    page_size_padded: int | None = None
+    """vLLM ``cache_config.mamba_page_size_padded``: the attention page it is padded to."""
     kind: CacheKind = "state"
+
+    def __post_init__(self) -> None:
+        assert self.page_size_padded is None or self.page_size_padded >= self.state_bytes
 
     @property
     def bytes_per_token(self) -> int:
         return 0
 
     @property
+    def state_elements(self) -> int:
+        return self.conv_elements + self.temporal_elements
+
+    @property
+    def conv_bytes(self) -> int:
+        return self.conv_elements * self.conv_dtype_bytes
+
+    @property
+    def temporal_bytes(self) -> int:
+        return self.temporal_elements * self.temporal_dtype_bytes
+
+    @property
     def state_bytes(self) -> int:
-        return self.state_elements * self.dtype_bytes
+        """The state itself (vLLM's unpadded ``MambaSpec`` page): conv + temporal bytes."""
+        return self.conv_bytes + self.temporal_bytes
+
+    @property
+    def dtype_bytes(self) -> int:
+        """Bytes per value when conv and temporal states share a dtype (the vLLM default);
+        otherwise the temporal state's, the larger tensor (see ``formula`` for both)."""
+        return self.temporal_dtype_bytes
 
     def page_size_bytes(self, block_size: int) -> int:
-        return self.state_bytes
+        return self.page_size_padded if self.page_size_padded is not None else self.state_bytes
 
     def tokens_held(self, tokens: int) -> int:
         return 0
@@ -265,8 +300,23 @@ class StateSpec:
         return 1 if tokens > 0 else 0
 
     @property
+    def formula(self) -> str:
+        """The state's bytes written out: conv + temporal, each with its dtype width."""
+        return (
+            f"{self.conv_elements:,} conv x {self.conv_dtype_bytes} B + "
+            f"{self.temporal_elements:,} temporal x {self.temporal_dtype_bytes} B = "
+            f"{self.state_bytes:,} bytes"
+        )
+
+    @property
     def label(self) -> str:
-        return f"{self.layer_type} state ({self.state_elements} values/request)"
+        padded = (
+            f", page padded to {fmt_bytes(self.page_size_padded)}" if self.page_size_padded else ""
+        )
+        return (
+            f"{self.layer_type} state (conv {fmt_bytes(self.conv_bytes)} + temporal "
+            f"{fmt_bytes(self.temporal_bytes)}{padded})"
+        )
 
 
 LayerCacheSpec = FullAttentionSpec | SlidingWindowSpec | MLASpec | StateSpec
@@ -335,9 +385,19 @@ class ModelKv:
 
 
 def layer_cache_spec(
-    model: ModelSpec, layer_id: int, precision: KvPrecision, tp: int
+    model: ModelSpec,
+    layer_id: int,
+    precision: KvPrecision,
+    tp: int,
+    *,
+    mamba_cache_dtype: str = "auto",
+    mamba_ssm_cache_dtype: str = "auto",
 ) -> LayerCacheSpec | None:
-    """The cache spec of one layer on one GPU at tensor-parallel degree ``tp``; None if no cache."""
+    """The cache spec of one layer on one GPU at tensor-parallel degree ``tp``; None if no cache.
+
+    ``--kv-cache-dtype`` applies to attention only; state layers follow vLLM's
+    ``--mamba-cache-dtype`` / ``--mamba-ssm-cache-dtype`` ('auto' = the model's dtype).
+    """
     kind = model.layer_kinds[layer_id]
     heads = max(1, model.num_kv_heads // tp)
     if kind == "full":
@@ -359,19 +419,56 @@ def layer_cache_spec(
     if kind == "mla":
         assert model.mla is not None
         return MLASpec(latent_dim=model.mla.latent_dim, precision=precision)
-    return _state_spec(model, kind, tp)
+    return _state_spec(model, kind, tp, mamba_cache_dtype, mamba_ssm_cache_dtype)
 
 
-def _state_spec(model: ModelSpec, kind: str, tp: int) -> StateSpec | None:
-    dtype_bytes = PRECISIONS[model.dtype].value_bits // 8
+MAMBA_CACHE_DTYPES: dict[str, int | None] = {
+    "auto": None,
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+}
+"""vLLM ``MambaDType`` names -> bytes per value (None: the model's dtype)."""
+
+
+def _mamba_dtype_bytes(name: str, model_dtype: str) -> int:
+    """vLLM ``get_kv_cache_torch_dtype(mamba_cache_dtype, model_dtype)`` as a width."""
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in MAMBA_CACHE_DTYPES:
+        raise UnknownNameError(
+            f"unknown mamba cache dtype {name!r}: choose one of {', '.join(MAMBA_CACHE_DTYPES)}"
+        )
+    width = MAMBA_CACHE_DTYPES[key]
+    return width if width is not None else PRECISIONS[model_dtype].value_bits // 8
+
+
+def _state_spec(
+    model: ModelSpec, kind: str, tp: int, cache_dtype: str, ssm_cache_dtype: str
+) -> StateSpec | None:
+    """vLLM 0.11 ``MambaStateDtypeCalculator``: the conv state is in ``mamba_cache_dtype``;
+    Mamba2's SSM state in ``mamba_ssm_cache_dtype`` ('auto' = the conv dtype); Gated
+    DeltaNet keeps both in ``mamba_cache_dtype`` (``gated_delta_net_state_dtype``)."""
+    conv = _mamba_dtype_bytes(cache_dtype, model.dtype)
     if kind == "linear_attention" and model.linear_attention is not None:
-        elements = model.linear_attention.state_elements(tp)
+        la = model.linear_attention
         return StateSpec(
-            state_elements=elements, dtype_bytes=dtype_bytes, layer_type="linear attention"
+            layer_type="linear attention",
+            conv_elements=la.conv_elements(tp),
+            conv_dtype_bytes=conv,
+            temporal_elements=la.temporal_elements(tp),
+            temporal_dtype_bytes=conv,
         )
     if kind == "mamba" and model.mamba is not None:
-        elements = model.mamba.state_elements(tp)
-        return StateSpec(state_elements=elements, dtype_bytes=dtype_bytes, layer_type="mamba2")
+        ssm = (
+            conv if ssm_cache_dtype == "auto" else _mamba_dtype_bytes(ssm_cache_dtype, model.dtype)
+        )
+        return StateSpec(
+            layer_type="mamba2",
+            conv_elements=model.mamba.conv_elements(tp),
+            conv_dtype_bytes=conv,
+            temporal_elements=model.mamba.temporal_elements(tp),
+            temporal_dtype_bytes=ssm,
+        )
     return None
 
 
@@ -393,16 +490,25 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
     if tp < 1:
         raise InputError(f"--tensor-parallel-size must be a positive whole number, got {tp}")
     if model.num_attention_heads % tp:
-        raise InputError(f"--tensor-parallel-size {tp} must divide num_attention_heads "
-                         f"{model.num_attention_heads} (vLLM requires it)")
+        raise InputError(
+            f"--tensor-parallel-size {tp} must divide num_attention_heads "
+            f"{model.num_attention_heads} (vLLM requires it)"
+        )
     kv = model.num_kv_heads
     if model.mla is None and kv % tp and tp % kv:
-        raise InputError(f"--tensor-parallel-size {tp} must divide the {kv} KV heads or be a "
-                         "multiple of them (vLLM requires it)")
+        raise InputError(
+            f"--tensor-parallel-size {tp} must divide the {kv} KV heads or be a "
+            "multiple of them (vLLM requires it)"
+        )
 
 
 def kv_spec(
-    model: ModelSpec, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1
+    model: ModelSpec,
+    kv_cache_dtype: str = "auto",
+    tensor_parallel_size: int = 1,
+    *,
+    mamba_cache_dtype: str = "auto",
+    mamba_ssm_cache_dtype: str = "auto",
 ) -> ModelKv:
     """Per-GPU KV cache layout of ``model`` at the given cache precision and TP degree."""
     precision = resolve_precision(kv_cache_dtype, model.dtype)
@@ -412,7 +518,17 @@ def kv_spec(
     specs = [
         (i, spec)
         for i in range(model.num_layers)
-        if (spec := layer_cache_spec(model, i, precision, tp)) is not None
+        if (
+            spec := layer_cache_spec(
+                model,
+                i,
+                precision,
+                tp,
+                mamba_cache_dtype=mamba_cache_dtype,
+                mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+            )
+        )
+        is not None
     ]
     return ModelKv(
         model=model.name, precision=precision, tensor_parallel_size=tp, groups=group_layers(specs)

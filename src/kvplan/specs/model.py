@@ -41,9 +41,21 @@ class MoeSpec:
     """Leading layers that keep a dense MLP (DeepSeek ``first_k_dense_replace``)."""
 
 
+def _shard(n: int, tp: int) -> int:
+    """vLLM's ``divide(n, tp)``: an exact split (it asserts divisibility); kvplan floors
+    instead so the arithmetic stays explorable at degrees vLLM would reject."""
+    return n // tp
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LinearAttentionSpec:
-    """Gated DeltaNet linear attention (Qwen3-Next): conv state + recurrent state per request."""
+    """Gated DeltaNet linear attention (Qwen3-Next): conv state + recurrent state per request.
+
+    Shapes on one GPU (vLLM ``MambaStateShapeCalculator.gated_delta_net_state_shape``)::
+
+        conv      (conv_kernel - 1, (2 x key_heads x key_dim + value_heads x value_dim) / tp)
+        recurrent (value_heads / tp, key_dim, value_dim)
+    """
 
     num_key_heads: int
     num_value_heads: int
@@ -51,18 +63,33 @@ class LinearAttentionSpec:
     value_head_dim: int
     conv_kernel: int
 
+    def conv_elements(self, tp: int = 1) -> int:
+        """Conv state values per request per layer on one GPU (q, k and v channels)."""
+        conv_dim = 2 * self.num_key_heads * self.key_head_dim
+        conv_dim += self.num_value_heads * self.value_head_dim
+        return _shard(conv_dim, tp) * (self.conv_kernel - 1)
+
+    def temporal_elements(self, tp: int = 1) -> int:
+        """Recurrent (delta-rule) state values per request per layer on one GPU."""
+        return _shard(self.num_value_heads, tp) * self.key_head_dim * self.value_head_dim
+
     def state_elements(self, tp: int = 1) -> int:
         """Elements of state per request per layer on one GPU (heads are split by TP)."""
-        key_dim = self.num_key_heads * self.key_head_dim // tp
-        value_dim = self.num_value_heads * self.value_head_dim // tp
-        conv = (2 * key_dim + value_dim) * (self.conv_kernel - 1)
-        recurrent = (self.num_value_heads // tp) * self.key_head_dim * self.value_head_dim
-        return conv + recurrent
+        return self.conv_elements(tp) + self.temporal_elements(tp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MambaSpec:
-    """Mamba2 layer (Nemotron-H): conv state + SSM state per request."""
+    """Mamba2 layer (Nemotron-H): conv state + SSM state per request.
+
+    Shapes on one GPU (vLLM ``MambaStateShapeCalculator.mamba2_state_shape``)::
+
+        conv (conv_kernel - 1, (heads x head_dim + 2 x groups' x state_size) / tp)
+        ssm  (heads / tp, head_dim, state_size)
+
+    groups' = n_groups, or tp when tp does not divide n_groups (``extra_groups_for_head_shards``
+    replicates groups so every head shard carries the groups it reads).
+    """
 
     num_heads: int
     head_dim: int
@@ -70,13 +97,23 @@ class MambaSpec:
     n_groups: int
     conv_kernel: int
 
+    def sharded_groups(self, tp: int = 1) -> int:
+        """n_groups plus vLLM's extra groups for head shards (n_groups when tp divides it)."""
+        return self.n_groups if self.n_groups % tp == 0 else tp
+
+    def conv_elements(self, tp: int = 1) -> int:
+        """Conv state values per request per layer on one GPU (x, B and C channels)."""
+        conv_dim = self.num_heads * self.head_dim
+        conv_dim += 2 * self.sharded_groups(tp) * self.state_size
+        return _shard(conv_dim, tp) * (self.conv_kernel - 1)
+
+    def temporal_elements(self, tp: int = 1) -> int:
+        """SSM state values per request per layer on one GPU."""
+        return _shard(self.num_heads, tp) * self.head_dim * self.state_size
+
     def state_elements(self, tp: int = 1) -> int:
         """Elements of state per request per layer on one GPU (heads and groups split by TP)."""
-        inner = self.num_heads * self.head_dim // tp
-        groups = max(1, self.n_groups // tp)
-        conv = (inner + 2 * groups * self.state_size) * (self.conv_kernel - 1)
-        ssm = (self.num_heads // tp) * self.head_dim * self.state_size
-        return conv + ssm
+        return self.conv_elements(tp) + self.temporal_elements(tp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
