@@ -56,3 +56,15 @@ def test_tp_must_split_or_replicate_kv_heads_evenly() -> None:
         plan_memory(qwen, load_gpu("H100"), EngineConfig(tensor_parallel_size=7))
     llama = load_model("meta-llama/Llama-3.1-8B")  # 32 heads, 8 KV heads: TP 16 replicates
     assert plan_memory(llama, load_gpu("H100"), EngineConfig(tensor_parallel_size=16)).num_blocks
+
+
+def test_mamba_state_dtype_flags_from_the_cli() -> None:
+    """--mamba-ssm-cache-dtype float32 widens Nemotron-H's SSM state: the attention block is
+    raised further (vLLM HybridAttentionMambaModelConfig), and a bad value exits 2."""
+    from tests.conftest import assert_one_line_error, run_cli
+
+    base = ("capacity", "nvidia/Nemotron-H-56B-Base-8K", "--gpu", "H200", "--json")
+    auto = run_cli(*base).json()
+    wide = run_cli(*base, "--mamba-ssm-cache-dtype", "float32").json()
+    assert (auto["block_size"], wide["block_size"]) == (2080, 4128)
+    assert_one_line_error(run_cli(*base, "--mamba-ssm-cache-dtype", "bf16"))

@@ -32,6 +32,8 @@ _VLLM_FLAGS: dict[str, tuple[str, type]] = {
     "--max-num-seqs": ("max_num_seqs", int),
     "--kv-cache-memory": ("kv_cache_memory_bytes", str),
     "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", str),
+    "--mamba-cache-dtype": ("mamba_cache_dtype", str),
+    "--mamba-ssm-cache-dtype": ("mamba_ssm_cache_dtype", str),
     "--model": ("model", str),
 }
 
@@ -114,6 +116,12 @@ def capacity_cmd(
             "--kv-cache-memory", help="KV cache size (e.g. 24GiB); skips the memory estimate."
         ),
     ] = None,
+    mamba_cache_dtype: Annotated[
+        str | None, typer.Option("--mamba-cache-dtype", help="Hybrid models: auto or float32.")
+    ] = None,
+    mamba_ssm_cache_dtype: Annotated[
+        str | None, typer.Option("--mamba-ssm-cache-dtype", help="Mamba2 SSM state dtype.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """How many requests fit: vLLM 0.11's memory budget, KV blocks, tokens and concurrency."""
@@ -131,6 +139,8 @@ def capacity_cmd(
             "max_num_batched_tokens": max_num_batched_tokens,
             "max_num_seqs": max_num_seqs,
             "kv_cache_memory_bytes": kv_cache_memory,
+            "mamba_cache_dtype": mamba_cache_dtype,
+            "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype,
         }.items()
         if v is not None
     }
@@ -239,6 +249,17 @@ def _render(plan: MemoryPlan, ignored: list[str]) -> None:
         f"({plan.num_padding_layers} padding), block {plan.block_size} tokens, "
         f"{plan.num_blocks:,} blocks"
     )
+    if plan.hybrid is not None:
+        h = plan.hybrid
+        console.print(
+            f"Setting attention block size to {h.block_size} tokens to ensure that "
+            "attention page size is >= mamba page size."
+        )
+        if h.page_size_padded is not None:
+            console.print(
+                f"Padding mamba page size by {h.padding_pct:.2f}% to ensure that "
+                "mamba page size and attention page size are exactly equal."
+            )
     console.print(f"GPU KV cache size: {plan.kv_cache_tokens:,} tokens")
     console.print(
         f"Maximum concurrency for {s.max_model_len:,} tokens per request: "

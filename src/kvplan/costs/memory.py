@@ -86,8 +86,8 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
         quantization=engine.quantization,
         kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
         # EngineConfig gains these flags later; until then vLLM's defaults ('auto')
-        mamba_cache_dtype=getattr(engine, "mamba_cache_dtype", "auto"),
-        mamba_ssm_cache_dtype=getattr(engine, "mamba_ssm_cache_dtype", "auto"),
+        mamba_cache_dtype=engine.mamba_cache_dtype,
+        mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.specs.kv import KvGroup, KvPrecision, ModelKv
+from kvplan.specs.kv import KvGroup, KvPrecision, ModelKv, StateSpec
 from kvplan.units import fmt_bytes
 
 
@@ -32,10 +32,9 @@ def group_formula(group: KvGroup, precision: KvPrecision) -> str:
             f"{value_bytes_text(precision, latent)} = {group.bytes_per_token:,} bytes/token "
             "(no K/V factor of 2)"
         )
-    elements = spec.state_elements  # type: ignore[union-attr]
-    width = spec.dtype_bytes  # type: ignore[union-attr]
+    assert isinstance(spec, StateSpec)
     return (
-        f"{n} {spec.layer_type} layers x {elements:,} state values x {width} bytes = "  # type: ignore[union-attr]
+        f"{n} {spec.layer_type} layers x ({spec.formula}) = "
         f"{group.state_bytes:,} bytes per request (constant in length)"
     )
 

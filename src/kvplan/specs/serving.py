@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from kvplan.errors import InputError
 
+MAMBA_DTYPES = ("auto", "float32")
+"""vLLM 0.11's MambaDType choices (``vllm/config/cache.py``)."""
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 """``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
 
@@ -27,6 +29,10 @@ class EngineConfig:
     dtype: str = "auto"
     quantization: str | None = None
     kv_cache_memory_bytes: int | None = None
+    mamba_cache_dtype: str = "auto"
+    """vLLM --mamba-cache-dtype (hybrid models' conv / Gated DeltaNet state): auto or float32."""
+    mamba_ssm_cache_dtype: str = "auto"
+    """vLLM --mamba-ssm-cache-dtype (Mamba2 SSM state): auto (= mamba cache dtype) or float32."""
 
     def __post_init__(self) -> None:
         _positive("--tensor-parallel-size", self.tensor_parallel_size)
@@ -45,6 +51,12 @@ class EngineConfig:
         ):
             if value is not None:
                 _positive(flag, value)
+        for flag, name in (
+            ("--mamba-cache-dtype", self.mamba_cache_dtype),
+            ("--mamba-ssm-cache-dtype", self.mamba_ssm_cache_dtype),
+        ):
+            if name not in MAMBA_DTYPES:
+                raise InputError(f"{flag} must be one of {', '.join(MAMBA_DTYPES)}, got {name!r}")
         if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
             raise InputError("--kv-cache-memory must be positive, e.g. 24GiB")
 
