@@ -85,7 +85,6 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
         dtype=engine.dtype,
         quantization=engine.quantization,
         kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
-        # EngineConfig gains these flags later; until then vLLM's defaults ('auto')
         mamba_cache_dtype=engine.mamba_cache_dtype,
         mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
     )

@@ -351,8 +351,7 @@ def weight_bytes_per_gpu(
     pp: int = 1,
 ) -> int:
     """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers."""
-    pricing = _pricing(model, dtype, quantization)
-    return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp) for s in range(pp))
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None)
 
 
 def active_weight_bytes_per_gpu(
@@ -364,7 +363,13 @@ def active_weight_bytes_per_gpu(
     pp: int = 1,
 ) -> int:
     """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only)."""
-    pricing = _pricing(model, dtype, quantization)
     moe = model.moe
     active = None if moe is None else (moe.experts_per_token, moe.num_experts)
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active)
+
+
+def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None, tp: int,
+                         pp: int, active: tuple[int, int] | None) -> int:
+    """The largest pipeline stage's bytes on one GPU (``active``: keep k of n routed experts)."""
+    pricing = _pricing(model, dtype, quantization)
     return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp, active) for s in range(pp))
