@@ -125,10 +125,14 @@ class Scheduler:
                 return False
             self.pool.take(total)
             return True
+        # Sliding windows: request i frees its out-of-window blocks before request j > i
+        # allocates (vLLM's allocate_slots, in running order), so a later request may use
+        # blocks an earlier one gave back. Fit = no running prefix of changes exceeds free;
+        # then the gives go back before the takes, or the takes could exceed the free count.
         if len(need) and int(np.cumsum(need).max()) > self.pool.free:
             return False
-        self.pool.take(int(_sum(np.maximum(need, 0))))
         self.pool.give_anon(int(-_sum(np.minimum(need, 0))))
+        self.pool.take(int(_sum(np.maximum(need, 0))))
         return True
 
     def _running_one_by_one(self, plan: StepPlan, budget: int) -> int:
