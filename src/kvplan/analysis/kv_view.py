@@ -66,7 +66,14 @@ def kv_report(
     model: str, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1, block_size: int = 16
 ) -> KvReport:
     """Load ``model`` and size its cache at the given precision and TP degree."""
-    spec = load_model(model)
+    return kv_report_for(load_model(model), kv_cache_dtype, tensor_parallel_size, block_size)
+
+
+def kv_report_for(
+    spec: ModelSpec, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1,
+    block_size: int = 16,
+) -> KvReport:
+    """Size a loaded model's cache at the given precision and TP degree."""
     return KvReport(
         model=spec,
         whole=kv_spec(spec, kv_cache_dtype, 1),

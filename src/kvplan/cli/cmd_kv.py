@@ -18,10 +18,12 @@ def models_cmd(as_json: JsonOpt = False) -> None:
     from kvplan.analysis.catalog_view import catalog_rows
     from kvplan.report.tables import models_table
 
-    rows = catalog_rows()
     if as_json:
-        print_json({"models": [r._asdict() for r in rows]})
+        from kvplan.report.json_views import models_json
+
+        print_json(models_json())
         return
+    rows = catalog_rows()
     console.print(models_table(rows))
 
 
@@ -53,7 +55,9 @@ def kv_cmd(
 
     report = kv_report(model, kv_cache_dtype, tensor_parallel_size, block_size)
     if as_json:
-        print_json(report.to_json())
+        from kvplan.report.json_views import kv_json
+
+        print_json(kv_json(report))
         return
     from kvplan.report.render import render_kv
 
@@ -140,14 +144,9 @@ def levers_cmd(
     spec = load_model(model)
     rows = lever_table(spec, batch, context)
     if as_json:
-        print_json(
-            {
-                "model": spec.name,
-                "batch": batch,
-                "context_tokens": context,
-                "levers": [_lever_json(r) for r in rows],
-            }
-        )
+        from kvplan.report.json_views import levers_json
+
+        print_json(levers_json(spec.name, batch, context, rows))
         return
     from kvplan.report.tables import levers_table
 
@@ -156,9 +155,3 @@ def levers_cmd(
         "Factors multiply: GQA/MLA x cache precision x 1/TP (until TP exceeds the KV "
         "heads, where heads are replicated instead of split)."
     )
-
-
-def _lever_json(row: object) -> dict[str, object]:
-    import dataclasses
-
-    return dataclasses.asdict(row)  # type: ignore[call-overload, no-any-return]

@@ -103,8 +103,9 @@ def simulate_cmd(
 
         save_chart(kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage"), plot)
     if as_json:
-        print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m),
-                    "rejected": doc["rejected"]})
+        from kvplan.report.json_views import simulate_json
+
+        print_json(simulate_json(header, m, result))
         return
     _render(m, header)
     _render_rejections(doc["rejected"])
