@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -44,7 +45,10 @@ def _prepare(request: Request, q: SimulateQuery) -> Any:
     return spec, resolve_gpu(q.gpu), engine_config(q), wargs, work, slo, stats
 
 
-def _work(prepared: Any) -> Any:
+Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
+
+
+def _work(prepared: Any) -> Work:
     """The job's body: simulate, then the CLI's JSON and the three charts."""
     spec, hw, engine, wargs, work, slo, (metrics, pct) = prepared
 
