@@ -71,6 +71,8 @@ BAD = [
     ("/api/kv", {"model": M, "tensor_parallel_size": "two"}, "tensor_parallel_size", "integer"),
     ("/api/kv", {"model": M, "kv_cache_dtype": "fp7"}, "kv_cache_dtype", "fp7"),
     ("/api/kv", {"model": M, "bogus": "1"}, "bogus", "Extra inputs"),
+    ("/api/kv", {"model": M, "tensor_parallel_size": 3}, "tensor_parallel_size", ""),
+    ("/api/capacity", {"model": M, "tensor_parallel_size": 3}, "tensor_parallel_size", ""),
     ("/api/levers", {"model": M, "batch": -1}, "batch", "batch"),
     ("/api/request", {"model": M, "prompt": -5, "output": 1}, "prompt", "prompt"),
     ("/api/request", {"model": M, "output": 1}, "prompt", "Field required"),

@@ -63,10 +63,19 @@ def _group_json(group: Any, block_size: int) -> dict[str, Any]:
 
 
 def kv_report(
-    model: str, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1, block_size: int = 16
+    model: str | ModelSpec,
+    kv_cache_dtype: str = "auto",
+    tensor_parallel_size: int = 1,
+    block_size: int = 16,
 ) -> KvReport:
-    """Load ``model`` and size its cache at the given precision and TP degree."""
-    return kv_report_for(load_model(model), kv_cache_dtype, tensor_parallel_size, block_size)
+    """Load ``model`` (an id, a path or a spec) and size its cache at a precision and TP degree."""
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    return KvReport(
+        model=spec,
+        whole=kv_spec(spec, kv_cache_dtype, 1),
+        per_gpu=kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
+        block_size=block_size,
+    )
 
 
 def kv_report_for(
@@ -74,9 +83,4 @@ def kv_report_for(
     block_size: int = 16,
 ) -> KvReport:
     """Size a loaded model's cache at the given precision and TP degree."""
-    return KvReport(
-        model=spec,
-        whole=kv_spec(spec, kv_cache_dtype, 1),
-        per_gpu=kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
-        block_size=block_size,
-    )
+    return kv_report(spec, kv_cache_dtype, tensor_parallel_size, block_size)

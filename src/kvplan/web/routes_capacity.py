@@ -24,7 +24,7 @@ def _plan(request: Request, q: CapacityQuery) -> Any:
     from kvplan.costs.memory import plan_memory
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    return plan_memory(spec, resolve_gpu(q.gpu), engine_config(q))
+    return plan_memory(spec, resolve_gpu(q.gpu), engine_config(q, spec))
 
 
 @router.get("/api/capacity", tags=["capacity"])

@@ -25,7 +25,7 @@ def _inputs(request: Request, q: LatencyQuery) -> tuple[Any, Any, Any, Any, Any]
     from kvplan.costs.latency import RequestShape
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    hw, engine = resolve_gpu(q.gpu), engine_config(q)
+    hw, engine = resolve_gpu(q.gpu), engine_config(q, spec)
     shape = RequestShape(batch=q.batch, prompt_tokens=q.prompt, output_tokens=q.output)
     return spec, hw, engine, shape, profile_for(spec, hw, engine, None)
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse
 
 from kvplan.errors import InputError
+from kvplan.web.build import cache_engine
 from kvplan.web.pages import page
 from kvplan.web.queries import KvQuery, LeversQuery
 from kvplan.web.resolve import resolve_model
@@ -43,27 +44,32 @@ def kv(request: Request, q: Annotated[KvQuery, Query()]) -> dict[str, Any]:
     from kvplan.report.json_views import kv_json
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    return kv_json(kv_report_for(spec, q.kv_cache_dtype, q.tensor_parallel_size, q.block_size))
+    e = cache_engine(q, spec)
+    return kv_json(kv_report_for(spec, e.kv_cache_dtype, e.tensor_parallel_size, e.block_size))
 
 
 @router.get("/api/levers", tags=["model"])
 def levers(request: Request, q: Annotated[LeversQuery, Query()]) -> dict[str, Any]:
     """`kvplan levers MODEL --json`: MHA/GQA/MLA, cache precision and TP, and how they stack."""
-    from kvplan.analysis.footprint import lever_table
     from kvplan.report.json_views import levers_json
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    return levers_json(spec.name, q.batch, q.context, lever_table(spec, q.batch, q.context))
+    return levers_json(spec.name, q.batch, q.context, _levers(spec, q))
+
+
+def _levers(spec: Any, q: LeversQuery) -> Any:
+    from kvplan.analysis.footprint import lever_table, servable_tp_degrees
+
+    return lever_table(spec, q.batch, q.context, tp_degrees=servable_tp_degrees(spec))
 
 
 @router.get("/api/levers/chart", tags=["charts"])
 def levers_chart(request: Request, q: Annotated[LeversQuery, Query()]) -> dict[str, Any]:
     """The levers bar chart (Vega-Lite)."""
-    from kvplan.analysis.footprint import lever_table
     from kvplan.report.budget_charts import levers_chart as chart
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    return chart(lever_table(spec, q.batch, q.context), spec.name).to_dict()  # type: ignore[no-any-return]
+    return chart(_levers(spec, q), spec.name).to_dict()  # type: ignore[no-any-return]
 
 
 @router.post("/api/upload", tags=["model"])

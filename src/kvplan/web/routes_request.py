@@ -22,10 +22,12 @@ def request_page(request: Request) -> HTMLResponse:
 def _timeline(request: Request, q: RequestQuery) -> tuple[Any, Any, Any]:
     from kvplan.analysis.timeline import request_timeline
     from kvplan.specs.kv import kv_spec
+    from kvplan.web.build import cache_engine
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    kv = kv_spec(spec, q.kv_cache_dtype, q.tensor_parallel_size)
-    tl = request_timeline(kv, q.prompt, q.output, chunk_tokens=q.chunk, block_size=q.block_size)
+    e = cache_engine(q, spec)
+    kv = kv_spec(spec, e.kv_cache_dtype, e.tensor_parallel_size)
+    tl = request_timeline(kv, q.prompt, q.output, chunk_tokens=q.chunk, block_size=e.block_size)
     return spec, kv, tl
 
 

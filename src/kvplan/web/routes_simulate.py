@@ -42,7 +42,7 @@ def _prepare(request: Request, q: SimulateQuery) -> Any:
     stats = (mx.parse_percentile_metrics(q.percentile_metrics),
              mx.parse_percentiles(q.metric_percentiles))
     spec = resolve_model(q.model, request.app.state.uploads)
-    return spec, resolve_gpu(q.gpu), engine_config(q), wargs, work, slo, stats
+    return spec, resolve_gpu(q.gpu), engine_config(q, spec), wargs, work, slo, stats
 
 
 Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
