@@ -88,7 +88,9 @@ def check_number(name: str, value: Any, low: float, high: float, *, where: str =
     number = real_number(value)
     if number is None or not low <= number <= high:
         prefix = f"{where}: " if where else ""
-        raise InputError(f"{prefix}{name} must be a number in [{low:g}, {high:g}], got {_show(value)}")
+        raise InputError(
+            f"{prefix}{name} must be a number in [{low:g}, {high:g}], got {_show(value)}"
+        )
     return number
 
 
@@ -104,7 +106,7 @@ def check_int(name: str, value: Any, low: int, high: int, *, where: str = "") ->
 
 def _show(value: Any) -> str:
     """A value for an error message, shortened (a 5,000-digit integer stays one short line)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**18:
-        return f"a {len(str(abs(value))) if abs(value) < 10**4000 else 'huge'}-digit number"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -8,6 +8,7 @@ from typing import Any
 from kvplan.specs.catalog import load_model
 from kvplan.specs.kv import ModelKv, kv_spec
 from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +67,7 @@ def kv_report(
     model: str, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1, block_size: int = 16
 ) -> KvReport:
     """Load ``model`` and size its cache at the given precision and TP degree."""
+    EngineConfig(block_size=block_size)  # vLLM's block sizes, as capacity and simulate check
     spec = load_model(model)
     return KvReport(
         model=spec,

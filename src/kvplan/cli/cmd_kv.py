@@ -117,7 +117,7 @@ def batch_cmd(
 
     spec = load_model(model)
     kv = kv_spec(spec, kv_cache_dtype, tensor_parallel_size)
-    fp = batch_footprint(kv, batch, context)
+    fp = batch_footprint(kv, batch, context, spec.max_position_embeddings)
     if as_json:
         from kvplan.report.render import batch_json
 

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kvplan.cli.app import app
-from kvplan.cli.common import console, print_json
+from kvplan.cli.common import check_output, console, print_json, write_output
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
     from kvplan.analysis.metrics import Metrics
+    from kvplan.report.outputs import OutputTarget
     from kvplan.sim.result import SimulationResult
 
 Int = Annotated[int | None, typer.Option()]
@@ -90,18 +91,20 @@ def simulate_cmd(
     pm = mx.parse_percentile_metrics(percentile_metrics)
     pct = mx.parse_percentiles(metric_percentiles)
     slo = mx.parse_goodput(goodput or [])
-    _check_outputs(save_result, plot, trace)
+    save_out, plot_out = _check_outputs(save_result, plot, (model, gpu, profile, trace))
     result, header = run_simulation(model, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
     doc = mx.save_result_json(result, m, header)
-    if save_result is not None:
-        import json
+    if save_out is not None:
+        from kvplan.report.json_out import dumps
 
-        save_result.write_text(json.dumps(doc, indent=2))
-    if plot is not None:
-        from kvplan.report.sim_charts import kv_usage_chart, save_chart
+        write_output(save_out, dumps(doc) + "\n", as_json=as_json)
+    if plot_out is not None:
+        from kvplan.report.charts import chart_bytes
+        from kvplan.report.sim_charts import kv_usage_chart
 
-        save_chart(kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage"), plot)
+        chart = kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage")
+        write_output(plot_out, chart_bytes(chart, plot_out.path.suffix), as_json=as_json)
     if as_json:
         print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m),
                     "rejected": doc["rejected"]})
@@ -110,19 +113,18 @@ def simulate_cmd(
     _render_rejections(doc["rejected"])
 
 
-def _check_outputs(save_result: Path | None, plot: Path | None, trace: Path | None) -> None:
-    """Never write over the input trace; refuse bad extensions before simulating."""
-    for out, flag in ((save_result, "--save-result"), (plot, "--plot")):
-        if out is None:
-            continue
-        if trace is not None and out.resolve() == trace.resolve():
-            raise InputError(f"{flag} {out} is the input trace; choose another file")
-        if out.is_dir():
-            raise InputError(f"{flag} {out} is a directory; give a file name")
+def _check_outputs(save_result: Path | None, plot: Path | None, inputs: tuple[Any, ...]) -> (
+        tuple[OutputTarget | None, OutputTarget | None]):
+    """Refuse bad output paths (an input, a folder, unwritable...) before simulating."""
     if plot is not None:
         from kvplan.report.charts import check_chart_path
 
         check_chart_path(plot)
+    save_out = check_output(save_result, "--save-result", inputs)
+    plot_out = check_output(plot, "--plot", inputs)
+    if save_out is not None and plot_out is not None and save_out.target == plot_out.target:
+        raise InputError("--save-result and --plot name the same file; give two file names")
+    return save_out, plot_out
 
 
 def run_simulation(model: str, gpu: str, engine: Any, wargs: Any, profile: str | None, *,

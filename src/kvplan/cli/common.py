@@ -30,7 +30,8 @@ def check_output(path: str | Path | None, flag: str,
     """Check an output path before the work (None passes through); see report/outputs.py."""
     if path is None:
         return None
-    from kvplan.report.outputs import check_output as check, input_files
+    from kvplan.report.outputs import check_output as check
+    from kvplan.report.outputs import input_files
 
     return check(path, flag, input_files(*inputs))
 

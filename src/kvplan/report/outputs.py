@@ -91,6 +91,7 @@ def _follow(p: Path, where: str) -> Path:
 
 
 def _check_target(target: Path, where: str) -> None:
+    _check_folder(target.parent, where)
     try:
         st = target.stat()
     except FileNotFoundError:
@@ -103,7 +104,6 @@ def _check_target(target: Path, where: str) -> None:
         raise InputError(
             f"{where} is not a regular file (a device, pipe or socket); give a file path"
         )
-    _check_folder(target.parent, where)
 
 
 def _check_folder(folder: Path, where: str) -> None:
@@ -159,7 +159,8 @@ def write_output(out: OutputTarget, data: bytes | str) -> str:
         _atomic_write(out.target, payload)
     except OSError as exc:
         raise InputError(f"{out.flag} {out.path}: cannot write: {_why(exc)}") from None
-    return f"wrote {out.path}{' (replaced)' if replaced else ''}"
+    via = f" -> {out.target}" if out.target != out.path else ""
+    return f"wrote {out.path}{via}{' (replaced)' if replaced else ''}"
 
 
 def _atomic_write(target: Path, payload: bytes) -> None:
