@@ -64,11 +64,14 @@ def _group_json(group: Any, block_size: int) -> dict[str, Any]:
 
 
 def kv_report(
-    model: str, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1, block_size: int = 16
+    model: str | ModelSpec,
+    kv_cache_dtype: str = "auto",
+    tensor_parallel_size: int = 1,
+    block_size: int = 16,
 ) -> KvReport:
-    """Load ``model`` and size its cache at the given precision and TP degree."""
+    """Load ``model`` (an id, a path or a spec) and size its cache at a precision and TP degree."""
     EngineConfig(block_size=block_size)  # vLLM's block sizes, as capacity and simulate check
-    spec = load_model(model)
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
     return KvReport(
         model=spec,
         whole=kv_spec(spec, kv_cache_dtype, 1),

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
 
@@ -19,11 +20,9 @@ ModelArg = Annotated[
     str, typer.Argument(help="Hugging Face id from 'kvplan models' or a config.json.")
 ]
 GpuOpt = Annotated[str, typer.Option("--gpu", help="GPU id from the catalog, or a YAML/JSON file.")]
-QuantOpt = Annotated[str | None, typer.Option("--quantization", help="fp8, awq, gptq, ...")]
 ProfileOpt = Annotated[
     str | None, typer.Option("--profile", help="Profile JSON from 'kvplan calibrate'.")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
 FilesArg = Annotated[
     list[str], typer.Argument(help="Measurement files: CSV, JSON, vllm bench output.")
 ]
@@ -39,34 +38,25 @@ def latency_cmd(
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request (P).")],
     output: Annotated[int, typer.Option("--output", help="Output tokens per request (O).")],
     batch: Annotated[int, typer.Option("--batch", help="Identical requests started together.")] = 1,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", "-tp")] = 1,
-    pipeline_parallel_size: Annotated[int, typer.Option("--pipeline-parallel-size", "-pp")] = 1,
-    dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16.")] = "auto",
-    quantization: QuantOpt = None,
-    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
-    max_num_batched_tokens: Annotated[
-        int | None, typer.Option("--max-num-batched-tokens", help="Prefill token budget per step.")
-    ] = None,
+    tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    dtype: fl.DtypeOpt = None, quantization: fl.QuantOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
     profile: ProfileOpt = None,
     sweep: Annotated[
         str | None, typer.Option("--sweep", help="LEVER=V1,V2,...: batch, prompt, output, "
                                  "kv-cache-dtype, tensor-parallel-size, max-num-batched-tokens.")
     ] = None,
-    as_json: JsonOpt = False,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """TTFT, TPOT, end-to-end time and throughput of a static batch, with the roofline's reasons."""
     from kvplan.costs import latency as lat
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
-    from kvplan.specs.serving import EngineConfig
 
+    settings = fl.engine_settings(locals())
     shape = lat.RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
-    engine = EngineConfig(
-        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-        dtype=dtype, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
-        max_num_batched_tokens=max_num_batched_tokens,
-    )
     spec, hw = load_model(model), load_gpu(gpu)
+    engine = fl.resolve_engine(settings, spec)
     prof = _profile(profile, spec, hw, engine)
     if sweep is not None:
         lever, values = lat.parse_sweep(sweep)
@@ -189,24 +179,26 @@ def calibrate_cmd(
     batch: Annotated[int | None, typer.Option("--batch")] = None,
     prompt: Annotated[int | None, typer.Option("--prompt")] = None,
     output: Annotated[int | None, typer.Option("--output")] = None,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", "-tp")] = 1,
-    dtype: Annotated[str, typer.Option("--dtype")] = "auto",
-    quantization: QuantOpt = None,
-    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
+    tensor_parallel_size: fl.TpOpt = None,
+    dtype: fl.DtypeOpt = None,
+    quantization: fl.QuantOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None,
     out: OutOpt = None,
     fit_step_overhead: Annotated[bool, typer.Option(
         "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
     )] = False,
-    as_json: JsonOpt = False,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """Fit compute/bandwidth efficiency and prefill overhead per GPU and precision."""
     from kvplan.cli.common import check_output, write_output
     from kvplan.costs import calibration as cal
 
+    engine = fl.resolve_engine(fl.engine_settings(locals()))
     out_file = check_output(out, "--out", (*files, model, gpu))
     defaults = cal.Defaults(model=model, gpu=gpu, batch=batch, prompt=prompt, output=output,
-                            tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                            quantization=quantization, kv_cache_dtype=kv_cache_dtype)
+                            tensor_parallel_size=engine.tensor_parallel_size, dtype=engine.dtype,
+                            quantization=engine.quantization,
+                            kv_cache_dtype=engine.kv_cache_dtype)
     points = [p for f in files for p in cal.read_measurements(f, defaults)]
     if not points:
         from kvplan.errors import TraceError
