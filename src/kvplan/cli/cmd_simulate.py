@@ -90,8 +90,9 @@ def simulate_cmd(
     doc = mx.save_result_json(result, m, header)
     _write_outputs(doc, result, header, gpu, outs, as_json)
     if as_json:
-        print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m),
-                    "rejected": doc["rejected"]})
+        from kvplan.report.json_views import simulate_json
+
+        print_json(simulate_json(header, m, result))
         return
     _render(m, header)
     _render_rejections(doc["rejected"])
