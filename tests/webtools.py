@@ -46,7 +46,8 @@ def _wait_until_up(base: str, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"kvplan web exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"kvplan web exited: {err}")
         try:
             urllib.request.urlopen(f"{base}/api/gpus", timeout=2).read()
             return
