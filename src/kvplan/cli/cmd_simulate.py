@@ -86,14 +86,24 @@ def simulate_cmd(
     engine = fl.resolve_engine(engine_settings, spec)
     result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = mx.save_result_json(result, m, header)
+    doc = {**mx.save_result_json(result, m, header), **_verdicts(result)}
     _write_outputs(doc, result, header, gpu, save_result, plot)
     if as_json:
         print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m),
-                    "rejected": doc["rejected"]})
+                    "rejected": doc["rejected"], **_verdicts(result)})
         return
     _render(m, header)
-    _render_rejections(doc["rejected"])
+    _render_verdicts(result)
+
+
+def _verdicts(result: SimulationResult) -> dict[str, Any]:
+    """JSON: rejections grouped by reason, and whether the server kept up with arrivals."""
+    from kvplan.analysis.overload import overload
+    from kvplan.analysis.rejections import group_rejections
+
+    load = overload(result)
+    return {"rejected_by_reason": [g.to_json() for g in group_rejections(result.rejected)],
+            "overload": None if load is None else load.to_json()}
 
 
 def _write_outputs(doc: dict[str, Any], result: SimulationResult, header: dict[str, Any],
@@ -199,12 +209,13 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
     console.print(t)
 
 
-def _render_rejections(rejected: Any) -> None:
-    """Say why requests were rejected (grouped by reason), so a failed run is not silent."""
-    if not rejected:
-        return
-    counts: dict[str, int] = {}
-    for entry in rejected:
-        counts[entry["reason"]] = counts.get(entry["reason"], 0) + 1
-    for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]):
-        console.print(f"[yellow]{n} request(s) rejected:[/yellow] {reason}")
+def _render_verdicts(result: SimulationResult) -> None:
+    """Rejections, one line per reason with examples, and an overload warning, if any."""
+    from kvplan.analysis.overload import overload
+    from kvplan.analysis.rejections import group_rejections
+
+    for group in group_rejections(result.rejected):
+        console.print(f"[yellow]{group.line()}[/yellow]")
+    load = overload(result)
+    if load is not None and load.overloaded:
+        console.print(f"[bold red]{load.message()}[/bold red]")
