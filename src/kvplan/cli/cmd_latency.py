@@ -142,33 +142,46 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None
                   f"{prof.prefill_overhead_s * 1e3:.2f} ms")
 
 
+def _sweep_json(r: SweepRow) -> dict[str, Any]:
+    head = {"value": r.value, "fits": r.fits, "weights_fit": r.weights_fit,
+            "max_batch": r.max_batch}
+    if not r.weights_fit:  # no latencies for a model that cannot start
+        return {**head, "does_not_fit": r.does_not_fit}
+    return {**head, **latency_json(r.result)}
+
+
 def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool) -> None:
-    turn = next((r.value for r in rows if r.result.decode_bound == "compute"), None)
-    no_fit = next((r.value for r in rows if not r.fits), None)
+    live = [r for r in rows if r.weights_fit]
+    turn = next((r.value for r in live if r.result.decode_bound == "compute"), None)
+    no_fit = next((r.value for r in live if not r.fits), None)
     if as_json:
-        items = [{"value": r.value, "fits": r.fits, "max_batch": r.max_batch,
-                  **latency_json(r.result)} for r in rows]
         print_json({"lever": lever, "decode_compute_bound_from": turn,
-                    "kv_no_longer_fits_at": no_fit, "rows": items})
+                    "kv_no_longer_fits_at": no_fit, "rows": [_sweep_json(r) for r in rows]})
         return
     from rich.table import Table
-
-    from kvplan.units import fmt_seconds
 
     table = Table(title=f"sweep of {lever}")
     for col in (lever, "TTFT", "TPOT", "throughput tok/s", "prefill", "decode", "KV fits", "note"):
         table.add_column(col)
     for r in rows:
-        res, note = r.result, []
-        if r.value == turn:
-            note.append("decode turns compute-bound")
-        if r.value == no_fit:
-            note.append(f"KV cache no longer fits (max batch {r.max_batch})")
-        table.add_row(r.value, fmt_seconds(res.ttft_s),
-                      "-" if res.tpot_s is None else fmt_seconds(res.tpot_s),
-                      f"{res.output_throughput_tok_s:,.0f}", res.prefill_bound,
-                      res.decode_bound or "-", "yes" if r.fits else "NO", "; ".join(note))
+        table.add_row(*_sweep_cells(r, turn, no_fit))
     console.print(table)
+
+
+def _sweep_cells(r: SweepRow, turn: str | None, no_fit: str | None) -> tuple[str, ...]:
+    from kvplan.units import fmt_seconds
+
+    if not r.weights_fit:
+        return (r.value, "-", "-", "-", "-", "-", "NO", "weights do not fit: no latency")
+    res, note = r.result, []
+    if r.value == turn:
+        note.append("decode turns compute-bound")
+    if r.value == no_fit:
+        note.append(f"KV cache no longer fits (max batch {r.max_batch})")
+    return (r.value, fmt_seconds(res.ttft_s),
+            "-" if res.tpot_s is None else fmt_seconds(res.tpot_s),
+            f"{res.output_throughput_tok_s:,.0f}", res.prefill_bound,
+            res.decode_bound or "-", "yes" if r.fits else "NO", "; ".join(note))
 
 
 @app.command("calibrate")
