@@ -98,6 +98,26 @@ LEVER_PRECISIONS = ("fp8", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_hea
 """Cache precisions the lever table compares with the model's own dtype."""
 
 
+LEVER_TP_DEGREES = (2, 4, 8)
+"""Tensor-parallel degrees the lever table tries (those vLLM would start the model at)."""
+
+
+def servable_tp_degrees(model: ModelSpec, degrees: tuple[int, ...] = LEVER_TP_DEGREES
+                        ) -> tuple[int, ...]:
+    """The degrees vLLM accepts for this model (heads divide; KV heads split or replicate)."""
+    from kvplan.errors import InputError
+    from kvplan.specs.kv import check_tensor_parallel
+
+    ok = []
+    for tp in degrees:
+        try:
+            check_tensor_parallel(model, tp)
+        except InputError:
+            continue
+        ok.append(tp)
+    return tuple(ok)
+
+
 def lever_table(
     model: ModelSpec,
     batch: int,

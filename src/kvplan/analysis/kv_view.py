@@ -76,3 +76,11 @@ def kv_report(
         per_gpu=kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
         block_size=block_size,
     )
+
+
+def kv_report_for(
+    spec: ModelSpec, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1,
+    block_size: int = 16,
+) -> KvReport:
+    """Size a loaded model's cache at the given precision and TP degree."""
+    return kv_report(spec, kv_cache_dtype, tensor_parallel_size, block_size)

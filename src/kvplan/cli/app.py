@@ -18,7 +18,7 @@ app = typer.Typer(
 )
 
 
-COMMAND_MODULES = ("cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate")
+COMMAND_MODULES = ("cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate", "cmd_web")
 """Command modules, in help order; each adds its commands to ``app`` when imported."""
 
 

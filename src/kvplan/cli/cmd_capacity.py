@@ -12,6 +12,7 @@ from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
 from kvplan.cli.pasted import parse_vllm_command, warn_ignored
 from kvplan.errors import InputError
+from kvplan.report.json_views import plan_json
 
 if TYPE_CHECKING:
     from kvplan.costs.memory import MemoryPlan
@@ -67,49 +68,10 @@ def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:
     return plan_memory(model, load_gpu(gpu), fl.resolve_engine(fields, model))
 
 
-def plan_json(plan: MemoryPlan) -> dict[str, Any]:
-    """The plan as one flat JSON object (bytes as integers)."""
-    b, s = plan.budget, plan.settings
-    return {
-        "model": plan.model,
-        "gpu": plan.gpu,
-        "vllm_version": _version(),
-        "requested_bytes": b.requested_bytes,
-        "weights_bytes": b.weights_bytes,
-        "activation_bytes": b.activation_bytes,
-        "non_torch_bytes": b.non_torch_bytes,
-        "cudagraph_bytes": b.cudagraph_bytes,
-        "available_kv_bytes": b.available_kv_bytes,
-        "kv_cache_memory_given": b.kv_cache_memory_given,
-        "num_blocks": plan.num_blocks,
-        "kv_cache_tokens": plan.kv_cache_tokens,
-        "max_concurrency": plan.max_concurrency,
-        "max_model_len": s.max_model_len,
-        "block_size": plan.block_size,
-        "page_size_bytes": plan.page_size_bytes,
-        "layers_per_group": plan.layers_per_group,
-        "num_padding_layers": plan.num_padding_layers,
-        "max_num_batched_tokens": s.max_num_batched_tokens,
-        "max_num_seqs": s.max_num_seqs,
-        "tensor_parallel_size": s.tp,
-        "pipeline_parallel_size": s.pp,
-        "groups": [
-            {
-                "kind": g.spec.kind,
-                "label": g.spec.label,
-                "layers": list(g.layer_ids),
-                "page_size_bytes": g.page_size_bytes,
-                "pages_per_request": g.pages_per_request(s),
-            }
-            for g in plan.groups
-        ],
-    }
-
-
 def _version() -> str:
-    from kvplan.costs.vllm_defaults import VLLM_VERSION
+    from kvplan.report.json_views import vllm_version
 
-    return VLLM_VERSION
+    return vllm_version()
 
 
 def _render(plan: MemoryPlan, ignored: list[str]) -> None:
@@ -173,22 +135,9 @@ def gpus_cmd(as_json: fl.JsonOpt = False) -> None:
 
     gpus = list(gpu_catalog().values())
     if as_json:
-        print_json(
-            {
-                "gpus": [
-                    {
-                        "id": g.id,
-                        "memory_bytes": g.memory_bytes,
-                        "cuda_total_bytes": cuda_total_bytes(g),
-                        "mem_bw_bytes_per_s": g.mem_bw_bytes_per_s,
-                        "peak_flops": g.peak_flops,
-                        "interconnect": g.interconnect,
-                        "source": g.source,
-                    }
-                    for g in gpus
-                ]
-            }
-        )
+        from kvplan.report.json_views import gpus_json
+
+        print_json(gpus_json())
         return
     table = Table(title="GPUs")
     for col in ("id", "memory", "CUDA total", "bandwidth", "bf16 dense", "interconnect"):

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from kvplan.specs.model import ModelSpec
     from kvplan.specs.serving import EngineConfig
 
-LEVER_TP_DEGREES = (2, 4, 8)
 """TP degrees the lever table tries; those vLLM refuses for the model are left out."""
 
 
@@ -25,10 +24,12 @@ def models_cmd(as_json: fl.JsonOpt = False) -> None:
     from kvplan.analysis.catalog_view import catalog_rows
     from kvplan.report.tables import models_table
 
-    rows = catalog_rows()
     if as_json:
-        print_json({"models": [r._asdict() for r in rows]})
+        from kvplan.report.json_views import models_json
+
+        print_json(models_json())
         return
+    rows = catalog_rows()
     console.print(models_table(rows))
 
 
@@ -49,7 +50,9 @@ def kv_cmd(
     spec, engine = _model_engine(model, fl.engine_settings(locals()))
     report = kv_report(spec, engine.kv_cache_dtype, engine.tensor_parallel_size, engine.block_size)
     if as_json:
-        print_json(report.to_json())
+        from kvplan.report.json_views import kv_json
+
+        print_json(kv_json(report))
         return
     from kvplan.report.render import render_kv
 
@@ -128,21 +131,15 @@ def levers_cmd(
     as_json: fl.JsonOpt = False,
 ) -> None:
     """How each lever (MHA vs GQA/MLA, cache dtype, TP) multiplies the footprint; they stack."""
-    from kvplan.analysis.footprint import lever_table
+    from kvplan.analysis.footprint import lever_table, servable_tp_degrees
     from kvplan.specs.catalog import load_model
 
     spec = load_model(model)
-    tps = tuple(tp for tp in LEVER_TP_DEGREES if fl.tp_allowed(spec, tp))
-    rows = lever_table(spec, batch, context, tp_degrees=tps)
+    rows = lever_table(spec, batch, context, tp_degrees=servable_tp_degrees(spec))
     if as_json:
-        print_json(
-            {
-                "model": spec.name,
-                "batch": batch,
-                "context_tokens": context,
-                "levers": [_lever_json(r) for r in rows],
-            }
-        )
+        from kvplan.report.json_views import levers_json
+
+        print_json(levers_json(spec.name, batch, context, rows))
         return
     from kvplan.report.tables import levers_table
 
@@ -159,9 +156,3 @@ def _model_engine(model: str, settings: dict[str, Any]) -> tuple[ModelSpec, Engi
 
     spec = load_model(model)
     return spec, fl.resolve_engine(settings, spec)
-
-
-def _lever_json(row: object) -> dict[str, object]:
-    import dataclasses
-
-    return dataclasses.asdict(row)  # type: ignore[call-overload, no-any-return]

@@ -65,7 +65,9 @@ def latency_cmd(
         return
     result = lat.request_latency(spec, hw, engine, shape, prof)
     if as_json:
-        print_json({**latency_json(result), "profile": asdict(prof)})
+        from kvplan.report.json_views import latency_answer_json
+
+        print_json(latency_answer_json(result, prof))
         return
     _show_latency(spec.name, hw.id, result, prof)
 
@@ -74,31 +76,6 @@ def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
     from kvplan.costs.calibration import profile_for
 
     return profile_for(spec, hw, engine, path)
-
-
-def cost_json(cost: StepCost) -> dict[str, Any]:
-    """A phase's breakdown: flops, bytes and seconds by component, bound, intensity, ridge."""
-    return {
-        "steps": cost.steps, "tokens": cost.tokens,
-        "flops": {**asdict(cost.flops), "total": cost.flops.total},
-        "bytes": {**asdict(cost.bytes), "total": cost.bytes.total},
-        "seconds": {**asdict(cost.seconds), "total_s": cost.seconds.total_s},
-        "bound": cost.bound, "arithmetic_intensity_flop_per_byte": cost.arithmetic_intensity,
-        "ridge_point_flop_per_byte": cost.ridge_point,
-    }
-
-
-def latency_json(r: LatencyResult) -> dict[str, Any]:
-    """The JSON view of one latency result."""
-    return {
-        "batch": r.shape.batch, "prompt_tokens": r.shape.prompt_tokens,
-        "output_tokens": r.shape.output_tokens,
-        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
-        "output_throughput_tok_s": r.output_throughput_tok_s,
-        "prefill_bound": r.prefill_bound, "decode_bound": r.decode_bound,
-        "phases": {"prefill": cost_json(r.prefill),
-                   "decode": None if r.decode is None else cost_json(r.decode)},
-    }
 
 
 def explain(phase: str, cost: StepCost) -> str:
@@ -142,21 +119,12 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None
                   f"{prof.prefill_overhead_s * 1e3:.2f} ms")
 
 
-def _sweep_json(r: SweepRow) -> dict[str, Any]:
-    head = {"value": r.value, "fits": r.fits, "weights_fit": r.weights_fit,
-            "max_batch": r.max_batch}
-    if not r.weights_fit:  # no latencies for a model that cannot start
-        return {**head, "does_not_fit": r.does_not_fit}
-    return {**head, **latency_json(r.result)}
-
-
 def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool) -> None:
-    live = [r for r in rows if r.weights_fit]
-    turn = next((r.value for r in live if r.result.decode_bound == "compute"), None)
-    no_fit = next((r.value for r in live if not r.fits), None)
+    from kvplan.report.json_views import sweep_json, sweep_no_fit, sweep_turn
+
+    turn, no_fit = sweep_turn(rows), sweep_no_fit(rows)
     if as_json:
-        print_json({"lever": lever, "decode_compute_bound_from": turn,
-                    "kv_no_longer_fits_at": no_fit, "rows": [_sweep_json(r) for r in rows]})
+        print_json(sweep_json(lever, rows))
         return
     from rich.table import Table
 

@@ -86,24 +86,17 @@ def simulate_cmd(
     engine = fl.resolve_engine(engine_settings, spec)
     result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = {**mx.save_result_json(result, m, header), **_verdicts(result)}
+    from kvplan.report.json_views import simulate_verdicts
+
+    doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
     _write_outputs(doc, result, header, gpu, save_result, plot)
     if as_json:
-        print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m),
-                    "rejected": doc["rejected"], **_verdicts(result)})
+        from kvplan.report.json_views import simulate_json
+
+        print_json(simulate_json(header, m, result))
         return
     _render(m, header)
     _render_verdicts(result)
-
-
-def _verdicts(result: SimulationResult) -> dict[str, Any]:
-    """JSON: rejections grouped by reason, and whether the server kept up with arrivals."""
-    from kvplan.analysis.overload import overload
-    from kvplan.analysis.rejections import group_rejections
-
-    load = overload(result)
-    return {"rejected_by_reason": [g.to_json() for g in group_rejections(result.rejected)],
-            "overload": None if load is None else load.to_json()}
 
 
 def _write_outputs(doc: dict[str, Any], result: SimulationResult, header: dict[str, Any],
