@@ -8,6 +8,7 @@ from typing import Any
 from kvplan.specs.catalog import load_model
 from kvplan.specs.kv import ModelKv, kv_spec
 from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +70,7 @@ def kv_report(
     block_size: int = 16,
 ) -> KvReport:
     """Load ``model`` (an id, a path or a spec) and size its cache at a precision and TP degree."""
+    EngineConfig(block_size=block_size)  # vLLM's block sizes, as capacity and simulate check
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     return KvReport(
         model=spec,

@@ -75,18 +75,20 @@ def request_cmd(
 ) -> None:
     """A request's memory-claim schedule: prefill jump, chunk staircase, decode trickle."""
     from kvplan.analysis.timeline import request_timeline
+    from kvplan.cli.common import check_output, write_output
     from kvplan.report.charts import check_chart_path
     from kvplan.specs.kv import kv_spec
 
-    if plot:
-        check_chart_path(plot)
+    out = check_output(plot and check_chart_path(plot), "--plot", [model])
     spec, engine = _model_engine(model, fl.engine_settings(locals()))
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
-    tl = request_timeline(kv, prompt, output, chunk_tokens=chunk, block_size=engine.block_size)
-    if plot:
-        from kvplan.report.charts import save_chart, staircase_chart
+    tl = request_timeline(kv, prompt, output, chunk_tokens=chunk, block_size=engine.block_size,
+                          max_tokens=spec.max_position_embeddings)
+    if out is not None:
+        from kvplan.report.charts import chart_bytes, staircase_chart
 
-        save_chart(staircase_chart(tl, spec.name), plot)
+        write_output(out, chart_bytes(staircase_chart(tl, spec.name), out.path.suffix),
+                     as_json=as_json)
     if as_json:
         from kvplan.report.render import timeline_json
 
@@ -94,7 +96,7 @@ def request_cmd(
         return
     from kvplan.report.render import render_timeline
 
-    render_timeline(console, spec.name, kv, tl, plot)
+    render_timeline(console, spec.name, kv, tl)
 
 
 @app.command("batch")
@@ -112,7 +114,7 @@ def batch_cmd(
 
     spec, engine = _model_engine(model, fl.engine_settings(locals()))
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
-    fp = batch_footprint(kv, batch, context)
+    fp = batch_footprint(kv, batch, context, spec.max_position_embeddings)
     if as_json:
         from kvplan.report.render import batch_json
 

@@ -171,9 +171,11 @@ def calibrate_cmd(
     as_json: fl.JsonOpt = False,
 ) -> None:
     """Fit compute/bandwidth efficiency and prefill overhead per GPU and precision."""
+    from kvplan.cli.common import check_output, write_output
     from kvplan.costs import calibration as cal
 
     engine = fl.resolve_engine(fl.engine_settings(locals()))
+    out_file = check_output(out, "--out", (*files, model, gpu))
     defaults = cal.Defaults(model=model, gpu=gpu, batch=batch, prompt=prompt, output=output,
                             tensor_parallel_size=engine.tensor_parallel_size, dtype=engine.dtype,
                             quantization=engine.quantization,
@@ -185,12 +187,15 @@ def calibrate_cmd(
         raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
     names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
     result = cal.fit_profiles(points, fitted_on=", ".join(files), names=names)
-    if out:
-        cal.save_profiles(result.profiles, out)
+    if out_file is not None:
+        from kvplan.report.json_out import dumps
+
+        doc = dumps(cal.profiles_to_dict(result.profiles)) + "\n"
+        write_output(out_file, doc, as_json=as_json)
     if as_json:
         print_json(calibration_json(result))
         return
-    _show_calibration(result, out)
+    _show_calibration(result)
 
 
 def calibration_json(result: CalibrationResult) -> dict[str, Any]:
@@ -203,7 +208,7 @@ def calibration_json(result: CalibrationResult) -> dict[str, Any]:
     }
 
 
-def _show_calibration(result: CalibrationResult, out: str | None) -> None:
+def _show_calibration(result: CalibrationResult) -> None:
     from rich.table import Table
 
     from kvplan.costs.calibration import METRICS
@@ -227,5 +232,3 @@ def _show_calibration(result: CalibrationResult, out: str | None) -> None:
         med = result.median_abs_error(m)
         if med is not None:
             console.print(f"median |error| {m}: {med:.1%}")
-    if out:
-        console.print(f"profile written to {out}")

@@ -10,11 +10,12 @@ import typer
 
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import console, print_json
+from kvplan.cli.common import check_output, console, print_json, write_output
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
     from kvplan.analysis.metrics import Metrics
+    from kvplan.report.outputs import OutputTarget
     from kvplan.sim.result import SimulationResult
     from kvplan.specs.model import ModelSpec
 
@@ -72,6 +73,7 @@ def simulate_cmd(
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx
+    from kvplan.report.json_views import simulate_json, simulate_verdicts
     from kvplan.specs.catalog import load_model
     from kvplan.specs.workload import WorkloadArgs
 
@@ -81,18 +83,14 @@ def simulate_cmd(
     pm = mx.parse_percentile_metrics(percentile_metrics)
     pct = mx.parse_percentiles(metric_percentiles)
     slo = mx.parse_goodput(goodput or [])
-    _check_outputs(save_result, plot, trace)
+    outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
     spec = load_model(model)
     engine = fl.resolve_engine(engine_settings, spec)
     result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    from kvplan.report.json_views import simulate_verdicts
-
     doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
-    _write_outputs(doc, result, header, gpu, save_result, plot)
+    _write_outputs(doc, result, header, gpu, outs, as_json)
     if as_json:
-        from kvplan.report.json_views import simulate_json
-
         print_json(simulate_json(header, m, result))
         return
     _render(m, header)
@@ -100,30 +98,33 @@ def simulate_cmd(
 
 
 def _write_outputs(doc: dict[str, Any], result: SimulationResult, header: dict[str, Any],
-                   gpu: str, save_result: Path | None, plot: Path | None) -> None:
-    if save_result is not None:
-        import json
+                   gpu: str, outs: tuple[OutputTarget | None, OutputTarget | None],
+                   as_json: bool) -> None:
+    save_out, plot_out = outs
+    if save_out is not None:
+        from kvplan.report.json_out import dumps
 
-        save_result.write_text(json.dumps(doc, indent=2))
-    if plot is not None:
-        from kvplan.report.sim_charts import kv_usage_chart, save_chart
+        write_output(save_out, dumps(doc) + "\n", as_json=as_json)
+    if plot_out is not None:
+        from kvplan.report.charts import chart_bytes
+        from kvplan.report.sim_charts import kv_usage_chart
 
-        save_chart(kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage"), plot)
+        chart = kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage")
+        write_output(plot_out, chart_bytes(chart, plot_out.path.suffix), as_json=as_json)
 
 
-def _check_outputs(save_result: Path | None, plot: Path | None, trace: Path | None) -> None:
-    """Never write over the input trace; refuse bad extensions before simulating."""
-    for out, flag in ((save_result, "--save-result"), (plot, "--plot")):
-        if out is None:
-            continue
-        if trace is not None and out.resolve() == trace.resolve():
-            raise InputError(f"{flag} {out} is the input trace; choose another file")
-        if out.is_dir():
-            raise InputError(f"{flag} {out} is a directory; give a file name")
+def _check_outputs(save_result: Path | None, plot: Path | None, inputs: tuple[Any, ...]) -> (
+        tuple[OutputTarget | None, OutputTarget | None]):
+    """Refuse bad output paths (an input, a folder, unwritable...) before simulating."""
     if plot is not None:
         from kvplan.report.charts import check_chart_path
 
         check_chart_path(plot)
+    save_out = check_output(save_result, "--save-result", inputs)
+    plot_out = check_output(plot, "--plot", inputs)
+    if save_out is not None and plot_out is not None and save_out.target == plot_out.target:
+        raise InputError("--save-result and --plot name the same file; give two file names")
+    return save_out, plot_out
 
 
 def run_simulation(model: str | ModelSpec, gpu: str, engine: Any, wargs: Any,

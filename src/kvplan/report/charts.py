@@ -16,27 +16,31 @@ CHART_SUFFIXES = (".png", ".svg", ".html")
 
 
 def check_chart_path(path: str | Path) -> Path:
-    """Validate an output chart path before any work is done."""
+    """Validate an output chart's suffix before any work is done (outputs.py checks the rest)."""
     p = Path(path)
     if p.suffix.lower() not in CHART_SUFFIXES:
         raise InputError(f"--plot {p}: use a file name ending in .png, .svg or .html")
-    if not p.parent.exists():
-        raise InputError(f"--plot {p}: folder {p.parent} does not exist")
     return p
 
 
-def save_chart(chart: Any, path: str | Path) -> Path:
-    """Write an altair chart as PNG, SVG or interactive offline HTML, by extension."""
-    p = check_chart_path(path)
-    suffix = p.suffix.lower()
+def chart_bytes(chart: Any, suffix: str) -> bytes:
+    """An altair chart rendered offline as PNG, SVG or self-contained HTML, by suffix."""
+    suffix = suffix.lower()
     if suffix == ".html":
-        chart.save(str(p), inline=True)
-    else:
-        import vl_convert as vlc
+        return str(chart.to_html(inline=True)).encode("utf-8")
+    import vl_convert as vlc
 
-        spec = chart.to_json()
-        data = vlc.vegalite_to_png(spec, scale=2) if suffix == ".png" else vlc.vegalite_to_svg(spec)
-        p.write_bytes(data if isinstance(data, bytes) else data.encode())
+    spec = chart.to_json()
+    data = vlc.vegalite_to_png(spec, scale=2) if suffix == ".png" else vlc.vegalite_to_svg(spec)
+    return data if isinstance(data, bytes) else data.encode()
+
+
+def save_chart(chart: Any, path: str | Path) -> Path:
+    """Write an altair chart as PNG, SVG or interactive offline HTML, by extension (atomic)."""
+    from kvplan.report.outputs import check_output, write_output
+
+    p = check_chart_path(path)
+    write_output(check_output(p, "--plot"), chart_bytes(chart, p.suffix))
     return p
 
 

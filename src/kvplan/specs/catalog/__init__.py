@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -83,10 +84,15 @@ def nearest_ids(name: str, n: int = 3) -> list[str]:
 
 def load_model(name_or_path: str) -> ModelSpec:
     """A catalog id (case-insensitive) or a path to a config.json (or its folder) -> ModelSpec."""
+    if len(name_or_path) > MAX_NAME_CHARS:
+        raise UnknownNameError(
+            f"model name of {len(name_or_path)} characters: model ids and config paths are "
+            f"at most {MAX_NAME_CHARS} characters; see 'kvplan models'"
+        )
     path = Path(name_or_path).expanduser()
-    if path.is_dir():
+    if _probe(path.is_dir):
         path = path / "config.json"
-    if path.suffix == ".json" or path.exists():
+    if path.suffix == ".json" or _probe(path.exists):
         if not path.exists():
             raise UnknownNameError(
                 f"no such config file: {path}; pass a config.json path "
@@ -120,6 +126,19 @@ def load_model_id(name: str) -> ModelSpec:
         f"unknown model {name!r}: not in the bundled catalog (see 'kvplan models'), not in the "
         f"local Hugging Face cache, and not a path to a config.json.{hint}"
     )
+
+
+MAX_NAME_CHARS = 1024
+"""Longest model argument accepted (Hugging Face ids are at most 96 characters; paths 4096
+bytes, of which no component may exceed 255)."""
+
+
+def _probe(check: Callable[[], bool]) -> bool:
+    """A path test that treats OSError (file name too long, permission) as 'no such path'."""
+    try:
+        return check()
+    except OSError:
+        return False
 
 
 @cache
