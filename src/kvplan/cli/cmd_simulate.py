@@ -93,21 +93,20 @@ def simulate_cmd(
     _check_outputs(save_result, plot, trace)
     result, header = run_simulation(model, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = mx.save_result_json(result, m, header)
-    if save_result is not None:
+    if save_result is not None:  # the per-request document is built only when asked for
         import json
 
-        save_result.write_text(json.dumps(doc, indent=2))
+        save_result.write_text(json.dumps(mx.save_result_json(result, m, header), indent=2))
     if plot is not None:
         from kvplan.report.sim_charts import kv_usage_chart, save_chart
 
         save_chart(kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage"), plot)
     if as_json:
         print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m),
-                    "rejected": doc["rejected"]})
+                    "rejected": mx.rejected_list(result)})
         return
     _render(m, header)
-    _render_rejections(doc["rejected"])
+    _render_rejections(mx.rejected_list(result))
 
 
 def _check_outputs(save_result: Path | None, plot: Path | None, trace: Path | None) -> None:
