@@ -14,6 +14,10 @@ from kvplan.sim.scheduler import Limits, Scheduler, StepPlan
 from kvplan.sim.series import StepSeries
 from kvplan.sim.state import SimState
 
+_NO_ADMISSION = StepPlan()  # shared and never written: admit_waiting is not called with it
+_RUN_MIN = 12
+"""Shortest decode run worth numpy's per-call cost; shorter ones go step by step (exact both)."""
+
 
 class LeanStep:
     """Lean general steps; the loop class provides the state and the hooks below."""
@@ -80,6 +84,9 @@ class LeanStep:
         b = self.shape.block_size
         need = c.hist[-s.step % b]
         tail, new_t, need_t, c_t, left_t = self.tail, 0, 0, 0, 0
+        if tail is None and not (s.waiting and budget > 0
+                                 and len(s.running) < self.limits.max_num_seqs):
+            return budget >= 0 and self._lean_decode(need)
         if tail is not None:
             c_t = int(s.computed[tail])
             left_t = int(s.prompt[tail] + s.generated[tail]) - c_t
@@ -93,12 +100,40 @@ class LeanStep:
         self.decode_blocks += need
         if new_t:
             self._tail_chunk(tail, c_t, new_t, need_t, left_t)
-        plan = StepPlan()
-        self.sched.admit_waiting(plan, budget - new_t)
+        plan = _NO_ADMISSION
+        if s.waiting and budget > new_t and len(s.running) < self.limits.max_num_seqs:
+            plan = StepPlan()
+            self.sched.admit_waiting(plan, budget - new_t)
         if c.n == 0 and new_t == 0 and not plan.ids:
             self.pool.give_anon(need + need_t)  # nothing to run: cannot happen, hand over
             return False
         self._lean_run(plan, tail if new_t else None, c_t, new_t)
+        return True
+
+    def _lean_decode(self, need: int) -> bool:
+        """A step of decoders only (no tail, no admission tried): the sums and nothing else."""
+        s, c, pool = self.s, self.cohort, self.pool
+        assert c is not None
+        n = c.n
+        if n == 0 or need > pool.free:
+            return False
+        pool.take(need)
+        self.decode_blocks += need
+        t = s.step
+        ctx = c.s + n * t
+        start = s.clock
+        end = start + float(self.timer.step_time_agg(n, n, ctx, ctx + n, False))
+        self.series.add(start, end, pool.used, self.shape.groups[0].bytes_per_token * (ctx + n),
+                        len(s.running), len(s.waiting), n)
+        fin = c.finishing(t)
+        if fin:
+            ids = np.array(fin, dtype=np.int64)
+            c.materialize(s, ids, t + 1)
+            self._finish(ids, end)
+        s.clock = end
+        s.step = t + 1
+        self.blocked = False
+        self.steady = True
         return True
 
     def _tail_chunk(self, tail: Any, c_t: int, new_t: int, need_t: int, left_t: int) -> None:
@@ -182,6 +217,9 @@ class LeanStep:
             return False
         t = s.step
         k = k_fin = c.next_finish() - t + 1
+        if k < _RUN_MIN or self._next_arrival() - s.clock < _RUN_MIN * float(
+                self.timer.step_time_agg(n, n, c.s + n * t, c.s + n * t + n, False)):
+            return False
         times = self._run_times(self.timer.decode_run_agg(n, c.s + n * t, k))
         k = min(k, max(1, int(np.searchsorted(times[:k], self._next_arrival(), side="left"))))
         b = self.shape.block_size
