@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 
 from kvplan.errors import TraceError
+from kvplan.limits import MAX_TOKENS
 
 ArrivalUnit = Literal["s", "ms", "datetime"]
 ARRIVAL_UNITS: tuple[str, ...] = ("s", "ms", "datetime")
@@ -150,11 +151,12 @@ def _count_column(table: _Table, column: str, role: str) -> np.ndarray:
         values = np.array(cells, dtype=np.int64)
     except (ValueError, OverflowError):
         values = _slow_ints(table, cells, column)
-    bad = np.flatnonzero(values <= 0)
+    bad = np.flatnonzero((values <= 0) | (values > MAX_TOKENS))
     if bad.size:
         i = int(bad[0])
         raise TraceError(
-            f"{table.where(i, column)}: {role} must be a positive whole number, "
+            f"{table.where(i, column)}: {role} must be a positive whole number (at most "
+            f"{MAX_TOKENS:,}), "
             f"got {cells[i].strip()}; fix or delete the row"
         )
     return _readonly(values)
@@ -168,10 +170,10 @@ def _slow_ints(table: _Table, cells: list[str], column: str) -> np.ndarray:
             value = float(cell)
         except ValueError:
             value = float("nan")
-        if not (np.isfinite(value) and value == int(value)):
+        if not (np.isfinite(value) and value == int(value) and abs(value) <= MAX_TOKENS):
             raise TraceError(
-                f"{table.where(i, column)}: {cell.strip()!r} is not a whole number "
-                "of tokens; fix or delete the row"
+                f"{table.where(i, column)}: {cell.strip()[:40]!r} is not a whole number "
+                f"of tokens in [1, {MAX_TOKENS:,}]; fix or delete the row"
             )
         out[i] = int(value)
     return out

@@ -22,6 +22,7 @@ from kvplan.specs.generators import (
 )
 from kvplan.specs.traces import BUNDLED_TRACES, Trace, load_csv_trace, load_trace
 from kvplan.specs.workload_arrays import RequestSpec, Workload
+from kvplan.specs.workload_bounds import check_workload_bounds
 
 __all__ = ["DATASETS", "DEFAULT_NUM_PROMPTS", "LENGTH_TRACES", "PREFIX_HASH_BLOCK_TOKENS",
            "TIMED_TRACES", "RequestSpec", "Workload", "WorkloadArgs", "build_workload",
@@ -104,6 +105,7 @@ class WorkloadArgs(BaseModel):
     @model_validator(mode="after")
     def _validate(self) -> WorkloadArgs:
         _check_source(self)
+        check_workload_bounds(self)
         _check_counts(self)
         _check_rates(self)
         _check_random_flags(self)
