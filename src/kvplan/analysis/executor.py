@@ -6,6 +6,7 @@ or the worker count. Ray is optional (``pip install 'kvplan[ray]'``) and importe
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -67,9 +68,10 @@ class RayExecutor:
         if self._started:
             kwargs: dict[str, Any] = {"address": address} if address else {
                 "num_cpus": workers or os.cpu_count() or 1}
-            ray.init(include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                     **kwargs)
-        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            ray.init(include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR, **kwargs)
+        resources = getattr(ray, "cluster_resources")()  # noqa: B009 (untyped in Ray)
+        self.workers = max(1, int(resources.get("CPU", 1)))
         self._task = ray.remote(num_cpus=1)(run_jobs)
         self._ctx: Any = None
         self._ctx_key: int | None = None

@@ -41,14 +41,16 @@ class Limits:
     exhaustive: bool
 
 
-@dataclass(slots=True)
 class Tally:
-    """Work done (reported in the search report)."""
+    """Counts of work done during one search (an accumulator the search report reads)."""
 
-    capacity_searches: int = 0
-    fleet_simulations: int = 0
-    probes: int = 0
-    sim_requests: int = 0
+    __slots__ = ("capacity_searches", "fleet_simulations", "probes", "sim_requests")
+
+    def __init__(self) -> None:
+        self.capacity_searches = 0
+        self.fleet_simulations = 0
+        self.probes = 0
+        self.sim_requests = 0
 
 
 Progress = Callable[[str, int, int], None]
