@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ class ServingRun:
         return {
             "backend": "kvplan-sim", "model_id": self.model.name, "gpu": self.hardware.id,
             "dataset": self.workload.name, "num_prompts": len(self.workload),
-            "request_rate": "inf" if rate is None else rate,
+            "request_rate": "inf" if rate is None or math.isinf(rate) else rate,
             "burstiness": 1.0 if args is None else args.burstiness,
             "max_concurrency": self.workload.closed_loop_concurrency,
             "max_num_batched_tokens": self.limits.max_num_batched_tokens,

@@ -20,6 +20,7 @@ app = typer.Typer(
 
 COMMAND_MODULES = (
     "cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate", "cmd_plan", "cmd_prices",
+    "cmd_web",
 )
 """Command modules, in help order; each adds its commands to ``app`` when imported."""
 
@@ -54,9 +55,24 @@ def _register() -> None:
         importlib.import_module(f"kvplan.cli.{name}")
 
 
+def _notes_to_stderr() -> None:
+    """The library's notes (logger ``kvplan``, level INFO) as ``note: ...`` lines on stderr."""
+    import logging
+
+    log = logging.getLogger("kvplan")
+    if not any(getattr(h, "kvplan_notes", False) for h in log.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("note: %(message)s"))
+        handler.kvplan_notes = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def main() -> None:
     """Console-script entry: user errors print one line to stderr and exit 2, no traceback."""
     _register()
+    _notes_to_stderr()
     try:
         app(args=expand_multi_value(sys.argv[1:], MULTI_VALUE_OPTIONS), standalone_mode=False)
     except KvplanError as exc:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
 
@@ -19,11 +20,9 @@ ModelArg = Annotated[
     str, typer.Argument(help="Hugging Face id from 'kvplan models' or a config.json.")
 ]
 GpuOpt = Annotated[str, typer.Option("--gpu", help="GPU id from the catalog, or a YAML/JSON file.")]
-QuantOpt = Annotated[str | None, typer.Option("--quantization", help="fp8, awq, gptq, ...")]
 ProfileOpt = Annotated[
     str | None, typer.Option("--profile", help="Profile JSON from 'kvplan calibrate'.")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
 FilesArg = Annotated[
     list[str], typer.Argument(help="Measurement files: CSV, JSON, vllm bench output.")
 ]
@@ -39,34 +38,25 @@ def latency_cmd(
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request (P).")],
     output: Annotated[int, typer.Option("--output", help="Output tokens per request (O).")],
     batch: Annotated[int, typer.Option("--batch", help="Identical requests started together.")] = 1,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", "-tp")] = 1,
-    pipeline_parallel_size: Annotated[int, typer.Option("--pipeline-parallel-size", "-pp")] = 1,
-    dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16.")] = "auto",
-    quantization: QuantOpt = None,
-    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
-    max_num_batched_tokens: Annotated[
-        int | None, typer.Option("--max-num-batched-tokens", help="Prefill token budget per step.")
-    ] = None,
+    tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    dtype: fl.DtypeOpt = None, quantization: fl.QuantOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
     profile: ProfileOpt = None,
     sweep: Annotated[
         str | None, typer.Option("--sweep", help="LEVER=V1,V2,...: batch, prompt, output, "
                                  "kv-cache-dtype, tensor-parallel-size, max-num-batched-tokens.")
     ] = None,
-    as_json: JsonOpt = False,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """TTFT, TPOT, end-to-end time and throughput of a static batch, with the roofline's reasons."""
     from kvplan.costs import latency as lat
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
-    from kvplan.specs.serving import EngineConfig
 
+    settings = fl.engine_settings(locals())
     shape = lat.RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
-    engine = EngineConfig(
-        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-        dtype=dtype, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
-        max_num_batched_tokens=max_num_batched_tokens,
-    )
     spec, hw = load_model(model), load_gpu(gpu)
+    engine = fl.resolve_engine(settings, spec)
     prof = _profile(profile, spec, hw, engine)
     if sweep is not None:
         lever, values = lat.parse_sweep(sweep)
@@ -75,7 +65,9 @@ def latency_cmd(
         return
     result = lat.request_latency(spec, hw, engine, shape, prof)
     if as_json:
-        print_json({**latency_json(result), "profile": asdict(prof)})
+        from kvplan.report.json_views import latency_answer_json
+
+        print_json(latency_answer_json(result, prof))
         return
     _show_latency(spec.name, hw.id, result, prof)
 
@@ -84,31 +76,6 @@ def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
     from kvplan.costs.calibration import profile_for
 
     return profile_for(spec, hw, engine, path)
-
-
-def cost_json(cost: StepCost) -> dict[str, Any]:
-    """A phase's breakdown: flops, bytes and seconds by component, bound, intensity, ridge."""
-    return {
-        "steps": cost.steps, "tokens": cost.tokens,
-        "flops": {**asdict(cost.flops), "total": cost.flops.total},
-        "bytes": {**asdict(cost.bytes), "total": cost.bytes.total},
-        "seconds": {**asdict(cost.seconds), "total_s": cost.seconds.total_s},
-        "bound": cost.bound, "arithmetic_intensity_flop_per_byte": cost.arithmetic_intensity,
-        "ridge_point_flop_per_byte": cost.ridge_point,
-    }
-
-
-def latency_json(r: LatencyResult) -> dict[str, Any]:
-    """The JSON view of one latency result."""
-    return {
-        "batch": r.shape.batch, "prompt_tokens": r.shape.prompt_tokens,
-        "output_tokens": r.shape.output_tokens,
-        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
-        "output_throughput_tok_s": r.output_throughput_tok_s,
-        "prefill_bound": r.prefill_bound, "decode_bound": r.decode_bound,
-        "phases": {"prefill": cost_json(r.prefill),
-                   "decode": None if r.decode is None else cost_json(r.decode)},
-    }
 
 
 def explain(phase: str, cost: StepCost) -> str:
@@ -153,13 +120,11 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None
 
 
 def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool) -> None:
-    turn = next((r.value for r in rows if r.result.decode_bound == "compute"), None)
-    no_fit = next((r.value for r in rows if not r.fits), None)
+    from kvplan.report.json_views import sweep_json, sweep_no_fit, sweep_turn
+
+    turn, no_fit = sweep_turn(rows), sweep_no_fit(rows)
     if as_json:
-        items = [{"value": r.value, "fits": r.fits, "max_batch": r.max_batch,
-                  **latency_json(r.result)} for r in rows]
-        print_json({"lever": lever, "decode_compute_bound_from": turn,
-                    "kv_no_longer_fits_at": no_fit, "rows": items})
+        print_json(sweep_json(lever, rows))
         return
     from rich.table import Table
 
@@ -189,22 +154,26 @@ def calibrate_cmd(
     batch: Annotated[int | None, typer.Option("--batch")] = None,
     prompt: Annotated[int | None, typer.Option("--prompt")] = None,
     output: Annotated[int | None, typer.Option("--output")] = None,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", "-tp")] = 1,
-    dtype: Annotated[str, typer.Option("--dtype")] = "auto",
-    quantization: QuantOpt = None,
-    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
+    tensor_parallel_size: fl.TpOpt = None,
+    dtype: fl.DtypeOpt = None,
+    quantization: fl.QuantOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None,
     out: OutOpt = None,
     fit_step_overhead: Annotated[bool, typer.Option(
         "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
     )] = False,
-    as_json: JsonOpt = False,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """Fit compute/bandwidth efficiency and prefill overhead per GPU and precision."""
+    from kvplan.cli.common import check_output, write_output
     from kvplan.costs import calibration as cal
 
+    engine = fl.resolve_engine(fl.engine_settings(locals()))
+    out_file = check_output(out, "--out", (*files, model, gpu))
     defaults = cal.Defaults(model=model, gpu=gpu, batch=batch, prompt=prompt, output=output,
-                            tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                            quantization=quantization, kv_cache_dtype=kv_cache_dtype)
+                            tensor_parallel_size=engine.tensor_parallel_size, dtype=engine.dtype,
+                            quantization=engine.quantization,
+                            kv_cache_dtype=engine.kv_cache_dtype)
     points = [p for f in files for p in cal.read_measurements(f, defaults)]
     if not points:
         from kvplan.errors import TraceError
@@ -212,12 +181,15 @@ def calibrate_cmd(
         raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
     names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
     result = cal.fit_profiles(points, fitted_on=", ".join(files), names=names)
-    if out:
-        cal.save_profiles(result.profiles, out)
+    if out_file is not None:
+        from kvplan.report.json_out import dumps
+
+        doc = dumps(cal.profiles_to_dict(result.profiles)) + "\n"
+        write_output(out_file, doc, as_json=as_json)
     if as_json:
         print_json(calibration_json(result))
         return
-    _show_calibration(result, out)
+    _show_calibration(result)
 
 
 def calibration_json(result: CalibrationResult) -> dict[str, Any]:
@@ -230,7 +202,7 @@ def calibration_json(result: CalibrationResult) -> dict[str, Any]:
     }
 
 
-def _show_calibration(result: CalibrationResult, out: str | None) -> None:
+def _show_calibration(result: CalibrationResult) -> None:
     from rich.table import Table
 
     from kvplan.costs.calibration import METRICS
@@ -254,5 +226,3 @@ def _show_calibration(result: CalibrationResult, out: str | None) -> None:
         med = result.median_abs_error(m)
         if med is not None:
             console.print(f"median |error| {m}: {med:.1%}")
-    if out:
-        console.print(f"profile written to {out}")

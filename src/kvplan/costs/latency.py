@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from kvplan.costs.batch import IntArray
+from kvplan.costs.latency_checks import check_priced_steps, check_shape_bounds, check_sweep_size
 from kvplan.costs.roofline import (
     Bound,
     BytesMoved,
@@ -47,6 +48,7 @@ class RequestShape:
                             ("--output", self.output_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{flag} must be a positive whole number, got {value!r}")
+        check_shape_bounds(self.batch, self.prompt_tokens, self.output_tokens)
 
     @property
     def total_tokens(self) -> int:
@@ -130,6 +132,7 @@ def static_batch_latency(
     timer: StepCostModel, shape: RequestShape, *, max_num_batched_tokens: int | None = None
 ) -> LatencyResult:
     """TTFT, TPOT, E2E and throughput of a static batch, priced step by step by ``timer``."""
+    check_priced_steps(shape.batch, shape.prompt_tokens, max_num_batched_tokens)
     steps = prefill_steps(shape, max_num_batched_tokens)
     ttft = 0.0
     for new, ctx in steps:
@@ -218,12 +221,7 @@ def check_batch_fits(
     model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape
 ) -> None:
     """Raise InputError past the context limit, DoesNotFitError when the KV cache does not fit."""
-    limit = engine.max_model_len or model.max_position_embeddings
-    if shape.total_tokens > limit:
-        raise InputError(
-            f"--prompt + --output = {shape.total_tokens} tokens exceeds the model's context "
-            f"limit of {limit} tokens (max_model_len); shorten the request"
-        )
+    check_context(model, engine, shape)
     fit = kv_fit(model, hardware, engine, shape)
     if not fit.fits:
         raise DoesNotFitError(
@@ -233,6 +231,16 @@ def check_batch_fits(
             f"{fit.max_batch} such requests fit (lower --batch, use --kv-cache-dtype fp8 or "
             "raise --tensor-parallel-size)",
             needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
+        )
+
+
+def check_context(model: ModelSpec, engine: EngineConfig, shape: RequestShape) -> None:
+    """InputError when one request is longer than max_model_len (default: the model's)."""
+    limit = engine.max_model_len or model.max_position_embeddings
+    if shape.total_tokens > limit:
+        raise InputError(
+            f"--prompt + --output = {shape.total_tokens} tokens exceeds the model's context "
+            f"limit of {limit} tokens (max_model_len); shorten the request"
         )
 
 
@@ -269,10 +277,13 @@ def sweep(
     model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
     lever: str, values: list[str], profile: Profile | None = None,
 ) -> list[SweepRow]:
-    """Latency for each value of one lever, every other setting held fixed."""
+    """Latency for each value of one lever, every other setting held fixed; each row gets the
+    plain command's checks (sizes, context limit) except the KV fit, which it reports."""
+    check_sweep_size(values)
     rows = []
     for value in values:
         eng, shp = _apply(engine, shape, lever, value)
+        check_context(model, eng, shp)
         fit = kv_fit(model, hardware, eng, shp)
         result = request_latency(model, hardware, eng, shp, profile, check_fit=False)
         rows.append(SweepRow(value=value, result=result, fits=fit.fits, max_batch=fit.max_batch))

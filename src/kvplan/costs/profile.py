@@ -34,5 +34,5 @@ class Profile:
             if not 0.0 < value <= 1.0:
                 raise InputError(f"profile {name} must be in (0, 1], got {value}")
         for name in ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s"):
-            if getattr(self, name) < 0:
+            if not getattr(self, name) >= 0:  # NaN fails too
                 raise InputError(f"profile {name} must be >= 0, got {getattr(self, name)}")

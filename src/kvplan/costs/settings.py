@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from kvplan.costs import vllm_defaults as vd
 from kvplan.errors import InputError
+from kvplan.specs.engine_bounds import check_kv_cache_memory
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import check_tensor_parallel
 from kvplan.specs.model import ModelSpec
@@ -37,6 +38,7 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     check_tensor_parallel(model, tp)
+    check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
     max_len = engine.max_model_len or model.max_position_embeddings

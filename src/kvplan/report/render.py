@@ -69,9 +69,7 @@ def timeline_json(model: str, kv: ModelKv, tl: RequestTimeline) -> dict[str, Any
     }
 
 
-def render_timeline(
-    console: Console, model: str, kv: ModelKv, tl: RequestTimeline, plot: str | None
-) -> None:
+def render_timeline(console: Console, model: str, kv: ModelKv, tl: RequestTimeline) -> None:
     console.print(timeline_table(tl))
     steps = "1 step" if tl.prefill_steps == 1 else f"{tl.prefill_steps} chunked steps"
     console.print(f"{model}: {kv.bytes_per_token:,} bytes/token ({kv.precision.name})")
@@ -85,8 +83,6 @@ def render_timeline(
         f"{fmt_bytes(tl.final_allocated_bytes)} allocated in blocks of {tl.block_size}); "
         f"prefill share {tl.prefill_share:.1%}"
     )
-    if plot:
-        console.print(f"chart written to {plot}")
 
 
 def batch_json(model: str, fp: BatchFootprint) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.errors import InputError
+from kvplan.limits import MAX_PARALLEL, check_int
 from kvplan.specs.kv_precision import (
     KV_CACHE_DTYPES,
     PRECISIONS,
@@ -267,8 +268,7 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
     Used where kvplan models a real deployment (capacity, latency, simulation); ``kv_spec``
     itself stays lenient so the cache arithmetic can be explored for any degree.
     """
-    if tp < 1:
-        raise InputError(f"--tensor-parallel-size must be a positive whole number, got {tp}")
+    check_int("--tensor-parallel-size", tp, 1, MAX_PARALLEL)
     if model.num_attention_heads % tp:
         raise InputError(
             f"--tensor-parallel-size {tp} must divide num_attention_heads "
@@ -293,8 +293,7 @@ def kv_spec(
     """Per-GPU KV cache layout of ``model`` at the given cache precision and TP degree."""
     precision = resolve_precision(kv_cache_dtype, model.dtype)
     tp = tensor_parallel_size
-    if tp < 1:
-        raise InputError(f"--tensor-parallel-size must be a positive whole number, got {tp}")
+    check_int("--tensor-parallel-size", tp, 1, MAX_PARALLEL)
     specs = [
         (i, spec)
         for i in range(model.num_layers)
