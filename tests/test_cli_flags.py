@@ -103,3 +103,17 @@ def test_cli_functions_and_files_are_short() -> None:
             if isinstance(node, ast.FunctionDef) and lines > 50:
                 long.append(f"{path.name}:{node.name}")
     assert long == []
+
+
+def test_pasted_line_warns_once_per_flag_kvplan_ignores() -> None:
+    r = run_cli("capacity", "--gpu", "H100", "--", "vllm", "serve", "--enforce-eager",
+                "meta-llama/Llama-3.1-8B", "--max-model-len", "8k", "--data-parallel-size", "2",
+                "--enable-expert-parallel", "--cpu-offload-gb", "4", "--speculative-config",
+                '{"method": "ngram", "num_speculative_tokens": 3}', "--port", "8000")
+    assert r.code == 0, r.err
+    warnings = [line for line in r.err.splitlines() if line.startswith("warning: ")]
+    assert [w.split()[1] for w in warnings] == [
+        "--enforce-eager", "--data-parallel-size", "--enable-expert-parallel",
+        "--cpu-offload-gb", "--speculative-config"]
+    assert "Maximum concurrency for 8,000 tokens" in r.out  # MODEL after a switch is the model
+    assert "note: ignored vLLM flags: --port" in r.out

@@ -25,6 +25,32 @@ class BatchFootprint:
         return self.batch * self.bytes_per_request
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FootprintTerm:
+    """One layer group's share of a request: bytes/token x tokens held, or a fixed state."""
+
+    label: str
+    num_layers: int
+    bytes_per_token: int
+    tokens_held: int
+    state_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_per_token * self.tokens_held + self.state_bytes
+
+
+def footprint_terms(fp: BatchFootprint) -> tuple[FootprintTerm, ...]:
+    """One term per layer group; the terms add up to ``bytes_per_request``."""
+    return tuple(
+        FootprintTerm(label=g.spec.label, num_layers=g.num_layers,
+                      bytes_per_token=g.bytes_per_token,
+                      tokens_held=g.spec.tokens_held(fp.context_tokens) if g.bytes_per_token else 0,
+                      state_bytes=g.state_bytes)
+        for g in fp.kv.groups
+    )
+
+
 def batch_footprint(kv: ModelKv, batch: int, context_tokens: int,
                     max_tokens: int | None = None) -> BatchFootprint:
     """total = batch x bytes_for(context) (= bytes/token x context x batch for full attention).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -9,7 +10,7 @@ import typer
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
-from kvplan.cli.pasted import parse_vllm_command
+from kvplan.cli.pasted import parse_vllm_command, warn_ignored
 from kvplan.errors import InputError
 from kvplan.report.json_views import plan_json
 
@@ -50,6 +51,8 @@ def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], lis
     if len(args) == 1:
         return {"model": args[0], **flags}, []
     pasted, ignored = parse_vllm_command(args)
+    for line in warn_ignored(ignored):
+        print(line, file=sys.stderr)
     if "model" not in pasted:
         raise InputError("give a MODEL, or a vLLM command line after -- (vllm serve MODEL ...)")
     return {**pasted, **flags}, ignored
@@ -115,8 +118,11 @@ def _render(plan: MemoryPlan, ignored: list[str]) -> None:
         f"Maximum concurrency for {s.max_model_len:,} tokens per request: "
         f"{plan.max_concurrency:.2f}x"
     )
-    if ignored:
-        console.print(f"note: ignored vLLM flags: {', '.join(ignored)}")
+    from kvplan.cli.pasted import IGNORED_EFFECTS
+
+    rest = [f for f in ignored if f not in IGNORED_EFFECTS]  # the others warned on stderr
+    if rest:
+        console.print(f"note: ignored vLLM flags: {', '.join(rest)}")
 
 
 @app.command("gpus")

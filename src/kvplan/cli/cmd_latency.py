@@ -128,22 +128,28 @@ def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool) -> None:
         return
     from rich.table import Table
 
-    from kvplan.units import fmt_seconds
-
     table = Table(title=f"sweep of {lever}")
     for col in (lever, "TTFT", "TPOT", "throughput tok/s", "prefill", "decode", "KV fits", "note"):
         table.add_column(col)
     for r in rows:
-        res, note = r.result, []
-        if r.value == turn:
-            note.append("decode turns compute-bound")
-        if r.value == no_fit:
-            note.append(f"KV cache no longer fits (max batch {r.max_batch})")
-        table.add_row(r.value, fmt_seconds(res.ttft_s),
-                      "-" if res.tpot_s is None else fmt_seconds(res.tpot_s),
-                      f"{res.output_throughput_tok_s:,.0f}", res.prefill_bound,
-                      res.decode_bound or "-", "yes" if r.fits else "NO", "; ".join(note))
+        table.add_row(*_sweep_cells(r, turn, no_fit))
     console.print(table)
+
+
+def _sweep_cells(r: SweepRow, turn: str | None, no_fit: str | None) -> tuple[str, ...]:
+    from kvplan.units import fmt_seconds
+
+    if not r.weights_fit:
+        return (r.value, "-", "-", "-", "-", "-", "NO", "weights do not fit: no latency")
+    res, note = r.result, []
+    if r.value == turn:
+        note.append("decode turns compute-bound")
+    if r.value == no_fit:
+        note.append(f"KV cache no longer fits (max batch {r.max_batch})")
+    return (r.value, fmt_seconds(res.ttft_s),
+            "-" if res.tpot_s is None else fmt_seconds(res.tpot_s),
+            f"{res.output_throughput_tok_s:,.0f}", res.prefill_bound,
+            res.decode_bound or "-", "yes" if r.fits else "NO", "; ".join(note))
 
 
 @app.command("calibrate")

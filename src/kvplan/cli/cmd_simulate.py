@@ -73,6 +73,7 @@ def simulate_cmd(
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx
+    from kvplan.report.json_views import simulate_json, simulate_verdicts
     from kvplan.specs.catalog import load_model
     from kvplan.specs.workload import WorkloadArgs
 
@@ -87,15 +88,13 @@ def simulate_cmd(
     engine = fl.resolve_engine(engine_settings, spec)
     result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = mx.save_result_json(result, m, header)
+    doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
     _write_outputs(doc, result, header, gpu, outs, as_json)
     if as_json:
-        from kvplan.report.json_views import simulate_json
-
         print_json(simulate_json(header, m, result))
         return
     _render(m, header)
-    _render_rejections(doc["rejected"])
+    _render_verdicts(result)
 
 
 def _write_outputs(doc: dict[str, Any], result: SimulationResult, header: dict[str, Any],
@@ -204,12 +203,13 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
     console.print(t)
 
 
-def _render_rejections(rejected: Any) -> None:
-    """Say why requests were rejected (grouped by reason), so a failed run is not silent."""
-    if not rejected:
-        return
-    counts: dict[str, int] = {}
-    for entry in rejected:
-        counts[entry["reason"]] = counts.get(entry["reason"], 0) + 1
-    for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]):
-        console.print(f"[yellow]{n} request(s) rejected:[/yellow] {reason}")
+def _render_verdicts(result: SimulationResult) -> None:
+    """Rejections, one line per reason with examples, and an overload warning, if any."""
+    from kvplan.analysis.overload import overload
+    from kvplan.analysis.rejections import group_rejections
+
+    for group in group_rejections(result.rejected):
+        console.print(f"[yellow]{group.line()}[/yellow]")
+    load = overload(result)
+    if load is not None and load.overloaded:
+        console.print(f"[bold red]{load.message()}[/bold red]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,7 +16,11 @@ if TYPE_CHECKING:
 PIPE_WIDTH = 120
 """Rich assumes 80 columns when stdout is not a terminal; tables read better a little wider."""
 
-console = Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+console = Console(
+    highlight=False,
+    width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH,
+)
+"""On a terminal, or with COLUMNS set, rich uses that width; otherwise PIPE_WIDTH."""
 
 
 def print_json(obj: Any) -> None:

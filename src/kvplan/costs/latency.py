@@ -189,6 +189,14 @@ class KvFit:
     blocks_per_request: int
     num_blocks: int
     batch: int
+    weights_bytes: int = 0
+    activation_bytes: int = 0
+    memory_error: str | None = None
+    """Set when weights + activations leave no room at all (vLLM's plan fails): its message."""
+
+    @property
+    def weights_fit(self) -> bool:
+        return self.memory_error is None
 
     @property
     def fits(self) -> bool:
@@ -214,12 +222,15 @@ def kv_fit(
         plan = plan_memory(model, hardware, eng)
     except DoesNotFitError as exc:
         return KvFit(needed_bytes=exc.needed_bytes, available_bytes=exc.available_bytes,
-                     blocks_per_request=1, num_blocks=0, batch=shape.batch)
+                     blocks_per_request=1, num_blocks=0, batch=shape.batch,
+                     memory_error=str(exc))
     blocks = sum(g.spec.blocks_for(shape.total_tokens, g.block_size) for g in plan.groups)
     block_bytes = plan.page_size_bytes * plan.layers_per_group
     return KvFit(needed_bytes=shape.batch * blocks * block_bytes,
                  available_bytes=plan.budget.available_kv_bytes, blocks_per_request=blocks,
-                 num_blocks=plan.num_blocks, batch=shape.batch)
+                 num_blocks=plan.num_blocks, batch=shape.batch,
+                 weights_bytes=plan.budget.weights_bytes,
+                 activation_bytes=plan.budget.activation_bytes)
 
 
 def check_batch_fits(
@@ -228,13 +239,20 @@ def check_batch_fits(
     """Raise InputError past the context limit, DoesNotFitError when the KV cache does not fit."""
     check_context(model, engine, shape)
     fit = kv_fit(model, hardware, engine, shape)
+    if fit.memory_error is not None:
+        raise DoesNotFitError(
+            f"{model.name} does not fit before any KV cache: {fit.memory_error}",
+            needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
+        )
     if not fit.fits:
         raise DoesNotFitError(
-            f"a batch of {shape.batch} requests x {shape.total_tokens} tokens needs "
-            f"{fmt_bytes(fit.needed_bytes)} of KV cache per GPU but {hardware.id} has "
-            f"{fmt_bytes(max(0, fit.available_bytes))} for it ({fit.num_blocks} blocks); at most "
-            f"{fit.max_batch} such requests fit (lower --batch, use --kv-cache-dtype fp8 or "
-            "raise --tensor-parallel-size)",
+            f"the KV cache does not fit: a batch of {shape.batch} requests x "
+            f"{shape.total_tokens} tokens needs {fmt_bytes(fit.needed_bytes)} of KV cache per "
+            f"GPU, but {hardware.id} has {fmt_bytes(max(0, fit.available_bytes))} left for it "
+            f"({fit.num_blocks} blocks) after weights {fmt_bytes(fit.weights_bytes)} and "
+            f"activations {fmt_bytes(fit.activation_bytes)}; at most {fit.max_batch} such "
+            "requests fit (lower --batch, use --kv-cache-dtype fp8 or raise "
+            "--tensor-parallel-size)",
             needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
         )
 
@@ -263,6 +281,9 @@ class SweepRow:
     result: LatencyResult
     fits: bool
     max_batch: int
+    weights_fit: bool = True
+    does_not_fit: str | None = None
+    """Why the model itself does not fit at this value (its latencies mean nothing then)."""
 
 
 def parse_sweep(text: str) -> tuple[str, list[str]]:
@@ -293,7 +314,8 @@ def sweep(
     for value, (eng, shp) in zip(values, cases, strict=True):
         fit = kv_fit(model, hardware, eng, shp)
         result = request_latency(model, hardware, eng, shp, profile, check_fit=False)
-        rows.append(SweepRow(value=value, result=result, fits=fit.fits, max_batch=fit.max_batch))
+        rows.append(SweepRow(value=value, result=result, fits=fit.fits, max_batch=fit.max_batch,
+                             weights_fit=fit.weights_fit, does_not_fit=fit.memory_error))
     return rows
 
 

@@ -144,19 +144,28 @@ def sweep_json(lever: str, rows: list[SweepRow]) -> dict[str, Any]:
         "lever": lever,
         "decode_compute_bound_from": sweep_turn(rows),
         "kv_no_longer_fits_at": sweep_no_fit(rows),
-        "rows": [{"value": r.value, "fits": r.fits, "max_batch": r.max_batch,
-                  **latency_json(r.result)} for r in rows],
+        "rows": [sweep_row_json(r) for r in rows],
     }
+
+
+def sweep_row_json(r: SweepRow) -> dict[str, Any]:
+    """One sweep row; a row whose weights do not fit has its reason instead of latencies."""
+    head = {"value": r.value, "fits": r.fits, "weights_fit": r.weights_fit,
+            "max_batch": r.max_batch}
+    if not r.weights_fit:
+        return {**head, "does_not_fit": r.does_not_fit}
+    return {**head, **latency_json(r.result)}
 
 
 def sweep_turn(rows: list[SweepRow]) -> str | None:
     """The first lever value whose decode is compute-bound."""
-    return next((r.value for r in rows if r.result.decode_bound == "compute"), None)
+    return next((r.value for r in rows if r.weights_fit and r.result.decode_bound == "compute"),
+                None)
 
 
 def sweep_no_fit(rows: list[SweepRow]) -> str | None:
     """The first lever value whose batch's KV cache does not fit."""
-    return next((r.value for r in rows if not r.fits), None)
+    return next((r.value for r in rows if r.weights_fit and not r.fits), None)
 
 
 def simulate_json(header: dict[str, Any], m: Metrics, r: SimulationResult) -> dict[str, Any]:
@@ -164,4 +173,15 @@ def simulate_json(header: dict[str, Any], m: Metrics, r: SimulationResult) -> di
     from kvplan.analysis.metrics import kvplan_extras, vllm_result
 
     rejected = [{"index": i, "reason": why} for i, why in sorted(r.rejected.items())]
-    return {**header, **vllm_result(m), **kvplan_extras(m), "rejected": rejected}
+    return {**header, **vllm_result(m), **kvplan_extras(m), "rejected": rejected,
+            **simulate_verdicts(r)}
+
+
+def simulate_verdicts(r: SimulationResult) -> dict[str, Any]:
+    """Rejections grouped by reason, and whether the server kept up with the arrivals."""
+    from kvplan.analysis.overload import overload
+    from kvplan.analysis.rejections import group_rejections
+
+    load = overload(r)
+    return {"rejected_by_reason": [g.to_json() for g in group_rejections(r.rejected)],
+            "overload": None if load is None else load.to_json()}
