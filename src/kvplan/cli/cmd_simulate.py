@@ -88,7 +88,9 @@ def simulate_cmd(
     engine = fl.resolve_engine(engine_settings, spec)
     result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
+    doc = None
+    if outs[0] is not None:  # the per-request document is built only for --save-result
+        doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
     _write_outputs(doc, result, header, gpu, outs, as_json)
     if as_json:
         print_json(simulate_json(header, m, result))
@@ -97,11 +99,11 @@ def simulate_cmd(
     _render_verdicts(result)
 
 
-def _write_outputs(doc: dict[str, Any], result: SimulationResult, header: dict[str, Any],
+def _write_outputs(doc: dict[str, Any] | None, result: SimulationResult, header: dict[str, Any],
                    gpu: str, outs: tuple[OutputTarget | None, OutputTarget | None],
                    as_json: bool) -> None:
     save_out, plot_out = outs
-    if save_out is not None:
+    if save_out is not None and doc is not None:
         from kvplan.report.json_out import dumps
 
         write_output(save_out, dumps(doc) + "\n", as_json=as_json)

@@ -167,6 +167,20 @@ class StepCostModel:
         stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max)
         return self._finish(stage, t, co.overhead_s[prefill])
 
+    @property
+    def supports_aggregates(self) -> bool:
+        """step_time_agg is exact unless sliding-window attention needs per-request sums."""
+        return not self._co.window
+
+    def step_time_agg(self, tokens: int, requests: int, context: int, pairs: int,
+                      prefill: bool) -> float:
+        """step_time_s from the batch's sums (no sliding window): tokens = sum(new),
+        requests = len(new), context = sum(ctx), pairs = sum(new*ctx + new*(new+1)/2),
+        prefill = has_prefill(new, ctx). The same float operations: equal to the last bit."""
+        t = float(tokens)
+        stage = self._stage(t, float(requests), float(context), float(pairs), 0.0, 0.0, max)
+        return self._finish(stage, t, self._co.overhead_s[int(prefill)])
+
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
 
@@ -190,6 +204,16 @@ class StepCostModel:
             # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
             out[0] = self._finish(stage[0], t, self._co.overhead_s[1])
         return out
+
+    def decode_run_agg(self, requests: int, context: int, num_steps: int) -> FloatArray:
+        """decode_run_s from the run's sums: ``requests`` decodes over ``context`` cached
+        tokens at step 0 (each >= 1, so no step is a prefill); the same operations."""
+        k = np.arange(num_steps, dtype=np.int64)
+        ctx: Any = context + requests * k
+        zero: Any = 0.0
+        t = float(requests)
+        stage = self._stage(t, t, ctx, ctx + requests, zero, zero, np.maximum)
+        return np.asarray(self._finish(stage, t, self._co.overhead_s[0]), dtype=np.float64)
 
     def _stage(self, t: float, r: float, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
                mx: Callable[[Any, Any], Any]) -> X:

@@ -176,6 +176,10 @@ class Scheduler:
 
     # ------------------------------------------------------------ waiting
 
+    def admit_waiting(self, plan: StepPlan, budget: int) -> None:
+        """The WAITING half of a step alone (the lean step schedules the running half)."""
+        self._schedule_waiting(plan, budget)
+
     def _schedule_waiting(self, plan: StepPlan, budget: int) -> None:
         s = self.state
         b = self.shape.block_size

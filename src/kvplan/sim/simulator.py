@@ -17,6 +17,8 @@ from kvplan.errors import InputError
 from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
+from kvplan.sim.lean import Cohort
+from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
 from kvplan.sim.result import IntArray, SimulationResult
 from kvplan.sim.scheduler import Limits, Scheduler, StepPlan
@@ -105,7 +107,7 @@ def _shape(kv: ModelKv | KvShape | None, block_size: int) -> KvShape:
     return kv_shape_from(kv, block_size)
 
 
-class _Loop(FastForward):
+class _Loop(FastForward, LeanStep):
     """The simulation loop: releases arrivals, runs general steps or fast-forwards."""
 
     def __init__(self, *, workload: WorkloadLike, timer: StepTimer, shape: KvShape,
@@ -134,6 +136,9 @@ class _Loop(FastForward):
         self.simple = len(g) == 1 and g[0].kind == "full" and g[0].weight == 1
         self.steady = False
         self.validate = False
+        self.lean = fast and self.simple and bool(getattr(timer, "supports_aggregates", False))
+        self.cohort: Cohort | None = None
+        self.tail: int | None = None
         self._step_no: IntArray = np.zeros(0, dtype=np.int64)
         self._opens: IntArray = np.zeros(0, dtype=np.int64)
         self.reasons = reject_reasons(self.s, shape, limits, num_blocks - 1, max_model_len)
@@ -196,9 +201,14 @@ class _Loop(FastForward):
                 s.clock = max(s.clock, t)
                 self.blocked = False
                 continue
-            if not (self.fast and self._fast_forward()):
+            if self.lean:
+                if not self._lean_turn():
+                    self._lean_drop()
+                    self._general_step()
+            elif not (self.fast and self._fast_forward()):
                 self._general_step()
             if self.validate:
+                self._lean_sync()
                 check_books(self.s, self.pool)
             turns += 1
             if self.progress is not None and turns % 4096 == 0:
@@ -206,6 +216,12 @@ class _Loop(FastForward):
         if self.progress is not None:
             self.progress(self.done, n)
         return self._result()
+
+    def _lean_turn(self) -> bool:
+        """A fast-forwarded run or a lean step; False if the general step must run."""
+        if not self._lean_ready():
+            return False
+        return self._lean_run_ahead() or self._lean_step()
 
     def _general_step(self) -> None:
         s = self.s
@@ -287,6 +303,9 @@ class _Loop(FastForward):
             return False
         s = self.s
         gone = fin.tolist()
+        if self.cohort is not None:
+            for r in gone:
+                self.cohort.leave(r)
         for r in gone:
             self.sched.free(r, keep_own=False)
             s.close_segment(r)

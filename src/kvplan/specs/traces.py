@@ -9,7 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 from kvplan.errors import TraceError, UnknownNameError
-from kvplan.specs.trace_csv import ARRIVAL_UNITS, ArrivalUnit, Trace, TraceFormat, read_csv_trace
+from kvplan.specs.trace_cache import cached_csv_trace
+from kvplan.specs.trace_csv import ARRIVAL_UNITS, ArrivalUnit, Trace, TraceFormat
 
 __all__ = ["BUNDLED_TRACES", "ArrivalUnit", "BundledTrace", "Trace", "TraceFormat",
            "bundled_trace", "bundled_trace_path", "load_csv_trace", "load_trace",
@@ -125,7 +126,7 @@ def bundled_trace_path(name: str) -> Path:
 def load_trace(name: str) -> Trace:
     """Load a bundled trace by its dataset name (parsed once per process, arrays read-only)."""
     entry = bundled_trace(name)
-    return read_csv_trace(bundled_trace_path(name), entry.format, name, _KNOWN)
+    return cached_csv_trace(bundled_trace_path(name), entry.format, name, _KNOWN)
 
 
 def load_csv_trace(
@@ -139,7 +140,7 @@ def load_csv_trace(
     """
     path = Path(path)
     fmt = parse_trace_columns(columns) if isinstance(columns, str) else columns
-    return read_csv_trace(path, fmt, name or path.stem, _KNOWN)
+    return cached_csv_trace(path, fmt, name or path.stem, _KNOWN)
 
 
 def parse_trace_columns(spec: str) -> TraceFormat:
