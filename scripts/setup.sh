@@ -15,7 +15,7 @@ else
 fi
 log=.venv/pip.log
 if ! { .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip &&
-       .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'; } >"$log" 2>&1; then
+       .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,ray]'; } >"$log" 2>&1; then
   echo "setup failed; the end of $log:" >&2
   tail -n 40 "$log" >&2
   exit 1

@@ -18,13 +18,16 @@ app = typer.Typer(
 )
 
 
-COMMAND_MODULES = ("cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate", "cmd_web")
+COMMAND_MODULES = (
+    "cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate", "cmd_plan", "cmd_prices",
+    "cmd_web",
+)
 """Command modules, in help order; each adds its commands to ``app`` when imported."""
 
 
-MULTI_VALUE_OPTIONS = ("--goodput",)
+MULTI_VALUE_OPTIONS = ("--goodput", "--slo")
 """Options that take several space-separated values, as vLLM's (``--goodput ttft:500 tpot:50``)."""
-_SLO_VALUE = re.compile(r"^[A-Za-z0-9_]+:[0-9.eE+-]+$")
+_SLO_VALUE = re.compile(r"^[A-Za-z0-9_]+:(p[0-9.]+:)?[0-9.eE+-]+$")
 
 
 def expand_multi_value(argv: list[str], options: tuple[str, ...]) -> list[str]:
