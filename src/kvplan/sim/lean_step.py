@@ -35,6 +35,8 @@ class LeanStep:
     decode_blocks: int
     cohort: Cohort | None
     tail: int | None
+    ahead_after: int
+    ahead_at: float
 
     def _finish(self, fin: IntArray, end: float) -> bool:
         raise NotImplementedError
@@ -208,7 +210,10 @@ class LeanStep:
     # ------------------------------------------------------------ decode runs
 
     def _lean_run_ahead(self) -> bool:
-        """k pure-decode steps of the cohort at once (fastpath.py's rules on the sums)."""
+        """k pure-decode steps of the cohort at once (fastpath.py's rules on the sums).
+
+        Runs shorter than _RUN_MIN steps go step by step; ahead_after / ahead_at remember
+        until when no run can be long (a heuristic: both ways give the same result)."""
         s, c = self.s, self.cohort
         assert c is not None
         n = c.n
@@ -217,8 +222,13 @@ class LeanStep:
             return False
         t = s.step
         k = k_fin = c.next_finish() - t + 1
-        if k < _RUN_MIN or self._next_arrival() - s.clock < _RUN_MIN * float(
+        if k < _RUN_MIN:  # and still at every step up to that finish
+            self.ahead_after = t + k - 1
+            return False
+        nxt = self._next_arrival()
+        if nxt - s.clock < _RUN_MIN * float(
                 self.timer.step_time_agg(n, n, c.s + n * t, c.s + n * t + n, False)):
+            self.ahead_at = nxt  # a heuristic (the result is the same either way)
             return False
         times = self._run_times(self.timer.decode_run_agg(n, c.s + n * t, k))
         k = min(k, max(1, int(np.searchsorted(times[:k], self._next_arrival(), side="left"))))
