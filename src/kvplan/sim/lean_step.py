@@ -37,6 +37,7 @@ class LeanStep:
     tail: int | None
     ahead_after: int
     ahead_at: float
+    validate: bool
 
     def _finish(self, fin: IntArray, end: float) -> bool:
         raise NotImplementedError
@@ -113,27 +114,38 @@ class LeanStep:
         return True
 
     def _lean_decode(self, need: int) -> bool:
-        """A step of decoders only (no tail, no admission tried): the sums and nothing else."""
+        """Steps of decoders only (no tail, no admission tried): the sums and nothing else.
+        Goes on while the next turn would be one too (no arrival due, no admission to try,
+        no decode run worth trying, blocks for the decoders), so a turn may hold several."""
         s, c, pool = self.s, self.cohort, self.pool
         assert c is not None
-        n = c.n
-        if n == 0 or need > pool.free:
+        if c.n == 0 or need > pool.free:
             return False
-        pool.take(need)
-        self.decode_blocks += need
-        t = s.step
-        ctx = c.s + n * t
-        start = s.clock
-        end = start + float(self.timer.step_time_agg(n, n, ctx, ctx + n, False))
-        self.series.add(start, end, pool.used, self.shape.groups[0].bytes_per_token * (ctx + n),
-                        len(s.running), len(s.waiting), n)
-        fin = c.finishing(t)
-        if fin:
-            ids = np.array(fin, dtype=np.int64)
-            c.materialize(s, ids, t + 1)
-            self._finish(ids, end)
-        s.clock = end
-        s.step = t + 1
+        b, bpt = self.shape.block_size, self.shape.groups[0].bytes_per_token
+        budget, seqs = self.limits.max_num_batched_tokens, self.limits.max_num_seqs
+        while True:
+            n, t = c.n, s.step
+            pool.take(need)
+            self.decode_blocks += need
+            ctx = c.s + n * t
+            start = s.clock
+            end = start + float(self.timer.step_time_agg(n, n, ctx, ctx + n, False))
+            self.series.add(start, end, pool.used, bpt * (ctx + n), len(s.running),
+                            len(s.waiting), n)
+            fin = c.finishing(t)
+            if fin:
+                ids = np.array(fin, dtype=np.int64)
+                c.materialize(s, ids, t + 1)
+                self._finish(ids, end)
+            s.clock = end
+            s.step = t + 1
+            if (self.validate or c.n == 0 or end >= self._next_arrival()
+                    or (s.waiting and budget > c.n and len(s.running) < seqs)
+                    or (s.step > self.ahead_after and end >= self.ahead_at)):
+                break
+            need = c.hist[-s.step % b]
+            if need > pool.free:
+                break
         self.blocked = False
         self.steady = True
         return True
