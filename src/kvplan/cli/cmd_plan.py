@@ -34,7 +34,7 @@ def plan_cmd(
     block_size: Annotated[str, _o("--block-size")] = "16",
     prefix_caching: Annotated[str, _o("--enable-prefix-caching", help_="on,off")] = "on",
     gpu_memory_utilization: Annotated[float, _o("--gpu-memory-utilization")] = 0.9,
-    max_model_len: Annotated[int | None, _o("--max-model-len")] = None,
+    max_model_len: Annotated[Str, _o("--max-model-len", help_="8192, 8k, 8K")] = None,
     replicas: Annotated[str, _o("--replicas", help_="auto or N")] = "auto",
     router: Annotated[str, _o("--router", help_="round-robin, least-outstanding, "
                                                 "prefix-affinity")] = "round-robin",
@@ -69,7 +69,8 @@ def plan_cmd(
 ) -> None:
     """Cheapest configuration that meets the SLO: funnel search, verified fleet, why, levers."""
     args = dict(locals())
-    _output(run_plan(args, show_progress=not as_json and sys.stdout.isatty()), plot, as_json)
+    out = _check_plot(args)
+    _output(run_plan(args, show_progress=not as_json and sys.stdout.isatty()), out, as_json)
 
 
 def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
@@ -77,10 +78,6 @@ def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
     from kvplan.analysis.planner import plan
     from kvplan.cli.plan_args import plan_kwargs, slo_from, workload_from
 
-    if args["plot"] is not None:
-        from kvplan.report.charts import check_chart_path
-
-        check_chart_path(args["plot"])
     slo = slo_from(args)
     work = workload_from(args)
     kwargs = plan_kwargs(args)
@@ -88,23 +85,35 @@ def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
         return plan(args["model"], work, slo, progress=tick, **kwargs)
 
 
-def _output(result: Any, plot: Path | None, as_json: bool) -> None:
+def _check_plot(args: dict[str, Any]) -> Any:
+    """Refuse a bad --plot path (an input, a folder, a wrong extension) before planning."""
+    if args["plot"] is None:
+        return None
+    from kvplan.cli.common import check_output
+    from kvplan.report.charts import check_chart_path
+
+    check_chart_path(args["plot"])
+    inputs = (args["model"], args["trace"], args["prices"], args["profile"])
+    return check_output(args["plot"], "--plot", inputs)
+
+
+def _output(result: Any, plot_out: Any, as_json: bool) -> None:
+    from kvplan.cli.common import write_output
     from kvplan.report.plan_json import plan_json
     from kvplan.report.plan_text import render_plan
 
     if result.winner is None:
         raise InputError(result.infeasible_why)
-    if plot is not None:
-        from kvplan.report.plan_chart import pareto_chart
-        from kvplan.report.sim_charts import save_chart
-
-        save_chart(pareto_chart(result), plot)
     if as_json:
         print_json(plan_json(result))
-        return
-    render_plan(result, console)
-    if plot is not None:
-        console.print(f"wrote {plot}")
+    else:
+        render_plan(result, console)
+    if plot_out is not None:
+        from kvplan.report.charts import chart_bytes
+        from kvplan.report.plan_chart import pareto_chart
+
+        data = chart_bytes(pareto_chart(result), plot_out.path.suffix)
+        write_output(plot_out, data, as_json=as_json)
 
 
 class _Progress:
