@@ -70,7 +70,7 @@ def _settle(by_id: dict[str, Candidate], ex: Executor, ctx: JobContext, prices: 
                 if c.stage == "verified" and c.usd_per_million_output_tokens is not None]
         return min([best, *done])
     pending = sorted((c for c in by_id.values() if c.stage == "simulated"),
-                     key=lambda c: (_floor_cost(c, prices), c.id))
+                     key=lambda c: (c.usd_per_hour or math.inf, _floor_cost(c, prices), c.id))
     for c in pending:
         if _floor_cost(c, prices) >= best:
             continue
