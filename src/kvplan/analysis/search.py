@@ -39,10 +39,12 @@ def search(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: PriceT
                    key=lambda c: (order_key(c, lim), c.id))
     best, i = math.inf, 0
     while i < len(queue):
+        # queue is sorted by optimistic cost, so the ones still below the best are a prefix
         batch = [c for c in queue[i:i + ROUND] if lim.exhaustive or order_key(c, lim) < best]
+        batch = queue[i:i + len(batch)]
         if not batch:
             break
-        i += ROUND
+        i += len(batch)
         outs = run_capacity(ex, ctx, batch, lim, t)
         for c, o in zip(batch, outs, strict=True):
             by_id[c.id] = after_capacity(c, o, prices, lim)
