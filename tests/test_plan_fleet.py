@@ -15,7 +15,7 @@ from kvplan.analysis.fleet import (
     simulate_fleet,
 )
 from kvplan.errors import InputError
-from kvplan.specs.deployment import Deployment, vllm_serve_argv
+from kvplan.specs.deployment import Deployment
 from kvplan.specs.workload import Workload
 from tests.plan_helpers import poisson_workload, slo
 
@@ -76,12 +76,3 @@ def test_capacity_bracket_passes_below_and_fails_above() -> None:
     # common random numbers: the same rate replays the same requests -> the same verdict
     again = probe(rep, unit, s, cap.lo.rate_rps)
     assert again.verdict == cap.lo.verdict
-
-
-def test_serve_command_reads_back_to_the_same_capacity_plan() -> None:
-    from kvplan.cli.cmd_capacity import _gather, _plan
-
-    rep = _rep()
-    argv = vllm_serve_argv(rep.deployment)
-    settings, _ = _gather(argv, {})
-    assert _plan(settings, "L40S") == rep.plan

@@ -43,6 +43,8 @@ class Probe:
     """Share of steps whose new tokens filled max_num_batched_tokens (the chunk budget)."""
     prefill_token_share: float
     """Share of computed tokens that were prompt tokens."""
+    prefill_kv_share: float
+    """Share of the KV blocks claimed during the run that prefill steps claimed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +85,12 @@ def _probe(r: SimulationResult, rep: Replica, slo: Slo, rate: float) -> Probe:
                  seqs_capped_share=float(np.sum(steps.running >= rep.limits.max_num_seqs)) / n,
                  budget_full_share=float(np.sum(
                      steps.new_tokens >= rep.limits.max_num_batched_tokens)) / n,
-                 prefill_token_share=prompt / total if total else 0.0)
+                 prefill_token_share=prompt / total if total else 0.0,
+                 prefill_kv_share=_share(r.prefill_claimed_blocks, r.decode_claimed_blocks))
+
+
+def _share(a: int, b: int) -> float:
+    return a / (a + b) if a + b else 0.0
 
 
 def find_capacity(rep: Replica, unit: Workload, slo: Slo, *, guess: float, ceiling: float,

@@ -113,7 +113,8 @@ def capacity_info(cap: Capacity) -> CapacityInfo:
         preemptions=0 if evidence is None else evidence.preemptions,
         seqs_capped_share=0.0 if evidence is None else evidence.seqs_capped_share,
         budget_full_share=0.0 if evidence is None else evidence.budget_full_share,
-        prefill_token_share=0.0 if evidence is None else evidence.prefill_token_share)
+        prefill_token_share=0.0 if evidence is None else evidence.prefill_token_share,
+        prefill_kv_share=0.0 if evidence is None else evidence.prefill_kv_share)
 
 
 def fleet_info(run: FleetRun) -> FleetInfo:
