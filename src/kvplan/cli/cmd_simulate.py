@@ -62,6 +62,8 @@ def simulate_cmd(
     max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
     kv_cache_memory_bytes: fl.KvMemOpt = None, mamba_cache_dtype: fl.MambaOpt = None,
     mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, profile: ProfileOpt = None,
+    long_prefill_token_threshold: fl.LongPrefillOpt = None,
+    max_num_partial_prefills: fl.PartialPrefillsOpt = None,
     enable_prefix_caching: fl.PrefixOpt = None, enable_chunked_prefill: fl.ChunkedOpt = None,
     dataset: Dataset = None, num_prompts: NumPrompts = None, random_input_len: InLen = 1024,
     random_output_len: OutLen = 128, random_range_ratio: RangeRatio = 0.0,

@@ -87,6 +87,10 @@ FLAGS: tuple[Flag, ...] = (
          "Split long prefills over steps (vLLM v1 default on)."),
     Flag("enable_prefix_caching", ("--enable-prefix-caching",), _bool,
          "Reuse cached prompt prefixes (vLLM v1 default on)."),
+    Flag("long_prefill_token_threshold", ("--long-prefill-token-threshold",), int,
+         "Most tokens of one request per step (0 = no cap)."),
+    Flag("max_num_partial_prefills", ("--max-num-partial-prefills",), int,
+         "Above 1, the threshold defaults to 4% of --max-model-len (vLLM v1)."),
     Flag("mamba_cache_dtype", ("--mamba-cache-dtype",), str, "Hybrid models: auto or float32."),
     Flag("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), str,
          "Mamba2 SSM state dtype: auto or float32."),
@@ -116,6 +120,8 @@ SeqsOpt = Annotated[int | None, _opt("max_num_seqs")]
 KvMemOpt = Annotated[str | None, _opt("kv_cache_memory_bytes")]
 ChunkedOpt = Annotated[bool | None, _opt("enable_chunked_prefill")]
 PrefixOpt = Annotated[bool | None, _opt("enable_prefix_caching")]
+LongPrefillOpt = Annotated[int | None, _opt("long_prefill_token_threshold")]
+PartialPrefillsOpt = Annotated[int | None, _opt("max_num_partial_prefills")]
 MambaOpt = Annotated[str | None, _opt("mamba_cache_dtype")]
 MambaSsmOpt = Annotated[str | None, _opt("mamba_ssm_cache_dtype")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]

@@ -101,7 +101,7 @@ class FastForward:
         caching on these shapes); more than the pool when the token budget stops it first."""
         s = self.s
         r = s.waiting[0]
-        total = int(s.prompt[r] + s.generated[r])
+        total = self.limits.cap(int(s.prompt[r] + s.generated[r]))
         left = self.limits.max_num_batched_tokens - n
         if not self.limits.chunked_prefill and total > left:
             return self.pool.num_blocks + 1

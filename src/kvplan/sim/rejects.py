@@ -52,6 +52,7 @@ def solo_peak_blocks(prompt: IntArray, total: IntArray, shape: KvShape,
     for j in range(1, shape.block_size):  # the last B decode states, kept >= prompt + 1
         peak = np.maximum(peak, shape.blocks(np.maximum(last - j, first)))
     chunk = limits.max_num_batched_tokens if limits.chunked_prefill else int(last.max())
+    chunk = limits.cap(chunk)  # a long-prefill cap makes every chunk at most the threshold
     c = np.zeros_like(last)
     while (live := c < last).any():
         t = np.minimum(c + chunk, last)

@@ -51,7 +51,8 @@ def default_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) ->
     seqs = engine.max_num_seqs or (1024 if big else DEFAULT_MAX_NUM_SEQS)
     return Limits(max_num_batched_tokens=tokens, max_num_seqs=seqs,
                   chunked_prefill=engine.enable_chunked_prefill,
-                  prefix_caching=engine.enable_prefix_caching)
+                  prefix_caching=engine.enable_prefix_caching,
+                  long_prefill_token_threshold=engine.long_prefill_token_threshold)
 
 
 def simulate(
@@ -136,7 +137,10 @@ class _Loop(FastForward, LeanStep):
         self.simple = len(g) == 1 and g[0].kind == "full" and g[0].weight == 1
         self.steady = False
         self.validate = False
-        self.lean = fast and self.simple and bool(getattr(timer, "supports_aggregates", False))
+        # the lean step keeps at most one partial prefill (the tail); a long-prefill cap
+        # can leave several, so it runs the array paths
+        self.lean = (fast and self.simple and not limits.long_prefill_token_threshold
+                     and bool(getattr(timer, "supports_aggregates", False)))
         self.cohort: Cohort | None = None
         self.tail: int | None = None
         self._step_no: IntArray = np.zeros(0, dtype=np.int64)

@@ -34,6 +34,9 @@ def check_engine_bounds(engine: Any) -> None:
     ):
         if value is not None:
             check_int(flag, value, 1, high)
+    check_int("--long-prefill-token-threshold", engine.long_prefill_token_threshold, 0,
+              MAX_TOKENS)
+    check_int("--max-num-partial-prefills", engine.max_num_partial_prefills, 1, MAX_BATCH)
     given = engine.kv_cache_memory_bytes
     if given is not None and not 0 < given <= MAX_KV_CACHE_BYTES:
         raise InputError(

@@ -34,6 +34,11 @@ class EngineConfig:
     """vLLM --mamba-cache-dtype (hybrid models' conv / Gated DeltaNet state): auto or float32."""
     mamba_ssm_cache_dtype: str = "auto"
     """vLLM --mamba-ssm-cache-dtype (Mamba2 SSM state): auto (= mamba cache dtype) or float32."""
+    long_prefill_token_threshold: int = 0
+    """vLLM --long-prefill-token-threshold: at most this many tokens of one request per step
+    (0 = no cap; with max_num_partial_prefills > 1 and 0, vLLM uses 4% of max_model_len)."""
+    max_num_partial_prefills: int = 1
+    """vLLM --max-num-partial-prefills; the v1 scheduler reads it only to set the threshold."""
 
     def __post_init__(self) -> None:
         check_engine_bounds(self)
@@ -44,6 +49,9 @@ class EngineConfig:
             raise InputError(
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        if self.max_num_partial_prefills > 1 and not self.enable_chunked_prefill:
+            raise InputError("--max-num-partial-prefills > 1 needs chunked prefill "
+                             "(vLLM's rule); drop --no-enable-chunked-prefill or the flag")
         for flag, name in (
             ("--mamba-cache-dtype", self.mamba_cache_dtype),
             ("--mamba-ssm-cache-dtype", self.mamba_ssm_cache_dtype),
