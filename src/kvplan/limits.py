@@ -8,7 +8,9 @@ quantity                   allowed                      why
 =========================  ===========================  =====================================
 tokens (prompt+output)     1 .. 10^8                    longest model contexts are ~10^7
 static batch (--batch)     1 .. 2^20 (1,048,576)        vLLM's max_num_seqs is ~10^3
-engine steps priced        1 .. 10^6 prefill steps      batch x prompt / token budget
+prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token budget;
+                           a sweep, 10^3 per calibrate  ~35 us each, a fit prices each
+                           point                        point hundreds of times
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
 layers                     1 .. 1,024                   the largest models have ~130
 config integers            1 .. 2^31 - 1                int32 tensor shapes (torch, vLLM)
@@ -34,7 +36,9 @@ from kvplan.errors import InputError
 
 MAX_TOKENS = 100_000_000
 MAX_BATCH = 2**20
-MAX_PRICED_STEPS = 1_000_000
+MAX_PRICED_STEPS = 100_000
+MAX_SWEEP_STEPS = 200_000
+MAX_CALIBRATION_STEPS = 1_000
 MAX_PROMPTS = 1_000_000
 MAX_LAYERS = 1024
 MAX_CONFIG_INT = 2**31 - 1

@@ -18,7 +18,12 @@ from typing import Any
 import numpy as np
 
 from kvplan.costs.batch import IntArray
-from kvplan.costs.latency_checks import check_priced_steps, check_shape_bounds, check_sweep_size
+from kvplan.costs.latency_checks import (
+    check_priced_steps,
+    check_shape_bounds,
+    check_sweep_size,
+    check_sweep_steps,
+)
 from kvplan.costs.roofline import (
     Bound,
     BytesMoved,
@@ -301,10 +306,12 @@ def sweep(
     """Latency for each value of one lever, every other setting held fixed; each row gets the
     plain command's checks (sizes, context limit) except the KV fit, which it reports."""
     check_sweep_size(values)
-    rows = []
-    for value in values:
-        eng, shp = _apply(engine, shape, lever, value)
+    cases = [_apply(engine, shape, lever, value) for value in values]
+    for eng, shp in cases:
         check_context(model, eng, shp)
+    check_sweep_steps([(s.batch, s.prompt_tokens, e.max_num_batched_tokens) for e, s in cases])
+    rows = []
+    for value, (eng, shp) in zip(values, cases, strict=True):
         fit = kv_fit(model, hardware, eng, shp)
         result = request_latency(model, hardware, eng, shp, profile, check_fit=False)
         rows.append(SweepRow(value=value, result=result, fits=fit.fits, max_batch=fit.max_batch,

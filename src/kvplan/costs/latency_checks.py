@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import InputError
-from kvplan.limits import MAX_BATCH, MAX_PRICED_STEPS, MAX_SWEEP_VALUES, MAX_TOKENS, check_int
+from kvplan.limits import (
+    MAX_BATCH,
+    MAX_PRICED_STEPS,
+    MAX_SWEEP_STEPS,
+    MAX_SWEEP_VALUES,
+    MAX_TOKENS,
+    check_int,
+)
 from kvplan.units import cdiv
 
 
@@ -24,14 +31,31 @@ def check_shape_bounds(batch: Any, prompt_tokens: Any, output_tokens: Any) -> No
                          f"at most {MAX_TOKENS:,}")
 
 
-def check_priced_steps(batch: int, prompt_tokens: int, budget: int | None) -> None:
-    """The prefill of batch x prompt tokens in steps of ``budget`` tokens: at most 10^6 steps."""
-    steps = 1 if budget is None else cdiv(batch * prompt_tokens, budget)
-    if steps > MAX_PRICED_STEPS:
+def prefill_step_count(batch: int, prompt_tokens: int, budget: int | None) -> int:
+    """Steps of ``budget`` tokens that batch x prompt tokens take (one when unlimited)."""
+    return 1 if budget is None else cdiv(batch * prompt_tokens, budget)
+
+
+def check_priced_steps(batch: int, prompt_tokens: int, budget: int | None,
+                       limit: int = MAX_PRICED_STEPS) -> None:
+    """The prefill of batch x prompt tokens in steps of ``budget`` tokens: at most ``limit``
+    steps (each priced step costs ~35 us, so 10^5 steps are ~3.5 s)."""
+    steps = prefill_step_count(batch, prompt_tokens, budget)
+    if steps > limit:
         raise InputError(
             f"--batch {batch:,} x --prompt {prompt_tokens:,} in steps of "
             f"--max-num-batched-tokens {budget:,} is {steps:,} prefill steps; kvplan prices at "
-            f"most {MAX_PRICED_STEPS:,} (raise --max-num-batched-tokens or lower --batch)"
+            f"most {limit:,} (raise --max-num-batched-tokens or lower --batch)"
+        )
+
+
+def check_sweep_steps(shapes: list[tuple[int, int, int | None]]) -> None:
+    """All rows of a sweep together: at most MAX_SWEEP_STEPS priced prefill steps."""
+    total = sum(prefill_step_count(*shape) for shape in shapes)
+    if total > MAX_SWEEP_STEPS:
+        raise InputError(
+            f"this --sweep prices {total:,} prefill steps in all; kvplan prices at most "
+            f"{MAX_SWEEP_STEPS:,} (fewer or smaller values, or raise --max-num-batched-tokens)"
         )
 
 

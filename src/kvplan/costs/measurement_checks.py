@@ -9,11 +9,13 @@ within ``kvplan.limits.MEASURED_S`` / ``MEASURED_TOK_S``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from kvplan.costs.latency_checks import check_priced_steps
 from kvplan.errors import InputError, TraceError
-from kvplan.limits import MEASURED_S, MEASURED_TOK_S
+from kvplan.limits import MAX_CALIBRATION_STEPS, MEASURED_S, MEASURED_TOK_S
 
 
 def check_point(model: Any, hw: Any, engine: Any, shape: Any) -> None:
@@ -28,6 +30,8 @@ def check_point(model: Any, hw: Any, engine: Any, shape: Any) -> None:
             f"prompt {shape.prompt_tokens:,} + output {shape.output_tokens:,} tokens exceeds "
             f"the model's context of {settings.max_model_len:,} tokens; check the point"
         )
+    check_priced_steps(shape.batch, shape.prompt_tokens, engine.max_num_batched_tokens,
+                       MAX_CALIBRATION_STEPS)
 
 
 def check_measured(measured: Mapping[str, float], where: str) -> None:
@@ -55,3 +59,20 @@ def whole_count(value: float, name: str, where: str) -> int:
     if value != int(value):
         raise TraceError(f"{where}: '{name}' must be a whole number, got {value:g}")
     return int(value)
+
+
+
+def whole(value: Any, name: str) -> int:
+    """An engine count from a file: an int, a whole float or its text ('2', '2.0');
+    InputError names the field otherwise (infinity, 2.5, 'two', true)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        with contextlib.suppress(ValueError):
+            value = float(text)
+    if isinstance(value, float) and value.is_integer():  # False for inf and nan
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise InputError(f"'{name}' must be a whole number, got {value!r:.40}")

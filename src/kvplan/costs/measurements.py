@@ -13,7 +13,7 @@ from typing import Any
 
 from kvplan import jsonread
 from kvplan.costs.latency import RequestShape
-from kvplan.costs.measurement_checks import check_measured, mapping_field, whole_count
+from kvplan.costs.measurement_checks import check_measured, mapping_field, whole, whole_count
 from kvplan.errors import KvplanError, TraceError
 from kvplan.specs.serving import EngineConfig
 
@@ -180,12 +180,14 @@ def _from_calibration_point(row: Mapping[str, Any], where: str, d: Defaults) -> 
 def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
     try:
         return EngineConfig(
-            tensor_parallel_size=int(row.get("tensor_parallel_size", d.tensor_parallel_size)),
-            pipeline_parallel_size=int(row.get("pipeline_parallel_size", 1)),
+            tensor_parallel_size=whole(row.get("tensor_parallel_size", d.tensor_parallel_size),
+                                       "tensor_parallel_size"),
+            pipeline_parallel_size=whole(row.get("pipeline_parallel_size", 1),
+                                         "pipeline_parallel_size"),
             dtype=str(row.get("dtype", d.dtype)),
             quantization=row.get("quantization", d.quantization) or None,
             kv_cache_dtype=str(row.get("kv_cache_dtype", d.kv_cache_dtype)),
-            max_num_batched_tokens=int(row["max_num_batched_tokens"])
+            max_num_batched_tokens=whole(row["max_num_batched_tokens"], "max_num_batched_tokens")
             if row.get("max_num_batched_tokens") else None,
         )
     except (ValueError, TypeError, OverflowError, KvplanError) as exc:

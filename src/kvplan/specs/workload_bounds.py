@@ -22,6 +22,10 @@ from kvplan.limits import (
 TIME_SCALE_RANGE = (1e-6, 1e6)
 BURSTINESS_RANGE = (1e-3, 1e3)
 MAX_SEED = 2**63 - 1
+MAX_SIMULATED_TOKENS = 2e9
+"""Tokens a random workload may hold in all (10^8 took ~5 s of simulator time)."""
+DEFAULT_PROMPTS = 1000
+"""vllm bench serve's --num-prompts default."""
 
 
 def check_workload_bounds(a: Any) -> None:
@@ -42,6 +46,22 @@ def check_workload_bounds(a: Any) -> None:
         raise InputError(f"--random-prefix-len + --random-input-len must be at most "
                          f"{MAX_TOKENS:,} tokens")
     _check_floats(a)
+    _check_random_total(a)
+
+
+def _check_random_total(a: Any) -> None:
+    """A random workload's tokens in all: each costs simulator time (~2.5 s per 10^8)."""
+    if a.trace is not None or (a.dataset or "random") != "random":
+        return
+    n = a.num_prompts or DEFAULT_PROMPTS
+    each = a.random_prefix_len + (a.random_input_len + a.random_output_len) * (
+        1 + a.random_range_ratio)
+    if n * each > MAX_SIMULATED_TOKENS:
+        raise InputError(
+            f"--num-prompts {n:,} x up to {each:,.0f} tokens each is {n * each:.3g} tokens; "
+            f"kvplan simulates at most {MAX_SIMULATED_TOKENS:.0e} tokens per run (fewer prompts "
+            "or shorter lengths)"
+        )
 
 
 def _check_floats(a: Any) -> None:
