@@ -41,8 +41,12 @@ def web_cmd(
 
 @app.command("report")
 def report_cmd(
-    model: Annotated[str, typer.Argument(help="Catalog id or config.json path.")],
-    out: Annotated[str, typer.Option("-o", "--output-file", help="The HTML file to write.")],
+    model: Annotated[str | None, typer.Argument(
+        help="Catalog id or config.json path (or give --plan).")] = None,
+    out: Annotated[str, typer.Option("-o", "--output-file", help="The HTML file to write.")]
+    = "",
+    plan: Annotated[str | None, typer.Option(
+        "--plan", help="A saved 'kvplan plan --json' answer to report instead.")] = None,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id from 'kvplan gpus'.")] = "H100",
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request.")] = 2048,
     output: Annotated[int, typer.Option("--output", help="Output tokens per request.")] = 256,
@@ -57,11 +61,19 @@ def report_cmd(
 ) -> None:
     """One self-contained HTML file (data, charts, scripts inline) that opens offline."""
     from kvplan.costs.latency import RequestShape
+    from kvplan.errors import InputError
     from kvplan.report.html import render_report
     from kvplan.report.report_page import report_sections
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
+    if not out:
+        raise InputError("give -o FILE.html (where to write the report)")
+    if plan is not None:
+        _plan_report(plan, _check_html_out(out, plan))
+        return
+    if model is None:
+        raise InputError("give a MODEL, or --plan FILE (a saved 'kvplan plan --json')")
     target = _check_html_out(out, model)
     spec, hw = load_model(model), load_gpu(gpu)
     engine = fl.resolve_engine(fl.engine_settings(locals()), spec)
@@ -72,6 +84,18 @@ def report_cmd(
                          f"batch {batch}, prompt {prompt}, output {output} tokens; "
                          f"TP {engine.tensor_parallel_size}, KV cache {engine.kv_cache_dtype}",
                          sections)
+    write_output(target, html, as_json=False)
+
+
+def _plan_report(path: str, target: OutputTarget) -> None:
+    from kvplan.report.html import render_report
+    from kvplan.report.plan_report import load_plan_json, plan_sections
+
+    data = load_plan_json(path)
+    inputs = data.get("inputs") or {}
+    html = render_report(f"kvplan plan report: {inputs.get('model')}",
+                         f"from {path}: {inputs.get('workload')}, SLO "
+                         f"{(inputs.get('slo') or {}).get('text')}", plan_sections(data))
     write_output(target, html, as_json=False)
 
 
