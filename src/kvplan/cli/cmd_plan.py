@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
 from kvplan.errors import InputError
@@ -80,7 +81,7 @@ def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
 
     slo = slo_from(args)
     work = workload_from(args)
-    kwargs = plan_kwargs(args)
+    kwargs = plan_kwargs(args, parse_flag=fl.parse_flag)
     with _Progress(show_progress) as tick:
         return plan(args["model"], work, slo, progress=tick, **kwargs)
 
