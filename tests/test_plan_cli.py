@@ -55,6 +55,7 @@ def test_nothing_feasible_names_the_miss_and_the_lever() -> None:
     r = run_cli(*BASE, "--slo", "ttft:p99:1", "tpot:p99:1")
     assert_one_line_error(r)
     assert "misses" in r.err and "than the space holds" in r.err
+    assert "try --tensor-parallel-size 2" in r.err and "H200-SXM-141GB" in r.err
 
 
 def test_max_gpus_too_low() -> None:
