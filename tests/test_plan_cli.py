@@ -26,7 +26,8 @@ def test_json_keys_and_winner(tmp_path: Path) -> None:
     assert "--goodput ttft:2000 tpot:100" in s["vllm_bench_serve"]
     assert doc["inputs"]["slo"]["bounds"][0]["key"] == "p99_ttft_ms"
     assert {c["stage"] for c in doc["candidates"]} <= {
-        "invalid", "pruned_memory", "pruned_bound", "pruned_cost", "infeasible", "simulated",
+        "invalid", "duplicate", "pruned_memory", "pruned_bound", "pruned_cost", "infeasible",
+        "simulated",
         "verified"}
     assert len(doc["levers"]) >= 4
     _serve_line_reads_back(doc)
