@@ -87,3 +87,19 @@ def _serve_line_reads_back(doc: dict[str, Any]) -> None:
                 "tensor_parallel_size", "pipeline_parallel_size"):
         assert cap[key] == best[key], key
     assert cap["ignored_vllm_flags"] == []
+
+
+def test_lever_table_starts_with_the_winner_estimated_alike():
+    # The winner's fleet is verified by simulation; the lever rows are estimated as
+    # ceil(rate / capacity). The first row is the winner estimated that way, deltas zero,
+    # so every delta reads against a row on the same table.
+    r = run_cli(*BASE, *SLO, "--json")
+    assert r.code == 0, r.err
+    levers = r.json()["levers"]
+    first = levers[0]
+    assert first["change"] == "none (the winner, estimated the same way)"
+    assert first["delta_capacity_pct"] == 0.0 and first["delta_replicas"] == 0
+    for row in levers[1:]:
+        if row["usd_per_hour"] is not None and row["delta_usd_per_hour"] is not None:
+            assert abs(row["usd_per_hour"] - row["delta_usd_per_hour"]
+                       - first["usd_per_hour"]) < 1e-6

@@ -130,7 +130,12 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
     key = w.capacity.binding_slo if w.capacity.binding_slo != "goodput_share" else None
     done = [_lever(label, _estimate(d, o, prices, lim), base, key) for (label, d), o in
             zip(variants, outs[:-1], strict=True)]
-    return tuple(done + notes)
+    # The first row is the winner estimated the same way, so the deltas read against numbers
+    # on the table (its replicas may differ from the fleet verified by simulation).
+    return (_lever(BASELINE, base, base, key), *done, *notes)
+
+
+BASELINE = "none (the winner, estimated the same way)"
 
 
 def _estimate(d: Deployment, o: CapacityOut, prices: PriceTable, lim: Limits

@@ -98,13 +98,26 @@ def _winner(p: Plan, w: Candidate, console: Any) -> None:
 def _levers(p: Plan, console: Any) -> None:
     from rich.table import Table
 
-    t = Table(title="One lever at a time on the winner")
-    for col in ("change", "capacity", "replicas", "$/hour", "binding p99 (ms)", "note"):
+    t = Table(title="One lever at a time on the winner",
+              caption="every row estimated alike: capacity searched on one replica, "
+                      "replicas = ceil(rate / capacity); the first row is the winner")
+    for col in ("change", "capacity (req/s)", "replicas", "$/hour", "binding p99 (ms)",
+                "note"):
         t.add_column(col)
     for x in p.levers:
-        t.add_row(x.change, _delta(x.delta_capacity_pct, "%"), _delta(x.delta_replicas, ""),
-                  _delta(x.delta_usd_per_hour, ""), _delta(x.delta_binding_p99_ms, ""), x.note)
+        t.add_row(x.change, _both(x.capacity_rps, x.delta_capacity_pct, "%"),
+                  _both(x.replicas, x.delta_replicas, ""),
+                  _both(x.usd_per_hour, x.delta_usd_per_hour, ""),
+                  _both(x.binding_p99_ms, x.delta_binding_p99_ms, ""), x.note)
     console.print(t)
+
+
+def _both(value: float | int | None, delta: float | int | None, unit: str) -> str:
+    """'value (delta)': the lever's own figure and its change against the winner's row."""
+    if value is None:
+        return "-"
+    shown = f"{value:.2f}" if isinstance(value, float) else str(value)
+    return f"{shown} ({_delta(delta, unit)})"
 
 
 def _delta(v: float | None, unit: str) -> str:
