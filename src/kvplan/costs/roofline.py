@@ -89,6 +89,10 @@ class _Coefficients:
     pp: int
     overhead_s: tuple[float, float]
     """Fixed seconds of a step without, and with, prefill work."""
+    layer_s: float
+    """Per-stage fixed seconds: layers x layer overhead + MoE layers x MoE overhead."""
+    request_s: float
+    """CPU seconds per scheduled request per step."""
 
 
 def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
@@ -111,7 +115,13 @@ def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
         allreduce_latency_s=prof.allreduce_latency_s, pp=k.pp,
         overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,
                     prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
+        layer_s=layer_overhead_s(k, prof), request_s=prof.request_overhead_s,
     )
+
+
+def layer_overhead_s(k: StepConstants, prof: Profile) -> float:
+    """Fixed seconds one pipeline stage's layers add to a step (kernel gaps, MoE routing)."""
+    return k.layers * prof.layer_overhead_s + k.moe_layers * prof.moe_layer_overhead_s
 
 
 class StepCostModel:
@@ -165,7 +175,7 @@ class StepCostModel:
             prefill = int(bool(nl) and (max(nl) > 1 or min(cl) == 0))
         t, r = float(tokens), float(len(n))
         stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max)
-        return self._finish(stage, t, co.overhead_s[prefill])
+        return self._finish(stage, t, r, co.overhead_s[prefill])
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
@@ -185,10 +195,10 @@ class StepCostModel:
             s_ctx, s_pairs = _clipped_sum(cs, k, w), _clipped_sum(cs, k + 1, w)
         t = float(r)
         stage = self._stage(t, t, ctx, ctx + r, s_ctx, s_pairs, np.maximum)
-        out = np.asarray(self._finish(stage, t, self._co.overhead_s[0]), dtype=np.float64)
+        out = np.asarray(self._finish(stage, t, t, self._co.overhead_s[0]), dtype=np.float64)
         if r and num_steps and int(np.minimum.reduce(c)) == 0:
             # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
-            out[0] = self._finish(stage[0], t, self._co.overhead_s[1])
+            out[0] = self._finish(stage[0], t, t, self._co.overhead_s[1])
         return out
 
     def _stage(self, t: float, r: float, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
@@ -208,19 +218,19 @@ class StepCostModel:
         stage: X = dense + mx(mix_c, mix_m)
         if co.allreduces:
             stage = stage + co.allreduces * (co.ring_s * t + co.allreduce_latency_s)
-        return stage
+        return stage + co.layer_s
 
     def _expert_s(self, t: float) -> float:
         """Seconds to read the routed experts t tokens touch: E * (1 - (1 - k/E)^t) of them."""
         co = self._co
         return co.experts_s * (1.0 - co.expert_miss ** t) if co.experts_s else 0.0
 
-    def _finish(self, stage: X, t: float, overhead_s: float) -> X:
-        """A stage's seconds -> the step's: pipeline bubble and fixed overheads."""
+    def _finish(self, stage: X, t: float, r: float, overhead_s: float) -> X:
+        """A stage's seconds -> the step's: pipeline bubble, fixed and per-request overheads."""
         co = self._co
         if co.pp > 1:
             stage = stage + (co.pp - 1) * (stage + (co.p2p_s * t + co.allreduce_latency_s))
-        return stage + overhead_s
+        return stage + (overhead_s + co.request_s * r)
 
     # -- breakdowns
 
@@ -276,7 +286,7 @@ class StepCostModel:
             weights = weights + k.routed_expert_bytes * (
                 1.0 - np.power(k.expert_miss_per_token, tokens))
         p: dict[str, Any] = {
-            "tokens": tokens,
+            "tokens": tokens, "requests": requests,
             "f_gemm": k.gemm_flops_per_token * tokens,
             "f_attn": k.attn_flops_per_pair * (a.full_pairs * 1.0)
             + k.sliding_flops_per_pair * (a.sliding_pairs * 1.0),
@@ -304,10 +314,13 @@ class StepCostModel:
         act = k.allreduce_bytes_per_token * p["tokens"]
         ring = 2.0 * (k.tp - 1) / k.tp * act / self._link + prof.allreduce_latency_s
         comm_s = k.allreduces * ring
-        stage_s = roof_s + comm_s
+        layer_s = layer_overhead_s(k, prof)
+        stage_s = roof_s + comm_s + layer_s
         pipe_s = (k.pp - 1) * (stage_s + act / self._link + prof.allreduce_latency_s)
-        overhead_s = prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]
-        total = stage_s + pipe_s + overhead_s
+        fixed_s = (prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]
+                   + prof.request_overhead_s * p["requests"])
+        overhead_s = layer_s + fixed_s
+        total = stage_s + pipe_s + fixed_s
         return {**p, "compute_s": dense_c + mix_c, "memory_s": dense_m + mix_m,
                 "roofline_s": roof_s, "comm_s": comm_s, "pipe_s": pipe_s,
                 "overhead_s": overhead_s, "total_s": total}
