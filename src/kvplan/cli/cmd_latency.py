@@ -71,13 +71,24 @@ def latency_cmd(
     if sweep is not None:
         lever, values = lat.parse_sweep(sweep)
         rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
-        _show_sweep(lever, rows, as_json)
+        _show_sweep(lever, rows, as_json, _sweep_bands(lever, rows, spec, hw.id,
+                                                       tensor_parallel_size))
         return
     result = lat.request_latency(spec, hw, engine, shape, prof)
+    bands = latency_bands(spec, hw.id, tensor_parallel_size, result)
     if as_json:
-        print_json({**latency_json(result), "profile": asdict(prof)})
+        print_json({**latency_json(result), **bands, "profile": asdict(prof)})
         return
-    _show_latency(spec.name, hw.id, result, prof)
+    _show_latency(spec.name, hw.id, result, prof, bands)
+
+
+def latency_bands(spec: Any, gpu: str, tp: int, r: LatencyResult) -> dict[str, Any]:
+    """``*_band`` keys, band basis and calibration notes of one latency answer."""
+    from kvplan.costs.uncertainty import deployment_bands
+
+    return deployment_bands(spec, gpu, tp, {
+        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
+        "output_throughput_tok_s": r.output_throughput_tok_s})
 
 
 def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
@@ -124,7 +135,12 @@ def explain(phase: str, cost: StepCost) -> str:
     )
 
 
-def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None:
+def _band_text(band: list[float] | None, fmt: Any) -> str:
+    return "-" if band is None else f"{fmt(band[0])} - {fmt(band[1])}"
+
+
+def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
+                  bands: dict[str, Any]) -> None:
     from rich.table import Table
 
     from kvplan.units import fmt_bytes, fmt_seconds
@@ -132,17 +148,27 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None
     shape = r.shape
     table = Table(title=f"{model} on {gpu}: batch {shape.batch}, prompt {shape.prompt_tokens}, "
                         f"output {shape.output_tokens}")
-    for col in ("metric", "value"):
+    for col in ("metric", "value", "band (10-90%)"):
         table.add_column(col)
-    table.add_row("TTFT", fmt_seconds(r.ttft_s))
-    table.add_row("TPOT", "-" if r.tpot_s is None else fmt_seconds(r.tpot_s))
-    table.add_row("end-to-end", fmt_seconds(r.e2e_s))
-    table.add_row("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s")
+
+    def tps(x: float) -> str:
+        return f"{x:,.0f} tok/s"
+
+    table.add_row("TTFT", fmt_seconds(r.ttft_s), _band_text(bands["ttft_s_band"], fmt_seconds))
+    table.add_row("TPOT", "-" if r.tpot_s is None else fmt_seconds(r.tpot_s),
+                  _band_text(bands["tpot_s_band"], fmt_seconds))
+    table.add_row("end-to-end", fmt_seconds(r.e2e_s), _band_text(bands["e2e_s_band"],
+                                                                 fmt_seconds))
+    table.add_row("output throughput", tps(r.output_throughput_tok_s),
+                  _band_text(bands["output_throughput_tok_s_band"], tps))
     for name, cost in (("prefill", r.prefill), ("decode", r.decode)):
         if cost is not None:
             table.add_row(f"{name} FLOPs / bytes",
-                          f"{cost.flops.total:.3g} / {fmt_bytes(cost.bytes.total)}")
+                          f"{cost.flops.total:.3g} / {fmt_bytes(cost.bytes.total)}", "")
     console.print(table)
+    console.print(f"band: calibration residuals of {bands['band_basis']}")
+    for note in bands["calibration_notes"]:
+        console.print(f"note: {note}")
     console.print(explain("prefill", r.prefill))
     if r.decode is not None:
         console.print(explain("decode", r.decode))
@@ -152,12 +178,28 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None
                   f"{prof.prefill_overhead_s * 1e3:.2f} ms")
 
 
-def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool) -> None:
+def _sweep_bands(lever: str, rows: list[SweepRow], spec: Any, gpu: str,
+                 tp: int) -> list[dict[str, Any]]:
+    """Each row's ``*_band`` keys (a TP sweep takes each row's own degree)."""
+    from kvplan.costs.uncertainty import answer_bands, family_of
+
+    out = []
+    for r in rows:
+        res = r.result
+        row_tp = int(r.value) if lever == "tensor-parallel-size" else tp
+        out.append(answer_bands({"ttft_s": res.ttft_s, "tpot_s": res.tpot_s, "e2e_s": res.e2e_s,
+                                 "output_throughput_tok_s": res.output_throughput_tok_s},
+                                family=family_of(spec), gpu=gpu, tp=row_tp))
+    return out
+
+
+def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool,
+                bands: list[dict[str, Any]]) -> None:
     turn = next((r.value for r in rows if r.result.decode_bound == "compute"), None)
     no_fit = next((r.value for r in rows if not r.fits), None)
     if as_json:
         items = [{"value": r.value, "fits": r.fits, "max_batch": r.max_batch,
-                  **latency_json(r.result)} for r in rows]
+                  **latency_json(r.result), **b} for r, b in zip(rows, bands, strict=True)]
         print_json({"lever": lever, "decode_compute_bound_from": turn,
                     "kv_no_longer_fits_at": no_fit, "rows": items})
         return
@@ -197,27 +239,106 @@ def calibrate_cmd(
     fit_step_overhead: Annotated[bool, typer.Option(
         "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
     )] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Write the profile even if the fit is pinned at a bound, "
+        "underdetermined or leaves a large error.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit compute/bandwidth efficiency and prefill overhead per GPU and precision."""
+    """Fit the latency profile per GPU and precision: serving runs (vllm bench serve results,
+    CSV sweeps) through the simulator, vllm bench latency files as static batches."""
+    from kvplan.analysis import serving_calibration as sc
     from kvplan.costs import calibration as cal
 
     defaults = cal.Defaults(model=model, gpu=gpu, batch=batch, prompt=prompt, output=output,
                             tensor_parallel_size=tensor_parallel_size, dtype=dtype,
                             quantization=quantization, kv_cache_dtype=kv_cache_dtype)
-    points = [p for f in files for p in cal.read_measurements(f, defaults)]
-    if not points:
-        from kvplan.errors import TraceError
-
-        raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
+    serving = [f for f in files if sc.is_serving_file(f)]
+    if serving:
+        fit = _calibrate_serving(files, serving, defaults)
+        _finish_calibration(fit.problems, force, out, fit.profiles)
+        if as_json:
+            print_json(serving_calibration_json(fit))
+        else:
+            _show_serving_calibration(fit, out)
+        return
+    result = _calibrate_static(files, defaults, fit_step_overhead)
     names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
-    result = cal.fit_profiles(points, fitted_on=", ".join(files), names=names)
-    if out:
-        cal.save_profiles(result.profiles, out)
+    _finish_calibration(sc.static_problems(result, names), force, out, result.profiles)
     if as_json:
         print_json(calibration_json(result))
         return
     _show_calibration(result, out)
+
+
+def _calibrate_static(files: list[str], defaults: Any, fit_step_overhead: bool) -> Any:
+    from kvplan.costs import calibration as cal
+    from kvplan.errors import TraceError
+
+    points = [p for f in files for p in cal.read_measurements(f, defaults)]
+    if not points:
+        raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
+    names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
+    return cal.fit_profiles(points, fitted_on=", ".join(files), names=names,
+                            start=cal.default_profiles().default)
+
+
+def _calibrate_serving(files: list[str], serving: list[str], defaults: Any) -> Any:
+    from kvplan.analysis import serving_calibration as sc
+    from kvplan.costs import calibration as cal
+
+    points = [sc.to_point(r) for f in serving for r in sc.read_serving(f, defaults)]
+    for f in files:
+        if f not in serving:
+            points.extend(sc.static_point(m) for m in cal.read_measurements(f, defaults))
+    return sc.fit_user(points, cal.default_profiles(), fitted_on=", ".join(files))
+
+
+def _finish_calibration(problems: Any, force: bool, out: str | None, profiles: Any) -> None:
+    """Refuse an untrustworthy fit (exit 2, nothing written) unless --force; then write."""
+    from kvplan.analysis.serving_calibration import CalibrationRefused
+    from kvplan.costs.calibration import save_profiles
+
+    if problems and not force:
+        raise CalibrationRefused("the fit cannot be trusted: " + "; ".join(problems)
+                                 + " (add measurements, or --force to write it anyway)")
+    for p in problems:
+        typer.echo(f"warning: {p} (written anyway: --force)", err=True)
+    if out:
+        save_profiles(profiles, out)
+
+
+def serving_calibration_json(fit: Any) -> dict[str, Any]:
+    from statistics import median
+
+    from kvplan.costs.calibration import profiles_to_dict
+
+    errs: dict[str, list[float]] = {}
+    for _, _, metric, meas, pred in fit.errors:
+        errs.setdefault(metric, []).append(abs(pred / meas - 1))
+    return {**profiles_to_dict(fit.profiles), "problems": list(fit.problems),
+            "points": [{"id": i, "gpu": g, "metric": m, "measured": v, "predicted": p,
+                        "error": p / v - 1} for i, g, m, v, p in fit.errors],
+            "median_abs_error": {m: median(e) for m, e in errs.items()}}
+
+
+def _show_serving_calibration(fit: Any, out: str | None) -> None:
+    from rich.table import Table
+
+    table = Table(title="fitted profiles (serving runs replayed in the simulator)")
+    for col in ("GPU", "precision", "compute_eff", "bandwidth_eff", "step overhead"):
+        table.add_column(col)
+    for p in fit.profiles.profiles:
+        table.add_row(p.gpu, p.precision, f"{p.compute_eff:.3f}", f"{p.bandwidth_eff:.3f}",
+                      f"{p.step_overhead_s * 1e3:.2f} ms")
+    console.print(table)
+    points = Table(title="per-run error")
+    for col in ("run", "GPU", "metric", "measured", "simulated", "error"):
+        points.add_column(col)
+    for i, g, m, v, p in fit.errors:
+        points.add_row(i, g, m, f"{v:.4g}", f"{p:.4g}", f"{p / v - 1:+.1%}")
+    console.print(points)
+    if out:
+        console.print(f"profile written to {out} (adds to the bundled profile for these GPUs)")
 
 
 def calibration_json(result: CalibrationResult) -> dict[str, Any]:

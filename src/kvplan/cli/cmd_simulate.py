@@ -102,12 +102,36 @@ def simulate_cmd(
         from kvplan.report.sim_charts import kv_usage_chart, save_chart
 
         save_chart(kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage"), plot)
+    bands = simulate_bands(model, header["gpu"], engine.tensor_parallel_size, mx.vllm_result(m))
     if as_json:
-        print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m),
+        print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m), **bands,
                     "rejected": doc["rejected"]})
         return
     _render(m, header)
+    _render_bands(bands)
     _render_rejections(doc["rejected"])
+
+
+def simulate_bands(model: str, gpu: str, tp: int, result: dict[str, Any]) -> dict[str, Any]:
+    """``*_band`` keys for the mean and median latencies and the output throughput."""
+    from kvplan.costs.uncertainty import SIM_KEYS, deployment_bands
+    from kvplan.specs.catalog import load_model
+
+    values = {k: result.get(k) for k in SIM_KEYS if k in result}
+    return deployment_bands(load_model(model), gpu, tp, values, key_of=SIM_KEYS)
+
+
+def _render_bands(bands: dict[str, Any]) -> None:
+    parts = []
+    for key, label, unit in (("mean_ttft_ms", "TTFT", "ms"), ("mean_tpot_ms", "TPOT", "ms"),
+                             ("output_throughput", "output throughput", "tok/s")):
+        band = bands.get(f"{key}_band")
+        if band is not None:
+            parts.append(f"{label} {band[0]:,.2f}-{band[1]:,.2f} {unit}")
+    if parts:
+        console.print(f"band (10-90%, {bands['band_basis']}): " + "; ".join(parts))
+    for note in bands["calibration_notes"]:
+        console.print(f"note: {note}")
 
 
 def _check_outputs(save_result: Path | None, plot: Path | None, trace: Path | None) -> None:

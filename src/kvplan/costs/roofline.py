@@ -35,8 +35,8 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 __all__ = ["FALLBACK_LINK_BYTES_PER_S", "Bound", "BytesMoved", "Flops", "Profile", "Seconds",
-           "StepConstants", "StepCost", "StepCostModel", "compute_precision", "has_prefill",
-           "step_constants"]
+           "StepAggregates", "StepConstants", "StepCost", "StepCostModel", "compute_precision",
+           "has_prefill", "step_constants"]
 
 X = TypeVar("X", float, FloatArray)
 FALLBACK_LINK_BYTES_PER_S = 32e9
@@ -47,8 +47,9 @@ FALLBACK_LINK_BYTES_PER_S = 32e9
 
 
 @dataclass(frozen=True, slots=True)
-class _Aggregates:
-    """The integer sums a step's cost depends on: Python ints for one step, arrays for a run."""
+class StepAggregates:
+    """The integer sums a step's cost depends on: Python ints for one step, arrays for a run
+    (or for any list of recorded steps: ``StepCostModel.times_s`` prices them at once)."""
 
     tokens: Any
     requests: Any
@@ -232,6 +233,17 @@ class StepCostModel:
             stage = stage + (co.pp - 1) * (stage + (co.p2p_s * t + co.allreduce_latency_s))
         return stage + (overhead_s + co.request_s * r)
 
+    # -- recorded steps
+
+    def aggregates(self, new_tokens: IntArray, context_tokens: IntArray) -> StepAggregates:
+        """The sums one step's cost depends on (record them to re-price the step later)."""
+        return self._aggregates(new_tokens, context_tokens)
+
+    def times_s(self, a: StepAggregates) -> FloatArray:
+        """Seconds of every step in ``a`` (arrays over steps), the same formula as
+        ``step_time_s``: re-prices a recorded schedule under this model's profile."""
+        return np.asarray(self._parts(a)["total_s"], dtype=np.float64)
+
     # -- breakdowns
 
     def cost(self, new_tokens: IntArray, context_tokens: IntArray) -> StepCost:
@@ -245,7 +257,7 @@ class StepCostModel:
 
     # -- internals
 
-    def _aggregates(self, new: IntArray, ctx: IntArray) -> _Aggregates:
+    def _aggregates(self, new: IntArray, ctx: IntArray) -> StepAggregates:
         n = np.asarray(new, dtype=np.int64)
         c = np.asarray(ctx, dtype=np.int64)
         full_pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
@@ -253,10 +265,10 @@ class StepCostModel:
         s_ctx = s_pairs = 0
         if w and self.constants.sliding_flops_per_pair:
             s_ctx, s_pairs = int(np.minimum(c, w).sum()), _clipped_pairs(n, c, w)
-        return _Aggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
+        return StepAggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
                            int(has_prefill(n, c)))
 
-    def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> _Aggregates:
+    def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> StepAggregates:
         c = np.sort(np.asarray(ctx, dtype=np.int64))
         r = len(c)
         k = np.arange(num_steps, dtype=np.int64)
@@ -270,9 +282,9 @@ class StepCostModel:
         prefill = np.zeros(num_steps, dtype=np.int64)
         if r and num_steps and c[0] == 0:
             prefill[0] = 1
-        return _Aggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs, prefill)
+        return StepAggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs, prefill)
 
-    def _parts(self, a: _Aggregates) -> dict[str, Any]:
+    def _parts(self, a: StepAggregates) -> dict[str, Any]:
         """Every component of the cost from the aggregates (Python numbers or arrays alike).
 
         The same operations run in the same order for one step and for a run of steps, so
