@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,12 +24,14 @@ class CliResult:
 
 def run_cli(*args: str, cwd: str | None = None) -> CliResult:
     """Run `python -m kvplan ARGS...` and capture exit code, stdout and stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.run(
         [sys.executable, "-m", "kvplan", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=300,
+        env=env,  # tables at the pipe width, whatever width the test runner set
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 

@@ -1,4 +1,5 @@
-"""The one rule of the tree: specs -> costs -> sim -> analysis -> report -> cli, imports go left."""
+"""The one rule of the tree: specs -> costs -> sim -> analysis -> report -> web -> cli, imports
+go left (the web never imports the CLI; `kvplan web` starts the web)."""
 
 import ast
 from pathlib import Path
@@ -13,7 +14,8 @@ LAYERS = {
     "sim": 3,
     "analysis": 4,
     "report": 5,
-    "cli": 6,
+    "web": 6,
+    "cli": 7,
 }
 ROOT = Path(kvplan.__file__).parent
 

@@ -31,7 +31,8 @@ def cases(draw):
     )
     lim = Limits(max_num_batched_tokens=draw(st.integers(4, 96)),
                  max_num_seqs=draw(st.integers(1, 8)), chunked_prefill=draw(st.booleans()),
-                 prefix_caching=draw(st.booleans()))
+                 prefix_caching=draw(st.booleans()),
+                 long_prefill_token_threshold=draw(st.sampled_from([0, 0, 0, 3, 17])))
     cfg = dict(num_blocks=draw(st.integers(4, 120)), block_size=draw(st.sampled_from([1, 2, 4, 8])),
                limits=lim, shared_prefix_tokens=draw(st.sampled_from([0, 8, 20])),
                max_model_len=draw(st.none() | st.integers(40, 200)))

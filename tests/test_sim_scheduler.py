@@ -15,13 +15,13 @@ ONE = LinearTimer(base_s=1.0)
 
 
 def run(w, *, blocks=1000, b=4, budget=100, seqs=10, chunked=True, caching=True,
-        timer=ONE, **kw):
+        timer=ONE, threshold=0, **kw):
     """Simulate step by step and fast-forwarded; both must agree; return the result.
 
     ``blocks`` is vLLM's num_gpu_blocks: requests share blocks - 1 (one is the null block).
     """
     lim = Limits(max_num_batched_tokens=budget, max_num_seqs=seqs, chunked_prefill=chunked,
-                 prefix_caching=caching)
+                 prefix_caching=caching, long_prefill_token_threshold=threshold)
     slow, fast = (simulate(w, timer=timer, num_blocks=blocks, block_size=b, limits=lim,
                            fast=f, validate=True, **kw) for f in (False, True))
     assert np.array_equal(slow.finish_s, fast.finish_s, equal_nan=True)

@@ -20,6 +20,11 @@ Python API (mirrors the CLI)::
                                   workload=kvplan.WorkloadArgs(dataset="azure-conv"))
     kvplan.compute_metrics(run.result).output_throughput
 
+    slo = kvplan.Slo(bounds=kvplan.parse_slo(["ttft:p99:2000 tpot:p99:100"]))
+    best = kvplan.plan("meta-llama/Llama-3.1-8B", kvplan.WorkloadArgs(dataset="azure-conv"),
+                       slo, gpus=["H100", "L40S"], kv_cache_dtypes=["auto", "fp8"])
+    best.winner.deployment, best.winner.usd_per_hour, best.serve_command
+
 Capacity, latency and simulation names load on first use, so `import kvplan` stays light.
 """
 
@@ -58,6 +63,14 @@ _LAZY = {
     "build_workload": "kvplan.specs.workload",
     "simulate_serving": "kvplan.analysis.serving",
     "compute_metrics": "kvplan.analysis.metrics",
+    "plan": "kvplan.analysis.planner",
+    "PlanOptions": "kvplan.analysis.planner",
+    "Plan": "kvplan.analysis.plan_types",
+    "Deployment": "kvplan.specs.deployment",
+    "Slo": "kvplan.specs.slo",
+    "parse_slo": "kvplan.specs.slo",
+    "parse_goodput_slo": "kvplan.specs.slo",
+    "price_table": "kvplan.specs.prices",
 }
 __all__ += list(_LAZY)
 

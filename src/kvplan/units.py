@@ -47,7 +47,14 @@ def parse_size(text: str) -> int:
         raise InputError(
             f"cannot read size {text!r}: use bytes or a number with a unit like 24GiB, 512MiB, 80GB"
         )
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+    value = float(match.group(1)) * _SIZE_UNITS[unit]
+    if not value < MAX_SIZE_BYTES:  # also inf (1e309) and nan
+        raise InputError(f"size {text!r} is too large: sizes must be below 2^63 bytes")
+    return int(value)
+
+
+MAX_SIZE_BYTES = 2.0**63
+"""Sizes past int64 are typos; the engine's own bounds are tighter (kvplan.limits)."""
 
 
 def fmt_bytes(n: int | float, digits: int = 2) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.analysis.timeline import MAX_TOKENS
 from kvplan.errors import InputError
+from kvplan.limits import MAX_BATCH, MAX_TOKENS
 from kvplan.specs.kv import ModelKv, kv_spec
 from kvplan.specs.model import ModelSpec
 
@@ -25,15 +25,47 @@ class BatchFootprint:
         return self.batch * self.bytes_per_request
 
 
-def batch_footprint(kv: ModelKv, batch: int, context_tokens: int) -> BatchFootprint:
-    """total = batch x bytes_for(context) (= bytes/token x context x batch for full attention)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FootprintTerm:
+    """One layer group's share of a request: bytes/token x tokens held, or a fixed state."""
+
+    label: str
+    num_layers: int
+    bytes_per_token: int
+    tokens_held: int
+    state_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_per_token * self.tokens_held + self.state_bytes
+
+
+def footprint_terms(fp: BatchFootprint) -> tuple[FootprintTerm, ...]:
+    """One term per layer group; the terms add up to ``bytes_per_request``."""
+    return tuple(
+        FootprintTerm(label=g.spec.label, num_layers=g.num_layers,
+                      bytes_per_token=g.bytes_per_token,
+                      tokens_held=g.spec.tokens_held(fp.context_tokens) if g.bytes_per_token else 0,
+                      state_bytes=g.state_bytes)
+        for g in fp.kv.groups
+    )
+
+
+def batch_footprint(kv: ModelKv, batch: int, context_tokens: int,
+                    max_tokens: int | None = None) -> BatchFootprint:
+    """total = batch x bytes_for(context) (= bytes/token x context x batch for full attention).
+
+    ``max_tokens``: the model's context; a longer context is refused."""
     if batch < 1:
         raise InputError(f"--batch must be at least 1, got {batch}")
     if context_tokens < 1:
         raise InputError(f"--context must be at least 1 token, got {context_tokens}")
-    if context_tokens > MAX_TOKENS or batch > MAX_TOKENS:
-        raise InputError(f"--batch {batch} x --context {context_tokens} is absurd; "
-                         f"use values up to {MAX_TOKENS:,}")
+    if context_tokens > MAX_TOKENS or batch > MAX_BATCH:
+        raise InputError(f"--batch {batch} x --context {context_tokens} is absurd; use "
+                         f"--batch up to {MAX_BATCH:,} and --context up to {MAX_TOKENS:,}")
+    if max_tokens is not None and context_tokens > max_tokens:
+        raise InputError(f"--context {context_tokens:,} exceeds the model's context of "
+                         f"{max_tokens:,} tokens (max_position_embeddings)")
     return BatchFootprint(
         batch=batch,
         context_tokens=context_tokens,
@@ -72,6 +104,26 @@ LEVER_PRECISIONS = ("fp8", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_hea
 """Cache precisions the lever table compares with the model's own dtype."""
 
 
+LEVER_TP_DEGREES = (2, 4, 8)
+"""Tensor-parallel degrees the lever table tries (those vLLM would start the model at)."""
+
+
+def servable_tp_degrees(model: ModelSpec, degrees: tuple[int, ...] = LEVER_TP_DEGREES
+                        ) -> tuple[int, ...]:
+    """The degrees vLLM accepts for this model (heads divide; KV heads split or replicate)."""
+    from kvplan.errors import InputError
+    from kvplan.specs.kv import check_tensor_parallel
+
+    ok = []
+    for tp in degrees:
+        try:
+            check_tensor_parallel(model, tp)
+        except InputError:
+            continue
+        ok.append(tp)
+    return tuple(ok)
+
+
 def lever_table(
     model: ModelSpec,
     batch: int,
@@ -105,7 +157,8 @@ def lever_table(
                 tp_degrees[0],
             )
         )
-    base_total = batch_footprint(kv_spec(baseline), batch, context_tokens).total_bytes
+    limit = model.max_position_embeddings
+    base_total = batch_footprint(kv_spec(baseline), batch, context_tokens, limit).total_bytes
     return tuple(
         _row(label, m, h, p, tp, batch, context_tokens, base_total)
         for label, m, h, p, tp in configs

@@ -8,6 +8,7 @@ from typing import Any
 from kvplan.specs.catalog import load_model
 from kvplan.specs.kv import ModelKv, kv_spec
 from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,13 +64,25 @@ def _group_json(group: Any, block_size: int) -> dict[str, Any]:
 
 
 def kv_report(
-    model: str, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1, block_size: int = 16
+    model: str | ModelSpec,
+    kv_cache_dtype: str = "auto",
+    tensor_parallel_size: int = 1,
+    block_size: int = 16,
 ) -> KvReport:
-    """Load ``model`` and size its cache at the given precision and TP degree."""
-    spec = load_model(model)
+    """Load ``model`` (an id, a path or a spec) and size its cache at a precision and TP degree."""
+    EngineConfig(block_size=block_size)  # vLLM's block sizes, as capacity and simulate check
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
     return KvReport(
         model=spec,
         whole=kv_spec(spec, kv_cache_dtype, 1),
         per_gpu=kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
         block_size=block_size,
     )
+
+
+def kv_report_for(
+    spec: ModelSpec, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1,
+    block_size: int = 16,
+) -> KvReport:
+    """Size a loaded model's cache at the given precision and TP degree."""
+    return kv_report(spec, kv_cache_dtype, tensor_parallel_size, block_size)

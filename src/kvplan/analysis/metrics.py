@@ -237,10 +237,30 @@ def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any]) ->
     out["input_lens"] = r.prompt_tokens[done].tolist()
     out["output_lens"] = r.output_tokens[done].tolist()
     out["ttfts"] = req["ttft"].tolist()
-    times = r.all_token_times()
-    out["itls"] = [np.diff(times[i]).tolist() for i in np.flatnonzero(done).tolist()]
+    out["itls"] = per_request_itls(r)
     out["errors"] = ["" for _ in range(int(done.sum()))] + list(r.rejected.values())
     out.update(kvplan_extras(m))
     out["kv_usage"] = kv_usage_series(r)
-    out["rejected"] = [{"index": i, "reason": why} for i, why in sorted(r.rejected.items())]
+    out["rejected"] = rejected_list(r)
     return out
+
+
+def rejected_list(r: SimulationResult) -> list[dict[str, Any]]:
+    """The rejected requests by index, with vLLM's (or kvplan's) reason."""
+    return [{"index": i, "reason": why} for i, why in sorted(r.rejected.items())]
+
+
+def per_request_itls(r: SimulationResult) -> list[list[float]]:
+    """Gaps between consecutive tokens of each completed request (vLLM's ``itls``), in order.
+
+    One pass: every token time in request order, one diff, the gaps across two requests cut.
+    """
+    times = r.all_token_times()
+    counts = np.fromiter((len(t) for t in times), dtype=np.int64, count=len(times))
+    flat = np.concatenate(times) if times else np.zeros(0)
+    gaps = np.diff(flat)
+    ends = np.cumsum(counts)
+    keep = np.ones(len(gaps), dtype=bool)
+    keep[ends[(counts > 0) & (ends < len(flat))] - 1] = False  # last token -> next request
+    per = np.split(gaps[keep], np.cumsum(np.maximum(counts - 1, 0))[:-1])
+    return [per[i].tolist() for i in np.flatnonzero(r.finished).tolist()]

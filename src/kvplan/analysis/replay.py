@@ -60,14 +60,13 @@ class Replay:
         """The run's mean TTFT, TPOT, ITL, E2E and output throughput under ``profile``."""
         ends = np.cumsum(self.model.with_profile(profile).times_s(self.steps))
         return _metrics(ends, self.sent_step, self.first_step, self.finish_step,
-                        self.output_tokens, profile.api_latency_s)
+                        self.output_tokens)
 
 
 def _metrics(ends: FloatArray, sent: IntArray, first: IntArray, fin: IntArray,
-             out: IntArray, api_s: float = 0.0) -> dict[str, float]:
-    """Means as the client sees them: each TTFT and E2E includes the API latency."""
+             out: IntArray) -> dict[str, float]:
     at = np.concatenate(([0.0], ends))
-    t0, t1, t2 = at[sent + 1], at[first + 1] + api_s, at[fin + 1] + api_s
+    t0, t1, t2 = at[sent + 1], at[first + 1], at[fin + 1]
     ttft, e2e = t1 - t0, t2 - t0
     many = out > 1
     tpot = (e2e[many] - ttft[many]) / (out[many] - 1)

@@ -1,83 +1,168 @@
-"""A bounded Nelder-Mead simplex search (no scipy), for fits whose factors trade along a
-curved valley (bandwidth against a fixed overhead) where a one-factor-at-a-time grid stalls.
+"""Stage 3-4 of the funnel: capacity searches best-first, then fleet verification.
 
-Each factor is searched in [0, 1] of its range: linear for efficiencies, logarithmic for
-seconds (``log_floor`` .. upper bound) so 50 us and 5 ms get the same resolution.
+Target mode: a candidate's replicas = ceil(target / capacity); its fleet is then simulated
+at N and N - 1 replicas (the smallest passing N is kept; N grows until one passes). The
+loop stops when the next optimistic cost is not below the best verified cost. Capacity
+mode: the best $ per million output tokens at one replica's capacity.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from kvplan.analysis.executor import Executor
+from kvplan.analysis.funnel import (
+    ROUND,
+    Limits,
+    Progress,
+    Tally,
+    order_key,
+    run_capacity,
+    run_fleets,
+    usd_per_mtok,
+)
+from kvplan.analysis.plan_jobs import CapacityOut, JobContext
+from kvplan.analysis.plan_types import Candidate, FleetInfo
+from kvplan.costs.pricing import fleet_cost
+from kvplan.specs.prices import PriceTable
+
+GROW_LIMIT = 4
+"""Replicas added beyond the estimate before a fleet is called infeasible."""
 
 
-def _to_unit(v: float, lo: float, hi: float, log_floor: float | None) -> float:
-    if log_floor is None:
-        return (v - lo) / (hi - lo)
-    v = max(v, log_floor)
-    return math.log(v / log_floor) / math.log(hi / log_floor)
-
-
-def _from_unit(u: float, lo: float, hi: float, log_floor: float | None) -> float:
-    u = min(1.0, max(0.0, u))
-    if log_floor is None:
-        return lo + u * (hi - lo)
-    return float(log_floor * (hi / log_floor) ** u)
-
-
-def nelder_mead(loss: Callable[[list[float]], float], x0: Sequence[float],
-                bounds: Sequence[tuple[float, float]], log_floors: Sequence[float | None],
-                iterations: int = 300, step: float = 0.15) -> list[float]:
-    """Minimise ``loss`` over the box ``bounds`` from ``x0``; returns the best point."""
-    n = len(x0)
-
-    def real(u: Sequence[float]) -> list[float]:
-        return [_from_unit(ui, *bounds[i], log_floors[i]) for i, ui in enumerate(u)]
-
-    def f(u: list[float]) -> float:
-        return loss(real(u))
-
-    u0 = [_to_unit(x, *bounds[i], log_floors[i]) for i, x in enumerate(x0)]
-    simplex = [u0] + [[u + (step if j == i else 0.0) * (1 if u < 0.5 else -1)
-                       for j, u in enumerate(u0)] for i in range(n)]
-    values = [f(u) for u in simplex]
-    for _ in range(iterations):
-        order = sorted(range(n + 1), key=values.__getitem__)
-        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
-        if values[-1] - values[0] < 1e-12 and _spread(simplex) < 1e-6:
+def search(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: PriceTable,
+           lim: Limits, t: Tally, progress: Progress | None = None) -> list[Candidate]:
+    """Simulate best-first by optimistic cost; every candidate comes back with its stage."""
+    by_id = {c.id: c for c in cands}
+    queue = sorted((c for c in cands if c.stage == "screened"),
+                   key=lambda c: (order_key(c, lim), c.id))
+    best, i = math.inf, 0
+    while i < len(queue):
+        batch = [c for c in queue[i:i + ROUND] if lim.exhaustive or order_key(c, lim) < best]
+        if not batch:
             break
-        centre = [sum(u[j] for u in simplex[:-1]) / n for j in range(n)]
-        simplex[-1], values[-1] = _next(f, simplex, values, centre)
-    best = min(range(n + 1), key=values.__getitem__)
-    return real(simplex[best])
+        i += ROUND
+        outs = run_capacity(ex, ctx, batch, lim, t)
+        for c, o in zip(batch, outs, strict=True):
+            by_id[c.id] = after_capacity(c, o, prices, lim)
+        best = _settle(by_id, ex, ctx, prices, lim, t, best)
+        if progress is not None:
+            progress("simulate", i, len(queue))
+    for c in queue[i:]:
+        by_id[c.id] = replace(c, stage="pruned_cost", reason=(
+            f"optimistic cost {order_key(c, lim):.2f} is not below the best verified "
+            f"{best:.2f}"))
+    return [_unverified(by_id[c.id], best) for c in cands]
 
 
-def _spread(simplex: list[list[float]]) -> float:
-    return max(abs(a - b) for u in simplex for a, b in zip(u, simplex[0], strict=True))
+def _unverified(c: Candidate, best: float) -> Candidate:
+    if c.stage != "simulated":
+        return c
+    return replace(c, reason=f"its fleet could cost no less than the best verified {best:.2f}"
+                   " $/h, so it was not verified")
 
 
-def _next(f: Callable[[list[float]], float], simplex: list[list[float]], values: list[float],
-          centre: list[float]) -> tuple[list[float], float]:
-    worst = simplex[-1]
+def _settle(by_id: dict[str, Candidate], ex: Executor, ctx: JobContext, prices: PriceTable,
+            lim: Limits, t: Tally, best: float) -> float:
+    if lim.rate_rps is None:
+        done = [c.usd_per_million_output_tokens for c in by_id.values()
+                if c.stage == "verified" and c.usd_per_million_output_tokens is not None]
+        return min([best, *done])
+    pending = sorted((c for c in by_id.values() if c.stage == "simulated"),
+                     key=lambda c: (_floor_cost(c, prices), c.id))
+    for c in pending:
+        if _floor_cost(c, prices) >= best:
+            continue
+        v = verify(c, ex, ctx, prices, lim, t)
+        by_id[c.id] = v
+        if v.stage == "verified" and v.usd_per_hour is not None:
+            best = min(best, v.usd_per_hour)
+    return best
 
-    def toward(t: float) -> list[float]:
-        return [min(1.0, max(0.0, c + t * (c - w))) for c, w in zip(centre, worst, strict=True)]
 
-    refl = toward(1.0)
-    fr = f(refl)
-    if fr < values[0]:
-        exp = toward(2.0)
-        fe = f(exp)
-        return (exp, fe) if fe < fr else (refl, fr)
-    if fr < values[-2]:
-        return refl, fr
-    con = toward(-0.5)
-    fc = f(con)
-    if fc < values[-1]:
-        return con, fc
-    # shrink toward the best vertex
-    for i in range(1, len(simplex)):
-        simplex[i] = [(b + u) / 2 for b, u in zip(simplex[0], simplex[i], strict=True)]
-        values[i] = f(simplex[i])
-    order = sorted(range(1, len(simplex)), key=values.__getitem__)
-    return simplex[order[-1]], values[order[-1]]
+def _floor_cost(c: Candidate, prices: PriceTable) -> float:
+    """What the fleet would cost with one replica fewer than estimated (if that passed)."""
+    assert c.replicas is not None
+    cost = fleet_cost(prices.for_gpu(c.deployment.gpu.id), max(1, c.replicas - 1),
+                      c.deployment.gpus_per_replica)
+    return math.inf if cost is None else cost.usd_per_hour
+
+
+def after_capacity(c: Candidate, o: CapacityOut, prices: PriceTable, lim: Limits) -> Candidate:
+    """Replicas and cost from the capacity search (not yet verified in target mode)."""
+    cap = o.info
+    c = replace(c, capacity=cap)
+    if cap.rate_rps <= 0:
+        return replace(c, stage="infeasible", reason=_miss_text(cap.margins_at_hi, (
+            f"even at {cap.bracket_rps[1] or 0:.3g} req/s per replica")))
+    rows, gpr = prices.for_gpu(c.deployment.gpu.id), c.deployment.gpus_per_replica
+    if lim.rate_rps is None:
+        cost = fleet_cost(rows, 1, gpr)
+        assert cost is not None
+        mtok = usd_per_mtok(cost.usd_per_hour, cap.rate_rps, lim.mean_output_tokens)
+        return replace(c, stage="verified", replicas=1, cost=cost,
+                       usd_per_million_output_tokens=mtok, reason="")
+    n = lim.replicas or max(1, math.ceil(lim.rate_rps / cap.rate_rps))
+    return replace(c, stage="simulated", replicas=n, cost=fleet_cost(rows, n, gpr))
+
+
+def _miss_text(margins: tuple[tuple[str, float], ...], where: str) -> str:
+    if not margins:
+        return f"misses the SLO {where}"
+    key, m = min(margins, key=lambda kv: kv[1])
+    how = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {100 * abs(m):.0f} %"
+    return f"misses {key} {how} {where}"
+
+
+def verify(c: Candidate, ex: Executor, ctx: JobContext, prices: PriceTable, lim: Limits,
+           t: Tally) -> Candidate:
+    """Simulate the fleet at N and N - 1 replicas; keep the smallest N that passes."""
+    assert c.replicas is not None
+    n, fixed = c.replicas, lim.replicas is not None
+    res = run_fleets(ex, ctx, c, [n] if fixed or n == 1 else [n, n - 1], t)
+    if res[n].ok:
+        while not fixed and n > 1 and _passes(res, n - 1, ex, ctx, c, t):
+            n -= 1
+        return _verified(c, n, res, prices, lim)
+    top = n if fixed else _max_replicas(c, n, lim)
+    while n < top:
+        n += 1
+        res |= run_fleets(ex, ctx, c, [n], t)
+        if res[n].ok:
+            return _verified(c, n, res, prices, lim)
+    return replace(c, stage="infeasible", replicas=n, fleet=res[n], reason=_miss_text(
+        res[n].margins, f"with {n} replicas at the target rate"))
+
+
+def _passes(res: dict[int, FleetInfo], n: int, ex: Executor, ctx: JobContext, c: Candidate,
+            t: Tally) -> bool:
+    if n not in res:
+        res |= run_fleets(ex, ctx, c, [n], t)
+    return res[n].ok
+
+
+def _max_replicas(c: Candidate, n: int, lim: Limits) -> int:
+    top = n + GROW_LIMIT
+    if lim.max_gpus is not None:
+        top = min(top, lim.max_gpus // c.deployment.gpus_per_replica)
+    return top
+
+
+def _verified(c: Candidate, n: int, res: dict[int, FleetInfo], prices: PriceTable,
+              lim: Limits) -> Candidate:
+    cost = fleet_cost(prices.for_gpu(c.deployment.gpu.id), n, c.deployment.gpus_per_replica)
+    assert cost is not None
+    fleet = res[n]
+    tokens_per_hour = fleet.output_tokens_per_s * 3600
+    mtok = cost.usd_per_hour / tokens_per_hour * 1e6 if tokens_per_hour > 0 else None
+    c = replace(c, stage="verified", replicas=n, cost=cost, fleet=fleet,
+                fleet_one_fewer=res.get(n - 1), usd_per_million_output_tokens=mtok, reason="",
+                deployment=c.deployment.with_replicas(n))
+    if lim.max_cost_per_hour is not None and cost.usd_per_hour > lim.max_cost_per_hour:
+        return replace(c, stage="infeasible", reason=(
+            f"its verified fleet costs ${cost.usd_per_hour:.2f}/h > --max-cost-per-hour"))
+    if lim.max_gpus is not None and n * c.deployment.gpus_per_replica > lim.max_gpus:
+        return replace(c, stage="infeasible", reason=(
+            f"its verified fleet needs {n * c.deployment.gpus_per_replica} GPUs > --max-gpus"))
+    return c

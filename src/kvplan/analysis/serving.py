@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kvplan.costs.memory import MemoryPlan, Settings, plan_memory
 from kvplan.costs.roofline import Profile, StepCostModel
+from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
 from kvplan.sim.scheduler import Limits
 from kvplan.specs.catalog import load_model
@@ -35,7 +37,7 @@ class ServingRun:
         return {
             "backend": "kvplan-sim", "model_id": self.model.name, "gpu": self.hardware.id,
             "dataset": self.workload.name, "num_prompts": len(self.workload),
-            "request_rate": "inf" if rate is None else rate,
+            "request_rate": "inf" if rate is None or math.isinf(rate) else rate,
             "burstiness": 1.0 if args is None else args.burstiness,
             "max_concurrency": self.workload.closed_loop_concurrency,
             "max_num_batched_tokens": self.limits.max_num_batched_tokens,
@@ -59,7 +61,21 @@ def scheduler_limits(settings: Settings, engine: EngineConfig) -> Limits:
         tokens = max(settings.max_model_len, 2048)
     return Limits(max_num_batched_tokens=tokens, max_num_seqs=settings.max_num_seqs,
                   chunked_prefill=engine.enable_chunked_prefill,
-                  prefix_caching=engine.enable_prefix_caching)
+                  prefix_caching=engine.enable_prefix_caching,
+                  long_prefill_token_threshold=long_prefill_threshold(engine,
+                                                                      settings.max_model_len))
+
+
+def long_prefill_threshold(engine: EngineConfig, max_model_len: int) -> int:
+    """vLLM 0.11 SchedulerConfig: the flag, or int(0.04 * max_model_len) when
+    max_num_partial_prefills > 1 and the flag is 0; above max_model_len is refused there."""
+    t = engine.long_prefill_token_threshold
+    if engine.max_num_partial_prefills > 1:
+        t = t or int(max_model_len * 0.04)
+        if t > max_model_len:
+            raise InputError(f"--long-prefill-token-threshold {t} exceeds max_model_len "
+                             f"{max_model_len} (vLLM refuses it); give a smaller one")
+    return t
 
 
 def simulate_serving(

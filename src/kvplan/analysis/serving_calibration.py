@@ -226,7 +226,7 @@ def _loss(points: Sequence[CalPoint], profile: Profile) -> float:
 
 def _search(points: Sequence[CalPoint], start: Profile, names: Sequence[str]) -> Profile:
     """Nelder-Mead over ``names`` (efficiencies linear, seconds on a log scale from 1 us)."""
-    from kvplan.analysis.search import nelder_mead
+    from kvplan.analysis.nelder_mead import nelder_mead
 
     def trial(x: Sequence[float]) -> Profile:
         kw: dict[str, Any] = dict(zip(names, x, strict=True))

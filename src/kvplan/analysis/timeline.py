@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.specs.kv import ModelKv
 from kvplan.units import cdiv
 
 Phase = Literal["prefill", "decode"]
-MAX_TOKENS = 100_000_000
+MAX_TOKENS = limits.MAX_TOKENS
 """Longer than any model's context by far: larger lengths are typos, not plans."""
 
 
@@ -80,9 +81,14 @@ def request_timeline(
     *,
     chunk_tokens: int | None = None,
     block_size: int = 16,
+    max_tokens: int | None = None,
 ) -> RequestTimeline:
-    """Step-by-step claim schedule of one request (see the module docstring for conventions)."""
+    """Step-by-step claim schedule of one request (see the module docstring for conventions).
+
+    ``max_tokens``: the model's context (max_position_embeddings); a longer request is refused
+    before one step per token is built."""
     _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
+    _check_context(prompt_tokens + output_tokens, max_tokens)
     tokens = _tokens_after_each_step(prompt_tokens, output_tokens, chunk_tokens)
     n_prefill = 1 if chunk_tokens is None else cdiv(prompt_tokens, chunk_tokens)
     steps, previous = [], 0
@@ -128,4 +134,12 @@ def _check_lengths(prompt: int, output: int, chunk: int | None, block: int) -> N
         raise InputError(
             f"prompt + output = {prompt + output} tokens is absurd; "
             f"use lengths up to {MAX_TOKENS:,}"
+        )
+
+
+def _check_context(total: int, limit: int | None) -> None:
+    if limit is not None and total > limit:
+        raise InputError(
+            f"--prompt + --output = {total:,} tokens exceeds the model's context of {limit:,} "
+            "tokens (max_position_embeddings); shorten the request"
         )

@@ -18,13 +18,16 @@ app = typer.Typer(
 )
 
 
-COMMAND_MODULES = ("cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate")
+COMMAND_MODULES = (
+    "cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate", "cmd_plan", "cmd_prices",
+    "cmd_web",
+)
 """Command modules, in help order; each adds its commands to ``app`` when imported."""
 
 
-MULTI_VALUE_OPTIONS = ("--goodput",)
+MULTI_VALUE_OPTIONS = ("--goodput", "--slo")
 """Options that take several space-separated values, as vLLM's (``--goodput ttft:500 tpot:50``)."""
-_SLO_VALUE = re.compile(r"^[A-Za-z0-9_]+:[0-9.eE+-]+$")
+_SLO_VALUE = re.compile(r"^[A-Za-z0-9_]+:(p[0-9.]+:)?[0-9.eE+-]+$")
 
 
 def expand_multi_value(argv: list[str], options: tuple[str, ...]) -> list[str]:
@@ -52,9 +55,24 @@ def _register() -> None:
         importlib.import_module(f"kvplan.cli.{name}")
 
 
+def _notes_to_stderr() -> None:
+    """The library's notes (logger ``kvplan``, level INFO) as ``note: ...`` lines on stderr."""
+    import logging
+
+    log = logging.getLogger("kvplan")
+    if not any(getattr(h, "kvplan_notes", False) for h in log.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("note: %(message)s"))
+        handler.kvplan_notes = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def main() -> None:
     """Console-script entry: user errors print one line to stderr and exit 2, no traceback."""
     _register()
+    _notes_to_stderr()
     try:
         app(args=expand_multi_value(sys.argv[1:], MULTI_VALUE_OPTIONS), standalone_mode=False)
     except KvplanError as exc:

@@ -2,84 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
+from kvplan.cli.pasted import parse_vllm_command, warn_ignored
 from kvplan.errors import InputError
+from kvplan.report.json_views import plan_json
 
 if TYPE_CHECKING:
     from kvplan.costs.memory import MemoryPlan
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
-
-# vLLM flag -> (EngineConfig field, type); '-tp'/'-pp'/'-q' are vLLM's short forms
-_VLLM_FLAGS: dict[str, tuple[str, type]] = {
-    "--tensor-parallel-size": ("tensor_parallel_size", int),
-    "-tp": ("tensor_parallel_size", int),
-    "--pipeline-parallel-size": ("pipeline_parallel_size", int),
-    "-pp": ("pipeline_parallel_size", int),
-    "--gpu-memory-utilization": ("gpu_memory_utilization", float),
-    "--max-model-len": ("max_model_len", int),
-    "--kv-cache-dtype": ("kv_cache_dtype", str),
-    "--dtype": ("dtype", str),
-    "--quantization": ("quantization", str),
-    "-q": ("quantization", str),
-    "--block-size": ("block_size", int),
-    "--max-num-batched-tokens": ("max_num_batched_tokens", int),
-    "--max-num-seqs": ("max_num_seqs", int),
-    "--kv-cache-memory": ("kv_cache_memory_bytes", str),
-    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", str),
-    "--mamba-cache-dtype": ("mamba_cache_dtype", str),
-    "--mamba-ssm-cache-dtype": ("mamba_ssm_cache_dtype", str),
-    "--model": ("model", str),
-}
-
-
-def _split_flag(token: str) -> tuple[str, str | None]:
-    flag, eq, value = token.partition("=")
-    return flag.replace("_", "-") if flag.startswith("--") else flag, (value if eq else None)
-
-
-def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """A pasted ``vllm serve MODEL --flag value ...`` -> (settings by field, ignored flags)."""
-    tokens = list(argv)
-    while tokens and tokens[0] in (
-        "vllm",
-        "serve",
-        "python",
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-    ):
-        tokens.pop(0)
-    found: dict[str, Any] = {}
-    ignored: list[str] = []
-    i = 0
-    while i < len(tokens):
-        flag, value = _split_flag(tokens[i])
-        i += 1
-        if not flag.startswith("-"):
-            found.setdefault("model", flag)
-            continue
-        if value is None and i < len(tokens) and not tokens[i].startswith("-"):
-            value, i = tokens[i], i + 1
-        if flag not in _VLLM_FLAGS:
-            ignored.append(flag)
-            continue
-        field, kind = _VLLM_FLAGS[flag]
-        found[field] = _convert(flag, value, kind)
-    return found, ignored
-
-
-def _convert(flag: str, value: str | None, kind: type) -> Any:
-    if value is None:
-        raise InputError(f"{flag} needs a value")
-    try:
-        return kind(value)
-    except ValueError:
-        raise InputError(f"{flag} expects a {kind.__name__}, got {value!r}") from None
 
 
 @app.command("capacity", context_settings={"ignore_unknown_options": True})
@@ -91,60 +27,18 @@ def capacity_cmd(
             help="Catalog id or config.json path; or, after --, a pasted vLLM command line.",
         ),
     ] = None,
-    gpu: Annotated[
-        str, typer.Option("--gpu", help="GPU id or alias (see 'kvplan gpus').")
-    ] = "H100",
-    tensor_parallel_size: Annotated[
-        int | None, typer.Option("--tensor-parallel-size", "-tp")
-    ] = None,
-    pipeline_parallel_size: Annotated[
-        int | None, typer.Option("--pipeline-parallel-size", "-pp")
-    ] = None,
-    gpu_memory_utilization: Annotated[
-        float | None, typer.Option("--gpu-memory-utilization")
-    ] = None,
-    max_model_len: Annotated[int | None, typer.Option("--max-model-len")] = None,
-    kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype")] = None,
-    quantization: Annotated[str | None, typer.Option("--quantization", "-q")] = None,
-    block_size: Annotated[int | None, typer.Option("--block-size")] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs")] = None,
-    kv_cache_memory: Annotated[
-        str | None,
-        typer.Option(
-            "--kv-cache-memory", help="KV cache size (e.g. 24GiB); skips the memory estimate."
-        ),
-    ] = None,
-    mamba_cache_dtype: Annotated[
-        str | None, typer.Option("--mamba-cache-dtype", help="Hybrid models: auto or float32.")
-    ] = None,
-    mamba_ssm_cache_dtype: Annotated[
-        str | None, typer.Option("--mamba-ssm-cache-dtype", help="Mamba2 SSM state dtype.")
-    ] = None,
-    as_json: JsonOpt = False,
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU id or alias (see 'kvplan gpus').")]
+    = "H100",
+    tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    gpu_memory_utilization: fl.GpuUtilOpt = None, max_model_len: fl.MaxLenOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None, dtype: fl.DtypeOpt = None,
+    quantization: fl.QuantOpt = None, block_size: fl.BlockOpt = None,
+    max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
+    kv_cache_memory_bytes: fl.KvMemOpt = None, mamba_cache_dtype: fl.MambaOpt = None,
+    mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, as_json: fl.JsonOpt = False,
 ) -> None:
     """How many requests fit: vLLM 0.11's memory budget, KV blocks, tokens and concurrency."""
-    flags = {
-        k: v
-        for k, v in {
-            "tensor_parallel_size": tensor_parallel_size,
-            "pipeline_parallel_size": pipeline_parallel_size,
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "max_model_len": max_model_len,
-            "kv_cache_dtype": kv_cache_dtype,
-            "dtype": dtype,
-            "quantization": quantization,
-            "block_size": block_size,
-            "max_num_batched_tokens": max_num_batched_tokens,
-            "max_num_seqs": max_num_seqs,
-            "kv_cache_memory_bytes": kv_cache_memory,
-            "mamba_cache_dtype": mamba_cache_dtype,
-            "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype,
-        }.items()
-        if v is not None
-    }
-    settings, ignored = _gather(model_and_args or [], flags)
+    settings, ignored = _gather(model_and_args or [], fl.engine_settings(locals()))
     plan = _plan(settings, gpu)
     if as_json:
         print_json({**plan_json(plan), "ignored_vllm_flags": ignored})
@@ -157,6 +51,8 @@ def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], lis
     if len(args) == 1:
         return {"model": args[0], **flags}, []
     pasted, ignored = parse_vllm_command(args)
+    for line in warn_ignored(ignored):
+        print(line, file=sys.stderr)
     if "model" not in pasted:
         raise InputError("give a MODEL, or a vLLM command line after -- (vllm serve MODEL ...)")
     return {**pasted, **flags}, ignored
@@ -166,59 +62,16 @@ def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:
     from kvplan.costs.memory import plan_memory
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
-    from kvplan.specs.serving import EngineConfig
-    from kvplan.units import parse_size
 
     fields = dict(settings)
     model = load_model(fields.pop("model"))
-    if "kv_cache_memory_bytes" in fields:
-        fields["kv_cache_memory_bytes"] = parse_size(str(fields["kv_cache_memory_bytes"]))
-    return plan_memory(model, load_gpu(gpu), EngineConfig(**fields))
-
-
-def plan_json(plan: MemoryPlan) -> dict[str, Any]:
-    """The plan as one flat JSON object (bytes as integers)."""
-    b, s = plan.budget, plan.settings
-    return {
-        "model": plan.model,
-        "gpu": plan.gpu,
-        "vllm_version": _version(),
-        "requested_bytes": b.requested_bytes,
-        "weights_bytes": b.weights_bytes,
-        "activation_bytes": b.activation_bytes,
-        "non_torch_bytes": b.non_torch_bytes,
-        "cudagraph_bytes": b.cudagraph_bytes,
-        "available_kv_bytes": b.available_kv_bytes,
-        "kv_cache_memory_given": b.kv_cache_memory_given,
-        "num_blocks": plan.num_blocks,
-        "kv_cache_tokens": plan.kv_cache_tokens,
-        "max_concurrency": plan.max_concurrency,
-        "max_model_len": s.max_model_len,
-        "block_size": plan.block_size,
-        "page_size_bytes": plan.page_size_bytes,
-        "layers_per_group": plan.layers_per_group,
-        "num_padding_layers": plan.num_padding_layers,
-        "max_num_batched_tokens": s.max_num_batched_tokens,
-        "max_num_seqs": s.max_num_seqs,
-        "tensor_parallel_size": s.tp,
-        "pipeline_parallel_size": s.pp,
-        "groups": [
-            {
-                "kind": g.spec.kind,
-                "label": g.spec.label,
-                "layers": list(g.layer_ids),
-                "page_size_bytes": g.page_size_bytes,
-                "pages_per_request": g.pages_per_request(s),
-            }
-            for g in plan.groups
-        ],
-    }
+    return plan_memory(model, load_gpu(gpu), fl.resolve_engine(fields, model))
 
 
 def _version() -> str:
-    from kvplan.costs.vllm_defaults import VLLM_VERSION
+    from kvplan.report.json_views import vllm_version
 
-    return VLLM_VERSION
+    return vllm_version()
 
 
 def _render(plan: MemoryPlan, ignored: list[str]) -> None:
@@ -265,12 +118,15 @@ def _render(plan: MemoryPlan, ignored: list[str]) -> None:
         f"Maximum concurrency for {s.max_model_len:,} tokens per request: "
         f"{plan.max_concurrency:.2f}x"
     )
-    if ignored:
-        console.print(f"note: ignored vLLM flags: {', '.join(ignored)}")
+    from kvplan.cli.pasted import IGNORED_EFFECTS
+
+    rest = [f for f in ignored if f not in IGNORED_EFFECTS]  # the others warned on stderr
+    if rest:
+        console.print(f"note: ignored vLLM flags: {', '.join(rest)}")
 
 
 @app.command("gpus")
-def gpus_cmd(as_json: JsonOpt = False) -> None:
+def gpus_cmd(as_json: fl.JsonOpt = False) -> None:
     """List the bundled GPU catalog (memory, bandwidth, dense bf16 FLOP/s, interconnect)."""
     from rich.table import Table
 
@@ -279,22 +135,9 @@ def gpus_cmd(as_json: JsonOpt = False) -> None:
 
     gpus = list(gpu_catalog().values())
     if as_json:
-        print_json(
-            {
-                "gpus": [
-                    {
-                        "id": g.id,
-                        "memory_bytes": g.memory_bytes,
-                        "cuda_total_bytes": cuda_total_bytes(g),
-                        "mem_bw_bytes_per_s": g.mem_bw_bytes_per_s,
-                        "peak_flops": g.peak_flops,
-                        "interconnect": g.interconnect,
-                        "source": g.source,
-                    }
-                    for g in gpus
-                ]
-            }
-        )
+        from kvplan.report.json_views import gpus_json
+
+        print_json(gpus_json())
         return
     table = Table(title="GPUs")
     for col in ("id", "memory", "CUDA total", "bandwidth", "bf16 dense", "interconnect"):

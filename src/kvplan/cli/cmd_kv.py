@@ -2,58 +2,57 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
+if TYPE_CHECKING:
+    from kvplan.specs.model import ModelSpec
+    from kvplan.specs.serving import EngineConfig
+
+"""TP degrees the lever table tries; those vLLM refuses for the model are left out."""
+
 
 
 @app.command("models")
-def models_cmd(as_json: JsonOpt = False) -> None:
+def models_cmd(as_json: fl.JsonOpt = False) -> None:
     """List the bundled model catalog (Hugging Face ids, attention kind, cache per token)."""
     from kvplan.analysis.catalog_view import catalog_rows
     from kvplan.report.tables import models_table
 
-    rows = catalog_rows()
     if as_json:
-        print_json({"models": [r._asdict() for r in rows]})
+        from kvplan.report.json_views import models_json
+
+        print_json(models_json())
         return
+    rows = catalog_rows()
     console.print(models_table(rows))
 
 
 ModelArg = Annotated[
     str, typer.Argument(help="Hugging Face id from 'kvplan models', or a path to a config.json.")
 ]
-KvDtypeOpt = Annotated[
-    str,
-    typer.Option(
-        "--kv-cache-dtype",
-        help="auto, bfloat16, float16, "
-        "fp8, fp8_e4m3, fp8_e5m2, int8_per_token_head, "
-        "fp8_per_token_head, nvfp4",
-    ),
-]
-TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel GPUs.")]
-
-
 @app.command("kv")
 def kv_cmd(
     model: ModelArg,
-    kv_cache_dtype: KvDtypeOpt = "auto",
-    tensor_parallel_size: TpOpt = 1,
-    block_size: Annotated[int, typer.Option("--block-size")] = 16,
-    as_json: JsonOpt = False,
+    kv_cache_dtype: fl.KvDtypeOpt = None,
+    tensor_parallel_size: fl.TpOpt = None,
+    block_size: fl.BlockOpt = None,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """KV cache bytes per token, whole model and per GPU, with the formula filled in."""
     from kvplan.analysis.kv_view import kv_report
 
-    report = kv_report(model, kv_cache_dtype, tensor_parallel_size, block_size)
+    spec, engine = _model_engine(model, fl.engine_settings(locals()))
+    report = kv_report(spec, engine.kv_cache_dtype, engine.tensor_parallel_size, engine.block_size)
     if as_json:
-        print_json(report.to_json())
+        from kvplan.report.json_views import kv_json
+
+        print_json(kv_json(report))
         return
     from kvplan.report.render import render_kv
 
@@ -66,29 +65,30 @@ def request_cmd(
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens (P).")],
     output: Annotated[int, typer.Option("--output", help="Output tokens (O).")],
     chunk: Annotated[int | None, typer.Option("--chunk", help="Chunked-prefill size C.")] = None,
-    block_size: Annotated[int, typer.Option("--block-size")] = 16,
-    kv_cache_dtype: KvDtypeOpt = "auto",
-    tensor_parallel_size: TpOpt = 1,
+    block_size: fl.BlockOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None,
+    tensor_parallel_size: fl.TpOpt = None,
     plot: Annotated[
         str | None, typer.Option("--plot", help="Write the staircase chart (.png, .svg or .html).")
     ] = None,
-    as_json: JsonOpt = False,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """A request's memory-claim schedule: prefill jump, chunk staircase, decode trickle."""
     from kvplan.analysis.timeline import request_timeline
+    from kvplan.cli.common import check_output, write_output
     from kvplan.report.charts import check_chart_path
-    from kvplan.specs.catalog import load_model
     from kvplan.specs.kv import kv_spec
 
-    if plot:
-        check_chart_path(plot)
-    spec = load_model(model)
-    kv = kv_spec(spec, kv_cache_dtype, tensor_parallel_size)
-    tl = request_timeline(kv, prompt, output, chunk_tokens=chunk, block_size=block_size)
-    if plot:
-        from kvplan.report.charts import save_chart, staircase_chart
+    out = check_output(plot and check_chart_path(plot), "--plot", [model])
+    spec, engine = _model_engine(model, fl.engine_settings(locals()))
+    kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    tl = request_timeline(kv, prompt, output, chunk_tokens=chunk, block_size=engine.block_size,
+                          max_tokens=spec.max_position_embeddings)
+    if out is not None:
+        from kvplan.report.charts import chart_bytes, staircase_chart
 
-        save_chart(staircase_chart(tl, spec.name), plot)
+        write_output(out, chart_bytes(staircase_chart(tl, spec.name), out.path.suffix),
+                     as_json=as_json)
     if as_json:
         from kvplan.report.render import timeline_json
 
@@ -96,7 +96,7 @@ def request_cmd(
         return
     from kvplan.report.render import render_timeline
 
-    render_timeline(console, spec.name, kv, tl, plot)
+    render_timeline(console, spec.name, kv, tl)
 
 
 @app.command("batch")
@@ -104,18 +104,17 @@ def batch_cmd(
     model: ModelArg,
     batch: Annotated[int, typer.Option("--batch", help="Concurrent requests.")],
     context: Annotated[int, typer.Option("--context", help="Tokens held by each request.")],
-    kv_cache_dtype: KvDtypeOpt = "auto",
-    tensor_parallel_size: TpOpt = 1,
-    as_json: JsonOpt = False,
+    kv_cache_dtype: fl.KvDtypeOpt = None,
+    tensor_parallel_size: fl.TpOpt = None,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """A batch's KV footprint: bytes per token x context x batch (windows and state applied)."""
     from kvplan.analysis.footprint import batch_footprint
-    from kvplan.specs.catalog import load_model
     from kvplan.specs.kv import kv_spec
 
-    spec = load_model(model)
-    kv = kv_spec(spec, kv_cache_dtype, tensor_parallel_size)
-    fp = batch_footprint(kv, batch, context)
+    spec, engine = _model_engine(model, fl.engine_settings(locals()))
+    kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    fp = batch_footprint(kv, batch, context, spec.max_position_embeddings)
     if as_json:
         from kvplan.report.render import batch_json
 
@@ -131,23 +130,18 @@ def levers_cmd(
     model: ModelArg,
     batch: Annotated[int, typer.Option("--batch", help="Concurrent requests.")],
     context: Annotated[int, typer.Option("--context", help="Tokens held by each request.")],
-    as_json: JsonOpt = False,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """How each lever (MHA vs GQA/MLA, cache dtype, TP) multiplies the footprint; they stack."""
-    from kvplan.analysis.footprint import lever_table
+    from kvplan.analysis.footprint import lever_table, servable_tp_degrees
     from kvplan.specs.catalog import load_model
 
     spec = load_model(model)
-    rows = lever_table(spec, batch, context)
+    rows = lever_table(spec, batch, context, tp_degrees=servable_tp_degrees(spec))
     if as_json:
-        print_json(
-            {
-                "model": spec.name,
-                "batch": batch,
-                "context_tokens": context,
-                "levers": [_lever_json(r) for r in rows],
-            }
-        )
+        from kvplan.report.json_views import levers_json
+
+        print_json(levers_json(spec.name, batch, context, rows))
         return
     from kvplan.report.tables import levers_table
 
@@ -158,7 +152,9 @@ def levers_cmd(
     )
 
 
-def _lever_json(row: object) -> dict[str, object]:
-    import dataclasses
+def _model_engine(model: str, settings: dict[str, Any]) -> tuple[ModelSpec, EngineConfig]:
+    """The model and its engine flags, TP checked with vLLM's rule as every command does."""
+    from kvplan.specs.catalog import load_model
 
-    return dataclasses.asdict(row)  # type: ignore[call-overload, no-any-return]
+    spec = load_model(model)
+    return spec, fl.resolve_engine(settings, spec)

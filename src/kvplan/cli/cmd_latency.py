@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
 
@@ -19,11 +20,9 @@ ModelArg = Annotated[
     str, typer.Argument(help="Hugging Face id from 'kvplan models' or a config.json.")
 ]
 GpuOpt = Annotated[str, typer.Option("--gpu", help="GPU id from the catalog, or a YAML/JSON file.")]
-QuantOpt = Annotated[str | None, typer.Option("--quantization", help="fp8, awq, gptq, ...")]
 ProfileOpt = Annotated[
     str | None, typer.Option("--profile", help="Profile JSON from 'kvplan calibrate'.")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
 FilesArg = Annotated[
     list[str], typer.Argument(help="Measurement files: CSV, JSON, vllm bench output.")
 ]
@@ -39,45 +38,38 @@ def latency_cmd(
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request (P).")],
     output: Annotated[int, typer.Option("--output", help="Output tokens per request (O).")],
     batch: Annotated[int, typer.Option("--batch", help="Identical requests started together.")] = 1,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", "-tp")] = 1,
-    pipeline_parallel_size: Annotated[int, typer.Option("--pipeline-parallel-size", "-pp")] = 1,
-    dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16.")] = "auto",
-    quantization: QuantOpt = None,
-    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
-    max_num_batched_tokens: Annotated[
-        int | None, typer.Option("--max-num-batched-tokens", help="Prefill token budget per step.")
-    ] = None,
+    tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    dtype: fl.DtypeOpt = None, quantization: fl.QuantOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
     profile: ProfileOpt = None,
     sweep: Annotated[
         str | None, typer.Option("--sweep", help="LEVER=V1,V2,...: batch, prompt, output, "
                                  "kv-cache-dtype, tensor-parallel-size, max-num-batched-tokens.")
     ] = None,
-    as_json: JsonOpt = False,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """TTFT, TPOT, end-to-end time and throughput of a static batch, with the roofline's reasons."""
     from kvplan.costs import latency as lat
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
-    from kvplan.specs.serving import EngineConfig
 
+    settings = fl.engine_settings(locals())
     shape = lat.RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
-    engine = EngineConfig(
-        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-        dtype=dtype, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
-        max_num_batched_tokens=max_num_batched_tokens,
-    )
     spec, hw = load_model(model), load_gpu(gpu)
+    engine = fl.resolve_engine(settings, spec)
     prof = _profile(profile, spec, hw, engine)
+    tp = engine.tensor_parallel_size
     if sweep is not None:
         lever, values = lat.parse_sweep(sweep)
         rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
-        _show_sweep(lever, rows, as_json, _sweep_bands(lever, rows, spec, hw.id,
-                                                       tensor_parallel_size))
+        _show_sweep(lever, rows, as_json, _sweep_bands(lever, rows, spec, hw.id, tp))
         return
     result = lat.request_latency(spec, hw, engine, shape, prof)
-    bands = latency_bands(spec, hw.id, tensor_parallel_size, result)
+    bands = latency_bands(spec, hw.id, tp, result)
     if as_json:
-        print_json({**latency_json(result), **bands, "profile": asdict(prof)})
+        from kvplan.report.json_views import latency_answer_json
+
+        print_json({**latency_answer_json(result, prof), **bands})
         return
     _show_latency(spec.name, hw.id, result, prof, bands)
 
@@ -91,35 +83,30 @@ def latency_bands(spec: Any, gpu: str, tp: int, r: LatencyResult) -> dict[str, A
         "output_throughput_tok_s": r.output_throughput_tok_s})
 
 
+def _sweep_bands(lever: str, rows: list[SweepRow], spec: Any, gpu: str,
+                 tp: int) -> list[dict[str, Any]]:
+    """Each row's ``*_band`` keys (a TP sweep takes each row's own degree)."""
+    from kvplan.costs.uncertainty import answer_bands, family_of
+
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        res = r.result
+        row_tp = int(r.value) if lever == "tensor-parallel-size" else tp
+        out.append({} if not r.weights_fit else answer_bands(
+            {"ttft_s": res.ttft_s, "tpot_s": res.tpot_s, "e2e_s": res.e2e_s,
+             "output_throughput_tok_s": res.output_throughput_tok_s},
+            family=family_of(spec), gpu=gpu, tp=row_tp))
+    return out
+
+
+def _band_text(band: list[float] | None, fmt: Any) -> str:
+    return "-" if band is None else f"{fmt(band[0])} - {fmt(band[1])}"
+
+
 def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
     from kvplan.costs.calibration import profile_for
 
     return profile_for(spec, hw, engine, path)
-
-
-def cost_json(cost: StepCost) -> dict[str, Any]:
-    """A phase's breakdown: flops, bytes and seconds by component, bound, intensity, ridge."""
-    return {
-        "steps": cost.steps, "tokens": cost.tokens,
-        "flops": {**asdict(cost.flops), "total": cost.flops.total},
-        "bytes": {**asdict(cost.bytes), "total": cost.bytes.total},
-        "seconds": {**asdict(cost.seconds), "total_s": cost.seconds.total_s},
-        "bound": cost.bound, "arithmetic_intensity_flop_per_byte": cost.arithmetic_intensity,
-        "ridge_point_flop_per_byte": cost.ridge_point,
-    }
-
-
-def latency_json(r: LatencyResult) -> dict[str, Any]:
-    """The JSON view of one latency result."""
-    return {
-        "batch": r.shape.batch, "prompt_tokens": r.shape.prompt_tokens,
-        "output_tokens": r.shape.output_tokens,
-        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
-        "output_throughput_tok_s": r.output_throughput_tok_s,
-        "prefill_bound": r.prefill_bound, "decode_bound": r.decode_bound,
-        "phases": {"prefill": cost_json(r.prefill),
-                   "decode": None if r.decode is None else cost_json(r.decode)},
-    }
 
 
 def explain(phase: str, cost: StepCost) -> str:
@@ -133,10 +120,6 @@ def explain(phase: str, cost: StepCost) -> str:
         f"ridge {ridge:,.0f} FLOP/byte ({ratio:.1f}x) -> {cost.bound}-bound "
         f"(compute {s.compute_s * 1e3:,.2f} ms vs memory {s.memory_s * 1e3:,.2f} ms)"
     )
-
-
-def _band_text(band: list[float] | None, fmt: Any) -> str:
-    return "-" if band is None else f"{fmt(band[0])} - {fmt(band[1])}"
 
 
 def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
@@ -157,8 +140,8 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
     table.add_row("TTFT", fmt_seconds(r.ttft_s), _band_text(bands["ttft_s_band"], fmt_seconds))
     table.add_row("TPOT", "-" if r.tpot_s is None else fmt_seconds(r.tpot_s),
                   _band_text(bands["tpot_s_band"], fmt_seconds))
-    table.add_row("end-to-end", fmt_seconds(r.e2e_s), _band_text(bands["e2e_s_band"],
-                                                                 fmt_seconds))
+    table.add_row("end-to-end", fmt_seconds(r.e2e_s),
+                  _band_text(bands["e2e_s_band"], fmt_seconds))
     table.add_row("output throughput", tps(r.output_throughput_tok_s),
                   _band_text(bands["output_throughput_tok_s_band"], tps))
     for name, cost in (("prefill", r.prefill), ("decode", r.decode)):
@@ -178,49 +161,41 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
                   f"{prof.prefill_overhead_s * 1e3:.2f} ms")
 
 
-def _sweep_bands(lever: str, rows: list[SweepRow], spec: Any, gpu: str,
-                 tp: int) -> list[dict[str, Any]]:
-    """Each row's ``*_band`` keys (a TP sweep takes each row's own degree)."""
-    from kvplan.costs.uncertainty import answer_bands, family_of
-
-    out = []
-    for r in rows:
-        res = r.result
-        row_tp = int(r.value) if lever == "tensor-parallel-size" else tp
-        out.append(answer_bands({"ttft_s": res.ttft_s, "tpot_s": res.tpot_s, "e2e_s": res.e2e_s,
-                                 "output_throughput_tok_s": res.output_throughput_tok_s},
-                                family=family_of(spec), gpu=gpu, tp=row_tp))
-    return out
-
-
 def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool,
                 bands: list[dict[str, Any]]) -> None:
-    turn = next((r.value for r in rows if r.result.decode_bound == "compute"), None)
-    no_fit = next((r.value for r in rows if not r.fits), None)
+    from kvplan.report.json_views import sweep_json, sweep_no_fit, sweep_turn
+
+    turn, no_fit = sweep_turn(rows), sweep_no_fit(rows)
     if as_json:
-        items = [{"value": r.value, "fits": r.fits, "max_batch": r.max_batch,
-                  **latency_json(r.result), **b} for r, b in zip(rows, bands, strict=True)]
-        print_json({"lever": lever, "decode_compute_bound_from": turn,
-                    "kv_no_longer_fits_at": no_fit, "rows": items})
+        doc = sweep_json(lever, rows)
+        for row, b in zip(doc["rows"], bands, strict=True):
+            row.update(b)
+        print_json(doc)
         return
     from rich.table import Table
-
-    from kvplan.units import fmt_seconds
 
     table = Table(title=f"sweep of {lever}")
     for col in (lever, "TTFT", "TPOT", "throughput tok/s", "prefill", "decode", "KV fits", "note"):
         table.add_column(col)
     for r in rows:
-        res, note = r.result, []
-        if r.value == turn:
-            note.append("decode turns compute-bound")
-        if r.value == no_fit:
-            note.append(f"KV cache no longer fits (max batch {r.max_batch})")
-        table.add_row(r.value, fmt_seconds(res.ttft_s),
-                      "-" if res.tpot_s is None else fmt_seconds(res.tpot_s),
-                      f"{res.output_throughput_tok_s:,.0f}", res.prefill_bound,
-                      res.decode_bound or "-", "yes" if r.fits else "NO", "; ".join(note))
+        table.add_row(*_sweep_cells(r, turn, no_fit))
     console.print(table)
+
+
+def _sweep_cells(r: SweepRow, turn: str | None, no_fit: str | None) -> tuple[str, ...]:
+    from kvplan.units import fmt_seconds
+
+    if not r.weights_fit:
+        return (r.value, "-", "-", "-", "-", "-", "NO", "weights do not fit: no latency")
+    res, note = r.result, []
+    if r.value == turn:
+        note.append("decode turns compute-bound")
+    if r.value == no_fit:
+        note.append(f"KV cache no longer fits (max batch {r.max_batch})")
+    return (r.value, fmt_seconds(res.ttft_s),
+            "-" if res.tpot_s is None else fmt_seconds(res.tpot_s),
+            f"{res.output_throughput_tok_s:,.0f}", res.prefill_bound,
+            res.decode_bound or "-", "yes" if r.fits else "NO", "; ".join(note))
 
 
 @app.command("calibrate")
@@ -231,10 +206,10 @@ def calibrate_cmd(
     batch: Annotated[int | None, typer.Option("--batch")] = None,
     prompt: Annotated[int | None, typer.Option("--prompt")] = None,
     output: Annotated[int | None, typer.Option("--output")] = None,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", "-tp")] = 1,
-    dtype: Annotated[str, typer.Option("--dtype")] = "auto",
-    quantization: QuantOpt = None,
-    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype")] = "auto",
+    tensor_parallel_size: fl.TpOpt = None,
+    dtype: fl.DtypeOpt = None,
+    quantization: fl.QuantOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None,
     out: OutOpt = None,
     fit_step_overhead: Annotated[bool, typer.Option(
         "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
@@ -242,42 +217,46 @@ def calibrate_cmd(
     force: Annotated[bool, typer.Option(
         "--force", help="Write the profile even if the fit is pinned at a bound, "
         "underdetermined or leaves a large error.")] = False,
-    as_json: JsonOpt = False,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """Fit the latency profile per GPU and precision: serving runs (vllm bench serve results,
     CSV sweeps) through the simulator, vllm bench latency files as static batches."""
     from kvplan.analysis import serving_calibration as sc
+    from kvplan.cli.common import check_output
     from kvplan.costs import calibration as cal
 
+    engine = fl.resolve_engine(fl.engine_settings(locals()))
+    out_file = check_output(out, "--out", (*files, model, gpu))
     defaults = cal.Defaults(model=model, gpu=gpu, batch=batch, prompt=prompt, output=output,
-                            tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                            quantization=quantization, kv_cache_dtype=kv_cache_dtype)
+                            tensor_parallel_size=engine.tensor_parallel_size, dtype=engine.dtype,
+                            quantization=engine.quantization,
+                            kv_cache_dtype=engine.kv_cache_dtype)
     serving = [f for f in files if sc.is_serving_file(f)]
     if serving:
         fit = _calibrate_serving(files, serving, defaults)
-        _finish_calibration(fit.problems, force, out, fit.profiles)
+        _finish_calibration(fit.problems, force, out_file, fit.profiles, as_json)
         if as_json:
             print_json(serving_calibration_json(fit))
         else:
-            _show_serving_calibration(fit, out)
+            _show_serving_calibration(fit)
         return
-    result = _calibrate_static(files, defaults, fit_step_overhead)
     names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
-    _finish_calibration(sc.static_problems(result, names), force, out, result.profiles)
+    result = _calibrate_static(files, defaults, names)
+    _finish_calibration(sc.static_problems(result, names), force, out_file, result.profiles,
+                        as_json)
     if as_json:
         print_json(calibration_json(result))
         return
-    _show_calibration(result, out)
+    _show_calibration(result)
 
 
-def _calibrate_static(files: list[str], defaults: Any, fit_step_overhead: bool) -> Any:
+def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...]) -> Any:
     from kvplan.costs import calibration as cal
     from kvplan.errors import TraceError
 
     points = [p for f in files for p in cal.read_measurements(f, defaults)]
     if not points:
         raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
-    names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
     return cal.fit_profiles(points, fitted_on=", ".join(files), names=names,
                             start=cal.default_profiles().default)
 
@@ -293,18 +272,21 @@ def _calibrate_serving(files: list[str], serving: list[str], defaults: Any) -> A
     return sc.fit_user(points, cal.default_profiles(), fitted_on=", ".join(files))
 
 
-def _finish_calibration(problems: Any, force: bool, out: str | None, profiles: Any) -> None:
+def _finish_calibration(problems: Any, force: bool, out_file: Any, profiles: Any,
+                        as_json: bool) -> None:
     """Refuse an untrustworthy fit (exit 2, nothing written) unless --force; then write."""
     from kvplan.analysis.serving_calibration import CalibrationRefused
-    from kvplan.costs.calibration import save_profiles
+    from kvplan.cli.common import write_output
+    from kvplan.costs.calibration import profiles_to_dict
+    from kvplan.report.json_out import dumps
 
     if problems and not force:
         raise CalibrationRefused("the fit cannot be trusted: " + "; ".join(problems)
                                  + " (add measurements, or --force to write it anyway)")
     for p in problems:
         typer.echo(f"warning: {p} (written anyway: --force)", err=True)
-    if out:
-        save_profiles(profiles, out)
+    if out_file is not None:
+        write_output(out_file, dumps(profiles_to_dict(profiles)) + "\n", as_json=as_json)
 
 
 def serving_calibration_json(fit: Any) -> dict[str, Any]:
@@ -321,7 +303,7 @@ def serving_calibration_json(fit: Any) -> dict[str, Any]:
             "median_abs_error": {m: median(e) for m, e in errs.items()}}
 
 
-def _show_serving_calibration(fit: Any, out: str | None) -> None:
+def _show_serving_calibration(fit: Any) -> None:
     from rich.table import Table
 
     table = Table(title="fitted profiles (serving runs replayed in the simulator)")
@@ -337,8 +319,6 @@ def _show_serving_calibration(fit: Any, out: str | None) -> None:
     for i, g, m, v, p in fit.errors:
         points.add_row(i, g, m, f"{v:.4g}", f"{p:.4g}", f"{p / v - 1:+.1%}")
     console.print(points)
-    if out:
-        console.print(f"profile written to {out} (adds to the bundled profile for these GPUs)")
 
 
 def calibration_json(result: CalibrationResult) -> dict[str, Any]:
@@ -351,7 +331,7 @@ def calibration_json(result: CalibrationResult) -> dict[str, Any]:
     }
 
 
-def _show_calibration(result: CalibrationResult, out: str | None) -> None:
+def _show_calibration(result: CalibrationResult) -> None:
     from rich.table import Table
 
     from kvplan.costs.calibration import METRICS
@@ -375,5 +355,3 @@ def _show_calibration(result: CalibrationResult, out: str | None) -> None:
         med = result.median_abs_error(m)
         if med is not None:
             console.print(f"median |error| {m}: {med:.1%}")
-    if out:
-        console.print(f"profile written to {out}")

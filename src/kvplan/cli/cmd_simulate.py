@@ -8,117 +8,107 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import console, print_json
+from kvplan.cli.common import check_output, console, print_json, write_output
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
     from kvplan.analysis.metrics import Metrics
+    from kvplan.report.outputs import OutputTarget
     from kvplan.sim.result import SimulationResult
+    from kvplan.specs.model import ModelSpec
 
-Int = Annotated[int | None, typer.Option()]
+def _opt(flag: str, help_: str = "") -> Any:
+    return typer.Option(flag, help=help_)
 
 
-def _opt(flag: str, help_: str = "", *alias: str) -> Any:
-    return typer.Option(flag, *alias, help=help_)
+# `vllm bench serve`'s workload flags (WorkloadArgs fields) and simulate's own outputs
+Dataset = Annotated[str | None, _opt("--dataset", "random or a bundled trace name.")]
+NumPrompts = Annotated[int | None, _opt("--num-prompts")]
+InLen = Annotated[int, _opt("--random-input-len")]
+OutLen = Annotated[int, _opt("--random-output-len")]
+RangeRatio = Annotated[float, _opt("--random-range-ratio")]
+PrefixLen = Annotated[int, _opt("--random-prefix-len")]
+Rate = Annotated[float | None, _opt("--request-rate", "req/s; inf = all at once")]
+Burst = Annotated[float, _opt("--burstiness")]
+MaxConc = Annotated[int | None, _opt("--max-concurrency")]
+Seed = Annotated[int, _opt("--seed")]
+TimeScale = Annotated[float, _opt("--time-scale")]
+Trace = Annotated[Path | None, _opt("--trace", "CSV trace file.")]
+TraceCols = Annotated[str | None, _opt("--trace-columns")]
+Goodput = Annotated[list[str] | None, _opt("--goodput", "ttft:MS tpot:MS e2el:MS")]
+PctMetrics = Annotated[str, _opt("--percentile-metrics")]
+Pcts = Annotated[str, _opt("--metric-percentiles")]
+SaveResult = Annotated[Path | None, _opt("--save-result", "vllm bench JSON here.")]
+Plot = Annotated[Path | None, _opt("--plot", "KV usage chart (.png, .svg or .html).")]
+ModelArg = Annotated[str, typer.Argument(help="Catalog id or config.json path.")]
+GpuOpt = Annotated[str, _opt("--gpu", "GPU id from 'kvplan gpus'.")]
+ProfileOpt = Annotated[str | None, _opt("--profile", "Profile JSON from 'kvplan calibrate'.")]
+WORKLOAD_FIELDS = (
+    "dataset", "trace", "trace_columns", "num_prompts", "random_input_len", "random_output_len",
+    "random_range_ratio", "random_prefix_len", "request_rate", "burstiness", "max_concurrency",
+    "time_scale", "seed",
+)
 
 
 @app.command("simulate")
 def simulate_cmd(
-    model: Annotated[str, typer.Argument(help="Catalog id or config.json path.")],
-    gpu: Annotated[str, _opt("--gpu", "GPU id from 'kvplan gpus'.")] = "H100",
-    tensor_parallel_size: Annotated[int, _opt("--tensor-parallel-size", "", "-tp")] = 1,
-    pipeline_parallel_size: Annotated[int, _opt("--pipeline-parallel-size", "", "-pp")] = 1,
-    gpu_memory_utilization: Annotated[float, _opt("--gpu-memory-utilization")] = 0.9,
-    max_model_len: Annotated[int | None, _opt("--max-model-len")] = None,
-    kv_cache_dtype: Annotated[str, _opt("--kv-cache-dtype")] = "auto",
-    dtype: Annotated[str, _opt("--dtype")] = "auto",
-    quantization: Annotated[str | None, _opt("--quantization", "", "-q")] = None,
-    block_size: Annotated[int, _opt("--block-size")] = 16,
-    max_num_batched_tokens: Annotated[int | None, _opt("--max-num-batched-tokens")] = None,
-    max_num_seqs: Annotated[int | None, _opt("--max-num-seqs")] = None,
-    kv_cache_memory: Annotated[str | None, _opt("--kv-cache-memory", "e.g. 24GiB")] = None,
-    profile: Annotated[str | None, _opt("--profile", "Profile JSON from 'kvplan calibrate'.")]
-    = None,
-    prefix_caching: Annotated[bool, typer.Option(
-        "--enable-prefix-caching/--no-enable-prefix-caching")] = True,
-    chunked_prefill: Annotated[bool, typer.Option(
-        "--enable-chunked-prefill/--no-enable-chunked-prefill")] = True,
-    dataset: Annotated[str | None, _opt("--dataset", "random or a bundled trace name.")] = None,
-    num_prompts: Annotated[int | None, _opt("--num-prompts")] = None,
-    random_input_len: Annotated[int, _opt("--random-input-len")] = 1024,
-    random_output_len: Annotated[int, _opt("--random-output-len")] = 128,
-    random_range_ratio: Annotated[float, _opt("--random-range-ratio")] = 0.0,
-    random_prefix_len: Annotated[int, _opt("--random-prefix-len")] = 0,
-    request_rate: Annotated[float | None, _opt("--request-rate", "req/s; inf = all at once")]
-    = None,
-    burstiness: Annotated[float, _opt("--burstiness")] = 1.0,
-    max_concurrency: Annotated[int | None, _opt("--max-concurrency")] = None,
-    seed: Annotated[int, _opt("--seed")] = 0,
-    time_scale: Annotated[float, _opt("--time-scale")] = 1.0,
-    trace: Annotated[Path | None, _opt("--trace", "CSV trace file.")] = None,
-    trace_columns: Annotated[str | None, _opt("--trace-columns")] = None,
-    goodput: Annotated[list[str] | None, _opt("--goodput", "ttft:MS tpot:MS e2el:MS")] = None,
-    percentile_metrics: Annotated[str, _opt("--percentile-metrics")] = "ttft,tpot,itl,e2el",
-    metric_percentiles: Annotated[str, _opt("--metric-percentiles")] = "99",
-    save_result: Annotated[Path | None, _opt("--save-result", "vllm bench JSON here.")] = None,
-    plot: Annotated[Path | None, _opt("--plot", "KV usage chart (.png, .svg or .html).")] = None,
-    as_json: Annotated[bool, _opt("--json", "Print one JSON object and nothing else.")] = False,
+    model: ModelArg, gpu: GpuOpt = "H100",
+    tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    gpu_memory_utilization: fl.GpuUtilOpt = None, max_model_len: fl.MaxLenOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None, dtype: fl.DtypeOpt = None,
+    quantization: fl.QuantOpt = None, block_size: fl.BlockOpt = None,
+    max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
+    kv_cache_memory_bytes: fl.KvMemOpt = None, mamba_cache_dtype: fl.MambaOpt = None,
+    mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, profile: ProfileOpt = None,
+    long_prefill_token_threshold: fl.LongPrefillOpt = None,
+    max_num_partial_prefills: fl.PartialPrefillsOpt = None,
+    enable_prefix_caching: fl.PrefixOpt = None, enable_chunked_prefill: fl.ChunkedOpt = None,
+    dataset: Dataset = None, num_prompts: NumPrompts = None, random_input_len: InLen = 1024,
+    random_output_len: OutLen = 128, random_range_ratio: RangeRatio = 0.0,
+    random_prefix_len: PrefixLen = 0, request_rate: Rate = None, burstiness: Burst = 1.0,
+    max_concurrency: MaxConc = None, seed: Seed = 0, time_scale: TimeScale = 1.0,
+    trace: Trace = None, trace_columns: TraceCols = None, goodput: Goodput = None,
+    percentile_metrics: PctMetrics = "ttft,tpot,itl,e2el", metric_percentiles: Pcts = "99",
+    save_result: SaveResult = None, plot: Plot = None, as_json: fl.JsonOpt = False,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx
-    from kvplan.specs.serving import EngineConfig
+    from kvplan.report.json_views import simulate_json, simulate_verdicts
+    from kvplan.specs.catalog import load_model
     from kvplan.specs.workload import WorkloadArgs
-    from kvplan.units import parse_size
 
-    engine = EngineConfig(
-        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
-        max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, enable_chunked_prefill=chunked_prefill,
-        enable_prefix_caching=prefix_caching, kv_cache_dtype=kv_cache_dtype, dtype=dtype,
-        quantization=quantization,
-        kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None,
-    )
-    wargs = WorkloadArgs(
-        dataset=dataset, trace=trace, trace_columns=trace_columns, num_prompts=num_prompts,
-        random_input_len=random_input_len, random_output_len=random_output_len,
-        random_range_ratio=random_range_ratio, random_prefix_len=random_prefix_len,
-        request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency,
-        time_scale=time_scale, seed=seed,
-    )
+    given = dict(locals())
+    engine_settings = fl.engine_settings(given)
+    wargs = WorkloadArgs(**{k: given[k] for k in WORKLOAD_FIELDS})
     pm = mx.parse_percentile_metrics(percentile_metrics)
     pct = mx.parse_percentiles(metric_percentiles)
     slo = mx.parse_goodput(goodput or [])
-    _check_outputs(save_result, plot, trace)
-    result, header = run_simulation(model, gpu, engine, wargs, profile, show_progress=not as_json)
+    outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
+    spec = load_model(model)
+    engine = fl.resolve_engine(engine_settings, spec)
+    result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = mx.save_result_json(result, m, header)
-    if save_result is not None:
-        import json
-
-        save_result.write_text(json.dumps(doc, indent=2))
-    if plot is not None:
-        from kvplan.report.sim_charts import kv_usage_chart, save_chart
-
-        save_chart(kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage"), plot)
-    bands = simulate_bands(model, header["gpu"], engine.tensor_parallel_size, mx.vllm_result(m))
+    doc = None
+    if outs[0] is not None:  # the per-request document is built only for --save-result
+        doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
+    _write_outputs(doc, result, header, gpu, outs, as_json)
+    bands = simulate_bands(spec, header["gpu"], engine.tensor_parallel_size, mx.vllm_result(m))
     if as_json:
-        print_json({**header, **mx.vllm_result(m), **mx.kvplan_extras(m), **bands,
-                    "rejected": doc["rejected"]})
+        print_json({**simulate_json(header, m, result), **bands})
         return
     _render(m, header)
+    _render_verdicts(result)
     _render_bands(bands)
-    _render_rejections(doc["rejected"])
 
 
-def simulate_bands(model: str, gpu: str, tp: int, result: dict[str, Any]) -> dict[str, Any]:
+def simulate_bands(spec: Any, gpu: str, tp: int, result: dict[str, Any]) -> dict[str, Any]:
     """``*_band`` keys for the mean and median latencies and the output throughput."""
     from kvplan.costs.uncertainty import SIM_KEYS, deployment_bands
-    from kvplan.specs.catalog import load_model
 
     values = {k: result.get(k) for k in SIM_KEYS if k in result}
-    return deployment_bands(load_model(model), gpu, tp, values, key_of=SIM_KEYS)
+    return deployment_bands(spec, gpu, tp, values, key_of=SIM_KEYS)
 
 
 def _render_bands(bands: dict[str, Any]) -> None:
@@ -134,22 +124,38 @@ def _render_bands(bands: dict[str, Any]) -> None:
         console.print(f"note: {note}")
 
 
-def _check_outputs(save_result: Path | None, plot: Path | None, trace: Path | None) -> None:
-    """Never write over the input trace; refuse bad extensions before simulating."""
-    for out, flag in ((save_result, "--save-result"), (plot, "--plot")):
-        if out is None:
-            continue
-        if trace is not None and out.resolve() == trace.resolve():
-            raise InputError(f"{flag} {out} is the input trace; choose another file")
-        if out.is_dir():
-            raise InputError(f"{flag} {out} is a directory; give a file name")
+def _write_outputs(doc: dict[str, Any] | None, result: SimulationResult, header: dict[str, Any],
+                   gpu: str, outs: tuple[OutputTarget | None, OutputTarget | None],
+                   as_json: bool) -> None:
+    save_out, plot_out = outs
+    if save_out is not None and doc is not None:
+        from kvplan.report.json_out import dumps
+
+        write_output(save_out, dumps(doc) + "\n", as_json=as_json)
+    if plot_out is not None:
+        from kvplan.report.charts import chart_bytes
+        from kvplan.report.sim_charts import kv_usage_chart
+
+        chart = kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage")
+        write_output(plot_out, chart_bytes(chart, plot_out.path.suffix), as_json=as_json)
+
+
+def _check_outputs(save_result: Path | None, plot: Path | None, inputs: tuple[Any, ...]) -> (
+        tuple[OutputTarget | None, OutputTarget | None]):
+    """Refuse bad output paths (an input, a folder, unwritable...) before simulating."""
     if plot is not None:
         from kvplan.report.charts import check_chart_path
 
         check_chart_path(plot)
+    save_out = check_output(save_result, "--save-result", inputs)
+    plot_out = check_output(plot, "--plot", inputs)
+    if save_out is not None and plot_out is not None and save_out.target == plot_out.target:
+        raise InputError("--save-result and --plot name the same file; give two file names")
+    return save_out, plot_out
 
 
-def run_simulation(model: str, gpu: str, engine: Any, wargs: Any, profile: str | None, *,
+def run_simulation(model: str | ModelSpec, gpu: str, engine: Any, wargs: Any,
+                   profile: str | None, *,
                    show_progress: bool) -> tuple[SimulationResult, dict[str, Any]]:
     """Simulate through the Python API, with a progress bar on a terminal."""
     from kvplan.analysis.serving import simulate_serving
@@ -224,12 +230,13 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
     console.print(t)
 
 
-def _render_rejections(rejected: Any) -> None:
-    """Say why requests were rejected (grouped by reason), so a failed run is not silent."""
-    if not rejected:
-        return
-    counts: dict[str, int] = {}
-    for entry in rejected:
-        counts[entry["reason"]] = counts.get(entry["reason"], 0) + 1
-    for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]):
-        console.print(f"[yellow]{n} request(s) rejected:[/yellow] {reason}")
+def _render_verdicts(result: SimulationResult) -> None:
+    """Rejections, one line per reason with examples, and an overload warning, if any."""
+    from kvplan.analysis.overload import overload
+    from kvplan.analysis.rejections import group_rejections
+
+    for group in group_rejections(result.rejected):
+        console.print(f"[yellow]{group.line()}[/yellow]")
+    load = overload(result)
+    if load is not None and load.overloaded:
+        console.print(f"[bold red]{load.message()}[/bold red]")

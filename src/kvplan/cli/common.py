@@ -2,26 +2,48 @@
 
 from __future__ import annotations
 
-import json
+import os
 import sys
-from typing import Any
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from kvplan.report.outputs import OutputTarget
 
 PIPE_WIDTH = 120
 """Rich assumes 80 columns when stdout is not a terminal; tables read better a little wider."""
 
-console = Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+console = Console(
+    highlight=False,
+    width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH,
+)
+"""On a terminal, or with COLUMNS set, rich uses that width; otherwise PIPE_WIDTH."""
 
 
 def print_json(obj: Any) -> None:
-    """Print exactly one JSON object on stdout and nothing else."""
-    print(json.dumps(obj, indent=2, sort_keys=False, default=_default))
+    """Print exactly one strict JSON object on stdout (no NaN/Infinity) and nothing else."""
+    from kvplan.report.json_out import dumps
+
+    print(dumps(obj))
 
 
-def _default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if hasattr(obj, "item"):
-        return obj.item()
-    raise TypeError(f"cannot serialise {type(obj).__name__}")
+def check_output(path: str | Path | None, flag: str,
+                 inputs: Iterable[str | Path | None] = ()) -> OutputTarget | None:
+    """Check an output path before the work (None passes through); see report/outputs.py."""
+    if path is None:
+        return None
+    from kvplan.report.outputs import check_output as check
+    from kvplan.report.outputs import input_files
+
+    return check(path, flag, input_files(*inputs))
+
+
+def write_output(out: OutputTarget, data: bytes | str, *, as_json: bool) -> None:
+    """Write atomically and say ``wrote FILE`` (on stderr under --json, so stdout stays JSON)."""
+    from kvplan.report.outputs import write_output as write
+
+    notice = write(out, data)
+    print(notice, file=sys.stderr if as_json else sys.stdout)

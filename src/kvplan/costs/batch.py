@@ -30,3 +30,23 @@ class StepTimer(Protocol):
         Must equal calling step_time_s step by step (tests prove it).
         """
         ...
+
+
+class AggregateTimer(StepTimer, Protocol):
+    """A StepTimer that can also price a step from the batch's sums (the simulator's lean
+    path uses it when ``supports_aggregates`` is true; it must equal step_time_s exactly)::
+
+        tokens = sum(new)   requests = len(new)   context = sum(ctx)
+        pairs  = sum(new * ctx + new * (new + 1) / 2)   prefill = any(new > 1 or ctx == 0)
+
+    decode_run_agg(requests, context, k) equals decode_run_s(ctx, k) when sum(ctx) = context
+    and every ctx >= 1.
+    """
+
+    @property
+    def supports_aggregates(self) -> bool: ...
+
+    def step_time_agg(self, tokens: int, requests: int, context: int, pairs: int,
+                      prefill: bool) -> float: ...
+
+    def decode_run_agg(self, requests: int, context: int, num_steps: int) -> FloatArray: ...

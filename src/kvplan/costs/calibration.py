@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from kvplan.costs.latency import static_batch_latency
+from kvplan.costs.measurement_checks import check_point
 from kvplan.costs.measurements import METRICS, Defaults, Measurement, read_measurements
 from kvplan.costs.profiles import (
     PROFILE_SCHEMA,
@@ -92,6 +93,7 @@ def _prepare(points: Iterable[Measurement]) -> dict[tuple[str, str], list[_Prepa
     for pt in points:
         try:
             model, hw = load_model(pt.model), load_gpu(pt.gpu)
+            check_point(model, hw, pt.engine, pt.shape)
             timer = StepCostModel(model, hw, pt.engine)
         except KvplanError as exc:
             raise TraceError(f"{pt.where}: {exc}") from None

@@ -18,6 +18,12 @@ from typing import Any
 import numpy as np
 
 from kvplan.costs.batch import IntArray
+from kvplan.costs.latency_checks import (
+    check_priced_steps,
+    check_shape_bounds,
+    check_sweep_size,
+    check_sweep_steps,
+)
 from kvplan.costs.roofline import (
     Bound,
     BytesMoved,
@@ -47,6 +53,7 @@ class RequestShape:
                             ("--output", self.output_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{flag} must be a positive whole number, got {value!r}")
+        check_shape_bounds(self.batch, self.prompt_tokens, self.output_tokens)
 
     @property
     def total_tokens(self) -> int:
@@ -130,6 +137,7 @@ def static_batch_latency(
     timer: StepCostModel, shape: RequestShape, *, max_num_batched_tokens: int | None = None
 ) -> LatencyResult:
     """TTFT, TPOT, E2E and throughput of a static batch, priced step by step by ``timer``."""
+    check_priced_steps(shape.batch, shape.prompt_tokens, max_num_batched_tokens)
     steps = prefill_steps(shape, max_num_batched_tokens)
     ttft = 0.0
     for new, ctx in steps:
@@ -181,6 +189,14 @@ class KvFit:
     blocks_per_request: int
     num_blocks: int
     batch: int
+    weights_bytes: int = 0
+    activation_bytes: int = 0
+    memory_error: str | None = None
+    """Set when weights + activations leave no room at all (vLLM's plan fails): its message."""
+
+    @property
+    def weights_fit(self) -> bool:
+        return self.memory_error is None
 
     @property
     def fits(self) -> bool:
@@ -206,33 +222,48 @@ def kv_fit(
         plan = plan_memory(model, hardware, eng)
     except DoesNotFitError as exc:
         return KvFit(needed_bytes=exc.needed_bytes, available_bytes=exc.available_bytes,
-                     blocks_per_request=1, num_blocks=0, batch=shape.batch)
+                     blocks_per_request=1, num_blocks=0, batch=shape.batch,
+                     memory_error=str(exc))
     blocks = sum(g.spec.blocks_for(shape.total_tokens, g.block_size) for g in plan.groups)
     block_bytes = plan.page_size_bytes * plan.layers_per_group
     return KvFit(needed_bytes=shape.batch * blocks * block_bytes,
                  available_bytes=plan.budget.available_kv_bytes, blocks_per_request=blocks,
-                 num_blocks=plan.num_blocks, batch=shape.batch)
+                 num_blocks=plan.num_blocks, batch=shape.batch,
+                 weights_bytes=plan.budget.weights_bytes,
+                 activation_bytes=plan.budget.activation_bytes)
 
 
 def check_batch_fits(
     model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape
 ) -> None:
     """Raise InputError past the context limit, DoesNotFitError when the KV cache does not fit."""
+    check_context(model, engine, shape)
+    fit = kv_fit(model, hardware, engine, shape)
+    if fit.memory_error is not None:
+        raise DoesNotFitError(
+            f"{model.name} does not fit before any KV cache: {fit.memory_error}",
+            needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
+        )
+    if not fit.fits:
+        raise DoesNotFitError(
+            f"the KV cache does not fit: a batch of {shape.batch} requests x "
+            f"{shape.total_tokens} tokens needs {fmt_bytes(fit.needed_bytes)} of KV cache per "
+            f"GPU, but {hardware.id} has {fmt_bytes(max(0, fit.available_bytes))} left for it "
+            f"({fit.num_blocks} blocks) after weights {fmt_bytes(fit.weights_bytes)} and "
+            f"activations {fmt_bytes(fit.activation_bytes)}; at most {fit.max_batch} such "
+            "requests fit (lower --batch, use --kv-cache-dtype fp8 or raise "
+            "--tensor-parallel-size)",
+            needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
+        )
+
+
+def check_context(model: ModelSpec, engine: EngineConfig, shape: RequestShape) -> None:
+    """InputError when one request is longer than max_model_len (default: the model's)."""
     limit = engine.max_model_len or model.max_position_embeddings
     if shape.total_tokens > limit:
         raise InputError(
             f"--prompt + --output = {shape.total_tokens} tokens exceeds the model's context "
             f"limit of {limit} tokens (max_model_len); shorten the request"
-        )
-    fit = kv_fit(model, hardware, engine, shape)
-    if not fit.fits:
-        raise DoesNotFitError(
-            f"a batch of {shape.batch} requests x {shape.total_tokens} tokens needs "
-            f"{fmt_bytes(fit.needed_bytes)} of KV cache per GPU but {hardware.id} has "
-            f"{fmt_bytes(max(0, fit.available_bytes))} for it ({fit.num_blocks} blocks); at most "
-            f"{fit.max_batch} such requests fit (lower --batch, use --kv-cache-dtype fp8 or "
-            "raise --tensor-parallel-size)",
-            needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
         )
 
 
@@ -250,6 +281,9 @@ class SweepRow:
     result: LatencyResult
     fits: bool
     max_batch: int
+    weights_fit: bool = True
+    does_not_fit: str | None = None
+    """Why the model itself does not fit at this value (its latencies mean nothing then)."""
 
 
 def parse_sweep(text: str) -> tuple[str, list[str]]:
@@ -269,13 +303,19 @@ def sweep(
     model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
     lever: str, values: list[str], profile: Profile | None = None,
 ) -> list[SweepRow]:
-    """Latency for each value of one lever, every other setting held fixed."""
+    """Latency for each value of one lever, every other setting held fixed; each row gets the
+    plain command's checks (sizes, context limit) except the KV fit, which it reports."""
+    check_sweep_size(values)
+    cases = [_apply(engine, shape, lever, value) for value in values]
+    for eng, shp in cases:
+        check_context(model, eng, shp)
+    check_sweep_steps([(s.batch, s.prompt_tokens, e.max_num_batched_tokens) for e, s in cases])
     rows = []
-    for value in values:
-        eng, shp = _apply(engine, shape, lever, value)
+    for value, (eng, shp) in zip(values, cases, strict=True):
         fit = kv_fit(model, hardware, eng, shp)
         result = request_latency(model, hardware, eng, shp, profile, check_fit=False)
-        rows.append(SweepRow(value=value, result=result, fits=fit.fits, max_batch=fit.max_batch))
+        rows.append(SweepRow(value=value, result=result, fits=fit.fits, max_batch=fit.max_batch,
+                             weights_fit=fit.weights_fit, does_not_fit=fit.memory_error))
     return rows
 
 

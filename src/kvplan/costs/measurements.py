@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvplan import jsonread
 from kvplan.costs.latency import RequestShape
+from kvplan.costs.measurement_checks import check_measured, mapping_field, whole, whole_count
 from kvplan.errors import KvplanError, TraceError
 from kvplan.specs.serving import EngineConfig
 
@@ -59,7 +61,7 @@ def read_measurements(path: str | Path, defaults: Defaults | None = None) -> lis
     if p.suffix.lower() == ".csv":
         return _from_csv(text, str(p), d)
     try:
-        data = json.loads(text)
+        data = jsonread.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{p}:{exc.lineno}: not valid JSON (column {exc.colno}: {exc.msg})") \
             from None
@@ -80,7 +82,8 @@ def _from_json(data: Any, text: str, file: str, d: Defaults) -> list[Measurement
         if not isinstance(row, Mapping):
             raise TraceError(f"{where}: point {i} is not an object")
         if "workload" in row:
-            if str(row["workload"].get("mode", "")).startswith("static_batch"):
+            if str(mapping_field(row, "workload", where).get("mode", "")).startswith(
+                    "static_batch"):
                 out.append(_from_calibration_point(row, where, d))
         else:
             out.append(_point(row, where, d, str(row.get("id", f"point-{i}"))))
@@ -125,6 +128,7 @@ def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str) -> Measu
     if not measured:
         raise TraceError(f"{where}: no measured value; give ttft_ms, tpot_ms, e2e_ms or "
                          "output_throughput_tok_s")
+    check_measured(measured, where)
     shape = _shape(row.get("batch", d.batch), row.get("prompt", d.prompt),
                    row.get("output", d.output), where)
     engine = _engine(row, where, d)
@@ -137,7 +141,8 @@ def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str) -> Measu
 def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measurement:
     """``vllm bench serve --save-result``: mean TTFT/TPOT and output throughput; the batch is
     max_concurrency (else every prompt at once), lengths are the per-request means."""
-    done = int(_num(data.get("completed") or data.get("num_prompts"), "completed", where))
+    done = whole_count(_num(data.get("completed") or data.get("num_prompts"), "completed",
+                            where), "completed", where)
     batch = data.get("max_concurrency") or done
     prompt = round(_num(data.get("total_input_tokens"), "total_input_tokens", where) / done)
     output = round(_num(data.get("total_output_tokens"), "total_output_tokens", where) / done)
@@ -154,7 +159,7 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
 
 def _from_calibration_point(row: Mapping[str, Any], where: str, d: Defaults) -> Measurement:
     """A point of kvplan's bundled latency_calibration.json (TensorRT-LLM tables)."""
-    w, m = row["workload"], row.get("metrics", {})
+    w, m = mapping_field(row, "workload", where), mapping_field(row, "metrics", where)
     precision = str(row.get("precision", "")).upper()
     fp8 = "FP8" in precision
     simple = {
@@ -175,15 +180,17 @@ def _from_calibration_point(row: Mapping[str, Any], where: str, d: Defaults) -> 
 def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
     try:
         return EngineConfig(
-            tensor_parallel_size=int(row.get("tensor_parallel_size", d.tensor_parallel_size)),
-            pipeline_parallel_size=int(row.get("pipeline_parallel_size", 1)),
+            tensor_parallel_size=whole(row.get("tensor_parallel_size", d.tensor_parallel_size),
+                                       "tensor_parallel_size"),
+            pipeline_parallel_size=whole(row.get("pipeline_parallel_size", 1),
+                                         "pipeline_parallel_size"),
             dtype=str(row.get("dtype", d.dtype)),
             quantization=row.get("quantization", d.quantization) or None,
             kv_cache_dtype=str(row.get("kv_cache_dtype", d.kv_cache_dtype)),
-            max_num_batched_tokens=int(row["max_num_batched_tokens"])
+            max_num_batched_tokens=whole(row["max_num_batched_tokens"], "max_num_batched_tokens")
             if row.get("max_num_batched_tokens") else None,
         )
-    except (ValueError, TypeError, KvplanError) as exc:
+    except (ValueError, TypeError, OverflowError, KvplanError) as exc:
         raise TraceError(f"{where}: {exc}") from None
 
 
@@ -201,7 +208,7 @@ def _num(value: Any, name: str, where: str) -> float:
         raise TraceError(f"{where}: missing '{name}' (give it in the file or as an option)")
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise TraceError(f"{where}: '{name}' must be a number, got {value!r}") from None
     if not math.isfinite(number) or number <= 0:
         raise TraceError(f"{where}: '{name}' must be positive, got {value!r}")

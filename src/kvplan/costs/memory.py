@@ -21,74 +21,38 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kvplan.costs import vllm_defaults as vd
+from kvplan.costs.kv_groups import (
+    Group,
+    HybridBlock,
+    build_groups,
+    hybrid_block,
+    layer_specs,
+    needed_bytes,
+)
 from kvplan.costs.params import weight_bytes_per_gpu
+from kvplan.costs.settings import Settings, resolve_settings
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv import (
-    LayerCacheSpec,
-    SlidingWindowSpec,
-    StateSpec,
-    check_tensor_parallel,
-    layer_cache_spec,
-    resolve_precision,
-)
+from kvplan.specs.kv import StateSpec, resolve_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
-from kvplan.units import cdiv, fmt_bytes
+from kvplan.units import fmt_bytes
 
-# ---------------------------------------------------------------- resolved settings
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """EngineConfig with every vLLM default filled in for this model and GPU."""
-
-    tp: int
-    pp: int
-    block_size: int
-    gpu_memory_utilization: float
-    max_model_len: int
-    max_num_batched_tokens: int
-    max_num_seqs: int
-    kv_cache_dtype: str
-    dtype: str
-    quantization: str | None
-    kv_cache_memory_bytes: int | None
-    mamba_cache_dtype: str = "auto"
-    """vLLM --mamba-cache-dtype: conv (and Gated DeltaNet) state; 'auto' = model dtype."""
-    mamba_ssm_cache_dtype: str = "auto"
-    """vLLM --mamba-ssm-cache-dtype: Mamba2 SSM state; 'auto' = the conv state's dtype."""
-
-
-def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
-    """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
-    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
-    check_tensor_parallel(model, tp)
-    if pp > model.num_layers:
-        raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
-    max_len = engine.max_model_len or model.max_position_embeddings
-    if max_len > model.max_position_embeddings:
-        raise InputError(
-            f"--max-model-len {max_len} exceeds the model's "
-            f"max_position_embeddings {model.max_position_embeddings}"
-        )
-    tokens, seqs = vd.default_batch_limits(hw)
-    return Settings(
-        tp=tp,
-        pp=pp,
-        block_size=engine.block_size,
-        gpu_memory_utilization=engine.gpu_memory_utilization,
-        max_model_len=max_len,
-        max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
-        max_num_seqs=engine.max_num_seqs or seqs,
-        kv_cache_dtype=engine.kv_cache_dtype,
-        dtype=engine.dtype,
-        quantization=engine.quantization,
-        kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
-        mamba_cache_dtype=engine.mamba_cache_dtype,
-        mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
-    )
-
+__all__ = [
+    "Budget",
+    "Group",
+    "HybridBlock",
+    "MemoryPlan",
+    "Settings",
+    "budget",
+    "build_groups",
+    "hybrid_block",
+    "largest_max_model_len",
+    "layer_specs",
+    "needed_bytes",
+    "plan_memory",
+    "resolve_settings",
+]
 
 # ---------------------------------------------------------------- budget
 
@@ -175,131 +139,6 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings) -> Budget:
     )
 
 
-# ---------------------------------------------------------------- groups and blocks
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Group:
-    """One KV cache group: layers of one spec (``None`` entries are vLLM's padding layers).
-
-    ``block_size`` is the attention block for attention groups and vLLM's
-    ``mamba_block_size`` (= max_model_len: one page holds a whole state) for state groups.
-    """
-
-    spec: LayerCacheSpec
-    layer_ids: tuple[int, ...]
-    block_size: int
-
-    @property
-    def page_size_bytes(self) -> int:
-        return self.spec.page_size_bytes(self.block_size)
-
-    def pages_per_request(self, s: Settings) -> int:
-        """Pages one request at max_model_len needs (``max_memory_usage_bytes`` / page)."""
-        spec = self.spec
-        if isinstance(spec, StateSpec):
-            return 1  # MambaSpec: cdiv(max_model_len, mamba_block_size = max_model_len) = 1
-        if isinstance(spec, SlidingWindowSpec):
-            tokens = min(spec.window - 1 + s.max_num_batched_tokens, s.max_model_len)
-            return cdiv(tokens, self.block_size) + 1
-        return cdiv(s.max_model_len, self.block_size)
-
-
-def layer_specs(model: ModelSpec, s: Settings) -> list[tuple[int, LayerCacheSpec]]:
-    """(layer id, spec) of every cache-holding layer on the first pipeline stage's GPU."""
-    precision = resolve_precision(s.kv_cache_dtype, model.dtype)
-    from kvplan.costs.params import pp_layer_ranges
-
-    layers = max(pp_layer_ranges(model.num_layers, s.pp), key=len)
-    out = []
-    for i in layers:
-        spec = layer_cache_spec(
-            model,
-            i,
-            precision,
-            s.tp,
-            mamba_cache_dtype=s.mamba_cache_dtype,
-            mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype,
-        )
-        if spec is not None:
-            out.append((i, spec))
-    return out
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HybridBlock:
-    """vLLM 0.11 ``HybridAttentionMambaModelConfig.verify_and_update_config`` for one model."""
-
-    block_size: int
-    """Attention block: the user's --block-size, raised to ``aligned_block_size`` if smaller."""
-    aligned_block_size: int
-    """alignment x cdiv(state page, alignment x attention bytes per token)."""
-    state_page_bytes: int
-    """The unpadded state page (vLLM ``MambaSpec(...).page_size_bytes``)."""
-    page_size_padded: int | None
-    """``mamba_page_size_padded``: block_size x attention bytes per token, None if equal."""
-
-    @property
-    def padding_pct(self) -> float:
-        """vLLM's "Padding mamba page size by X% to ensure ... exactly equal"."""
-        if self.page_size_padded is None:
-            return 0.0
-        return 100 * (self.page_size_padded - self.state_page_bytes) / self.state_page_bytes
-
-
-def hybrid_block(specs: Sequence[LayerCacheSpec], block: int) -> HybridBlock | None:
-    """The attention block size and state padding of a hybrid attention + state model
-    (None when the model is not hybrid)::
-
-        attn_block = 16 x cdiv(state_page, 16 x attn_page_size_1_token)
-        block      = attn_block if --block-size < attn_block else --block-size
-        padded     = block x attn_page_size_1_token     (the state page is padded to it)
-    """
-    states = [sp for sp in specs if isinstance(sp, StateSpec)]
-    attn = [sp for sp in specs if not isinstance(sp, StateSpec)]
-    if not states or not attn:
-        return None
-    state_page = max(sp.state_bytes for sp in states)  # vLLM builds one model-wide MambaSpec
-    per_token = max(sp.page_size_bytes(1) for sp in attn)
-    align = vd.HYBRID_KERNEL_BLOCK_ALIGNMENT
-    aligned = align * cdiv(state_page, align * per_token)
-    block = max(block, aligned)
-    padded = block * per_token
-    return HybridBlock(
-        block_size=block,
-        aligned_block_size=aligned,
-        state_page_bytes=state_page,
-        page_size_padded=None if padded == state_page else padded,
-    )
-
-
-def build_groups(
-    specs: Sequence[tuple[int, LayerCacheSpec]], block: int, max_model_len: int
-) -> tuple[Group, ...]:
-    """vLLM's grouping: one group if all layers match, else equal-size groups per spec
-    (``_get_kv_cache_groups_uniform_page_size``), after the hybrid page alignment."""
-    hybrid = hybrid_block([sp for _, sp in specs], block)
-    if hybrid is not None:
-        block = hybrid.block_size
-    by_spec: dict[LayerCacheSpec, list[int]] = {}
-    for layer, spec in specs:
-        if isinstance(spec, StateSpec) and hybrid is not None:
-            spec = replace(spec, page_size_padded=hybrid.page_size_padded)
-        by_spec.setdefault(spec, []).append(layer)
-    sizes = [len(v) for v in by_spec.values()]
-    size = min(sizes)
-    if max(sizes) < size * 1.25:
-        size = max(sizes)
-    groups = []
-    for spec, layers in by_spec.items():
-        n = cdiv(len(layers), size)
-        spec_block = max_model_len if isinstance(spec, StateSpec) else block
-        groups += [
-            Group(spec=spec, layer_ids=tuple(layers[i::n]), block_size=spec_block) for i in range(n)
-        ]
-    return tuple(groups)
-
-
 # ---------------------------------------------------------------- the plan
 
 
@@ -334,11 +173,6 @@ def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
     per_group = max(len(g.layer_ids) for g in groups)
     page = groups[0].page_size_bytes
     return per_group, page, max(0, avail) // page // per_group
-
-
-def needed_bytes(groups: Sequence[Group], s: Settings) -> int:
-    """vLLM's check_enough_kv_cache_memory: every layer's max usage for one request."""
-    return sum(len(g.layer_ids) * g.pages_per_request(s) * g.page_size_bytes for g in groups)
 
 
 def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:

@@ -9,8 +9,7 @@ from kvplan.errors import InputError
 
 RATE_FACTORS = ("compute_eff", "bandwidth_eff", "comm_eff")
 SECOND_FACTORS = ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s",
-                  "layer_overhead_s", "moe_layer_overhead_s", "request_overhead_s",
-                  "api_latency_s")
+                  "layer_overhead_s", "moe_layer_overhead_s", "request_overhead_s")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,12 +34,7 @@ class Profile:
     * ``allreduce_latency_s`` - the small-message latency of one tensor-parallel all-reduce
       (2 per layer), on top of its bytes / bandwidth;
     * ``request_overhead_s`` - CPU work per scheduled request per step (scheduling bookkeeping,
-      input/metadata preparation, sampling and detokenisation), so it grows with the batch;
-    * ``api_latency_s`` - per request, outside the engine loop and off the GPU: the OpenAI
-      server's HTTP handling, chat template and tokenisation before the request reaches the
-      scheduler, and streaming the first token back. A client (`vllm bench serve`) sees it in
-      every TTFT and end-to-end time; offline runs (`vllm bench latency`) do not. It is not a
-      step cost: the simulator adds it to the latencies it reports.
+      input/metadata preparation, sampling and detokenisation), so it grows with the batch.
     """
 
     gpu: str = "*"
@@ -54,7 +48,6 @@ class Profile:
     layer_overhead_s: float = 0.0
     moe_layer_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
-    api_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in RATE_FACTORS:
@@ -62,5 +55,5 @@ class Profile:
             if not 0.0 < value <= 1.0:
                 raise InputError(f"profile {name} must be in (0, 1], got {value}")
         for name in SECOND_FACTORS:
-            if getattr(self, name) < 0:
+            if not getattr(self, name) >= 0:  # NaN fails too
                 raise InputError(f"profile {name} must be >= 0, got {getattr(self, name)}")

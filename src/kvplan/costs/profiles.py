@@ -10,7 +10,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kvplan import jsonread
 from kvplan.costs.profile import Profile
+from kvplan.costs.profile_checks import check_profile_entry, profile_entries
 from kvplan.costs.step_constants import compute_precision
 from kvplan.errors import ConfigError, KvplanError
 from kvplan.specs.hardware import HardwareSpec
@@ -69,12 +71,13 @@ def profiles_from_dict(data: Any, *, file: str) -> ProfileSet:
     def one(entry: Any, where: str) -> Profile:
         if not isinstance(entry, Mapping) or set(entry) - names:
             raise ConfigError(f"{where} must be an object with keys {sorted(names)}", file=file)
+        check_profile_entry(entry, where, file)
         try:
             return Profile(**entry)
         except (TypeError, KvplanError) as exc:
             raise ConfigError(f"{where}: {exc}", file=file) from None
 
-    entries = data.get("profiles") or []
+    entries = profile_entries(data, file)
     return ProfileSet(profiles=tuple(one(e, f"profiles[{i}]") for i, e in enumerate(entries)),
                       default=one(data.get("default") or {}, "default"),
                       fitted_on=str(data.get("fitted_on", "")))
@@ -84,8 +87,8 @@ def load_profiles(path: str | Path) -> ProfileSet:
     """Read a profile file written by ``kvplan calibrate --out``."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
+        data = jsonread.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the profile ({exc.__class__.__name__})",
                           file=str(p)) from None
     except json.JSONDecodeError as exc:

@@ -28,6 +28,7 @@ import numpy as np
 from kvplan.costs.batch import FloatArray, IntArray
 from kvplan.costs.profile import Profile
 from kvplan.costs.step_constants import StepConstants, compute_precision, step_constants
+from kvplan.costs.step_sums import _clipped_pairs, _clipped_sum, has_prefill
 from kvplan.costs.step_types import Bound, BytesMoved, Flops, Seconds, StepCost
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
@@ -178,6 +179,20 @@ class StepCostModel:
         stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max)
         return self._finish(stage, t, r, co.overhead_s[prefill])
 
+    @property
+    def supports_aggregates(self) -> bool:
+        """step_time_agg is exact unless sliding-window attention needs per-request sums."""
+        return not self._co.window
+
+    def step_time_agg(self, tokens: int, requests: int, context: int, pairs: int,
+                      prefill: bool) -> float:
+        """step_time_s from the batch's sums (no sliding window): tokens = sum(new),
+        requests = len(new), context = sum(ctx), pairs = sum(new*ctx + new*(new+1)/2),
+        prefill = has_prefill(new, ctx). The same float operations: equal to the last bit."""
+        t, r = float(tokens), float(requests)
+        stage = self._stage(t, r, float(context), float(pairs), 0.0, 0.0, max)
+        return self._finish(stage, t, r, self._co.overhead_s[int(prefill)])
+
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
 
@@ -201,6 +216,16 @@ class StepCostModel:
             # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
             out[0] = self._finish(stage[0], t, t, self._co.overhead_s[1])
         return out
+
+    def decode_run_agg(self, requests: int, context: int, num_steps: int) -> FloatArray:
+        """decode_run_s from the run's sums: ``requests`` decodes over ``context`` cached
+        tokens at step 0 (each >= 1, so no step is a prefill); the same operations."""
+        k = np.arange(num_steps, dtype=np.int64)
+        ctx: Any = context + requests * k
+        zero: Any = 0.0
+        t = float(requests)
+        stage = self._stage(t, t, ctx, ctx + requests, zero, zero, np.maximum)
+        return np.asarray(self._finish(stage, t, t, self._co.overhead_s[0]), dtype=np.float64)
 
     def _stage(self, t: float, r: float, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
                mx: Callable[[Any, Any], Any]) -> X:
@@ -355,28 +380,3 @@ class StepCostModel:
                             pipeline_s=f("pipe_s"), overhead_s=f("overhead_s")),
             ridge_point=self.ridge_point,
         )
-
-
-def has_prefill(new_tokens: IntArray, context_tokens: IntArray) -> bool:
-    """Whether a step holds prefill work: some request computes more than one token (a prompt
-    or a chunk of one) or has nothing cached yet (its first forward pass, a 1-token prompt).
-    A step of only 1-token decodes over cached context is pure decode."""
-    n, c = np.asarray(new_tokens), np.asarray(context_tokens)
-    return bool(np.any(n > 1) or np.any(c == 0))
-
-
-def _clipped_pairs(n: IntArray, c: IntArray, w: int) -> int:
-    """Sum over requests of sum_{j=c+1}^{c+n} min(j, w): keys attended under a window of w."""
-    lo, hi = c + 1, c + n
-    below = np.minimum(hi, w)
-    ramp_n = np.maximum(below - lo + 1, 0)
-    ramp = ramp_n * (lo + below) // 2  # consecutive integers lo..below
-    return int(ramp.sum() + ((n - ramp_n) * w).sum())
-
-
-def _clipped_sum(c_sorted: IntArray, shift: IntArray, w: int) -> IntArray:
-    """For each s in ``shift``: sum_i min(c_i + s, w), with c sorted ascending."""
-    prefix = np.concatenate(([0], np.cumsum(c_sorted)))
-    inside = np.searchsorted(c_sorted, w - shift, side="left")  # c_i + s < w
-    return np.asarray(prefix[inside] + inside * shift + (len(c_sorted) - inside) * w,
-                      dtype=np.int64)

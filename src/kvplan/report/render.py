@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rich.console import Console
 
-from kvplan.analysis.footprint import BatchFootprint
+from kvplan.analysis.footprint import BatchFootprint, footprint_terms
 from kvplan.analysis.kv_view import KvReport
 from kvplan.analysis.timeline import RequestTimeline
 from kvplan.report.explain import kv_summary_lines
@@ -69,9 +70,7 @@ def timeline_json(model: str, kv: ModelKv, tl: RequestTimeline) -> dict[str, Any
     }
 
 
-def render_timeline(
-    console: Console, model: str, kv: ModelKv, tl: RequestTimeline, plot: str | None
-) -> None:
+def render_timeline(console: Console, model: str, kv: ModelKv, tl: RequestTimeline) -> None:
     console.print(timeline_table(tl))
     steps = "1 step" if tl.prefill_steps == 1 else f"{tl.prefill_steps} chunked steps"
     console.print(f"{model}: {kv.bytes_per_token:,} bytes/token ({kv.precision.name})")
@@ -85,8 +84,6 @@ def render_timeline(
         f"{fmt_bytes(tl.final_allocated_bytes)} allocated in blocks of {tl.block_size}); "
         f"prefill share {tl.prefill_share:.1%}"
     )
-    if plot:
-        console.print(f"chart written to {plot}")
 
 
 def batch_json(model: str, fp: BatchFootprint) -> dict[str, Any]:
@@ -99,17 +96,34 @@ def batch_json(model: str, fp: BatchFootprint) -> dict[str, Any]:
         "bytes_per_token": fp.kv.bytes_per_token,
         "bytes_per_request": fp.bytes_per_request,
         "total_bytes": fp.total_bytes,
+        "terms": [{**dataclasses.asdict(t), "bytes": t.bytes} for t in footprint_terms(fp)],
     }
+
+
+def batch_equation(fp: BatchFootprint) -> str:
+    """bytes/token x tokens x requests, with one term per layer group when there are several
+    (a sliding window holds fewer tokens, a state layer a fixed size), so it adds up."""
+    from kvplan.analysis.footprint import footprint_terms
+
+    terms = footprint_terms(fp)
+    if len(terms) == 1 and not terms[0].state_bytes:
+        t = terms[0]
+        return (f"{t.bytes_per_token:,} bytes/token x {t.tokens_held:,} tokens x "
+                f"{fp.batch} requests")
+    parts = [
+        f"{t.state_bytes:,} bytes of state [{t.label}, {t.num_layers} layers]" if t.state_bytes
+        else f"{t.bytes_per_token:,} bytes/token x {t.tokens_held:,} tokens "
+             f"[{t.label}, {t.num_layers} layers]"
+        for t in terms
+    ]
+    return f"({' + '.join(parts)}) x {fp.batch} requests"
 
 
 def render_batch(console: Console, model: str, fp: BatchFootprint) -> None:
     console.print(
         f"{model}, KV cache dtype {fp.kv.precision.name}, tp {fp.kv.tensor_parallel_size} (per GPU)"
     )
-    console.print(
-        f"{fp.kv.bytes_per_token:,} bytes/token x {fp.context_tokens:,} tokens x "
-        f"{fp.batch} requests"
-    )
+    console.print(batch_equation(fp), markup=False)
     console.print(
         f"total: {fmt_bytes(fp.total_bytes)} ({fp.total_bytes:,} bytes); "
         f"{fmt_bytes(fp.bytes_per_request)} per request"

@@ -12,32 +12,33 @@ from kvplan.analysis.timeline import RequestTimeline
 from kvplan.specs.kv import ModelKv
 from kvplan.units import fmt_bytes
 
+_SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def short_attention(kind: str) -> str:
+    """'GQA + sliding-window (mixed local/global)' -> 'GQA + SWA (mixed)', for narrow tables."""
+    return (kind.replace("sliding-window", "SWA").replace("state layers", "state")
+            .replace("(mixed local/global)", "(mixed)").replace(" (hybrid)", ""))
+
 
 def models_table(rows: Sequence[ModelRow]) -> Table:
-    table = Table(title="Bundled models (KV cache at the model's own dtype, tp=1)")
-    for col in (
-        "model",
-        "attention",
-        "layers",
-        "kv heads",
-        "head_dim",
-        "dtype",
-        "KV per token",
-        "state per request",
-    ):
-        table.add_column(col, justify="left" if col in ("model", "attention") else "right")
+    """The catalog; ids never wrap or shorten (other columns fold first), MLA shows its latent
+    (``--json`` has the full attention names)."""
+    from rich import box
+
+    table = Table(title="Bundled models (KV cache at the model's own dtype, tp=1)",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    widest = max((len(r.id) for r in rows), default=5)
+    table.add_column("model", no_wrap=True, min_width=widest)
+    table.add_column("attention", overflow="fold")
+    for col in ("layers", "KV heads x dim", "dtype", "KV/token", "state/req"):
+        table.add_column(col, justify="right", overflow="fold", min_width=4)
     for r in rows:
         state = fmt_bytes(r.state_bytes_per_request) if r.state_bytes_per_request else "-"
-        table.add_row(
-            r.id,
-            r.attention,
-            str(r.layers),
-            str(r.kv_heads),
-            str(r.head_dim),
-            r.dtype,
-            fmt_bytes(r.bytes_per_token),
-            state,
-        )
+        heads = (f"latent {r.latent_dim} ({r.latent_parts})" if r.latent_dim
+                 else f"{r.kv_heads}x{r.head_dim}")
+        table.add_row(r.id, short_attention(r.attention), str(r.layers), heads,
+                      _SHORT_DTYPE.get(r.dtype, r.dtype), fmt_bytes(r.bytes_per_token), state)
     return table
 
 

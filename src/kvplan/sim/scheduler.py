@@ -1,11 +1,13 @@
 """One engine step's plan under vLLM v1's rules: running first, then waiting FCFS; preemption.
 
     budget = max_num_batched_tokens
-    RUNNING, in order:  new = min(num_tokens - computed, budget); get its blocks, else
+    RUNNING, in order:  new = min(num_tokens - computed, threshold, budget) (threshold:
+                        long_prefill_token_threshold, if > 0); get its blocks, else
                         preempt the newest running request (it may be this one) and retry
     WAITING, FCFS, only if nobody was preempted this step and running < max_num_seqs:
-                        prefix hits -> computed; new = min(rest, budget) (no chunking: wait
-                        if rest > budget); no blocks -> stop (no skipping ahead)
+                        prefix hits -> computed; new = min(rest, threshold, budget)
+                        (no chunking: wait if rest > budget); no blocks -> stop (no
+                        skipping ahead)
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ class Limits:
     max_num_seqs: int
     chunked_prefill: bool = True
     prefix_caching: bool = True
+    long_prefill_token_threshold: int = 0
+    """At most this many new tokens per request per step; 0 = no cap (vLLM's default)."""
+
+    def cap(self, tokens: int) -> int:
+        """vLLM: ``if 0 < long_prefill_token_threshold < num_new_tokens: cap to it``."""
+        t = self.long_prefill_token_threshold
+        return t if 0 < t < tokens else tokens
 
 
 @dataclass(slots=True)
@@ -88,10 +97,12 @@ class Scheduler:
         ids = np.array(s.running, dtype=np.int64)
         c, p = s.computed[ids], s.prompt[ids]
         left = p + s.generated[ids] - c
-        new = left
-        if int(_sum(left)) > budget:  # the budget runs out inside the list
-            before = np.cumsum(left) - left
-            new = np.minimum(np.maximum(budget - before, 0), left)
+        thr = self.limits.long_prefill_token_threshold
+        want = np.minimum(left, thr) if thr > 0 else left  # vLLM's long-prefill cap
+        new = want
+        if int(_sum(want)) > budget:  # the budget runs out inside the list
+            before = np.cumsum(want) - want
+            new = np.minimum(np.maximum(budget - before, 0), want)
             take = new > 0
             ids, c, p, left, new = ids[take], c[take], p[take], left[take], new[take]
         need = self._blocks(c + new, c) - s.held[ids]
@@ -142,7 +153,7 @@ class Scheduler:
             r = s.running[i]
             c = int(s.computed[r])
             left = int(s.prompt[r] + s.generated[r]) - c
-            new = min(left, budget)
+            new = min(self.limits.cap(left), budget)
             need = self.shape.blocks_one(c + new, c) - int(s.held[r])
             if not self._make_room(r, need, plan):
                 break
@@ -176,6 +187,10 @@ class Scheduler:
 
     # ------------------------------------------------------------ waiting
 
+    def admit_waiting(self, plan: StepPlan, budget: int) -> None:
+        """The WAITING half of a step alone (the lean step schedules the running half)."""
+        self._schedule_waiting(plan, budget)
+
     def _schedule_waiting(self, plan: StepPlan, budget: int) -> None:
         s = self.state
         b = self.shape.block_size
@@ -184,7 +199,7 @@ class Scheduler:
             total = int(s.prompt[r] + s.generated[r])
             keys, own = self._lookup(r, total)
             hit = (len(keys) + own) * b
-            new = total - hit
+            new = self.limits.cap(total - hit)
             if not self.limits.chunked_prefill and new > budget:
                 return
             new = min(new, budget)

@@ -31,6 +31,16 @@ class LinearTimer:
         c0 = int(context_tokens.sum())
         return np.array([self._t(n, c0 + n * k) for k in range(num_steps)], dtype=np.float64)
 
+    supports_aggregates = True
+
+    def step_time_agg(self, tokens: int, requests: int, context: int, pairs: int,
+                      prefill: bool) -> float:
+        return self._t(tokens, context)
+
+    def decode_run_agg(self, requests: int, context: int, num_steps: int) -> FloatArray:
+        return np.array([self._t(requests, context + requests * k) for k in range(num_steps)],
+                        dtype=np.float64)
+
     def _t(self, new: int, ctx: int) -> float:
         return self.base_s + self.per_token_s * float(new) + self.per_context_s * float(ctx)
 

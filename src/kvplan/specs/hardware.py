@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kvplan.errors import ConfigError, UnknownNameError
+from kvplan.errors import ConfigError, KvplanError, UnknownNameError
 from kvplan.units import GB
 
 TERA = 10**12
@@ -76,6 +76,7 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
     for key in ("id", "memory_gb", "mem_bw_tbps"):
         if entry.get(key) is None:
             raise ConfigError("is required for a GPU description", field=key, file=file)
+    _check_gpu_numbers(entry, file)
     rates = {
         "float16": entry.get("fp16_tflops_dense"),
         "bfloat16": entry.get("bf16_tflops_dense"),
@@ -96,6 +97,31 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"has a non-numeric value ({exc})", file=file) from None
+
+
+def _check_gpu_numbers(entry: dict[str, Any], file: str) -> None:
+    """Each numeric field finite and within ``kvplan.limits.GPU_RANGES`` (no real GPU is
+    outside them; NaN, infinities and negatives would reach every latency)."""
+    from kvplan.limits import GPU_RANGES, check_number
+
+    for key, (low, high) in GPU_RANGES.items():
+        value = entry.get(key)
+        if value is None or (key != "memory_gb" and key != "mem_bw_tbps" and value == 0):
+            continue  # absent (0 = "not supported" for the optional rates)
+        try:
+            check_number(key, _number_text(value), low, high)
+        except KvplanError as exc:
+            raise ConfigError(str(exc), field=key, file=file) from None
+
+
+def _number_text(value: Any) -> Any:
+    """YAML reads '1e-300' (no dot) as a string; accept numbers written as text."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 @cache
@@ -128,7 +154,7 @@ def _load_gpu_file(path: Path) -> HardwareSpec:
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as exc:
         raise ConfigError(
             f"cannot read GPU description ({exc.__class__.__name__})", file=str(path)
         ) from None

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kvplan import jsonread
 from kvplan.errors import ConfigError
+from kvplan.limits import MAX_CONFIG_INT, MAX_LAYERS, real_number
 from kvplan.specs.model import (
     LayerKind,
     LinearAttentionSpec,
@@ -79,11 +81,28 @@ class _Fields:
         )
 
     def _as_int(self, key: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-            raise ConfigError(f"must be a whole number, got {value!r}", field=key, file=self.file)
-        if value <= 0:
+        number = real_number(value)
+        if number is None or number != int(number):
+            raise ConfigError(f"must be a whole number, got {_short(value)}", field=key,
+                              file=self.file)
+        if number <= 0:
             raise ConfigError(f"must be positive, got {value!r}", field=key, file=self.file)
-        return int(value)
+        high = MAX_LAYERS if key in _LAYER_KEYS else MAX_CONFIG_INT
+        if number > high:
+            raise ConfigError(f"must be at most {high:,} (no real model has more), got "
+                              f"{_short(value)}", field=key, file=self.file)
+        return int(number)
+
+
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+
+
+def _short(value: Any) -> str:
+    """repr() for messages, safe for 5,000-digit integers and long strings."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -96,7 +115,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             f"cannot read the file ({exc.__class__.__name__}: {exc})", file=str(p)
         ) from None
     try:
-        data = json.loads(text)
+        data = jsonread.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
@@ -150,7 +169,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden) if "mamba" in kinds else None,
         quantization=_quantization(raw, cfg),
-        weight_block_size=_weight_block(raw, cfg),
+        weight_block_size=_weight_block(raw, cfg, file),
         hidden_act=str(
             f.get("hidden_act") or f.get("hidden_activation") or f.get("mlp_hidden_act") or "silu"
         ),
@@ -182,8 +201,17 @@ def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
         return 1
     for key in _KV_HEAD_KEYS:
         if f.has(key):
-            return f.integer(key)
+            return _check_kv_heads(f, key, f.integer(key), heads)
     return heads
+
+
+def _check_kv_heads(f: _Fields, key: str, kv_heads: int, heads: int) -> int:
+    """vLLM (and every attention kernel) needs the query heads to split evenly over KV heads."""
+    if kv_heads > heads or heads % kv_heads:
+        raise ConfigError(
+            f"{kv_heads} KV heads must divide the {heads} attention heads evenly "
+            "(1 <= KV heads <= heads)", field=key, file=f.file)
+    return kv_heads
 
 
 def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
@@ -238,7 +266,9 @@ def _from_layer_types(f: _Fields, layers: int) -> tuple[LayerKind, ...]:
         "mamba": "mamba",
     }
     types = f.get("layer_types")
-    if not isinstance(types, list) or len(types) != layers or any(t not in mapping for t in types):
+    if not isinstance(types, list) or len(types) != layers or any(
+        not isinstance(t, str) or t not in mapping for t in types
+    ):
         raise ConfigError(
             f"must list one of {sorted(mapping)} per layer ({layers} layers)",
             field="layer_types",
@@ -272,6 +302,8 @@ def _from_sliding_fields(f: _Fields, layers: int, model_type: str) -> tuple[Laye
         return tuple(pattern)
     window = f.cfg.get("sliding_window")
     uses = f.cfg.get("use_sliding_window", True)
+    if window and uses:
+        window = f.integer("sliding_window")
     if window and uses and window < f.integer("max_position_embeddings", default=2**31 - 1):
         return _uniform("sliding", layers)
     return _uniform("full", layers)
@@ -340,12 +372,17 @@ def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _weight_block(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> tuple[int, int] | None:
+def _weight_block(
+    raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str
+) -> tuple[int, int] | None:
     q = cfg.get("quantization_config") or raw.get("quantization_config")
     block = q.get("weight_block_size") if isinstance(q, Mapping) else None
-    if isinstance(block, list) and len(block) == 2:
-        return int(block[0]), int(block[1])
-    return None
+    if not isinstance(block, list) or len(block) != 2:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 2**20 for v in block):
+        raise ConfigError(f"must be two whole numbers in [1, {2**20:,}], got {_short(block)}",
+                          field="quantization_config.weight_block_size", file=file)
+    return int(block[0]), int(block[1])
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:

@@ -13,119 +13,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kvplan.errors import InputError, UnknownNameError
-from kvplan.specs.model import ModelSpec
-from kvplan.units import cdiv, fmt_bytes
-
-# ---------------------------------------------------------------- precision
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KvPrecision:
-    """How one cached value is stored: value bits plus optional per-group scales."""
-
-    name: str
-    value_bits: int
-    scale_bytes: int = 0
-    scale_group: int | None = None
-    """Values sharing one scale; None with scale_bytes > 0 means one scale per head vector."""
-    risk: str
-
-    def vector_bytes(self, n: int) -> int:
-        """Bytes to store one head vector of n values, scales included (integer)."""
-        values = cdiv(n * self.value_bits, 8)
-        if self.scale_bytes == 0:
-            return values
-        scales = 1 if self.scale_group is None else cdiv(n, self.scale_group)
-        return values + scales * self.scale_bytes
-
-    @property
-    def bytes_per_value(self) -> float:
-        """Average bytes per value for a 128-wide head (for display only)."""
-        return self.vector_bytes(128) / 128
-
-
-_RISKS = {
-    "float32": "Lossless reference; twice the memory of fp16/bf16 for no serving benefit.",
-    "float16": "Lossless for serving; 5 exponent bits, so very large activations can overflow.",
-    "bfloat16": "Lossless for serving; fp32's range with 8 bits of mantissa.",
-    "fp8_e4m3": (
-        "Halves the cache. 3 mantissa bits: good precision, range only +-448, so per-tensor "
-        "scales (calibrated k/v scales, or 1.0 by default) matter; small accuracy loss on most "
-        "benchmarks when scaled, more on long-context retrieval."
-    ),
-    "fp8_e5m2": (
-        "Halves the cache. Wide range (+-57344) without scales but only 2 mantissa bits: "
-        "coarser values, usually a larger accuracy hit than e4m3."
-    ),
-    "int8_per_token_head": (
-        "1 byte per value plus one fp32 scale per token per head (K and V): dynamic scales "
-        "track outliers, accuracy close to fp16; scales cost 4 bytes per head per token."
-    ),
-    "fp8_per_token_head": (
-        "fp8 e4m3 values with one fp32 scale per token per head: no calibration needed, "
-        "accuracy close to fp16; scales cost 4 bytes per head per token."
-    ),
-    "nvfp4": (
-        "4-bit values with an fp8 scale per 16 values (~0.5625 bytes/value): about 3.6x smaller "
-        "than fp16, the largest accuracy risk here; needs Blackwell-class FP4 support."
-    ),
-}
-
-PRECISIONS: dict[str, KvPrecision] = {
-    "float32": KvPrecision(name="float32", value_bits=32, risk=_RISKS["float32"]),
-    "float16": KvPrecision(name="float16", value_bits=16, risk=_RISKS["float16"]),
-    "bfloat16": KvPrecision(name="bfloat16", value_bits=16, risk=_RISKS["bfloat16"]),
-    "fp8_e4m3": KvPrecision(name="fp8_e4m3", value_bits=8, risk=_RISKS["fp8_e4m3"]),
-    "fp8_e5m2": KvPrecision(name="fp8_e5m2", value_bits=8, risk=_RISKS["fp8_e5m2"]),
-    "int8_per_token_head": KvPrecision(
-        name="int8_per_token_head", value_bits=8, scale_bytes=4, risk=_RISKS["int8_per_token_head"]
-    ),
-    "fp8_per_token_head": KvPrecision(
-        name="fp8_per_token_head", value_bits=8, scale_bytes=4, risk=_RISKS["fp8_per_token_head"]
-    ),
-    "nvfp4": KvPrecision(
-        name="nvfp4", value_bits=4, scale_bytes=1, scale_group=16, risk=_RISKS["nvfp4"]
-    ),
-}
-
-_ALIASES = {
-    "fp16": "float16",
-    "half": "float16",
-    "bf16": "bfloat16",
-    "fp32": "float32",
-    "float": "float32",
-    "fp8": "fp8_e4m3",
-    "fp8_e4m3fn": "fp8_e4m3",
-    "fp8_inc": "fp8_e4m3",
-}
-
-KV_CACHE_DTYPES: tuple[str, ...] = (
-    "auto",
-    "bfloat16",
-    "float16",
-    "fp16",
-    "bf16",
-    "fp8",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "int8_per_token_head",
-    "fp8_per_token_head",
-    "nvfp4",
+from kvplan.errors import InputError
+from kvplan.limits import MAX_PARALLEL, check_int
+from kvplan.specs.kv_precision import (
+    KV_CACHE_DTYPES,
+    PRECISIONS,
+    KvPrecision,
+    resolve_precision,
 )
+from kvplan.specs.kv_state import StateSpec, state_spec
+from kvplan.specs.model import ModelSpec
+from kvplan.units import cdiv
 
-
-def resolve_precision(kv_cache_dtype: str, model_dtype: str) -> KvPrecision:
-    """vLLM ``--kv-cache-dtype`` name -> KvPrecision; 'auto' means the model's dtype."""
-    name = kv_cache_dtype.strip().lower()
-    name = model_dtype if name == "auto" else _ALIASES.get(name, name)
-    if name not in PRECISIONS:
-        raise UnknownNameError(
-            f"unknown --kv-cache-dtype {kv_cache_dtype!r}: "
-            f"choose one of {', '.join(KV_CACHE_DTYPES)}"
-        )
-    return PRECISIONS[name]
-
+__all__ = [
+    "KV_CACHE_DTYPES",
+    "PRECISIONS",
+    "FullAttentionSpec",
+    "KvGroup",
+    "KvPrecision",
+    "LayerCacheSpec",
+    "MLASpec",
+    "ModelKv",
+    "SlidingWindowSpec",
+    "StateSpec",
+    "check_tensor_parallel",
+    "kv_spec",
+    "layer_cache_spec",
+    "resolve_precision",
+]
 
 # ---------------------------------------------------------------- per-layer specs
 
@@ -235,90 +150,6 @@ class MLASpec(_PerTokenCache):
         return f"MLA latent {self.latent_dim}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StateSpec:
-    """Mamba2 / Gated DeltaNet layer: a fixed-size state per request (vLLM ``MambaSpec``).
-
-    The state is two tensors, each in its own dtype (vLLM ``MambaStateDtypeCalculator``):
-    a short convolution window and the temporal (SSM / recurrent) state. One page holds one
-    request's whole state, whatever the block size; in a hybrid model the page is padded up
-    to the attention page (``page_size_padded``) so every layer's page has the same size::
-
-        state_bytes     = conv_elements x conv_dtype + temporal_elements x temporal_dtype
-        page_size_bytes = page_size_padded if set, else state_bytes
-    """
-
-    layer_type: str
-    conv_elements: int
-    conv_dtype_bytes: int
-    temporal_elements: int
-    temporal_dtype_bytes: int
-    page_size_padded: int | None = None
-    """vLLM ``cache_config.mamba_page_size_padded``: the attention page it is padded to."""
-    kind: CacheKind = "state"
-
-    def __post_init__(self) -> None:
-        assert self.page_size_padded is None or self.page_size_padded >= self.state_bytes
-
-    @property
-    def bytes_per_token(self) -> int:
-        return 0
-
-    @property
-    def state_elements(self) -> int:
-        return self.conv_elements + self.temporal_elements
-
-    @property
-    def conv_bytes(self) -> int:
-        return self.conv_elements * self.conv_dtype_bytes
-
-    @property
-    def temporal_bytes(self) -> int:
-        return self.temporal_elements * self.temporal_dtype_bytes
-
-    @property
-    def state_bytes(self) -> int:
-        """The state itself (vLLM's unpadded ``MambaSpec`` page): conv + temporal bytes."""
-        return self.conv_bytes + self.temporal_bytes
-
-    @property
-    def dtype_bytes(self) -> int:
-        """Bytes per value when conv and temporal states share a dtype (the vLLM default);
-        otherwise the temporal state's, the larger tensor (see ``formula`` for both)."""
-        return self.temporal_dtype_bytes
-
-    def page_size_bytes(self, block_size: int) -> int:
-        return self.page_size_padded if self.page_size_padded is not None else self.state_bytes
-
-    def tokens_held(self, tokens: int) -> int:
-        return 0
-
-    def bytes_for(self, tokens: int) -> int:
-        return self.state_bytes if tokens > 0 else 0
-
-    def blocks_for(self, tokens: int, block_size: int) -> int:
-        return 1 if tokens > 0 else 0
-
-    @property
-    def formula(self) -> str:
-        """The state's bytes written out: conv + temporal, each with its dtype width."""
-        return (
-            f"{self.conv_elements:,} conv x {self.conv_dtype_bytes} B + "
-            f"{self.temporal_elements:,} temporal x {self.temporal_dtype_bytes} B = "
-            f"{self.state_bytes:,} bytes"
-        )
-
-    @property
-    def label(self) -> str:
-        padded = (
-            f", page padded to {fmt_bytes(self.page_size_padded)}" if self.page_size_padded else ""
-        )
-        return (
-            f"{self.layer_type} state (conv {fmt_bytes(self.conv_bytes)} + temporal "
-            f"{fmt_bytes(self.temporal_bytes)}{padded})"
-        )
-
-
 LayerCacheSpec = FullAttentionSpec | SlidingWindowSpec | MLASpec | StateSpec
 
 
@@ -419,57 +250,7 @@ def layer_cache_spec(
     if kind == "mla":
         assert model.mla is not None
         return MLASpec(latent_dim=model.mla.latent_dim, precision=precision)
-    return _state_spec(model, kind, tp, mamba_cache_dtype, mamba_ssm_cache_dtype)
-
-
-MAMBA_CACHE_DTYPES: dict[str, int | None] = {
-    "auto": None,
-    "float32": 4,
-    "bfloat16": 2,
-    "float16": 2,
-}
-"""vLLM ``MambaDType`` names -> bytes per value (None: the model's dtype)."""
-
-
-def _mamba_dtype_bytes(name: str, model_dtype: str) -> int:
-    """vLLM ``get_kv_cache_torch_dtype(mamba_cache_dtype, model_dtype)`` as a width."""
-    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key not in MAMBA_CACHE_DTYPES:
-        raise UnknownNameError(
-            f"unknown mamba cache dtype {name!r}: choose one of {', '.join(MAMBA_CACHE_DTYPES)}"
-        )
-    width = MAMBA_CACHE_DTYPES[key]
-    return width if width is not None else PRECISIONS[model_dtype].value_bits // 8
-
-
-def _state_spec(
-    model: ModelSpec, kind: str, tp: int, cache_dtype: str, ssm_cache_dtype: str
-) -> StateSpec | None:
-    """vLLM 0.11 ``MambaStateDtypeCalculator``: the conv state is in ``mamba_cache_dtype``;
-    Mamba2's SSM state in ``mamba_ssm_cache_dtype`` ('auto' = the conv dtype); Gated
-    DeltaNet keeps both in ``mamba_cache_dtype`` (``gated_delta_net_state_dtype``)."""
-    conv = _mamba_dtype_bytes(cache_dtype, model.dtype)
-    if kind == "linear_attention" and model.linear_attention is not None:
-        la = model.linear_attention
-        return StateSpec(
-            layer_type="linear attention",
-            conv_elements=la.conv_elements(tp),
-            conv_dtype_bytes=conv,
-            temporal_elements=la.temporal_elements(tp),
-            temporal_dtype_bytes=conv,
-        )
-    if kind == "mamba" and model.mamba is not None:
-        ssm = (
-            conv if ssm_cache_dtype == "auto" else _mamba_dtype_bytes(ssm_cache_dtype, model.dtype)
-        )
-        return StateSpec(
-            layer_type="mamba2",
-            conv_elements=model.mamba.conv_elements(tp),
-            conv_dtype_bytes=conv,
-            temporal_elements=model.mamba.temporal_elements(tp),
-            temporal_dtype_bytes=ssm,
-        )
-    return None
+    return state_spec(model, kind, tp, mamba_cache_dtype, mamba_ssm_cache_dtype)
 
 
 def group_layers(specs: Sequence[tuple[int, LayerCacheSpec]]) -> tuple[KvGroup, ...]:
@@ -487,8 +268,7 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
     Used where kvplan models a real deployment (capacity, latency, simulation); ``kv_spec``
     itself stays lenient so the cache arithmetic can be explored for any degree.
     """
-    if tp < 1:
-        raise InputError(f"--tensor-parallel-size must be a positive whole number, got {tp}")
+    check_int("--tensor-parallel-size", tp, 1, MAX_PARALLEL)
     if model.num_attention_heads % tp:
         raise InputError(
             f"--tensor-parallel-size {tp} must divide num_attention_heads "
@@ -513,8 +293,7 @@ def kv_spec(
     """Per-GPU KV cache layout of ``model`` at the given cache precision and TP degree."""
     precision = resolve_precision(kv_cache_dtype, model.dtype)
     tp = tensor_parallel_size
-    if tp < 1:
-        raise InputError(f"--tensor-parallel-size must be a positive whole number, got {tp}")
+    check_int("--tensor-parallel-size", tp, 1, MAX_PARALLEL)
     specs = [
         (i, spec)
         for i in range(model.num_layers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import InputError
+from kvplan.specs.engine_bounds import check_engine_bounds
 
 MAMBA_DTYPES = ("auto", "float32")
 """vLLM 0.11's MambaDType choices (``vllm/config/cache.py``)."""
@@ -33,10 +34,14 @@ class EngineConfig:
     """vLLM --mamba-cache-dtype (hybrid models' conv / Gated DeltaNet state): auto or float32."""
     mamba_ssm_cache_dtype: str = "auto"
     """vLLM --mamba-ssm-cache-dtype (Mamba2 SSM state): auto (= mamba cache dtype) or float32."""
+    long_prefill_token_threshold: int = 0
+    """vLLM --long-prefill-token-threshold: at most this many tokens of one request per step
+    (0 = no cap; with max_num_partial_prefills > 1 and 0, vLLM uses 4% of max_model_len)."""
+    max_num_partial_prefills: int = 1
+    """vLLM --max-num-partial-prefills; the v1 scheduler reads it only to set the threshold."""
 
     def __post_init__(self) -> None:
-        _positive("--tensor-parallel-size", self.tensor_parallel_size)
-        _positive("--pipeline-parallel-size", self.pipeline_parallel_size)
+        check_engine_bounds(self)
         if self.block_size not in VLLM_BLOCK_SIZES:
             sizes = ", ".join(map(str, VLLM_BLOCK_SIZES))
             raise InputError(f"--block-size must be one of vLLM's {sizes}; got {self.block_size}")
@@ -44,27 +49,18 @@ class EngineConfig:
             raise InputError(
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        for flag, value in (
-            ("--max-model-len", self.max_model_len),
-            ("--max-num-seqs", self.max_num_seqs),
-            ("--max-num-batched-tokens", self.max_num_batched_tokens),
-        ):
-            if value is not None:
-                _positive(flag, value)
+        if self.max_num_partial_prefills > 1 and not self.enable_chunked_prefill:
+            raise InputError("--max-num-partial-prefills > 1 needs chunked prefill "
+                             "(vLLM's rule); drop --no-enable-chunked-prefill or the flag")
         for flag, name in (
             ("--mamba-cache-dtype", self.mamba_cache_dtype),
             ("--mamba-ssm-cache-dtype", self.mamba_ssm_cache_dtype),
         ):
             if name not in MAMBA_DTYPES:
                 raise InputError(f"{flag} must be one of {', '.join(MAMBA_DTYPES)}, got {name!r}")
-        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
-            raise InputError("--kv-cache-memory must be positive, e.g. 24GiB")
 
     @property
     def world_size(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
-def _positive(flag: str, value: int) -> None:
-    if value < 1:
-        raise InputError(f"{flag} must be a positive whole number, got {value}")

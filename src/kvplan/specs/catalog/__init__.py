@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -10,6 +14,14 @@ from pathlib import Path
 from kvplan.errors import UnknownNameError
 from kvplan.specs.hf_config import load_config_file, parse_config
 from kvplan.specs.model import ModelSpec
+
+log = logging.getLogger("kvplan")
+"""Notes for the user (the CLI prints them on stderr as ``note: ...``)."""
+
+VARIANT_WORDS = frozenset({"instruct", "chat", "it", "hf", "base", "thinking", "meta"})
+"""Words in a repo name that mark a fine-tuned (Instruct/chat/it) or base variant, or the old
+``Meta-`` prefix: post-training keeps the architecture, so variants share one config.json's
+shape. Anything else (sizes, versions, dates, -FP8/-AWQ quantized weights) must match exactly."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,25 +56,89 @@ def find_entry(name: str) -> CatalogEntry | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def variant_key(hf_id: str) -> str:
+    """'meta-llama/Meta-Llama-3.1-8B-Instruct' -> 'meta-llama/llama-3.1-8b': variant words out."""
+    org, _, name = hf_id.strip().lower().replace("--", "/", 1).rpartition("/")
+    words = [w for w in re.split(r"[-_]", name) if w and w not in VARIANT_WORDS]
+    return f"{org}/{'-'.join(words)}" if org else "-".join(words)
+
+
+def find_variant(name: str) -> CatalogEntry | None:
+    """The catalog model that ``name`` is an Instruct/chat/base variant of (same org), if one."""
+    key = variant_key(name)
+    entries = catalog().values()
+    if "/" in key:
+        hits = [e for e in entries if variant_key(e.hf_id) == key]
+    else:
+        hits = [e for e in entries if variant_key(e.hf_id).split("/", 1)[-1] == key]
+    return hits[0] if len(hits) == 1 else None
+
+
+def nearest_ids(name: str, n: int = 3) -> list[str]:
+    """Catalog ids closest to a mistyped name (whole id or the part after the org)."""
+    ids = [e.hf_id for e in catalog().values()]
+    by_key = {i.lower(): i for i in ids} | {i.split("/", 1)[-1].lower(): i for i in ids}
+    close = difflib.get_close_matches(name.strip().lower()[:200], list(by_key), n=n, cutoff=0.5)
+    return list(dict.fromkeys(by_key[c] for c in close))
+
+
 def load_model(name_or_path: str) -> ModelSpec:
     """A catalog id (case-insensitive) or a path to a config.json (or its folder) -> ModelSpec."""
+    if len(name_or_path) > MAX_NAME_CHARS:
+        raise UnknownNameError(
+            f"model name of {len(name_or_path)} characters: model ids and config paths are "
+            f"at most {MAX_NAME_CHARS} characters; see 'kvplan models'"
+        )
     path = Path(name_or_path).expanduser()
-    if path.is_dir():
+    if _probe(path.is_dir):
         path = path / "config.json"
-    if path.suffix == ".json" or path.exists():
+    if path.suffix == ".json" or _probe(path.exists):
         if not path.exists():
             raise UnknownNameError(
                 f"no such config file: {path}; pass a config.json path "
                 "or a model id from 'kvplan models'"
             )
         return parse_config(load_config_file(path), name=path.stem, file=str(path))
-    entry = find_entry(name_or_path)
-    if entry is None:
-        raise UnknownNameError(
-            f"unknown model {name_or_path!r}: not in the bundled catalog (see 'kvplan models') "
-            "and not a path to a config.json"
-        )
-    return _load_entry(entry.hf_id)
+    return load_model_id(name_or_path)
+
+
+def load_model_id(name: str) -> ModelSpec:
+    """A model id, looked up in order: the bundled catalog; the local Hugging Face cache; a
+    catalog model it is an Instruct/chat variant of; else an error naming the nearest ids."""
+    entry = find_entry(name)
+    if entry is not None:
+        return _load_entry(entry.hf_id)
+    from kvplan.specs.hf_cache import find_cached_config
+
+    cached = find_cached_config(name)
+    if cached is not None:
+        repo_id, path = cached
+        log.info("using %s's config.json from the local Hugging Face cache (%s)", repo_id, path)
+        return parse_config(load_config_file(path), name=repo_id, file=str(path))
+    variant = find_variant(name)
+    if variant is not None:
+        log.info("using the config of %s for %s (Instruct/chat variants share the base "
+                 "model's architecture)", variant.hf_id, name.strip())
+        return _load_entry(variant.hf_id)
+    near = nearest_ids(name)
+    hint = f" Nearest catalog ids: {', '.join(near)}." if near else ""
+    raise UnknownNameError(
+        f"unknown model {name!r}: not in the bundled catalog (see 'kvplan models'), not in the "
+        f"local Hugging Face cache, and not a path to a config.json.{hint}"
+    )
+
+
+MAX_NAME_CHARS = 1024
+"""Longest model argument accepted (Hugging Face ids are at most 96 characters; paths 4096
+bytes, of which no component may exceed 255)."""
+
+
+def _probe(check: Callable[[], bool]) -> bool:
+    """A path test that treats OSError (file name too long, permission) as 'no such path'."""
+    try:
+        return check()
+    except OSError:
+        return False
 
 
 @cache

@@ -1,0 +1,131 @@
+"""The highest request rate one replica sustains under an SLO (common random numbers).
+
+One request stream is sampled once at unit rate; probing rate r divides its arrival times
+by r, so every probe replays the same requests in the same order and the SLO margin moves
+smoothly with r. The search brackets the rate (doubling up or halving down from a guess,
+never above the optimistic ceiling), then narrows the bracket with secant steps on the
+margin (clipped to the inner 80 % of the bracket) until it is within ``tolerance``::
+
+    margin(r) = min over SLO terms of (limit - achieved) / limit   (goodput: share - target)
+    lo = highest rate that passed, hi = lowest rate that failed;  capacity = lo
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvplan.analysis.fleet import Replica
+from kvplan.analysis.judge import Verdict, judge, latencies
+from kvplan.sim.result import SimulationResult
+from kvplan.specs.slo import Slo
+from kvplan.specs.workload import Workload
+
+TOLERANCE = 0.03
+MAX_PROBES = 10
+SHRINK_STEPS = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Probe:
+    """One simulated rate and what it gave."""
+
+    rate_rps: float
+    verdict: Verdict
+    peak_kv_usage: float
+    preemptions: int
+    seqs_capped_share: float
+    """Share of steps running max_num_seqs requests (the scheduler cap reached)."""
+    budget_full_share: float
+    """Share of steps whose new tokens filled max_num_batched_tokens (the chunk budget)."""
+    prefill_token_share: float
+    """Share of computed tokens that were prompt tokens."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capacity:
+    """The bracket [lo, hi] around the highest passing rate; ``lo`` is the capacity."""
+
+    lo: Probe | None
+    hi: Probe | None
+    probes: int
+    sim_requests: int
+
+    @property
+    def rate_rps(self) -> float:
+        return self.lo.rate_rps if self.lo is not None else 0.0
+
+
+def at_rate(unit: Workload, rate: float) -> Workload:
+    """The unit-rate stream replayed at ``rate`` requests/s."""
+    return Workload(name=unit.name, arrival_s=unit.arrival_s / rate,
+                    prompt_tokens=unit.prompt_tokens, output_tokens=unit.output_tokens,
+                    prefix_hashes=unit.prefix_hashes, hash_block_tokens=unit.hash_block_tokens)
+
+
+def probe(rep: Replica, unit: Workload, slo: Slo, rate: float) -> Probe:
+    """Simulate the stream at ``rate`` and judge it."""
+    r = rep.simulate(at_rate(unit, rate))
+    return _probe(r, rep, slo, rate)
+
+
+def _probe(r: SimulationResult, rep: Replica, slo: Slo, rate: float) -> Probe:
+    steps = r.steps
+    n = max(1, r.num_steps)
+    prompt = float(r.prompt_tokens[r.finished].sum())
+    total = prompt + float(r.output_tokens[r.finished].sum())
+    return Probe(rate_rps=rate, verdict=judge(latencies(r), slo),
+                 peak_kv_usage=r.peak_kv_blocks / max(1, r.usable_blocks),
+                 preemptions=r.total_preemptions,
+                 seqs_capped_share=float(np.sum(steps.running >= rep.limits.max_num_seqs)) / n,
+                 budget_full_share=float(np.sum(
+                     steps.new_tokens >= rep.limits.max_num_batched_tokens)) / n,
+                 prefill_token_share=prompt / total if total else 0.0)
+
+
+def find_capacity(rep: Replica, unit: Workload, slo: Slo, *, guess: float, ceiling: float,
+                  tolerance: float = TOLERANCE) -> Capacity:
+    """Bracket then narrow the highest rate whose steady-state window meets ``slo``."""
+    tried: list[Probe] = []
+
+    def run(rate: float) -> Probe:
+        tried.append(probe(rep, unit, slo, rate))
+        return tried[-1]
+
+    lo, hi = _bracket(run, min(guess, ceiling), ceiling)
+    while lo is not None and hi is not None and len(tried) < MAX_PROBES \
+            and hi.rate_rps - lo.rate_rps > tolerance * lo.rate_rps:
+        p = run(_secant(lo, hi))
+        lo, hi = (p, hi) if p.verdict.ok else (lo, p)
+    return Capacity(lo=lo, hi=hi, probes=len(tried), sim_requests=len(tried) * len(unit))
+
+
+def _bracket(run: object, guess: float, ceiling: float) -> tuple[Probe | None, Probe | None]:
+    assert callable(run)
+    first: Probe = run(guess)
+    if first.verdict.ok:
+        lo, rate = first, guess
+        while rate < ceiling:
+            rate = min(2 * rate, ceiling)
+            p = run(rate)
+            if not p.verdict.ok:
+                return lo, p
+            lo = p
+        return lo, None
+    hi, rate = first, guess
+    for _ in range(SHRINK_STEPS):
+        rate /= 2
+        p = run(rate)
+        if p.verdict.ok:
+            return p, hi
+        hi = p
+    return None, hi
+
+
+def _secant(lo: Probe, hi: Probe) -> float:
+    """Where the margin line through lo and hi crosses 0, kept in the bracket's inner 80 %."""
+    a, b = lo.rate_rps, hi.rate_rps
+    ma, mb = lo.verdict.margin, max(hi.verdict.margin, -1.0)
+    x = a + (b - a) * ma / (ma - mb) if ma > mb else (a + b) / 2
+    return float(min(max(x, a + 0.1 * (b - a)), b - 0.1 * (b - a)))

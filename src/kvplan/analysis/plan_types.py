@@ -1,0 +1,141 @@
+"""Typed results of a plan: one record per candidate (with the stage that dropped it), the Plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvplan.costs.pricing import FleetCost
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.prices import PriceTable
+from kvplan.specs.slo import Slo
+
+STAGES = ("invalid", "pruned_memory", "pruned_bound", "pruned_cost", "infeasible",
+          "simulated", "verified")
+"""Where a candidate's search ended (docs/planner.md, The funnel)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityInfo:
+    """Capacity search result for one replica (requests/s) and its probes' SLO margins."""
+
+    rate_rps: float
+    bracket_rps: tuple[float, float | None]
+    probes: int
+    binding_slo: str | None
+    margins_at_hi: tuple[tuple[str, float], ...] = ()
+    achieved_at_hi: tuple[tuple[str, float], ...] = ()
+    peak_kv_usage: float = 0.0
+    preemptions: int = 0
+    seqs_capped_share: float = 0.0
+    budget_full_share: float = 0.0
+    prefill_token_share: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetInfo:
+    """A verified fleet at the target rate: achieved SLO terms and counters."""
+
+    replicas: int
+    ok: bool
+    achieved: tuple[tuple[str, float], ...]
+    margins: tuple[tuple[str, float], ...]
+    output_tokens_per_s: float
+    peak_kv_usage: float
+    preemptions: int
+    requests_per_replica: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lever:
+    """One knob changed on the winner, and what it does to capacity, replicas and cost."""
+
+    change: str
+    capacity_rps: float | None
+    delta_capacity_pct: float | None
+    replicas: int | None
+    delta_replicas: int | None
+    usd_per_hour: float | None
+    delta_usd_per_hour: float | None
+    binding_p99_ms: float | None
+    delta_binding_p99_ms: float | None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Binding:
+    """The resource that limits the candidate, with the counters that say so."""
+
+    primary: str
+    evidence: tuple[tuple[str, float], ...]
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """One point of the search space and how far the funnel took it."""
+
+    id: str
+    deployment: Deployment
+    stage: str
+    reason: str
+    kv_cache_tokens: int | None = None
+    ceilings_rps: tuple[tuple[str, float], ...] = ()
+    zero_load_margins: tuple[tuple[str, float], ...] = ()
+    optimistic_replicas: int | None = None
+    optimistic_usd_per_hour: float | None = None
+    capacity: CapacityInfo | None = None
+    replicas: int | None = None
+    cost: FleetCost | None = None
+    fleet: FleetInfo | None = None
+    fleet_one_fewer: FleetInfo | None = None
+    usd_per_million_output_tokens: float | None = None
+    binding: Binding | None = None
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return None if self.cost is None else self.cost.usd_per_hour
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchReport:
+    """Counts per funnel stage, simulated requests, executor and wall time."""
+
+    search: str
+    executor: str
+    workers: int
+    enumerated: int
+    stage_counts: tuple[tuple[str, int], ...]
+    capacity_searches: int
+    fleet_simulations: int
+    probes: int
+    sim_requests: int
+    wall_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """The answer: the winner (None when nothing is feasible), every candidate, why."""
+
+    model: str
+    mode: str
+    """'target' (a fleet rate to serve) or 'capacity' (no rate: max rate of one replica)."""
+    target_rate_rps: float | None
+    slo: Slo
+    prices: PriceTable
+    workload: str
+    requests: int
+    sample_requests: int
+    seed: int
+    candidates: tuple[Candidate, ...]
+    winner: Candidate | None
+    levers: tuple[Lever, ...]
+    report: SearchReport
+    warnings: tuple[str, ...] = ()
+    infeasible_why: str = ""
+    serve_command: str = ""
+    bench_command: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return "feasible" if self.winner is not None else "infeasible"

@@ -1,0 +1,95 @@
+"""Ranking the candidates, the commands for the winner, and why nothing was feasible."""
+
+from __future__ import annotations
+
+import shlex
+
+import numpy as np
+
+from kvplan.analysis.funnel import Limits
+from kvplan.analysis.plan_traffic import PlanTraffic
+from kvplan.analysis.plan_types import Candidate
+from kvplan.specs.deployment import vllm_serve_argv
+from kvplan.specs.slo import GOODPUT_METRICS, Slo
+
+
+def rank(cands: list[Candidate], lim: Limits) -> list[Candidate]:
+    """Verified candidates, cheapest first (target: $/hour; capacity: $/M output tokens).
+
+    Ties: larger SLO margin, then fewer GPUs, then candidate id.
+    """
+    ok = [c for c in cands if c.stage == "verified"]
+    if lim.rate_rps is None:
+        return sorted(ok, key=lambda c: (c.usd_per_million_output_tokens or 0.0, c.id))
+    return sorted(ok, key=lambda c: (c.usd_per_hour or 0.0, -_margin(c),
+                                     (c.replicas or 0) * c.deployment.gpus_per_replica, c.id))
+
+
+def _margin(c: Candidate) -> float:
+    return min((m for _, m in c.fleet.margins), default=0.0) if c.fleet else 0.0
+
+
+def closest_miss(c: Candidate) -> tuple[str, float, float | None]:
+    """(SLO term, relative miss, achieved) of the candidate's nearest failing check."""
+    if c.fleet is not None and not c.fleet.ok:
+        margins, achieved = c.fleet.margins, dict(c.fleet.achieved)
+    elif c.capacity is not None and c.capacity.margins_at_hi:
+        margins, achieved = c.capacity.margins_at_hi, dict(c.capacity.achieved_at_hi)
+    else:
+        margins, achieved = c.zero_load_margins, {}
+    key, m = min(margins, key=lambda kv: kv[1]) if margins else ("slo", -np.inf)
+    return key, float(m), achieved.get(key)
+
+
+def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None) -> str:
+    """One sentence: what the closest candidates miss, by how much, and the lever needed."""
+    fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory")]
+    if not fits:
+        first = next((c for c in cands if c.stage == "pruned_memory"), cands[0])
+        return (f"no configuration in the space fits in memory ({first.reason.split(';')[0]});"
+                " add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
+                "fp8 or a GPU with more memory")
+    gpu_bound = [c for c in fits if "--max-gpus" in c.reason]
+    if max_gpus is not None and gpu_bound and len(gpu_bound) == len(fits):
+        need = min(int(c.reason.split("= ")[1].split()[0]) for c in gpu_bound
+                   if "= " in c.reason)
+        return (f"--max-gpus {max_gpus} is below any feasible fleet: the smallest needs at "
+                f"least {need} GPUs; raise --max-gpus")
+    scored = [(closest_miss(c), c) for c in fits]
+    (key, m, got), best = max(scored, key=lambda s: (s[0][1], s[1].id))
+    d = best.deployment
+    miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {100 * abs(m):.0f} %"
+    seen = f" ({got:.0f} ms)" if got is not None and key != "goodput_share" else ""
+    return (f"nothing in the space meets the SLO; the closest, {best.id} ({d.gpu.id} TP "
+            f"{d.engine.tensor_parallel_size}, kv {d.engine.kv_cache_dtype}), misses {key} "
+            f"{miss}{seen}: {_lever_for(key)}")
+
+
+def _lever_for(key: str) -> str:
+    if "ttft" in key:
+        return ("more prefill compute per replica is needed: a larger --tensor-parallel-size "
+                "or a faster GPU than the space holds, or a looser TTFT bound")
+    if "tpot" in key or "itl" in key:
+        return ("more memory bandwidth per replica is needed: a larger --tensor-parallel-size, "
+                "--quantization fp8 or a GPU with faster HBM than the space holds")
+    return ("faster replicas are needed: a larger --tensor-parallel-size or a faster GPU than "
+            "the space holds, or a looser SLO")
+
+
+def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo) -> tuple[str, str]:
+    """The winner's exact `vllm serve` line and a `vllm bench serve` line to confirm it."""
+    serve = shlex.join(vllm_serve_argv(w.deployment))
+    good = dict(slo.goodput_ms) or {b.metric: b.limit_ms for b in slo.bounds
+                                    if b.metric in GOODPUT_METRICS}
+    unit = traffic.unit
+    rate = traffic.rate_rps if traffic.rate_rps is not None else (
+        w.capacity.rate_rps if w.capacity else 1.0)
+    argv = ["vllm", "bench", "serve", "--model", w.deployment.model.name,
+            "--dataset-name", "random",
+            "--random-input-len", str(int(np.median(unit.prompt_tokens))),
+            "--random-output-len", str(int(np.median(unit.output_tokens))),
+            "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:.3g}",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
+    if good:
+        argv += ["--goodput", *(f"{k}:{v:g}" for k, v in good.items())]
+    return serve, shlex.join(argv)

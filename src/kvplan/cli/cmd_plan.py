@@ -1,0 +1,135 @@
+"""The plan command: search GPU type, parallelism, precision, limits and replicas for the
+cheapest configuration that meets an SLO; the analysis is kvplan.plan(), this only renders."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kvplan.cli.app import app
+from kvplan.cli.common import console, print_json
+from kvplan.errors import InputError
+
+Str = str | None
+
+
+def _o(*names: str, help_: str = "") -> Any:
+    return typer.Option(*names, help=help_)
+
+
+@app.command("plan")
+def plan_cmd(
+    model: Annotated[str, typer.Argument(help="Catalog id or config.json path.")],
+    gpu: Annotated[Str, _o("--gpu", help_="Comma list (default: every GPU with a price).")] = None,
+    tp: Annotated[Str, _o("--tensor-parallel-size", "-tp", help_="e.g. 1,2,4,8")] = None,
+    pp: Annotated[str, _o("--pipeline-parallel-size", "-pp")] = "1",
+    kv_cache_dtype: Annotated[str, _o("--kv-cache-dtype", help_="e.g. auto,fp8")] = "auto",
+    quantization: Annotated[str, _o("--quantization", "-q", help_="none,fp8,...")] = "none",
+    max_num_seqs: Annotated[str, _o("--max-num-seqs", help_="e.g. 128,256,default")] = "default",
+    max_num_batched_tokens: Annotated[str, _o("--max-num-batched-tokens")] = "default",
+    block_size: Annotated[str, _o("--block-size")] = "16",
+    prefix_caching: Annotated[str, _o("--enable-prefix-caching", help_="on,off")] = "on",
+    gpu_memory_utilization: Annotated[float, _o("--gpu-memory-utilization")] = 0.9,
+    max_model_len: Annotated[int | None, _o("--max-model-len")] = None,
+    replicas: Annotated[str, _o("--replicas", help_="auto or N")] = "auto",
+    router: Annotated[str, _o("--router", help_="round-robin, least-outstanding, "
+                                                "prefix-affinity")] = "round-robin",
+    max_gpus: Annotated[int | None, _o("--max-gpus")] = None,
+    max_cost_per_hour: Annotated[float | None, _o("--max-cost-per-hour")] = None,
+    dataset: Annotated[Str, _o("--dataset", help_="random or a bundled trace")] = None,
+    trace: Annotated[Path | None, _o("--trace", help_="CSV trace file.")] = None,
+    trace_columns: Annotated[Str, _o("--trace-columns")] = None,
+    num_prompts: Annotated[int | None, _o("--num-prompts", help_="default: first 2000")] = None,
+    random_input_len: Annotated[int, _o("--random-input-len")] = 1024,
+    random_output_len: Annotated[int, _o("--random-output-len")] = 128,
+    random_range_ratio: Annotated[float, _o("--random-range-ratio")] = 0.0,
+    request_rate: Annotated[float | None, _o("--request-rate", help_="fleet req/s")] = None,
+    burstiness: Annotated[float, _o("--burstiness")] = 1.0,
+    time_scale: Annotated[float, _o("--time-scale")] = 1.0,
+    seed: Annotated[int, _o("--seed")] = 0,
+    slo: Annotated[list[str] | None, _o("--slo", help_="ttft:p99:2000 tpot:p90:50 ...")] = None,
+    goodput: Annotated[list[str] | None, _o("--goodput", help_="ttft:MS tpot:MS e2el:MS")] = None,
+    goodput_target: Annotated[float, _o("--goodput-target")] = 0.99,
+    warmup: Annotated[float, _o("--warmup-fraction", help_="requests not judged")] = 0.1,
+    provider: Annotated[Str, _o("--provider", help_="see 'kvplan prices'")] = None,
+    price: Annotated[list[str] | None, _o("--price", help_="GPU=USD per GPU-hour")] = None,
+    prices: Annotated[Path | None, _o("--prices", help_="price CSV (see docs)")] = None,
+    search: Annotated[str, _o("--search", help_="funnel or exhaustive")] = "funnel",
+    executor: Annotated[str, _o("--executor", help_="local or ray")] = "local",
+    ray_address: Annotated[Str, _o("--ray-address")] = None,
+    workers: Annotated[int | None, _o("--workers", help_="local worker processes")] = None,
+    sample_requests: Annotated[int, _o("--sample-requests")] = 500,
+    profile: Annotated[Str, _o("--profile", help_="profile JSON from 'kvplan calibrate'")] = None,
+    plot: Annotated[Path | None, _o("--plot", help_="Pareto chart .png/.svg/.html")] = None,
+    as_json: Annotated[bool, _o("--json", help_="one JSON object")] = False,
+) -> None:
+    """Cheapest configuration that meets the SLO: funnel search, verified fleet, why, levers."""
+    args = dict(locals())
+    _output(run_plan(args, show_progress=not as_json and sys.stdout.isatty()), plot, as_json)
+
+
+def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
+    """Build the inputs from the flags and call kvplan.plan (a progress bar on a terminal)."""
+    from kvplan.analysis.planner import plan
+    from kvplan.cli.plan_args import plan_kwargs, slo_from, workload_from
+
+    if args["plot"] is not None:
+        from kvplan.report.charts import check_chart_path
+
+        check_chart_path(args["plot"])
+    slo = slo_from(args)
+    work = workload_from(args)
+    kwargs = plan_kwargs(args)
+    with _Progress(show_progress) as tick:
+        return plan(args["model"], work, slo, progress=tick, **kwargs)
+
+
+def _output(result: Any, plot: Path | None, as_json: bool) -> None:
+    from kvplan.report.plan_json import plan_json
+    from kvplan.report.plan_text import render_plan
+
+    if result.winner is None:
+        raise InputError(result.infeasible_why)
+    if plot is not None:
+        from kvplan.report.plan_chart import pareto_chart
+        from kvplan.report.sim_charts import save_chart
+
+        save_chart(pareto_chart(result), plot)
+    if as_json:
+        print_json(plan_json(result))
+        return
+    render_plan(result, console)
+    if plot is not None:
+        console.print(f"wrote {plot}")
+
+
+class _Progress:
+    """A rich progress bar: candidates screened, then simulated rounds (terminal only)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> Callable[[str, int, int], None] | None:
+        if not self.enabled:
+            return None
+        from rich.progress import Progress
+
+        self.bar = Progress(console=console, transient=True)
+        self.bar.start()
+        return self.tick
+
+    def tick(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            label = {"screen": "screened", "simulate": "simulated"}.get(stage, stage)
+            self.tasks[stage] = self.bar.add_task(f"candidates {label}", total=total)
+        self.bar.update(self.tasks[stage], completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

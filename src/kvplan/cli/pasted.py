@@ -1,0 +1,113 @@
+"""A pasted ``vllm serve MODEL --flag value ...`` line -> engine settings and ignored flags,
+read with the same flag table (``cli/flags.py``) as kvplan's own options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.cli.flags import BY_NAME, parse_flag
+
+IGNORED_EFFECTS: dict[str, str] = {
+    "--data-parallel-size": "each data-parallel replica is a full engine; kvplan sizes one "
+    "replica (multiply throughput by the replicas yourself)",
+    "-dp": "each data-parallel replica is a full engine; kvplan sizes one replica",
+    "--enable-expert-parallel": "MoE experts are split across GPUs instead of tensor-parallel "
+    "sharded; per-GPU weights and step time differ from kvplan's TP estimate",
+    "--cpu-offload-gb": "weights offloaded to CPU free GPU memory for KV cache and slow every "
+    "step; kvplan keeps all weights on the GPU",
+    "--speculative-config": "a draft model or MTP head takes memory and each step verifies "
+    "several tokens; kvplan models plain decoding",
+    "--num-speculative-tokens": "speculative decoding changes memory and step time; kvplan "
+    "models plain decoding",
+    "--enforce-eager": "without CUDA graphs vLLM captures no graph memory and decode steps are "
+    "slower; kvplan assumes CUDA graphs",
+    "--compilation-config": "changes CUDA-graph capture sizes and their memory; kvplan uses "
+    "vLLM's defaults",
+    "-O": "changes compilation and CUDA-graph capture; kvplan uses vLLM's defaults",
+    "--cuda-graph-sizes": "changes CUDA-graph memory; kvplan uses vLLM's default sizes",
+    "--decode-context-parallel-size": "splits the KV cache across GPUs; kvplan does not",
+    "-dcp": "splits the KV cache across GPUs; kvplan does not",
+    "--enable-lora": "LoRA adapters take memory and slow steps; kvplan models none",
+    "--max-loras": "LoRA adapters take memory; kvplan models none",
+    "--max-lora-rank": "LoRA adapters take memory; kvplan models none",
+    "--disable-sliding-window": "vLLM then caches every layer in full; kvplan keeps the windows",
+    "--hf-overrides": "overrides change the model's config; edit a config.json and pass its path",
+    "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
+    "--limit-mm-per-prompt": "multimodal encoder cache memory is not modelled",
+    "--async-scheduling": "overlaps scheduling with the step, changing latency; kvplan "
+    "schedules synchronously",
+    "--swap-space": "CPU swap is not modelled",
+}
+"""Flags of a pasted ``vllm serve`` line that change memory or latency and that kvplan ignores:
+each gets one ``warning:`` line saying what it changes (other ignored flags, such as --port,
+are listed in one note)."""
+
+NO_VALUE_FLAGS = frozenset({
+    "--enforce-eager", "--enable-expert-parallel", "--trust-remote-code", "--enable-lora",
+    "--async-scheduling", "--disable-sliding-window", "--disable-log-requests",
+    "--disable-log-stats", "--enable-auto-tool-choice", "--enable-log-requests",
+    "--disable-custom-all-reduce", "--disable-cascade-attn", "--calculate-kv-scales",
+    "--enable-sleep-mode", "--skip-tokenizer-init", "--disable-frontend-multiprocessing",
+})
+"""vLLM switches that take no value, so the word after them is not theirs (it may be MODEL)."""
+
+_PREFIX = ("vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server")
+
+
+def _split_flag(token: str) -> tuple[str, str | None]:
+    flag, eq, value = token.partition("=")
+    return flag.replace("_", "-") if flag.startswith("--") else flag, (value if eq else None)
+
+
+def _bool_flag(flag: str) -> tuple[str, bool] | None:
+    """``--enable-x`` -> (field, True); ``--no-enable-x`` -> (field, False); else None."""
+    negated = flag.startswith("--no-")
+    known = BY_NAME.get("--" + flag[5:] if negated else flag)
+    if known is None or not known.is_bool:
+        return None
+    return known.field, not negated
+
+
+def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """A pasted ``vllm serve MODEL --flag value ...`` -> (settings by field, ignored flags)."""
+    tokens = list(argv)
+    while tokens and tokens[0] in _PREFIX:
+        tokens.pop(0)
+    found: dict[str, Any] = {}
+    ignored: list[str] = []
+    i = 0
+    while i < len(tokens):
+        flag, value = _split_flag(tokens[i])
+        i += 1
+        if not flag.startswith("-"):
+            found.setdefault("model", flag)
+            continue
+        boolean = _bool_flag(flag)
+        if boolean is not None and value is None:
+            found[boolean[0]] = boolean[1]
+            continue
+        takes_value = flag not in NO_VALUE_FLAGS
+        if takes_value and value is None and i < len(tokens) and not tokens[i].startswith("-"):
+            value, i = tokens[i], i + 1
+        _take(flag, value, found, ignored)
+    return found, ignored
+
+
+def warn_ignored(ignored: list[str]) -> list[str]:
+    """One warning line per ignored flag that changes memory or latency (printed on stderr)."""
+    return [f"warning: {f} ignored: {IGNORED_EFFECTS[f]}" for f in ignored if f in IGNORED_EFFECTS]
+
+
+def _take(flag: str, value: str | None, found: dict[str, Any], ignored: list[str]) -> None:
+    from kvplan.errors import InputError
+
+    if flag == "--model" and value is not None:
+        found["model"] = value
+        return
+    known = BY_NAME.get(flag)
+    if known is None:
+        ignored.append(flag)
+        return
+    if value is None:
+        raise InputError(f"{flag} needs a value")
+    found[known.field] = parse_flag(known.field, value)

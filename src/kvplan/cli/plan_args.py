@@ -1,0 +1,99 @@
+"""The plan command's flag text -> kvplan.plan() arguments (comma lists, SLOs, workload)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kvplan.errors import InputError
+
+T = TypeVar("T")
+
+
+def comma_list(flag: str, text: str, parse: Callable[[str], T]) -> tuple[T, ...]:
+    """``"1,2,4"`` -> (1, 2, 4); an empty item or list is an error naming the flag."""
+    items = [x.strip() for x in text.split(",")]
+    if not text.strip() or any(not x for x in items):
+        raise InputError(f"{flag} {text!r}: give a comma list with no empty items, e.g. 1,2,4")
+    out = []
+    for x in items:
+        try:
+            out.append(parse(x))
+        except (ValueError, KeyError):
+            raise InputError(f"{flag}: {x!r} is not a valid value") from None
+    return tuple(out)
+
+
+def _int_or_default(x: str) -> int | None:
+    return None if x.lower() == "default" else int(x)
+
+
+def _on_off(x: str) -> bool:
+    return {"on": True, "true": True, "off": False, "false": False}[x.lower()]
+
+
+def space_options(a: dict[str, Any]) -> dict[str, Any]:
+    """Search-space lists from the flags (None where the default space applies)."""
+    return {
+        "gpus": None if a["gpu"] is None else comma_list("--gpu", a["gpu"], str),
+        "tensor_parallel_sizes": None if a["tp"] is None else comma_list(
+            "--tensor-parallel-size", a["tp"], int),
+        "pipeline_parallel_sizes": comma_list("--pipeline-parallel-size", a["pp"], int),
+        "kv_cache_dtypes": comma_list("--kv-cache-dtype", a["kv_cache_dtype"], str),
+        "quantizations": comma_list("--quantization", a["quantization"],
+                                    lambda x: None if x.lower() == "none" else x),
+        "max_num_seqs": comma_list("--max-num-seqs", a["max_num_seqs"], _int_or_default),
+        "max_num_batched_tokens": comma_list("--max-num-batched-tokens",
+                                             a["max_num_batched_tokens"], _int_or_default),
+        "block_sizes": comma_list("--block-size", a["block_size"], int),
+        "prefix_caching": comma_list("--enable-prefix-caching", a["prefix_caching"], _on_off),
+    }
+
+
+def replicas_option(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"--replicas {text!r}: use auto or a whole number") from None
+
+
+def price_overrides(items: list[str] | None) -> tuple[str, ...]:
+    out: list[str] = []
+    for item in items or []:
+        out += [x.strip() for x in item.split(",") if x.strip()]
+    return tuple(out)
+
+
+def slo_from(a: dict[str, Any]) -> Any:
+    from kvplan.specs.slo import Slo, WarmupRule, parse_goodput_slo, parse_slo
+
+    if not 0.0 <= a["warmup"] < 1.0:
+        raise InputError(f"--warmup-fraction must be in [0, 1), got {a['warmup']}")
+    return Slo(bounds=parse_slo(a["slo"] or []), goodput_ms=parse_goodput_slo(a["goodput"] or []),
+               goodput_target=a["goodput_target"], warmup=WarmupRule(fraction=a["warmup"]))
+
+
+def workload_from(a: dict[str, Any]) -> Any:
+    from kvplan.specs.workload import WorkloadArgs
+
+    return WorkloadArgs(
+        dataset=a["dataset"], trace=a["trace"], trace_columns=a["trace_columns"],
+        num_prompts=a["num_prompts"], random_input_len=a["random_input_len"],
+        random_output_len=a["random_output_len"], random_range_ratio=a["random_range_ratio"],
+        request_rate=a["request_rate"], burstiness=a["burstiness"], time_scale=a["time_scale"],
+        seed=a["seed"])
+
+
+def plan_kwargs(a: dict[str, Any]) -> dict[str, Any]:
+    """Everything kvplan.plan() takes besides model, workload and SLO."""
+    return {
+        **space_options(a), "gpu_memory_utilization": a["gpu_memory_utilization"],
+        "max_model_len": a["max_model_len"], "replicas": replicas_option(a["replicas"]),
+        "router": a["router"], "provider": a["provider"], "prices_file": a["prices"],
+        "price_overrides": price_overrides(a["price"]), "max_gpus": a["max_gpus"],
+        "max_cost_per_hour": a["max_cost_per_hour"], "search": a["search"],
+        "executor": a["executor"], "workers": a["workers"], "ray_address": a["ray_address"],
+        "seed": a["seed"], "sample_requests": a["sample_requests"], "profile": a["profile"],
+    }

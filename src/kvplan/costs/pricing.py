@@ -1,0 +1,45 @@
+"""Fleet cost from instance shapes: replicas packed onto rentable instances, $/hour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.specs.prices import PriceRow
+from kvplan.units import cdiv
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetCost:
+    """What renting a fleet costs on the cheapest instance shape that holds its replicas."""
+
+    row: PriceRow
+    instances: int
+    gpus_rented: int
+    idle_gpus: int
+    usd_per_hour: float
+
+
+def shape_cost(row: PriceRow, replicas: int, gpus_per_replica: int) -> FleetCost | None:
+    """``replicas`` replicas of ``gpus_per_replica`` GPUs on ``row``'s shape (None: no fit).
+
+    A replica's GPUs sit in one node; an instance of g >= G GPUs holds floor(g / G)
+    replicas; smaller instances (g < G, e.g. per-GPU rental) are combined, cdiv(G, g) each::
+
+        instances = cdiv(replicas, g // G)      if g >= G
+                  = replicas * cdiv(G, g)       otherwise
+    """
+    g, need = row.gpus_per_instance, gpus_per_replica
+    if need > max(row.gpus_per_node, g):
+        return None
+    instances = cdiv(replicas, g // need) if g >= need else replicas * cdiv(need, g)
+    rented = instances * g
+    return FleetCost(row=row, instances=instances, gpus_rented=rented,
+                     idle_gpus=rented - replicas * need,
+                     usd_per_hour=instances * row.usd_per_instance_hour)
+
+
+def fleet_cost(rows: tuple[PriceRow, ...], replicas: int, gpus_per_replica: int
+               ) -> FleetCost | None:
+    """The cheapest shape among ``rows`` for this fleet (ties: table order); None if none fits."""
+    costs = [c for r in rows if (c := shape_cost(r, replicas, gpus_per_replica)) is not None]
+    return min(costs, key=lambda c: c.usd_per_hour) if costs else None

@@ -1,0 +1,65 @@
+"""Engine flags resolved for one model and GPU: vLLM 0.11's defaults filled, bad values refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.costs import vllm_defaults as vd
+from kvplan.errors import InputError
+from kvplan.specs.engine_bounds import check_kv_cache_memory
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.kv import check_tensor_parallel
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """EngineConfig with every vLLM default filled in for this model and GPU."""
+
+    tp: int
+    pp: int
+    block_size: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_cache_dtype: str
+    dtype: str
+    quantization: str | None
+    kv_cache_memory_bytes: int | None
+    mamba_cache_dtype: str = "auto"
+    """vLLM --mamba-cache-dtype: conv (and Gated DeltaNet) state; 'auto' = model dtype."""
+    mamba_ssm_cache_dtype: str = "auto"
+    """vLLM --mamba-ssm-cache-dtype: Mamba2 SSM state; 'auto' = the conv state's dtype."""
+
+
+def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
+    """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    check_tensor_parallel(model, tp)
+    check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
+    if pp > model.num_layers:
+        raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
+    max_len = engine.max_model_len or model.max_position_embeddings
+    if max_len > model.max_position_embeddings:
+        raise InputError(
+            f"--max-model-len {max_len} exceeds the model's "
+            f"max_position_embeddings {model.max_position_embeddings}"
+        )
+    tokens, seqs = vd.default_batch_limits(hw)
+    return Settings(
+        tp=tp,
+        pp=pp,
+        block_size=engine.block_size,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
+        max_model_len=max_len,
+        max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
+        max_num_seqs=engine.max_num_seqs or seqs,
+        kv_cache_dtype=engine.kv_cache_dtype,
+        dtype=engine.dtype,
+        quantization=engine.quantization,
+        kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
+        mamba_cache_dtype=engine.mamba_cache_dtype,
+        mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
+    )

@@ -1,0 +1,119 @@
+"""Sane bounds where vLLM has none: each limit is far beyond any real deployment, so a value
+past it is a typo or a fuzzer, and is refused at once with the allowed range (never priced).
+
+The numbers and why (README "Limits"):
+
+=========================  ===========================  =====================================
+quantity                   allowed                      why
+=========================  ===========================  =====================================
+tokens (prompt+output)     1 .. 10^8                    longest model contexts are ~10^7
+static batch (--batch)     1 .. 2^20 (1,048,576)        vLLM's max_num_seqs is ~10^3
+prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token budget;
+                           a sweep, 10^3 per calibrate  ~35 us each, a fit prices each
+                           point                        point hundreds of times
+requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
+layers                     1 .. 1,024                   the largest models have ~130
+config integers            1 .. 2^31 - 1                int32 tensor shapes (torch, vLLM)
+TP/PP degree               1 .. 4,096                   the largest NVLink/IB domains
+KV cache memory            1 B .. 1 PiB                 a GPU has < 1 TiB
+GPU memory                 1 GB .. 10,000 GB            (memory_gb in a GPU file)
+GPU bandwidth              0.01 .. 1,000 TB/s           (mem_bw_tbps)
+GPU dense compute          0.1 .. 100,000 TFLOP/s       (*_tflops_dense)
+interconnect               0 .. 100,000 GB/s            (interconnect_gbps)
+profile efficiencies       0.01 .. 1                    compute/bandwidth/comm efficiency
+profile overheads          0 .. 10 s                    per step / per prefill / all-reduce
+request rate               10^-6 .. 10^9 req/s or inf   float timestamps keep ~1 us detail
+measured times             10^-6 .. 10^5 s              calibrate inputs
+=========================  ===========================  =====================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvplan.errors import InputError
+
+MAX_TOKENS = 100_000_000
+MAX_BATCH = 2**20
+MAX_PRICED_STEPS = 100_000
+MAX_SWEEP_STEPS = 200_000
+MAX_CALIBRATION_STEPS = 1_000
+MAX_PROMPTS = 1_000_000
+MAX_LAYERS = 1024
+MAX_CONFIG_INT = 2**31 - 1
+MAX_PARALLEL = 4096
+MAX_KV_CACHE_BYTES = 2**50
+MIN_REQUEST_RATE = 1e-6
+MAX_REQUEST_RATE = 1e9
+MAX_SWEEP_VALUES = 64
+
+GPU_RANGES: dict[str, tuple[float, float]] = {
+    "memory_gb": (1.0, 10_000.0),
+    "mem_bw_tbps": (0.01, 1_000.0),
+    "fp16_tflops_dense": (0.1, 100_000.0),
+    "bf16_tflops_dense": (0.1, 100_000.0),
+    "fp8_tflops_dense": (0.1, 100_000.0),
+    "int8_tops_dense": (0.1, 100_000.0),
+    "fp4_tflops_dense": (0.1, 100_000.0),
+    "interconnect_gbps": (0.0, 100_000.0),
+}
+"""GPU-file fields: (lowest, highest) accepted, in the file's own units."""
+
+PROFILE_RANGES: dict[str, tuple[float, float]] = {
+    "compute_eff": (0.01, 1.0),
+    "bandwidth_eff": (0.01, 1.0),
+    "comm_eff": (0.01, 1.0),
+    "step_overhead_s": (0.0, 10.0),
+    "prefill_overhead_s": (0.0, 10.0),
+    "allreduce_latency_s": (0.0, 10.0),
+    "layer_overhead_s": (0.0, 1.0),
+    "moe_layer_overhead_s": (0.0, 1.0),
+    "request_overhead_s": (0.0, 1.0),
+}
+"""Latency-profile factors: (lowest, highest) accepted."""
+
+MEASURED_S = (1e-6, 1e5)
+"""Measured latencies (seconds) calibrate accepts: 1 us .. ~28 hours."""
+MEASURED_TOK_S = (1e-3, 1e9)
+"""Measured throughput (tokens/s) calibrate accepts."""
+
+
+def real_number(value: Any) -> float | None:
+    """``value`` as a finite float, or None for bools, non-numbers, NaN and infinities."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def check_number(name: str, value: Any, low: float, high: float, *, where: str = "") -> float:
+    """A finite number in [low, high]; InputError names the field and the range otherwise."""
+    number = real_number(value)
+    if number is None or not low <= number <= high:
+        prefix = f"{where}: " if where else ""
+        raise InputError(
+            f"{prefix}{name} must be a number in [{low:g}, {high:g}], got {_show(value)}"
+        )
+    return number
+
+
+def check_int(name: str, value: Any, low: int, high: int, *, where: str = "") -> int:
+    """A whole number in [low, high] (no bools); InputError names the field and the range."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    if not ok:
+        prefix = f"{where}: " if where else ""
+        raise InputError(f"{prefix}{name} must be a whole number in [{low:,}, {high:,}], "
+                         f"got {_show(value)}")
+    return int(value)
+
+
+def _show(value: Any) -> str:
+    """A value for an error message, shortened (a 5,000-digit integer stays one short line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

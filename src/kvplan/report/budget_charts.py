@@ -1,0 +1,82 @@
+"""Charts of the memory budget (stacked bar), the levers (bars) and a latency sweep (lines)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kvplan.units import GiB
+
+if TYPE_CHECKING:
+    from kvplan.analysis.footprint import LeverRow
+    from kvplan.costs.latency import SweepRow
+    from kvplan.costs.memory import MemoryPlan
+
+_PARTS = ("weights", "peak activation", "non-torch", "KV cache", "unrequested")
+
+
+def budget_chart(plan: MemoryPlan) -> Any:
+    """One stacked bar per GPU: weights, activations, non-torch and KV in the requested share."""
+    import altair as alt
+
+    b = plan.budget
+    values = (b.weights_bytes, b.activation_bytes, b.non_torch_bytes, b.available_kv_bytes,
+              max(b.cuda_total_bytes - b.requested_bytes, 0))
+    rows = [{"part": p, "order": i, "GiB": v / GiB, "gpu": f"{plan.gpu} (one GPU)"}
+            for i, (p, v) in enumerate(zip(_PARTS, values, strict=True))]
+    colors = alt.Scale(domain=list(_PARTS),
+                       range=["#4c78a8", "#f58518", "#b279a2", "#54a24b", "#dddddd"])
+    title = (f"{plan.model} on {plan.gpu}: {plan.num_blocks:,} blocks, "
+             f"{plan.kv_cache_tokens:,} tokens, {plan.max_concurrency:.2f}x concurrency")
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(  # type: ignore[no-untyped-call]
+        x=alt.X("sum(GiB):Q", title="GiB (CUDA total)", stack="zero"),
+        y=alt.Y("gpu:N", title=None),
+        color=alt.Color("part:N", scale=colors, sort=list(_PARTS),
+                        legend=alt.Legend(title="budget", orient="bottom")),
+        order=alt.Order("order:Q"),
+        tooltip=["part:N", alt.Tooltip("GiB:Q", format=".2f")],
+    ).properties(title=title, width=640, height=80)
+
+
+def levers_chart(rows: Sequence[LeverRow], model_name: str) -> Any:
+    """KV bytes per GPU for the batch under each lever, with the factor against MHA."""
+    import altair as alt
+
+    data = [{"lever": r.lever, "GiB": r.total_bytes_per_gpu / GiB,
+             "factor": f"{r.factor_vs_baseline:.3g}x"} for r in rows]
+    base = alt.Chart(alt.Data(values=data)).encode(  # type: ignore[no-untyped-call]
+        y=alt.Y("lever:N", sort=None, title=None),
+        x=alt.X("GiB:Q", title="KV cache per GPU for the batch (GiB)"),
+    )
+    bars = base.mark_bar(color="#4c78a8").encode(tooltip=["lever:N", "GiB:Q", "factor:N"])
+    labels = base.mark_text(align="left", dx=4).encode(text="factor:N")
+    return (bars + labels).properties(title=f"{model_name}: levers multiply", width=520)
+
+
+def sweep_chart(lever: str, rows: Sequence[SweepRow]) -> Any:
+    """TPOT and output throughput per lever value; where decode turns compute-bound and where
+    the KV cache stops fitting are marked."""
+    import altair as alt
+
+    data = [{"value": r.value, "order": i, "TPOT (ms)": (r.result.tpot_s or 0.0) * 1e3,
+             "TTFT (ms)": r.result.ttft_s * 1e3,
+             "throughput (tok/s)": r.result.output_throughput_tok_s,
+             "decode bound": r.result.decode_bound or "-",
+             "KV fits": "yes" if r.fits else "no"} for i, r in enumerate(rows)]
+    base = alt.Chart(alt.Data(values=data)).encode(  # type: ignore[no-untyped-call]
+        x=alt.X("value:O", sort=None, title=lever))
+    shape = alt.Shape("decode bound:N", legend=alt.Legend(orient="bottom"))
+    fill = alt.Color("KV fits:N", scale=alt.Scale(domain=["yes", "no"],
+                                                  range=["#54a24b", "#e45756"]),
+                     legend=alt.Legend(orient="bottom"))
+    tip = ["value:O", "TTFT (ms):Q", "TPOT (ms):Q", "throughput (tok/s):Q", "decode bound:N",
+           "KV fits:N"]
+
+    def panel(field: str) -> Any:
+        line = base.mark_line(color="#999999").encode(y=alt.Y(f"{field}:Q"))
+        pts = base.mark_point(size=70, filled=True).encode(
+            y=f"{field}:Q", shape=shape, color=fill, tooltip=tip)
+        return (line + pts).properties(width=300, height=240)
+
+    return alt.hconcat(panel("TPOT (ms)"), panel("throughput (tok/s)")).properties(
+        title=f"sweep of {lever}: point shape = decode bound, colour = KV cache fits")

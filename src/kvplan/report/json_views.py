@@ -1,0 +1,187 @@
+"""The JSON answer of every command, built once: the CLI prints it, the web API serves it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvplan.analysis.footprint import LeverRow
+    from kvplan.analysis.kv_view import KvReport
+    from kvplan.analysis.metrics import Metrics
+    from kvplan.costs.latency import LatencyResult, SweepRow
+    from kvplan.costs.memory import MemoryPlan
+    from kvplan.costs.roofline import Profile, StepCost
+    from kvplan.sim.result import SimulationResult
+
+
+def models_json() -> dict[str, Any]:
+    """`kvplan models --json`: the bundled catalog."""
+    from kvplan.analysis.catalog_view import catalog_rows
+
+    return {"models": [r._asdict() for r in catalog_rows()]}
+
+
+def kv_json(report: KvReport) -> dict[str, Any]:
+    """`kvplan kv --json`: bytes per token and groups, plus the formula lines the text shows."""
+    from kvplan.report.explain import kv_summary_lines
+
+    return {**report.to_json(), "formula": kv_summary_lines(report.whole),
+            "formula_per_gpu": kv_summary_lines(report.per_gpu)}
+
+
+def gpus_json() -> dict[str, Any]:
+    """`kvplan gpus --json`: the bundled hardware catalog."""
+    from kvplan.costs.vllm_defaults import cuda_total_bytes
+    from kvplan.specs.hardware import gpu_catalog
+
+    return {
+        "gpus": [
+            {
+                "id": g.id,
+                "memory_bytes": g.memory_bytes,
+                "cuda_total_bytes": cuda_total_bytes(g),
+                "mem_bw_bytes_per_s": g.mem_bw_bytes_per_s,
+                "peak_flops": g.peak_flops,
+                "interconnect": g.interconnect,
+                "source": g.source,
+            }
+            for g in gpu_catalog().values()
+        ]
+    }
+
+
+def levers_json(model: str, batch: int, context: int, rows: Sequence[LeverRow]) -> dict[str, Any]:
+    """`kvplan levers --json`: each lever's footprint and its factor against the baseline."""
+    return {
+        "model": model,
+        "batch": batch,
+        "context_tokens": context,
+        "levers": [asdict(r) for r in rows],
+    }
+
+
+def vllm_version() -> str:
+    """The vLLM release whose arithmetic kvplan follows."""
+    from kvplan.costs.vllm_defaults import VLLM_VERSION
+
+    return VLLM_VERSION
+
+
+def plan_json(plan: MemoryPlan) -> dict[str, Any]:
+    """`kvplan capacity --json` (less ``ignored_vllm_flags``): one flat object, integer bytes."""
+    b, s = plan.budget, plan.settings
+    return {
+        "model": plan.model,
+        "gpu": plan.gpu,
+        "vllm_version": vllm_version(),
+        "requested_bytes": b.requested_bytes,
+        "weights_bytes": b.weights_bytes,
+        "activation_bytes": b.activation_bytes,
+        "non_torch_bytes": b.non_torch_bytes,
+        "cudagraph_bytes": b.cudagraph_bytes,
+        "available_kv_bytes": b.available_kv_bytes,
+        "kv_cache_memory_given": b.kv_cache_memory_given,
+        "num_blocks": plan.num_blocks,
+        "kv_cache_tokens": plan.kv_cache_tokens,
+        "max_concurrency": plan.max_concurrency,
+        "max_model_len": s.max_model_len,
+        "block_size": plan.block_size,
+        "page_size_bytes": plan.page_size_bytes,
+        "layers_per_group": plan.layers_per_group,
+        "num_padding_layers": plan.num_padding_layers,
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "max_num_seqs": s.max_num_seqs,
+        "tensor_parallel_size": s.tp,
+        "pipeline_parallel_size": s.pp,
+        "groups": [
+            {
+                "kind": g.spec.kind,
+                "label": g.spec.label,
+                "layers": list(g.layer_ids),
+                "page_size_bytes": g.page_size_bytes,
+                "pages_per_request": g.pages_per_request(s),
+            }
+            for g in plan.groups
+        ],
+    }
+
+
+def cost_json(cost: StepCost) -> dict[str, Any]:
+    """A phase's breakdown: flops, bytes and seconds by component, bound, intensity, ridge."""
+    return {
+        "steps": cost.steps, "tokens": cost.tokens,
+        "flops": {**asdict(cost.flops), "total": cost.flops.total},
+        "bytes": {**asdict(cost.bytes), "total": cost.bytes.total},
+        "seconds": {**asdict(cost.seconds), "total_s": cost.seconds.total_s},
+        "bound": cost.bound, "arithmetic_intensity_flop_per_byte": cost.arithmetic_intensity,
+        "ridge_point_flop_per_byte": cost.ridge_point,
+    }
+
+
+def latency_json(r: LatencyResult) -> dict[str, Any]:
+    """The JSON view of one latency result."""
+    return {
+        "batch": r.shape.batch, "prompt_tokens": r.shape.prompt_tokens,
+        "output_tokens": r.shape.output_tokens,
+        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
+        "output_throughput_tok_s": r.output_throughput_tok_s,
+        "prefill_bound": r.prefill_bound, "decode_bound": r.decode_bound,
+        "phases": {"prefill": cost_json(r.prefill),
+                   "decode": None if r.decode is None else cost_json(r.decode)},
+    }
+
+
+def latency_answer_json(r: LatencyResult, profile: Profile) -> dict[str, Any]:
+    """`kvplan latency --json`: the result and the profile it used."""
+    return {**latency_json(r), "profile": asdict(profile)}
+
+
+def sweep_json(lever: str, rows: list[SweepRow]) -> dict[str, Any]:
+    """`kvplan latency --sweep --json`: rows, where decode turns compute-bound, where KV stops."""
+    return {
+        "lever": lever,
+        "decode_compute_bound_from": sweep_turn(rows),
+        "kv_no_longer_fits_at": sweep_no_fit(rows),
+        "rows": [sweep_row_json(r) for r in rows],
+    }
+
+
+def sweep_row_json(r: SweepRow) -> dict[str, Any]:
+    """One sweep row; a row whose weights do not fit has its reason instead of latencies."""
+    head = {"value": r.value, "fits": r.fits, "weights_fit": r.weights_fit,
+            "max_batch": r.max_batch}
+    if not r.weights_fit:
+        return {**head, "does_not_fit": r.does_not_fit}
+    return {**head, **latency_json(r.result)}
+
+
+def sweep_turn(rows: list[SweepRow]) -> str | None:
+    """The first lever value whose decode is compute-bound."""
+    return next((r.value for r in rows if r.weights_fit and r.result.decode_bound == "compute"),
+                None)
+
+
+def sweep_no_fit(rows: list[SweepRow]) -> str | None:
+    """The first lever value whose batch's KV cache does not fit."""
+    return next((r.value for r in rows if r.weights_fit and not r.fits), None)
+
+
+def simulate_json(header: dict[str, Any], m: Metrics, r: SimulationResult) -> dict[str, Any]:
+    """`kvplan simulate --json`: the run's settings, vLLM's aggregate keys, kvplan's extras."""
+    from kvplan.analysis.metrics import kvplan_extras, vllm_result
+
+    rejected = [{"index": i, "reason": why} for i, why in sorted(r.rejected.items())]
+    return {**header, **vllm_result(m), **kvplan_extras(m), "rejected": rejected,
+            **simulate_verdicts(r)}
+
+
+def simulate_verdicts(r: SimulationResult) -> dict[str, Any]:
+    """Rejections grouped by reason, and whether the server kept up with the arrivals."""
+    from kvplan.analysis.overload import overload
+    from kvplan.analysis.rejections import group_rejections
+
+    load = overload(r)
+    return {"rejected_by_reason": [g.to_json() for g in group_rejections(r.rejected)],
+            "overload": None if load is None else load.to_json()}

@@ -1,0 +1,153 @@
+"""A Plan as one strict JSON object (schema ``kvplan.plan/v1``; keys in docs/planner.md)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvplan.analysis.plan_types import Binding, Candidate, CapacityInfo, FleetInfo, Lever, Plan
+from kvplan.costs.pricing import FleetCost
+from kvplan.specs.prices import PriceRow
+
+SCHEMA = "kvplan.plan/v1"
+
+
+def plan_json(p: Plan) -> dict[str, Any]:
+    """Everything the plan decided, with units in the key names; no NaN or Infinity."""
+    doc = {
+        "schema": SCHEMA,
+        "kvplan_version": _version(),
+        "seed": p.seed,
+        "inputs": _inputs(p),
+        "summary": _summary(p),
+        "candidates": [_candidate(c) for c in p.candidates],
+        "levers": [_lever(x) for x in p.levers],
+        "search_report": _report(p),
+        "warnings": list(p.warnings),
+    }
+    out: dict[str, Any] = _finite(doc)
+    return out
+
+
+def _version() -> str:
+    from kvplan import __version__
+
+    return __version__
+
+
+def _inputs(p: Plan) -> dict[str, Any]:
+    return {
+        "model": p.model, "workload": p.workload, "requests": p.requests,
+        "sample_requests": p.sample_requests, "mode": p.mode,
+        "target_rate_rps": p.target_rate_rps,
+        "slo": {
+            "bounds": [{"metric": b.metric, "percentile": b.percentile, "limit_ms": b.limit_ms,
+                        "key": b.key} for b in p.slo.bounds],
+            "goodput_ms": dict(p.slo.goodput_ms), "goodput_target": p.slo.goodput_target,
+            "warmup_fraction": p.slo.warmup.fraction, "text": p.slo.text},
+        "prices": {"provider": p.prices.provider,
+                   "rows": [price_row_json(r) for r in p.prices.rows]},
+    }
+
+
+def _summary(p: Plan) -> dict[str, Any]:
+    w = p.winner
+    if w is None:
+        return {"status": p.status, "why": p.infeasible_why}
+    return {
+        "status": p.status, "best": w.id, "usd_per_hour": w.usd_per_hour,
+        "usd_per_million_output_tokens": w.usd_per_million_output_tokens,
+        "replicas": w.replicas, "gpus": (w.replicas or 0) * w.deployment.gpus_per_replica,
+        "capacity_rps_per_replica": w.capacity.rate_rps if w.capacity else None,
+        "binding": w.binding.primary if w.binding else None,
+        "one_line_why": w.binding.why if w.binding else "",
+        "vllm_serve": p.serve_command, "vllm_bench_serve": p.bench_command,
+    }
+
+
+def _candidate(c: Candidate) -> dict[str, Any]:
+    d, e = c.deployment, c.deployment.engine
+    return {
+        "id": c.id, "stage": c.stage, "reason": c.reason, "gpu": d.gpu.id,
+        "tensor_parallel_size": e.tensor_parallel_size,
+        "pipeline_parallel_size": e.pipeline_parallel_size,
+        "kv_cache_dtype": e.kv_cache_dtype, "quantization": e.quantization,
+        "max_num_seqs": e.max_num_seqs, "max_num_batched_tokens": e.max_num_batched_tokens,
+        "block_size": e.block_size, "enable_prefix_caching": e.enable_prefix_caching,
+        "max_model_len": e.max_model_len, "router": d.router,
+        "kv_cache_tokens": c.kv_cache_tokens,
+        "ceilings_rps": dict(c.ceilings_rps), "zero_load_margins": dict(c.zero_load_margins),
+        "optimistic_replicas": c.optimistic_replicas,
+        "optimistic_usd_per_hour": c.optimistic_usd_per_hour,
+        "capacity": None if c.capacity is None else _capacity(c.capacity),
+        "replicas": c.replicas, "cost": None if c.cost is None else _cost(c.cost),
+        "usd_per_million_output_tokens": c.usd_per_million_output_tokens,
+        "fleet": None if c.fleet is None else _fleet(c.fleet),
+        "fleet_one_fewer": None if c.fleet_one_fewer is None else _fleet(c.fleet_one_fewer),
+        "binding": None if c.binding is None else _binding(c.binding),
+    }
+
+
+def _capacity(x: CapacityInfo) -> dict[str, Any]:
+    return {"rate_rps": x.rate_rps, "bracket_rps": list(x.bracket_rps), "probes": x.probes,
+            "binding_slo": x.binding_slo, "margins_at_hi": dict(x.margins_at_hi),
+            "achieved_at_hi": dict(x.achieved_at_hi), "peak_kv_usage": x.peak_kv_usage,
+            "preemptions": x.preemptions, "seqs_capped_share": x.seqs_capped_share,
+            "budget_full_share": x.budget_full_share,
+            "prefill_token_share": x.prefill_token_share}
+
+
+def _cost(x: FleetCost) -> dict[str, Any]:
+    return {"usd_per_hour": x.usd_per_hour, "usd_per_month": x.usd_per_hour * 730,
+            "instances": x.instances, "instance": x.row.instance,
+            "gpus_per_instance": x.row.gpus_per_instance,
+            "usd_per_instance_hour": x.row.usd_per_instance_hour,
+            "gpus_rented": x.gpus_rented, "idle_gpus": x.idle_gpus,
+            "source_url": x.row.source_url, "observed_on": x.row.observed_on}
+
+
+def _fleet(x: FleetInfo) -> dict[str, Any]:
+    return {"replicas": x.replicas, "meets_slo": x.ok, "achieved": dict(x.achieved),
+            "margins": dict(x.margins), "output_tokens_per_s": x.output_tokens_per_s,
+            "peak_kv_usage": x.peak_kv_usage, "preemptions": x.preemptions,
+            "requests_per_replica": list(x.requests_per_replica)}
+
+
+def _binding(b: Binding) -> dict[str, Any]:
+    return {"primary": b.primary, "evidence": dict(b.evidence), "why": b.why}
+
+
+def _lever(x: Lever) -> dict[str, Any]:
+    return {"change": x.change, "capacity_rps": x.capacity_rps,
+            "delta_capacity_pct": x.delta_capacity_pct, "replicas": x.replicas,
+            "delta_replicas": x.delta_replicas, "usd_per_hour": x.usd_per_hour,
+            "delta_usd_per_hour": x.delta_usd_per_hour, "binding_p99_ms": x.binding_p99_ms,
+            "delta_binding_p99_ms": x.delta_binding_p99_ms, "note": x.note}
+
+
+def price_row_json(r: PriceRow) -> dict[str, Any]:
+    return {"gpu": r.gpu, "provider": r.provider, "instance": r.instance,
+            "gpus_per_instance": r.gpus_per_instance, "gpus_per_node": r.gpus_per_node,
+            "usd_per_instance_hour": r.usd_per_instance_hour,
+            "usd_per_gpu_hour": r.usd_per_gpu_hour, "source_url": r.source_url,
+            "observed_on": r.observed_on, "transcribed_by": r.transcribed_by,
+            "override": r.override}
+
+
+def _report(p: Plan) -> dict[str, Any]:
+    r = p.report
+    return {"search": r.search, "executor": r.executor, "workers": r.workers,
+            "enumerated": r.enumerated, "stages": dict(r.stage_counts),
+            "capacity_searches": r.capacity_searches, "fleet_simulations": r.fleet_simulations,
+            "probes": r.probes, "sim_requests": r.sim_requests, "wall_s": r.wall_s}
+
+
+def _finite(x: Any) -> Any:
+    """Replace non-finite floats by None so the document is strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x

@@ -1,0 +1,123 @@
+"""A Plan as text: the ranked table, why the winner wins, the levers, the commands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.analysis.plan_types import Candidate, Plan
+from kvplan.analysis.plan_verdict import closest_miss
+
+RUNNERS_UP = 5
+INFEASIBLE_SHOWN = 3
+
+
+def ranked_rows(p: Plan) -> list[Candidate]:
+    """Winner, runners-up (cheapest first), then the cheapest infeasible candidates."""
+    from kvplan.analysis.funnel import Limits
+    from kvplan.analysis.plan_verdict import rank
+
+    lim = Limits(rate_rps=p.target_rate_rps, replicas=None, max_gpus=None,
+                 max_cost_per_hour=None, mean_output_tokens=0.0, exhaustive=False)
+    ok = rank(list(p.candidates), lim)[: 1 + RUNNERS_UP]
+    bad = [c for c in p.candidates if c.stage == "infeasible"
+           or (c.stage == "pruned_bound" and c.zero_load_margins)]
+    bad.sort(key=lambda c: (c.usd_per_hour or c.optimistic_usd_per_hour or 0.0, c.id))
+    return ok + bad[:INFEASIBLE_SHOWN]
+
+
+def _config(c: Candidate) -> str:
+    e = c.deployment.engine
+    parts = [c.deployment.gpu.id, f"TP{e.tensor_parallel_size}"]
+    if e.pipeline_parallel_size > 1:
+        parts.append(f"PP{e.pipeline_parallel_size}")
+    parts.append(f"kv {e.kv_cache_dtype}")
+    if e.quantization:
+        parts.append(e.quantization)
+    parts.append(f"seqs {e.max_num_seqs} chunk {e.max_num_batched_tokens}")
+    if not e.enable_prefix_caching:
+        parts.append("no prefix cache")
+    return " ".join(parts)
+
+
+def _row(c: Candidate, p: Plan, winner_id: str | None) -> list[str]:
+    role = "winner" if c.id == winner_id else ("runner-up" if c.stage == "verified"
+                                               else "infeasible")
+    cap = f"{c.capacity.rate_rps:.2f}" if c.capacity and c.capacity.rate_rps > 0 else "-"
+    usd = f"{c.usd_per_hour:.2f}" if c.usd_per_hour is not None else "-"
+    mtok = (f"{c.usd_per_million_output_tokens:.3f}"
+            if c.usd_per_million_output_tokens is not None else "-")
+    if c.stage == "verified":
+        note = c.binding.primary if c.binding else ""
+    else:
+        key, m, _ = closest_miss(c)
+        note = f"misses {key} by {100 * abs(m):.0f} %" if key != "goodput_share" else (
+            f"misses goodput by {abs(m):.3f}")
+    return [role, c.id, _config(c), str(c.replicas or "-"), cap, usd, mtok, note]
+
+
+def render_plan(p: Plan, console: Any) -> None:
+    """Print the plan with rich (tables, then the commands and notes)."""
+    from rich.table import Table
+
+    w = p.winner
+    rate = (f"{p.target_rate_rps:.2f} req/s" if p.target_rate_rps is not None
+            else "capacity of one replica")
+    t = Table(title=f"kvplan plan: {p.model}, {p.workload} ({p.requests} requests), {rate}; "
+                    f"SLO {p.slo.text}; prices {p.prices.provider}")
+    for col in ("", "id", "configuration", "replicas", "req/s per replica", "$/hour",
+                "$/M out tok", "binding / miss"):
+        t.add_column(col)
+    for c in ranked_rows(p):
+        t.add_row(*_row(c, p, w.id if w else None))
+    console.print(t)
+    if w is None:
+        console.print(f"[red]nothing feasible:[/red] {p.infeasible_why}")
+    else:
+        _winner(p, w, console)
+    _footer(p, console)
+
+
+def _winner(p: Plan, w: Candidate, console: Any) -> None:
+    if w.binding is not None:
+        console.print(f"Binding: {w.binding.primary} - {w.binding.why}")
+    if w.fleet is not None:
+        got = ", ".join(f"{k} {v:.1f}" for k, v in w.fleet.achieved)
+        console.print(f"Fleet of {w.replicas} verified by simulation: {got}")
+    if w.fleet_one_fewer is not None:
+        f = w.fleet_one_fewer
+        worst = min(f.margins, key=lambda kv: kv[1])
+        console.print(f"With {f.replicas} replicas: {'meets' if f.ok else 'misses'} the SLO "
+                      f"({worst[0]} margin {100 * worst[1]:.0f} %)")
+    if p.levers:
+        _levers(p, console)
+    console.print(f"Serve:  {p.serve_command}")
+    console.print(f"Verify: {p.bench_command}")
+
+
+def _levers(p: Plan, console: Any) -> None:
+    from rich.table import Table
+
+    t = Table(title="One lever at a time on the winner")
+    for col in ("change", "capacity", "replicas", "$/hour", "binding p99 (ms)", "note"):
+        t.add_column(col)
+    for x in p.levers:
+        t.add_row(x.change, _delta(x.delta_capacity_pct, "%"), _delta(x.delta_replicas, ""),
+                  _delta(x.delta_usd_per_hour, ""), _delta(x.delta_binding_p99_ms, ""), x.note)
+    console.print(t)
+
+
+def _delta(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.1f}{unit}" if isinstance(v, float) else f"{v:+d}{unit}"
+
+
+def _footer(p: Plan, console: Any) -> None:
+    r = p.report
+    stages = ", ".join(f"{k} {v}" for k, v in r.stage_counts if v)
+    console.print(f"Search ({r.search}, {r.executor} x{r.workers}): {r.enumerated} "
+                  f"enumerated; {stages}; {r.capacity_searches} capacity searches "
+                  f"({r.probes} probes), {r.fleet_simulations} fleet runs, "
+                  f"{r.sim_requests:,} simulated requests, {r.wall_s:.1f} s")
+    for line in p.warnings:
+        console.print(f"[yellow]warning:[/yellow] {line}")

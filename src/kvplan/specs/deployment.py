@@ -1,0 +1,72 @@
+"""Deployment: one point of the search space — model, GPU, engine flags, replicas, router."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.errors import InputError
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+ROUTERS = ("round-robin", "least-outstanding", "prefix-affinity")
+"""How a fleet's router assigns arrivals to replicas (see docs/planner.md, Fleet)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    """N identical vLLM replicas of one engine configuration behind one router.
+
+    Capacity, latency, simulate and plan all take this value; the engine flags are resolved
+    once (``EngineConfig``) and nothing below re-reads command-line text.
+    """
+
+    model: ModelSpec
+    gpu: HardwareSpec
+    engine: EngineConfig
+    replicas: int = 1
+    router: str = "round-robin"
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise InputError(f"--replicas must be a positive whole number, got {self.replicas}")
+        if self.router not in ROUTERS:
+            raise InputError(f"--router {self.router!r}: choose one of {', '.join(ROUTERS)}")
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.engine.world_size
+
+    @property
+    def total_gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+    def with_replicas(self, replicas: int) -> Deployment:
+        """The same configuration with another replica count."""
+        return Deployment(model=self.model, gpu=self.gpu, engine=self.engine,
+                          replicas=replicas, router=self.router)
+
+
+def vllm_serve_argv(d: Deployment, model_id: str | None = None) -> list[str]:
+    """The ``vllm serve`` command line holding every engine knob that was simulated.
+
+    Every flag is written explicitly (also vLLM's defaults), so the line reads back to the
+    same EngineConfig through ``kvplan capacity -- vllm serve ...``.
+    """
+    e = d.engine
+    argv = ["vllm", "serve", model_id or d.model.name,
+            "--tensor-parallel-size", str(e.tensor_parallel_size),
+            "--pipeline-parallel-size", str(e.pipeline_parallel_size),
+            "--gpu-memory-utilization", str(e.gpu_memory_utilization),
+            "--block-size", str(e.block_size), "--kv-cache-dtype", e.kv_cache_dtype,
+            "--dtype", e.dtype]
+    for flag, value in (("--quantization", e.quantization), ("--max-model-len", e.max_model_len),
+                        ("--max-num-seqs", e.max_num_seqs),
+                        ("--max-num-batched-tokens", e.max_num_batched_tokens)):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv.append("--enable-prefix-caching" if e.enable_prefix_caching
+                else "--no-enable-prefix-caching")
+    argv.append("--enable-chunked-prefill" if e.enable_chunked_prefill
+                else "--no-enable-chunked-prefill")
+    return argv

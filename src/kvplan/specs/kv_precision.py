@@ -1,0 +1,135 @@
+"""KV cache precisions (vLLM --kv-cache-dtype names) and state-cache dtype widths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.errors import UnknownNameError
+from kvplan.units import cdiv
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KvPrecision:
+    """How one cached value is stored: value bits plus optional per-group scales."""
+
+    name: str
+    value_bits: int
+    scale_bytes: int = 0
+    scale_group: int | None = None
+    """Values sharing one scale; None with scale_bytes > 0 means one scale per head vector."""
+    risk: str
+
+    def vector_bytes(self, n: int) -> int:
+        """Bytes to store one head vector of n values, scales included (integer)."""
+        values = cdiv(n * self.value_bits, 8)
+        if self.scale_bytes == 0:
+            return values
+        scales = 1 if self.scale_group is None else cdiv(n, self.scale_group)
+        return values + scales * self.scale_bytes
+
+    @property
+    def bytes_per_value(self) -> float:
+        """Average bytes per value for a 128-wide head (for display only)."""
+        return self.vector_bytes(128) / 128
+
+
+_RISKS = {
+    "float32": "Lossless reference; twice the memory of fp16/bf16 for no serving benefit.",
+    "float16": "Lossless for serving; 5 exponent bits, so very large activations can overflow.",
+    "bfloat16": "Lossless for serving; fp32's range with 8 bits of mantissa.",
+    "fp8_e4m3": (
+        "Halves the cache. 3 mantissa bits: good precision, range only +-448, so per-tensor "
+        "scales (calibrated k/v scales, or 1.0 by default) matter; small accuracy loss on most "
+        "benchmarks when scaled, more on long-context retrieval."
+    ),
+    "fp8_e5m2": (
+        "Halves the cache. Wide range (+-57344) without scales but only 2 mantissa bits: "
+        "coarser values, usually a larger accuracy hit than e4m3."
+    ),
+    "int8_per_token_head": (
+        "1 byte per value plus one fp32 scale per token per head (K and V): dynamic scales "
+        "track outliers, accuracy close to fp16; scales cost 4 bytes per head per token."
+    ),
+    "fp8_per_token_head": (
+        "fp8 e4m3 values with one fp32 scale per token per head: no calibration needed, "
+        "accuracy close to fp16; scales cost 4 bytes per head per token."
+    ),
+    "nvfp4": (
+        "4-bit values with an fp8 scale per 16 values (~0.5625 bytes/value): about 3.6x smaller "
+        "than fp16, the largest accuracy risk here; needs Blackwell-class FP4 support."
+    ),
+}
+
+PRECISIONS: dict[str, KvPrecision] = {
+    "float32": KvPrecision(name="float32", value_bits=32, risk=_RISKS["float32"]),
+    "float16": KvPrecision(name="float16", value_bits=16, risk=_RISKS["float16"]),
+    "bfloat16": KvPrecision(name="bfloat16", value_bits=16, risk=_RISKS["bfloat16"]),
+    "fp8_e4m3": KvPrecision(name="fp8_e4m3", value_bits=8, risk=_RISKS["fp8_e4m3"]),
+    "fp8_e5m2": KvPrecision(name="fp8_e5m2", value_bits=8, risk=_RISKS["fp8_e5m2"]),
+    "int8_per_token_head": KvPrecision(
+        name="int8_per_token_head", value_bits=8, scale_bytes=4, risk=_RISKS["int8_per_token_head"]
+    ),
+    "fp8_per_token_head": KvPrecision(
+        name="fp8_per_token_head", value_bits=8, scale_bytes=4, risk=_RISKS["fp8_per_token_head"]
+    ),
+    "nvfp4": KvPrecision(
+        name="nvfp4", value_bits=4, scale_bytes=1, scale_group=16, risk=_RISKS["nvfp4"]
+    ),
+}
+
+_ALIASES = {
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "float": "float32",
+    "fp8": "fp8_e4m3",
+    "fp8_e4m3fn": "fp8_e4m3",
+    "fp8_inc": "fp8_e4m3",
+}
+
+KV_CACHE_DTYPES: tuple[str, ...] = (
+    "auto",
+    "bfloat16",
+    "float16",
+    "fp16",
+    "bf16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+    "nvfp4",
+)
+
+
+def resolve_precision(kv_cache_dtype: str, model_dtype: str) -> KvPrecision:
+    """vLLM ``--kv-cache-dtype`` name -> KvPrecision; 'auto' means the model's dtype."""
+    name = kv_cache_dtype.strip().lower()
+    name = model_dtype if name == "auto" else _ALIASES.get(name, name)
+    if name not in PRECISIONS:
+        raise UnknownNameError(
+            f"unknown --kv-cache-dtype {kv_cache_dtype!r}: "
+            f"choose one of {', '.join(KV_CACHE_DTYPES)}"
+        )
+    return PRECISIONS[name]
+
+
+MAMBA_CACHE_DTYPES: dict[str, int | None] = {
+    "auto": None,
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+}
+"""vLLM ``MambaDType`` names -> bytes per value (None: the model's dtype)."""
+
+
+def mamba_dtype_bytes(name: str, model_dtype: str) -> int:
+    """vLLM ``get_kv_cache_torch_dtype(mamba_cache_dtype, model_dtype)`` as a width."""
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in MAMBA_CACHE_DTYPES:
+        raise UnknownNameError(
+            f"unknown mamba cache dtype {name!r}: choose one of {', '.join(MAMBA_CACHE_DTYPES)}"
+        )
+    width = MAMBA_CACHE_DTYPES[key]
+    return width if width is not None else PRECISIONS[model_dtype].value_bits // 8

@@ -1,0 +1,158 @@
+"""GPU price rows (bundled table, a user's file, --price overrides), each with its source."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+from kvplan.errors import InputError
+
+DEFAULT_PROVIDER = "runpod-secure"
+STALE_AFTER_DAYS = 90
+COLUMNS = ("gpu", "provider", "instance", "gpus_per_instance", "gpus_per_node",
+           "usd_per_instance_hour", "source_url", "observed_on", "transcribed_by")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PriceRow:
+    """One rentable instance shape of one GPU at one provider."""
+
+    gpu: str
+    provider: str
+    instance: str
+    gpus_per_instance: int
+    gpus_per_node: int
+    usd_per_instance_hour: float
+    source_url: str
+    observed_on: str
+    transcribed_by: str = ""
+    override: bool = False
+    """True for a user's --price (or a --prices FILE row): not from the bundled table."""
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return self.usd_per_instance_hour / self.gpus_per_instance
+
+    def age_days(self, today: dt.date) -> int:
+        return (today - dt.date.fromisoformat(self.observed_on)).days
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PriceTable:
+    """The rows of one provider that a plan prices with (GPU ids from the catalog)."""
+
+    provider: str
+    rows: tuple[PriceRow, ...]
+
+    def for_gpu(self, gpu: str) -> tuple[PriceRow, ...]:
+        return tuple(r for r in self.rows if r.gpu == gpu)
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """GPU ids with at least one price, in table order."""
+        return tuple(dict.fromkeys(r.gpu for r in self.rows))
+
+    def stale_rows(self, today: dt.date) -> tuple[PriceRow, ...]:
+        return tuple(r for r in self.rows if not r.override
+                     and r.age_days(today) > STALE_AFTER_DAYS)
+
+
+def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:
+    """Price rows from CSV text with the bundled table's columns (``origin`` names the file)."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in COLUMNS[:-1] if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(f"{origin}: missing price column(s) {', '.join(missing)}; "
+                         f"expected {','.join(COLUMNS)}")
+    rows = tuple(_row(line, origin, i + 2) for i, line in enumerate(reader))
+    if not rows:
+        raise InputError(f"{origin}: no price rows")
+    return rows
+
+
+def _row(line: dict[str, str], origin: str, lineno: int) -> PriceRow:
+    where = f"{origin} line {lineno}"
+    try:
+        row = PriceRow(
+            gpu=_gpu_id(line["gpu"]), provider=line["provider"].strip(),
+            instance=line["instance"].strip(), gpus_per_instance=int(line["gpus_per_instance"]),
+            gpus_per_node=int(line["gpus_per_node"]),
+            usd_per_instance_hour=float(line["usd_per_instance_hour"]),
+            source_url=line["source_url"].strip(), observed_on=line["observed_on"].strip(),
+            transcribed_by=(line.get("transcribed_by") or "").strip())
+        dt.date.fromisoformat(row.observed_on)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputError(f"{where}: {exc}; observed_on is YYYY-MM-DD, counts whole numbers"
+                         ) from None
+    _check_row(row, where)
+    return row
+
+
+def _check_row(row: PriceRow, where: str) -> None:
+    if not (row.usd_per_instance_hour > 0 and math.isfinite(row.usd_per_instance_hour)):
+        raise InputError(f"{where}: usd_per_instance_hour must be a positive number")
+    if row.gpus_per_instance < 1 or row.gpus_per_node < 1:
+        raise InputError(f"{where}: gpus_per_instance and gpus_per_node must be >= 1")
+    if not row.provider or not row.gpu:
+        raise InputError(f"{where}: gpu and provider must not be empty")
+
+
+def _gpu_id(name: str) -> str:
+    from kvplan.specs.hardware import load_gpu
+
+    return load_gpu(name.strip()).id
+
+
+def bundled_rows() -> tuple[PriceRow, ...]:
+    """The table shipped in kvplan/data/prices/prices.csv (sources in SOURCES.md there)."""
+    text = resources.files("kvplan").joinpath("data/prices/prices.csv").read_text()
+    return read_rows(text, "bundled prices.csv")
+
+
+def load_price_file(path: Path) -> tuple[PriceRow, ...]:
+    """A user's price CSV; its rows are marked as overrides."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"--prices {path}: cannot read it ({exc.strerror})") from None
+    return tuple(replace(r, override=True) for r in read_rows(text, f"--prices {path}"))
+
+
+def parse_price(item: str) -> tuple[str, float]:
+    """``H100=2.49`` -> (catalog GPU id, USD per GPU-hour)."""
+    name, sep, value = item.partition("=")
+    try:
+        usd = float(value)
+    except ValueError:
+        usd = math.nan
+    if not sep or not name.strip() or not (usd > 0 and math.isfinite(usd)):
+        raise InputError(f"--price {item!r}: use GPU=USD_PER_GPU_HOUR, e.g. H100=2.49")
+    return _gpu_id(name), usd
+
+
+def price_table(provider: str | None = None, *, prices_file: Path | None = None,
+                overrides: Sequence[str] = (), today: dt.date | None = None) -> PriceTable:
+    """The provider's rows, after --prices FILE (replaces the table) and --price overrides."""
+    rows = load_price_file(prices_file) if prices_file is not None else bundled_rows()
+    known = tuple(dict.fromkeys(r.provider for r in rows))
+    name = provider or (DEFAULT_PROVIDER if DEFAULT_PROVIDER in known else known[0])
+    if name not in known:
+        raise InputError(f"unknown --provider {name!r}: choose one of {', '.join(known)}")
+    chosen = [r for r in rows if r.provider == name]
+    day = (today or dt.date.today()).isoformat()
+    for gpu, usd in (parse_price(o) for o in overrides):
+        chosen = [r for r in chosen if r.gpu != gpu] + [PriceRow(
+            gpu=gpu, provider=name, instance=f"{gpu} (--price)", gpus_per_instance=1,
+            gpus_per_node=8, usd_per_instance_hour=usd, source_url="--price",
+            observed_on=day, override=True)]
+    return PriceTable(provider=name, rows=tuple(chosen))
+
+
+def providers(rows: Sequence[PriceRow]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(r.provider for r in rows))

@@ -1,0 +1,137 @@
+"""Latency SLOs with `vllm bench serve`'s metric names: percentile bounds and goodput.
+
+``--slo ttft:p99:2000 tpot:p90:50`` bounds a percentile of a metric (ms);
+``--goodput ttft:2000 tpot:50 --goodput-target 0.99`` asks that at least 99 % of requests
+meet every bound at once (vLLM's ``request_goodput`` definition). Only requests in the
+steady-state window are judged (``WarmupRule``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvplan.errors import InputError
+
+SLO_METRICS = ("ttft", "tpot", "itl", "e2el")
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+"""vllm bench serve's --goodput accepts these three (no itl)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PercentileBound:
+    """The ``percentile``-th percentile of ``metric`` must be at most ``limit_ms``."""
+
+    metric: str
+    percentile: float
+    limit_ms: float
+
+    @property
+    def key(self) -> str:
+        """vLLM's result key for this percentile, e.g. ``p99_ttft_ms``."""
+        return f"p{_pword(self.percentile)}_{self.metric}_ms"
+
+    @property
+    def text(self) -> str:
+        return f"{self.metric}:p{_pword(self.percentile)}:{_num(self.limit_ms)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WarmupRule:
+    """Which requests are judged: drop the first ``fraction`` of requests by arrival order
+    (at least ``closed_loop_concurrency`` of them under a closed loop, the start-up burst)."""
+
+    fraction: float = 0.1
+
+    def first_judged(self, num_requests: int, concurrency: int | None = None) -> int:
+        """Index (in arrival order) of the first request whose latency counts."""
+        skip = math.floor(self.fraction * num_requests)
+        if concurrency is not None:
+            skip = max(skip, concurrency)
+        return min(skip, max(0, num_requests - 1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Slo:
+    """Percentile bounds and/or a goodput target, judged on the steady-state window."""
+
+    bounds: tuple[PercentileBound, ...] = ()
+    goodput_ms: tuple[tuple[str, float], ...] = ()
+    goodput_target: float = 0.99
+    warmup: WarmupRule = WarmupRule()
+
+    def __post_init__(self) -> None:
+        if not self.bounds and not self.goodput_ms:
+            raise InputError("give an SLO: --slo ttft:p99:2000 ... and/or --goodput ttft:MS ...")
+        if not 0.0 < self.goodput_target <= 1.0:
+            raise InputError(
+                f"--goodput-target must be in (0, 1], e.g. 0.99; got {self.goodput_target}"
+            )
+
+    @property
+    def text(self) -> str:
+        """The SLO as the flags that give it."""
+        parts = [b.text for b in self.bounds]
+        if self.goodput_ms:
+            good = " ".join(f"{m}:{_num(v)}" for m, v in self.goodput_ms)
+            parts.append(f"goodput {good} >= {_num(100 * self.goodput_target)} %")
+        return ", ".join(parts)
+
+
+def parse_slo(items: Sequence[str]) -> tuple[PercentileBound, ...]:
+    """``["ttft:p99:2000", "tpot:p90:50"]`` (also space-separated in one item) -> bounds."""
+    out: list[PercentileBound] = []
+    for item in items:
+        out += [_bound(part) for part in item.split()]
+    metrics = [(b.metric, b.percentile) for b in out]
+    if len(set(metrics)) != len(metrics):
+        raise InputError("--slo: each metric:percentile may be given once")
+    return tuple(out)
+
+
+def _bound(part: str) -> PercentileBound:
+    fields = part.split(":")
+    usage = "use METRIC:pPCT:MS, e.g. ttft:p99:2000 (metrics ttft, tpot, itl, e2el)"
+    if len(fields) != 3 or fields[0] not in SLO_METRICS or not fields[1].startswith("p"):
+        raise InputError(f"--slo {part!r}: {usage}")
+    pct = _number(fields[1][1:], f"--slo {part!r}: the percentile")
+    limit = _number(fields[2], f"--slo {part!r}: the limit in ms")
+    if not 0 < pct <= 100:
+        raise InputError(f"--slo {part!r}: the percentile must be in (0, 100], e.g. p99")
+    if not limit > 0:
+        raise InputError(f"--slo {part!r}: the limit must be > 0 ms")
+    return PercentileBound(metric=fields[0], percentile=pct, limit_ms=limit)
+
+
+def parse_goodput_slo(items: Sequence[str]) -> tuple[tuple[str, float], ...]:
+    """``["ttft:2000", "tpot:50"]`` -> (("ttft", 2000.0), ("tpot", 50.0)) (vllm --goodput)."""
+    out: dict[str, float] = {}
+    for item in items:
+        for part in item.split():
+            name, sep, value = part.partition(":")
+            if not sep or name not in GOODPUT_METRICS:
+                raise InputError(f"--goodput {part!r}: use ttft:MS, tpot:MS or e2el:MS")
+            ms = _number(value, f"--goodput {part!r}: the limit in ms")
+            if not ms > 0:
+                raise InputError(f"--goodput {part!r}: the limit must be > 0 ms")
+            out[name] = ms
+    return tuple(out.items())
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{what} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise InputError(f"{what} must be finite, got {text!r}")
+    return value
+
+
+def _pword(p: float) -> str:
+    return str(int(p)) if float(p).is_integer() else str(p)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"

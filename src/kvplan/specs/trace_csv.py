@@ -1,0 +1,268 @@
+"""CSV trace reading: cells -> a Trace, every malformed cell named by file, line and column."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from kvplan.errors import TraceError
+from kvplan.limits import MAX_TOKENS
+
+ArrivalUnit = Literal["s", "ms", "datetime"]
+ARRIVAL_UNITS: tuple[str, ...] = ("s", "ms", "datetime")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceFormat:
+    """Which CSV columns hold what, and in which unit the arrival column is written."""
+
+    input: str
+    output: str
+    arrival: str | None = None
+    arrival_unit: ArrivalUnit = "s"
+    hashes: str | None = None
+    hash_block_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.arrival_unit not in ARRIVAL_UNITS:
+            raise TraceError(
+                f"arrival unit {self.arrival_unit!r} is not one of {', '.join(ARRIVAL_UNITS)}"
+            )
+        if self.hashes is not None and self.hash_block_tokens < 1:
+            raise TraceError("a hashes column needs hash_block_tokens >= 1 (512 for Mooncake)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Trace:
+    """A parsed trace: per-request lengths, arrivals (s from the first row) or None, hashes."""
+
+    name: str
+    path: str
+    arrival_s: np.ndarray | None
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    prefix_hashes: tuple[np.ndarray, ...] | None = None
+    hash_block_tokens: int = 0
+
+    def __len__(self) -> int:
+        return int(self.prompt_tokens.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """Raw CSV cells with the physical line number of each row, for error messages."""
+
+    path: Path
+    header: list[str]
+    rows: list[list[str]]
+    lines: list[int]
+
+    def where(self, row: int, column: str) -> str:
+        return f"{self.path}, line {self.lines[row]}, column '{column}'"
+
+    def cells(self, column: str, role: str) -> list[str]:
+        idx = self.index(column, role)
+        try:
+            return [row[idx] for row in self.rows]
+        except IndexError:
+            bad = next(i for i, row in enumerate(self.rows) if len(row) <= idx)
+            raise TraceError(
+                f"{self.where(bad, column)}: the row has no such cell "
+                f"({len(self.rows[bad])} cells); fix or delete the row"
+            ) from None
+
+    def index(self, column: str, role: str) -> int:
+        if column not in self.header:
+            raise TraceError(
+                f"{self.path}, line 1: no column '{column}' for the {role}; "
+                f"the header has {', '.join(self.header) or 'nothing'}"
+            )
+        return self.header.index(column)
+
+
+def _read_table(path: Path) -> _Table:
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            rows, lines = [], []
+            for row in reader:
+                if row and any(cell.strip() for cell in row):
+                    rows.append(row)
+                    lines.append(reader.line_num)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise TraceError(
+            f"{path}: cannot read the trace ({_reason(exc)}); give a readable UTF-8 CSV file"
+        ) from None
+    if not header:
+        raise TraceError(f"{path}, line 1: the file is empty; expected a CSV header row")
+    if not rows:
+        raise TraceError(f"{path}, line 2: no requests after the header row")
+    return _Table(path, header, rows, lines)
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    return str(exc)
+
+
+def read_csv_trace(path: Path, fmt: TraceFormat | None, name: str,
+                   known: Sequence[TraceFormat] = ()) -> Trace:
+    """Parse the CSV at PATH; FMT None: the first of KNOWN whose columns the header has."""
+    table = _read_table(path)
+    fmt = fmt or _detect_format(table, known)
+    hashes = _hash_column(table, fmt.hashes) if fmt.hashes else None
+    return Trace(
+        name=name,
+        path=str(path),
+        arrival_s=_arrival_column(table, fmt) if fmt.arrival else None,
+        prompt_tokens=_count_column(table, fmt.input, "input tokens"),
+        output_tokens=_count_column(table, fmt.output, "output tokens"),
+        prefix_hashes=hashes,
+        hash_block_tokens=fmt.hash_block_tokens if hashes else 0,
+    )
+
+
+def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
+    for fmt in known:
+        if fmt.input in table.header and fmt.output in table.header:
+            return fmt
+    raise TraceError(
+        f"{table.path}, line 1: unknown trace layout; say which columns to use, e.g. "
+        "--trace-columns arrival=COL,input=COL,output=COL"
+    )
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _count_column(table: _Table, column: str, role: str) -> np.ndarray:
+    cells = table.cells(column, role)
+    try:
+        values = np.array(cells, dtype=np.int64)
+    except (ValueError, OverflowError):
+        values = _slow_ints(table, cells, column)
+    bad = np.flatnonzero((values <= 0) | (values > MAX_TOKENS))
+    if bad.size:
+        i = int(bad[0])
+        raise TraceError(
+            f"{table.where(i, column)}: {role} must be a positive whole number (at most "
+            f"{MAX_TOKENS:,}), "
+            f"got {cells[i].strip()}; fix or delete the row"
+        )
+    return _readonly(values)
+
+
+def _slow_ints(table: _Table, cells: list[str], column: str) -> np.ndarray:
+    """Whole numbers written as floats ('12.0') are fine; anything else names its cell."""
+    out = np.empty(len(cells), dtype=np.int64)
+    for i, cell in enumerate(cells):
+        try:
+            value = float(cell)
+        except ValueError:
+            value = float("nan")
+        if not (np.isfinite(value) and value == int(value) and abs(value) <= MAX_TOKENS):
+            raise TraceError(
+                f"{table.where(i, column)}: {cell.strip()[:40]!r} is not a whole number "
+                f"of tokens in [1, {MAX_TOKENS:,}]; fix or delete the row"
+            )
+        out[i] = int(value)
+    return out
+
+
+def _arrival_column(table: _Table, fmt: TraceFormat) -> np.ndarray:
+    assert fmt.arrival is not None
+    cells = table.cells(fmt.arrival, "arrival time")
+    if fmt.arrival_unit == "datetime":
+        seconds = _datetime_seconds(table, cells, fmt.arrival)
+    else:
+        seconds = _float_cells(table, cells, fmt.arrival)
+        seconds = seconds / 1000.0 if fmt.arrival_unit == "ms" else seconds
+    _check_sorted(table, seconds, cells, fmt.arrival)
+    return _readonly(seconds - seconds[0])
+
+
+def _float_cells(table: _Table, cells: list[str], column: str) -> np.ndarray:
+    try:
+        values = np.array(cells, dtype=np.float64)
+    except ValueError:
+        values = np.full(len(cells), np.nan)
+        for i, cell in enumerate(cells):
+            values[i] = _float_or_nan(cell)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        i = int(bad[0])
+        raise TraceError(
+            f"{table.where(i, column)}: arrival {cells[i].strip()!r} is not a "
+            "number of seconds; fix the cell or set arrival_unit=datetime"
+        )
+    return values
+
+
+def _float_or_nan(cell: str) -> float:
+    try:
+        return float(cell)
+    except ValueError:
+        return float("nan")
+
+
+def _datetime_seconds(table: _Table, cells: list[str], column: str) -> np.ndarray:
+    try:
+        with warnings.catch_warnings():  # numpy warns on '+00:00' offsets, then applies them
+            warnings.simplefilter("ignore", (UserWarning, DeprecationWarning))
+            stamps = np.array(cells, dtype="datetime64[ns]")
+    except ValueError:
+        return _slow_datetimes(table, cells, column)
+    missing = np.flatnonzero(np.isnat(stamps))
+    if missing.size:
+        return _slow_datetimes(table, cells[: int(missing[0]) + 1], column)
+    seconds: np.ndarray = (stamps - stamps[0]).astype(np.int64) / 1e9
+    return seconds
+
+
+def _slow_datetimes(table: _Table, cells: list[str], column: str) -> np.ndarray:
+    """Per-cell ISO parsing: handles time-zone offsets and names the first bad cell."""
+    out = np.empty(len(cells), dtype=np.float64)
+    for i, cell in enumerate(cells):
+        try:
+            stamp = datetime.fromisoformat(cell.strip())
+        except ValueError:
+            raise TraceError(
+                f"{table.where(i, column)}: {cell.strip()!r} is not a date-time "
+                "like 2023-11-16 18:17:03.97; fix the cell"
+            ) from None
+        out[i] = stamp.replace(tzinfo=stamp.tzinfo or UTC).timestamp()
+    return out
+
+
+def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: str) -> None:
+    back = np.flatnonzero(np.diff(seconds) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise TraceError(
+            f"{table.where(i, column)}: arrival {cells[i].strip()} is earlier than "
+            f"the row before ({cells[i - 1].strip()}); sort the file by arrival"
+        )
+
+
+def _hash_column(table: _Table, column: str) -> tuple[np.ndarray, ...]:
+    cells = table.cells(column, "prefix-block hash ids")
+    out: list[np.ndarray] = []
+    for i, cell in enumerate(cells):
+        try:
+            out.append(_readonly(np.array(cell.split(), dtype=np.int64)))
+        except (ValueError, OverflowError):
+            raise TraceError(
+                f"{table.where(i, column)}: hash ids must be space-separated whole "
+                f"numbers like '0 14 15', got {cell.strip()[:40]!r}"
+            ) from None
+    return tuple(out)

@@ -1,0 +1,56 @@
+"""Form values -> the specs the CLI builds from its flags (construction only, no arithmetic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+from kvplan.web.queries import CapacityQuery, EngineQuery, KvQuery, RequestQuery, SimulateQuery
+
+_ENGINE = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
+           "quantization", "max_num_batched_tokens")
+_CAPACITY = ("gpu_memory_utilization", "max_model_len", "block_size", "max_num_seqs",
+             "mamba_cache_dtype", "mamba_ssm_cache_dtype")
+
+
+def cache_engine(q: KvQuery | RequestQuery, spec: ModelSpec) -> EngineConfig:
+    """kv/request: cache dtype, TP and block size checked as the CLI checks them."""
+    return _checked(EngineConfig(kv_cache_dtype=q.kv_cache_dtype, block_size=q.block_size,
+                                 tensor_parallel_size=q.tensor_parallel_size), spec)
+
+
+def _checked(engine: EngineConfig, spec: ModelSpec) -> EngineConfig:
+    """vLLM's TP rule on this model (heads divide; KV heads split or replicate)."""
+    from kvplan.specs.kv import check_tensor_parallel
+
+    check_tensor_parallel(spec, engine.tensor_parallel_size)
+    return engine
+
+
+def engine_config(q: EngineQuery, spec: ModelSpec) -> EngineConfig:
+    """The EngineConfig the CLI builds from the same flags, TP checked on ``spec``."""
+    from kvplan.units import parse_size
+
+    fields: dict[str, Any] = {k: getattr(q, k) for k in _ENGINE}
+    if isinstance(q, CapacityQuery):
+        fields.update({k: getattr(q, k) for k in _CAPACITY})
+        if q.kv_cache_memory:
+            fields["kv_cache_memory_bytes"] = parse_size(q.kv_cache_memory)
+    if isinstance(q, SimulateQuery):
+        fields["enable_prefix_caching"] = q.enable_prefix_caching
+        fields["enable_chunked_prefill"] = q.enable_chunked_prefill
+    return _checked(EngineConfig(**fields), spec)
+
+
+def workload_args(q: SimulateQuery) -> Any:
+    """`vllm bench serve`'s workload flags; bundled datasets only (no client paths)."""
+    from kvplan.specs.workload import WorkloadArgs
+
+    return WorkloadArgs(
+        dataset=q.dataset, num_prompts=q.num_prompts, random_input_len=q.random_input_len,
+        random_output_len=q.random_output_len, random_range_ratio=q.random_range_ratio,
+        random_prefix_len=q.random_prefix_len, request_rate=q.request_rate,
+        burstiness=q.burstiness, max_concurrency=q.max_concurrency, time_scale=q.time_scale,
+        seed=q.seed,
+    )

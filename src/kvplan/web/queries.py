@@ -1,0 +1,88 @@
+"""The forms' fields, named as vLLM's flags (snake_case), typed; kvplan checks the values."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Name = Field(min_length=1, max_length=200)
+
+
+class Query(BaseModel):
+    """Unknown fields are refused, so a typo'd flag is a 422 and not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KvQuery(Query):
+    model: str = Name
+    kv_cache_dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    block_size: int = 16
+
+
+class LeversQuery(Query):
+    model: str = Name
+    batch: int = 1
+    context: int = 4096
+
+
+class RequestQuery(Query):
+    model: str = Name
+    prompt: int
+    output: int
+    chunk: int | None = None
+    block_size: int = 16
+    kv_cache_dtype: str = "auto"
+    tensor_parallel_size: int = 1
+
+
+class EngineQuery(Query):
+    """Engine flags shared by capacity, latency and simulate (None = vLLM's default)."""
+
+    model: str = Name
+    gpu: str = "H100"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None
+    max_num_batched_tokens: int | None = None
+
+
+class CapacityQuery(EngineQuery):
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    block_size: int = 16
+    max_num_seqs: int | None = None
+    kv_cache_memory: str | None = None
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+
+
+class LatencyQuery(EngineQuery):
+    prompt: int
+    output: int
+    batch: int = 1
+
+
+class SweepQuery(LatencyQuery):
+    sweep: str = "batch=1,2,4,8,16,32,64,128,256,512"
+
+
+class SimulateQuery(CapacityQuery):
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    dataset: str = "random"
+    num_prompts: int | None = 200
+    random_input_len: int = 1024
+    random_output_len: int = 128
+    random_range_ratio: float = 0.0
+    random_prefix_len: int = 0
+    request_rate: float | None = None
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+    time_scale: float = 1.0
+    goodput: str | None = None
+    percentile_metrics: str = "ttft,tpot,itl,e2el"
+    metric_percentiles: str = "99"

@@ -1,0 +1,43 @@
+"""The Capacity page family: vLLM's memory budget, blocks, tokens and concurrency on a GPU."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from kvplan.web.build import engine_config
+from kvplan.web.pages import page
+from kvplan.web.queries import CapacityQuery
+from kvplan.web.resolve import resolve_gpu, resolve_model
+
+router = APIRouter()
+
+
+@router.get("/capacity", response_class=HTMLResponse, include_in_schema=False)
+def capacity_page(request: Request) -> HTMLResponse:
+    return page(request, "capacity")
+
+
+def _plan(request: Request, q: CapacityQuery) -> Any:
+    from kvplan.costs.memory import plan_memory
+
+    spec = resolve_model(q.model, request.app.state.uploads)
+    return plan_memory(spec, resolve_gpu(q.gpu), engine_config(q, spec))
+
+
+@router.get("/api/capacity", tags=["capacity"])
+def capacity(request: Request, q: Annotated[CapacityQuery, Query()]) -> dict[str, Any]:
+    """`kvplan capacity MODEL --gpu GPU --json`: the budget, blocks, tokens, concurrency."""
+    from kvplan.report.json_views import plan_json
+
+    return {**plan_json(_plan(request, q)), "ignored_vllm_flags": []}
+
+
+@router.get("/api/capacity/chart", tags=["charts"])
+def capacity_chart(request: Request, q: Annotated[CapacityQuery, Query()]) -> dict[str, Any]:
+    """The memory budget as a stacked bar (Vega-Lite), as `kvplan capacity --plot` draws it."""
+    from kvplan.report.budget_charts import budget_chart
+
+    return budget_chart(_plan(request, q)).to_dict()  # type: ignore[no-any-return]

@@ -1,0 +1,64 @@
+"""The Latency page family: TTFT/TPOT/throughput with the bound, and a lever sweep."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from kvplan.web.build import engine_config
+from kvplan.web.pages import page
+from kvplan.web.queries import LatencyQuery, SweepQuery
+from kvplan.web.resolve import resolve_gpu, resolve_model
+
+router = APIRouter()
+
+
+@router.get("/latency", response_class=HTMLResponse, include_in_schema=False)
+def latency_page(request: Request) -> HTMLResponse:
+    return page(request, "latency")
+
+
+def _inputs(request: Request, q: LatencyQuery) -> tuple[Any, Any, Any, Any, Any]:
+    from kvplan.costs.calibration import profile_for
+    from kvplan.costs.latency import RequestShape
+
+    spec = resolve_model(q.model, request.app.state.uploads)
+    hw, engine = resolve_gpu(q.gpu), engine_config(q, spec)
+    shape = RequestShape(batch=q.batch, prompt_tokens=q.prompt, output_tokens=q.output)
+    return spec, hw, engine, shape, profile_for(spec, hw, engine, None)
+
+
+@router.get("/api/latency", tags=["latency"])
+def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, Any]:
+    """`kvplan latency MODEL --gpu GPU --prompt P --output O --json`."""
+    from kvplan.costs.latency import request_latency
+    from kvplan.report.json_views import latency_answer_json
+
+    spec, hw, engine, shape, prof = _inputs(request, q)
+    return latency_answer_json(request_latency(spec, hw, engine, shape, prof), prof)
+
+
+def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any]:
+    from kvplan.costs import latency as lat
+
+    spec, hw, engine, shape, prof = _inputs(request, q)
+    lever, values = lat.parse_sweep(q.sweep)
+    return lever, lat.sweep(spec, hw, engine, shape, lever, values, prof)
+
+
+@router.get("/api/latency/sweep", tags=["latency"])
+def latency_sweep(request: Request, q: Annotated[SweepQuery, Query()]) -> dict[str, Any]:
+    """`kvplan latency ... --sweep LEVER=V1,V2,... --json`."""
+    from kvplan.report.json_views import sweep_json
+
+    return sweep_json(*_sweep(request, q))
+
+
+@router.get("/api/latency/chart", tags=["charts"])
+def latency_chart(request: Request, q: Annotated[SweepQuery, Query()]) -> dict[str, Any]:
+    """The sweep chart (Vega-Lite): TPOT and throughput per lever value, the turns marked."""
+    from kvplan.report.budget_charts import sweep_chart
+
+    return sweep_chart(*_sweep(request, q)).to_dict()  # type: ignore[no-any-return]

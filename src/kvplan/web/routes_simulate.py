@@ -1,0 +1,123 @@
+"""The Simulate page family: a capped serving simulation, as a job with progress and cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import HTMLResponse
+
+from kvplan.errors import InputError
+from kvplan.web.build import engine_config, workload_args
+from kvplan.web.jobs import Job
+from kvplan.web.pages import page
+from kvplan.web.queries import SimulateQuery
+from kvplan.web.resolve import resolve_gpu, resolve_model
+
+router = APIRouter()
+Client = Annotated[str | None, Header(alias="x-kvplan-client", max_length=64)]
+
+
+@router.get("/simulate", response_class=HTMLResponse, include_in_schema=False)
+def simulate_page(request: Request) -> HTMLResponse:
+    return page(request, "simulate")
+
+
+def _prepare(request: Request, q: SimulateQuery) -> Any:
+    """Check everything before a thread starts: names, flags, and the page's request cap."""
+    from kvplan.analysis import metrics as mx
+    from kvplan.specs.workload import build_workload
+
+    cap = request.app.state.settings.max_sim_requests
+    if q.num_prompts is not None and q.num_prompts > cap:
+        raise InputError(f"--num-prompts {q.num_prompts}: the page simulates at most {cap} "
+                         "requests (kvplan web --max-sim-requests, or use the CLI)")
+    wargs = workload_args(q)
+    work = build_workload(wargs)
+    if len(work) > cap:
+        raise InputError(f"--num-prompts: {work.name} holds {len(work)} requests; the page "
+                         f"simulates at most {cap} (set --num-prompts)")
+    slo = mx.parse_goodput(q.goodput.split() if q.goodput else [])
+    stats = (mx.parse_percentile_metrics(q.percentile_metrics),
+             mx.parse_percentiles(q.metric_percentiles))
+    spec = resolve_model(q.model, request.app.state.uploads)
+    return spec, resolve_gpu(q.gpu), engine_config(q, spec), wargs, work, slo, stats
+
+
+Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
+
+
+def _work(prepared: Any) -> Work:
+    """The job's body: simulate, then the CLI's JSON and the three charts."""
+    spec, hw, engine, wargs, work, slo, (metrics, pct) = prepared
+
+    def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+        from kvplan.analysis import metrics as mx
+        from kvplan.analysis.serving import simulate_serving
+        from kvplan.report import sim_charts
+        from kvplan.report.json_views import simulate_json
+
+        ran = simulate_serving(spec, hw, engine, work, progress=job.tick)
+        header = ran.header(wargs)
+        m = mx.compute_metrics(ran.result, percentile_metrics=metrics, percentiles=pct,
+                               goodput_ms=slo or None)
+        r = ran.result
+        title = f"{header['model_id']} on {header['gpu']}: KV usage"
+        charts = {"kv_usage": sim_charts.kv_usage_chart(r, title).to_dict(),
+                  "queue": sim_charts.queue_chart(r).to_dict(),
+                  "latency_cdf": sim_charts.latency_cdf_chart(r).to_dict()}
+        return simulate_json(header, m, r), charts
+
+    return run
+
+
+@router.get("/api/simulate", tags=["simulate"])
+def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> dict[str, Any]:
+    """`kvplan simulate MODEL --gpu GPU [workload flags] --json` (capped; runs on a thread)."""
+    from kvplan.web.jobs import Cancelled
+
+    job = Job("sync", "sync", _deadline(request))
+    try:
+        result, _charts = _work(_prepare(request, q))(job)
+    except Cancelled as exc:
+        raise InputError(f"--num-prompts: simulation {exc}") from None
+    return result
+
+
+def _deadline(request: Request) -> float:
+    import time
+
+    return time.monotonic() + float(request.app.state.settings.max_sim_seconds)
+
+
+@router.post("/api/simulate/jobs", tags=["simulate"])
+def start(request: Request, q: SimulateQuery, client: Client = None) -> dict[str, Any]:
+    """Start a simulation (one per client); poll GET .../jobs/{job} for progress and result."""
+    who = client or (request.client.host if request.client else "local")
+    job = request.app.state.jobs.start(who, _work(_prepare(request, q)))
+    return job.view()  # type: ignore[no-any-return]
+
+
+@router.get("/api/simulate/jobs/{job_id}", tags=["simulate"])
+def status(request: Request, job_id: str) -> dict[str, Any]:
+    """Progress (requests done of total), then the CLI's JSON as ``result`` when done."""
+    return request.app.state.jobs.get(job_id).view()  # type: ignore[no-any-return]
+
+
+@router.get("/api/simulate/jobs/{job_id}/charts", tags=["charts"])
+def charts(request: Request, job_id: str) -> dict[str, Any]:
+    """KV usage with arrivals and preemptions, queue depth, latency CDFs (Vega-Lite)."""
+    job = request.app.state.jobs.get(job_id)
+    if job.charts is None:
+        raise InputError(f"simulation {job_id} is {job.state}; charts come when it is done")
+    charts_: dict[str, Any] = job.charts
+    return charts_
+
+
+@router.delete("/api/simulate/jobs/{job_id}", tags=["simulate"])
+def cancel(request: Request, job_id: str) -> dict[str, Any]:
+    """Ask a running simulation to stop (it stops at its next progress tick)."""
+    job = request.app.state.jobs.get(job_id)
+    job.cancel.set()
+    return job.view()  # type: ignore[no-any-return]

@@ -1,0 +1,188 @@
+// kvplan's pages: every number shown is a value from /api/... (kept in data-value for checks).
+(() => {
+"use strict";
+const $ = (s, el = document) => el.querySelector(s);
+const $$ = (s, el = document) => [...el.querySelectorAll(s)];
+const CLIENT = (() => {
+  let id = sessionStorage.getItem("kvplanClient");
+  if (!id) { id = Math.random().toString(36).slice(2, 14); sessionStorage.setItem("kvplanClient", id); }
+  return id;
+})();
+
+// ---- display formatting only (values arrive finished from the API) ----
+const UNITS = [["TiB", 2 ** 40], ["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
+function bytes(n) {
+  if (n === null || n === undefined) return "-";
+  for (const [u, s] of UNITS) if (Math.abs(n) >= s) return `${(n / s).toFixed(2)} ${u}`;
+  return `${n} B`;
+}
+const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
+const secs = (s) => (s === null || s === undefined ? "-" : s < 1e-3 ? `${(s * 1e6).toFixed(1)} us` : s < 1 ? `${(s * 1e3).toFixed(2)} ms` : `${s.toFixed(3)} s`);
+const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(1)} %`);
+const fixed = (d) => (x) => (x === null || x === undefined ? "-" : Number(x).toFixed(d));
+const esc = (t) => String(t).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+function cell(key, value, fmt) {
+  return `<td data-key="${esc(key)}" data-value='${esc(JSON.stringify(value))}'>${esc(fmt(value))}</td>`;
+}
+function table(title, rows, data) {
+  const body = rows.map(([label, key, fmt]) => `<tr><th>${esc(label)}</th>${cell(key, data[key], fmt)}</tr>`).join("");
+  return `<table class="kv"><caption>${esc(title)}</caption>${body}</table>`;
+}
+function grid(title, cols, items, prefix) {
+  const head = cols.map(([h]) => `<th>${esc(h)}</th>`).join("");
+  const body = items.map((it, i) => "<tr>" + cols.map(([, k, f]) => cell(`${prefix}.${i}.${k}`, it[k], f)).join("") + "</tr>").join("");
+  return `<table class="grid"><caption>${esc(title)}</caption><tr>${head}</tr>${body}</table>`;
+}
+const lines = (items) => `<pre class="formula">${items.map(esc).join("\n")}</pre>`;
+
+// ---- renderers: one per answer ----
+const RENDER = {
+  kv: (d) => `<h2>${esc(d.model)} <small>${esc(d.attention)}, ${esc(d.kv_cache_dtype)}</small></h2>` +
+    lines(d.formula) + (d.tensor_parallel_size > 1 ? `<p>Per GPU at tensor parallel ${d.tensor_parallel_size}:</p>` + lines(d.formula_per_gpu) : "") +
+    table("cache per token", [["bytes per token (whole model)", "bytes_per_token", int], ["bytes per token per GPU", "bytes_per_token_per_gpu", int],
+      ["fixed state per request", "state_bytes_per_request", bytes], ["fixed state per request per GPU", "state_bytes_per_request_per_gpu", bytes]], d) +
+    grid("layer groups on one GPU", [["group", "label", String], ["layers", "num_layers", int], ["per layer / token", "bytes_per_token_per_layer", bytes],
+      ["group / token", "bytes_per_token", bytes], ["page (1 layer)", "page_size_bytes", bytes], ["state / request", "state_bytes_per_request", bytes]], d.groups, "groups") +
+    `<p class="risk">Precision risk: ${esc(d.precision_risk)}</p>` + d.notes.map((n) => `<p class="note">note: ${esc(n)}</p>`).join(""),
+  levers: (d) => grid(`levers for ${d.batch} requests x ${int(d.context_tokens)} tokens (factors multiply)`, [["lever", "lever", String], ["KV heads", "kv_heads", String],
+    ["precision", "precision", String], ["TP", "tensor_parallel_size", int], ["bytes/token/GPU", "bytes_per_token_per_gpu", int],
+    ["batch total / GPU", "total_bytes_per_gpu", bytes], ["x MHA", "factor_vs_baseline", fixed(4)]], d.levers, "levers"),
+  request: (d) => table(`${d.model}: ${int(d.prompt_tokens)} prompt + ${int(d.output_tokens)} output tokens`, [["bytes per token", "bytes_per_token", int],
+    ["prefill steps", "prefill_steps", int], ["prefill claims", "prefill_bytes", bytes], ["decode adds", "decode_bytes", bytes],
+    ["final cache (logical)", "final_bytes", bytes], ["final cache (allocated blocks)", "final_allocated_bytes", bytes], ["prefill share", "prefill_share", pct]], d),
+  capacity: (d) => table(`${d.model} on ${d.gpu} (TP ${d.tensor_parallel_size}, PP ${d.pipeline_parallel_size}), vLLM ${d.vllm_version}`, [
+    ["requested", "requested_bytes", bytes], ["- weights", "weights_bytes", bytes], ["- peak activation", "activation_bytes", bytes],
+    ["- non-torch", "non_torch_bytes", bytes], ["= KV cache", "available_kv_bytes", bytes], ["CUDA graphs (after, not subtracted)", "cudagraph_bytes", bytes],
+    ["blocks", "num_blocks", int], ["block size (tokens)", "block_size", int], ["GPU KV cache size (tokens)", "kv_cache_tokens", int],
+    ["max model len", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${x.toFixed(2)}x`],
+    ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d),
+  latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs],
+    ["end-to-end", "e2e_s", secs], ["output throughput (tok/s)", "output_throughput_tok_s", fixed(0)], ["prefill bound", "prefill_bound", String],
+    ["decode bound", "decode_bound", String]], d) + why("prefill", d.phases.prefill) + (d.phases.decode ? why("decode", d.phases.decode) : ""),
+  sweep: (d) => `<p>decode turns compute-bound at <b data-key="decode_compute_bound_from" data-value='${esc(JSON.stringify(d.decode_compute_bound_from))}'>${esc(d.decode_compute_bound_from ?? "never")}</b>;
+    the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
+    grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
+      ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
+  simulate: (d) => table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) +
+    (d.rejected.length ? `<p class="note">${d.rejected.length} request(s) rejected: ${esc(d.rejected[0].reason)}</p>` : ""),
+};
+function why(phase, c) {
+  const side = c.arithmetic_intensity_flop_per_byte >= c.ridge_point_flop_per_byte ? ">" : "<";
+  return `<p class="why">${phase}: ${int(c.tokens)} tokens over ${int(c.steps)} step(s), ${int(Math.round(c.arithmetic_intensity_flop_per_byte))} FLOP/byte ${side} ridge ${int(Math.round(c.ridge_point_flop_per_byte))} FLOP/byte → <b>${c.bound}-bound</b></p>`;
+}
+function simRows(d) {
+  const rows = [["successful requests", "completed", int], ["failed (rejected)", "failed", int], ["duration (s)", "duration", fixed(2)],
+    ["request throughput (req/s)", "request_throughput", fixed(2)], ["output token throughput (tok/s)", "output_throughput", fixed(2)]];
+  if (d.request_goodput !== null) rows.push(["request goodput (req/s)", "request_goodput", fixed(2)]);
+  for (const m of ["ttft", "tpot", "itl", "e2el"]) for (const k of Object.keys(d)) if (k.endsWith(`_${m}_ms`) && !k.startsWith("std")) rows.push([`${k.replace("_ms", "").replace("_", " ").toUpperCase()} (ms)`, k, fixed(2)]);
+  return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], ["peak KV blocks", "peak_kv_blocks", int],
+    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["engine steps", "num_steps", int]]);
+}
+
+// ---- forms -> API ----
+function fields(form, use) {
+  const out = {};
+  for (const el of $$("input[name], select[name]", form)) {
+    if (el.type === "file" || el.value === "") continue;
+    const uses = (el.dataset.use || "").split(" ").filter(Boolean);
+    if (use && uses.length && !uses.includes(use)) continue;
+    out[el.name] = el.type === "number" ? Number(el.value) : el.value;
+  }
+  return out;
+}
+const query = (obj) => new URLSearchParams(Object.entries(obj).map(([k, v]) => [k, String(v)])).toString();
+function clearErrors() { $$(".err").forEach((e) => { e.textContent = ""; }); $$(".field.bad").forEach((e) => e.classList.remove("bad")); }
+function showError(body, fallback) {
+  const where = body.field && $(`.err[data-for="${body.field}"]`);
+  const target = where || $(".err[data-for=model]");
+  target.textContent = body.detail || "invalid input";
+  target.closest(".field").classList.add("bad");
+  if (fallback) fallback.innerHTML = "";
+}
+async function getJson(url) {
+  const r = await fetch(url, { headers: { "x-kvplan-client": CLIENT } });
+  const body = await r.json().catch(() => ({ detail: `HTTP ${r.status}` }));
+  return { ok: r.ok, body };
+}
+async function draw(id, spec) {
+  const el = $(`#chart-${id}`);
+  const t0 = performance.now();
+  await vegaEmbed(el, spec, { actions: false, renderer: "svg" });
+  el.dataset.renderMs = (performance.now() - t0).toFixed(0);
+}
+let seq = 0;
+async function refresh(form) {
+  const mine = ++seq;
+  const answers = (form.dataset.answers || "").split(" ").filter(Boolean).map((a) => a.split(":"));
+  const charts = (form.dataset.charts || "").split(" ").filter(Boolean).map((a) => a.split(":"));
+  const got = await Promise.all([...answers, ...charts].map(([id, url]) => getJson(`${url}?${query(fields(form, id))}`)));
+  if (mine !== seq) return;
+  clearErrors();
+  document.body.dataset.state = "ready";
+  got.slice(0, answers.length).forEach((g, i) => {
+    const el = $(`#${answers[i][0]}`);
+    if (g.ok) { el.innerHTML = RENDER[answers[i][0]](g.body); el.dataset.json = JSON.stringify(g.body); } else showError(g.body, el);
+  });
+  await Promise.all(got.slice(answers.length).map((g, i) => (g.ok ? draw(charts[i][0], g.body) : ($(`#chart-${charts[i][0]}`).innerHTML = ""))));
+  document.body.dataset.state = got.every((g) => g.ok) ? "done" : "error";
+}
+async function upload(form, input) {
+  const data = new FormData();
+  data.append("file", input.files[0]);
+  const r = await fetch("/api/upload", { method: "POST", body: data });
+  const body = await r.json().catch(() => ({ detail: `HTTP ${r.status}`, field: "config" }));
+  clearErrors();
+  if (!r.ok) { showError({ ...body, field: "config" }); return; }
+  $("input[name=model]", form).value = body.model;
+  $(".err[data-for=config]").textContent = `${body.name}: ${body.attention}, ${body.layers} layers`;
+  form.dispatchEvent(new Event("change"));
+}
+
+// ---- simulate: a job with progress and cancel ----
+let job = null;
+async function runJob(form) {
+  clearErrors();
+  const r = await fetch(form.dataset.job, { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
+  const body = await r.json();
+  if (!r.ok) { showError(body); return; }
+  job = body.job;
+  $("#cancel").disabled = false; $("#run").disabled = true;
+  document.body.dataset.state = "running";
+  poll(form);
+}
+async function poll(form) {
+  const { body } = await getJson(`${form.dataset.job}/${job}`);
+  $("#progress").max = Math.max(body.total, 1); $("#progress").value = body.done;
+  $("#progress-text").textContent = `${body.done} / ${body.total} requests · ${body.state}`;
+  if (body.state === "running") { setTimeout(() => poll(form), 300); return; }
+  $("#cancel").disabled = true; $("#run").disabled = false;
+  if (body.state !== "done") { $("#progress-text").textContent = `${body.state}: ${body.error}`; document.body.dataset.state = body.state; return; }
+  const el = $("#simulate");
+  el.innerHTML = RENDER.simulate(body.result); el.dataset.json = JSON.stringify(body.result);
+  const charts = await getJson(`${form.dataset.job}/${job}/charts`);
+  await Promise.all(Object.entries(charts.body).map(([id, spec]) => draw(id, spec)));
+  document.body.dataset.state = "done";
+}
+
+function wire(form) {
+  let timer = null;
+  const later = () => { clearTimeout(timer); timer = setTimeout(() => refresh(form), 250); };
+  for (const range of $$("input[data-mirror]", form)) {
+    const twin = $(`input[name=${range.dataset.mirror}]`, form);
+    range.addEventListener("input", () => { twin.value = range.value; later(); });
+    twin.addEventListener("input", () => { range.value = twin.value; });
+  }
+  const file = $("input[type=file]", form);
+  if (file) file.addEventListener("change", () => upload(form, file));
+  if (form.dataset.job) {
+    form.addEventListener("submit", (e) => { e.preventDefault(); runJob(form); });
+    $("#cancel").addEventListener("click", () => fetch(`${form.dataset.job}/${job}`, { method: "DELETE" }));
+    return;
+  }
+  form.addEventListener("submit", (e) => { e.preventDefault(); refresh(form); });
+  form.addEventListener("input", (e) => { if (e.target.type !== "file") later(); });
+  form.addEventListener("change", (e) => { if (e.target.type !== "file") later(); });
+  refresh(form);
+}
+document.addEventListener("DOMContentLoaded", () => { const f = $("#form"); if (f) wire(f); });
+})();

@@ -1,0 +1,112 @@
+"""Model ids as people type them: catalog, local Hugging Face cache, Instruct variants, hints."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import UnknownNameError
+from kvplan.specs.catalog import catalog, find_variant, load_model, variant_key
+from tests.conftest import assert_one_line_error, run_cli
+
+LLAMA = catalog()["meta-llama/llama-3.1-8b"].path
+
+
+def _fake_cache(root: Path, repo_id: str, config: dict[str, object], *, ref: bool) -> Path:
+    """The standard hub layout: models--ORG--NAME/{refs/main, snapshots/REV/config.json}."""
+    repo = root / ("models--" + repo_id.replace("/", "--"))
+    snap = repo / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(config))
+    if ref:
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0123abcd")
+    return snap / "config.json"
+
+
+@pytest.mark.parametrize(
+    ("typed", "base"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
+        ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B"),
+        ("mistralai/Mistral-7B-Instruct-v0.1", "mistralai/Mistral-7B-v0.1"),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistralai/Mixtral-8x7B-v0.1"),
+        ("meta-llama/Llama-2-7b-chat-hf", "meta-llama/Llama-2-7b-hf"),
+        ("meta-llama/Meta-Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B"),
+        ("google/gemma-2-9b", "google/gemma-2-9b-it"),
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Thinking"),
+        ("Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
+    ],
+)
+def test_variants_share_the_base_config(typed: str, base: str) -> None:
+    entry = find_variant(typed)
+    assert entry is not None and entry.hf_id == base
+    assert load_model(typed).name == base
+
+
+@pytest.mark.parametrize(
+    "typed",
+    ["mistralai/Mistral-7B-Instruct-v0.2", "meta-llama/Llama-3.1-8B-Instruct-FP8",
+     "someone/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct-1M"],
+)
+def test_other_versions_orgs_and_quantized_weights_are_not_variants(typed: str) -> None:
+    assert find_variant(typed) is None
+
+
+def test_variant_key_drops_only_variant_words() -> None:
+    assert variant_key("meta-llama/Meta-Llama-3.1-8B-Instruct") == "meta-llama/llama-3.1-8b"
+    assert variant_key("mistralai/Mistral-7B-Instruct-v0.1") == "mistralai/mistral-7b-v0.1"
+
+
+def test_cli_says_which_config_was_used() -> None:
+    r = run_cli("kv", "meta-llama/Llama-3.1-8B-Instruct", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["model"] == "meta-llama/Llama-3.1-8B"
+    assert r.err.strip() == (
+        "note: using the config of meta-llama/Llama-3.1-8B for meta-llama/Llama-3.1-8B-Instruct "
+        "(Instruct/chat variants share the base model's architecture)"
+    )
+
+
+def test_unknown_model_names_the_nearest_ids() -> None:
+    r = run_cli("kv", "meta-llama/Llama-3.1-9B")
+    assert_one_line_error(r)
+    assert "Nearest catalog ids: meta-llama/Llama-3.1-8B" in r.err
+
+
+@pytest.mark.parametrize("ref", [True, False])
+def test_local_hf_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                caplog: pytest.LogCaptureFixture, ref: bool) -> None:
+    config = json.loads(LLAMA.read_text())
+    config["num_hidden_layers"] = 7  # a model the catalog does not have
+    path = _fake_cache(tmp_path / "hub", "acme/Tiny-Llama-7L", config, ref=ref)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        spec = load_model("acme/tiny-llama-7l")  # case-insensitive, like the catalog
+    assert spec.name == "acme/Tiny-Llama-7L" and spec.num_layers == 7
+    assert f"from the local Hugging Face cache ({path})" in caplog.text
+
+
+def test_hf_home_and_the_cache_beats_the_variant_rule(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    config = json.loads(LLAMA.read_text())
+    config["max_position_embeddings"] = 4096  # the downloaded Instruct config differs
+    _fake_cache(tmp_path / "home" / "hub", "meta-llama/Llama-3.1-8B-Instruct", config, ref=True)
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    spec = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert spec.name == "meta-llama/Llama-3.1-8B-Instruct"
+    assert spec.max_position_embeddings == 4096
+
+
+def test_missing_or_empty_cache_falls_through(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "nowhere"))
+    assert load_model("meta-llama/Llama-3.1-8B-Instruct").name == "meta-llama/Llama-3.1-8B"
+    (tmp_path / "hub" / "models--acme--Empty" / "snapshots").mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(UnknownNameError, match="not in the local Hugging Face cache"):
+        load_model("acme/Empty")
