@@ -117,7 +117,38 @@ def _lens(row: Mapping[str, Any], where: str, n: int) -> tuple[tuple[int, ...], 
     return (max(1, i),) * n, (max(1, o),) * n
 
 
+def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
+    """The static reader's checks on the same fields (whole counts, lengths within the
+    model's context, sane ranges): the same one-line errors for a bad file."""
+    from kvplan.costs import measurements as ms
+
+    if "mean_ttft_ms" in row and "completed" in row:
+        _check(ms._from_bench_serve(row, where, d))
+        return
+    simple = {"model": row.get("model"), "gpu": row.get("gpu"),
+              "batch": row.get("max_concurrency") or row.get("num_prompts"),
+              "prompt": row.get("input_len"), "output": row.get("output_len"),
+              "ttft_ms": row.get("mean_ttft_ms") or row.get("mean_tpot_ms") or 1}
+    for key in ("tensor_parallel_size", "dtype", "quantization", "kv_cache_dtype"):
+        if row.get(key) not in (None, ""):
+            simple[key] = row[key]
+    _check(ms._point({k: v for k, v in simple.items() if v not in (None, "")}, where, d, "run"))
+
+
+def _check(m: Any) -> None:
+    """kvplan latency's rules for the deployment and one request (context, TP, stages)."""
+    from kvplan.costs.measurement_checks import check_point
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+
+    try:
+        check_point(load_model(m.model), load_gpu(m.gpu), m.engine, m.shape)
+    except KvplanError as exc:
+        raise TraceError(f"{m.where}: {exc}") from None
+
+
 def _run(row: Mapping[str, Any], where: str, d: Defaults) -> ServingRun:
+    _validate(row, where, d)
     n = int(_num(row, "completed", where, row.get("num_prompts")))
     ins, outs = _lens(row, where, n)
     rate = row.get("request_rate", "inf")

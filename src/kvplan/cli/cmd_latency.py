@@ -58,45 +58,21 @@ def latency_cmd(
     spec, hw = load_model(model), load_gpu(gpu)
     engine = fl.resolve_engine(settings, spec)
     prof = _profile(profile, spec, hw, engine)
-    tp = engine.tensor_parallel_size
+    deployment = (spec, hw.id, engine.tensor_parallel_size)
     if sweep is not None:
         lever, values = lat.parse_sweep(sweep)
         rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
-        _show_sweep(lever, rows, as_json, _sweep_bands(lever, rows, spec, hw.id, tp))
+        _show_sweep(lever, rows, as_json, deployment)
         return
     result = lat.request_latency(spec, hw, engine, shape, prof)
-    bands = latency_bands(spec, hw.id, tp, result)
     if as_json:
         from kvplan.report.json_views import latency_answer_json
 
-        print_json({**latency_answer_json(result, prof), **bands})
+        print_json(latency_answer_json(result, prof, deployment))
         return
-    _show_latency(spec.name, hw.id, result, prof, bands)
+    from kvplan.costs.uncertainty import latency_bands
 
-
-def latency_bands(spec: Any, gpu: str, tp: int, r: LatencyResult) -> dict[str, Any]:
-    """``*_band`` keys, band basis and calibration notes of one latency answer."""
-    from kvplan.costs.uncertainty import deployment_bands
-
-    return deployment_bands(spec, gpu, tp, {
-        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
-        "output_throughput_tok_s": r.output_throughput_tok_s})
-
-
-def _sweep_bands(lever: str, rows: list[SweepRow], spec: Any, gpu: str,
-                 tp: int) -> list[dict[str, Any]]:
-    """Each row's ``*_band`` keys (a TP sweep takes each row's own degree)."""
-    from kvplan.costs.uncertainty import answer_bands, family_of
-
-    out: list[dict[str, Any]] = []
-    for r in rows:
-        res = r.result
-        row_tp = int(r.value) if lever == "tensor-parallel-size" else tp
-        out.append({} if not r.weights_fit else answer_bands(
-            {"ttft_s": res.ttft_s, "tpot_s": res.tpot_s, "e2e_s": res.e2e_s,
-             "output_throughput_tok_s": res.output_throughput_tok_s},
-            family=family_of(spec), gpu=gpu, tp=row_tp))
-    return out
+    _show_latency(spec.name, hw.id, result, prof, latency_bands(deployment, result))
 
 
 def _band_text(band: list[float] | None, fmt: Any) -> str:
@@ -164,16 +140,12 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
                   f"latency {prof.allreduce_latency_s * 1e6:.1f} us")
 
 
-def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool,
-                bands: list[dict[str, Any]]) -> None:
+def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool, deployment: Any) -> None:
     from kvplan.report.json_views import sweep_json, sweep_no_fit, sweep_turn
 
     turn, no_fit = sweep_turn(rows), sweep_no_fit(rows)
     if as_json:
-        doc = sweep_json(lever, rows)
-        for row, b in zip(doc["rows"], bands, strict=True):
-            row.update(b)
-        print_json(doc)
+        print_json(sweep_json(lever, rows, deployment))
         return
     from rich.table import Table
 

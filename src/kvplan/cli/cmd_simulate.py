@@ -94,21 +94,15 @@ def simulate_cmd(
     if outs[0] is not None:  # the per-request document is built only for --save-result
         doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
     _write_outputs(doc, result, header, gpu, outs, as_json)
-    bands = simulate_bands(spec, header["gpu"], engine.tensor_parallel_size, mx.vllm_result(m))
+    deployment = (spec, header["gpu"], engine.tensor_parallel_size)
     if as_json:
-        print_json({**simulate_json(header, m, result), **bands})
+        print_json(simulate_json(header, m, result, deployment))
         return
     _render(m, header)
     _render_verdicts(result)
-    _render_bands(bands)
+    from kvplan.report.json_views import simulate_bands
 
-
-def simulate_bands(spec: Any, gpu: str, tp: int, result: dict[str, Any]) -> dict[str, Any]:
-    """``*_band`` keys for the mean and median latencies and the output throughput."""
-    from kvplan.costs.uncertainty import SIM_KEYS, deployment_bands
-
-    values = {k: result.get(k) for k in SIM_KEYS if k in result}
-    return deployment_bands(spec, gpu, tp, values, key_of=SIM_KEYS)
+    _render_bands(simulate_bands(deployment, mx.vllm_result(m)))
 
 
 def _render_bands(bands: dict[str, Any]) -> None:

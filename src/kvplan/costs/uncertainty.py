@@ -173,3 +173,24 @@ def deployment_bands(model: Any, gpu: str, tp: int, values: Mapping[str, float |
     out["calibration_notes"] = coverage_notes(model_id=getattr(model, "name", str(model)),
                                               gpu=gpu, tp=tp, family=family)
     return out
+
+
+Deployment = tuple[Any, str, int]
+"""(ModelSpec, GPU id, tensor-parallel degree): what a band is looked up for."""
+
+
+def latency_bands(deployment: Deployment, r: Any) -> dict[str, Any]:
+    """``*_band`` keys, band basis and notes of one static-batch answer (a LatencyResult)."""
+    spec, gpu, tp = deployment
+    return deployment_bands(spec, gpu, tp, {
+        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
+        "output_throughput_tok_s": r.output_throughput_tok_s})
+
+
+def sweep_row_bands(deployment: Deployment, lever: str, value: str, r: Any) -> dict[str, Any]:
+    """``*_band`` keys of one sweep row (a TP sweep takes the row's own degree)."""
+    spec, gpu, tp = deployment
+    row_tp = int(value) if lever == "tensor-parallel-size" else tp
+    return answer_bands({"ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
+                         "output_throughput_tok_s": r.output_throughput_tok_s},
+                        family=family_of(spec), gpu=gpu, tp=row_tp)
