@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import subprocess
@@ -79,9 +80,10 @@ def _kvplan_loop(workload: str) -> dict[str, Any]:
     else:
         work, kw = _setup(LLAMA2, {"max_num_batched_tokens": 512, "max_num_seqs": 128},
                           _random_args())
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = simulate(work, **kw)
-    return {"s": time.perf_counter() - t0, "steps": r.num_steps,
+    return {"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "steps": r.num_steps,
             "ttft_sum_s": float((r.first_token_s - r.sent_s)[r.finished].sum())}
 
 
@@ -93,12 +95,14 @@ def _kvplan_small() -> dict[str, Any]:
     args = WorkloadArgs(num_prompts=200, random_input_len=512, random_output_len=128,
                         random_range_ratio=0.5, request_rate=20.0, seed=0)
     work, kw = _setup(LLAMA2, {"max_num_batched_tokens": 512, "max_num_seqs": 128}, args)
-    walls = []
+    walls, cpus = [], []
     for _ in range(30):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = simulate(work, **kw)
         walls.append(time.perf_counter() - t0)
-    return {"s": statistics.median(walls), "steps": r.num_steps}
+        cpus.append(time.process_time() - c0)
+    return {"s": statistics.median(walls), "cpu_s": statistics.median(cpus),
+            "steps": r.num_steps}
 
 
 def _schedsim_loop(trace: str, hardware: str) -> dict[str, Any]:
@@ -111,10 +115,10 @@ def _schedsim_loop(trace: str, hardware: str) -> dict[str, Any]:
     sim = Simulator(hw, create_scheduler("chunked", hw, token_budget=512,
                                          enable_prefix_caching=False))
     sim.submit_workload(load_trace_file(trace))
-    t0 = time.perf_counter()
-    m = sim.run()
-    return {"s": time.perf_counter() - t0, "steps": len(sim.iteration_records),
-            "ttft_p50_ms": getattr(m, "ttft_p50_ms", None)}
+    t0, c0 = time.perf_counter(), time.process_time()
+    sim.run()
+    return {"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "steps": len(sim.iteration_records)}
 
 
 # --------------------------------------------------------------------------- the driver
@@ -157,14 +161,19 @@ def _cases(a: argparse.Namespace, trace: Path, hw: Path) -> dict[str, list[str]]
     return out
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _run_case(name: str, cmd: list[str]) -> dict[str, Any]:
-    t0 = time.perf_counter()
+    c0, t0 = _children_cpu(), time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if p.returncode != 0:
         raise SystemExit(f"error: {name} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
     if name.startswith("cli"):
-        return {"s": wall}
+        return {"s": wall, "cpu_s": cpu}
     return dict(json.loads(p.stdout.strip().splitlines()[-1]))
 
 
@@ -181,11 +190,18 @@ def _rounds(cases: dict[str, list[str]], repeat: int) -> dict[str, list[dict[str
 
 def _report(got: dict[str, list[dict[str, Any]]]) -> None:
     med = {n: statistics.median(r["s"] for r in runs) for n, runs in got.items()}
-    print(f"{'case':<30}{'min s':>9}{'median s':>10}{'max s':>9}{'steps':>9}")
+    cpu = {n: statistics.median(r["cpu_s"] for r in runs) for n, runs in got.items()}
+    print(f"{'case':<30}{'wall min':>9}{'median':>9}{'max':>9}{'cpu median':>11}{'steps':>9}")
     for n, runs in got.items():
         s = [r["s"] for r in runs]
-        print(f"{n:<30}{min(s):>9.3f}{med[n]:>10.3f}{max(s):>9.3f}{runs[0].get('steps', ''):>9}")
-    print("\nratios of medians (x = times faster; from this one run)")
+        print(f"{n:<30}{min(s):>9.3f}{med[n]:>9.3f}{max(s):>9.3f}{cpu[n]:>11.3f}"
+              f"{runs[0].get('steps', ''):>9}")
+    for label, table in (("wall", med), ("cpu", cpu)):
+        print(f"\nratios of {label}-time medians (x = times faster; from this one run)")
+        _ratios(table)
+
+
+def _ratios(med: dict[str, float]) -> None:
     for what in ("cli random-10k", "loop random-10k", "cli azure-conv", "loop azure-conv",
                  "call small"):
         after, before = med.get(f"{what} after"), med.get(f"{what} before")

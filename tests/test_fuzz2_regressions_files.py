@@ -169,3 +169,23 @@ def test_new_files_get_umask_permissions_and_old_files_keep_theirs(tmp_path: Pat
         assert (tmp_path / "b.json").stat().st_mode & 0o777 == 0o600
     finally:
         os.umask(mask)
+
+
+PLAN = ["plan", "config.json", "--gpu", "H100", "-tp", "1", "--num-prompts", "20",
+        "--slo", "ttft:p99:2000"]
+
+
+@pytest.mark.parametrize(("plot", "files", "fragment"), [
+    ("p.svg", {"config.json": CFG1B, "@p.svg": "config.json"}, "is the input"),
+    ("no/such/p.svg", {"config.json": CFG1B}, "does not exist"),
+])
+def test_plan_plot_is_checked_before_the_search(plot: str, files: dict[str, str], fragment: str,
+                                                tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import kvplan.cli.cmd_plan as cmd
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("searched before checking --plot")
+
+    monkeypatch.setattr(cmd, "run_plan", never)
+    assert_error(run_case(tmp_path, [*PLAN, "--plot", plot], files), fragment)

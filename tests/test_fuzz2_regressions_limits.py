@@ -173,3 +173,29 @@ def test_a_trace_row_at_the_token_bound_is_read(tmp_path: Path) -> None:
             "arrival=ts,input=in,output=out", "--json"]
     doc = assert_ok(run_case(tmp_path, args, files), as_json=True)
     assert doc["completed"] == 0 and doc["failed"] == 1  # longer than the context: rejected
+
+
+TRACE_ARGS = ["simulate", L1B, "--trace", "t.csv", "--trace-columns",
+              "arrival=ts,input=in,output=out"]
+SIX_ROWS = "ts,in,out\n" + "".join(f"{i},10,2\n" for i in range(6))
+
+
+def test_a_whole_trace_past_the_request_cap_is_refused(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import kvplan.specs.workload_bounds as wb
+
+    monkeypatch.setattr(wb, "MAX_PROMPTS", 5)
+    assert_error(run_case(tmp_path, TRACE_ARGS, {"t.csv": SIX_ROWS}), "6 requests",
+                 "--num-prompts 5")
+    doc = assert_ok(run_case(tmp_path, [*TRACE_ARGS, "--num-prompts", "5", "--json"]),
+                    as_json=True)
+    assert doc["num_prompts"] == 5
+
+
+def test_a_trace_file_past_the_row_cap_is_refused(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import kvplan.specs.trace_csv as tc
+
+    monkeypatch.setattr(tc, "MAX_TRACE_ROWS", 5)
+    monkeypatch.setenv("KVPLAN_CACHE_DIR", str(tmp_path / "cache"))  # parse, not a cached copy
+    assert_error(run_case(tmp_path, TRACE_ARGS, {"t.csv": SIX_ROWS}), "more than 5 requests")

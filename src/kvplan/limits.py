@@ -12,6 +12,7 @@ prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token b
                            a sweep, 10^3 per calibrate  ~35 us each, a fit prices each
                            point                        point hundreds of times
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
+trace rows read            10^7; 10^6 simulated         (the bundled traces have < 35,000)
 layers                     1 .. 1,024                   the largest models have ~130
 config integers            1 .. 2^31 - 1                int32 tensor shapes (torch, vLLM)
 TP/PP degree               1 .. 4,096                   the largest NVLink/IB domains
@@ -40,6 +41,7 @@ MAX_PRICED_STEPS = 100_000
 MAX_SWEEP_STEPS = 200_000
 MAX_CALIBRATION_STEPS = 1_000
 MAX_PROMPTS = 1_000_000
+MAX_TRACE_ROWS = 10 * MAX_PROMPTS
 MAX_LAYERS = 1024
 MAX_CONFIG_INT = 2**31 - 1
 MAX_PARALLEL = 4096

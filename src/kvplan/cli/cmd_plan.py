@@ -69,7 +69,18 @@ def plan_cmd(
 ) -> None:
     """Cheapest configuration that meets the SLO: funnel search, verified fleet, why, levers."""
     args = dict(locals())
-    _output(run_plan(args, show_progress=not as_json and sys.stdout.isatty()), plot, as_json)
+    out = _check_plot(args)
+    _output(run_plan(args, show_progress=not as_json and sys.stdout.isatty()), out, as_json)
+
+
+def _check_plot(args: dict[str, Any]) -> Any:
+    """The --plot path, checked before the search (report/outputs.py: never an input)."""
+    from kvplan.cli.common import check_output
+    from kvplan.report.charts import check_chart_path
+
+    plot = args["plot"]
+    inputs = (args["model"], args["trace"], args["prices"], args["profile"])
+    return check_output(plot and check_chart_path(plot), "--plot", inputs)
 
 
 def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
@@ -77,10 +88,6 @@ def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
     from kvplan.analysis.planner import plan
     from kvplan.cli.plan_args import plan_kwargs, slo_from, workload_from
 
-    if args["plot"] is not None:
-        from kvplan.report.charts import check_chart_path
-
-        check_chart_path(args["plot"])
     slo = slo_from(args)
     work = workload_from(args)
     kwargs = plan_kwargs(args)
@@ -88,23 +95,22 @@ def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
         return plan(args["model"], work, slo, progress=tick, **kwargs)
 
 
-def _output(result: Any, plot: Path | None, as_json: bool) -> None:
+def _output(result: Any, out: Any, as_json: bool) -> None:
     from kvplan.report.plan_json import plan_json
     from kvplan.report.plan_text import render_plan
 
     if result.winner is None:
         raise InputError(result.infeasible_why)
-    if plot is not None:
+    if out is not None:
+        from kvplan.cli.common import write_output
+        from kvplan.report.charts import chart_bytes
         from kvplan.report.plan_chart import pareto_chart
-        from kvplan.report.sim_charts import save_chart
 
-        save_chart(pareto_chart(result), plot)
+        write_output(out, chart_bytes(pareto_chart(result), out.path.suffix), as_json=as_json)
     if as_json:
         print_json(plan_json(result))
         return
     render_plan(result, console)
-    if plot is not None:
-        console.print(f"wrote {plot}")
 
 
 class _Progress:

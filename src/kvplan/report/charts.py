@@ -66,8 +66,10 @@ def staircase_chart(tl: RequestTimeline, model_name: str) -> Any:
             for name, (x, y) in drawn.items() for s, v in zip(x, y, strict=True)]
     base = alt.Chart(alt.Data(values=rows))  # type: ignore[no-untyped-call]
     scale = alt.Scale(type="symlog") if long else alt.Scale()
+    axis = alt.Axis(values=_symlog_ticks(tl)) if long else alt.Axis()
     lines = base.mark_line(interpolate="step-after").encode(
-        x=alt.X("step:Q", title="engine step" + (" (symlog axis)" if long else ""), scale=scale),
+        x=alt.X("step:Q", title="engine step" + (" (symlog axis)" if long else ""), scale=scale,
+                axis=axis),
         y=alt.Y("MiB:Q", title="KV cache held (MiB)"),
         color=alt.Color("series:N", legend=alt.Legend(title="cache", orient="bottom")),
         strokeDash=alt.StrokeDash("series:N", legend=None),
@@ -84,6 +86,13 @@ def staircase_chart(tl: RequestTimeline, model_name: str) -> Any:
     )
     chart = (lines + marks).resolve_legend(color="independent", shape="independent")
     return chart.properties(title=title, width=640, height=320)
+
+
+def _symlog_ticks(tl: RequestTimeline) -> list[int]:
+    """0, each decade up to the last step, the end of prefill and the last step."""
+    last = len(tl.steps)
+    decades = [10**k for k in range(len(str(last))) if 10**k < last]
+    return sorted({0, tl.prefill_steps, *decades, last})
 
 
 def _staircase_arrays(tl: RequestTimeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -35,6 +35,9 @@ class LeanStep:
     decode_blocks: int
     cohort: Cohort | None
     tail: int | None
+    ahead_after: int
+    ahead_at: float
+    validate: bool
 
     def _finish(self, fin: IntArray, end: float) -> bool:
         raise NotImplementedError
@@ -111,27 +114,38 @@ class LeanStep:
         return True
 
     def _lean_decode(self, need: int) -> bool:
-        """A step of decoders only (no tail, no admission tried): the sums and nothing else."""
+        """Steps of decoders only (no tail, no admission tried): the sums and nothing else.
+        Goes on while the next turn would be one too (no arrival due, no admission to try,
+        no decode run worth trying, blocks for the decoders), so a turn may hold several."""
         s, c, pool = self.s, self.cohort, self.pool
         assert c is not None
-        n = c.n
-        if n == 0 or need > pool.free:
+        if c.n == 0 or need > pool.free:
             return False
-        pool.take(need)
-        self.decode_blocks += need
-        t = s.step
-        ctx = c.s + n * t
-        start = s.clock
-        end = start + float(self.timer.step_time_agg(n, n, ctx, ctx + n, False))
-        self.series.add(start, end, pool.used, self.shape.groups[0].bytes_per_token * (ctx + n),
-                        len(s.running), len(s.waiting), n)
-        fin = c.finishing(t)
-        if fin:
-            ids = np.array(fin, dtype=np.int64)
-            c.materialize(s, ids, t + 1)
-            self._finish(ids, end)
-        s.clock = end
-        s.step = t + 1
+        b, bpt = self.shape.block_size, self.shape.groups[0].bytes_per_token
+        budget, seqs = self.limits.max_num_batched_tokens, self.limits.max_num_seqs
+        while True:
+            n, t = c.n, s.step
+            pool.take(need)
+            self.decode_blocks += need
+            ctx = c.s + n * t
+            start = s.clock
+            end = start + float(self.timer.step_time_agg(n, n, ctx, ctx + n, False))
+            self.series.add(start, end, pool.used, bpt * (ctx + n), len(s.running),
+                            len(s.waiting), n)
+            fin = c.finishing(t)
+            if fin:
+                ids = np.array(fin, dtype=np.int64)
+                c.materialize(s, ids, t + 1)
+                self._finish(ids, end)
+            s.clock = end
+            s.step = t + 1
+            if (self.validate or c.n == 0 or end >= self._next_arrival()
+                    or (s.waiting and budget > c.n and len(s.running) < seqs)
+                    or (s.step > self.ahead_after and end >= self.ahead_at)):
+                break
+            need = c.hist[-s.step % b]
+            if need > pool.free:
+                break
         self.blocked = False
         self.steady = True
         return True
@@ -208,7 +222,10 @@ class LeanStep:
     # ------------------------------------------------------------ decode runs
 
     def _lean_run_ahead(self) -> bool:
-        """k pure-decode steps of the cohort at once (fastpath.py's rules on the sums)."""
+        """k pure-decode steps of the cohort at once (fastpath.py's rules on the sums).
+
+        Runs shorter than _RUN_MIN steps go step by step; ahead_after / ahead_at remember
+        until when no run can be long (a heuristic: both ways give the same result)."""
         s, c = self.s, self.cohort
         assert c is not None
         n = c.n
@@ -217,8 +234,13 @@ class LeanStep:
             return False
         t = s.step
         k = k_fin = c.next_finish() - t + 1
-        if k < _RUN_MIN or self._next_arrival() - s.clock < _RUN_MIN * float(
+        if k < _RUN_MIN:  # and still at every step up to that finish
+            self.ahead_after = t + k - 1
+            return False
+        nxt = self._next_arrival()
+        if nxt - s.clock < _RUN_MIN * float(
                 self.timer.step_time_agg(n, n, c.s + n * t, c.s + n * t + n, False)):
+            self.ahead_at = nxt  # a heuristic (the result is the same either way)
             return False
         times = self._run_times(self.timer.decode_run_agg(n, c.s + n * t, k))
         k = min(k, max(1, int(np.searchsorted(times[:k], self._next_arrival(), side="left"))))

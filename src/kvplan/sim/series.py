@@ -12,25 +12,32 @@ from kvplan.sim.result import KvSeries
 class StepSeries:
     """Per-step columns in growable numpy buffers (runs are written as slices)."""
 
-    __slots__ = ("cols", "n")
+    __slots__ = ("cap", "cols", "n")
 
     def __init__(self) -> None:
         self.n = 0
+        self.cap = 1024
         self.cols: list[Any] = [np.zeros(1024), np.zeros(1024)] + [np.zeros(1024, dtype=np.int64)
                                                         for _ in range(5)]
 
     def _room(self, k: int) -> None:
-        if self.n + k > len(self.cols[0]):
-            size = max(2 * len(self.cols[0]), self.n + k)
-            self.cols = [np.resize(c, size) for c in self.cols]
+        if self.n + k > self.cap:
+            self.cap = max(2 * self.cap, self.n + k)
+            grown = []
+            for c in self.cols:  # np.resize would also fill the new room by repeating
+                g = np.empty(self.cap, dtype=c.dtype)
+                g[:self.n] = c[:self.n]
+                grown.append(g)
+            self.cols = grown
 
     def add(self, *values: float) -> None:
         """One step: start, end, used blocks, logical bytes, running, waiting, new tokens."""
-        self._room(1)
         i = self.n
+        if i >= self.cap:
+            self._room(1)
         c = self.cols
         c[0][i], c[1][i], c[2][i], c[3][i], c[4][i], c[5][i], c[6][i] = values
-        self.n += 1
+        self.n = i + 1
 
     def add_run(self, times: np.ndarray, used: np.ndarray, logical: np.ndarray, running: int,
                 waiting: int) -> None:

@@ -143,6 +143,7 @@ class _Loop(FastForward, LeanStep):
                      and bool(getattr(timer, "supports_aggregates", False)))
         self.cohort: Cohort | None = None
         self.tail: int | None = None
+        self.ahead_after, self.ahead_at = -1, 0.0  # no decode run is long before these
         self._step_no: IntArray = np.zeros(0, dtype=np.int64)
         self._opens: IntArray = np.zeros(0, dtype=np.int64)
         self.reasons = reject_reasons(self.s, shape, limits, num_blocks - 1, max_model_len)
@@ -223,9 +224,12 @@ class _Loop(FastForward, LeanStep):
 
     def _lean_turn(self) -> bool:
         """A fast-forwarded run or a lean step; False if the general step must run."""
-        if not self._lean_ready():
+        if self.cohort is None and not self._lean_ready():
             return False
-        return self._lean_run_ahead() or self._lean_step()
+        s = self.s
+        if s.step > self.ahead_after and s.clock >= self.ahead_at and self._lean_run_ahead():
+            return True
+        return self._lean_step()
 
     def _general_step(self) -> None:
         s = self.s

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 
 from kvplan.errors import TraceError
-from kvplan.limits import MAX_TOKENS
+from kvplan.limits import MAX_TOKENS, MAX_TRACE_ROWS
 
 ArrivalUnit = Literal["s", "ms", "datetime"]
 ARRIVAL_UNITS: tuple[str, ...] = ("s", "ms", "datetime")
@@ -97,6 +97,11 @@ def _read_table(path: Path) -> _Table:
                 if row and any(cell.strip() for cell in row):
                     rows.append(row)
                     lines.append(reader.line_num)
+                    if len(rows) > MAX_TRACE_ROWS:
+                        raise TraceError(
+                            f"{path}: more than {MAX_TRACE_ROWS:,} requests; kvplan reads at "
+                            "most that many (cut the trace, then use --num-prompts)"
+                        )
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceError(
             f"{path}: cannot read the trace ({_reason(exc)}); give a readable UTF-8 CSV file"

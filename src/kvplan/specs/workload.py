@@ -22,7 +22,7 @@ from kvplan.specs.generators import (
 )
 from kvplan.specs.traces import BUNDLED_TRACES, Trace, load_csv_trace, load_trace
 from kvplan.specs.workload_arrays import RequestSpec, Workload
-from kvplan.specs.workload_bounds import check_workload_bounds
+from kvplan.specs.workload_bounds import check_trace_size, check_workload_bounds
 
 __all__ = ["DATASETS", "DEFAULT_NUM_PROMPTS", "LENGTH_TRACES", "PREFIX_HASH_BLOCK_TOKENS",
            "TIMED_TRACES", "RequestSpec", "Workload", "WorkloadArgs", "build_workload",
@@ -230,6 +230,7 @@ def _load_for(args: WorkloadArgs) -> Trace:
 
 def _take(trace: Trace, num_prompts: int | None) -> int:
     if num_prompts is None:
+        check_trace_size(trace.name, len(trace))
         return len(trace)
     if num_prompts > len(trace):
         raise InputError(

@@ -74,3 +74,12 @@ def _check_floats(a: Any) -> None:
         if value is not None and 0 < value < math.inf and not low <= value <= high:
             also = " or inf" if flag != "--time-scale" else ""
             raise InputError(f"{flag} must be in [{low:g}, {high:g}]{unit}{also}, got {value:g}")
+
+
+def check_trace_size(name: str, rows: int) -> None:
+    """A whole trace is simulated when --num-prompts is not given: at most 10^6 requests."""
+    if rows > MAX_PROMPTS:
+        raise InputError(
+            f"'{name}' has {rows:,} requests; kvplan simulates at most {MAX_PROMPTS:,} per run: "
+            f"give --num-prompts {MAX_PROMPTS:,} or fewer"
+        )

@@ -31,7 +31,7 @@ class Job:
         """Progress from the simulator; stops it when cancelled or past its wall time."""
         self.done, self.total = done, total
         if self.cancel.is_set():
-            raise Cancelled("cancelled")
+            raise Cancelled("cancelled from the page")
         if time.monotonic() > self.deadline_s:
             raise Cancelled("stopped: over the page's wall-time limit (kvplan web "
                             "--max-sim-seconds)")

@@ -1,4 +1,5 @@
 // kvplan's pages: every number shown is a value from /api/... (kept in data-value for checks).
+// Read form attributes with getAttribute: a control named "dataset" shadows form.dataset.
 (() => {
 "use strict";
 const $ = (s, el = document) => el.querySelector(s);
@@ -63,7 +64,7 @@ const RENDER = {
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
     grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
       ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
-  simulate: (d) => table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) +
+  simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.rejected.length ? `<p class="note">${d.rejected.length} request(s) rejected: ${esc(d.rejected[0].reason)}</p>` : ""),
 };
 function why(phase, c) {
@@ -74,11 +75,17 @@ function simRows(d) {
   const rows = [["successful requests", "completed", int], ["failed (rejected)", "failed", int], ["duration (s)", "duration", fixed(2)],
     ["request throughput (req/s)", "request_throughput", fixed(2)], ["output token throughput (tok/s)", "output_throughput", fixed(2)]];
   if (d.request_goodput !== null) rows.push(["request goodput (req/s)", "request_goodput", fixed(2)]);
-  for (const m of ["ttft", "tpot", "itl", "e2el"]) for (const k of Object.keys(d)) if (k.endsWith(`_${m}_ms`) && !k.startsWith("std")) rows.push([`${k.replace("_ms", "").replace("_", " ").toUpperCase()} (ms)`, k, fixed(2)]);
   return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], ["peak KV blocks", "peak_kv_blocks", int],
     ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["engine steps", "num_steps", int]]);
 }
-
+function simStats(d) {
+  // one row per metric, one column per statistic the API returned (mean, median, pNN)
+  const metrics = ["ttft", "tpot", "itl", "e2el"].filter((m) => `mean_${m}_ms` in d);
+  const stats = Object.keys(d).filter((k) => k.endsWith(`_${metrics[0]}_ms`) && !k.startsWith("std")).map((k) => k.slice(0, -`_${metrics[0]}_ms`.length));
+  const head = stats.map((s) => `<th>${esc(s)} (ms)</th>`).join("");
+  const body = metrics.map((m) => `<tr><th>${m.toUpperCase()}</th>` + stats.map((s) => cell(`${s}_${m}_ms`, d[`${s}_${m}_ms`], fixed(2))).join("") + "</tr>").join("");
+  return `<table class="grid"><caption>latency</caption><tr><th></th>${head}</tr>${body}</table>`;
+}
 // ---- forms -> API ----
 function fields(form, use) {
   const out = {};
@@ -113,8 +120,8 @@ async function draw(id, spec) {
 let seq = 0;
 async function refresh(form) {
   const mine = ++seq;
-  const answers = (form.dataset.answers || "").split(" ").filter(Boolean).map((a) => a.split(":"));
-  const charts = (form.dataset.charts || "").split(" ").filter(Boolean).map((a) => a.split(":"));
+  const answers = (form.getAttribute("data-answers") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
+  const charts = (form.getAttribute("data-charts") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
   const got = await Promise.all([...answers, ...charts].map(([id, url]) => getJson(`${url}?${query(fields(form, id))}`)));
   if (mine !== seq) return;
   clearErrors();
@@ -142,7 +149,7 @@ async function upload(form, input) {
 let job = null;
 async function runJob(form) {
   clearErrors();
-  const r = await fetch(form.dataset.job, { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
+  const r = await fetch(form.getAttribute("data-job"), { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
   const body = await r.json();
   if (!r.ok) { showError(body); return; }
   job = body.job;
@@ -151,15 +158,19 @@ async function runJob(form) {
   poll(form);
 }
 async function poll(form) {
-  const { body } = await getJson(`${form.dataset.job}/${job}`);
+  const { body } = await getJson(`${form.getAttribute("data-job")}/${job}`);
   $("#progress").max = Math.max(body.total, 1); $("#progress").value = body.done;
   $("#progress-text").textContent = `${body.done} / ${body.total} requests · ${body.state}`;
   if (body.state === "running") { setTimeout(() => poll(form), 300); return; }
   $("#cancel").disabled = true; $("#run").disabled = false;
-  if (body.state !== "done") { $("#progress-text").textContent = `${body.state}: ${body.error}`; document.body.dataset.state = body.state; return; }
+  if (body.state !== "done") {
+    $("#progress-text").textContent = `${body.error} (after ${body.done} / ${body.total} requests)`;
+    document.body.dataset.state = body.state;
+    return;
+  }
   const el = $("#simulate");
   el.innerHTML = RENDER.simulate(body.result); el.dataset.json = JSON.stringify(body.result);
-  const charts = await getJson(`${form.dataset.job}/${job}/charts`);
+  const charts = await getJson(`${form.getAttribute("data-job")}/${job}/charts`);
   await Promise.all(Object.entries(charts.body).map(([id, spec]) => draw(id, spec)));
   document.body.dataset.state = "done";
 }
@@ -174,9 +185,9 @@ function wire(form) {
   }
   const file = $("input[type=file]", form);
   if (file) file.addEventListener("change", () => upload(form, file));
-  if (form.dataset.job) {
+  if (form.getAttribute("data-job")) {
     form.addEventListener("submit", (e) => { e.preventDefault(); runJob(form); });
-    $("#cancel").addEventListener("click", () => fetch(`${form.dataset.job}/${job}`, { method: "DELETE" }));
+    $("#cancel").addEventListener("click", () => fetch(`${form.getAttribute("data-job")}/${job}`, { method: "DELETE" }));
     return;
   }
   form.addEventListener("submit", (e) => { e.preventDefault(); refresh(form); });

@@ -1,0 +1,141 @@
+"""`kvplan report`: the answers for one model/GPU/workload gathered into report sections."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.costs.latency import RequestShape
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+from kvplan.units import fmt_bytes, fmt_seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Section:
+    """One part of the report: a heading, the rows a person reads, the charts, the JSON."""
+
+    id: str
+    title: str
+    rows: tuple[tuple[str, str], ...]
+    charts: tuple[dict[str, Any], ...]
+    answer: dict[str, Any]
+    lines: tuple[str, ...] = ()
+
+
+def model_section(spec: ModelSpec, engine: EngineConfig, batch: int, context: int) -> Section:
+    """Bytes per token with the formula, and the levers for ``batch`` x ``context``."""
+    from kvplan.analysis.footprint import lever_table, servable_tp_degrees
+    from kvplan.analysis.kv_view import kv_report
+    from kvplan.report.budget_charts import levers_chart
+    from kvplan.report.json_views import kv_json, levers_json
+
+    kv = kv_json(kv_report(spec, engine.kv_cache_dtype, engine.tensor_parallel_size,
+                           engine.block_size))
+    levers = lever_table(spec, batch, context, tp_degrees=servable_tp_degrees(spec))
+    rows = tuple((r.lever, f"{fmt_bytes(r.total_bytes_per_gpu)} ({r.factor_vs_baseline:.3g}x MHA)")
+                 for r in levers)
+    return Section(id="model", title=f"Model: {spec.name} ({spec.attention_kind})",
+                   rows=(("bytes per token", f"{kv['bytes_per_token']:,}"), *rows),
+                   charts=(levers_chart(levers, spec.name).to_dict(),),
+                   answer={"kv": kv, "levers": levers_json(spec.name, batch, context, levers)},
+                   lines=tuple(kv["formula"]))
+
+
+def request_section(spec: ModelSpec, engine: EngineConfig, shape: RequestShape) -> Section:
+    """One request's claim schedule (chunked by the engine's token budget when given)."""
+    from kvplan.analysis.timeline import request_timeline
+    from kvplan.report.charts import staircase_chart
+    from kvplan.report.render import timeline_json
+    from kvplan.specs.kv import kv_spec
+
+    kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    tl = request_timeline(kv, shape.prompt_tokens, shape.output_tokens,
+                          chunk_tokens=engine.max_num_batched_tokens, block_size=engine.block_size)
+    rows = (("prefill claims", f"{fmt_bytes(tl.prefill_bytes)} in {tl.prefill_steps} step(s)"),
+            ("decode adds", fmt_bytes(tl.decode_bytes)), ("final cache", fmt_bytes(tl.final_bytes)),
+            ("prefill share", f"{tl.prefill_share:.1%}"))
+    return Section(id="request", title=f"Request: {shape.prompt_tokens} prompt + "
+                   f"{shape.output_tokens} output tokens", rows=rows,
+                   charts=(staircase_chart(tl, spec.name).to_dict(),),
+                   answer=timeline_json(spec.name, kv, tl))
+
+
+def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Section:
+    """vLLM's memory budget, blocks, tokens and concurrency."""
+    from kvplan.costs.memory import plan_memory
+    from kvplan.report.budget_charts import budget_chart
+    from kvplan.report.json_views import plan_json
+
+    plan = plan_memory(spec, hw, engine)
+    b = plan.budget
+    rows = (("requested", fmt_bytes(b.requested_bytes)), ("weights", fmt_bytes(b.weights_bytes)),
+            ("peak activation", fmt_bytes(b.activation_bytes)),
+            ("non-torch", fmt_bytes(b.non_torch_bytes)),
+            ("KV cache", fmt_bytes(b.available_kv_bytes)), ("blocks", f"{plan.num_blocks:,}"),
+            ("GPU KV cache size", f"{plan.kv_cache_tokens:,} tokens"),
+            ("maximum concurrency", f"{plan.max_concurrency:.2f}x at "
+                                    f"{plan.settings.max_model_len:,} tokens"))
+    return Section(id="capacity", title=f"Capacity on {hw.id}", rows=rows,
+                   charts=(budget_chart(plan).to_dict(),), answer=plan_json(plan))
+
+
+def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
+                    shape: RequestShape) -> Section:
+    """TTFT/TPOT/throughput with the bound, and a batch sweep."""
+    from kvplan.costs import latency as lat
+    from kvplan.costs.calibration import profile_for
+    from kvplan.report.budget_charts import sweep_chart
+    from kvplan.report.json_views import latency_answer_json, sweep_json
+
+    prof = profile_for(spec, hw, engine, None)
+    r = lat.request_latency(spec, hw, engine, shape, prof, check_fit=False)
+    values = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512"]
+    rows_ = lat.sweep(spec, hw, engine, shape, "batch", values, prof)
+    rows = (("TTFT", f"{fmt_seconds(r.ttft_s)} ({r.prefill_bound}-bound)"),
+            ("TPOT", "-" if r.tpot_s is None else f"{fmt_seconds(r.tpot_s)} "
+                                                  f"({r.decode_bound}-bound)"),
+            ("end-to-end", fmt_seconds(r.e2e_s)),
+            ("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s"))
+    return Section(id="latency", title=f"Latency at batch {shape.batch}", rows=rows,
+                   charts=(sweep_chart("batch", rows_).to_dict(),),
+                   answer={"latency": latency_answer_json(r, prof),
+                           "sweep": sweep_json("batch", rows_)})
+
+
+def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
+                     workload: Any) -> Section:
+    """A serving simulation: KV usage with arrivals and preemptions, queue depth, CDFs."""
+    from kvplan.analysis.metrics import compute_metrics
+    from kvplan.analysis.serving import simulate_serving
+    from kvplan.report import sim_charts
+    from kvplan.report.json_views import simulate_json
+
+    run = simulate_serving(spec, hw, engine, workload)
+    header, r = run.header(workload), run.result
+    m = compute_metrics(r)
+    answer = simulate_json(header, m, r)
+    rows = [("requests", f"{m.completed} done, {m.failed} rejected in {m.duration_s:.2f} s"),
+            ("output throughput", f"{m.output_throughput:,.1f} tok/s")]
+    rows += [(f"{name.upper()} median / p99", f"{s.median_ms:.2f} / "
+              f"{dict(s.percentiles_ms).get(99.0, float('nan')):.2f} ms")
+             for name, s in m.stats.items()]
+    rows += [("preemptions", f"{m.preemptions}"), ("peak KV usage", f"{m.peak_kv_usage:.1%}")]
+    title = f"{header['model_id']} on {header['gpu']}: KV usage"
+    charts = (sim_charts.kv_usage_chart(r, title).to_dict(), sim_charts.queue_chart(r).to_dict(),
+              sim_charts.latency_cdf_chart(r).to_dict())
+    return Section(id="simulate", title=f"Simulation: {header['dataset']}, "
+                   f"{header['num_prompts']} requests", rows=tuple(rows), charts=charts,
+                   answer=answer)
+
+
+def report_sections(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
+                    shape: RequestShape, workload: Any | None) -> list[Section]:
+    """Every section for one model, GPU, request shape and (optionally) workload."""
+    sections = [model_section(spec, engine, shape.batch, shape.prompt_tokens + shape.output_tokens),
+                request_section(spec, engine, shape), capacity_section(spec, hw, engine),
+                latency_section(spec, hw, engine, shape)]
+    if workload is not None:
+        sections.append(simulate_section(spec, hw, engine, workload))
+    return sections
