@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import assert_one_line_error, run_cli
 
@@ -27,6 +29,7 @@ def test_json_keys_and_winner(tmp_path: Path) -> None:
         "invalid", "pruned_memory", "pruned_bound", "pruned_cost", "infeasible", "simulated",
         "verified"}
     assert len(doc["levers"]) >= 4
+    _serve_line_reads_back(doc)
     assert (tmp_path / "p.html").read_text().lstrip().startswith("<!DOCTYPE html>")
 
 
@@ -68,3 +71,17 @@ def test_prices_command() -> None:
     assert all(x["source_url"] and x["observed_on"] for x in rows)
     assert_one_line_error(run_cli("prices", "--provider", "nobody"))
     assert_one_line_error(run_cli("prices", "--price", "H100"))
+
+
+def _serve_line_reads_back(doc: dict[str, Any]) -> None:
+    """The winner's `vllm serve` line, pasted into `kvplan capacity`, gives its capacity plan."""
+    best = next(c for c in doc["candidates"] if c["id"] == doc["summary"]["best"])
+    r = run_cli("capacity", "--gpu", best["gpu"], "--json", "--",
+                *shlex.split(doc["summary"]["vllm_serve"]))
+    assert r.code == 0, r.err
+    cap = r.json()
+    assert cap["kv_cache_tokens"] == best["kv_cache_tokens"]
+    for key in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
+                "tensor_parallel_size", "pipeline_parallel_size"):
+        assert cap[key] == best[key], key
+    assert cap["ignored_vllm_flags"] == []

@@ -15,7 +15,7 @@ from kvplan.analysis.fleet import (
     simulate_fleet,
 )
 from kvplan.errors import InputError
-from kvplan.specs.deployment import Deployment, vllm_serve_argv
+from kvplan.specs.deployment import Deployment
 from kvplan.specs.workload import Workload
 from tests.plan_helpers import poisson_workload, slo
 
@@ -34,12 +34,15 @@ def test_least_outstanding_sees_answers() -> None:
     assert least_outstanding(arrival, np.full(4, 100.0), 2).tolist() == [0, 1, 0, 1]
 
 
-def test_prefix_affinity_groups_by_first_block() -> None:
-    hashes = tuple(np.array(h, dtype=np.int64) for h in ([5, 1], [5, 2], [9], [5], []))
-    w = Workload(name="p", arrival_s=np.arange(5.0), prompt_tokens=np.full(5, 32),
-                 output_tokens=np.full(5, 4), prefix_hashes=hashes, hash_block_tokens=16)
-    a = prefix_affinity(w, 3).tolist()
-    assert a[0] == a[1] == a[3]
+def test_prefix_affinity_follows_the_longest_cached_prefix() -> None:
+    # r0 <- [5,1]; [9] matches nothing -> least loaded r1; [5,1,7] matches 2 blocks on r0;
+    # [] -> least loaded r2; [9,3] matches r1; [5,2] matches 1 block on r0
+    blocks = ([5, 1], [9], [5, 1, 7], [], [9, 3], [5, 2])
+    hashes = tuple(np.array(h, dtype=np.int64) for h in blocks)
+    n = len(hashes)
+    w = Workload(name="p", arrival_s=np.arange(float(n)), prompt_tokens=np.full(n, 64),
+                 output_tokens=np.full(n, 4), prefix_hashes=hashes, hash_block_tokens=16)
+    assert prefix_affinity(w, 3).tolist() == [0, 1, 0, 2, 1, 0]
     with pytest.raises(InputError, match="prefix ids"):
         prefix_affinity(poisson_workload(5, 1.0, 100, 10), 2)
 
@@ -73,12 +76,3 @@ def test_capacity_bracket_passes_below_and_fails_above() -> None:
     # common random numbers: the same rate replays the same requests -> the same verdict
     again = probe(rep, unit, s, cap.lo.rate_rps)
     assert again.verdict == cap.lo.verdict
-
-
-def test_serve_command_reads_back_to_the_same_capacity_plan() -> None:
-    from kvplan.cli.cmd_capacity import _gather, _plan
-
-    rep = _rep()
-    argv = vllm_serve_argv(rep.deployment)
-    settings, _ = _gather(argv, {})
-    assert _plan(settings, "L40S") == rep.plan

@@ -75,7 +75,7 @@ def test_price_file_and_staleness(tmp_path: Path) -> None:
     assert all(r.override for r in rows)
     t = price_table("acme", prices_file=p, today=TODAY)
     assert t.gpus == ("H100-SXM-80GB", "L40S")
-    # overrides are the user's own: not warned about; a bundled-style stale row is
+    assert [r.gpu for r in t.stale_rows(TODAY)] == ["H100-SXM-80GB"]  # 122 days old
     stale_row = PriceRow(gpu="L40S", provider="x", instance="i", gpus_per_instance=1,
                          gpus_per_node=1, usd_per_instance_hour=1.0, source_url="u",
                          observed_on="2026-09-01")

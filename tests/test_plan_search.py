@@ -146,3 +146,25 @@ def test_fixed_replicas_and_capacity_mode() -> None:
     expected = w.usd_per_hour / (w.capacity.rate_rps * float(
         np.mean(np.asarray([120] * 150))) * 3600) * 1e6 if w.usd_per_hour else math.nan
     assert w.usd_per_million_output_tokens == pytest.approx(expected)
+
+
+def test_stale_prices_warn_and_prefix_affinity_fleet(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from kvplan.specs.prices import COLUMNS
+
+    assert isinstance(tmp_path, Path)
+    prices = tmp_path / "old.csv"
+    prices.write_text(",".join(COLUMNS) + "\nL40S,acme,1x L40S,1,8,1.0,https://acme.example,"
+                      "2026-06-01,me\n")
+    prices.write_text(prices.read_text() + "H200,acme,1x H200,1,8,2.0,https://acme.example,"
+                      "2026-11-01,me\n")
+    work = kvplan.WorkloadArgs(dataset="mooncake-conversation", num_prompts=200, time_scale=4.0)
+    p = kvplan.plan(M8, work, slo("ttft:p99:60000", "tpot:p99:500"), gpus=["H200"],
+                    tensor_parallel_sizes=[1], router="prefix-affinity", prices_file=prices,
+                    provider="acme", replicas=2, explain=False, **FAST)
+    assert p.winner is not None and p.winner.fleet is not None
+    shares = p.winner.fleet.requests_per_replica
+    assert len(shares) == 2 and sum(shares) == 200 and min(shares) > 0
+    (warning,) = p.warnings
+    assert "observed on 2026-06-01" in warning and "https://acme.example" in warning

@@ -64,6 +64,8 @@ _LAZY = {
     "simulate_serving": "kvplan.analysis.serving",
     "compute_metrics": "kvplan.analysis.metrics",
     "plan": "kvplan.analysis.planner",
+    "plan_deployment": "kvplan.costs.memory",
+    "simulate_deployment": "kvplan.analysis.serving",
     "PlanOptions": "kvplan.analysis.planner",
     "Plan": "kvplan.analysis.plan_types",
     "Deployment": "kvplan.specs.deployment",

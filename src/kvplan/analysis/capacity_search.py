@@ -4,7 +4,8 @@ One request stream is sampled once at unit rate; probing rate r divides its arri
 by r, so every probe replays the same requests in the same order and the SLO margin moves
 smoothly with r. The search brackets the rate (doubling up or halving down from a guess,
 never above the optimistic ceiling), then narrows the bracket with secant steps on the
-margin (clipped to the inner 80 % of the bracket) until it is within ``tolerance``::
+margin (clipped to the inner 80 % of the bracket) until it is within ``tolerance`` (or, for a
+fleet rate, until every rate in the bracket needs the same replica count)::
 
     margin(r) = min over SLO terms of (limit - achieved) / limit   (goodput: share - target)
     lo = highest rate that passed, hi = lowest rate that failed;  capacity = lo
@@ -12,6 +13,7 @@ margin (clipped to the inner 80 % of the bracket) until it is within ``tolerance
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +43,8 @@ class Probe:
     """Share of steps whose new tokens filled max_num_batched_tokens (the chunk budget)."""
     prefill_token_share: float
     """Share of computed tokens that were prompt tokens."""
+    prefill_kv_share: float
+    """Share of the KV blocks claimed during the run that prefill steps claimed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,12 +85,21 @@ def _probe(r: SimulationResult, rep: Replica, slo: Slo, rate: float) -> Probe:
                  seqs_capped_share=float(np.sum(steps.running >= rep.limits.max_num_seqs)) / n,
                  budget_full_share=float(np.sum(
                      steps.new_tokens >= rep.limits.max_num_batched_tokens)) / n,
-                 prefill_token_share=prompt / total if total else 0.0)
+                 prefill_token_share=prompt / total if total else 0.0,
+                 prefill_kv_share=_share(r.prefill_claimed_blocks, r.decode_claimed_blocks))
+
+
+def _share(a: int, b: int) -> float:
+    return a / (a + b) if a + b else 0.0
 
 
 def find_capacity(rep: Replica, unit: Workload, slo: Slo, *, guess: float, ceiling: float,
-                  tolerance: float = TOLERANCE) -> Capacity:
-    """Bracket then narrow the highest rate whose steady-state window meets ``slo``."""
+                  tolerance: float = TOLERANCE, target_rps: float | None = None) -> Capacity:
+    """Bracket then narrow the highest rate whose steady-state window meets ``slo``.
+
+    With ``target_rps`` (a fleet rate) the search also stops once every rate in the bracket
+    gives the same replica count ceil(target / rate): the fleet size is decided.
+    """
     tried: list[Probe] = []
 
     def run(rate: float) -> Probe:
@@ -95,10 +108,17 @@ def find_capacity(rep: Replica, unit: Workload, slo: Slo, *, guess: float, ceili
 
     lo, hi = _bracket(run, min(guess, ceiling), ceiling)
     while lo is not None and hi is not None and len(tried) < MAX_PROBES \
-            and hi.rate_rps - lo.rate_rps > tolerance * lo.rate_rps:
+            and hi.rate_rps - lo.rate_rps > tolerance * lo.rate_rps \
+            and not _decided(lo.rate_rps, hi.rate_rps, target_rps):
         p = run(_secant(lo, hi))
         lo, hi = (p, hi) if p.verdict.ok else (lo, p)
     return Capacity(lo=lo, hi=hi, probes=len(tried), sim_requests=len(tried) * len(unit))
+
+
+def _decided(lo: float, hi: float, target: float | None) -> bool:
+    """True when every capacity in [lo, hi) needs the same replica count for ``target``:
+    ceil(target / lo) replicas at lo, floor(target / hi) + 1 just below hi."""
+    return target is not None and math.ceil(target / lo) == math.floor(target / hi) + 1
 
 
 def _bracket(run: object, guess: float, ceiling: float) -> tuple[Probe | None, Probe | None]:

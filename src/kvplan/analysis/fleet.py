@@ -6,8 +6,9 @@ Routers assign every arrival from what a real router sees at that moment:
 * ``least-outstanding``: to the replica with the fewest requests sent and not yet answered
   (ties: lowest index). Answer times come from a first round-robin pass (each request's
   simulated latency there), so the router sees service times the simulator produced;
-* ``prefix-affinity``: requests whose first prefix block is the same go to the same replica
-  (hash of the block id mod N), the rest round-robin; needs a trace with prefix ids.
+* ``prefix-affinity``: cache-aware — the replica already holding the longest run of the
+  request's leading prefix blocks, unless it is BALANCE_REQUESTS requests ahead of the
+  least-loaded one; needs a trace with prefix ids.
 
 The fleet is verified by simulating every replica on its share; one replica's throughput
 is never multiplied.
@@ -23,7 +24,7 @@ import numpy.typing as npt
 
 from kvplan.analysis.judge import Latencies, Verdict, judge, latencies, merge
 from kvplan.analysis.serving import pick_profile, scheduler_limits
-from kvplan.costs.memory import MemoryPlan, plan_memory
+from kvplan.costs.memory import MemoryPlan, plan_deployment
 from kvplan.costs.roofline import StepCostModel
 from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
@@ -54,7 +55,7 @@ class Replica:
 
     def __init__(self, d: Deployment, profile: str | None = None) -> None:
         self.deployment = d
-        self.plan: MemoryPlan = plan_memory(d.model, d.gpu, d.engine)
+        self.plan: MemoryPlan = plan_deployment(d)
         self.limits = scheduler_limits(self.plan.settings, d.engine)
         self.timer = StepCostModel(d.model, d.gpu, d.engine,
                                    pick_profile(d.model, d.gpu, d.engine, profile))
@@ -96,16 +97,40 @@ def least_outstanding(arrival_s: npt.NDArray[np.float64], answer_s: npt.NDArray[
     return out
 
 
+BALANCE_REQUESTS = 32
+"""prefix-affinity gives up a cache match when that replica already has this many more
+requests than the least-loaded one (SGLang's cache-aware router: balance_abs_threshold 32)."""
+
+
 def prefix_affinity(w: Workload, replicas: int) -> IntArray:
-    """Same first prefix block -> same replica; requests without prefix ids round-robin."""
+    """Cache-aware routing: each request goes to the replica that already holds the longest
+    run of its leading prefix blocks (ties, and no match: the replica with the fewest
+    requests so far), unless that replica is BALANCE_REQUESTS ahead of the least-loaded."""
     if w.prefix_hashes is None:
         raise InputError("--router prefix-affinity needs a trace with prefix ids "
                          "(hash_ids); use round-robin or least-outstanding")
-    out = round_robin(len(w), replicas)
+    seen: list[set[int]] = [set() for _ in range(replicas)]
+    count = [0] * replicas
+    out = np.zeros(len(w), dtype=np.int64)
     for i, h in enumerate(w.prefix_hashes):
-        if len(h):
-            out[i] = (int(h[0]) * 2654435761 % 2**32) % replicas
+        blocks = h.tolist()
+        k = max(range(replicas), key=lambda r: (_matched(blocks, seen[r]), -count[r], -r))
+        if count[k] - min(count) >= BALANCE_REQUESTS:
+            k = min(range(replicas), key=lambda r: (count[r], r))
+        seen[k].update(blocks)
+        count[k] += 1
+        out[i] = k
     return out
+
+
+def _matched(blocks: list[int], seen: set[int]) -> int:
+    """Leading blocks of a request already cached on a replica (prefix ids name prefixes)."""
+    n = 0
+    for b in blocks:
+        if b not in seen:
+            break
+        n += 1
+    return n
 
 
 def simulate_fleet(replica: Replica, work: Workload, replicas: int, slo: Slo) -> FleetRun:

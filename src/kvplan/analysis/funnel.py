@@ -149,7 +149,8 @@ def capacity_job(c: Candidate, lim: Limits) -> CapacityJob:
     guess = GUESS_SHARE * opt
     if lim.rate_rps is not None and c.optimistic_replicas:
         guess = min(opt, lim.rate_rps / c.optimistic_replicas)
-    return CapacityJob(deployment=c.deployment, guess_rps=guess, ceiling_rps=opt)
+    return CapacityJob(deployment=c.deployment, guess_rps=guess, ceiling_rps=opt,
+                       target_rps=None if lim.replicas is not None else lim.rate_rps)
 
 
 def fleet_jobs(c: Candidate, sizes: list[int]) -> list[FleetJob]:

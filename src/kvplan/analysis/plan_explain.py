@@ -35,10 +35,12 @@ def binding(cap: CapacityInfo) -> Binding:
     ev = (("peak_kv_usage", cap.peak_kv_usage), ("preemptions", float(cap.preemptions)),
           ("seqs_capped_share", cap.seqs_capped_share),
           ("budget_full_share", cap.budget_full_share),
-          ("prefill_token_share", cap.prefill_token_share))
+          ("prefill_token_share", cap.prefill_token_share),
+          ("prefill_kv_share", cap.prefill_kv_share))
     if cap.peak_kv_usage >= KV_FULL or cap.preemptions > 0:
         why = (f"the KV pool is {100 * cap.peak_kv_usage:.0f} % full at capacity "
-               f"({cap.preemptions} preemptions)")
+               f"({cap.preemptions} preemptions; prefill claims "
+               f"{100 * cap.prefill_kv_share:.0f} % of the blocks taken)")
         return Binding(primary="kv_memory", evidence=ev, why=why)
     if cap.seqs_capped_share >= SEQS_CAPPED:
         why = (f"{100 * cap.seqs_capped_share:.0f} % of steps run max_num_seqs requests "

@@ -34,6 +34,8 @@ class CapacityJob:
     ceiling_rps: float
     probe_rps: float | None = None
     """Also simulate this rate (the lever what-ifs: the winner's per-replica load)."""
+    target_rps: float | None = None
+    """The fleet rate: stop narrowing once the replica count is decided."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +89,8 @@ def run_job(ctx: JobContext, job: Job) -> Out:
     if isinstance(job, ProbeJob):
         v = probe(rep, ctx.unit, ctx.slo, job.rate_rps).verdict
         return ProbeOut(achieved=v.achieved, sim_requests=len(ctx.unit))
-    cap = find_capacity(rep, ctx.unit, ctx.slo, guess=job.guess_rps, ceiling=job.ceiling_rps)
+    cap = find_capacity(rep, ctx.unit, ctx.slo, guess=job.guess_rps, ceiling=job.ceiling_rps,
+                        target_rps=job.target_rps)
     extra: tuple[tuple[str, float], ...] = ()
     sims = cap.sim_requests
     if job.probe_rps is not None:
@@ -110,7 +113,8 @@ def capacity_info(cap: Capacity) -> CapacityInfo:
         preemptions=0 if evidence is None else evidence.preemptions,
         seqs_capped_share=0.0 if evidence is None else evidence.seqs_capped_share,
         budget_full_share=0.0 if evidence is None else evidence.budget_full_share,
-        prefill_token_share=0.0 if evidence is None else evidence.prefill_token_share)
+        prefill_token_share=0.0 if evidence is None else evidence.prefill_token_share,
+        prefill_kv_share=0.0 if evidence is None else evidence.prefill_kv_share)
 
 
 def fleet_info(run: FleetRun) -> FleetInfo:

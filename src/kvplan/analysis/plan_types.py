@@ -29,6 +29,7 @@ class CapacityInfo:
     seqs_capped_share: float = 0.0
     budget_full_share: float = 0.0
     prefill_token_share: float = 0.0
+    prefill_kv_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -41,6 +41,9 @@ def closest_miss(c: Candidate) -> tuple[str, float, float | None]:
     return key, float(m), achieved.get(key)
 
 
+BUDGET_FLAGS = ("--max-gpus", "--max-cost-per-hour")
+
+
 def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None) -> str:
     """One sentence: what the closest candidates miss, by how much, and the lever needed."""
     fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory")]
@@ -49,20 +52,29 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None) ->
         return (f"no configuration in the space fits in memory ({first.reason.split(';')[0]});"
                 " add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
                 "fp8 or a GPU with more memory")
-    gpu_bound = [c for c in fits if "--max-gpus" in c.reason]
-    if max_gpus is not None and gpu_bound and len(gpu_bound) == len(fits):
-        need = min(int(c.reason.split("= ")[1].split()[0]) for c in gpu_bound
-                   if "= " in c.reason)
-        return (f"--max-gpus {max_gpus} is below any feasible fleet: the smallest needs at "
-                f"least {need} GPUs; raise --max-gpus")
-    scored = [(closest_miss(c), c) for c in fits]
-    (key, m, got), best = max(scored, key=lambda s: (s[0][1], s[1].id))
+    budget = [c for c in fits if any(f in c.reason for f in BUDGET_FLAGS)]
+    misses = [(cm, c) for c in fits if (cm := closest_miss(c))[1] < 0]
+    if not misses and budget:
+        return _budget_text(budget, max_gpus)
+    if not misses:
+        return f"nothing in the space can be priced or served: {fits[0].reason}"
+    (key, m, got), best = max(misses, key=lambda s: (s[0][1], s[1].id))
     d = best.deployment
     miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {100 * abs(m):.0f} %"
     seen = f" ({got:.0f} ms)" if got is not None and key != "goodput_share" else ""
-    return (f"nothing in the space meets the SLO; the closest, {best.id} ({d.gpu.id} TP "
+    also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
+    return (f"nothing in the space meets the SLO{also}; the closest, {best.id} ({d.gpu.id} TP "
             f"{d.engine.tensor_parallel_size}, kv {d.engine.kv_cache_dtype}), misses {key} "
             f"{miss}{seen}: {_lever_for(key)}")
+
+
+def _budget_text(budget: list[Candidate], max_gpus: int | None) -> str:
+    gpus = [int(c.reason.split("= ")[1].split()[0]) for c in budget
+            if "--max-gpus" in c.reason and "= " in c.reason]
+    if max_gpus is not None and gpus:
+        return (f"--max-gpus {max_gpus} is below any feasible fleet: the smallest needs at "
+                f"least {min(gpus)} GPUs; raise --max-gpus")
+    return f"every fleet breaks the budget: {budget[0].reason}; raise --max-cost-per-hour"
 
 
 def _lever_for(key: str) -> str:

@@ -39,10 +39,12 @@ def search(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: PriceT
                    key=lambda c: (order_key(c, lim), c.id))
     best, i = math.inf, 0
     while i < len(queue):
+        # queue is sorted by optimistic cost, so the ones still below the best are a prefix
         batch = [c for c in queue[i:i + ROUND] if lim.exhaustive or order_key(c, lim) < best]
+        batch = queue[i:i + len(batch)]
         if not batch:
             break
-        i += ROUND
+        i += len(batch)
         outs = run_capacity(ex, ctx, batch, lim, t)
         for c, o in zip(batch, outs, strict=True):
             by_id[c.id] = after_capacity(c, o, prices, lim)
@@ -70,7 +72,7 @@ def _settle(by_id: dict[str, Candidate], ex: Executor, ctx: JobContext, prices: 
                 if c.stage == "verified" and c.usd_per_million_output_tokens is not None]
         return min([best, *done])
     pending = sorted((c for c in by_id.values() if c.stage == "simulated"),
-                     key=lambda c: (_floor_cost(c, prices), c.id))
+                     key=lambda c: (c.usd_per_hour or math.inf, _floor_cost(c, prices), c.id))
     for c in pending:
         if _floor_cost(c, prices) >= best:
             continue

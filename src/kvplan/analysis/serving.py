@@ -13,6 +13,7 @@ from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
 from kvplan.sim.scheduler import Limits
 from kvplan.specs.catalog import load_model
+from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec, load_gpu
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
@@ -107,3 +108,11 @@ def simulate_serving(
     )
     return ServingRun(model=spec, hardware=hw, engine=engine, plan=plan, limits=limits,
                       workload=work, result=result)
+
+
+def simulate_deployment(d: Deployment, workload: Workload | WorkloadArgs | None = None, *,
+                        profile: str | Profile | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> ServingRun:
+    """``simulate_serving`` for one replica of a Deployment (a fleet: analysis.fleet)."""
+    return simulate_serving(d.model, d.gpu, d.engine, workload, profile=profile,
+                            progress=progress)

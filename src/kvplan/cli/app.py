@@ -60,13 +60,14 @@ def _notes_to_stderr() -> None:
     import logging
 
     log = logging.getLogger("kvplan")
-    if not any(getattr(h, "kvplan_notes", False) for h in log.handlers):
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("note: %(message)s"))
-        handler.kvplan_notes = True  # type: ignore[attr-defined]
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
+    for old in [h for h in log.handlers if getattr(h, "kvplan_notes", False)]:
+        log.removeHandler(old)  # a second main() in one process: today's sys.stderr
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("note: %(message)s"))
+    handler.kvplan_notes = True  # type: ignore[attr-defined]
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 def main() -> None:

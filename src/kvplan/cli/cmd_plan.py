@@ -34,7 +34,7 @@ def plan_cmd(
     block_size: Annotated[str, _o("--block-size")] = "16",
     prefix_caching: Annotated[str, _o("--enable-prefix-caching", help_="on,off")] = "on",
     gpu_memory_utilization: Annotated[float, _o("--gpu-memory-utilization")] = 0.9,
-    max_model_len: Annotated[int | None, _o("--max-model-len")] = None,
+    max_model_len: Annotated[Str, _o("--max-model-len", help_="8192, 8k, 8K")] = None,
     replicas: Annotated[str, _o("--replicas", help_="auto or N")] = "auto",
     router: Annotated[str, _o("--router", help_="round-robin, least-outstanding, "
                                                 "prefix-affinity")] = "round-robin",
@@ -73,16 +73,6 @@ def plan_cmd(
     _output(run_plan(args, show_progress=not as_json and sys.stdout.isatty()), out, as_json)
 
 
-def _check_plot(args: dict[str, Any]) -> Any:
-    """The --plot path, checked before the search (report/outputs.py: never an input)."""
-    from kvplan.cli.common import check_output
-    from kvplan.report.charts import check_chart_path
-
-    plot = args["plot"]
-    inputs = (args["model"], args["trace"], args["prices"], args["profile"])
-    return check_output(plot and check_chart_path(plot), "--plot", inputs)
-
-
 def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
     """Build the inputs from the flags and call kvplan.plan (a progress bar on a terminal)."""
     from kvplan.analysis.planner import plan
@@ -95,22 +85,35 @@ def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
         return plan(args["model"], work, slo, progress=tick, **kwargs)
 
 
-def _output(result: Any, out: Any, as_json: bool) -> None:
+def _check_plot(args: dict[str, Any]) -> Any:
+    """Refuse a bad --plot path (an input, a folder, a wrong extension) before planning."""
+    if args["plot"] is None:
+        return None
+    from kvplan.cli.common import check_output
+    from kvplan.report.charts import check_chart_path
+
+    check_chart_path(args["plot"])
+    inputs = (args["model"], args["trace"], args["prices"], args["profile"])
+    return check_output(args["plot"], "--plot", inputs)
+
+
+def _output(result: Any, plot_out: Any, as_json: bool) -> None:
+    from kvplan.cli.common import write_output
     from kvplan.report.plan_json import plan_json
     from kvplan.report.plan_text import render_plan
 
     if result.winner is None:
         raise InputError(result.infeasible_why)
-    if out is not None:
-        from kvplan.cli.common import write_output
+    if as_json:
+        print_json(plan_json(result))
+    else:
+        render_plan(result, console)
+    if plot_out is not None:
         from kvplan.report.charts import chart_bytes
         from kvplan.report.plan_chart import pareto_chart
 
-        write_output(out, chart_bytes(pareto_chart(result), out.path.suffix), as_json=as_json)
-    if as_json:
-        print_json(plan_json(result))
-        return
-    render_plan(result, console)
+        data = chart_bytes(pareto_chart(result), plot_out.path.suffix)
+        write_output(plot_out, data, as_json=as_json)
 
 
 class _Progress:

@@ -19,13 +19,23 @@ def comma_list(flag: str, text: str, parse: Callable[[str], T]) -> tuple[T, ...]
     for x in items:
         try:
             out.append(parse(x))
+        except InputError:
+            raise
         except (ValueError, KeyError):
             raise InputError(f"{flag}: {x!r} is not a valid value") from None
     return tuple(out)
 
 
-def _int_or_default(x: str) -> int | None:
-    return None if x.lower() == "default" else int(x)
+def _engine(field: str) -> Callable[[str], Any]:
+    """One value of an engine flag, parsed as vLLM parses it (cli/flags.py, shared)."""
+    from kvplan.cli.flags import parse_flag
+
+    return lambda x: parse_flag(field, x)
+
+
+def _or_default(field: str) -> Callable[[str], Any]:
+    parse = _engine(field)
+    return lambda x: None if x.lower() == "default" else parse(x)
 
 
 def _on_off(x: str) -> bool:
@@ -37,15 +47,18 @@ def space_options(a: dict[str, Any]) -> dict[str, Any]:
     return {
         "gpus": None if a["gpu"] is None else comma_list("--gpu", a["gpu"], str),
         "tensor_parallel_sizes": None if a["tp"] is None else comma_list(
-            "--tensor-parallel-size", a["tp"], int),
-        "pipeline_parallel_sizes": comma_list("--pipeline-parallel-size", a["pp"], int),
+            "--tensor-parallel-size", a["tp"], _engine("tensor_parallel_size")),
+        "pipeline_parallel_sizes": comma_list("--pipeline-parallel-size", a["pp"],
+                                              _engine("pipeline_parallel_size")),
         "kv_cache_dtypes": comma_list("--kv-cache-dtype", a["kv_cache_dtype"], str),
         "quantizations": comma_list("--quantization", a["quantization"],
                                     lambda x: None if x.lower() == "none" else x),
-        "max_num_seqs": comma_list("--max-num-seqs", a["max_num_seqs"], _int_or_default),
+        "max_num_seqs": comma_list("--max-num-seqs", a["max_num_seqs"],
+                                   _or_default("max_num_seqs")),
         "max_num_batched_tokens": comma_list("--max-num-batched-tokens",
-                                             a["max_num_batched_tokens"], _int_or_default),
-        "block_sizes": comma_list("--block-size", a["block_size"], int),
+                                             a["max_num_batched_tokens"],
+                                             _or_default("max_num_batched_tokens")),
+        "block_sizes": comma_list("--block-size", a["block_size"], _engine("block_size")),
         "prefix_caching": comma_list("--enable-prefix-caching", a["prefix_caching"], _on_off),
     }
 
@@ -90,7 +103,9 @@ def plan_kwargs(a: dict[str, Any]) -> dict[str, Any]:
     """Everything kvplan.plan() takes besides model, workload and SLO."""
     return {
         **space_options(a), "gpu_memory_utilization": a["gpu_memory_utilization"],
-        "max_model_len": a["max_model_len"], "replicas": replicas_option(a["replicas"]),
+        "max_model_len": None if a["max_model_len"] is None else _engine("max_model_len")(
+            a["max_model_len"]),
+        "replicas": replicas_option(a["replicas"]),
         "router": a["router"], "provider": a["provider"], "prices_file": a["prices"],
         "price_overrides": price_overrides(a["price"]), "max_gpus": a["max_gpus"],
         "max_cost_per_hour": a["max_cost_per_hour"], "search": a["search"],

@@ -32,6 +32,7 @@ from kvplan.costs.kv_groups import (
 from kvplan.costs.params import weight_bytes_per_gpu
 from kvplan.costs.settings import Settings, resolve_settings
 from kvplan.errors import DoesNotFitError, InputError
+from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import StateSpec, resolve_precision
 from kvplan.specs.model import ModelSpec
@@ -50,6 +51,7 @@ __all__ = [
     "largest_max_model_len",
     "layer_specs",
     "needed_bytes",
+    "plan_deployment",
     "plan_memory",
     "resolve_settings",
 ]
@@ -293,3 +295,8 @@ def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
     except InputError:
         return False
     return b.available_kv_bytes > 0 and needed_bytes(groups, s) <= b.available_kv_bytes
+
+
+def plan_deployment(d: Deployment) -> MemoryPlan:
+    """The memory plan of one replica of ``d`` (every replica is the same)."""
+    return plan_memory(d.model, d.gpu, d.engine)

@@ -203,7 +203,7 @@ def input_files(*names: str | Path | None) -> tuple[Path, ...]:
     for name in names:
         if not name:
             continue
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: '~0'
             p = Path(name).expanduser()
             if p.is_dir():
                 p = p / "config.json"

@@ -94,7 +94,8 @@ def _capacity(x: CapacityInfo) -> dict[str, Any]:
             "achieved_at_hi": dict(x.achieved_at_hi), "peak_kv_usage": x.peak_kv_usage,
             "preemptions": x.preemptions, "seqs_capped_share": x.seqs_capped_share,
             "budget_full_share": x.budget_full_share,
-            "prefill_token_share": x.prefill_token_share}
+            "prefill_token_share": x.prefill_token_share,
+            "prefill_kv_share": x.prefill_kv_share}
 
 
 def _cost(x: FleetCost) -> dict[str, Any]:

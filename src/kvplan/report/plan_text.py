@@ -20,7 +20,7 @@ def ranked_rows(p: Plan) -> list[Candidate]:
                  max_cost_per_hour=None, mean_output_tokens=0.0, exhaustive=False)
     ok = rank(list(p.candidates), lim)[: 1 + RUNNERS_UP]
     bad = [c for c in p.candidates if c.stage == "infeasible"
-           or (c.stage == "pruned_bound" and c.zero_load_margins)]
+           or (c.stage == "pruned_bound" and closest_miss(c)[1] < 0)]
     bad.sort(key=lambda c: (c.usd_per_hour or c.optimistic_usd_per_hour or 0.0, c.id))
     return ok + bad[:INFEASIBLE_SHOWN]
 
@@ -52,6 +52,7 @@ def _row(c: Candidate, p: Plan, winner_id: str | None) -> list[str]:
         key, m, _ = closest_miss(c)
         note = f"misses {key} by {100 * abs(m):.0f} %" if key != "goodput_share" else (
             f"misses goodput by {abs(m):.3f}")
+        note = note if m < 0 else c.reason
     return [role, c.id, _config(c), str(c.replicas or "-"), cap, usd, mtok, note]
 
 

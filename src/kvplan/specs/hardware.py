@@ -134,7 +134,10 @@ def gpu_catalog() -> dict[str, HardwareSpec]:
 
 def load_gpu(name_or_path: str) -> HardwareSpec:
     """A catalog id or alias (case-insensitive) or a YAML/JSON file describing one GPU."""
-    path = Path(name_or_path).expanduser()
+    try:
+        path = Path(name_or_path).expanduser()
+    except RuntimeError:  # '~user' with no such user: the name as typed
+        path = Path(name_or_path)
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
         return _load_gpu_file(path)
     key = "-".join(name_or_path.strip().lower().replace("nvidia", "").split())

@@ -59,8 +59,8 @@ class PriceTable:
         return tuple(dict.fromkeys(r.gpu for r in self.rows))
 
     def stale_rows(self, today: dt.date) -> tuple[PriceRow, ...]:
-        return tuple(r for r in self.rows if not r.override
-                     and r.age_days(today) > STALE_AFTER_DAYS)
+        """Rows observed more than STALE_AFTER_DAYS before ``today`` (--price rows are new)."""
+        return tuple(r for r in self.rows if r.age_days(today) > STALE_AFTER_DAYS)
 
 
 def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:

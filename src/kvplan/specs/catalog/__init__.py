@@ -82,6 +82,14 @@ def nearest_ids(name: str, n: int = 3) -> list[str]:
     return list(dict.fromkeys(by_key[c] for c in close))
 
 
+def _expand(path: Path) -> Path:
+    """``~/x`` -> home; ``~user`` with no such user (``~0``) stays as typed (then an id)."""
+    try:
+        return path.expanduser()
+    except RuntimeError:  # "Could not determine home directory"
+        return path
+
+
 def load_model(name_or_path: str) -> ModelSpec:
     """A catalog id (case-insensitive) or a path to a config.json (or its folder) -> ModelSpec."""
     if len(name_or_path) > MAX_NAME_CHARS:
@@ -89,7 +97,7 @@ def load_model(name_or_path: str) -> ModelSpec:
             f"model name of {len(name_or_path)} characters: model ids and config paths are "
             f"at most {MAX_NAME_CHARS} characters; see 'kvplan models'"
         )
-    path = Path(name_or_path).expanduser()
+    path = _expand(Path(name_or_path))
     if _probe(path.is_dir):
         path = path / "config.json"
     if path.suffix == ".json" or _probe(path.exists):

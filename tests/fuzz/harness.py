@@ -1,0 +1,155 @@
+"""Run the CLI in-process on one generated input and check the contract.
+
+The property, for every input: exit 0 with valid output (with ``--json``: stdout is exactly one
+strict JSON object, no NaN/Infinity, byte counts whole, non-negative and below 1 EiB), or exit 2
+with exactly one ``error: `` line on stderr and nothing on stdout (``note:``/``warning:`` lines
+may come before it); never a traceback or another exit status, never longer than the
+per-example time limit, and never a changed input file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sys
+import traceback
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TIME_LIMIT_S = float(os.environ.get("KVPLAN_FUZZ_TIME_LIMIT_S", "20"))
+"""Per-example wall-clock limit; a run past it is a hang."""
+MAX_BYTES = 2**60
+"""1 EiB: no real deployment holds more; a byte count above it is absurd."""
+SIDE_LINES = ("note: ", "warning: ", "wrote ")
+"""stderr lines allowed beside the answer (or before the one error line)."""
+
+COUNTS: dict[str, Counter[str]] = {}
+"""family -> outcome -> runs (printed at the end of the session by conftest.py)."""
+
+
+class Hang(BaseException):
+    """Raised by the alarm when one run passes TIME_LIMIT_S (BaseException: main() lets it go)."""
+
+
+@dataclass
+class Run:
+    argv: list[str]
+    code: int | None = None
+    out: str = ""
+    err: str = ""
+    crash: str | None = None
+    """The traceback of an exception that escaped main(), or 'hang'."""
+    changed_inputs: list[str] = field(default_factory=list)
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Hang()
+
+
+def run_cli(argv: list[str], inputs: Sequence[Path] = (), cwd: Path | None = None) -> Run:
+    """``kvplan ARGV`` through the console-script entry, in this process, time-limited."""
+    from kvplan.cli import main
+
+    before = {p: _read(p) for p in inputs}
+    run, out, err = Run(argv=list(argv)), io.StringIO(), io.StringIO()
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    old_handler = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT_S)
+    try:
+        sys.argv = ["kvplan", *argv]
+        if cwd is not None:
+            os.chdir(cwd)
+        with redirect_stdout(out), redirect_stderr(err):
+            main()
+        run.code = 0
+    except SystemExit as exc:
+        run.code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Hang:
+        run.crash = f"hang: over {TIME_LIMIT_S:.0f} s"
+    except BaseException:
+        run.crash = traceback.format_exc()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+    run.out, run.err = out.getvalue(), err.getvalue()
+    run.changed_inputs = [str(p) for p, data in before.items() if _read(p) != data]
+    return run
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _absurd_numbers(obj: Any, key: str = "") -> list[str]:
+    """Byte counts that are not whole, negative or above 1 EiB; any negative size or time."""
+    bad: list[str] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            bad += _absurd_numbers(v, str(k))
+    elif isinstance(obj, list):
+        for v in obj:
+            bad += _absurd_numbers(v, key)
+    elif isinstance(obj, int | float) and not isinstance(obj, bool):
+        is_bytes = key.endswith("bytes") or key.endswith("_bytes_per_token")
+        negative = key.endswith(("_s", "_ms", "_tokens")) and obj < 0
+        if negative or (is_bytes and (not float(obj).is_integer() or obj < 0 or obj > MAX_BYTES)):
+            bad.append(f"{key}={obj!r}")
+    return bad
+
+
+def verdict(run: Run) -> str:
+    """'ok' or 'error' when the contract holds, else a description of the breach."""
+    if run.crash is not None:
+        return f"crash: {run.crash}"
+    if run.changed_inputs:
+        return f"changed input files: {run.changed_inputs}"
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    if "Traceback" in run.err:
+        return f"traceback on stderr: {run.err[-2000:]}"
+    if run.code == 2:
+        errors = [line for line in lines if line.startswith("error: ")]
+        others = [line for line in lines if not line.startswith(("error: ", *SIDE_LINES))]
+        if len(errors) != 1 or others or (lines and lines[-1] != errors[0]) or run.out.strip():
+            return f"unclean error: stderr={run.err!r} stdout={run.out[:500]!r}"
+        return "error"
+    if run.code != 0:
+        return f"exit {run.code}: {run.err[-2000:]}"
+    strays = [line for line in lines if not line.startswith(SIDE_LINES)]
+    if strays:
+        return f"exit 0 with stray stderr: {strays[:3]}"
+    if "--json" in run.argv and "--help" not in run.argv:
+        return _json_verdict(run.out)
+    return "ok"
+
+
+def _json_verdict(out: str) -> str:
+    try:
+        obj = json.loads(out, parse_constant=_reject_constant)
+    except ValueError as exc:
+        return f"--json output is not one strict JSON object ({exc}): {out[:300]!r}"
+    if not isinstance(obj, dict):
+        return f"--json output is not an object: {out[:200]!r}"
+    bad = _absurd_numbers(obj)
+    return f"absurd numbers in JSON: {bad[:5]}" if bad else "ok"
+
+
+def check(family: str, run: Run) -> None:
+    """Count the outcome and fail the example (hypothesis shrinks it) on any breach."""
+    outcome = verdict(run)
+    COUNTS.setdefault(family, Counter())[outcome if outcome in ("ok", "error") else "FAIL"] += 1
+    assert outcome in ("ok", "error"), f"kvplan {' '.join(run.argv)}\n{outcome}"
