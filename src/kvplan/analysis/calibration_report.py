@@ -50,7 +50,7 @@ def residuals(points: Iterable[CalPoint], fit: Fit) -> list[Residual]:
     return out
 
 
-def leave_one_source_out(points: Sequence[CalPoint], rounds: int = 8) -> list[Residual]:
+def leave_one_source_out(points: Sequence[CalPoint], rounds: int = 6) -> list[Residual]:
     """Each source's points predicted by a fit on all the other sources."""
     out: list[Residual] = []
     for source in sorted({p.source for p in points}):
