@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long fuzz run: every input family through the CLI in-process, 10,175 examples
+# The long fuzz run: every input family through the CLI in-process, 10,475 examples
 # (5 x the .ci/run profile) with a random-but-printed seed; prints the counts per family.
 #   bash scripts/fuzz.sh            # seed 1
 #   SEED=7 SCALE=10 bash scripts/fuzz.sh

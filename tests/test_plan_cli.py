@@ -26,7 +26,8 @@ def test_json_keys_and_winner(tmp_path: Path) -> None:
     assert "--goodput ttft:2000 tpot:100" in s["vllm_bench_serve"]
     assert doc["inputs"]["slo"]["bounds"][0]["key"] == "p99_ttft_ms"
     assert {c["stage"] for c in doc["candidates"]} <= {
-        "invalid", "pruned_memory", "pruned_bound", "pruned_cost", "infeasible", "simulated",
+        "invalid", "duplicate", "pruned_memory", "pruned_bound", "pruned_cost", "infeasible",
+        "simulated",
         "verified"}
     assert len(doc["levers"]) >= 4
     _serve_line_reads_back(doc)
@@ -55,6 +56,7 @@ def test_nothing_feasible_names_the_miss_and_the_lever() -> None:
     r = run_cli(*BASE, "--slo", "ttft:p99:1", "tpot:p99:1")
     assert_one_line_error(r)
     assert "misses" in r.err and "than the space holds" in r.err
+    assert "try --tensor-parallel-size 2" in r.err and "H200-SXM-141GB" in r.err
 
 
 def test_max_gpus_too_low() -> None:

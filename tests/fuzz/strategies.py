@@ -199,6 +199,49 @@ def simulate_args(draw: st.DrawFn) -> Case:
     return Case((*argv, *draw(json_flag())))
 
 
+PLAN = {"-tp": ("1", "1,2", "2,4", "3", "0", "", "1,,2", "abc"), "--kv-cache-dtype":
+        ("auto", "auto,fp8", "fp8", "nope", ""), "--max-num-seqs": ("default", "8,64", "0", "x"),
+        "--quantization": ("none", "fp8", "none,fp8", "int3"), "--replicas": ("auto", "1", "2",
+                                                                              "0", "-1", "x"),
+        "--router": ("round-robin", "least-outstanding", "prefix-affinity", "nope"),
+        "--max-gpus": ("1", "4", "0", "-1"), "--max-cost-per-hour": ("10", "0.01", "0", "-1",
+                                                                     "nan"),
+        "--slo": ("ttft:p99:2000", "tpot:p90:50", "ttft:p99:1", "e2el:p50:100000", "ttft:99:x",
+                  "nope", "ttft:p101:5", ""),
+        "--goodput-target": ("0.99", "0.5", "0", "1.5", "nan"),
+        "--warmup-fraction": ("0.1", "0", "0.99", "1", "-1"),
+        "--provider": ("lambda", "runpod-secure", "nope"),
+        "--price": ("H100=2.5", "H100=0", "H100=-1", "Z80=1", "H100", "H100=nan"),
+        "--search": ("funnel", "exhaustive", "nope"), "--executor": ("local", "nope"),
+        "--max-model-len": ("4k", "2048", "0", "8x"), "--block-size": ("16", "32", "7"),
+        "--enable-prefix-caching": ("on", "off", "on,off", "maybe"),
+        "--request-rate": ("1", "5", "0", "-1", "inf", "nan")}
+REPORT = {"--gpu": GPUS[:3], "--prompt": ("128", "0", "-1", "100000000"),
+          "--output": ("16", "0"), "--batch": ("1", "4", "0"), "-tp": ("1", "2", "3"),
+          "--max-model-len": ("4k", "0")}
+
+
+@st.composite
+def plan_args(draw: st.DrawFn) -> Case:
+    """plan over a small space (few requests), prices, and (rarely: it is slow) report."""
+    cmd = draw(st.sampled_from(("plan",) * 8 + ("prices", "report")))
+    if cmd == "prices":
+        return Case(("prices", *draw(flags({"--provider": PLAN["--provider"],
+                                            "--price": PLAN["--price"]}, 2)),
+                     *draw(json_flag())))
+    if cmd == "report":  # a whole report takes seconds: only its argument checks here
+        out = draw(st.sampled_from(("outdir", "no/such/r.html", "r.txt", "f.html/r.html")))
+        return Case(("report", draw(mostly(MODELS[:3], BAD_MODELS)), "-o", out,
+                     *draw(flags(REPORT, 2))), dirs=("outdir",))
+    head = ["plan", draw(mostly(MODELS[:3], BAD_MODELS)), "--gpu",
+            draw(mostly(("H100", "H100,A100-40GB-SXM"), ("Z80", "", "H100,,L4"))),
+            "--num-prompts", draw(mostly(("20", "30"), ("0", "-1", "100000000"))),
+            "--sample-requests", draw(st.sampled_from(("20", "20", "0")))]
+    slo = draw(st.sampled_from((["--slo", "ttft:p99:5000"], ["--slo", "tpot:p90:100"],
+                                ["--goodput", "ttft:3000"], [])))
+    return Case((*head, *slo, *[a for a in draw(flags(PLAN, 4)) if a], *draw(json_flag())))
+
+
 def _mutate(config: dict[str, Any], draw: st.DrawFn) -> dict[str, Any]:
     out = dict(config)
     for _ in range(draw(st.integers(1, 3))):
@@ -412,6 +455,7 @@ FAMILIES: dict[str, st.SearchStrategy[Case]] = {
     "args: capacity (flags and pasted vllm serve)": capacity_args(),
     "args: latency (and --sweep)": latency_args(),
     "args: simulate": simulate_args(),
+    "args: plan, prices, report": plan_args(),
     "config.json field mutations": config_mutations(),
     "config.json files (broken, dirs, links)": config_files(),
     "trace CSV (--trace, --trace-columns)": trace_files(),

@@ -60,10 +60,16 @@ def screen(model: ModelSpec, space: SearchSpace, router: str, prices: PriceTable
            ctx: JobContext, lim: Limits) -> list[Candidate]:
     """Stages 0-2 for every combination: enumerate, exact memory, analytic bounds."""
     out = []
+    seen: dict[tuple[str, object], str] = {}
     for i, (d, why, _) in enumerate(enumerate_space(model, space, router)):
         cid = f"c{i:04d}"
         if d is None:
             out.append(_dummy(cid, model, space, why))
+            continue
+        first = seen.setdefault((d.gpu.id, d.engine), cid)
+        if first != cid:
+            out.append(Candidate(id=cid, deployment=d, stage="duplicate", reason=(
+                f"the same engine flags as {first} once vLLM's defaults are filled in")))
             continue
         out.append(_screen_one(cid, d, prices, ctx, lim))
     return out

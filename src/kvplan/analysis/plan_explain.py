@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from kvplan.analysis.executor import Executor
 from kvplan.analysis.funnel import Limits, Tally, tally
-from kvplan.analysis.plan_jobs import CapacityJob, CapacityOut, JobContext, ProbeJob, ProbeOut
+from kvplan.analysis.plan_jobs import CapacityJob, CapacityOut, JobContext
 from kvplan.analysis.plan_types import Binding, Candidate, CapacityInfo, Lever
 from kvplan.costs.memory import plan_memory
 from kvplan.costs.pricing import fleet_cost
@@ -121,32 +121,41 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
         jobs.append(CapacityJob(deployment=d, guess_rps=w.capacity.rate_rps,
                                 ceiling_rps=max(w.capacity.rate_rps * 8, 1e-3),
                                 probe_rps=per_replica))
-    base_job = ProbeJob(deployment=w.deployment.with_replicas(1), rate_rps=per_replica)
-    results = ex.run(ctx, [*jobs, base_job])
-    outs = [o for o in results if isinstance(o, CapacityOut)]
-    base = results[-1]
-    assert isinstance(base, ProbeOut)
+    base_job = CapacityJob(deployment=w.deployment.with_replicas(1),
+                           guess_rps=w.capacity.rate_rps,
+                           ceiling_rps=max(w.capacity.rate_rps * 8, 1e-3), probe_rps=per_replica)
+    outs = [o for o in ex.run(ctx, [*jobs, base_job]) if isinstance(o, CapacityOut)]
     tally(t, outs)
-    t.sim_requests += base.sim_requests
-    done = [_lever(w, label, d, o, prices, lim, dict(base.achieved)) for (label, d), o in
-            zip(variants, outs, strict=True)]
+    base = _estimate(w.deployment, outs[-1], prices, lim)
+    key = w.capacity.binding_slo if w.capacity.binding_slo != "goodput_share" else None
+    done = [_lever(label, _estimate(d, o, prices, lim), base, key) for (label, d), o in
+            zip(variants, outs[:-1], strict=True)]
     return tuple(done + notes)
 
 
-def _lever(w: Candidate, label: str, d: Deployment, o: CapacityOut, prices: PriceTable,
-           lim: Limits, base_at: dict[str, float]) -> Lever:
-    assert w.capacity is not None and w.replicas is not None and w.cost is not None
+def _estimate(d: Deployment, o: CapacityOut, prices: PriceTable, lim: Limits
+              ) -> tuple[float, int | None, float | None, dict[str, float]]:
+    """(capacity, replicas from it, their $/hour, SLO terms at the common load)."""
     cap = o.info.rate_rps
     n = (math.ceil(lim.rate_rps / cap) if cap > 0 else None) if lim.rate_rps else 1
     cost = fleet_cost(prices.for_gpu(d.gpu.id), n, d.gpus_per_replica) if n else None
-    key = w.capacity.binding_slo
-    base = base_at.get(key) if key and key != "goodput_share" else None
-    new = dict(o.at_probe).get(key) if key else None
+    return cap, n, None if cost is None else cost.usd_per_hour, dict(o.at_probe)
+
+
+Estimate = tuple[float, int | None, float | None, dict[str, float]]
+
+
+def _lever(label: str, new: Estimate, base: Estimate, key: str | None) -> Lever:
+    """Deltas of one variant against the winner, both estimated the same way (capacity search
+    at full precision, replicas = ceil(target / capacity), one probe at the winner's load)."""
+    cap, n, usd, at = new
+    cap0, n0, usd0, at0 = base
+    p99, p99_0 = (at.get(key), at0.get(key)) if key else (None, None)
     return Lever(
         change=label, capacity_rps=cap,
-        delta_capacity_pct=100 * (cap / w.capacity.rate_rps - 1) if w.capacity.rate_rps else None,
-        replicas=n, delta_replicas=None if n is None else n - w.replicas,
-        usd_per_hour=None if cost is None else cost.usd_per_hour,
-        delta_usd_per_hour=None if cost is None else cost.usd_per_hour - w.cost.usd_per_hour,
-        binding_p99_ms=new, delta_binding_p99_ms=None if new is None or base is None
-        else new - base, note="" if cost is not None else "no fleet meets the SLO")
+        delta_capacity_pct=100 * (cap / cap0 - 1) if cap0 > 0 else None,
+        replicas=n, delta_replicas=None if n is None or n0 is None else n - n0,
+        usd_per_hour=usd,
+        delta_usd_per_hour=None if usd is None or usd0 is None else usd - usd0,
+        binding_p99_ms=p99, delta_binding_p99_ms=None if p99 is None or p99_0 is None
+        else p99 - p99_0, note="" if usd is not None else "no fleet meets the SLO")

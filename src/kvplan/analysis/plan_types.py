@@ -9,7 +9,7 @@ from kvplan.specs.deployment import Deployment
 from kvplan.specs.prices import PriceTable
 from kvplan.specs.slo import Slo
 
-STAGES = ("invalid", "pruned_memory", "pruned_bound", "pruned_cost", "infeasible",
+STAGES = ("invalid", "duplicate", "pruned_memory", "pruned_bound", "pruned_cost", "infeasible",
           "simulated", "verified")
 """Where a candidate's search ended (docs/planner.md, The funnel)."""
 

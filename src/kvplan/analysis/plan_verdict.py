@@ -44,7 +44,8 @@ def closest_miss(c: Candidate) -> tuple[str, float, float | None]:
 BUDGET_FLAGS = ("--max-gpus", "--max-cost-per-hour")
 
 
-def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None) -> str:
+def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
+                   outside: dict[str, str] | None = None) -> str:
     """One sentence: what the closest candidates miss, by how much, and the lever needed."""
     fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory")]
     if not fits:
@@ -65,7 +66,14 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None) ->
     also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
     return (f"nothing in the space meets the SLO{also}; the closest, {best.id} ({d.gpu.id} TP "
             f"{d.engine.tensor_parallel_size}, kv {d.engine.kv_cache_dtype}), misses {key} "
-            f"{miss}{seen}: {_lever_for(key)}")
+            f"{miss}{seen}: {_lever_for(key)}{_outside_text(key, outside or {})}")
+
+
+def _outside_text(key: str, outside: dict[str, str]) -> str:
+    """Concrete values outside the space for the lever the missed term needs."""
+    wanted = ("tp", "gpu") if "ttft" in key else ("tp", "gpu", "quantization")
+    picks = [outside[k] for k in wanted if k in outside]
+    return f"; try {' or '.join(picks)}" if picks else ""
 
 
 def _budget_text(budget: list[Candidate], max_gpus: int | None) -> str:

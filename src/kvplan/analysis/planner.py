@@ -98,7 +98,7 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
     cands = [_explained(c) for c in cands]
     winner = next((c for c in cands if winner is not None and c.id == winner.id), None)
     report = _report(opts, ex.workers, ex.name, cands, tally, time.perf_counter() - t0)
-    return _assemble(spec, traffic, slo, prices, opts, cands, winner, lev, report, lim)
+    return _assemble(spec, traffic, slo, prices, opts, space, cands, winner, lev, report, lim)
 
 
 def _tuple(v: Any) -> Any:
@@ -163,9 +163,25 @@ def _report(o: PlanOptions, workers: int, executor: str, cands: list[Candidate],
                         sim_requests=t.sim_requests, wall_s=wall_s)
 
 
+def outside_space(model: ModelSpec, space: SearchSpace, prices: PriceTable) -> dict[str, str]:
+    """Lever values the space does not hold: a larger TP, other priced GPUs, fp8 weights."""
+    out = {}
+    tps = [tp for tp in valid_tp_degrees(model) if tp > max(space.tensor_parallel_sizes)]
+    if tps:
+        out["tp"] = f"--tensor-parallel-size {tps[0]}"
+    held = {g.id for g in space.gpus}
+    gpus = [g for g in prices.gpus if g not in held]
+    if gpus:
+        out["gpu"] = f"--gpu {','.join(gpus)}"
+    if "fp8" not in space.quantizations and model.quantization is None:
+        out["quantization"] = "--quantization fp8"
+    return out
+
+
 def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTable,
-              o: PlanOptions, cands: list[Candidate], winner: Candidate | None,
-              lev: tuple[Lever, ...], report: SearchReport, lim: Limits) -> Plan:
+              o: PlanOptions, space: SearchSpace, cands: list[Candidate],
+              winner: Candidate | None, lev: tuple[Lever, ...], report: SearchReport,
+              lim: Limits) -> Plan:
     today = o.today or dt.date.today()
     warnings = tuple(f"price of {r.gpu} at {r.provider} was observed on {r.observed_on} "
                      f"({r.age_days(today)} days ago); check {r.source_url}"
@@ -176,5 +192,6 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
                 workload=traffic.name, requests=traffic.requests,
                 sample_requests=len(traffic.unit), seed=o.seed, candidates=tuple(cands),
                 winner=winner, levers=lev, report=report, warnings=warnings,
-                infeasible_why="" if winner else infeasible_why(cands, lim, o.max_gpus),
+                infeasible_why="" if winner else infeasible_why(
+                    cands, lim, o.max_gpus, outside_space(spec, space, prices)),
                 serve_command=serve, bench_command=bench)
