@@ -9,6 +9,9 @@ import kvplan
 LAYERS = {
     "units": 0,
     "errors": 0,
+    "limits": 0,
+    "jsonread": 0,
+    "atomic_file": 0,
     "specs": 1,
     "costs": 2,
     "sim": 3,

@@ -82,3 +82,17 @@ def test_lean_steps_and_runs_carry_a_loaded_server(monkeypatch):
     assert calls["general"] == 0  # every step ran on the cohort: one by one or in runs
     assert calls["lean"] + calls["ahead"] == r.num_steps
     assert calls["lean"] > 1000 and calls["ahead"] > 1000
+
+
+def test_progress_is_called_every_4096_steps_even_when_turns_hold_many():
+    from kvplan.sim.scheduler import Limits
+
+    seen: list[int] = []
+    # 40 long decodes ending one by one: ~20,000 steps in well under 4096 turns (runs from
+    # one finish to the next), so a per-turn count alone would report only at the end
+    w = poisson_workload(40, rate=1000.0, prompt=(10, 20), output=(1000, 20000), seed=1)
+    r = simulate(w, timer=LinearTimer(base_s=0.01), num_blocks=60000, block_size=16,
+                 limits=Limits(max_num_batched_tokens=256, max_num_seqs=64),
+                 progress=lambda done, total: seen.append(done))
+    assert r.num_steps > 4 * 4096 and len(seen) >= 4
+    assert seen[-1] == 40 and seen == sorted(seen)

@@ -18,7 +18,7 @@ M = "meta-llama/Llama-3.1-8B"
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    with web_server("--max-sim-requests", "3000", "--max-sim-seconds", "60") as url:
+    with web_server("--max-sim-requests", "40000", "--max-sim-seconds", "60") as url:
         yield url
 
 
@@ -153,7 +153,7 @@ def test_simulate_runs_with_progress_and_matches_api(base: str, page: Any) -> No
 
 def test_simulate_cancel(base: str, page: Any) -> None:
     page.goto(f"{base}/simulate")
-    page.fill("input[name=num_prompts]", "3000")
+    page.fill("input[name=num_prompts]", "40000")  # ~10M steps: still running at the click
     page.fill("input[name=random_output_len]", "2048")
     page.fill("input[name=max_concurrency]", "8")
     page.click("#run")

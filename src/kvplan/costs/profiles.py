@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan import jsonread
+from kvplan.atomic_file import atomic_write
 from kvplan.costs.profile import Profile
 from kvplan.costs.profile_checks import check_profile_entry, profile_entries
 from kvplan.costs.step_constants import compute_precision
@@ -98,8 +99,9 @@ def load_profiles(path: str | Path) -> ProfileSet:
 
 
 def save_profiles(ps: ProfileSet, path: str | Path) -> None:
-    """Write a profile set as JSON."""
-    Path(path).write_text(json.dumps(profiles_to_dict(ps), indent=2) + "\n", encoding="utf-8")
+    """Write a profile set as JSON, atomically (the CLI checks the path first)."""
+    text = json.dumps(profiles_to_dict(ps), indent=2, allow_nan=False) + "\n"
+    atomic_write(path, text.encode("utf-8"))
 
 
 @cache

@@ -19,11 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvplan.atomic_file import TMP_PREFIX, atomic_write
 from kvplan.errors import InputError
 
 NAME_MAX_FALLBACK = 255
 """Longest file name (bytes) on Linux/macOS file systems, when pathconf cannot say."""
-_TMP_PREFIX = ".kvplan-"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,7 +143,7 @@ def _check_not_input(target: Path, where: str, inputs: Iterable[str | Path | Non
 def _probe_folder(folder: Path, where: str) -> None:
     """Create and remove a temporary file: proves the folder is writable before the work."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=_TMP_PREFIX, suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=".tmp")
     except OSError as exc:
         raise InputError(f"{where}: cannot write in folder {folder}: {_why(exc)}") from None
     os.close(fd)
@@ -156,36 +156,11 @@ def write_output(out: OutputTarget, data: bytes | str) -> str:
     payload = data.encode("utf-8") if isinstance(data, str) else data
     replaced = out.exists
     try:
-        _atomic_write(out.target, payload)
+        atomic_write(out.target, payload)
     except OSError as exc:
         raise InputError(f"{out.flag} {out.path}: cannot write: {_why(exc)}") from None
     via = f" -> {out.target}" if out.target != out.path else ""
     return f"wrote {out.path}{via}{' (replaced)' if replaced else ''}"
-
-
-def _atomic_write(target: Path, payload: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_TMP_PREFIX, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_for(target))
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _mode_for(target: Path) -> int:
-    """Keep an existing file's permissions; a new file gets 0666 less the umask."""
-    try:
-        return stat.S_IMODE(target.stat().st_mode)
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
 
 
 def _why(exc: OSError) -> str:

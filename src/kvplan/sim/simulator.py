@@ -196,7 +196,7 @@ class _Loop(FastForward, LeanStep):
     def run(self) -> SimulationResult:
         s = self.s
         n = len(s.arrival)
-        turns = 0
+        turns = shown = 0
         while True:
             self._release()
             if not s.running and not s.waiting:
@@ -216,7 +216,10 @@ class _Loop(FastForward, LeanStep):
                 self._lean_sync()
                 check_books(self.s, self.pool)
             turns += 1
-            if self.progress is not None and turns % 4096 == 0:
+            # every 4096 turns or engine steps (a turn may run many steps): callers stop a
+            # simulation from here (the web page's cancel and wall-time limit)
+            if self.progress is not None and (turns % 4096 == 0 or s.step - shown >= 4096):
+                shown = s.step
                 self.progress(self.done, n)
         if self.progress is not None:
             self.progress(self.done, n)

@@ -9,7 +9,7 @@ from typing import Any
 
 from kvplan import jsonread
 from kvplan.errors import ConfigError
-from kvplan.limits import MAX_CONFIG_INT, MAX_LAYERS, real_number
+from kvplan.specs.config_checks import check_kv_heads, config_int, weight_block
 from kvplan.specs.model import (
     LayerKind,
     LinearAttentionSpec,
@@ -81,28 +81,7 @@ class _Fields:
         )
 
     def _as_int(self, key: str, value: Any) -> int:
-        number = real_number(value)
-        if number is None or number != int(number):
-            raise ConfigError(f"must be a whole number, got {_short(value)}", field=key,
-                              file=self.file)
-        if number <= 0:
-            raise ConfigError(f"must be positive, got {value!r}", field=key, file=self.file)
-        high = MAX_LAYERS if key in _LAYER_KEYS else MAX_CONFIG_INT
-        if number > high:
-            raise ConfigError(f"must be at most {high:,} (no real model has more), got "
-                              f"{_short(value)}", field=key, file=self.file)
-        return int(number)
-
-
-_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
-
-
-def _short(value: Any) -> str:
-    """repr() for messages, safe for 5,000-digit integers and long strings."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+        return config_int(key, value, self.file)
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -201,17 +180,8 @@ def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
         return 1
     for key in _KV_HEAD_KEYS:
         if f.has(key):
-            return _check_kv_heads(f, key, f.integer(key), heads)
+            return check_kv_heads(key, f.integer(key), heads, f.file)
     return heads
-
-
-def _check_kv_heads(f: _Fields, key: str, kv_heads: int, heads: int) -> int:
-    """vLLM (and every attention kernel) needs the query heads to split evenly over KV heads."""
-    if kv_heads > heads or heads % kv_heads:
-        raise ConfigError(
-            f"{kv_heads} KV heads must divide the {heads} attention heads evenly "
-            "(1 <= KV heads <= heads)", field=key, file=f.file)
-    return kv_heads
 
 
 def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
@@ -377,12 +347,7 @@ def _weight_block(
 ) -> tuple[int, int] | None:
     q = cfg.get("quantization_config") or raw.get("quantization_config")
     block = q.get("weight_block_size") if isinstance(q, Mapping) else None
-    if not isinstance(block, list) or len(block) != 2:
-        return None
-    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 2**20 for v in block):
-        raise ConfigError(f"must be two whole numbers in [1, {2**20:,}], got {_short(block)}",
-                          field="quantization_config.weight_block_size", file=file)
-    return int(block[0]), int(block[1])
+    return weight_block(block, file)
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:

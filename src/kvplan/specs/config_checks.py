@@ -1,0 +1,61 @@
+"""Range and type checks on config.json values, each a ConfigError naming the field and file.
+
+transformers reads NaN/Infinity literals and any JSON number, so a config can hold
+``"num_hidden_layers": NaN``, ``"head_dim": 1e308`` or 10^30 KV heads; every integer field is
+checked here: finite, whole, positive, at most 2^31 - 1 (layers at most 1,024; see
+``kvplan.limits``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.errors import ConfigError
+from kvplan.limits import MAX_CONFIG_INT, MAX_LAYERS, real_number
+
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+MAX_WEIGHT_BLOCK = 2**20
+
+
+def config_int(key: str, value: Any, file: str) -> int:
+    """A config integer: whole, positive and within its bound."""
+    number = real_number(value)
+    if number is None or number != int(number):
+        raise ConfigError(f"must be a whole number, got {short_repr(value)}", field=key,
+                          file=file)
+    if number <= 0:
+        raise ConfigError(f"must be positive, got {value!r}", field=key, file=file)
+    high = MAX_LAYERS if key in LAYER_KEYS else MAX_CONFIG_INT
+    if number > high:
+        raise ConfigError(f"must be at most {high:,} (no real model has more), got "
+                          f"{short_repr(value)}", field=key, file=file)
+    return int(number)
+
+
+def check_kv_heads(key: str, kv_heads: int, heads: int, file: str) -> int:
+    """vLLM (and every attention kernel) needs the query heads to split evenly over KV heads."""
+    if kv_heads > heads or heads % kv_heads:
+        raise ConfigError(
+            f"{kv_heads} KV heads must divide the {heads} attention heads evenly "
+            "(1 <= KV heads <= heads)", field=key, file=file)
+    return kv_heads
+
+
+def weight_block(block: Any, file: str) -> tuple[int, int] | None:
+    """quantization_config.weight_block_size: two whole numbers in [1, 2^20], or None."""
+    if not isinstance(block, list) or len(block) != 2:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_WEIGHT_BLOCK
+               for v in block):
+        raise ConfigError(f"must be two whole numbers in [1, {MAX_WEIGHT_BLOCK:,}], got "
+                          f"{short_repr(block)}", field="quantization_config.weight_block_size",
+                          file=file)
+    return int(block[0]), int(block[1])
+
+
+def short_repr(value: Any) -> str:
+    """repr() for messages, safe for 5,000-digit integers and long strings."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
