@@ -160,3 +160,32 @@ def test_pages_and_docs_are_served(client: TestClient) -> None:
     bundle = client.get("/static/vega-bundle.js")
     assert bundle.status_code == 200 and "vegaEmbed" in bundle.text
     assert "http" not in client.get("/model").text.split("<body")[0].replace("http-equiv", "")
+
+
+PLAN = {"model": M, "gpu": "H100-SXM-80GB", "tensor_parallel_size": "1", "num_prompts": 100,
+        "request_rate": 5, "slo": "ttft:p99:2000 tpot:p99:100"}
+PLAN_ARGV = ["plan", M, "--gpu", "H100-SXM-80GB", "--tensor-parallel-size", "1",
+             "--num-prompts", "100", "--request-rate", "5", "--slo", "ttft:p99:2000",
+             "--slo", "tpot:p99:100", "--dataset", "random", "--workers", "1"]
+
+
+def test_plan_equals_cli_json(client: TestClient) -> None:
+    r = client.get("/api/plan", params=PLAN)
+    assert r.status_code == 200, r.text
+    mine, cli = r.json(), cli_json(*PLAN_ARGV)
+    for d in (mine, cli):  # wall time differs run to run
+        d["search_report"].pop("wall_s")
+    assert mine == cli
+    assert mine["summary"]["status"] == "feasible"
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"slo": "fast please"}, "slo"),
+    ({"gpu": "/etc/gpu.yaml"}, "gpu"),
+    ({"num_prompts": 100000}, "num_prompts"),
+    ({"tensor_parallel_size": "1,x"}, "tensor_parallel_size"),
+])
+def test_plan_bad_input_is_422(client: TestClient, params: dict[str, Any], field: str) -> None:
+    r = client.get("/api/plan", params={**PLAN, **params})
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field, r.json()

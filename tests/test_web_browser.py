@@ -176,3 +176,20 @@ def test_upload_a_config(base: str, page: Any, tmp_path: Any) -> None:
     page.wait_for_function("document.querySelector('#kv').textContent.includes('36 layers')")
     settle(page)
     assert shown(page, "kv")["bytes_per_token"] == 147456
+
+
+def test_plan_page(base: str, page: Any) -> None:
+    page.goto(f"{base}/plan")
+    gpus, slo = "H100-SXM-80GB,A100-80GB-SXM", "ttft:p99:300 tpot:p99:15"
+    page.fill("input[name=gpu]", gpus)
+    page.fill("input[name=slo]", slo)
+    page.fill("input[name=tensor_parallel_size]", "1")
+    page.fill("input[name=num_prompts]", "100")
+    page.click("#run")
+    settle(page, "done")
+    want = api(base, "/api/plan", model=M, gpu=gpus, slo=slo, tensor_parallel_size="1",
+               num_prompts=100)
+    assert_shown_equal(page, "plan", want)
+    assert page.inner_text("#serve").startswith("vllm serve meta-llama/Llama-3.1-8B")
+    charts_drawn(page, "pareto")
+    screenshot(page, "plan")

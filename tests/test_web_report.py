@@ -45,3 +45,27 @@ def test_report_refuses_bad_output_names(tmp_path: Path) -> None:
     for bad in (str(tmp_path / "r.txt"), str(tmp_path / "no" / "r.html"), str(tmp_path)):
         assert_one_line_error(run_cli("report", M, "-o", bad))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_report_of_a_saved_plan(tmp_path: Path) -> None:
+    saved = tmp_path / "plan.json"
+    r = run_cli("plan", M, "--gpu", "H100-SXM-80GB", "--tensor-parallel-size", "1",
+                "--num-prompts", "100", "--request-rate", "5", "--slo", "ttft:p99:2000",
+                "--workers", "1", "--json")
+    assert r.code == 0, r.err
+    saved.write_text(r.out)
+    out = tmp_path / "plan.html"
+    done = run_cli("report", "--plan", str(saved), "-o", str(out))
+    assert done.code == 0, done.err
+    html = out.read_text()
+    data = json.loads(re.search(r'id="kvplan-data">(.*?)</script>', html, re.S).group(1))
+    assert [s["id"] for s in data["sections"]] == ["plan", "candidates", "levers"]
+    assert data["sections"][0]["answer"]["summary"] == r.json()["summary"]
+    assert "vllm serve meta-llama/Llama-3.1-8B" in html
+    with chromium(offline=True) as ctx:
+        page = ctx.new_page()
+        page.goto(out.as_uri())
+        page.wait_for_selector("body[data-state=done]", state="attached", timeout=30_000)
+        assert page.eval_on_selector_all(".chart svg", "s => s.length") == 1
+        screenshot(page, "report-plan")
+    assert_one_line_error(run_cli("report", "--plan", str(out), "-o", str(tmp_path / "y.html")))

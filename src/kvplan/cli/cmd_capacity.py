@@ -9,7 +9,7 @@ import typer
 
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import console, print_json
+from kvplan.cli.common import check_plot, console, print_json, write_chart
 from kvplan.cli.pasted import parse_vllm_command, warn_ignored
 from kvplan.errors import InputError
 from kvplan.report.json_views import plan_json
@@ -36,10 +36,17 @@ def capacity_cmd(
     max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
     kv_cache_memory_bytes: fl.KvMemOpt = None, mamba_cache_dtype: fl.MambaOpt = None,
     mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, as_json: fl.JsonOpt = False,
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="Write the budget as a stacked bar (.png, .svg or .html).")] = None,
 ) -> None:
     """How many requests fit: vLLM 0.11's memory budget, KV blocks, tokens and concurrency."""
     settings, ignored = _gather(model_and_args or [], fl.engine_settings(locals()))
+    plot_out = check_plot(plot, [settings.get("model"), gpu])
     plan = _plan(settings, gpu)
+    if plot_out is not None:
+        from kvplan.report.budget_charts import budget_chart
+
+        write_chart(plot_out, budget_chart(plan), as_json=as_json)
     if as_json:
         print_json({**plan_json(plan), "ignored_vllm_flags": ignored})
         return

@@ -9,7 +9,7 @@ import typer
 
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import console, print_json
+from kvplan.cli.common import check_plot, console, print_json, write_chart
 
 if TYPE_CHECKING:
     from kvplan.costs.calibration import CalibrationResult
@@ -47,6 +47,8 @@ def latency_cmd(
                                  "kv-cache-dtype, tensor-parallel-size, max-num-batched-tokens.")
     ] = None,
     as_json: fl.JsonOpt = False,
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="With --sweep: write the sweep chart (.png, .svg or .html).")] = None,
 ) -> None:
     """TTFT, TPOT, end-to-end time and throughput of a static batch, with the roofline's reasons."""
     from kvplan.costs import latency as lat
@@ -54,6 +56,11 @@ def latency_cmd(
     from kvplan.specs.hardware import load_gpu
 
     settings = fl.engine_settings(locals())
+    if plot is not None and sweep is None:
+        from kvplan.errors import InputError
+
+        raise InputError("--plot draws a sweep; add --sweep LEVER=V1,V2,...")
+    plot_out = check_plot(plot, [model, gpu, profile])
     shape = lat.RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
     spec, hw = load_model(model), load_gpu(gpu)
     engine = fl.resolve_engine(settings, spec)
@@ -62,6 +69,10 @@ def latency_cmd(
     if sweep is not None:
         lever, values = lat.parse_sweep(sweep)
         rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
+        if plot_out is not None:
+            from kvplan.report.budget_charts import sweep_chart
+
+            write_chart(plot_out, sweep_chart(lever, rows), as_json=as_json)
         _show_sweep(lever, rows, as_json, deployment)
         return
     result = lat.request_latency(spec, hw, engine, shape, prof)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json
 from kvplan.errors import InputError
@@ -75,12 +76,12 @@ def plan_cmd(
 
 def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
     """Build the inputs from the flags and call kvplan.plan (a progress bar on a terminal)."""
+    from kvplan.analysis.plan_args import plan_kwargs, slo_from, workload_from
     from kvplan.analysis.planner import plan
-    from kvplan.cli.plan_args import plan_kwargs, slo_from, workload_from
 
     slo = slo_from(args)
     work = workload_from(args)
-    kwargs = plan_kwargs(args)
+    kwargs = plan_kwargs(args, parse_flag=fl.parse_flag)
     with _Progress(show_progress) as tick:
         return plan(args["model"], work, slo, progress=tick, **kwargs)
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import console
+from kvplan.cli.common import console, write_output
+
+if TYPE_CHECKING:
+    from kvplan.report.outputs import OutputTarget
 
 
 @app.command("web")
@@ -38,8 +41,12 @@ def web_cmd(
 
 @app.command("report")
 def report_cmd(
-    model: Annotated[str, typer.Argument(help="Catalog id or config.json path.")],
-    out: Annotated[str, typer.Option("-o", "--output-file", help="The HTML file to write.")],
+    model: Annotated[str | None, typer.Argument(
+        help="Catalog id or config.json path (or give --plan).")] = None,
+    out: Annotated[str, typer.Option("-o", "--output-file", help="The HTML file to write.")]
+    = "",
+    plan: Annotated[str | None, typer.Option(
+        "--plan", help="A saved 'kvplan plan --json' answer to report instead.")] = None,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id from 'kvplan gpus'.")] = "H100",
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request.")] = 2048,
     output: Annotated[int, typer.Option("--output", help="Output tokens per request.")] = 256,
@@ -54,12 +61,20 @@ def report_cmd(
 ) -> None:
     """One self-contained HTML file (data, charts, scripts inline) that opens offline."""
     from kvplan.costs.latency import RequestShape
+    from kvplan.errors import InputError
     from kvplan.report.html import render_report
     from kvplan.report.report_page import report_sections
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    path = _check_html_out(out)
+    if not out:
+        raise InputError("give -o FILE.html (where to write the report)")
+    if plan is not None:
+        _plan_report(plan, _check_html_out(out, plan))
+        return
+    if model is None:
+        raise InputError("give a MODEL, or --plan FILE (a saved 'kvplan plan --json')")
+    target = _check_html_out(out, model)
     spec, hw = load_model(model), load_gpu(gpu)
     engine = fl.resolve_engine(fl.engine_settings(locals()), spec)
     shape = RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
@@ -69,8 +84,19 @@ def report_cmd(
                          f"batch {batch}, prompt {prompt}, output {output} tokens; "
                          f"TP {engine.tensor_parallel_size}, KV cache {engine.kv_cache_dtype}",
                          sections)
-    _write_atomic(path, html)
-    console.print(f"wrote {path} ({len(html.encode()) / 2**20:.1f} MiB, {len(sections)} sections)")
+    write_output(target, html, as_json=False)
+
+
+def _plan_report(path: str, target: OutputTarget) -> None:
+    from kvplan.report.html import render_report
+    from kvplan.report.plan_report import load_plan_json, plan_sections
+
+    data = load_plan_json(path)
+    inputs = data.get("inputs") or {}
+    html = render_report(f"kvplan plan report: {inputs.get('model')}",
+                         f"from {path}: {inputs.get('workload')}, SLO "
+                         f"{(inputs.get('slo') or {}).get('text')}", plan_sections(data))
+    write_output(target, html, as_json=False)
 
 
 def _workload(dataset: str | None, num_prompts: int | None, rate: float | None, prompt: int,
@@ -84,30 +110,13 @@ def _workload(dataset: str | None, num_prompts: int | None, rate: float | None, 
                         random_input_len=prompt, random_output_len=output)
 
 
-def _check_html_out(out: str) -> Path:
-    """Refuse a bad output name before any work: .html, an existing folder, not a folder."""
+def _check_html_out(out: str, model: str) -> OutputTarget:
+    """Refuse a bad output before any work: not .html, a folder, a missing folder, an input."""
+    from kvplan.cli.common import check_output
     from kvplan.errors import InputError
 
-    path = Path(out)
-    if path.suffix.lower() not in (".html", ".htm"):
+    if Path(out).suffix.lower() not in (".html", ".htm"):
         raise InputError(f"-o {out}: the report is HTML; use a name ending in .html")
-    if path.is_dir():
-        raise InputError(f"-o {out} is a directory; give a file name")
-    if not path.parent.exists():
-        raise InputError(f"-o {out}: folder {path.parent} does not exist")
-    return path
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside the target, then rename: a failed run leaves the old file whole."""
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    target = check_output(out, "-o", [model])
+    assert target is not None
+    return target

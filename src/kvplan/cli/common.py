@@ -47,3 +47,21 @@ def write_output(out: OutputTarget, data: bytes | str, *, as_json: bool) -> None
 
     notice = write(out, data)
     print(notice, file=sys.stderr if as_json else sys.stdout)
+
+
+def check_plot(path: str | Path | None, inputs: Iterable[str | Path | None] = ()
+               ) -> OutputTarget | None:
+    """A --plot path checked before the work: .png/.svg/.html, writable, not an input."""
+    if path is None:
+        return None
+    from kvplan.report.charts import check_chart_path
+
+    check_chart_path(path)
+    return check_output(path, "--plot", inputs)
+
+
+def write_chart(out: OutputTarget, chart: Any, *, as_json: bool) -> None:
+    """Render an altair chart by the file's extension and write it (``wrote FILE``)."""
+    from kvplan.report.charts import chart_bytes
+
+    write_output(out, chart_bytes(chart, out.path.suffix), as_json=as_json)

@@ -25,7 +25,8 @@ body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 110
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; border-bottom: 1px solid #ccc; margin-top: 2em; }
 table { border-collapse: collapse; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
-th { font-weight: normal; color: #444; } pre { background: #f6f6f6; padding: .5em .8em; }
+th { font-weight: normal; color: #444; }
+pre { background: #f6f6f6; padding: .5em .8em; white-space: pre-wrap; }
 .chart { margin: 1em 0; } footer { color: #888; font-size: .85em; margin-top: 3em; }
 </style>
 <script>{{ bundle }}</script></head>

@@ -8,7 +8,7 @@ from typing import Any
 from kvplan.web.settings import WebSettings
 
 ROUTERS = ("pages", "routes_model", "routes_request", "routes_capacity", "routes_latency",
-           "routes_simulate", "routes_plan")
+           "routes_simulate", "routes_plan", "routes_jobs")
 
 
 def create_app(settings: WebSettings | None = None) -> Any:

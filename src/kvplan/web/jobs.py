@@ -21,6 +21,7 @@ class Job:
     def __init__(self, job_id: str, client: str, deadline_s: float) -> None:
         self.id, self.client, self.deadline_s = job_id, client, deadline_s
         self.state = "running"
+        self.stage: str | None = None
         self.done = self.total = 0
         self.result: dict[str, Any] | None = None
         self.charts: dict[str, Any] | None = None
@@ -37,8 +38,13 @@ class Job:
                             "--max-sim-seconds)")
 
     def view(self) -> dict[str, Any]:
-        return {"job": self.id, "state": self.state, "done": self.done, "total": self.total,
-                "result": self.result, "error": self.error}
+        return {"job": self.id, "state": self.state, "stage": self.stage, "done": self.done,
+                "total": self.total, "result": self.result, "error": self.error}
+
+
+def deadline(settings: Any) -> float:
+    """When a job started now must stop (monotonic clock)."""
+    return time.monotonic() + float(settings.max_sim_seconds)
 
 
 class Jobs:

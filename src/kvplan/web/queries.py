@@ -86,3 +86,30 @@ class SimulateQuery(CapacityQuery):
     goodput: str | None = None
     percentile_metrics: str = "ttft,tpot,itl,e2el"
     metric_percentiles: str = "99"
+
+
+class PlanQuery(Query):
+    """`kvplan plan`'s flags the page offers (comma lists as text, as on the command line)."""
+
+    model: str = Name
+    slo: str = "ttft:p99:2000 tpot:p99:100"
+    gpu: str | None = None
+    tensor_parallel_size: str | None = None
+    pipeline_parallel_size: str = "1"
+    kv_cache_dtype: str = "auto"
+    quantization: str = "none"
+    max_num_seqs: str = "default"
+    max_num_batched_tokens: str = "default"
+    block_size: str = "16"
+    enable_prefix_caching: str = "on"
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    router: str = "round-robin"
+    provider: str | None = None
+    search: str = "funnel"
+    dataset: str = "random"
+    num_prompts: int = 200
+    random_input_len: int = 1024
+    random_output_len: int = 128
+    request_rate: float | None = 5.0
+    seed: int = 0

@@ -75,9 +75,9 @@ def _work(prepared: Any) -> Work:
 @router.get("/api/simulate", tags=["simulate"])
 def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> dict[str, Any]:
     """`kvplan simulate MODEL --gpu GPU [workload flags] --json` (capped; runs on a thread)."""
-    from kvplan.web.jobs import Cancelled
+    from kvplan.web.jobs import Cancelled, deadline
 
-    job = Job("sync", "sync", _deadline(request))
+    job = Job("sync", "sync", deadline(request.app.state.settings))
     try:
         result, _charts = _work(_prepare(request, q))(job)
     except Cancelled as exc:
@@ -85,39 +85,9 @@ def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> dict[str
     return result
 
 
-def _deadline(request: Request) -> float:
-    import time
-
-    return time.monotonic() + float(request.app.state.settings.max_sim_seconds)
-
-
 @router.post("/api/simulate/jobs", tags=["simulate"])
 def start(request: Request, q: SimulateQuery, client: Client = None) -> dict[str, Any]:
-    """Start a simulation (one per client); poll GET .../jobs/{job} for progress and result."""
+    """Start a simulation (one per client); poll GET .../jobs/{job} (routes_jobs.py)."""
     who = client or (request.client.host if request.client else "local")
     job = request.app.state.jobs.start(who, _work(_prepare(request, q)))
-    return job.view()  # type: ignore[no-any-return]
-
-
-@router.get("/api/simulate/jobs/{job_id}", tags=["simulate"])
-def status(request: Request, job_id: str) -> dict[str, Any]:
-    """Progress (requests done of total), then the CLI's JSON as ``result`` when done."""
-    return request.app.state.jobs.get(job_id).view()  # type: ignore[no-any-return]
-
-
-@router.get("/api/simulate/jobs/{job_id}/charts", tags=["charts"])
-def charts(request: Request, job_id: str) -> dict[str, Any]:
-    """KV usage with arrivals and preemptions, queue depth, latency CDFs (Vega-Lite)."""
-    job = request.app.state.jobs.get(job_id)
-    if job.charts is None:
-        raise InputError(f"simulation {job_id} is {job.state}; charts come when it is done")
-    charts_: dict[str, Any] = job.charts
-    return charts_
-
-
-@router.delete("/api/simulate/jobs/{job_id}", tags=["simulate"])
-def cancel(request: Request, job_id: str) -> dict[str, Any]:
-    """Ask a running simulation to stop (it stops at its next progress tick)."""
-    job = request.app.state.jobs.get(job_id)
-    job.cancel.set()
     return job.view()  # type: ignore[no-any-return]

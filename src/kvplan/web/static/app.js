@@ -25,13 +25,14 @@ const esc = (t) => String(t).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&l
 function cell(key, value, fmt) {
   return `<td data-key="${esc(key)}" data-value='${esc(JSON.stringify(value))}'>${esc(fmt(value))}</td>`;
 }
-function table(title, rows, data) {
-  const body = rows.map(([label, key, fmt]) => `<tr><th>${esc(label)}</th>${cell(key, data[key], fmt)}</tr>`).join("");
+const get = (obj, path) => path.split(".").reduce((o, k) => (o === null || o === undefined ? o : o[k]), obj);
+function table(title, rows, data, prefix = "") {
+  const body = rows.map(([label, key, fmt]) => `<tr><th>${esc(label)}</th>${cell(prefix + key, get(data, key), fmt)}</tr>`).join("");
   return `<table class="kv"><caption>${esc(title)}</caption>${body}</table>`;
 }
 function grid(title, cols, items, prefix) {
   const head = cols.map(([h]) => `<th>${esc(h)}</th>`).join("");
-  const body = items.map((it, i) => "<tr>" + cols.map(([, k, f]) => cell(`${prefix}.${i}.${k}`, it[k], f)).join("") + "</tr>").join("");
+  const body = items.map((it, i) => "<tr>" + cols.map(([, k, f]) => cell(`${prefix}.${i}.${k}`, get(it, k), f)).join("") + "</tr>").join("");
   return `<table class="grid"><caption>${esc(title)}</caption><tr>${head}</tr>${body}</table>`;
 }
 const lines = (items) => `<pre class="formula">${items.map(esc).join("\n")}</pre>`;
@@ -64,9 +65,24 @@ const RENDER = {
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
     grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
       ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
+  plan: (d) => planCard(d) +
+    grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
+      ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
+      ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
+    grid("levers: one change to the best configuration", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
+      ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
+      ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.rejected.length ? `<p class="note">${d.rejected.length} request(s) rejected: ${esc(d.rejected[0].reason)}</p>` : ""),
 };
+function planCard(d) {
+  const s = d.summary;
+  if (s.status !== "feasible") return `<p class="note">No configuration meets the SLO: ${esc(s.one_line_why || s.status)}</p>`;
+  return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
+    ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
+    ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String]], s, "summary.") +
+    `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
+}
 function why(phase, c) {
   const side = c.arithmetic_intensity_flop_per_byte >= c.ridge_point_flop_per_byte ? ">" : "<";
   return `<p class="why">${phase}: ${int(c.tokens)} tokens over ${int(c.steps)} step(s), ${int(Math.round(c.arithmetic_intensity_flop_per_byte))} FLOP/byte ${side} ridge ${int(Math.round(c.ridge_point_flop_per_byte))} FLOP/byte → <b>${c.bound}-bound</b></p>`;
@@ -113,6 +129,10 @@ async function getJson(url) {
 }
 async function draw(id, spec) {
   const el = $(`#chart-${id}`);
+  if (spec.data && Array.isArray(spec.data.values) && spec.data.values.length === 0) {
+    el.innerHTML = `<p class="note">${esc(id)} chart: nothing to draw (no point has both a cost and a binding SLO value)</p>`;
+    return;
+  }
   const t0 = performance.now();
   await vegaEmbed(el, spec, { actions: false, renderer: "svg" });
   el.dataset.renderMs = (performance.now() - t0).toFixed(0);
@@ -160,7 +180,7 @@ async function runJob(form) {
 async function poll(form) {
   const { body } = await getJson(`${form.getAttribute("data-job")}/${job}`);
   $("#progress").max = Math.max(body.total, 1); $("#progress").value = body.done;
-  $("#progress-text").textContent = `${body.done} / ${body.total} requests · ${body.state}`;
+  $("#progress-text").textContent = `${body.stage ? body.stage + ": " : ""}${body.done} / ${body.total} · ${body.state}`;
   if (body.state === "running") { setTimeout(() => poll(form), 300); return; }
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
@@ -168,8 +188,9 @@ async function poll(form) {
     document.body.dataset.state = body.state;
     return;
   }
-  const el = $("#simulate");
-  el.innerHTML = RENDER.simulate(body.result); el.dataset.json = JSON.stringify(body.result);
+  const which = form.getAttribute("data-render") || "simulate";
+  const el = $(`#${which}`);
+  el.innerHTML = RENDER[which](body.result); el.dataset.json = JSON.stringify(body.result);
   const charts = await getJson(`${form.getAttribute("data-job")}/${job}/charts`);
   await Promise.all(Object.entries(charts.body).map(([id, spec]) => draw(id, spec)));
   document.body.dataset.state = "done";
@@ -195,5 +216,9 @@ function wire(form) {
   form.addEventListener("change", (e) => { if (e.target.type !== "file") later(); });
   refresh(form);
 }
+document.addEventListener("click", (e) => {
+  const src = e.target.dataset && e.target.dataset.copy;
+  if (src && navigator.clipboard) navigator.clipboard.writeText($(`#${src}`).textContent).then(() => { e.target.textContent = "copied"; });
+});
 document.addEventListener("DOMContentLoaded", () => { const f = $("#form"); if (f) wire(f); });
 })();

@@ -26,39 +26,46 @@ def comma_list(flag: str, text: str, parse: Callable[[str], T]) -> tuple[T, ...]
     return tuple(out)
 
 
-def _engine(field: str) -> Callable[[str], Any]:
-    """One value of an engine flag, parsed as vLLM parses it (cli/flags.py, shared)."""
-    from kvplan.cli.flags import parse_flag
-
-    return lambda x: parse_flag(field, x)
+FlagParser = Callable[[str, str], Any]
+"""(EngineConfig field, text) -> value; the CLI passes cli/flags.parse_flag (vLLM's parsing:
+8k, 32K, ...); without one, values are plain whole numbers (the web form)."""
 
 
-def _or_default(field: str) -> Callable[[str], Any]:
-    parse = _engine(field)
-    return lambda x: None if x.lower() == "default" else parse(x)
+def _whole(_field: str, text: str) -> int:
+    return int(text)
+
+
+def _engine(field: str, parse: FlagParser) -> Callable[[str], Any]:
+    """One value of an engine flag, parsed by ``parse``."""
+    return lambda x: parse(field, x)
+
+
+def _or_default(field: str, parse: FlagParser) -> Callable[[str], Any]:
+    one = _engine(field, parse)
+    return lambda x: None if x.lower() == "default" else one(x)
 
 
 def _on_off(x: str) -> bool:
     return {"on": True, "true": True, "off": False, "false": False}[x.lower()]
 
 
-def space_options(a: dict[str, Any]) -> dict[str, Any]:
+def space_options(a: dict[str, Any], parse: FlagParser = _whole) -> dict[str, Any]:
     """Search-space lists from the flags (None where the default space applies)."""
     return {
         "gpus": None if a["gpu"] is None else comma_list("--gpu", a["gpu"], str),
         "tensor_parallel_sizes": None if a["tp"] is None else comma_list(
-            "--tensor-parallel-size", a["tp"], _engine("tensor_parallel_size")),
+            "--tensor-parallel-size", a["tp"], _engine("tensor_parallel_size", parse)),
         "pipeline_parallel_sizes": comma_list("--pipeline-parallel-size", a["pp"],
-                                              _engine("pipeline_parallel_size")),
+                                              _engine("pipeline_parallel_size", parse)),
         "kv_cache_dtypes": comma_list("--kv-cache-dtype", a["kv_cache_dtype"], str),
         "quantizations": comma_list("--quantization", a["quantization"],
                                     lambda x: None if x.lower() == "none" else x),
         "max_num_seqs": comma_list("--max-num-seqs", a["max_num_seqs"],
-                                   _or_default("max_num_seqs")),
+                                   _or_default("max_num_seqs", parse)),
         "max_num_batched_tokens": comma_list("--max-num-batched-tokens",
                                              a["max_num_batched_tokens"],
-                                             _or_default("max_num_batched_tokens")),
-        "block_sizes": comma_list("--block-size", a["block_size"], _engine("block_size")),
+                                             _or_default("max_num_batched_tokens", parse)),
+        "block_sizes": comma_list("--block-size", a["block_size"], _engine("block_size", parse)),
         "prefix_caching": comma_list("--enable-prefix-caching", a["prefix_caching"], _on_off),
     }
 
@@ -99,11 +106,12 @@ def workload_from(a: dict[str, Any]) -> Any:
         seed=a["seed"])
 
 
-def plan_kwargs(a: dict[str, Any]) -> dict[str, Any]:
+def plan_kwargs(a: dict[str, Any], parse_flag: FlagParser | None = None) -> dict[str, Any]:
     """Everything kvplan.plan() takes besides model, workload and SLO."""
+    parse = parse_flag or _whole
     return {
-        **space_options(a), "gpu_memory_utilization": a["gpu_memory_utilization"],
-        "max_model_len": None if a["max_model_len"] is None else _engine("max_model_len")(
+        **space_options(a, parse), "gpu_memory_utilization": a["gpu_memory_utilization"],
+        "max_model_len": None if a["max_model_len"] is None else _engine("max_model_len", parse)(
             a["max_model_len"]),
         "replicas": replicas_option(a["replicas"]),
         "router": a["router"], "provider": a["provider"], "prices_file": a["prices"],

@@ -1,0 +1,77 @@
+"""`kvplan report --plan FILE`: a saved `kvplan plan --json` answer as report sections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import InputError
+from kvplan.report.report_page import Section
+
+SCHEMA = "kvplan.plan/v1"
+
+
+def load_plan_json(path: str | Path) -> dict[str, Any]:
+    """Read a saved plan; InputError (one line) when it is not kvplan's plan JSON."""
+    import json
+
+    from kvplan.jsonread import loads
+
+    try:
+        data = loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--plan {path}: cannot read it ({type(exc).__name__})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--plan {path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if not (isinstance(data, dict) and data.get("schema") == SCHEMA
+            and isinstance(data.get("summary"), dict)):
+        raise InputError(f"--plan {path}: not a saved plan (expected \"schema\": "
+                         f"\"{SCHEMA}\" from kvplan plan --json)")
+    return data
+
+
+def plan_sections(plan: dict[str, Any]) -> list[Section]:
+    """The answer card, the ranked candidates with a cost chart, and the lever what-ifs."""
+    s, cands = plan["summary"], list(plan.get("candidates") or [])
+    card = [("status", str(s.get("status"))), ("best", str(s.get("best"))),
+            ("$ / hour", _num(s.get("usd_per_hour"), 2)),
+            ("$ / million output tokens", _num(s.get("usd_per_million_output_tokens"), 3)),
+            ("replicas x GPUs", f"{s.get('replicas')} replica(s), {s.get('gpus')} GPU(s)"),
+            ("binds first", str(s.get("binding"))), ("why", str(s.get("one_line_why")))]
+    rows = [(f"{c.get('id')} {c.get('gpu')} TP{c.get('tensor_parallel_size')} "
+             f"{c.get('kv_cache_dtype')}", f"{c.get('stage')}: "
+             f"{_num((c.get('cost') or {}).get('usd_per_hour'), 2)} $/h {c.get('reason') or ''}")
+            for c in cands]
+    levers = [(str(x.get("change")), f"capacity {_num(x.get('capacity_rps'), 2)} req/s "
+               f"({_num(x.get('delta_capacity_pct'), 1)} %), {_num(x.get('usd_per_hour'), 2)} $/h")
+              for x in plan.get("levers") or []]
+    inputs = plan.get("inputs") or {}
+    return [
+        Section(id="plan", title=f"Plan: {inputs.get('model')} for {inputs.get('workload')}",
+                rows=tuple(card), charts=(), answer={"summary": s, "inputs": inputs},
+                lines=tuple(x for x in (s.get("vllm_serve"), s.get("vllm_bench_serve")) if x)),
+        Section(id="candidates", title="Candidates (stage reached, and why it stopped there)",
+                rows=tuple(rows), charts=(_cost_chart(cands),) if cands else (),
+                answer={"candidates": cands}),
+        Section(id="levers", title="Levers: one change to the best configuration",
+                rows=tuple(levers), charts=(), answer={"levers": plan.get("levers") or []}),
+    ]
+
+
+def _num(x: Any, digits: int) -> str:
+    return "-" if not isinstance(x, int | float) else f"{x:,.{digits}f}"
+
+
+def _cost_chart(cands: list[dict[str, Any]]) -> dict[str, Any]:
+    """$/hour of each candidate that has a cost, coloured by the stage it reached."""
+    import altair as alt
+
+    values = [{"id": c.get("id"), "usd_per_hour": (c.get("cost") or {}).get("usd_per_hour"),
+               "stage": c.get("stage"), "gpu": c.get("gpu")} for c in cands
+              if isinstance((c.get("cost") or {}).get("usd_per_hour"), int | float)]
+    chart = alt.Chart(alt.Data(values=values)).mark_bar().encode(  # type: ignore[no-untyped-call]
+        y=alt.Y("id:N", sort=None, title="candidate"), x=alt.X("usd_per_hour:Q", title="$ / hour"),
+        color=alt.Color("stage:N"), tooltip=["id:N", "gpu:N", "stage:N", "usd_per_hour:Q"],
+    ).properties(title="fleet cost per candidate", width=520)
+    spec: dict[str, Any] = chart.to_dict()
+    return spec

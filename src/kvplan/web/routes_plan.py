@@ -1,0 +1,86 @@
+"""The Plan page family: the cheapest configuration that meets an SLO, as a cancellable job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import HTMLResponse
+
+from kvplan.errors import InputError
+from kvplan.web.jobs import Job
+from kvplan.web.pages import page
+from kvplan.web.queries import PlanQuery
+from kvplan.web.resolve import resolve_gpu, resolve_model
+
+router = APIRouter()
+Client = Annotated[str | None, Header(alias="x-kvplan-client", max_length=64)]
+Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
+_PAGE_ONLY = {"trace": None, "trace_columns": None, "prices": None, "profile": None,
+              "executor": "local", "ray_address": None, "workers": 1, "price": None,
+              "warmup": 0.1, "goodput": None, "goodput_target": 0.99, "burstiness": 1.0,
+              "time_scale": 1.0, "random_range_ratio": 0.0, "replicas": "auto",
+              "max_gpus": None, "max_cost_per_hour": None, "sample_requests": 500}
+
+
+@router.get("/plan", response_class=HTMLResponse, include_in_schema=False)
+def plan_page(request: Request) -> HTMLResponse:
+    return page(request, "plan")
+
+
+def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
+    """The CLI's plan arguments from the form; names checked here (no paths from clients)."""
+    cap = request.app.state.settings.max_sim_requests
+    if q.num_prompts > cap:
+        raise InputError(f"--num-prompts {q.num_prompts}: the page plans over at most {cap} "
+                         "requests (kvplan web --max-sim-requests, or use the CLI)")
+    if q.gpu:
+        for name in q.gpu.split(","):
+            resolve_gpu(name.strip())
+    form = q.model_dump()
+    renamed = {"tp": form.pop("tensor_parallel_size"), "pp": form.pop("pipeline_parallel_size"),
+               "prefix_caching": form.pop("enable_prefix_caching")}
+    return {**_PAGE_ONLY, **form, **renamed, "slo": q.slo.split() if q.slo else None,
+            "model": resolve_model(q.model, request.app.state.uploads)}
+
+
+def _work(args: dict[str, Any]) -> Work:
+    from kvplan.analysis.plan_args import plan_kwargs, slo_from, workload_from
+
+    slo, workload, kwargs = slo_from(args), workload_from(args), plan_kwargs(args)
+
+    def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+        from kvplan.analysis.planner import plan
+        from kvplan.report.plan_chart import pareto_chart
+        from kvplan.report.plan_json import plan_json
+
+        def tick(stage: str, done: int, total: int) -> None:
+            job.stage = stage
+            job.tick(done, total)
+
+        result = plan(args["model"], workload, slo, progress=tick, **kwargs)
+        return plan_json(result), {"pareto": pareto_chart(result).to_dict()}
+
+    return run
+
+
+@router.get("/api/plan", tags=["plan"])
+def plan_now(request: Request, q: Annotated[PlanQuery, Query()]) -> dict[str, Any]:
+    """`kvplan plan MODEL [flags] --json` (capped; runs on a thread)."""
+    from kvplan.web.jobs import Cancelled, deadline
+
+    job = Job("sync", "sync", deadline(request.app.state.settings))
+    try:
+        result, _charts = _work(_args(request, q))(job)
+    except Cancelled as exc:
+        raise InputError(f"--num-prompts: plan {exc}") from None
+    return result
+
+
+@router.post("/api/plan/jobs", tags=["plan"])
+def start(request: Request, q: PlanQuery, client: Client = None) -> dict[str, Any]:
+    """Start a plan (one job per client); poll GET /api/simulate/jobs/{job} style endpoints."""
+    who = client or (request.client.host if request.client else "local")
+    job = request.app.state.jobs.start(who, _work(_args(request, q)))
+    return job.view()  # type: ignore[no-any-return]
