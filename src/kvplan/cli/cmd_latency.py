@@ -67,13 +67,7 @@ def latency_cmd(
     prof = _profile(profile, spec, hw, engine)
     deployment = (spec, hw.id, engine.tensor_parallel_size)
     if sweep is not None:
-        lever, values = lat.parse_sweep(sweep)
-        rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
-        if plot_out is not None:
-            from kvplan.report.budget_charts import sweep_chart
-
-            write_chart(plot_out, sweep_chart(lever, rows), as_json=as_json)
-        _show_sweep(lever, rows, as_json, deployment)
+        _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
         return
     result = lat.request_latency(spec, hw, engine, shape, prof)
     if as_json:
@@ -84,6 +78,20 @@ def latency_cmd(
     from kvplan.costs.uncertainty import latency_bands
 
     _show_latency(spec.name, hw.id, result, prof, latency_bands(deployment, result))
+
+
+def _run_sweep(sweep: str, inputs: tuple[Any, ...], plot_out: Any, as_json: bool,
+               deployment: Any) -> None:
+    from kvplan.costs import latency as lat
+
+    spec, hw, engine, shape, prof = inputs
+    lever, values = lat.parse_sweep(sweep)
+    rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
+    if plot_out is not None:
+        from kvplan.report.budget_charts import sweep_chart
+
+        write_chart(plot_out, sweep_chart(lever, rows), as_json=as_json)
+    _show_sweep(lever, rows, as_json, deployment)
 
 
 def _band_text(band: list[float] | None, fmt: Any) -> str:
