@@ -39,15 +39,31 @@ def test_bundled_file_has_17_static_points() -> None:
     assert h100.measured == {"output_throughput_tok_s": 19694}
 
 
+def trtllm_profiles() -> cal.ProfileSet:
+    """The bundled rates with TensorRT-LLM's own host costs (default.json ``engines``): the
+    bundled profile carries vLLM's scheduler/sampling costs, which a C++ runtime does not pay."""
+    data = json.loads((resources.files("kvplan") / "data" / "profiles" / "default.json")
+                      .read_text("utf-8"))
+    host = data["engines"]["trtllm"]
+    ps = cal.default_profiles()
+    return replace(ps, profiles=tuple(replace(p, **host) for p in ps.profiles),
+                   default=replace(ps.default, **host))
+
+
 def test_default_profile_error_on_bundled_points() -> None:
-    result = cal.evaluate(bundled_points(), cal.default_profiles())
+    """In-sample: these 17 points are part of the public calibration set the bundled profile
+    was fitted on (benchmarks/calibration_report.py), priced with TensorRT-LLM's host costs."""
+    result = cal.evaluate(bundled_points(), trtllm_profiles())
     for e in result.errors:  # the per-point table, printed with -s
         print(f"{e.id:22s} {e.gpu:14s} {e.metric:24s} {e.measured:9.4g} {e.predicted:9.4g} "
               f"{e.error:+.1%}")
     assert len(result.errors) == 17
-    assert result.median_abs_error("ttft_s") <= 0.20  # type: ignore[operator]
-    assert result.median_abs_error("output_throughput_tok_s") <= 0.20  # type: ignore[operator]
-    assert all(abs(e.error) < 0.15 for e in result.errors)
+    assert result.median_abs_error("ttft_s") <= 0.10  # type: ignore[operator]
+    assert result.median_abs_error("output_throughput_tok_s") <= 0.10  # type: ignore[operator]
+    # compute_eff is the GPU's, fitted mostly on vLLM runs; TensorRT-LLM's GEMMs reach more of
+    # the peak, so its compute-bound rows (2048-token prefills, B52 2048/128) come out 20-50%
+    # slow: the worst point, not the median, shows the engine difference
+    assert all(abs(e.error) < 0.5 for e in result.errors)
 
 
 def test_held_out_error_on_bundled_points() -> None:
@@ -64,23 +80,25 @@ def test_held_out_error_on_bundled_points() -> None:
     assert (ttft[2] + ttft[3]) / 2 <= 0.20
 
 
-def test_refit_reproduces_the_bundled_profile() -> None:
-    fitted = cal.fit_profiles(bundled_points()).profiles
-    for p in cal.default_profiles().profiles:
-        q = fitted.pick(p.gpu, p.precision)
-        assert q.compute_eff == pytest.approx(p.compute_eff, abs=0.01)
-        assert q.bandwidth_eff == pytest.approx(p.bandwidth_eff, abs=0.01)
-        assert q.prefill_overhead_s == pytest.approx(p.prefill_overhead_s, abs=2e-4)
-        assert q.step_overhead_s == p.step_overhead_s  # fixed, not fitted
+def test_bundled_profile_states_what_it_was_fitted_on() -> None:
+    ps = cal.default_profiles()
+    assert "89 points from 8 sources" in ps.fitted_on
+    gpus = {p.gpu for p in ps.profiles}
+    assert gpus == {"A100-80GB-SXM", "H100-SXM-80GB", "H200-SXM-141GB", "L40S", "MI300X"}
+    shared = {(p.layer_overhead_s, p.moe_layer_overhead_s, p.request_overhead_s)
+              for p in ps.profiles}
+    assert len(shared) == 1  # host and kernel costs are vLLM's, not per GPU
 
 
 def test_default_profile_is_physical() -> None:
+    """Bounds of the fit (kvplan.analysis.profile_fit.BOUNDS), none of them reached."""
     ps = cal.default_profiles()
-    assert ps.default.step_overhead_s == pytest.approx(0.7e-3)
-    for p in ps.profiles:
-        assert 0.05 <= p.compute_eff <= 0.95 and 0.05 <= p.bandwidth_eff <= 0.95
-        assert p.step_overhead_s <= 1e-3  # CUDA-graph decode: sub-millisecond
-        assert 1e-3 <= p.prefill_overhead_s <= 10e-3
+    for p in (*ps.profiles, ps.default):
+        assert 0.05 < p.compute_eff < 0.95 and 0.05 < p.bandwidth_eff < 0.95
+        assert p.step_overhead_s <= 1e-3  # CUDA-graph replay: sub-millisecond
+        assert p.prefill_overhead_s < 50e-3
+        assert 0 < p.layer_overhead_s < 200e-6 and 0 < p.moe_layer_overhead_s < 1e-3
+        assert 0 < p.request_overhead_s < 500e-6
 
 
 def test_vllm_llama31_8b_batch1_tpot_a100_40gb() -> None:
@@ -98,32 +116,34 @@ def test_vllm_llama31_8b_batch1_tpot_a100_40gb() -> None:
 
 def test_vllm_llama31_8b_batch1_tpot_h100_is_weight_streaming_plus_graph_overhead() -> None:
     """Llama-3.1-8B bf16 on H100-SXM: the step streams 15.0 GB of weights (16.06 GB less the
-    1.05 GB embedding table) at 3.35 TB/s: 4.5 ms at the datasheet rate. vLLM's decode runs
-    under CUDA graphs, so TPOT at batch 1 is weight streaming at a realistic efficiency plus
-    well under a millisecond, not the several ms of a prefill (the old single-overhead
-    profile predicted ~9 ms, ~40% too slow)."""
+    1.05 GB embedding table) at 3.35 TB/s: 4.5 ms at the datasheet rate. TPOT at batch 1 is
+    that at the fitted bandwidth plus the named fixed terms: 32 layers x layer overhead, one
+    request's host cost, the step overhead (vLLM 0.11 measures 7.3-7.4 ms for the similar
+    36-layer Qwen3-8B at concurrency 1-4 on one H100: GPUStack points in the calibration set)."""
     model, gpu = load_model("meta-llama/Llama-3.1-8B"), load_gpu("H100-SXM-80GB")
     prof = cal.default_profiles().pick(gpu.id, "bfloat16")
     r = request_latency(model, gpu, EngineConfig(), RequestShape(
         prompt_tokens=128, output_tokens=256), prof)
     streaming = r.decode.bytes.weights / r.decode.steps / 3.35e12  # type: ignore[union-attr]
     assert streaming == pytest.approx(4.5e-3, rel=0.02)
-    assert streaming / 0.95 < r.tpot_s < streaming / 0.75 + 1e-3  # type: ignore[operator]
+    fixed = 32 * prof.layer_overhead_s + prof.request_overhead_s + prof.step_overhead_s
+    assert r.tpot_s == pytest.approx(streaming / prof.bandwidth_eff + fixed, rel=0.03)
+    assert 6e-3 < r.tpot_s < 8e-3  # type: ignore[operator]
 
 
 def test_fallback_reuses_the_gpus_hardware_factors() -> None:
     ps = cal.default_profiles()
-    h100_fp8 = ps.pick("H100-SXM-80GB", "fp8")
-    bf16 = ps.pick("H100-SXM-80GB", "bfloat16")  # fitted at fp8 only
-    assert bf16.precision == "bfloat16" and bf16.gpu == "H100-SXM-80GB"
+    l40s_fp8 = ps.pick("L40S", "fp8")
+    bf16 = ps.pick("L40S", "bfloat16")  # fitted at fp8 only
+    assert bf16.precision == "bfloat16" and bf16.gpu == "L40S"
     assert bf16.compute_eff == ps.default.compute_eff  # the precision's kernels: default
     for name in ("bandwidth_eff", "comm_eff", "step_overhead_s", "prefill_overhead_s",
-                 "allreduce_latency_s"):
-        assert getattr(bf16, name) == getattr(h100_fp8, name)  # the GPU's: reused
-    a100_fp8 = ps.pick("A100-80GB-SXM", "fp8")
-    assert a100_fp8.bandwidth_eff == ps.pick("A100-80GB-SXM", "float16").bandwidth_eff
-    assert a100_fp8.compute_eff == ps.default.compute_eff
-    assert ps.pick("H200-SXM-141GB", "bfloat16") == ps.default  # never fitted: default
+                 "allreduce_latency_s", "layer_overhead_s", "request_overhead_s"):
+        assert getattr(bf16, name) == getattr(l40s_fp8, name)  # the GPU's: reused
+    h100_fp4 = ps.pick("H100-SXM-80GB", "fp4")  # a 16-bit fit is the donor
+    assert h100_fp4.bandwidth_eff == ps.pick("H100-SXM-80GB", "bfloat16").bandwidth_eff
+    assert h100_fp4.compute_eff == ps.default.compute_eff
+    assert ps.pick("L4", "bfloat16") == ps.default  # never fitted: default
     two = cal.ProfileSet(profiles=(Profile(gpu="X", precision="fp8", bandwidth_eff=0.5),
                                    Profile(gpu="X", precision="float16", bandwidth_eff=0.7)))
     assert two.pick("X", "fp4").bandwidth_eff == 0.7  # a 16-bit fit is preferred

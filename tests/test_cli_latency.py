@@ -64,10 +64,16 @@ def test_calibrate_writes_a_profile_latency_reads(tmp_path: Path) -> None:
                    f"{LLAMA},a100,1,2048,64,160,10\n"
                    f"{LLAMA},a100,32,512,64,600,14\n")
     out = tmp_path / "p.json"
-    r = run_cli("calibrate", str(pts), "--out", str(out), "--json")
+    # these hand-written numbers push compute_eff to its 0.95 cap: refused, nothing written
+    refused = run_cli("calibrate", str(pts), "--out", str(out), "--json")
+    assert_one_line_error(refused)
+    assert "pinned at its bound" in refused.err and "--force" in refused.err
+    assert not out.exists()
+    r = run_cli("calibrate", str(pts), "--out", str(out), "--json", "--force")
     assert r.code == 0, r.err
+    assert "warning:" in r.err and "pinned" in r.err
     assert len(r.json()["points"]) == 6
-    both = run_cli("calibrate", str(pts), "--fit-step-overhead", "--json")
+    both = run_cli("calibrate", str(pts), "--fit-step-overhead", "--json", "--force")
     assert both.code == 0, both.err
     assert both.json()["profiles"][0]["step_overhead_s"] != 0.7e-3  # moved by the fit
     lat = run_cli("latency", LLAMA, "--gpu", "a100", "--prompt", "128", "--output", "64",

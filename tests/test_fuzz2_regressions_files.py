@@ -141,14 +141,15 @@ def test_f27_request_plot_replaces_and_says_so(tmp_path: Path) -> None:
 
 
 def test_f27_calibrate_out_replaces_and_says_so(tmp_path: Path) -> None:
-    out = assert_ok(run_case(tmp_path, ["calibrate", "m.csv", "--out", "p.json"],
+    # --force: one measured value for three factors is refused otherwise (issue 9, item 3)
+    out = assert_ok(run_case(tmp_path, ["calibrate", "m.csv", "--out", "p.json", "--force"],
                              {"m.csv": MCSV, "p.json": "old"}, ("p.json",)))
     assert "wrote p.json (replaced)" in out
     assert json.loads((tmp_path / "p.json").read_text())["schema"] == "kvplan-profile/1"
 
 
 def test_f27_a_symlink_is_followed_and_named(tmp_path: Path) -> None:
-    out = assert_ok(run_case(tmp_path, ["calibrate", "m.csv", "--out", "link.json"],
+    out = assert_ok(run_case(tmp_path, ["calibrate", "m.csv", "--out", "link.json", "--force"],
                              {"m.csv": MCSV, "other.json": "old", "@link.json": "other.json"},
                              ("other.json",)))
     assert f"wrote link.json -> {tmp_path / 'other.json'} (replaced)" in out

@@ -156,7 +156,7 @@ INSIDE: dict[str, tuple[list[str], Files]] = {
     "kv-memory-all-of-l4": (["capacity", L1B, "--gpu", "L4", "--kv-cache-memory", "24GB",
                              "--json"], {}),
     "rate-1e-6": (["simulate", L1B, "--num-prompts", "2", "--request-rate", "1e-6", "--json"], {}),
-    "calibrate-1us": (["calibrate", "m.csv", "--json"], {"m.csv": MCSV.replace(",12\n",
+    "calibrate-1us": (["calibrate", "m.csv", "--json", "--force"], {"m.csv": MCSV.replace(",12\n",
                       ",0.001\n")}),
 }
 

@@ -69,6 +69,9 @@ PROFILE_RANGES: dict[str, tuple[float, float]] = {
     "step_overhead_s": (0.0, 10.0),
     "prefill_overhead_s": (0.0, 10.0),
     "allreduce_latency_s": (0.0, 10.0),
+    "layer_overhead_s": (0.0, 1.0),
+    "moe_layer_overhead_s": (0.0, 1.0),
+    "request_overhead_s": (0.0, 1.0),
 }
 """Latency-profile factors: (lowest, highest) accepted."""
 

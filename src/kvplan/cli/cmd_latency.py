@@ -65,22 +65,37 @@ def latency_cmd(
     spec, hw = load_model(model), load_gpu(gpu)
     engine = fl.resolve_engine(settings, spec)
     prof = _profile(profile, spec, hw, engine)
+    deployment = (spec, hw.id, engine.tensor_parallel_size)
     if sweep is not None:
-        lever, values = lat.parse_sweep(sweep)
-        rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
-        if plot_out is not None:
-            from kvplan.report.budget_charts import sweep_chart
-
-            write_chart(plot_out, sweep_chart(lever, rows), as_json=as_json)
-        _show_sweep(lever, rows, as_json)
+        _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
         return
     result = lat.request_latency(spec, hw, engine, shape, prof)
     if as_json:
         from kvplan.report.json_views import latency_answer_json
 
-        print_json(latency_answer_json(result, prof))
+        print_json(latency_answer_json(result, prof, deployment))
         return
-    _show_latency(spec.name, hw.id, result, prof)
+    from kvplan.costs.uncertainty import latency_bands
+
+    _show_latency(spec.name, hw.id, result, prof, latency_bands(deployment, result))
+
+
+def _run_sweep(sweep: str, inputs: tuple[Any, ...], plot_out: Any, as_json: bool,
+               deployment: Any) -> None:
+    from kvplan.costs import latency as lat
+
+    spec, hw, engine, shape, prof = inputs
+    lever, values = lat.parse_sweep(sweep)
+    rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
+    if plot_out is not None:
+        from kvplan.report.budget_charts import sweep_chart
+
+        write_chart(plot_out, sweep_chart(lever, rows), as_json=as_json)
+    _show_sweep(lever, rows, as_json, deployment)
+
+
+def _band_text(band: list[float] | None, fmt: Any) -> str:
+    return "-" if band is None else f"{fmt(band[0])} - {fmt(band[1])}"
 
 
 def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
@@ -102,7 +117,8 @@ def explain(phase: str, cost: StepCost) -> str:
     )
 
 
-def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None:
+def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
+                  bands: dict[str, Any]) -> None:
     from rich.table import Table
 
     from kvplan.units import fmt_bytes, fmt_seconds
@@ -110,32 +126,45 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile) -> None
     shape = r.shape
     table = Table(title=f"{model} on {gpu}: batch {shape.batch}, prompt {shape.prompt_tokens}, "
                         f"output {shape.output_tokens}")
-    for col in ("metric", "value"):
+    for col in ("metric", "value", "band (10-90%)"):
         table.add_column(col)
-    table.add_row("TTFT", fmt_seconds(r.ttft_s))
-    table.add_row("TPOT", "-" if r.tpot_s is None else fmt_seconds(r.tpot_s))
-    table.add_row("end-to-end", fmt_seconds(r.e2e_s))
-    table.add_row("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s")
+
+    def tps(x: float) -> str:
+        return f"{x:,.0f} tok/s"
+
+    table.add_row("TTFT", fmt_seconds(r.ttft_s), _band_text(bands["ttft_s_band"], fmt_seconds))
+    table.add_row("TPOT", "-" if r.tpot_s is None else fmt_seconds(r.tpot_s),
+                  _band_text(bands["tpot_s_band"], fmt_seconds))
+    table.add_row("end-to-end", fmt_seconds(r.e2e_s),
+                  _band_text(bands["e2e_s_band"], fmt_seconds))
+    table.add_row("output throughput", tps(r.output_throughput_tok_s),
+                  _band_text(bands["output_throughput_tok_s_band"], tps))
     for name, cost in (("prefill", r.prefill), ("decode", r.decode)):
         if cost is not None:
             table.add_row(f"{name} FLOPs / bytes",
-                          f"{cost.flops.total:.3g} / {fmt_bytes(cost.bytes.total)}")
+                          f"{cost.flops.total:.3g} / {fmt_bytes(cost.bytes.total)}", "")
     console.print(table)
+    console.print(f"band: calibration residuals of {bands['band_basis']}")
+    for note in bands["calibration_notes"]:
+        console.print(f"note: {note}")
     console.print(explain("prefill", r.prefill))
     if r.decode is not None:
         console.print(explain("decode", r.decode))
     console.print(f"profile {prof.gpu}/{prof.precision}: compute_eff {prof.compute_eff:.2f}, "
                   f"bandwidth_eff {prof.bandwidth_eff:.2f}, step overhead "
                   f"{prof.step_overhead_s * 1e3:.2f} ms, prefill overhead "
-                  f"{prof.prefill_overhead_s * 1e3:.2f} ms")
+                  f"{prof.prefill_overhead_s * 1e3:.2f} ms, per layer "
+                  f"{prof.layer_overhead_s * 1e6:.1f} us (+{prof.moe_layer_overhead_s * 1e6:.1f}"
+                  f" us MoE), per request {prof.request_overhead_s * 1e6:.1f} us, all-reduce "
+                  f"latency {prof.allreduce_latency_s * 1e6:.1f} us")
 
 
-def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool) -> None:
+def _show_sweep(lever: str, rows: list[SweepRow], as_json: bool, deployment: Any) -> None:
     from kvplan.report.json_views import sweep_json, sweep_no_fit, sweep_turn
 
     turn, no_fit = sweep_turn(rows), sweep_no_fit(rows)
     if as_json:
-        print_json(sweep_json(lever, rows))
+        print_json(sweep_json(lever, rows, deployment))
         return
     from rich.table import Table
 
@@ -179,10 +208,15 @@ def calibrate_cmd(
     fit_step_overhead: Annotated[bool, typer.Option(
         "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
     )] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Write the profile even if the fit is pinned at a bound, "
+        "underdetermined or leaves a large error.")] = False,
     as_json: fl.JsonOpt = False,
 ) -> None:
-    """Fit compute/bandwidth efficiency and prefill overhead per GPU and precision."""
-    from kvplan.cli.common import check_output, write_output
+    """Fit the latency profile per GPU and precision: serving runs (vllm bench serve results,
+    CSV sweeps) through the simulator, vllm bench latency files as static batches."""
+    from kvplan.analysis import serving_calibration as sc
+    from kvplan.cli.common import check_output
     from kvplan.costs import calibration as cal
 
     engine = fl.resolve_engine(fl.engine_settings(locals()))
@@ -191,22 +225,94 @@ def calibrate_cmd(
                             tensor_parallel_size=engine.tensor_parallel_size, dtype=engine.dtype,
                             quantization=engine.quantization,
                             kv_cache_dtype=engine.kv_cache_dtype)
-    points = [p for f in files for p in cal.read_measurements(f, defaults)]
-    if not points:
-        from kvplan.errors import TraceError
-
-        raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
+    serving = [f for f in files if sc.is_serving_file(f)]
+    if serving:
+        fit = _calibrate_serving(files, serving, defaults)
+        _finish_calibration(fit.problems, force, out_file, fit.profiles, as_json)
+        if as_json:
+            print_json(serving_calibration_json(fit))
+        else:
+            _show_serving_calibration(fit)
+        return
     names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
-    result = cal.fit_profiles(points, fitted_on=", ".join(files), names=names)
-    if out_file is not None:
-        from kvplan.report.json_out import dumps
-
-        doc = dumps(cal.profiles_to_dict(result.profiles)) + "\n"
-        write_output(out_file, doc, as_json=as_json)
+    result = _calibrate_static(files, defaults, names)
+    _finish_calibration(sc.static_problems(result, names), force, out_file, result.profiles,
+                        as_json)
     if as_json:
         print_json(calibration_json(result))
         return
     _show_calibration(result)
+
+
+def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...]) -> Any:
+    from kvplan.costs import calibration as cal
+    from kvplan.errors import TraceError
+
+    points = [p for f in files for p in cal.read_measurements(f, defaults)]
+    if not points:
+        raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
+    return cal.fit_profiles(points, fitted_on=", ".join(files), names=names,
+                            start=cal.default_profiles().default)
+
+
+def _calibrate_serving(files: list[str], serving: list[str], defaults: Any) -> Any:
+    from kvplan.analysis import serving_calibration as sc
+    from kvplan.costs import calibration as cal
+
+    points = [sc.to_point(r) for f in serving for r in sc.read_serving(f, defaults)]
+    for f in files:
+        if f not in serving:
+            points.extend(sc.static_point(m) for m in cal.read_measurements(f, defaults))
+    return sc.fit_user(points, cal.default_profiles(), fitted_on=", ".join(files))
+
+
+def _finish_calibration(problems: Any, force: bool, out_file: Any, profiles: Any,
+                        as_json: bool) -> None:
+    """Refuse an untrustworthy fit (exit 2, nothing written) unless --force; then write."""
+    from kvplan.analysis.serving_calibration import CalibrationRefused
+    from kvplan.cli.common import write_output
+    from kvplan.costs.calibration import profiles_to_dict
+    from kvplan.report.json_out import dumps
+
+    if problems and not force:
+        raise CalibrationRefused("the fit cannot be trusted: " + "; ".join(problems)
+                                 + " (add measurements, or --force to write it anyway)")
+    for p in problems:
+        typer.echo(f"warning: {p} (written anyway: --force)", err=True)
+    if out_file is not None:
+        write_output(out_file, dumps(profiles_to_dict(profiles)) + "\n", as_json=as_json)
+
+
+def serving_calibration_json(fit: Any) -> dict[str, Any]:
+    from statistics import median
+
+    from kvplan.costs.calibration import profiles_to_dict
+
+    errs: dict[str, list[float]] = {}
+    for _, _, metric, meas, pred in fit.errors:
+        errs.setdefault(metric, []).append(abs(pred / meas - 1))
+    return {**profiles_to_dict(fit.profiles), "problems": list(fit.problems),
+            "points": [{"id": i, "gpu": g, "metric": m, "measured": v, "predicted": p,
+                        "error": p / v - 1} for i, g, m, v, p in fit.errors],
+            "median_abs_error": {m: median(e) for m, e in errs.items()}}
+
+
+def _show_serving_calibration(fit: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="fitted profiles (serving runs replayed in the simulator)")
+    for col in ("GPU", "precision", "compute_eff", "bandwidth_eff", "step overhead"):
+        table.add_column(col)
+    for p in fit.profiles.profiles:
+        table.add_row(p.gpu, p.precision, f"{p.compute_eff:.3f}", f"{p.bandwidth_eff:.3f}",
+                      f"{p.step_overhead_s * 1e3:.2f} ms")
+    console.print(table)
+    points = Table(title="per-run error")
+    for col in ("run", "GPU", "metric", "measured", "simulated", "error"):
+        points.add_column(col)
+    for i, g, m, v, p in fit.errors:
+        points.add_row(i, g, m, f"{v:.4g}", f"{p:.4g}", f"{p / v - 1:+.1%}")
+    console.print(points)
 
 
 def calibration_json(result: CalibrationResult) -> dict[str, Any]:

@@ -94,11 +94,28 @@ def simulate_cmd(
     if outs[0] is not None:  # the per-request document is built only for --save-result
         doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
     _write_outputs(doc, result, header, gpu, outs, as_json)
+    deployment = (spec, header["gpu"], engine.tensor_parallel_size)
     if as_json:
-        print_json(simulate_json(header, m, result))
+        print_json(simulate_json(header, m, result, deployment))
         return
     _render(m, header)
     _render_verdicts(result)
+    from kvplan.report.json_views import simulate_bands
+
+    _render_bands(simulate_bands(deployment, mx.vllm_result(m)))
+
+
+def _render_bands(bands: dict[str, Any]) -> None:
+    parts = []
+    for key, label, unit in (("mean_ttft_ms", "TTFT", "ms"), ("mean_tpot_ms", "TPOT", "ms"),
+                             ("output_throughput", "output throughput", "tok/s")):
+        band = bands.get(f"{key}_band")
+        if band is not None:
+            parts.append(f"{label} {band[0]:,.2f}-{band[1]:,.2f} {unit}")
+    if parts:
+        console.print(f"band (10-90%, {bands['band_basis']}): " + "; ".join(parts))
+    for note in bands["calibration_notes"]:
+        console.print(f"note: {note}")
 
 
 def _write_outputs(doc: dict[str, Any] | None, result: SimulationResult, header: dict[str, Any],

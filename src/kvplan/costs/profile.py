@@ -1,4 +1,5 @@
-"""Efficiency profile: the factors that turn datasheet peaks into achievable rates."""
+"""Efficiency profile: the factors that turn datasheet peaks into achievable rates, and the
+fixed costs (seconds) an engine step pays outside its kernels' rooflines."""
 
 from __future__ import annotations
 
@@ -6,17 +7,34 @@ from dataclasses import dataclass
 
 from kvplan.errors import InputError
 
+RATE_FACTORS = ("compute_eff", "bandwidth_eff", "comm_eff")
+SECOND_FACTORS = ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s",
+                  "layer_overhead_s", "moe_layer_overhead_s", "request_overhead_s")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Profile:
-    """Efficiency factors that turn datasheet peaks into achievable rates, for one GPU+precision.
+    """Efficiency factors and fixed costs for one GPU + compute precision.
 
-    Defaults are physical, not fitted: dense GEMMs reach ~60% of the tensor peak in serving,
-    HBM streaming ~80% of the datasheet bandwidth, NCCL/custom all-reduce ~70% of one link
-    direction. Fixed costs are split by what a step holds: every step pays ``step_overhead_s``
-    (~0.7 ms: scheduling, input preparation, one CUDA-graph replay, sampling); a step with
-    prefill work (``has_prefill``) also pays ``prefill_overhead_s`` (~4 ms: eager/piecewise
-    launches of variable-length kernels, attention metadata, first-token sampling setup).
+    Rates (fractions of the datasheet): dense GEMMs reach ~60% of the tensor peak in serving
+    (``compute_eff``), HBM streaming ~80% (``bandwidth_eff``), NCCL / custom all-reduce ~70% of
+    one link direction (``comm_eff``).
+
+    Fixed costs (seconds), each a physical mechanism:
+
+    * ``step_overhead_s`` - once per step: scheduler pass, input preparation, one CUDA-graph
+      replay, the host sync;
+    * ``prefill_overhead_s`` - once more for a step holding prefill work (piecewise/eager
+      launches of variable-length kernels, attention metadata for ragged prompts);
+    * ``layer_overhead_s`` - per transformer layer on the fullest pipeline stage: the gaps
+      between its ~10 kernels (norms, QKV, rotary, attention, output, MLP) that a roofline
+      does not see, even inside a CUDA graph;
+    * ``moe_layer_overhead_s`` - extra per MoE layer: router GEMM, top-k, token permutation /
+      alignment, two grouped GEMM launches over many small expert tiles, un-permute + reduce;
+    * ``allreduce_latency_s`` - the small-message latency of one tensor-parallel all-reduce
+      (2 per layer), on top of its bytes / bandwidth;
+    * ``request_overhead_s`` - CPU work per scheduled request per step (scheduling bookkeeping,
+      input/metadata preparation, sampling and detokenisation), so it grows with the batch.
     """
 
     gpu: str = "*"
@@ -27,12 +45,15 @@ class Profile:
     step_overhead_s: float = 0.7e-3
     prefill_overhead_s: float = 4e-3
     allreduce_latency_s: float = 10e-6
+    layer_overhead_s: float = 0.0
+    moe_layer_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("compute_eff", "bandwidth_eff", "comm_eff"):
+        for name in RATE_FACTORS:
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InputError(f"profile {name} must be in (0, 1], got {value}")
-        for name in ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s"):
+        for name in SECOND_FACTORS:
             if not getattr(self, name) >= 0:  # NaN fails too
                 raise InputError(f"profile {name} must be >= 0, got {getattr(self, name)}")

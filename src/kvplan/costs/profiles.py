@@ -106,13 +106,23 @@ def save_profiles(ps: ProfileSet, path: str | Path) -> None:
 
 @cache
 def default_profiles() -> ProfileSet:
-    """The bundled profile set (fitted on the TensorRT-LLM static-batch points)."""
+    """The bundled profile set (fitted on the public calibration set; see its fitted_on)."""
     text = (resources.files("kvplan") / "data" / "profiles" / "default.json").read_text("utf-8")
     return profiles_from_dict(json.loads(text), file="data/profiles/default.json")
 
 
 def profile_for(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
                 path: str | None = None) -> Profile:
-    """The profile for this GPU and compute precision, from ``path`` or the bundled set."""
-    profiles = load_profiles(path) if path else default_profiles()
+    """The profile for this GPU and compute precision: from the user's ``path`` where it
+    covers this GPU, else the bundled set (a user profile adds to the bundled one)."""
+    profiles = merge(default_profiles(), load_profiles(path)) if path else default_profiles()
     return profiles.pick(hardware.id, compute_precision(model, engine))
+
+
+def merge(base: ProfileSet, user: ProfileSet) -> ProfileSet:
+    """``user``'s profiles over ``base``'s: a (GPU, precision) the user fitted replaces the
+    bundled one, every other GPU keeps the bundled profile; the fallback stays ``base``'s."""
+    mine = {(p.gpu.lower(), p.precision) for p in user.profiles}
+    kept = tuple(p for p in base.profiles if (p.gpu.lower(), p.precision) not in mine)
+    fitted_on = "; ".join(x for x in (user.fitted_on, f"bundled: {base.fitted_on}") if x)
+    return ProfileSet(profiles=user.profiles + kept, default=base.default, fitted_on=fitted_on)

@@ -28,6 +28,7 @@ import numpy as np
 from kvplan.costs.batch import FloatArray, IntArray
 from kvplan.costs.profile import Profile
 from kvplan.costs.step_constants import StepConstants, compute_precision, step_constants
+from kvplan.costs.step_sums import _clipped_pairs, _clipped_sum, has_prefill
 from kvplan.costs.step_types import Bound, BytesMoved, Flops, Seconds, StepCost
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
@@ -35,8 +36,8 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 __all__ = ["FALLBACK_LINK_BYTES_PER_S", "Bound", "BytesMoved", "Flops", "Profile", "Seconds",
-           "StepConstants", "StepCost", "StepCostModel", "compute_precision", "has_prefill",
-           "step_constants"]
+           "StepAggregates", "StepConstants", "StepCost", "StepCostModel", "compute_precision",
+           "has_prefill", "step_constants"]
 
 X = TypeVar("X", float, FloatArray)
 FALLBACK_LINK_BYTES_PER_S = 32e9
@@ -47,8 +48,9 @@ FALLBACK_LINK_BYTES_PER_S = 32e9
 
 
 @dataclass(frozen=True, slots=True)
-class _Aggregates:
-    """The integer sums a step's cost depends on: Python ints for one step, arrays for a run."""
+class StepAggregates:
+    """The integer sums a step's cost depends on: Python ints for one step, arrays for a run
+    (or for any list of recorded steps: ``StepCostModel.times_s`` prices them at once)."""
 
     tokens: Any
     requests: Any
@@ -89,6 +91,10 @@ class _Coefficients:
     pp: int
     overhead_s: tuple[float, float]
     """Fixed seconds of a step without, and with, prefill work."""
+    layer_s: float
+    """Per-stage fixed seconds: layers x layer overhead + MoE layers x MoE overhead."""
+    request_s: float
+    """CPU seconds per scheduled request per step."""
 
 
 def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
@@ -111,7 +117,13 @@ def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
         allreduce_latency_s=prof.allreduce_latency_s, pp=k.pp,
         overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,
                     prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
+        layer_s=layer_overhead_s(k, prof), request_s=prof.request_overhead_s,
     )
+
+
+def layer_overhead_s(k: StepConstants, prof: Profile) -> float:
+    """Fixed seconds one pipeline stage's layers add to a step (kernel gaps, MoE routing)."""
+    return k.layers * prof.layer_overhead_s + k.moe_layers * prof.moe_layer_overhead_s
 
 
 class StepCostModel:
@@ -165,7 +177,7 @@ class StepCostModel:
             prefill = int(bool(nl) and (max(nl) > 1 or min(cl) == 0))
         t, r = float(tokens), float(len(n))
         stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max)
-        return self._finish(stage, t, co.overhead_s[prefill])
+        return self._finish(stage, t, r, co.overhead_s[prefill])
 
     @property
     def supports_aggregates(self) -> bool:
@@ -177,9 +189,9 @@ class StepCostModel:
         """step_time_s from the batch's sums (no sliding window): tokens = sum(new),
         requests = len(new), context = sum(ctx), pairs = sum(new*ctx + new*(new+1)/2),
         prefill = has_prefill(new, ctx). The same float operations: equal to the last bit."""
-        t = float(tokens)
-        stage = self._stage(t, float(requests), float(context), float(pairs), 0.0, 0.0, max)
-        return self._finish(stage, t, self._co.overhead_s[int(prefill)])
+        t, r = float(tokens), float(requests)
+        stage = self._stage(t, r, float(context), float(pairs), 0.0, 0.0, max)
+        return self._finish(stage, t, r, self._co.overhead_s[int(prefill)])
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
@@ -199,10 +211,10 @@ class StepCostModel:
             s_ctx, s_pairs = _clipped_sum(cs, k, w), _clipped_sum(cs, k + 1, w)
         t = float(r)
         stage = self._stage(t, t, ctx, ctx + r, s_ctx, s_pairs, np.maximum)
-        out = np.asarray(self._finish(stage, t, self._co.overhead_s[0]), dtype=np.float64)
+        out = np.asarray(self._finish(stage, t, t, self._co.overhead_s[0]), dtype=np.float64)
         if r and num_steps and int(np.minimum.reduce(c)) == 0:
             # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
-            out[0] = self._finish(stage[0], t, self._co.overhead_s[1])
+            out[0] = self._finish(stage[0], t, t, self._co.overhead_s[1])
         return out
 
     def decode_run_agg(self, requests: int, context: int, num_steps: int) -> FloatArray:
@@ -213,7 +225,7 @@ class StepCostModel:
         zero: Any = 0.0
         t = float(requests)
         stage = self._stage(t, t, ctx, ctx + requests, zero, zero, np.maximum)
-        return np.asarray(self._finish(stage, t, self._co.overhead_s[0]), dtype=np.float64)
+        return np.asarray(self._finish(stage, t, t, self._co.overhead_s[0]), dtype=np.float64)
 
     def _stage(self, t: float, r: float, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
                mx: Callable[[Any, Any], Any]) -> X:
@@ -232,19 +244,30 @@ class StepCostModel:
         stage: X = dense + mx(mix_c, mix_m)
         if co.allreduces:
             stage = stage + co.allreduces * (co.ring_s * t + co.allreduce_latency_s)
-        return stage
+        return stage + co.layer_s
 
     def _expert_s(self, t: float) -> float:
         """Seconds to read the routed experts t tokens touch: E * (1 - (1 - k/E)^t) of them."""
         co = self._co
         return co.experts_s * (1.0 - co.expert_miss ** t) if co.experts_s else 0.0
 
-    def _finish(self, stage: X, t: float, overhead_s: float) -> X:
-        """A stage's seconds -> the step's: pipeline bubble and fixed overheads."""
+    def _finish(self, stage: X, t: float, r: float, overhead_s: float) -> X:
+        """A stage's seconds -> the step's: pipeline bubble, fixed and per-request overheads."""
         co = self._co
         if co.pp > 1:
             stage = stage + (co.pp - 1) * (stage + (co.p2p_s * t + co.allreduce_latency_s))
-        return stage + overhead_s
+        return stage + (overhead_s + co.request_s * r)
+
+    # -- recorded steps
+
+    def aggregates(self, new_tokens: IntArray, context_tokens: IntArray) -> StepAggregates:
+        """The sums one step's cost depends on (record them to re-price the step later)."""
+        return self._aggregates(new_tokens, context_tokens)
+
+    def times_s(self, a: StepAggregates) -> FloatArray:
+        """Seconds of every step in ``a`` (arrays over steps), the same formula as
+        ``step_time_s``: re-prices a recorded schedule under this model's profile."""
+        return np.asarray(self._parts(a)["total_s"], dtype=np.float64)
 
     # -- breakdowns
 
@@ -259,7 +282,7 @@ class StepCostModel:
 
     # -- internals
 
-    def _aggregates(self, new: IntArray, ctx: IntArray) -> _Aggregates:
+    def _aggregates(self, new: IntArray, ctx: IntArray) -> StepAggregates:
         n = np.asarray(new, dtype=np.int64)
         c = np.asarray(ctx, dtype=np.int64)
         full_pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
@@ -267,10 +290,10 @@ class StepCostModel:
         s_ctx = s_pairs = 0
         if w and self.constants.sliding_flops_per_pair:
             s_ctx, s_pairs = int(np.minimum(c, w).sum()), _clipped_pairs(n, c, w)
-        return _Aggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
+        return StepAggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
                            int(has_prefill(n, c)))
 
-    def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> _Aggregates:
+    def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> StepAggregates:
         c = np.sort(np.asarray(ctx, dtype=np.int64))
         r = len(c)
         k = np.arange(num_steps, dtype=np.int64)
@@ -284,9 +307,9 @@ class StepCostModel:
         prefill = np.zeros(num_steps, dtype=np.int64)
         if r and num_steps and c[0] == 0:
             prefill[0] = 1
-        return _Aggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs, prefill)
+        return StepAggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs, prefill)
 
-    def _parts(self, a: _Aggregates) -> dict[str, Any]:
+    def _parts(self, a: StepAggregates) -> dict[str, Any]:
         """Every component of the cost from the aggregates (Python numbers or arrays alike).
 
         The same operations run in the same order for one step and for a run of steps, so
@@ -300,7 +323,7 @@ class StepCostModel:
             weights = weights + k.routed_expert_bytes * (
                 1.0 - np.power(k.expert_miss_per_token, tokens))
         p: dict[str, Any] = {
-            "tokens": tokens,
+            "tokens": tokens, "requests": requests,
             "f_gemm": k.gemm_flops_per_token * tokens,
             "f_attn": k.attn_flops_per_pair * (a.full_pairs * 1.0)
             + k.sliding_flops_per_pair * (a.sliding_pairs * 1.0),
@@ -328,10 +351,13 @@ class StepCostModel:
         act = k.allreduce_bytes_per_token * p["tokens"]
         ring = 2.0 * (k.tp - 1) / k.tp * act / self._link + prof.allreduce_latency_s
         comm_s = k.allreduces * ring
-        stage_s = roof_s + comm_s
+        layer_s = layer_overhead_s(k, prof)
+        stage_s = roof_s + comm_s + layer_s
         pipe_s = (k.pp - 1) * (stage_s + act / self._link + prof.allreduce_latency_s)
-        overhead_s = prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]
-        total = stage_s + pipe_s + overhead_s
+        fixed_s = (prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]
+                   + prof.request_overhead_s * p["requests"])
+        overhead_s = layer_s + fixed_s
+        total = stage_s + pipe_s + fixed_s
         return {**p, "compute_s": dense_c + mix_c, "memory_s": dense_m + mix_m,
                 "roofline_s": roof_s, "comm_s": comm_s, "pipe_s": pipe_s,
                 "overhead_s": overhead_s, "total_s": total}
@@ -354,28 +380,3 @@ class StepCostModel:
                             pipeline_s=f("pipe_s"), overhead_s=f("overhead_s")),
             ridge_point=self.ridge_point,
         )
-
-
-def has_prefill(new_tokens: IntArray, context_tokens: IntArray) -> bool:
-    """Whether a step holds prefill work: some request computes more than one token (a prompt
-    or a chunk of one) or has nothing cached yet (its first forward pass, a 1-token prompt).
-    A step of only 1-token decodes over cached context is pure decode."""
-    n, c = np.asarray(new_tokens), np.asarray(context_tokens)
-    return bool(np.any(n > 1) or np.any(c == 0))
-
-
-def _clipped_pairs(n: IntArray, c: IntArray, w: int) -> int:
-    """Sum over requests of sum_{j=c+1}^{c+n} min(j, w): keys attended under a window of w."""
-    lo, hi = c + 1, c + n
-    below = np.minimum(hi, w)
-    ramp_n = np.maximum(below - lo + 1, 0)
-    ramp = ramp_n * (lo + below) // 2  # consecutive integers lo..below
-    return int(ramp.sum() + ((n - ramp_n) * w).sum())
-
-
-def _clipped_sum(c_sorted: IntArray, shift: IntArray, w: int) -> IntArray:
-    """For each s in ``shift``: sum_i min(c_i + s, w), with c sorted ascending."""
-    prefix = np.concatenate(([0], np.cumsum(c_sorted)))
-    inside = np.searchsorted(c_sorted, w - shift, side="left")  # c_i + s < w
-    return np.asarray(prefix[inside] + inside * shift + (len(c_sorted) - inside) * w,
-                      dtype=np.int64)

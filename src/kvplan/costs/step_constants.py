@@ -30,6 +30,10 @@ class StepConstants:
     """All routed experts on this GPU; a step touches the share its tokens route to."""
     expert_miss_per_token: float
     """1 - k/E: the chance one token leaves a given expert untouched."""
+    layers: int
+    """Transformer layers on the fullest pipeline stage (each pays ``layer_overhead_s``)."""
+    moe_layers: int
+    """Of those, layers with a routed-expert MLP (each also pays ``moe_layer_overhead_s``)."""
     allreduces: int
     allreduce_bytes_per_token: int
     tp: int
@@ -72,9 +76,17 @@ def step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
         kv_bytes_per_token=kv[0], sliding_kv_bytes_per_token=kv[1], state_bytes_per_request=kv[2],
         activation_bytes_per_token=2 * hidden * act_bytes * len(stage),
         weight_bytes=weights, routed_expert_bytes=experts, expert_miss_per_token=miss,
+        layers=len(stage), moe_layers=_moe_layers(model, stage),
         allreduces=2 * len(stage) if tp > 1 else 0, allreduce_bytes_per_token=hidden * act_bytes,
         tp=tp, pp=pp, compute_precision=compute_precision(model, engine),
     )
+
+
+def _moe_layers(model: ModelSpec, stage: range) -> int:
+    """Layers of ``stage`` whose MLP is routed experts (DeepSeek keeps its first k dense)."""
+    if model.moe is None:
+        return 0
+    return sum(1 for i in stage if i >= model.moe.first_dense_layers)
 
 
 def _gemm_flops_per_token(model: ModelSpec, tp: int, stage: range) -> float:

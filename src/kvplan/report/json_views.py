@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from kvplan.costs.latency import LatencyResult, SweepRow
     from kvplan.costs.memory import MemoryPlan
     from kvplan.costs.roofline import Profile, StepCost
+    from kvplan.costs.uncertainty import Deployment
     from kvplan.sim.result import SimulationResult
 
 
@@ -133,28 +134,38 @@ def latency_json(r: LatencyResult) -> dict[str, Any]:
     }
 
 
-def latency_answer_json(r: LatencyResult, profile: Profile) -> dict[str, Any]:
-    """`kvplan latency --json`: the result and the profile it used."""
-    return {**latency_json(r), "profile": asdict(profile)}
+def latency_answer_json(r: LatencyResult, profile: Profile,
+                        deployment: Deployment | None = None) -> dict[str, Any]:
+    """`kvplan latency --json`: the result, the profile it used and (given the deployment:
+    model, GPU id, TP) the error bands (``*_band``, ``band_basis``, ``calibration_notes``)."""
+    from kvplan.costs.uncertainty import latency_bands
+
+    bands = latency_bands(deployment, r) if deployment is not None else {}
+    return {**latency_json(r), **bands, "profile": asdict(profile)}
 
 
-def sweep_json(lever: str, rows: list[SweepRow]) -> dict[str, Any]:
+def sweep_json(lever: str, rows: list[SweepRow],
+               deployment: Deployment | None = None) -> dict[str, Any]:
     """`kvplan latency --sweep --json`: rows, where decode turns compute-bound, where KV stops."""
     return {
         "lever": lever,
         "decode_compute_bound_from": sweep_turn(rows),
         "kv_no_longer_fits_at": sweep_no_fit(rows),
-        "rows": [sweep_row_json(r) for r in rows],
+        "rows": [sweep_row_json(r, lever, deployment) for r in rows],
     }
 
 
-def sweep_row_json(r: SweepRow) -> dict[str, Any]:
+def sweep_row_json(r: SweepRow, lever: str = "",
+                   deployment: Deployment | None = None) -> dict[str, Any]:
     """One sweep row; a row whose weights do not fit has its reason instead of latencies."""
+    from kvplan.costs.uncertainty import sweep_row_bands
+
     head = {"value": r.value, "fits": r.fits, "weights_fit": r.weights_fit,
             "max_batch": r.max_batch}
     if not r.weights_fit:
         return {**head, "does_not_fit": r.does_not_fit}
-    return {**head, **latency_json(r.result)}
+    bands = {} if deployment is None else sweep_row_bands(deployment, lever, r.value, r.result)
+    return {**head, **latency_json(r.result), **bands}
 
 
 def sweep_turn(rows: list[SweepRow]) -> str | None:
@@ -168,13 +179,25 @@ def sweep_no_fit(rows: list[SweepRow]) -> str | None:
     return next((r.value for r in rows if r.weights_fit and not r.fits), None)
 
 
-def simulate_json(header: dict[str, Any], m: Metrics, r: SimulationResult) -> dict[str, Any]:
-    """`kvplan simulate --json`: the run's settings, vLLM's aggregate keys, kvplan's extras."""
+def simulate_json(header: dict[str, Any], m: Metrics, r: SimulationResult,
+                  deployment: Deployment | None = None) -> dict[str, Any]:
+    """`kvplan simulate --json`: the run's settings, vLLM's aggregate keys, kvplan's extras,
+    and (given the deployment) the error bands of the latencies and throughput."""
     from kvplan.analysis.metrics import kvplan_extras, vllm_result
 
     rejected = [{"index": i, "reason": why} for i, why in sorted(r.rejected.items())]
     return {**header, **vllm_result(m), **kvplan_extras(m), "rejected": rejected,
-            **simulate_verdicts(r)}
+            **simulate_verdicts(r), **simulate_bands(deployment, vllm_result(m))}
+
+
+def simulate_bands(deployment: Deployment | None, result: dict[str, Any]) -> dict[str, Any]:
+    """``*_band`` keys for the mean and median latencies and the output throughput."""
+    if deployment is None:
+        return {}
+    from kvplan.costs.uncertainty import SIM_KEYS, deployment_bands
+
+    values = {k: result.get(k) for k in SIM_KEYS if k in result}
+    return deployment_bands(*deployment, values, key_of=SIM_KEYS)
 
 
 def simulate_verdicts(r: SimulationResult) -> dict[str, Any]:

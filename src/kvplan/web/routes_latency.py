@@ -37,15 +37,17 @@ def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, 
     from kvplan.report.json_views import latency_answer_json
 
     spec, hw, engine, shape, prof = _inputs(request, q)
-    return latency_answer_json(request_latency(spec, hw, engine, shape, prof), prof)
+    return latency_answer_json(request_latency(spec, hw, engine, shape, prof), prof,
+                               (spec, hw.id, engine.tensor_parallel_size))
 
 
-def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any]:
+def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any, Any]:
     from kvplan.costs import latency as lat
 
     spec, hw, engine, shape, prof = _inputs(request, q)
     lever, values = lat.parse_sweep(q.sweep)
-    return lever, lat.sweep(spec, hw, engine, shape, lever, values, prof)
+    return (lever, lat.sweep(spec, hw, engine, shape, lever, values, prof),
+            (spec, hw.id, engine.tensor_parallel_size))
 
 
 @router.get("/api/latency/sweep", tags=["latency"])
@@ -61,4 +63,5 @@ def latency_chart(request: Request, q: Annotated[SweepQuery, Query()]) -> dict[s
     """The sweep chart (Vega-Lite): TPOT and throughput per lever value, the turns marked."""
     from kvplan.report.budget_charts import sweep_chart
 
-    return sweep_chart(*_sweep(request, q)).to_dict()  # type: ignore[no-any-return]
+    lever, rows, _ = _sweep(request, q)
+    return sweep_chart(lever, rows).to_dict()  # type: ignore[no-any-return]

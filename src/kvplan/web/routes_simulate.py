@@ -67,7 +67,7 @@ def _work(prepared: Any) -> Work:
         charts = {"kv_usage": sim_charts.kv_usage_chart(r, title).to_dict(),
                   "queue": sim_charts.queue_chart(r).to_dict(),
                   "latency_cdf": sim_charts.latency_cdf_chart(r).to_dict()}
-        return simulate_json(header, m, r), charts
+        return simulate_json(header, m, r, (spec, hw.id, engine.tensor_parallel_size)), charts
 
     return run
 

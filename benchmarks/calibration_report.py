@@ -1,0 +1,76 @@
+"""Fit the bundled latency profile on the public calibration set and report its errors.
+
+    .venv/bin/python benchmarks/calibration_report.py            # print the tables
+    .venv/bin/python benchmarks/calibration_report.py --write    # also rewrite default.json
+
+Prints, per model family (dense / MoE) and metric, the median |predicted / measured - 1|
+in-sample and leave-one-source-out (each source predicted by a fit without it), the held-out
+error of each source, the fitted factors and the points kvplan cannot price. ``--write``
+stores the fit, its error bands (held-out residuals) and its coverage in
+src/kvplan/data/profiles/default.json. Takes a few minutes (one fit per source).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from kvplan.analysis import calibration_report as rep
+from kvplan.analysis.calibration_set import CalPoint, calibration_set
+from kvplan.analysis.profile_fit import Fit, fit_points, pinned, to_profile_set
+from kvplan.costs.profiles import profiles_to_dict
+
+OUT = Path(__file__).resolve().parents[1] / "src" / "kvplan" / "data" / "profiles" / "default.json"
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    cs = calibration_set()
+    pts = cs.points
+    fit = fit_points(pts)
+    ins = rep.residuals(pts, fit)
+    held = rep.leave_one_source_out(pts)
+    sources = sorted({p.source for p in pts})
+    print(f"{len(pts)} points from {len(sources)} sources ({', '.join(sources)}); "
+          f"{len(cs.skipped)} skipped")
+    for pid, why in cs.skipped.items():
+        print(f"  skipped {pid}: {why}")
+    print("\n| family | metric | values | in-sample median abs error | leave-one-source-out |")
+    print("|---|---|---|---|---|")
+    for r in rep.table(ins, held):
+        print(f"| {r['family']} | {r['metric']} | {r['n']} | {pct(r['in_sample'])} | "
+              f"{pct(r['leave_one_source_out'])} |")
+    print("\n| source | values | in-sample median abs error | held out |\n|---|---|---|---|")
+    for a, b in zip(rep.by_source(ins), rep.by_source(held), strict=True):
+        print(f"| {a['source']} | {a['n']} | {pct(a['median_abs_error'])} | "
+              f"{pct(b['median_abs_error'])} |")
+    print("\nfitted:", json.dumps(rep.fit_dict(fit)))
+    print("pinned at a bound:", pinned(fit) or "none")
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    if "--write" in sys.argv:
+        write(fit, pts, held, len(sources))
+
+
+def write(fit: Fit, pts: Sequence[CalPoint], held: Sequence[rep.Residual],
+          n_sources: int) -> None:
+    ps = to_profile_set(fit, pts, fitted_on=(
+        f"public_calibration.json + latency_calibration.json: {len(pts)} points from "
+        f"{n_sources} sources (vLLM/SGLang serving runs replayed through the simulator, "
+        "vllm bench latency and TensorRT-LLM static batches); benchmarks/calibration_report.py"))
+    data = profiles_to_dict(ps)
+    data["bands"] = rep.band_groups(held)
+    data["coverage"] = rep.coverage(pts)
+    data["engines"] = fit.per_engine
+    OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

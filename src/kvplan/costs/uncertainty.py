@@ -1,0 +1,196 @@
+"""Error bands: how far a latency answer may be off, from the calibration residuals.
+
+The bundled profile (``data/profiles/default.json``) stores, per metric, the spread of
+measured / predicted over the calibration points, held out by source (leave-one-source-out:
+each point predicted by a fit that never saw its source), grouped by family (dense / MoE),
+GPU and TP degree. ``band_for`` picks the nearest group with enough points and scales a
+prediction by its 10th and 90th percentile ratios; ``coverage_notes`` says in words when the
+model, GPU or TP lies outside what the profile was fitted on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+MIN_POINTS = 4
+"""A group needs this many held-out residuals to give its own band."""
+METRIC_OF = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "itl_s": "tpot_s", "e2e_s": "e2e_s",
+             "output_throughput_tok_s": "output_throughput_tok_s"}
+"""Answer key -> the calibration metric whose residuals bound it (ITL ~ TPOT)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BandGroup:
+    """Held-out spread of measured / predicted for one (family, GPU, TP, metric) group;
+    ``gpu`` / ``tp`` = ``*`` for the wider groups."""
+
+    family: str
+    gpu: str
+    tp: str
+    metric: str
+    n: int
+    low_ratio: float
+    high_ratio: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Band:
+    """A value's band: [low, high] in the value's unit, and what it was derived from."""
+
+    low: float
+    high: float
+    basis: str
+    """Which calibration group gave it, e.g. 'moe on H100-SXM-80GB at TP8, 9 held-out points'."""
+
+    def as_list(self) -> list[float]:
+        return [self.low, self.high]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Coverage:
+    """What the bundled profile was fitted on."""
+
+    gpus: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    tp: tuple[int, ...] = ()
+    families: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Uncertainty:
+    groups: tuple[BandGroup, ...]
+    coverage: Coverage
+
+
+def uncertainty_from_dict(data: Mapping[str, Any]) -> Uncertainty:
+    """The ``bands`` and ``coverage`` entries of a profile JSON (absent -> empty)."""
+    groups = tuple(BandGroup(**g) for g in data.get("bands") or [])
+    c = data.get("coverage") or {}
+    return Uncertainty(groups=groups, coverage=Coverage(
+        gpus=tuple(c.get("gpus", ())), models=tuple(c.get("models", ())),
+        tp=tuple(int(t) for t in c.get("tp", ())), families=tuple(c.get("families", ()))))
+
+
+@cache
+def bundled_uncertainty() -> Uncertainty:
+    """Bands and coverage of the bundled profile."""
+    text = (resources.files("kvplan") / "data" / "profiles" / "default.json").read_text("utf-8")
+    return uncertainty_from_dict(json.loads(text))
+
+
+def family_of(model: Any) -> str:
+    """'moe' for a mixture-of-experts model, else 'dense'."""
+    return "moe" if getattr(model, "moe", None) is not None else "dense"
+
+
+def _nearest(u: Uncertainty, family: str, gpu: str, tp: int, metric: str) -> BandGroup | None:
+    tries = ((family, gpu, str(tp)), (family, gpu, "*"), (family, "*", "*"), ("*", "*", "*"))
+    for fam, g, t in tries:
+        for grp in u.groups:
+            if (grp.family, grp.gpu, grp.tp, grp.metric) == (fam, g, t, metric) \
+                    and grp.n >= MIN_POINTS:
+                return grp
+    return None
+
+
+def band_for(value: float, key: str, *, family: str, gpu: str, tp: int,
+             uncertainty: Uncertainty | None = None) -> Band | None:
+    """The band of ``value`` (an answer under ``key``, e.g. ``tpot_s``), or None when the
+    profile holds no residuals for that metric."""
+    u = uncertainty or bundled_uncertainty()
+    metric = METRIC_OF.get(key)
+    grp = None if metric is None else _nearest(u, family, gpu, tp, metric)
+    if grp is None:
+        return None
+    where = "all families" if grp.family == "*" else grp.family
+    if grp.gpu != "*":
+        where += f" on {grp.gpu}"
+    if grp.tp != "*":
+        where += f" at TP{grp.tp}"
+    return Band(low=value * grp.low_ratio, high=value * grp.high_ratio,
+                basis=f"{where}, {grp.n} held-out points")
+
+
+def coverage_notes(*, model_id: str, gpu: str, tp: int, family: str,
+                   uncertainty: Uncertainty | None = None) -> list[str]:
+    """Plain sentences for each way this deployment lies outside the fitted data."""
+    c = (uncertainty or bundled_uncertainty()).coverage
+    notes = []
+    if c.gpus and gpu not in c.gpus:
+        notes.append(f"{gpu} is not in the calibration set (fitted on {', '.join(c.gpus)}): "
+                     "its rates are the median of the fitted GPUs' and the band may not hold")
+    if c.models and model_id not in c.models:
+        notes.append(f"{model_id} was not measured; its band comes from other {family} models")
+    if c.tp and not min(c.tp) <= tp <= max(c.tp):
+        notes.append(f"TP{tp} lies outside the fitted TP{min(c.tp)}-{max(c.tp)}")
+    if c.families and family not in c.families:
+        notes.append(f"no {family} model was in the calibration set")
+    return notes
+
+
+def answer_bands(values: Mapping[str, float | None], *, family: str, gpu: str, tp: int,
+                 key_of: Mapping[str, str] | None = None,
+                 uncertainty: Uncertainty | None = None) -> dict[str, list[float] | None]:
+    """``{name}_band: [low, high]`` for each answer in ``values`` (None where the value is
+    None or no residuals bound it). ``key_of`` maps an answer's name to its metric key
+    (``mean_tpot_ms`` -> ``tpot_s``); the band keeps the answer's own unit."""
+    out: dict[str, list[float] | None] = {}
+    for name, value in values.items():
+        key = (key_of or {}).get(name, name)
+        band = None if value is None else band_for(value, key, family=family, gpu=gpu, tp=tp,
+                                                   uncertainty=uncertainty)
+        out[f"{name}_band"] = None if band is None else band.as_list()
+    return out
+
+
+def band_basis(*, family: str, gpu: str, tp: int, metric: str = "tpot_s",
+               uncertainty: Uncertainty | None = None) -> str:
+    """Which calibration group bounds this deployment's answers, in words."""
+    band = band_for(1.0, metric, family=family, gpu=gpu, tp=tp, uncertainty=uncertainty)
+    return "no calibration residuals" if band is None else band.basis
+
+
+SIM_KEYS = {"mean_ttft_ms": "ttft_s", "median_ttft_ms": "ttft_s", "mean_tpot_ms": "tpot_s",
+            "median_tpot_ms": "tpot_s", "mean_itl_ms": "itl_s", "median_itl_ms": "itl_s",
+            "mean_e2el_ms": "e2e_s", "median_e2el_ms": "e2e_s",
+            "output_throughput": "output_throughput_tok_s"}
+"""Simulate answers (vllm bench serve names) -> the calibration metric bounding them."""
+
+
+def deployment_bands(model: Any, gpu: str, tp: int, values: Mapping[str, float | None],
+                     key_of: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Everything an answer adds for its uncertainty: ``{name}_band`` per value,
+    ``band_basis`` (which calibration group) and ``calibration_notes`` (outside the data).
+    ``model`` is a ModelSpec (its ``name`` and MoE-ness are used)."""
+    family = family_of(model)
+    out: dict[str, Any] = answer_bands(values, family=family, gpu=gpu, tp=tp, key_of=key_of)
+    out["band_basis"] = band_basis(family=family, gpu=gpu, tp=tp)
+    out["calibration_notes"] = coverage_notes(model_id=getattr(model, "name", str(model)),
+                                              gpu=gpu, tp=tp, family=family)
+    return out
+
+
+Deployment = tuple[Any, str, int]
+"""(ModelSpec, GPU id, tensor-parallel degree): what a band is looked up for."""
+
+
+def latency_bands(deployment: Deployment, r: Any) -> dict[str, Any]:
+    """``*_band`` keys, band basis and notes of one static-batch answer (a LatencyResult)."""
+    spec, gpu, tp = deployment
+    return deployment_bands(spec, gpu, tp, {
+        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
+        "output_throughput_tok_s": r.output_throughput_tok_s})
+
+
+def sweep_row_bands(deployment: Deployment, lever: str, value: str, r: Any) -> dict[str, Any]:
+    """``*_band`` keys of one sweep row (a TP sweep takes the row's own degree)."""
+    spec, gpu, tp = deployment
+    row_tp = int(value) if lever == "tensor-parallel-size" else tp
+    return answer_bands({"ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s,
+                         "output_throughput_tok_s": r.output_throughput_tok_s},
+                        family=family_of(spec), gpu=gpu, tp=row_tp)

