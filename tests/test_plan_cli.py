@@ -103,3 +103,17 @@ def test_lever_table_starts_with_the_winner_estimated_alike():
         if row["usd_per_hour"] is not None and row["delta_usd_per_hour"] is not None:
             assert abs(row["usd_per_hour"] - row["delta_usd_per_hour"]
                        - first["usd_per_hour"]) < 1e-6
+
+
+def test_lever_capacities_stop_at_the_same_ceiling_as_the_search():
+    # Capacity mode (no rate) on a 60-request sample: the search stops at the optimistic
+    # ceiling (bounds.py); the levers used 8x the winner's capacity as their ceiling and, on a
+    # short sample whose burst always passes, credited the winner with 2.2x its own capacity
+    # (31.85 vs 14.30 req/s). Both now stop at each configuration's own ceiling.
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S,H100", "-tp", "1",
+                "--num-prompts", "150", "--random-input-len", "500", "--random-output-len",
+                "60", "--sample-requests", "60", "--workers", "1", *SLO, "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    won = doc["summary"]["capacity_rps_per_replica"]
+    assert abs(doc["levers"][0]["capacity_rps"] / won - 1) < 0.05

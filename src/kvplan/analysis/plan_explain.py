@@ -118,12 +118,13 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
                                delta_binding_p99_ms=None, note=str(exc).split(";")[0]))
             continue
         variants.append((label, d))
-        jobs.append(CapacityJob(deployment=d, guess_rps=w.capacity.rate_rps,
-                                ceiling_rps=max(w.capacity.rate_rps * 8, 1e-3),
-                                probe_rps=per_replica))
+        ceiling = _ceiling(d, ctx)
+        jobs.append(CapacityJob(deployment=d, guess_rps=min(w.capacity.rate_rps, ceiling),
+                                ceiling_rps=ceiling, probe_rps=per_replica))
+    ceiling = _ceiling(w.deployment.with_replicas(1), ctx)
     base_job = CapacityJob(deployment=w.deployment.with_replicas(1),
-                           guess_rps=w.capacity.rate_rps,
-                           ceiling_rps=max(w.capacity.rate_rps * 8, 1e-3), probe_rps=per_replica)
+                           guess_rps=min(w.capacity.rate_rps, ceiling),
+                           ceiling_rps=ceiling, probe_rps=per_replica)
     outs = [o for o in ex.run(ctx, [*jobs, base_job]) if isinstance(o, CapacityOut)]
     tally(t, outs)
     base = _estimate(w.deployment, outs[-1], prices, lim)
@@ -136,6 +137,15 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
 
 
 BASELINE = "none (the winner, estimated the same way)"
+
+
+def _ceiling(d: Deployment, ctx: JobContext) -> float:
+    """The optimistic capacity bound the funnel's own search stops at (bounds.py): a lever
+    must not be credited with a rate above it that only a short sample's burst survives."""
+    from kvplan.analysis.bounds import bounds
+    from kvplan.analysis.fleet import Replica
+
+    return max(bounds(Replica(d, ctx.profile), ctx.unit, ctx.slo).optimistic_rps, 1e-3)
 
 
 def _estimate(d: Deployment, o: CapacityOut, prices: PriceTable, lim: Limits
