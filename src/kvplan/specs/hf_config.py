@@ -132,9 +132,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        v_head_dim=f.integer("v_head_dim", required=False, default=head_dim)
-        if mla is None
-        else mla.v_head_dim,
+        v_head_dim=_v_head_dim(f, head_dim, mla),
         vocab_size=f.integer("vocab_size", "padded_vocab_size"),
         intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
         max_position_embeddings=f.integer(
@@ -149,16 +147,29 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mamba=_mamba(f, hidden) if "mamba" in kinds else None,
         quantization=_quantization(raw, cfg),
         weight_block_size=_weight_block(raw, cfg, file),
-        hidden_act=str(
-            f.get("hidden_act") or f.get("hidden_activation") or f.get("mlp_hidden_act") or "silu"
-        ),
+        hidden_act=_hidden_act(f),
         mlp_gated=_mlp_gated(model_type, f),
-        attention_bias=bool(
-            f.get("attention_bias") or f.get("bias") or model_type in ("qwen2", "qwen2_moe")
-        ),
+        attention_bias=_attention_bias(f, model_type),
         num_mtp_layers=f.integer("num_nextn_predict_layers", required=False, default=0),
         notes=tuple(dict.fromkeys(f.notes)),
     )
+
+
+def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:
+    """MLA's value width comes from its latent spec; otherwise v_head_dim or head_dim."""
+    if mla is not None:
+        return int(mla.v_head_dim)
+    return f.integer("v_head_dim", required=False, default=head_dim)
+
+
+def _hidden_act(f: _Fields) -> str:
+    return str(f.get("hidden_act") or f.get("hidden_activation") or f.get("mlp_hidden_act")
+               or "silu")
+
+
+def _attention_bias(f: _Fields, model_type: str) -> bool:
+    """Qwen2 has q/k/v biases without saying so in config.json."""
+    return bool(f.get("attention_bias") or f.get("bias") or model_type in ("qwen2", "qwen2_moe"))
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
