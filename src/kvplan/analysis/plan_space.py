@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,12 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 DEFAULT_TP = (1, 2, 4, 8)
+
+
+_LISTS = ("gpus", "tensor_parallel_sizes", "pipeline_parallel_sizes", "kv_cache_dtypes",
+          "quantizations", "max_num_seqs", "max_num_batched_tokens", "block_sizes",
+          "prefix_caching")
+"""The space's flag lists: each must be non-empty; the space is their product."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,20 +41,14 @@ class SearchSpace:
     max_model_len: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "tensor_parallel_sizes", "pipeline_parallel_sizes",
-                     "kv_cache_dtypes", "quantizations", "max_num_seqs",
-                     "max_num_batched_tokens", "block_sizes", "prefix_caching"):
+        for name in _LISTS:
             if not getattr(self, name):
                 raise InputError(f"the {name.replace('_', '-')} list is empty; give at "
                                  "least one value")
 
     @property
     def size(self) -> int:
-        return (len(self.gpus) * len(self.tensor_parallel_sizes)
-                * len(self.pipeline_parallel_sizes) * len(self.kv_cache_dtypes)
-                * len(self.quantizations) * len(self.max_num_seqs)
-                * len(self.max_num_batched_tokens) * len(self.block_sizes)
-                * len(self.prefix_caching))
+        return math.prod(len(getattr(self, name)) for name in _LISTS)
 
 
 def valid_tp_degrees(model: ModelSpec, up_to: int = 8) -> tuple[int, ...]:
