@@ -9,14 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.analysis.calibration_set import serving_replay
+from kvplan.analysis.metrics import compute_metrics
+from kvplan.analysis.serving import simulate_serving
 from kvplan.costs.profile import Profile
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import ArrayWorkload, LinearTimer, workload
+from kvplan.specs.serving import EngineConfig
+from kvplan.specs.workload import WorkloadArgs, build_workload
 from tests.test_sim_scheduler import run, tokens
+
+MODEL = "meta-llama/Llama-3.1-8B"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,3 +127,26 @@ def test_invariants_with_api_delay(case):
     assert np.all(fast.scheduled_s >= fast.sent_s + delay - 1e-9)
     assert np.all(fast.sent_s >= w.arrival_s - 1e-12)
     assert np.all(fast.first_token_s - fast.sent_s >= delay + timer.base_s - 1e-9)
+
+
+@pytest.mark.parametrize(("conc", "n", "prompt", "out"), [
+    (1, 6, 700, 30),  # each request waits on every earlier one's delay: exact
+    (None, 24, 900, 20),  # all sent at 0, all reach the engine at the same delay: exact
+    (4, 16, 300, 40),  # fixed lengths finish together: each wave idles one delay, exact
+])
+def test_replay_with_api_delay_equals_simulating(conc, n, prompt, out):
+    engine = EngineConfig(max_num_batched_tokens=2048)
+    work = build_workload(WorkloadArgs(num_prompts=n, random_input_len=prompt,
+                                       random_output_len=out, max_concurrency=conc))
+    replay = serving_replay(MODEL, "H100-SXM-80GB", engine, work)
+    prof = Profile(api_request_s=0.015, api_prompt_token_s=3e-6)
+    got = replay.metrics(prof)
+    m = compute_metrics(simulate_serving(MODEL, "H100-SXM-80GB", engine, work,
+                                         profile=prof).result)
+    assert got["ttft_s"] == pytest.approx(m.stats["ttft"].mean_ms / 1e3, rel=1e-9)
+    assert got["tpot_s"] == pytest.approx(m.stats["tpot"].mean_ms / 1e3, rel=1e-9)
+    assert got["output_throughput_tok_s"] == pytest.approx(m.output_throughput, rel=1e-9)
+    # and the delay is all there: 15 ms + 3 us x prompt on top of the engine's TTFT
+    plain = replay.metrics(Profile())
+    assert got["ttft_s"] - plain["ttft_s"] == pytest.approx(0.015 + 3e-6 * prompt, rel=1e-9)
+    assert got["tpot_s"] == pytest.approx(plain["tpot_s"], rel=1e-12)

@@ -21,7 +21,7 @@ from tests.conftest import assert_one_line_error, run_cli
 
 MODEL, GPU = "meta-llama/Llama-3.1-8B", "H100-SXM-80GB"
 TRUTH = replace(default_profiles().pick(GPU, "bfloat16"), compute_eff=0.5,
-                bandwidth_eff=0.7, step_overhead_s=1.5e-3)
+                bandwidth_eff=0.7, step_overhead_s=1.5e-3, api_request_s=12e-3)
 RUNS = [dict(num_prompts=8, random_input_len=2000, random_output_len=100, max_concurrency=1),
         dict(num_prompts=96, random_input_len=500, random_output_len=200, max_concurrency=32),
         dict(num_prompts=64, random_input_len=3000, random_output_len=30)]
@@ -50,6 +50,7 @@ def test_round_trip_recovers_known_factors(saved: list[Path]) -> None:
     assert p.compute_eff == pytest.approx(0.5, rel=0.05)
     assert p.bandwidth_eff == pytest.approx(0.7, rel=0.05)
     assert p.step_overhead_s == pytest.approx(1.5e-3, rel=0.05)
+    assert p.api_request_s == pytest.approx(12e-3, rel=0.05)
     assert all(abs(pred / meas - 1) < 0.01 for *_, meas, pred in fit.errors)
 
 

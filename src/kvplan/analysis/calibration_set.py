@@ -44,6 +44,9 @@ class CalPoint:
     predict: Callable[[Profile], dict[str, float]]
     engine: str = "vllm"
     """Serving engine family: vllm, sglang or trtllm (host-side overheads differ)."""
+    served: bool = False
+    """Measured by a client through the engine's API server (``vllm bench serve``), so the
+    prediction includes the API path (``Profile.api_delay_s``); False for static batches."""
 
 
 def engine_key(name: str) -> str:
@@ -143,7 +146,8 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
     return CalPoint(id=p["id"], source=p["source"], family=p["family"], model=p["model_config"],
                     gpu=load_gpu(p["gpu"]).id, tp=int(p["tp"]),
                     precision=compute_precision(model, engine), measured=_measured(p),
-                    predict=predict, engine=engine_key(p["engine"]))
+                    predict=predict, engine=engine_key(p["engine"]),
+                    served=w["mode"] != "static_batch")
 
 
 def _trtllm_points() -> list[CalPoint]:

@@ -21,23 +21,32 @@ from kvplan.costs.profile import Profile
 from kvplan.costs.profiles import ProfileSet
 
 SHARED = ("layer_overhead_s", "moe_layer_overhead_s", "allreduce_latency_s")
-PER_ENGINE = ("step_overhead_s", "prefill_overhead_s", "request_overhead_s")
+PER_ENGINE = ("step_overhead_s", "prefill_overhead_s", "request_overhead_s", "api_request_s",
+              "api_prompt_token_s")
 """Host-side costs (scheduler, input preparation, sampling) belong to the engine's code:
 TensorRT-LLM's C++ runtime and SGLang pay other amounts than vLLM. The bundled profile
-carries vLLM's; the other engines' points still inform the GPU rates and kernel costs."""
+carries vLLM's; the other engines' points still inform the GPU rates and kernel costs.
+The API server's path (``api_*``) is fitted only for engines with served points (a static
+batch - TensorRT-LLM's tables, ``vllm bench latency`` - has none); it is 0 elsewhere."""
+API = ("api_request_s", "api_prompt_token_s")
 PER_GPU = ("bandwidth_eff", "compute_eff")
 REFERENCE_ENGINE = "vllm"
 BOUNDS = {"bandwidth_eff": (0.05, 0.95), "compute_eff": (0.05, 0.95),
           "step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 10e-3),
           "layer_overhead_s": (0.0, 200e-6), "moe_layer_overhead_s": (0.0, 1e-3),
-          "allreduce_latency_s": (0.0, 200e-6), "request_overhead_s": (0.0, 500e-6)}
+          "allreduce_latency_s": (0.0, 200e-6), "request_overhead_s": (0.0, 500e-6),
+          "api_request_s": (0.0, 100e-3), "api_prompt_token_s": (0.0, 20e-6)}
 """prefill_overhead_s stops at 10 ms: launches and metadata of a prefill step cost a few ms.
 Left free, the fit sets vLLM's to ~42 ms - the OpenAI server's per-request path (HTTP, chat
 template, tokenisation) that the TTFTs measured by a client include and that kvplan does not
-model - and then charges it to every prefill chunk, overpricing long prompts."""
+model - and then charges it to every prefill chunk, overpricing long prompts; that path is
+now ``api_request_s`` + ``api_prompt_token_s`` per request. api_request_s stops at 100 ms (a
+local HTTP request, chat template and hand-off to the engine core take milliseconds to tens
+of milliseconds); api_prompt_token_s at 20 us per token (fast tokenizers run at ~1 us/token)."""
 SOFT_L1_SCALE = 0.05
 START = Profile(step_overhead_s=0.5e-3, prefill_overhead_s=4e-3, layer_overhead_s=10e-6,
-                moe_layer_overhead_s=50e-6, allreduce_latency_s=10e-6, request_overhead_s=20e-6)
+                moe_layer_overhead_s=50e-6, allreduce_latency_s=10e-6, request_overhead_s=20e-6,
+                api_request_s=10e-3, api_prompt_token_s=1e-6)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,9 +87,11 @@ def fit_loss(fit: Fit, points: Sequence[CalPoint]) -> float:
 def _start(points: Sequence[CalPoint]) -> Fit:
     gpus = sorted({p.gpu for p in points})
     engines = sorted({p.engine for p in points})
+    served = {p.engine for p in points if p.served}
     return Fit(shared={k: getattr(START, k) for k in SHARED},
                per_gpu={g: {k: getattr(START, k) for k in PER_GPU} for g in gpus},
-               per_engine={e: {k: getattr(START, k) for k in PER_ENGINE} for e in engines})
+               per_engine={e: {k: getattr(START, k) if e in served or k not in API else 0.0
+                               for k in PER_ENGINE} for e in engines})
 
 
 def _with(fit: Fit, key: tuple[str, str], value: float) -> Fit:
@@ -106,8 +117,9 @@ def fit_points(points: Iterable[CalPoint], rounds: int = 10, grid: int = 9) -> F
     """Fit the shared fixed costs and per-GPU rates to ``points``."""
     pts = list(points)
     fit = _start(pts)
+    served = {p.engine for p in pts if p.served}
     keys = ([("*", k) for k in SHARED] + [(f"engine:{e}", k) for e in fit.per_engine
-                                          for k in PER_ENGINE]
+                                          for k in PER_ENGINE if e in served or k not in API]
             + [(g, k) for g in fit.per_gpu for k in PER_GPU])
     width = {k: (BOUNDS[k[1]][1] - BOUNDS[k[1]][0]) / 2 for k in keys}
     best = fit_loss(fit, pts)

@@ -9,6 +9,13 @@ in; any other profile then re-prices all steps at once (``StepCostModel.times_s`
 metrics follow from the new step end times - equal to simulating again, at a fraction of the
 cost (``tests/test_replay.py`` proves the equality). Runs with a finite request rate depend on
 the timing and are simulated again for every profile (``simulate_metrics``).
+
+The API server's path (``Profile.api_delay_s``: a request reaches the engine that long after
+it is sent) is recorded as each request's *slot chain*: in a closed loop the request sent when
+request j finished waits on j's whole chain, so its times move by the delays of every request
+before it in that chain, plus its own. Adding those shifts is exact at concurrency 1 and when
+a run's requests finish together (fixed lengths); otherwise it leaves out that a slot idles
+while the others run (the simulator models that).
 """
 
 from __future__ import annotations
@@ -55,18 +62,29 @@ class Replay:
     first_step: IntArray
     finish_step: IntArray
     output_tokens: IntArray
+    prompt_tokens: IntArray
+    chain_requests: IntArray
+    """Requests in each one's slot chain, itself included (1 in an open-loop run)."""
+    chain_prompt_tokens: IntArray
+    """Prompt tokens of those requests."""
 
     def metrics(self, profile: Profile) -> dict[str, float]:
         """The run's mean TTFT, TPOT, ITL, E2E and output throughput under ``profile``."""
         ends = np.cumsum(self.model.with_profile(profile).times_s(self.steps))
+        a, b = profile.api_request_s, profile.api_prompt_token_s
+        shift = a * self.chain_requests + b * self.chain_prompt_tokens
+        own = a + b * self.prompt_tokens
         return _metrics(ends, self.sent_step, self.first_step, self.finish_step,
-                        self.output_tokens)
+                        self.output_tokens, np.asarray(shift, dtype=np.float64),
+                        np.asarray(own, dtype=np.float64))
 
 
 def _metrics(ends: FloatArray, sent: IntArray, first: IntArray, fin: IntArray,
-             out: IntArray) -> dict[str, float]:
+             out: IntArray, shift: FloatArray, own: FloatArray) -> dict[str, float]:
+    """``shift``: how far each request's engine times move (its chain's API delays);
+    ``own``: its own delay (sent = engine arrival - own)."""
     at = np.concatenate(([0.0], ends))
-    t0, t1, t2 = at[sent + 1], at[first + 1], at[fin + 1]
+    t0, t1, t2 = at[sent + 1] + (shift - own), at[first + 1] + shift, at[fin + 1] + shift
     ttft, e2e = t1 - t0, t2 - t0
     many = out > 1
     tpot = (e2e[many] - ttft[many]) / (out[many] - 1)
@@ -94,10 +112,31 @@ def record(run_sim: Any, model: StepCostModel, workload: Workload) -> Replay:
     steps = _stack(rec.steps)
     ends = result.steps.end_s
     done = result.finished
-    return Replay(model=model, steps=steps, sent_step=_step_of(result.sent_s[done], ends),
-                  first_step=_step_of(result.first_token_s[done], ends),
-                  finish_step=_step_of(result.finish_s[done], ends),
-                  output_tokens=result.output_tokens[done].astype(np.int64))
+    sent, fin = _step_of(result.sent_s[done], ends), _step_of(result.finish_s[done], ends)
+    prompt = result.prompt_tokens[done].astype(np.int64)
+    count, tokens = _chains(sent, fin, prompt)
+    return Replay(model=model, steps=steps, sent_step=sent,
+                  first_step=_step_of(result.first_token_s[done], ends), finish_step=fin,
+                  output_tokens=result.output_tokens[done].astype(np.int64),
+                  prompt_tokens=prompt, chain_requests=count, chain_prompt_tokens=tokens)
+
+
+def _chains(sent: IntArray, fin: IntArray, prompt: IntArray) -> tuple[IntArray, IntArray]:
+    """Per request: requests and prompt tokens in its slot chain (itself and every request
+    whose slot it inherited, transitively). A request sent at step j's end takes the slot of
+    one that finished at step j, in index order."""
+    freed: dict[int, list[int]] = {}
+    for i in np.argsort(fin, kind="stable").tolist():
+        freed.setdefault(int(fin[i]), []).append(i)
+    count = np.ones(len(sent), dtype=np.int64)
+    tokens = prompt.copy()
+    for i in np.argsort(sent, kind="stable").tolist():
+        slots = freed.get(int(sent[i]))
+        if sent[i] >= 0 and slots:
+            j = slots.pop(0)
+            count[i] += count[j]
+            tokens[i] += tokens[j]
+    return count, tokens
 
 
 def _step_of(times: FloatArray, ends: FloatArray) -> IntArray:

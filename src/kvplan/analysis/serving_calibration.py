@@ -4,8 +4,9 @@ throughput match; refuse fits that cannot be trusted.
 
 Inputs: ``vllm bench serve --save-result`` JSON (kvplan simulate --save-result writes the same
 keys) and CSV sweeps with one run per row (``max_concurrency`` and/or ``request_rate``
-columns). A run with request rate inf (optionally with ``--max-concurrency``) is simulated
-once and re-priced per trial profile (``analysis.replay``); a finite-rate run is simulated
+columns). A run with request rate inf (without ``--max-concurrency``, or at 1) is simulated
+once and re-priced per trial profile (``analysis.replay``); a finite-rate run, or one at a
+concurrency above 1 (where the API path's delay moves requests between steps), is simulated
 again for every trial. `vllm bench latency` files stay static-batch points.
 """
 
@@ -33,12 +34,14 @@ from kvplan.specs.workload import Workload
 SERVING_METRICS = {"mean_ttft_ms": ("ttft_s", 1e-3), "mean_tpot_ms": ("tpot_s", 1e-3),
                    "mean_itl_ms": ("itl_s", 1e-3),
                    "output_throughput": ("output_throughput_tok_s", 1.0)}
-USER_FITTED = ("compute_eff", "bandwidth_eff", "step_overhead_s")
-"""What a user fit moves by default (per GPU and precision); the rest stays bundled."""
+USER_FITTED = ("compute_eff", "bandwidth_eff", "step_overhead_s", "api_request_s")
+"""What a user fit moves by default (per GPU and precision); the rest stays bundled (the API
+path's per-prompt-token cost too: separating it from the fixed part needs runs of very
+different prompt lengths)."""
 USER_BOUNDS = {"compute_eff": (0.05, 0.95), "bandwidth_eff": (0.05, 0.95),
                "step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 50e-3),
                "request_overhead_s": (0.0, 500e-6), "layer_overhead_s": (0.0, 200e-6),
-               "moe_layer_overhead_s": (0.0, 1e-3)}
+               "moe_layer_overhead_s": (0.0, 1e-3), "api_request_s": (0.0, 200e-3)}
 MAX_MEDIAN_ERROR = 0.20
 """A fit whose median |error| stays above this is refused (unless --force)."""
 
@@ -211,8 +214,11 @@ def to_point(r: ServingRun) -> CalPoint:
     try:
         model, hw = load_model(r.model), load_gpu(r.gpu)
         work = run_workload(r)
+        # a replay is exact for the API path's delay only when no request waits on a slot
+        # that others share (rate inf, concurrency unset or 1); the rest are simulated again
+        exact = work.is_offline and (r.max_concurrency or 1) == 1
         predict: Callable[[Profile], dict[str, float]] = (
-            serving_replay(r.model, hw.id, r.engine, work).metrics if work.is_offline
+            serving_replay(r.model, hw.id, r.engine, work).metrics if exact
             else _resimulate(r, work))
     except KvplanError as exc:
         raise TraceError(f"{r.where}: {exc}") from None
@@ -220,7 +226,7 @@ def to_point(r: ServingRun) -> CalPoint:
     return CalPoint(id=r.id, source=r.where, family=family, model=model.name, gpu=hw.id,
                     tp=r.engine.tensor_parallel_size,
                     precision=compute_precision(model, r.engine), measured=r.measured,
-                    predict=predict)
+                    predict=predict, served=True)
 
 
 def _resimulate(r: ServingRun, work: Workload) -> Callable[[Profile], dict[str, float]]:

@@ -60,6 +60,11 @@ class StepAggregates:
     sliding_pairs: Any
     prefill: Any
     """1 where the step holds prefill work (see ``has_prefill``), else 0."""
+    prefill_pairs: Any = 0
+    """MLA: attended pairs of the requests computing more than one token (vLLM's prefill
+    path); 0 for other models."""
+    prefill_context: Any = 0
+    """MLA: cached context tokens of those requests (up-projected by kv_b_proj)."""
 
 
 _SMALL = 48
@@ -77,6 +82,11 @@ class _Coefficients:
     expert_miss: float
     act_s: float
     attn_s: float
+    mla: bool
+    """The model has MLA layers: prefill requests run a narrower attention (see
+    ``StepConstants.mla_prefill_pair_delta``)."""
+    mla_prefill_s: float
+    mla_context_s: float
     sliding_attn_s: float
     state_flops_s: float
     kv_read_s: float
@@ -106,6 +116,9 @@ def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
         weights_s=k.weight_bytes / bw, experts_s=k.routed_expert_bytes / bw,
         expert_miss=k.expert_miss_per_token, act_s=k.activation_bytes_per_token / bw,
         attn_s=k.attn_flops_per_pair / flops_rate,
+        mla=bool(k.mla_prefill_pair_delta or k.mla_context_flops_per_token),
+        mla_prefill_s=k.mla_prefill_pair_delta / flops_rate,
+        mla_context_s=k.mla_context_flops_per_token / flops_rate,
         sliding_attn_s=k.sliding_flops_per_pair / flops_rate,
         state_flops_s=k.state_flops_per_token / flops_rate,
         kv_read_s=k.kv_bytes_per_token / bw, sliding_kv_read_s=k.sliding_kv_bytes_per_token / bw,
@@ -124,6 +137,17 @@ def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
 def layer_overhead_s(k: StepConstants, prof: Profile) -> float:
     """Fixed seconds one pipeline stage's layers add to a step (kernel gaps, MoE routing)."""
     return k.layers * prof.layer_overhead_s + k.moe_layers * prof.moe_layer_overhead_s
+
+
+def _prefill_sums(new: list[int], ctx: list[int]) -> tuple[int, int]:
+    """(attended pairs, cached context) summed over the requests computing > 1 token: the
+    ones vLLM's MLA backends send down the prefill path (decode threshold: query length 1)."""
+    pairs = context = 0
+    for n, c in zip(new, ctx, strict=True):
+        if n > 1:
+            pairs += n * c + n * (n + 1) // 2
+            context += c
+    return pairs, context
 
 
 class StepCostModel:
@@ -165,18 +189,23 @@ class StepCostModel:
         """Seconds for one step: request i computes new_tokens[i] with context_tokens[i] cached."""
         n, c = new_tokens, context_tokens
         co = self._co
+        p_pairs = p_ctx = 0
         if co.window or len(n) > _SMALL:
             a = self._aggregates(n, c)
             tokens, ctx, pairs, prefill = a.tokens, a.full_context, a.full_pairs, a.prefill
             s_ctx, s_pairs = a.sliding_context, a.sliding_pairs
+            p_pairs, p_ctx = a.prefill_pairs, a.prefill_context
         else:  # a small batch: plain Python on lists beats numpy's per-call overhead
             nl, cl = n.tolist(), c.tolist()
             tokens, ctx, s_ctx = sum(nl), sum(cl), 0
             pairs = sum(map(mul, nl, cl)) + sum(x * (x + 1) for x in nl) // 2
             s_pairs = 0
             prefill = int(bool(nl) and (max(nl) > 1 or min(cl) == 0))
+            if co.mla and prefill:
+                p_pairs, p_ctx = _prefill_sums(nl, cl)
         t, r = float(tokens), float(len(n))
-        stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max)
+        stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max,
+                            float(p_pairs), float(p_ctx))
         return self._finish(stage, t, r, co.overhead_s[prefill])
 
     def api_delays_s(self, prompt_tokens: IntArray) -> FloatArray:
@@ -187,8 +216,9 @@ class StepCostModel:
 
     @property
     def supports_aggregates(self) -> bool:
-        """step_time_agg is exact unless sliding-window attention needs per-request sums."""
-        return not self._co.window
+        """step_time_agg is exact unless sliding-window attention or MLA's prefill path needs
+        per-request sums."""
+        return not self._co.window and not self._co.mla
 
     def step_time_agg(self, tokens: int, requests: int, context: int, pairs: int,
                       prefill: bool) -> float:
@@ -234,15 +264,18 @@ class StepCostModel:
         return np.asarray(self._finish(stage, t, t, self._co.overhead_s[0]), dtype=np.float64)
 
     def _stage(self, t: float, r: float, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
-               mx: Callable[[Any, Any], Any]) -> X:
+               mx: Callable[[Any, Any], Any], p_pairs: float = 0.0, p_ctx: float = 0.0) -> X:
         """One pipeline stage's seconds: both kernel families on their rooflines + all-reduces.
 
         t, r: tokens and requests of the step; ctx, pairs, s_ctx, s_pairs: full and sliding
-        context sums and attended pairs (floats for one step, arrays over a decode run).
+        context sums and attended pairs (floats for one step, arrays over a decode run);
+        p_pairs, p_ctx: MLA prefill requests' pairs and context (0 in a decode run).
         """
         co = self._co
         dense = max(co.gemm_s * t + co.lm_s * r, co.weights_s + self._expert_s(t) + co.act_s * t)
         mix_c = co.attn_s * pairs + co.state_flops_s * t
+        if co.mla:
+            mix_c = mix_c + (co.mla_prefill_s * p_pairs + co.mla_context_s * p_ctx)
         mix_m = co.kv_read_s * ctx + (co.kv_write_s * t + co.state_bytes_s * r)
         if co.window:
             mix_c = mix_c + co.sliding_attn_s * s_pairs
@@ -293,11 +326,13 @@ class StepCostModel:
         c = np.asarray(ctx, dtype=np.int64)
         full_pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
         w = self.constants.window
-        s_ctx = s_pairs = 0
+        s_ctx = s_pairs = p_pairs = p_ctx = 0
         if w and self.constants.sliding_flops_per_pair:
             s_ctx, s_pairs = int(np.minimum(c, w).sum()), _clipped_pairs(n, c, w)
+        if self._co.mla:
+            p_pairs, p_ctx = _prefill_sums(n.tolist(), c.tolist())
         return StepAggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
-                           int(has_prefill(n, c)))
+                              int(has_prefill(n, c)), p_pairs, p_ctx)
 
     def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> StepAggregates:
         c = np.sort(np.asarray(ctx, dtype=np.int64))
@@ -332,7 +367,9 @@ class StepCostModel:
             "tokens": tokens, "requests": requests,
             "f_gemm": k.gemm_flops_per_token * tokens,
             "f_attn": k.attn_flops_per_pair * (a.full_pairs * 1.0)
-            + k.sliding_flops_per_pair * (a.sliding_pairs * 1.0),
+            + k.sliding_flops_per_pair * (a.sliding_pairs * 1.0)
+            + k.mla_prefill_pair_delta * (a.prefill_pairs * 1.0)
+            + k.mla_context_flops_per_token * (a.prefill_context * 1.0),
             "f_lm": k.lm_head_flops_per_request * requests,
             "f_state": k.state_flops_per_token * tokens,
             "b_weights": weights,

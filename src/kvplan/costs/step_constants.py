@@ -15,7 +15,14 @@ class StepConstants:
     gemm_flops_per_token: float
     lm_head_flops_per_request: float
     attn_flops_per_pair: float
-    """Full-attention and MLA layers: FLOPs per (query token, attended token) pair."""
+    """Full-attention and MLA layers: FLOPs per (query token, attended token) pair (MLA: the
+    absorbed decode kernel's width)."""
+    mla_prefill_pair_delta: float
+    """MLA only: FLOPs per pair of a prefill request (query length > 1: vLLM's MHA-style path,
+    QK over qk_nope + qk_rope, PV over v_head_dim) minus the decode width's (<= 0)."""
+    mla_context_flops_per_token: float
+    """MLA only: FLOPs per cached context token of a prefill request (kv_b_proj up-projects
+    the cached latent to K_nope and V before the MHA-style attention over it)."""
     sliding_flops_per_pair: float
     window: int
     state_flops_per_token: float
@@ -65,11 +72,13 @@ def step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
     act_bytes = 2
     kv = _kv_coefficients(model, engine, stage)
     weights, experts, miss = _weight_coefficients(model, engine)
+    mla = _mla_prefill_terms(model, tp, stage)
     hidden = model.hidden_size
     return StepConstants(
         gemm_flops_per_token=_gemm_flops_per_token(model, tp, stage),
         lm_head_flops_per_request=2.0 * model.vocab_size * hidden / tp,
         attn_flops_per_pair=_attention_coefficient(model, tp, stage, ("full", "mla")),
+        mla_prefill_pair_delta=mla[0], mla_context_flops_per_token=mla[1],
         sliding_flops_per_pair=_attention_coefficient(model, tp, stage, ("sliding",)),
         window=model.sliding_window or 0,
         state_flops_per_token=4.0 * kv[3],
@@ -118,6 +127,26 @@ def _attention_coefficient(
     else:
         width = model.head_dim + model.v_head_dim
     return 2.0 * heads * width * layers
+
+
+def _mla_prefill_terms(model: ModelSpec, tp: int, stage: range) -> tuple[float, float]:
+    """(prefill-pair FLOPs minus decode-pair FLOPs, up-projection FLOPs per context token).
+
+    vLLM's MLA backends (v1/attention/backends/mla/common.py) run requests with query length
+    <= 1 through the absorbed decode kernel (QK over the 576-wide latent, PV over 512) and
+    the rest through ``_forward_prefill``: MHA with QK head dim qk_nope + qk_rope (192) and
+    V head dim v_head_dim (128), new tokens causally, and the cached context after
+    kv_b_proj up-projects its latent (kv_lora_rank -> heads x (qk_nope + v)) chunk by chunk.
+    """
+    a = model.mla
+    layers = sum(1 for i in stage if model.layer_kinds[i] == "mla")
+    if a is None or not layers:
+        return 0.0, 0.0
+    heads = max(1, model.num_attention_heads // tp)
+    decode = a.latent_dim + a.kv_lora_rank
+    prefill = a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim
+    up = a.kv_lora_rank * (a.qk_nope_head_dim + a.v_head_dim)
+    return 2.0 * heads * (prefill - decode) * layers, 2.0 * heads * up * layers
 
 
 def _kv_coefficients(
