@@ -131,7 +131,10 @@ def _candidate(c: Candidate) -> dict[str, Any]:
 def _capacity(x: CapacityInfo) -> dict[str, Any]:
     return {"rate_rps": x.rate_rps, "bracket_rps": list(x.bracket_rps), "probes": x.probes,
             "binding_slo": x.binding_slo, "margins_at_hi": dict(x.margins_at_hi),
-            "achieved_at_hi": dict(x.achieved_at_hi), "peak_kv_usage": x.peak_kv_usage,
+            "achieved_at_hi": dict(x.achieved_at_hi),
+            "achieved_at_capacity": dict(x.achieved_at_capacity),
+            "goodput_share_band": None if x.goodput_share_band is None
+            else list(x.goodput_share_band), "peak_kv_usage": x.peak_kv_usage,
             "preemptions": x.preemptions, "seqs_capped_share": x.seqs_capped_share,
             "budget_full_share": x.budget_full_share,
             "prefill_token_share": x.prefill_token_share,
@@ -150,6 +153,8 @@ def _cost(x: FleetCost) -> dict[str, Any]:
 def _fleet(x: FleetInfo) -> dict[str, Any]:
     return {"replicas": x.replicas, "meets_slo": x.ok, "achieved": dict(x.achieved),
             "margins": dict(x.margins), "output_tokens_per_s": x.output_tokens_per_s,
+            "goodput_share_band": None if x.goodput_share_band is None
+            else list(x.goodput_share_band),
             "peak_kv_usage": x.peak_kv_usage, "preemptions": x.preemptions,
             "requests_per_replica": list(x.requests_per_replica)}
 
