@@ -117,20 +117,3 @@ def test_fp8_weights_speed_gemms_only_where_the_gpu_has_fp8_tensor_cores() -> No
     a100 = timer("meta-llama/Llama-2-7b-hf", "A100-80GB-SXM", 1, quantization="fp8")
     assert h100.ridge_point == pytest.approx(1978.9e12 * 0.6 / (3.35e12 * 0.8))
     assert a100.ridge_point == pytest.approx(312e12 * 0.6 / (2.039e12 * 0.8))
-
-
-def test_prefill_layer_overhead_is_paid_per_layer_by_prefill_steps_only() -> None:
-    """A step with prefill work runs piecewise CUDA graphs (eager attention per layer): it
-    pays prefill_layer_overhead_s x layers on top; a decode-only step (one full graph) does
-    not. Llama-2-7B: 32 layers x 15 us = 0.48 ms; DeepSeek-V3 on 8 GPUs: 61 x 15 us = 0.915 ms.
-    """
-    with_term = Profile(**{**_fields(P), "prefill_layer_overhead_s": 15e-6})
-    for model, gpu, tp, layers in (("meta-llama/Llama-2-7b-hf", "A100-80GB-SXM", 1, 32),
-                                   ("deepseek-ai/DeepSeek-V3", "H200-SXM-141GB", 8, 61)):
-        t = timer(model, gpu, tp)
-        u = t.with_profile(with_term)
-        prompt = (np.array([128], dtype=np.int64), np.array([0], dtype=np.int64))
-        assert u.step_time_s(*prompt) - t.step_time_s(*prompt) == pytest.approx(layers * 15e-6)
-        assert u.cost(*prompt).seconds.overhead_s - t.cost(*prompt).seconds.overhead_s == (
-            pytest.approx(layers * 15e-6))
-        assert u.step_time_s(*decode(4, 100)) == t.step_time_s(*decode(4, 100))

@@ -68,7 +68,6 @@ PROFILE_RANGES: dict[str, tuple[float, float]] = {
     "comm_eff": (0.01, 1.0),
     "step_overhead_s": (0.0, 10.0),
     "prefill_overhead_s": (0.0, 10.0),
-    "prefill_layer_overhead_s": (0.0, 1.0),
     "allreduce_latency_s": (0.0, 10.0),
     "layer_overhead_s": (0.0, 1.0),
     "moe_layer_overhead_s": (0.0, 1.0),

@@ -153,8 +153,7 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
     console.print(f"profile {prof.gpu}/{prof.precision}: compute_eff {prof.compute_eff:.2f}, "
                   f"bandwidth_eff {prof.bandwidth_eff:.2f}, step overhead "
                   f"{prof.step_overhead_s * 1e3:.2f} ms, prefill overhead "
-                  f"{prof.prefill_overhead_s * 1e3:.2f} ms "
-                  f"(+{prof.prefill_layer_overhead_s * 1e6:.1f} us per layer), per layer "
+                  f"{prof.prefill_overhead_s * 1e3:.2f} ms, per layer "
                   f"{prof.layer_overhead_s * 1e6:.1f} us (+{prof.moe_layer_overhead_s * 1e6:.1f}"
                   f" us MoE), per request {prof.request_overhead_s * 1e6:.1f} us, all-reduce "
                   f"latency {prof.allreduce_latency_s * 1e6:.1f} us")

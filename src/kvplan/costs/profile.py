@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from kvplan.errors import InputError
 
 RATE_FACTORS = ("compute_eff", "bandwidth_eff", "comm_eff")
-SECOND_FACTORS = ("step_overhead_s", "prefill_overhead_s", "prefill_layer_overhead_s",
-                  "allreduce_latency_s",
+SECOND_FACTORS = ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s",
                   "layer_overhead_s", "moe_layer_overhead_s", "request_overhead_s",
                   "api_request_s", "api_prompt_token_s")
 API_FACTORS = ("api_request_s", "api_prompt_token_s")
@@ -30,10 +29,6 @@ class Profile:
       replay, the host sync;
     * ``prefill_overhead_s`` - once more for a step holding prefill work (piecewise/eager
       launches of variable-length kernels, attention metadata for ragged prompts);
-    * ``prefill_layer_overhead_s`` - once more per layer of the fullest stage in such a step:
-      a decode-only step replays one full CUDA graph, a step with prefill work runs piecewise
-      graphs with the attention eager between them (or fully eager above the largest captured
-      size), so every layer pays its attention metadata and kernel launches on the host;
     * ``layer_overhead_s`` - per transformer layer on the fullest pipeline stage: the gaps
       between its ~10 kernels (norms, QKV, rotary, attention, output, MLP) that a roofline
       does not see, even inside a CUDA graph;
@@ -65,7 +60,6 @@ class Profile:
     comm_eff: float = 0.7
     step_overhead_s: float = 0.7e-3
     prefill_overhead_s: float = 4e-3
-    prefill_layer_overhead_s: float = 0.0
     allreduce_latency_s: float = 10e-6
     layer_overhead_s: float = 0.0
     moe_layer_overhead_s: float = 0.0

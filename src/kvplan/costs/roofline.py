@@ -129,8 +129,7 @@ def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
         p2p_s=k.allreduce_bytes_per_token / link,
         allreduce_latency_s=prof.allreduce_latency_s, pp=k.pp,
         overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,
-                    prof.step_overhead_s + (prof.prefill_overhead_s
-                                            + prof.prefill_layer_overhead_s * k.layers)),
+                    prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
         layer_s=layer_overhead_s(k, prof), request_s=prof.request_overhead_s,
     )
 
@@ -398,9 +397,8 @@ class StepCostModel:
         layer_s = layer_overhead_s(k, prof)
         stage_s = roof_s + comm_s + layer_s
         pipe_s = (k.pp - 1) * (stage_s + act / self._link + prof.allreduce_latency_s)
-        fixed_s = (prof.step_overhead_s + (prof.prefill_overhead_s
-                                           + prof.prefill_layer_overhead_s * k.layers)
-                   * p["prefill"] + prof.request_overhead_s * p["requests"])
+        fixed_s = (prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]
+                   + prof.request_overhead_s * p["requests"])
         overhead_s = layer_s + fixed_s
         total = stage_s + pipe_s + fixed_s
         return {**p, "compute_s": dense_c + mix_c, "memory_s": dense_m + mix_m,
