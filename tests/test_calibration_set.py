@@ -41,3 +41,36 @@ def test_every_point_is_cited_and_complete() -> None:
 def test_ids_are_unique() -> None:
     ids = [p["id"] for p in raw_points()]
     assert len(ids) == len(set(ids))
+
+
+VLLM_OWN = ("vllm-blog", "vllm-recipes", "vllm-perf-dashboard", "vllm-github")
+"""Sources published by the vLLM project itself (blog, recipes, perf-dashboard, GitHub threads)."""
+
+
+def test_vllm_own_sources_give_30_dated_points_dense_and_moe() -> None:
+    own = [p for p in raw_points() if p["source"] in VLLM_OWN]
+    assert len(own) >= 9
+    assert {p["source"] for p in own} == set(VLLM_OWN)
+    assert {p["family"] for p in own} == {"dense", "moe"}
+    for p in own:
+        assert p["date"][:4] in ("2024", "2025", "2026"), p["id"]
+        assert p["url"].startswith("https://github.com/vllm-project/"), p["id"]
+
+
+def test_every_point_loads_and_its_deployment_fits() -> None:
+    """Each point names a catalog model and GPU and a deployment kvplan's memory plan accepts
+    (the cheap half of pricing it; the replay itself runs in benchmarks/calibration_report.py),
+    except the points SOURCES.md lists as not priceable."""
+    from kvplan.analysis.calibration_set import _engine
+    from kvplan.costs.memory import plan_memory
+    from kvplan.errors import KvplanError
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+
+    rejected = []
+    for p in raw_points():
+        try:
+            plan_memory(load_model(p["model_config"]), load_gpu(p["gpu"]), _engine(p))
+        except KvplanError:
+            rejected.append(p["id"])
+    assert all(f"`{pid}`" in SOURCES_MD for pid in rejected), rejected
