@@ -49,7 +49,7 @@ VLLM_OWN = ("vllm-blog", "vllm-recipes", "vllm-perf-dashboard", "vllm-github")
 
 def test_vllm_own_sources_give_30_dated_points_dense_and_moe() -> None:
     own = [p for p in raw_points() if p["source"] in VLLM_OWN]
-    assert len(own) >= 9
+    assert len(own) >= 17
     assert {p["source"] for p in own} == set(VLLM_OWN)
     assert {p["family"] for p in own} == {"dense", "moe"}
     for p in own:
