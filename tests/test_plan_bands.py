@@ -126,6 +126,15 @@ def test_margin_band_changes_the_winner_and_says_what_it_costs(
             assert (low, high) == pytest.approx((0.8 * v, 2.0 * v))
         elif pt["binding"] == "p99_ttft_ms":
             assert (low, high) == (None, None)
+    # only the L40S: nothing meets the edge, and the refusal names the margin
+    alone = kvplan.plan(M8, work, s, explain=False, slo_margin="band",
+                        **{**space, "gpus": ["L40S"]})
+    assert alone.winner is None and "with --slo-margin band the SLO must hold" in \
+        alone.infeasible_why
+    base = alone.without_margin
+    assert base is not None and base.replicas == raw.winner.replicas
+    assert f"without the margin {base.id} (L40S TP1, {base.replicas} replica(s)" in \
+        alone.infeasible_why
     # the funnel's pruning stays sound under the margin: exhaustive search agrees
     full = kvplan.plan(M8, work, s, explain=False, slo_margin="band", search="exhaustive",
                        **space)
