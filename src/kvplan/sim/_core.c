@@ -1,6 +1,6 @@
 /* The simulator's optional compiled core: vLLM v1 scheduling rules, step by step, for the
  * shape the lean path covers (one full-attention KV group, a timer priced from sums, no
- * long-prefill cap, no shared prefix keys). See src/kvplan/sim/core.py and docs/simulator.md.
+ * long-prefill cap). See src/kvplan/sim/core.py and docs/simulator.md.
  *
  * It holds scheduling rules only: the step time is a fixed expression over tables and
  * scalars the timer computed in Python (kvplan.costs.batch.AggregateForm), evaluated with
@@ -62,7 +62,7 @@ static double step_time(const Form *f, i64 tok, i64 req, i64 ctx, i64 pairs, int
 /* ------------------------------------------------------------ the simulation state */
 
 enum { PENDING, WAITING, RUNNING, FINISHED, REJECTED };
-enum { ANON = 0, OWN = 1 };
+enum { ANON = 0, OWN = 1, SHARED = 2 };
 
 typedef struct {
     i64 n;
@@ -86,6 +86,13 @@ typedef struct {
     Buf seg_kind, seg_count, seg_rid, q;
     i64 qh;
     i64 *own; /* request -> its queued own segment, or -1 */
+    /* prefix keys (interned 0..nkeys-1): request r's are keys[koff[r] .. koff[r + 1]) */
+    const i64 *koff, *keys;
+    i64 nkeys;
+    i64 *ref;      /* key -> requests holding its cached block, or -1 if not cached */
+    i64 *key_seg;  /* key -> its queued shared segment, or -1 */
+    i64 *hk, *hk_n; /* r's held keys: hk[koff[r] ..], hk_n[r] of them */
+    i64 *reg_next; /* r's next key index to register */
     /* plan scratch */
     i64 *p_id, *p_new, *p_ctx, np;
     /* outputs */
@@ -120,10 +127,15 @@ static i64 new_seg(Sim *m, i64 kind, i64 count, i64 rid) {
     return id;
 }
 
-/* BlockPool._evicted */
+/* BlockPool._evicted (seg_rid holds the key of a shared segment) */
 static void evicted(Sim *m, i64 seg) {
-    i64 rid = AT(m->seg_rid, i64, seg);
-    if (AT(m->seg_kind, i64, seg) == OWN && m->own[rid] == seg) m->own[rid] = -1;
+    i64 rid = AT(m->seg_rid, i64, seg), kind = AT(m->seg_kind, i64, seg);
+    if (kind == OWN && m->own[rid] == seg) {
+        m->own[rid] = -1;
+    } else if (kind == SHARED && m->key_seg[rid] == seg) {
+        m->key_seg[rid] = -1;
+        m->ref[rid] = -1;
+    }
 }
 
 /* BlockPool.take */
@@ -164,8 +176,27 @@ static void give_own(Sim *m, i64 rid, i64 n) {
     if (seg >= 0) m->own[rid] = seg;
 }
 
-/* BlockPool.touch (no shared keys) */
-static void touch(Sim *m, i64 rid, i64 own_blocks) {
+/* BlockPool.release_key */
+static void release_key(Sim *m, i64 k) {
+    if (--m->ref[k] == 0) {
+        m->free += 1;
+        i64 seg = new_seg(m, SHARED, 1, k);
+        if (seg >= 0) m->key_seg[k] = seg;
+    }
+}
+
+/* BlockPool.touch: r's first nhit keys are hit, then own_blocks of its own */
+static void touch(Sim *m, i64 rid, i64 nhit, i64 own_blocks) {
+    const i64 *keys = m->keys + m->koff[rid];
+    for (i64 i = 0; i < nhit; i++) {
+        i64 k = keys[i];
+        if (m->ref[k] == 0) {
+            AT(m->seg_count, i64, m->key_seg[k]) = 0;
+            m->key_seg[k] = -1;
+            m->free -= 1;
+        }
+        m->ref[k] += 1;
+    }
     if (own_blocks) {
         i64 seg = m->own[rid];
         m->own[rid] = -1;
@@ -203,15 +234,36 @@ static void close_segment(Sim *m, i64 r) {
     }
 }
 
-/* Scheduler.free (no shared keys) */
+static i64 n_shared(const Sim *m, i64 r) { return m->koff[r + 1] - m->koff[r]; }
+
+/* Scheduler.register: cache r's shared-content blocks that are full at `tokens` */
+static void reg(Sim *m, i64 r, i64 tokens) {
+    if (!m->caching) return;
+    i64 start = m->reg_next[r], stop = tokens / m->bs, nk = n_shared(m, r);
+    if (stop > nk) stop = nk;
+    if (start >= stop) return;
+    const i64 *keys = m->keys + m->koff[r];
+    for (i64 j = start; j < stop; j++) {
+        if (m->ref[keys[j]] < 0) { /* BlockPool.register */
+            m->ref[keys[j]] = 1;
+            m->hk[m->koff[r] + m->hk_n[r]++] = keys[j];
+        }
+    }
+    m->reg_next[r] = stop;
+}
+
+/* Scheduler.free: partial/duplicate blocks, own full blocks, then shared keys tail first */
 static void sched_free(Sim *m, i64 r, int keep_own) {
-    i64 own = 0;
+    i64 own = 0, nh = m->hk_n[r];
     if (keep_own && m->caching) {
-        own = m->computed[r] / m->bs;
+        own = m->computed[r] / m->bs - n_shared(m, r);
         if (own < 0) own = 0;
     }
-    give_anon(m, m->held[r] - own);
+    give_anon(m, m->held[r] - nh - own);
     give_own(m, r, own);
+    for (i64 i = nh - 1; i >= 0; i--) release_key(m, m->hk[m->koff[r] + i]);
+    m->hk_n[r] = 0;
+    m->reg_next[r] = 0;
     m->held[r] = 0;
 }
 
@@ -327,6 +379,7 @@ static i64 schedule_running(Sim *m, i64 budget, int *preempted) {
         if (gone) break;
         take(m, need);
         m->held[r] += need;
+        reg(m, r, c + new);
         if (left > 1) m->prefill_blocks += need > 0 ? need : 0;
         else m->decode_blocks += need > 0 ? need : 0;
         plan_add(m, r, new, c);
@@ -336,31 +389,45 @@ static i64 schedule_running(Sim *m, i64 budget, int *preempted) {
     return budget;
 }
 
-/* Scheduler._schedule_waiting (+ _lookup, _admit) without shared keys */
+/* Scheduler._lookup: r's cached leading shared keys (*nhit), then its own blocks; vLLM
+ * never hits the last token, so at most (total - 1) // B blocks */
+static i64 lookup(const Sim *m, i64 r, i64 total, i64 *nhit, i64 *evictable) {
+    *nhit = *evictable = 0;
+    if (!m->caching) return 0;
+    i64 limit = (total - 1) / m->bs, nk = n_shared(m, r), h = 0;
+    const i64 *keys = m->keys + m->koff[r];
+    while (h < nk && h < limit && m->ref[keys[h]] >= 0) {
+        *evictable += m->ref[keys[h]] == 0;
+        h++;
+    }
+    *nhit = h;
+    if (h < nk || h >= limit) return 0;
+    i64 own = own_cached(m, r);
+    return own < limit - h ? own : limit - h;
+}
+
+/* Scheduler._schedule_waiting (+ _admit) */
 static void schedule_waiting(Sim *m, i64 budget) {
     while (m->wn && budget > 0 && m->nrun < m->max_seqs) {
         i64 r = m->wq[m->wh];
         i64 total = m->prompt[r] + m->generated[r];
-        i64 own = 0;
-        if (m->caching) {
-            i64 limit = (total - 1) / m->bs;
-            if (limit > 0) {
-                own = own_cached(m, r);
-                if (own > limit) own = limit;
-            }
-        }
-        i64 hit = own * m->bs;
+        i64 nhit, evictable;
+        i64 own = lookup(m, r, total, &nhit, &evictable);
+        i64 hit = (nhit + own) * m->bs;
         i64 new = total - hit;
         if (!m->chunked && new > budget) return;
         if (new > budget) new = budget;
-        i64 need = cdiv(hit + new, m->bs) - own;
-        if (need + own > m->free) return;
+        i64 need = cdiv(hit + new, m->bs) - nhit - own;
+        if (need + evictable + own > m->free) return;
         m->wh = (m->wh + 1) % m->n;
         m->wn--;
-        touch(m, r, own);
+        touch(m, r, nhit, own);
         forget_own(m, r);
         take(m, need);
-        m->held[r] = need + own;
+        m->held[r] = need + nhit + own;
+        for (i64 i = 0; i < nhit; i++) m->hk[m->koff[r] + i] = m->keys[m->koff[r] + i];
+        m->hk_n[r] = nhit;
+        m->reg_next[r] = nhit + own;
         m->computed[r] = hit;
         m->hits[r] += hit;
         m->run[m->nrun++] = r;
@@ -368,6 +435,7 @@ static void schedule_waiting(Sim *m, i64 budget) {
         if (isnan(m->scheduled[r])) m->scheduled[r] = m->clock;
         m->prefill_blocks += need;
         m->query_tokens += total;
+        reg(m, r, hit + new);
         plan_add(m, r, new, hit);
         budget -= new;
     }
@@ -444,12 +512,23 @@ static int general_step(Sim *m) {
     return 1;
 }
 
-/* books.check_books for this shape: queue counts == free, held + free == pool */
+/* books.check_books: queue counts == free; refs == holders; physical + free == pool */
 static int books_ok(const Sim *m) {
-    i64 queued = 0, held = 0;
+    i64 queued = 0, held = 0, extra = 0;
     for (i64 i = 0; i < q_len(m); i++) queued += AT(m->seg_count, i64, q_at(m, i));
-    for (i64 r = 0; r < m->n; r++) held += m->held[r];
-    return queued == m->free && held + m->free == m->usable && m->free >= 0;
+    i64 *holders = calloc((size_t)(m->nkeys + 1), sizeof(i64));
+    if (!holders) return 0;
+    for (i64 r = 0; r < m->n; r++) {
+        held += m->held[r];
+        for (i64 i = 0; i < m->hk_n[r]; i++) holders[m->hk[m->koff[r] + i]]++;
+    }
+    int ok = 1;
+    for (i64 k = 0; k < m->nkeys; k++) {
+        if (holders[k] && holders[k] != m->ref[k]) ok = 0;
+        if (holders[k]) extra += holders[k] - 1;
+    }
+    free(holders);
+    return ok && queued == m->free && held - extra + m->free == m->usable && m->free >= 0;
 }
 
 /* _Loop.run; returns 0, -1 (Python error set) */
@@ -521,6 +600,11 @@ static void sim_free(Sim *m) {
     free(m->wq);
     free(m->heap);
     free(m->own);
+    free(m->ref);
+    free(m->key_seg);
+    free(m->hk);
+    free(m->hk_n);
+    free(m->reg_next);
     free(m->p_id);
     free(m->p_new);
     free(m->p_ctx);
@@ -535,9 +619,17 @@ static int sim_alloc(Sim *m, i64 slots) {
     m->p_id = malloc(sizeof(i64) * (size_t)n);
     m->p_new = malloc(sizeof(i64) * (size_t)n);
     m->p_ctx = malloc(sizeof(i64) * (size_t)n);
-    if (!m->run || !m->wq || !m->heap || !m->own || !m->p_id || !m->p_new || !m->p_ctx)
+    i64 nk = m->nkeys ? m->nkeys : 1, tk = m->koff[m->n] ? m->koff[m->n] : 1;
+    m->ref = malloc(sizeof(i64) * (size_t)nk);
+    m->key_seg = malloc(sizeof(i64) * (size_t)nk);
+    m->hk = malloc(sizeof(i64) * (size_t)tk);
+    m->hk_n = calloc((size_t)n, sizeof(i64));
+    m->reg_next = calloc((size_t)n, sizeof(i64));
+    if (!m->run || !m->wq || !m->heap || !m->own || !m->p_id || !m->p_new || !m->p_ctx
+        || !m->ref || !m->key_seg || !m->hk || !m->hk_n || !m->reg_next)
         return -1;
     for (i64 r = 0; r < n; r++) m->own[r] = -1;
+    for (i64 k = 0; k < nk; k++) m->ref[k] = m->key_seg[k] = -1;
     for (i64 i = 0; i < slots; i++) m->heap[i] = 0.0;
     m->nheap = slots;
     m->free = m->usable;
@@ -600,6 +692,27 @@ static int bind_arrays(Sim *m, PyObject *arrs, Py_buffer *v) {
     return 0;
 }
 
+/* (koff: n + 1 offsets, keys: interned ids, nkeys); checked: ids in range, offsets rising */
+static int bind_keys(Sim *m, PyObject *kt, Py_buffer *v) {
+    long long nkeys;
+    PyObject *ko, *ks;
+    if (!PyArg_ParseTuple(kt, "OOL", &ko, &ks, &nkeys)) return -1;
+    if (get_buf(ko, &v[0], m->n + 1, 8, 0) < 0) return -1;
+    m->koff = v[0].buf;
+    i64 total = m->koff[m->n];
+    if (get_buf(ks, &v[1], total, 8, 0) < 0) return -1;
+    m->keys = v[1].buf;
+    m->nkeys = nkeys;
+    int ok = m->koff[0] == 0 && nkeys >= 0;
+    for (i64 r = 0; r < m->n && ok; r++) ok = m->koff[r] <= m->koff[r + 1];
+    for (i64 i = 0; i < total && ok; i++) ok = m->keys[i] >= 0 && m->keys[i] < nkeys;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "kvplan core: bad prefix keys");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *results(Sim *m) {
     return Py_BuildValue("(NNNNNNNNNNNLLLd)", to_bytes(&m->st, 8), to_bytes(&m->en, 8),
                          to_bytes(&m->used, 8), to_bytes(&m->logical, 8),
@@ -612,11 +725,11 @@ static PyObject *results(Sim *m) {
 
 static PyObject *core_run(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *arrs, *form, *progress;
+    PyObject *arrs, *kt, *form, *progress;
     long long n, slots, budget, seqs, bs, bpt, usable;
     int chunked, caching, validate;
-    if (!PyArg_ParseTuple(args, "OLLLLLLLpppOO", &arrs, &n, &slots, &budget, &seqs, &bs, &bpt,
-                          &usable, &chunked, &caching, &validate, &form, &progress))
+    if (!PyArg_ParseTuple(args, "OOLLLLLLLpppOO", &arrs, &kt, &n, &slots, &budget, &seqs, &bs,
+                          &bpt, &usable, &chunked, &caching, &validate, &form, &progress))
         return NULL;
     if (n < 0 || slots < 0 || budget < 1 || seqs < 1 || bs < 1 || usable < 1) {
         PyErr_SetString(PyExc_ValueError, "kvplan core: bad limits");
@@ -626,11 +739,13 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     memset(&m, 0, sizeof m);
     m.n = n, m.budget = budget, m.max_seqs = seqs, m.bs = bs, m.bpt = bpt, m.usable = usable;
     m.chunked = chunked, m.caching = caching, m.validate = validate, m.closed = slots > 0;
-    Py_buffer v[NARR], tabs[6];
+    Py_buffer v[NARR], tabs[6], kv[2];
     memset(v, 0, sizeof v);
     memset(tabs, 0, sizeof tabs);
+    memset(kv, 0, sizeof kv);
     PyObject *out = NULL;
-    if (bind_arrays(&m, arrs, v) == 0 && parse_form(form, &m.f, tabs, budget) == 0) {
+    if (bind_arrays(&m, arrs, v) == 0 && bind_keys(&m, kt, kv) == 0
+        && parse_form(form, &m.f, tabs, budget) == 0) {
         if (sim_alloc(&m, slots) < 0) {
             PyErr_NoMemory();
         } else {
@@ -641,6 +756,7 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     sim_free(&m);
     release_all(v, NARR);
     release_all(tabs, 6);
+    release_all(kv, 2);
     return out;
 }
 
