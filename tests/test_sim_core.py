@@ -95,6 +95,23 @@ def test_a_timer_whose_form_disagrees_is_not_run_in_c(core_runs) -> None:
 
 # ------------------------------------------------------------ an exact step trace
 
+def test_shared_prefix_blocks_are_hit_in_the_core(core_runs) -> None:
+    """B = 4, 8 shared tokens: A computes blocks S0 S1 and caches them; B, sent after A
+    finished, hits both (8 tokens) and computes only its last 2 prompt tokens."""
+    w = workload([0.0, 10.0], [10, 10], [2, 2])
+    kw = dict(timer=LinearTimer(base_s=1.0), num_blocks=20, block_size=4,
+              limits=Limits(max_num_batched_tokens=64, max_num_seqs=4), shared_prefix_tokens=8,
+              validate=True)
+    r = simulate(w, **kw)
+    assert core_runs[0] == int(BUILT)
+    assert r.prefix_hit_tokens.tolist() == [0, 8]
+    assert r.steps.new_tokens.tolist() == [10, 1, 2, 1]
+    assert r.steps.used_blocks.tolist() == [3, 3, 3, 3]
+    assert r.prefix_query_tokens == 20
+    with python_loop():
+        assert_same(r, simulate(w, **kw))
+
+
 def test_exact_step_trace_with_a_preemption_and_an_own_block_hit(core_runs) -> None:
     """B = 4, 4 usable blocks, budget 8, 1 s per step. Step 0 admits A (6 tokens, 2 blocks)
     and B's first 2 tokens (1 block); step 1 finishes B's prompt (its 2nd block: pool full);
@@ -129,7 +146,8 @@ def test_exact_step_trace_with_a_preemption_and_an_own_block_hit(core_runs) -> N
 
 @st.composite
 def core_cases(draw):
-    """Bursts and quiet gaps, tight pools (preemption), closed loop, rejections."""
+    """Bursts and quiet gaps, tight pools (preemption), closed loop, rejections, prefix
+    hashes (a few distinct values: requests share prefixes) or a shared prefix."""
     n = draw(st.integers(1, 40))
     gaps = draw(st.lists(st.sampled_from([0.0, 0.0, 0.001, 0.05, 0.3, 2.0]), min_size=n,
                          max_size=n))
@@ -138,7 +156,9 @@ def core_cases(draw):
         prompt_tokens=np.array(draw(st.lists(st.integers(0, 90) | st.integers(1, 12), min_size=n,
                                                max_size=n))),
         output_tokens=np.array(draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))),
-        closed_loop_concurrency=draw(st.none() | st.integers(1, 6)))
+        closed_loop_concurrency=draw(st.none() | st.integers(1, 6)), hash_block_tokens=4,
+        prefix_hashes=(tuple(np.array(draw(st.lists(st.integers(0, 3), min_size=1, max_size=6)))
+                             for _ in range(n)) if draw(st.booleans()) else None))
     lim = Limits(max_num_batched_tokens=draw(st.integers(1, 128)),
                  max_num_seqs=draw(st.integers(1, 10)), chunked_prefill=draw(st.booleans()),
                  prefix_caching=draw(st.booleans()))
@@ -148,7 +168,8 @@ def core_cases(draw):
     cfg = dict(num_blocks=peak + 1 + draw(st.integers(0, 2 * peak)) if draw(st.booleans())
                else draw(st.integers(2, 400)), block_size=b, limits=lim,
                kv=KvShape(block_size=b, groups=(CacheGroup(bytes_per_token=7),)),
-               max_model_len=draw(st.none() | st.integers(20, 300)))
+               max_model_len=draw(st.none() | st.integers(20, 300)),
+               shared_prefix_tokens=draw(st.sampled_from([0, 0, 8, 33])))
     return w, cfg
 
 
@@ -180,7 +201,6 @@ def test_shapes_outside_the_core_run_in_python(core_runs) -> None:
     w = poisson_workload(20, rate=30.0, prompt=(20, 60), output=(3, 9), seed=1)
     lim = Limits(max_num_batched_tokens=64, max_num_seqs=8)
     base = dict(timer=TIMER, num_blocks=100, block_size=4)
-    simulate(w, **base, limits=lim, shared_prefix_tokens=8)  # shared prefix keys
     simulate(w, **base, limits=Limits(max_num_batched_tokens=64, max_num_seqs=8,
                                       long_prefill_token_threshold=5))
     simulate(w, **base, limits=lim, fast=False)

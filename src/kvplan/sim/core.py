@@ -5,8 +5,8 @@ covers. It is used when all of these hold (``pick``), else the pure-Python loop 
 
     the extension was built (pip compiles it where a C compiler exists; optional)
     KVPLAN_SIM_CORE is not "python" (that forces the pure-Python reference path)
-    fast=True, one full-attention KV group, no long-prefill cap, no shared prefix keys
-    (neither trace prefix hashes nor shared_prefix_tokens)
+    fast=True, one full-attention KV group, no long-prefill cap (prefix caching, trace
+    prefix hashes and shared_prefix_tokens included)
     the timer gives an ``AggregateForm`` (aggregate_form) and the core's step times equal
     the timer's step_time_agg at a few spot points
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections import OrderedDict
+from itertools import chain
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ def module() -> ModuleType | None:
 
 def pick(loop: _Loop) -> tuple[ModuleType, tuple[object, ...]] | None:
     """(extension, form) if this run goes to the compiled core, else None."""
-    if not loop.lean or loop.s.shared_keys is not None:
+    if not loop.lean:
         return None
     mod = module()
     if mod is None:
@@ -104,7 +105,7 @@ def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationRes
               s.hit_tokens, s.last_emit, s.seg_start)
     lim = loop.limits
     slots = len(loop.slots) if loop.slots is not None else 0
-    out = mod.run(arrays, n, slots, lim.max_num_batched_tokens, lim.max_num_seqs,
+    out = mod.run(arrays, _keys(s.shared_keys, n), n, slots, lim.max_num_batched_tokens, lim.max_num_seqs,
                   loop.shape.block_size, loop.shape.groups[0].bytes_per_token,
                   loop.pool.num_blocks, lim.chunked_prefill, loop.sched.caching, loop.validate,
                   form, loop.progress if loop.progress is not None else None)
@@ -119,6 +120,17 @@ def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationRes
     if loop.progress is not None:
         loop.progress(n, n)
     return loop._package(steps, (_i64(out[7]), _i64(out[8]), _i64(out[9])), _i64(out[10]))
+
+
+def _keys(shared: list[list[int]] | None, n: int) -> tuple[IntArray, IntArray, int]:
+    """Every request's prefix keys as offsets + interned ids 0..K-1 (for the core's arrays)."""
+    off = np.zeros(n + 1, dtype=np.int64)
+    if shared is None:
+        return off, np.zeros(0, dtype=np.int64), 0
+    np.cumsum(np.fromiter(map(len, shared), dtype=np.int64, count=n), out=off[1:])
+    flat = np.fromiter(chain.from_iterable(shared), dtype=np.int64, count=int(off[-1]))
+    uniq, ids = np.unique(flat, return_inverse=True)
+    return off, ids.astype(np.int64).reshape(-1), len(uniq)
 
 
 def _f64(b: bytearray) -> FloatArray:
