@@ -17,6 +17,8 @@ class BuildExt(build_ext):
 
 
 setup(
-    ext_modules=[Extension("kvplan.sim._core", ["src/kvplan/sim/_core.c"], optional=True)],
+    ext_modules=[Extension(
+        "kvplan.sim._core", ["src/kvplan/sim/_core.c"], optional=True,
+        depends=[f"src/kvplan/sim/_core_{p}.h" for p in ("state", "pool", "sched")])],
     cmdclass={"build_ext": BuildExt},
 )

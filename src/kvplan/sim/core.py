@@ -99,13 +99,14 @@ def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationRes
     n = len(s.arrival)
     reject = np.zeros(n, dtype=np.uint8)
     reject[list(loop.reasons)] = 1
-    arrays = (np.ascontiguousarray(s.arrival), np.ascontiguousarray(s.prompt),
+    arrays = (np.asarray(loop.arrivals, dtype=np.float64), np.ascontiguousarray(s.prompt),
               np.ascontiguousarray(s.output), reject, s.computed, s.generated, s.held,
               s.status, s.sent_s, s.scheduled_s, s.first_token_s, s.finish_s, s.preemptions,
-              s.hit_tokens, s.last_emit, s.seg_start)
+              s.hit_tokens, s.last_emit, s.seg_start, *_release_order(loop, n))
     lim = loop.limits
     slots = len(loop.slots) if loop.slots is not None else 0
-    out = mod.run(arrays, _keys(s.shared_keys, n), n, slots, lim.max_num_batched_tokens, lim.max_num_seqs,
+    out = mod.run(arrays, _keys(s.shared_keys, n), n, slots, lim.max_num_batched_tokens,
+                  lim.max_num_seqs,
                   loop.shape.block_size, loop.shape.groups[0].bytes_per_token,
                   loop.pool.num_blocks, lim.chunked_prefill, loop.sched.caching, loop.validate,
                   form, loop.progress if loop.progress is not None else None)
@@ -120,6 +121,15 @@ def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationRes
     if loop.progress is not None:
         loop.progress(n, n)
     return loop._package(steps, (_i64(out[7]), _i64(out[8]), _i64(out[9])), _i64(out[10]))
+
+
+def _release_order(loop: _Loop, n: int) -> tuple[IntArray, FloatArray, FloatArray]:
+    """The loop's arrivals are in release order (simulator._api_setup): the request id, the
+    API delay (closed loop) and the send time (open loop) of each position."""
+    order = np.arange(n, dtype=np.int64) if loop.order is None else np.asarray(
+        loop.order, dtype=np.int64)
+    delay = np.zeros(n) if loop.delay is None else np.asarray(loop.delay, dtype=np.float64)
+    return order, delay, np.ascontiguousarray(loop.s.arrival[order])
 
 
 def _keys(shared: list[list[int]] | None, n: int) -> tuple[IntArray, IntArray, int]:
