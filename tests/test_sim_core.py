@@ -237,3 +237,18 @@ def test_without_the_extension_the_python_loop_runs(core_runs, monkeypatch) -> N
     without = simulate(w, **kw)
     assert core_runs[0] == before
     assert_same(with_core, without)
+
+
+def test_an_exception_from_progress_stops_the_core(core_runs) -> None:
+    """The web page cancels a run by raising from its progress callback."""
+    class Cancelled(Exception):
+        pass
+
+    def cancel(done: int, total: int) -> None:
+        raise Cancelled
+
+    w = poisson_workload(40, rate=1000.0, prompt=(10, 20), output=(1000, 2000), seed=1)
+    with pytest.raises(Cancelled):
+        simulate(w, timer=LinearTimer(base_s=0.01), num_blocks=6000, block_size=16,
+                 limits=Limits(max_num_batched_tokens=256, max_num_seqs=64), progress=cancel)
+    assert core_runs[0] == int(BUILT)

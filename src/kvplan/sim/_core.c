@@ -211,7 +211,10 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
             PyErr_NoMemory();
         } else {
             update_next(&m);
-            if (loop(&m, progress) == 0) out = results(&m);
+            PyThreadState *ts = PyEval_SaveThread(); /* other threads run meanwhile */
+            int code = loop(&m, progress, &ts);
+            PyEval_RestoreThread(ts);
+            if (!loop_error(code)) out = results(&m);
         }
     }
     sim_free(&m);

@@ -206,13 +206,14 @@ static i64 emit(Sim *m, double end) {
     return nfin;
 }
 
-/* _Loop._general_step; returns 1 if a step ran, 0 if only preemptions happened */
+/* _Loop._general_step; returns 1 if a step ran, 0 if only preemptions happened, -1 if
+ * nothing happened (Python asserts this never occurs) */
 static int general_step(Sim *m) {
     int preempted = 0;
     m->np = 0;
     i64 budget = schedule_running(m, m->budget, &preempted);
     if (!preempted) schedule_waiting(m, budget);
-    if (m->np == 0) return 0;
+    if (m->np == 0) return preempted ? 0 : -1;
     i64 tok = 0, ctx = 0, pairs = 0;
     int pre = 0;
     for (i64 j = 0; j < m->np; j++) {
@@ -259,7 +260,20 @@ static int books_ok(const Sim *m) {
 }
 
 /* _Loop.run; returns 0, -1 (Python error set) */
-static int loop(Sim *m, PyObject *progress) {
+/* _Loop.run, without the GIL (taken back only to call progress). Returns 0, or an error
+ * code for core_run to raise once it holds the GIL again. */
+enum { LOOP_OK, LOOP_NOMEM, LOOP_BOOKS, LOOP_STUCK, LOOP_PYERR };
+
+static int call_progress(Sim *m, PyObject *progress, PyThreadState **ts) {
+    PyEval_RestoreThread(*ts);
+    PyObject *got = PyObject_CallFunction(progress, "LL", (long long)m->done,
+                                          (long long)m->n);
+    Py_XDECREF(got);
+    *ts = PyEval_SaveThread();
+    return got ? LOOP_OK : LOOP_PYERR;
+}
+
+static int loop(Sim *m, PyObject *progress, PyThreadState **ts) {
     i64 shown = 0;
     while (1) {
         release(m);
@@ -268,29 +282,25 @@ static int loop(Sim *m, PyObject *progress) {
             if (m->next_s > m->clock) m->clock = m->next_s;
             continue;
         }
-        general_step(m);
-        if (m->oom) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        if (m->validate && !books_ok(m)) {
-            PyErr_SetString(PyExc_AssertionError, "kvplan core: block books do not balance");
-            return -1;
-        }
+        if (general_step(m) < 0) return LOOP_STUCK;
+        if (m->oom) return LOOP_NOMEM;
+        if (m->validate && !books_ok(m)) return LOOP_BOOKS;
         if (progress != Py_None && m->step - shown >= 4096) {
             shown = m->step;
-            PyObject *got = PyObject_CallFunction(progress, "LL", (long long)m->done,
-                                                  (long long)m->n);
-            if (!got) return -1;
-            Py_DECREF(got);
+            if (call_progress(m, progress, ts) != LOOP_OK) return LOOP_PYERR;
         }
     }
     for (i64 r = 0; r < m->n; r++)
         if (m->last_emit[r] >= 0) close_segment(m, r);
-    if (m->oom) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
+    return m->oom ? LOOP_NOMEM : LOOP_OK;
 }
 
+/* with the GIL held: the Python exception for a loop error code (0 if none) */
+static int loop_error(int code) {
+    if (code == LOOP_NOMEM) PyErr_NoMemory();
+    else if (code == LOOP_BOOKS)
+        PyErr_SetString(PyExc_AssertionError, "kvplan core: block books do not balance");
+    else if (code == LOOP_STUCK)
+        PyErr_SetString(PyExc_AssertionError, "kvplan core: the scheduler made no progress");
+    return code != LOOP_OK;
+}
