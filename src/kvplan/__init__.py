@@ -25,34 +25,75 @@ Python API (mirrors the CLI)::
                        slo, gpus=["H100", "L40S"], kv_cache_dtypes=["auto", "fp8"])
     best.winner.deployment, best.winner.usd_per_hour, best.serve_command
 
-Capacity, latency and simulation names load on first use, so `import kvplan` stays light.
+Every name loads on first use, so `import kvplan` (and each CLI command) stays light.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvplan.analysis.footprint import batch_footprint, lever_table
-from kvplan.analysis.timeline import request_timeline
 from kvplan.errors import ConfigError, DoesNotFitError, InputError, KvplanError
-from kvplan.specs.catalog import load_model
-from kvplan.specs.hardware import load_gpu
-from kvplan.specs.kv import kv_spec, resolve_precision
 
-__all__ = [
+if TYPE_CHECKING:  # the lazy names below, for type checkers
+    from kvplan.analysis.footprint import batch_footprint, lever_table
+    from kvplan.analysis.metrics import compute_metrics
+    from kvplan.analysis.plan_types import Plan
+    from kvplan.analysis.planner import PlanOptions, plan
+    from kvplan.analysis.serving import simulate_deployment, simulate_serving
+    from kvplan.analysis.timeline import request_timeline
+    from kvplan.costs.latency import RequestShape, request_latency
+    from kvplan.costs.memory import plan_deployment, plan_memory
+    from kvplan.costs.roofline import Profile, StepCostModel
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.deployment import Deployment
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.kv import kv_spec, resolve_precision
+    from kvplan.specs.prices import price_table
+    from kvplan.specs.serving import EngineConfig
+    from kvplan.specs.slo import Slo, parse_goodput_slo, parse_slo
+    from kvplan.specs.workload import WorkloadArgs, build_workload
+
+__all__ = [  # the errors and the names of _LAZY (tests/test_api.py checks they agree)
     "ConfigError",
+    "Deployment",
     "DoesNotFitError",
+    "EngineConfig",
     "InputError",
     "KvplanError",
+    "Plan",
+    "PlanOptions",
+    "Profile",
+    "RequestShape",
+    "Slo",
+    "StepCostModel",
+    "WorkloadArgs",
     "batch_footprint",
+    "build_workload",
+    "compute_metrics",
     "kv_spec",
     "lever_table",
     "load_gpu",
     "load_model",
+    "parse_goodput_slo",
+    "parse_slo",
+    "plan",
+    "plan_deployment",
+    "plan_memory",
+    "price_table",
+    "request_latency",
     "request_timeline",
     "resolve_precision",
+    "simulate_deployment",
+    "simulate_serving",
 ]
 __version__ = "0.1.0"
 
 _LAZY = {
+    "batch_footprint": "kvplan.analysis.footprint",
+    "lever_table": "kvplan.analysis.footprint",
+    "request_timeline": "kvplan.analysis.timeline",
+    "load_model": "kvplan.specs.catalog",
+    "load_gpu": "kvplan.specs.hardware",
+    "kv_spec": "kvplan.specs.kv",
+    "resolve_precision": "kvplan.specs.kv",
     "EngineConfig": "kvplan.specs.serving",
     "plan_memory": "kvplan.costs.memory",
     "StepCostModel": "kvplan.costs.roofline",
@@ -74,11 +115,10 @@ _LAZY = {
     "parse_goodput_slo": "kvplan.specs.slo",
     "price_table": "kvplan.specs.prices",
 }
-__all__ += list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    """Import capacity/latency/simulation names on first use (they pull in numpy, pydantic)."""
+    """Import every API name on first use, so ``import kvplan`` (and the CLI) stays light."""
     if name not in _LAZY:
         raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
     import importlib
