@@ -29,6 +29,7 @@ from kvplan.costs.kv_groups import (
     layer_specs,
     needed_bytes,
 )
+from kvplan.costs.mxfp4_layout import mxfp4_padding_bytes
 from kvplan.costs.params import weight_bytes_per_gpu
 from kvplan.costs.settings import Settings, resolve_settings
 from kvplan.errors import DoesNotFitError, InputError
@@ -124,7 +125,9 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings) -> Budget:
     requested = int(total * s.gpu_memory_utilization)
     weights = weight_bytes_per_gpu(
         model, dtype=s.dtype, quantization=s.quantization, tp=s.tp, pp=s.pp
-    ) + rope_cache_bytes(model)
+    ) + rope_cache_bytes(model) + mxfp4_padding_bytes(
+        model, hw, quantization=s.quantization, tp=s.tp, pp=s.pp
+    )
     act, non_torch = activation_bytes(model, s), non_torch_bytes(s)
     given = s.kv_cache_memory_bytes is not None
     avail = s.kv_cache_memory_bytes if given else requested - weights - act - non_torch

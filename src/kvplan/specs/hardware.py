@@ -29,6 +29,9 @@ class HardwareSpec:
     interconnect_bytes_per_s: float = 0.0
     """Per-GPU scale-up bandwidth as the vendor quotes it (NVLink: total bidirectional)."""
     vendor: str = ""
+    arch: str = ""
+    """Architecture as gpus.json names it ("Hopper (GH100)", "Blackwell", "CDNA 3"): picks
+    vLLM's kernel backends where they change memory (``kvplan.costs.mxfp4_layout``)."""
     source: str = ""
 
     def peak_flops_for(self, dtype: str) -> float:
@@ -93,6 +96,7 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
             interconnect=str(entry.get("interconnect", "")),
             interconnect_bytes_per_s=float(entry.get("interconnect_gbps") or 0) * GB,
             vendor=str(entry.get("vendor", "")),
+            arch=str(entry.get("arch", "")),
             source=str(entry.get("source", "")),
         )
     except (TypeError, ValueError) as exc:
