@@ -6,8 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvplan.analysis.metrics import (
+    _stat,
     compute_metrics,
     kv_usage_series,
     p_word,
@@ -125,3 +128,18 @@ def test_duration_counts_failed_requests_answered_last():
     assert r.finish_s[0] == 2.0 and 1 in r.rejected
     m = compute_metrics(r)
     assert m.duration_s == 10.0 and m.failed == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False) | st.sampled_from(
+           [0.0, 0.5, 0.5, 1.0, float("nan")]), min_size=0, max_size=60),
+       st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=3))
+def test_stat_is_numpys_mean_median_std_percentile_bit_for_bit(xs, ps) -> None:
+    """_stat's own median (numpy.ma-free) and percentiles of the partitioned copy are numpy's."""
+    v = np.array(xs, dtype=np.float64)
+    ref = v if len(v) else np.zeros(1)
+    s = _stat(v, ps)
+    want = (float(np.mean(ref)) * 1000, float(np.median(ref)) * 1000, float(np.std(ref)) * 1000,
+            tuple((float(p), float(np.percentile(ref, p)) * 1000) for p in ps))
+    got = (s.mean_ms, s.median_ms, s.std_ms, s.percentiles_ms)
+    assert repr(got) == repr(want)  # repr: NaN == NaN, and -0.0 != 0.0

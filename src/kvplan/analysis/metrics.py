@@ -160,11 +160,27 @@ def _rate(x: float, over: float) -> float:
 def _stat(x: FloatArray, percentiles: Sequence[float]) -> Stat:
     """vLLM: np.mean(x or 0) * 1000 etc.; an empty list counts as [0]."""
     v = x if len(x) else np.zeros(1)
+    median, part = _median(v)
     return Stat(
-        mean_ms=float(np.mean(v)) * 1000, median_ms=float(np.median(v)) * 1000,
+        mean_ms=float(np.mean(v)) * 1000, median_ms=median * 1000,
         std_ms=float(np.std(v)) * 1000,
-        percentiles_ms=tuple((float(p), float(np.percentile(v, p)) * 1000) for p in percentiles),
+        percentiles_ms=tuple((float(p), float(np.percentile(part, p)) * 1000)
+                             for p in percentiles),
     )
+
+
+def _median(v: FloatArray) -> tuple[float, FloatArray]:
+    """np.median(v), bit for bit, and v partitioned around its middle (same values).
+
+    np.median's NaN check imports numpy.ma (~10 ms a run); np.percentile on the partitioned
+    copy is about 3x faster than on v (ITL has millions of values) and gives the same result.
+    """
+    n = len(v)
+    if np.isnan(v).any():
+        return float(np.median(v)), v
+    half = n // 2
+    part = np.partition(v, [half - 1, half] if n % 2 == 0 else [half])
+    return float(np.mean(part[half - 1:half + 1] if n % 2 == 0 else part[half:half + 1])), part
 
 
 def _goodput(req: dict[str, FloatArray], slo_ms: dict[str, float], duration: float) -> float:
