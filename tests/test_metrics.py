@@ -133,12 +133,15 @@ def test_duration_counts_failed_requests_answered_last():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False) | st.sampled_from(
            [0.0, 0.5, 0.5, 1.0, float("nan")]), min_size=0, max_size=60),
-       st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=3))
-def test_stat_is_numpys_mean_median_std_percentile_bit_for_bit(xs, ps) -> None:
-    """_stat's own median (numpy.ma-free) and percentiles of the partitioned copy are numpy's."""
+       st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=3), st.booleans())
+def test_stat_is_numpys_mean_median_std_percentile_bit_for_bit(xs, ps, scratch) -> None:
+    """_stat's own median and its percentiles of the partitioned values are numpy's, whether
+    it partitions a copy or (scratch) the array itself."""
+    ref = np.array(xs, dtype=np.float64) if xs else np.zeros(1)
     v = np.array(xs, dtype=np.float64)
-    ref = v if len(v) else np.zeros(1)
-    s = _stat(v, ps)
+    s = _stat(v, ps, scratch=scratch)
+    if not scratch:
+        assert repr(v.tolist()) == repr(xs)  # the caller's array untouched
     want = (float(np.mean(ref)) * 1000, float(np.median(ref)) * 1000, float(np.std(ref)) * 1000,
             tuple((float(p), float(np.percentile(ref, p)) * 1000) for p in ps))
     got = (s.mean_ms, s.median_ms, s.std_ms, s.percentiles_ms)
