@@ -6,6 +6,9 @@ with the rich table. Every case runs once per round, the order rotated each roun
 gives min / median wall and median CPU (user + sys of the child) and, with ``--baseline DIR``
 (a kvplan checkout with its own .venv, e.g. `git worktree add DIR main` + scripts/setup.sh
 there), the after-vs-before ratios from this one run, so the figures survive a noisy machine.
+Each tree's kvplan sources are byte-compiled first (``compileall``), as a pip install does:
+with PYTHONDONTWRITEBYTECODE set, an editable checkout would otherwise recompile its ~70
+modules on every run (~0.1 s) and the figures would measure the compiler.
 
 Usage: python benchmarks/bench_cli_startup.py [--repeat 7] [--baseline DIR] [--cases a,b]
 """
@@ -51,6 +54,14 @@ def _run(cmd: list[str]) -> tuple[float, float]:
     return wall, cpu
 
 
+def _compile(python: str) -> None:
+    """Byte-compile the kvplan package that ``python`` imports."""
+    where = subprocess.run([python, "-c", "import kvplan, os; print(os.path.dirname("
+                            "kvplan.__file__))"], capture_output=True, text=True, check=True)
+    subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], check=True,
+                   capture_output=True)
+
+
 def _commands(a: argparse.Namespace) -> dict[str, list[str]]:
     trees = [("after", sys.executable)]
     if a.baseline:
@@ -85,6 +96,8 @@ def main() -> None:
     ap.add_argument("--cases", help=f"comma-separated subset of: {', '.join(CASES)}")
     a = ap.parse_args()
     cmds = _commands(a)
+    for python in {cmd[0] for cmd in cmds.values()}:
+        _compile(python)
     names = list(cmds)
     got: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     for i in range(a.repeat):
