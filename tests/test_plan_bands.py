@@ -14,6 +14,7 @@ from kvplan.analysis.judge import Latencies
 from kvplan.analysis.plan_bands import Ratios, edge_slo, goodput_band, plan_bands
 from kvplan.costs import uncertainty as unc
 from kvplan.report.plan_band_text import check_line
+from kvplan.report.plan_chart import chart_points
 from kvplan.specs.slo import Slo, WarmupRule, parse_slo
 from tests.plan_helpers import FAST, poisson_workload, slo
 
@@ -105,6 +106,13 @@ def test_margin_band_changes_the_winner_and_says_what_it_costs(
     assert ttft.key == "p99_ttft_ms" and ttft.band is None
     tpot = held.winner.bands.checks[1]
     assert tpot.band == pytest.approx((0.8 * tpot.value, 2.0 * tpot.value))
+    # the Pareto chart's error bar is the binding value's band (TTFT: none in this profile)
+    for pt in chart_points(raw):
+        v, low, high = pt["binding_value_ms"], pt["band_low_ms"], pt["band_high_ms"]
+        if pt["binding"] == "p99_tpot_ms" and pt["feasible"]:
+            assert (low, high) == pytest.approx((0.8 * v, 2.0 * v))
+        elif pt["binding"] == "p99_ttft_ms":
+            assert (low, high) == (None, None)
     # the funnel's pruning stays sound under the margin: exhaustive search agrees
     full = kvplan.plan(M8, work, s, explain=False, slo_margin="band", search="exhaustive",
                        **space)
