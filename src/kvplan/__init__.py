@@ -32,58 +32,38 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import ConfigError, DoesNotFitError, InputError, KvplanError
 
-if TYPE_CHECKING:  # the lazy names below, for type checkers
-    from kvplan.analysis.footprint import batch_footprint, lever_table
-    from kvplan.analysis.metrics import compute_metrics
-    from kvplan.analysis.plan_types import Plan
-    from kvplan.analysis.planner import PlanOptions, plan
-    from kvplan.analysis.serving import simulate_deployment, simulate_serving
-    from kvplan.analysis.timeline import request_timeline
-    from kvplan.costs.latency import RequestShape, request_latency
-    from kvplan.costs.memory import plan_deployment, plan_memory
-    from kvplan.costs.roofline import Profile, StepCostModel
-    from kvplan.specs.catalog import load_model
-    from kvplan.specs.deployment import Deployment
-    from kvplan.specs.hardware import load_gpu
-    from kvplan.specs.kv import kv_spec, resolve_precision
-    from kvplan.specs.prices import price_table
-    from kvplan.specs.serving import EngineConfig
-    from kvplan.specs.slo import Slo, parse_goodput_slo, parse_slo
-    from kvplan.specs.workload import WorkloadArgs, build_workload
+if TYPE_CHECKING:  # the lazy names below, for type checkers (X as X: re-exported)
+    from kvplan.analysis.footprint import batch_footprint as batch_footprint
+    from kvplan.analysis.footprint import lever_table as lever_table
+    from kvplan.analysis.metrics import compute_metrics as compute_metrics
+    from kvplan.analysis.plan_bands import PlanBands as PlanBands
+    from kvplan.analysis.plan_bands import SloCheck as SloCheck
+    from kvplan.analysis.plan_types import Plan as Plan
+    from kvplan.analysis.planner import PlanOptions as PlanOptions
+    from kvplan.analysis.planner import plan as plan
+    from kvplan.analysis.serving import simulate_deployment as simulate_deployment
+    from kvplan.analysis.serving import simulate_serving as simulate_serving
+    from kvplan.analysis.timeline import request_timeline as request_timeline
+    from kvplan.costs.latency import RequestShape as RequestShape
+    from kvplan.costs.latency import request_latency as request_latency
+    from kvplan.costs.memory import plan_deployment as plan_deployment
+    from kvplan.costs.memory import plan_memory as plan_memory
+    from kvplan.costs.roofline import Profile as Profile
+    from kvplan.costs.roofline import StepCostModel as StepCostModel
+    from kvplan.specs.catalog import load_model as load_model
+    from kvplan.specs.deployment import Deployment as Deployment
+    from kvplan.specs.hardware import load_gpu as load_gpu
+    from kvplan.specs.kv import kv_spec as kv_spec
+    from kvplan.specs.kv import resolve_precision as resolve_precision
+    from kvplan.specs.prices import price_table as price_table
+    from kvplan.specs.serving import EngineConfig as EngineConfig
+    from kvplan.specs.slo import Slo as Slo
+    from kvplan.specs.slo import parse_goodput_slo as parse_goodput_slo
+    from kvplan.specs.slo import parse_slo as parse_slo
+    from kvplan.specs.workload import WorkloadArgs as WorkloadArgs
+    from kvplan.specs.workload import build_workload as build_workload
 
-__all__ = [  # the errors and the names of _LAZY (tests/test_api.py checks they agree)
-    "ConfigError",
-    "Deployment",
-    "DoesNotFitError",
-    "EngineConfig",
-    "InputError",
-    "KvplanError",
-    "Plan",
-    "PlanOptions",
-    "Profile",
-    "RequestShape",
-    "Slo",
-    "StepCostModel",
-    "WorkloadArgs",
-    "batch_footprint",
-    "build_workload",
-    "compute_metrics",
-    "kv_spec",
-    "lever_table",
-    "load_gpu",
-    "load_model",
-    "parse_goodput_slo",
-    "parse_slo",
-    "plan",
-    "plan_deployment",
-    "plan_memory",
-    "price_table",
-    "request_latency",
-    "request_timeline",
-    "resolve_precision",
-    "simulate_deployment",
-    "simulate_serving",
-]
+__all__ = ["ConfigError", "DoesNotFitError", "InputError", "KvplanError"]  # + _LAZY's names
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -117,6 +97,7 @@ _LAZY = {
     "parse_goodput_slo": "kvplan.specs.slo",
     "price_table": "kvplan.specs.prices",
 }
+__all__ += list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
