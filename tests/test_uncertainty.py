@@ -70,13 +70,13 @@ def test_latency_json_carries_bands_and_notes() -> None:
         low, high = d[f"{key}_band"]
         assert low <= d[key] <= high
     assert "moe" in d["band_basis"] and d["calibration_notes"] == []
-    odd = run_cli("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "b200", "-tp", "8",
+    odd = run_cli("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "mi325x", "-tp", "8",
                   "--prompt", "100", "--output", "10", "--json")
-    assert any("B200-SXM-180GB is not in the calibration set" in n
+    assert any("MI325X is not in the calibration set" in n
                for n in odd.json()["calibration_notes"])
-    text = run_cli("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "b200", "-tp", "8",
+    text = run_cli("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "mi325x", "-tp", "8",
                    "--prompt", "100", "--output", "10")
-    assert "band (10-90%)" in text.out and "note: B200-SXM-180GB is not in" in text.out
+    assert "band (10-90%)" in text.out and "note: MI325X is not in" in text.out
 
 
 def test_simulate_json_carries_bands() -> None:
