@@ -121,6 +121,11 @@ def _render(plan: MemoryPlan, ignored: list[str]) -> None:
                 "mamba page size and attention page size are exactly equal."
             )
     console.print(f"GPU KV cache size: {plan.kv_cache_tokens:,} tokens")
+    if plan.kv_cache_tokens_newer_vllm != plan.kv_cache_tokens:
+        console.print(
+            f"  (later vLLM, v0.24+, prints {plan.kv_cache_tokens_newer_vllm:,} tokens: "
+            "max concurrency x max_model_len)"
+        )
     console.print(
         f"Maximum concurrency for {s.max_model_len:,} tokens per request: "
         f"{plan.max_concurrency:.2f}x"

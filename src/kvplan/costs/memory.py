@@ -167,6 +167,17 @@ class MemoryPlan:
     """Hybrid attention + state models: vLLM's attention block raise and state page padding."""
 
     @property
+    def kv_cache_tokens_newer_vllm(self) -> int:
+        """The "GPU KV cache size" later vLLM releases print: int(max concurrency x max_model_len).
+
+        vLLM 0.11 (and up to 0.19, vllm#40691) prints ``kv_cache_tokens`` =
+        num_blocks // groups x block; vllm#38364 / #40694 replaced it by this figure (v0.24.0
+        logs show token counts that are no multiple of the block). Equal for one-group models;
+        for sliding-window and hybrid models it is much larger.
+        """
+        return int(self.max_concurrency * self.settings.max_model_len)
+
+    @property
     def block_size(self) -> int:
         """The attention block size (state groups' blocks are max_model_len long)."""
         attn = [g.block_size for g in self.groups if not isinstance(g.spec, StateSpec)]

@@ -1,0 +1,239 @@
+"""kvplan capacity against real vLLM startup logs (one test per log, numbers as printed).
+
+Each row: the log's URL, vLLM version, the command's flags, what vLLM printed, what kvplan
+gives. "blocks" rows feed vLLM's printed "Available KV cache memory" to kvplan as
+``--kv-cache-memory`` (a byte count inside the printed 0.01 GiB) and check the block, token,
+concurrency and does-not-fit arithmetic; "weights" rows check "Model loading took";
+"budget" rows check the whole estimate. The full table, with the logs kvplan does not match
+and why, is in docs/formulas-capacity.md ("Checked against vLLM logs").
+
+Logs (URL: https://github.com/ + the name below), vLLM version, flags, printed -> kvplan:
+
+1. LMCache/LMCache/issues/1739, 0.11.0, Qwen3-14B, max_model_len 32768:
+   6.51 GiB -> 42,656 tokens, 1.30x. kvplan: same.
+2. vllm-project/vllm/issues/25350, 0.10.2, Qwen3-Coder-30B-A3B-Instruct-FP8 (128x128 block
+   fp8), --kv-cache-dtype fp8, --max-model-len 100000: "Model loading took 29.09 GiB";
+   10.55 GiB -> 230,528 tokens, 2.31x. kvplan: 29.10 GiB; same.
+3. same issue, --max-model-len 221000: 10.12 GiB needed > 5.59 GiB available, "estimated
+   maximum model length is 122080". kvplan: same.
+4. vllm-project/recipes/pull/12, 0.10.1.dev, Qwen3-Coder-480B-A35B-Instruct-FP8, DP8 + EP,
+   262144 tokens: 62.00 GiB needed; 48.66 GiB -> 205728 (util 0.9), 55.65 GiB -> 235296
+   (util 0.95). kvplan: same.
+5. vllm-project/vllm/issues/17327, 0.8.5 (v1 engine), Qwen3-30B-A3B, TP4, len 8192:
+   "Model loading took 14.2474 GiB"; 198,784 tokens, 24.27x. kvplan: 14.2453 GiB; same.
+6. vllm-project/vllm/issues/40691, 0.19.0, Qwen3.5-27B: 290,864 tokens at 33.04x (0.11's
+   token formula, not max concurrency x max_model_len); model not bundled.
+7. noonghunna/club-3090/issues/652, 0.24.0, Qwen3.6-35B-A3B nvfp4, len 131072:
+   569,878 tokens = int(4.3478 x 131072), 4.35x: the newer token formula.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvplan.costs.memory import plan_memory, rope_cache_bytes
+from kvplan.costs.params import weight_bytes_per_gpu
+from kvplan.errors import DoesNotFitError
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.hf_config import parse_config
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+from kvplan.units import GiB
+
+H100 = load_gpu("H100")
+BLOCK_FP8 = {"quant_method": "fp8", "weight_block_size": [128, 128], "fmt": "e4m3"}
+
+
+def _printed(n: int) -> str:
+    return f"{n / GiB:.2f}"
+
+
+def _qwen3_moe(**overrides: Any) -> dict[str, Any]:
+    """Qwen3-30B-A3B's config.json fields (Qwen3-Coder-30B-A3B has the same shapes)."""
+    cfg: dict[str, Any] = {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "vocab_size": 151936,
+        "max_position_embeddings": 262144,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+def _model(cfg: dict[str, Any], name: str) -> ModelSpec:
+    return parse_config(cfg, name=name, file="test")
+
+
+# ---------------------------------------------------------------- 1. Qwen3-14B, 0.11.0
+
+QWEN3_14B = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 5120,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 17408,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_qwen3_14b_lmcache_1739() -> None:
+    # "Available KV cache memory: 6.51 GiB", "GPU KV cache size: 42,656 tokens",
+    # "Maximum concurrency for 32,768 tokens per request: 1.30x"
+    block = 16 * 40 * 8 * 128 * 2 * 2  # one block across all 40 layers: 2.5 MiB
+    avail = 2666 * block + block // 2
+    assert _printed(avail) == "6.51"
+    p = plan_memory(
+        _model(QWEN3_14B, "Qwen3-14B"), H100,
+        EngineConfig(max_model_len=32768, kv_cache_memory_bytes=avail),
+    )
+    assert (p.num_blocks, p.kv_cache_tokens) == (2666, 42_656)
+    assert f"{p.max_concurrency:.2f}" == "1.30"  # 2666 / (32768 / 16)
+
+
+# ---------------------------------------------------------------- 2, 3. fp8 Qwen3-Coder-30B
+
+
+def _coder_30b() -> ModelSpec:
+    return _model(_qwen3_moe(quantization_config=BLOCK_FP8), "Qwen3-Coder-30B-A3B-Instruct-FP8")
+
+
+def test_qwen3_coder_30b_fp8_weights_issue_25350() -> None:
+    # "Model loading took 29.09 GiB": fp8 linears + one fp32 scale per 128x128 block,
+    # bf16 embedding and lm_head, rope cache 262144 x 128 x 2
+    m = _coder_30b()
+    weights = weight_bytes_per_gpu(m) + rope_cache_bytes(m)
+    assert abs(weights / GiB - 29.09) < 0.01
+
+
+def test_qwen3_coder_30b_fp8_kv_blocks_issue_25350() -> None:
+    # --kv-cache-dtype fp8 --max-model-len 100000: "10.55 GiB", "230,528 tokens", "2.31x"
+    block = 16 * 48 * 4 * 128 * 2 * 1  # fp8 KV: 768 KiB per block across 48 layers
+    avail = 14_408 * block + block // 2
+    assert _printed(avail) == "10.55"
+    p = plan_memory(
+        _coder_30b(), H100,
+        EngineConfig(kv_cache_dtype="fp8", max_model_len=100_000, kv_cache_memory_bytes=avail),
+    )
+    assert (p.num_blocks, p.kv_cache_tokens) == (14_408, 230_528)
+    assert f"{p.max_concurrency:.2f}" == "2.31"  # 14408 / cdiv(100000, 16)
+
+
+def test_qwen3_coder_30b_fp8_does_not_fit_issue_25350() -> None:
+    # --max-model-len 221000: "(10.12 GiB KV cache is needed, which is larger than the
+    # available KV cache memory (5.59 GiB) ... the estimated maximum model length is 122080"
+    block = 16 * 48 * 4 * 128 * 2
+    avail = 7630 * block + block // 2  # 5.59 GiB: 7630 whole blocks
+    assert _printed(avail) == "5.59"
+    with pytest.raises(DoesNotFitError) as exc:
+        plan_memory(
+            _coder_30b(), H100,
+            EngineConfig(kv_cache_dtype="fp8", max_model_len=221_000, kv_cache_memory_bytes=avail),
+        )
+    assert _printed(exc.value.needed_bytes) == "10.12"  # cdiv(221000, 16) = 13813 blocks
+    assert "largest --max-model-len that fits is 122080" in str(exc.value)
+
+
+# ---------------------------------------------------------------- 4. Qwen3-Coder-480B
+
+
+def _coder_480b() -> ModelSpec:
+    cfg = _qwen3_moe(
+        hidden_size=6144, num_hidden_layers=62, num_attention_heads=96, num_key_value_heads=8,
+        moe_intermediate_size=2560, num_experts=160, quantization_config=BLOCK_FP8,
+    )
+    return _model(cfg, "Qwen3-Coder-480B-A35B-Instruct-FP8")
+
+
+@pytest.mark.parametrize(
+    ("blocks", "gib", "longest"), [(12_858, "48.66", 205_728), (14_706, "55.65", 235_296)]
+)
+def test_qwen3_coder_480b_does_not_fit_recipes_12(blocks: int, gib: str, longest: int) -> None:
+    # DP8 + EP: every rank keeps all 8 KV heads; 62 x 8 x 128 x 2 x 2 = 248 KiB per token,
+    # 262144 tokens need "62.00 GiB"; the estimate is whole 16-token blocks of the memory
+    block = 16 * 62 * 8 * 128 * 2 * 2
+    avail = blocks * block + block // 2
+    assert _printed(avail) == gib
+    with pytest.raises(DoesNotFitError) as exc:
+        plan_memory(
+            _coder_480b(), load_gpu("H200"),
+            EngineConfig(max_model_len=262_144, kv_cache_memory_bytes=avail),
+        )
+    assert _printed(exc.value.needed_bytes) == "62.00"
+    assert f"largest --max-model-len that fits is {longest}" in str(exc.value)
+
+
+# ---------------------------------------------------------------- 5. Qwen3-30B-A3B TP4
+
+
+def test_qwen3_30b_tp4_issue_17327() -> None:
+    # vLLM 0.8.5 (v1): "Model loading took 14.2474 GiB"; "GPU KV cache size: 198,784 tokens",
+    # "Maximum concurrency for 8,192 tokens per request: 24.27x"
+    m = load_model("Qwen/Qwen3-30B-A3B")
+    weights = weight_bytes_per_gpu(m, tp=4) + rope_cache_bytes(m)
+    assert abs(weights / GiB - 14.2474) < 0.005
+    block = 16 * 48 * 1 * 128 * 2 * 2  # 4 KV heads / TP 4 = 1 head per GPU
+    p = plan_memory(
+        m, H100,
+        EngineConfig(tensor_parallel_size=4, max_model_len=8192,
+                     kv_cache_memory_bytes=12_424 * block + 1),
+    )
+    assert p.kv_cache_tokens == 198_784
+    assert f"{p.max_concurrency:.2f}" == "24.27"  # 12424 / 512
+
+
+# ---------------------------------------------------------------- 6, 7. the newer token count
+
+
+def test_newer_vllm_token_count_is_concurrency_times_len() -> None:
+    # vllm#38364 / #40694: later releases print int(max_concurrency x max_model_len); v0.24.0
+    # logs (club-3090#652: "569,878 tokens", "4.35x" at 131,072) are no multiple of a block.
+    # Gemma-3-27B (test_memory.py): 89,994 blocks, 1798 pages per request at 4096 tokens
+    page = 16 * 16 * 128 * 2 * 2
+    p = plan_memory(
+        load_model("google/gemma-3-27b-it"), load_gpu("H200"),
+        EngineConfig(max_model_len=4096, max_num_batched_tokens=8192,
+                     kv_cache_memory_bytes=89_994 * 10 * page + 5 * page),
+    )
+    assert p.kv_cache_tokens == 205_696  # 0.11: 89,994 // 7 groups x 16
+    assert p.kv_cache_tokens_newer_vllm == int(89_994 / 1798 * 4096) == 205_014
+    one_group = plan_memory(
+        load_model("meta-llama/Llama-3.1-8B"), H100,
+        EngineConfig(max_model_len=4096, kv_cache_memory_bytes=GiB),
+    )
+    assert one_group.kv_cache_tokens_newer_vllm == one_group.kv_cache_tokens
+
+
+def test_cli_prints_both_token_counts_qwen3_next_tp2() -> None:
+    # vLLM 0.10.2, Qwen3-Next-80B-A3B TP2 on H200 (test_memory_hybrid.py): 44.59 GiB ->
+    # 7,162 blocks of 12 x 557,056 B, "GPU KV cache size: 973,760 tokens" (7162 // 4 x 544),
+    # 14.77x (7162 / 485); a later vLLM prints int(7162 / 485 x 262144) = 3,871,083
+    from tests.conftest import run_cli
+
+    size = str(7162 * 12 * 557_056 + 1000)
+    args = ("capacity", "Qwen/Qwen3-Next-80B-A3B-Thinking", "--gpu", "H200", "-tp", "2",
+            "--kv-cache-memory", size)
+    data = run_cli(*args, "--json").json()
+    assert (data["kv_cache_tokens"], data["kv_cache_tokens_newer_vllm"]) == (973_760, 3_871_083)
+    text = run_cli(*args).out
+    assert "GPU KV cache size: 973,760 tokens" in text
+    assert "later vLLM, v0.24+, prints 3,871,083 tokens" in text
