@@ -237,3 +237,34 @@ def test_cli_prints_both_token_counts_qwen3_next_tp2() -> None:
     text = run_cli(*args).out
     assert "GPU KV cache size: 973,760 tokens" in text
     assert "later vLLM, v0.24+, prints 3,871,083 tokens" in text
+
+
+# ---------------------------------------------------------------- MLA block sizes
+
+
+@pytest.mark.parametrize(
+    ("gpu", "block"), [("H200", 64), ("B200", 128), ("A100-80GB-SXM", 16)]
+)
+def test_mla_block_forced_by_backend(gpu: str, block: int) -> None:
+    # vLLM 0.11 platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLA backend."
+    # (Hopper; the line is in vLLM v0.8.3+ DeepSeek logs), 128 for CUTLASS MLA (Blackwell);
+    # Triton MLA elsewhere keeps --block-size 16. DeepSeek-V3 TP8, 20 GiB of KV memory:
+    # a block is block x 576 latent values x 2 bytes in each of 61 layers
+    p = plan_memory(
+        load_model("deepseek-ai/DeepSeek-V3"), load_gpu(gpu),
+        EngineConfig(tensor_parallel_size=8, kv_cache_memory_bytes=20 * GiB),
+    )
+    per_block = block * 576 * 2 * 61
+    blocks = 20 * GiB // per_block  # 4774 blocks of 64 on an H200
+    assert (p.block_size, p.num_blocks) == (block, blocks)
+    assert p.kv_cache_tokens == blocks * block
+    assert p.max_concurrency == blocks / (163_840 // block)
+
+
+def test_mla_block_kept_when_a_multiple() -> None:
+    # --block-size 128 is a multiple of FlashMLA's 64: vLLM keeps it
+    p = plan_memory(
+        load_model("deepseek-ai/DeepSeek-V2-Lite"), H100,
+        EngineConfig(block_size=128, max_model_len=4096, kv_cache_memory_bytes=GiB),
+    )
+    assert p.block_size == 128

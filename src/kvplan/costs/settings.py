@@ -51,7 +51,7 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
     return Settings(
         tp=tp,
         pp=pp,
-        block_size=engine.block_size,
+        block_size=mla_block_size(model, hw, engine.block_size),
         gpu_memory_utilization=engine.gpu_memory_utilization,
         max_model_len=max_len,
         max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
@@ -63,3 +63,16 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
         mamba_cache_dtype=engine.mamba_cache_dtype,
         mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
     )
+
+
+def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
+    """The block an MLA model gets: vLLM 0.11 (``platforms/cuda.py`` check_and_update_config)
+    forces its default MLA backend's block size when --block-size is no multiple of it.
+
+    Hopper: FlashMLA, 64 ("Forcing kv cache block size to 64 for FlashMLA backend.");
+    Blackwell: CUTLASS MLA, 128. Other GPUs (Triton MLA) keep --block-size.
+    """
+    if model.mla is None:
+        return block
+    need = vd.mla_kernel_block_size(hw)
+    return block if need is None or block % need == 0 else need

@@ -8,6 +8,10 @@ from kvplan.units import GiB, MiB
 VLLM_VERSION = "0.11.0"
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+FLASHMLA_BLOCK_SIZE = 64
+"""FlashMLA (vLLM's default MLA backend on Hopper) pages the latent cache in blocks of 64."""
+CUTLASS_MLA_BLOCK_SIZE = 128
+"""CUTLASS MLA (vLLM 0.11's default MLA backend on Blackwell) needs blocks of 128."""
 HYBRID_KERNEL_BLOCK_ALIGNMENT = 16
 """Hybrid attention + state models: the attention block is raised to a multiple of this
 (vLLM 0.11.0 HybridAttentionMambaModelConfig: "some attention backends (e.g. FA) only support
@@ -39,6 +43,20 @@ def cuda_total_bytes(hw: HardwareSpec) -> int:
         return known
     nominal_gib = hw.memory_bytes / 10**9
     return int(nominal_gib * GiB * (1 - _RESERVED_FRACTION))
+
+
+def mla_kernel_block_size(hw: HardwareSpec) -> int | None:
+    """Block size vLLM 0.11's default MLA backend needs on ``hw`` (None: any block works).
+
+    Hopper runs FlashMLA (blocks of 64), Blackwell CUTLASS MLA (128); Ampere, Ada and ROCm
+    fall back to a backend without a block constraint (ROCm's AITER MLA, block 1, is opt-in).
+    """
+    arch = hw.arch.lower()
+    if arch.startswith("hopper"):
+        return FLASHMLA_BLOCK_SIZE
+    if arch.startswith("blackwell"):
+        return CUTLASS_MLA_BLOCK_SIZE
+    return None
 
 
 def default_batch_limits(hw: HardwareSpec) -> tuple[int, int]:
