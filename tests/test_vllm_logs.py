@@ -342,3 +342,24 @@ def test_gpt_oss_120b_util_095_llm_d() -> None:
     assert 0.0 < _gib(b.weights_bytes) - 64.38 < 0.2
     assert abs(_gib(b.activation_bytes) - 7.38) < 0.01
     assert 0.0 < 3.33 - _gib(b.available_kv_bytes) < 0.2
+
+
+# ---------------------------------------------------------------- CUDA-visible totals
+
+
+@pytest.mark.parametrize(
+    ("gpu", "total"),
+    [
+        ("L4", "22.05"),  # vLLM "Free memory on device cuda:0 (19.77/22.05 GiB)", pytorch#175666
+        ("RTX-4090", "23.64"),  # "GPU 0 has a total capacty of 23.64 GiB", Phidias-Diffusion#8
+        ("B200", "178.35"),  # "Total VRAM: 178.35 GB", unslothai/unsloth#3411
+        ("L40S", "44.53"),  # nvidia-smi 46,068 MiB - 467 MiB (derived, modal-client#2797)
+        ("A10G", "22.03"),  # nvidia-smi 23,028 MiB - 467 MiB (derived)
+    ],
+)
+def test_cuda_visible_total(gpu: str, total: str) -> None:
+    # what vLLM multiplies by --gpu-memory-utilization; the nominal "48 GB" of an L40S is
+    # 44.99 GiB in nvidia-smi, so 48 GB less 1% (47.50 GiB, kvplan before) overstated it
+    from kvplan.costs.vllm_defaults import cuda_total_bytes
+
+    assert _printed(cuda_total_bytes(load_gpu(gpu))) == total

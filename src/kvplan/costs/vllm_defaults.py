@@ -18,6 +18,8 @@ HYBRID_KERNEL_BLOCK_ALIGNMENT = 16
 block sizes that are multiples of 16"). Later 0.11.x releases use 64 (128 with CUTLASS MLA) for
 MLA hybrids and 32 for head size 256 on Blackwell with FlashInfer; not modelled."""
 
+ECC_RESERVE_MIB = 467
+"""nvidia-smi total minus what CUDA reports, on data-center GPUs: H100 479 MiB, L4 455 MiB."""
 # torch.cuda.mem_get_info()[1] as vLLM logs it ("Free memory on device (x/TOTAL GiB)").
 # The datasheet's "80 GB" is 80 GiB of HBM less what the driver reserves.
 CUDA_TOTAL_BYTES: dict[str, int] = {
@@ -31,6 +33,19 @@ CUDA_TOTAL_BYTES: dict[str, int] = {
     "a100-80gb-sxm": round(79.25 * GiB),
     # 139.72 GiB: H200, vLLM issue #23192 "Free memory on device (7.34/139.72 GiB) on startup"
     "h200-sxm-141gb": round(139.72 * GiB),
+    # 22.05 GiB: L4, "free memory on device cuda:0 (19.77/22.05 GiB) on startup" (vLLM under
+    # PyTorch's release CI, pytorch/pytorch#175666); nvidia-smi shows 23,034 MiB
+    "l4": round(22.05 * GiB),
+    # 23.64 GiB: RTX 4090, PyTorch "GPU 0 has a total capacty of 23.64 GiB"
+    # (3DTopia/Phidias-Diffusion#8); nvidia-smi shows 24,564 MiB
+    "rtx-4090": round(23.64 * GiB),
+    # 178.35 GiB: B200, torch "Total VRAM: 178.35 GB" (GiB) (unslothai/unsloth#3411)
+    "b200-sxm-180gb": round(178.35 * GiB),
+    # Derived, no log: nvidia-smi's total (modal-labs/modal-client#2797: L40S 46,068 MiB,
+    # A10 23,028 MiB) less the ~467 MiB CUDA reserves on the ECC parts measured above
+    # (H100 81,559 MiB -> 79.18 GiB: 479 MiB; L4 23,034 MiB -> 22.05 GiB: 455 MiB)
+    "l40s": (46_068 - ECC_RESERVE_MIB) * MiB,
+    "a10g": (23_028 - ECC_RESERVE_MIB) * MiB,
 }
 _RESERVED_FRACTION = 0.0104
 """Unmeasured GPUs: nominal GiB less ~1% (H100: 80 GiB -> 79.18 GiB is 1.02% reserved)."""
