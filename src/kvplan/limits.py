@@ -72,6 +72,8 @@ PROFILE_RANGES: dict[str, tuple[float, float]] = {
     "layer_overhead_s": (0.0, 1.0),
     "moe_layer_overhead_s": (0.0, 1.0),
     "request_overhead_s": (0.0, 1.0),
+    "api_request_s": (0.0, 10.0),
+    "api_prompt_token_s": (0.0, 1.0),
 }
 """Latency-profile factors: (lowest, highest) accepted."""
 

@@ -9,7 +9,10 @@ from kvplan.errors import InputError
 
 RATE_FACTORS = ("compute_eff", "bandwidth_eff", "comm_eff")
 SECOND_FACTORS = ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s",
-                  "layer_overhead_s", "moe_layer_overhead_s", "request_overhead_s")
+                  "layer_overhead_s", "moe_layer_overhead_s", "request_overhead_s",
+                  "api_request_s", "api_prompt_token_s")
+API_FACTORS = ("api_request_s", "api_prompt_token_s")
+"""Client-side path of a served request (not engine steps): see ``Profile.api_delay_s``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +38,19 @@ class Profile:
       (2 per layer), on top of its bytes / bandwidth;
     * ``request_overhead_s`` - CPU work per scheduled request per step (scheduling bookkeeping,
       input/metadata preparation, sampling and detokenisation), so it grows with the batch.
+
+    Outside the engine's steps, per served request (``vllm bench serve`` through the OpenAI
+    API server; a static batch - ``vllm bench latency``, ``kvplan latency`` - has none):
+
+    * ``api_request_s`` - fixed seconds between the client sending a request and the engine
+      scheduling it, plus the first token's way back: HTTP, request parsing and validation,
+      chat template, the hand-off to the engine core process, and the streamed token's
+      detokenisation and response chunk;
+    * ``api_prompt_token_s`` - seconds per prompt token on that path (tokenisation).
+
+    The simulator delivers a request to the engine ``api_delay_s(prompt)`` after it is sent,
+    so it adds to client-visible TTFT and E2E (never to ITL) and, in a closed loop, delays
+    the next request after a slot frees.
     """
 
     gpu: str = "*"
@@ -48,6 +64,8 @@ class Profile:
     layer_overhead_s: float = 0.0
     moe_layer_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
+    api_request_s: float = 0.0
+    api_prompt_token_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in RATE_FACTORS:
@@ -57,3 +75,7 @@ class Profile:
         for name in SECOND_FACTORS:
             if not getattr(self, name) >= 0:  # NaN fails too
                 raise InputError(f"profile {name} must be >= 0, got {getattr(self, name)}")
+
+    def api_delay_s(self, prompt_tokens: float) -> float:
+        """Seconds a served request spends outside the engine: fixed + per prompt token."""
+        return self.api_request_s + self.api_prompt_token_s * prompt_tokens

@@ -179,6 +179,12 @@ class StepCostModel:
         stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max)
         return self._finish(stage, t, r, co.overhead_s[prefill])
 
+    def api_delays_s(self, prompt_tokens: IntArray) -> FloatArray:
+        """Seconds each served request spends on the API server's path before the engine
+        sees it (``Profile.api_delay_s``); the simulator delivers it that much later."""
+        p = self.profile
+        return p.api_request_s + p.api_prompt_token_s * np.asarray(prompt_tokens, np.float64)
+
     @property
     def supports_aggregates(self) -> bool:
         """step_time_agg is exact unless sliding-window attention needs per-request sums."""

@@ -147,8 +147,8 @@ class _Loop(FastForward, LeanStep):
         self._step_no: IntArray = np.zeros(0, dtype=np.int64)
         self._opens: IntArray = np.zeros(0, dtype=np.int64)
         self.reasons = reject_reasons(self.s, shape, limits, num_blocks - 1, max_model_len)
-        self.arrivals: list[float] = self.s.arrival.tolist()
-        self.next_s = math.inf
+        self._api_setup(timer)
+        self.next_s = self.next_send = math.inf
         self._update_next()
 
     # ------------------------------------------------------------ arrivals
@@ -157,26 +157,49 @@ class _Loop(FastForward, LeanStep):
         """When the next request is sent (cached: it changes only in _release and _slot_free)."""
         return self.next_s
 
+    def _api_setup(self, timer: StepTimer) -> None:
+        """A request reaches the engine ``api_delays_s(prompt)`` after it is sent (the API
+        server's path, when the timer prices one). Open loop: requests reach the engine in
+        order of that arrival (FCFS); closed loop: in send order, each the delay after its
+        slot frees."""
+        delays = getattr(timer, "api_delays_s", None)
+        d = None if delays is None else np.asarray(delays(self.s.prompt), dtype=np.float64)
+        self.delay: list[float] | None = None
+        self.order: list[int] | None = None
+        self.arrivals: list[float] = self.s.arrival.tolist()
+        if d is None or not _max(d, initial=0.0) > 0.0:
+            return
+        self.delay = d.tolist()
+        if self.slots is None:
+            engine_at = self.s.arrival + d
+            order = np.argsort(engine_at, kind="stable")
+            self.order, self.arrivals = order.tolist(), engine_at[order].tolist()
+
     def _update_next(self) -> None:
         if self.ptr >= len(self.arrivals):
-            self.next_s = math.inf
+            self.next_s = self.next_send = math.inf
             return
         a = self.arrivals[self.ptr]
         if self.slots is None:
             self.next_s = a
-        else:
-            self.next_s = max(a, self.slots[0]) if self.slots else math.inf
+            self.next_send = a if self.order is None else float(
+                self.s.arrival[self.order[self.ptr]])
+            return
+        self.next_send = max(a, self.slots[0]) if self.slots else math.inf
+        self.next_s = self.next_send + (self.delay[self.ptr] if self.delay else 0.0)
 
     def _release(self) -> None:
-        """Requests sent by the clock's time join WAITING (or are rejected at once)."""
+        """Requests that reached the engine by the clock's time join WAITING (or are rejected
+        at once); ``sent_s`` is when the client sent them."""
         s = self.s
         while (t := self.next_s) <= s.clock:
-            i = self.ptr
+            i = self.ptr if self.order is None else self.order[self.ptr]
+            sent = self.next_send
             self.ptr += 1
             if self.slots is not None:
                 heapq.heappop(self.slots)
             self._update_next()
-            s.sent_s[i] = t
+            s.sent_s[i] = sent
             if i in self.reasons:
                 s.status[i] = REJECTED
                 s.reject_reason[i] = self.reasons[i]
