@@ -363,3 +363,16 @@ def test_cuda_visible_total(gpu: str, total: str) -> None:
     from kvplan.costs.vllm_defaults import cuda_total_bytes
 
     assert _printed(cuda_total_bytes(load_gpu(gpu))) == total
+
+
+def test_moe_workspace_when_the_sampler_is_small() -> None:
+    # vLLM 0.11 fused_experts_impl: with --max-num-seqs 16 the dummy sampler holds only
+    # 16 x 129280 x 38 B = 75 MiB, and DeepSeek-V3's fused-MoE buffers set the peak:
+    # 8192 tokens x 8 experts x (max(2 x 2048 / 8, 7168) + 256) x 2 B = 928 MiB,
+    # on top of the hidden states and residual, 2 x 8192 x 7168 x 2 B = 224 MiB
+    p = plan_memory(
+        load_model("deepseek-ai/DeepSeek-V3"), load_gpu("H200"),
+        EngineConfig(tensor_parallel_size=8, max_num_seqs=16),
+    )
+    moe = 8192 * 8 * (7168 + 256) * 2
+    assert p.budget.activation_bytes == moe + 2 * 8192 * 7168 * 2 == 1_207_959_552

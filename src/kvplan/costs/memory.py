@@ -38,7 +38,7 @@ from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import StateSpec, resolve_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
-from kvplan.units import fmt_bytes
+from kvplan.units import cdiv, fmt_bytes
 
 __all__ = [
     "Budget",
@@ -98,13 +98,25 @@ def activation_bytes(model: ModelSpec, s: Settings) -> int:
 
 
 def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
-    """Largest per-layer intermediate: the MLP's up projection and activation output."""
+    """Largest per-layer intermediate: the dense MLP's up projection and activation output,
+    or the fused MoE kernel's workspace (``_moe_workspace_bytes``)."""
     inter = model.intermediate_size
     width = inter * (3 if model.mlp_gated else 2)
-    if model.moe is not None:
-        moe = model.moe
-        width = max(width, moe.experts_per_token * moe.moe_intermediate_size * 3)
-    return tokens * width // tp * _dtype_bytes(model)
+    dense = tokens * width // tp * _dtype_bytes(model)
+    return max(dense, _moe_workspace_bytes(model, tokens, tp))
+
+
+def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+    """vLLM 0.11 ``fused_experts_impl``: per chunk of M = min(tokens, 16384) tokens one buffer
+    shared by the w13 output and the w2 output, M x topk x max(N, K), and the activation's,
+    M x topk x N / 2 (N = 2 x I / tp the w13 width, K = hidden), in the activation dtype."""
+    moe = model.moe
+    if moe is None:
+        return 0
+    m = min(tokens, vd.FUSED_MOE_CHUNK_TOKENS)
+    n = 2 * cdiv(moe.moe_intermediate_size, tp)
+    per_pair = max(n, model.hidden_size) + n // 2
+    return m * moe.experts_per_token * per_pair * _dtype_bytes(model)
 
 
 def non_torch_bytes(s: Settings) -> int:

@@ -94,5 +94,7 @@ NON_TORCH_BASE_BYTES = 133 * MiB
 """CUDA context growth after vLLM's first snapshot (cuBLAS/cuDNN workspaces): 0.13 GiB at TP1."""
 COMM_BUFFER_BYTES = 420 * MiB
 """TP > 1: NCCL channel buffers + custom all-reduce IPC buffers: 0.54-0.55 GiB at TP2 (logs)."""
+FUSED_MOE_CHUNK_TOKENS = 16 * 1024
+"""VLLM_FUSED_MOE_CHUNK_SIZE: fused_experts works through the tokens in chunks of this many."""
 CUDAGRAPH_MAX_CAPTURE = 512
 """Largest batch vLLM 0.11 captures in a CUDA graph by default."""
