@@ -35,7 +35,7 @@ import pytest
 
 from kvplan.costs.memory import plan_memory, rope_cache_bytes
 from kvplan.costs.params import weight_bytes_per_gpu
-from kvplan.errors import DoesNotFitError
+from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.hf_config import parse_config
@@ -376,3 +376,61 @@ def test_moe_workspace_when_the_sampler_is_small() -> None:
     )
     moe = 8192 * 8 * (7168 + 256) * 2
     assert p.budget.activation_bytes == moe + 2 * 8192 * 7168 * 2 == 1_207_959_552
+
+
+# ---------------------------------------------------------------- fp8 blocks and TP
+
+
+def _qwen3_235b_fp8() -> dict[str, Any]:
+    return _qwen3_moe(
+        hidden_size=4096, num_hidden_layers=94, num_attention_heads=64,
+        moe_intermediate_size=1536, intermediate_size=12288, quantization_config=BLOCK_FP8,
+    )
+
+
+def test_fp8_blocks_refuse_qwen3_235b_tp8() -> None:
+    # vLLM fp8.py: "The output_size of gate's and up's weight = 192 is not divisible by
+    # weight quantization block_n = 128." (1536 / 8; quoted in public reports of
+    # Qwen3-235B-A22B-FP8 and MiniMax-M2.5 at TP 8); 1536 / 4 = 384 = 3 x 128 loads
+    m = _model(_qwen3_235b_fp8(), "Qwen3-235B-A22B-FP8")
+    h200 = load_gpu("H200")
+    with pytest.raises(InputError, match=r"gate's and up's weight = 192 per GPU .* block_n = 128"):
+        plan_memory(m, h200, EngineConfig(tensor_parallel_size=8))
+    assert plan_memory(m, h200, EngineConfig(tensor_parallel_size=4)).num_blocks > 0
+
+
+@pytest.mark.parametrize(("tp", "refused"), [(4, False), (8, True)])
+def test_fp8_blocks_qwen3_coder_480b(tp: int, refused: bool) -> None:
+    # moe_intermediate_size 2560: TP 8 leaves 320 per GPU ("cannot run at TP8", vLLM's
+    # recipes use DP8 + EP, recipes#12); TP 4 leaves 640 = 5 x 128
+    from kvplan.costs.fp8_blocks import check_fp8_blocks
+
+    m = _coder_480b()
+    if refused:
+        with pytest.raises(InputError, match="= 320 per GPU"):
+            check_fp8_blocks(m, m.weight_block_size, tp)
+    else:
+        check_fp8_blocks(m, m.weight_block_size, tp)
+
+
+def test_fp8_blocks_deepseek_v3_until_tp32() -> None:
+    # DeepSeek-V3's experts (2048) split whole to TP 16 (128 each); at TP 32 64 per GPU
+    from kvplan.costs.fp8_blocks import check_fp8_blocks
+
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    for tp in (2, 4, 8, 16):
+        check_fp8_blocks(m, m.weight_block_size, tp)
+    with pytest.raises(InputError, match="= 64 per GPU"):
+        check_fp8_blocks(m, m.weight_block_size, 32)
+
+
+def test_fp8_blocks_cli_one_line(tmp_path: Any) -> None:
+    import json
+
+    from tests.conftest import assert_one_line_error, run_cli
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(_qwen3_235b_fp8()))
+    r = run_cli("capacity", str(cfg), "--gpu", "H200", "-tp", "8")
+    assert_one_line_error(r)
+    assert "not divisible by weight quantization block_n = 128" in r.err

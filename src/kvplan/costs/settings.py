@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.costs import vllm_defaults as vd
+from kvplan.costs.fp8_blocks import check_fp8_blocks
+from kvplan.costs.weight_formats import resolve_format
 from kvplan.errors import InputError
 from kvplan.specs.engine_bounds import check_kv_cache_memory
 from kvplan.specs.hardware import HardwareSpec
@@ -38,6 +40,8 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     check_tensor_parallel(model, tp)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    check_fp8_blocks(model, None if fmt is None else fmt.block, tp)
     check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
