@@ -1,10 +1,13 @@
 """Time kvplan plan: Llama-3.1-70B on the azure-conv trace at its own rate.
 
 Run: .venv/bin/python benchmarks/bench_plan.py [--workers 2] [--no-exhaustive] [--no-ray]
+[--no-margin]
 The space: 5 GPU types x TP 1,2,4,8 x KV auto,fp8 x weights bf16,fp8 x max-num-seqs
 128,256,default = 240 configurations. Prints the counts per funnel stage, the simulated
 requests and wall time of the funnel, of --search exhaustive on the same space (the ratio is
-the funnel's gain), and of the Ray executor against local (its overhead), all in one run.
+the funnel's gain), of the Ray executor against local (its overhead), and of
+--slo-margin band (the SLO at the error band's edge, plus the comparison search without it),
+all in one run.
 """
 
 from __future__ import annotations
@@ -25,13 +28,13 @@ SPACE: dict[str, Any] = {
 SLO = ["ttft:p99:2000", "tpot:p99:100"]
 
 
-def run(search: str, executor: str, workers: int) -> tuple[Any, float]:
+def run(search: str, executor: str, workers: int, margin: str = "none") -> tuple[Any, float]:
     import kvplan
 
     slo = kvplan.Slo(bounds=kvplan.parse_slo(SLO))
     t0 = time.perf_counter()
     p = kvplan.plan(MODEL, kvplan.WorkloadArgs(dataset="azure-conv"), slo, search=search,
-                    executor=executor, workers=workers, **SPACE)
+                    executor=executor, workers=workers, slo_margin=margin, **SPACE)
     return p, time.perf_counter() - t0
 
 
@@ -63,6 +66,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-exhaustive", action="store_true")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--no-margin", action="store_true")
     a = ap.parse_args()
     funnel, t_funnel = run("funnel", "local", a.workers)
     describe(f"funnel (local x{a.workers})", funnel, t_funnel)
@@ -78,6 +82,19 @@ def main() -> None:
         describe(f"funnel (ray x{a.workers})", ray_plan, t_ray)
         print(f"ray / local wall: {t_ray / t_funnel:.2f}x (includes starting a local Ray "
               f"instance); identical plan JSON: {_plan_doc(ray_plan) == _plan_doc(funnel)}")
+    if not a.no_margin:
+        held, t_held = run("funnel", "local", a.workers, margin="band")
+        describe(f"--slo-margin band (x{a.workers})", held, t_held)
+        print(f"margin / none wall: {t_held / t_funnel:.2f}x (its search plus the one "
+              f"without the margin); {_margin_cost(held)}")
+
+
+def _margin_cost(p: Any) -> str:
+    w, b = p.winner, p.without_margin
+    if w is None or b is None:
+        return "no winner with or without the margin"
+    return (f"without it {b.id} x{b.replicas} ${b.usd_per_hour:.2f}/h; the margin adds "
+            f"${w.usd_per_hour - b.usd_per_hour:.2f}/h")
 
 
 if __name__ == "__main__":

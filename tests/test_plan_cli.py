@@ -31,6 +31,8 @@ def test_json_keys_and_winner(tmp_path: Path) -> None:
         "verified"}
     assert len(doc["levers"]) >= 4
     _serve_line_reads_back(doc)
+    _bands_are_the_profile_groups(doc, "fleet")
+    assert doc["inputs"]["slo"]["margin"] == "none" and s["without_margin"] is None
     assert (tmp_path / "p.html").read_text().lstrip().startswith("<!DOCTYPE html>")
 
 
@@ -38,7 +40,8 @@ def test_text_view() -> None:
     r = run_cli(*BASE, *SLO, "--goodput", "ttft:3000", "--goodput-target", "0.95")
     assert r.code == 0, r.err
     for text in ("winner", "Binding:", "Serve:  vllm serve", "Verify: vllm bench serve",
-                 "One lever at a time", "enumerated"):
+                 "One lever at a time", "enumerated", "Error band: the calibration residuals",
+                 "band (10-90%)", "at the band's upper edge", "band's lower edge"):
         assert text in r.out, text
 
 
@@ -47,7 +50,8 @@ def test_bad_input_is_one_line() -> None:
                   ("--goodput", "itl:50"), (*SLO, "--price", "L40S=cheap"),
                   (*SLO, "--gpu", "L40S,H900"), (*SLO, "--kv-cache-dtype", ""),
                   (*SLO, "-tp", "1,,2"), (*SLO, "--search", "random"),
-                  (*SLO, "--executor", "dask"), (*SLO, "--replicas", "many")):
+                  (*SLO, "--executor", "dask"), (*SLO, "--replicas", "many"),
+                  (*SLO, "--slo-margin", "edge")):
         assert_one_line_error(run_cli(*BASE, *extra))
     assert_one_line_error(run_cli(*BASE))  # no SLO at all
 
@@ -117,3 +121,53 @@ def test_lever_capacities_stop_at_the_same_ceiling_as_the_search():
     doc = r.json()
     won = doc["summary"]["capacity_rps_per_replica"]
     assert abs(doc["levers"][0]["capacity_rps"] / won - 1) < 0.05
+    _bands_are_the_profile_groups(doc, "capacity")
+
+
+def _profile_group(family: str, gpu: str, tp: int, metric: str) -> tuple[float, float]:
+    """The stored 10th / 90th percentile ratios of the nearest group with >= 4 points, read
+    from the bundled profile by the documented rule (family, GPU, TP), (family, GPU), family,
+    all: the test follows a refit of default.json, yet fails if the plan scales wrongly."""
+    import json
+    from importlib import resources
+
+    text = (resources.files("kvplan") / "data" / "profiles" / "default.json").read_text()
+    groups = json.loads(text)["bands"]
+    for fam, g, t in ((family, gpu, str(tp)), (family, gpu, "*"), (family, "*", "*"),
+                      ("*", "*", "*")):
+        for x in groups:
+            if (x["family"], x["gpu"], x["tp"], x["metric"]) == (fam, g, t, metric) \
+                    and x["n"] >= 4:
+                return float(x["low_ratio"]), float(x["high_ratio"])
+    raise AssertionError(f"no band group for {metric}")
+
+
+def _bands_are_the_profile_groups(doc: dict[str, Any], source: str) -> None:
+    """summary.*_band = the predicted value x the group's ratios (Llama-3.1-8B is dense)."""
+    import pytest
+
+    s = doc["summary"]
+    best = next(c for c in doc["candidates"] if c["id"] == s["best"])
+    gpu, tp = best["gpu"], best["tensor_parallel_size"]
+    achieved = (best["fleet"]["achieved"] if source == "fleet"
+                else best["capacity"]["achieved_at_capacity"])
+    for key, metric in (("p99_ttft_ms", "ttft_s"), ("p99_tpot_ms", "tpot_s")):
+        lo, hi = _profile_group("dense", gpu, tp, metric)
+        assert s[key] == achieved[key]
+        assert s[f"{key}_band"] == pytest.approx([lo * s[key], hi * s[key]])
+        check = next(x for x in s["slo_at_band_edge"] if x["key"] == key)
+        assert check["edge"] == pytest.approx(hi * s[key])
+        assert check["met_at_edge"] == (hi * s[key] <= check["limit"])
+    lo, hi = _profile_group("dense", gpu, tp, "output_throughput_tok_s")
+    rate = s["output_tokens_per_s"]
+    assert s["output_tokens_per_s_band"] == pytest.approx([lo * rate, hi * rate])
+    assert isinstance(s["band_basis"], str) and isinstance(s["calibration_notes"], list)
+    assert best["bands"]["p99_tpot_ms_band"] == s["p99_tpot_ms_band"]
+    first, binds = doc["levers"][0], best["capacity"]["binding_slo"]
+    if binds is None:  # the search never failed a probe: no binding term, no band
+        assert first["binding_p99_ms"] is None and first["binding_p99_ms_band"] is None
+        return
+    lo, hi = _profile_group("dense", gpu, tp, {"ttft": "ttft_s", "tpot": "tpot_s"}[
+        binds.split("_")[1]])
+    assert first["binding_p99_ms_band"] == pytest.approx(
+        [lo * first["binding_p99_ms"], hi * first["binding_p99_ms"]])

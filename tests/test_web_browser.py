@@ -190,6 +190,11 @@ def test_plan_page(base: str, page: Any) -> None:
     want = api(base, "/api/plan", model=M, gpu=gpus, slo=slo, tensor_parallel_size="1",
                num_prompts=100)
     assert_shown_equal(page, "plan", want)
+    cells = shown(page, "plan")  # each SLO term with its error band, as the API gives it
+    assert cells["summary.slo_at_band_edge.0.band"] == want["summary"]["p99_ttft_ms_band"]
+    assert cells["summary.slo_at_band_edge.1.band"] == want["summary"]["p99_tpot_ms_band"]
+    assert "summary.output_tokens_per_s_band" in cells and "levers.0.binding_p99_ms_band" in cells
+    assert "band (10-90%)" in page.inner_text("#plan")
     assert page.inner_text("#serve").startswith("vllm serve meta-llama/Llama-3.1-8B")
     charts_drawn(page, "pareto")
     screenshot(page, "plan")

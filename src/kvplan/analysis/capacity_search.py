@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvplan.analysis.fleet import Replica
-from kvplan.analysis.judge import Verdict, judge, latencies
+from kvplan.analysis.judge import Latencies, Verdict, judge, latencies
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.slo import Slo
 from kvplan.specs.workload import Workload
@@ -45,6 +45,8 @@ class Probe:
     """Share of computed tokens that were prompt tokens."""
     prefill_kv_share: float
     """Share of the KV blocks claimed during the run that prefill steps claimed."""
+    latencies: Latencies
+    """Per-request latencies (kept in the job's process: the plan's bands read them)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,7 +81,8 @@ def _probe(r: SimulationResult, rep: Replica, slo: Slo, rate: float) -> Probe:
     n = max(1, r.num_steps)
     prompt = float(r.prompt_tokens[r.finished].sum())
     total = prompt + float(r.output_tokens[r.finished].sum())
-    return Probe(rate_rps=rate, verdict=judge(latencies(r), slo),
+    lat = latencies(r)
+    return Probe(rate_rps=rate, verdict=judge(lat, slo), latencies=lat,
                  peak_kv_usage=r.peak_kv_blocks / max(1, r.usable_blocks),
                  preemptions=r.total_preemptions,
                  seqs_capped_share=float(np.sum(steps.running >= rep.limits.max_num_seqs)) / n,

@@ -94,7 +94,7 @@ def _screen_one(cid: str, d: object, prices: PriceTable, ctx: JobContext,
         return Candidate(id=cid, deployment=d, stage="pruned_memory", reason=str(exc))
     except KvplanError as exc:
         return Candidate(id=cid, deployment=d, stage="invalid", reason=str(exc))
-    b = bounds(rep, ctx.unit, ctx.slo)
+    b = bounds(rep, ctx.unit, ctx.slo_for(d))
     c = Candidate(id=cid, deployment=d, stage="screened", reason="",
                   kv_cache_tokens=rep.plan.kv_cache_tokens, ceilings_rps=b.ceilings_rps,
                   zero_load_margins=b.zero_load.margins)

@@ -8,6 +8,7 @@ from dataclasses import replace
 from kvplan.analysis.executor import Executor
 from kvplan.analysis.funnel import Limits, Tally, tally
 from kvplan.analysis.plan_jobs import CapacityJob, CapacityOut, JobContext
+from kvplan.analysis.plan_margin import lever_with_band
 from kvplan.analysis.plan_types import Binding, Candidate, CapacityInfo, Lever
 from kvplan.costs.memory import plan_memory
 from kvplan.costs.pricing import fleet_cost
@@ -129,11 +130,12 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
     tally(t, outs)
     base = _estimate(w.deployment, outs[-1], prices, lim)
     key = w.capacity.binding_slo if w.capacity.binding_slo != "goodput_share" else None
-    done = [_lever(label, _estimate(d, o, prices, lim), base, key) for (label, d), o in
-            zip(variants, outs[:-1], strict=True)]
+    done = [lever_with_band(_lever(label, _estimate(d, o, prices, lim), base, key), d, key,
+                            ctx.slo) for (label, d), o in zip(variants, outs[:-1], strict=True)]
     # The first row is the winner estimated the same way, so the deltas read against numbers
     # on the table (its replicas may differ from the fleet verified by simulation).
-    return (_lever(BASELINE, base, base, key), *done, *notes)
+    first = lever_with_band(_lever(BASELINE, base, base, key), w.deployment, key, ctx.slo)
+    return (first, *done, *notes)
 
 
 BASELINE = "none (the winner, estimated the same way)"
@@ -145,7 +147,8 @@ def _ceiling(d: Deployment, ctx: JobContext) -> float:
     from kvplan.analysis.bounds import bounds
     from kvplan.analysis.fleet import Replica
 
-    return max(bounds(Replica(d, ctx.profile), ctx.unit, ctx.slo).optimistic_rps, 1e-3)
+    return max(bounds(Replica(d, ctx.profile), ctx.unit, ctx.slo_for(d)).optimistic_rps,
+               1e-3)
 
 
 def _estimate(d: Deployment, o: CapacityOut, prices: PriceTable, lim: Limits

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from kvplan.analysis.capacity_search import Capacity, Probe, find_capacity, probe
 from kvplan.analysis.fleet import FleetRun, Replica, simulate_fleet
+from kvplan.analysis.judge import judge
+from kvplan.analysis.plan_bands import edge_slo, goodput_band, ratios_for
 from kvplan.analysis.plan_types import CapacityInfo, FleetInfo
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.slo import Slo
@@ -25,6 +27,14 @@ class JobContext:
     target: Workload | None
     slo: Slo
     profile: str | None = None
+    slo_margin: str = "none"
+    """'band': every job judges the SLO at the band's pessimistic edge (plan_bands)."""
+
+    def slo_for(self, d: Deployment) -> Slo:
+        """The SLO a replica of ``d`` must meet: the user's, or its band-edge version."""
+        if self.slo_margin == "none":
+            return self.slo
+        return edge_slo(self.slo, ratios_for(d))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,27 +92,37 @@ def run_jobs(ctx: JobContext, jobs: Sequence[Job]) -> list[Out]:
 
 def run_job(ctx: JobContext, job: Job) -> Out:
     rep = Replica(job.deployment, ctx.profile)
+    slo = ctx.slo_for(job.deployment)
     if isinstance(job, FleetJob):
         assert ctx.target is not None
-        run = simulate_fleet(rep, ctx.target, job.replicas, ctx.slo)
-        return FleetOut(info=fleet_info(run), sim_requests=run.requests)
+        run = simulate_fleet(rep, ctx.target, job.replicas, slo)
+        return FleetOut(info=fleet_info(run, ctx, job.deployment), sim_requests=run.requests)
     if isinstance(job, ProbeJob):
-        v = probe(rep, ctx.unit, ctx.slo, job.rate_rps).verdict
+        v = probe(rep, ctx.unit, slo, job.rate_rps).verdict
         return ProbeOut(achieved=v.achieved, sim_requests=len(ctx.unit))
-    cap = find_capacity(rep, ctx.unit, ctx.slo, guess=job.guess_rps, ceiling=job.ceiling_rps,
+    cap = find_capacity(rep, ctx.unit, slo, guess=job.guess_rps, ceiling=job.ceiling_rps,
                         target_rps=job.target_rps)
     extra: tuple[tuple[str, float], ...] = ()
     sims = cap.sim_requests
     if job.probe_rps is not None:
-        extra = probe(rep, ctx.unit, ctx.slo, job.probe_rps).verdict.achieved
+        extra = probe(rep, ctx.unit, slo, job.probe_rps).verdict.achieved
         sims += len(ctx.unit)
-    return CapacityOut(info=capacity_info(cap), sim_requests=sims, at_probe=extra)
+    return CapacityOut(info=capacity_info(cap, ctx, job.deployment), sim_requests=sims,
+                       at_probe=extra)
 
 
-def capacity_info(cap: Capacity) -> CapacityInfo:
+def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment) -> CapacityInfo:
+    """The search's result, and the raw prediction at the capacity rate under the user's
+    SLO with its goodput band (the answer in capacity mode)."""
     lo, hi = cap.lo, cap.hi
     evidence: Probe | None = lo or hi
+    at_cap: tuple[tuple[str, float], ...] = ()
+    band = None
+    if lo is not None:
+        at_cap = judge(lo.latencies, ctx.slo).achieved
+        band = goodput_band(lo.latencies, ctx.slo, ratios_for(d))
     return CapacityInfo(
+        achieved_at_capacity=at_cap, goodput_share_band=band,
         rate_rps=cap.rate_rps,
         bracket_rps=(cap.rate_rps, None if hi is None else hi.rate_rps),
         probes=cap.probes,
@@ -117,10 +137,15 @@ def capacity_info(cap: Capacity) -> CapacityInfo:
         prefill_kv_share=0.0 if evidence is None else evidence.prefill_kv_share)
 
 
-def fleet_info(run: FleetRun) -> FleetInfo:
+def fleet_info(run: FleetRun, ctx: JobContext, d: Deployment) -> FleetInfo:
+    """The fleet's verdict (margins under the SLO it was judged by); ``achieved`` is always
+    the raw prediction under the user's SLO, with its goodput band."""
     v = run.verdict
+    raw = v if ctx.slo_margin == "none" else judge(run.latencies, ctx.slo)
+    band = goodput_band(run.latencies, ctx.slo, ratios_for(d))
     rate = run.output_tokens / run.duration_s if run.duration_s > 0 else 0.0
-    return FleetInfo(replicas=run.replicas, ok=v.ok, achieved=v.achieved, margins=v.margins,
+    return FleetInfo(replicas=run.replicas, ok=v.ok, achieved=raw.achieved, margins=v.margins,
+                     goodput_share_band=band,
                      output_tokens_per_s=rate, peak_kv_usage=run.peak_kv_usage,
                      preemptions=run.preemptions,
                      requests_per_replica=run.requests_per_replica)

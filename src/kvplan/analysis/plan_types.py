@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvplan.analysis.plan_bands import PlanBands
 from kvplan.costs.pricing import FleetCost
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.prices import PriceTable
@@ -30,6 +31,10 @@ class CapacityInfo:
     budget_full_share: float = 0.0
     prefill_token_share: float = 0.0
     prefill_kv_share: float = 0.0
+    achieved_at_capacity: tuple[tuple[str, float], ...] = ()
+    """The SLO terms at the capacity rate, under the user's SLO (the raw prediction)."""
+    goodput_share_band: tuple[float, float] | None = None
+    """Goodput share at the capacity rate at the band's (pessimistic, optimistic) edges."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +49,8 @@ class FleetInfo:
     peak_kv_usage: float
     preemptions: int
     requests_per_replica: tuple[int, ...]
+    goodput_share_band: tuple[float, float] | None = None
+    """Goodput share at the band's (pessimistic, optimistic) edges (plan_bands)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +67,8 @@ class Lever:
     binding_p99_ms: float | None
     delta_binding_p99_ms: float | None
     note: str = ""
+    binding_p99_ms_band: tuple[float, float] | None = None
+    """The band (10-90 %) of ``binding_p99_ms`` for this variant's GPU and TP."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +100,8 @@ class Candidate:
     fleet_one_fewer: FleetInfo | None = None
     usd_per_million_output_tokens: float | None = None
     binding: Binding | None = None
+    bands: PlanBands | None = None
+    """The predicted SLO terms and output rate with their error bands (verified ones)."""
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -135,6 +146,10 @@ class Plan:
     infeasible_why: str = ""
     serve_command: str = ""
     bench_command: str = ""
+    slo_margin: str = "none"
+    """'band': the SLO was required at the band's pessimistic edge (--slo-margin band)."""
+    without_margin: Candidate | None = None
+    """With --slo-margin band: the winner of the same search without the margin."""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

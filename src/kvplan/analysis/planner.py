@@ -14,8 +14,10 @@ from typing import Any
 
 from kvplan.analysis.executor import make_executor
 from kvplan.analysis.funnel import Limits, Progress, Tally, screen
+from kvplan.analysis.plan_bands import MARGINS
 from kvplan.analysis.plan_explain import binding, levers
 from kvplan.analysis.plan_jobs import JobContext
+from kvplan.analysis.plan_margin import with_bands
 from kvplan.analysis.plan_space import SearchSpace, valid_tp_degrees
 from kvplan.analysis.plan_traffic import DEFAULT_SAMPLE, PlanTraffic, plan_traffic
 from kvplan.analysis.plan_types import STAGES, Candidate, Lever, Plan, SearchReport
@@ -61,6 +63,8 @@ class PlanOptions:
     seed: int = 0
     sample_requests: int = DEFAULT_SAMPLE
     profile: str | None = None
+    slo_margin: str = "none"
+    """'band': require the SLO at the error band's pessimistic edge (docs/planner.md)."""
     explain: bool = True
     today: dt.date | None = None
 
@@ -76,7 +80,8 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
     prices = price_table(opts.provider, prices_file=opts.prices_file,
                          overrides=opts.price_overrides, today=opts.today)
     space = _space(spec, opts, prices, traffic)
-    ctx = JobContext(unit=traffic.unit, target=traffic.target, slo=slo, profile=opts.profile)
+    ctx = JobContext(unit=traffic.unit, target=traffic.target, slo=slo, profile=opts.profile,
+                     slo_margin=opts.slo_margin)
     lim = Limits(rate_rps=traffic.rate_rps, replicas=opts.replicas, max_gpus=opts.max_gpus,
                  max_cost_per_hour=opts.max_cost_per_hour,
                  mean_output_tokens=traffic.mean_output_tokens,
@@ -95,10 +100,14 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
             lev = levers(winner, space.gpus, prices, ex, ctx, lim, tally)
     finally:
         ex.close()
-    cands = [_explained(c) for c in cands]
+    cands = [with_bands(_explained(c), slo, traffic.mean_output_tokens) for c in cands]
     winner = next((c for c in cands if winner is not None and c.id == winner.id), None)
     report = _report(opts, ex.workers, ex.name, cands, tally, time.perf_counter() - t0)
-    return _assemble(spec, traffic, slo, prices, opts, space, cands, winner, lev, report, lim)
+    p = _assemble(spec, traffic, slo, prices, opts, space, cands, winner, lev, report, lim)
+    if opts.slo_margin == "none":
+        return p
+    base = plan(spec, workload, slo, **{**options, "slo_margin": "none", "explain": False})
+    return replace(p, without_margin=base.winner)
 
 
 def _tuple(v: Any) -> Any:
@@ -106,6 +115,8 @@ def _tuple(v: Any) -> Any:
 
 
 def _check_options(o: PlanOptions) -> None:
+    if o.slo_margin not in MARGINS:
+        raise InputError(f"--slo-margin {o.slo_margin!r}: choose one of {', '.join(MARGINS)}")
     if o.search not in SEARCHES:
         raise InputError(f"--search {o.search!r}: choose one of {', '.join(SEARCHES)}")
     for flag, v in (("--max-gpus", o.max_gpus), ("--replicas", o.replicas),
@@ -187,11 +198,15 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
                      f"({r.age_days(today)} days ago); check {r.source_url}"
                      for r in prices.stale_rows(today))
     serve, bench = serve_and_bench(winner, traffic, slo) if winner else ("", "")
+    why = "" if winner else infeasible_why(cands, lim, o.max_gpus,
+                                           outside_space(spec, space, prices))
+    if why and o.slo_margin == "band":
+        why += ("; with --slo-margin band the SLO must hold at the error band's pessimistic "
+                "edge (--slo-margin none judges the prediction itself)")
     return Plan(model=spec.name, mode="capacity" if traffic.rate_rps is None else "target",
                 target_rate_rps=traffic.rate_rps, slo=slo, prices=prices,
                 workload=traffic.name, requests=traffic.requests,
                 sample_requests=len(traffic.unit), seed=o.seed, candidates=tuple(cands),
                 winner=winner, levers=lev, report=report, warnings=warnings,
-                infeasible_why="" if winner else infeasible_why(
-                    cands, lim, o.max_gpus, outside_space(spec, space, prices)),
-                serve_command=serve, bench_command=bench)
+                infeasible_why=why, serve_command=serve, bench_command=bench,
+                slo_margin=o.slo_margin)

@@ -56,6 +56,7 @@ def plan_cmd(
     goodput: Annotated[list[str] | None, _o("--goodput", help_="ttft:MS tpot:MS e2el:MS")] = None,
     goodput_target: Annotated[float, _o("--goodput-target")] = 0.99,
     warmup: Annotated[float, _o("--warmup-fraction", help_="requests not judged")] = 0.1,
+    slo_margin: Annotated[str, _o("--slo-margin", help_="none; band: SLO at band edge")] = "none",
     provider: Annotated[Str, _o("--provider", help_="see 'kvplan prices'")] = None,
     price: Annotated[list[str] | None, _o("--price", help_="GPU=USD per GPU-hour")] = None,
     prices: Annotated[Path | None, _o("--prices", help_="price CSV (see docs)")] = None,

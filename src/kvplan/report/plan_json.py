@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvplan.analysis.plan_bands import PlanBands, SloCheck
 from kvplan.analysis.plan_types import Binding, Candidate, CapacityInfo, FleetInfo, Lever, Plan
 from kvplan.costs.pricing import FleetCost
 from kvplan.specs.prices import PriceRow
@@ -44,7 +45,8 @@ def _inputs(p: Plan) -> dict[str, Any]:
             "bounds": [{"metric": b.metric, "percentile": b.percentile, "limit_ms": b.limit_ms,
                         "key": b.key} for b in p.slo.bounds],
             "goodput_ms": dict(p.slo.goodput_ms), "goodput_target": p.slo.goodput_target,
-            "warmup_fraction": p.slo.warmup.fraction, "text": p.slo.text},
+            "warmup_fraction": p.slo.warmup.fraction, "text": p.slo.text,
+            "margin": p.slo_margin},
         "prices": {"provider": p.prices.provider,
                    "rows": [price_row_json(r) for r in p.prices.rows]},
     }
@@ -62,7 +64,44 @@ def _summary(p: Plan) -> dict[str, Any]:
         "binding": w.binding.primary if w.binding else None,
         "one_line_why": w.binding.why if w.binding else "",
         "vllm_serve": p.serve_command, "vllm_bench_serve": p.bench_command,
+        "slo_margin": p.slo_margin, **({} if w.bands is None else bands_json(w.bands)),
+        "without_margin": _without(p),
     }
+
+
+def bands_json(b: PlanBands) -> dict[str, Any]:
+    """The predicted SLO terms with ``*_band`` keys ([low, high], the term's own unit; null
+    where no residuals bound it), the output rate's band, the basis and the notes."""
+    out: dict[str, Any] = {}
+    for c in b.checks:
+        out[c.key] = c.value
+        out[f"{c.key}_band"] = None if c.band is None else list(c.band)
+    band = b.output_tokens_per_s_band
+    return {**out, "output_tokens_per_s": b.output_tokens_per_s,
+            "output_tokens_per_s_band": None if band is None else list(band),
+            "band_basis": b.basis, "calibration_notes": list(b.notes),
+            "met_at_band_edge": b.robust,
+            "slo_at_band_edge": [_check(c) for c in b.checks]}
+
+
+def _check(c: SloCheck) -> dict[str, Any]:
+    return {"key": c.key, "limit": c.limit, "value": c.value,
+            "band": None if c.band is None else list(c.band), "met": c.met,
+            "edge": c.edge, "met_at_edge": c.met_at_edge}
+
+
+def _without(p: Plan) -> dict[str, Any] | None:
+    """With --slo-margin band: the winner of the same search without the margin."""
+    b, w = p.without_margin, p.winner
+    if b is None or w is None:
+        return None
+    extra = None if b.usd_per_hour is None or w.usd_per_hour is None else (
+        w.usd_per_hour - b.usd_per_hour)
+    return {"best": b.id, "gpu": b.deployment.gpu.id,
+            "tensor_parallel_size": b.deployment.engine.tensor_parallel_size,
+            "replicas": b.replicas, "usd_per_hour": b.usd_per_hour,
+            "usd_per_million_output_tokens": b.usd_per_million_output_tokens,
+            "margin_usd_per_hour": extra}
 
 
 def _candidate(c: Candidate) -> dict[str, Any]:
@@ -85,13 +124,17 @@ def _candidate(c: Candidate) -> dict[str, Any]:
         "fleet": None if c.fleet is None else _fleet(c.fleet),
         "fleet_one_fewer": None if c.fleet_one_fewer is None else _fleet(c.fleet_one_fewer),
         "binding": None if c.binding is None else _binding(c.binding),
+        "bands": None if c.bands is None else bands_json(c.bands),
     }
 
 
 def _capacity(x: CapacityInfo) -> dict[str, Any]:
     return {"rate_rps": x.rate_rps, "bracket_rps": list(x.bracket_rps), "probes": x.probes,
             "binding_slo": x.binding_slo, "margins_at_hi": dict(x.margins_at_hi),
-            "achieved_at_hi": dict(x.achieved_at_hi), "peak_kv_usage": x.peak_kv_usage,
+            "achieved_at_hi": dict(x.achieved_at_hi),
+            "achieved_at_capacity": dict(x.achieved_at_capacity),
+            "goodput_share_band": None if x.goodput_share_band is None
+            else list(x.goodput_share_band), "peak_kv_usage": x.peak_kv_usage,
             "preemptions": x.preemptions, "seqs_capped_share": x.seqs_capped_share,
             "budget_full_share": x.budget_full_share,
             "prefill_token_share": x.prefill_token_share,
@@ -110,6 +153,8 @@ def _cost(x: FleetCost) -> dict[str, Any]:
 def _fleet(x: FleetInfo) -> dict[str, Any]:
     return {"replicas": x.replicas, "meets_slo": x.ok, "achieved": dict(x.achieved),
             "margins": dict(x.margins), "output_tokens_per_s": x.output_tokens_per_s,
+            "goodput_share_band": None if x.goodput_share_band is None
+            else list(x.goodput_share_band),
             "peak_kv_usage": x.peak_kv_usage, "preemptions": x.preemptions,
             "requests_per_replica": list(x.requests_per_replica)}
 
@@ -123,7 +168,9 @@ def _lever(x: Lever) -> dict[str, Any]:
             "delta_capacity_pct": x.delta_capacity_pct, "replicas": x.replicas,
             "delta_replicas": x.delta_replicas, "usd_per_hour": x.usd_per_hour,
             "delta_usd_per_hour": x.delta_usd_per_hour, "binding_p99_ms": x.binding_p99_ms,
-            "delta_binding_p99_ms": x.delta_binding_p99_ms, "note": x.note}
+            "delta_binding_p99_ms": x.delta_binding_p99_ms,
+            "binding_p99_ms_band": None if x.binding_p99_ms_band is None
+            else list(x.binding_p99_ms_band), "note": x.note}
 
 
 def price_row_json(r: PriceRow) -> dict[str, Any]:

@@ -37,7 +37,8 @@ def plan_sections(plan: dict[str, Any]) -> list[Section]:
             ("$ / hour", _num(s.get("usd_per_hour"), 2)),
             ("$ / million output tokens", _num(s.get("usd_per_million_output_tokens"), 3)),
             ("replicas x GPUs", f"{s.get('replicas')} replica(s), {s.get('gpus')} GPU(s)"),
-            ("binds first", str(s.get("binding"))), ("why", str(s.get("one_line_why")))]
+            ("binds first", str(s.get("binding"))), ("why", str(s.get("one_line_why"))),
+            *_band_rows(s)]
     rows = [(f"{c.get('id')} {c.get('gpu')} TP{c.get('tensor_parallel_size')} "
              f"{c.get('kv_cache_dtype')}", f"{c.get('stage')}: "
              f"{_num((c.get('cost') or {}).get('usd_per_hour'), 2)} $/h {c.get('reason') or ''}")
@@ -56,6 +57,25 @@ def plan_sections(plan: dict[str, Any]) -> list[Section]:
         Section(id="levers", title="Levers: one change to the best configuration",
                 rows=tuple(levers), charts=(), answer={"levers": plan.get("levers") or []}),
     ]
+
+
+def _band_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """One row per SLO term: predicted value, band (10-90 %), held at the pessimistic edge."""
+    rows = [("SLO margin", str(s.get("slo_margin", "none"))),
+            ("band basis (calibration residuals)", str(s.get("band_basis", "-")))]
+    for c in s.get("slo_at_band_edge") or []:
+        band = c.get("band")
+        held = {True: "still met at the band's edge", False: "missed at the band's edge",
+                None: "no residuals bound it"}[c.get("met_at_edge")]
+        shown = "-" if not band else f"{_sig(band[0])} - {_sig(band[1])}"
+        rows.append((f"{c.get('key')} (limit {_sig(c.get('limit'))})",
+                     f"{_sig(c.get('value'))}, band (10-90%) {shown}: {held}"))
+    rows += [("note", str(n)) for n in s.get("calibration_notes") or []]
+    return rows
+
+
+def _sig(x: Any) -> str:
+    return "-" if not isinstance(x, int | float) else f"{x:,.4g}"
 
 
 def _num(x: Any, digits: int) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 from kvplan.analysis.plan_types import Candidate, Plan
 from kvplan.analysis.plan_verdict import closest_miss
+from kvplan.report.plan_band_text import band_lines, edge_word, margin_line
 
 RUNNERS_UP = 5
 INFEASIBLE_SHOWN = 3
@@ -53,7 +54,7 @@ def _row(c: Candidate, p: Plan, winner_id: str | None) -> list[str]:
         note = f"misses {key} by {100 * abs(m):.0f} %" if key != "goodput_share" else (
             f"misses goodput by {abs(m):.3f}")
         note = note if m < 0 else c.reason
-    return [role, c.id, _config(c), str(c.replicas or "-"), cap, usd, mtok, note]
+    return [role, c.id, _config(c), str(c.replicas or "-"), cap, usd, mtok, edge_word(c), note]
 
 
 def render_plan(p: Plan, console: Any) -> None:
@@ -66,7 +67,7 @@ def render_plan(p: Plan, console: Any) -> None:
     t = Table(title=f"kvplan plan: {p.model}, {p.workload} ({p.requests} requests), {rate}; "
                     f"SLO {p.slo.text}; prices {p.prices.provider}")
     for col in ("", "id", "configuration", "replicas", "req/s per replica", "$/hour",
-                "$/M out tok", "binding / miss"):
+                "$/M out tok", "SLO at band edge", "binding / miss"):
         t.add_column(col)
     for c in ranked_rows(p):
         t.add_row(*_row(c, p, w.id if w else None))
@@ -84,6 +85,11 @@ def _winner(p: Plan, w: Candidate, console: Any) -> None:
     if w.fleet is not None:
         got = ", ".join(f"{k} {v:.1f}" for k, v in w.fleet.achieved)
         console.print(f"Fleet of {w.replicas} verified by simulation: {got}")
+    if w.bands is not None:
+        for line in band_lines(w.bands):
+            console.print(line, highlight=False, markup=False)
+    if margin := margin_line(p):
+        console.print(margin, highlight=False, markup=False)
     if w.fleet_one_fewer is not None:
         f = w.fleet_one_fewer
         worst = min(f.margins, key=lambda kv: kv[1])
@@ -102,14 +108,19 @@ def _levers(p: Plan, console: Any) -> None:
               caption="every row estimated alike: capacity searched on one replica, "
                       "replicas = ceil(rate / capacity); the first row is the winner")
     for col in ("change", "capacity (req/s)", "replicas", "$/hour", "binding p99 (ms)",
-                "note"):
+                "band (10-90%)", "note"):
         t.add_column(col)
     for x in p.levers:
         t.add_row(x.change, _both(x.capacity_rps, x.delta_capacity_pct, "%"),
                   _both(x.replicas, x.delta_replicas, ""),
                   _both(x.usd_per_hour, x.delta_usd_per_hour, ""),
-                  _both(x.binding_p99_ms, x.delta_binding_p99_ms, ""), x.note)
+                  _both(x.binding_p99_ms, x.delta_binding_p99_ms, ""),
+                  _band(x.binding_p99_ms_band), x.note)
     console.print(t)
+
+
+def _band(band: tuple[float, float] | None) -> str:
+    return "-" if band is None else f"{band[0]:.2f} - {band[1]:.2f}"
 
 
 def _both(value: float | int | None, delta: float | int | None, unit: str) -> str:

@@ -107,6 +107,7 @@ class PlanQuery(Query):
     router: str = "round-robin"
     provider: str | None = None
     search: str = "funnel"
+    slo_margin: str = "none"
     dataset: str = "random"
     num_prompts: int = 200
     random_input_len: int = 1024

@@ -21,6 +21,9 @@ const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleStri
 const secs = (s) => (s === null || s === undefined ? "-" : s < 1e-3 ? `${(s * 1e6).toFixed(1)} us` : s < 1 ? `${(s * 1e3).toFixed(2)} ms` : `${s.toFixed(3)} s`);
 const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(1)} %`);
 const fixed = (d) => (x) => (x === null || x === undefined ? "-" : Number(x).toFixed(d));
+const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
+const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
+const yesNo = (m) => (m === null || m === undefined ? "-" : m ? "yes" : "NO: missed");
 const esc = (t) => String(t).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 function cell(key, value, fmt) {
   return `<td data-key="${esc(key)}" data-value='${esc(JSON.stringify(value))}'>${esc(fmt(value))}</td>`;
@@ -71,7 +74,8 @@ const RENDER = {
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
     grid("levers: one change to the best configuration (every row estimated alike: replicas = ceil(rate / capacity); the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
       ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
-      ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["note", "note", String]], d.levers, "levers"),
+      ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["binding p99 (ms)", "binding_p99_ms", fixed(2)], ["band (10-90%)", "binding_p99_ms_band", band],
+      ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.rejected.length ? `<p class="note">${d.rejected.length} request(s) rejected: ${esc(d.rejected[0].reason)}</p>` : ""),
 };
@@ -80,7 +84,14 @@ function planCard(d) {
   if (s.status !== "feasible") return `<p class="note">No configuration meets the SLO: ${esc(s.one_line_why || s.status)}</p>`;
   return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
-    ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String]], s, "summary.") +
+    ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
+    ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["band (10-90%)", "output_tokens_per_s_band", band],
+    ["SLO margin", "slo_margin", String], ["band basis (calibration residuals)", "band_basis", String]], s, "summary.") +
+    grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["limit", "limit", sig],
+      ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo]],
+      s.slo_at_band_edge || [], "summary.slo_at_band_edge") +
+    (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
+    (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
 }
 function why(phase, c) {

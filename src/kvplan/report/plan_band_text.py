@@ -1,0 +1,97 @@
+"""The plan's error bands in words: each SLO term, its band (10-90 %), and whether it still
+holds at the band's pessimistic edge; what --slo-margin band changed."""
+
+from __future__ import annotations
+
+from kvplan.analysis.plan_bands import PlanBands, SloCheck
+from kvplan.analysis.plan_types import Candidate, Plan
+
+
+def term_name(key: str) -> str:
+    """``p99_ttft_ms`` -> ``p99 TTFT``; ``goodput_share`` -> ``goodput``."""
+    if key == "goodput_share":
+        return "goodput"
+    pct, metric, _unit = key.split("_")
+    return f"{pct} {metric.upper()}"
+
+
+def ms_text(ms: float) -> str:
+    """A latency in ms as it reads best: ``812.4 ms`` or ``1.10 s``."""
+    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
+
+
+def _limit_text(ms: float) -> str:
+    return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms:g} ms"
+
+
+def check_line(c: SloCheck) -> str:
+    """``p95 TTFT 1.10 s <= 2 s, band (10-90%) 0.52 - 1.62 s: still met at the band's upper
+    edge 1.62 s`` (or ``... it would be missed``)."""
+    share = c.key == "goodput_share"
+    val = (lambda x: f"{100 * x:.1f} %") if share else ms_text
+    limit = f"{100 * c.limit:g} %" if share else _limit_text(c.limit)
+    rel = (">=" if c.met else "<") if share else ("<=" if c.met else ">")
+    head = f"{term_name(c.key)} {val(c.value)} {rel} {limit}"
+    if c.band is None or c.edge is None:
+        return f"{head}; no calibration residuals bound it"
+    side = "lower" if share else "upper"
+    tail = (f"still met at the band's {side} edge {val(c.edge)}" if c.met_at_edge
+            else f"at the band's {side} edge {val(c.edge)} it would be missed")
+    return f"{head}, band (10-90%) {val(c.band[0])} - {val(c.band[1])}: {tail}"
+
+
+def band_lines(b: PlanBands) -> list[str]:
+    """The winner's bands: basis, one line per SLO term, the output rate, the notes."""
+    out = [f"Error band: the calibration residuals of {b.basis}"]
+    out += [f"  {check_line(c)}" for c in b.checks]
+    if b.output_tokens_per_s is not None:
+        band = b.output_tokens_per_s_band
+        tail = "" if band is None else f", band (10-90%) {band[0]:.0f} - {band[1]:.0f} tok/s"
+        out.append(f"  output throughput {b.output_tokens_per_s:.0f} tok/s{tail}")
+    out += [f"  note: {n}" for n in b.notes]
+    return out
+
+
+def margin_line(p: Plan) -> str:
+    """What the margin rule did (band), or what it would ask for (none)."""
+    w = p.winner
+    if w is None:
+        return ""
+    if p.slo_margin == "none":
+        missed = [c for c in (w.bands.checks if w.bands else ()) if c.met_at_edge is False]
+        if not missed:
+            return ""
+        return (f"SLO margin: none - {len(missed)} SLO term(s) would be missed at the band's "
+                "edge; --slo-margin band plans for the edge instead")
+    head = "SLO margin: band - every SLO term is required at the band's pessimistic edge"
+    base = p.without_margin
+    if base is None:
+        return f"{head}; without it the search finds nothing either"
+    if base.id == w.id and base.replicas == w.replicas:
+        return f"{head}; without it the winner is the same: the margin costs nothing here"
+    return f"{head}; without it the winner would be {_brief(base)}: {_extra(p, w, base)}"
+
+
+def _brief(c: Candidate) -> str:
+    e = c.deployment.engine
+    usd = "-" if c.usd_per_hour is None else f"${c.usd_per_hour:.2f}/h"
+    return (f"{c.id} ({c.deployment.gpu.id} TP{e.tensor_parallel_size} kv {e.kv_cache_dtype}),"
+            f" {c.replicas} replica(s), {usd}")
+
+
+def _extra(p: Plan, w: Candidate, base: Candidate) -> str:
+    if p.mode == "capacity":
+        a, b = w.usd_per_million_output_tokens, base.usd_per_million_output_tokens
+        unit = " per million output tokens"
+    else:
+        a, b, unit = w.usd_per_hour, base.usd_per_hour, "/h"
+    if a is None or b is None:
+        return "the margin changes the winner"
+    sign = "+" if a >= b else "-"
+    return f"the margin costs {sign}${abs(a - b):.2f}{unit}"
+
+
+def edge_word(c: Candidate) -> str:
+    """The ranked table's 'at band edge' cell."""
+    robust = None if c.bands is None else c.bands.robust
+    return "-" if robust is None else ("met" if robust else "missed")
