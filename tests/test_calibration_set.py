@@ -34,10 +34,64 @@ def test_every_point_is_cited_and_complete() -> None:
         for key in ("engine", "engine_version", "gpu", "tp", "model_config", "family"):
             assert p.get(key) not in (None, ""), (p["id"], key)
         assert p["workload"]["mode"] in ("serving", "static_batch"), p["id"]
-        assert p["fit_metrics"] and all(FIT_KEYS[m][0] in p["metrics"] for m in p["fit_metrics"])
+        values = {**p.get("derived_metrics", {}), **p["metrics"]}
+        assert p["fit_metrics"] and all(FIT_KEYS[m][0] in values for m in p["fit_metrics"])
         assert all(isinstance(v, (int, float)) and v > 0 for v in p["metrics"].values())
 
 
 def test_ids_are_unique() -> None:
     ids = [p["id"] for p in raw_points()]
     assert len(ids) == len(set(ids))
+
+
+VLLM_OWN = ("vllm-blog", "vllm-recipes", "vllm-perf-dashboard", "vllm-github")
+"""Sources published by the vLLM project itself (blog, recipes, perf-dashboard, GitHub threads)."""
+
+
+def test_vllm_own_sources_give_30_dated_points_dense_and_moe() -> None:
+    own = [p for p in raw_points() if p["source"] in VLLM_OWN]
+    assert len(own) >= 17
+    assert {p["source"] for p in own} == set(VLLM_OWN)
+    assert {p["family"] for p in own} == {"dense", "moe"}
+    for p in own:
+        assert p["url"].startswith("https://github.com/vllm-project/"), p["id"]
+    for p in raw_points():
+        if p["source"] in (*VLLM_OWN, "sglang-github"):
+            assert p["date"][:4] in ("2024", "2025", "2026"), p["id"]
+
+
+def test_every_point_loads_and_its_deployment_fits() -> None:
+    """Each point names a catalog model and GPU and a deployment kvplan's memory plan accepts
+    (the cheap half of pricing it; the replay itself runs in benchmarks/calibration_report.py),
+    except the points SOURCES.md lists as not priceable."""
+    from kvplan.analysis.calibration_set import _engine
+    from kvplan.costs.memory import plan_memory
+    from kvplan.errors import KvplanError
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+
+    rejected = []
+    for p in raw_points():
+        try:
+            plan_memory(load_model(p["model_config"]), load_gpu(p["gpu"]), _engine(p))
+        except KvplanError:
+            rejected.append(p["id"])
+    assert all(f"`{pid}`" in SOURCES_MD for pid in rejected), rejected
+
+
+def test_derived_metrics_follow_from_printed_ones_and_never_shadow_them() -> None:
+    derived = [p for p in raw_points() if p.get("derived_metrics")]
+    assert derived  # vllm-gh-pr28992: output tok/s from the printed tokens and duration
+    for p in derived:
+        for key, value in p["derived_metrics"].items():
+            assert key not in p["metrics"], (p["id"], key)
+            num, den = (s.strip() for s in p["derived_from"][key].split("/"))
+            assert value == p["metrics"][num] / p["metrics"][den], (p["id"], key)
+
+
+def test_derived_throughput_is_what_the_fit_compares() -> None:
+    from kvplan.analysis.calibration_set import _measured
+
+    pid = "vllm-gh-pr28992-deepseek-v31-h200-tp8-decode-c16"
+    p = next(p for p in raw_points() if p["id"] == pid)
+    assert _measured(p) == {"output_throughput_tok_s": 16000 / 23.38}

@@ -13,7 +13,7 @@ import kvplan
 from kvplan.analysis.judge import Latencies
 from kvplan.analysis.plan_bands import Ratios, edge_slo, goodput_band, plan_bands
 from kvplan.costs import uncertainty as unc
-from kvplan.report.plan_band_text import check_line
+from kvplan.report.plan_band_text import band_lines, check_line, margin_line
 from kvplan.report.plan_chart import chart_points
 from kvplan.specs.slo import Slo, WarmupRule, parse_slo
 from tests.plan_helpers import FAST, poisson_workload, slo
@@ -50,6 +50,11 @@ def test_checks_say_whether_each_term_holds_at_the_edge() -> None:
     assert check_line(tpot) == ("p99 TPOT 40.0 ms <= 50 ms, band (10-90%) 32.0 ms - 60.0 ms: "
                                 "at the band's upper edge 60.0 ms it would be missed")
     assert check_line(itl) == "p99 ITL 30.0 ms <= 80 ms; no calibration residuals bound it"
+    assert band_lines(b) == [
+        "Error band: the calibration residuals of test group, 9 held-out points",
+        f"  {check_line(ttft)}", f"  {check_line(tpot)}", f"  {check_line(itl)}",
+        "  output throughput 1000 tok/s, band (10-90%) 700 - 1100 tok/s",
+        "  note: m/x was not measured"]
 
 
 def test_goodput_band_rejudges_scaled_latencies() -> None:
@@ -106,6 +111,14 @@ def test_margin_band_changes_the_winner_and_says_what_it_costs(
     assert ttft.key == "p99_ttft_ms" and ttft.band is None
     tpot = held.winner.bands.checks[1]
     assert tpot.band == pytest.approx((0.8 * tpot.value, 2.0 * tpot.value))
+    # the text says what the margin changed and what it costs
+    assert margin_line(raw) == ("SLO margin: none - 1 SLO term(s) would be missed at the "
+                                "band's edge; --slo-margin band plans for the edge instead")
+    extra = (held.winner.usd_per_hour or 0.0) - (raw.winner.usd_per_hour or 0.0)
+    assert margin_line(held).endswith(
+        f"without it the winner would be {raw.winner.id} (L40S TP1 kv auto), "
+        f"{raw.winner.replicas} replica(s), ${raw.winner.usd_per_hour:.2f}/h: "
+        f"the margin costs +${extra:.2f}/h")
     # the Pareto chart's error bar is the binding value's band (TTFT: none in this profile)
     for pt in chart_points(raw):
         v, low, high = pt["binding_value_ms"], pt["band_low_ms"], pt["band_high_ms"]
@@ -113,6 +126,15 @@ def test_margin_band_changes_the_winner_and_says_what_it_costs(
             assert (low, high) == pytest.approx((0.8 * v, 2.0 * v))
         elif pt["binding"] == "p99_ttft_ms":
             assert (low, high) == (None, None)
+    # only the L40S: nothing meets the edge, and the refusal names the margin
+    alone = kvplan.plan(M8, work, s, explain=False, slo_margin="band",
+                        **{**space, "gpus": ["L40S"]})
+    assert alone.winner is None and "with --slo-margin band the SLO must hold" in \
+        alone.infeasible_why
+    base = alone.without_margin
+    assert base is not None and base.replicas == raw.winner.replicas
+    assert f"without the margin {base.id} (L40S TP1, {base.replicas} replica(s)" in \
+        alone.infeasible_why
     # the funnel's pruning stays sound under the margin: exhaustive search agrees
     full = kvplan.plan(M8, work, s, explain=False, slo_margin="band", search="exhaustive",
                        **space)

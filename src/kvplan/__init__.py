@@ -68,6 +68,8 @@ _LAZY = {
     "simulate_deployment": "kvplan.analysis.serving",
     "PlanOptions": "kvplan.analysis.planner",
     "Plan": "kvplan.analysis.plan_types",
+    "PlanBands": "kvplan.analysis.plan_bands",
+    "SloCheck": "kvplan.analysis.plan_bands",
     "Deployment": "kvplan.specs.deployment",
     "Slo": "kvplan.specs.slo",
     "parse_slo": "kvplan.specs.slo",

@@ -71,11 +71,14 @@ def _engine(p: Mapping[str, Any]) -> EngineConfig:
 
 
 def _measured(p: Mapping[str, Any]) -> dict[str, float]:
+    """The fitted metrics in SI units: printed values, else the point's ``derived_metrics``
+    (computed from printed totals, e.g. tokens / duration, where the page prints no such line)."""
+    values = {**(p.get("derived_metrics") or {}), **p["metrics"]}
     out = {}
     for name in p["fit_metrics"]:
         key, metric, factor = FIT_KEYS[name]
-        if key in p["metrics"]:
-            out[metric] = float(p["metrics"][key]) * factor
+        if key in values:
+            out[metric] = float(values[key]) * factor
     return out
 
 

@@ -107,7 +107,17 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
     if opts.slo_margin == "none":
         return p
     base = plan(spec, workload, slo, **{**options, "slo_margin": "none", "explain": False})
-    return replace(p, without_margin=base.winner)
+    return replace(p, without_margin=base.winner, infeasible_why=_unmargined(p, base.winner))
+
+
+def _unmargined(p: Plan, base: Candidate | None) -> str:
+    """A refusal under --slo-margin band names the winner the prediction itself allows."""
+    if p.winner is not None or base is None:
+        return p.infeasible_why
+    e = base.deployment.engine
+    return (f"{p.infeasible_why}; without the margin {base.id} ({base.deployment.gpu.id} "
+            f"TP{e.tensor_parallel_size}, {base.replicas} replica(s), "
+            f"${base.usd_per_hour or 0.0:.2f}/h) meets the SLO as predicted")
 
 
 def _tuple(v: Any) -> Any:
