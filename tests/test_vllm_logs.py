@@ -434,3 +434,30 @@ def test_fp8_blocks_cli_one_line(tmp_path: Any) -> None:
     r = run_cli("capacity", str(cfg), "--gpu", "H200", "-tp", "8")
     assert_one_line_error(r)
     assert "not divisible by weight quantization block_n = 128" in r.err
+
+
+# ---------------------------------------------------------------- pipeline stages
+
+
+def test_pp_blocks_are_the_smallest_stage() -> None:
+    # vLLM sizes each stage's cache and keeps the smallest num_blocks; only the last stage
+    # runs the sampler. Llama-3.1-8B PP 3 on H100: layers 11 / 11 / 10 (get_pp_indices),
+    # embedding on stage 0, lm_head on stage 2, 436,224,000 B per layer (218,112,000 bf16)
+    layer, vocab, rope = 436_224_000, 128_256 * 4096 * 2, 131_072 * 128 * 2
+    requested, non_torch = int(85.02e9 * 0.9), (133 + 420) * 2**20
+    forward = 2 * 8192 * 4096 * 2 + 8192 * 14336 * 3 * 2  # hidden + residual, MLP up/act
+    sampler = 2 * 8192 * 4096 * 2 + 1024 * 128_256 * 38
+    avail = [
+        requested - (vocab + 11 * layer + rope) - forward - non_torch,
+        requested - (11 * layer + rope) - forward - non_torch,
+        requested - (10 * layer + 4096 * 2 + vocab + rope) - sampler - non_torch,
+    ]
+    per_block = [16 * 8 * 128 * 2 * 2 * n for n in (11, 11, 10)]
+    blocks = [a // b for a, b in zip(avail, per_block, strict=True)]
+    assert blocks == [96_014, 97_472, 99_741]  # stage 0 (embedding, 11 layers) limits
+    p = plan_memory(
+        load_model("meta-llama/Llama-3.1-8B"), H100,
+        EngineConfig(pipeline_parallel_size=3, max_model_len=8192),
+    )
+    assert p.num_blocks == 96_014 and p.layers_per_group == 11
+    assert p.budget.available_kv_bytes == avail[0]

@@ -30,12 +30,12 @@ from kvplan.costs.kv_groups import (
     needed_bytes,
 )
 from kvplan.costs.mxfp4_layout import mxfp4_padding_bytes
-from kvplan.costs.params import weight_bytes_per_gpu
+from kvplan.costs.params import stage_weight_bytes, weight_bytes_per_gpu
 from kvplan.costs.settings import Settings, resolve_settings
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv import StateSpec, resolve_precision
+from kvplan.specs.kv import LayerCacheSpec, StateSpec, resolve_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 from kvplan.units import cdiv, fmt_bytes
@@ -85,16 +85,17 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     return model.max_position_embeddings * rotary * _dtype_bytes(model)
 
 
-def activation_bytes(model: ModelSpec, s: Settings) -> int:
+def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:
     """Torch peak during the profiling run: kept hidden states + max(layer, sampler) peak.
 
-    The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits.
+    The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits. Only the
+    last pipeline stage runs the sampler (``sampler=False`` for the others).
     """
     t, h, b = s.max_num_batched_tokens, model.hidden_size, _dtype_bytes(model)
     resident = 2 * t * h * b  # hidden states + residual stream
-    reqs = min(s.max_num_seqs, t)
-    sampler = reqs * model.vocab_size * (b + vd.SAMPLER_FP32_BYTES_PER_LOGIT)
-    return resident + max(sampler, _layer_transient_bytes(model, t, s.tp))
+    reqs = min(s.max_num_seqs, t) if sampler else 0
+    logits = reqs * model.vocab_size * (b + vd.SAMPLER_FP32_BYTES_PER_LOGIT)
+    return resident + max(logits, _layer_transient_bytes(model, t, s.tp))
 
 
 def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
@@ -131,16 +132,14 @@ def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
     return _layer_transient_bytes(model, batch, s.tp) + 4 * batch * model.hidden_size * 2
 
 
-def budget(model: ModelSpec, hw: HardwareSpec, s: Settings) -> Budget:
-    """The per-GPU memory budget; ``kv_cache_memory_bytes`` replaces the estimate exactly."""
+def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = None) -> Budget:
+    """The per-GPU memory budget of pipeline stage ``stage`` (None: the fullest stage, priced
+    with the sampler); ``kv_cache_memory_bytes`` replaces the estimate exactly."""
     total = vd.cuda_total_bytes(hw)
     requested = int(total * s.gpu_memory_utilization)
-    weights = weight_bytes_per_gpu(
-        model, dtype=s.dtype, quantization=s.quantization, tp=s.tp, pp=s.pp
-    ) + rope_cache_bytes(model) + mxfp4_padding_bytes(
-        model, hw, quantization=s.quantization, tp=s.tp, pp=s.pp
-    )
-    act, non_torch = activation_bytes(model, s), non_torch_bytes(s)
+    weights = _weights(model, hw, s, stage)
+    sampler = stage is None or stage == s.pp - 1
+    act, non_torch = activation_bytes(model, s, sampler=sampler), non_torch_bytes(s)
     given = s.kv_cache_memory_bytes is not None
     avail = s.kv_cache_memory_bytes if given else requested - weights - act - non_torch
     assert avail is not None
@@ -154,6 +153,38 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings) -> Budget:
         available_kv_bytes=avail,
         kv_cache_memory_given=given,
     )
+
+
+def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None) -> int:
+    """"Model loading took": weights (+ mxfp4 layout padding) and the rope cache."""
+    q, pp = s.quantization, s.pp
+    if stage is None:
+        w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp)
+    else:
+        w = stage_weight_bytes(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage)
+    pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage)
+    return w + pad + rope_cache_bytes(model)
+
+
+def limiting_stage(
+    model: ModelSpec, hw: HardwareSpec, s: Settings
+) -> tuple[Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]]:
+    """(budget, layer specs, groups) of the GPU with the fewest blocks: vLLM sizes every
+    pipeline stage's cache and keeps the smallest num_blocks (ties: the later stage)."""
+    if s.pp == 1:
+        specs = layer_specs(model, s)
+        return budget(model, hw, s), specs, build_groups(specs, s.block_size, s.max_model_len)
+    best: tuple[int, Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]] | None = None
+    for stage in range(s.pp):
+        b, specs = budget(model, hw, s, stage), layer_specs(model, s, stage)
+        groups = build_groups(specs, s.block_size, s.max_model_len)
+        if groups:
+            blocks = _blocks(groups, b.available_kv_bytes)[2]
+            if best is None or blocks <= best[0]:
+                best = (blocks, b, specs, groups)
+    if best is None:
+        return budget(model, hw, s), [], ()
+    return best[1], best[2], best[3]
 
 
 # ---------------------------------------------------------------- the plan
@@ -206,9 +237,7 @@ def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
 def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
     """Everything vLLM 0.11 logs at startup; DoesNotFitError when one request does not fit."""
     s = resolve_settings(model, hw, engine)
-    b = budget(model, hw, s)
-    specs = layer_specs(model, s)
-    groups = build_groups(specs, s.block_size, s.max_model_len)
+    b, specs, groups = limiting_stage(model, hw, s)
     if not groups:
         raise InputError(f"{model.name} has no cache-holding layers to plan")
     per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
@@ -316,8 +345,7 @@ def _smallest_fitting_tp(model: ModelSpec, hw: HardwareSpec, engine: EngineConfi
 def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
     try:
         s = resolve_settings(model, hw, engine)
-        b = budget(model, hw, s)
-        groups = build_groups(layer_specs(model, s), s.block_size, s.max_model_len)
+        b, _, groups = limiting_stage(model, hw, s)
     except InputError:
         return False
     return b.available_kv_bytes > 0 and needed_bytes(groups, s) <= b.available_kv_bytes
