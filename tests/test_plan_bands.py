@@ -21,7 +21,9 @@ from tests.plan_helpers import FAST, poisson_workload, slo
 M8 = "meta-llama/Llama-3.1-8B"
 R = Ratios(ratios=(("ttft", (0.5, 1.25)), ("tpot", (0.8, 1.5)), ("itl", None),
                    ("e2el", (0.9, 0.95)), ("output_tokens_per_s", (0.7, 1.1))),
-           basis="test group, 9 held-out points", notes=("m/x was not measured",))
+           basis="test group, 9 held-out points", notes=("m/x was not measured",),
+           bases=(("ttft", "ttft group"), ("tpot", "tpot group"),
+                  ("output_tokens_per_s", "rate group")))
 
 
 def test_edge_slo_divides_each_bound_by_the_high_ratio() -> None:
@@ -46,14 +48,15 @@ def test_checks_say_whether_each_term_holds_at_the_edge() -> None:
     assert b.output_tokens_per_s_band == pytest.approx((700.0, 1100.0))
     assert b.robust is False
     assert check_line(ttft) == ("p95 TTFT 1.10 s <= 2 s, band (10-90%) 550.0 ms - 1.38 s: "
-                                "still met at the band's upper edge 1.38 s")
+                                "still met at the band's upper edge 1.38 s [ttft group]")
     assert check_line(tpot) == ("p99 TPOT 40.0 ms <= 50 ms, band (10-90%) 32.0 ms - 60.0 ms: "
-                                "at the band's upper edge 60.0 ms it would be missed")
+                                "at the band's upper edge 60.0 ms it would be missed [tpot group]")
     assert check_line(itl) == "p99 ITL 30.0 ms <= 80 ms; no calibration residuals bound it"
     assert band_lines(b) == [
-        "Error band: the calibration residuals of test group, 9 held-out points",
+        "Error band: held-out calibration residuals of the nearest fitted group [named per "
+        "term]",
         f"  {check_line(ttft)}", f"  {check_line(tpot)}", f"  {check_line(itl)}",
-        "  output throughput 1000 tok/s, band (10-90%) 700 - 1100 tok/s",
+        "  output throughput 1000 tok/s, band (10-90%) 700 - 1100 tok/s [rate group]",
         "  note: m/x was not measured"]
 
 
@@ -72,7 +75,7 @@ def test_goodput_band_rejudges_scaled_latencies() -> None:
     (g,) = b.checks
     assert (g.met, g.edge, g.met_at_edge) == (True, 0.5, False)
     assert check_line(g) == ("goodput 75.0 % >= 70 %, band (10-90%) 50.0 % - 100.0 %: "
-                             "at the band's lower edge 50.0 % it would be missed")
+                             "at the band's lower edge 50.0 % it would be missed [ttft group]")
 
 
 TEST_U = unc.Uncertainty(groups=(

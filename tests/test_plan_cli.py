@@ -40,7 +40,7 @@ def test_text_view() -> None:
     r = run_cli(*BASE, *SLO, "--goodput", "ttft:3000", "--goodput-target", "0.95")
     assert r.code == 0, r.err
     for text in ("winner", "Binding:", "Serve:  vllm serve", "Verify: vllm bench serve",
-                 "One lever at a time", "enumerated", "Error band: the calibration residuals",
+                 "One lever at a time", "enumerated", "Error band: held-out calibration",
                  "band (10-90%)", "at the band's upper edge", "band's lower edge"):
         assert text in r.out, text
 
@@ -146,6 +146,8 @@ def _bands_are_the_profile_groups(doc: dict[str, Any], source: str) -> None:
     """summary.*_band = the predicted value x the group's ratios (Llama-3.1-8B is dense)."""
     import pytest
 
+    from kvplan.costs.uncertainty import band_for
+
     s = doc["summary"]
     best = next(c for c in doc["candidates"] if c["id"] == s["best"])
     gpu, tp = best["gpu"], best["tensor_parallel_size"]
@@ -158,6 +160,8 @@ def _bands_are_the_profile_groups(doc: dict[str, Any], source: str) -> None:
         check = next(x for x in s["slo_at_band_edge"] if x["key"] == key)
         assert check["edge"] == pytest.approx(hi * s[key])
         assert check["met_at_edge"] == (hi * s[key] <= check["limit"])
+        assert check["band_basis"] == band_for(1.0, metric, family="dense", gpu=gpu,
+                                               tp=tp).basis  # each term names its own group
     lo, hi = _profile_group("dense", gpu, tp, "output_throughput_tok_s")
     rate = s["output_tokens_per_s"]
     assert s["output_tokens_per_s_band"] == pytest.approx([lo * rate, hi * rate])

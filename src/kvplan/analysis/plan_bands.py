@@ -38,9 +38,15 @@ class Ratios:
     ratios: tuple[tuple[str, Pair | None], ...]
     basis: str
     notes: tuple[str, ...]
+    bases: tuple[tuple[str, str], ...] = ()
+    """Per metric, the group its ratios come from (groups differ: TTFT may fall back to the
+    family while TPOT has its own GPU and TP group)."""
 
     def get(self, metric: str) -> Pair | None:
         return dict(self.ratios).get(metric)
+
+    def basis_of(self, metric: str) -> str:
+        return dict(self.bases).get(metric, "no calibration residuals")
 
     def up(self, metric: str) -> float:
         """The factor --slo-margin band divides a bound by (never below 1)."""
@@ -54,6 +60,8 @@ class SloCheck:
     pessimistic edge (``edge``: upper for a latency, lower for the goodput share)."""
 
     key: str
+    basis: str
+    """The calibration group the band comes from."""
     limit: float
     """ms for a percentile bound; the target share for ``goodput_share``."""
     value: float
@@ -73,6 +81,8 @@ class PlanBands:
     output_tokens_per_s_band: Pair | None
     basis: str
     notes: tuple[str, ...]
+    output_basis: str = ""
+    """The calibration group of the output rate's band."""
 
     @property
     def robust(self) -> bool | None:
@@ -83,14 +93,16 @@ class PlanBands:
 
 def ratios_for(d: Deployment) -> Ratios:
     """Band ratios of one replica of ``d`` (its GPU and tensor-parallel degree)."""
-    from kvplan.costs.uncertainty import deployment_bands
+    from kvplan.costs.uncertainty import band_basis, deployment_bands, family_of
 
+    gpu, tp = d.gpu.id, d.engine.tensor_parallel_size
     ones: dict[str, float | None] = dict.fromkeys(METRIC_KEY, 1.0)
-    out = deployment_bands(d.model, d.gpu.id, d.engine.tensor_parallel_size, ones,
-                           key_of=METRIC_KEY)
+    out = deployment_bands(d.model, gpu, tp, ones, key_of=METRIC_KEY)
     pairs = tuple((m, _pair(out[f"{m}_band"])) for m in METRIC_KEY)
+    bases = tuple((m, band_basis(family=family_of(d.model), gpu=gpu, tp=tp, metric=k))
+                  for m, k in METRIC_KEY.items())
     return Ratios(ratios=pairs, basis=str(out["band_basis"]),
-                  notes=tuple(out["calibration_notes"]))
+                  notes=tuple(out["calibration_notes"]), bases=bases)
 
 
 def _pair(band: Any) -> Pair | None:
@@ -118,12 +130,14 @@ def plan_bands(slo: Slo, r: Ratios, achieved: Mapping[str, float],
                goodput_band: Pair | None, output_tokens_per_s: float | None) -> PlanBands:
     """Bands of a candidate's predicted SLO terms (``achieved``, the raw prediction) and of
     its output rate; ``goodput_band`` = (share at the pessimistic edge, at the optimistic)."""
-    checks = [_bound_check(b.key, b.limit_ms, achieved[b.key], r.get(b.metric))
-              for b in slo.bounds if b.key in achieved]
+    checks = [_bound_check(b.key, b.limit_ms, achieved[b.key], r.get(b.metric),
+                           r.basis_of(b.metric)) for b in slo.bounds if b.key in achieved]
     if slo.goodput_ms and "goodput_share" in achieved:
         share = achieved["goodput_share"]
+        bases = sorted({r.basis_of(m) for m, _ in slo.goodput_ms})
         checks.append(SloCheck(
-            key="goodput_share", limit=slo.goodput_target, value=share, band=goodput_band,
+            key="goodput_share", basis="; ".join(bases), limit=slo.goodput_target,
+            value=share, band=goodput_band,
             met=share >= slo.goodput_target,
             edge=None if goodput_band is None else goodput_band[0],
             met_at_edge=None if goodput_band is None else goodput_band[0] >= slo.goodput_target))
@@ -131,13 +145,15 @@ def plan_bands(slo: Slo, r: Ratios, achieved: Mapping[str, float],
     return PlanBands(checks=tuple(checks), output_tokens_per_s=output_tokens_per_s,
                      output_tokens_per_s_band=None if tput is None or output_tokens_per_s is None
                      else (output_tokens_per_s * tput[0], output_tokens_per_s * tput[1]),
-                     basis=r.basis, notes=r.notes)
+                     basis=r.basis, notes=r.notes,
+                     output_basis=r.basis_of("output_tokens_per_s"))
 
 
-def _bound_check(key: str, limit: float, value: float, pair: Pair | None) -> SloCheck:
+def _bound_check(key: str, limit: float, value: float, pair: Pair | None,
+                 basis: str) -> SloCheck:
     band = None if pair is None else (value * pair[0], value * pair[1])
     edge = None if band is None else band[1]
-    return SloCheck(key=key, limit=limit, value=value, band=band, met=value <= limit,
+    return SloCheck(key=key, basis=basis, limit=limit, value=value, band=band, met=value <= limit,
                     edge=edge, met_at_edge=None if edge is None else edge <= limit)
 
 

@@ -37,16 +37,19 @@ def check_line(c: SloCheck) -> str:
     side = "lower" if share else "upper"
     tail = (f"still met at the band's {side} edge {val(c.edge)}" if c.met_at_edge
             else f"at the band's {side} edge {val(c.edge)} it would be missed")
-    return f"{head}, band (10-90%) {val(c.band[0])} - {val(c.band[1])}: {tail}"
+    return f"{head}, band (10-90%) {val(c.band[0])} - {val(c.band[1])}: {tail} [{c.basis}]"
 
 
 def band_lines(b: PlanBands) -> list[str]:
-    """The winner's bands: basis, one line per SLO term, the output rate, the notes."""
-    out = [f"Error band: the calibration residuals of {b.basis}"]
+    """The winner's bands: one line per SLO term (with its group), the output rate, the
+    notes."""
+    out = ["Error band: held-out calibration residuals of the nearest fitted group [named "
+           "per term]"]
     out += [f"  {check_line(c)}" for c in b.checks]
     if b.output_tokens_per_s is not None:
         band = b.output_tokens_per_s_band
-        tail = "" if band is None else f", band (10-90%) {band[0]:.0f} - {band[1]:.0f} tok/s"
+        tail = "" if band is None else (f", band (10-90%) {band[0]:.0f} - {band[1]:.0f} "
+                                        f"tok/s [{b.output_basis}]")
         out.append(f"  output throughput {b.output_tokens_per_s:.0f} tok/s{tail}")
     out += [f"  note: {n}" for n in b.notes]
     return out

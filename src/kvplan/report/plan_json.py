@@ -79,13 +79,14 @@ def bands_json(b: PlanBands) -> dict[str, Any]:
     band = b.output_tokens_per_s_band
     return {**out, "output_tokens_per_s": b.output_tokens_per_s,
             "output_tokens_per_s_band": None if band is None else list(band),
+            "output_tokens_per_s_band_basis": b.output_basis,
             "band_basis": b.basis, "calibration_notes": list(b.notes),
             "met_at_band_edge": b.robust,
             "slo_at_band_edge": [_check(c) for c in b.checks]}
 
 
 def _check(c: SloCheck) -> dict[str, Any]:
-    return {"key": c.key, "limit": c.limit, "value": c.value,
+    return {"key": c.key, "band_basis": c.basis, "limit": c.limit, "value": c.value,
             "band": None if c.band is None else list(c.band), "met": c.met,
             "edge": c.edge, "met_at_edge": c.met_at_edge}
 

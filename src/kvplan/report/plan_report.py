@@ -69,7 +69,8 @@ def _band_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
                 None: "no residuals bound it"}[c.get("met_at_edge")]
         shown = "-" if not band else f"{_sig(band[0])} - {_sig(band[1])}"
         rows.append((f"{c.get('key')} (limit {_sig(c.get('limit'))})",
-                     f"{_sig(c.get('value'))}, band (10-90%) {shown}: {held}"))
+                     f"{_sig(c.get('value'))}, band (10-90%) {shown}: {held} "
+                     f"[{c.get('band_basis')}]"))
     rows += [("note", str(n)) for n in s.get("calibration_notes") or []]
     return rows
 

@@ -88,7 +88,7 @@ function planCard(d) {
     ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["band (10-90%)", "output_tokens_per_s_band", band],
     ["SLO margin", "slo_margin", String], ["band basis (calibration residuals)", "band_basis", String]], s, "summary.") +
     grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["limit", "limit", sig],
-      ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo]],
+      ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", String]],
       s.slo_at_band_edge || [], "summary.slo_at_band_edge") +
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
