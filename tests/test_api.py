@@ -13,6 +13,15 @@ def test_import_is_light() -> None:
     assert out.stdout.split() == ["False", "False"]
 
 
+def test_every_api_name_loads_on_first_use() -> None:
+    """__all__ lists the errors and exactly the lazy names, and each one resolves."""
+    errors = {"ConfigError", "DoesNotFitError", "InputError", "KvplanError"}
+    assert set(kvplan.__all__) == errors | set(kvplan._LAZY)
+    for name in kvplan.__all__:
+        assert getattr(kvplan, name) is not None, name
+    assert kvplan.load_model("meta-llama/Llama-3.1-8B").name == "meta-llama/Llama-3.1-8B"
+
+
 def test_capacity_api_matches_cli() -> None:
     model, gpu = kvplan.load_model("meta-llama/Llama-3.1-8B"), kvplan.load_gpu("H100")
     plan = kvplan.plan_memory(model, gpu, kvplan.EngineConfig(max_model_len=16000))

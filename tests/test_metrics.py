@@ -6,8 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvplan.analysis.metrics import (
+    _stat,
     compute_metrics,
     kv_usage_series,
     p_word,
@@ -125,3 +128,23 @@ def test_duration_counts_failed_requests_answered_last():
     assert r.finish_s[0] == 2.0 and 1 in r.rejected
     m = compute_metrics(r)
     assert m.duration_s == 10.0 and m.failed == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False) | st.sampled_from(
+           [0.0, 0.5, 0.5, 1.0, float("nan")]), min_size=0, max_size=60),
+       st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=3), st.booleans())
+def test_stat_is_numpys_mean_median_std_percentile_bit_for_bit(xs, ps, scratch) -> None:
+    """_stat's figures are numpy's whether it partitions copies or (scratch) the array itself,
+    which it leaves alone otherwise."""
+    ref = np.array(xs, dtype=np.float64) if xs else np.zeros(1)
+    v = np.array(xs, dtype=np.float64)
+    s = _stat(v, ps, scratch=scratch)
+    if not scratch:
+        assert repr(v.tolist()) == repr(xs)
+    else:
+        assert sorted(map(repr, v.tolist())) == sorted(map(repr, xs))  # reordered at most
+    want = (float(np.mean(ref)) * 1000, float(np.median(ref)) * 1000, float(np.std(ref)) * 1000,
+            tuple((float(p), float(np.percentile(ref, p)) * 1000) for p in ps))
+    got = (s.mean_ms, s.median_ms, s.std_ms, s.percentiles_ms)
+    assert repr(got) == repr(want)  # repr: NaN == NaN, and -0.0 != 0.0

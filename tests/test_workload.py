@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -68,7 +69,7 @@ def test_same_seed_same_workload_other_seed_differs():
     a, b = build_workload(args), build_workload(args)
     assert np.array_equal(a.prompt_tokens, b.prompt_tokens)
     assert np.array_equal(a.arrival_s, b.arrival_s)
-    c = build_workload(args.model_copy(update={"seed": 8}))
+    c = build_workload(dataclasses.replace(args, seed=8))
     assert not np.array_equal(a.prompt_tokens, c.prompt_tokens)
 
 

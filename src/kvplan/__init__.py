@@ -25,34 +25,55 @@ Python API (mirrors the CLI)::
                        slo, gpus=["H100", "L40S"], kv_cache_dtypes=["auto", "fp8"])
     best.winner.deployment, best.winner.usd_per_hour, best.serve_command
 
-Capacity, latency and simulation names load on first use, so `import kvplan` stays light.
+Every name loads on first use, so `import kvplan` (and each CLI command) stays light.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvplan.analysis.footprint import batch_footprint, lever_table
-from kvplan.analysis.timeline import request_timeline
 from kvplan.errors import ConfigError, DoesNotFitError, InputError, KvplanError
-from kvplan.specs.catalog import load_model
-from kvplan.specs.hardware import load_gpu
-from kvplan.specs.kv import kv_spec, resolve_precision
 
-__all__ = [
-    "ConfigError",
-    "DoesNotFitError",
-    "InputError",
-    "KvplanError",
-    "batch_footprint",
-    "kv_spec",
-    "lever_table",
-    "load_gpu",
-    "load_model",
-    "request_timeline",
-    "resolve_precision",
-]
+if TYPE_CHECKING:  # the lazy names below, for type checkers (X as X: re-exported)
+    from kvplan.analysis.footprint import batch_footprint as batch_footprint
+    from kvplan.analysis.footprint import lever_table as lever_table
+    from kvplan.analysis.metrics import compute_metrics as compute_metrics
+    from kvplan.analysis.plan_bands import PlanBands as PlanBands
+    from kvplan.analysis.plan_bands import SloCheck as SloCheck
+    from kvplan.analysis.plan_types import Plan as Plan
+    from kvplan.analysis.planner import PlanOptions as PlanOptions
+    from kvplan.analysis.planner import plan as plan
+    from kvplan.analysis.serving import simulate_deployment as simulate_deployment
+    from kvplan.analysis.serving import simulate_serving as simulate_serving
+    from kvplan.analysis.timeline import request_timeline as request_timeline
+    from kvplan.costs.latency import RequestShape as RequestShape
+    from kvplan.costs.latency import request_latency as request_latency
+    from kvplan.costs.memory import plan_deployment as plan_deployment
+    from kvplan.costs.memory import plan_memory as plan_memory
+    from kvplan.costs.roofline import Profile as Profile
+    from kvplan.costs.roofline import StepCostModel as StepCostModel
+    from kvplan.specs.catalog import load_model as load_model
+    from kvplan.specs.deployment import Deployment as Deployment
+    from kvplan.specs.hardware import load_gpu as load_gpu
+    from kvplan.specs.kv import kv_spec as kv_spec
+    from kvplan.specs.kv import resolve_precision as resolve_precision
+    from kvplan.specs.prices import price_table as price_table
+    from kvplan.specs.serving import EngineConfig as EngineConfig
+    from kvplan.specs.slo import Slo as Slo
+    from kvplan.specs.slo import parse_goodput_slo as parse_goodput_slo
+    from kvplan.specs.slo import parse_slo as parse_slo
+    from kvplan.specs.workload import WorkloadArgs as WorkloadArgs
+    from kvplan.specs.workload import build_workload as build_workload
+
+__all__ = ["ConfigError", "DoesNotFitError", "InputError", "KvplanError"]  # + _LAZY's names
 __version__ = "0.1.0"
 
 _LAZY = {
+    "batch_footprint": "kvplan.analysis.footprint",
+    "lever_table": "kvplan.analysis.footprint",
+    "request_timeline": "kvplan.analysis.timeline",
+    "load_model": "kvplan.specs.catalog",
+    "load_gpu": "kvplan.specs.hardware",
+    "kv_spec": "kvplan.specs.kv",
+    "resolve_precision": "kvplan.specs.kv",
     "EngineConfig": "kvplan.specs.serving",
     "plan_memory": "kvplan.costs.memory",
     "StepCostModel": "kvplan.costs.roofline",
@@ -80,7 +101,7 @@ __all__ += list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    """Import capacity/latency/simulation names on first use (they pull in numpy, pydantic)."""
+    """Import every API name on first use, so ``import kvplan`` (and the CLI) stays light."""
     if name not in _LAZY:
         raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
     import importlib

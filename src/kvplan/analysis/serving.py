@@ -50,7 +50,7 @@ class ServingRun:
 def pick_profile(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                  path: str | None = None) -> Profile:
     """The latency profile for this GPU and compute precision: from ``path`` or the bundled one."""
-    from kvplan.costs.calibration import profile_for
+    from kvplan.costs.profiles import profile_for
 
     return profile_for(model, hw, engine, path)
 

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import re
 import sys
+from typing import TYPE_CHECKING
 
 import typer
+import typer.main
 
 from kvplan.errors import KvplanError
+
+if TYPE_CHECKING:
+    from typer.core import TyperGroup
 
 app = typer.Typer(
     name="kvplan",
@@ -47,12 +52,32 @@ def expand_multi_value(argv: list[str], options: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _register() -> None:
-    """Each command module adds its commands to ``app`` (imports stay light)."""
+COMMANDS = {
+    "models": "cmd_kv", "kv": "cmd_kv", "request": "cmd_kv", "batch": "cmd_kv",
+    "levers": "cmd_kv", "capacity": "cmd_capacity", "gpus": "cmd_capacity",
+    "latency": "cmd_latency", "calibrate": "cmd_latency", "simulate": "cmd_simulate",
+    "plan": "cmd_plan", "prices": "cmd_prices", "web": "cmd_web", "report": "cmd_web",
+}
+"""Command name -> the module that defines it (tests check it against the modules)."""
+
+
+def _register(modules: tuple[str, ...] = COMMAND_MODULES) -> None:
+    """Import command modules (each adds its commands to ``app``), kept in help order."""
     import importlib
 
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(f"kvplan.cli.{name}")
+    rank = {f"kvplan.cli.{name}": i for i, name in enumerate(COMMAND_MODULES)}
+    app.registered_commands.sort(key=lambda c: rank.get(getattr(c.callback, "__module__", ""), 0))
+
+
+def _command_for(args: list[str]) -> TyperGroup:
+    """The click group for these arguments: one command's module when ``args[0]`` names a
+    command (a run imports and builds only what it needs), every command otherwise (help,
+    a mistyped name: the full list for suggestions)."""
+    module = COMMANDS.get(args[0]) if args else None
+    _register((module,) if module else COMMAND_MODULES)
+    return typer.main.get_group(app)
 
 
 def _notes_to_stderr() -> None:
@@ -72,10 +97,11 @@ def _notes_to_stderr() -> None:
 
 def main() -> None:
     """Console-script entry: user errors print one line to stderr and exit 2, no traceback."""
-    _register()
+    args = expand_multi_value(sys.argv[1:], MULTI_VALUE_OPTIONS)
+    command = _command_for(args)
     _notes_to_stderr()
     try:
-        app(args=expand_multi_value(sys.argv[1:], MULTI_VALUE_OPTIONS), standalone_mode=False)
+        command(args=args, standalone_mode=False)
     except KvplanError as exc:
         _fail(str(exc))
     except typer.Exit as exc:

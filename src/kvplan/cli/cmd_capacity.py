@@ -145,17 +145,17 @@ def _print_tokens(plan: MemoryPlan) -> None:
 @app.command("gpus")
 def gpus_cmd(as_json: fl.JsonOpt = False) -> None:
     """List the bundled GPU catalog (memory, bandwidth, dense bf16 FLOP/s, interconnect)."""
+    if as_json:
+        from kvplan.report.json_views import gpus_json
+
+        print_json(gpus_json())
+        return
     from rich.table import Table
 
     from kvplan.costs.vllm_defaults import cuda_total_bytes
     from kvplan.specs.hardware import gpu_catalog
 
     gpus = list(gpu_catalog().values())
-    if as_json:
-        from kvplan.report.json_views import gpus_json
-
-        print_json(gpus_json())
-        return
     table = Table(title="GPUs")
     for col in ("id", "memory", "CUDA total", "bandwidth", "bf16 dense", "interconnect"):
         table.add_column(col)

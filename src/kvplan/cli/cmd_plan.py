@@ -12,7 +12,7 @@ import typer
 
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import console, print_json
+from kvplan.cli.common import console, print_json, rich_console
 from kvplan.errors import InputError
 
 Str = str | None
@@ -131,7 +131,7 @@ class _Progress:
             return None
         from rich.progress import Progress
 
-        self.bar = Progress(console=console, transient=True)
+        self.bar = Progress(console=rich_console(), transient=True)
         self.bar.start()
         return self.tick
 

@@ -10,7 +10,7 @@ import typer
 
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import check_output, console, print_json, write_output
+from kvplan.cli.common import check_output, console, print_json, rich_console, write_output
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ class _progress:
         if self.bar is None and time.perf_counter() - self.t0 > 1.0:
             from rich.progress import Progress
 
-            self.bar = Progress(console=console, transient=True)
+            self.bar = Progress(console=rich_console(), transient=True)
             self.bar.start()
             self.task = self.bar.add_task("simulating", total=total)
         if self.bar is not None:

@@ -6,21 +6,48 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kvplan.report.outputs import OutputTarget
 
 PIPE_WIDTH = 120
 """Rich assumes 80 columns when stdout is not a terminal; tables read better a little wider."""
 
-console = Console(
-    highlight=False,
-    width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH,
-)
-"""On a terminal, or with COLUMNS set, rich uses that width; otherwise PIPE_WIDTH."""
+
+
+class _LazyConsole:
+    """Stands in for rich's Console and builds it on first use, so runs that print only JSON
+    never import rich. On a terminal, or with COLUMNS set, rich uses that width; otherwise
+    PIPE_WIDTH."""
+
+    def __init__(self) -> None:
+        self._real: Console | None = None
+
+    def real(self) -> Console:
+        if self._real is None:
+            from rich.console import Console
+
+            self._real = Console(
+                highlight=False,
+                width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH,
+            )
+        return self._real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
+_CONSOLE = _LazyConsole()
+console = cast("Console", _CONSOLE)
+"""The CLI's rich console (``console.print``); made when first used."""
+
+
+def rich_console() -> Console:
+    """The real Console, for rich objects that want one (``Progress(console=...)``)."""
+    return _CONSOLE.real()
 
 
 def print_json(obj: Any) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from kvplan.errors import InputError, KvplanError, UnknownNameError
+from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.generators import (
     PREFIX_HASH_BLOCK_TOKENS,
     gamma_arrivals,
@@ -20,6 +21,7 @@ from kvplan.specs.generators import (
     shared_prefix_hashes,
     synthetic_workload,
 )
+from kvplan.specs.lax_fields import FieldError, as_float, as_int, as_path, as_str, optional
 from kvplan.specs.traces import BUNDLED_TRACES, Trace, load_csv_trace, load_trace
 from kvplan.specs.workload_arrays import RequestSpec, Workload
 from kvplan.specs.workload_bounds import check_trace_size, check_workload_bounds
@@ -55,17 +57,35 @@ _FLAGS = {
 }
 
 
-class WorkloadArgs(BaseModel):
+_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "dataset": (optional(as_str), None),
+    "trace": (optional(as_path), None),
+    "trace_columns": (optional(as_str), None),
+    "num_prompts": (optional(as_int), None),
+    "random_input_len": (as_int, 1024),
+    "random_output_len": (as_int, 128),
+    "random_range_ratio": (as_float, 0.0),
+    "random_prefix_len": (as_int, 0),
+    "request_rate": (optional(as_float), None),
+    "burstiness": (as_float, 1.0),
+    "max_concurrency": (optional(as_int), None),
+    "time_scale": (as_float, 1.0),
+    "seed": (as_int, 0),
+}
+"""Each field's lax coercion (pydantic's lax mode: "5" -> 5, 20 -> 20.0) and its default."""
+
+
+@dataclass(frozen=True, init=False)
+class WorkloadArgs:
     """The workload flags of `vllm bench serve` (and kvplan's trace flags), validated.
 
-    Construction raises InputError / UnknownNameError (never pydantic's ValidationError) with one
-    line naming the flag. ``request_rate=None`` means the dataset's own arrivals: the trace's
-    timestamps, or all at t=0 for `random` and length-only traces (vLLM's default, inf).
-    ``time_scale`` multiplies a timed trace's arrival times: 2 replays twice as slow, 0.5 twice
-    as fast (SGLang's --mooncake-slowdown-factor meaning).
+    Construction raises InputError / UnknownNameError with one line naming the flag.
+    ``request_rate=None`` means the dataset's own arrivals: the trace's timestamps, or all at
+    t=0 for `random` and length-only traces (vLLM's default, inf). ``time_scale`` multiplies a
+    timed trace's arrival times: 2 replays twice as slow, 0.5 twice as fast (SGLang's
+    --mooncake-slowdown-factor meaning). Values are coerced as pydantic's lax mode would
+    (``dataclasses.replace`` makes a changed copy).
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     dataset: str | None = None
     trace: Path | None = None
@@ -82,10 +102,21 @@ class WorkloadArgs(BaseModel):
     seed: int = 0
 
     def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise _user_error(exc) from None
+        for field, (coerce, default) in _FIELDS.items():
+            value = data.get(field, default)
+            try:
+                object.__setattr__(self, field, coerce(value))
+            except FieldError as exc:
+                raise InputError(f"{_FLAGS[field]}: {exc}, got {value!r}") from None
+        unknown = [k for k in data if k not in _FIELDS]
+        if unknown:
+            raise InputError(f"unknown workload option '{unknown[0]}'; use one of "
+                             f"{', '.join(_FLAGS)}")
+        _check_source(self)
+        check_workload_bounds(self)
+        _check_counts(self)
+        _check_rates(self)
+        _check_random_flags(self)
 
     @property
     def dataset_name(self) -> str:
@@ -101,27 +132,6 @@ class WorkloadArgs(BaseModel):
             self.trace is not None and "arrival=" in (self.trace_columns or "arrival=")
         )
         return timed and self.request_rate is None
-
-    @model_validator(mode="after")
-    def _validate(self) -> WorkloadArgs:
-        _check_source(self)
-        check_workload_bounds(self)
-        _check_counts(self)
-        _check_rates(self)
-        _check_random_flags(self)
-        return self
-
-
-def _user_error(exc: ValidationError) -> KvplanError:
-    err = exc.errors()[0]
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, KvplanError):
-        return cause
-    field = str(err["loc"][0]) if err["loc"] else ""
-    if err["type"] == "extra_forbidden":
-        return InputError(f"unknown workload option '{field}'; use one of {', '.join(_FLAGS)}")
-    flag = _FLAGS.get(field, field)
-    return InputError(f"{flag}: {err['msg'].lower()}, got {err['input']!r}")
 
 
 def _check_source(a: WorkloadArgs) -> None:
@@ -181,14 +191,13 @@ def _check_rates(a: WorkloadArgs) -> None:
 def _check_random_flags(a: WorkloadArgs) -> None:
     if a.dataset_name == "random" and a.trace is None:
         return
-    defaults = WorkloadArgs.model_fields
     for field in (
         "random_input_len",
         "random_output_len",
         "random_range_ratio",
         "random_prefix_len",
     ):
-        if getattr(a, field) != defaults[field].default:
+        if getattr(a, field) != _FIELDS[field][1]:
             raise InputError(
                 f"{_FLAGS[field]} applies only to --dataset random, not to '{a.dataset_name}'"
             )
