@@ -11,7 +11,9 @@ Workloads (perf-2.md):
 
 Cases: ``cli`` is the tool's own command line (a fresh process, wall time); ``loop`` is the
 simulation alone in a fresh process (kvplan: simulate(); sched-sim: Simulator.run(), which
-includes its metrics). ``before`` runs the same cases on the kvplan checkout in --baseline DIR
+includes its metrics). ``after`` is this checkout as installed (the compiled core where it
+was built, docs/simulator.md), ``after-py`` the same with KVPLAN_SIM_CORE=python (the
+pure-Python loop). ``before`` runs the same cases on the kvplan checkout in --baseline DIR
 (its own .venv, e.g. `git worktree add DIR main` + scripts/setup.sh there). Every case runs
 once per round, the order rotated each round; medians are printed with ratios.
 """
@@ -139,18 +141,19 @@ def _write_inputs(tmp: Path) -> tuple[Path, Path]:
 def _cases(a: argparse.Namespace, trace: Path, hw: Path) -> dict[str, list[str]]:
     """Case name -> command line; each prints one JSON object or is timed by wall clock."""
     me = str(Path(__file__).resolve())
-    trees = [("after", sys.executable)]
+    trees = [("after", [sys.executable]),
+             ("after-py", ["env", "KVPLAN_SIM_CORE=python", sys.executable])]
     if a.baseline:
-        trees.append(("before", str(Path(a.baseline) / ".venv" / "bin" / "python")))
+        trees.append(("before", [str(Path(a.baseline) / ".venv" / "bin" / "python")]))
     out: dict[str, list[str]] = {}
     for tag, py in trees:
-        out[f"cli random-10k {tag}"] = [py, "-m", "kvplan", "simulate", LLAMA2, "--gpu", "H100",
-                                        *RANDOM_FLAGS, "--json"]
-        out[f"cli azure-conv {tag}"] = [py, "-m", "kvplan", "simulate", LLAMA3, "--gpu", "H100",
-                                        "--dataset", "azure-conv", "--json"]
-        out[f"loop random-10k {tag}"] = [py, me, "--one", "loop:random-10k"]
-        out[f"loop azure-conv {tag}"] = [py, me, "--one", "loop:azure-conv"]
-        out[f"call small {tag}"] = [py, me, "--one", "small"]
+        out[f"cli random-10k {tag}"] = [*py, "-m", "kvplan", "simulate", LLAMA2, "--gpu",
+                                        "H100", *RANDOM_FLAGS, "--json"]
+        out[f"cli azure-conv {tag}"] = [*py, "-m", "kvplan", "simulate", LLAMA3, "--gpu",
+                                        "H100", "--dataset", "azure-conv", "--json"]
+        out[f"loop random-10k {tag}"] = [*py, me, "--one", "loop:random-10k"]
+        out[f"loop azure-conv {tag}"] = [*py, me, "--one", "loop:azure-conv"]
+        out[f"call small {tag}"] = [*py, me, "--one", "small"]
     sched = shutil.which("sched-sim", path=str(Path(sys.executable).parent))
     if sched and not a.no_sched_sim:
         out["cli random-10k sched-sim"] = [sched, "trace", str(trace), "--scheduler", "chunked",
@@ -202,17 +205,15 @@ def _report(got: dict[str, list[dict[str, Any]]]) -> None:
 
 
 def _ratios(med: dict[str, float]) -> None:
+    pairs = (("after", "before"), ("after", "sched-sim"), ("after-py", "sched-sim"),
+             ("before", "sched-sim"), ("after", "after-py"))
     for what in ("cli random-10k", "loop random-10k", "cli azure-conv", "loop azure-conv",
                  "call small"):
-        after, before = med.get(f"{what} after"), med.get(f"{what} before")
-        peer = med.get(f"{what} sched-sim")
         parts = []
-        if after and before:
-            parts.append(f"after vs before {before / after:5.2f}x")
-        if after and peer:
-            parts.append(f"after vs sched-sim {peer / after:5.2f}x")
-        if before and peer:
-            parts.append(f"before vs sched-sim {peer / before:5.2f}x")
+        for fast, slow in pairs:
+            x, y = med.get(f"{what} {fast}"), med.get(f"{what} {slow}")
+            if x and y:
+                parts.append(f"{fast} vs {slow} {y / x:5.2f}x")
         if parts:
             print(f"  {what:<18} " + "; ".join(parts))
 

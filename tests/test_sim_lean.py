@@ -8,12 +8,14 @@ import pytest
 from hypothesis import given, settings
 
 from kvplan.costs.roofline import StepCostModel, has_prefill
+from kvplan.sim import core
 from kvplan.sim import simulator as sim_mod
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import LinearTimer, poisson_workload
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.serving import EngineConfig
+from tests.core_helpers import assert_same, python_loop
 from tests.test_sim_properties import TIMER, cases
 
 MODELS = ["meta-llama/Llama-2-7b-hf", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V2-Lite",
@@ -53,7 +55,9 @@ class _NoSums:
 @given(cases())
 def test_array_fast_path_equals_lean_path(case):
     w, cfg = case
-    lean = simulate(w, timer=TIMER, validate=True, **cfg)
+    with python_loop():
+        lean = simulate(w, timer=TIMER, validate=True, **cfg)
+    assert_same(simulate(w, timer=TIMER, validate=True, **cfg), lean)  # the core, where it fits
     arrays = simulate(w, timer=_NoSums(), validate=True, **cfg)
     for name in ("first_token_s", "finish_s", "preemptions", "prefix_hit_tokens"):
         assert np.array_equal(getattr(lean, name), getattr(arrays, name), equal_nan=True), name
@@ -62,6 +66,7 @@ def test_array_fast_path_equals_lean_path(case):
 
 
 def test_lean_steps_and_runs_carry_a_loaded_server(monkeypatch):
+    monkeypatch.setenv(core.ENV, "python")  # the pure-Python loop's lean path, not the core
     calls = {"lean": 0, "ahead": 0, "general": 0}
     for name, key in (("_lean_step", "lean"), ("_lean_run_ahead", "ahead"),
                       ("_general_step", "general")):
@@ -84,7 +89,10 @@ def test_lean_steps_and_runs_carry_a_loaded_server(monkeypatch):
     assert calls["lean"] > 1000 and calls["ahead"] > 1000
 
 
-def test_progress_is_called_every_4096_steps_even_when_turns_hold_many():
+@pytest.mark.parametrize("loop", ["core", "python"])
+def test_progress_is_called_every_4096_steps_even_when_turns_hold_many(loop, monkeypatch):
+    if loop == "python":
+        monkeypatch.setenv(core.ENV, "python")
     from kvplan.sim.scheduler import Limits
 
     seen: list[int] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -50,3 +51,46 @@ class AggregateTimer(StepTimer, Protocol):
                       prefill: bool) -> float: ...
 
     def decode_run_agg(self, requests: int, context: int, num_steps: int) -> FloatArray: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AggregateForm:
+    """``step_time_agg`` as tables over a step's tokens T (0..max_tokens) and scalars, for a
+    compiled simulator loop (kvplan.sim._core) that must not hold model knowledge. With
+    R requests, C context and P pairs (the sums of ``AggregateTimer``), as float64 from left
+    to right, no fused multiply-add::
+
+        dense = max(gemm[T] + lm_per_request * R, weights[T])
+        mix   = max(attn_per_pair * P + state[T], kv_per_context * C
+                    + (kv_write[T] + state_per_request * R))
+        stage = dense + mix;  stage = stage + allreduce[T] (if given);  stage = stage + layer_s
+        stage = stage + pp_minus_1 * (stage + p2p[T])           (if p2p is given)
+        step  = stage + (overhead_s[prefill] + request_s * R)
+
+    max(a, b) is b if b > a else a (Python's). The timer builds its tables with the same
+    operations as its step_time_agg, so the value is equal to the last bit (tested, and spot
+    checked when the core is picked).
+    """
+
+    max_tokens: int
+    gemm: FloatArray
+    weights: FloatArray
+    state: FloatArray
+    kv_write: FloatArray
+    allreduce: FloatArray | None
+    p2p: FloatArray | None
+    lm_per_request: float
+    attn_per_pair: float
+    kv_per_context: float
+    state_per_request: float
+    layer_s: float
+    pp_minus_1: float
+    request_s: float
+    overhead_s: tuple[float, float]
+
+    def as_tuple(self) -> tuple[object, ...]:
+        """The 16-tuple kvplan.sim._core reads."""
+        return (self.max_tokens, self.gemm, self.weights, self.state, self.kv_write,
+                self.allreduce, self.p2p, self.lm_per_request, self.attn_per_pair,
+                self.kv_per_context, self.state_per_request, self.layer_s, self.pp_minus_1,
+                self.request_s, *self.overhead_s)

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from kvplan.costs.batch import FloatArray, IntArray
+from kvplan.costs.batch import AggregateForm, FloatArray, IntArray
 from kvplan.costs.profile import Profile
 from kvplan.costs.step_constants import StepConstants, compute_precision, step_constants
 from kvplan.costs.step_sums import _clipped_pairs, _clipped_sum, has_prefill
@@ -198,6 +198,13 @@ class StepCostModel:
         t, r = float(tokens), float(requests)
         stage = self._stage(t, r, float(context), float(pairs), 0.0, 0.0, max)
         return self._finish(stage, t, r, self._co.overhead_s[int(prefill)])
+
+    def aggregate_form(self, max_tokens: int) -> AggregateForm | None:
+        """step_time_agg as tables and scalars for steps of up to max_tokens tokens (None if
+        it cannot be priced from sums); kvplan.costs.agg_form, kept in step with _stage."""
+        from kvplan.costs.agg_form import roofline_form
+
+        return roofline_form(self, self._co, max_tokens) if self.supports_aggregates else None
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).

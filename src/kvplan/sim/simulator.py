@@ -14,13 +14,14 @@ import numpy as np
 
 from kvplan.costs.batch import StepTimer
 from kvplan.errors import InputError
+from kvplan.sim import core
 from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
 from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
-from kvplan.sim.result import IntArray, SimulationResult
+from kvplan.sim.result import IntArray, KvSeries, SimulationResult
 from kvplan.sim.scheduler import Limits, Scheduler, StepPlan
 from kvplan.sim.series import StepSeries
 from kvplan.sim.state import FINISHED, REJECTED, WAITING, SimState, WorkloadLike, new_state
@@ -217,6 +218,9 @@ class _Loop(FastForward, LeanStep):
     # ------------------------------------------------------------ loop
 
     def run(self) -> SimulationResult:
+        picked = core.pick(self)
+        if picked is not None:
+            return core.run(self, *picked)
         s = self.s
         n = len(s.arrival)
         turns = shown = 0
@@ -357,17 +361,22 @@ class _Loop(FastForward, LeanStep):
         s = self.s
         for r in np.flatnonzero(s.last_emit >= 0).tolist():
             s.close_segment(r)
-        steps = self.series.build()
+        segs = (np.array(s.seg_req, dtype=np.int64), np.array(s.seg_first, dtype=np.int64),
+                np.array(s.seg_last, dtype=np.int64))
+        return self._package(self.series.build(), segs,
+                             np.array(s.preempt_steps, dtype=np.int64))
+
+    def _package(self, steps: KvSeries, segs: tuple[IntArray, IntArray, IntArray],
+                 preempt_steps: IntArray) -> SimulationResult:
+        """The result from the state, the step series and the emission runs (either loop)."""
+        s = self.s
         return SimulationResult(
             arrival_s=s.arrival, sent_s=s.sent_s, scheduled_s=s.scheduled_s,
             first_token_s=s.first_token_s, finish_s=s.finish_s, prompt_tokens=s.prompt,
             output_tokens=s.output, preemptions=s.preemptions, prefix_hit_tokens=s.hit_tokens,
             finished=s.status == FINISHED, rejected=dict(s.reject_reason),
-            steps=steps,
-            preemption_s=steps.start_s[np.array(s.preempt_steps, dtype=np.int64)],
-            seg_req=np.array(s.seg_req, dtype=np.int64),
-            seg_first=np.array(s.seg_first, dtype=np.int64),
-            seg_last=np.array(s.seg_last, dtype=np.int64),
+            steps=steps, preemption_s=steps.start_s[preempt_steps],
+            seg_req=segs[0], seg_first=segs[1], seg_last=segs[2],
             num_blocks=self.pool.num_blocks + 1, block_size=self.shape.block_size,
             prefill_claimed_blocks=self.prefill_blocks, decode_claimed_blocks=self.decode_blocks,
             prefix_query_tokens=self.query_tokens,

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.costs.batch import AggregateForm
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
@@ -40,6 +42,18 @@ class LinearTimer:
     def decode_run_agg(self, requests: int, context: int, num_steps: int) -> FloatArray:
         return np.array([self._t(requests, context + requests * k) for k in range(num_steps)],
                         dtype=np.float64)
+
+    def aggregate_form(self, max_tokens: int) -> AggregateForm:
+        """_t as the roofline-shaped form: dense = base + per_token * T (the other branch of
+        each max is -inf, the zero terms add +0.0), mix = per_context * C: the same bits."""
+        t = np.arange(max_tokens + 1, dtype=np.float64)
+        never = np.full(max_tokens + 1, -np.inf)
+        return AggregateForm(
+            max_tokens=max_tokens, gemm=self.base_s + self.per_token_s * t, weights=never,
+            state=never, kv_write=np.zeros(max_tokens + 1), allreduce=None, p2p=None,
+            lm_per_request=0.0, attn_per_pair=0.0, kv_per_context=self.per_context_s,
+            state_per_request=0.0, layer_s=0.0, pp_minus_1=0.0, request_s=0.0,
+            overhead_s=(0.0, 0.0))
 
     def _t(self, new: int, ctx: int) -> float:
         return self.base_s + self.per_token_s * float(new) + self.per_context_s * float(ctx)

@@ -1,0 +1,24 @@
+"""The optional compiled simulator core (src/kvplan/sim/_core.c); everything else is in
+pyproject.toml. Where no C compiler exists the build skips it (optional=True) and kvplan runs
+its pure-Python loop (kvplan.sim.core)."""
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class BuildExt(build_ext):
+    """gcc/clang: optimise, and never fuse a*b+c (the core must round as Python does)."""
+
+    def build_extensions(self) -> None:
+        if self.compiler.compiler_type == "unix":
+            for ext in self.extensions:
+                ext.extra_compile_args = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
+        super().build_extensions()
+
+
+setup(
+    ext_modules=[Extension(
+        "kvplan.sim._core", ["src/kvplan/sim/_core.c"], optional=True,
+        depends=[f"src/kvplan/sim/_core_{p}.h" for p in ("state", "pool", "sched")])],
+    cmdclass={"build_ext": BuildExt},
+)

@@ -1,0 +1,271 @@
+/* The simulator's optional compiled core: vLLM v1 scheduling rules, step by step, for the
+ * shape the lean path covers (one full-attention KV group, a timer priced from sums, no
+ * long-prefill cap). See src/kvplan/sim/core.py and docs/simulator.md.
+ *
+ * It holds scheduling rules only: the step time is a fixed expression over tables and
+ * scalars the timer computed in Python (kvplan.costs.batch.AggregateForm), evaluated with
+ * the same float operations in the same order as the timer's step_time_agg, so the results
+ * equal the pure-Python path's to the bit. Built with -ffp-contract=off (no fused
+ * multiply-add). Every rule below mirrors a Python function, named in its comment.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+#include "_core_state.h"
+#include "_core_pool.h"
+#include "_core_sched.h"
+
+/* ------------------------------------------------------------ Python glue */
+
+#define NARR 19
+static const char ARR_KIND[NARR] = {'f', 'i', 'i', 'b', 'i', 'i', 'i', 'c', 'f', 'f', 'f',
+                                    'f', 'i', 'i', 'i', 'i', 'i', 'f', 'f'};
+
+static size_t kind_size(char k) { return k == 'f' || k == 'i' ? 8 : 1; }
+
+static int get_buf(PyObject *o, Py_buffer *v, i64 n, size_t item, int writable) {
+    if (PyObject_GetBuffer(o, v, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    if ((size_t)v->itemsize != item || v->len != (Py_ssize_t)(n * (i64)item)) {
+        PyBuffer_Release(v);
+        v->obj = NULL;
+        PyErr_SetString(PyExc_ValueError, "kvplan core: an array has the wrong size or type");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *to_bytes(Buf *b, size_t item) {
+    return PyByteArray_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)(b->n * (i64)item));
+}
+
+static void sim_free(Sim *m) {
+    Buf *bufs[] = {&m->seg_kind, &m->seg_count, &m->seg_rid, &m->q, &m->st, &m->en, &m->used,
+                   &m->logical, &m->nrun_col, &m->nwait_col, &m->newtok, &m->sreq, &m->sfirst,
+                   &m->slast, &m->psteps};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]->p);
+    free(m->run);
+    free(m->wq);
+    free(m->heap);
+    free(m->own);
+    free(m->ref);
+    free(m->key_seg);
+    free(m->hk);
+    free(m->hk_n);
+    free(m->reg_next);
+    free(m->p_id);
+    free(m->p_new);
+    free(m->p_ctx);
+}
+
+static int sim_alloc(Sim *m, i64 slots) {
+    i64 n = m->n ? m->n : 1;
+    m->run = malloc(sizeof(i64) * (size_t)n);
+    m->wq = malloc(sizeof(i64) * (size_t)n);
+    m->heap = malloc(sizeof(double) * (size_t)(slots + n + 1));
+    m->own = malloc(sizeof(i64) * (size_t)n);
+    m->p_id = malloc(sizeof(i64) * (size_t)n);
+    m->p_new = malloc(sizeof(i64) * (size_t)n);
+    m->p_ctx = malloc(sizeof(i64) * (size_t)n);
+    i64 nk = m->nkeys ? m->nkeys : 1, tk = m->koff[m->n] ? m->koff[m->n] : 1;
+    m->ref = malloc(sizeof(i64) * (size_t)nk);
+    m->key_seg = malloc(sizeof(i64) * (size_t)nk);
+    m->hk = malloc(sizeof(i64) * (size_t)tk);
+    m->hk_n = calloc((size_t)n, sizeof(i64));
+    m->reg_next = calloc((size_t)n, sizeof(i64));
+    if (!m->run || !m->wq || !m->heap || !m->own || !m->p_id || !m->p_new || !m->p_ctx
+        || !m->ref || !m->key_seg || !m->hk || !m->hk_n || !m->reg_next)
+        return -1;
+    for (i64 r = 0; r < n; r++) m->own[r] = -1;
+    for (i64 k = 0; k < nk; k++) m->ref[k] = m->key_seg[k] = -1;
+    for (i64 i = 0; i < slots; i++) m->heap[i] = 0.0;
+    m->nheap = slots;
+    m->free = m->usable;
+    if (new_seg(m, ANON, m->usable, -1) < 0) return -1;
+    return 0;
+}
+
+static int parse_form(PyObject *form, Form *f, Py_buffer *tabs, i64 budget) {
+    const double **dst[6] = {&f->g, &f->w, &f->s, &f->k, &f->ar, &f->p2p};
+    double *sc[9] = {&f->lm_r, &f->attn_p, &f->kv_c, &f->state_r, &f->layer_s, &f->pm1,
+                     &f->req_r, &f->ov[0], &f->ov[1]};
+    if (!PyTuple_Check(form) || PyTuple_GET_SIZE(form) != 16) {
+        PyErr_SetString(PyExc_TypeError, "kvplan core: the form is a 16-tuple");
+        return -1;
+    }
+    f->tmax = PyLong_AsLongLong(PyTuple_GET_ITEM(form, 0));
+    if (f->tmax < budget) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "kvplan core: the form's tables are too short");
+        return -1;
+    }
+    for (int i = 0; i < 6; i++) {
+        PyObject *o = PyTuple_GET_ITEM(form, 1 + i);
+        *dst[i] = NULL;
+        if (o == Py_None) continue;
+        if (get_buf(o, &tabs[i], f->tmax + 1, 8, 0) < 0) return -1;
+        *dst[i] = tabs[i].buf;
+    }
+    if (!f->g || !f->w || !f->s || !f->k) {
+        PyErr_SetString(PyExc_ValueError, "kvplan core: the form lacks a table");
+        return -1;
+    }
+    for (int i = 0; i < 9; i++) {
+        *sc[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(form, 7 + i));
+        if (PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static void release_all(Py_buffer *v, int n) {
+    for (int i = 0; i < n; i++)
+        if (v[i].obj) PyBuffer_Release(&v[i]);
+}
+
+static int bind_arrays(Sim *m, PyObject *arrs, Py_buffer *v) {
+    if (!PyTuple_Check(arrs) || PyTuple_GET_SIZE(arrs) != NARR) {
+        PyErr_SetString(PyExc_TypeError, "kvplan core: expected a tuple of 19 arrays");
+        return -1;
+    }
+    void *p[NARR];
+    for (int i = 0; i < NARR; i++) {
+        if (get_buf(PyTuple_GET_ITEM(arrs, i), &v[i], m->n, kind_size(ARR_KIND[i]),
+                    i >= 4 && i < 16) < 0)
+            return -1;
+        p[i] = v[i].buf;
+    }
+    m->arrival = p[0], m->prompt = p[1], m->output = p[2], m->reject = p[3];
+    m->computed = p[4], m->generated = p[5], m->held = p[6], m->status = p[7];
+    m->sent = p[8], m->scheduled = p[9], m->first = p[10], m->finish = p[11];
+    m->preempts = p[12], m->hits = p[13], m->last_emit = p[14], m->seg_start = p[15];
+    m->order = p[16], m->delay = p[17], m->send = p[18];
+    for (i64 j = 0; j < m->n; j++) {
+        if (m->order[j] < 0 || m->order[j] >= m->n) {
+            PyErr_SetString(PyExc_ValueError, "kvplan core: bad release order");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* (koff: n + 1 offsets, keys: interned ids, nkeys); checked: ids in range, offsets rising */
+static int bind_keys(Sim *m, PyObject *kt, Py_buffer *v) {
+    long long nkeys;
+    PyObject *ko, *ks;
+    if (!PyArg_ParseTuple(kt, "OOL", &ko, &ks, &nkeys)) return -1;
+    if (get_buf(ko, &v[0], m->n + 1, 8, 0) < 0) return -1;
+    m->koff = v[0].buf;
+    i64 total = m->koff[m->n];
+    if (get_buf(ks, &v[1], total, 8, 0) < 0) return -1;
+    m->keys = v[1].buf;
+    m->nkeys = nkeys;
+    int ok = m->koff[0] == 0 && nkeys >= 0;
+    for (i64 r = 0; r < m->n && ok; r++) ok = m->koff[r] <= m->koff[r + 1];
+    for (i64 i = 0; i < total && ok; i++) ok = m->keys[i] >= 0 && m->keys[i] < nkeys;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "kvplan core: bad prefix keys");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *results(Sim *m) {
+    return Py_BuildValue("(NNNNNNNNNNNLLLd)", to_bytes(&m->st, 8), to_bytes(&m->en, 8),
+                         to_bytes(&m->used, 8), to_bytes(&m->logical, 8),
+                         to_bytes(&m->nrun_col, 8), to_bytes(&m->nwait_col, 8),
+                         to_bytes(&m->newtok, 8), to_bytes(&m->sreq, 8),
+                         to_bytes(&m->sfirst, 8), to_bytes(&m->slast, 8),
+                         to_bytes(&m->psteps, 8), (long long)m->query_tokens,
+                         (long long)m->prefill_blocks, (long long)m->decode_blocks, m->clock);
+}
+
+static PyObject *core_run(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *arrs, *kt, *form, *progress;
+    long long n, slots, budget, seqs, bs, bpt, usable;
+    int chunked, caching, validate;
+    if (!PyArg_ParseTuple(args, "OOLLLLLLLpppOO", &arrs, &kt, &n, &slots, &budget, &seqs, &bs,
+                          &bpt, &usable, &chunked, &caching, &validate, &form, &progress))
+        return NULL;
+    if (n < 0 || slots < 0 || budget < 1 || seqs < 1 || bs < 1 || usable < 1) {
+        PyErr_SetString(PyExc_ValueError, "kvplan core: bad limits");
+        return NULL;
+    }
+    Sim m;
+    memset(&m, 0, sizeof m);
+    m.n = n, m.budget = budget, m.max_seqs = seqs, m.bs = bs, m.bpt = bpt, m.usable = usable;
+    m.chunked = chunked, m.caching = caching, m.validate = validate, m.closed = slots > 0;
+    Py_buffer v[NARR], tabs[6], kv[2];
+    memset(v, 0, sizeof v);
+    memset(tabs, 0, sizeof tabs);
+    memset(kv, 0, sizeof kv);
+    PyObject *out = NULL;
+    if (bind_arrays(&m, arrs, v) == 0 && bind_keys(&m, kt, kv) == 0
+        && parse_form(form, &m.f, tabs, budget) == 0) {
+        if (sim_alloc(&m, slots) < 0) {
+            PyErr_NoMemory();
+        } else {
+            update_next(&m);
+            PyThreadState *ts = PyEval_SaveThread(); /* other threads run meanwhile */
+            int code = loop(&m, progress, &ts);
+            PyEval_RestoreThread(ts);
+            if (!loop_error(code)) out = results(&m);
+        }
+    }
+    sim_free(&m);
+    release_all(v, NARR);
+    release_all(tabs, 6);
+    release_all(kv, 2);
+    return out;
+}
+
+/* eval_form(form, tokens, requests, context, pairs, prefill, out): the form at many points
+ * (tests and the run-time spot check compare it with the timer's step_time_agg) */
+static PyObject *core_eval(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *form, *o[6];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &form, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
+        return NULL;
+    Form f;
+    Py_buffer tabs[6], v[6];
+    memset(tabs, 0, sizeof tabs);
+    memset(v, 0, sizeof v);
+    PyObject *ret = NULL;
+    if (parse_form(form, &f, tabs, 0) < 0) goto done;
+    Py_ssize_t n = PyObject_Length(o[0]);
+    if (n < 0) goto done;
+    for (int i = 0; i < 6; i++)
+        if (get_buf(o[i], &v[i], n, 8, i == 5) < 0) goto done;
+    const i64 *t = v[0].buf, *r = v[1].buf, *c = v[2].buf, *p = v[3].buf, *pre = v[4].buf;
+    double *out = v[5].buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (t[i] < 0 || t[i] > f.tmax) {
+            PyErr_SetString(PyExc_ValueError, "kvplan core: tokens outside the tables");
+            goto done;
+        }
+        out[i] = step_time(&f, t[i], r[i], c[i], p[i], pre[i] != 0);
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    release_all(tabs, 6);
+    release_all(v, 6);
+    return ret;
+}
+
+static PyMethodDef METHODS[] = {
+    {"run", core_run, METH_VARARGS, "Run one simulation (kvplan.sim.core)."},
+    {"eval_form", core_eval, METH_VARARGS, "Evaluate a step-time form at many points."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
+                                    "kvplan's optional compiled simulator core.", -1, METHODS,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&MODULE); }

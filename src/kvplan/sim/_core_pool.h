@@ -1,0 +1,181 @@
+/* kvplan.sim._core: the block pool (blocks.py) and per-request bookkeeping (state.py,
+ * Scheduler.free/preempt/register); included by _core.c only. */
+
+/* ------------------------------------------------------------ block pool (blocks.py) */
+
+static i64 q_len(const Sim *m) { return m->q.n - m->qh; }
+static i64 q_at(const Sim *m, i64 i) { return AT(m->q, i64, m->qh + i); }
+
+static void q_popleft(Sim *m) {
+    m->qh++;
+    if (m->qh > 4096 && m->qh * 2 > m->q.n) { /* compact */
+        i64 len = q_len(m);
+        memmove(m->q.p, (i64 *)m->q.p + m->qh, (size_t)len * sizeof(i64));
+        m->q.n = len;
+        m->qh = 0;
+    }
+}
+
+static i64 new_seg(Sim *m, i64 kind, i64 count, i64 rid) {
+    i64 id = m->seg_kind.n;
+    if (PUSH(m->seg_kind, i64, kind) || PUSH(m->seg_count, i64, count)
+        || PUSH(m->seg_rid, i64, rid) || PUSH(m->q, i64, id)) {
+        m->oom = 1;
+        return -1;
+    }
+    return id;
+}
+
+/* BlockPool._evicted (seg_rid holds the key of a shared segment) */
+static void evicted(Sim *m, i64 seg) {
+    i64 rid = AT(m->seg_rid, i64, seg), kind = AT(m->seg_kind, i64, seg);
+    if (kind == OWN && m->own[rid] == seg) {
+        m->own[rid] = -1;
+    } else if (kind == SHARED && m->key_seg[rid] == seg) {
+        m->key_seg[rid] = -1;
+        m->ref[rid] = -1;
+    }
+}
+
+/* BlockPool.take */
+static void take(Sim *m, i64 n) {
+    m->free -= n;
+    while (n > 0) {
+        i64 seg = q_at(m, 0);
+        i64 c = AT(m->seg_count, i64, seg);
+        i64 got = n < c ? n : c;
+        AT(m->seg_count, i64, seg) = c - got;
+        n -= got;
+        if (c - got == 0) {
+            q_popleft(m);
+            evicted(m, seg);
+        }
+    }
+}
+
+/* BlockPool.give_anon */
+static void give_anon(Sim *m, i64 n) {
+    if (n <= 0) return;
+    m->free += n;
+    if (q_len(m)) {
+        i64 tail = AT(m->q, i64, m->q.n - 1);
+        if (AT(m->seg_kind, i64, tail) == ANON) {
+            AT(m->seg_count, i64, tail) += n;
+            return;
+        }
+    }
+    new_seg(m, ANON, n, -1);
+}
+
+/* BlockPool.give_own */
+static void give_own(Sim *m, i64 rid, i64 n) {
+    if (n <= 0) return;
+    m->free += n;
+    i64 seg = new_seg(m, OWN, n, rid);
+    if (seg >= 0) m->own[rid] = seg;
+}
+
+/* BlockPool.release_key */
+static void release_key(Sim *m, i64 k) {
+    if (--m->ref[k] == 0) {
+        m->free += 1;
+        i64 seg = new_seg(m, SHARED, 1, k);
+        if (seg >= 0) m->key_seg[k] = seg;
+    }
+}
+
+/* BlockPool.touch: r's first nhit keys are hit, then own_blocks of its own */
+static void touch(Sim *m, i64 rid, i64 nhit, i64 own_blocks) {
+    const i64 *keys = m->keys + m->koff[rid];
+    for (i64 i = 0; i < nhit; i++) {
+        i64 k = keys[i];
+        if (m->ref[k] == 0) {
+            AT(m->seg_count, i64, m->key_seg[k]) = 0;
+            m->key_seg[k] = -1;
+            m->free -= 1;
+        }
+        m->ref[k] += 1;
+    }
+    if (own_blocks) {
+        i64 seg = m->own[rid];
+        m->own[rid] = -1;
+        AT(m->seg_count, i64, seg) -= own_blocks;
+        AT(m->seg_kind, i64, seg) = ANON;
+        m->free -= own_blocks;
+    }
+    while (q_len(m) && AT(m->seg_count, i64, q_at(m, 0)) == 0) q_popleft(m);
+}
+
+/* BlockPool.forget_own */
+static void forget_own(Sim *m, i64 rid) {
+    i64 seg = m->own[rid];
+    if (seg >= 0) {
+        m->own[rid] = -1;
+        AT(m->seg_kind, i64, seg) = ANON;
+    }
+}
+
+static i64 own_cached(const Sim *m, i64 rid) {
+    return m->own[rid] < 0 ? 0 : AT(m->seg_count, i64, m->own[rid]);
+}
+
+static i64 cdiv(i64 a, i64 b) { return (a + b - 1) / b; }
+
+/* ------------------------------------------------------------ requests (state.py) */
+
+/* SimState.close_segment */
+static void close_segment(Sim *m, i64 r) {
+    if (m->last_emit[r] >= 0) {
+        if (PUSH(m->sreq, i64, r) || PUSH(m->sfirst, i64, m->seg_start[r])
+            || PUSH(m->slast, i64, m->last_emit[r]))
+            m->oom = 1;
+        m->last_emit[r] = -2;
+    }
+}
+
+static i64 n_shared(const Sim *m, i64 r) { return m->koff[r + 1] - m->koff[r]; }
+
+/* Scheduler.register: cache r's shared-content blocks that are full at `tokens` */
+static void reg(Sim *m, i64 r, i64 tokens) {
+    if (!m->caching) return;
+    i64 start = m->reg_next[r], stop = tokens / m->bs, nk = n_shared(m, r);
+    if (stop > nk) stop = nk;
+    if (start >= stop) return;
+    const i64 *keys = m->keys + m->koff[r];
+    for (i64 j = start; j < stop; j++) {
+        if (m->ref[keys[j]] < 0) { /* BlockPool.register */
+            m->ref[keys[j]] = 1;
+            m->hk[m->koff[r] + m->hk_n[r]++] = keys[j];
+        }
+    }
+    m->reg_next[r] = stop;
+}
+
+/* Scheduler.free: partial/duplicate blocks, own full blocks, then shared keys tail first */
+static void sched_free(Sim *m, i64 r, int keep_own) {
+    i64 own = 0, nh = m->hk_n[r];
+    if (keep_own && m->caching) {
+        own = m->computed[r] / m->bs - n_shared(m, r);
+        if (own < 0) own = 0;
+    }
+    give_anon(m, m->held[r] - nh - own);
+    give_own(m, r, own);
+    for (i64 i = nh - 1; i >= 0; i--) release_key(m, m->hk[m->koff[r] + i]);
+    m->hk_n[r] = 0;
+    m->reg_next[r] = 0;
+    m->held[r] = 0;
+}
+
+/* Scheduler.preempt */
+static void preempt(Sim *m, i64 r) {
+    sched_free(m, r, 1);
+    m->computed[r] = 0;
+    m->status[r] = WAITING;
+    m->preempts[r] += 1;
+    if (PUSH(m->psteps, i64, m->step)) m->oom = 1;
+    close_segment(m, r);
+    m->wh = (m->wh + m->n - 1) % m->n; /* appendleft */
+    m->wq[m->wh] = r;
+    m->wn++;
+}
+

@@ -1,0 +1,93 @@
+/* kvplan.sim._core: buffers, the step-time form, the simulation state (included by _core.c
+ * only: a single translation unit, every function static). */
+
+typedef int64_t i64;
+
+/* ------------------------------------------------------------ growable i64 / f64 buffers */
+
+typedef struct { char *p; i64 n, cap; } Buf;
+
+static int buf_room(Buf *b, i64 more, size_t item) {
+    if (b->n + more <= b->cap) return 0;
+    i64 cap = b->cap ? b->cap : 1024;
+    while (cap < b->n + more) cap *= 2;
+    char *p = realloc(b->p, (size_t)cap * item);
+    if (!p) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+#define PUSH(b, type, v) (buf_room(&(b), 1, sizeof(type)) ? -1 \
+                          : (((type *)(b).p)[(b).n++] = (v), 0))
+#define AT(b, type, i) (((type *)(b).p)[i])
+
+/* ------------------------------------------------------------ the step-time form */
+
+typedef struct {
+    const double *g, *w, *s, *k, *ar, *p2p;  /* tables over tokens 0..tmax */
+    i64 tmax;
+    double lm_r, attn_p, kv_c, state_r, layer_s, pm1, req_r, ov[2];
+} Form;
+
+/* kvplan.costs.roofline.StepCostModel.step_time_agg (_stage then _finish) */
+static double step_time(const Form *f, i64 tok, i64 req, i64 ctx, i64 pairs, int pre) {
+    double r = (double)req;
+    double x1 = f->g[tok] + f->lm_r * r;
+    double x2 = f->w[tok];
+    double dense = x2 > x1 ? x2 : x1;
+    double mc = f->attn_p * (double)pairs + f->s[tok];
+    double mm = f->kv_c * (double)ctx + (f->k[tok] + f->state_r * r);
+    double stage = dense + (mm > mc ? mm : mc);
+    if (f->ar) stage = stage + f->ar[tok];
+    stage = stage + f->layer_s;
+    if (f->p2p) stage = stage + f->pm1 * (stage + f->p2p[tok]);
+    return stage + (f->ov[pre] + f->req_r * r);
+}
+
+/* ------------------------------------------------------------ the simulation state */
+
+enum { PENDING, WAITING, RUNNING, FINISHED, REJECTED };
+enum { ANON = 0, OWN = 1, SHARED = 2 };
+
+typedef struct {
+    i64 n;
+    /* in release order (requests reach the engine in it): engine arrival (closed loop: the
+     * earliest send), request id, API delay (closed loop), send time (open loop) */
+    const double *arrival, *delay, *send;
+    const i64 *order;
+    const i64 *prompt, *output;
+    const uint8_t *reject;
+    i64 *computed, *generated, *held, *preempts, *hits, *last_emit, *seg_start;
+    int8_t *status;
+    double *sent, *scheduled, *first, *finish;
+    i64 budget, max_seqs, bs, bpt, usable;
+    int chunked, caching, validate;
+    Form f;
+    /* running list, waiting deque (ring of n), closed-loop slots (min-heap) */
+    i64 *run, nrun;
+    i64 *wq, wh, wn;
+    double *heap;
+    i64 nheap;
+    int closed;
+    /* the free-block queue: segments (arena) and the queue of their ids */
+    i64 free;
+    Buf seg_kind, seg_count, seg_rid, q;
+    i64 qh;
+    i64 *own; /* request -> its queued own segment, or -1 */
+    /* prefix keys (interned 0..nkeys-1): request r's are keys[koff[r] .. koff[r + 1]) */
+    const i64 *koff, *keys;
+    i64 nkeys;
+    i64 *ref;      /* key -> requests holding its cached block, or -1 if not cached */
+    i64 *key_seg;  /* key -> its queued shared segment, or -1 */
+    i64 *hk, *hk_n; /* r's held keys: hk[koff[r] ..], hk_n[r] of them */
+    i64 *reg_next; /* r's next key index to register */
+    /* plan scratch */
+    i64 *p_id, *p_new, *p_ctx, np;
+    /* outputs */
+    Buf st, en, used, logical, nrun_col, nwait_col, newtok, sreq, sfirst, slast, psteps;
+    i64 query_tokens, prefill_blocks, decode_blocks, ptr, done, step;
+    double clock, next_s, next_send;
+    int oom;
+} Sim;
+

@@ -1,0 +1,151 @@
+"""The optional compiled core (``_core.c``): when a run goes to it, and how.
+
+The core runs vLLM v1's scheduling rules step by step in C for the shape the lean path
+covers. It is used when all of these hold (``pick``), else the pure-Python loop runs:
+
+    the extension was built (pip compiles it where a C compiler exists; optional)
+    KVPLAN_SIM_CORE is not "python" (that forces the pure-Python reference path)
+    fast=True, one full-attention KV group, no long-prefill cap (prefix caching, trace
+    prefix hashes and shared_prefix_tokens included)
+    the timer gives an ``AggregateForm`` (aggregate_form) and the core's step times equal
+    the timer's step_time_agg at a few spot points
+
+The step-time model stays in Python: the timer turns itself into tables over a step's
+tokens and scalars (kvplan.costs.batch.AggregateForm); the C code evaluates that fixed
+expression with the same float operations, so every timestamp equals the Python path's to
+the bit (tests/test_sim_core.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections import OrderedDict
+from itertools import chain
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kvplan.sim.result import FloatArray, IntArray, KvSeries, SimulationResult
+
+if TYPE_CHECKING:
+    from kvplan.sim.simulator import _Loop
+
+ENV = "KVPLAN_SIM_CORE"
+"""Set to "python" to force the pure-Python loop (the reference the core is tested against)."""
+_FORMS: OrderedDict[int, tuple[Any, tuple[object, ...] | None]] = OrderedDict()
+"""id(timer) -> (timer, form tuple or None), the last few timers (the planner reuses one)."""
+_KEEP = 8
+
+
+def module() -> ModuleType | None:
+    """The compiled extension, or None if it was not built (or KVPLAN_SIM_CORE=python)."""
+    if os.environ.get(ENV, "").strip().lower() == "python":
+        return None
+    try:
+        return importlib.import_module("kvplan.sim._core")
+    except ImportError:
+        return None
+
+
+def pick(loop: _Loop) -> tuple[ModuleType, tuple[object, ...]] | None:
+    """(extension, form) if this run goes to the compiled core, else None."""
+    if not loop.lean:
+        return None
+    mod = module()
+    if mod is None:
+        return None
+    form = _form(mod, loop.timer, loop.limits.max_num_batched_tokens)
+    return None if form is None else (mod, form)
+
+
+def _form(mod: ModuleType, timer: Any, max_tokens: int) -> tuple[object, ...] | None:
+    got = _FORMS.get(id(timer))
+    if got is not None and got[0] is timer and (got[1] is None
+                                                 or int(str(got[1][0])) >= max_tokens):
+        _FORMS.move_to_end(id(timer))
+        return got[1]
+    make = getattr(timer, "aggregate_form", None)
+    built = make(max_tokens) if make is not None else None
+    form = None
+    if built is not None:
+        candidate = built.as_tuple()
+        form = candidate if _agrees(mod, candidate, timer, max_tokens) else None
+    _FORMS[id(timer)] = (timer, form)
+    while len(_FORMS) > _KEEP:
+        _FORMS.popitem(last=False)
+    return form
+
+
+def _agrees(mod: ModuleType, form: tuple[object, ...], timer: Any, max_tokens: int) -> bool:
+    """The core's step times equal timer.step_time_agg at spot points (a timer whose formula
+    changed without its form is never run in C)."""
+    t = np.array([1, max_tokens, max(1, max_tokens // 3), 1, max_tokens], dtype=np.int64)
+    r = np.array([1, 1, min(7, int(t[2])), 1, max(1, max_tokens // 2)], dtype=np.int64)
+    c = np.array([0, 5, 1234, 40000, 987654], dtype=np.int64)
+    p = c * t + t * (t + 1) // 2
+    pre = np.array([1, 1, 0, 0, 1], dtype=np.int64)
+    out = np.zeros(len(t))
+    mod.eval_form(form, t, r, c, p, pre, out)
+    want = [float(timer.step_time_agg(int(a), int(b), int(x), int(y), bool(z)))
+            for a, b, x, y, z in zip(t, r, c, p, pre, strict=True)]
+    return bool(np.array_equal(out, np.array(want)))
+
+
+def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationResult:
+    """The whole simulation in the compiled core; the result the Python loop would give."""
+    s = loop.s
+    n = len(s.arrival)
+    reject = np.zeros(n, dtype=np.uint8)
+    reject[list(loop.reasons)] = 1
+    arrays = (np.asarray(loop.arrivals, dtype=np.float64), np.ascontiguousarray(s.prompt),
+              np.ascontiguousarray(s.output), reject, s.computed, s.generated, s.held,
+              s.status, s.sent_s, s.scheduled_s, s.first_token_s, s.finish_s, s.preemptions,
+              s.hit_tokens, s.last_emit, s.seg_start, *_release_order(loop, n))
+    lim = loop.limits
+    slots = len(loop.slots) if loop.slots is not None else 0
+    out = mod.run(arrays, _keys(s.shared_keys, n), n, slots, lim.max_num_batched_tokens,
+                  lim.max_num_seqs,
+                  loop.shape.block_size, loop.shape.groups[0].bytes_per_token,
+                  loop.pool.num_blocks, lim.chunked_prefill, loop.sched.caching, loop.validate,
+                  form, loop.progress if loop.progress is not None else None)
+    steps = KvSeries(start_s=_f64(out[0]), end_s=_f64(out[1]), used_blocks=_i64(out[2]),
+                     logical_bytes=_i64(out[3]), running=_i64(out[4]), waiting=_i64(out[5]),
+                     new_tokens=_i64(out[6]))
+    s.reject_reason = {i: loop.reasons[i] for i in sorted(loop.reasons)}
+    s.clock = float(out[14])
+    s.step = len(steps.end_s)
+    loop.query_tokens, loop.prefill_blocks, loop.decode_blocks = out[11], out[12], out[13]
+    loop.done = n
+    if loop.progress is not None:
+        loop.progress(n, n)
+    return loop._package(steps, (_i64(out[7]), _i64(out[8]), _i64(out[9])), _i64(out[10]))
+
+
+def _release_order(loop: _Loop, n: int) -> tuple[IntArray, FloatArray, FloatArray]:
+    """The loop's arrivals are in release order (simulator._api_setup): the request id, the
+    API delay (closed loop) and the send time (open loop) of each position."""
+    order = np.arange(n, dtype=np.int64) if loop.order is None else np.asarray(
+        loop.order, dtype=np.int64)
+    delay = np.zeros(n) if loop.delay is None else np.asarray(loop.delay, dtype=np.float64)
+    return order, delay, np.ascontiguousarray(loop.s.arrival[order])
+
+
+def _keys(shared: list[list[int]] | None, n: int) -> tuple[IntArray, IntArray, int]:
+    """Every request's prefix keys as offsets + interned ids 0..K-1 (for the core's arrays)."""
+    off = np.zeros(n + 1, dtype=np.int64)
+    if shared is None:
+        return off, np.zeros(0, dtype=np.int64), 0
+    np.cumsum(np.fromiter(map(len, shared), dtype=np.int64, count=n), out=off[1:])
+    flat = np.fromiter(chain.from_iterable(shared), dtype=np.int64, count=int(off[-1]))
+    uniq, ids = np.unique(flat, return_inverse=True)
+    return off, ids.astype(np.int64).reshape(-1), len(uniq)
+
+
+def _f64(b: bytearray) -> FloatArray:
+    return np.frombuffer(b, dtype=np.float64)
+
+
+def _i64(b: bytearray) -> IntArray:
+    return np.frombuffer(b, dtype=np.int64)
