@@ -107,7 +107,8 @@ def test_tp_replicates_kv_heads() -> None:
 
 
 def test_mla_page_is_one_latent() -> None:
-    # DeepSeek-V3: 576-element latent, bf16, no K/V pair, not split by TP
+    # DeepSeek-V3: 576-element latent, bf16, no K/V pair, not split by TP; on an H100 vLLM
+    # forces FlashMLA's block of 64 tokens (test_vllm_logs.py)
     p = plan(
         "deepseek-ai/DeepSeek-V3",
         H100,
@@ -115,8 +116,8 @@ def test_mla_page_is_one_latent() -> None:
         max_model_len=4096,
         kv_cache_memory_bytes=10 * GiB,
     )
-    assert p.page_size_bytes == 16 * 576 * 2
-    assert p.num_blocks == 10 * GiB // (16 * 576 * 2) // 61
+    assert p.page_size_bytes == 64 * 576 * 2
+    assert p.num_blocks == 10 * GiB // (64 * 576 * 2) // 61
 
 
 def test_gpt_oss_sliding_and_full_groups() -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kvplan.analysis.metrics import (
     _stat,
     compute_metrics,
+    itl_gaps,
     kv_usage_series,
     p_word,
     parse_goodput,
@@ -148,3 +149,16 @@ def test_stat_is_numpys_mean_median_std_percentile_bit_for_bit(xs, ps, scratch) 
             tuple((float(p), float(np.percentile(ref, p)) * 1000) for p in ps))
     got = (s.mean_ms, s.median_ms, s.std_ms, s.percentiles_ms)
     assert repr(got) == repr(want)  # repr: NaN == NaN, and -0.0 != 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 6), st.integers(1, 12), st.integers(0, 2**31))
+def test_itl_gaps_are_itl_s_in_its_order(n, max_out, max_seqs, seed) -> None:
+    """itl_gaps == r.itl_s() element for element (the mean's sum order), preemptions and
+    split emission runs included."""
+    rng = np.random.default_rng(seed)
+    w = workload(np.sort(rng.random(n) * 5).tolist(), rng.integers(1, 60, n).tolist(),
+                 rng.integers(1, 8 * max_out, n).tolist())
+    r = simulate(w, timer=LinearTimer(base_s=0.1), num_blocks=40, block_size=4,
+                 limits=Limits(max_num_batched_tokens=24, max_num_seqs=max_seqs))
+    assert itl_gaps(r).tolist() == r.itl_s().tolist()

@@ -101,14 +101,13 @@ def test_loose_slo_picks_the_cheapest_feasible_gpu() -> None:
 
 
 def test_fp8_kv_wins_where_kv_memory_binds() -> None:
-    # Hand reasoning: 7.2k-token prompts + ~540 outputs hold ~7.7k tokens each. On one L40S
-    # the bf16 pool holds 216,576 tokens (~28 such requests), fp8 twice that. Under the
-    # calibrated profile (L40S compute 0.54 of peak, vLLM's per-layer and per-request costs) a
-    # request stays ~50 s, so at 0.5 req/s ~25-30 must be resident: bf16 preempts, fp8 does
-    # not need to. (At the 1.2 req/s this test used with an older profile, and at 0.6 req/s
-    # under the 114-point fit, one L40S cannot keep up with the prefills at bf16: prefill
-    # compute binds first.)
-    work = poisson_workload(300, 0.5, 8000, 600, spread=0.2)
+    # Hand reasoning: ~8.1k-token prompts + ~540 outputs hold ~8.7k tokens each. On one L40S
+    # (44.53 GiB as CUDA reports it) the bf16 pool holds 194,688 tokens (~22 such requests),
+    # fp8 twice that. Under the calibrated profile (L40S compute 0.54 of peak, vLLM's
+    # per-layer and per-request costs) a request stays ~50 s, so at 0.5 req/s ~25 must be
+    # resident: bf16 preempts, fp8 does not need to. (At 0.6 req/s one L40S cannot keep up
+    # with these prefills at bf16: two are needed and prefill compute binds first.)
+    work = poisson_workload(300, 0.5, 9000, 600, spread=0.2)
     p = _plan(work, slo("ttft:p99:30000", "tpot:p99:300"), gpus=["L40S"],
               tensor_parallel_sizes=[1], kv_cache_dtypes=["auto", "fp8"])
     by = {c.deployment.engine.kv_cache_dtype: c for c in p.candidates}

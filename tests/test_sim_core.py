@@ -169,7 +169,8 @@ def core_cases(draw):
     b = draw(st.sampled_from([1, 2, 4, 16]))
     # a pool just above the largest request's peak, so that several together preempt
     peak = int(((w.prompt_tokens + w.output_tokens - 1 + b - 1) // b).max())
-    cfg = dict(num_blocks=peak + 1 + draw(st.integers(0, 2 * peak)) if draw(st.booleans())
+    # (at least 2: one is vLLM's null block; all-empty prompts have peak 0)
+    cfg = dict(num_blocks=max(2, peak + 1 + draw(st.integers(0, 2 * peak))) if draw(st.booleans())
                else draw(st.integers(2, 400)), block_size=b, limits=lim,
                kv=KvShape(block_size=b, groups=(CacheGroup(bytes_per_token=7),)),
                max_model_len=draw(st.none() | st.integers(20, 300)),

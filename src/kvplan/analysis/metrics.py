@@ -117,7 +117,7 @@ def compute_metrics(
     values = {"ttft": req["ttft"], "tpot": req["tpot"][~np.isnan(req["tpot"])],
               "e2el": req["e2el"]}
     if "itl" in percentile_metrics:
-        values["itl"] = r.itl_s()
+        values["itl"] = itl_gaps(r)
     duration = _duration(r)
     n_in = int(r.prompt_tokens[done].sum())
     n_out = int(r.output_tokens[done].sum())
@@ -140,6 +140,19 @@ def compute_metrics(
         num_steps=r.num_steps,
         max_concurrent_requests=int(r.steps.running.max()) if r.num_steps else 0,
     )
+
+
+def itl_gaps(r: SimulationResult) -> FloatArray:
+    """r.itl_s(), the same values in the same order, built as one concatenation of step-gap
+    slices: one array of the final size instead of five (azure-conv: 4M gaps, 32 MB each)."""
+    order = np.lexsort((r.seg_first, r.seg_req))
+    req, first, last = r.seg_req[order], r.seg_first[order], r.seg_last[order]
+    ends = r.steps.end_s
+    gaps = np.diff(ends)
+    same = req[1:] == req[:-1]
+    between = ends[first[1:][same]] - ends[last[:-1][same]]
+    parts = [gaps[a:b] for a, b in zip(first.tolist(), last.tolist(), strict=True)]
+    return np.concatenate([*parts, between]) if parts else np.zeros(0)
 
 
 def _duration(r: SimulationResult) -> float:

@@ -120,16 +120,26 @@ def _render(plan: MemoryPlan, ignored: list[str]) -> None:
                 f"Padding mamba page size by {h.padding_pct:.2f}% to ensure that "
                 "mamba page size and attention page size are exactly equal."
             )
-    console.print(f"GPU KV cache size: {plan.kv_cache_tokens:,} tokens")
-    console.print(
-        f"Maximum concurrency for {s.max_model_len:,} tokens per request: "
-        f"{plan.max_concurrency:.2f}x"
-    )
+    _print_tokens(plan)
     from kvplan.cli.pasted import IGNORED_EFFECTS
 
     rest = [f for f in ignored if f not in IGNORED_EFFECTS]  # the others warned on stderr
     if rest:
         console.print(f"note: ignored vLLM flags: {', '.join(rest)}")
+
+
+def _print_tokens(plan: MemoryPlan) -> None:
+    """vLLM 0.11's "GPU KV cache size" and concurrency lines (+ the later token count)."""
+    console.print(f"GPU KV cache size: {plan.kv_cache_tokens:,} tokens")
+    if plan.kv_cache_tokens_newer_vllm != plan.kv_cache_tokens:
+        console.print(
+            f"  (later vLLM, v0.24+, prints {plan.kv_cache_tokens_newer_vllm:,} tokens: "
+            "max concurrency x max_model_len)"
+        )
+    console.print(
+        f"Maximum concurrency for {plan.settings.max_model_len:,} tokens per request: "
+        f"{plan.max_concurrency:.2f}x"
+    )
 
 
 @app.command("gpus")

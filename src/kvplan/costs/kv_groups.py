@@ -49,12 +49,16 @@ class Group:
         return cdiv(s.max_model_len, self.block_size)
 
 
-def layer_specs(model: ModelSpec, s: Settings) -> list[tuple[int, LayerCacheSpec]]:
-    """(layer id, spec) of every cache-holding layer on the first pipeline stage's GPU."""
+def layer_specs(
+    model: ModelSpec, s: Settings, stage: int | None = None
+) -> list[tuple[int, LayerCacheSpec]]:
+    """(layer id, spec) of every cache-holding layer on pipeline stage ``stage``'s GPU
+    (None: the stage with the most layers)."""
     precision = resolve_precision(s.kv_cache_dtype, model.dtype)
     from kvplan.costs.params import pp_layer_ranges
 
-    layers = max(pp_layer_ranges(model.num_layers, s.pp), key=len)
+    ranges = pp_layer_ranges(model.num_layers, s.pp)
+    layers = max(ranges, key=len) if stage is None else ranges[stage]
     out = []
     for i in layers:
         spec = layer_cache_spec(

@@ -30,15 +30,15 @@ from kvplan.costs.kv_groups import (
     needed_bytes,
 )
 from kvplan.costs.mxfp4_layout import mxfp4_padding_bytes
-from kvplan.costs.params import weight_bytes_per_gpu
+from kvplan.costs.params import stage_weight_bytes, weight_bytes_per_gpu
 from kvplan.costs.settings import Settings, resolve_settings
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv import StateSpec, resolve_precision
+from kvplan.specs.kv import LayerCacheSpec, StateSpec, resolve_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
-from kvplan.units import fmt_bytes
+from kvplan.units import cdiv, fmt_bytes
 
 __all__ = [
     "Budget",
@@ -85,26 +85,39 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     return model.max_position_embeddings * rotary * _dtype_bytes(model)
 
 
-def activation_bytes(model: ModelSpec, s: Settings) -> int:
+def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:
     """Torch peak during the profiling run: kept hidden states + max(layer, sampler) peak.
 
-    The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits.
+    The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits. Only the
+    last pipeline stage runs the sampler (``sampler=False`` for the others).
     """
     t, h, b = s.max_num_batched_tokens, model.hidden_size, _dtype_bytes(model)
     resident = 2 * t * h * b  # hidden states + residual stream
-    reqs = min(s.max_num_seqs, t)
-    sampler = reqs * model.vocab_size * (b + vd.SAMPLER_FP32_BYTES_PER_LOGIT)
-    return resident + max(sampler, _layer_transient_bytes(model, t, s.tp))
+    reqs = min(s.max_num_seqs, t) if sampler else 0
+    logits = reqs * model.vocab_size * (b + vd.SAMPLER_FP32_BYTES_PER_LOGIT)
+    return resident + max(logits, _layer_transient_bytes(model, t, s.tp))
 
 
 def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
-    """Largest per-layer intermediate: the MLP's up projection and activation output."""
+    """Largest per-layer intermediate: the dense MLP's up projection and activation output,
+    or the fused MoE kernel's workspace (``_moe_workspace_bytes``)."""
     inter = model.intermediate_size
     width = inter * (3 if model.mlp_gated else 2)
-    if model.moe is not None:
-        moe = model.moe
-        width = max(width, moe.experts_per_token * moe.moe_intermediate_size * 3)
-    return tokens * width // tp * _dtype_bytes(model)
+    dense = tokens * width // tp * _dtype_bytes(model)
+    return max(dense, _moe_workspace_bytes(model, tokens, tp))
+
+
+def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+    """vLLM 0.11 ``fused_experts_impl``: per chunk of M = min(tokens, 16384) tokens one buffer
+    shared by the w13 output and the w2 output, M x topk x max(N, K), and the activation's,
+    M x topk x N / 2 (N = 2 x I / tp the w13 width, K = hidden), in the activation dtype."""
+    moe = model.moe
+    if moe is None:
+        return 0
+    m = min(tokens, vd.FUSED_MOE_CHUNK_TOKENS)
+    n = 2 * cdiv(moe.moe_intermediate_size, tp)
+    per_pair = max(n, model.hidden_size) + n // 2
+    return m * moe.experts_per_token * per_pair * _dtype_bytes(model)
 
 
 def non_torch_bytes(s: Settings) -> int:
@@ -119,16 +132,14 @@ def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
     return _layer_transient_bytes(model, batch, s.tp) + 4 * batch * model.hidden_size * 2
 
 
-def budget(model: ModelSpec, hw: HardwareSpec, s: Settings) -> Budget:
-    """The per-GPU memory budget; ``kv_cache_memory_bytes`` replaces the estimate exactly."""
+def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = None) -> Budget:
+    """The per-GPU memory budget of pipeline stage ``stage`` (None: the fullest stage, priced
+    with the sampler); ``kv_cache_memory_bytes`` replaces the estimate exactly."""
     total = vd.cuda_total_bytes(hw)
     requested = int(total * s.gpu_memory_utilization)
-    weights = weight_bytes_per_gpu(
-        model, dtype=s.dtype, quantization=s.quantization, tp=s.tp, pp=s.pp
-    ) + rope_cache_bytes(model) + mxfp4_padding_bytes(
-        model, hw, quantization=s.quantization, tp=s.tp, pp=s.pp
-    )
-    act, non_torch = activation_bytes(model, s), non_torch_bytes(s)
+    weights = _weights(model, hw, s, stage)
+    sampler = stage is None or stage == s.pp - 1
+    act, non_torch = activation_bytes(model, s, sampler=sampler), non_torch_bytes(s)
     given = s.kv_cache_memory_bytes is not None
     avail = s.kv_cache_memory_bytes if given else requested - weights - act - non_torch
     assert avail is not None
@@ -142,6 +153,38 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings) -> Budget:
         available_kv_bytes=avail,
         kv_cache_memory_given=given,
     )
+
+
+def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None) -> int:
+    """"Model loading took": weights (+ mxfp4 layout padding) and the rope cache."""
+    q, pp = s.quantization, s.pp
+    if stage is None:
+        w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp)
+    else:
+        w = stage_weight_bytes(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage)
+    pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage)
+    return w + pad + rope_cache_bytes(model)
+
+
+def limiting_stage(
+    model: ModelSpec, hw: HardwareSpec, s: Settings
+) -> tuple[Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]]:
+    """(budget, layer specs, groups) of the GPU with the fewest blocks: vLLM sizes every
+    pipeline stage's cache and keeps the smallest num_blocks (ties: the later stage)."""
+    if s.pp == 1:
+        specs = layer_specs(model, s)
+        return budget(model, hw, s), specs, build_groups(specs, s.block_size, s.max_model_len)
+    best: tuple[int, Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]] | None = None
+    for stage in range(s.pp):
+        b, specs = budget(model, hw, s, stage), layer_specs(model, s, stage)
+        groups = build_groups(specs, s.block_size, s.max_model_len)
+        if groups:
+            blocks = _blocks(groups, b.available_kv_bytes)[2]
+            if best is None or blocks <= best[0]:
+                best = (blocks, b, specs, groups)
+    if best is None:
+        return budget(model, hw, s), [], ()
+    return best[1], best[2], best[3]
 
 
 # ---------------------------------------------------------------- the plan
@@ -167,6 +210,17 @@ class MemoryPlan:
     """Hybrid attention + state models: vLLM's attention block raise and state page padding."""
 
     @property
+    def kv_cache_tokens_newer_vllm(self) -> int:
+        """The "GPU KV cache size" later vLLM releases print: int(max concurrency x max_model_len).
+
+        vLLM 0.11 (and up to 0.19, vllm#40691) prints ``kv_cache_tokens`` =
+        num_blocks // groups x block; vllm#38364 / #40694 replaced it by this figure (v0.24.0
+        logs show token counts that are no multiple of the block). Equal for one-group models;
+        for sliding-window and hybrid models it is much larger.
+        """
+        return int(self.max_concurrency * self.settings.max_model_len)
+
+    @property
     def block_size(self) -> int:
         """The attention block size (state groups' blocks are max_model_len long)."""
         attn = [g.block_size for g in self.groups if not isinstance(g.spec, StateSpec)]
@@ -183,9 +237,7 @@ def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
 def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
     """Everything vLLM 0.11 logs at startup; DoesNotFitError when one request does not fit."""
     s = resolve_settings(model, hw, engine)
-    b = budget(model, hw, s)
-    specs = layer_specs(model, s)
-    groups = build_groups(specs, s.block_size, s.max_model_len)
+    b, specs, groups = limiting_stage(model, hw, s)
     if not groups:
         raise InputError(f"{model.name} has no cache-holding layers to plan")
     per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
@@ -293,8 +345,7 @@ def _smallest_fitting_tp(model: ModelSpec, hw: HardwareSpec, engine: EngineConfi
 def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
     try:
         s = resolve_settings(model, hw, engine)
-        b = budget(model, hw, s)
-        groups = build_groups(layer_specs(model, s), s.block_size, s.max_model_len)
+        b, _, groups = limiting_stage(model, hw, s)
     except InputError:
         return False
     return b.available_kv_bytes > 0 and needed_bytes(groups, s) <= b.available_kv_bytes

@@ -92,8 +92,9 @@ def _expert_bytes(inter: int, hidden: int, b: Mxfp4Backend | None) -> int:
 
 
 def mxfp4_padding_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str | None,
-                        tp: int, pp: int) -> int:
-    """Bytes vLLM's mxfp4 MoE layout adds on the fullest GPU (0 unless mxfp4 experts)."""
+                        tp: int, pp: int, stage: int | None = None) -> int:
+    """Bytes vLLM's mxfp4 MoE layout adds on the fullest GPU, or on pipeline stage ``stage``
+    (0 unless mxfp4 experts)."""
     fmt = resolve_format(quantization, model.quantization, model.weight_block_size)
     moe = model.moe
     if fmt is None or fmt.name != "mxfp4" or moe is None:
@@ -104,5 +105,6 @@ def mxfp4_padding_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str
     inter = cdiv(moe.moe_intermediate_size, tp)
     extra = (_expert_bytes(inter, model.hidden_size, backend)
              - _expert_bytes(inter, model.hidden_size, None))
-    layers = max(len(r) for r in pp_layer_ranges(model.num_layers, pp))
+    ranges = pp_layer_ranges(model.num_layers, pp)
+    layers = max(len(r) for r in ranges) if stage is None else len(ranges[stage])
     return layers * moe.num_experts * extra

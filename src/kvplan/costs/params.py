@@ -354,6 +354,14 @@ def weight_bytes_per_gpu(
     return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None)
 
 
+def stage_weight_bytes(
+    model: ModelSpec, *, dtype: str = "auto", quantization: str | None = None, tp: int = 1,
+    pp: int = 1, stage: int = 0,
+) -> int:
+    """Weight bytes on one GPU of pipeline stage ``stage`` (embedding first, lm_head last)."""
+    return _sum_bytes(_stage_parts(model, pp, stage), _pricing(model, dtype, quantization), tp)
+
+
 def active_weight_bytes_per_gpu(
     model: ModelSpec,
     *,

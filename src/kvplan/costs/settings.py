@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.costs import vllm_defaults as vd
+from kvplan.costs.fp8_blocks import check_fp8_blocks
+from kvplan.costs.weight_formats import resolve_format
 from kvplan.errors import InputError
 from kvplan.specs.engine_bounds import check_kv_cache_memory
 from kvplan.specs.hardware import HardwareSpec
@@ -38,6 +40,8 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     check_tensor_parallel(model, tp)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    check_fp8_blocks(model, None if fmt is None else fmt.block, tp)
     check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
@@ -51,7 +55,7 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
     return Settings(
         tp=tp,
         pp=pp,
-        block_size=engine.block_size,
+        block_size=mla_block_size(model, hw, engine.block_size),
         gpu_memory_utilization=engine.gpu_memory_utilization,
         max_model_len=max_len,
         max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
@@ -63,3 +67,16 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
         mamba_cache_dtype=engine.mamba_cache_dtype,
         mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
     )
+
+
+def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
+    """The block an MLA model gets: vLLM 0.11 (``platforms/cuda.py`` check_and_update_config)
+    forces its default MLA backend's block size when --block-size is no multiple of it.
+
+    Hopper: FlashMLA, 64 ("Forcing kv cache block size to 64 for FlashMLA backend.");
+    Blackwell: CUTLASS MLA, 128. Other GPUs (Triton MLA) keep --block-size.
+    """
+    if model.mla is None:
+        return block
+    need = vd.mla_kernel_block_size(hw)
+    return block if need is None or block % need == 0 else need

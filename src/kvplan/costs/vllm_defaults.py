@@ -8,12 +8,18 @@ from kvplan.units import GiB, MiB
 VLLM_VERSION = "0.11.0"
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+FLASHMLA_BLOCK_SIZE = 64
+"""FlashMLA (vLLM's default MLA backend on Hopper) pages the latent cache in blocks of 64."""
+CUTLASS_MLA_BLOCK_SIZE = 128
+"""CUTLASS MLA (vLLM 0.11's default MLA backend on Blackwell) needs blocks of 128."""
 HYBRID_KERNEL_BLOCK_ALIGNMENT = 16
 """Hybrid attention + state models: the attention block is raised to a multiple of this
 (vLLM 0.11.0 HybridAttentionMambaModelConfig: "some attention backends (e.g. FA) only support
 block sizes that are multiples of 16"). Later 0.11.x releases use 64 (128 with CUTLASS MLA) for
 MLA hybrids and 32 for head size 256 on Blackwell with FlashInfer; not modelled."""
 
+ECC_RESERVE_MIB = 467
+"""nvidia-smi total minus what CUDA reports, on data-center GPUs: H100 479 MiB, L4 455 MiB."""
 # torch.cuda.mem_get_info()[1] as vLLM logs it ("Free memory on device (x/TOTAL GiB)").
 # The datasheet's "80 GB" is 80 GiB of HBM less what the driver reserves.
 CUDA_TOTAL_BYTES: dict[str, int] = {
@@ -27,6 +33,19 @@ CUDA_TOTAL_BYTES: dict[str, int] = {
     "a100-80gb-sxm": round(79.25 * GiB),
     # 139.72 GiB: H200, vLLM issue #23192 "Free memory on device (7.34/139.72 GiB) on startup"
     "h200-sxm-141gb": round(139.72 * GiB),
+    # 22.05 GiB: L4, "free memory on device cuda:0 (19.77/22.05 GiB) on startup" (vLLM under
+    # PyTorch's release CI, pytorch/pytorch#175666); nvidia-smi shows 23,034 MiB
+    "l4": round(22.05 * GiB),
+    # 23.64 GiB: RTX 4090, PyTorch "GPU 0 has a total capacty of 23.64 GiB"
+    # (3DTopia/Phidias-Diffusion#8); nvidia-smi shows 24,564 MiB
+    "rtx-4090": round(23.64 * GiB),
+    # 178.35 GiB: B200, torch "Total VRAM: 178.35 GB" (GiB) (unslothai/unsloth#3411)
+    "b200-sxm-180gb": round(178.35 * GiB),
+    # Derived, no log: nvidia-smi's total (modal-labs/modal-client#2797: L40S 46,068 MiB,
+    # A10 23,028 MiB) less the ~467 MiB CUDA reserves on the ECC parts measured above
+    # (H100 81,559 MiB -> 79.18 GiB: 479 MiB; L4 23,034 MiB -> 22.05 GiB: 455 MiB)
+    "l40s": (46_068 - ECC_RESERVE_MIB) * MiB,
+    "a10g": (23_028 - ECC_RESERVE_MIB) * MiB,
 }
 _RESERVED_FRACTION = 0.0104
 """Unmeasured GPUs: nominal GiB less ~1% (H100: 80 GiB -> 79.18 GiB is 1.02% reserved)."""
@@ -39,6 +58,20 @@ def cuda_total_bytes(hw: HardwareSpec) -> int:
         return known
     nominal_gib = hw.memory_bytes / 10**9
     return int(nominal_gib * GiB * (1 - _RESERVED_FRACTION))
+
+
+def mla_kernel_block_size(hw: HardwareSpec) -> int | None:
+    """Block size vLLM 0.11's default MLA backend needs on ``hw`` (None: any block works).
+
+    Hopper runs FlashMLA (blocks of 64), Blackwell CUTLASS MLA (128); Ampere, Ada and ROCm
+    fall back to a backend without a block constraint (ROCm's AITER MLA, block 1, is opt-in).
+    """
+    arch = hw.arch.lower()
+    if arch.startswith("hopper"):
+        return FLASHMLA_BLOCK_SIZE
+    if arch.startswith("blackwell"):
+        return CUTLASS_MLA_BLOCK_SIZE
+    return None
 
 
 def default_batch_limits(hw: HardwareSpec) -> tuple[int, int]:
@@ -61,5 +94,7 @@ NON_TORCH_BASE_BYTES = 133 * MiB
 """CUDA context growth after vLLM's first snapshot (cuBLAS/cuDNN workspaces): 0.13 GiB at TP1."""
 COMM_BUFFER_BYTES = 420 * MiB
 """TP > 1: NCCL channel buffers + custom all-reduce IPC buffers: 0.54-0.55 GiB at TP2 (logs)."""
+FUSED_MOE_CHUNK_TOKENS = 16 * 1024
+"""VLLM_FUSED_MOE_CHUNK_SIZE: fused_experts works through the tokens in chunks of this many."""
 CUDAGRAPH_MAX_CAPTURE = 512
 """Largest batch vLLM 0.11 captures in a CUDA graph by default."""

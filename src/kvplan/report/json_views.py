@@ -86,6 +86,7 @@ def plan_json(plan: MemoryPlan) -> dict[str, Any]:
         "kv_cache_memory_given": b.kv_cache_memory_given,
         "num_blocks": plan.num_blocks,
         "kv_cache_tokens": plan.kv_cache_tokens,
+        "kv_cache_tokens_newer_vllm": plan.kv_cache_tokens_newer_vllm,
         "max_concurrency": plan.max_concurrency,
         "max_model_len": s.max_model_len,
         "block_size": plan.block_size,
