@@ -145,3 +145,17 @@ def test_malformed_config_file(tmp_path: Path) -> None:
 ])
 def test_absurd_values_one_line(args: tuple[str, ...]) -> None:
     assert_one_line_error(run_cli(*args))
+
+
+def test_request_mla_notes_the_block_size_vllm_forces() -> None:
+    # request knows no GPU: DeepSeek's latent is paged in 64 (Hopper) / 128 (Blackwell)
+    r = run_cli("request", "deepseek-ai/DeepSeek-V3", "--prompt", "2048", "--output", "128",
+            "--json")
+    assert r.code == 0, r.err
+    assert r.json()["block_size"] == 16
+    assert "forces 64 on Hopper" in r.err and r.err.startswith("note: ")
+    r64 = run_cli("request", "deepseek-ai/DeepSeek-V3", "--prompt", "2048", "--output", "128",
+              "--block-size", "64", "--json")
+    assert r64.code == 0 and "note:" not in r64.err
+    dense = run_cli("request", "meta-llama/Llama-2-70b-hf", "--prompt", "2048", "--output", "128")
+    assert dense.code == 0 and "note:" not in dense.err

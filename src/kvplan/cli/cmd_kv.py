@@ -82,6 +82,7 @@ def request_cmd(
     out = check_output(plot and check_chart_path(plot), "--plot", [model])
     spec, engine = _model_engine(model, fl.engine_settings(locals()))
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    _mla_block_note(spec, block_size)
     tl = request_timeline(kv, prompt, output, chunk_tokens=chunk, block_size=engine.block_size,
                           max_tokens=spec.max_position_embeddings)
     if out is not None:
@@ -97,6 +98,18 @@ def request_cmd(
     from kvplan.report.render import render_timeline
 
     render_timeline(console, spec.name, kv, tl)
+
+
+def _mla_block_note(spec: Any, block_size: int | None) -> None:
+    """``request`` knows no GPU: say which block size vLLM forces for MLA where it does."""
+    if spec.mla is None or block_size is not None:
+        return
+    import logging
+
+    logging.getLogger("kvplan").info(
+        "blocks of 16 tokens (vLLM's default); for MLA vLLM 0.11 forces 64 on Hopper "
+        "(FlashMLA) and 128 on Blackwell (CUTLASS MLA): pass --block-size 64 or 128 to see "
+        "the claims there (kvplan capacity/simulate pick it from --gpu)")
 
 
 @app.command("batch")
