@@ -12,26 +12,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass
 from statistics import median
+
+from kvplan.analysis.calibration_report import Residual as Row
 
 METRICS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "output_throughput_tok_s": "throughput",
            "e2e_s": "E2E"}
-
-
-@dataclass(frozen=True)
-class Row:
-    """One measured metric of one point against the bundled profile's prediction."""
-
-    id: str
-    family: str
-    metric: str
-    measured: float
-    predicted: float
-
-    @property
-    def error(self) -> float:
-        return self.predicted / self.measured - 1.0
 
 
 def _rows(sources: Sequence[str]) -> tuple[list[Row], list[str]]:
@@ -51,7 +37,8 @@ def _rows(sources: Sequence[str]) -> tuple[list[Row], list[str]]:
             skipped.append(f"{p['id']}: {exc}")
             continue
         pred = cp.predict(profiles.pick(cp.gpu, cp.precision))
-        rows.extend(Row(id=cp.id, family=cp.family, metric=m, measured=v, predicted=pred[m])
+        rows.extend(Row(id=cp.id, source=cp.source, family=cp.family, gpu=cp.gpu, tp=cp.tp,
+                        metric=m, measured=v, predicted=pred[m])
                     for m, v in cp.measured.items())
     return rows, skipped
 

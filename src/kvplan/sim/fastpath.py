@@ -13,6 +13,8 @@ step by step, so the result is the one ``fast=False`` gives (tests prove it).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from kvplan.costs.batch import StepTimer
@@ -43,14 +45,10 @@ class FastForward:
     _step_no: IntArray
     _opens: IntArray
 
-    def _next_arrival(self) -> float:
-        raise NotImplementedError
-
-    def _segments(self, ids: IntArray, first_step: int, last_step: int) -> None:
-        raise NotImplementedError
-
-    def _finish(self, fin: IntArray, end: float) -> bool:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # hooks the simulator loop (simulator._Loop) implements
+        def _next_arrival(self) -> float: ...
+        def _segments(self, ids: IntArray, first_step: int, last_step: int) -> None: ...
+        def _finish(self, fin: IntArray, end: float) -> bool: ...
 
     def _admission_possible(self) -> bool:
         s = self.s

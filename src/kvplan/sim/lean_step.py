@@ -3,7 +3,7 @@ plain Python, one ``step_time_agg`` call (see lean.py for the rules and when it 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,20 +39,12 @@ class LeanStep:
     ahead_at: float
     validate: bool
 
-    def _finish(self, fin: IntArray, end: float) -> bool:
-        raise NotImplementedError
-
-    def _admission_possible(self) -> bool:
-        raise NotImplementedError
-
-    def _next_arrival(self) -> float:
-        raise NotImplementedError
-
-    def _run_times(self, dur: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def _account(self, plan: StepPlan) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # hooks the simulator loop (simulator._Loop) implements
+        def _finish(self, fin: IntArray, end: float) -> bool: ...
+        def _admission_possible(self) -> bool: ...
+        def _next_arrival(self) -> float: ...
+        def _run_times(self, dur: np.ndarray) -> np.ndarray: ...
+        def _account(self, plan: StepPlan) -> None: ...
 
     # ------------------------------------------------------------ cohort upkeep
 
