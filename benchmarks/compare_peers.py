@@ -9,10 +9,10 @@ replay or the static-batch latency, under the bundled profile with each engine's
 ``--held-out`` adds the leave-one-source-out prediction of ``calibration_report``, minutes)
 and by aiconfigurator's ``cli_estimate`` (mapping in ``peers_map.to_aic``: static batches
 run its ``static`` estimate, served runs its ``agg`` estimate at the measured concurrency,
-or the largest its KV cache holds, since it has no request queue). Prints, per family and metric, the median
-|predicted / measured - 1| of both on the values both price, and every point either could
-not price with the reason. Takes 10-30 minutes (1-10 s an aiconfigurator call; more
-where it searches the batch its KV cache holds).
+or the largest its KV cache holds, since it has no request queue). Prints, per family and
+metric, the median |predicted / measured - 1| of both on the values both price, and every
+point either could not price with the reason. Takes 10-30 minutes (1-10 s an
+aiconfigurator call; more where it searches the batch its KV cache holds).
 """
 
 from __future__ import annotations
