@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import typer.main
@@ -20,7 +20,23 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: it wraps the text, never cuts a flag name
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from kvplan import __version__
+
+        print(f"kvplan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print kvplan's version and exit.")] = False) -> None:
+    """KV-cache memory, capacity, latency and serving simulation for LLM serving."""
 
 
 COMMAND_MODULES = (
@@ -109,7 +125,8 @@ def main() -> None:
     except typer.Abort:
         _fail("aborted")
     except Exception as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":
+        if type(exc).__name__ == "NoArgsIsHelpError":  # its message is the help text
+            print(exc.format_message())  # type: ignore[attr-defined]
             sys.exit(0)
         message = getattr(exc, "format_message", None)
         if message is None:  # a bug, not a user error: let it show
