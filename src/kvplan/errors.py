@@ -37,3 +37,10 @@ class DoesNotFitError(KvplanError):
 
 class TraceError(KvplanError):
     """A trace or measurement file is malformed; names the file, line and column."""
+
+
+def located(where: str, exc: BaseException | str) -> str:
+    """``where: message``, once: a message that already starts with ``where:`` (raised by a
+    helper that knew the location) is not prefixed again."""
+    text = str(exc)
+    return text if text.startswith(f"{where}:") else f"{where}: {text}"

@@ -27,7 +27,7 @@ from kvplan.analysis.calibration_set import CalPoint, serving_replay
 from kvplan.costs.measurements import Defaults
 from kvplan.costs.profile import Profile
 from kvplan.costs.profiles import ProfileSet
-from kvplan.errors import KvplanError, TraceError
+from kvplan.errors import KvplanError, TraceError, located
 from kvplan.specs.serving import EngineConfig
 from kvplan.specs.workload import Workload
 
@@ -147,7 +147,7 @@ def _check(m: Any) -> None:
     try:
         check_point(load_model(m.model), load_gpu(m.gpu), m.engine, m.shape)
     except KvplanError as exc:
-        raise TraceError(f"{m.where}: {exc}") from None
+        raise TraceError(located(m.where, exc)) from None
 
 
 def _run(row: Mapping[str, Any], where: str, d: Defaults) -> ServingRun:
@@ -189,7 +189,7 @@ def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
             max_num_batched_tokens=opt("max_num_batched_tokens"),
             max_num_seqs=opt("max_num_seqs"), max_model_len=opt("max_model_len"))
     except (ValueError, TypeError, KvplanError) as exc:
-        raise TraceError(f"{where}: {exc}") from None
+        raise TraceError(located(where, exc)) from None
 
 
 def run_workload(r: ServingRun, seed: int = 0) -> Workload:
@@ -221,7 +221,7 @@ def to_point(r: ServingRun) -> CalPoint:
             serving_replay(r.model, hw.id, r.engine, work).metrics if exact
             else _resimulate(r, work))
     except KvplanError as exc:
-        raise TraceError(f"{r.where}: {exc}") from None
+        raise TraceError(located(r.where, exc)) from None
     family = "moe" if model.moe is not None else "dense"
     return CalPoint(id=r.id, source=r.where, family=family, model=model.name, gpu=hw.id,
                     tp=r.engine.tensor_parallel_size,
@@ -326,7 +326,7 @@ def static_point(m: Any) -> CalPoint:
     try:
         model, hw = load_model(m.model), load_gpu(m.gpu)
     except KvplanError as exc:
-        raise TraceError(f"{m.where}: {exc}") from None
+        raise TraceError(located(m.where, exc)) from None
     timer = StepCostModel(model, hw, m.engine)
     return CalPoint(id=m.id, source=m.where, family="moe" if model.moe else "dense",
                     model=model.name, gpu=hw.id, tp=m.engine.tensor_parallel_size,

@@ -135,6 +135,8 @@ def main() -> None:
 
 
 def _fail(message: str) -> None:
-    """One line on stderr, exit status 2."""
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    """One line on stderr (long values cut, at most 300 characters), exit status 2."""
+    from kvplan.report.error_text import error_line
+
+    print(error_line(message), file=sys.stderr)
     sys.exit(2)

@@ -24,7 +24,7 @@ from kvplan.costs.profiles import (
     save_profiles,
 )
 from kvplan.costs.roofline import Profile, StepCostModel, compute_precision
-from kvplan.errors import KvplanError, TraceError
+from kvplan.errors import KvplanError, TraceError, located
 
 __all__ = ["BOUNDS", "FITTED", "METRICS", "PROFILE_SCHEMA", "CalibrationResult", "Defaults",
            "Measurement", "PointError", "ProfileSet", "default_profiles", "evaluate",
@@ -96,7 +96,7 @@ def _prepare(points: Iterable[Measurement]) -> dict[tuple[str, str], list[_Prepa
             check_point(model, hw, pt.engine, pt.shape)
             timer = StepCostModel(model, hw, pt.engine)
         except KvplanError as exc:
-            raise TraceError(f"{pt.where}: {exc}") from None
+            raise TraceError(located(pt.where, exc)) from None
         key = (hw.id, compute_precision(model, pt.engine))
         groups.setdefault(key, []).append(_Prepared(pt, timer))
     return groups

@@ -14,7 +14,7 @@ from typing import Any
 from kvplan import jsonread
 from kvplan.costs.latency import RequestShape
 from kvplan.costs.measurement_checks import check_measured, mapping_field, whole, whole_count
-from kvplan.errors import KvplanError, TraceError
+from kvplan.errors import KvplanError, TraceError, located
 from kvplan.specs.serving import EngineConfig
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s")
@@ -191,7 +191,7 @@ def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
             if row.get("max_num_batched_tokens") else None,
         )
     except (ValueError, TypeError, OverflowError, KvplanError) as exc:
-        raise TraceError(f"{where}: {exc}") from None
+        raise TraceError(located(where, exc)) from None
 
 
 def _shape(batch: Any, prompt: Any, output: Any, where: str) -> RequestShape:
