@@ -105,6 +105,15 @@ def _notes_to_stderr() -> None:
         log.removeHandler(old)  # a second main() in one process: today's sys.stderr
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("note: %(message)s"))
+    seen: set[str] = set()  # one note per kind: a model loaded twice says so once
+
+    def first_time(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        fresh = text not in seen
+        seen.add(text)
+        return fresh
+
+    handler.addFilter(first_time)
     handler.kvplan_notes = True  # type: ignore[attr-defined]
     log.addHandler(handler)
     log.setLevel(logging.INFO)
