@@ -260,20 +260,28 @@ def kv_usage_series(r: SimulationResult, max_points: int = 2000) -> dict[str, li
             "waiting": peak(st.waiting)}
 
 
-def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any]) -> dict[str, Any]:
-    """The whole --save-result object: header, vLLM keys, per-request lists, kvplan extras."""
-    done = r.finished
-    req = per_request(r)
+PER_REQUEST_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "errors", "rejected")
+"""The per-request lists: vLLM's ``vllm bench serve`` writes its five only with
+``--save-detailed``; ``rejected`` is kvplan's (``rejected_by_reason`` sums it up)."""
+
+
+def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any], *,
+                     detailed: bool = True) -> dict[str, Any]:
+    """The whole --save-result object: header, vLLM keys, kvplan extras, and with
+    ``detailed`` the per-request lists (PER_REQUEST_KEYS), as ``--save-detailed`` asks."""
     out = dict(header)
     out.update(vllm_result(m))
-    out["input_lens"] = r.prompt_tokens[done].tolist()
-    out["output_lens"] = r.output_tokens[done].tolist()
-    out["ttfts"] = req["ttft"].tolist()
-    out["itls"] = per_request_itls(r)
-    out["errors"] = ["" for _ in range(int(done.sum()))] + list(r.rejected.values())
+    if detailed:
+        done = r.finished
+        out["input_lens"] = r.prompt_tokens[done].tolist()
+        out["output_lens"] = r.output_tokens[done].tolist()
+        out["ttfts"] = per_request(r)["ttft"].tolist()
+        out["itls"] = per_request_itls(r)
+        out["errors"] = ["" for _ in range(int(done.sum()))] + list(r.rejected.values())
     out.update(kvplan_extras(m))
     out["kv_usage"] = kv_usage_series(r)
-    out["rejected"] = rejected_list(r)
+    if detailed:
+        out["rejected"] = rejected_list(r)
     return out
 
 

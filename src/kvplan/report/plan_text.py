@@ -6,7 +6,8 @@ from typing import Any
 
 from kvplan.analysis.plan_types import Candidate, Plan
 from kvplan.analysis.plan_verdict import closest_miss
-from kvplan.report.plan_band_text import band_lines, edge_word, margin_line
+from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
+from kvplan.report.plan_band_text import achieved_text, band_lines, edge_word, margin_line
 
 RUNNERS_UP = 5
 INFEASIBLE_SHOWN = 3
@@ -83,7 +84,7 @@ def _winner(p: Plan, w: Candidate, console: Any) -> None:
     if w.binding is not None:
         console.print(f"Binding: {w.binding.primary} - {w.binding.why}")
     if w.fleet is not None:
-        got = ", ".join(f"{k} {v:.1f}" for k, v in w.fleet.achieved)
+        got = ", ".join(achieved_text(k, v) for k, v in w.fleet.achieved)
         console.print(f"Fleet of {w.replicas} verified by simulation: {got}")
     if w.bands is not None:
         for line in band_lines(w.bands):
@@ -107,20 +108,27 @@ def _levers(p: Plan, console: Any) -> None:
     t = Table(title="One lever at a time on the winner",
               caption="every row estimated alike: capacity searched on one replica, "
                       "replicas = ceil(rate / capacity); the first row is the winner")
-    for col in ("change", "capacity (req/s)", "replicas", "$/hour", "binding p99 (ms)",
+    for col in ("change", "capacity (req/s)", "replicas", "$/hour", "binding p99",
                 "band (10-90%)", "note"):
         t.add_column(col)
     for x in p.levers:
         t.add_row(x.change, _both(x.capacity_rps, x.delta_capacity_pct, "%"),
                   _both(x.replicas, x.delta_replicas, ""),
                   _both(x.usd_per_hour, x.delta_usd_per_hour, ""),
-                  _both(x.binding_p99_ms, x.delta_binding_p99_ms, ""),
+                  _p99(x.binding_p99_ms, x.delta_binding_p99_ms),
                   _band(x.binding_p99_ms_band), x.note)
     console.print(t)
 
 
 def _band(band: tuple[float, float] | None) -> str:
-    return "-" if band is None else f"{band[0]:.2f} - {band[1]:.2f}"
+    return "-" if band is None else fmt_ms_range(*band)
+
+
+def _p99(ms: float | None, delta_ms: float | None) -> str:
+    """The lever's binding p99 and its change against the winner's row, in readable units."""
+    if ms is None:
+        return "-"
+    return f"{fmt_ms(ms)} ({'-' if delta_ms is None else fmt_ms_delta(delta_ms)})"
 
 
 def _both(value: float | int | None, delta: float | int | None, unit: str) -> str:
