@@ -59,3 +59,12 @@ def test_overloaded_simulate_reads_in_minutes_and_json_keeps_ms() -> None:
     band = data["mean_ttft_ms_band"]
     assert f"TTFT {fmt_ms_range(*band)}" in " ".join(text.out.split())
     assert not any(key.endswith("_min") or key.endswith("_h") for key in data)
+
+
+def test_plan_levers_cells() -> None:
+    from kvplan.report.plan_text import _band, _p99
+
+    assert _p99(812.4, 0.0) == "812.40 ms (+0.00 ms)"
+    assert _p99(174_670.27, -1_200.0) == "2.91 min (-1.200 s)"
+    assert _p99(None, None) == "-" and _p99(50.0, None) == "50.00 ms (-)"
+    assert _band((90_776.14, 609_704.06)) == "1.51-10.16 min" and _band(None) == "-"
