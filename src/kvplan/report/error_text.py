@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 
-MAX_LINE = 300
-"""The longest ``error: ...`` line, in characters."""
+MAX_LINE = 500
+"""The longest ``error: ...`` line, in characters: kvplan's own longest messages (a KV cache
+that does not fit, an infeasible plan with its lever) run to about 350 once values are cut."""
 MAX_VALUE = 80
 """The most characters of one echoed value (a run without spaces, or a quoted string)."""
 _LONG = MAX_VALUE + 20  # a path of up to 100 characters is shown whole
-_QUOTED = re.compile(rf"'[^']{{{_LONG},}}'|\"[^\"]{{{_LONG},}}\"")
+# a quoted value opens and closes outside a word: the apostrophes of "gate's and up's" do not
+_QUOTED = re.compile(rf"(?<!\w)'[^']{{{_LONG},}}'(?!\w)|(?<!\w)\"[^\"]{{{_LONG},}}\"(?!\w)")
 _RUN = re.compile(rf"\S{{{_LONG + 1},}}")
 _MARK = "..."
 
