@@ -6,12 +6,12 @@ from __future__ import annotations
 class KvplanError(ValueError):
     """Base class: something the user gave is wrong; the message says what and what to do."""
 
+
 def located(where: str, exc: BaseException | str) -> str:
     """``where: message``, once: a message that already starts with ``where:`` (raised by a
     helper that knew the location) is not prefixed again."""
     text = str(exc)
     return text if text.startswith(f"{where}:") else f"{where}: {text}"
-
 
 
 class InputError(KvplanError):
