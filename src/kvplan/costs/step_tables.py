@@ -1,0 +1,150 @@
+"""A deployment's step ops priced from the measured kernel tables (``kvplan.costs.kernels``):
+per-token-count tables of the GEMMs and MoE, the all-reduces, and the attention kernels'
+per-pair / per-cached-token / per-request seconds, each read off the GPU's own measurements.
+
+Nothing here is fitted on serving data. Attention kernels are linear in what a step's
+aggregates carry (the simulator prices a step from sums)::
+
+    decode attention, per layer   t(B, L) = a + g * B + d * B * L     (B requests, L cached)
+    prefill attention, per layer  t(P)    = b * P                      (P attended pairs)
+
+``d`` and ``g`` come from two measured points each at the model's head shape, ``b`` from the
+measured causal self-attention of one chunk-sized sequence; tests hold the linear forms
+against the tables they are read from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvplan.costs import kernels as kn
+from kvplan.costs.batch import FloatArray
+from kvplan.costs.step_ops import AttentionOp, StageOps
+
+_DECODE_B = (8, 64)
+"""Decode batches the per-request and per-token slopes are read at."""
+_DECODE_L = (1024, 8192)
+"""Cached lengths the per-token slope is read between."""
+_PREFILL_CAP = 16384
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionRates:
+    """Seconds one step's attention layers of one kind cost, summed over their layers."""
+
+    per_pair_s: float
+    per_context_s: float
+    per_request_s: float
+    per_step_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasuredStep:
+    """A deployment's measured op prices (one GPU of the fullest stage)."""
+
+    gpu: str
+    dense_s: FloatArray
+    """[T] for T = 0..max_tokens: every per-token GEMM + the MoE layers at m = T."""
+    allreduce_s: FloatArray | None
+    """[T]: the step's tensor-parallel all-reduces of T tokens' activations."""
+    lm_fixed_s: float
+    """lm_head at one request (a weight read); lm(R) = max(lm_fixed_s, lm_per_request_s*R)."""
+    lm_per_request_s: float
+    full: AttentionRates | None
+    sliding: AttentionRates | None
+    mla_context_s: float
+    """MLA: kv_b_proj up-projection seconds per cached token of a prefill request."""
+    stream_bytes_per_s: float
+    """Bandwidth the measured decode-attention kernel reaches: prices elementwise traffic."""
+    compute_flops_per_s: float
+    """FLOP/s a measured large GEMM (8,192 cubed) reaches: prices recurrent-state math."""
+    sources: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def max_tokens(self) -> int:
+        return len(self.dense_s) - 1
+
+
+def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
+                  max_tokens: int, prefill_tokens: int) -> MeasuredStep:
+    """Price ``ops`` on ``gpu`` from its tables for steps of up to ``max_tokens`` tokens;
+    ``prefill_tokens`` is the chunk a prefill step typically computes (the attention rate is
+    read at that length)."""
+    m = np.arange(max_tokens + 1, dtype=np.int64)
+    dense = np.zeros(max_tokens + 1, dtype=np.float64)
+    notes: list[str] = []
+    lm_fixed = lm_slope = mla_ctx = 0.0
+    for op in ops.gemms:
+        if op.per == "token":
+            dense[1:] += op.count * kn.gemm_s(gpu, m[1:], op.n, op.k, gemm_dtype)
+        elif op.per == "request":
+            lm_fixed, lm_slope = _lm_head(gpu, op.n, op.k, gemm_dtype)
+        else:
+            mla_ctx = op.count * float(kn.gemm_s(gpu, np.array([4096]), op.n, op.k,
+                                                 gemm_dtype)[0]) / 4096
+    if ops.moe is not None:
+        e = ops.moe
+        dense[1:] += e.count * kn.moe_s(gpu, m[1:], hidden=e.hidden, inter=e.inter,
+                                        experts=e.experts, topk=e.topk, dtype=gemm_dtype,
+                                        tp=ops.tp)
+    ar = None
+    if ops.allreduces:
+        ar = np.zeros(max_tokens + 1, dtype=np.float64)
+        ar[1:] = ops.allreduces * kn.allreduce_s(gpu, m[1:] * ops.allreduce_bytes_per_token,
+                                                 ops.tp)
+    by_kind = {a.kind: a for a in ops.attention}
+    full = by_kind.get("full") or by_kind.get("mla")
+    chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
+    full_r = _rates(gpu, full, kv_dtype, chunk) if full else None
+    slide = by_kind.get("sliding")
+    return MeasuredStep(
+        gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
+        full=full_r, sliding=_rates(gpu, slide, kv_dtype, chunk) if slide else None,
+        mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
+        compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
+        sources=kn.sources(gpu), notes=tuple(notes))
+
+
+def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
+    """(seconds at one row, seconds per row at 512 rows): a roofline through two measured
+    points (a weight read while memory-bound, the compute rate once many rows share it)."""
+    t = kn.gemm_s(gpu, np.array([1, 512]), n, k, dtype)
+    return float(t[0]), float(t[1]) / 512
+
+
+def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int) -> AttentionRates:
+    """Per-pair, per-context, per-request and per-step seconds of ``a.count`` layers."""
+    shape = dict(heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim,
+                 kv_dtype=kv_dtype, window=a.window, mla=a.kind == "mla")
+    (b1, b2), (l1, l2) = _DECODE_B, _DECODE_L
+    t = {(b, ln): float(kn.generation_attention_s(gpu, batch=b, kv_len=ln, **shape))
+         for b in (b1, b2) for ln in (l1, l2)}
+    per_ctx = max(0.0, (t[b2, l2] - t[b2, l1]) / (b2 * (l2 - l1)))
+    per_req = max(0.0, (t[b2, l1] - t[b1, l1]) / (b2 - b1) - per_ctx * l1)
+    floor = max(0.0, t[b1, l1] - b1 * (per_req + per_ctx * l1))
+    pairs = chunk * (chunk + 1) // 2
+    if a.window:
+        pairs = sum(min(j, a.window) for j in range(1, chunk + 1))
+    prefill = float(kn.context_attention_s(gpu, batch=1, seq_len=chunk, **shape))
+    n = a.count
+    return AttentionRates(per_pair_s=n * prefill / pairs, per_context_s=n * per_ctx,
+                          per_request_s=n * per_req, per_step_s=n * floor)
+
+
+def _stream_rate(gpu: str, kv_dtype: str) -> float:
+    """Bytes per second of the measured decode-attention kernel at a large, memory-bound
+    shape (64 requests x 8,192 cached tokens, 8 KV heads of 128): elementwise ops stream
+    activations at about that rate."""
+    b, ln, kv_heads, d = 64, 8192, 8, 128
+    t = float(kn.generation_attention_s(gpu, batch=b, kv_len=ln, heads=32, kv_heads=kv_heads,
+                                        head_dim=d, kv_dtype="bfloat16", window=0, mla=False))
+    return b * ln * kv_heads * d * 2 * 2 / t
+
+
+def _compute_rate(gpu: str, dtype: str) -> float:
+    """FLOP/s of the measured 8,192 x 8,192 x 8,192 GEMM at ``dtype``."""
+    n = 8192
+    return 2.0 * n ** 3 / float(kn.gemm_s(gpu, np.array([n]), n, n, dtype)[0])
