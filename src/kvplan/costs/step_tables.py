@@ -16,6 +16,7 @@ against the tables they are read from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -68,6 +69,7 @@ class MeasuredStep:
         return len(self.dense_s) - 1
 
 
+@lru_cache(maxsize=256)
 def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
                   max_tokens: int, prefill_tokens: int) -> MeasuredStep:
     """Price ``ops`` on ``gpu`` from its tables for steps of up to ``max_tokens`` tokens;
@@ -93,8 +95,8 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     ar = None
     if ops.allreduces:
         ar = np.zeros(max_tokens + 1, dtype=np.float64)
-        ar[1:] = ops.allreduces * kn.allreduce_s(gpu, m[1:] * ops.allreduce_bytes_per_token,
-                                                 ops.tp)
+        ar[1:] = ops.allreduces * kn.all_reduce_s(gpu, m[1:] * ops.allreduce_bytes_per_token,
+                                                  ops.tp)
     by_kind = {a.kind: a for a in ops.attention}
     full = by_kind.get("full") or by_kind.get("mla")
     chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
@@ -105,7 +107,7 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
         full=full_r, sliding=_rates(gpu, slide, kv_dtype, chunk) if slide else None,
         mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
         compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
-        sources=kn.sources(gpu), notes=tuple(notes))
+        sources=(kn.resolve_gpu(gpu),), notes=tuple(notes))
 
 
 def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
@@ -117,21 +119,37 @@ def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
 
 def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int) -> AttentionRates:
     """Per-pair, per-context, per-request and per-step seconds of ``a.count`` layers."""
-    shape = dict(heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim,
-                 kv_dtype=kv_dtype, window=a.window, mla=a.kind == "mla")
     (b1, b2), (l1, l2) = _DECODE_B, _DECODE_L
-    t = {(b, ln): float(kn.generation_attention_s(gpu, batch=b, kv_len=ln, **shape))
-         for b in (b1, b2) for ln in (l1, l2)}
+    t = {(b, ln): _decode_s(gpu, a, kv_dtype, b, ln) for b in (b1, b2) for ln in (l1, l2)}
     per_ctx = max(0.0, (t[b2, l2] - t[b2, l1]) / (b2 * (l2 - l1)))
     per_req = max(0.0, (t[b2, l1] - t[b1, l1]) / (b2 - b1) - per_ctx * l1)
     floor = max(0.0, t[b1, l1] - b1 * (per_req + per_ctx * l1))
     pairs = chunk * (chunk + 1) // 2
     if a.window:
         pairs = sum(min(j, a.window) for j in range(1, chunk + 1))
-    prefill = float(kn.context_attention_s(gpu, batch=1, seq_len=chunk, **shape))
+    prefill = _prefill_s(gpu, a, kv_dtype, chunk)
     n = a.count
     return AttentionRates(per_pair_s=n * prefill / pairs, per_context_s=n * per_ctx,
                           per_request_s=n * per_req, per_step_s=n * floor)
+
+
+def _decode_s(gpu: str, a: AttentionOp, kv_dtype: str, batch: int, kv_len: int) -> float:
+    """One layer's measured decode attention (MLA: vLLM's MLA decode module)."""
+    if a.kind == "mla":
+        return float(kn.mla_decode_s(gpu, batch, kv_len, num_heads=a.heads,
+                                     kv_dtype=kv_dtype)[()])
+    return float(kn.decode_attention_s(gpu, batch, kv_len, num_heads=a.heads,
+                                       num_kv_heads=a.kv_heads, head_dim=a.head_dim,
+                                       kv_dtype=kv_dtype, window=a.window)[()])
+
+
+def _prefill_s(gpu: str, a: AttentionOp, kv_dtype: str, isl: int) -> float:
+    """One layer's measured causal prefill attention of one ``isl``-token sequence."""
+    if a.kind == "mla":
+        return float(kn.mla_context_s(gpu, 1, isl, num_heads=a.heads, kv_dtype=kv_dtype)[()])
+    return float(kn.context_attention_s(gpu, 1, isl, num_heads=a.heads,
+                                        num_kv_heads=a.kv_heads, head_dim=a.head_dim,
+                                        kv_dtype=kv_dtype, window=a.window)[()])
 
 
 def _stream_rate(gpu: str, kv_dtype: str) -> float:
@@ -139,8 +157,8 @@ def _stream_rate(gpu: str, kv_dtype: str) -> float:
     shape (64 requests x 8,192 cached tokens, 8 KV heads of 128): elementwise ops stream
     activations at about that rate."""
     b, ln, kv_heads, d = 64, 8192, 8, 128
-    t = float(kn.generation_attention_s(gpu, batch=b, kv_len=ln, heads=32, kv_heads=kv_heads,
-                                        head_dim=d, kv_dtype="bfloat16", window=0, mla=False))
+    t = float(kn.decode_attention_s(gpu, b, ln, num_heads=32, num_kv_heads=kv_heads,
+                                    head_dim=d, kv_dtype="bfloat16")[()])
     return b * ln * kv_heads * d * 2 * 2 / t
 
 
@@ -148,3 +166,49 @@ def _compute_rate(gpu: str, dtype: str) -> float:
     """FLOP/s of the measured 8,192 x 8,192 x 8,192 GEMM at ``dtype``."""
     n = 8192
     return 2.0 * n ** 3 / float(kn.gemm_s(gpu, np.array([n]), n, n, dtype)[0])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpTime:
+    """One op family's seconds in one step (summed over its ``count`` layers)."""
+
+    op: str
+    count: int
+    shape: str
+    seconds: float
+
+
+def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
+             requests: int, context: int, pairs: int) -> tuple[OpTime, ...]:
+    """Where one step's kernel milliseconds go, op by op (``kvplan latency --explain``):
+    ``tokens`` computed by ``requests`` requests over ``context`` cached tokens with
+    ``pairs`` attended (query, key) pairs."""
+    gpu, out = ms.gpu, []
+    m = np.array([max(1, tokens)])
+    for op in ops.gemms:
+        if op.per == "prefill_context":
+            continue
+        rows = requests if op.per == "request" else tokens
+        t = float(kn.gemm_s(gpu, np.array([max(1, rows)]), op.n, op.k, gemm_dtype)[0])
+        out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
+                          seconds=op.count * t))
+    if ops.moe is not None:
+        e = ops.moe
+        t = float(kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, experts=e.experts,
+                           topk=e.topk, dtype=gemm_dtype, tp=ops.tp)[0])
+        out.append(OpTime(op="moe_experts", count=e.count,
+                          shape=f"tokens={tokens} E={e.experts} top-{e.topk} inter={e.inter}",
+                          seconds=e.count * t))
+    for a, r in ((x, ms.full if x.kind != "sliding" else ms.sliding) for x in ops.attention):
+        if r is None:
+            continue
+        mem = r.per_context_s * context + r.per_request_s * requests
+        secs = r.per_step_s + max(r.per_pair_s * pairs, mem)
+        out.append(OpTime(op=f"attention_{a.kind}", count=a.count,
+                          shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
+                          seconds=secs))
+    if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
+        out.append(OpTime(op="all_reduce", count=ops.allreduces,
+                          shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} GPUs",
+                          seconds=float(ms.allreduce_s[tokens])))
+    return tuple(out)
