@@ -154,6 +154,11 @@ class StepCostModel:
                                      _TABLE_TOKENS)
 
     @property
+    def ops(self) -> StageOps | None:
+        """The step's ops on the fullest stage (None on the roofline path)."""
+        return self._ops
+
+    @property
     def measured(self) -> MeasuredStep | None:
         """The kernel measurements this model prices from (None: the roofline)."""
         return self._co.measured
