@@ -11,13 +11,18 @@ from kvplan.costs.kernels.attention import (
     decode_attention_s,
 )
 from kvplan.costs.kernels.comm import NCCL_OPS, all_gather, all_reduce, all_reduce_s, nccl
+from kvplan.costs.kernels.donor import Efficiency, nearest_measured_gpu
 from kvplan.costs.kernels.gemm import GEMM_DTYPES, gemm, gemm_s
+from kvplan.costs.kernels.mla import mla_context, mla_context_s, mla_decode, mla_decode_s
+from kvplan.costs.kernels.moe import MOE_DTYPES, moe, moe_s
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
 from kvplan.costs.kernels.tables import manifest, measured_gpus, resolve_gpu
 
 __all__ = [
     "GEMM_DTYPES",
+    "MOE_DTYPES",
     "NCCL_OPS",
+    "Efficiency",
     "OpTime",
     "Status",
     "TableSource",
@@ -32,6 +37,13 @@ __all__ = [
     "gemm_s",
     "manifest",
     "measured_gpus",
+    "mla_context",
+    "mla_context_s",
+    "mla_decode",
+    "mla_decode_s",
+    "moe",
+    "moe_s",
     "nccl",
+    "nearest_measured_gpu",
     "resolve_gpu",
 ]

@@ -116,3 +116,10 @@ def collective_floor_bytes(message_bytes: ArrayLike, num_gpus: int) -> FloatArra
     """Bytes each GPU must move over its links at least: (g-1)/g of the message (any
     algorithm, NVLink SHARP included, sends or receives that much)."""
     return _f(message_bytes) * (num_gpus - 1) / num_gpus
+
+
+def roofline_s(flops: ArrayLike, moved_bytes: ArrayLike, peak_flops: float,
+               bandwidth: float) -> FloatArray:
+    """The datasheet floor: no op runs faster than its FLOPs at peak or its bytes at full
+    bandwidth. Applied to answers scaled from another shape (monotone: it keeps them so)."""
+    return np.maximum(_f(flops) / peak_flops, _f(moved_bytes) / bandwidth)
