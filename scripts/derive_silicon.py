@@ -2,13 +2,14 @@
 
     pip download --no-deps -d /tmp/aic aiconfigurator-core==0.12.0
     cd /tmp/aic && mkdir -p x && cd x && unzip -q ../aiconfigurator_core-0.12.0-*.whl
-    .venv/bin/pip install pandas pyarrow        # this script only; never a runtime dependency
+    .venv/bin/pip install -e '.[derive]'        # pandas + pyarrow: this script only
     .venv/bin/python scripts/derive_silicon.py --source /tmp/aic/x/aiconfigurator_core
 
 Writes src/kvplan/data/silicon/<GPU>.npz (numpy-only: dense log-latency grids) and
-manifest.json (source package and version, per-table engine + version + kernels, what was kept,
-filled, raised and dropped), plus the Apache-2.0 notice. The run is deterministic: the same
-wheel gives the same files. What each step does and why: docs/silicon.md.
+manifest.json (source package and version, per-table engine + version + kernels, what was
+kept, filled, lowered, raised, capped and dropped), plus the Apache-2.0 notice. The same wheel
+gives the same arrays and manifest (only the npz members' zip timestamps differ). What each
+step does and why: docs/silicon.md.
 """
 
 from __future__ import annotations
