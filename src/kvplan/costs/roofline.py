@@ -36,10 +36,14 @@ from kvplan.costs.step_coefficients import (
     measured_coefficients,
     roofline_tables,
 )
-from kvplan.costs.step_donor import donor_rates
 from kvplan.costs.step_ops import StageOps, stage_ops
 from kvplan.costs.step_tables import MeasuredStep, measured_step
-from kvplan.costs.step_constants import StepConstants, compute_precision, step_constants
+from kvplan.costs.step_constants import (
+    StepConstants,
+    compute_precision,
+    gemm_dtype,
+    step_constants,
+)
 from kvplan.costs.step_sums import _clipped_pairs, _clipped_sum, has_prefill
 from kvplan.costs.step_types import Bound, BytesMoved, Flops, Seconds, StepCost
 from kvplan.errors import InputError
@@ -89,7 +93,8 @@ _SMALL = 48
 class StepCostModel:
     """Prices engine steps on one GPU; implements ``kvplan.costs.batch.StepTimer``."""
 
-    __slots__ = ("_bw", "_chunk", "_co", "_flops_rate", "_kv_dtype", "_link", "_ops",
+    __slots__ = ("_bw", "_chunk", "_co", "_flops_rate", "_gemm_dtype", "_kv_dtype", "_link",
+                 "_ops",
                  "constants", "donor", "hardware", "profile")
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
@@ -101,24 +106,26 @@ class StepCostModel:
         kv = resolve_precision(engine.kv_cache_dtype, model.dtype)
         self._kv_dtype = "fp8" if kv.value_bits == 8 else "bfloat16"
         self._chunk = engine.max_num_batched_tokens or _TABLE_TOKENS
+        self._gemm_dtype = gemm_dtype(model, engine, constants.compute_precision)
         profile = profile or Profile()
         self.donor: str | None = None
         if silicon is None:
             silicon = hardware.id.lower() in {g.lower() for g in kn.measured_gpus()}
             if not silicon:  # the roofline at the nearest measured generation's rates
-                rates = donor_rates(hardware.id, hardware.arch, constants.compute_precision)
+                rates = kn.nearest_measured_gpu(hardware)
                 self.donor = rates.donor
-                profile = replace(profile, compute_eff=rates.compute_eff,
-                                  bandwidth_eff=rates.bandwidth_eff)
+                profile = replace(profile, compute_eff=min(1.0, rates.compute),
+                                  bandwidth_eff=min(1.0, rates.memory))
         if silicon:
             self._ops = stage_ops(model, engine)
         self._setup(constants, hardware, profile,
-                    self._silicon(_TABLE_TOKENS, constants, hardware.id) if silicon else None)
+                    self._silicon(_TABLE_TOKENS, hardware.id) if silicon else None)
 
     def with_profile(self, profile: Profile) -> StepCostModel:
         """The same model, GPU and engine under other overheads (no recount, no re-lookup)."""
         other = object.__new__(StepCostModel)
         other._ops, other._kv_dtype, other._chunk = self._ops, self._kv_dtype, self._chunk
+        other._gemm_dtype = self._gemm_dtype
         other.donor = self.donor
         if self.donor is not None:  # rates stay the donor's: a profile moves overheads only
             profile = replace(profile, compute_eff=self.profile.compute_eff,
@@ -126,11 +133,9 @@ class StepCostModel:
         other._setup(self.constants, self.hardware, profile, self._co.measured)
         return other
 
-    def _silicon(self, max_tokens: int, constants: StepConstants | None = None,
-                 gpu: str | None = None) -> MeasuredStep:
+    def _silicon(self, max_tokens: int, gpu: str | None = None) -> MeasuredStep:
         assert self._ops is not None
-        k = constants or self.constants
-        return measured_step(self._ops, gpu or self.hardware.id, k.compute_precision,
+        return measured_step(self._ops, gpu or self.hardware.id, self._gemm_dtype,
                              self._kv_dtype, max_tokens, self._chunk)
 
     def _setup(self, constants: StepConstants, hardware: HardwareSpec, profile: Profile,

@@ -32,9 +32,10 @@ class MoeOp:
 
     hidden: int
     inter: int
-    """Expert intermediate size on this GPU (TP-sharded)."""
+    """Expert intermediate size before tensor parallelism (each GPU holds inter / tp)."""
     experts: int
     topk: int
+    tp: int
     count: int
 
 
@@ -140,8 +141,8 @@ def _moe_op(model: ModelSpec, stage: range, tp: int) -> MoeOp | None:
     layers = sum(1 for i in stage if i >= e.first_dense_layers)
     if not layers:
         return None
-    return MoeOp(hidden=model.hidden_size, inter=max(1, e.moe_intermediate_size // tp),
-                 experts=e.num_experts, topk=e.experts_per_token, count=layers)
+    return MoeOp(hidden=model.hidden_size, inter=e.moe_intermediate_size,
+                 experts=e.num_experts, topk=e.experts_per_token, tp=tp, count=layers)
 
 
 def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp, ...]:

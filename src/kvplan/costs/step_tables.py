@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from kvplan.costs import kernels as kn
-from kvplan.costs.batch import FloatArray
+from kvplan.costs.batch import FloatArray, IntArray
 from kvplan.costs.step_ops import AttentionOp, StageOps
 
 _DECODE_B = (8, 64)
@@ -81,7 +81,7 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     lm_fixed = lm_slope = mla_ctx = 0.0
     for op in ops.gemms:
         if op.per == "token":
-            dense[1:] += op.count * kn.gemm_s(gpu, m[1:], op.n, op.k, gemm_dtype)
+            dense[1:] += op.count * gemm_times(gpu, m[1:], op.n, op.k, gemm_dtype)
         elif op.per == "request":
             lm_fixed, lm_slope = _lm_head(gpu, op.n, op.k, gemm_dtype)
         else:
@@ -90,8 +90,8 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     if ops.moe is not None:
         e = ops.moe
         dense[1:] += e.count * kn.moe_s(gpu, m[1:], hidden=e.hidden, inter=e.inter,
-                                        experts=e.experts, topk=e.topk, dtype=gemm_dtype,
-                                        tp=ops.tp)
+                                        num_experts=e.experts, topk=e.topk,
+                                        dtype=_moe_dtype(gemm_dtype), tp=e.tp)
     ar = None
     if ops.allreduces:
         ar = np.zeros(max_tokens + 1, dtype=np.float64)
@@ -100,7 +100,8 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     by_kind = {a.kind: a for a in ops.attention}
     full = by_kind.get("full") or by_kind.get("mla")
     chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
-    full_r = _rates(gpu, full, kv_dtype, chunk) if full else None
+    proj = _MlaProjections(ops, gpu, gemm_dtype) if "mla" in by_kind else None
+    full_r = _rates(gpu, full, kv_dtype, chunk, proj) if full else None
     slide = by_kind.get("sliding")
     return MeasuredStep(
         gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
@@ -110,17 +111,54 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
         sources=(kn.resolve_gpu(gpu),), notes=tuple(notes))
 
 
+def gemm_times(gpu: str, m: IntArray, n: int, k: int, dtype: str) -> FloatArray:
+    """Measured GEMM seconds. Block-scaled fp8 tables carry a constant floor per call (55 us
+    on H100/H200, 154 us on B200 at m = 1, against 11 us for the per-tensor fp8 kernel on the
+    same shape): host-side time of the measuring harness that a CUDA-graph replay does not
+    pay. Block fp8 is priced at its measured time less that excess floor, and never below
+    the per-tensor fp8 kernel's time on the same shape."""
+    t = kn.gemm_s(gpu, m, n, k, dtype)
+    if dtype != "fp8_block":
+        return t
+    fp8 = kn.gemm_s(gpu, m, n, k, "fp8")
+    one = np.array([1])
+    excess = float(kn.gemm_s(gpu, one, n, k, dtype)[0]) - float(kn.gemm_s(gpu, one, n, k,
+                                                                          "fp8")[0])
+    return np.maximum(fp8, t - max(excess, 0.0))
+
+
 def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
     """(seconds at one row, seconds per row at 512 rows): a roofline through two measured
     points (a weight read while memory-bound, the compute rate once many rows share it)."""
-    t = kn.gemm_s(gpu, np.array([1, 512]), n, k, dtype)
+    t = gemm_times(gpu, np.array([1, 512]), n, k, dtype)
     return float(t[0]), float(t[1]) / 512
 
 
-def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int) -> AttentionRates:
+class _MlaProjections:
+    """The GEMMs of one MLA layer (q_a/kv_a, q_b, kv_b, o_proj): the measured MLA blocks
+    include them, and the step prices them from the GEMM tables, so the attention core is
+    the block less its projections (at least a tenth of the block)."""
+
+    def __init__(self, ops: StageOps, gpu: str, dtype: str) -> None:
+        names = ("mla_a_proj", "mla_q_b_proj", "mla_kv_b_proj", "o_proj")
+        self.ops = [g for g in ops.gemms if g.name in names]
+        self.gpu, self.dtype = gpu, dtype
+        self.layers = max((g.count for g in self.ops), default=1)
+
+    def core(self, block_s: float, m: int, prefill: bool) -> float:
+        proj = sum(g.count / self.layers * float(gemm_times(self.gpu, np.array([m]), g.n, g.k,
+                                                              self.dtype)[0])
+                   for g in self.ops if prefill or g.per == "token")
+        return max(block_s - proj, 0.1 * block_s)
+
+
+def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int,
+           proj: _MlaProjections | None = None) -> AttentionRates:
     """Per-pair, per-context, per-request and per-step seconds of ``a.count`` layers."""
     (b1, b2), (l1, l2) = _DECODE_B, _DECODE_L
     t = {(b, ln): _decode_s(gpu, a, kv_dtype, b, ln) for b in (b1, b2) for ln in (l1, l2)}
+    if proj is not None:
+        t = {(b, ln): proj.core(v, b, False) for (b, ln), v in t.items()}
     per_ctx = max(0.0, (t[b2, l2] - t[b2, l1]) / (b2 * (l2 - l1)))
     per_req = max(0.0, (t[b2, l1] - t[b1, l1]) / (b2 - b1) - per_ctx * l1)
     floor = max(0.0, t[b1, l1] - b1 * (per_req + per_ctx * l1))
@@ -128,6 +166,8 @@ def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int) -> AttentionRate
     if a.window:
         pairs = sum(min(j, a.window) for j in range(1, chunk + 1))
     prefill = _prefill_s(gpu, a, kv_dtype, chunk)
+    if proj is not None:
+        prefill = proj.core(prefill, chunk, True)
     n = a.count
     return AttentionRates(per_pair_s=n * prefill / pairs, per_context_s=n * per_ctx,
                           per_request_s=n * per_req, per_step_s=n * floor)
@@ -137,7 +177,7 @@ def _decode_s(gpu: str, a: AttentionOp, kv_dtype: str, batch: int, kv_len: int) 
     """One layer's measured decode attention (MLA: vLLM's MLA decode module)."""
     if a.kind == "mla":
         return float(kn.mla_decode_s(gpu, batch, kv_len, num_heads=a.heads,
-                                     kv_dtype=kv_dtype)[()])
+                                     kv_dtype=kv_dtype)[()].sum())
     return float(kn.decode_attention_s(gpu, batch, kv_len, num_heads=a.heads,
                                        num_kv_heads=a.kv_heads, head_dim=a.head_dim,
                                        kv_dtype=kv_dtype, window=a.window)[()])
@@ -146,7 +186,8 @@ def _decode_s(gpu: str, a: AttentionOp, kv_dtype: str, batch: int, kv_len: int) 
 def _prefill_s(gpu: str, a: AttentionOp, kv_dtype: str, isl: int) -> float:
     """One layer's measured causal prefill attention of one ``isl``-token sequence."""
     if a.kind == "mla":
-        return float(kn.mla_context_s(gpu, 1, isl, num_heads=a.heads, kv_dtype=kv_dtype)[()])
+        return float(kn.mla_context_s(gpu, 1, isl, num_heads=a.heads,
+                                      kv_dtype=kv_dtype)[()].sum())
     return float(kn.context_attention_s(gpu, 1, isl, num_heads=a.heads,
                                         num_kv_heads=a.kv_heads, head_dim=a.head_dim,
                                         kv_dtype=kv_dtype, window=a.window)[()])
@@ -189,15 +230,16 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
         if op.per == "prefill_context":
             continue
         rows = requests if op.per == "request" else tokens
-        t = float(kn.gemm_s(gpu, np.array([max(1, rows)]), op.n, op.k, gemm_dtype)[0])
+        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k, gemm_dtype)[0])
         out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
                           seconds=op.count * t))
     if ops.moe is not None:
         e = ops.moe
-        t = float(kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, experts=e.experts,
-                           topk=e.topk, dtype=gemm_dtype, tp=ops.tp)[0])
+        t = float(kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts,
+                           topk=e.topk, dtype=_moe_dtype(gemm_dtype), tp=e.tp)[0])
         out.append(OpTime(op="moe_experts", count=e.count,
-                          shape=f"tokens={tokens} E={e.experts} top-{e.topk} inter={e.inter}",
+                          shape=f"tokens={tokens} E={e.experts} top-{e.topk} "
+                                f"inter={e.inter}/{e.tp}",
                           seconds=e.count * t))
     for a, r in ((x, ms.full if x.kind != "sliding" else ms.sliding) for x in ops.attention):
         if r is None:
@@ -212,3 +254,8 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
                           shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} GPUs",
                           seconds=float(ms.allreduce_s[tokens])))
     return tuple(out)
+
+
+def _moe_dtype(gemm_dtype: str) -> str:
+    """The MoE table's word for a compute precision (16-bit types share the bf16 kernels)."""
+    return {"float16": "bfloat16", "fp4": "nvfp4"}.get(gemm_dtype, gemm_dtype)
