@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from kvplan.analysis.calibration_set import CalPoint, serving_replay
+from kvplan.costs.fit_separability import separability_problems
 from kvplan.costs.measurements import Defaults
 from kvplan.costs.profile import Profile
 from kvplan.costs.profiles import ProfileSet
-from kvplan.costs.fit_separability import separability_problems
 from kvplan.errors import KvplanError, TraceError
 from kvplan.specs.serving import EngineConfig
 from kvplan.specs.workload import Workload

@@ -22,12 +22,17 @@ def sensitivities(predict: Callable[[Profile], Sequence[float]], fitted: Profile
     1 microsecond)."""
     out: dict[str, list[float]] = {}
     for name in names:
-        v = getattr(fitted, name) or 1e-6
-        up = predict(replace(fitted, **{name: v * (1 + _STEP)}))
-        down = predict(replace(fitted, **{name: v * (1 - _STEP)}))
+        v = float(getattr(fitted, name) or 1e-6)
+        up = predict(_with(fitted, name, v * (1 + _STEP)))
+        down = predict(_with(fitted, name, v * (1 - _STEP)))
         out[name] = [(math.log(a) - math.log(b)) / (2 * _STEP) if a > 0 and b > 0 else 0.0
                      for a, b in zip(up, down, strict=True)]
     return out
+
+
+def _with(p: Profile, name: str, value: float) -> Profile:
+    changed: dict[str, float] = {name: value}
+    return replace(p, **changed)  # type: ignore[arg-type]
 
 
 def separability_problems(predict: Callable[[Profile], Sequence[float]], fitted: Profile,

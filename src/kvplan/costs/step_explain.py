@@ -33,7 +33,7 @@ def kernel_basis(timer: StepCostModel) -> str:
     if ms is not None:
         from kvplan.costs import kernels as kn
 
-        src = kn.gemm(ms.gpu, 1, 4096, 4096, timer.constants.compute_precision).source
+        src = kn.gemm(ms.gpu, 1, 4096, 4096, timer.gemm_dtype).source
         return (f"kernels measured on {ms.gpu} ({src.engine} {src.version}; "
                 "aiconfigurator-core tables, Apache-2.0)")
     if timer.donor is not None:
@@ -67,7 +67,7 @@ def _step(timer: StepCostModel, phase: str, new: object, ctx: object) -> StepOps
     n, c = np.asarray(new, dtype=np.int64), np.asarray(ctx, dtype=np.int64)
     pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
     assert timer.measured is not None and timer.ops is not None
-    ops = op_times(timer.ops, timer.measured, timer.constants.compute_precision,
+    ops = op_times(timer.ops, timer.measured, timer.gemm_dtype,
                    tokens=int(n.sum()), requests=len(n), context=int(c.sum()), pairs=pairs)
     return StepOps(phase=phase, tokens=int(n.sum()), requests=len(n),
                    context_tokens=int(c.sum()), ops=ops, step_s=timer.step_time_s(n, c))

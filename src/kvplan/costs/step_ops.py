@@ -159,7 +159,7 @@ def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp
                                    head_dim=a.qk_nope_head_dim + a.qk_rope_head_dim,
                                    v_head_dim=a.v_head_dim, window=0, count=count))
             continue
-        ops.append(AttentionOp(kind=kind, heads=heads, kv_heads=kv_heads,  # type: ignore[arg-type]
+        ops.append(AttentionOp(kind=kind, heads=heads, kv_heads=kv_heads,
                                head_dim=model.head_dim, v_head_dim=model.v_head_dim,
                                window=(model.sliding_window or 0) if kind == "sliding" else 0,
                                count=count))

@@ -22,7 +22,7 @@ import numpy as np
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.batch import FloatArray, IntArray
-from kvplan.costs.step_ops import AttentionOp, StageOps
+from kvplan.costs.step_ops import AttentionOp, GemmOp, StageOps
 
 _DECODE_B = (8, 64)
 """Decode batches the per-request and per-token slopes are read at."""
@@ -81,9 +81,9 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     lm_fixed = lm_slope = mla_ctx = 0.0
     for op in ops.gemms:
         if op.per == "token":
-            dense[1:] += op.count * gemm_times(gpu, m[1:], op.n, op.k, gemm_dtype)
+            dense[1:] += op.count * gemm_times(gpu, m[1:], op.n, op.k, op_dtype(op, gemm_dtype))
         elif op.per == "request":
-            lm_fixed, lm_slope = _lm_head(gpu, op.n, op.k, gemm_dtype)
+            lm_fixed, lm_slope = _lm_head(gpu, op.n, op.k, op_dtype(op, gemm_dtype))
         else:
             mla_ctx = op.count * float(kn.gemm_s(gpu, np.array([4096]), op.n, op.k,
                                                  gemm_dtype)[0]) / 4096
@@ -109,6 +109,11 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
         mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
         compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
         sources=(kn.resolve_gpu(gpu),), notes=tuple(notes))
+
+
+def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
+    """vLLM leaves the MoE router and the lm_head unquantized (16-bit) in fp8/fp4 models."""
+    return "bfloat16" if op.name in ("router", "lm_head") else gemm_dtype
 
 
 def gemm_times(gpu: str, m: IntArray, n: int, k: int, dtype: str) -> FloatArray:
@@ -230,7 +235,8 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
         if op.per == "prefill_context":
             continue
         rows = requests if op.per == "request" else tokens
-        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k, gemm_dtype)[0])
+        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k,
+                             op_dtype(op, gemm_dtype))[0])
         out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
                           seconds=op.count * t))
     if ops.moe is not None:
