@@ -8,9 +8,9 @@ aggregates carry (the simulator prices a step from sums)::
     decode attention, per layer   t(B, L) = a + g * B + d * B * L     (B requests, L cached)
     prefill attention, per layer  t(P)    = b * P                      (P attended pairs)
 
-``d`` and ``g`` come from two measured points each at the model's head shape, ``b`` from the
-measured causal self-attention of one chunk-sized sequence; tests hold the linear forms
-against the tables they are read from.
+``a``, ``g``, ``d``: the least-squares line (relative error) through the measured grid at the
+model's head shape; ``b``: the measured causal self-attention of one chunk-sized sequence;
+tests hold the linear forms against the tables they are read from.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from kvplan.costs import kernels as kn
 from kvplan.costs.batch import FloatArray, IntArray
 from kvplan.costs.step_ops import AttentionOp, GemmOp, StageOps
 
-_DECODE_B = (8, 64)
-"""Decode batches the per-request and per-token slopes are read at."""
-_DECODE_L = (1024, 8192)
-"""Cached lengths the per-token slope is read between."""
+_DECODE_B = (1, 4, 16, 64, 256)
+"""Decode batches the decode-attention line is read at."""
+_DECODE_L = (128, 1024, 4096, 16384, 32768)
+"""Cached lengths the decode-attention line is read at."""
 _PREFILL_CAP = 16384
 
 
@@ -160,13 +160,7 @@ class _MlaProjections:
 def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int,
            proj: _MlaProjections | None = None) -> AttentionRates:
     """Per-pair, per-context, per-request and per-step seconds of ``a.count`` layers."""
-    (b1, b2), (l1, l2) = _DECODE_B, _DECODE_L
-    t = {(b, ln): _decode_s(gpu, a, kv_dtype, b, ln) for b in (b1, b2) for ln in (l1, l2)}
-    if proj is not None:
-        t = {(b, ln): proj.core(v, b, False) for (b, ln), v in t.items()}
-    per_ctx = max(0.0, (t[b2, l2] - t[b2, l1]) / (b2 * (l2 - l1)))
-    per_req = max(0.0, (t[b2, l1] - t[b1, l1]) / (b2 - b1) - per_ctx * l1)
-    floor = max(0.0, t[b1, l1] - b1 * (per_req + per_ctx * l1))
+    floor, per_req, per_ctx = _decode_line(gpu, a, kv_dtype, proj)
     pairs = chunk * (chunk + 1) // 2
     if a.window:
         pairs = sum(min(j, a.window) for j in range(1, chunk + 1))
@@ -176,6 +170,24 @@ def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int,
     n = a.count
     return AttentionRates(per_pair_s=n * prefill / pairs, per_context_s=n * per_ctx,
                           per_request_s=n * per_req, per_step_s=n * floor)
+
+
+def _decode_line(gpu: str, a: AttentionOp, kv_dtype: str,
+                 proj: _MlaProjections | None) -> tuple[float, float, float]:
+    """(floor, per request, per cached token) of one layer's decode attention: the line
+    t = floor + g B + d B L through the measured grid (B 1..256, L 128..32,768), least
+    squares in relative error, each coefficient at least 0."""
+    rows, want = [], []
+    for b in _DECODE_B:
+        for ln in _DECODE_L:
+            t = _decode_s(gpu, a, kv_dtype, b, ln)
+            if proj is not None:
+                t = proj.core(t, b, False)
+            rows.append([1.0 / t, b / t, b * ln / t])
+            want.append(1.0)
+    coef = np.linalg.lstsq(np.array(rows), np.array(want), rcond=None)[0]
+    floor, per_req, per_ctx = (max(0.0, float(c)) for c in coef)
+    return floor, per_req, per_ctx
 
 
 def _decode_s(gpu: str, a: AttentionOp, kv_dtype: str, batch: int, kv_len: int) -> float:
