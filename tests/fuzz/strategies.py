@@ -39,7 +39,7 @@ DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "fp8", "")
 QUANTS = ("fp8", "awq", "gptq", "int3", "bitsandbytes", "")
 MAMBA = ("auto", "float32", "float16", "x")
 DATASETS = ("random", "azure-conv", "azure-code", "mooncake-conversation", "mooncake-synthetic",
-            "sharegpt", "arxiv-summarization", "bwb", "nope")
+            "sharegpt", "sharegpt-multiturn", "arxiv-summarization", "bwb", "nope")
 JSON_VALUES: tuple[Any, ...] = (None, True, False, -1, 0, 1, 2, 3, 7, 64, 4096, 2**31, 2**63,
                                 10**30, 1.5, -0.5, 1e308, "x", "", "bfloat16", [], [1, 2], {},
                                 {"a": 1}, 65536)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from kvplan.analysis.calibration_set import CalPoint, serving_replay
+from kvplan.costs.fit_separability import separability_problems
 from kvplan.costs.measurements import Defaults
 from kvplan.costs.profile import Profile
 from kvplan.costs.profiles import ProfileSet
@@ -34,12 +35,12 @@ from kvplan.specs.workload import Workload
 SERVING_METRICS = {"mean_ttft_ms": ("ttft_s", 1e-3), "mean_tpot_ms": ("tpot_s", 1e-3),
                    "mean_itl_ms": ("itl_s", 1e-3),
                    "output_throughput": ("output_throughput_tok_s", 1.0)}
-USER_FITTED = ("compute_eff", "bandwidth_eff", "step_overhead_s", "api_request_s")
-"""What a user fit moves by default (per GPU and precision); the rest stays bundled (the API
+USER_FITTED = ("step_overhead_s", "request_overhead_s", "api_request_s")
+"""What a user fit moves by default (per GPU and precision): engine overheads only, kernels
+stay the measured tables'; the rest stays bundled (the API
 path's per-prompt-token cost too: separating it from the fixed part needs runs of very
 different prompt lengths)."""
-USER_BOUNDS = {"compute_eff": (0.05, 0.95), "bandwidth_eff": (0.05, 0.95),
-               "step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 50e-3),
+USER_BOUNDS = {"step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 50e-3),
                "request_overhead_s": (0.0, 500e-6), "layer_overhead_s": (0.0, 200e-6),
                "moe_layer_overhead_s": (0.0, 1e-3), "api_request_s": (0.0, 200e-3)}
 MAX_MEDIAN_ERROR = 0.20
@@ -292,6 +293,9 @@ def fit_user(points: Sequence[CalPoint], base: ProfileSet,
                 for m, v in p.measured.items()]
         errors.extend(errs)
         problems.extend(_problems(gpu, precision, fitted, names, errs))
+        problems.extend(separability_problems(
+            lambda prof, g=group: [v for p in g for v in p.predict(prof).values()],  # type: ignore[misc]
+            fitted, names, f"{gpu}/{precision}"))
     return UserFit(profiles=ProfileSet(profiles=tuple(profiles), default=base.default,
                                        fitted_on=fitted_on),
                    errors=tuple(errors), problems=tuple(problems))
@@ -338,7 +342,7 @@ def static_problems(result: Any, names: Sequence[str]) -> list[str]:
     """The same refusals for a static-batch fit (``costs.calibration.fit_profiles``)."""
     from kvplan.costs.calibration import BOUNDS
 
-    out = []
+    out = list(result.problems)
     for prof in result.profiles.profiles:
         errs = [e for e in result.errors if (e.gpu, e.precision) == (prof.gpu, prof.precision)]
         where = f"{prof.gpu}/{prof.precision}"
