@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_sim import LLAMA2, LLAMA3, _setup  # noqa: E402  (the same workloads)
+from bench_sim import LLAMA2, LLAMA3, _setup  # the same workloads
 
 MIB = 1024 * 1024
 

@@ -73,11 +73,20 @@ class KvShape:
         return total
 
     def blocks_one(self, tokens: int, before: int | None = None) -> int:
-        g = self.groups
-        if len(g) == 1 and g[0].kind == "full":
-            return g[0].weight * cdiv(tokens, self.block_size)
-        prior = None if before is None else np.array([before], dtype=np.int64)
-        return int(self.blocks(np.array([tokens], dtype=np.int64), prior)[0])
+        """``blocks`` for one request, in plain int arithmetic (the same rule per group)."""
+        b = self.block_size
+        if before is None:
+            before = tokens - 1
+        total = 0
+        for g in self.groups:
+            if g.kind == "state":
+                total += g.weight * (tokens > 0)
+                continue
+            n = cdiv(tokens, b)
+            if g.kind == "sliding":
+                n -= max(before - g.window + 1, 0) // b
+            total += g.weight * n
+        return total
 
     def logical_bytes(self, tokens: IntArray) -> IntArray:
         """Bytes of KV the cached tokens really occupy (windows applied, pages not rounded)."""
