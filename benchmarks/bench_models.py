@@ -7,7 +7,8 @@ Workload (bench_sim.py's random-10k): input U[256, 768], output U[64, 192], Pois
 seed 0, max_num_batched_tokens 512, max_num_seqs 128, set up as `kvplan simulate` does
 (plan_memory's KV groups and blocks, the bundled latency profile). Each case is a fresh
 process timing ``simulate()`` alone (CPU seconds); ``core`` is this checkout as built,
-``python`` the same with KVPLAN_SIM_CORE=python. Rounds interleave the cases; medians.
+``python`` the same with KVPLAN_SIM_CORE=python, ``before`` the checkout in --baseline DIR
+(its own .venv). Rounds interleave the cases; medians.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--num-prompts", type=int, default=10000)
+    ap.add_argument("--baseline", help="an older kvplan checkout with its own .venv")
+    ap.add_argument("--models", help="comma-separated indexes into MODELS (default: all)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -82,10 +85,15 @@ def main() -> None:
         print(json.dumps(_one(int(i), int(n))))
         return
     me = str(Path(__file__).resolve())
+    trees = [("core", [sys.executable]),
+             ("python", ["env", "KVPLAN_SIM_CORE=python", sys.executable])]
+    if a.baseline:
+        trees.append(("before", [str(Path(a.baseline) / ".venv" / "bin" / "python")]))
+    pick = range(len(MODELS)) if not a.models else [int(x) for x in a.models.split(",")]
     cases = {}
-    for i, m in enumerate(MODELS):
-        for tag, env in (("core", []), ("python", ["env", "KVPLAN_SIM_CORE=python"])):
-            cases[(m[0], tag)] = [*env, sys.executable, me, "--one", f"{i}:{a.num_prompts}"]
+    for i in pick:
+        for tag, py in trees:
+            cases[(MODELS[i][0], tag)] = [*py, me, "--one", f"{i}:{a.num_prompts}"]
     got: dict[tuple[str, str], list[dict[str, Any]]] = {k: [] for k in cases}
     keys = list(cases)
     for r in range(a.repeat):
@@ -101,11 +109,11 @@ def main() -> None:
 def _report(got: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
     med = {k: statistics.median(x["cpu_s"] for x in v) for k, v in got.items()}
     per = {k: med[k] / max(v[0]["steps"], 1) * 1e6 for k, v in got.items()}
-    dense = per[(MODELS[0][0], "core")]
+    dense = per.get((MODELS[0][0], "core"), 0.0) or float("nan")
     print(f"{'model':<36}{'loop':>7}{'in C':>6}{'CPU s':>9}{'steps':>9}{'us/step':>9}"
-          f"{'x dense core/step':>19}{'python/core':>13}")
+          f"{'x dense core/step':>19}{'before/core':>13}")
     for (name, tag), v in got.items():
-        other = med.get((name, "python"))
+        other = med.get((name, "before" if (name, "before") in med else "python"))
         speed = f"{other / med[(name, tag)]:.1f}x" if tag == "core" and other else ""
         print(f"{name:<36}{tag:>7}{'yes' if v[0]['compiled'] else 'no':>6}"
               f"{med[(name, tag)]:>9.4f}{v[0]['steps']:>9}{per[(name, tag)]:>9.2f}"
