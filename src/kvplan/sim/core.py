@@ -163,16 +163,10 @@ _KINDS = {"full": 0, "sliding": 1, "state": 2}
 
 
 def _groups(shape: KvShape) -> tuple[IntArray, ...]:
-    """The shape's groups as the core's arrays (kind, window, weight, bytes per token, state
-    bytes), equal (kind, window) groups merged: their blocks and bytes add up exactly."""
-    merged: dict[tuple[int, int], list[int]] = {}
-    for g in shape.groups:
-        key = (_KINDS[g.kind], g.window if g.kind == "sliding" else 0)
-        acc = merged.setdefault(key, [0, 0, 0])
-        acc[0] += g.weight
-        acc[1] += g.bytes_per_token
-        acc[2] += g.state_bytes
-    cols = [[k[0], k[1], *v] for k, v in merged.items()]
+    """The shape's merged groups (``KvShape.merged``) as the core's arrays: kind, window,
+    weight, bytes per token, state bytes."""
+    cols = [(_KINDS[g.kind], g.window, g.weight, g.bytes_per_token, g.state_bytes)
+            for g in shape.merged]
     return tuple(np.array(c, dtype=np.int64) for c in zip(*cols, strict=True))
 
 
