@@ -228,7 +228,7 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOLLLLLLLpppOO", &arrs, &kt, &gt, &n, &slots, &budget, &seqs,
                           &bs, &thr, &usable, &chunked, &caching, &validate, &form, &progress))
         return NULL;
-    if (n < 0 || slots < 0 || budget < 1 || seqs < 1 || bs < 1 || usable < 1 || thr < 0) {
+    if (n < 0 || slots < 0 || budget < 1 || seqs < 1 || bs < 1 || usable < 1) {
         PyErr_SetString(PyExc_ValueError, "kvplan core: bad limits");
         return NULL;
     }
