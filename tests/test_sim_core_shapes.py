@@ -13,7 +13,7 @@ from kvplan.costs.batch import AggregateForm
 from kvplan.costs.memory import plan_memory
 from kvplan.costs.roofline import StepCostModel
 from kvplan.sim import core
-from kvplan.sim.blocks import CacheGroup, KvShape, kv_shape_from_groups
+from kvplan.sim.blocks import CacheGroup, KvShape, _group_blocks, kv_shape_from_groups
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import ArrayWorkload, LinearTimer, poisson_workload
@@ -128,3 +128,18 @@ def test_real_models_run_in_the_core_with_preemptions(model, gpu_id, tp, blocks,
     with python_loop():
         assert_same(r, simulate(w, **kw))
     assert_same(r, simulate(w, fast=False, **kw))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([1, 2, 4, 16]).flatmap(shapes), st.integers(0, 300), st.integers(0, 300))
+def test_merged_groups_count_what_the_groups_count(shape, tokens, before) -> None:
+    """KvShape.merged (which every path and the core use) against the unmerged groups, one
+    group at a time: the same blocks (numpy and plain-int) and logical bytes."""
+    b, c = shape.block_size, min(before, tokens)
+    t_arr, c_arr = np.array([tokens], dtype=np.int64), np.array([c], dtype=np.int64)
+    want = sum(g.weight * int(_group_blocks(g, t_arr, c_arr, b)[0]) for g in shape.groups)
+    assert shape.blocks_one(tokens, c) == int(shape.blocks(t_arr, c_arr)[0]) == want
+    assert len({(g.kind, g.window) for g in shape.merged}) == len(shape.merged)
+    nbytes = sum(g.state_bytes * (tokens > 0) if g.kind == "state" else g.bytes_per_token * (
+        min(tokens, g.window) if g.kind == "sliding" else tokens) for g in shape.groups)
+    assert int(shape.logical_bytes(t_arr)[0]) == nbytes
