@@ -14,7 +14,8 @@ from kvplan.costs.batch import AggregateForm
 
 
 def roofline_form(model: Any, co: Any, max_tokens: int) -> AggregateForm:
-    """``model``: a StepCostModel without sliding windows; ``co``: its _Coefficients."""
+    """``model``: a StepCostModel; ``co``: its _Coefficients (window and MLA terms included:
+    the form then equals step_time_s, which needs the per-request sums SC, SP, PP, PC)."""
     if max_tokens >= len(co.gemm_t):
         co = model._grow(max_tokens)
     n = max_tokens + 1
@@ -26,4 +27,7 @@ def roofline_form(model: Any, co: Any, max_tokens: int) -> AggregateForm:
         p2p=co.p2p_s * t + co.allreduce_latency_s if co.pp > 1 else None,
         lm_per_request=co.lm_s, attn_per_pair=co.attn_s, kv_per_context=co.kv_read_s,
         state_per_request=co.state_bytes_s, layer_s=co.layer_s,
-        pp_minus_1=float(co.pp - 1), request_s=co.request_s, overhead_s=co.overhead_s)
+        pp_minus_1=float(co.pp - 1), request_s=co.request_s, overhead_s=co.overhead_s,
+        window=co.window, sliding_attn_per_pair=co.sliding_attn_s,
+        sliding_kv_per_context=co.sliding_kv_read_s, mla=co.mla,
+        mla_prefill_per_pair=co.mla_prefill_s, mla_context_per_token=co.mla_context_s)

@@ -240,11 +240,12 @@ class StepCostModel:
         return self._finish(stage, t, r, self._co.overhead_s[int(prefill)])
 
     def aggregate_form(self, max_tokens: int) -> AggregateForm | None:
-        """step_time_agg as tables and scalars for steps of up to max_tokens tokens (None if
-        it cannot be priced from sums); kvplan.costs.agg_form, kept in step with _stage."""
+        """step_time_s as tables and scalars for steps of up to max_tokens tokens, sliding
+        window and MLA sums included (so it also equals step_time_agg where that is exact);
+        kvplan.costs.agg_form, kept in step with _stage."""
         from kvplan.costs.agg_form import roofline_form
 
-        return roofline_form(self, self._co, max_tokens) if self.supports_aggregates else None
+        return roofline_form(self, self._co, max_tokens)
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
