@@ -72,8 +72,19 @@ def latency_cmd(
     if sweep is not None:
         _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
         return
+    _answer(spec, hw, engine, shape, prof, (as_json, explain_ops))
+
+
+def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
+            modes: tuple[bool, bool]) -> None:
+    """Print one latency answer: JSON, or the table (+ each op's time with --explain)."""
+    from kvplan.costs import latency as lat
+    from kvplan.report.ops_view import ops_view
+
+    as_json, explain_ops = modes
+    deployment = (spec, hw.id, engine.tensor_parallel_size)
     result = lat.request_latency(spec, hw, engine, shape, prof)
-    basis, steps = _ops_view(spec, hw, engine, prof, shape)
+    basis, steps = ops_view(spec, hw, engine, prof, shape)
     if as_json:
         from kvplan.report.json_views import latency_answer_json
         from kvplan.report.ops_view import step_ops_json
@@ -90,17 +101,6 @@ def latency_cmd(
 
         for table in step_ops_tables(steps):
             console.print(table)
-
-
-def _ops_view(spec: Any, hw: Any, engine: Any, prof: Profile, shape: Any) -> tuple[str, Any]:
-    """Which tables the answer stands on, and one prefill + one decode step op by op."""
-    from kvplan.costs.roofline import StepCostModel
-    from kvplan.costs.step_explain import explain_steps, kernel_basis
-
-    timer = StepCostModel(spec, hw, engine, prof)
-    steps = explain_steps(timer, shape.batch, shape.prompt_tokens,
-                          engine.max_num_batched_tokens)
-    return kernel_basis(timer), steps
 
 
 def _run_sweep(sweep: str, inputs: tuple[Any, ...], plot_out: Any, as_json: bool,

@@ -8,6 +8,17 @@ from typing import Any
 from kvplan.costs.step_explain import StepOps
 
 
+def ops_view(spec: Any, hw: Any, engine: Any, prof: Any, shape: Any) -> tuple[str, Any]:
+    """Which tables an answer stands on, and one prefill + one decode step op by op."""
+    from kvplan.costs.roofline import StepCostModel
+    from kvplan.costs.step_explain import explain_steps, kernel_basis
+
+    timer = StepCostModel(spec, hw, engine, prof)
+    steps = explain_steps(timer, shape.batch, shape.prompt_tokens,
+                          engine.max_num_batched_tokens)
+    return kernel_basis(timer), steps
+
+
 def step_ops_json(steps: tuple[StepOps, ...]) -> list[dict[str, Any]]:
     """Each step's ops with their seconds (JSON: seconds in ``_s`` fields)."""
     return [{"phase": s.phase, "tokens": s.tokens, "requests": s.requests,
