@@ -58,13 +58,12 @@ def test_default_profile_error_on_bundled_points() -> None:
         print(f"{e.id:22s} {e.gpu:14s} {e.metric:24s} {e.measured:9.4g} {e.predicted:9.4g} "
               f"{e.error:+.1%}")
     assert len(result.errors) == 17
-    assert result.median_abs_error("ttft_s") <= 0.10  # type: ignore[operator]
+    assert result.median_abs_error("ttft_s") <= 0.15  # type: ignore[operator]
     assert result.median_abs_error("output_throughput_tok_s") <= 0.10  # type: ignore[operator]
-    # compute_eff is the GPU's, fitted mostly on vLLM runs; TensorRT-LLM's GEMMs reach more of
-    # the peak, so its compute-bound rows (2048-token prefills, B52 2048/128) come out slow:
-    # 20-50% under the 89-point fit, up to +71% (A100 P2048 TTFT) under the 114-point fit,
-    # whose A100 rates the vLLM-own A100 points pull down: the worst point shows it
-    assert all(abs(e.error) < 0.75 for e in result.errors)
+    # kernels are vLLM's measured ones; TensorRT-LLM's own GEMMs and attention are faster, so
+    # its large static batches come out slow (worst: H100 B64 throughput -26%); under the
+    # fitted per-GPU compute_eff the worst point was +71% (A100 P2048 TTFT)
+    assert all(abs(e.error) < 0.30 for e in result.errors)
 
 
 def test_held_out_error_on_bundled_points() -> None:
@@ -77,16 +76,16 @@ def test_held_out_error_on_bundled_points() -> None:
     thr = sorted(abs(e.error) for e in held if e.metric == "output_throughput_tok_s")
     ttft = sorted(abs(e.error) for e in held if e.metric == "ttft_s")
     assert thr[len(thr) // 2] <= 0.10
-    assert max(thr) <= 0.20
+    assert max(thr) <= 0.25
     assert (ttft[2] + ttft[3]) / 2 <= 0.20
 
 
 def test_bundled_profile_states_what_it_was_fitted_on() -> None:
     ps = cal.default_profiles()
     assert "114 points from 13 sources" in ps.fitted_on
-    assert "B200-SXM-180GB's per-GPU rates are not shipped" in ps.fitted_on
-    gpus = {p.gpu for p in ps.profiles}
-    assert gpus == {"A100-80GB-SXM", "H100-SXM-80GB", "H200-SXM-141GB", "L40S", "MI300X"}
+    gpus = {p.gpu for p in ps.profiles}  # B200 too: priced from its measured tables
+    assert gpus == {"A100-80GB-SXM", "B200-SXM-180GB", "H100-SXM-80GB", "H200-SXM-141GB",
+                    "L40S", "MI300X"}
     shared = {(p.layer_overhead_s, p.moe_layer_overhead_s, p.request_overhead_s)
               for p in ps.profiles}
     assert len(shared) == 1  # host and kernel costs are vLLM's, not per GPU
