@@ -9,6 +9,12 @@ from typing import Any
 
 from kvplan.web.settings import WebSettings
 
+SWITCH_INTERVAL_S = 0.001
+"""How often a thread holding the GIL hands it over (Python's default: 5 ms). With two
+simulations computing on their threads, light requests wait less for the event loop's turn:
+under 40 queued simulations on a loaded 2-core machine, /api/models took median 0.094 s (max
+0.63 s) at 5 ms and 0.041 s (max 0.45 s) at 1 ms (tests/test_web_load.py)."""
+
 
 def guarded_protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol, closing a connection whose request headers are late.
@@ -73,4 +79,7 @@ def server(host: str, port: int, settings: WebSettings, *, log: bool = True) -> 
 
 def serve(host: str, port: int, settings: WebSettings, *, log: bool = True) -> None:
     """Run the app under uvicorn until interrupted."""
+    import sys
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     server(host, port, settings, log=log).run()
