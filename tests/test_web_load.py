@@ -80,7 +80,8 @@ def test_40_concurrent_simulations_queue_and_light_requests_stay_fast() -> None:
     """W2: GET /api/simulate ran all 40 at once and /api/models waited 22 s. Now 2 run, 8
     wait their turn, the rest get 503 with Retry-After, and light requests answer in < 1 s."""
     with web_server() as base:
-        httpx.get(f"{base}/api/models", timeout=30)
+        for path in ("/api/models", "/model"):  # warm: the catalog, the page's template
+            httpx.get(f"{base}{path}", timeout=30)
         answers, light = asyncio.run(_heavy_and_light(base))
     codes = [r.status_code for r in answers]
     busy = [r for r in answers if r.status_code == 503]

@@ -4,8 +4,11 @@ chunked body over the cap gets 413. Each test stops by itself within a few secon
 
 from __future__ import annotations
 
+import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -129,3 +132,35 @@ def test_a_declared_body_over_the_cap_gets_413_unread() -> None:
         s.sendall(b"POST /api/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
         answer = s.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413"), answer
+
+
+def test_kvplan_web_with_a_token_refuses_requests_without_it() -> None:
+    """W4 end to end: `kvplan web` given a token (here $KVPLAN_WEB_TOKEN, which also applies on
+    loopback) answers 401 without it, through uvicorn and the whole middleware stack; the
+    token never reaches its output (uvicorn's access log shows the query without it)."""
+    token = "t0ken-" * 4
+    port = free_port()
+    env = {**os.environ, "KVPLAN_WEB_TOKEN": token}
+    proc = subprocess.Popen([sys.executable, "-m", "kvplan", "web", "--port", str(port)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                first = httpx.get(f"{base}/api/gpus", timeout=2)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("kvplan web did not answer within 30 s")
+        bearer = httpx.get(f"{base}/api/gpus", headers={"authorization": f"Bearer {token}"})
+        page = httpx.get(f"{base}/model", params={"token": token})
+        upload = httpx.post(f"{base}/api/upload", files={"file": ("c.json", b"{}")})
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=10)[0].decode()
+    assert first.status_code == 401 and upload.status_code == 401
+    assert bearer.status_code == 200 and page.status_code == 200
+    assert page.headers["set-cookie"].startswith(f"kvplan_token_{port}={token};")
+    assert token not in out and "?token=<$KVPLAN_WEB_TOKEN>" in out

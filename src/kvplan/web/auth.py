@@ -48,11 +48,11 @@ class TokenAuth:
             await self.app(scope, receive, send)
             return
         kept, from_query = _split_query(scope.get("query_string", b""))
+        scope["query_string"] = kept  # in place: uvicorn's access log reads it, no token there
         if any(self._ok(t) for t in from_query):
-            scope = {**scope, "query_string": kept}
             await self.app(scope, receive, _with_cookie(send, cookie_name(scope), self.token))
         elif self._ok(_header_token(scope)) or self._ok(_cookie_token(scope)):
-            await self.app({**scope, "query_string": kept}, receive, send)
+            await self.app(scope, receive, send)
         else:
             await refuse(send, 401, "this kvplan web server asks for its token: open the URL "
                          "it printed at start (.../?token=...), or send 'Authorization: Bearer "
