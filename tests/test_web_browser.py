@@ -198,3 +198,17 @@ def test_plan_page(base: str, page: Any) -> None:
     assert page.inner_text("#serve").startswith("vllm serve meta-llama/Llama-3.1-8B")
     charts_drawn(page, "pareto")
     screenshot(page, "plan")
+
+
+def test_the_page_behind_a_token() -> None:
+    """Beyond loopback the page opens from the URL with ?token= that `kvplan web` printed; its
+    own API calls (no token in them) then pass on the cookie that URL set."""
+    token = "browser-token-" * 2
+    with web_server(token=token) as base, chromium() as ctx:
+        pg = ctx.new_page()
+        assert pg.goto(f"{base}/model").status == 401
+        pg.goto(f"{base}/model?token={token}")
+        assert settle(pg, "done", "error") == "done"
+        assert shown(pg, "kv")["bytes_per_token"] == 131072
+        pg.goto(f"{base}/capacity")  # the cookie alone, from here on
+        assert settle(pg, "done", "error") == "done"

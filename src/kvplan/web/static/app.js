@@ -191,8 +191,9 @@ async function runJob(form) {
 async function poll(form) {
   const { body } = await getJson(`${form.getAttribute("data-job")}/${job}`);
   $("#progress").max = Math.max(body.total, 1); $("#progress").value = body.done;
-  $("#progress-text").textContent = `${body.stage ? body.stage + ": " : ""}${body.done} / ${body.total} · ${body.state}`;
-  if (body.state === "running") { setTimeout(() => poll(form), 300); return; }
+  $("#progress-text").textContent = body.state === "queued" ? `queued: ${body.ahead} ahead`
+    : `${body.stage ? body.stage + ": " : ""}${body.done} / ${body.total} · ${body.state}`;
+  if (body.state === "running" || body.state === "queued") { setTimeout(() => poll(form), 300); return; }
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
     $("#progress-text").textContent = `${body.error} (after ${body.done} / ${body.total} requests)`;
