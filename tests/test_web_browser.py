@@ -200,12 +200,13 @@ def test_plan_page(base: str, page: Any) -> None:
     screenshot(page, "plan")
 
 
-def test_the_page_behind_a_token() -> None:
+def test_the_page_behind_a_token(page: Any) -> None:
     """Beyond loopback the page opens from the URL with ?token= that `kvplan web` printed; its
-    own API calls (no token in them) then pass on the cookie that URL set."""
+    own API calls (no token in them) then pass on the cookie that URL set. (The module's
+    browser: a second Playwright cannot start beside it.)"""
     token = "browser-token-" * 2
-    with web_server(token=token) as base, chromium() as ctx:
-        pg = ctx.new_page()
+    pg = page
+    with web_server(token=token) as base:
         assert pg.goto(f"{base}/model").status == 401
         pg.goto(f"{base}/model?token={token}")
         assert settle(pg, "done", "error") == "done"
