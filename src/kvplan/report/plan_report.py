@@ -15,12 +15,13 @@ def load_plan_json(path: str | Path) -> dict[str, Any]:
     """Read a saved plan; InputError (one line) when it is not kvplan's plan JSON."""
     import json
 
+    from kvplan.input_file import read_text, reason
     from kvplan.jsonread import loads
 
     try:
-        data = loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--plan {path}: cannot read it ({type(exc).__name__})") from None
+        data = loads(read_text(Path(path)))
+    except OSError as exc:
+        raise InputError(f"--plan {path}: cannot read it ({reason(exc)})") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"--plan {path}: not JSON (line {exc.lineno}: {exc.msg})") from None
     if not (isinstance(data, dict) and data.get("schema") == SCHEMA

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kvplan import jsonread
+from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import check_kv_heads, config_int, weight_block
 from kvplan.specs.model import (
@@ -88,11 +88,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a config.json (Python-json literals like Infinity allowed, as transformers does)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"cannot read the file ({exc.__class__.__name__}: {exc})", file=str(p)
-        ) from None
+        text = input_file.read_text(p)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file ({input_file.reason(exc)})", file=str(p)) \
+            from None
     try:
         data = jsonread.loads(text)
     except json.JSONDecodeError as exc:

@@ -8,9 +8,9 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 
+from kvplan import input_file
 from kvplan.errors import InputError
 
 DEFAULT_PROVIDER = "runpod-secure"
@@ -66,11 +66,15 @@ class PriceTable:
 def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:
     """Price rows from CSV text with the bundled table's columns (``origin`` names the file)."""
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in COLUMNS[:-1] if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(f"{origin}: missing price column(s) {', '.join(missing)}; "
-                         f"expected {','.join(COLUMNS)}")
-    rows = tuple(_row(line, origin, i + 2) for i, line in enumerate(reader))
+    try:
+        missing = [c for c in COLUMNS[:-1] if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"{origin}: missing price column(s) {', '.join(missing)}; "
+                             f"expected {','.join(COLUMNS)}")
+        rows = tuple(_row(line, origin, i + 2) for i, line in enumerate(reader))
+    except csv.Error as exc:  # a field over csv's limit (131,072 characters), a NUL byte
+        raise InputError(f"{origin} line {reader.line_num}: not a readable CSV row ({exc}); "
+                         f"expected the columns {','.join(COLUMNS)}") from None
     if not rows:
         raise InputError(f"{origin}: no price rows")
     return rows
@@ -111,16 +115,17 @@ def _gpu_id(name: str) -> str:
 
 def bundled_rows() -> tuple[PriceRow, ...]:
     """The table shipped in kvplan/data/prices/prices.csv (sources in SOURCES.md there)."""
-    text = resources.files("kvplan").joinpath("data/prices/prices.csv").read_text()
+    text = input_file.read_text(input_file.package_file("data", "prices", "prices.csv"))
     return read_rows(text, "bundled prices.csv")
 
 
 def load_price_file(path: Path) -> tuple[PriceRow, ...]:
     """A user's price CSV; its rows are marked as overrides."""
     try:
-        text = path.read_text()
+        text = input_file.read_text(path)
     except OSError as exc:
-        raise InputError(f"--prices {path}: cannot read it ({exc.strerror})") from None
+        raise InputError(f"--prices {path}: cannot read it ({input_file.reason(exc)})") \
+            from None
     return tuple(replace(r, override=True) for r in read_rows(text, f"--prices {path}"))
 
 
