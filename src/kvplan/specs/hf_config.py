@@ -9,7 +9,13 @@ from typing import Any
 
 from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
-from kvplan.specs.config_checks import check_kv_heads, config_int, weight_block
+from kvplan.specs.config_checks import (
+    check_flags,
+    check_kv_heads,
+    check_rope_scaling,
+    config_int,
+    weight_block,
+)
 from kvplan.specs.model import (
     LayerKind,
     LinearAttentionSpec,
@@ -110,6 +116,8 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     cfg = _text_config(raw)
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "unknown")
     f = _Fields(cfg, file, _FAMILY_DEFAULTS.get(model_type, {}))
+    check_rope_scaling(cfg, file)
+    check_flags(cfg, file)
     hidden = f.integer("hidden_size", "n_embd", "d_model")
     layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
     heads = f.integer("num_attention_heads", "n_head", "num_heads")

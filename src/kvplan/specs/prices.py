@@ -12,6 +12,8 @@ from pathlib import Path
 
 from kvplan import input_file
 from kvplan.errors import InputError
+from kvplan.limits import MAX_PARALLEL as MAX_GPUS_PER_NODE
+from kvplan.limits import USD_PER_GPU_HOUR
 
 DEFAULT_PROVIDER = "runpod-secure"
 STALE_AFTER_DAYS = 90
@@ -101,8 +103,15 @@ def _row(line: dict[str, str], origin: str, lineno: int) -> PriceRow:
 def _check_row(row: PriceRow, where: str) -> None:
     if not (row.usd_per_instance_hour > 0 and math.isfinite(row.usd_per_instance_hour)):
         raise InputError(f"{where}: usd_per_instance_hour must be a positive number")
-    if row.gpus_per_instance < 1 or row.gpus_per_node < 1:
-        raise InputError(f"{where}: gpus_per_instance and gpus_per_node must be >= 1")
+    if not (1 <= row.gpus_per_instance <= MAX_GPUS_PER_NODE
+            and 1 <= row.gpus_per_node <= MAX_GPUS_PER_NODE):
+        raise InputError(f"{where}: gpus_per_instance and gpus_per_node must be in "
+                         f"[1, {MAX_GPUS_PER_NODE}]")
+    low, high = USD_PER_GPU_HOUR
+    if not low <= row.usd_per_gpu_hour <= high:
+        raise InputError(f"{where}: the price per GPU-hour (usd_per_instance_hour / "
+                         f"gpus_per_instance) must be in [{low:g}, {high:,.0f}] USD, got "
+                         f"{row.usd_per_gpu_hour:g}")
     if not row.provider or not row.gpu:
         raise InputError(f"{where}: gpu and provider must not be empty")
 
@@ -138,6 +147,10 @@ def parse_price(item: str) -> tuple[str, float]:
         usd = math.nan
     if not sep or not name.strip() or not (usd > 0 and math.isfinite(usd)):
         raise InputError(f"--price {item!r}: use GPU=USD_PER_GPU_HOUR, e.g. H100=2.49")
+    low, high = USD_PER_GPU_HOUR
+    if not low <= usd <= high:
+        raise InputError(f"--price {item!r}: the price must be in [{low:g}, {high:,.0f}] USD "
+                         "per GPU-hour")
     return _gpu_id(name), usd
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.api_check import check_fields
 from kvplan.errors import InputError
 from kvplan.specs.engine_bounds import check_engine_bounds
 
@@ -41,6 +42,7 @@ class EngineConfig:
     """vLLM --max-num-partial-prefills; the v1 scheduler reads it only to set the threshold."""
 
     def __post_init__(self) -> None:
+        check_fields(self)
         check_engine_bounds(self)
         if self.block_size not in VLLM_BLOCK_SIZES:
             sizes = ", ".join(map(str, VLLM_BLOCK_SIZES))
