@@ -135,10 +135,9 @@ def _first_file(folder: Path) -> Path:
 
 def _check_not_input(target: Path, where: str, inputs: Iterable[str | Path | None]) -> None:
     _check_not_read(target, where)
-    with contextlib.suppress(OSError, ValueError):
-        if Path(os.path.realpath(target)).is_relative_to(input_file.package_dir()):
-            raise InputError(f"{where} is inside kvplan's own package ({input_file.package_dir()}"
-                             "), whose files are its bundled data; choose a file elsewhere")
+    if Path(os.path.realpath(target)).is_relative_to(input_file.package_dir()):
+        raise InputError(f"{where} is inside kvplan's own package ({input_file.package_dir()}), "
+                         "whose files are its bundled data; choose a file elsewhere")
     for item in inputs:
         if item is None or not target.exists():
             continue
