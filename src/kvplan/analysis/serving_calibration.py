@@ -104,7 +104,8 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
         return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
                      f"{p}:{reader.line_num}", d) for row in reader]
     except csv.Error as exc:  # a field over csv's 131,072-character limit
-        raise TraceError(f"{p}:{reader.line_num}: not a readable CSV row ({exc})") from None
+        raise TraceError(f"{p}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
+            from None
 
 
 def _num(row: Mapping[str, Any], key: str, where: str, default: Any = None) -> float:

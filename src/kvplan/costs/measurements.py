@@ -105,7 +105,8 @@ def _from_csv(text: str, file: str, d: Defaults) -> list[Measurement]:
     try:
         return _csv_points(reader, file, d)
     except csv.Error as exc:  # a field over csv's 131,072-character limit
-        raise TraceError(f"{file}:{reader.line_num}: not a readable CSV row ({exc})") from None
+        raise TraceError(f"{file}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
+            from None
 
 
 def _csv_points(reader: csv.DictReader[str], file: str, d: Defaults) -> list[Measurement]:

@@ -75,8 +75,8 @@ def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:
                              f"expected {','.join(COLUMNS)}")
         rows = tuple(_row(line, origin, i + 2) for i, line in enumerate(reader))
     except csv.Error as exc:  # a field over csv's limit (131,072 characters), a NUL byte
-        raise InputError(f"{origin} line {reader.line_num}: not a readable CSV row ({exc}); "
-                         f"expected the columns {','.join(COLUMNS)}") from None
+        raise InputError(f"{origin} line {reader.line_num + 1}: not a readable CSV row "
+                         f"({exc}); fix that row") from None
     if not rows:
         raise InputError(f"{origin}: no price rows")
     return rows
