@@ -51,6 +51,31 @@ def test_save_result_onto_the_hf_cache_config_is_refused(
     assert snap.read_text() == CFG1B
 
 
+def test_the_cache_refs_file_the_lookup_read_is_never_an_output(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the new HF-cache fuzz family: refs/main (read by huggingface_hub's lookup,
+    outside kvplan's record) was overwritten by --save-result, exit 0."""
+    snap = hf_cache(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    refs = tmp_path / "hub/models--acme--Widget/refs/main"
+    result = run_case(tmp_path, ["simulate", "acme/Widget", "--num-prompts", "2",
+                                 "--save-result", str(refs)])
+    assert_error(result, "--save-result", "a file this command reads")
+    assert refs.read_text() == "abc" and snap.read_text() == CFG1B
+
+
+def test_a_fifo_as_the_cache_refs_file_does_not_hang(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """refs/main a FIFO: the lookup falls back to the newest snapshot instead of blocking."""
+    hf_cache(tmp_path)
+    refs = tmp_path / "hub/models--acme--Widget/refs/main"
+    refs.unlink()
+    os.mkfifo(refs)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    run = run_cli(["kv", "acme/Widget", "--json"], cwd=tmp_path)
+    assert verdict(run) == "ok", (run.crash, run.err)
+
+
 def test_calibrate_out_onto_the_models_cached_config_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     snap = hf_cache(tmp_path)

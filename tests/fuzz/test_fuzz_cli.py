@@ -16,8 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.fuzz.harness import check, run_cli
-from tests.fuzz.strategies import FAMILIES, Case, materialize
+from tests.fuzz.strategies import FAMILIES as CLI_FAMILIES
+from tests.fuzz.strategies import Case, materialize
+from tests.fuzz.strategies_io import IO_FAMILIES
 
+FAMILIES = {**CLI_FAMILIES, **IO_FAMILIES}
 EXAMPLES = 185
 SLOW = {"args: plan, prices, report": 60}
 """Families whose ok runs take a second or more (a plan simulates several configurations)."""
@@ -35,7 +38,8 @@ def run_case(family: str, case: Case) -> None:
     with tempfile.TemporaryDirectory(prefix="kvplan-fuzz-") as folder:
         root = Path(folder)
         inputs = materialize(case, root)
-        check(family, run_cli(list(case.argv), inputs, cwd=root))
+        check(family, run_cli(list(case.argv), inputs, cwd=root, env=case.env,
+                              stdout=case.stdout))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
