@@ -16,6 +16,7 @@ import errno
 import io
 import json
 import os
+import resource
 import signal
 import sys
 import traceback
@@ -28,6 +29,10 @@ from typing import Any
 
 TIME_LIMIT_S = float(os.environ.get("KVPLAN_FUZZ_TIME_LIMIT_S", "20"))
 """Per-example wall-clock limit; a run past it is a hang."""
+MEMORY_LIMIT_BYTES = int(float(os.environ.get("KVPLAN_FUZZ_MEMORY_GIB", "4")) * 2**30)
+"""RLIMIT_DATA while a run is in progress: a run that reads without end (``/dev/zero`` as an
+input) gets MemoryError, a failure the suite reports, instead of the kernel's OOM killer ending
+the whole session. (RLIMIT_AS would kill chart rendering: V8 reserves address space.)"""
 MAX_BYTES = 2**60
 """1 EiB: no real deployment holds more; a byte count above it is absurd."""
 SIDE_LINES = ("note: ", "warning: ", "wrote ")
@@ -83,6 +88,7 @@ def run_cli(argv: list[str], inputs: Sequence[Path] = (), cwd: Path | None = Non
     os.environ.update({k: v.replace("{root}", str(cwd or ".")) for k, v in env})
     old_argv, old_cwd = sys.argv, os.getcwd()
     old_handler = signal.signal(signal.SIGALRM, _alarm)
+    old_memory = _limit_memory()
     signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT_S)
     try:
         sys.argv = ["kvplan", *argv]
@@ -100,6 +106,7 @@ def run_cli(argv: list[str], inputs: Sequence[Path] = (), cwd: Path | None = Non
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old_handler)
+        resource.setrlimit(resource.RLIMIT_DATA, old_memory)
         sys.argv = old_argv
         os.chdir(old_cwd)
         for k, v in old_env.items():
@@ -110,6 +117,15 @@ def run_cli(argv: list[str], inputs: Sequence[Path] = (), cwd: Path | None = Non
     run.out, run.err = out.getvalue(), err.getvalue()
     run.changed_inputs = [str(p) for p, data in before.items() if _read(p) != data]
     return run
+
+
+def _limit_memory() -> tuple[int, int]:
+    """Lower RLIMIT_DATA's soft limit for one run; returns the limits to restore."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = MEMORY_LIMIT_BYTES if hard == resource.RLIM_INFINITY else min(hard, MEMORY_LIMIT_BYTES)
+    if soft == resource.RLIM_INFINITY or soft > cap:
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    return soft, hard
 
 
 def _read(path: Path) -> bytes | None:

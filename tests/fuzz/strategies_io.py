@@ -5,11 +5,21 @@ a standard output that cannot be written (see strategies.py for ``Case``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.fuzz.strategies import Case, _catalog_file, _default_profile, json_flag
+from tests.fuzz.strategies import (
+    Case,
+    _catalog_file,
+    _default_profile,
+    cache_args,
+    capacity_args,
+    json_flag,
+    latency_args,
+    simulate_args,
+)
 
 L1B = "meta-llama/Llama-3.2-1B"
 PRICE_COLUMNS = ("gpu", "provider", "instance", "gpus_per_instance", "gpus_per_node",
@@ -182,53 +192,65 @@ def hf_cache_outputs(draw: st.DrawFn) -> Case:
                 env=(("HF_HUB_CACHE", "{root}/hub"),), watch=("hub",) if reads_cache else ())
 
 
-SPECIAL = ("fifo", "dev-zero", "dev-null", "folder", "dangling")
+SPECIAL = ("fifo", "fifo-via-link", "dev-zero", "dev-null", "dev-urandom", "folder",
+           "dangling", "loop")
 SPECIAL_INPUTS = {  # name of the special file -> argv that reads it
-    "c.json": ("kv", "c.json", "--json"),
-    "d": ("kv", "d", "--json"),
-    "t.csv": ("simulate", L1B, "--trace", "t.csv", "--json"),
-    "g.yaml": ("capacity", L1B, "--gpu", "g.yaml", "--json"),
+    "c.json": ("kv", "c.json"),
+    "d": ("kv", "d"),
+    "s.json": ("simulate", "s.json", "--num-prompts", "2"),
+    "l.json": ("latency", "l.json", "--gpu", "H100", "--prompt", "64", "--output", "4"),
+    "t.csv": ("simulate", L1B, "--trace", "t.csv"),
+    "pt.csv": ("plan", L1B, "--gpu", "H100", "--trace", "pt.csv", "--num-prompts", "20",
+               "--sample-requests", "20", "--slo", "ttft:p99:5000"),
+    "g.yaml": ("capacity", L1B, "--gpu", "g.yaml"),
+    "g.json": ("latency", L1B, "--gpu", "g.json", "--prompt", "64", "--output", "4"),
     "p.json": ("latency", L1B, "--gpu", "H100", "--prompt", "64", "--output", "4", "--profile",
-               "p.json", "--json"),
-    "prices.csv": ("prices", "--prices", "prices.csv", "--json"),
-    "m.csv": ("calibrate", "m.csv", "--gpu", "H100", "--json"),
-    "b.json": ("calibrate", "b.json", "--gpu", "H100", "--json"),
+               "p.json"),
+    "sp.json": ("simulate", L1B, "--num-prompts", "2", "--profile", "sp.json"),
+    "prices.csv": ("prices", "--prices", "prices.csv"),
+    "pp.csv": ("plan", L1B, "--gpu", "H100", "--num-prompts", "20", "--sample-requests", "20",
+               "--slo", "ttft:p99:5000", "--prices", "pp.csv"),
+    "m.csv": ("calibrate", "m.csv", "--gpu", "H100"),
+    "b.json": ("calibrate", "b.json", "--gpu", "H100"),
     "plan.json": ("report", "--plan", "plan.json", "-o", "r.html"),
-    "out.json": ("simulate", L1B, "--num-prompts", "2", "--save-result", "out.json", "--json"),
+    "out.json": ("simulate", L1B, "--num-prompts", "2", "--save-result", "out.json"),
+    "out.svg": ("kv", L1B, "--plot", "out.svg"),
 }
 
 
 @st.composite
 def special_files(draw: st.DrawFn) -> Case:
-    """A FIFO, a device (through a symlink), a folder or a dangling link as each input."""
+    """A FIFO (or a link to one), a device, a folder, a dangling link or a link loop as each
+    kind of input (and output)."""
     name = draw(st.sampled_from(sorted(SPECIAL_INPUTS)))
     kind = draw(st.sampled_from(SPECIAL))
     path = "d/config.json" if name == "d" else name
-    argv = SPECIAL_INPUTS[name]
+    argv = (*SPECIAL_INPUTS[name], *draw(json_flag()))
     dirs: tuple[str, ...] = ("d",) if name == "d" else ()
     if kind == "fifo":
         return Case(argv, dirs=dirs, fifos=(path,))
+    if kind == "fifo-via-link":
+        return Case(argv, dirs=dirs, fifos=("pipe",), links=((path, "pipe"),))
     if kind == "folder":
         return Case(argv, dirs=(*dirs, path))
-    target = {"dev-zero": "/dev/zero", "dev-null": "/dev/null", "dangling": "nowhere"}[kind]
+    if kind == "loop":
+        return Case(argv, dirs=dirs, links=((path, "loop2"), ("loop2", path)))
+    target = {"dev-zero": "/dev/zero", "dev-null": "/dev/null", "dev-urandom": "/dev/urandom",
+              "dangling": "nowhere"}[kind]
     return Case(argv, dirs=dirs, links=((path, target),))
 
 
-FAST = (("kv", L1B), ("kv", L1B, "--json"), ("models",), ("gpus", "--json"), ("--help",),
-        ("capacity", L1B, "--gpu", "H100"), ("request", L1B, "--prompt", "64", "--output", "4"),
-        ("prices",), ("prices", "--json"), ("latency", L1B, "--gpu", "H100", "--prompt", "64",
-                                            "--output", "4"),
-        ("simulate", L1B, "--num-prompts", "2"), ("simulate", L1B, "--num-prompts", "2",
-                                                  "--json"),
-        ("kv", "nope/nope"), ("simulate", "--help"), ("batch", L1B, "--batch", "2", "--context",
-                                                      "100", "--json"))
+STDOUT_ERRORS = ("ENOSPC", "EFBIG", "EIO", "EPIPE")
 
 
 @st.composite
 def unwritable_stdout(draw: st.DrawFn) -> Case:
-    """A standard output that is full, over its size limit, broken, or a closed pipe."""
-    argv = draw(st.sampled_from(FAST))
-    return Case(argv, stdout=draw(st.sampled_from(("ENOSPC", "EFBIG", "EIO", "EPIPE"))))
+    """Any kv/capacity/latency/simulate/prices/help run with a standard output that is full,
+    over its size limit, broken, or a closed pipe."""
+    case = draw(st.one_of(cache_args(), capacity_args(), latency_args(), simulate_args(),
+                          st.sampled_from([Case(("prices",)), Case(("prices", "--json")),
+                                           Case(("--help",)), Case(("simulate", "--help"))])))
+    return replace(case, stdout=draw(st.sampled_from(STDOUT_ERRORS)))
 
 
 IO_FAMILIES: dict[str, st.SearchStrategy[Case]] = {

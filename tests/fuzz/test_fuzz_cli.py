@@ -1,9 +1,11 @@
 """The fuzz suite: every input family through the CLI entry point, in-process (see harness.py
-for the property and strategies.py for the generators).
+for the property, strategies.py and strategies_io.py for the generators).
 
-Examples per family = EXAMPLES x KVPLAN_FUZZ_SCALE (default 1: 11 families x 185 + 60 for the
-slow plan family = 2,095 in .ci/run, fixed seed); ``scripts/fuzz.sh`` runs scale 5 (10,475)
-and prints counts per family.
+Examples per family = EXAMPLES x KVPLAN_FUZZ_SCALE (default 1: 16 families x 185 + 60 for the
+slow plan family = 3,020 in .ci/run, fixed seed); ``scripts/fuzz.sh`` runs scale 5 (15,100)
+and prints counts per family. The fuzz-3 families (strategies_io.py): price files, nested JSON
+in every JSON input, Hugging Face cache layouts with outputs aimed into them, FIFOs/devices/
+folders/link loops as every kind of input, and a standard output that cannot be written.
 """
 
 from __future__ import annotations
