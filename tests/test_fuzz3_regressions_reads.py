@@ -76,6 +76,16 @@ def test_deeply_nested_json_is_one_error_wherever_json_is_read(case: str,
     assert_error(result, name)
 
 
+@pytest.mark.parametrize("name", ["g.json", "g.yaml"])
+def test_a_gpu_file_with_a_5000_digit_integer_is_one_error(name: str, tmp_path: Path) -> None:
+    """Found by the nested-JSON fuzz family (10,000-example run): PyYAML's int() raised
+    ValueError (Python's 4,300-digit limit), which only RecursionError/YAMLError caught."""
+    text = ('{"id": "MyGPU", "memory_gb": 80, "mem_bw_tbps": 3.35, "bf16_tflops_dense": '
+            + "9" * 5000 + "}")
+    result = run_case(tmp_path, ["capacity", L1B, "--gpu", name, "--json"], {name: text})
+    assert_error(result, name, "cannot read GPU description")
+
+
 # ------------------------------------------------- R5: standard output that cannot be written
 
 

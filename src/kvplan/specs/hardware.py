@@ -167,6 +167,9 @@ def _load_gpu_file(path: Path) -> HardwareSpec:
         raise ConfigError(
             f"cannot read GPU description ({exc.__class__.__name__})", file=str(path)
         ) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (int() refuses it)
+        raise ConfigError(f"cannot read GPU description ({' '.join(str(exc).split()[:6])})",
+                          file=str(path)) from None
     if not isinstance(data, dict):
         raise ConfigError("must hold a mapping with id, memory_gb, mem_bw_tbps", file=str(path))
     return hardware_from_dict(data, file=str(path))
