@@ -86,6 +86,15 @@ def test_a_gpu_file_with_a_5000_digit_integer_is_one_error(name: str, tmp_path: 
     assert_error(result, name, "cannot read GPU description")
 
 
+def test_a_saved_plan_with_a_deeply_nested_value_is_one_error(tmp_path: Path) -> None:
+    """Found by the nested-JSON fuzz family: 900-deep nesting parses, then the report's
+    dataclasses.asdict recursed past Python's limit (RecursionError)."""
+    text = '{"schema": "kvplan.plan/v1", "summary": {"status": ' + "[" * 900 + "]" * 900 + "}}"
+    result = run_case(tmp_path, ["report", "--plan", "plan.json", "-o", "r.html"],
+                      {"plan.json": text})
+    assert_error(result, "--plan plan.json: nested 902 deep")
+
+
 # ------------------------------------------------- R5: standard output that cannot be written
 
 
