@@ -44,3 +44,9 @@ class DoesNotFitError(KvplanError):
 
 class TraceError(KvplanError):
     """A trace or measurement file is malformed; names the file, line and column."""
+
+
+class ArgumentTypeError(KvplanError, TypeError):
+    """A Python API argument (or a field of a public dataclass) of the wrong type: names it,
+    what it takes and what it got. Both a KvplanError (the CLI prints one line) and a
+    TypeError (what Python code expects for a wrong type)."""

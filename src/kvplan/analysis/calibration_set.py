@@ -8,15 +8,14 @@ static-batch points of ``latency_calibration.json``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from kvplan import input_file, jsonread
 from kvplan.analysis.replay import Replay, record
 from kvplan.costs.latency import RequestShape, static_batch_latency
 from kvplan.costs.roofline import Profile, StepCostModel, compute_precision
@@ -57,12 +56,12 @@ def engine_key(name: str) -> str:
 
 
 def _data_text(name: str) -> str:
-    return (resources.files("kvplan") / "data" / "measurements" / name).read_text("utf-8")
+    return input_file.read_text(input_file.package_file("data", "measurements", name))
 
 
 def raw_points() -> list[dict[str, Any]]:
     """The points of public_calibration.json as stored (citations, metrics as printed)."""
-    points: list[dict[str, Any]] = json.loads(_data_text("public_calibration.json"))["points"]
+    points: list[dict[str, Any]] = jsonread.loads(_data_text("public_calibration.json"))["points"]
     return points
 
 
@@ -179,7 +178,7 @@ def _trtllm_points() -> list[CalPoint]:
 
     text = _data_text("latency_calibration.json")
     out = []
-    for m in _from_json(json.loads(text), text, "latency_calibration.json", _defaults()):
+    for m in _from_json(jsonread.loads(text), text, "latency_calibration.json", _defaults()):
         from kvplan.specs.catalog import load_model
         from kvplan.specs.hardware import load_gpu
 

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from kvplan.analysis.weighted import summarize
 from kvplan.errors import InputError
+from kvplan.limits import SLO_LIMIT_MS
 from kvplan.sim.result import IntArray, SimulationResult
 
 FloatArray = npt.NDArray[np.float64]
@@ -70,8 +71,10 @@ def parse_goodput(items: Sequence[str]) -> dict[str, float]:
                 out[name] = float(value)
             except ValueError:
                 raise InputError(f"--goodput {part!r}: {value!r} is not a number of ms") from None
-            if out[name] < 0:
-                raise InputError(f"--goodput {part!r}: the SLO must be >= 0 ms")
+            high = SLO_LIMIT_MS[1]
+            if not 0 <= out[name] <= high:  # vllm bench accepts 0 (nothing meets it)
+                raise InputError(f"--goodput {part!r}: the SLO must be in [0, {high:,.0f}] ms "
+                                 "(at most 24 hours)")
     return out
 
 

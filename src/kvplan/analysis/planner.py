@@ -23,7 +23,9 @@ from kvplan.analysis.plan_traffic import DEFAULT_SAMPLE, PlanTraffic, plan_traff
 from kvplan.analysis.plan_types import STAGES, Candidate, Lever, Plan, SearchReport
 from kvplan.analysis.plan_verdict import infeasible_why, rank, serve_and_bench
 from kvplan.analysis.search import search
+from kvplan.api_check import check_fields
 from kvplan.errors import InputError
+from kvplan.limits import USD_PER_HOUR_CAP, check_number
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
 from kvplan.specs.model import ModelSpec
@@ -125,6 +127,7 @@ def _tuple(v: Any) -> Any:
 
 
 def _check_options(o: PlanOptions) -> None:
+    check_fields(o)
     if o.slo_margin not in MARGINS:
         raise InputError(f"--slo-margin {o.slo_margin!r}: choose one of {', '.join(MARGINS)}")
     if o.search not in SEARCHES:
@@ -133,8 +136,8 @@ def _check_options(o: PlanOptions) -> None:
                     ("--workers", o.workers)):
         if v is not None and v < 1:
             raise InputError(f"{flag} must be a positive whole number, got {v}")
-    if o.max_cost_per_hour is not None and not o.max_cost_per_hour > 0:
-        raise InputError(f"--max-cost-per-hour must be > 0, got {o.max_cost_per_hour}")
+    if o.max_cost_per_hour is not None:
+        check_number("--max-cost-per-hour", o.max_cost_per_hour, *USD_PER_HOUR_CAP)
 
 
 def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTraffic

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from kvplan import input_file, jsonread
 from kvplan.analysis.calibration_set import CalPoint, serving_replay
 from kvplan.costs.fit_separability import separability_problems
 from kvplan.costs.measurements import Defaults
@@ -74,15 +75,15 @@ def is_serving_file(path: str | Path) -> bool:
     """A `vllm bench serve` result JSON, or a CSV with a concurrency / rate column."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
+        text = input_file.read_text(p)
+    except OSError:
+        return False  # read_measurements then says why
     if p.suffix.lower() == ".csv":
         header = text.splitlines()[0] if text else ""
         cols = {c.strip() for c in header.split(",")}
         return bool(cols & {"max_concurrency", "request_rate"})
     try:
-        data = json.loads(text)
+        data = jsonread.loads(text)
     except json.JSONDecodeError:
         return False
     return isinstance(data, Mapping) and "mean_ttft_ms" in data
@@ -90,12 +91,22 @@ def is_serving_file(path: str | Path) -> bool:
 
 def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
     p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() == ".csv":
-        reader = csv.DictReader(text.splitlines())
+    try:
+        text = input_file.read_text(p)
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
+    if p.suffix.lower() != ".csv":
+        try:
+            return [_run(jsonread.loads(text), f"{p}:1", d)]
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    reader = csv.DictReader(text.splitlines())
+    try:
         return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
                      f"{p}:{reader.line_num}", d) for row in reader]
-    return [_run(json.loads(text), f"{p}:1", d)]
+    except csv.Error as exc:  # a field over csv's 131,072-character limit
+        raise TraceError(f"{p}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
+            from None
 
 
 def _num(row: Mapping[str, Any], key: str, where: str, default: Any = None) -> float:

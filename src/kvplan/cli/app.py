@@ -132,9 +132,19 @@ def _notes_to_stderr() -> None:
 def main() -> None:
     """Console-script entry: user errors print one line to stderr and exit 2, no traceback."""
     os.environ.setdefault(BLAS_THREADS, "1")  # before numpy is imported (BLAS_THREADS)
+    from kvplan.cli.stdout_guard import StdoutFailed, exit_for, guard
+
     args = expand_multi_value(sys.argv[1:], MULTI_VALUE_OPTIONS)
     command = _command_for(args)
     _notes_to_stderr()
+    try:
+        with guard():
+            _run(command, args)
+    except StdoutFailed as failure:  # stdout is /dev/full, a closed pipe, ...
+        exit_for(failure)
+
+
+def _run(command: TyperGroup, args: list[str]) -> None:
     try:
         command(args=args, standalone_mode=False)
     except KvplanError as exc:
