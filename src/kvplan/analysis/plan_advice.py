@@ -40,22 +40,45 @@ def advise(cands: list[Candidate], space: SearchSpace, prices: PriceTable, ex: E
     (key, _, _), c = found[0]
     if key == "goodput_share" or c.stage not in ("infeasible", "pruned_bound"):
         return ""
-    at = _failing_load(c, lim)
+    zero = c.stage == "pruned_bound"
+    at = 0.0 if zero else _failing_load(c, lim)
     if at is None:
         return ""
-    variants = [(label, d) for label, d in what_ifs(c.deployment, space, prices) if _fits(d)]
-    jobs = [_job(c.deployment, at, lim)] + [_job(d, at, lim, label) for label, d in variants]
-    outs = [o for o in ex.run(ctx, jobs) if isinstance(o, ProbeOut)]
-    t.sim_requests += sum(o.sim_requests for o in outs)
-    base = dict(outs[0].achieved).get(key)
-    tried = [(dict(o.achieved).get(key), label) for (label, _), o in
-             zip([("", c.deployment), *variants], outs, strict=True)][1:]
+    variants = [(label, d) for label, d in what_ifs(c.deployment, space, prices)
+                if _fits(d) and not (zero and label.startswith("--replicas"))]
+    values = (_zero_load(c.deployment, variants, ctx, key) if zero
+              else _simulated(c.deployment, variants, at, ex, ctx, lim, t, key))
+    base, tried = values[0], [(v, label) for v, (label, _) in zip(values[1:], variants,
+                                                                   strict=True)]
     pairs = [(v, label) for v, label in tried if v is not None]
     if base is None or not pairs:
         return ""
     value, label = min(pairs)
     limit = next(b.limit_ms for b in ctx.slo.bounds if b.key == key)
     return _text(c, key, label, base, value, limit, at, lim, space)
+
+
+def _simulated(d0: Deployment, variants: list[tuple[str, Deployment]], at: float,
+               ex: Executor, ctx: JobContext, lim: Limits, t: Tally, key: str
+               ) -> list[float | None]:
+    """The missed term of the candidate, then of each variant, at the failing load."""
+    jobs = [_job(d0, at, lim)] + [_job(d, at, lim, label) for label, d in variants]
+    outs = [o for o in ex.run(ctx, jobs) if isinstance(o, ProbeOut)]
+    t.sim_requests += sum(o.sim_requests for o in outs)
+    return [dict(o.achieved).get(key) for o in outs]
+
+
+def _zero_load(d0: Deployment, variants: list[tuple[str, Deployment]], ctx: JobContext,
+               key: str) -> list[float | None]:
+    """The missed term at zero load (the analytic bound that pruned the candidate)."""
+    from kvplan.analysis.bounds import bounds
+    from kvplan.analysis.fleet import Replica
+
+    out: list[float | None] = []
+    for d in [d0, *(d for _, d in variants)]:
+        zl = bounds(Replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d)).zero_load
+        out.append(dict(zl.achieved).get(key))
+    return out
 
 
 def _failing_load(c: Candidate, lim: Limits) -> float | None:
@@ -135,8 +158,8 @@ def _with(d: Deployment, **change: object) -> Deployment:
 
 def _text(c: Candidate, key: str, label: str, base: float, value: float, limit: float,
           at: float, lim: Limits, space: SearchSpace) -> str:
-    where = (f"with {int(at)} replicas" if lim.rate_rps is not None
-             else f"at {at:.3g} req/s")
+    where = ("at zero load" if at == 0 else f"with {int(at)} replica(s)"
+             if lim.rate_rps is not None else f"at {at:.3g} req/s")
     if value >= base:
         return (f"no single change to {c.id} {where} lowers {key} ({base:.0f} ms; tried "
                 "chunk size, TP, GPU, fp8 weights and KV, twice the replicas): loosen the SLO")

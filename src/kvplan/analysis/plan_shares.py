@@ -13,10 +13,13 @@ replica's sample with its arrival times divided by a rate::
 A probe simulates the first m shares, m = ceil(sample x N / requests) (about ``sample``
 requests whatever N), and judges their union; while an SLO term's limit lies inside its
 95 % sampling interval (plan_noise) it doubles m, up to all N shares or ``NOISE_GROWTH`` x
-``sample`` requests (the fleet verification then replays the whole trace). The search starts at the optimistic fleet (a lower bound: fewer replicas would each carry more
-than the analytic capacity ceiling), doubles N (x4 while a term is over twice its limit)
-until a probe passes, then narrows the bracket with secant steps on the margin against the
-per-replica load 1/N until the failing and passing fleets are adjacent. Per-replica load = target rate / N.
+``sample`` requests (the fleet verification then replays the whole trace).
+
+The search starts at the optimistic fleet (a lower bound: fewer replicas would each carry
+more than the analytic capacity ceiling), doubles N (x4 while a term is over twice its
+limit) until a probe passes, then narrows the bracket with secant steps on the margin
+against the per-replica load 1/N until the failing and passing fleets are adjacent.
+Per-replica load = target rate / N.
 """
 
 from __future__ import annotations

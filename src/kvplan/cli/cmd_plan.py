@@ -117,8 +117,9 @@ def _output(result: Any, plot_out: Any, as_json: bool) -> None:
         data = chart_bytes(pareto_chart(result), plot_out.path.suffix)
         write_output(plot_out, data, as_json=as_json)
     if result.winner is None:
-        # exit codes (docs/planner.md): 0 feasible, 1 nothing feasible, 2 bad input
-        raise typer.Exit(INFEASIBLE)
+        # exit codes (docs/planner.md): 0 feasible, 1 nothing feasible, 2 bad input; a
+        # SystemExit, as click's standalone_mode=False returns typer.Exit codes unused
+        sys.exit(INFEASIBLE)
 
 
 class _Progress:
