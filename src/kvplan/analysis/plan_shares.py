@@ -110,12 +110,12 @@ def _pooled(runs: list[tuple[SimulationResult, IntArray]]) -> Latencies:
 
 def find_replicas(rep: Replica, work: Workload, slo: Slo, *, floor: int, cap: int,
                   sample: int, rate_rps: float, fixed: int | None = None) -> ReplicaSearch:
-    """The smallest N in [floor, cap] whose shares pass (``fixed``: only that N)."""
+    """The smallest N in [floor, cap] whose shares pass (``fixed``: that N, every share)."""
     tried: dict[int, ShareProbe] = {}
 
     def run(n: int) -> ShareProbe:
         if n not in tried:
-            tried[n] = share_probe(rep, work, slo, n, sample, rate_rps)
+            tried[n] = share_probe(rep, work, slo, n, len(work) if fixed else sample, rate_rps)
         return tried[n]
 
     if fixed is not None:
