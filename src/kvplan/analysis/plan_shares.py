@@ -10,10 +10,12 @@ replica's sample with its arrival times divided by a rate::
     least-outstanding  round-robin shares here: its assignment needs every replica's answer
                      times, so only the fleet verification routes it for real
 
-A probe simulates the first m shares, m = ceil(sample x N / requests) (about ``sample``
-requests whatever N), and judges their union; while an SLO term's limit lies inside its
-95 % sampling interval (plan_noise) it doubles m, up to all N shares or ``NOISE_GROWTH`` x
-``sample`` requests (the fleet verification then replays the whole trace).
+A probe routes the trace's busiest stretch of ``sample`` x N consecutive requests (the
+whole trace when shorter; the busiest, so the estimate errs towards more replicas), then
+simulates the first m of its N shares, m = 1 (about ``sample`` requests whatever N) and
+judges their union; while an SLO term's limit lies inside its 95 % sampling interval
+(plan_noise) it doubles m, up to all N shares or ``NOISE_GROWTH`` x ``sample`` requests. The
+fleet verification then replays the whole trace on every replica.
 
 The search starts at the optimistic fleet (a lower bound: fewer replicas would each carry
 more than the analytic capacity ceiling), doubles N (x4 while a term is over twice its
@@ -79,6 +81,7 @@ def assignment(work: Workload, replicas: int, router: str) -> IntArray:
 def share_probe(rep: Replica, work: Workload, slo: Slo, replicas: int, sample: int,
                 rate_rps: float) -> ShareProbe:
     """Simulate enough of the N shares for the verdict (see the module docstring)."""
+    work = busiest(work, sample * replicas)
     assign = assignment(work, replicas, rep.deployment.router)
     per_share = len(work) / replicas
     m = min(replicas, max(1, math.ceil(sample / per_share)))
@@ -94,6 +97,15 @@ def share_probe(rep: Replica, work: Workload, slo: Slo, replicas: int, sample: i
             return ShareProbe(replicas=replicas, shares=m, probe=p,
                               requests=sum(len(ids) for _, ids in runs))
         m = min(top, 2 * m)
+
+
+def busiest(work: Workload, size: int) -> Workload:
+    """The ``size`` consecutive requests spanning the shortest time (ties: the earliest)."""
+    if size >= len(work):
+        return work
+    span = work.arrival_s[size - 1:] - work.arrival_s[: len(work) - size + 1]
+    start = int(np.argmin(span))
+    return subset(work, np.arange(start, start + size, dtype=np.int64))
 
 
 def _pooled(runs: list[tuple[SimulationResult, IntArray]]) -> Latencies:

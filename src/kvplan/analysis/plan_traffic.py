@@ -24,7 +24,7 @@ from kvplan.analysis.fleet import subset
 from kvplan.errors import InputError
 from kvplan.specs.workload import Workload, WorkloadArgs, build_workload, gamma_arrivals
 
-DEFAULT_PLAN_PROMPTS = 20000
+DEFAULT_PLAN_PROMPTS = 10000
 """A longer trace is cut to its first this many requests (the answer says what share)."""
 DEFAULT_SAMPLE = 500
 

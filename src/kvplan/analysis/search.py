@@ -129,9 +129,7 @@ def verify(c: Candidate, ex: Executor, ctx: JobContext, prices: PriceTable, lim:
     floor = n if fixed else max(1, c.optimistic_replicas or 1)
     res = run_fleets(ex, ctx, c, [n] if n <= floor else [n, n - 1], t)
     if res[n].ok:
-        while n > floor and _passes(res, n - 1, ex, ctx, c, t):
-            n -= 1
-        return _verified(c, n, res, prices, lim)
+        return _verified(c, _shrink(res, n, floor, ex, ctx, c, t), res, prices, lim)
     top = n if fixed else _max_replicas(c, n, lim)
     found = _grow(res, n, top, ex, ctx, c, t)
     if found is not None:
@@ -153,6 +151,23 @@ def _grow(res: dict[int, FleetInfo], n: int, top: int, ex: Executor, ctx: JobCon
         else:
             fail, step = m, 2 * step
     while ok is not None and ok - fail > 1:
+        mid = (ok + fail) // 2
+        ok, fail = (mid, fail) if _passes(res, mid, ex, ctx, c, t) else (ok, mid)
+    return ok
+
+
+def _shrink(res: dict[int, FleetInfo], n: int, floor: int, ex: Executor, ctx: JobContext,
+            c: Candidate, t: Tally) -> int:
+    """The smallest passing fleet at or below a passing ``n`` and not below ``floor``
+    (steps 1, 2, 4, ... down, then bisection)."""
+    ok, step, fail = n, 1, None
+    while fail is None and ok > floor:
+        m = max(floor, ok - step)
+        if _passes(res, m, ex, ctx, c, t):
+            ok, step = m, 2 * step
+        else:
+            fail = m
+    while fail is not None and ok - fail > 1:
         mid = (ok + fail) // 2
         ok, fail = (mid, fail) if _passes(res, mid, ex, ctx, c, t) else (ok, mid)
     return ok
