@@ -26,7 +26,7 @@ def comma_list(flag: str, text: str, parse: Callable[[str], T]) -> tuple[T, ...]
     return tuple(out)
 
 
-DEFAULT_CHUNK_TEXT = "512,1024,2048,default"
+DEFAULT_CHUNK_TEXT = "512,2048,default"
 """--max-num-batched-tokens when not given (plan_space.DEFAULT_CHUNKS)."""
 
 FlagParser = Callable[[str, str], Any]

@@ -2,8 +2,7 @@
 
 Target mode: a candidate's replicas = ceil(target / capacity); its fleet is then simulated
 at N and N - 1 replicas (the smallest passing N is kept; N grows until one passes). The
-loop stops when the next optimistic cost is above the best verified cost (an equal one could
-tie and win the tie-break, so it is still simulated). Capacity
+loop stops when the next optimistic cost is not below the best verified cost. Capacity
 mode: the best $ per million output tokens at one replica's capacity.
 """
 
@@ -41,7 +40,7 @@ def search(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: PriceT
     best, i = math.inf, 0
     while i < len(queue):
         # queue is sorted by optimistic cost, so the ones still below the best are a prefix
-        batch = [c for c in queue[i:i + ROUND] if lim.exhaustive or order_key(c, lim) <= best]
+        batch = [c for c in queue[i:i + ROUND] if lim.exhaustive or order_key(c, lim) < best]
         batch = queue[i:i + len(batch)]
         if not batch:
             break
@@ -54,7 +53,7 @@ def search(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: PriceT
             progress("simulate", i, len(queue))
     for c in queue[i:]:
         by_id[c.id] = replace(c, stage="pruned_cost", reason=(
-            f"optimistic cost {order_key(c, lim):.2f} is above the best verified "
+            f"optimistic cost {order_key(c, lim):.2f} is not below the best verified "
             f"{best:.2f}"))
     return [_unverified(by_id[c.id], best) for c in cands]
 
@@ -75,7 +74,7 @@ def _settle(by_id: dict[str, Candidate], ex: Executor, ctx: JobContext, prices: 
     pending = sorted((c for c in by_id.values() if c.stage == "simulated"),
                      key=lambda c: (c.usd_per_hour or math.inf, _floor_cost(c, prices), c.id))
     for c in pending:
-        if _floor_cost(c, prices) > best:
+        if _floor_cost(c, prices) >= best:
             continue
         v = verify(c, ex, ctx, prices, lim, t)
         by_id[c.id] = v
@@ -85,10 +84,13 @@ def _settle(by_id: dict[str, Candidate], ex: Executor, ctx: JobContext, prices: 
 
 
 def _floor_cost(c: Candidate, prices: PriceTable) -> float:
-    """What the fleet would cost with one replica fewer than estimated (if that passed)."""
+    """What the fleet would cost with one replica fewer than estimated (if that passed), and
+    never less than its optimistic fleet (verification does not go below it): a candidate
+    the funnel pruned at an optimistic cost >= the best is skipped here by exhaustive too,
+    so both find the same winner, ties included."""
     assert c.replicas is not None
-    cost = fleet_cost(prices.for_gpu(c.deployment.gpu.id), max(1, c.replicas - 1),
-                      c.deployment.gpus_per_replica)
+    n = max(1, c.replicas - 1, c.optimistic_replicas or 1)
+    cost = fleet_cost(prices.for_gpu(c.deployment.gpu.id), n, c.deployment.gpus_per_replica)
     return math.inf if cost is None else cost.usd_per_hour
 
 
