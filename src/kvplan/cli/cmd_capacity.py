@@ -51,7 +51,7 @@ def capacity_cmd(
 
         write_chart(plot_out, budget_chart(plan), as_json=as_json)
     if as_json:
-        print_json({**plan_json(plan), "ignored_vllm_flags": ignored, "fits": True})
+        print_json({**plan_json(plan), "ignored_vllm_flags": ignored})
         return
     _render(plan, ignored)
 

@@ -32,8 +32,7 @@ def plan_cmd(
     kv_cache_dtype: Annotated[str, _o("--kv-cache-dtype", help_="e.g. auto,fp8")] = "auto",
     quantization: Annotated[str, _o("--quantization", "-q", help_="none,fp8,...")] = "none",
     max_num_seqs: Annotated[str, _o("--max-num-seqs", help_="e.g. 128,256,default")] = "default",
-    max_num_batched_tokens: Annotated[Str, _o("--max-num-batched-tokens", help_=(
-        "the chunk size; default 512,2048,default"))] = None,
+    max_num_batched_tokens: Annotated[Str, _o("--max-num-batched-tokens")] = None,
     block_size: Annotated[str, _o("--block-size")] = "16",
     prefix_caching: Annotated[str, _o("--enable-prefix-caching", help_="on,off")] = "on",
     gpu_memory_utilization: Annotated[float, _o("--gpu-memory-utilization")] = 0.9,
