@@ -117,7 +117,9 @@ def test_does_not_fit_json_has_the_fit_keys_and_what_would_fit() -> None:
                 "--json")
     assert (fit.code, r.code) == (0, 1)
     yes, no = fit.json(), r.json()
-    assert set(no) == set(yes) | {"why", "needed_bytes", "largest_max_model_len", "fits_with"}
+    assert set(no) == set(yes) | {"why", "needed_bytes", "largest_max_model_len", "fits_with",
+                                  "over_budget_bytes"}
+    assert no["over_budget_bytes"] == 0  # the weights fit; the KV pool is too small
     assert yes["fits"] is True and no["fits"] is False
     # the same budget: only max_model_len differs, so the KV pool is the same size
     assert no["available_kv_bytes"] == yes["available_kv_bytes"]

@@ -74,7 +74,10 @@ def _does_not_fit(exc: DoesNotFitError, settings: dict[str, Any], gpu: str, igno
     model = load_model(fields.pop("model"))
     plan = unchecked_plan(model, load_gpu(gpu), fl.resolve_engine(fields, model))
     levers = str(exc).partition("; fits with ")[2]
-    print_json({**plan_json(plan), "ignored_vllm_flags": ignored, "fits": False,
+    doc = plan_json(plan)
+    short = max(0, -doc["available_kv_bytes"])  # weights etc. exceed the requested memory
+    doc["available_kv_bytes"] = max(0, doc["available_kv_bytes"])
+    print_json({**doc, "ignored_vllm_flags": ignored, "fits": False, "over_budget_bytes": short,
                 "why": str(exc), "needed_bytes": exc.needed_bytes,
                 "largest_max_model_len": largest_max_model_len(plan),
                 "fits_with": [x.strip() for x in levers.split(" or ")] if levers else []})
