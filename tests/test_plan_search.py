@@ -80,7 +80,7 @@ def test_a_configuration_that_does_not_fit_is_never_chosen() -> None:
     work = poisson_workload(200, 2.0, 1000, 100)
     p = kvplan.plan("Qwen/Qwen3-32B", work, slo("ttft:p99:5000", "tpot:p99:200"),
                     gpus=["L40S", "H100"], tensor_parallel_sizes=[1, 2], explain=False,
-                    price_overrides=["L40S=0.01"], **FAST)
+                    price_overrides=["L40S=0.01"], max_num_batched_tokens=[None], **FAST)
     by = {(c.deployment.gpu.id, c.deployment.engine.tensor_parallel_size): c
           for c in p.candidates}
     l40s_tp1 = by[("L40S", 1)]
@@ -110,7 +110,8 @@ def test_fp8_kv_wins_where_kv_memory_binds() -> None:
     # and prefill compute binds first.)
     work = poisson_workload(300, 0.4, 9000, 600, spread=0.2)
     p = _plan(work, slo("ttft:p99:30000", "tpot:p99:300"), gpus=["L40S"],
-              tensor_parallel_sizes=[1], kv_cache_dtypes=["auto", "fp8"])
+              tensor_parallel_sizes=[1], kv_cache_dtypes=["auto", "fp8"],
+              max_num_batched_tokens=[None])
     by = {c.deployment.engine.kv_cache_dtype: c for c in p.candidates}
     assert by["fp8"].kv_cache_tokens == pytest.approx(2 * (by["auto"].kv_cache_tokens or 0),
                                                       rel=0.01)

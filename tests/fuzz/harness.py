@@ -150,7 +150,8 @@ def _absurd_numbers(obj: Any, key: str = "") -> list[str]:
             bad += _absurd_numbers(v, key)
     elif isinstance(obj, int | float) and not isinstance(obj, bool):
         is_bytes = key.endswith("bytes") or key.endswith("_bytes_per_token")
-        negative = key.endswith(("_s", "_ms", "_tokens")) and obj < 0
+        negative = key.endswith(("_s", "_ms", "_tokens")) and obj < 0 and not key.startswith(
+            "delta_")  # a lever's change may be negative
         if negative or (is_bytes and (not float(obj).is_integer() or obj < 0 or obj > MAX_BYTES)):
             bad.append(f"{key}={obj!r}")
     return bad
@@ -173,6 +174,8 @@ def verdict(run: Run) -> str:
         if len(errors) != 1 or others or (lines and lines[-1] != errors[0]) or run.out.strip():
             return f"unclean error: stderr={run.err!r} stdout={run.out[:500]!r}"
         return "error"
+    if run.code == 1:
+        return _answered_no(run, lines)
     if run.code != 0:
         return f"exit {run.code}: {run.err[-2000:]}"
     strays = [line for line in lines if not line.startswith(SIDE_LINES)]
@@ -193,6 +196,19 @@ def _failing_stdout_verdict(run: Run, lines: list[str]) -> str:
             line.startswith(SIDE_LINES) for line in lines[:-1]):
         return "error"
     return f"stdout failing with {run.stdout_fails}: exit {run.code}, stderr={run.err[-500:]!r}"
+
+
+def _answered_no(run: Run, lines: list[str]) -> str:
+    """Exit 1 (docs/planner.md): plan found nothing feasible / capacity does not fit — an
+    answer, not an error: the whole JSON object, the plan's table, or one error line."""
+    if "plan" not in run.argv and "capacity" not in run.argv:
+        return f"exit 1: {run.err[-2000:]}"
+    if "--json" in run.argv and "--help" not in run.argv:
+        return _json_verdict(run.out)
+    if "plan" in run.argv:
+        return "ok" if "nothing feasible" in run.out else f"exit 1 without why: {run.out[-500:]!r}"
+    errors = [line for line in lines if line.startswith("error: ")]
+    return "ok" if len(errors) == 1 and not run.out.strip() else f"unclean exit 1: {run.err!r}"
 
 
 def _json_verdict(out: str) -> str:
