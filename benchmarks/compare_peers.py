@@ -6,12 +6,13 @@
 Every point of the bundled calibration set (public_calibration.json and the static batches of
 latency_calibration.json) is priced by kvplan's own path (``calibration_set``: the simulator
 replay or the static-batch latency, under the bundled profile with each engine's host costs;
-``--held-out`` adds the leave-one-source-out prediction of ``calibration_report``, ~15 min)
+``--held-out`` adds the leave-one-source-out prediction of ``calibration_report``, minutes)
 and by aiconfigurator's ``cli_estimate`` (mapping in ``peers_map.to_aic``: static batches
 run its ``static`` estimate, served runs its ``agg`` estimate at the measured concurrency,
-since it has no request queue). Prints, per family and metric, the median
-|predicted / measured - 1| of both on the values both price, and every point either could
-not price with the reason. Takes a few minutes (about 2 s an aiconfigurator call).
+or the largest its KV cache holds, since it has no request queue). Prints, per family and
+metric, the median |predicted / measured - 1| of both on the values both price, and every
+point either could not price with the reason. Takes 10-30 minutes (1-10 s an
+aiconfigurator call; more where it searches the batch its KV cache holds).
 """
 
 from __future__ import annotations
@@ -105,38 +106,55 @@ def _why(exc: Exception) -> str:
     return f"aiconfigurator: {type(exc).__name__}: {text[:150]}"
 
 
-def _fitting_batch(path: str, inp: pm.AicInput) -> tuple[Any, int]:
-    """agg raises OOM when its memory model holds fewer requests than asked: the largest
-    batch it holds (within 1/16), as vLLM too runs only what its KV cache holds."""
-    hi, lo, result = inp.batch_size, 0, None
+def _attempt(path: str, inp: pm.AicInput, batch: int) -> tuple[Any, bool]:
+    """(estimate or None on its OOM, whether its KV cache holds the whole batch)."""
+    try:
+        r = _estimate(path, replace(inp, batch_size=batch))
+    except RuntimeError as exc:
+        if not str(exc).startswith("OOM"):
+            raise
+        return None, False
+    return r, not r.kv_cache_warning
+
+
+def _held_batch(path: str, inp: pm.AicInput) -> tuple[Any, int]:
+    """agg at the largest batch (within 1/16, at most the point's) that its memory model
+    holds without warning that the KV cache overflows: vLLM too runs only what its KV cache
+    holds and queues the rest. When not even one request fits, batch 1 with the warning."""
+    result, ok = _attempt(path, inp, inp.batch_size)
+    if ok:
+        return result, inp.batch_size
+    hi, lo, best, fallback = inp.batch_size, 0, None, None
     b = hi // 2
-    while b >= 1 and result is None:
-        try:
-            result, lo = _estimate(path, replace(inp, batch_size=b)), b
-        except RuntimeError:
+    while b >= 1 and best is None:
+        r, ok = _attempt(path, inp, b)
+        fallback = r or fallback
+        if ok:
+            best, lo = r, b
+        else:
             hi, b = b, b // 2
-    while result is not None and hi - lo > max(1, hi // 16):
+    while best is not None and hi - lo > max(1, hi // 16):
         mid = (lo + hi) // 2
-        try:
-            result, lo = _estimate(path, replace(inp, batch_size=mid)), mid
-        except RuntimeError:
+        r, ok = _attempt(path, inp, mid)
+        if ok:
+            best, lo = r, mid
+        else:
             hi = mid
-    if result is None:
+    if best is None and fallback is None:
         raise RuntimeError(f"OOM even at batch 1 (tp={inp.tp})")
-    return result, lo
+    return (best, lo) if best is not None else (fallback, 1)
 
 
 def run_aic(inp: pm.AicInput, root: Path) -> AicOutcome:
     """One estimate; a failure is a reason, never an exception."""
     path, notes = _model_path(inp, root), inp.notes
     try:
-        try:
+        if inp.mode == "agg":
+            r, b = _held_batch(path, inp)
+            if b != inp.batch_size:
+                notes += (f"batch {inp.batch_size} -> {b}: what its KV cache holds",)
+        else:
             r = _estimate(path, inp)
-        except RuntimeError as exc:
-            if inp.mode != "agg" or not str(exc).startswith("OOM"):
-                raise
-            r, b = _fitting_batch(path, inp)
-            notes += (f"batch {inp.batch_size} -> {b}: its memory model holds no more",)
     except Exception as exc:  # its errors are many types; each is a reason to report
         return AicOutcome(inputs=inp, metrics=None, reason=_why(exc))
     if r.kv_cache_warning:
