@@ -52,6 +52,8 @@ def shown(page: Any, section: str) -> dict[str, Any]:
 
 def dig(answer: Any, dotted: str) -> Any:
     for part in dotted.split("."):
+        if answer is None:  # e.g. cost.usd_per_hour of a duplicate: no cost, the page shows null
+            return None
         answer = answer[int(part)] if isinstance(answer, list) else answer[part]
     return answer
 
