@@ -192,7 +192,9 @@ def _failing_stdout_verdict(run: Run, lines: list[str]) -> str:
     if run.code == 141 and run.stdout_fails == "EPIPE" and quiet:
         return "error"
     errors = [line for line in lines if line.startswith("error: ")]
-    if run.code == 2 and len(errors) == 1 and lines[-1] == errors[0] and all(
+    # exit 1 is plan's / capacity's answered "no" (docs/planner.md), told on stderr
+    answered_no = run.code == 1 and ("plan" in run.argv or "capacity" in run.argv)
+    if (run.code == 2 or answered_no) and len(errors) == 1 and lines[-1] == errors[0] and all(
             line.startswith(SIDE_LINES) for line in lines[:-1]):
         return "error"
     return f"stdout failing with {run.stdout_fails}: exit {run.code}, stderr={run.err[-500:]!r}"
