@@ -3,7 +3,8 @@
 Run: .venv/bin/python benchmarks/bench_plan.py [--workers 2] [--no-exhaustive] [--no-ray]
 [--no-margin]
 The space: 5 GPU types x TP 1,2,4,8 x KV auto,fp8 x weights bf16,fp8 x max-num-seqs
-128,256,default = 240 configurations. Prints the counts per funnel stage, the simulated
+128,256,default x the default chunk sizes 512,2048,default = 720 configurations.
+Prints the counts per funnel stage, the simulated
 requests and wall time of the funnel, of --search exhaustive on the same space (the ratio is
 the funnel's gain), of the Ray executor against local (its overhead), and of
 --slo-margin band (the SLO at the error band's edge, plus the comparison search without it),

@@ -12,6 +12,8 @@ LAYERS = {
     "limits": 0,
     "jsonread": 0,
     "atomic_file": 0,
+    "input_file": 0,
+    "api_check": 0,
     "specs": 1,
     "costs": 2,
     "sim": 3,

@@ -32,7 +32,7 @@ def bundled_points() -> list[cal.Measurement]:
 
 def test_bundled_file_has_17_static_points() -> None:
     points = bundled_points()
-    assert len(points) == 17  # the 3 offline_max_throughput points are left to the simulator
+    assert len(points) == 17  # the 60 offline_max_throughput points are left to the simulator
     h100 = next(p for p in points if p.id == "trtllm-static-thr-1")
     assert h100.shape == RequestShape(batch=768, prompt_tokens=128, output_tokens=128)
     assert h100.engine.quantization == "fp8" and h100.engine.kv_cache_dtype == "fp8"
@@ -58,13 +58,12 @@ def test_default_profile_error_on_bundled_points() -> None:
         print(f"{e.id:22s} {e.gpu:14s} {e.metric:24s} {e.measured:9.4g} {e.predicted:9.4g} "
               f"{e.error:+.1%}")
     assert len(result.errors) == 17
-    assert result.median_abs_error("ttft_s") <= 0.10  # type: ignore[operator]
+    assert result.median_abs_error("ttft_s") <= 0.15  # type: ignore[operator]
     assert result.median_abs_error("output_throughput_tok_s") <= 0.10  # type: ignore[operator]
-    # compute_eff is the GPU's, fitted mostly on vLLM runs; TensorRT-LLM's GEMMs reach more of
-    # the peak, so its compute-bound rows (2048-token prefills, B52 2048/128) come out slow:
-    # 20-50% under the 89-point fit, up to +71% (A100 P2048 TTFT) under the 114-point fit,
-    # whose A100 rates the vLLM-own A100 points pull down: the worst point shows it
-    assert all(abs(e.error) < 0.75 for e in result.errors)
+    # kernels are vLLM's measured ones; TensorRT-LLM's own GEMMs and attention are faster, so
+    # its large static batches come out slow (worst: H100 B64 throughput -26%); under the
+    # fitted per-GPU compute_eff the worst point was +71% (A100 P2048 TTFT)
+    assert all(abs(e.error) < 0.30 for e in result.errors)
 
 
 def test_held_out_error_on_bundled_points() -> None:
@@ -77,16 +76,16 @@ def test_held_out_error_on_bundled_points() -> None:
     thr = sorted(abs(e.error) for e in held if e.metric == "output_throughput_tok_s")
     ttft = sorted(abs(e.error) for e in held if e.metric == "ttft_s")
     assert thr[len(thr) // 2] <= 0.10
-    assert max(thr) <= 0.20
+    assert max(thr) <= 0.25
     assert (ttft[2] + ttft[3]) / 2 <= 0.20
 
 
 def test_bundled_profile_states_what_it_was_fitted_on() -> None:
     ps = cal.default_profiles()
     assert "114 points from 13 sources" in ps.fitted_on
-    assert "B200-SXM-180GB's per-GPU rates are not shipped" in ps.fitted_on
-    gpus = {p.gpu for p in ps.profiles}
-    assert gpus == {"A100-80GB-SXM", "H100-SXM-80GB", "H200-SXM-141GB", "L40S", "MI300X"}
+    gpus = {p.gpu for p in ps.profiles}  # B200 too: priced from its measured tables
+    assert gpus == {"A100-80GB-SXM", "B200-SXM-180GB", "H100-SXM-80GB", "H200-SXM-141GB",
+                    "L40S", "MI300X"}
     shared = {(p.layer_overhead_s, p.moe_layer_overhead_s, p.request_overhead_s)
               for p in ps.profiles}
     assert len(shared) == 1  # host and kernel costs are vLLM's, not per GPU
@@ -162,8 +161,10 @@ def test_old_profile_json_without_prefill_overhead_loads(tmp_path: Path) -> None
     assert p.step_overhead_s == 0.002 and p.prefill_overhead_s == Profile().prefill_overhead_s
 
 
-def test_round_trip_recovers_a_known_profile(tmp_path: Path) -> None:
-    truth = Profile(compute_eff=0.55, bandwidth_eff=0.7, prefill_overhead_s=3e-3)
+def test_round_trip_recovers_known_overheads(tmp_path: Path) -> None:
+    # points priced from H100's measured kernels under known overheads: the fit gets back
+    # the step and prefill overheads (the only terms it moves) and every metric to 1%
+    truth = Profile(step_overhead_s=0.6e-3, prefill_overhead_s=3e-3)
     model, gpu = load_model("meta-llama/Llama-2-7b-hf"), load_gpu("H100-SXM-80GB")
     rows = []
     for b, p, o in [(1, 16, 1), (1, 4096, 1), (1, 128, 512), (64, 512, 256), (8, 2048, 64)]:
@@ -176,15 +177,15 @@ def test_round_trip_recovers_a_known_profile(tmp_path: Path) -> None:
     path.write_text(json.dumps({"points": rows}))
     result = cal.fit_profiles(cal.read_measurements(path))
     (fitted,) = result.profiles.profiles
-    assert fitted.compute_eff == pytest.approx(0.55, rel=0.03)
-    assert fitted.bandwidth_eff == pytest.approx(0.7, rel=0.03)
+    assert fitted.step_overhead_s == pytest.approx(0.6e-3, abs=1e-4)
     assert fitted.prefill_overhead_s == pytest.approx(3e-3, abs=2e-4)
+    assert fitted.compute_eff == Profile().compute_eff  # no rate is fitted
     assert all(abs(e.error) < 0.01 for e in result.errors)
+    assert result.problems == ()
 
 
-def test_round_trip_with_step_overhead_from_small_batch_tpot(tmp_path: Path) -> None:
-    truth = Profile(compute_eff=0.5, bandwidth_eff=0.75, step_overhead_s=0.4e-3,
-                    prefill_overhead_s=5e-3)
+def test_round_trip_with_request_overhead_from_two_batch_sizes(tmp_path: Path) -> None:
+    truth = Profile(step_overhead_s=0.4e-3, prefill_overhead_s=5e-3, request_overhead_s=40e-6)
     model, gpu = load_model("meta-llama/Llama-2-7b-hf"), load_gpu("A100-80GB-SXM")
     rows = []
     for b, p, o in [(1, 16, 1), (1, 4096, 1), (1, 128, 256), (32, 512, 128), (4, 2048, 64)]:
@@ -197,12 +198,12 @@ def test_round_trip_with_step_overhead_from_small_batch_tpot(tmp_path: Path) -> 
         rows.append(row)
     path = tmp_path / "points.json"
     path.write_text(json.dumps(rows))
-    names = (*cal.FITTED, "step_overhead_s")
+    names = (*cal.FITTED, "request_overhead_s")
     result = cal.fit_profiles(cal.read_measurements(path), names=names)
     (fitted,) = result.profiles.profiles
     assert all(abs(e.error) < 0.01 for e in result.errors)
-    assert fitted.bandwidth_eff == pytest.approx(0.75, rel=0.03)
-    assert fitted.step_overhead_s == pytest.approx(0.4e-3, abs=2e-4)
+    assert fitted.step_overhead_s == pytest.approx(0.4e-3, abs=1e-4)
+    assert fitted.request_overhead_s == pytest.approx(40e-6, abs=5e-6)
     assert fitted.prefill_overhead_s == pytest.approx(5e-3, abs=3e-4)
 
 

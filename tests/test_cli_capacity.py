@@ -102,10 +102,35 @@ def test_parse_vllm_command_forms() -> None:
     assert ignored == ["--enforce-eager", "--trust-remote-code"]
 
 
-def test_does_not_fit_one_line() -> None:
+def test_does_not_fit_one_line_exit_1() -> None:
+    # exit codes: 0 fits, 1 does not fit, 2 bad input
     r = run_cli("capacity", "Qwen/Qwen3-32B", "--gpu", "H100", "--max-model-len", "40960")
-    assert_one_line_error(r)
+    assert r.code == 1 and not r.out and len(r.err.strip().splitlines()) == 1
+    assert r.err.startswith("error: ") and "Traceback" not in r.err
     assert "largest --max-model-len that fits" in r.err and "--tensor-parallel-size 2" in r.err
+
+
+def test_does_not_fit_json_has_the_fit_keys_and_what_would_fit() -> None:
+    fit = run_cli("capacity", "Qwen/Qwen3-32B", "--gpu", "H100", "--max-model-len", "8192",
+                  "--json")
+    r = run_cli("capacity", "Qwen/Qwen3-32B", "--gpu", "H100", "--max-model-len", "40960",
+                "--json")
+    assert (fit.code, r.code) == (0, 1)
+    yes, no = fit.json(), r.json()
+    assert set(no) == set(yes) | {"why", "needed_bytes", "largest_max_model_len", "fits_with",
+                                  "over_budget_bytes"}
+    assert no["over_budget_bytes"] == 0  # the weights fit; the KV pool is too small
+    assert yes["fits"] is True and no["fits"] is False
+    # the same budget: only max_model_len differs, so the KV pool is the same size
+    assert no["available_kv_bytes"] == yes["available_kv_bytes"]
+    assert no["needed_bytes"] > no["available_kv_bytes"]
+    assert "--tensor-parallel-size 2" in no["fits_with"]
+    # the largest length that fits, fits
+    ok = run_cli("capacity", "Qwen/Qwen3-32B", "--gpu", "H100", "--max-model-len",
+                 str(no["largest_max_model_len"]))
+    bad = run_cli("capacity", "Qwen/Qwen3-32B", "--gpu", "H100", "--max-model-len",
+                  str(no["largest_max_model_len"] + 16))
+    assert (ok.code, bad.code) == (0, 1)
 
 
 def test_bad_flags_one_line() -> None:

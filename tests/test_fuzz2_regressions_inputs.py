@@ -69,14 +69,14 @@ CASES: dict[str, tuple[list[str], Files, tuple[str, ...]]] = {
     "F12-path": (["kv", "d/" + "a" * 300 + ".json"], {}, ("no such config file",)),
     # F13: GPU files
     "F13-not-utf8": (["capacity", L1B, "--gpu", "gpu.yaml"], {"gpu.yaml": b"\xff\xfe\x80id: x"},
-                     ("gpu.yaml", "UnicodeDecodeError")),
+                     ("gpu.yaml", "not UTF-8 text (byte 0xff at offset 0)")),
     "F13-memory-inf": (["capacity", L1B, "--gpu", "gpu.yaml"],
                        {"gpu.yaml": gpu_file(memory_gb=".inf")}, ("memory_gb", "[1, 10000]")),
     "F13-bandwidth-inf": (LAT_GPU, {"gpu.yaml": gpu_file(mem_bw_tbps=".inf")},
                           ("mem_bw_tbps", "[0.01, 1000]")),
     # F14: profile files
     "F14-not-utf8": ([*LAT, "--profile", "p.json"], {"p.json": b"\xff\xfe\x80"},
-                     ("p.json", "UnicodeDecodeError")),
+                     ("p.json", "not UTF-8 text (byte 0xff at offset 0)")),
     "F14-profiles-5": ([*LAT, "--profile", "p.json"], {"p.json": profile(profiles=5)},
                        ("'profiles' must be a list",)),
     "F14-gpu-5": ([*LAT, "--profile", "p.json"], {"p.json": profile(first={"gpu": 5})},

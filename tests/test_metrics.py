@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 from kvplan.analysis.metrics import (
     _stat,
     compute_metrics,
-    itl_gaps,
+    itl_pairs,
+    itl_stat,
     kv_usage_series,
     p_word,
     parse_goodput,
@@ -21,10 +23,12 @@ from kvplan.analysis.metrics import (
     save_result_json,
     vllm_result,
 )
+from kvplan.analysis.weighted import exact_dot, summarize
 from kvplan.errors import InputError
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import LinearTimer, workload
+from tests import metrics_reference as reference
 
 LIM = Limits(max_num_batched_tokens=8, max_num_seqs=10)
 
@@ -134,31 +138,73 @@ def test_duration_counts_failed_requests_answered_last():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False) | st.sampled_from(
            [0.0, 0.5, 0.5, 1.0, float("nan")]), min_size=0, max_size=60),
-       st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=3), st.booleans())
-def test_stat_is_numpys_mean_median_std_percentile_bit_for_bit(xs, ps, scratch) -> None:
-    """_stat's figures are numpy's whether it partitions copies or (scratch) the array itself,
-    which it leaves alone otherwise."""
+       st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=3))
+def test_stat_is_numpys_mean_median_std_percentile_bit_for_bit(xs, ps) -> None:
+    """_stat's figures are numpy's, and it leaves the array alone."""
     ref = np.array(xs, dtype=np.float64) if xs else np.zeros(1)
     v = np.array(xs, dtype=np.float64)
-    s = _stat(v, ps, scratch=scratch)
-    if not scratch:
-        assert repr(v.tolist()) == repr(xs)
-    else:
-        assert sorted(map(repr, v.tolist())) == sorted(map(repr, xs))  # reordered at most
+    s = _stat(v, ps)
+    assert repr(v.tolist()) == repr(xs)
     want = (float(np.mean(ref)) * 1000, float(np.median(ref)) * 1000, float(np.std(ref)) * 1000,
             tuple((float(p), float(np.percentile(ref, p)) * 1000) for p in ps))
     got = (s.mean_ms, s.median_ms, s.std_ms, s.percentiles_ms)
     assert repr(got) == repr(want)  # repr: NaN == NaN, and -0.0 != 0.0
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(1, 40), st.integers(1, 6), st.integers(1, 12), st.integers(0, 2**31))
-def test_itl_gaps_are_itl_s_in_its_order(n, max_out, max_seqs, seed) -> None:
-    """itl_gaps == r.itl_s() element for element (the mean's sum order), preemptions and
-    split emission runs included."""
+def _random_run(n, max_out, max_seqs, seed, blocks=40):
     rng = np.random.default_rng(seed)
     w = workload(np.sort(rng.random(n) * 5).tolist(), rng.integers(1, 60, n).tolist(),
                  rng.integers(1, 8 * max_out, n).tolist())
-    r = simulate(w, timer=LinearTimer(base_s=0.1), num_blocks=40, block_size=4,
-                 limits=Limits(max_num_batched_tokens=24, max_num_seqs=max_seqs))
-    assert itl_gaps(r).tolist() == r.itl_s().tolist()
+    timer = LinearTimer(base_s=0.1, per_token_s=1e-3 * (seed % 3), per_context_s=1e-5)
+    return simulate(w, timer=timer, num_blocks=blocks, block_size=4,
+                    limits=Limits(max_num_batched_tokens=24, max_num_seqs=max_seqs))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 6), st.integers(1, 12), st.integers(0, 2**31),
+       st.sampled_from([12, 40, 400]))
+def test_itl_from_step_records_equals_the_per_token_computation(n, max_out, max_seqs, seed,
+                                                                blocks) -> None:
+    """itl_pairs expands to exactly the per-token gaps (the reference, itself == itl_s), and
+    itl_stat gives their numpy figures: median and percentiles to the bit, mean and std to a
+    few ulps (exact sums against numpy's pairwise ones), preemptions and split runs included."""
+    r = _random_run(n, max_out, max_seqs, seed, blocks)
+    ref = reference.itl_gaps(r)
+    assert ref.tolist() == r.itl_s().tolist()
+    values, counts = itl_pairs(r)
+    assert sorted(np.repeat(values, counts).tolist()) == sorted(ref.tolist())
+    ps = (0.0, 25.0, 50.0, 90.0, 99.0, 99.9, 100.0)
+    got = itl_stat(r, ps)
+    mean, median, std, pct = reference.itl_stat(r, ps)
+    assert (got.median_ms, got.percentiles_ms) == (median, pct)
+    assert got.mean_ms == pytest.approx(mean, rel=1e-13, abs=1e-12)
+    assert got.std_ms == pytest.approx(std, rel=1e-12, abs=1e-9)
+    if len(ref):  # the mean is the exact sum, rounded once, over N (numpy's division)
+        assert got.mean_ms == float(sum(map(Fraction, ref.tolist()))) / len(ref) * 1000
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False,
+                                    allow_infinity=False)
+                          | st.sampled_from([0.0, 1e-300, 0.1, 0.1, 3.0, 2.0**-40]),
+                          st.integers(0, 5) | st.integers(0, 3000)), max_size=40),
+       st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=4))
+def test_weighted_summary_is_numpys_on_the_expanded_sample(pairs, ps) -> None:
+    values = np.array([v for v, _ in pairs], dtype=np.float64)
+    counts = np.array([c for _, c in pairs], dtype=np.int64)
+    full = np.repeat(values, counts) if counts.sum() else np.zeros(1)
+    got = summarize(values, counts, ps)
+    assert got.median == float(np.median(full))
+    assert got.percentiles == tuple((float(p), float(np.percentile(full, p))) for p in ps)
+    exact = sum((Fraction(v) * c for v, c in pairs), Fraction(0))
+    assert exact_dot(values, counts) == float(exact)
+    assert got.mean == float(exact) / len(full)
+    assert got.mean == pytest.approx(float(np.mean(full)), rel=1e-12, abs=1e-300)
+    assert got.std == pytest.approx(float(np.std(full)), rel=1e-9, abs=1e-12 * abs(got.mean))
+
+
+def test_exact_dot_is_exact_where_floats_cancel() -> None:
+    """1e16 + 1 - 1e16 (numpy: 0.0 or 2.0 by summation order); counts up to 2**33."""
+    assert exact_dot(np.array([1e16, 1.0, -1e16]), np.array([1, 1, 1])) == 1.0
+    assert exact_dot(np.array([0.1]), np.array([2**33])) == float(Fraction(0.1) * 2**33)
+    assert exact_dot(np.zeros(0), np.zeros(0, dtype=np.int64)) == 0.0

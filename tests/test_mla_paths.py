@@ -21,7 +21,7 @@ UP_PER_CONTEXT = 2 * 16 * 512 * (128 + 128) * 61  # 255,852,544 per cached conte
 
 def v3(tp: int = 8) -> StepCostModel:
     return StepCostModel(load_model("deepseek-ai/DeepSeek-V3"), load_gpu("H200-SXM-141GB"),
-                         EngineConfig(tensor_parallel_size=tp), Profile())
+                         EngineConfig(tensor_parallel_size=tp), Profile(), silicon=False)
 
 
 def arr(*x: int) -> np.ndarray:

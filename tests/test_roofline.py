@@ -21,7 +21,8 @@ def one(n: int) -> np.ndarray:
 
 def timer(model: str = LLAMA2, gpu: str = "A100-80GB-SXM", profile: Profile = NO_OVERHEAD,
           **engine: object) -> StepCostModel:
-    return StepCostModel(load_model(model), load_gpu(gpu), EngineConfig(**engine), profile)
+    return StepCostModel(load_model(model), load_gpu(gpu), EngineConfig(**engine), profile,
+                         silicon=False)
 
 
 def test_llama2_decode_batch1_a100_is_weights_over_bandwidth() -> None:

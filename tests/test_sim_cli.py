@@ -13,7 +13,8 @@ BASE = ("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts",
 def test_json_has_vllm_bench_keys(tmp_path):
     out = tmp_path / "r.json"
     r = run_cli(*BASE, "--goodput", "ttft:500", "--metric-percentiles", "50,99",
-                "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", str(out), "--json")
+                "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", str(out),
+                "--save-detailed", "--json")
     assert r.code == 0, r.err
     doc = r.json()
     for key in ("completed", "duration", "request_throughput", "output_throughput",

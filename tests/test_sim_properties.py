@@ -61,6 +61,8 @@ def test_fast_path_equals_step_by_step(case):
                  "new_tokens"):
         assert np.array_equal(getattr(slow.steps, name), getattr(fast.steps, name)), name
     assert slow.rejected == fast.rejected
+    assert (slow.prefill_claimed_blocks, slow.decode_claimed_blocks) == (
+        fast.prefill_claimed_blocks, fast.decode_claimed_blocks)
     assert np.array_equal(np.sort(slow.itl_s()), np.sort(fast.itl_s()))
     for i in range(len(w)):
         assert np.array_equal(slow.token_times(i), fast.token_times(i))

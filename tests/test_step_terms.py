@@ -22,7 +22,8 @@ P = Profile(compute_eff=0.6, bandwidth_eff=0.8, comm_eff=0.7, step_overhead_s=0.
 
 def timer(model: str, gpu: str, tp: int, **engine: object) -> StepCostModel:
     return StepCostModel(load_model(model), load_gpu(gpu),
-                         EngineConfig(tensor_parallel_size=tp, **engine), P)  # type: ignore[arg-type]
+                         EngineConfig(tensor_parallel_size=tp, **engine), P,  # type: ignore[arg-type]
+                         silicon=False)
 
 
 def decode(batch: int, ctx: int) -> tuple[np.ndarray, np.ndarray]:

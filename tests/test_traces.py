@@ -25,7 +25,8 @@ README_STATS = [
     ("mooncake-synthetic", 3_993, 15_325, 149, 1_022),
     ("arxiv-summarization", 28_257, 2_588, 291, None),
     ("bwb", 33_768, 1_067, 1_613, None),
-    ("sharegpt", 30_731, 2_340, 439, None),
+    ("sharegpt", 16_384, 219.64, 199.30, None),
+    ("sharegpt-multiturn", 30_731, 2_340, 439, None),
 ]
 
 # The first two rows of each file, read by eye: (arrival s, input, output).
@@ -36,7 +37,8 @@ FIRST_ROWS = {
     "mooncake-synthetic": [(0.0, 40160, 6), (0.0, 36640, 4)],
     "arxiv-summarization": [(None, 3772, 54), (None, 2015, 156)],
     "bwb": [(None, 1047, 1368), (None, 1154, 1461)],
-    "sharegpt": [(None, 74, 918), (None, 290, 905)],
+    "sharegpt": [(None, 13, 120), (None, 25, 770)],
+    "sharegpt-multiturn": [(None, 74, 918), (None, 290, 905)],
 }
 
 

@@ -52,6 +52,8 @@ def shown(page: Any, section: str) -> dict[str, Any]:
 
 def dig(answer: Any, dotted: str) -> Any:
     for part in dotted.split("."):
+        if answer is None:  # e.g. cost.usd_per_hour of a duplicate: no cost, the page shows null
+            return None
         answer = answer[int(part)] if isinstance(answer, list) else answer[part]
     return answer
 
@@ -198,3 +200,18 @@ def test_plan_page(base: str, page: Any) -> None:
     assert page.inner_text("#serve").startswith("vllm serve meta-llama/Llama-3.1-8B")
     charts_drawn(page, "pareto")
     screenshot(page, "plan")
+
+
+def test_the_page_behind_a_token(page: Any) -> None:
+    """Beyond loopback the page opens from the URL with ?token= that `kvplan web` printed; its
+    own API calls (no token in them) then pass on the cookie that URL set. (The module's
+    browser: a second Playwright cannot start beside it.)"""
+    token = "browser-token-" * 2
+    pg = page
+    with web_server(token=token) as base:
+        assert pg.goto(f"{base}/model").status == 401
+        pg.goto(f"{base}/model?token={token}")
+        assert settle(pg, "done", "error") == "done"
+        assert shown(pg, "kv")["bytes_per_token"] == 131072
+        pg.goto(f"{base}/capacity")  # the cookie alone, from here on
+        assert settle(pg, "done", "error") == "done"

@@ -28,28 +28,30 @@ def free_port() -> int:
 
 
 @contextmanager
-def web_server(*flags: str) -> Iterator[str]:
-    """`kvplan web` on a free loopback port; yields its base URL; stopped on exit."""
+def web_server(*flags: str, token: str | None = None) -> Iterator[str]:
+    """`kvplan web` on a free loopback port; yields its base URL; stopped on exit. With
+    ``token``, the server asks for it ($KVPLAN_WEB_TOKEN)."""
     port = free_port()
+    env = {**os.environ, **({"KVPLAN_WEB_TOKEN": token} if token else {})}
     proc = subprocess.Popen([sys.executable, "-m", "kvplan", "web", "--port", str(port), *flags],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_up(base, proc)
+        _wait_until_up(base + (f"/api/gpus?token={token}" if token else "/api/gpus"), proc)
         yield base
     finally:
         proc.terminate()
         proc.wait(timeout=10)
 
 
-def _wait_until_up(base: str, proc: subprocess.Popen[bytes]) -> None:
+def _wait_until_up(url: str, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             err = proc.stderr.read().decode() if proc.stderr else ""
             raise RuntimeError(f"kvplan web exited: {err}")
         try:
-            urllib.request.urlopen(f"{base}/api/gpus", timeout=2).read()
+            urllib.request.urlopen(url, timeout=2).read()
             return
         except OSError:
             time.sleep(0.2)

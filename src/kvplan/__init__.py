@@ -101,9 +101,17 @@ __all__ += list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    """Import every API name on first use, so ``import kvplan`` (and the CLI) stays light."""
+    """Import every API name on first use, so ``import kvplan`` (and the CLI) stays light;
+    a function comes wrapped in its argument type checks (``kvplan.api_check``)."""
     if name not in _LAZY:
         raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
     import importlib
+    import inspect
 
-    return getattr(importlib.import_module(_LAZY[name]), name)
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    if inspect.isfunction(value):
+        from kvplan.api_check import checked
+
+        value = checked(value, name)
+    globals()[name] = value  # later look-ups find it without calling __getattr__
+    return value

@@ -7,6 +7,13 @@ class KvplanError(ValueError):
     """Base class: something the user gave is wrong; the message says what and what to do."""
 
 
+def located(where: str, exc: BaseException | str) -> str:
+    """``where: message``, once: a message that already starts with ``where:`` (raised by a
+    helper that knew the location) is not prefixed again."""
+    text = str(exc)
+    return text if text.startswith(f"{where}:") else f"{where}: {text}"
+
+
 class InputError(KvplanError):
     """A flag, length or value is out of range or contradictory."""
 
@@ -37,3 +44,9 @@ class DoesNotFitError(KvplanError):
 
 class TraceError(KvplanError):
     """A trace or measurement file is malformed; names the file, line and column."""
+
+
+class ArgumentTypeError(KvplanError, TypeError):
+    """A Python API argument (or a field of a public dataclass) of the wrong type: names it,
+    what it takes and what it got. Both a KvplanError (the CLI prints one line) and a
+    TypeError (what Python code expects for a wrong type)."""

@@ -33,3 +33,17 @@ def _int(literal: str) -> int:
         raise ValueError(f"an integer of {len(literal.lstrip('-'))} digits (at most "
                          f"{MAX_INT_DIGITS} are accepted)")
     return int(literal)
+
+
+def depth(obj: Any) -> int:
+    """How deeply lists and objects nest in ``obj`` (0 for a scalar), counted without
+    recursion, so code that walks a document recursively can refuse a deep one first."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(
+            item, list) else ()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest

@@ -25,6 +25,13 @@ profile efficiencies       0.01 .. 1                    compute/bandwidth/comm e
 profile overheads          0 .. 10 s                    per step / per prefill / all-reduce
 request rate               10^-6 .. 10^9 req/s or inf   float timestamps keep ~1 us detail
 measured times             10^-6 .. 10^5 s              calibrate inputs
+SLO / goodput limits       0.001 ms .. 24 h (8.64x10^7  no latency target is under 1 us or
+                           ms)                          over a day
+prices                     $0.0001 .. $10,000 per       GPUs rent for ~$0.1-$15 per GPU-hour
+                           GPU-hour
+fleet cost cap             $0.0001 .. $10^9 per hour    (--max-cost-per-hour)
+rope_scaling factor        0.01 .. 1,024                real ones are 1-64; 1,024 x 128k
+                                                        positions is past the token limit
 =========================  ===========================  =====================================
 """
 
@@ -49,6 +56,16 @@ MAX_KV_CACHE_BYTES = 2**50
 MIN_REQUEST_RATE = 1e-6
 MAX_REQUEST_RATE = 1e9
 MAX_SWEEP_VALUES = 64
+SLO_LIMIT_MS = (1e-3, 86_400_000.0)
+"""An SLO or goodput bound (ms): 1 us .. 24 hours."""
+USD_PER_GPU_HOUR = (1e-4, 1e4)
+"""A price per GPU-hour (USD) accepted from --price or a price file."""
+USD_PER_HOUR_CAP = (1e-4, 1e9)
+"""--max-cost-per-hour (USD per hour for the whole fleet)."""
+ROPE_FACTOR = (0.01, 1024.0)
+"""rope_scaling.factor in a config.json."""
+ROPE_VALUE = 1e6
+"""Any other number in rope_scaling (beta_fast 32, mscale 0.707, ...): |x| at most this."""
 
 GPU_RANGES: dict[str, tuple[float, float]] = {
     "memory_gb": (1.0, 10_000.0),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from kvplan.errors import InputError
@@ -67,9 +68,15 @@ def fmt_bytes(n: int | float, digits: int = 2) -> str:
 
 
 def fmt_seconds(s: float) -> str:
-    """Format a duration in the most readable unit (us, ms or s)."""
+    """Format a duration in the most readable unit (us, ms, s, min or h)."""
+    if not math.isfinite(s):
+        return f"{s} s"
     if s < 1e-3:
         return f"{s * 1e6:.1f} us"
     if s < 1.0:
         return f"{s * 1e3:.2f} ms"
-    return f"{s:.3f} s"
+    if s < 60.0:
+        return f"{s:.3f} s"
+    if s < 3600.0:
+        return f"{s / 60:.2f} min"
+    return f"{s / 3600:,.2f} h"

@@ -9,6 +9,7 @@ stay small (a handful of requests) so that thousands of examples run in minutes.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -39,7 +40,7 @@ DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "fp8", "")
 QUANTS = ("fp8", "awq", "gptq", "int3", "bitsandbytes", "")
 MAMBA = ("auto", "float32", "float16", "x")
 DATASETS = ("random", "azure-conv", "azure-code", "mooncake-conversation", "mooncake-synthetic",
-            "sharegpt", "arxiv-summarization", "bwb", "nope")
+            "sharegpt", "sharegpt-multiturn", "arxiv-summarization", "bwb", "nope")
 JSON_VALUES: tuple[Any, ...] = (None, True, False, -1, 0, 1, 2, 3, 7, 64, 4096, 2**31, 2**63,
                                 10**30, 1.5, -0.5, 1e308, "x", "", "bfloat16", [], [1, 2], {},
                                 {"a": 1}, 65536)
@@ -51,6 +52,15 @@ class Case:
     files: tuple[tuple[str, bytes], ...] = ()
     dirs: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()
+    fifos: tuple[str, ...] = ()
+    hardlinks: tuple[tuple[str, str], ...] = ()
+    """(new name, existing file): a second name of one file."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment for the run; ``{root}`` in a value is the example's folder."""
+    stdout: str = ""
+    """'' a normal stdout; 'ENOSPC', 'EFBIG', 'EIO' or 'EPIPE': every write fails so."""
+    watch: tuple[str, ...] = ()
+    """Folders whose every file is an input too (a Hugging Face cache: no flag names a blob)."""
 
 
 def _catalog_file(model_id: str) -> bytes:
@@ -488,5 +498,13 @@ def materialize(case: Case, root: Path) -> list[Path]:
         if name in named or name.split("/", 1)[0] in named:
             inputs.append(path)
     for name, target in case.links:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).symlink_to(target)
+    for name in case.fifos:
+        os.mkfifo(root / name)
+    for name, existing in case.hardlinks:
+        os.link(root / existing, root / name)
+    for folder in case.watch:
+        inputs += [p for p in sorted((root / folder).rglob("*"))
+                   if p.is_file() and not p.is_symlink() and p not in inputs]
     return inputs

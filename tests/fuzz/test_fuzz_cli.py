@@ -1,9 +1,11 @@
 """The fuzz suite: every input family through the CLI entry point, in-process (see harness.py
-for the property and strategies.py for the generators).
+for the property, strategies.py and strategies_io.py for the generators).
 
-Examples per family = EXAMPLES x KVPLAN_FUZZ_SCALE (default 1: 11 families x 185 + 60 for the
-slow plan family = 2,095 in .ci/run, fixed seed); ``scripts/fuzz.sh`` runs scale 5 (10,475)
-and prints counts per family.
+Examples per family = EXAMPLES x KVPLAN_FUZZ_SCALE (default 1: 16 families x 185 + 60 for the
+slow plan family = 3,020 in .ci/run, fixed seed); ``scripts/fuzz.sh`` runs scale 5 (15,100)
+and prints counts per family. The fuzz-3 families (strategies_io.py): price files, nested JSON
+in every JSON input, Hugging Face cache layouts with outputs aimed into them, FIFOs/devices/
+folders/link loops as every kind of input, and a standard output that cannot be written.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.fuzz.harness import check, run_cli
-from tests.fuzz.strategies import FAMILIES, Case, materialize
+from tests.fuzz.strategies import FAMILIES as CLI_FAMILIES
+from tests.fuzz.strategies import Case, materialize
+from tests.fuzz.strategies_io import IO_FAMILIES
 
+FAMILIES = {**CLI_FAMILIES, **IO_FAMILIES}
 EXAMPLES = 185
 SLOW = {"args: plan, prices, report": 60}
 """Families whose ok runs take a second or more (a plan simulates several configurations)."""
@@ -35,7 +40,8 @@ def run_case(family: str, case: Case) -> None:
     with tempfile.TemporaryDirectory(prefix="kvplan-fuzz-") as folder:
         root = Path(folder)
         inputs = materialize(case, root)
-        check(family, run_cli(list(case.argv), inputs, cwd=root))
+        check(family, run_cli(list(case.argv), inputs, cwd=root, env=case.env,
+                              stdout=case.stdout))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

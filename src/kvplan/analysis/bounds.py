@@ -24,7 +24,6 @@ from kvplan.analysis.fleet import Replica
 from kvplan.analysis.judge import Latencies, Verdict, judge
 from kvplan.specs.slo import Slo
 from kvplan.specs.workload import Workload
-from kvplan.units import cdiv
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -113,7 +112,7 @@ def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
     t_dec = step(np.ones(seqs, dtype=np.int64), np.ones(seqs, dtype=np.int64))
     out = work.output_tokens.astype(np.float64)
     unc = uncached_prompts(work, rep.limits.prefix_caching).astype(np.float64)
-    blocks = np.array([cdiv(int(p), rep.plan.block_size) for p in unc], dtype=np.float64)
+    blocks = np.ceil(unc / rep.plan.block_size)  # cdiv, vectorised (unc are whole numbers)
     usable = rep.plan.num_blocks - 1
     ceilings = (
         ("prefill_compute", 1.0 / (c_min * float(np.mean(unc + out - 1)))),

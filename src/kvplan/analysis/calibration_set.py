@@ -8,19 +8,19 @@ static-batch points of ``latency_calibration.json``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from kvplan import input_file, jsonread
 from kvplan.analysis.replay import Replay, record
 from kvplan.costs.latency import RequestShape, static_batch_latency
 from kvplan.costs.roofline import Profile, StepCostModel, compute_precision
 from kvplan.specs.serving import EngineConfig
+from kvplan.specs.traces import load_trace
 from kvplan.specs.workload import Workload, WorkloadArgs, build_workload
 
 FIT_KEYS = {"ttft": ("mean_ttft_ms", "ttft_s", 1e-3), "tpot": ("mean_tpot_ms", "tpot_s", 1e-3),
@@ -56,12 +56,12 @@ def engine_key(name: str) -> str:
 
 
 def _data_text(name: str) -> str:
-    return (resources.files("kvplan") / "data" / "measurements" / name).read_text("utf-8")
+    return input_file.read_text(input_file.package_file("data", "measurements", name))
 
 
 def raw_points() -> list[dict[str, Any]]:
     """The points of public_calibration.json as stored (citations, metrics as printed)."""
-    points: list[dict[str, Any]] = json.loads(_data_text("public_calibration.json"))["points"]
+    points: list[dict[str, Any]] = jsonread.loads(_data_text("public_calibration.json"))["points"]
     return points
 
 
@@ -86,7 +86,8 @@ def _measured(p: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _workload(w: Mapping[str, Any]) -> Workload:
-    """Fixed-length requests at the printed means (or the file's own per-request lengths)."""
+    """The file's own per-request lengths; else vLLM's ShareGPT requests at the printed means
+    for a ShareGPT run; else fixed-length requests at the printed means."""
     conc = w.get("max_concurrency")
     if w.get("input_lens"):
         ins = np.asarray(w["input_lens"], dtype=np.int64)
@@ -94,9 +95,27 @@ def _workload(w: Mapping[str, Any]) -> Workload:
         return Workload(name="calibration", arrival_s=np.zeros(len(ins)), prompt_tokens=ins,
                         output_tokens=outs, closed_loop_concurrency=conc)
     n = w.get("num_prompts") or 10 * int(conc or 1)
+    if w.get("dataset") == "sharegpt":
+        return _sharegpt_workload(w, int(n), conc)
     return build_workload(WorkloadArgs(
         num_prompts=int(n), random_input_len=max(1, round(w["mean_input_len"])),
         random_output_len=max(1, round(w["mean_output_len"])), max_concurrency=conc))
+
+
+def _sharegpt_workload(w: Mapping[str, Any], n: int, conc: int | None) -> Workload:
+    """The N requests `vllm bench serve --dataset-name sharegpt` sends (the bundled first-turn
+    sampling, in vLLM's order), each length scaled so the means are the printed ones: the same
+    conversations, counted by the run's own tokenizer (and outputs cut at EOS on average)."""
+    trace = load_trace("sharegpt")
+    ins = _scaled(trace.prompt_tokens[:n], float(w["mean_input_len"]))
+    outs = _scaled(trace.output_tokens[:n], float(w["mean_output_len"]))
+    return Workload(name="calibration", arrival_s=np.zeros(len(ins)), prompt_tokens=ins,
+                    output_tokens=outs, closed_loop_concurrency=conc)
+
+
+def _scaled(lengths: np.ndarray, mean: float) -> np.ndarray:
+    factor = mean / float(lengths.mean())
+    return np.maximum(np.rint(lengths * factor), 1).astype(np.int64)
 
 
 def serving_replay(model_id: str, gpu_id: str, engine: EngineConfig,
@@ -159,7 +178,7 @@ def _trtllm_points() -> list[CalPoint]:
 
     text = _data_text("latency_calibration.json")
     out = []
-    for m in _from_json(json.loads(text), text, "latency_calibration.json", _defaults()):
+    for m in _from_json(jsonread.loads(text), text, "latency_calibration.json", _defaults()):
         from kvplan.specs.catalog import load_model
         from kvplan.specs.hardware import load_gpu
 

@@ -73,23 +73,26 @@ def at_rate(unit: Workload, rate: float) -> Workload:
 def probe(rep: Replica, unit: Workload, slo: Slo, rate: float) -> Probe:
     """Simulate the stream at ``rate`` and judge it."""
     r = rep.simulate(at_rate(unit, rate))
-    return _probe(r, rep, slo, rate)
+    return judged_probe([r], latencies(r), rep, slo, rate)
 
 
-def _probe(r: SimulationResult, rep: Replica, slo: Slo, rate: float) -> Probe:
-    steps = r.steps
-    n = max(1, r.num_steps)
-    prompt = float(r.prompt_tokens[r.finished].sum())
-    total = prompt + float(r.output_tokens[r.finished].sum())
-    lat = latencies(r)
+def judged_probe(runs: list[SimulationResult], lat: Latencies, rep: Replica, slo: Slo,
+                 rate: float) -> Probe:
+    """The verdict on ``lat`` and the counters of the replica runs behind it (pooled)."""
+    steps = sum(max(1, r.num_steps) for r in runs)
+    capped = sum(int(np.sum(r.steps.running >= rep.limits.max_num_seqs)) for r in runs)
+    full = sum(int(np.sum(r.steps.new_tokens >= rep.limits.max_num_batched_tokens))
+               for r in runs)
+    prompt = sum(float(r.prompt_tokens[r.finished].sum()) for r in runs)
+    total = prompt + sum(float(r.output_tokens[r.finished].sum()) for r in runs)
     return Probe(rate_rps=rate, verdict=judge(lat, slo), latencies=lat,
-                 peak_kv_usage=r.peak_kv_blocks / max(1, r.usable_blocks),
-                 preemptions=r.total_preemptions,
-                 seqs_capped_share=float(np.sum(steps.running >= rep.limits.max_num_seqs)) / n,
-                 budget_full_share=float(np.sum(
-                     steps.new_tokens >= rep.limits.max_num_batched_tokens)) / n,
+                 peak_kv_usage=max(r.peak_kv_blocks / max(1, r.usable_blocks) for r in runs),
+                 preemptions=sum(r.total_preemptions for r in runs),
+                 seqs_capped_share=capped / max(1, steps),
+                 budget_full_share=full / max(1, steps),
                  prefill_token_share=prompt / total if total else 0.0,
-                 prefill_kv_share=_share(r.prefill_claimed_blocks, r.decode_claimed_blocks))
+                 prefill_kv_share=_share(sum(r.prefill_claimed_blocks for r in runs),
+                                         sum(r.decode_claimed_blocks for r in runs)))
 
 
 def _share(a: int, b: int) -> float:

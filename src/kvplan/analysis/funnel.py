@@ -16,6 +16,7 @@ from kvplan.analysis.bounds import bounds
 from kvplan.analysis.executor import Executor
 from kvplan.analysis.fleet import Replica
 from kvplan.analysis.plan_jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
+from kvplan.analysis.plan_shares import replica_cap
 from kvplan.analysis.plan_space import SearchSpace, enumerate_space
 from kvplan.analysis.plan_types import Candidate, FleetInfo
 from kvplan.costs.pricing import fleet_cost
@@ -39,6 +40,12 @@ class Limits:
     max_cost_per_hour: float | None
     mean_output_tokens: float
     exhaustive: bool
+    target_requests: int = 0
+    """Requests in the fleet's trace (target mode): no fleet has more replicas than that."""
+
+    def max_replicas(self, gpus_per_replica: int) -> int | None:
+        """The most replicas --max-gpus allows (None: no limit)."""
+        return None if self.max_gpus is None else self.max_gpus // gpus_per_replica
 
 
 class Tally:
@@ -94,7 +101,7 @@ def _screen_one(cid: str, d: object, prices: PriceTable, ctx: JobContext,
         return Candidate(id=cid, deployment=d, stage="pruned_memory", reason=str(exc))
     except KvplanError as exc:
         return Candidate(id=cid, deployment=d, stage="invalid", reason=str(exc))
-    b = bounds(rep, ctx.unit, ctx.slo_for(d))
+    b = bounds(rep, ctx.bounds_work, ctx.slo_for(d))
     c = Candidate(id=cid, deployment=d, stage="screened", reason="",
                   kv_cache_tokens=rep.plan.kv_cache_tokens, ceilings_rps=b.ceilings_rps,
                   zero_load_margins=b.zero_load.margins)
@@ -151,12 +158,18 @@ def usd_per_mtok(usd_per_hour: float, rate_rps: float, mean_output_tokens: float
 
 
 def capacity_job(c: Candidate, lim: Limits) -> CapacityJob:
+    """Capacity mode: the rate search from half the optimistic ceiling. Target mode: the
+    replica search from the optimistic fleet (plan_shares)."""
     opt = min(v for _, v in c.ceilings_rps)
     guess = GUESS_SHARE * opt
-    if lim.rate_rps is not None and c.optimistic_replicas:
-        guess = min(opt, lim.rate_rps / c.optimistic_replicas)
+    floor = c.optimistic_replicas or 1
+    if lim.rate_rps is not None:
+        guess = min(opt, lim.rate_rps / floor)
     return CapacityJob(deployment=c.deployment, guess_rps=guess, ceiling_rps=opt,
-                       target_rps=None if lim.replicas is not None else lim.rate_rps)
+                       target_rps=None if lim.replicas is not None else lim.rate_rps,
+                       floor_replicas=floor, fixed_replicas=lim.replicas,
+                       cap_replicas=replica_cap(floor, lim.target_requests,
+                                                lim.max_replicas(c.deployment.gpus_per_replica)))
 
 
 def fleet_jobs(c: Candidate, sizes: list[int]) -> list[FleetJob]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.analysis.plan_noise import Interval, percentile_interval, share_interval
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.slo import Slo
 
@@ -47,6 +48,11 @@ class Verdict:
     achieved: tuple[tuple[str, float], ...]
     margins: tuple[tuple[str, float], ...]
     judged_requests: int
+    intervals: tuple[tuple[str, Interval], ...] = ()
+    """Each term's 95 % sampling interval (plan_noise): percentiles by order statistics,
+    the goodput share by Wilson's score interval."""
+    within_noise: tuple[str, ...] = ()
+    """The terms whose limit lies inside their interval: another sample could flip them."""
 
     @property
     def ok(self) -> bool:
@@ -142,16 +148,28 @@ def judge(lat: Latencies, slo: Slo) -> Verdict:
     keep = judged_mask(lat, slo)
     achieved: list[tuple[str, float]] = []
     margins: list[tuple[str, float]] = []
+    cis: list[tuple[str, Interval]] = []
+    noisy: list[str] = []
     for b in slo.bounds:
-        v = _percentile(_values(lat, b.metric, keep), b.percentile)
+        vals = _values(lat, b.metric, keep)
+        v = _percentile(vals, b.percentile)
         achieved.append((b.key, v))
         margins.append((b.key, (b.limit_ms - v) / b.limit_ms))
+        cis.append((b.key, percentile_interval(vals, b.percentile)))
+        if cis[-1][1].holds(b.limit_ms) is None:
+            noisy.append(b.key)
     if slo.goodput_ms:
         share = goodput_share(lat, keep, slo.goodput_ms)
         achieved.append(("goodput_share", share))
         margins.append(("goodput_share", share - slo.goodput_target))
+        n = int(keep.sum())
+        ci = share_interval(round(share * n), n)
+        cis.append(("goodput_share", ci))
+        if ci.low is None or ci.high is None or ci.low < slo.goodput_target <= ci.high:
+            noisy.append("goodput_share")
     return Verdict(achieved=tuple(achieved), margins=tuple(margins),
-                   judged_requests=int(keep.sum()))
+                   judged_requests=int(keep.sum()), intervals=tuple(cis),
+                   within_noise=tuple(noisy))
 
 
 def _values(lat: Latencies, metric: str, keep: npt.NDArray[np.bool_]) -> FloatArray:

@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.analysis.weighted import summarize
 from kvplan.errors import InputError
-from kvplan.sim.result import SimulationResult
+from kvplan.limits import SLO_LIMIT_MS
+from kvplan.sim.result import IntArray, SimulationResult
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -69,8 +71,10 @@ def parse_goodput(items: Sequence[str]) -> dict[str, float]:
                 out[name] = float(value)
             except ValueError:
                 raise InputError(f"--goodput {part!r}: {value!r} is not a number of ms") from None
-            if out[name] < 0:
-                raise InputError(f"--goodput {part!r}: the SLO must be >= 0 ms")
+            high = SLO_LIMIT_MS[1]
+            if not 0 <= out[name] <= high:  # vllm bench accepts 0 (nothing meets it)
+                raise InputError(f"--goodput {part!r}: the SLO must be in [0, {high:,.0f}] ms "
+                                 "(at most 24 hours)")
     return out
 
 
@@ -116,8 +120,6 @@ def compute_metrics(
     req = per_request(r)
     values = {"ttft": req["ttft"], "tpot": req["tpot"][~np.isnan(req["tpot"])],
               "e2el": req["e2el"]}
-    if "itl" in percentile_metrics:
-        values["itl"] = itl_gaps(r)
     duration = _duration(r)
     n_in = int(r.prompt_tokens[done].sum())
     n_out = int(r.output_tokens[done].sum())
@@ -129,7 +131,7 @@ def compute_metrics(
         request_goodput=None if not goodput_ms else _goodput(req, goodput_ms, duration),
         output_throughput=_rate(n_out, duration),
         total_token_throughput=_rate(n_in + n_out, duration),
-        stats={m: _stat(values[m], percentiles, scratch=m == "itl")
+        stats={m: itl_stat(r, percentiles) if m == "itl" else _stat(values[m], percentiles)
                for m in percentile_metrics},
         preemptions=r.total_preemptions,
         prefix_cache_hit_rate=_rate(int(r.prefix_hit_tokens.sum()), r.prefix_query_tokens),
@@ -142,17 +144,42 @@ def compute_metrics(
     )
 
 
-def itl_gaps(r: SimulationResult) -> FloatArray:
-    """r.itl_s(), the same values in the same order, built as one concatenation of step-gap
-    slices: one array of the final size instead of five (azure-conv: 4M gaps, 32 MB each)."""
+def itl_pairs(r: SimulationResult) -> tuple[FloatArray, IntArray]:
+    """Every inter-token gap as (value, count) pairs, from the step records alone.
+
+    Within an emission run a request samples at the end of every step, so each step gap
+    ``end[j + 1] - end[j]`` is an ITL of every run covering steps j and j + 1 (first <= j <
+    last): one value, counted that many times. A request's gap across two of its runs
+    (after a preemption or a skipped step) is one more value, counted once::
+
+        runs    A [0 ....... 3]   B [1 .. 2]  [4 .. 5]       steps 0 1 2 3 4 5
+        counts  gap 0->1: 1 (A)   1->2: 2 (A, B)   2->3: 1   3->4: 0   4->5: 1; B 2->4: 1
+
+    The same multiset as every request's token-time differences (``SimulationResult.itl_s``)
+    in O(steps + runs) memory instead of one float per output token.
+    """
+    ends = r.steps.end_s
+    n = len(ends)
+    if n < 2:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    opened = np.bincount(r.seg_first, minlength=n)
+    closed = np.bincount(r.seg_last, minlength=n)
+    cover = np.cumsum(opened - closed)[:n - 1]
     order = np.lexsort((r.seg_first, r.seg_req))
     req, first, last = r.seg_req[order], r.seg_first[order], r.seg_last[order]
-    ends = r.steps.end_s
-    gaps = np.diff(ends)
     same = req[1:] == req[:-1]
     between = ends[first[1:][same]] - ends[last[:-1][same]]
-    parts = [gaps[a:b] for a, b in zip(first.tolist(), last.tolist(), strict=True)]
-    return np.concatenate([*parts, between]) if parts else np.zeros(0)
+    return (np.concatenate([np.diff(ends), between]),
+            np.concatenate([cover, np.ones(len(between), dtype=np.int64)]))
+
+
+def itl_stat(r: SimulationResult, percentiles: Sequence[float]) -> Stat:
+    """ITL mean / median / std / percentiles (ms) from ``itl_pairs``: numpy's figures over
+    every gap (median and percentiles to the bit, sums exact; kvplan.analysis.weighted)."""
+    values, counts = itl_pairs(r)
+    s = summarize(values, counts, percentiles)
+    return Stat(mean_ms=s.mean * 1000, median_ms=s.median * 1000, std_ms=s.std * 1000,
+                percentiles_ms=tuple((p, v * 1000) for p, v in s.percentiles))
 
 
 def _duration(r: SimulationResult) -> float:
@@ -171,32 +198,14 @@ def _rate(x: float, over: float) -> float:
     return x / over if over > 0 else 0.0
 
 
-def _stat(x: FloatArray, percentiles: Sequence[float], *, scratch: bool = False) -> Stat:
-    """vLLM: np.mean(x or 0) * 1000 etc.; an empty list counts as [0]. With ``scratch`` x is
-    the caller's to lose (ITL: a fresh array of millions of gaps): the median and percentiles
-    partition it in place instead of each partitioning a copy (same values, bit for bit)."""
+def _stat(x: FloatArray, percentiles: Sequence[float]) -> Stat:
+    """vLLM: np.mean(x or 0) * 1000 etc.; an empty list counts as [0]."""
     v = x if len(x) else np.zeros(1)
-    mean, std = float(np.mean(v)) * 1000, float(np.std(v)) * 1000  # in x's order, first
-    if scratch and len(x) and not np.isnan(v).any():
-        median = _median_in_place(v)
-        return Stat(mean_ms=mean, median_ms=median * 1000, std_ms=std, percentiles_ms=tuple(
-            (float(p), float(np.percentile(v, p, overwrite_input=True)) * 1000)
-            for p in percentiles))
     return Stat(
-        mean_ms=mean, median_ms=float(np.median(v)) * 1000, std_ms=std,
+        mean_ms=float(np.mean(v)) * 1000, median_ms=float(np.median(v)) * 1000,
+        std_ms=float(np.std(v)) * 1000,
         percentiles_ms=tuple((float(p), float(np.percentile(v, p)) * 1000) for p in percentiles),
     )
-
-
-def _median_in_place(v: FloatArray) -> float:
-    """np.median of a NaN-free array, partitioning v itself: the mean of its middle one or
-    two order statistics, as np.median takes it."""
-    half = len(v) // 2
-    if len(v) % 2:
-        v.partition(half)
-        return float(np.mean(v[half:half + 1]))
-    v.partition([half - 1, half])
-    return float(np.mean(v[half - 1:half + 1]))
 
 
 def _goodput(req: dict[str, FloatArray], slo_ms: dict[str, float], duration: float) -> float:
@@ -260,20 +269,28 @@ def kv_usage_series(r: SimulationResult, max_points: int = 2000) -> dict[str, li
             "waiting": peak(st.waiting)}
 
 
-def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any]) -> dict[str, Any]:
-    """The whole --save-result object: header, vLLM keys, per-request lists, kvplan extras."""
-    done = r.finished
-    req = per_request(r)
+PER_REQUEST_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "errors", "rejected")
+"""The per-request lists: vLLM's ``vllm bench serve`` writes its five only with
+``--save-detailed``; ``rejected`` is kvplan's (``rejected_by_reason`` sums it up)."""
+
+
+def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any], *,
+                     detailed: bool = True) -> dict[str, Any]:
+    """The whole --save-result object: header, vLLM keys, kvplan extras, and with
+    ``detailed`` the per-request lists (PER_REQUEST_KEYS), as ``--save-detailed`` asks."""
     out = dict(header)
     out.update(vllm_result(m))
-    out["input_lens"] = r.prompt_tokens[done].tolist()
-    out["output_lens"] = r.output_tokens[done].tolist()
-    out["ttfts"] = req["ttft"].tolist()
-    out["itls"] = per_request_itls(r)
-    out["errors"] = ["" for _ in range(int(done.sum()))] + list(r.rejected.values())
+    if detailed:
+        done = r.finished
+        out["input_lens"] = r.prompt_tokens[done].tolist()
+        out["output_lens"] = r.output_tokens[done].tolist()
+        out["ttfts"] = per_request(r)["ttft"].tolist()
+        out["itls"] = per_request_itls(r)
+        out["errors"] = ["" for _ in range(int(done.sum()))] + list(r.rejected.values())
     out.update(kvplan_extras(m))
     out["kv_usage"] = kv_usage_series(r)
-    out["rejected"] = rejected_list(r)
+    if detailed:
+        out["rejected"] = rejected_list(r)
     return out
 
 

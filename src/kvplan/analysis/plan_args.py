@@ -26,6 +26,9 @@ def comma_list(flag: str, text: str, parse: Callable[[str], T]) -> tuple[T, ...]
     return tuple(out)
 
 
+DEFAULT_CHUNK_TEXT = "512,2048,default"
+"""--max-num-batched-tokens when not given (plan_space.DEFAULT_CHUNKS)."""
+
 FlagParser = Callable[[str, str], Any]
 """(EngineConfig field, text) -> value; the CLI passes cli/flags.parse_flag (vLLM's parsing:
 8k, 32K, ...); without one, values are plain whole numbers (the web form)."""
@@ -63,7 +66,7 @@ def space_options(a: dict[str, Any], parse: FlagParser = _whole) -> dict[str, An
         "max_num_seqs": comma_list("--max-num-seqs", a["max_num_seqs"],
                                    _or_default("max_num_seqs", parse)),
         "max_num_batched_tokens": comma_list("--max-num-batched-tokens",
-                                             a["max_num_batched_tokens"],
+                                             a["max_num_batched_tokens"] or DEFAULT_CHUNK_TEXT,
                                              _or_default("max_num_batched_tokens", parse)),
         "block_sizes": comma_list("--block-size", a["block_size"], _engine("block_size", parse)),
         "prefix_caching": comma_list("--enable-prefix-caching", a["prefix_caching"], _on_off),

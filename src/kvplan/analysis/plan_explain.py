@@ -1,17 +1,11 @@
-"""Why a candidate is limited (binding resource with evidence) and one-lever what-ifs."""
+"""Why a candidate is limited (binding resource with evidence) and the one-lever variants."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
-from kvplan.analysis.executor import Executor
-from kvplan.analysis.funnel import Limits, Tally, tally
-from kvplan.analysis.plan_jobs import CapacityJob, CapacityOut, JobContext
-from kvplan.analysis.plan_margin import lever_with_band
-from kvplan.analysis.plan_types import Binding, Candidate, CapacityInfo, Lever
-from kvplan.costs.memory import plan_memory
-from kvplan.costs.pricing import fleet_cost
+from kvplan.analysis.plan_types import Binding, Candidate, CapacityInfo
 from kvplan.errors import KvplanError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
@@ -101,79 +95,3 @@ def _next_gpu(gpu: HardwareSpec, gpus: tuple[HardwareSpec, ...], prices: PriceTa
     dearer = [g for g in others if price(g) >= price(gpu)]
     pick = dearer or others[::-1]
     return pick[0] if pick else None
-
-
-def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex: Executor,
-           ctx: JobContext, lim: Limits, t: Tally) -> tuple[Lever, ...]:
-    """Capacity, replicas, $/hour and binding p99 with each single change, as deltas."""
-    assert w.capacity is not None and w.replicas is not None
-    variants, notes, jobs = [], [], []
-    per_replica = (lim.rate_rps / w.replicas) if lim.rate_rps else w.capacity.rate_rps
-    for label, d in lever_variants(w, gpus, prices):
-        try:
-            plan_memory(d.model, d.gpu, d.engine)
-        except KvplanError as exc:
-            notes.append(Lever(change=label, capacity_rps=None, delta_capacity_pct=None,
-                               replicas=None, delta_replicas=None, usd_per_hour=None,
-                               delta_usd_per_hour=None, binding_p99_ms=None,
-                               delta_binding_p99_ms=None, note=str(exc).split(";")[0]))
-            continue
-        variants.append((label, d))
-        ceiling = _ceiling(d, ctx)
-        jobs.append(CapacityJob(deployment=d, guess_rps=min(w.capacity.rate_rps, ceiling),
-                                ceiling_rps=ceiling, probe_rps=per_replica))
-    ceiling = _ceiling(w.deployment.with_replicas(1), ctx)
-    base_job = CapacityJob(deployment=w.deployment.with_replicas(1),
-                           guess_rps=min(w.capacity.rate_rps, ceiling),
-                           ceiling_rps=ceiling, probe_rps=per_replica)
-    outs = [o for o in ex.run(ctx, [*jobs, base_job]) if isinstance(o, CapacityOut)]
-    tally(t, outs)
-    base = _estimate(w.deployment, outs[-1], prices, lim)
-    key = w.capacity.binding_slo if w.capacity.binding_slo != "goodput_share" else None
-    done = [lever_with_band(_lever(label, _estimate(d, o, prices, lim), base, key), d, key,
-                            ctx.slo) for (label, d), o in zip(variants, outs[:-1], strict=True)]
-    # The first row is the winner estimated the same way, so the deltas read against numbers
-    # on the table (its replicas may differ from the fleet verified by simulation).
-    first = lever_with_band(_lever(BASELINE, base, base, key), w.deployment, key, ctx.slo)
-    return (first, *done, *notes)
-
-
-BASELINE = "none (the winner, estimated the same way)"
-
-
-def _ceiling(d: Deployment, ctx: JobContext) -> float:
-    """The optimistic capacity bound the funnel's own search stops at (bounds.py): a lever
-    must not be credited with a rate above it that only a short sample's burst survives."""
-    from kvplan.analysis.bounds import bounds
-    from kvplan.analysis.fleet import Replica
-
-    return max(bounds(Replica(d, ctx.profile), ctx.unit, ctx.slo_for(d)).optimistic_rps,
-               1e-3)
-
-
-def _estimate(d: Deployment, o: CapacityOut, prices: PriceTable, lim: Limits
-              ) -> tuple[float, int | None, float | None, dict[str, float]]:
-    """(capacity, replicas from it, their $/hour, SLO terms at the common load)."""
-    cap = o.info.rate_rps
-    n = (math.ceil(lim.rate_rps / cap) if cap > 0 else None) if lim.rate_rps else 1
-    cost = fleet_cost(prices.for_gpu(d.gpu.id), n, d.gpus_per_replica) if n else None
-    return cap, n, None if cost is None else cost.usd_per_hour, dict(o.at_probe)
-
-
-Estimate = tuple[float, int | None, float | None, dict[str, float]]
-
-
-def _lever(label: str, new: Estimate, base: Estimate, key: str | None) -> Lever:
-    """Deltas of one variant against the winner, both estimated the same way (capacity search
-    at full precision, replicas = ceil(target / capacity), one probe at the winner's load)."""
-    cap, n, usd, at = new
-    cap0, n0, usd0, at0 = base
-    p99, p99_0 = (at.get(key), at0.get(key)) if key else (None, None)
-    return Lever(
-        change=label, capacity_rps=cap,
-        delta_capacity_pct=100 * (cap / cap0 - 1) if cap0 > 0 else None,
-        replicas=n, delta_replicas=None if n is None or n0 is None else n - n0,
-        usd_per_hour=usd,
-        delta_usd_per_hour=None if usd is None or usd0 is None else usd - usd0,
-        binding_p99_ms=p99, delta_binding_p99_ms=None if p99 is None or p99_0 is None
-        else p99 - p99_0, note="" if usd is not None else "no fleet meets the SLO")

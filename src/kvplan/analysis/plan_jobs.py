@@ -7,12 +7,13 @@ in this process, in worker processes (``local``), or as Ray tasks over batches (
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.analysis.capacity_search import Capacity, Probe, find_capacity, probe
 from kvplan.analysis.fleet import FleetRun, Replica, simulate_fleet
 from kvplan.analysis.judge import judge
 from kvplan.analysis.plan_bands import edge_slo, goodput_band, ratios_for
+from kvplan.analysis.plan_shares import ReplicaSearch, find_replicas, share_probe
 from kvplan.analysis.plan_types import CapacityInfo, FleetInfo
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.slo import Slo
@@ -26,9 +27,16 @@ class JobContext:
     unit: Workload
     target: Workload | None
     slo: Slo
+    rate_rps: float | None = None
+    """The fleet's target rate (target mode), None in capacity mode."""
     profile: str | None = None
     slo_margin: str = "none"
     """'band': every job judges the SLO at the band's pessimistic edge (plan_bands)."""
+
+    @property
+    def bounds_work(self) -> Workload:
+        """The requests the analytic bounds read: the fleet's trace, else the unit sample."""
+        return self.target if self.target is not None else self.unit
 
     def slo_for(self, d: Deployment) -> Slo:
         """The SLO a replica of ``d`` must meet: the user's, or its band-edge version."""
@@ -46,6 +54,12 @@ class CapacityJob:
     """Also simulate this rate (the lever what-ifs: the winner's per-replica load)."""
     target_rps: float | None = None
     """The fleet rate: stop narrowing once the replica count is decided."""
+    floor_replicas: int = 1
+    """Target mode: the optimistic fleet, where the replica search starts (a lower bound)."""
+    cap_replicas: int = 1
+    """Target mode: the largest fleet the replica search tries."""
+    fixed_replicas: int | None = None
+    """Target mode with --replicas N: judge only that fleet's shares."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +74,14 @@ class ProbeJob:
 
     deployment: Deployment
     rate_rps: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareJob:
+    """Simulate N replicas' router shares once (target mode's what-ifs at a common fleet)."""
+
+    deployment: Deployment
+    replicas: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +103,7 @@ class FleetOut:
     sim_requests: int
 
 
-Job = CapacityJob | FleetJob | ProbeJob
+Job = CapacityJob | FleetJob | ProbeJob | ShareJob
 Out = CapacityOut | FleetOut | ProbeOut
 
 
@@ -97,9 +119,19 @@ def run_job(ctx: JobContext, job: Job) -> Out:
         assert ctx.target is not None
         run = simulate_fleet(rep, ctx.target, job.replicas, slo)
         return FleetOut(info=fleet_info(run, ctx, job.deployment), sim_requests=run.requests)
+    if isinstance(job, ShareJob):
+        assert ctx.target is not None and ctx.rate_rps is not None
+        sp = share_probe(rep, ctx.target, slo, job.replicas, len(ctx.unit), ctx.rate_rps)
+        return ProbeOut(achieved=sp.probe.verdict.achieved, sim_requests=sp.requests)
     if isinstance(job, ProbeJob):
         v = probe(rep, ctx.unit, slo, job.rate_rps).verdict
         return ProbeOut(achieved=v.achieved, sim_requests=len(ctx.unit))
+    if ctx.target is not None and ctx.rate_rps is not None:
+        found = find_replicas(rep, ctx.target, slo, floor=job.floor_replicas,
+                              cap=job.cap_replicas, sample=len(ctx.unit), rate_rps=ctx.rate_rps,
+                              fixed=job.fixed_replicas)
+        return CapacityOut(info=replicas_info(found, ctx, job.deployment),
+                           sim_requests=found.sim_requests)
     cap = find_capacity(rep, ctx.unit, slo, guess=job.guess_rps, ceiling=job.ceiling_rps,
                         target_rps=job.target_rps)
     extra: tuple[tuple[str, float], ...] = ()
@@ -111,11 +143,28 @@ def run_job(ctx: JobContext, job: Job) -> Out:
                        at_probe=extra)
 
 
-def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment) -> CapacityInfo:
+def replicas_info(s: ReplicaSearch, ctx: JobContext, d: Deployment) -> CapacityInfo:
+    """The replica search as a CapacityInfo: capacity = the per-replica load at the fewest
+    passing replicas; ``bracket_rps`` = [that load, the load at the largest failing fleet]."""
+    lo, hi = (None if s.lo is None else s.lo.probe), (None if s.hi is None else s.hi.probe)
+    # the counters that explain the fleet size are those of the fleet one step too small
+    info = capacity_info(Capacity(lo=lo, hi=hi, probes=s.probes, sim_requests=s.sim_requests),
+                         ctx, d, evidence=hi or lo)
+    top = s.lo or s.hi
+    return replace(info, method="router-share",
+                   replicas=None if s.lo is None else s.lo.replicas,
+                   replicas_failing=None if s.hi is None else s.hi.replicas,
+                   shares_simulated=0 if top is None else top.shares,
+                   share_requests=0 if top is None else top.requests)
+
+
+def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment,
+                  evidence: Probe | None = None) -> CapacityInfo:
     """The search's result, and the raw prediction at the capacity rate under the user's
-    SLO with its goodput band (the answer in capacity mode)."""
+    SLO with its goodput band (the answer in capacity mode). The counters come from
+    ``evidence`` (default: the highest passing probe, else the failing one)."""
     lo, hi = cap.lo, cap.hi
-    evidence: Probe | None = lo or hi
+    evidence = evidence or lo or hi
     at_cap: tuple[tuple[str, float], ...] = ()
     band = None
     if lo is not None:
@@ -126,7 +175,7 @@ def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment) -> CapacityInfo
         rate_rps=cap.rate_rps,
         bracket_rps=(cap.rate_rps, None if hi is None else hi.rate_rps),
         probes=cap.probes,
-        binding_slo=None if hi is None else hi.verdict.binding,
+        binding_slo=None if evidence is None else (hi or evidence).verdict.binding,
         margins_at_hi=() if hi is None else hi.verdict.margins,
         achieved_at_hi=() if hi is None else hi.verdict.achieved,
         peak_kv_usage=0.0 if evidence is None else evidence.peak_kv_usage,
@@ -148,4 +197,7 @@ def fleet_info(run: FleetRun, ctx: JobContext, d: Deployment) -> FleetInfo:
                      goodput_share_band=band,
                      output_tokens_per_s=rate, peak_kv_usage=run.peak_kv_usage,
                      preemptions=run.preemptions,
-                     requests_per_replica=run.requests_per_replica)
+                     requests_per_replica=run.requests_per_replica,
+                     judged_requests=raw.judged_requests,
+                     intervals=tuple((k, (i.low, i.high)) for k, i in raw.intervals),
+                     within_noise=raw.within_noise)

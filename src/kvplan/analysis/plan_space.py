@@ -16,6 +16,10 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 DEFAULT_TP = (1, 2, 4, 8)
+DEFAULT_CHUNKS: tuple[int | None, ...] = (512, 2048, None)
+"""--max-num-batched-tokens searched by default: small chunks to vLLM's default (None; 8192
+on >= 70 GiB GPUs but A100, else 2048, where 2048 is then a duplicate). The chunk decides how
+a long prompt's prefill shares steps with running decodes: the TTFT / TPOT trade."""
 
 
 _LISTS = ("gpus", "tensor_parallel_sizes", "pipeline_parallel_sizes", "kv_cache_dtypes",

@@ -35,6 +35,17 @@ class CapacityInfo:
     """The SLO terms at the capacity rate, under the user's SLO (the raw prediction)."""
     goodput_share_band: tuple[float, float] | None = None
     """Goodput share at the capacity rate at the band's (pessimistic, optimistic) edges."""
+    method: str = "rate"
+    """'rate' (capacity mode: one replica's stream at scaled rates) or 'router-share'
+    (target mode: N replicas' shares of the trace as the router sends them, plan_shares)."""
+    replicas: int | None = None
+    """router-share: the fewest replicas whose shares passed (None: none up to the cap)."""
+    replicas_failing: int | None = None
+    """router-share: the largest fleet tried below it that failed."""
+    shares_simulated: int = 0
+    """router-share: shares simulated at the capacity point (of ``replicas``)."""
+    share_requests: int = 0
+    """router-share: requests in those shares."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +62,12 @@ class FleetInfo:
     requests_per_replica: tuple[int, ...]
     goodput_share_band: tuple[float, float] | None = None
     """Goodput share at the band's (pessimistic, optimistic) edges (plan_bands)."""
+    judged_requests: int = 0
+    """Requests in the steady-state window the verdict was judged on."""
+    intervals: tuple[tuple[str, tuple[float | None, float | None]], ...] = ()
+    """Each SLO term's 95 % sampling interval (plan_noise; None: too few requests)."""
+    within_noise: tuple[str, ...] = ()
+    """The terms whose limit lies inside their interval (the verdict could flip)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +76,8 @@ class Lever:
 
     change: str
     capacity_rps: float | None
+    """Requests/s each replica serves in the variant's verified fleet (capacity mode: its
+    capacity)."""
     delta_capacity_pct: float | None
     replicas: int | None
     delta_replicas: int | None
@@ -69,6 +88,10 @@ class Lever:
     note: str = ""
     binding_p99_ms_band: tuple[float, float] | None = None
     """The band (10-90 %) of ``binding_p99_ms`` for this variant's GPU and TP."""
+    binding_key: str | None = None
+    """The SLO term ``binding_p99_ms`` holds (e.g. ``p50_ttft_ms``; the name is historic)."""
+    verified: bool = False
+    """True when the row's replicas and $/hour come from a verified fleet."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +173,10 @@ class Plan:
     """'band': the SLO was required at the band's pessimistic edge (--slo-margin band)."""
     without_margin: Candidate | None = None
     """With --slo-margin band: the winner of the same search without the margin."""
+    trace_requests: int = 0
+    """Requests in the whole trace (``requests`` is what the plan served and verified)."""
+    advice: str = ""
+    """Nothing feasible: the what-if on the closest candidate that moves its missed term most."""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

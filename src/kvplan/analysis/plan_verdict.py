@@ -44,9 +44,18 @@ def closest_miss(c: Candidate) -> tuple[str, float, float | None]:
 BUDGET_FLAGS = ("--max-gpus", "--max-cost-per-hour")
 
 
+def closest(cands: list[Candidate] | tuple[Candidate, ...]
+            ) -> list[tuple[tuple[str, float, float | None], Candidate]]:
+    """The candidates that miss an SLO term, nearest miss first (ties: candidate id)."""
+    fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory", "duplicate")]
+    misses = [(cm, c) for c in fits if (cm := closest_miss(c))[1] < 0]
+    return sorted(misses, key=lambda s: (-s[0][1], s[1].id))
+
+
 def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
-                   outside: dict[str, str] | None = None) -> str:
-    """One sentence: what the closest candidates miss, by how much, and the lever needed."""
+                   outside: dict[str, str] | None = None, advice: str = "") -> str:
+    """One sentence: what the closest candidates miss, by how much, and the lever needed
+    (``advice``: the what-if that moves the missed term most, plan_advice)."""
     fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory")]
     if not fits:
         first = next((c for c in cands if c.stage == "pruned_memory"), cands[0])
@@ -54,19 +63,29 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
                 " add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
                 "fp8 or a GPU with more memory")
     budget = [c for c in fits if any(f in c.reason for f in BUDGET_FLAGS)]
-    misses = [(cm, c) for c in fits if (cm := closest_miss(c))[1] < 0]
+    misses = closest(cands)
     if not misses and budget:
         return _budget_text(budget, max_gpus)
     if not misses:
         return f"nothing in the space can be priced or served: {fits[0].reason}"
-    (key, m, got), best = max(misses, key=lambda s: (s[0][1], s[1].id))
+    (key, m, got), best = misses[0]
     d = best.deployment
     miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {100 * abs(m):.0f} %"
     seen = f" ({got:.0f} ms)" if got is not None and key != "goodput_share" else ""
     also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
+    lever = advice or _lever_for(key)
     return (f"nothing in the space meets the SLO{also}; the closest, {best.id} ({d.gpu.id} TP "
-            f"{d.engine.tensor_parallel_size}, kv {d.engine.kv_cache_dtype}), misses {key} "
-            f"{miss}{seen}: {_lever_for(key)}{_outside_text(key, outside or {})}")
+            f"{d.engine.tensor_parallel_size}, kv {d.engine.kv_cache_dtype}, chunk "
+            f"{d.engine.max_num_batched_tokens}), misses {key} {miss}{seen}{_where(best)}: "
+            f"{lever}{'' if advice else _outside_text(key, outside or {})}")
+
+
+def _where(c: Candidate) -> str:
+    """' with 16 replicas' where the miss was judged on a fleet."""
+    if c.fleet is not None:
+        return f" with {c.fleet.replicas} replicas"
+    cap = c.capacity
+    return f" with {cap.replicas_failing} replicas" if cap and cap.replicas_failing else ""
 
 
 def _outside_text(key: str, outside: dict[str, str]) -> str:

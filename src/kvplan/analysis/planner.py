@@ -14,16 +14,20 @@ from typing import Any
 
 from kvplan.analysis.executor import make_executor
 from kvplan.analysis.funnel import Limits, Progress, Tally, screen
+from kvplan.analysis.plan_advice import advise
 from kvplan.analysis.plan_bands import MARGINS
-from kvplan.analysis.plan_explain import binding, levers
+from kvplan.analysis.plan_explain import binding
 from kvplan.analysis.plan_jobs import JobContext
+from kvplan.analysis.plan_levers import levers
 from kvplan.analysis.plan_margin import with_bands
-from kvplan.analysis.plan_space import SearchSpace, valid_tp_degrees
+from kvplan.analysis.plan_space import DEFAULT_CHUNKS, SearchSpace, valid_tp_degrees
 from kvplan.analysis.plan_traffic import DEFAULT_SAMPLE, PlanTraffic, plan_traffic
 from kvplan.analysis.plan_types import STAGES, Candidate, Lever, Plan, SearchReport
 from kvplan.analysis.plan_verdict import infeasible_why, rank, serve_and_bench
 from kvplan.analysis.search import search
+from kvplan.api_check import check_fields
 from kvplan.errors import InputError
+from kvplan.limits import USD_PER_HOUR_CAP, check_number
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
 from kvplan.specs.model import ModelSpec
@@ -44,7 +48,7 @@ class PlanOptions:
     kv_cache_dtypes: tuple[str, ...] = ("auto",)
     quantizations: tuple[str | None, ...] = (None,)
     max_num_seqs: tuple[int | None, ...] = (None,)
-    max_num_batched_tokens: tuple[int | None, ...] = (None,)
+    max_num_batched_tokens: tuple[int | None, ...] = DEFAULT_CHUNKS
     block_sizes: tuple[int, ...] = (16,)
     prefix_caching: tuple[bool, ...] = (True,)
     gpu_memory_utilization: float = 0.9
@@ -81,11 +85,12 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
                          overrides=opts.price_overrides, today=opts.today)
     space = _space(spec, opts, prices, traffic)
     ctx = JobContext(unit=traffic.unit, target=traffic.target, slo=slo, profile=opts.profile,
-                     slo_margin=opts.slo_margin)
+                     slo_margin=opts.slo_margin, rate_rps=traffic.rate_rps)
     lim = Limits(rate_rps=traffic.rate_rps, replicas=opts.replicas, max_gpus=opts.max_gpus,
                  max_cost_per_hour=opts.max_cost_per_hour,
                  mean_output_tokens=traffic.mean_output_tokens,
-                 exhaustive=opts.search == "exhaustive")
+                 exhaustive=opts.search == "exhaustive",
+                 target_requests=0 if traffic.target is None else len(traffic.target))
     ex = make_executor(opts.executor, opts.workers, opts.ray_address)
     tally = Tally()
     try:
@@ -96,14 +101,18 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
         ranked = rank(cands, lim)
         winner = ranked[0] if ranked else None
         lev: tuple[Lever, ...] = ()
+        advice = ""
         if winner is not None and opts.explain:
             lev = levers(winner, space.gpus, prices, ex, ctx, lim, tally)
+        elif opts.explain:
+            advice = advise(cands, space, prices, ex, ctx, lim, tally)
     finally:
         ex.close()
     cands = [with_bands(_explained(c), slo, traffic.mean_output_tokens) for c in cands]
     winner = next((c for c in cands if winner is not None and c.id == winner.id), None)
     report = _report(opts, ex.workers, ex.name, cands, tally, time.perf_counter() - t0)
-    p = _assemble(spec, traffic, slo, prices, opts, space, cands, winner, lev, report, lim)
+    p = _assemble(spec, traffic, slo, prices, opts, space, cands, winner, lev, report, lim,
+                  advice)
     if opts.slo_margin == "none":
         return p
     base = plan(spec, workload, slo, **{**options, "slo_margin": "none", "explain": False})
@@ -125,6 +134,7 @@ def _tuple(v: Any) -> Any:
 
 
 def _check_options(o: PlanOptions) -> None:
+    check_fields(o)
     if o.slo_margin not in MARGINS:
         raise InputError(f"--slo-margin {o.slo_margin!r}: choose one of {', '.join(MARGINS)}")
     if o.search not in SEARCHES:
@@ -133,8 +143,8 @@ def _check_options(o: PlanOptions) -> None:
                     ("--workers", o.workers)):
         if v is not None and v < 1:
             raise InputError(f"{flag} must be a positive whole number, got {v}")
-    if o.max_cost_per_hour is not None and not o.max_cost_per_hour > 0:
-        raise InputError(f"--max-cost-per-hour must be > 0, got {o.max_cost_per_hour}")
+    if o.max_cost_per_hour is not None:
+        check_number("--max-cost-per-hour", o.max_cost_per_hour, *USD_PER_HOUR_CAP)
 
 
 def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTraffic
@@ -169,9 +179,15 @@ def _gpus(names: Sequence[str] | None, prices: PriceTable) -> tuple[HardwareSpec
 
 
 def _explained(c: Candidate) -> Candidate:
+    """The binding resource at the capacity point; the binding SLO term is the one the
+    verified fleet with one replica fewer misses most, where there is one (plan_levers)."""
     if c.capacity is None or c.capacity.rate_rps <= 0:
         return c
-    return replace(c, binding=binding(c.capacity))
+    f = c.fleet_one_fewer
+    cap = c.capacity
+    if f is not None and not f.ok:
+        cap = replace(cap, binding_slo=min(f.margins, key=lambda kv: kv[1])[0])
+    return replace(c, binding=binding(cap))
 
 
 def _report(o: PlanOptions, workers: int, executor: str, cands: list[Candidate],
@@ -202,14 +218,14 @@ def outside_space(model: ModelSpec, space: SearchSpace, prices: PriceTable) -> d
 def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTable,
               o: PlanOptions, space: SearchSpace, cands: list[Candidate],
               winner: Candidate | None, lev: tuple[Lever, ...], report: SearchReport,
-              lim: Limits) -> Plan:
+              lim: Limits, advice: str = "") -> Plan:
     today = o.today or dt.date.today()
     warnings = tuple(f"price of {r.gpu} at {r.provider} was observed on {r.observed_on} "
                      f"({r.age_days(today)} days ago); check {r.source_url}"
                      for r in prices.stale_rows(today))
     serve, bench = serve_and_bench(winner, traffic, slo) if winner else ("", "")
     why = "" if winner else infeasible_why(cands, lim, o.max_gpus,
-                                           outside_space(spec, space, prices))
+                                           outside_space(spec, space, prices), advice)
     if why and o.slo_margin == "band":
         why += ("; with --slo-margin band the SLO must hold at the error band's pessimistic "
                 "edge (--slo-margin none judges the prediction itself)")
@@ -219,4 +235,5 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
                 sample_requests=len(traffic.unit), seed=o.seed, candidates=tuple(cands),
                 winner=winner, levers=lev, report=report, warnings=warnings,
                 infeasible_why=why, serve_command=serve, bench_command=bench,
-                slo_margin=o.slo_margin)
+                slo_margin=o.slo_margin,
+                trace_requests=max(traffic.trace_requests, traffic.requests), advice=advice)

@@ -2,8 +2,10 @@
 
 Shared by every GPU (they are properties of vLLM's code path, not of the chip): the fixed
 costs ``step_overhead_s``, ``prefill_overhead_s``, ``layer_overhead_s``,
-``moe_layer_overhead_s``, ``allreduce_latency_s`` and ``request_overhead_s``. Per GPU (the
-chip's achievable rates): ``bandwidth_eff`` and ``compute_eff``. The loss is the mean over
+``moe_layer_overhead_s``, ``allreduce_latency_s`` and ``request_overhead_s``. Nothing is
+fitted per GPU: kernels are priced from the GPU's measured tables (``kvplan.costs.kernels``),
+and a GPU without tables takes the achieved rates of its nearest measured generation. The
+loss is the mean over
 points of the mean soft-L1 log error of each point's metrics (each point weighs the same),
 minimised by a bounded coordinate search (a grid along each factor with a shrinking window).
 No black box: every factor is a named physical term of the step cost.
@@ -29,7 +31,8 @@ carries vLLM's; the other engines' points still inform the GPU rates and kernel 
 The API server's path (``api_*``) is fitted only for engines with served points (a static
 batch - TensorRT-LLM's tables, ``vllm bench latency`` - has none); it is 0 elsewhere."""
 API = ("api_request_s", "api_prompt_token_s")
-PER_GPU = ("bandwidth_eff", "compute_eff")
+PER_GPU: tuple[str, ...] = ()
+"""No per-GPU rate is fitted on serving data (issue 16): the silicon tables price kernels."""
 REFERENCE_ENGINE = "vllm"
 BOUNDS = {"bandwidth_eff": (0.05, 0.95), "compute_eff": (0.05, 0.95),
           "step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 10e-3),

@@ -28,7 +28,7 @@ from kvplan.costs.pricing import fleet_cost
 from kvplan.specs.prices import PriceTable
 
 GROW_LIMIT = 4
-"""Replicas added beyond the estimate before a fleet is called infeasible."""
+"""Verification grows a failing fleet to max(2 N, N + GROW_LIMIT) replicas at most."""
 
 
 def search(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: PriceTable,
@@ -84,10 +84,13 @@ def _settle(by_id: dict[str, Candidate], ex: Executor, ctx: JobContext, prices: 
 
 
 def _floor_cost(c: Candidate, prices: PriceTable) -> float:
-    """What the fleet would cost with one replica fewer than estimated (if that passed)."""
+    """What the fleet would cost with one replica fewer than estimated (if that passed), and
+    never less than its optimistic fleet (verification does not go below it): a candidate
+    the funnel pruned at an optimistic cost >= the best is skipped here by exhaustive too,
+    so both find the same winner, ties included."""
     assert c.replicas is not None
-    cost = fleet_cost(prices.for_gpu(c.deployment.gpu.id), max(1, c.replicas - 1),
-                      c.deployment.gpus_per_replica)
+    n = max(1, c.replicas - 1, c.optimistic_replicas or 1)
+    cost = fleet_cost(prices.for_gpu(c.deployment.gpu.id), n, c.deployment.gpus_per_replica)
     return math.inf if cost is None else cost.usd_per_hour
 
 
@@ -96,8 +99,10 @@ def after_capacity(c: Candidate, o: CapacityOut, prices: PriceTable, lim: Limits
     cap = o.info
     c = replace(c, capacity=cap)
     if cap.rate_rps <= 0:
-        return replace(c, stage="infeasible", reason=_miss_text(cap.margins_at_hi, (
-            f"even at {cap.bracket_rps[1] or 0:.3g} req/s per replica")))
+        where = (f"even with {cap.replicas_failing} replicas "
+                 f"({cap.bracket_rps[1] or 0:.3g} req/s each)" if cap.replicas_failing
+                 else f"even at {cap.bracket_rps[1] or 0:.3g} req/s per replica")
+        return replace(c, stage="infeasible", reason=_miss_text(cap.margins_at_hi, where))
     rows, gpr = prices.for_gpu(c.deployment.gpu.id), c.deployment.gpus_per_replica
     if lim.rate_rps is None:
         cost = fleet_cost(rows, 1, gpr)
@@ -105,7 +110,7 @@ def after_capacity(c: Candidate, o: CapacityOut, prices: PriceTable, lim: Limits
         mtok = usd_per_mtok(cost.usd_per_hour, cap.rate_rps, lim.mean_output_tokens)
         return replace(c, stage="verified", replicas=1, cost=cost,
                        usd_per_million_output_tokens=mtok, reason="")
-    n = lim.replicas or max(1, math.ceil(lim.rate_rps / cap.rate_rps))
+    n = lim.replicas or cap.replicas or max(1, math.ceil(lim.rate_rps / cap.rate_rps))
     return replace(c, stage="simulated", replicas=n, cost=fleet_cost(rows, n, gpr))
 
 
@@ -119,22 +124,55 @@ def _miss_text(margins: tuple[tuple[str, float], ...], where: str) -> str:
 
 def verify(c: Candidate, ex: Executor, ctx: JobContext, prices: PriceTable, lim: Limits,
            t: Tally) -> Candidate:
-    """Simulate the fleet at N and N - 1 replicas; keep the smallest N that passes."""
+    """Simulate the whole fleet at N and N - 1 replicas; keep the smallest N that passes,
+    never below the optimistic fleet (so the funnel's cost bound stays a lower bound)."""
     assert c.replicas is not None
     n, fixed = c.replicas, lim.replicas is not None
-    res = run_fleets(ex, ctx, c, [n] if fixed or n == 1 else [n, n - 1], t)
+    floor = n if fixed else max(1, c.optimistic_replicas or 1)
+    res = run_fleets(ex, ctx, c, [n] if n <= floor else [n, n - 1], t)
     if res[n].ok:
-        while not fixed and n > 1 and _passes(res, n - 1, ex, ctx, c, t):
-            n -= 1
-        return _verified(c, n, res, prices, lim)
+        return _verified(c, _shrink(res, n, floor, ex, ctx, c, t), res, prices, lim)
     top = n if fixed else _max_replicas(c, n, lim)
-    while n < top:
-        n += 1
-        res |= run_fleets(ex, ctx, c, [n], t)
-        if res[n].ok:
-            return _verified(c, n, res, prices, lim)
-    return replace(c, stage="infeasible", replicas=n, fleet=res[n], reason=_miss_text(
-        res[n].margins, f"with {n} replicas at the target rate"))
+    found = _grow(res, n, top, ex, ctx, c, t)
+    if found is not None:
+        return _verified(c, found, res, prices, lim)
+    worst = max(res)
+    return replace(c, stage="infeasible", replicas=worst, fleet=res[worst], reason=_miss_text(
+        res[worst].margins, f"with {worst} replicas at the target rate"))
+
+
+def _grow(res: dict[int, FleetInfo], n: int, top: int, ex: Executor, ctx: JobContext,
+          c: Candidate, t: Tally) -> int | None:
+    """The smallest passing fleet above a failing ``n`` (steps 1, 2, 4, ... then bisection),
+    or None when ``top`` fails too."""
+    fail, step, ok = n, 1, None
+    while ok is None and fail < top:
+        m = min(top, fail + step)
+        if _passes(res, m, ex, ctx, c, t):
+            ok = m
+        else:
+            fail, step = m, 2 * step
+    while ok is not None and ok - fail > 1:
+        mid = (ok + fail) // 2
+        ok, fail = (mid, fail) if _passes(res, mid, ex, ctx, c, t) else (ok, mid)
+    return ok
+
+
+def _shrink(res: dict[int, FleetInfo], n: int, floor: int, ex: Executor, ctx: JobContext,
+            c: Candidate, t: Tally) -> int:
+    """The smallest passing fleet at or below a passing ``n`` and not below ``floor``
+    (steps 1, 2, 4, ... down, then bisection)."""
+    ok, step, fail = n, 1, None
+    while fail is None and ok > floor:
+        m = max(floor, ok - step)
+        if _passes(res, m, ex, ctx, c, t):
+            ok, step = m, 2 * step
+        else:
+            fail = m
+    while fail is not None and ok - fail > 1:
+        mid = (ok + fail) // 2
+        ok, fail = (mid, fail) if _passes(res, mid, ex, ctx, c, t) else (ok, mid)
+    return ok
 
 
 def _passes(res: dict[int, FleetInfo], n: int, ex: Executor, ctx: JobContext, c: Candidate,
@@ -145,10 +183,12 @@ def _passes(res: dict[int, FleetInfo], n: int, ex: Executor, ctx: JobContext, c:
 
 
 def _max_replicas(c: Candidate, n: int, lim: Limits) -> int:
-    top = n + GROW_LIMIT
-    if lim.max_gpus is not None:
-        top = min(top, lim.max_gpus // c.deployment.gpus_per_replica)
-    return top
+    """Verification grows a failing fleet up to twice its estimate (at least +GROW_LIMIT)."""
+    top = max(2 * n, n + GROW_LIMIT)
+    if lim.target_requests:
+        top = min(top, max(n, lim.target_requests))
+    cap = lim.max_replicas(c.deployment.gpus_per_replica)
+    return top if cap is None else min(top, cap)
 
 
 def _verified(c: Candidate, n: int, res: dict[int, FleetInfo], prices: PriceTable,

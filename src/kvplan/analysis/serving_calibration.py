@@ -23,23 +23,25 @@ from typing import Any
 
 import numpy as np
 
+from kvplan import input_file, jsonread
 from kvplan.analysis.calibration_set import CalPoint, serving_replay
+from kvplan.costs.fit_separability import separability_problems
 from kvplan.costs.measurements import Defaults
 from kvplan.costs.profile import Profile
 from kvplan.costs.profiles import ProfileSet
-from kvplan.errors import KvplanError, TraceError
+from kvplan.errors import KvplanError, TraceError, located
 from kvplan.specs.serving import EngineConfig
 from kvplan.specs.workload import Workload
 
 SERVING_METRICS = {"mean_ttft_ms": ("ttft_s", 1e-3), "mean_tpot_ms": ("tpot_s", 1e-3),
                    "mean_itl_ms": ("itl_s", 1e-3),
                    "output_throughput": ("output_throughput_tok_s", 1.0)}
-USER_FITTED = ("compute_eff", "bandwidth_eff", "step_overhead_s", "api_request_s")
-"""What a user fit moves by default (per GPU and precision); the rest stays bundled (the API
+USER_FITTED = ("step_overhead_s", "request_overhead_s", "api_request_s")
+"""What a user fit moves by default (per GPU and precision): engine overheads only, kernels
+stay the measured tables'; the rest stays bundled (the API
 path's per-prompt-token cost too: separating it from the fixed part needs runs of very
 different prompt lengths)."""
-USER_BOUNDS = {"compute_eff": (0.05, 0.95), "bandwidth_eff": (0.05, 0.95),
-               "step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 50e-3),
+USER_BOUNDS = {"step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 50e-3),
                "request_overhead_s": (0.0, 500e-6), "layer_overhead_s": (0.0, 200e-6),
                "moe_layer_overhead_s": (0.0, 1e-3), "api_request_s": (0.0, 200e-3)}
 MAX_MEDIAN_ERROR = 0.20
@@ -73,15 +75,15 @@ def is_serving_file(path: str | Path) -> bool:
     """A `vllm bench serve` result JSON, or a CSV with a concurrency / rate column."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
+        text = input_file.read_text(p)
+    except OSError:
+        return False  # read_measurements then says why
     if p.suffix.lower() == ".csv":
         header = text.splitlines()[0] if text else ""
         cols = {c.strip() for c in header.split(",")}
         return bool(cols & {"max_concurrency", "request_rate"})
     try:
-        data = json.loads(text)
+        data = jsonread.loads(text)
     except json.JSONDecodeError:
         return False
     return isinstance(data, Mapping) and "mean_ttft_ms" in data
@@ -89,12 +91,22 @@ def is_serving_file(path: str | Path) -> bool:
 
 def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
     p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() == ".csv":
-        reader = csv.DictReader(text.splitlines())
+    try:
+        text = input_file.read_text(p)
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
+    if p.suffix.lower() != ".csv":
+        try:
+            return [_run(jsonread.loads(text), f"{p}:1", d)]
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    reader = csv.DictReader(text.splitlines())
+    try:
         return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
                      f"{p}:{reader.line_num}", d) for row in reader]
-    return [_run(json.loads(text), f"{p}:1", d)]
+    except csv.Error as exc:  # a field over csv's 131,072-character limit
+        raise TraceError(f"{p}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
+            from None
 
 
 def _num(row: Mapping[str, Any], key: str, where: str, default: Any = None) -> float:
@@ -147,7 +159,7 @@ def _check(m: Any) -> None:
     try:
         check_point(load_model(m.model), load_gpu(m.gpu), m.engine, m.shape)
     except KvplanError as exc:
-        raise TraceError(f"{m.where}: {exc}") from None
+        raise TraceError(located(m.where, exc)) from None
 
 
 def _run(row: Mapping[str, Any], where: str, d: Defaults) -> ServingRun:
@@ -189,7 +201,7 @@ def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
             max_num_batched_tokens=opt("max_num_batched_tokens"),
             max_num_seqs=opt("max_num_seqs"), max_model_len=opt("max_model_len"))
     except (ValueError, TypeError, KvplanError) as exc:
-        raise TraceError(f"{where}: {exc}") from None
+        raise TraceError(located(where, exc)) from None
 
 
 def run_workload(r: ServingRun, seed: int = 0) -> Workload:
@@ -221,7 +233,7 @@ def to_point(r: ServingRun) -> CalPoint:
             serving_replay(r.model, hw.id, r.engine, work).metrics if exact
             else _resimulate(r, work))
     except KvplanError as exc:
-        raise TraceError(f"{r.where}: {exc}") from None
+        raise TraceError(located(r.where, exc)) from None
     family = "moe" if model.moe is not None else "dense"
     return CalPoint(id=r.id, source=r.where, family=family, model=model.name, gpu=hw.id,
                     tp=r.engine.tensor_parallel_size,
@@ -292,6 +304,9 @@ def fit_user(points: Sequence[CalPoint], base: ProfileSet,
                 for m, v in p.measured.items()]
         errors.extend(errs)
         problems.extend(_problems(gpu, precision, fitted, names, errs))
+        problems.extend(separability_problems(
+            lambda prof, g=group: [v for p in g for v in p.predict(prof).values()],  # type: ignore[misc]
+            fitted, names, f"{gpu}/{precision}"))
     return UserFit(profiles=ProfileSet(profiles=tuple(profiles), default=base.default,
                                        fitted_on=fitted_on),
                    errors=tuple(errors), problems=tuple(problems))
@@ -326,7 +341,7 @@ def static_point(m: Any) -> CalPoint:
     try:
         model, hw = load_model(m.model), load_gpu(m.gpu)
     except KvplanError as exc:
-        raise TraceError(f"{m.where}: {exc}") from None
+        raise TraceError(located(m.where, exc)) from None
     timer = StepCostModel(model, hw, m.engine)
     return CalPoint(id=m.id, source=m.where, family="moe" if model.moe else "dense",
                     model=model.name, gpu=hw.id, tp=m.engine.tensor_parallel_size,
@@ -338,7 +353,7 @@ def static_problems(result: Any, names: Sequence[str]) -> list[str]:
     """The same refusals for a static-batch fit (``costs.calibration.fit_profiles``)."""
     from kvplan.costs.calibration import BOUNDS
 
-    out = []
+    out = list(result.problems)
     for prof in result.profiles.profiles:
         errs = [e for e in result.errors if (e.gpu, e.precision) == (prof.gpu, prof.precision)]
         where = f"{prof.gpu}/{prof.precision}"

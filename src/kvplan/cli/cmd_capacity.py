@@ -11,7 +11,7 @@ from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import check_plot, console, print_json, write_chart
 from kvplan.cli.pasted import parse_vllm_command, warn_ignored
-from kvplan.errors import InputError
+from kvplan.errors import DoesNotFitError, InputError
 from kvplan.report.json_views import plan_json
 
 if TYPE_CHECKING:
@@ -42,7 +42,10 @@ def capacity_cmd(
     """How many requests fit: vLLM 0.11's memory budget, KV blocks, tokens and concurrency."""
     settings, ignored = _gather(model_and_args or [], fl.engine_settings(locals()))
     plot_out = check_plot(plot, [settings.get("model"), gpu])
-    plan = _plan(settings, gpu)
+    try:
+        plan = _plan(settings, gpu)
+    except DoesNotFitError as exc:
+        _does_not_fit(exc, settings, gpu, ignored, as_json)
     if plot_out is not None:
         from kvplan.report.budget_charts import budget_chart
 
@@ -51,6 +54,34 @@ def capacity_cmd(
         print_json({**plan_json(plan), "ignored_vllm_flags": ignored})
         return
     _render(plan, ignored)
+
+
+DOES_NOT_FIT = 1
+"""Exit status when the configuration does not fit (bad input is 2)."""
+
+
+def _does_not_fit(exc: DoesNotFitError, settings: dict[str, Any], gpu: str, ignored: list[str],
+                  as_json: bool) -> None:
+    """Exit 1: one line on stderr, or (--json) the whole plan with what would fit."""
+    if not as_json:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        sys.exit(DOES_NOT_FIT)
+    from kvplan.costs.memory import largest_max_model_len, unchecked_plan
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+
+    fields = dict(settings)
+    model = load_model(fields.pop("model"))
+    plan = unchecked_plan(model, load_gpu(gpu), fl.resolve_engine(fields, model))
+    levers = str(exc).partition("; fits with ")[2]
+    doc = plan_json(plan)
+    short = max(0, -doc["available_kv_bytes"])  # weights etc. exceed the requested memory
+    doc["available_kv_bytes"] = max(0, doc["available_kv_bytes"])
+    print_json({**doc, "ignored_vllm_flags": ignored, "fits": False, "over_budget_bytes": short,
+                "why": str(exc), "needed_bytes": exc.needed_bytes,
+                "largest_max_model_len": largest_max_model_len(plan),
+                "fits_with": [x.strip() for x in levers.split(" or ")] if levers else []})
+    sys.exit(DOES_NOT_FIT)
 
 
 def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

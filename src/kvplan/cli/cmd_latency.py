@@ -49,8 +49,11 @@ def latency_cmd(
     as_json: fl.JsonOpt = False,
     plot: Annotated[str | None, typer.Option(
         "--plot", help="With --sweep: write the sweep chart (.png, .svg or .html).")] = None,
+    explain_ops: Annotated[bool, typer.Option(
+        "--explain", help="List each op's time in one prefill and one decode step.")] = False,
 ) -> None:
-    """TTFT, TPOT, end-to-end time and throughput of a static batch, with the roofline's reasons."""
+    """TTFT, TPOT, end-to-end time and throughput of a static batch, priced op by op from
+    measured kernels (the roofline where a GPU has no tables)."""
     from kvplan.costs import latency as lat
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
@@ -69,15 +72,35 @@ def latency_cmd(
     if sweep is not None:
         _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
         return
+    _answer(spec, hw, engine, shape, prof, (as_json, explain_ops))
+
+
+def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
+            modes: tuple[bool, bool]) -> None:
+    """Print one latency answer: JSON, or the table (+ each op's time with --explain)."""
+    from kvplan.costs import latency as lat
+    from kvplan.report.ops_view import ops_view
+
+    as_json, explain_ops = modes
+    deployment = (spec, hw.id, engine.tensor_parallel_size)
     result = lat.request_latency(spec, hw, engine, shape, prof)
+    basis, steps = ops_view(spec, hw, engine, prof, shape)
     if as_json:
         from kvplan.report.json_views import latency_answer_json
+        from kvplan.report.ops_view import step_ops_json
 
-        print_json(latency_answer_json(result, prof, deployment))
+        print_json({**latency_answer_json(result, prof, deployment), "kernels": basis,
+                    "step_ops": step_ops_json(steps)})
         return
     from kvplan.costs.uncertainty import latency_bands
 
     _show_latency(spec.name, hw.id, result, prof, latency_bands(deployment, result))
+    console.print(basis)
+    if explain_ops:
+        from kvplan.report.ops_view import step_ops_tables
+
+        for table in step_ops_tables(steps):
+            console.print(table)
 
 
 def _run_sweep(sweep: str, inputs: tuple[Any, ...], plot_out: Any, as_json: bool,
@@ -150,8 +173,7 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
     console.print(explain("prefill", r.prefill))
     if r.decode is not None:
         console.print(explain("decode", r.decode))
-    console.print(f"profile {prof.gpu}/{prof.precision}: compute_eff {prof.compute_eff:.2f}, "
-                  f"bandwidth_eff {prof.bandwidth_eff:.2f}, step overhead "
+    console.print(f"profile {prof.gpu}/{prof.precision}: step overhead "
                   f"{prof.step_overhead_s * 1e3:.2f} ms, prefill overhead "
                   f"{prof.prefill_overhead_s * 1e3:.2f} ms, per layer "
                   f"{prof.layer_overhead_s * 1e6:.1f} us (+{prof.moe_layer_overhead_s * 1e6:.1f}"

@@ -13,9 +13,10 @@ import typer
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import console, print_json, rich_console
-from kvplan.errors import InputError
 
 Str = str | None
+INFEASIBLE = 1
+"""Exit status when nothing in the space meets the SLO (bad input is 2)."""
 
 
 def _o(*names: str, help_: str = "") -> Any:
@@ -31,7 +32,7 @@ def plan_cmd(
     kv_cache_dtype: Annotated[str, _o("--kv-cache-dtype", help_="e.g. auto,fp8")] = "auto",
     quantization: Annotated[str, _o("--quantization", "-q", help_="none,fp8,...")] = "none",
     max_num_seqs: Annotated[str, _o("--max-num-seqs", help_="e.g. 128,256,default")] = "default",
-    max_num_batched_tokens: Annotated[str, _o("--max-num-batched-tokens")] = "default",
+    max_num_batched_tokens: Annotated[Str, _o("--max-num-batched-tokens")] = None,
     block_size: Annotated[str, _o("--block-size")] = "16",
     prefix_caching: Annotated[str, _o("--enable-prefix-caching", help_="on,off")] = "on",
     gpu_memory_utilization: Annotated[float, _o("--gpu-memory-utilization")] = 0.9,
@@ -104,18 +105,20 @@ def _output(result: Any, plot_out: Any, as_json: bool) -> None:
     from kvplan.report.plan_json import plan_json
     from kvplan.report.plan_text import render_plan
 
-    if result.winner is None:
-        raise InputError(result.infeasible_why)
     if as_json:
         print_json(plan_json(result))
     else:
         render_plan(result, console)
-    if plot_out is not None:
+    if plot_out is not None and result.winner is not None:
         from kvplan.report.charts import chart_bytes
         from kvplan.report.plan_chart import pareto_chart
 
         data = chart_bytes(pareto_chart(result), plot_out.path.suffix)
         write_output(plot_out, data, as_json=as_json)
+    if result.winner is None:
+        # exit codes (docs/planner.md): 0 feasible, 1 nothing feasible, 2 bad input; a
+        # SystemExit, as click's standalone_mode=False returns typer.Exit codes unused
+        sys.exit(INFEASIBLE)
 
 
 class _Progress:

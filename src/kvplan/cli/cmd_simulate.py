@@ -40,7 +40,9 @@ TraceCols = Annotated[str | None, _opt("--trace-columns")]
 Goodput = Annotated[list[str] | None, _opt("--goodput", "ttft:MS tpot:MS e2el:MS")]
 PctMetrics = Annotated[str, _opt("--percentile-metrics")]
 Pcts = Annotated[str, _opt("--metric-percentiles")]
-SaveResult = Annotated[Path | None, _opt("--save-result", "vllm bench JSON here.")]
+SaveResult = Annotated[Path | None, _opt("--save-result", "vllm bench JSON here (the summary).")]
+SaveDetailed = Annotated[bool, _opt("--save-detailed",
+                                    "With --save-result: add the per-request lists, as vLLM.")]
 Plot = Annotated[Path | None, _opt("--plot", "KV usage chart (.png, .svg or .html).")]
 ModelArg = Annotated[str, typer.Argument(help="Catalog id or config.json path.")]
 GpuOpt = Annotated[str, _opt("--gpu", "GPU id from 'kvplan gpus'.")]
@@ -71,17 +73,19 @@ def simulate_cmd(
     max_concurrency: MaxConc = None, seed: Seed = 0, time_scale: TimeScale = 1.0,
     trace: Trace = None, trace_columns: TraceCols = None, goodput: Goodput = None,
     percentile_metrics: PctMetrics = "ttft,tpot,itl,e2el", metric_percentiles: Pcts = "99",
-    save_result: SaveResult = None, plot: Plot = None, as_json: fl.JsonOpt = False,
+    save_result: SaveResult = None, save_detailed: SaveDetailed = False, plot: Plot = None,
+    as_json: fl.JsonOpt = False,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx
-    from kvplan.report.json_views import simulate_json, simulate_verdicts
+    from kvplan.report.json_views import simulate_json
     from kvplan.specs.catalog import load_model
     from kvplan.specs.workload import WorkloadArgs
 
     given = dict(locals())
     engine_settings = fl.engine_settings(given)
     wargs = WorkloadArgs(**{k: given[k] for k in WORKLOAD_FIELDS})
+    _check_detailed(save_detailed, save_result)
     pm = mx.parse_percentile_metrics(percentile_metrics)
     pct = mx.parse_percentiles(metric_percentiles)
     slo = mx.parse_goodput(goodput or [])
@@ -90,9 +94,7 @@ def simulate_cmd(
     engine = fl.resolve_engine(engine_settings, spec)
     result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = None
-    if outs[0] is not None:  # the per-request document is built only for --save-result
-        doc = {**mx.save_result_json(result, m, header), **simulate_verdicts(result)}
+    doc = None if outs[0] is None else _save_doc(result, m, header, save_detailed)
     _write_outputs(doc, result, header, gpu, outs, as_json)
     deployment = (spec, header["gpu"], engine.tensor_parallel_size)
     if as_json:
@@ -105,16 +107,37 @@ def simulate_cmd(
     _render_bands(simulate_bands(deployment, mx.vllm_result(m)))
 
 
+def _check_detailed(save_detailed: bool, save_result: Path | None) -> None:
+    if save_detailed and save_result is None:
+        raise InputError("--save-detailed adds the per-request lists to --save-result FILE; "
+                         "give --save-result too")
+
+
+def _save_doc(result: SimulationResult, m: Metrics, header: dict[str, Any],
+              detailed: bool) -> dict[str, Any]:
+    """The --save-result document (built only when asked): vLLM's summary keys, kvplan's,
+    the verdicts, and with --save-detailed the per-request lists."""
+    from kvplan.analysis.metrics import save_result_json
+    from kvplan.report.json_views import simulate_verdicts
+
+    return {**save_result_json(result, m, header, detailed=detailed),
+            **simulate_verdicts(result)}
+
+
 def _render_bands(bands: dict[str, Any]) -> None:
+    from kvplan.report.durations import fmt_ms_range
+
     parts = []
     for key, label, unit in (("mean_ttft_ms", "TTFT", "ms"), ("mean_tpot_ms", "TPOT", "ms"),
                              ("output_throughput", "output throughput", "tok/s")):
         band = bands.get(f"{key}_band")
         if band is not None:
-            parts.append(f"{label} {band[0]:,.2f}-{band[1]:,.2f} {unit}")
+            text = (fmt_ms_range(*band) if unit == "ms"
+                    else f"{band[0]:,.2f}-{band[1]:,.2f} {unit}")
+            parts.append(f"{label} {text}")
     if parts:
         console.print(f"band (10-90%, {bands['band_basis']}): " + "; ".join(parts))
-    for note in bands["calibration_notes"]:
+    for note in dict.fromkeys(bands["calibration_notes"]):
         console.print(f"note: {note}")
 
 
@@ -195,12 +218,14 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
     from rich.table import Table
 
     from kvplan.analysis.metrics import p_word
+    from kvplan.report.durations import fmt_ms
+    from kvplan.units import fmt_seconds
 
     t = Table(title=f"{header['model_id']} on {header['gpu']}: {header['dataset']}, "
                     f"{header['num_prompts']} requests", show_header=False)
     rows = [
         ("Successful requests", f"{m.completed}"), ("Failed (rejected)", f"{m.failed}"),
-        ("Duration (s)", f"{m.duration_s:.2f}"),
+        ("Duration", fmt_seconds(m.duration_s)),
         ("Request throughput (req/s)", f"{m.request_throughput:.2f}"),
         ("Output token throughput (tok/s)", f"{m.output_throughput:.2f}"),
         ("Total token throughput (tok/s)", f"{m.total_token_throughput:.2f}"),
@@ -208,8 +233,9 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
     if m.request_goodput is not None:
         rows.append(("Request goodput (req/s)", f"{m.request_goodput:.2f}"))
     for name, s in m.stats.items():
-        rows.append((f"Mean / median {name.upper()} (ms)", f"{s.mean_ms:.2f} / {s.median_ms:.2f}"))
-        rows += [(f"P{p_word(p)} {name.upper()} (ms)", f"{v:.2f}") for p, v in s.percentiles_ms]
+        rows.append((f"Mean / median {name.upper()}",
+                     f"{fmt_ms(s.mean_ms)} / {fmt_ms(s.median_ms)}"))
+        rows += [(f"P{p_word(p)} {name.upper()}", fmt_ms(v)) for p, v in s.percentiles_ms]
     rows += [
         ("Preemptions", f"{m.preemptions}"),
         ("Prefix cache hit rate", f"{100 * m.prefix_cache_hit_rate:.1f} %"),

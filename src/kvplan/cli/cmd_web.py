@@ -9,34 +9,92 @@ import typer
 
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import console, write_output
+from kvplan.cli.common import write_output
 
 if TYPE_CHECKING:
     from kvplan.report.outputs import OutputTarget
 
 
+TOKEN_ENV = "KVPLAN_WEB_TOKEN"
+"""A fixed token for a server run as a service (else a fresh one is made and printed once)."""
+
+
 @app.command("web")
 def web_cmd(
-    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")]
+    host: Annotated[str, typer.Option(
+        "--host", help="Address to bind (loopback by default; any other asks for a token).")]
     = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
     max_sim_requests: Annotated[int, typer.Option(
         "--max-sim-requests", help="Requests one page simulation may hold.")] = 2000,
     max_sim_seconds: Annotated[float, typer.Option(
-        "--max-sim-seconds", help="Wall time one page simulation may take.")] = 60.0,
+        "--max-sim-seconds", help="Wall time one simulation or plan may take.")] = 60.0,
+    max_running: Annotated[int, typer.Option(
+        "--max-running-sims", help="Simulations and plans run at once (all clients).")] = 2,
+    max_queued: Annotated[int, typer.Option(
+        "--max-queued-sims", help="More that wait their turn; beyond: 503.")] = 8,
+    no_auth: Annotated[bool, typer.Option(
+        "--no-auth", help="Off loopback, serve without a token (prints a warning).")] = False,
 ) -> None:
-    """Serve the web page (Model, Request, Capacity, Latency, Simulate) and its JSON API."""
+    """Serve the web page (Model, Request, Capacity, Latency, Simulate, Plan) and its JSON API."""
     from kvplan.errors import InputError
-    from kvplan.web.app import serve
     from kvplan.web.settings import WebSettings
+    from kvplan.web.transport import serve
 
     if not 0 < port < 65536:
         raise InputError(f"--port must be in 1..65535, got {port}")
     if max_sim_requests < 1 or max_sim_seconds <= 0:
         raise InputError("--max-sim-requests and --max-sim-seconds must be positive")
-    settings = WebSettings(max_sim_requests=max_sim_requests, max_sim_seconds=max_sim_seconds)
-    console.print(f"kvplan web: open http://{host}:{port}/ (API docs at /docs); Ctrl-C stops")
+    if max_running < 1 or max_queued < 0:
+        raise InputError("--max-running-sims must be at least 1 and --max-queued-sims at "
+                         "least 0")
+    token = web_token(host, no_auth)
+    settings = WebSettings(max_sim_requests=max_sim_requests, max_sim_seconds=max_sim_seconds,
+                           max_running_sims=max_running, max_queued_sims=max_queued,
+                           token=token)
+    for line in access_lines(host, port, token, no_auth):
+        typer.echo(line, err=line.startswith("warning: "))
     serve(host, port, settings)
+
+
+def web_token(host: str, no_auth: bool) -> str | None:
+    """$KVPLAN_WEB_TOKEN if set; else a fresh token off loopback (none with --no-auth)."""
+    import os
+
+    from kvplan.errors import InputError
+    from kvplan.web.auth import MIN_TOKEN_CHARS, is_loopback, new_token
+
+    fixed = os.environ.get(TOKEN_ENV)
+    if fixed is not None:
+        if len(fixed.strip()) < MIN_TOKEN_CHARS:
+            raise InputError(f"${TOKEN_ENV} must hold at least {MIN_TOKEN_CHARS} characters "
+                             "(or unset it: a random token is made)")
+        return fixed.strip()
+    return None if no_auth or is_loopback(host) else new_token()
+
+
+def access_lines(host: str, port: int, token: str | None, no_auth: bool) -> list[str]:
+    """What `kvplan web` prints at start: the URL (with the token, once), or the warning."""
+    import os
+    import socket
+
+    from kvplan.web.auth import is_loopback
+
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    url = f"http://{shown}:{port}/"
+    if token is None:
+        lines = [f"kvplan web: open {url} (API docs at /docs); Ctrl-C stops"]
+        if no_auth and not is_loopback(host):
+            lines.append(f"warning: --no-auth on {host or 'all interfaces'}: anyone who can "
+                         f"reach port {port} can run simulations on this machine, with no "
+                         "token; bind 127.0.0.1 or drop --no-auth")
+        return lines
+    if os.environ.get(TOKEN_ENV) is not None:
+        return [f"kvplan web: open {url}?token=<${TOKEN_ENV}>; every request needs that "
+                "token; Ctrl-C stops"]
+    return [f"kvplan web: open {url}?token={token}",
+            "  every request needs this token (shown once): ?token= opens the page (and sets a "
+            f"cookie); API clients send 'Authorization: Bearer {token}'; Ctrl-C stops"]
 
 
 @app.command("report")

@@ -55,21 +55,33 @@ class AggregateTimer(StepTimer, Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AggregateForm:
-    """``step_time_agg`` as tables over a step's tokens T (0..max_tokens) and scalars, for a
+    """A step's time as tables over its tokens T (0..max_tokens) and scalars, for a
     compiled simulator loop (kvplan.sim._core) that must not hold model knowledge. With
     R requests, C context and P pairs (the sums of ``AggregateTimer``), as float64 from left
     to right, no fused multiply-add::
 
         dense = max(gemm[T] + lm_per_request * R, weights[T])
-        mix   = max(attn_per_pair * P + state[T], kv_per_context * C
-                    + (kv_write[T] + state_per_request * R))
-        stage = dense + mix;  stage = stage + allreduce[T] (if given);  stage = stage + layer_s
+        mix_c = attn_per_pair * P + state[T]
+        mix_c = mix_c + (mla_prefill_per_pair * PP + mla_context_per_token * PC)  (if mla)
+        mix_m = kv_per_context * C + (kv_write[T] + state_per_request * R)
+        mix_c = mix_c + sliding_attn_per_pair * SP                            (if window)
+        mix_m = mix_m + sliding_kv_per_context * SC                           (if window)
+        stage = dense + max(mix_c, mix_m)
+        stage = stage + allreduce[T] (if given);  stage = stage + layer_s
         stage = stage + pp_minus_1 * (stage + p2p[T])           (if p2p is given)
         step  = stage + (overhead_s[prefill] + request_s * R)
 
+    The optional sums, per scheduled request i computing n_i tokens over c_i cached
+    (W = ``window``; ``kvplan.costs.step_sums``)::
+
+        SC = sum_i min(c_i, W)                 SP = sum_i sum_{j=c_i+1}^{c_i+n_i} min(j, W)
+        PP = sum over n_i > 1 of n_i * c_i + n_i * (n_i + 1) / 2     (MLA's prefill path)
+        PC = sum over n_i > 1 of c_i
+
     max(a, b) is b if b > a else a (Python's). The timer builds its tables with the same
-    operations as its step_time_agg, so the value is equal to the last bit (tested, and spot
-    checked when the core is picked).
+    operations as its step_time_s (and step_time_agg), so the value is equal to the last bit
+    (tested, and spot checked when the core is picked). The fields after ``overhead_s`` are
+    optional: their defaults (no window, no MLA) leave the formula as it was without them.
     """
 
     max_tokens: int
@@ -87,10 +99,20 @@ class AggregateForm:
     pp_minus_1: float
     request_s: float
     overhead_s: tuple[float, float]
+    window: int = 0
+    """The sliding window W the time is priced with (0: none; SC and SP are not used)."""
+    sliding_attn_per_pair: float = 0.0
+    sliding_kv_per_context: float = 0.0
+    mla: bool = False
+    """MLA: requests computing more than one token take the prefill path (PP and PC)."""
+    mla_prefill_per_pair: float = 0.0
+    mla_context_per_token: float = 0.0
 
     def as_tuple(self) -> tuple[object, ...]:
-        """The 16-tuple kvplan.sim._core reads."""
+        """The 22-tuple kvplan.sim._core reads."""
         return (self.max_tokens, self.gemm, self.weights, self.state, self.kv_write,
                 self.allreduce, self.p2p, self.lm_per_request, self.attn_per_pair,
                 self.kv_per_context, self.state_per_request, self.layer_s, self.pp_minus_1,
-                self.request_s, *self.overhead_s)
+                self.request_s, *self.overhead_s, self.window, self.sliding_attn_per_pair,
+                self.sliding_kv_per_context, self.mla, self.mla_prefill_per_pair,
+                self.mla_context_per_token)

@@ -24,7 +24,7 @@ from kvplan.costs.profiles import (
     save_profiles,
 )
 from kvplan.costs.roofline import Profile, StepCostModel, compute_precision
-from kvplan.errors import KvplanError, TraceError
+from kvplan.errors import KvplanError, TraceError, located
 
 __all__ = ["BOUNDS", "FITTED", "METRICS", "PROFILE_SCHEMA", "CalibrationResult", "Defaults",
            "Measurement", "PointError", "ProfileSet", "default_profiles", "evaluate",
@@ -56,6 +56,8 @@ class CalibrationResult:
 
     profiles: ProfileSet
     errors: tuple[PointError, ...]
+    problems: tuple[str, ...] = ()
+    """Terms the points cannot tell apart (``kvplan.costs.fit_separability``)."""
 
     def median_abs_error(self, metric: str) -> float | None:
         """Median |error| of one metric over the points that measured it."""
@@ -68,14 +70,15 @@ class CalibrationResult:
 
 SOFT_L1_SCALE = 0.05
 """Log errors below ~5% count quadratically, larger ones linearly."""
-FITTED = ("compute_eff", "bandwidth_eff", "prefill_overhead_s")
-"""What a fit moves by default. ``step_overhead_s`` keeps its physical value: static batches
-at large B cannot tell it from bandwidth_eff (the two trade along one valley); add it with
-``names=FITTED + ("step_overhead_s",)`` when the points include small-batch TPOT."""
-BOUNDS = {"compute_eff": (0.05, 0.95), "bandwidth_eff": (0.05, 0.95),
-          "step_overhead_s": (0.0, 0.02), "prefill_overhead_s": (0.0, 0.02)}
-"""No kernel sustains more than ~95% of a datasheet peak; a fit that wants more is compensating
-for something the model lacks, so the bound keeps the factors physical. Overheads: 0-20 ms."""
+FITTED = ("step_overhead_s", "prefill_overhead_s")
+"""What a fit moves by default: engine overheads only. Kernels are priced from the GPU's
+measured tables (``kvplan.costs.kernels``), so no fit moves a compute or bandwidth rate;
+add ``request_overhead_s`` (names=...) when the points span several batch sizes."""
+BOUNDS = {"step_overhead_s": (0.0, 0.02), "prefill_overhead_s": (0.0, 0.02),
+          "request_overhead_s": (0.0, 1e-3), "layer_overhead_s": (0.0, 200e-6)}
+"""Overheads: 0-20 ms per step (a scheduler pass, input preparation, a graph replay), 0-1 ms
+per scheduled request, 0-200 us per layer; a fit that wants more is absorbing a term the
+model lacks, and is refused (unless --force)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +99,7 @@ def _prepare(points: Iterable[Measurement]) -> dict[tuple[str, str], list[_Prepa
             check_point(model, hw, pt.engine, pt.shape)
             timer = StepCostModel(model, hw, pt.engine)
         except KvplanError as exc:
-            raise TraceError(f"{pt.where}: {exc}") from None
+            raise TraceError(located(pt.where, exc)) from None
         key = (hw.id, compute_precision(model, pt.engine))
         groups.setdefault(key, []).append(_Prepared(pt, timer))
     return groups
@@ -167,23 +170,24 @@ def _stride(loss: Callable[[Profile], float], before: Profile, best: Profile,
 def fit_profiles(points: Iterable[Measurement], *, fitted_on: str = "",
                  start: Profile | None = None,
                  names: tuple[str, ...] = FITTED) -> CalibrationResult:
-    """Fit ``names`` (default compute_eff, bandwidth_eff, prefill_overhead_s) per (GPU,
-    precision) to the points, each within BOUNDS.
+    """Fit ``names`` (default: the step and prefill overheads) per (GPU, precision) to the
+    points, each within BOUNDS; kernel times stay the measured tables'."""
+    from kvplan.costs.fit_separability import separability_problems
 
-    Communication factors keep their physical defaults (single-GPU measurements cannot see
-    them); so does step_overhead_s unless ``names`` includes it.
-    """
     base = start or Profile()
-    profiles, errors = [], []
+    profiles, errors, problems = [], [], []
     for (gpu, precision), group in sorted(_prepare(points).items()):
         seed = replace(base, gpu=gpu, precision=precision)
         fitted = _coordinate_search(lambda p, g=group: _loss(g, p), seed,  # type: ignore[misc]
                                     names)
         profiles.append(fitted)
         errors.extend(point_errors(group, fitted))
+        problems.extend(separability_problems(
+            lambda p, g=group: [v for prep in g for v in predict(prep, p).values()],  # type: ignore[misc]
+            fitted, names, f"{gpu}/{precision}"))
     return CalibrationResult(
         profiles=ProfileSet(profiles=tuple(profiles), default=base, fitted_on=fitted_on),
-        errors=tuple(errors))
+        errors=tuple(errors), problems=tuple(problems))
 
 
 def point_errors(group: list[_Prepared], profile: Profile) -> list[PointError]:

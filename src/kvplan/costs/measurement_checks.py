@@ -57,7 +57,7 @@ def mapping_field(row: Mapping[str, Any], key: str, where: str) -> Mapping[str, 
 def whole_count(value: float, name: str, where: str) -> int:
     """A positive count read as a number must be whole (0.5 requests is not a count)."""
     if value != int(value):
-        raise TraceError(f"{where}: '{name}' must be a whole number, got {value:g}")
+        raise TraceError(f"{where}: '{name}' must be a whole number, got {value!r}")
     return int(value)
 
 

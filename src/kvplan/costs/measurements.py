@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvplan import jsonread
+from kvplan import input_file, jsonread
 from kvplan.costs.latency import RequestShape
 from kvplan.costs.measurement_checks import check_measured, mapping_field, whole, whole_count
-from kvplan.errors import KvplanError, TraceError
+from kvplan.errors import KvplanError, TraceError, located
 from kvplan.specs.serving import EngineConfig
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s")
@@ -55,9 +55,9 @@ def read_measurements(path: str | Path, defaults: Defaults | None = None) -> lis
     ``vllm bench serve --save-result`` / ``vllm bench latency --output-json``."""
     p, d = Path(path), defaults or Defaults()
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{p}: cannot read the file ({exc.__class__.__name__})") from None
+        text = input_file.read_text(p)
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
     if p.suffix.lower() == ".csv":
         return _from_csv(text, str(p), d)
     try:
@@ -102,6 +102,14 @@ def _line_of(text: str, row: Any, index: int) -> int:
 
 def _from_csv(text: str, file: str, d: Defaults) -> list[Measurement]:
     reader = csv.DictReader(text.splitlines())
+    try:
+        return _csv_points(reader, file, d)
+    except csv.Error as exc:  # a field over csv's 131,072-character limit
+        raise TraceError(f"{file}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
+            from None
+
+
+def _csv_points(reader: csv.DictReader[str], file: str, d: Defaults) -> list[Measurement]:
     out = []
     for row in reader:
         where = f"{file}:{reader.line_num}"
@@ -191,7 +199,7 @@ def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
             if row.get("max_num_batched_tokens") else None,
         )
     except (ValueError, TypeError, OverflowError, KvplanError) as exc:
-        raise TraceError(f"{where}: {exc}") from None
+        raise TraceError(located(where, exc)) from None
 
 
 def _shape(batch: Any, prompt: Any, output: Any, where: str) -> RequestShape:

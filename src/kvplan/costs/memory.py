@@ -236,6 +236,13 @@ def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
 
 def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
     """Everything vLLM 0.11 logs at startup; DoesNotFitError when one request does not fit."""
+    plan = unchecked_plan(model, hw, engine)
+    _check_fits(model, hw, engine, plan)
+    return plan
+
+
+def unchecked_plan(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
+    """The same numbers without the fit check (``capacity --json`` reports a non-fit whole)."""
     s = resolve_settings(model, hw, engine)
     b, specs, groups = limiting_stage(model, hw, s)
     if not groups:
@@ -259,7 +266,6 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Mem
         max_concurrency=blocks / pages,
         hybrid=hybrid_block([sp for _, sp in specs], s.block_size),
     )
-    _check_fits(model, hw, engine, plan)
     return plan
 
 

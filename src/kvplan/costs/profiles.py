@@ -6,11 +6,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kvplan import jsonread
+from kvplan import input_file, jsonread
 from kvplan.atomic_file import atomic_write
 from kvplan.costs.profile import Profile
 from kvplan.costs.profile_checks import check_profile_entry, profile_entries
@@ -88,9 +87,9 @@ def load_profiles(path: str | Path) -> ProfileSet:
     """Read a profile file written by ``kvplan calibrate --out``."""
     p = Path(path)
     try:
-        data = jsonread.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the profile ({exc.__class__.__name__})",
+        data = jsonread.loads(input_file.read_text(p))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the profile ({input_file.reason(exc)})",
                           file=str(p)) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"is not valid JSON (line {exc.lineno}, column {exc.colno})",
@@ -107,8 +106,8 @@ def save_profiles(ps: ProfileSet, path: str | Path) -> None:
 @cache
 def default_profiles() -> ProfileSet:
     """The bundled profile set (fitted on the public calibration set; see its fitted_on)."""
-    text = (resources.files("kvplan") / "data" / "profiles" / "default.json").read_text("utf-8")
-    return profiles_from_dict(json.loads(text), file="data/profiles/default.json")
+    text = input_file.read_text(input_file.package_file("data", "profiles", "default.json"))
+    return profiles_from_dict(jsonread.loads(text), file="data/profiles/default.json")
 
 
 def profile_for(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,

@@ -19,24 +19,35 @@ detailed breakdown (``cost``) evaluates the same formula term by term.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import mul
 from typing import Any, TypeVar
 
 import numpy as np
 
+from kvplan.costs import kernels as kn
 from kvplan.costs.batch import AggregateForm, FloatArray, IntArray
 from kvplan.costs.profile import Profile
 from kvplan.costs.step_coefficients import (
+    _Coefficients,
     _coefficients,
     _prefill_sums,
-    layer_overhead_s,
+    measured_coefficients,
+    roofline_tables,
 )
-from kvplan.costs.step_constants import StepConstants, compute_precision, step_constants
+from kvplan.costs.step_constants import (
+    StepConstants,
+    compute_precision,
+    gemm_dtype,
+    step_constants,
+)
+from kvplan.costs.step_ops import StageOps, stage_ops
 from kvplan.costs.step_sums import _clipped_pairs, _clipped_sum, has_prefill
+from kvplan.costs.step_tables import MeasuredStep, measured_step
 from kvplan.costs.step_types import Bound, BytesMoved, Flops, Seconds, StepCost
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.kv_precision import resolve_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
@@ -45,6 +56,8 @@ __all__ = ["FALLBACK_LINK_BYTES_PER_S", "Bound", "BytesMoved", "Flops", "Profile
            "has_prefill", "step_constants"]
 
 X = TypeVar("X", float, FloatArray)
+_TABLE_TOKENS = 8192
+"""Token tables start this long and double when a step is longer (an unchunked prompt)."""
 FALLBACK_LINK_BYTES_PER_S = 32e9
 """One direction of PCIe Gen4 x16, used when a GPU description gives no interconnect."""
 
@@ -79,19 +92,53 @@ _SMALL = 48
 class StepCostModel:
     """Prices engine steps on one GPU; implements ``kvplan.costs.batch.StepTimer``."""
 
-    __slots__ = ("_bw", "_co", "_flops_rate", "_link", "constants", "hardware", "profile")
+    __slots__ = ("_bw", "_chunk", "_co", "_flops_rate", "_gemm_dtype", "_kv_dtype", "_link",
+                 "_ops",
+                 "constants", "donor", "hardware", "profile")
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
-                 profile: Profile | None = None) -> None:
-        self._setup(step_constants(model, engine), hardware, profile or Profile())
+                 profile: Profile | None = None, *, silicon: bool | None = None) -> None:
+        """``silicon``: price from the GPU's measured kernel tables (None: where it has
+        them; False: the roofline under ``profile``'s efficiencies, for any GPU)."""
+        constants = step_constants(model, engine)
+        self._ops: StageOps | None = None
+        kv = resolve_precision(engine.kv_cache_dtype, model.dtype)
+        self._kv_dtype = "fp8" if kv.value_bits == 8 else "bfloat16"
+        self._chunk = engine.max_num_batched_tokens or _TABLE_TOKENS
+        self._gemm_dtype = gemm_dtype(model, engine, constants.compute_precision)
+        profile = profile or Profile()
+        self.donor: str | None = None
+        if silicon is None:
+            silicon = hardware.id.lower() in {g.lower() for g in kn.measured_gpus()}
+            if not silicon:  # the roofline at the nearest measured generation's rates
+                rates = kn.nearest_measured_gpu(hardware)
+                self.donor = rates.donor
+                profile = replace(profile, compute_eff=min(1.0, rates.compute),
+                                  bandwidth_eff=min(1.0, rates.memory))
+        if silicon:
+            self._ops = stage_ops(model, engine)
+        self._setup(constants, hardware, profile,
+                    self._silicon(_TABLE_TOKENS, hardware.id) if silicon else None)
 
     def with_profile(self, profile: Profile) -> StepCostModel:
-        """The same model, GPU and engine under other efficiency factors (no recount)."""
+        """The same model, GPU and engine under other overheads (no recount, no re-lookup)."""
         other = object.__new__(StepCostModel)
-        other._setup(self.constants, self.hardware, profile)
+        other._ops, other._kv_dtype, other._chunk = self._ops, self._kv_dtype, self._chunk
+        other._gemm_dtype = self._gemm_dtype
+        other.donor = self.donor
+        if self.donor is not None:  # rates stay the donor's: a profile moves overheads only
+            profile = replace(profile, compute_eff=self.profile.compute_eff,
+                              bandwidth_eff=self.profile.bandwidth_eff)
+        other._setup(self.constants, self.hardware, profile, self._co.measured)
         return other
 
-    def _setup(self, constants: StepConstants, hardware: HardwareSpec, profile: Profile) -> None:
+    def _silicon(self, max_tokens: int, gpu: str | None = None) -> MeasuredStep:
+        assert self._ops is not None
+        return measured_step(self._ops, gpu or self.hardware.id, self._gemm_dtype,
+                             self._kv_dtype, max_tokens, self._chunk)
+
+    def _setup(self, constants: StepConstants, hardware: HardwareSpec, profile: Profile,
+               measured: MeasuredStep | None = None) -> None:
         self.constants = constants
         self.hardware = hardware
         self.profile = profile
@@ -102,7 +149,40 @@ class StepCostModel:
         self._bw = hardware.mem_bw_bytes_per_s * self.profile.bandwidth_eff
         link = hardware.interconnect_bytes_per_s / 2 or FALLBACK_LINK_BYTES_PER_S
         self._link = link * self.profile.comm_eff
-        self._co = _coefficients(constants, profile, self._flops_rate, self._bw, self._link)
+        if measured is not None:
+            self._flops_rate = measured.compute_flops_per_s
+            self._bw = measured.stream_bytes_per_s
+            self._co = measured_coefficients(constants, profile, measured, self._link)
+        else:
+            self._co = _coefficients(constants, profile, self._flops_rate, self._bw, self._link,
+                                     _TABLE_TOKENS)
+
+    @property
+    def gemm_dtype(self) -> str:
+        """The measured GEMM family the step's linear layers run (fp8_block apart from fp8)."""
+        return self._gemm_dtype
+
+    @property
+    def ops(self) -> StageOps | None:
+        """The step's ops on the fullest stage (None on the roofline path)."""
+        return self._ops
+
+    @property
+    def measured(self) -> MeasuredStep | None:
+        """The kernel measurements this model prices from (None: the roofline)."""
+        return self._co.measured
+
+    def _grow(self, tokens: int) -> _Coefficients:
+        """Token tables long enough for a step of ``tokens`` tokens (rebuilt when a step is
+        longer than any before: an unchunked prompt)."""
+        size = max(tokens, 2 * (len(self._co.gemm_t) - 1))
+        ms = self._co.measured
+        if ms is None:
+            self._co = roofline_tables(self._co, size)
+        else:
+            self._co = measured_coefficients(self.constants, self.profile,
+                                             self._silicon(size), self._link)
+        return self._co
 
     @property
     def ridge_point(self) -> float:
@@ -130,8 +210,10 @@ class StepCostModel:
             if co.mla and prefill:
                 p_pairs, p_ctx = _prefill_sums(nl, cl)
         t, r = float(tokens), float(len(n))
-        stage = self._stage(t, r, float(ctx), float(pairs), float(s_ctx), float(s_pairs), max,
-                            float(p_pairs), float(p_ctx))
+        if tokens >= len(co.gemm_t):
+            self._grow(tokens)
+        stage = self._stage(tokens, t, r, float(ctx), float(pairs), float(s_ctx),
+                            float(s_pairs), max, float(p_pairs), float(p_ctx))
         return self._finish(stage, t, r, co.overhead_s[prefill])
 
     def api_delays_s(self, prompt_tokens: IntArray) -> FloatArray:
@@ -152,15 +234,18 @@ class StepCostModel:
         requests = len(new), context = sum(ctx), pairs = sum(new*ctx + new*(new+1)/2),
         prefill = has_prefill(new, ctx). The same float operations: equal to the last bit."""
         t, r = float(tokens), float(requests)
-        stage = self._stage(t, r, float(context), float(pairs), 0.0, 0.0, max)
+        if tokens >= len(self._co.gemm_t):
+            self._grow(tokens)
+        stage = self._stage(tokens, t, r, float(context), float(pairs), 0.0, 0.0, max)
         return self._finish(stage, t, r, self._co.overhead_s[int(prefill)])
 
     def aggregate_form(self, max_tokens: int) -> AggregateForm | None:
-        """step_time_agg as tables and scalars for steps of up to max_tokens tokens (None if
-        it cannot be priced from sums); kvplan.costs.agg_form, kept in step with _stage."""
+        """step_time_s as tables and scalars for steps of up to max_tokens tokens, sliding
+        window and MLA sums included (so it also equals step_time_agg where that is exact);
+        kvplan.costs.agg_form, kept in step with _stage."""
         from kvplan.costs.agg_form import roofline_form
 
-        return roofline_form(self, self._co, max_tokens) if self.supports_aggregates else None
+        return roofline_form(self, self._co, max_tokens)
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
@@ -179,7 +264,9 @@ class StepCostModel:
             w = self._co.window
             s_ctx, s_pairs = _clipped_sum(cs, k, w), _clipped_sum(cs, k + 1, w)
         t = float(r)
-        stage = self._stage(t, t, ctx, ctx + r, s_ctx, s_pairs, np.maximum)
+        if r >= len(self._co.gemm_t):
+            self._grow(r)
+        stage = self._stage(r, t, t, ctx, ctx + r, s_ctx, s_pairs, np.maximum)
         out = np.asarray(self._finish(stage, t, t, self._co.overhead_s[0]), dtype=np.float64)
         if r and num_steps and int(np.minimum.reduce(c)) == 0:
             # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
@@ -193,11 +280,13 @@ class StepCostModel:
         ctx: Any = context + requests * k
         zero: Any = 0.0
         t = float(requests)
-        stage = self._stage(t, t, ctx, ctx + requests, zero, zero, np.maximum)
+        if requests >= len(self._co.gemm_t):
+            self._grow(requests)
+        stage = self._stage(requests, t, t, ctx, ctx + requests, zero, zero, np.maximum)
         return np.asarray(self._finish(stage, t, t, self._co.overhead_s[0]), dtype=np.float64)
 
-    def _stage(self, t: float, r: float, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
-               mx: Callable[[Any, Any], Any], p_pairs: float = 0.0, p_ctx: float = 0.0) -> X:
+    def _stage(self, ti: Any, t: Any, r: Any, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
+               mx: Callable[[Any, Any], Any], p_pairs: Any = 0.0, p_ctx: Any = 0.0) -> X:
         """One pipeline stage's seconds: both kernel families on their rooflines + all-reduces.
 
         t, r: tokens and requests of the step; ctx, pairs, s_ctx, s_pairs: full and sliding
@@ -205,7 +294,7 @@ class StepCostModel:
         p_pairs, p_ctx: MLA prefill requests' pairs and context (0 in a decode run).
         """
         co = self._co
-        dense = max(co.gemm_s * t + co.lm_s * r, co.weights_s + self._expert_s(t) + co.act_s * t)
+        dense = mx(co.gemm_t[ti] + co.lm_s * r, co.weights_t[ti])
         mix_c = co.attn_s * pairs + co.state_flops_s * t
         if co.mla:
             mix_c = mix_c + (co.mla_prefill_s * p_pairs + co.mla_context_s * p_ctx)
@@ -214,21 +303,17 @@ class StepCostModel:
             mix_c = mix_c + co.sliding_attn_s * s_pairs
             mix_m = mix_m + co.sliding_kv_read_s * s_ctx
         stage: X = dense + mx(mix_c, mix_m)
-        if co.allreduces:
-            stage = stage + co.allreduces * (co.ring_s * t + co.allreduce_latency_s)
+        if co.allreduce_t is not None:
+            stage = stage + co.allreduce_t[ti]
         return stage + co.layer_s
 
-    def _expert_s(self, t: float) -> float:
-        """Seconds to read the routed experts t tokens touch: E * (1 - (1 - k/E)^t) of them."""
-        co = self._co
-        return co.experts_s * (1.0 - co.expert_miss ** t) if co.experts_s else 0.0
-
-    def _finish(self, stage: X, t: float, r: float, overhead_s: float) -> X:
+    def _finish(self, stage: X, t: Any, r: Any, overhead_s: Any) -> X:
         """A stage's seconds -> the step's: pipeline bubble, fixed and per-request overheads."""
         co = self._co
         if co.pp > 1:
             stage = stage + (co.pp - 1) * (stage + (co.p2p_s * t + co.allreduce_latency_s))
-        return stage + (overhead_s + co.request_s * r)
+        out: X = stage + (overhead_s + co.request_s * r)
+        return out
 
     # -- recorded steps
 
@@ -239,18 +324,31 @@ class StepCostModel:
     def times_s(self, a: StepAggregates) -> FloatArray:
         """Seconds of every step in ``a`` (arrays over steps), the same formula as
         ``step_time_s``: re-prices a recorded schedule under this model's profile."""
-        return np.asarray(self._parts(a)["total_s"], dtype=np.float64)
+        tok = np.asarray(a.tokens, dtype=np.int64)
+        if tok.size and int(tok.max()) >= len(self._co.gemm_t):
+            self._grow(int(tok.max()))
+        t, r = tok * 1.0, np.asarray(a.requests) * 1.0
+        stage = self._stage(tok, t, r, np.asarray(a.full_context) * 1.0,
+                            np.asarray(a.full_pairs) * 1.0, np.asarray(a.sliding_context) * 1.0,
+                            np.asarray(a.sliding_pairs) * 1.0, np.maximum,
+                            np.asarray(a.prefill_pairs) * 1.0, np.asarray(a.prefill_context) * 1.0)
+        over = np.where(np.asarray(a.prefill) > 0, self._co.overhead_s[1], self._co.overhead_s[0])
+        return np.asarray(self._finish(stage, t, r, over), dtype=np.float64)
 
     # -- breakdowns
 
     def cost(self, new_tokens: IntArray, context_tokens: IntArray) -> StepCost:
         """The typed breakdown of one step."""
-        return self._to_cost(self._parts(self._aggregates(new_tokens, context_tokens)), 1)
+        from kvplan.costs.step_breakdown import parts, to_cost
+
+        return to_cost(self, parts(self, self._aggregates(new_tokens, context_tokens)), 1)
 
     def decode_run_cost(self, context_tokens: IntArray, num_steps: int) -> StepCost:
         """The summed breakdown of ``num_steps`` pure-decode steps (as ``decode_run_s``)."""
-        parts = self._parts(self._decode_aggregates(context_tokens, num_steps))
-        return self._to_cost({k: float(np.sum(v)) for k, v in parts.items()}, num_steps)
+        from kvplan.costs.step_breakdown import parts, to_cost
+
+        p = parts(self, self._decode_aggregates(context_tokens, num_steps))
+        return to_cost(self, {k: float(np.sum(v)) for k, v in p.items()}, num_steps)
 
     # -- internals
 
@@ -282,77 +380,3 @@ class StepCostModel:
         if r and num_steps and c[0] == 0:
             prefill[0] = 1
         return StepAggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs, prefill)
-
-    def _parts(self, a: StepAggregates) -> dict[str, Any]:
-        """Every component of the cost from the aggregates (Python numbers or arrays alike).
-
-        The same operations run in the same order for one step and for a run of steps, so
-        ``decode_run_s`` equals repeated ``step_time_s`` to the last bit.
-        """
-        k = self.constants
-        tokens, requests = a.tokens * 1.0, a.requests * 1.0
-        weights = k.weight_bytes + 0.0 * tokens  # an array over a run's steps, like the rest
-        if k.routed_expert_bytes:
-            # distinct experts a step's tokens touch: E * (1 - (1 - k/E)^T)
-            weights = weights + k.routed_expert_bytes * (
-                1.0 - np.power(k.expert_miss_per_token, tokens))
-        p: dict[str, Any] = {
-            "tokens": tokens, "requests": requests,
-            "f_gemm": k.gemm_flops_per_token * tokens,
-            "f_attn": k.attn_flops_per_pair * (a.full_pairs * 1.0)
-            + k.sliding_flops_per_pair * (a.sliding_pairs * 1.0)
-            + k.mla_prefill_pair_delta * (a.prefill_pairs * 1.0)
-            + k.mla_context_flops_per_token * (a.prefill_context * 1.0),
-            "f_lm": k.lm_head_flops_per_request * requests,
-            "f_state": k.state_flops_per_token * tokens,
-            "b_weights": weights,
-            "b_kv_read": k.kv_bytes_per_token * (a.full_context * 1.0)
-            + k.sliding_kv_bytes_per_token * (a.sliding_context * 1.0),
-            "b_kv_write": (k.kv_bytes_per_token + k.sliding_kv_bytes_per_token) * tokens,
-            "b_state": 2.0 * k.state_bytes_per_request * requests,
-            "b_act": k.activation_bytes_per_token * tokens,
-            "prefill": a.prefill * 1.0,
-        }
-        return self._seconds(p)
-
-    def _seconds(self, p: dict[str, Any]) -> dict[str, Any]:
-        k, prof = self.constants, self.profile
-        # two kernel families, each on its own roofline: the dense GEMMs (weights) and the
-        # sequence mixers (attention over the KV cache, recurrent state)
-        dense_c = (p["f_gemm"] + p["f_lm"]) / self._flops_rate
-        dense_m = (p["b_weights"] + p["b_act"]) / self._bw
-        mix_c = (p["f_attn"] + p["f_state"]) / self._flops_rate
-        mix_m = (p["b_kv_read"] + p["b_kv_write"] + p["b_state"]) / self._bw
-        roof_s = np.maximum(dense_c, dense_m) + np.maximum(mix_c, mix_m)
-        act = k.allreduce_bytes_per_token * p["tokens"]
-        ring = 2.0 * (k.tp - 1) / k.tp * act / self._link + prof.allreduce_latency_s
-        comm_s = k.allreduces * ring
-        layer_s = layer_overhead_s(k, prof)
-        stage_s = roof_s + comm_s + layer_s
-        pipe_s = (k.pp - 1) * (stage_s + act / self._link + prof.allreduce_latency_s)
-        fixed_s = (prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]
-                   + prof.request_overhead_s * p["requests"])
-        overhead_s = layer_s + fixed_s
-        total = stage_s + pipe_s + fixed_s
-        return {**p, "compute_s": dense_c + mix_c, "memory_s": dense_m + mix_m,
-                "roofline_s": roof_s, "comm_s": comm_s, "pipe_s": pipe_s,
-                "overhead_s": overhead_s, "total_s": total}
-
-    def _to_cost(self, p: dict[str, Any], steps: int) -> StepCost:
-        def f(key: str) -> float:
-            return float(p[key])
-
-        def b(key: str) -> int:
-            return round(float(p[key]))
-
-        return StepCost(
-            steps=steps, tokens=round(f("tokens")),
-            flops=Flops(dense_gemm=f("f_gemm"), attention=f("f_attn"), lm_head=f("f_lm"),
-                        state=f("f_state")),
-            bytes=BytesMoved(weights=b("b_weights"), kv_read=b("b_kv_read"),
-                             kv_write=b("b_kv_write"), state=b("b_state"), activations=b("b_act")),
-            seconds=Seconds(compute_s=f("compute_s"), memory_s=f("memory_s"),
-                            roofline_s=f("roofline_s"), communication_s=f("comm_s"),
-                            pipeline_s=f("pipe_s"), overhead_s=f("overhead_s")),
-            ridge_point=self.ridge_point,
-        )

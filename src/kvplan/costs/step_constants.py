@@ -63,6 +63,17 @@ def compute_precision(model: ModelSpec, engine: EngineConfig) -> str:
     return aliases.get(dtype, dtype)
 
 
+def gemm_dtype(model: ModelSpec, engine: EngineConfig, precision: str) -> str:
+    """The measured-kernel family a GEMM runs: block-scaled fp8 (DeepSeek's 128 x 128
+    scales: DeepGEMM / CUTLASS block kernels) apart from per-tensor fp8."""
+    from kvplan.costs.weight_formats import resolve_format
+
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    if precision == "fp8" and fmt is not None and fmt.block is not None:
+        return "fp8_block"
+    return precision
+
+
 def step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
     """Every per-model, per-GPU coefficient the step cost needs, computed once."""
     from kvplan.costs.params import pp_layer_ranges

@@ -10,11 +10,9 @@ model, GPU or TP lies outside what the profile was fitted on.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 MIN_POINTS = 4
@@ -79,8 +77,10 @@ def uncertainty_from_dict(data: Mapping[str, Any]) -> Uncertainty:
 @cache
 def bundled_uncertainty() -> Uncertainty:
     """Bands and coverage of the bundled profile."""
-    text = (resources.files("kvplan") / "data" / "profiles" / "default.json").read_text("utf-8")
-    return uncertainty_from_dict(json.loads(text))
+    from kvplan import input_file, jsonread
+
+    text = input_file.read_text(input_file.package_file("data", "profiles", "default.json"))
+    return uncertainty_from_dict(jsonread.loads(text))
 
 
 def family_of(model: Any) -> str:

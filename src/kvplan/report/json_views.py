@@ -76,6 +76,7 @@ def plan_json(plan: MemoryPlan) -> dict[str, Any]:
     return {
         "model": plan.model,
         "gpu": plan.gpu,
+        "fits": True,
         "vllm_version": vllm_version(),
         "requested_bytes": b.requested_bytes,
         "weights_bytes": b.weights_bytes,

@@ -2,10 +2,14 @@
 
 Rules (README "Output files"): an output path must name a regular file (or a new one) in an
 existing folder we can write; it may not be, or resolve to (symlink, hard link), any file the
-command reads; a symlink is followed to the file it names, and a dangling one is refused. An
-existing output is replaced (as ``vllm bench serve --save-result`` does) and the notice says
-``wrote FILE (replaced)``. Bytes go to a temporary file in the same folder, then ``os.replace``,
-so an interrupted or failed write never leaves a half-written file.
+command reads: the files it names, the file a model id resolves to (the bundled catalog or the
+Hugging Face cache), any file the process has read so far (``kvplan.input_file`` records each
+one; checked again just before writing, for those read during the work), or a file inside
+kvplan's own package (its bundled data). A symlink is followed to the file it names, and a
+dangling one is refused. An existing output is replaced (as ``vllm bench serve
+--save-result`` does) and the notice says ``wrote FILE (replaced)``. Bytes go to a temporary
+file in the same folder, then ``os.replace``, so an interrupted or failed write never leaves a
+half-written file.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvplan import input_file
 from kvplan.atomic_file import TMP_PREFIX, atomic_write
 from kvplan.errors import InputError
 
@@ -129,6 +134,10 @@ def _first_file(folder: Path) -> Path:
 
 
 def _check_not_input(target: Path, where: str, inputs: Iterable[str | Path | None]) -> None:
+    _check_not_read(target, where)
+    if Path(os.path.realpath(target)).is_relative_to(input_file.package_dir()):
+        raise InputError(f"{where} is inside kvplan's own package ({input_file.package_dir()}), "
+                         "whose files are its bundled data; choose a file elsewhere")
     for item in inputs:
         if item is None or not target.exists():
             continue
@@ -138,6 +147,12 @@ def _check_not_input(target: Path, where: str, inputs: Iterable[str | Path | Non
                     f"{where} is the input {item}; writing there would destroy it; "
                     "choose another file"
                 )
+
+
+def _check_not_read(target: Path, where: str) -> None:
+    if input_file.was_read(target):
+        raise InputError(f"{where} is {os.path.realpath(target)}, a file this command reads; "
+                         "writing there would destroy it; choose another file")
 
 
 def _probe_folder(folder: Path, where: str) -> None:
@@ -154,6 +169,7 @@ def write_output(out: OutputTarget, data: bytes | str) -> str:
     """Write atomically (temporary file in the same folder, then rename); returns the notice
     ``wrote FILE`` or ``wrote FILE (replaced)``. OSError -> InputError with one line."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    _check_not_read(out.target, f"{out.flag} {out.path}")  # read during the work
     replaced = out.exists
     try:
         atomic_write(out.target, payload)
@@ -172,8 +188,11 @@ def _why(exc: OSError) -> str:
 
 
 def input_files(*names: str | Path | None) -> tuple[Path, ...]:
-    """The files among a command's inputs (a model id is not a file; a folder means its
-    config.json), for ``check_output``'s never-overwrite-an-input rule."""
+    """The files among a command's inputs, for ``check_output``'s never-overwrite-an-input
+    rule: a folder means its config.json, and a model id the config.json it resolves to (the
+    bundled catalog's, or the Hugging Face cache's snapshot file, itself a link to a blob)."""
+    from kvplan.specs.catalog import config_path
+
     found: list[Path] = []
     for name in names:
         if not name:
@@ -182,6 +201,7 @@ def input_files(*names: str | Path | None) -> tuple[Path, ...]:
             p = Path(name).expanduser()
             if p.is_dir():
                 p = p / "config.json"
-            if p.is_file():
-                found.append(p)
+            resolved = p if p.is_file() else config_path(str(name))
+            if resolved is not None and resolved.is_file():
+                found.append(resolved)
     return tuple(found)

@@ -16,12 +16,29 @@ def term_name(key: str) -> str:
 
 
 def ms_text(ms: float) -> str:
-    """A latency in ms as it reads best: ``812.4 ms`` or ``1.10 s``."""
+    """A latency in ms as it reads best: ``812.4 ms``, ``1.10 s``, ``2.91 min``, ``3.61 h``."""
+    if ms >= 3_600_000:
+        return f"{ms / 3_600_000:,.2f} h"
+    if ms >= 60_000:
+        return f"{ms / 60_000:.2f} min"
     return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
 
 
 def _limit_text(ms: float) -> str:
+    if ms >= 3_600_000:
+        return f"{ms / 3_600_000:g} h"
+    if ms >= 60_000:
+        return f"{ms / 60_000:g} min"
     return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms:g} ms"
+
+
+def achieved_text(key: str, value: float) -> str:
+    """One achieved SLO term: ``p99 TTFT 812.4 ms``, ``goodput 97.0 %``; others as given."""
+    if key == "goodput_share":
+        return f"goodput {100 * value:.1f} %"
+    if key.endswith("_ms") and key.count("_") == 2:
+        return f"{term_name(key)} {ms_text(value)}"
+    return f"{key} {value:.1f}"
 
 
 def check_line(c: SloCheck) -> str:

@@ -6,7 +6,9 @@ import math
 from typing import Any
 
 from kvplan.analysis.plan_bands import PlanBands, SloCheck
+from kvplan.analysis.plan_levers import load_per_replica
 from kvplan.analysis.plan_types import Binding, Candidate, CapacityInfo, FleetInfo, Lever, Plan
+from kvplan.analysis.plan_verdict import closest
 from kvplan.costs.pricing import FleetCost
 from kvplan.specs.prices import PriceRow
 
@@ -54,19 +56,46 @@ def _inputs(p: Plan) -> dict[str, Any]:
 
 def _summary(p: Plan) -> dict[str, Any]:
     w = p.winner
+    served = {"verified_requests": p.requests, "trace_requests": p.trace_requests,
+              "verified_share": p.requests / p.trace_requests if p.trace_requests else None}
     if w is None:
-        return {"status": p.status, "why": p.infeasible_why}
+        return {"status": p.status, "why": p.infeasible_why, "advice": p.advice,
+                "closest": [_closest(c, cm) for cm, c in closest(p.candidates)[:CLOSEST]],
+                **served}
+    f = w.fleet
     return {
         "status": p.status, "best": w.id, "usd_per_hour": w.usd_per_hour,
         "usd_per_million_output_tokens": w.usd_per_million_output_tokens,
         "replicas": w.replicas, "gpus": (w.replicas or 0) * w.deployment.gpus_per_replica,
-        "capacity_rps_per_replica": w.capacity.rate_rps if w.capacity else None,
+        "capacity_rps_per_replica": load_per_replica(w, p.target_rate_rps),
+        "capacity_method": w.capacity.method if w.capacity else None, **served,
+        "judged_requests": None if f is None else f.judged_requests,
+        "intervals": None if f is None else {k: list(v) for k, v in f.intervals},
+        "within_noise": None if f is None else list(f.within_noise),
         "binding": w.binding.primary if w.binding else None,
         "one_line_why": w.binding.why if w.binding else "",
         "vllm_serve": p.serve_command, "vllm_bench_serve": p.bench_command,
         "slo_margin": p.slo_margin, **({} if w.bands is None else bands_json(w.bands)),
         "without_margin": _without(p),
     }
+
+
+CLOSEST = 3
+"""Closest candidates listed in an infeasible answer."""
+
+
+def _closest(c: Candidate, miss: tuple[str, float, float | None]) -> dict[str, Any]:
+    """One near miss: its configuration, the term it misses, by how much, where."""
+    key, margin, got = miss
+    e = c.deployment.engine
+    return {"id": c.id, "stage": c.stage, "gpu": c.deployment.gpu.id,
+            "tensor_parallel_size": e.tensor_parallel_size, "kv_cache_dtype": e.kv_cache_dtype,
+            "quantization": e.quantization, "max_num_seqs": e.max_num_seqs,
+            "max_num_batched_tokens": e.max_num_batched_tokens, "misses": key,
+            "margin": margin, "achieved": got,
+            "replicas": c.fleet.replicas if c.fleet else (
+                c.capacity.replicas_failing if c.capacity else None),
+            "reason": c.reason}
 
 
 def bands_json(b: PlanBands) -> dict[str, Any]:
@@ -139,7 +168,9 @@ def _capacity(x: CapacityInfo) -> dict[str, Any]:
             "preemptions": x.preemptions, "seqs_capped_share": x.seqs_capped_share,
             "budget_full_share": x.budget_full_share,
             "prefill_token_share": x.prefill_token_share,
-            "prefill_kv_share": x.prefill_kv_share}
+            "prefill_kv_share": x.prefill_kv_share, "method": x.method,
+            "replicas": x.replicas, "replicas_failing": x.replicas_failing,
+            "shares_simulated": x.shares_simulated, "share_requests": x.share_requests}
 
 
 def _cost(x: FleetCost) -> dict[str, Any]:
@@ -157,7 +188,10 @@ def _fleet(x: FleetInfo) -> dict[str, Any]:
             "goodput_share_band": None if x.goodput_share_band is None
             else list(x.goodput_share_band),
             "peak_kv_usage": x.peak_kv_usage, "preemptions": x.preemptions,
-            "requests_per_replica": list(x.requests_per_replica)}
+            "requests_per_replica": list(x.requests_per_replica),
+            "judged_requests": x.judged_requests,
+            "intervals": {k: list(v) for k, v in x.intervals},
+            "within_noise": list(x.within_noise)}
 
 
 def _binding(b: Binding) -> dict[str, Any]:
@@ -171,7 +205,8 @@ def _lever(x: Lever) -> dict[str, Any]:
             "delta_usd_per_hour": x.delta_usd_per_hour, "binding_p99_ms": x.binding_p99_ms,
             "delta_binding_p99_ms": x.delta_binding_p99_ms,
             "binding_p99_ms_band": None if x.binding_p99_ms_band is None
-            else list(x.binding_p99_ms_band), "note": x.note}
+            else list(x.binding_p99_ms_band), "binding_key": x.binding_key,
+            "verified": x.verified, "note": x.note}
 
 
 def price_row_json(r: PriceRow) -> dict[str, Any]:

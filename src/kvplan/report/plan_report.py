@@ -9,20 +9,26 @@ from kvplan.errors import InputError
 from kvplan.report.report_page import Section
 
 SCHEMA = "kvplan.plan/v1"
+MAX_DEPTH = 64
+"""Deepest nesting a saved plan may have (kvplan writes about 6 levels)."""
 
 
 def load_plan_json(path: str | Path) -> dict[str, Any]:
     """Read a saved plan; InputError (one line) when it is not kvplan's plan JSON."""
     import json
 
-    from kvplan.jsonread import loads
+    from kvplan.input_file import read_text, reason
+    from kvplan.jsonread import depth, loads
 
     try:
-        data = loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--plan {path}: cannot read it ({type(exc).__name__})") from None
+        data = loads(read_text(Path(path)))
+    except OSError as exc:
+        raise InputError(f"--plan {path}: cannot read it ({reason(exc)})") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"--plan {path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if depth(data) > MAX_DEPTH:  # rendering walks it recursively (dataclasses.asdict)
+        raise InputError(f"--plan {path}: nested {depth(data)} deep; a saved plan is at most "
+                         f"{MAX_DEPTH} deep")
     if not (isinstance(data, dict) and data.get("schema") == SCHEMA
             and isinstance(data.get("summary"), dict)):
         raise InputError(f"--plan {path}: not a saved plan (expected \"schema\": "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.analysis.plan_types import Candidate, Plan
+from kvplan.analysis.plan_levers import load_per_replica
+from kvplan.analysis.plan_types import Candidate, Lever, Plan
 from kvplan.analysis.plan_verdict import closest_miss
-from kvplan.report.plan_band_text import band_lines, edge_word, margin_line
+from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
+from kvplan.report.plan_band_text import achieved_text, band_lines, edge_word, margin_line
 
 RUNNERS_UP = 5
 INFEASIBLE_SHOWN = 3
@@ -43,7 +45,8 @@ def _config(c: Candidate) -> str:
 def _row(c: Candidate, p: Plan, winner_id: str | None) -> list[str]:
     role = "winner" if c.id == winner_id else ("runner-up" if c.stage == "verified"
                                                else "infeasible")
-    cap = f"{c.capacity.rate_rps:.2f}" if c.capacity and c.capacity.rate_rps > 0 else "-"
+    load = load_per_replica(c, p.target_rate_rps)
+    cap = "-" if load is None else f"{load:.3g}"
     usd = f"{c.usd_per_hour:.2f}" if c.usd_per_hour is not None else "-"
     mtok = (f"{c.usd_per_million_output_tokens:.3f}"
             if c.usd_per_million_output_tokens is not None else "-")
@@ -83,8 +86,10 @@ def _winner(p: Plan, w: Candidate, console: Any) -> None:
     if w.binding is not None:
         console.print(f"Binding: {w.binding.primary} - {w.binding.why}")
     if w.fleet is not None:
-        got = ", ".join(f"{k} {v:.1f}" for k, v in w.fleet.achieved)
-        console.print(f"Fleet of {w.replicas} verified by simulation: {got}")
+        got = ", ".join(achieved_text(k, v) for k, v in w.fleet.achieved)
+        console.print(f"Fleet of {w.replicas} verified by simulation on {_served(p)}: {got}")
+        for line in noise_lines(p, w):
+            console.print(line, highlight=False, markup=False)
     if w.bands is not None:
         for line in band_lines(w.bands):
             console.print(line, highlight=False, markup=False)
@@ -104,23 +109,76 @@ def _winner(p: Plan, w: Candidate, console: Any) -> None:
 def _levers(p: Plan, console: Any) -> None:
     from rich.table import Table
 
-    t = Table(title="One lever at a time on the winner",
-              caption="every row estimated alike: capacity searched on one replica, "
-                      "replicas = ceil(rate / capacity); the first row is the winner")
-    for col in ("change", "capacity (req/s)", "replicas", "$/hour", "binding p99 (ms)",
+    key = p.levers[0].binding_key if p.levers else None
+    how = ("every row searched on the router's shares and verified on the whole fleet, as "
+           "the winner was; the binding column with the winner's replica count"
+           if p.mode == "target" else "every row a capacity search on one replica; the "
+           "binding column at the winner's capacity rate")
+    t = Table(title="One lever at a time on the winner (the first row is the winner)",
+              caption=how)
+    for col in ("change", "req/s per replica", "replicas", "$/hour", f"{term_label(key)} (ms)",
                 "band (10-90%)", "note"):
         t.add_column(col)
     for x in p.levers:
-        t.add_row(x.change, _both(x.capacity_rps, x.delta_capacity_pct, "%"),
-                  _both(x.replicas, x.delta_replicas, ""),
-                  _both(x.usd_per_hour, x.delta_usd_per_hour, ""),
-                  _both(x.binding_p99_ms, x.delta_binding_p99_ms, ""),
-                  _band(x.binding_p99_ms_band), x.note)
+        t.add_row(*_lever_cells(x))
     console.print(t)
 
 
+def _lever_cells(x: Lever) -> list[str]:
+    return [x.change, _both(x.capacity_rps, x.delta_capacity_pct, "%"),
+            _both(x.replicas, x.delta_replicas, ""),
+            _both(x.usd_per_hour, x.delta_usd_per_hour, ""),
+            _p99(x.binding_p99_ms, x.delta_binding_p99_ms),
+            _band(x.binding_p99_ms_band), x.note]
+
+
+def term_label(key: str | None) -> str:
+    """'p99_ttft_ms' -> 'p99 TTFT'; 'goodput_share' -> 'goodput share'."""
+    if key is None:
+        return "binding term"
+    if key == "goodput_share":
+        return "goodput share"
+    pct, metric, *_ = key.split("_")
+    return f"{pct} {metric.upper()}"
+
+
+def _served(p: Plan) -> str:
+    """'all 8,819 requests of the trace' or 'the first 2,000 of 12,031 requests (17 %)'."""
+    if p.trace_requests <= p.requests:
+        return f"all {p.requests:,} requests of the trace"
+    return (f"the first {p.requests:,} of the trace's {p.trace_requests:,} requests "
+            f"({100 * p.requests / p.trace_requests:.0f} %)")
+
+
+def noise_lines(p: Plan, w: Candidate) -> list[str]:
+    """Each percentile's 95 % sampling interval, and which verdicts sit within the noise."""
+    f = w.fleet
+    if f is None or not f.intervals:
+        return []
+    cis = "; ".join(f"{term_label(k)} {_edge(lo)} - {_edge(hi)}" for k, (lo, hi) in f.intervals)
+    out = [f"Sampling error (95 %, order statistics over {f.judged_requests:,} judged "
+           f"requests): {cis}"]
+    for k in f.within_noise:
+        out.append(f"  {term_label(k)}: the limit lies inside the interval - the pass is "
+                   "within sampling noise; another sample of the same traffic could miss it"
+                   + ("" if p.trace_requests > p.requests else
+                      " (the trace holds no more requests to settle it)"))
+    return out
+
+
+def _edge(v: float | None) -> str:
+    return "unbounded" if v is None else (f"{v:.3f}" if v <= 1.0 else f"{v:.1f}")
+
+
 def _band(band: tuple[float, float] | None) -> str:
-    return "-" if band is None else f"{band[0]:.2f} - {band[1]:.2f}"
+    return "-" if band is None else fmt_ms_range(*band)
+
+
+def _p99(ms: float | None, delta_ms: float | None) -> str:
+    """The lever's binding p99 and its change against the winner's row, in readable units."""
+    if ms is None:
+        return "-"
+    return f"{fmt_ms(ms)} ({'-' if delta_ms is None else fmt_ms_delta(delta_ms)})"
 
 
 def _both(value: float | int | None, delta: float | int | None, unit: str) -> str:

@@ -11,6 +11,7 @@ from kvplan.analysis.footprint import BatchFootprint, footprint_terms
 from kvplan.analysis.kv_view import KvReport
 from kvplan.analysis.timeline import RequestTimeline
 from kvplan.report.explain import kv_summary_lines
+from kvplan.report.notes import merged_notes
 from kvplan.report.tables import kv_groups_table, timeline_table
 from kvplan.specs.kv import ModelKv
 from kvplan.units import fmt_bytes
@@ -34,8 +35,8 @@ def render_kv(console: Console, r: KvReport) -> None:
             console.print(f"  {line}")
     console.print(kv_groups_table(r.per_gpu, r.block_size))
     console.print(f"Precision risk: {r.per_gpu.precision.risk}")
-    for note in r.model.notes:
-        console.print(f"[dim]note: {note}[/dim]")
+    for note in merged_notes(r.model.notes):
+        console.print(f"note: {note}", style="dim", markup=False, highlight=False)
 
 
 def timeline_json(model: str, kv: ModelKv, tl: RequestTimeline) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.costs.latency import RequestShape
+from kvplan.report.durations import fmt_ms
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
@@ -116,10 +117,11 @@ def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     header, r = run.header(workload), run.result
     m = compute_metrics(r)
     answer = simulate_json(header, m, r)
-    rows = [("requests", f"{m.completed} done, {m.failed} rejected in {m.duration_s:.2f} s"),
+    rows = [("requests", f"{m.completed} done, {m.failed} rejected in "
+                         f"{fmt_seconds(m.duration_s)}"),
             ("output throughput", f"{m.output_throughput:,.1f} tok/s")]
-    rows += [(f"{name.upper()} median / p99", f"{s.median_ms:.2f} / "
-              f"{dict(s.percentiles_ms).get(99.0, float('nan')):.2f} ms")
+    rows += [(f"{name.upper()} median / p99", f"{fmt_ms(s.median_ms)} / "
+              f"{fmt_ms(dict(s.percentiles_ms).get(99.0, float('nan')))}")
              for name, s in m.stats.items()]
     rows += [("preemptions", f"{m.preemptions}"), ("peak KV usage", f"{m.peak_kv_usage:.1%}")]
     title = f"{header['model_id']} on {header['gpu']}: KV usage"

@@ -1,6 +1,6 @@
-/* The simulator's optional compiled core: vLLM v1 scheduling rules, step by step, for the
- * shape the lean path covers (one full-attention KV group, a timer priced from sums, no
- * long-prefill cap). See src/kvplan/sim/core.py and docs/simulator.md.
+/* The simulator's optional compiled core: vLLM v1 scheduling rules, step by step, for every
+ * KV layout kvplan models (full, sliding-window and state groups, MLA) and a timer priced
+ * from a step's sums. See src/kvplan/sim/core.py and docs/simulator.md.
  *
  * It holds scheduling rules only: the step time is a fixed expression over tables and
  * scalars the timer computed in Python (kvplan.costs.batch.AggregateForm), evaluated with
@@ -90,12 +90,14 @@ static int sim_alloc(Sim *m, i64 slots) {
     return 0;
 }
 
+#define FORM_LEN 22
 static int parse_form(PyObject *form, Form *f, Py_buffer *tabs, i64 budget) {
     const double **dst[6] = {&f->g, &f->w, &f->s, &f->k, &f->ar, &f->p2p};
-    double *sc[9] = {&f->lm_r, &f->attn_p, &f->kv_c, &f->state_r, &f->layer_s, &f->pm1,
-                     &f->req_r, &f->ov[0], &f->ov[1]};
-    if (!PyTuple_Check(form) || PyTuple_GET_SIZE(form) != 16) {
-        PyErr_SetString(PyExc_TypeError, "kvplan core: the form is a 16-tuple");
+    double *sc[13] = {&f->lm_r, &f->attn_p, &f->kv_c, &f->state_r, &f->layer_s, &f->pm1,
+                      &f->req_r, &f->ov[0], &f->ov[1], &f->sl_p, &f->sl_c, &f->mla_p,
+                      &f->mla_c};
+    if (!PyTuple_Check(form) || PyTuple_GET_SIZE(form) != FORM_LEN) {
+        PyErr_SetString(PyExc_TypeError, "kvplan core: the form is a 22-tuple");
         return -1;
     }
     f->tmax = PyLong_AsLongLong(PyTuple_GET_ITEM(form, 0));
@@ -119,6 +121,40 @@ static int parse_form(PyObject *form, Form *f, Py_buffer *tabs, i64 budget) {
         *sc[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(form, 7 + i));
         if (PyErr_Occurred()) return -1;
     }
+    f->win = PyLong_AsLongLong(PyTuple_GET_ITEM(form, 16));
+    for (int i = 9; i < 11; i++) *sc[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(form, 8 + i));
+    f->mla = PyObject_IsTrue(PyTuple_GET_ITEM(form, 19));
+    for (int i = 11; i < 13; i++) *sc[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(form, 9 + i));
+    if (PyErr_Occurred() || f->mla < 0) return -1;
+    if (f->win < 0) {
+        PyErr_SetString(PyExc_ValueError, "kvplan core: a negative window");
+        return -1;
+    }
+    return 0;
+}
+
+/* (kind, window, weight, bytes per token, state bytes): ng int64 arrays each */
+static int bind_groups(Sim *m, PyObject *gt, Py_buffer *v) {
+    PyObject *o[5];
+    if (!PyArg_ParseTuple(gt, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return -1;
+    m->ng = PyObject_Length(o[0]);
+    if (m->ng < 1) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "kvplan core: no KV group");
+        return -1;
+    }
+    i64 **dst[5] = {&m->gkind, &m->gwin, &m->gweight, &m->gbpt, &m->gstate};
+    for (int i = 0; i < 5; i++) {
+        if (get_buf(o[i], &v[i], m->ng, 8, 0) < 0) return -1;
+        *dst[i] = v[i].buf;
+    }
+    for (i64 g = 0; g < m->ng; g++) {
+        if (m->gkind[g] < G_FULL || m->gkind[g] > G_STATE || m->gweight[g] < 0
+            || (m->gkind[g] == G_SLIDING && m->gwin[g] < 1)) {
+            PyErr_SetString(PyExc_ValueError, "kvplan core: bad KV group");
+            return -1;
+        }
+    }
+    m->simple = m->ng == 1 && m->gkind[0] == G_FULL && m->gweight[0] == 1;
     return 0;
 }
 
@@ -186,11 +222,11 @@ static PyObject *results(Sim *m) {
 
 static PyObject *core_run(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *arrs, *kt, *form, *progress;
-    long long n, slots, budget, seqs, bs, bpt, usable;
+    PyObject *arrs, *kt, *gt, *form, *progress;
+    long long n, slots, budget, seqs, bs, thr, usable;
     int chunked, caching, validate;
-    if (!PyArg_ParseTuple(args, "OOLLLLLLLpppOO", &arrs, &kt, &n, &slots, &budget, &seqs, &bs,
-                          &bpt, &usable, &chunked, &caching, &validate, &form, &progress))
+    if (!PyArg_ParseTuple(args, "OOOLLLLLLLpppOO", &arrs, &kt, &gt, &n, &slots, &budget, &seqs,
+                          &bs, &thr, &usable, &chunked, &caching, &validate, &form, &progress))
         return NULL;
     if (n < 0 || slots < 0 || budget < 1 || seqs < 1 || bs < 1 || usable < 1) {
         PyErr_SetString(PyExc_ValueError, "kvplan core: bad limits");
@@ -198,15 +234,16 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     }
     Sim m;
     memset(&m, 0, sizeof m);
-    m.n = n, m.budget = budget, m.max_seqs = seqs, m.bs = bs, m.bpt = bpt, m.usable = usable;
+    m.n = n, m.budget = budget, m.max_seqs = seqs, m.bs = bs, m.thr = thr, m.usable = usable;
     m.chunked = chunked, m.caching = caching, m.validate = validate, m.closed = slots > 0;
-    Py_buffer v[NARR], tabs[6], kv[2];
+    Py_buffer v[NARR], tabs[6], kv[2], gv[5];
     memset(v, 0, sizeof v);
     memset(tabs, 0, sizeof tabs);
     memset(kv, 0, sizeof kv);
+    memset(gv, 0, sizeof gv);
     PyObject *out = NULL;
     if (bind_arrays(&m, arrs, v) == 0 && bind_keys(&m, kt, kv) == 0
-        && parse_form(form, &m.f, tabs, budget) == 0) {
+        && bind_groups(&m, gt, gv) == 0 && parse_form(form, &m.f, tabs, budget) == 0) {
         if (sim_alloc(&m, slots) < 0) {
             PyErr_NoMemory();
         } else {
@@ -221,46 +258,55 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     release_all(v, NARR);
     release_all(tabs, 6);
     release_all(kv, 2);
+    release_all(gv, 5);
     return out;
 }
 
-/* eval_form(form, tokens, requests, context, pairs, prefill, out): the form at many points
- * (tests and the run-time spot check compare it with the timer's step_time_agg) */
+/* eval_steps(form, new, ctx, offsets, out): the step time of each batch b (requests
+ * offsets[b] .. offsets[b + 1] of new/ctx), its sums taken as the core takes them (tests and
+ * the run-time spot check compare it with the timer's step_time_s) */
 static PyObject *core_eval(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *form, *o[6];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &form, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
-        return NULL;
+    PyObject *form, *o[4];
+    if (!PyArg_ParseTuple(args, "OOOOO", &form, &o[0], &o[1], &o[2], &o[3])) return NULL;
     Form f;
-    Py_buffer tabs[6], v[6];
+    Py_buffer tabs[6], v[4];
     memset(tabs, 0, sizeof tabs);
     memset(v, 0, sizeof v);
     PyObject *ret = NULL;
     if (parse_form(form, &f, tabs, 0) < 0) goto done;
-    Py_ssize_t n = PyObject_Length(o[0]);
-    if (n < 0) goto done;
-    for (int i = 0; i < 6; i++)
-        if (get_buf(o[i], &v[i], n, 8, i == 5) < 0) goto done;
-    const i64 *t = v[0].buf, *r = v[1].buf, *c = v[2].buf, *p = v[3].buf, *pre = v[4].buf;
-    double *out = v[5].buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (t[i] < 0 || t[i] > f.tmax) {
+    Py_ssize_t n = PyObject_Length(o[0]), nb = PyObject_Length(o[3]);
+    if (n < 0 || nb < 0) goto done;
+    if (get_buf(o[0], &v[0], n, 8, 0) < 0 || get_buf(o[1], &v[1], n, 8, 0) < 0
+        || get_buf(o[2], &v[2], nb + 1, 8, 0) < 0 || get_buf(o[3], &v[3], nb, 8, 1) < 0)
+        goto done;
+    const i64 *nw = v[0].buf, *cx = v[1].buf, *off = v[2].buf;
+    double *out = v[3].buf;
+    for (Py_ssize_t b = 0; b < nb; b++) {
+        Sums q;
+        memset(&q, 0, sizeof q);
+        if (off[b] < 0 || off[b + 1] < off[b] || off[b + 1] > n) {
+            PyErr_SetString(PyExc_ValueError, "kvplan core: bad batch offsets");
+            goto done;
+        }
+        for (i64 i = off[b]; i < off[b + 1]; i++) sums_add(&q, &f, nw[i], cx[i]);
+        if (q.tok < 0 || q.tok > f.tmax) {
             PyErr_SetString(PyExc_ValueError, "kvplan core: tokens outside the tables");
             goto done;
         }
-        out[i] = step_time(&f, t[i], r[i], c[i], p[i], pre[i] != 0);
+        out[b] = step_time(&f, &q);
     }
     ret = Py_None;
     Py_INCREF(ret);
 done:
     release_all(tabs, 6);
-    release_all(v, 6);
+    release_all(v, 4);
     return ret;
 }
 
 static PyMethodDef METHODS[] = {
     {"run", core_run, METH_VARARGS, "Run one simulation (kvplan.sim.core)."},
-    {"eval_form", core_eval, METH_VARARGS, "Evaluate a step-time form at many points."},
+    {"eval_steps", core_eval, METH_VARARGS, "Price batches with a step-time form."},
     {NULL, NULL, 0, NULL},
 };
 

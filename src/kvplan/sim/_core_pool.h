@@ -121,6 +121,53 @@ static i64 own_cached(const Sim *m, i64 rid) {
 
 static i64 cdiv(i64 a, i64 b) { return (a + b - 1) / b; }
 
+/* KvShape.blocks_one: pool blocks a request holds at `tokens` after a step that started at
+ * `before` computed tokens (sliding windows free the blocks before the window on `before`) */
+static i64 blocks_of(const Sim *m, i64 tokens, i64 before) {
+    if (m->simple) return cdiv(tokens, m->bs);
+    i64 total = 0;
+    for (i64 g = 0; g < m->ng; g++) {
+        i64 n;
+        if (m->gkind[g] == G_STATE) {
+            n = tokens > 0;
+        } else {
+            n = cdiv(tokens, m->bs);
+            if (m->gkind[g] == G_SLIDING) {
+                i64 x = before - m->gwin[g] + 1;
+                n -= (x > 0 ? x : 0) / m->bs;
+            }
+        }
+        total += m->gweight[g] * n;
+    }
+    return total;
+}
+
+/* sum over the running requests of KvShape.logical_bytes(computed) */
+static i64 logical_bytes(const Sim *m) {
+    i64 total = 0;
+    for (i64 g = 0; g < m->ng; g++) {
+        i64 kind = m->gkind[g], w = m->gwin[g], sum = 0;
+        for (i64 j = 0; j < m->nrun; j++) {
+            i64 t = m->computed[m->run[j]];
+            sum += kind == G_STATE ? t > 0 : kind == G_SLIDING ? (t < w ? t : w) : t;
+        }
+        total += (kind == G_STATE ? m->gstate[g] : m->gbpt[g]) * sum;
+    }
+    return total;
+}
+
+/* Scheduler._grow: take the blocks, or give back the ones a sliding window left behind */
+static void grow(Sim *m, i64 r, i64 need) {
+    if (need >= 0) take(m, need);
+    else give_anon(m, -need);
+    m->held[r] += need;
+}
+
+/* Limits.cap: vLLM's long_prefill_token_threshold */
+static i64 cap(const Sim *m, i64 tokens) {
+    return m->thr > 0 && m->thr < tokens ? m->thr : tokens;
+}
+
 /* ------------------------------------------------------------ requests (state.py) */
 
 /* SimState.close_segment */

@@ -83,16 +83,16 @@ static void plan_add(Sim *m, i64 r, i64 new, i64 ctx) {
     m->np++;
 }
 
-/* Scheduler._running_one_by_one (+ _make_room, _grow); returns the budget left, or -1
- * after a preemption */
+/* Scheduler._running_one_by_one (+ _make_room, _grow); returns the budget left */
 static i64 schedule_running(Sim *m, i64 budget, int *preempted) {
     i64 i = 0;
     while (i < m->nrun && budget > 0) {
         i64 r = m->run[i];
         i64 c = m->computed[r];
         i64 left = m->prompt[r] + m->generated[r] - c;
-        i64 new = left < budget ? left : budget;
-        i64 need = cdiv(c + new, m->bs) - m->held[r];
+        i64 want = cap(m, left);
+        i64 new = want < budget ? want : budget;
+        i64 need = blocks_of(m, c + new, c) - m->held[r];
         int gone = 0;
         while (need > m->free) {
             i64 victim = m->run[--m->nrun];
@@ -104,8 +104,7 @@ static i64 schedule_running(Sim *m, i64 budget, int *preempted) {
             }
         }
         if (gone) break;
-        take(m, need);
-        m->held[r] += need;
+        grow(m, r, need);
         reg(m, r, c + new);
         if (left > 1) m->prefill_blocks += need > 0 ? need : 0;
         else m->decode_blocks += need > 0 ? need : 0;
@@ -141,10 +140,11 @@ static void schedule_waiting(Sim *m, i64 budget) {
         i64 nhit, evictable;
         i64 own = lookup(m, r, total, &nhit, &evictable);
         i64 hit = (nhit + own) * m->bs;
-        i64 new = total - hit;
+        i64 new = cap(m, total - hit);
         if (!m->chunked && new > budget) return;
         if (new > budget) new = budget;
-        i64 need = cdiv(hit + new, m->bs) - nhit - own;
+        /* vLLM (0.11) frees skipped blocks on request.num_computed_tokens, 0 here */
+        i64 need = blocks_of(m, hit + new, 0) - nhit - own;
         if (need + evictable + own > m->free) return;
         m->wh = (m->wh + 1) % m->n;
         m->wn--;
@@ -214,24 +214,18 @@ static int general_step(Sim *m) {
     i64 budget = schedule_running(m, m->budget, &preempted);
     if (!preempted) schedule_waiting(m, budget);
     if (m->np == 0) return preempted ? 0 : -1;
-    i64 tok = 0, ctx = 0, pairs = 0;
-    int pre = 0;
+    Sums q;
+    memset(&q, 0, sizeof q);
     for (i64 j = 0; j < m->np; j++) {
-        i64 nw = m->p_new[j], cx = m->p_ctx[j];
-        tok += nw;
-        ctx += cx;
-        pairs += nw * cx + nw * (nw + 1) / 2;
-        pre |= nw > 1 || cx == 0;
-        m->computed[m->p_id[j]] = cx + nw;
+        sums_add(&q, &m->f, m->p_new[j], m->p_ctx[j]);
+        m->computed[m->p_id[j]] = m->p_ctx[j] + m->p_new[j];
     }
     double start = m->clock;
-    double end = start + step_time(&m->f, tok, m->np, ctx, pairs, pre);
-    i64 held = 0;
-    for (i64 j = 0; j < m->nrun; j++) held += m->computed[m->run[j]];
+    double end = start + step_time(&m->f, &q);
     if (PUSH(m->st, double, start) || PUSH(m->en, double, end)
-        || PUSH(m->used, i64, m->usable - m->free) || PUSH(m->logical, i64, m->bpt * held)
+        || PUSH(m->used, i64, m->usable - m->free) || PUSH(m->logical, i64, logical_bytes(m))
         || PUSH(m->nrun_col, i64, m->nrun) || PUSH(m->nwait_col, i64, m->wn)
-        || PUSH(m->newtok, i64, tok))
+        || PUSH(m->newtok, i64, q.tok))
         m->oom = 1;
     i64 nfin = emit(m, end);
     if (nfin) finish_all(m, nfin, end);

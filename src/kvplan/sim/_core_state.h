@@ -26,29 +26,69 @@ static int buf_room(Buf *b, i64 more, size_t item) {
 
 typedef struct {
     const double *g, *w, *s, *k, *ar, *p2p;  /* tables over tokens 0..tmax */
-    i64 tmax;
+    i64 tmax, win;                           /* win: the priced sliding window, 0 = none */
     double lm_r, attn_p, kv_c, state_r, layer_s, pm1, req_r, ov[2];
+    double sl_p, sl_c;                       /* per sliding pair / sliding context token */
+    int mla;
+    double mla_p, mla_c;                     /* MLA prefill path: per pair / context token */
 } Form;
 
-/* kvplan.costs.roofline.StepCostModel.step_time_agg (_stage then _finish) */
-static double step_time(const Form *f, i64 tok, i64 req, i64 ctx, i64 pairs, int pre) {
-    double r = (double)req;
+/* One step's sums (kvplan.costs.batch.AggregateForm): tokens T, requests R, context C,
+ * pairs P; under the window: context SC and pairs SP; MLA: pairs PP and context PC of the
+ * requests computing > 1 token; pre: the step holds prefill work */
+typedef struct { i64 tok, req, ctx, pairs, sctx, spairs, pp, pc; int pre; } Sums;
+
+/* sum_{j=c+1}^{c+n} min(j, w): keys attended under a window of w (step_sums._clipped_pairs) */
+static i64 clipped_pairs(i64 n, i64 c, i64 w) {
+    i64 lo = c + 1, below = c + n < w ? c + n : w;
+    i64 ramp_n = below - lo + 1 > 0 ? below - lo + 1 : 0;
+    return ramp_n * (lo + below) / 2 + (n - ramp_n) * w;
+}
+
+/* one request's share of the sums (new tokens nw over cx cached) */
+static void sums_add(Sums *s, const Form *f, i64 nw, i64 cx) {
+    i64 pairs = nw * cx + nw * (nw + 1) / 2;
+    s->tok += nw;
+    s->req += 1;
+    s->ctx += cx;
+    s->pairs += pairs;
+    s->pre |= nw > 1 || cx == 0;
+    if (f->win) {
+        s->sctx += cx < f->win ? cx : f->win;
+        s->spairs += clipped_pairs(nw, cx, f->win);
+    }
+    if (f->mla && nw > 1) {
+        s->pp += pairs;
+        s->pc += cx;
+    }
+}
+
+/* kvplan.costs.batch.AggregateForm's formula (StepCostModel._stage then _finish) */
+static double step_time(const Form *f, const Sums *q) {
+    i64 tok = q->tok;
+    double r = (double)q->req;
     double x1 = f->g[tok] + f->lm_r * r;
     double x2 = f->w[tok];
     double dense = x2 > x1 ? x2 : x1;
-    double mc = f->attn_p * (double)pairs + f->s[tok];
-    double mm = f->kv_c * (double)ctx + (f->k[tok] + f->state_r * r);
+    double mc = f->attn_p * (double)q->pairs + f->s[tok];
+    if (f->mla) mc = mc + (f->mla_p * (double)q->pp + f->mla_c * (double)q->pc);
+    double mm = f->kv_c * (double)q->ctx + (f->k[tok] + f->state_r * r);
+    if (f->win) {
+        mc = mc + f->sl_p * (double)q->spairs;
+        mm = mm + f->sl_c * (double)q->sctx;
+    }
     double stage = dense + (mm > mc ? mm : mc);
     if (f->ar) stage = stage + f->ar[tok];
     stage = stage + f->layer_s;
     if (f->p2p) stage = stage + f->pm1 * (stage + f->p2p[tok]);
-    return stage + (f->ov[pre] + f->req_r * r);
+    return stage + (f->ov[q->pre] + f->req_r * r);
 }
 
 /* ------------------------------------------------------------ the simulation state */
 
 enum { PENDING, WAITING, RUNNING, FINISHED, REJECTED };
 enum { ANON = 0, OWN = 1, SHARED = 2 };
+enum { G_FULL = 0, G_SLIDING = 1, G_STATE = 2 };
 
 typedef struct {
     i64 n;
@@ -61,8 +101,12 @@ typedef struct {
     i64 *computed, *generated, *held, *preempts, *hits, *last_emit, *seg_start;
     int8_t *status;
     double *sent, *scheduled, *first, *finish;
-    i64 budget, max_seqs, bs, bpt, usable;
+    i64 budget, max_seqs, bs, usable, thr;
     int chunked, caching, validate;
+    /* KV cache groups, equal ones merged (core.py): kind (G_FULL, G_SLIDING, G_STATE),
+     * window, pool blocks per block of tokens, bytes per token, state bytes */
+    i64 ng, *gkind, *gwin, *gweight, *gbpt, *gstate;
+    int simple; /* one full group of weight 1: blocks = cdiv(tokens, bs) */
     Form f;
     /* running list, waiting deque (ring of n), closed-loop slots (min-heap) */
     i64 *run, nrun;

@@ -51,6 +51,12 @@ class KvShape:
 
     block_size: int
     groups: tuple[CacheGroup, ...] = (CacheGroup(),)
+    merged: tuple[CacheGroup, ...] = field(init=False, repr=False, compare=False)
+    """``groups`` with equal (kind, window) ones merged, weights and bytes added: every
+    count below is a sum of the same integers over fewer groups (gemma-3-27b-it: 7 -> 2)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "merged", merge_groups(self.groups))
 
     @property
     def full_only(self) -> bool:
@@ -68,21 +74,30 @@ class KvShape:
         if before is None:
             before = tokens - 1
         total = np.zeros_like(tokens)
-        for g in self.groups:
+        for g in self.merged:
             total += g.weight * _group_blocks(g, tokens, before, b)
         return total
 
     def blocks_one(self, tokens: int, before: int | None = None) -> int:
-        g = self.groups
-        if len(g) == 1 and g[0].kind == "full":
-            return g[0].weight * cdiv(tokens, self.block_size)
-        prior = None if before is None else np.array([before], dtype=np.int64)
-        return int(self.blocks(np.array([tokens], dtype=np.int64), prior)[0])
+        """``blocks`` for one request, in plain int arithmetic (the same rule per group)."""
+        b = self.block_size
+        if before is None:
+            before = tokens - 1
+        total = 0
+        for g in self.merged:
+            if g.kind == "state":
+                total += g.weight * (tokens > 0)
+                continue
+            n = cdiv(tokens, b)
+            if g.kind == "sliding":
+                n -= max(before - g.window + 1, 0) // b
+            total += g.weight * n
+        return total
 
     def logical_bytes(self, tokens: IntArray) -> IntArray:
         """Bytes of KV the cached tokens really occupy (windows applied, pages not rounded)."""
         total = np.zeros_like(tokens)
-        for g in self.groups:
+        for g in self.merged:
             if g.kind == "state":
                 total += (tokens > 0) * g.state_bytes
             elif g.kind == "sliding":
@@ -102,6 +117,20 @@ def _group_blocks(g: CacheGroup, tokens: IntArray, before: IntArray, b: int) -> 
         # (before = tokens - 1) that is max(tokens - window, 0) // B.
         blocks = blocks - np.maximum(before - g.window + 1, 0) // b
     return blocks
+
+
+def merge_groups(groups: Sequence[CacheGroup]) -> tuple[CacheGroup, ...]:
+    """Groups with equal (kind, window) as one: the same blocks per group, so weights add;
+    logical bytes are per group, so bytes add (first-seen order kept)."""
+    out: dict[tuple[str, int], CacheGroup] = {}
+    for g in groups:
+        key = (g.kind, g.window if g.kind == "sliding" else 0)
+        had = out.get(key)
+        out[key] = g if had is None else CacheGroup(
+            kind=g.kind, window=key[1], weight=had.weight + g.weight,
+            bytes_per_token=had.bytes_per_token + g.bytes_per_token,
+            state_bytes=had.state_bytes + g.state_bytes)
+    return tuple(out.values())
 
 
 def kv_shape_from(kv: ModelKv, block_size: int) -> KvShape:

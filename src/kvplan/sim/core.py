@@ -1,19 +1,25 @@
 """The optional compiled core (``_core.c``): when a run goes to it, and how.
 
-The core runs vLLM v1's scheduling rules step by step in C for the shape the lean path
-covers. It is used when all of these hold (``pick``), else the pure-Python loop runs:
+The core runs vLLM v1's scheduling rules step by step in C (general steps only: no decode
+fast-forward, a step costs O(scheduled requests x KV groups) there). It is used when all of
+these hold (``pick``), else the pure-Python loop runs:
 
     the extension was built (pip compiles it where a C compiler exists; optional)
     KVPLAN_SIM_CORE is not "python" (that forces the pure-Python reference path)
-    fast=True, one full-attention KV group, no long-prefill cap (prefix caching, trace
-    prefix hashes and shared_prefix_tokens included)
+    fast=True (fast=False is the step-by-step Python reference)
     the timer gives an ``AggregateForm`` (aggregate_form) and the core's step times equal
-    the timer's step_time_agg at a few spot points
+    the timer's step_time_s (and step_time_agg, where it has one) on a few spot batches
+
+Every KV layout goes: full, sliding-window and state (hybrid) groups, MLA (one full
+group); equal groups are merged first (the same blocks per group, their bytes added).
+Prefix caching, trace prefix hashes, shared_prefix_tokens and long_prefill_token_threshold
+are in too.
 
 The step-time model stays in Python: the timer turns itself into tables over a step's
-tokens and scalars (kvplan.costs.batch.AggregateForm); the C code evaluates that fixed
-expression with the same float operations, so every timestamp equals the Python path's to
-the bit (tests/test_sim_core.py).
+tokens and scalars (kvplan.costs.batch.AggregateForm); the C code takes the form's sums
+(sliding-window and MLA prefill ones included) and evaluates that fixed expression with the
+same float operations, so every timestamp equals the Python path's to the bit
+(tests/test_sim_core.py, tests/test_sim_core_shapes.py).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvplan.sim.blocks import KvShape
 from kvplan.sim.result import FloatArray, IntArray, KvSeries, SimulationResult
 
 if TYPE_CHECKING:
@@ -51,7 +58,7 @@ def module() -> ModuleType | None:
 
 def pick(loop: _Loop) -> tuple[ModuleType, tuple[object, ...]] | None:
     """(extension, form) if this run goes to the compiled core, else None."""
-    if not loop.lean:
+    if not loop.fast:
         return None
     mod = module()
     if mod is None:
@@ -78,19 +85,39 @@ def _form(mod: ModuleType, timer: Any, max_tokens: int) -> tuple[object, ...] | 
     return form
 
 
+def _spot_batches(max_tokens: int) -> list[tuple[list[int], list[int]]]:
+    """(new, ctx) batches of up to max_tokens tokens: decodes over short and long contexts,
+    prompts and chunks from nothing and from a cached context, a 1-token prompt."""
+    t = max_tokens
+    third = max(1, t // 3)
+    out = [([1], [1]), ([t], [0]), ([1], [0]), ([1] * min(7, t), [5, 1234, 40000, 3, 64,
+                                                                   987654, 2][:min(7, t)])]
+    if t >= 4:
+        out.append(([1, 1, third, t - 2 - third], [5, 40000, 0, 1234]))
+        out.append(([2, t - 2], [0, 300]))
+    return out
+
+
 def _agrees(mod: ModuleType, form: tuple[object, ...], timer: Any, max_tokens: int) -> bool:
-    """The core's step times equal timer.step_time_agg at spot points (a timer whose formula
-    changed without its form is never run in C)."""
-    t = np.array([1, max_tokens, max(1, max_tokens // 3), 1, max_tokens], dtype=np.int64)
-    r = np.array([1, 1, min(7, int(t[2])), 1, max(1, max_tokens // 2)], dtype=np.int64)
-    c = np.array([0, 5, 1234, 40000, 987654], dtype=np.int64)
-    p = c * t + t * (t + 1) // 2
-    pre = np.array([1, 1, 0, 0, 1], dtype=np.int64)
-    out = np.zeros(len(t))
-    mod.eval_form(form, t, r, c, p, pre, out)
-    want = [float(timer.step_time_agg(int(a), int(b), int(x), int(y), bool(z)))
-            for a, b, x, y, z in zip(t, r, c, p, pre, strict=True)]
-    return bool(np.array_equal(out, np.array(want)))
+    """The core's step times equal timer.step_time_s (and step_time_agg where the timer has
+    exact aggregates) on spot batches: a timer whose formula changed without its form is
+    never run in C."""
+    batches = [b for b in _spot_batches(max_tokens) if b[0]]
+    new = np.array([x for b in batches for x in b[0]], dtype=np.int64)
+    ctx = np.array([x for b in batches for x in b[1]], dtype=np.int64)
+    off = np.cumsum([0] + [len(b[0]) for b in batches], dtype=np.int64)
+    out = np.zeros(len(batches))
+    mod.eval_steps(form, new, ctx, off, out)
+    for (n, c), got in zip(batches, out.tolist(), strict=True):
+        na, ca = np.array(n, dtype=np.int64), np.array(c, dtype=np.int64)
+        if float(timer.step_time_s(na, ca)) != got:
+            return False
+        if getattr(timer, "supports_aggregates", False):
+            pairs = sum(a * b + a * (a + 1) // 2 for a, b in zip(n, c, strict=True))
+            pre = any(a > 1 or b == 0 for a, b in zip(n, c, strict=True))
+            if float(timer.step_time_agg(sum(n), len(n), sum(c), pairs, pre)) != got:
+                return False
+    return True
 
 
 def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationResult:
@@ -105,11 +132,11 @@ def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationRes
               s.hit_tokens, s.last_emit, s.seg_start, *_release_order(loop, n))
     lim = loop.limits
     slots = len(loop.slots) if loop.slots is not None else 0
-    out = mod.run(arrays, _keys(s.shared_keys, n), n, slots, lim.max_num_batched_tokens,
-                  lim.max_num_seqs,
-                  loop.shape.block_size, loop.shape.groups[0].bytes_per_token,
-                  loop.pool.num_blocks, lim.chunked_prefill, loop.sched.caching, loop.validate,
-                  form, loop.progress if loop.progress is not None else None)
+    out = mod.run(arrays, _keys(s.shared_keys, n), _groups(loop.shape), n, slots,
+                  lim.max_num_batched_tokens, lim.max_num_seqs, loop.shape.block_size,
+                  lim.long_prefill_token_threshold, loop.pool.num_blocks, lim.chunked_prefill,
+                  loop.sched.caching, loop.validate, form,
+                  loop.progress if loop.progress is not None else None)
     steps = KvSeries(start_s=_f64(out[0]), end_s=_f64(out[1]), used_blocks=_i64(out[2]),
                      logical_bytes=_i64(out[3]), running=_i64(out[4]), waiting=_i64(out[5]),
                      new_tokens=_i64(out[6]))
@@ -130,6 +157,17 @@ def _release_order(loop: _Loop, n: int) -> tuple[IntArray, FloatArray, FloatArra
         loop.order, dtype=np.int64)
     delay = np.zeros(n) if loop.delay is None else np.asarray(loop.delay, dtype=np.float64)
     return order, delay, np.ascontiguousarray(loop.s.arrival[order])
+
+
+_KINDS = {"full": 0, "sliding": 1, "state": 2}
+
+
+def _groups(shape: KvShape) -> tuple[IntArray, ...]:
+    """The shape's merged groups (``KvShape.merged``) as the core's arrays: kind, window,
+    weight, bytes per token, state bytes."""
+    cols = [(_KINDS[g.kind], g.window, g.weight, g.bytes_per_token, g.state_bytes)
+            for g in shape.merged]
+    return tuple(np.array(c, dtype=np.int64) for c in zip(*cols, strict=True))
 
 
 def _keys(shared: list[list[int]] | None, n: int) -> tuple[IntArray, IntArray, int]:

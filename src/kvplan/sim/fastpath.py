@@ -44,6 +44,8 @@ class FastForward:
     decode_blocks: int
     _step_no: IntArray
     _opens: IntArray
+    _claimed: IntArray
+    """Blocks claimed by the end of each step of the run being tried (sliding windows)."""
 
     if TYPE_CHECKING:  # hooks the simulator loop (simulator._Loop) implements
         def _next_arrival(self) -> float: ...
@@ -139,6 +141,9 @@ class FastForward:
         # the general step does: step j fits if no prefix of its per-request changes takes
         # more than the blocks free before it. Report a misfit as need > free at step j.
         delta = np.diff(held, axis=1, prepend=self.s.held[ids][:, None])
+        # blocks claimed by the end of each step: every request's growth (a general step
+        # counts max(need, 0) per request; a window's frees do not offset another's claims)
+        self._claimed = np.add.accumulate(np.maximum(delta, 0).sum(axis=0))
         before = np.concatenate(([0], need[:-1]))
         misfit = np.maximum.reduce(np.cumsum(delta, axis=0), axis=0) > self.pool.free - before
         need = np.where(misfit, self.pool.free + 1, need)
@@ -175,7 +180,7 @@ class FastForward:
             self.pool.take(grow)
         else:
             self.pool.give_anon(-grow)
-        self.decode_blocks += max(grow, 0)
+        self.decode_blocks += max(grow, 0) if self.simple else int(self._claimed[k - 1])
         b = self.shape.block_size
         self.s.held[ids] = (ctx + (k + b - 1)) // b if self.simple else self.shape.blocks(ctx + k)
 

@@ -147,6 +147,7 @@ class _Loop(FastForward, LeanStep):
         self.ahead_after, self.ahead_at = -1, 0.0  # no decode run is long before these
         self._step_no: IntArray = np.zeros(0, dtype=np.int64)
         self._opens: IntArray = np.zeros(0, dtype=np.int64)
+        self._claimed: IntArray = np.zeros(0, dtype=np.int64)
         self.reasons = reject_reasons(self.s, shape, limits, num_blocks - 1, max_model_len)
         self._api_setup(timer)
         self.next_s = self.next_send = math.inf

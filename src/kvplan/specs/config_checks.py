@@ -8,10 +8,11 @@ checked here: finite, whole, positive, at most 2^31 - 1 (layers at most 1,024; s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.limits import MAX_CONFIG_INT, MAX_LAYERS, real_number
+from kvplan.limits import MAX_CONFIG_INT, MAX_LAYERS, ROPE_FACTOR, ROPE_VALUE, real_number
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 MAX_WEIGHT_BLOCK = 2**20
@@ -51,6 +52,51 @@ def weight_block(block: Any, file: str) -> tuple[int, int] | None:
                           f"{short_repr(block)}", field="quantization_config.weight_block_size",
                           file=file)
     return int(block[0]), int(block[1])
+
+
+ROPE_KEYS = ("rope_scaling", "rope_parameters")
+"""Where configs keep RoPE scaling (transformers 5 renamed rope_scaling to rope_parameters)."""
+BOOL_KEYS = ("tie_word_embeddings", "use_sliding_window", "attention_bias", "multi_query",
+             "new_decoder_architecture")
+"""Flags kvplan reads: true/false (a string "false" would read as true)."""
+
+
+def check_rope_scaling(cfg: Mapping[str, Any], file: str) -> None:
+    """rope_scaling's factor in ROPE_FACTOR, its original_max_position_embeddings a config
+    integer, every other number in it finite and at most ROPE_VALUE in size."""
+    for key in ROPE_KEYS:
+        rope = cfg.get(key)
+        if not isinstance(rope, Mapping):
+            continue
+        for name, value in rope.items():
+            where = f"{key}.{name}"
+            if value is None:
+                continue
+            if name == "original_max_position_embeddings":
+                config_int(where, value, file)
+            elif name == "factor":
+                _check_real(where, value, ROPE_FACTOR, file)
+            else:
+                for v in value if isinstance(value, list) else [value]:
+                    if isinstance(v, int | float) and not isinstance(v, bool):
+                        _check_real(where, v, (-ROPE_VALUE, ROPE_VALUE), file)
+
+
+def check_flags(cfg: Mapping[str, Any], file: str) -> None:
+    """The true/false fields (BOOL_KEYS) are booleans when present."""
+    for key in BOOL_KEYS:
+        value = cfg.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"must be true or false, got {short_repr(value)}", field=key,
+                              file=file)
+
+
+def _check_real(key: str, value: Any, bounds: tuple[float, float], file: str) -> None:
+    number = real_number(value)
+    low, high = bounds
+    if number is None or not low <= number <= high:
+        raise ConfigError(f"must be a number in [{low:g}, {high:g}], got {short_repr(value)}",
+                          field=key, file=file)
 
 
 def short_repr(value: Any) -> str:

@@ -38,7 +38,8 @@ def check_engine_bounds(engine: Any) -> None:
               MAX_TOKENS)
     check_int("--max-num-partial-prefills", engine.max_num_partial_prefills, 1, MAX_BATCH)
     given = engine.kv_cache_memory_bytes
-    if given is not None and not 0 < given <= MAX_KV_CACHE_BYTES:
+    # a non-integer is left to EngineConfig's field check, which names its type
+    if isinstance(given, int) and not 0 < given <= MAX_KV_CACHE_BYTES:
         raise InputError(
             f"--kv-cache-memory must be in [1 B, 1 PiB] per GPU (e.g. 24GiB), got {given:,} bytes"
         )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError, KvplanError, UnknownNameError
 from kvplan.units import GB
 
@@ -131,8 +130,8 @@ def _number_text(value: Any) -> Any:
 @cache
 def gpu_catalog() -> dict[str, HardwareSpec]:
     """Catalog id (lower-case) -> HardwareSpec, from the bundled gpus.json."""
-    path = resources.files("kvplan.specs.catalog") / "gpus" / "gpus.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
+    path = input_file.package_file("specs", "catalog", "gpus", "gpus.json")
+    data = jsonread.loads(input_file.read_text(path))
     return {g["id"].lower(): hardware_from_dict(g) for g in data["gpus"]}
 
 
@@ -160,11 +159,17 @@ def _load_gpu_file(path: Path) -> HardwareSpec:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(input_file.read_text(path))
+    except OSError as exc:
+        raise ConfigError(f"cannot read GPU description ({input_file.reason(exc)})",
+                          file=str(path)) from None
+    except (RecursionError, yaml.YAMLError) as exc:
         raise ConfigError(
             f"cannot read GPU description ({exc.__class__.__name__})", file=str(path)
         ) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (int() refuses it)
+        raise ConfigError(f"cannot read GPU description ({' '.join(str(exc).split()[:6])})",
+                          file=str(path)) from None
     if not isinstance(data, dict):
         raise ConfigError("must hold a mapping with id, memory_gb, mem_bw_tbps", file=str(path))
     return hardware_from_dict(data, file=str(path))

@@ -7,7 +7,11 @@ import os
 import re
 from pathlib import Path
 
+from kvplan import input_file
+
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+_REVISION = re.compile(r"^\w[\w.-]{0,254}$")
+"""A commit hash or branch name as refs/main holds it (never a path)."""
 _PREFIX = "models--"
 
 
@@ -54,18 +58,30 @@ def find_cached_config(name: str) -> tuple[str, Path] | None:
 
 
 def _snapshot_config(repo_id: str, cache: Path) -> Path | None:
-    """refs/main's snapshot (huggingface_hub's own lookup), else the newest snapshot's file."""
-    from huggingface_hub import try_to_load_from_cache
-
+    """refs/main's snapshot (huggingface_hub's lookup), else the newest snapshot's file."""
+    repo = cache / (_PREFIX + repo_id.replace("/", "--"))
+    found = _main_snapshot(repo)
+    if found is not None:
+        return found
     try:
-        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache)
-    except (ValueError, OSError):  # HFValidationError is a ValueError
-        found = None
-    if isinstance(found, str):
-        return Path(found)
-    snapshots = cache / (_PREFIX + repo_id.replace("/", "--")) / "snapshots"
-    try:
-        files = [p for p in snapshots.glob("*/config.json") if p.is_file()]
+        files = [p for p in (repo / "snapshots").glob("*/config.json") if p.is_file()]
+        return max(files, key=lambda p: p.stat().st_mtime) if files else None
     except OSError:
         return None
-    return max(files, key=lambda p: p.stat().st_mtime) if files else None
+
+
+def _main_snapshot(repo: Path) -> Path | None:
+    """snapshots/REV/config.json for the revision refs/main names. refs/main is read through
+    kvplan.input_file (a regular file only; and, being read, never an output), not by
+    huggingface_hub, which would block on a FIFO and leave the read unrecorded."""
+    try:
+        revision = input_file.read_text(repo / "refs" / "main").strip()
+    except OSError:
+        return None
+    if not _REVISION.match(revision):
+        return None
+    path = repo / "snapshots" / revision / "config.json"
+    try:
+        return path if path.is_file() else None
+    except OSError:
+        return None

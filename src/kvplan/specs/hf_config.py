@@ -7,9 +7,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kvplan import jsonread
+from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
-from kvplan.specs.config_checks import check_kv_heads, config_int, weight_block
+from kvplan.specs.config_checks import (
+    check_flags,
+    check_kv_heads,
+    check_rope_scaling,
+    config_int,
+    weight_block,
+)
 from kvplan.specs.model import (
     LayerKind,
     LinearAttentionSpec,
@@ -88,11 +94,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a config.json (Python-json literals like Infinity allowed, as transformers does)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"cannot read the file ({exc.__class__.__name__}: {exc})", file=str(p)
-        ) from None
+        text = input_file.read_text(p)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file ({input_file.reason(exc)})", file=str(p)) \
+            from None
     try:
         data = jsonread.loads(text)
     except json.JSONDecodeError as exc:
@@ -111,6 +116,8 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     cfg = _text_config(raw)
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "unknown")
     f = _Fields(cfg, file, _FAMILY_DEFAULTS.get(model_type, {}))
+    check_rope_scaling(cfg, file)
+    check_flags(cfg, file)
     hidden = f.integer("hidden_size", "n_embd", "d_model")
     layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
     heads = f.integer("num_attention_heads", "n_head", "num_heads")

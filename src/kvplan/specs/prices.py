@@ -8,10 +8,12 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 
+from kvplan import input_file
 from kvplan.errors import InputError
+from kvplan.limits import MAX_PARALLEL as MAX_GPUS_PER_NODE
+from kvplan.limits import USD_PER_GPU_HOUR
 
 DEFAULT_PROVIDER = "runpod-secure"
 STALE_AFTER_DAYS = 90
@@ -66,11 +68,15 @@ class PriceTable:
 def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:
     """Price rows from CSV text with the bundled table's columns (``origin`` names the file)."""
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in COLUMNS[:-1] if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(f"{origin}: missing price column(s) {', '.join(missing)}; "
-                         f"expected {','.join(COLUMNS)}")
-    rows = tuple(_row(line, origin, i + 2) for i, line in enumerate(reader))
+    try:
+        missing = [c for c in COLUMNS[:-1] if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"{origin}: missing price column(s) {', '.join(missing)}; "
+                             f"expected {','.join(COLUMNS)}")
+        rows = tuple(_row(line, origin, i + 2) for i, line in enumerate(reader))
+    except csv.Error as exc:  # a field over csv's limit (131,072 characters), a NUL byte
+        raise InputError(f"{origin} line {reader.line_num + 1}: not a readable CSV row "
+                         f"({exc}); fix that row") from None
     if not rows:
         raise InputError(f"{origin}: no price rows")
     return rows
@@ -97,8 +103,15 @@ def _row(line: dict[str, str], origin: str, lineno: int) -> PriceRow:
 def _check_row(row: PriceRow, where: str) -> None:
     if not (row.usd_per_instance_hour > 0 and math.isfinite(row.usd_per_instance_hour)):
         raise InputError(f"{where}: usd_per_instance_hour must be a positive number")
-    if row.gpus_per_instance < 1 or row.gpus_per_node < 1:
-        raise InputError(f"{where}: gpus_per_instance and gpus_per_node must be >= 1")
+    if not (1 <= row.gpus_per_instance <= MAX_GPUS_PER_NODE
+            and 1 <= row.gpus_per_node <= MAX_GPUS_PER_NODE):
+        raise InputError(f"{where}: gpus_per_instance and gpus_per_node must be in "
+                         f"[1, {MAX_GPUS_PER_NODE}]")
+    low, high = USD_PER_GPU_HOUR
+    if not low <= row.usd_per_gpu_hour <= high:
+        raise InputError(f"{where}: the price per GPU-hour (usd_per_instance_hour / "
+                         f"gpus_per_instance) must be in [{low:g}, {high:,.0f}] USD, got "
+                         f"{row.usd_per_gpu_hour:g}")
     if not row.provider or not row.gpu:
         raise InputError(f"{where}: gpu and provider must not be empty")
 
@@ -111,16 +124,17 @@ def _gpu_id(name: str) -> str:
 
 def bundled_rows() -> tuple[PriceRow, ...]:
     """The table shipped in kvplan/data/prices/prices.csv (sources in SOURCES.md there)."""
-    text = resources.files("kvplan").joinpath("data/prices/prices.csv").read_text()
+    text = input_file.read_text(input_file.package_file("data", "prices", "prices.csv"))
     return read_rows(text, "bundled prices.csv")
 
 
 def load_price_file(path: Path) -> tuple[PriceRow, ...]:
     """A user's price CSV; its rows are marked as overrides."""
     try:
-        text = path.read_text()
+        text = input_file.read_text(path)
     except OSError as exc:
-        raise InputError(f"--prices {path}: cannot read it ({exc.strerror})") from None
+        raise InputError(f"--prices {path}: cannot read it ({input_file.reason(exc)})") \
+            from None
     return tuple(replace(r, override=True) for r in read_rows(text, f"--prices {path}"))
 
 
@@ -133,6 +147,10 @@ def parse_price(item: str) -> tuple[str, float]:
         usd = math.nan
     if not sep or not name.strip() or not (usd > 0 and math.isfinite(usd)):
         raise InputError(f"--price {item!r}: use GPU=USD_PER_GPU_HOUR, e.g. H100=2.49")
+    low, high = USD_PER_GPU_HOUR
+    if not low <= usd <= high:
+        raise InputError(f"--price {item!r}: the price must be in [{low:g}, {high:,.0f}] USD "
+                         "per GPU-hour")
     return _gpu_id(name), usd
 
 

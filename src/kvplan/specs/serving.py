@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.api_check import check_fields
 from kvplan.errors import InputError
 from kvplan.specs.engine_bounds import check_engine_bounds
 
@@ -41,7 +42,8 @@ class EngineConfig:
     """vLLM --max-num-partial-prefills; the v1 scheduler reads it only to set the threshold."""
 
     def __post_init__(self) -> None:
-        check_engine_bounds(self)
+        check_engine_bounds(self)  # first: its messages name the vLLM flag
+        check_fields(self)  # then any other type (None for a name, a str for a bool...)
         if self.block_size not in VLLM_BLOCK_SIZES:
             sizes = ", ".join(map(str, VLLM_BLOCK_SIZES))
             raise InputError(f"--block-size must be one of vLLM's {sizes}; got {self.block_size}")

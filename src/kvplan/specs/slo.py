@@ -12,7 +12,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kvplan.api_check import check_fields
 from kvplan.errors import InputError
+from kvplan.limits import SLO_LIMIT_MS
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2el")
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
@@ -26,6 +28,14 @@ class PercentileBound:
     metric: str
     percentile: float
     limit_ms: float
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.metric not in SLO_METRICS:
+            raise InputError(f"SLO metric {self.metric!r}: choose one of {', '.join(SLO_METRICS)}")
+        if not 0 < self.percentile <= 100:
+            raise InputError(f"SLO percentile must be in (0, 100], got {self.percentile!r}")
+        _check_limit(self.limit_ms, f"{self.metric}:p{_pword(self.percentile)} limit")
 
     @property
     def key(self) -> str:
@@ -43,6 +53,11 @@ class WarmupRule:
     (at least ``closed_loop_concurrency`` of them under a closed loop, the start-up burst)."""
 
     fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if not 0.0 <= self.fraction < 1.0:
+            raise InputError(f"--warmup-fraction must be in [0, 1), got {self.fraction!r}")
 
     def first_judged(self, num_requests: int, concurrency: int | None = None) -> int:
         """Index (in arrival order) of the first request whose latency counts."""
@@ -62,6 +77,9 @@ class Slo:
     warmup: WarmupRule = WarmupRule()
 
     def __post_init__(self) -> None:
+        check_fields(self)
+        for metric, ms in self.goodput_ms:
+            _check_limit(ms, f"goodput {metric} limit")
         if not self.bounds and not self.goodput_ms:
             raise InputError("give an SLO: --slo ttft:p99:2000 ... and/or --goodput ttft:MS ...")
         if not 0.0 < self.goodput_target <= 1.0:
@@ -99,8 +117,7 @@ def _bound(part: str) -> PercentileBound:
     limit = _number(fields[2], f"--slo {part!r}: the limit in ms")
     if not 0 < pct <= 100:
         raise InputError(f"--slo {part!r}: the percentile must be in (0, 100], e.g. p99")
-    if not limit > 0:
-        raise InputError(f"--slo {part!r}: the limit must be > 0 ms")
+    _check_limit(limit, f"--slo {part!r}: the limit")
     return PercentileBound(metric=fields[0], percentile=pct, limit_ms=limit)
 
 
@@ -113,8 +130,7 @@ def parse_goodput_slo(items: Sequence[str]) -> tuple[tuple[str, float], ...]:
             if not sep or name not in GOODPUT_METRICS:
                 raise InputError(f"--goodput {part!r}: use ttft:MS, tpot:MS or e2el:MS")
             ms = _number(value, f"--goodput {part!r}: the limit in ms")
-            if not ms > 0:
-                raise InputError(f"--goodput {part!r}: the limit must be > 0 ms")
+            _check_limit(ms, f"--goodput {part!r}: the limit")
             out[name] = ms
     return tuple(out.items())
 
@@ -127,6 +143,13 @@ def _number(text: str, what: str) -> float:
     if not math.isfinite(value):
         raise InputError(f"{what} must be finite, got {text!r}")
     return value
+
+
+def _check_limit(ms: float, what: str) -> None:
+    low, high = SLO_LIMIT_MS
+    if not low <= ms <= high:
+        raise InputError(f"{what} must be in [{low:g}, {high:,.0f}] ms (1 us to 24 hours), "
+                         f"got {ms:g}")
 
 
 def _pword(p: float) -> str:

@@ -11,6 +11,7 @@ trace is then parsed every time, as before). Malformed CSVs raise before anythin
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import os
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvplan import input_file
 from kvplan.errors import TraceError
 from kvplan.specs.trace_csv import Trace, TraceFormat, read_csv_trace
 
@@ -39,7 +41,7 @@ def cached_csv_trace(path: Path, fmt: TraceFormat | None, name: str,
                      known: Sequence[TraceFormat] = ()) -> Trace:
     """read_csv_trace(path, fmt, name, known), from the cache when the file was seen before."""
     try:
-        data = path.read_bytes()
+        data = input_file.read_bytes(path)
     except OSError:
         return read_csv_trace(path, fmt, name, known)  # it reports the error as a TraceError
     key = _key(data, fmt, known)
@@ -60,7 +62,7 @@ def _key(data: bytes, fmt: TraceFormat | None, known: Sequence[TraceFormat]) -> 
 
 def _load(entry: Path, path: Path, name: str) -> Trace | None:
     try:
-        with np.load(entry, allow_pickle=False) as z:
+        with np.load(io.BytesIO(input_file.read_bytes(entry)), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None

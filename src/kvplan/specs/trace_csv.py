@@ -12,6 +12,7 @@ from typing import Literal
 
 import numpy as np
 
+from kvplan import input_file
 from kvplan.errors import TraceError
 from kvplan.limits import MAX_TOKENS, MAX_TRACE_ROWS
 
@@ -89,7 +90,7 @@ class _Table:
 
 def _read_table(path: Path) -> _Table:
     try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
+        with input_file.open_text(path, encoding="utf-8-sig") as f:
             reader = csv.reader(f)
             header = [h.strip() for h in next(reader, [])]
             rows, lines = [], []
@@ -114,8 +115,8 @@ def _read_table(path: Path) -> _Table:
 
 
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, OSError):
-        return exc.strerror or type(exc).__name__
+    if isinstance(exc, OSError | UnicodeDecodeError):
+        return input_file.reason(exc)
     return str(exc)
 
 

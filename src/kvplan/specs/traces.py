@@ -27,6 +27,9 @@ class BundledTrace:
     format: TraceFormat
     source: str
     license: str
+    default_num_prompts: int | None = None
+    """Requests taken when --num-prompts is omitted: None = every row; vLLM's 1000 for the
+    dataset `vllm bench serve` itself samples (`sharegpt`)."""
 
 
 _AZURE = TraceFormat(
@@ -42,6 +45,7 @@ _MOONCAKE = TraceFormat(
 )
 _VIDUR = TraceFormat(input="num_prefill_tokens", output="num_decode_tokens")
 _KNOWN = (_AZURE, _MOONCAKE, _VIDUR)  # layouts recognised from a header, in this order
+VLLM_DEFAULT_NUM_PROMPTS = 1000  # vllm bench serve's --num-prompts default
 _AZURE_SRC = "Azure/AzurePublicDataset@b469a113 (Splitwise, ISCA'24)"
 _MOONCAKE_SRC = "kvcache-ai/Mooncake@3b5a5941 FAST25-release/traces (JSONL -> CSV)"
 
@@ -78,6 +82,14 @@ BUNDLED_TRACES: dict[str, BundledTrace] = {
         ),
         BundledTrace(
             name="sharegpt",
+            file="sharegpt/sharegpt_v3_filtered.csv",
+            format=_VIDUR,
+            source="JonnyKong/vidur@941a76c3 data/processed_traces (vLLM's ShareGPT sampling)",
+            license="MIT",
+            default_num_prompts=VLLM_DEFAULT_NUM_PROMPTS,
+        ),
+        BundledTrace(
+            name="sharegpt-multiturn",
             file="vidur/sharegpt_8k_filtered_stats_llama2_tokenizer.csv",
             format=_VIDUR,
             source="project-etalon/etalon@d5f18de1 data/processed_traces",

@@ -33,7 +33,7 @@ __all__ = ["DATASETS", "DEFAULT_NUM_PROMPTS", "LENGTH_TRACES", "PREFIX_HASH_BLOC
            "workload_from_trace"]
 
 TIMED_TRACES = ("azure-code", "azure-conv", "mooncake-conversation", "mooncake-synthetic")
-LENGTH_TRACES = ("sharegpt", "arxiv-summarization", "bwb")
+LENGTH_TRACES = ("sharegpt", "sharegpt-multiturn", "arxiv-summarization", "bwb")
 DATASETS = ("random", *TIMED_TRACES, *LENGTH_TRACES)
 DEFAULT_NUM_PROMPTS = 1000  # vllm bench serve's --num-prompts default
 
@@ -223,7 +223,7 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
             rng=rng,
         )
     trace = _load_for(args)
-    n = _take(trace, args.num_prompts)
+    n = _take(trace, args.num_prompts if args.num_prompts is not None else _default_prompts(args))
     if args.has_own_arrivals and trace.arrival_s is not None:
         arrivals = trace.arrival_s[:n] * args.time_scale
     else:
@@ -235,6 +235,11 @@ def _load_for(args: WorkloadArgs) -> Trace:
     if args.trace is None:
         return load_trace(args.dataset_name)
     return load_csv_trace(args.trace, args.trace_columns)
+
+
+def _default_prompts(args: WorkloadArgs) -> int | None:
+    """A bundled dataset's own default (sharegpt: vLLM's 1000); None = the whole trace."""
+    return None if args.trace is not None else BUNDLED_TRACES[args.dataset_name].default_num_prompts
 
 
 def _take(trace: Trace, num_prompts: int | None) -> int:

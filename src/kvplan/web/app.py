@@ -1,4 +1,4 @@
-"""The FastAPI app: routers for each page family, limits, error handlers, static files."""
+"""The FastAPI app: routers for each page family, limits, token, error handlers, static files."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ def create_app(settings: WebSettings | None = None) -> Any:
 
     from kvplan import __version__
     from kvplan.web import errors
+    from kvplan.web.auth import TokenAuth
+    from kvplan.web.gate import Gate
     from kvplan.web.jobs import Jobs
-    from kvplan.web.limits import BodyLimit
+    from kvplan.web.limits import BodyGuard
     from kvplan.web.resolve import Uploads
 
     settings = settings or WebSettings()
@@ -30,20 +32,17 @@ def create_app(settings: WebSettings | None = None) -> Any:
                   description="kvplan's answers as JSON: the keys of the CLI's --json output.")
     app.state.settings = settings
     app.state.uploads = Uploads(settings.max_uploads)
-    app.state.jobs = Jobs(settings.max_running_sims, settings.max_sim_seconds)
+    app.state.gate = Gate(settings.max_running_sims, settings.max_queued_sims)
+    app.state.jobs = Jobs(app.state.gate, settings.max_sim_seconds)
     errors.install(app)
     for name in ROUTERS:
         if importlib.util.find_spec(f"kvplan.web.{name}") is not None:
             app.include_router(importlib.import_module(f"kvplan.web.{name}").router)
     static = resources.files("kvplan.web") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes,
+                       timeout_s=settings.body_timeout_s)
+    if settings.token:  # added last: the outermost layer, so no body is read without it
+        app.add_middleware(TokenAuth, token=settings.token)
     return app
 
-
-def serve(host: str, port: int, settings: WebSettings, *, log: bool = True) -> None:
-    """Run the app under uvicorn until interrupted."""
-    import uvicorn
-
-    uvicorn.run(create_app(settings), host=host, port=port,
-                log_level="info" if log else "warning")

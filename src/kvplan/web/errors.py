@@ -1,4 +1,5 @@
-"""Bad input -> HTTP 422 with one line and the form field it belongs to; never a 500."""
+"""Bad input -> HTTP 422 with one line and the form field it belongs to; load -> 503/429 with
+Retry-After; never a 500."""
 
 from __future__ import annotations
 
@@ -42,11 +43,13 @@ def validation_message(errors: list[Any]) -> tuple[str, str | None]:
 
 
 def install(app: Any) -> None:
-    """Register the handlers: KvplanError/ValueError and validation errors -> 422."""
+    """Register the handlers: KvplanError/ValueError and validation errors -> 422, Busy ->
+    its status (503 or 429) with a Retry-After header."""
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
 
     from kvplan.errors import KvplanError
+    from kvplan.web.gate import Busy
 
     async def user_error(_request: Any, exc: Exception) -> JSONResponse:
         return JSONResponse(error_body(str(exc), field_of(str(exc))), status_code=422)
@@ -55,6 +58,11 @@ def install(app: Any) -> None:
         message, field = validation_message(list(exc.errors()))
         return JSONResponse(error_body(message, field), status_code=422)
 
+    async def busy(_request: Any, exc: Busy) -> JSONResponse:
+        return JSONResponse(error_body(str(exc), None), status_code=exc.status,
+                            headers={"retry-after": str(exc.retry_after_s)})
+
+    app.add_exception_handler(Busy, busy)
     app.add_exception_handler(KvplanError, user_error)
     app.add_exception_handler(ValueError, user_error)
     app.add_exception_handler(RequestValidationError, invalid)

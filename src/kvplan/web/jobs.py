@@ -1,7 +1,9 @@
-"""Simulations started from the page: off the event loop, capped, one per client, cancellable."""
+"""Simulations and plans started from the page: queued behind the shared gate, run off the
+event loop, one per client, cancellable while they wait or run."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -9,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvplan.errors import InputError, KvplanError
+from kvplan.web.gate import Busy, Gate, Left, Ticket, spawn
 
 
 class Cancelled(Exception):
@@ -16,13 +19,13 @@ class Cancelled(Exception):
 
 
 class Job:
-    """One simulation's live state (read by the polling page, written by its thread)."""
+    """One job's live state (read by the polling page, written by its thread)."""
 
     def __init__(self, job_id: str, client: str, deadline_s: float) -> None:
         self.id, self.client, self.deadline_s = job_id, client, deadline_s
         self.state = "running"
         self.stage: str | None = None
-        self.done = self.total = 0
+        self.done = self.total = self.ahead = 0
         self.result: dict[str, Any] | None = None
         self.charts: dict[str, Any] | None = None
         self.error: str | None = None
@@ -38,49 +41,65 @@ class Job:
                             "--max-sim-seconds)")
 
     def view(self) -> dict[str, Any]:
+        """The polled state; ``ahead`` counts the jobs and requests queued before this one."""
         return {"job": self.id, "state": self.state, "stage": self.stage, "done": self.done,
-                "total": self.total, "result": self.result, "error": self.error}
+                "total": self.total, "ahead": self.ahead, "result": self.result,
+                "error": self.error}
 
 
 def deadline(settings: Any) -> float:
-    """When a job started now must stop (monotonic clock)."""
+    """When a run started now must stop (monotonic clock)."""
     return time.monotonic() + float(settings.max_sim_seconds)
 
 
-class Jobs:
-    """Running and finished simulations; at most ``max_running`` run at once, one per client."""
+Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
 
-    def __init__(self, max_running: int, max_seconds: float, keep: int = 32) -> None:
-        self.max_running, self.max_seconds, self.keep = max_running, max_seconds, keep
+
+class Jobs:
+    """Running, queued and finished jobs; every start takes its turn at ``gate``."""
+
+    def __init__(self, gate: Gate, max_seconds: float, keep: int = 32) -> None:
+        self.gate, self.max_seconds, self.keep = gate, max_seconds, keep
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def start(self, client: str, work: Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
-              ) -> Job:
-        """Run ``work(job)`` on a thread; InputError when this client already runs one."""
+    def start(self, client: str, work: Work) -> Job:
+        """Queue ``work(job)``; Busy: 429 when this client has one, 503 when the line is full."""
         with self._lock:
-            running = [j for j in self._jobs.values() if j.state == "running"]
-            if any(j.client == client for j in running):
-                raise InputError("a simulation is already running for this page; cancel it "
-                                 "or wait for it")
-            if len(running) >= self.max_running:
-                raise InputError(f"the server runs at most {self.max_running} simulations at "
-                                 "once; try again shortly")
+            if any(j.client == client and j.state in ("queued", "running")
+                   for j in self._jobs.values()):
+                raise Busy("a simulation is already running or queued for this page; cancel "
+                           "it or wait for it", self.gate.retry_after(), status=429)
+            ticket = self.gate.admit()
             job = Job(uuid.uuid4().hex[:12], client, time.monotonic() + self.max_seconds)
+            job.ahead = self.gate.ahead(ticket)
+            job.state = "queued" if job.ahead else "running"
             self._jobs[job.id] = job
             self._trim()
-        threading.Thread(target=self._run, args=(job, work), daemon=True).start()
+        spawn(self.gate, ticket, lambda: self._run(job, ticket, work))
         return job
 
-    def _run(self, job: Job, work: Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
-             ) -> None:
+    def _run(self, job: Job, ticket: Ticket, work: Work) -> None:
         try:
+            self.gate.wait(ticket, stop=lambda: self._queued(job, ticket))
+            job.state, job.ahead = "running", 0
+            job.deadline_s = time.monotonic() + self.max_seconds
             job.result, job.charts = work(job)
             job.state = "done"
+        except Left:
+            job.state, job.error = "cancelled", "cancelled from the page while queued"
         except Cancelled as exc:
             job.state, job.error = "cancelled", str(exc)
         except (KvplanError, ValueError) as exc:
             job.state, job.error = "error", " ".join(str(exc).split())
+        except Exception as exc:  # a bug: logged, and the job ends so its client is not stuck
+            logging.getLogger("uvicorn.error").exception("job %s failed", job.id)
+            job.state, job.error = "error", f"internal error ({type(exc).__name__}); see the log"
+
+    def _queued(self, job: Job, ticket: Ticket) -> bool:
+        """While waiting: refresh the place in line; True (leave the line) once cancelled."""
+        job.ahead = self.gate.ahead(ticket)
+        return job.cancel.is_set()
 
     def get(self, job_id: str) -> Job:
         with self._lock:
@@ -90,6 +109,6 @@ class Jobs:
         return job
 
     def _trim(self) -> None:
-        done = [k for k, j in self._jobs.items() if j.state != "running"]
+        done = [k for k, j in self._jobs.items() if j.state not in ("queued", "running")]
         for k in done[: max(0, len(self._jobs) - self.keep)]:
             del self._jobs[k]

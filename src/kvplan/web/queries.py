@@ -99,7 +99,8 @@ class PlanQuery(Query):
     kv_cache_dtype: str = "auto"
     quantization: str = "none"
     max_num_seqs: str = "default"
-    max_num_batched_tokens: str = "default"
+    max_num_batched_tokens: str = "512,2048,default"
+    """The CLI's default chunk sizes (analysis/plan_args.DEFAULT_CHUNK_TEXT)."""
     block_size: str = "16"
     enable_prefix_caching: str = "on"
     gpu_memory_utilization: float = 0.9

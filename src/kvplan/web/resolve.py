@@ -11,6 +11,7 @@ import json
 import threading
 from collections import OrderedDict
 
+from kvplan import jsonread
 from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
@@ -53,7 +54,7 @@ class Uploads:
 
 def _json_object(raw: bytes, filename: str) -> dict[str, object]:
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = jsonread.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{filename}: not a JSON file ({exc}); upload a config.json") from None
     if not isinstance(data, dict):

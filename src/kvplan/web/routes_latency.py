@@ -35,10 +35,13 @@ def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, 
     """`kvplan latency MODEL --gpu GPU --prompt P --output O --json`."""
     from kvplan.costs.latency import request_latency
     from kvplan.report.json_views import latency_answer_json
+    from kvplan.report.ops_view import ops_view, step_ops_json
 
     spec, hw, engine, shape, prof = _inputs(request, q)
-    return latency_answer_json(request_latency(spec, hw, engine, shape, prof), prof,
-                               (spec, hw.id, engine.tensor_parallel_size))
+    basis, steps = ops_view(spec, hw, engine, prof, shape)
+    return {**latency_answer_json(request_latency(spec, hw, engine, shape, prof), prof,
+                                  (spec, hw.id, engine.tensor_parallel_size)),
+            "kernels": basis, "step_ops": step_ops_json(steps)}
 
 
 def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any, Any]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, UploadFile
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from kvplan.errors import InputError
 from kvplan.web.build import cache_engine
@@ -21,20 +22,29 @@ def model_page(request: Request) -> HTMLResponse:
     return page(request, "model")
 
 
-@router.get("/api/models", tags=["model"])
-def models() -> dict[str, Any]:
+@router.get("/api/models", tags=["model"], response_class=Response)
+def models() -> Response:
     """`kvplan models --json`."""
-    from kvplan.report.json_views import models_json
-
-    return models_json()
+    return Response(_catalog_answer("models"), media_type="application/json")
 
 
-@router.get("/api/gpus", tags=["model"])
-def gpus() -> dict[str, Any]:
+@router.get("/api/gpus", tags=["model"], response_class=Response)
+def gpus() -> Response:
     """`kvplan gpus --json`."""
-    from kvplan.report.json_views import gpus_json
+    return Response(_catalog_answer("gpus"), media_type="application/json")
 
-    return gpus_json()
+
+@cache
+def _catalog_answer(which: str) -> bytes:
+    """The bundled catalogs do not change while the server runs: built and encoded once, so
+    these stay light while simulations hold the CPU."""
+    import json
+
+    from kvplan.report.json_views import gpus_json, models_json
+
+    answer = models_json() if which == "models" else gpus_json()
+    return json.dumps(answer, ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":")).encode()
 
 
 @router.get("/api/kv", tags=["model"])

@@ -66,16 +66,21 @@ def _work(args: dict[str, Any]) -> Work:
 
 
 @router.get("/api/plan", tags=["plan"])
-def plan_now(request: Request, q: Annotated[PlanQuery, Query()]) -> dict[str, Any]:
-    """`kvplan plan MODEL [flags] --json` (capped; runs on a thread)."""
+async def plan_now(request: Request, q: Annotated[PlanQuery, Query()]) -> dict[str, Any]:
+    """`kvplan plan MODEL [flags] --json`: queued with the simulations (503 with Retry-After when
+    the queue is full), then run on a thread of its own."""
+    from kvplan.web.gate import gated
     from kvplan.web.jobs import Cancelled, deadline
 
-    job = Job("sync", "sync", deadline(request.app.state.settings))
-    try:
-        result, _charts = _work(_args(request, q))(job)
-    except Cancelled as exc:
-        raise InputError(f"--num-prompts: plan {exc}") from None
-    return result
+    def run() -> dict[str, Any]:
+        job = Job("sync", "sync", deadline(request.app.state.settings))
+        try:
+            result, _charts = _work(_args(request, q))(job)
+        except Cancelled as exc:
+            raise InputError(f"--num-prompts: plan {exc}") from None
+        return result
+
+    return await gated(request.app.state.gate, run)
 
 
 @router.post("/api/plan/jobs", tags=["plan"])

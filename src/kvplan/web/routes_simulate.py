@@ -1,4 +1,5 @@
-"""The Simulate page family: a capped serving simulation, as a job with progress and cancel."""
+"""The Simulate page family: a capped serving simulation, as a job with progress and cancel,
+or synchronously; both wait their turn at the server's one gate (gate.py)."""
 
 from __future__ import annotations
 
@@ -73,16 +74,21 @@ def _work(prepared: Any) -> Work:
 
 
 @router.get("/api/simulate", tags=["simulate"])
-def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> dict[str, Any]:
-    """`kvplan simulate MODEL --gpu GPU [workload flags] --json` (capped; runs on a thread)."""
+async def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> dict[str, Any]:
+    """`kvplan simulate MODEL --gpu GPU [workload flags] --json`: takes its turn in the queue the
+    jobs share (503 with Retry-After when it is full), then runs on a thread of its own."""
+    from kvplan.web.gate import gated
     from kvplan.web.jobs import Cancelled, deadline
 
-    job = Job("sync", "sync", deadline(request.app.state.settings))
-    try:
-        result, _charts = _work(_prepare(request, q))(job)
-    except Cancelled as exc:
-        raise InputError(f"--num-prompts: simulation {exc}") from None
-    return result
+    def run() -> dict[str, Any]:
+        job = Job("sync", "sync", deadline(request.app.state.settings))
+        try:
+            result, _charts = _work(_prepare(request, q))(job)
+        except Cancelled as exc:
+            raise InputError(f"--num-prompts: simulation {exc}") from None
+        return result
+
+    return await gated(request.app.state.gate, run)
 
 
 @router.post("/api/simulate/jobs", tags=["simulate"])

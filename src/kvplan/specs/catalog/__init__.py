@@ -97,37 +97,68 @@ def load_model(name_or_path: str) -> ModelSpec:
             f"model name of {len(name_or_path)} characters: model ids and config paths are "
             f"at most {MAX_NAME_CHARS} characters; see 'kvplan models'"
         )
+    path = _path_route(name_or_path)
+    if path is None:
+        return load_model_id(name_or_path)
+    if not path.exists():
+        raise UnknownNameError(
+            f"no such config file: {path}; pass a config.json path "
+            "or a model id from 'kvplan models'"
+        )
+    return parse_config(load_config_file(path), name=path.stem, file=str(path))
+
+
+def config_path(name_or_path: str) -> Path | None:
+    """The config.json file ``load_model(name_or_path)`` reads (a path, a folder's config.json,
+    the bundled catalog's or the Hugging Face cache's file for an id), or None when the name
+    resolves to nothing; outputs are checked against it (never overwrite an input)."""
+    if len(name_or_path) > MAX_NAME_CHARS:
+        return None
+    path = _path_route(name_or_path)
+    if path is not None:
+        return path
+    source = _id_source(name_or_path)
+    return None if source is None else source[1]
+
+
+def _path_route(name_or_path: str) -> Path | None:
+    """The config file when the argument is a path (a folder means its config.json; a name
+    ending in .json or naming something that exists), else None: a model id."""
     path = _expand(Path(name_or_path))
     if _probe(path.is_dir):
         path = path / "config.json"
-    if path.suffix == ".json" or _probe(path.exists):
-        if not path.exists():
-            raise UnknownNameError(
-                f"no such config file: {path}; pass a config.json path "
-                "or a model id from 'kvplan models'"
-            )
-        return parse_config(load_config_file(path), name=path.stem, file=str(path))
-    return load_model_id(name_or_path)
+    return path if path.suffix == ".json" or _probe(path.exists) else None
 
 
-def load_model_id(name: str) -> ModelSpec:
-    """A model id, looked up in order: the bundled catalog; the local Hugging Face cache; a
-    catalog model it is an Instruct/chat variant of; else an error naming the nearest ids."""
+def _id_source(name: str) -> tuple[str, Path, str] | None:
+    """(model id, config.json, where: catalog, cache or variant) for a model id, looked up in
+    order: the bundled catalog; the local Hugging Face cache; a catalog model it is an
+    Instruct/chat variant of. None when none has it."""
     entry = find_entry(name)
     if entry is not None:
-        return _load_entry(entry.hf_id)
+        return entry.hf_id, entry.path, "catalog"
     from kvplan.specs.hf_cache import find_cached_config
 
     cached = find_cached_config(name)
     if cached is not None:
-        repo_id, path = cached
-        log.info("using %s's config.json from the local Hugging Face cache (%s)", repo_id, path)
-        return parse_config(load_config_file(path), name=repo_id, file=str(path))
+        return cached[0], cached[1], "cache"
     variant = find_variant(name)
-    if variant is not None:
-        log.info("using the config of %s for %s (Instruct/chat variants share the base "
-                 "model's architecture)", variant.hf_id, name.strip())
-        return _load_entry(variant.hf_id)
+    return None if variant is None else (variant.hf_id, variant.path, "variant")
+
+
+def load_model_id(name: str) -> ModelSpec:
+    """A model id (see ``_id_source`` for the order it is looked up in); else an error naming
+    the nearest ids."""
+    source = _id_source(name)
+    if source is not None:
+        hf_id, path, where = source
+        if where == "cache":
+            log.info("using %s's config.json from the local Hugging Face cache (%s)", hf_id, path)
+            return parse_config(load_config_file(path), name=hf_id, file=str(path))
+        if where == "variant":
+            log.info("using the config of %s for %s (Instruct/chat variants share the base "
+                     "model's architecture)", hf_id, name.strip())
+        return _load_entry(hf_id)
     near = nearest_ids(name)
     hint = f" Nearest catalog ids: {', '.join(near)}." if near else ""
     raise UnknownNameError(

@@ -24,7 +24,7 @@ const fixed = (d) => (x) => (x === null || x === undefined ? "-" : Number(x).toF
 const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
 const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
 const yesNo = (m) => (m === null || m === undefined ? "-" : m ? "yes" : "NO: missed");
-const esc = (t) => String(t).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+const esc = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 function cell(key, value, fmt) {
   return `<td data-key="${esc(key)}" data-value='${esc(JSON.stringify(value))}'>${esc(fmt(value))}</td>`;
 }
@@ -72,9 +72,9 @@ const RENDER = {
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
       ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
-    grid("levers: one change to the best configuration (every row estimated alike: replicas = ceil(rate / capacity); the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
+    grid("levers: one change to the best configuration (every row searched and verified as the winner was; the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
       ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
-      ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["binding p99 (ms)", "binding_p99_ms", fixed(2)], ["band (10-90%)", "binding_p99_ms_band", band],
+      ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["binding term (ms; binding_key)", "binding_p99_ms", fixed(2)], ["band (10-90%)", "binding_p99_ms_band", band],
       ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.rejected.length ? `<p class="note">${d.rejected.length} request(s) rejected: ${esc(d.rejected[0].reason)}</p>` : ""),
@@ -191,8 +191,9 @@ async function runJob(form) {
 async function poll(form) {
   const { body } = await getJson(`${form.getAttribute("data-job")}/${job}`);
   $("#progress").max = Math.max(body.total, 1); $("#progress").value = body.done;
-  $("#progress-text").textContent = `${body.stage ? body.stage + ": " : ""}${body.done} / ${body.total} · ${body.state}`;
-  if (body.state === "running") { setTimeout(() => poll(form), 300); return; }
+  $("#progress-text").textContent = body.state === "queued" ? `queued: ${body.ahead} ahead`
+    : `${body.stage ? body.stage + ": " : ""}${body.done} / ${body.total} · ${body.state}`;
+  if (body.state === "running" || body.state === "queued") { setTimeout(() => poll(form), 300); return; }
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
     $("#progress-text").textContent = `${body.error} (after ${body.done} / ${body.total} requests)`;

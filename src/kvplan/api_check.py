@@ -1,0 +1,134 @@
+"""Type checks at the Python API's door: a wrong-typed argument to a public ``kvplan.NAME``
+function (or a wrong-typed field of EngineConfig, Slo, ...) is one ``ArgumentTypeError`` (a
+TypeError and a KvplanError) naming the function, the argument, what it takes and what it got,
+instead of an AttributeError from deep inside (``'float' object has no attribute 'dtype'``).
+
+``kvplan.__getattr__`` wraps each public function once, from its own annotations; calls made
+inside the library use the unwrapped functions, so the planner's inner loops pay nothing.
+The check is shallow where that is enough: a class by isinstance, ``X | None`` and unions by
+any member, ``Sequence[str]`` and ``tuple[int, ...]`` element by element, ``Mapping`` and
+``Callable`` by their kind only. ``int`` takes any integer but not a bool; ``float`` takes any
+real number but not a bool. Annotations that cannot be resolved at run time are not checked.
+"""
+
+from __future__ import annotations
+
+import collections.abc as abc
+import functools
+import inspect
+import numbers
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from kvplan.errors import ArgumentTypeError
+
+_ITERATED = (list, tuple, set, frozenset, abc.Sequence, abc.Set, abc.MutableSequence)
+"""Generic origins whose elements are checked too (never a one-shot iterator)."""
+
+
+def checked(fn: Callable[..., Any], public_name: str) -> Callable[..., Any]:
+    """``fn`` with its annotated arguments checked on every call (TypeError on a mismatch)."""
+    signature = inspect.signature(fn)
+    hints = _hints(fn, signature)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)  # TypeError for a missing or unknown argument
+        for name, value in bound.arguments.items():
+            hint = hints.get(name)
+            if hint is not None and not _matches(value, hint):
+                raise ArgumentTypeError(f"kvplan.{public_name}(): argument '{name}' must be "
+                                        f"{_describe(hint)}, got {_shown(value)}")
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def check_fields(obj: Any) -> None:
+    """Each field of a public dataclass against its annotation (call from __post_init__)."""
+    cls = type(obj)
+    for name, hint in _field_hints(cls).items():
+        value = getattr(obj, name)
+        if not _matches(value, hint):
+            raise ArgumentTypeError(f"{cls.__name__}: field '{name}' must be "
+                                    f"{_describe(hint)}, got {_shown(value)}")
+
+
+_FIELD_HINTS: dict[type, dict[str, Any]] = {}
+"""Class -> its resolved field annotations (resolved once per class)."""
+
+
+def _field_hints(cls: type) -> dict[str, Any]:
+    if cls not in _FIELD_HINTS:
+        try:
+            _FIELD_HINTS[cls] = typing.get_type_hints(cls)
+        except Exception:
+            _FIELD_HINTS[cls] = {}
+    return _FIELD_HINTS[cls]
+
+
+def _hints(fn: Callable[..., Any], signature: inspect.Signature) -> dict[str, Any]:
+    """Parameter name -> resolved annotation (those that resolve; *args/**kwargs skipped)."""
+    try:
+        resolved = typing.get_type_hints(fn)
+    except Exception:  # a TYPE_CHECKING-only name: resolve them one by one
+        resolved = {}
+        scope = getattr(fn, "__globals__", {})
+        for name, p in signature.parameters.items():
+            one = types.SimpleNamespace(__annotations__={name: p.annotation})
+            try:
+                resolved |= typing.get_type_hints(one, globalns=scope)
+            except Exception:
+                continue
+    plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+             inspect.Parameter.KEYWORD_ONLY)
+    return {n: resolved[n] for n, p in signature.parameters.items()
+            if p.kind in plain and n in resolved}
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    if hint is Any or hint is object or isinstance(hint, typing.TypeVar | str):
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in args)
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if origin is not None:
+        return _generic(value, origin, args)
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _generic(value: Any, origin: Any, args: tuple[Any, ...]) -> bool:
+    if not isinstance(origin, type) or not isinstance(value, origin):
+        return not isinstance(origin, type)  # an origin we cannot test: accept
+    if origin is type or not args or origin not in _ITERATED or isinstance(value, str):
+        return True
+    items: Any = value
+    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        return len(items) == len(args) and all(map(_matches, items, args))
+    return all(_matches(v, args[0]) for v in items)
+
+
+def _describe(hint: Any) -> str:
+    if hint is None or hint is type(None):
+        return "None"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("collections.abc.", "")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"

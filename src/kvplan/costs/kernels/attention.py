@@ -1,0 +1,83 @@
+"""Context (prefill) and generation (decode) attention latency: vLLM's FlashAttention kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.costs.kernels.grid import lookup
+from kvplan.costs.kernels.result import FloatArray, OpTime
+from kvplan.costs.kernels.slices import pick_attention
+from kvplan.costs.kernels.tables import require
+from kvplan.costs.kernels.work import causal_pairs
+
+
+def context_attention(gpu: str, batch: npt.ArrayLike, isl: npt.ArrayLike, *, num_heads: int,
+                      num_kv_heads: int, head_dim: int, kv_dtype: str = "bfloat16",
+                      window: int = 0, prefix: npt.ArrayLike = 0) -> OpTime:
+    """Seconds of one layer's prefill attention for ``batch`` sequences of ``isl`` new tokens
+    each over ``prefix`` cached tokens (heads as one GPU holds them, i.e. after TP).
+
+    The tables measure prefix 0. Otherwise (and for a window the table lacks) the answer is
+    read at the isl whose causal attention scores as many (query, key) pairs."""
+    table = require(gpu, "attn_ctx")
+    pick = pick_attention(table, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                          head_dim=head_dim, kv_dtype=kv_dtype, window=window, decode=False)
+    new, old = np.asarray(isl, dtype=np.float64), np.asarray(prefix, dtype=np.float64)
+    notes = pick.notes
+    if pick.window != window or np.any(old > 0):
+        pairs = causal_pairs(old + new, window) - causal_pairs(old, window)
+        new = equivalent_isl(pairs, pick.window)
+        if np.any(old > 0):
+            notes += ("prefix priced at the isl of equal causal work (tables measure prefix 0)",)
+    batch_eff = np.asarray(batch, dtype=np.float64) * pick.batch_scale
+    seconds, status = lookup(table, pick.row, (batch_eff, new))
+    kernels = tuple(table.meta["kernels"].get(pick.kv_dtype, ()))
+    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)
+
+
+def decode_attention(gpu: str, batch: npt.ArrayLike, kv_len: npt.ArrayLike, *,
+                     num_heads: int, num_kv_heads: int, head_dim: int,
+                     kv_dtype: str = "bfloat16", window: int = 0) -> OpTime:
+    """Seconds of one layer's decode attention: ``batch`` requests, one new token each,
+    attending over ``kv_len`` cached tokens (the new one included)."""
+    table = require(gpu, "attn_gen")
+    pick = pick_attention(table, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                          head_dim=head_dim, kv_dtype=kv_dtype, window=window, decode=True)
+    seen = np.asarray(kv_len, dtype=np.float64)
+    if pick.window != window and window > 0:
+        seen = np.minimum(seen, float(window))
+    batch_eff = np.asarray(batch, dtype=np.float64) * pick.batch_scale
+    seconds, status = lookup(table, pick.row, (batch_eff, seen))
+    kernels = tuple(table.meta["kernels"].get(pick.kv_dtype, ()))
+    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=pick.notes)
+
+
+def context_attention_s(gpu: str, batch: npt.ArrayLike, isl: npt.ArrayLike, *,
+                        num_heads: int, num_kv_heads: int, head_dim: int,
+                        kv_dtype: str = "bfloat16", window: int = 0,
+                        prefix: npt.ArrayLike = 0) -> FloatArray:
+    """``context_attention(...).seconds``."""
+    return context_attention(gpu, batch, isl, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                             head_dim=head_dim, kv_dtype=kv_dtype, window=window,
+                             prefix=prefix).seconds
+
+
+def decode_attention_s(gpu: str, batch: npt.ArrayLike, kv_len: npt.ArrayLike, *,
+                       num_heads: int, num_kv_heads: int, head_dim: int,
+                       kv_dtype: str = "bfloat16", window: int = 0) -> FloatArray:
+    """``decode_attention(...).seconds``."""
+    return decode_attention(gpu, batch, kv_len, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                            head_dim=head_dim, kv_dtype=kv_dtype, window=window).seconds
+
+
+def equivalent_isl(pairs: npt.ArrayLike, window: int) -> FloatArray:
+    """The prompt length whose causal attention (within ``window``; 0: full) scores
+    ``pairs`` (query, key) pairs: the inverse of ``work.causal_pairs``."""
+    p = np.maximum(np.asarray(pairs, dtype=np.float64), 0.0)
+    full = (np.sqrt(8.0 * p + 1.0) - 1.0) / 2.0
+    if window <= 0:
+        return full
+    w = float(window)
+    cap = w * (w + 1.0) / 2.0
+    return np.where(p <= cap, full, w + (p - cap) / w)

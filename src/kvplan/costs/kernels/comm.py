@@ -1,0 +1,67 @@
+"""Collectives by (message bytes, GPUs): vLLM's custom all-reduce and NCCL's collectives,
+over the link the GPU's tables were measured on (NVLink; PCIe on L40S)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.costs.kernels.grid import lookup
+from kvplan.costs.kernels.result import FloatArray, OpTime, Status
+from kvplan.costs.kernels.tables import Table, require
+from kvplan.errors import UnknownNameError
+
+NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
+
+
+def all_reduce(gpu: str, message_bytes: npt.ArrayLike, num_gpus: int, *,
+               graph: bool = True) -> OpTime:
+    """Seconds of one tensor-parallel all-reduce of a ``message_bytes`` bf16 tensor (tokens x
+    hidden x 2) over ``num_gpus`` GPUs, as vLLM runs it (its custom all-reduce, NCCL for what
+    that does not take): ``graph`` under CUDA graphs (decode), else eager."""
+    table = require(gpu, "allreduce")
+    key = ("mode", table.code("mode", "graph" if graph else "eager"))
+    return _collective(table, key, message_bytes, num_gpus)
+
+
+def nccl(gpu: str, op: str, message_bytes: npt.ArrayLike, num_gpus: int) -> OpTime:
+    """Seconds of one NCCL collective (``NCCL_OPS``) of ``message_bytes`` fp16 bytes."""
+    if op not in NCCL_OPS:
+        raise UnknownNameError(f"unknown collective {op!r}: choose one of {', '.join(NCCL_OPS)}")
+    table = require(gpu, "nccl")
+    return _collective(table, ("op", table.code("op", op)), message_bytes, num_gpus)
+
+
+def all_gather(gpu: str, message_bytes: npt.ArrayLike, num_gpus: int) -> OpTime:
+    """NCCL all-gather; ``message_bytes`` is the gathered (output) tensor's size."""
+    return nccl(gpu, "all_gather", message_bytes, num_gpus)
+
+
+def all_reduce_s(gpu: str, message_bytes: npt.ArrayLike, num_gpus: int, *,
+                 graph: bool = True) -> FloatArray:
+    """``all_reduce(...).seconds``."""
+    return all_reduce(gpu, message_bytes, num_gpus, graph=graph).seconds
+
+
+def _collective(table: Table, key: tuple[str, int], message_bytes: npt.ArrayLike,
+                num_gpus: int) -> OpTime:
+    size = np.asarray(message_bytes, dtype=np.float64)
+    if num_gpus <= 1:
+        return OpTime(seconds=np.zeros(size.shape), status=np.zeros(size.shape, dtype=np.int8),
+                      source=table.source(), notes=("one GPU: no collective",))
+    rows = np.flatnonzero(table.column(key[0]) == key[1])
+    counts = table.column("num_gpus")[rows]
+    below = counts[counts <= num_gpus]
+    ref = int(below.max() if below.size else counts.min())
+    row = int(rows[counts == ref][0])
+    seconds, status = lookup(table, row, (size,))
+    notes: tuple[str, ...] = ()
+    if ref != num_gpus:
+        # a ring moves 2(g-1)/g of the message per GPU: scale by that from the nearest count
+        factor = ((num_gpus - 1) / num_gpus) / ((ref - 1) / ref)
+        seconds = seconds * factor
+        status = np.maximum(status, Status.EXTRAPOLATED).astype(np.int8)
+        notes = (f"{num_gpus} GPUs not measured: scaled x{factor:.3g} from {ref} "
+                 "(ring traffic 2(g-1)/g)",)
+    kernels = tuple(table.meta["kernels"]) if isinstance(table.meta["kernels"], list) else ()
+    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)

@@ -1,0 +1,87 @@
+"""GPUs without tables (MI300X, L4, A10G, RTX, TPU ...): which measured GPU's efficiencies
+they borrow (same architecture, nearest datasheet; else nearest datasheet), and those
+efficiencies, read off the donor's measured tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from kvplan.costs.kernels.attention import decode_attention
+from kvplan.costs.kernels.gemm import gemm
+from kvplan.costs.kernels.result import Status, TableSource
+from kvplan.costs.kernels.tables import measured_gpus, peaks
+from kvplan.costs.kernels.work import decode_attention_bytes, gemm_flops
+from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
+
+GEMM_SIZES = (4096, 8192, 16384)
+"""Large bf16 GEMMs (every m, n, k combination): the compute efficiency's sample."""
+DECODE_BATCHES, DECODE_KV = (8, 16, 32, 64), (16384, 32768, 65536)
+"""Decode attention (32/8 heads, head 128, bf16 KV) moving >= 1 GiB: the bandwidth sample."""
+_FAMILIES = ("Ampere", "Hopper", "Ada", "Blackwell")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Efficiency:
+    """Achieved over datasheet on a measured GPU's tables, for roofline pricing elsewhere."""
+
+    gpu: str
+    donor: str
+    """kvplan id of the measured GPU the figures come from (``gpu`` itself when measured)."""
+    reason: str
+    compute: float
+    """Median achieved / peak bf16 FLOP/s over large bf16 GEMMs (``GEMM_SIZES``)."""
+    memory: float
+    """Median achieved / peak bytes/s over decode attention moving >= 1 GiB."""
+    sources: tuple[TableSource, TableSource]
+
+
+def nearest_measured_gpu(gpu: HardwareSpec | str) -> Efficiency:
+    """The donor for ``gpu`` (an id, alias or HardwareSpec) and its efficiencies."""
+    spec = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu)
+    donor, reason = _donor(spec)
+    compute, memory, sources = _efficiencies(donor)
+    return Efficiency(gpu=spec.id, donor=donor, reason=reason, compute=compute, memory=memory,
+                      sources=sources)
+
+
+def _donor(spec: HardwareSpec) -> tuple[str, str]:
+    measured = {g.lower(): g for g in measured_gpus()}
+    if spec.id.lower() in measured:
+        return measured[spec.id.lower()], "measured"
+    family = next((f for f in _FAMILIES if f.lower() in spec.arch.lower()), None)
+    same = [g for g in measured_gpus() if family and _family(g) == family]
+    pool = same or list(measured_gpus())
+    best = min(pool, key=lambda g: _distance(spec, g))
+    why = (f"same architecture ({family}), nearest datasheet" if same
+           else "no measured GPU of its architecture: nearest datasheet (bf16 FLOP/s, bytes/s)")
+    return best, why
+
+
+def _family(gpu: str) -> str | None:
+    spec = gpu_catalog().get(gpu.lower())
+    arch = spec.arch if spec else "Blackwell"  # GB200: not in the catalog, a Blackwell part
+    return next((f for f in _FAMILIES if f.lower() in arch.lower()), None)
+
+
+def _distance(spec: HardwareSpec, gpu: str) -> float:
+    figures = peaks(gpu)
+    return float(abs(np.log(spec.peak_flops_for("bfloat16") / figures["bfloat16"]))
+                 + abs(np.log(spec.mem_bw_bytes_per_s / figures["mem_bw"])))
+
+
+@cache
+def _efficiencies(gpu: str) -> tuple[float, float, tuple[TableSource, TableSource]]:
+    m, n, k = np.meshgrid(GEMM_SIZES, GEMM_SIZES, GEMM_SIZES, indexing="ij")
+    answer = gemm(gpu, m.ravel(), n.ravel(), k.ravel(), "bfloat16")
+    rate = gemm_flops(m.ravel(), n.ravel(), k.ravel()) / answer.seconds
+    compute = float(np.median(rate)) / peaks(gpu)["bfloat16"]
+    b, t = np.meshgrid(DECODE_BATCHES, DECODE_KV, indexing="ij")
+    moved = decode_attention_bytes(b.ravel(), t.ravel(), 8, 128, "bfloat16")
+    decode = decode_attention(gpu, b.ravel(), t.ravel(), num_heads=32, num_kv_heads=8,
+                              head_dim=128)
+    keep = (moved >= 2**30) & (decode.status == Status.MEASURED)
+    memory = float(np.median(moved[keep] / decode.seconds[keep])) / peaks(gpu)["mem_bw"]
+    return compute, memory, (answer.source, decode.source)

@@ -1,0 +1,54 @@
+"""GEMM latency by (m, n, k, dtype): vLLM's linear-layer kernels as measured per GPU."""
+
+from __future__ import annotations
+
+import numpy.typing as npt
+
+from kvplan.costs.kernels.grid import lookup
+from kvplan.costs.kernels.result import FloatArray, OpTime
+from kvplan.costs.kernels.tables import Table, peaks, require
+from kvplan.errors import UnknownNameError
+
+GEMM_DTYPES = ("bfloat16", "float16", "fp8", "fp8_block", "nvfp4")
+"""bfloat16/float16 (unquantized), fp8 (per-tensor scales), fp8_block (128x128 block scales,
+DeepSeek-style), nvfp4 (Blackwell only)."""
+_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp4": "nvfp4",
+            "fp8_e4m3": "fp8"}
+
+
+def gemm(gpu: str, m: npt.ArrayLike, n: npt.ArrayLike, k: npt.ArrayLike,
+         dtype: str = "bfloat16") -> OpTime:
+    """Seconds of one ``(m x k) @ (k x n)`` GEMM (m = tokens, n = output features, k = input
+    features; all broadcast), each element's Status, and the table it stands on."""
+    table = require(gpu, "gemm")
+    word, notes = gemm_slice(table, dtype)
+    row = int((table.column("dtype") == table.code("dtype", word)).argmax())
+    seconds, status = lookup(table, row, (m, n, k))
+    kernels = tuple(table.meta["kernels"].get(word, ()))
+    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)
+
+
+def gemm_s(gpu: str, m: npt.ArrayLike, n: npt.ArrayLike, k: npt.ArrayLike,
+           dtype: str = "bfloat16") -> FloatArray:
+    """``gemm(...).seconds``."""
+    return gemm(gpu, m, n, k, dtype).seconds
+
+
+def gemm_slice(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:
+    """The measured dtype that prices ``dtype`` on this GPU, and what was assumed."""
+    want = _ALIASES.get(dtype.lower(), dtype.lower())
+    if want not in GEMM_DTYPES:
+        raise UnknownNameError(f"unknown GEMM dtype {dtype!r}: choose one of "
+                               f"{', '.join(GEMM_DTYPES)}")
+    have = set(table.vocab["dtype"][c] for c in table.column("dtype"))
+    if want == "float16":
+        return "bfloat16", ("float16 priced on the bfloat16 table (same tensor-core rate)",)
+    if want in have:
+        return want, ()
+    rate = "fp4" if want == "nvfp4" else "fp8"
+    if not peaks(table.gpu).get(rate):
+        return "bfloat16", (f"{table.gpu} has no {rate} tensor cores: {want} priced as "
+                            "bfloat16 (vLLM runs such checkpoints weight-only)",)
+    if want == "fp8_block" and "fp8" in have:
+        return "fp8", ("fp8_block not measured: priced on the per-tensor fp8 table",)
+    return "bfloat16", (f"{want} not measured on {table.gpu}: priced as bfloat16",)

@@ -1,0 +1,76 @@
+"""Monotone interpolation on one slice of a table: piecewise linear in log-latency over
+log-size along each axis; past the last node t ~ size**e (the roofline from the edge); before
+the first node the first node's time (a latency floor)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.costs.kernels.result import FloatArray, Status, StatusArray
+from kvplan.costs.kernels.tables import Table
+
+_TINY = 1e-300
+
+
+def lookup(table: Table, row: int, coords: tuple[npt.ArrayLike, ...]) -> tuple[FloatArray,
+                                                                                 StatusArray]:
+    """Seconds at each broadcast point of ``coords`` (one per axis) and each point's Status.
+
+    Interpolation is multilinear in (log size -> log seconds); with a grid that is
+    non-decreasing along every axis (the derive script makes it so) the answer is
+    non-decreasing in every size, inside and outside the measured range.
+    """
+    points = np.broadcast_arrays(*(np.asarray(c, dtype=np.float64) for c in coords))
+    extra = np.zeros(points[0].shape)
+    outside = np.zeros(points[0].shape, dtype=bool)
+    lows, weights = [], []
+    for x, lax, exponent in zip(points, table.log_axes, table.exponents, strict=True):
+        lx = np.log(np.maximum(x, _TINY))
+        above, below = lx > lax[-1], lx < lax[0]
+        extra += np.where(above, exponent * (lx - lax[-1]), 0.0)
+        outside |= above | below
+        low, weight = _bracket(lax, np.clip(lx, lax[0], lax[-1]))
+        lows.append(low)
+        weights.append(weight)
+    logt, filled = _corners(table, row, lows, weights)
+    on_node = np.logical_and.reduce([(w < 1e-9) | (w > 1 - 1e-9) for w in weights])
+    status = np.where(outside | filled, Status.EXTRAPOLATED,
+                      np.where(on_node, Status.MEASURED, Status.INTERPOLATED)).astype(np.int8)
+    return np.exp(logt + extra), status
+
+
+def _bracket(lax: FloatArray, lx: FloatArray) -> tuple[npt.NDArray[np.intp], FloatArray]:
+    """Lower node index and the fraction of the way to the next node, per point."""
+    if lax.size == 1:
+        return np.zeros(lx.shape, dtype=np.intp), np.zeros(lx.shape)
+    low = np.clip(np.searchsorted(lax, lx, side="right") - 1, 0, lax.size - 2)
+    weight = (lx - lax[low]) / (lax[low + 1] - lax[low])
+    return low, np.clip(weight, 0.0, 1.0)
+
+
+def _corners(table: Table, row: int, lows: list[npt.NDArray[np.intp]],
+             weights: list[FloatArray]) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """Multilinear value from the 2**d surrounding nodes, as successive lerps (one axis at a
+    time, each clamped between its two ends so rounding never breaks monotonicity); and
+    whether any node used was filled."""
+    grid = table.logt[row].astype(np.float64)
+    holes = table.filled[row]
+    values: list[FloatArray] = []
+    filled = np.zeros(lows[0].shape, dtype=bool)
+    for bits in itertools.product((0, 1), repeat=len(lows)):
+        index = tuple(np.minimum(lo + b, n - 1)
+                      for lo, b, n in zip(lows, bits, grid.shape, strict=True))
+        values.append(grid[index])
+        used = np.logical_and.reduce([(w > 1e-12) if b else (w < 1 - 1e-12)
+                                      for w, b in zip(weights, bits, strict=True)])
+        filled |= used & holes[index]
+    for w in reversed(weights):  # the last axis varies fastest in product order
+        values = [_lerp(lo, hi, w) for lo, hi in zip(values[0::2], values[1::2], strict=True)]
+    return values[0], filled
+
+
+def _lerp(lo: FloatArray, hi: FloatArray, w: FloatArray) -> FloatArray:
+    return np.clip(lo + w * (hi - lo), np.minimum(lo, hi), np.maximum(lo, hi))

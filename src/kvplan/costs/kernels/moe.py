@@ -1,0 +1,119 @@
+"""MoE grouped-GEMM latency (gate, up and down projections of the routed experts) by tokens,
+model shape, dtype and tensor/expert parallelism: vLLM's fused-MoE kernels, balanced routing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.costs.kernels.grid import lookup
+from kvplan.costs.kernels.result import FloatArray, OpTime
+from kvplan.costs.kernels.tables import Table, peaks, require
+from kvplan.costs.kernels.work import (
+    BYTES_PER_ELEMENT,
+    TENSOR_RATE,
+    moe_bytes,
+    moe_flops,
+    roofline_s,
+)
+from kvplan.errors import UnknownNameError
+
+MOE_DTYPES = ("bfloat16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "int4_wo")
+_ALIASES = {"bf16": "bfloat16", "float16": "bfloat16", "fp16": "bfloat16", "mxfp4":
+            "w4a16_mxfp4", "fp4": "nvfp4"}
+_KEYS = ("hidden", "inter", "topk", "experts", "tp", "ep")
+
+
+@dataclass(frozen=True, slots=True)
+class MoeShape:
+    """One MoE layer as one GPU runs it."""
+
+    hidden: int
+    inter: int
+    """Per-expert intermediate size before tensor parallelism."""
+    topk: int
+    experts: int
+    tp: int
+    ep: int
+
+    def weight_bytes(self, width: float) -> float:
+        """The local experts' gate, up and down weights."""
+        return self.experts / self.ep * 3.0 * self.hidden * self.inter / self.tp * width
+
+    def flops_per_token(self) -> float:
+        """Per routed token on this GPU (topk/ep of the experts are local on average)."""
+        return 6.0 * self.hidden * self.inter / self.tp * self.topk / self.ep
+
+
+def moe(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts: int,
+        topk: int, dtype: str = "bfloat16", tp: int = 1, ep: int = 1) -> OpTime:
+    """Seconds of one MoE layer's expert GEMMs for ``tokens`` tokens (before routing),
+    ``inter`` split over ``tp``, experts over ``ep``. A shape the table lacks is read off the
+    nearest measured one: time scaled by the local weight bytes, tokens by the per-token
+    FLOPs over weight bytes — both regimes (weight-bound, compute-bound) then scale right."""
+    table = require(gpu, "moe")
+    word, notes = _dtype(table, dtype)
+    want = MoeShape(hidden, inter, topk, num_experts, tp, ep)
+    row, ref = _nearest(table, word, want)
+    count = np.asarray(tokens, dtype=np.float64)
+    if ref == want:
+        seconds, status = lookup(table, row, (count,))
+    else:
+        width = BYTES_PER_ELEMENT[word]
+        time_scale = want.weight_bytes(width) / ref.weight_bytes(width)
+        token_scale = (want.flops_per_token() / ref.flops_per_token()) / time_scale
+        seconds, status = lookup(table, row, (count * token_scale,))
+        seconds = np.maximum(seconds * time_scale, _floor(table.gpu, count, want, word))
+        notes += (f"MoE shape {_text(want)} not measured: scaled from {_text(ref)} "
+                  f"(time x{time_scale:.3g}, tokens x{token_scale:.3g})",)
+    kernels = tuple(table.meta["kernels"].get(word, ()))
+    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)
+
+
+def moe_s(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts: int,
+          topk: int, dtype: str = "bfloat16", tp: int = 1, ep: int = 1) -> FloatArray:
+    """``moe(...).seconds``."""
+    return moe(gpu, tokens, hidden=hidden, inter=inter, num_experts=num_experts, topk=topk,
+               dtype=dtype, tp=tp, ep=ep).seconds
+
+
+def _floor(gpu: str, tokens: FloatArray, shape: MoeShape, dtype: str) -> FloatArray:
+    figures = peaks(gpu)
+    s = shape
+    return roofline_s(moe_flops(tokens, s.hidden, s.inter, s.topk, s.tp, s.ep),
+                      moe_bytes(tokens, s.hidden, s.inter, s.topk, s.experts, s.tp, s.ep, dtype),
+                      figures[TENSOR_RATE[dtype]] or figures["bfloat16"], figures["mem_bw"])
+
+
+def _dtype(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:
+    want = _ALIASES.get(dtype.lower(), dtype.lower())
+    if want not in MOE_DTYPES:
+        raise UnknownNameError(f"unknown MoE dtype {dtype!r}: choose one of "
+                               f"{', '.join(MOE_DTYPES)}")
+    if table.code("dtype", want) in set(table.column("dtype").tolist()):
+        return want, ()
+    rate = {"nvfp4": "fp4", "fp8": "fp8", "fp8_block": "fp8"}.get(want)
+    why = (f"{table.gpu} has no {rate} tensor cores" if rate and not peaks(table.gpu).get(rate)
+           else f"{want} MoE not measured on {table.gpu}")
+    return "bfloat16", (f"{why}: priced as bfloat16",)
+
+
+def _nearest(table: Table, word: str, want: MoeShape) -> tuple[int, MoeShape]:
+    """The measured slice of this dtype closest in the local shape (log distance)."""
+    rows = np.flatnonzero(table.column("dtype") == table.code("dtype", word))
+    cols = {k: table.column(k)[rows].astype(np.float64) for k in _KEYS}
+    cost = (np.abs(np.log(cols["hidden"] / want.hidden))
+            + np.abs(np.log(cols["inter"] / cols["tp"] / (want.inter / want.tp)))
+            + np.abs(np.log(cols["experts"] / cols["ep"] / (want.experts / want.ep)))
+            + np.abs(np.log(cols["topk"] / want.topk))
+            + 0.01 * (np.abs(np.log(cols["tp"] / want.tp)) + np.abs(np.log(cols["ep"] / want.ep))))
+    best = int(np.argmin(cost))
+    ref = MoeShape(*(int(cols[k][best]) for k in _KEYS))
+    return int(rows[best]), ref
+
+
+def _text(shape: MoeShape) -> str:
+    return (f"(hidden {shape.hidden}, inter {shape.inter}, top-{shape.topk} of "
+            f"{shape.experts}, tp {shape.tp}, ep {shape.ep})")
