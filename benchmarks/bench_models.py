@@ -34,8 +34,8 @@ MODELS = [  # (model, GPU, TP, block size): perf-3.md's set
 
 def _one(index: int, n: int) -> dict[str, Any]:
     from kvplan.analysis.serving import pick_profile, scheduler_limits
-    from kvplan.costs.memory import plan_memory
-    from kvplan.costs.roofline import StepCostModel
+    from kvplan.costs.memory.plan import plan_memory
+    from kvplan.costs.step.roofline import StepCostModel
     from kvplan.sim import core
     from kvplan.sim.blocks import kv_shape_from_groups
     from kvplan.sim.simulator import simulate

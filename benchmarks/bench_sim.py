@@ -55,8 +55,8 @@ def _random_args() -> Any:
 
 def _setup(model: str, engine_kw: dict[str, Any], wargs: Any) -> tuple[Any, dict[str, Any]]:
     from kvplan.analysis.serving import pick_profile, scheduler_limits
-    from kvplan.costs.memory import plan_memory
-    from kvplan.costs.roofline import StepCostModel
+    from kvplan.costs.memory.plan import plan_memory
+    from kvplan.costs.step.roofline import StepCostModel
     from kvplan.sim.blocks import kv_shape_from_groups
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu

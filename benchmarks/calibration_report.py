@@ -18,10 +18,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvplan.analysis import calibration_report as rep
-from kvplan.analysis.calibration_set import CalPoint, calibration_set
-from kvplan.analysis.profile_fit import Fit, fit_points, pinned, to_profile_set
-from kvplan.costs.profiles import profiles_to_dict
+from kvplan.analysis.calibration import report as rep
+from kvplan.analysis.calibration.profile_fit import Fit, fit_points, pinned, to_profile_set
+from kvplan.analysis.calibration.public_set import CalPoint, calibration_set
+from kvplan.costs.step.profiles import profiles_to_dict
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "kvplan" / "data" / "profiles" / "default.json"
 

@@ -182,7 +182,7 @@ def aic_side(points: Sequence[pm.PeerPoint], rule: str, mode: str) -> dict[str, 
 def bundled_profile(cp: Any) -> Any:
     """The bundled profile for the point's GPU and precision with its engine's host costs
     (default.json 'engines'), as calibration_report's fit prices it."""
-    from kvplan.costs.profiles import default_profiles
+    from kvplan.costs.step.profiles import default_profiles
 
     profile = default_profiles().pick(cp.gpu, cp.precision)
     data = json.loads((DATA / "profiles" / "default.json").read_text("utf-8"))
@@ -194,8 +194,8 @@ def kvplan_side(ids: set[str], held_out: bool) -> tuple[dict[str, dict[str, floa
         str, str], dict[tuple[str, str], float] | None]:
     """(point id -> metric -> prediction, id -> why kvplan cannot price it, held-out
     predictions by (id, metric) or None)."""
-    from kvplan.analysis import calibration_report as rep
-    from kvplan.analysis.calibration_set import calibration_set
+    from kvplan.analysis.calibration import report as rep
+    from kvplan.analysis.calibration.public_set import calibration_set
 
     cs = calibration_set()
     points = [cp for cp in cs.points if cp.id in ids]

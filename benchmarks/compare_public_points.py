@@ -14,15 +14,15 @@ import argparse
 from collections.abc import Sequence
 from statistics import median
 
-from kvplan.analysis.calibration_report import Residual as Row
+from kvplan.analysis.calibration.report import Residual as Row
 
 METRICS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "output_throughput_tok_s": "throughput",
            "e2e_s": "E2E"}
 
 
 def _rows(sources: Sequence[str]) -> tuple[list[Row], list[str]]:
-    from kvplan.analysis.calibration_set import _point, raw_points
-    from kvplan.costs.profiles import default_profiles
+    from kvplan.analysis.calibration.public_set import _point, raw_points
+    from kvplan.costs.step.profiles import default_profiles
     from kvplan.errors import KvplanError
 
     rows: list[Row] = []

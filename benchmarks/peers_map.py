@@ -109,8 +109,8 @@ def _mean_len(w: Mapping[str, Any], which: str) -> int:
 
 def public_point(p: Mapping[str, Any]) -> PeerPoint:
     """A point of public_calibration.json, with vLLM's batch limits for its GPU filled."""
-    from kvplan.analysis.calibration_set import _engine, _measured, engine_key
-    from kvplan.costs.vllm_defaults import default_batch_limits
+    from kvplan.analysis.calibration.public_set import _engine, _measured, engine_key
+    from kvplan.costs.memory.vllm_defaults import default_batch_limits
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
@@ -160,8 +160,8 @@ class PeerSet:
 def peer_points(sources: Sequence[str] = ()) -> PeerSet:
     """Every calibration point of the bundled files (of ``sources`` if given), in the order
     of kvplan's calibration set: the TensorRT-LLM static batches, then the public points."""
-    from kvplan.analysis.calibration_set import _data_text, _defaults, raw_points
-    from kvplan.costs.measurements import _from_json
+    from kvplan.analysis.calibration.measurements import _from_json
+    from kvplan.analysis.calibration.public_set import _data_text, _defaults, raw_points
 
     text = _data_text("latency_calibration.json")
     data = json.loads(text)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvplan.costs.batch import AggregateForm
+from kvplan.costs.step.batch import AggregateForm
 from kvplan.sim import core
 
 

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.analysis.calibration_set import serving_replay
+from kvplan.analysis.calibration.public_set import serving_replay
 from kvplan.analysis.metrics import compute_metrics
 from kvplan.analysis.serving import simulate_serving
-from kvplan.costs.profile import Profile
+from kvplan.costs.step.profile import Profile
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import ArrayWorkload, LinearTimer, workload

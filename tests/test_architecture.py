@@ -93,3 +93,104 @@ def test_mutable_dataclass_detector() -> None:
         _is_mutable_dataclass(bare),
         _is_mutable_dataclass(unfrozen),
     ) == (False, True, True)
+
+
+def _module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the kvplan modules it imports anywhere (top level, in functions, or under
+    TYPE_CHECKING); importing a submodule is not an edge to its parent packages."""
+    paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & paths.keys()
+                found |= subs if len(subs) == len(node.names) else subs | {node.module}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = {m for m in found & paths.keys()
+                       if m != name and m != "kvplan" and not name.startswith(m + ".")}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle (as a path), or [] when the graph has none."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        stack.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_no_import_circles() -> None:
+    assert _cycle(_graph()) == []
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_folder_holds_more_than_about_twenty_modules() -> None:
+    crowded = {}
+    for folder in [ROOT, *(p for p in ROOT.rglob("*") if p.is_dir())]:
+        count = len([p for p in folder.glob("*.py") if p.name != "__init__.py"])
+        if count > 22:
+            crowded[str(folder.relative_to(ROOT.parent))] = count
+    assert crowded == {}
+
+
+ROOMS = {
+    # room -> the rooms (same layer) it may import; its own room is always allowed
+    "kvplan.costs": set(),
+    "kvplan.costs.kernels": set(),
+    "kvplan.costs.memory": set(),
+    "kvplan.costs.pricing": set(),
+    "kvplan.costs.step": {"kvplan.costs.kernels", "kvplan.costs.memory"},
+    "kvplan.analysis": set(),
+    "kvplan.analysis.plan": {"kvplan.analysis"},
+    "kvplan.analysis.calibration": {"kvplan.analysis"},
+}
+
+
+def _room(module: str) -> str | None:
+    for room in sorted(ROOMS, key=len, reverse=True):
+        if module == room or module.startswith(room + "."):
+            return room
+    return None
+
+
+def test_rooms_within_a_layer_import_in_order() -> None:
+    """costs/: kernels and memory stand alone, step stands on both; analysis/: the planner
+    and calibration stand on analysis' own modules, never on each other, and those modules
+    never on them."""
+    wrong = []
+    for name, imports in _graph().items():
+        own = _room(name)
+        if own is None:
+            continue
+        for other in imports:
+            room = _room(other)
+            same_layer = other.split(".")[1] == own.split(".")[1]
+            if room is not None and same_layer and room != own and room not in ROOMS[own]:
+                wrong.append(f"{name} imports {other}")
+    assert wrong == []

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.costs import calibration as cal
-from kvplan.costs.latency import RequestShape, request_latency
-from kvplan.costs.roofline import Profile
+from kvplan.analysis.calibration import static_fit as cal
+from kvplan.costs.step.latency import RequestShape, request_latency
+from kvplan.costs.step.roofline import Profile
 from kvplan.errors import TraceError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
@@ -92,7 +92,7 @@ def test_bundled_profile_states_what_it_was_fitted_on() -> None:
 
 
 def test_default_profile_is_physical() -> None:
-    """Bounds of the fit (kvplan.analysis.profile_fit.BOUNDS), none of them reached."""
+    """Bounds of the fit (kvplan.analysis.calibration.profile_fit.BOUNDS), none of them reached."""
     ps = cal.default_profiles()
     for p in (*ps.profiles, ps.default):
         assert 0.05 < p.compute_eff < 0.95 and 0.05 < p.bandwidth_eff < 0.95

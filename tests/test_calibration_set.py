@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from importlib import resources
 
-from kvplan.analysis.calibration_set import FIT_KEYS, raw_points
+from kvplan.analysis.calibration.public_set import FIT_KEYS, raw_points
 
 SOURCES_MD = (resources.files("kvplan") / "data" / "measurements" / "SOURCES.md").read_text(
     "utf-8")
@@ -64,8 +64,8 @@ def test_every_point_loads_and_its_deployment_fits() -> None:
     """Each point names a catalog model and GPU and a deployment kvplan's memory plan accepts
     (the cheap half of pricing it; the replay itself runs in benchmarks/calibration_report.py),
     except the points SOURCES.md lists as not priceable."""
-    from kvplan.analysis.calibration_set import _engine
-    from kvplan.costs.memory import plan_memory
+    from kvplan.analysis.calibration.public_set import _engine
+    from kvplan.costs.memory.plan import plan_memory
     from kvplan.errors import KvplanError
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
@@ -90,7 +90,7 @@ def test_derived_metrics_follow_from_printed_ones_and_never_shadow_them() -> Non
 
 
 def test_derived_throughput_is_what_the_fit_compares() -> None:
-    from kvplan.analysis.calibration_set import _measured
+    from kvplan.analysis.calibration.public_set import _measured
 
     pid = "vllm-gh-pr28992-deepseek-v31-h200-tp8-decode-c16"
     p = next(p for p in raw_points() if p["id"] == pid)

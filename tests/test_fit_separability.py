@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan.costs.fit_separability import COLLINEAR, sensitivities, separability_problems
-from kvplan.costs.profile import Profile
+from kvplan.analysis.calibration.separability import COLLINEAR, sensitivities, separability_problems
+from kvplan.costs.step.profile import Profile
 
 
 def tpot(batches: list[int]):  # type: ignore[no-untyped-def]

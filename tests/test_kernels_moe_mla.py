@@ -102,3 +102,13 @@ def test_donors_and_their_efficiencies() -> None:
             continue
         found = K.nearest_measured_gpu(gpu)
         assert 0.3 < found.compute <= 1.0 and 0.3 < found.memory <= 1.0
+
+
+def test_a_gpu_without_a_tensor_rate_is_matched_on_bandwidth_alone() -> None:
+    """A custom GPU file that gives no FLOP/s figure: nearest by bytes/s (no log of zero)."""
+    from kvplan.specs.hardware import HardwareSpec
+
+    bare = HardwareSpec(id="custom-no-flops", memory_bytes=80 * 10**9,
+                        mem_bw_bytes_per_s=4.8e12, peak_flops={}, arch="Hopper")
+    with np.errstate(all="raise"):
+        assert K.nearest_measured_gpu(bare).donor == "H200-SXM-141GB"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvplan.costs.latency import (
+from kvplan.costs.step.latency import (
     RequestShape,
     kv_fit,
     parse_sweep,
@@ -14,7 +14,7 @@ from kvplan.costs.latency import (
     static_batch_latency,
     sweep,
 )
-from kvplan.costs.roofline import Profile, StepCostModel
+from kvplan.costs.step.roofline import Profile, StepCostModel
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu

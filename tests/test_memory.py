@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.costs.memory import MemoryPlan, plan_memory
+from kvplan.costs.memory.plan import MemoryPlan, plan_memory
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import HardwareSpec, load_gpu

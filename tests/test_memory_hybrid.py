@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan.costs.memory import (
+from kvplan.costs.memory.plan import (
     build_groups,
     hybrid_block,
     layer_specs,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvplan.costs.memory import plan_memory
+from kvplan.costs.memory.plan import plan_memory
 from kvplan.errors import DoesNotFitError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
@@ -40,7 +40,7 @@ def test_heads_that_do_not_split_fall_back_to_other_levers() -> None:
 def test_cuda_visible_totals_from_vllm_logs() -> None:
     """vLLM prints "Free memory on device (free/TOTAL GiB)"; TOTAL is what it multiplies by the
     utilization: H200 139.72 GiB (vLLM issue #23192), A100-80GB 79.25 GiB, H100 79.18 GiB."""
-    from kvplan.costs.vllm_defaults import cuda_total_bytes
+    from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
     from kvplan.units import GiB
 
     for gpu, total_gib in (("H200", 139.72), ("A100-80GB-SXM", 79.25), ("H100", 79.18)):

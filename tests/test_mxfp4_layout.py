@@ -1,12 +1,12 @@
-"""vLLM's mxfp4 MoE layouts pad gpt-oss's experts (kvplan.costs.mxfp4_layout), by GPU."""
+"""vLLM's mxfp4 MoE layouts pad gpt-oss's experts (kvplan.costs.memory.mxfp4_layout), by GPU."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvplan.costs.memory import plan_memory
-from kvplan.costs.mxfp4_layout import mxfp4_backend, mxfp4_padding_bytes
-from kvplan.costs.params import weight_bytes_per_gpu
+from kvplan.costs.memory.mxfp4_layout import mxfp4_backend, mxfp4_padding_bytes
+from kvplan.costs.memory.params import weight_bytes_per_gpu
+from kvplan.costs.memory.plan import plan_memory
 from kvplan.errors import DoesNotFitError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu

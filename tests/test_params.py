@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.costs.params import (
+from kvplan.costs.memory.params import (
     active_weight_bytes_per_gpu,
     param_counts,
     pp_layer_ranges,

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import kvplan
-from kvplan.analysis.judge import Latencies
-from kvplan.analysis.plan_bands import Ratios, edge_slo, goodput_band, plan_bands
-from kvplan.costs import uncertainty as unc
+from kvplan.analysis.plan.bands import Ratios, edge_slo, goodput_band, plan_bands
+from kvplan.analysis.plan.judge import Latencies
+from kvplan.costs.step import uncertainty as unc
 from kvplan.report.plan_band_text import band_lines, check_line, margin_line
 from kvplan.report.plan_chart import chart_points
 from kvplan.specs.slo import Slo, WarmupRule, parse_slo

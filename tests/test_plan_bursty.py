@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import kvplan
-from kvplan.analysis.capacity_search import at_rate, probe
-from kvplan.analysis.fleet import Replica, subset
-from kvplan.analysis.judge import judge, latencies, merge
-from kvplan.analysis.plan_types import Plan
+from kvplan.analysis.plan.capacity_search import at_rate, probe
+from kvplan.analysis.plan.fleet import Replica, subset
+from kvplan.analysis.plan.judge import judge, latencies, merge
+from kvplan.analysis.plan.records import Plan
 from kvplan.specs.workload import Workload
 from tests.plan_helpers import slo
 

@@ -164,7 +164,7 @@ def _profile_group(family: str, gpu: str, tp: int, metric: str) -> tuple[float, 
 
 def _bands_are_the_profile_groups(doc: dict[str, Any], source: str) -> None:
     """summary.*_band = the predicted value x the group's ratios (Llama-3.1-8B is dense)."""
-    from kvplan.costs.uncertainty import band_for
+    from kvplan.costs.step.uncertainty import band_for
 
     s = doc["summary"]
     best = next(c for c in doc["candidates"] if c["id"] == s["best"])

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import kvplan
-from kvplan.analysis.fleet import subset
-from kvplan.analysis.judge import judge, latencies, merge
-from kvplan.analysis.plan_traffic import plan_traffic
+from kvplan.analysis.plan.fleet import subset
+from kvplan.analysis.plan.judge import judge, latencies, merge
+from kvplan.analysis.plan.traffic import plan_traffic
 from kvplan.report.plan_json import plan_json
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.slo import Slo

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import kvplan
-from kvplan.analysis.capacity_search import find_capacity, probe
-from kvplan.analysis.fleet import (
+from kvplan.analysis.plan.capacity_search import find_capacity, probe
+from kvplan.analysis.plan.fleet import (
     Replica,
     least_outstanding,
     prefix_affinity,

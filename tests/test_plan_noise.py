@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kvplan.analysis.judge import Latencies, judge
-from kvplan.analysis.plan_noise import percentile_interval, ranks, share_interval
+from kvplan.analysis.plan.judge import Latencies, judge
+from kvplan.analysis.plan.noise import percentile_interval, ranks, share_interval
 from tests.plan_helpers import slo
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import kvplan
-from kvplan.analysis.fleet import subset
-from kvplan.analysis.judge import judge, latencies, merge
-from kvplan.analysis.plan_types import Plan
+from kvplan.analysis.plan.fleet import subset
+from kvplan.analysis.plan.judge import judge, latencies, merge
+from kvplan.analysis.plan.records import Plan
 from tests.plan_helpers import FAST, poisson_workload, slo
 
 M8 = "meta-llama/Llama-3.1-8B"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kvplan.analysis.judge import Latencies, judge
+from kvplan.analysis.plan.judge import Latencies, judge
 from kvplan.errors import InputError
 from kvplan.specs.slo import PercentileBound, Slo, WarmupRule, parse_goodput_slo, parse_slo
 

@@ -1,12 +1,12 @@
-"""The bundled-profile fit (kvplan.analysis.profile_fit): re-pricing only the points a factor
-reaches gives the same fit as re-pricing every point, and the API path is fitted only for
-engines with served points."""
+"""The bundled-profile fit (kvplan.analysis.calibration.profile_fit): re-pricing only the
+points a factor reaches gives the same fit as re-pricing every point, and the API path is fitted
+only for engines with served points."""
 
 from __future__ import annotations
 
-from kvplan.analysis import profile_fit as pf
-from kvplan.analysis.calibration_set import CalPoint
-from kvplan.costs.profile import Profile
+from kvplan.analysis.calibration import profile_fit as pf
+from kvplan.analysis.calibration.public_set import CalPoint
+from kvplan.costs.step.profile import Profile
 
 
 def _point(i: int, gpu: str, engine: str, served: bool) -> CalPoint:

@@ -1,15 +1,15 @@
 """A recorded serving run re-priced under another profile equals simulating it again
 (request rate inf, with and without --max-concurrency): the property the calibration fit
-relies on (kvplan.analysis.replay)."""
+relies on (kvplan.analysis.calibration.replay)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvplan.analysis.calibration_set import serving_replay
+from kvplan.analysis.calibration.public_set import serving_replay
 from kvplan.analysis.metrics import compute_metrics
 from kvplan.analysis.serving import simulate_serving
-from kvplan.costs.roofline import Profile
+from kvplan.costs.step.roofline import Profile
 from kvplan.specs.serving import EngineConfig
 from kvplan.specs.workload import WorkloadArgs, build_workload
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvplan.costs.params import active_weight_bytes_per_gpu
-from kvplan.costs.roofline import Profile, StepCostModel, has_prefill
+from kvplan.costs.memory.params import active_weight_bytes_per_gpu
+from kvplan.costs.step.roofline import Profile, StepCostModel, has_prefill
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import gpu_catalog, load_gpu
 from kvplan.specs.serving import EngineConfig

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.analysis import serving_calibration as sc
+from kvplan.analysis.calibration import serving_fit as sc
+from kvplan.analysis.calibration.measurements import Defaults
 from kvplan.analysis.metrics import compute_metrics, save_result_json
 from kvplan.analysis.serving import simulate_serving
-from kvplan.costs.measurements import Defaults
-from kvplan.costs.profiles import default_profiles
+from kvplan.costs.step.profiles import default_profiles
 from kvplan.specs.serving import EngineConfig
 from kvplan.specs.workload import WorkloadArgs
 from tests.conftest import assert_one_line_error, run_cli

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.costs.roofline import StepCostModel
+from kvplan.costs.step.roofline import StepCostModel
 from kvplan.sim import core
 from kvplan.sim.blocks import CacheGroup, KvShape
 from kvplan.sim.scheduler import Limits

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.costs.batch import AggregateForm
-from kvplan.costs.memory import plan_memory
-from kvplan.costs.roofline import StepCostModel
+from kvplan.costs.memory.plan import plan_memory
+from kvplan.costs.step.batch import AggregateForm
+from kvplan.costs.step.roofline import StepCostModel
 from kvplan.sim import core
 from kvplan.sim.blocks import CacheGroup, KvShape, _group_blocks, kv_shape_from_groups
 from kvplan.sim.scheduler import Limits

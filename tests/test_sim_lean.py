@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from kvplan.costs.roofline import StepCostModel, has_prefill
+from kvplan.costs.step.roofline import StepCostModel, has_prefill
 from kvplan.sim import core
 from kvplan.sim import simulator as sim_mod
 from kvplan.sim.simulator import simulate

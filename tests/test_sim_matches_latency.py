@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import kvplan
-from kvplan.costs.latency import RequestShape, request_latency
-from kvplan.costs.profiles import profile_for
+from kvplan.costs.step.latency import RequestShape, request_latency
+from kvplan.costs.step.profiles import profile_for
 from kvplan.specs.serving import EngineConfig
 from kvplan.specs.workload import Workload
 

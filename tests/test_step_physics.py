@@ -10,9 +10,9 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from kvplan.costs.latency import RequestShape, static_batch_latency
-from kvplan.costs.profiles import default_profiles
-from kvplan.costs.roofline import StepCostModel
+from kvplan.costs.step.latency import RequestShape, static_batch_latency
+from kvplan.costs.step.profiles import default_profiles
+from kvplan.costs.step.roofline import StepCostModel
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.serving import EngineConfig

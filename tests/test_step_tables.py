@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from kvplan.costs import kernels as kn
-from kvplan.costs.roofline import StepCostModel
-from kvplan.costs.step_ops import stage_ops
+from kvplan.costs.step.ops import stage_ops
+from kvplan.costs.step.roofline import StepCostModel
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.serving import EngineConfig

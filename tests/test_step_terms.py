@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvplan.costs.roofline import Profile, StepCostModel
+from kvplan.costs.step.roofline import Profile, StepCostModel
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.serving import EngineConfig

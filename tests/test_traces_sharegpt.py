@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvplan.analysis.calibration_set import raw_points
+from kvplan.analysis.calibration.public_set import raw_points
 from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.traces import load_trace
 from kvplan.specs.workload import WorkloadArgs, build_workload

@@ -1,11 +1,11 @@
-"""Error bands from calibration residuals (kvplan.costs.uncertainty) and the `*_band` keys
+"""Error bands from calibration residuals (kvplan.costs.step.uncertainty) and the `*_band` keys
 the latency and simulate answers carry."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvplan.costs import uncertainty as unc
+from kvplan.costs.step import uncertainty as unc
 from tests.conftest import run_cli
 
 U = unc.Uncertainty(groups=(

@@ -33,8 +33,8 @@ from typing import Any
 
 import pytest
 
-from kvplan.costs.memory import plan_memory, rope_cache_bytes
-from kvplan.costs.params import weight_bytes_per_gpu
+from kvplan.costs.memory.params import weight_bytes_per_gpu
+from kvplan.costs.memory.plan import plan_memory, rope_cache_bytes
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
@@ -360,7 +360,7 @@ def test_gpt_oss_120b_util_095_llm_d() -> None:
 def test_cuda_visible_total(gpu: str, total: str) -> None:
     # what vLLM multiplies by --gpu-memory-utilization; the nominal "48 GB" of an L40S is
     # 44.99 GiB in nvidia-smi, so 48 GB less 1% (47.50 GiB, kvplan before) overstated it
-    from kvplan.costs.vllm_defaults import cuda_total_bytes
+    from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
 
     assert _printed(cuda_total_bytes(load_gpu(gpu))) == total
 
@@ -403,7 +403,7 @@ def test_fp8_blocks_refuse_qwen3_235b_tp8() -> None:
 def test_fp8_blocks_qwen3_coder_480b(tp: int, refused: bool) -> None:
     # moe_intermediate_size 2560: TP 8 leaves 320 per GPU ("cannot run at TP8", vLLM's
     # recipes use DP8 + EP, recipes#12); TP 4 leaves 640 = 5 x 128
-    from kvplan.costs.fp8_blocks import check_fp8_blocks
+    from kvplan.costs.memory.fp8_blocks import check_fp8_blocks
 
     m = _coder_480b()
     if refused:
@@ -415,7 +415,7 @@ def test_fp8_blocks_qwen3_coder_480b(tp: int, refused: bool) -> None:
 
 def test_fp8_blocks_deepseek_v3_until_tp32() -> None:
     # DeepSeek-V3's experts (2048) split whole to TP 16 (128 each); at TP 32 64 per GPU
-    from kvplan.costs.fp8_blocks import check_fp8_blocks
+    from kvplan.costs.memory.fp8_blocks import check_fp8_blocks
 
     m = load_model("deepseek-ai/DeepSeek-V3")
     for tp in (2, 4, 8, 16):

@@ -36,20 +36,20 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers (X as X: re-exporte
     from kvplan.analysis.footprint import batch_footprint as batch_footprint
     from kvplan.analysis.footprint import lever_table as lever_table
     from kvplan.analysis.metrics import compute_metrics as compute_metrics
-    from kvplan.analysis.plan_bands import PlanBands as PlanBands
-    from kvplan.analysis.plan_bands import SloCheck as SloCheck
-    from kvplan.analysis.plan_types import Plan as Plan
-    from kvplan.analysis.planner import PlanOptions as PlanOptions
-    from kvplan.analysis.planner import plan as plan
+    from kvplan.analysis.plan.bands import PlanBands as PlanBands
+    from kvplan.analysis.plan.bands import SloCheck as SloCheck
+    from kvplan.analysis.plan.planner import PlanOptions as PlanOptions
+    from kvplan.analysis.plan.planner import plan as plan
+    from kvplan.analysis.plan.records import Plan as Plan
     from kvplan.analysis.serving import simulate_deployment as simulate_deployment
     from kvplan.analysis.serving import simulate_serving as simulate_serving
     from kvplan.analysis.timeline import request_timeline as request_timeline
-    from kvplan.costs.latency import RequestShape as RequestShape
-    from kvplan.costs.latency import request_latency as request_latency
-    from kvplan.costs.memory import plan_deployment as plan_deployment
-    from kvplan.costs.memory import plan_memory as plan_memory
-    from kvplan.costs.roofline import Profile as Profile
-    from kvplan.costs.roofline import StepCostModel as StepCostModel
+    from kvplan.costs.memory.plan import plan_deployment as plan_deployment
+    from kvplan.costs.memory.plan import plan_memory as plan_memory
+    from kvplan.costs.step.latency import RequestShape as RequestShape
+    from kvplan.costs.step.latency import request_latency as request_latency
+    from kvplan.costs.step.roofline import Profile as Profile
+    from kvplan.costs.step.roofline import StepCostModel as StepCostModel
     from kvplan.specs.catalog import load_model as load_model
     from kvplan.specs.deployment import Deployment as Deployment
     from kvplan.specs.hardware import load_gpu as load_gpu
@@ -75,22 +75,22 @@ _LAZY = {
     "kv_spec": "kvplan.specs.kv",
     "resolve_precision": "kvplan.specs.kv",
     "EngineConfig": "kvplan.specs.serving",
-    "plan_memory": "kvplan.costs.memory",
-    "StepCostModel": "kvplan.costs.roofline",
-    "Profile": "kvplan.costs.roofline",
-    "RequestShape": "kvplan.costs.latency",
-    "request_latency": "kvplan.costs.latency",
+    "plan_memory": "kvplan.costs.memory.plan",
+    "StepCostModel": "kvplan.costs.step.roofline",
+    "Profile": "kvplan.costs.step.roofline",
+    "RequestShape": "kvplan.costs.step.latency",
+    "request_latency": "kvplan.costs.step.latency",
     "WorkloadArgs": "kvplan.specs.workload",
     "build_workload": "kvplan.specs.workload",
     "simulate_serving": "kvplan.analysis.serving",
     "compute_metrics": "kvplan.analysis.metrics",
-    "plan": "kvplan.analysis.planner",
-    "plan_deployment": "kvplan.costs.memory",
+    "plan": "kvplan.analysis.plan.planner",
+    "plan_deployment": "kvplan.costs.memory.plan",
     "simulate_deployment": "kvplan.analysis.serving",
-    "PlanOptions": "kvplan.analysis.planner",
-    "Plan": "kvplan.analysis.plan_types",
-    "PlanBands": "kvplan.analysis.plan_bands",
-    "SloCheck": "kvplan.analysis.plan_bands",
+    "PlanOptions": "kvplan.analysis.plan.planner",
+    "Plan": "kvplan.analysis.plan.records",
+    "PlanBands": "kvplan.analysis.plan.bands",
+    "SloCheck": "kvplan.analysis.plan.bands",
     "Deployment": "kvplan.specs.deployment",
     "Slo": "kvplan.specs.slo",
     "parse_slo": "kvplan.specs.slo",

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.costs.memory import MemoryPlan, Settings, plan_memory
-from kvplan.costs.roofline import Profile, StepCostModel
+from kvplan.costs.memory.plan import MemoryPlan, Settings, plan_memory
+from kvplan.costs.step.roofline import Profile, StepCostModel
 from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
 from kvplan.sim.scheduler import Limits
@@ -50,7 +50,7 @@ class ServingRun:
 def pick_profile(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                  path: str | None = None) -> Profile:
     """The latency profile for this GPU and compute precision: from ``path`` or the bundled one."""
-    from kvplan.costs.profiles import profile_for
+    from kvplan.costs.step.profiles import profile_for
 
     return profile_for(model, hw, engine, path)
 

@@ -15,7 +15,7 @@ from kvplan.errors import DoesNotFitError, InputError
 from kvplan.report.json_views import plan_json
 
 if TYPE_CHECKING:
-    from kvplan.costs.memory import MemoryPlan
+    from kvplan.costs.memory.plan import MemoryPlan
 
 
 @app.command("capacity", context_settings={"ignore_unknown_options": True})
@@ -66,7 +66,7 @@ def _does_not_fit(exc: DoesNotFitError, settings: dict[str, Any], gpu: str, igno
     if not as_json:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         sys.exit(DOES_NOT_FIT)
-    from kvplan.costs.memory import largest_max_model_len, unchecked_plan
+    from kvplan.costs.memory.plan import largest_max_model_len, unchecked_plan
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
@@ -97,7 +97,7 @@ def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 
 def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:
-    from kvplan.costs.memory import plan_memory
+    from kvplan.costs.memory.plan import plan_memory
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
@@ -183,7 +183,7 @@ def gpus_cmd(as_json: fl.JsonOpt = False) -> None:
         return
     from rich.table import Table
 
-    from kvplan.costs.vllm_defaults import cuda_total_bytes
+    from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
     from kvplan.specs.hardware import gpu_catalog
 
     gpus = list(gpu_catalog().values())

@@ -12,9 +12,9 @@ from kvplan.cli.app import app
 from kvplan.cli.common import check_plot, console, print_json, write_chart
 
 if TYPE_CHECKING:
-    from kvplan.costs.calibration import CalibrationResult
-    from kvplan.costs.latency import LatencyResult, SweepRow
-    from kvplan.costs.roofline import Profile, StepCost
+    from kvplan.analysis.calibration.static_fit import CalibrationResult
+    from kvplan.costs.step.latency import LatencyResult, SweepRow
+    from kvplan.costs.step.roofline import Profile, StepCost
 
 ModelArg = Annotated[
     str, typer.Argument(help="Hugging Face id from 'kvplan models' or a config.json.")
@@ -54,7 +54,7 @@ def latency_cmd(
 ) -> None:
     """TTFT, TPOT, end-to-end time and throughput of a static batch, priced op by op from
     measured kernels (the roofline where a GPU has no tables)."""
-    from kvplan.costs import latency as lat
+    from kvplan.costs.step import latency as lat
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
@@ -78,7 +78,7 @@ def latency_cmd(
 def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
             modes: tuple[bool, bool]) -> None:
     """Print one latency answer: JSON, or the table (+ each op's time with --explain)."""
-    from kvplan.costs import latency as lat
+    from kvplan.costs.step import latency as lat
     from kvplan.report.ops_view import ops_view
 
     as_json, explain_ops = modes
@@ -92,7 +92,7 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
         print_json({**latency_answer_json(result, prof, deployment), "kernels": basis,
                     "step_ops": step_ops_json(steps)})
         return
-    from kvplan.costs.uncertainty import latency_bands
+    from kvplan.costs.step.uncertainty import latency_bands
 
     _show_latency(spec.name, hw.id, result, prof, latency_bands(deployment, result))
     console.print(basis)
@@ -105,7 +105,7 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
 
 def _run_sweep(sweep: str, inputs: tuple[Any, ...], plot_out: Any, as_json: bool,
                deployment: Any) -> None:
-    from kvplan.costs import latency as lat
+    from kvplan.costs.step import latency as lat
 
     spec, hw, engine, shape, prof = inputs
     lever, values = lat.parse_sweep(sweep)
@@ -122,7 +122,7 @@ def _band_text(band: list[float] | None, fmt: Any) -> str:
 
 
 def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
-    from kvplan.costs.calibration import profile_for
+    from kvplan.costs.step.profiles import profile_for
 
     return profile_for(spec, hw, engine, path)
 
@@ -237,9 +237,9 @@ def calibrate_cmd(
 ) -> None:
     """Fit the latency profile per GPU and precision: serving runs (vllm bench serve results,
     CSV sweeps) through the simulator, vllm bench latency files as static batches."""
-    from kvplan.analysis import serving_calibration as sc
+    from kvplan.analysis.calibration import serving_fit as sc
+    from kvplan.analysis.calibration import static_fit as cal
     from kvplan.cli.common import check_output
-    from kvplan.costs import calibration as cal
 
     engine = fl.resolve_engine(fl.engine_settings(locals()))
     out_file = check_output(out, "--out", (*files, model, gpu))
@@ -267,7 +267,7 @@ def calibrate_cmd(
 
 
 def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...]) -> Any:
-    from kvplan.costs import calibration as cal
+    from kvplan.analysis.calibration import static_fit as cal
     from kvplan.errors import TraceError
 
     points = [p for f in files for p in cal.read_measurements(f, defaults)]
@@ -278,8 +278,8 @@ def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...]) -
 
 
 def _calibrate_serving(files: list[str], serving: list[str], defaults: Any) -> Any:
-    from kvplan.analysis import serving_calibration as sc
-    from kvplan.costs import calibration as cal
+    from kvplan.analysis.calibration import serving_fit as sc
+    from kvplan.analysis.calibration import static_fit as cal
 
     points = [sc.to_point(r) for f in serving for r in sc.read_serving(f, defaults)]
     for f in files:
@@ -291,9 +291,9 @@ def _calibrate_serving(files: list[str], serving: list[str], defaults: Any) -> A
 def _finish_calibration(problems: Any, force: bool, out_file: Any, profiles: Any,
                         as_json: bool) -> None:
     """Refuse an untrustworthy fit (exit 2, nothing written) unless --force; then write."""
-    from kvplan.analysis.serving_calibration import CalibrationRefused
+    from kvplan.analysis.calibration.serving_fit import CalibrationRefused
     from kvplan.cli.common import write_output
-    from kvplan.costs.calibration import profiles_to_dict
+    from kvplan.costs.step.profiles import profiles_to_dict
     from kvplan.report.json_out import dumps
 
     if problems and not force:
@@ -308,7 +308,7 @@ def _finish_calibration(problems: Any, force: bool, out_file: Any, profiles: Any
 def serving_calibration_json(fit: Any) -> dict[str, Any]:
     from statistics import median
 
-    from kvplan.costs.calibration import profiles_to_dict
+    from kvplan.costs.step.profiles import profiles_to_dict
 
     errs: dict[str, list[float]] = {}
     for _, _, metric, meas, pred in fit.errors:
@@ -338,7 +338,8 @@ def _show_serving_calibration(fit: Any) -> None:
 
 
 def calibration_json(result: CalibrationResult) -> dict[str, Any]:
-    from kvplan.costs.calibration import METRICS, profiles_to_dict
+    from kvplan.analysis.calibration.measurements import METRICS
+    from kvplan.costs.step.profiles import profiles_to_dict
 
     return {
         **profiles_to_dict(result.profiles),
@@ -350,7 +351,7 @@ def calibration_json(result: CalibrationResult) -> dict[str, Any]:
 def _show_calibration(result: CalibrationResult) -> None:
     from rich.table import Table
 
-    from kvplan.costs.calibration import METRICS
+    from kvplan.analysis.calibration.measurements import METRICS
 
     table = Table(title="fitted profiles")
     for col in ("GPU", "precision", "compute_eff", "bandwidth_eff", "step overhead",

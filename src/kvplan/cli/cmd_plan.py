@@ -78,8 +78,8 @@ def plan_cmd(
 
 def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
     """Build the inputs from the flags and call kvplan.plan (a progress bar on a terminal)."""
-    from kvplan.analysis.plan_args import plan_kwargs, slo_from, workload_from
-    from kvplan.analysis.planner import plan
+    from kvplan.analysis.plan.args import plan_kwargs, slo_from, workload_from
+    from kvplan.analysis.plan.planner import plan
 
     slo = slo_from(args)
     work = workload_from(args)

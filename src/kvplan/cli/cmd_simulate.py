@@ -253,7 +253,7 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
 def _render_verdicts(result: SimulationResult) -> None:
     """Rejections, one line per reason with examples, and an overload warning, if any."""
     from kvplan.analysis.overload import overload
-    from kvplan.analysis.rejections import group_rejections
+    from kvplan.analysis.plan.rejections import group_rejections
 
     for group in group_rejections(result.rejected):
         console.print(f"[yellow]{group.line()}[/yellow]")

@@ -118,7 +118,7 @@ def report_cmd(
     request_rate: Annotated[float | None, typer.Option("--request-rate")] = None,
 ) -> None:
     """One self-contained HTML file (data, charts, scripts inline) that opens offline."""
-    from kvplan.costs.latency import RequestShape
+    from kvplan.costs.step.latency import RequestShape
     from kvplan.errors import InputError
     from kvplan.report.html import render_report
     from kvplan.report.report_page import report_sections

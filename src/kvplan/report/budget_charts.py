@@ -9,8 +9,8 @@ from kvplan.units import GiB
 
 if TYPE_CHECKING:
     from kvplan.analysis.footprint import LeverRow
-    from kvplan.costs.latency import SweepRow
-    from kvplan.costs.memory import MemoryPlan
+    from kvplan.costs.memory.plan import MemoryPlan
+    from kvplan.costs.step.latency import SweepRow
 
 _PARTS = ("weights", "peak activation", "non-torch", "KV cache", "unrequested")
 

@@ -10,10 +10,10 @@ if TYPE_CHECKING:
     from kvplan.analysis.footprint import LeverRow
     from kvplan.analysis.kv_view import KvReport
     from kvplan.analysis.metrics import Metrics
-    from kvplan.costs.latency import LatencyResult, SweepRow
-    from kvplan.costs.memory import MemoryPlan
-    from kvplan.costs.roofline import Profile, StepCost
-    from kvplan.costs.uncertainty import Deployment
+    from kvplan.costs.memory.plan import MemoryPlan
+    from kvplan.costs.step.latency import LatencyResult, SweepRow
+    from kvplan.costs.step.roofline import Profile, StepCost
+    from kvplan.costs.step.uncertainty import Deployment
     from kvplan.sim.result import SimulationResult
 
 
@@ -34,7 +34,7 @@ def kv_json(report: KvReport) -> dict[str, Any]:
 
 def gpus_json() -> dict[str, Any]:
     """`kvplan gpus --json`: the bundled hardware catalog."""
-    from kvplan.costs.vllm_defaults import cuda_total_bytes
+    from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
     from kvplan.specs.hardware import gpu_catalog
 
     return {
@@ -65,7 +65,7 @@ def levers_json(model: str, batch: int, context: int, rows: Sequence[LeverRow]) 
 
 def vllm_version() -> str:
     """The vLLM release whose arithmetic kvplan follows."""
-    from kvplan.costs.vllm_defaults import VLLM_VERSION
+    from kvplan.costs.memory.vllm_defaults import VLLM_VERSION
 
     return VLLM_VERSION
 
@@ -140,7 +140,7 @@ def latency_answer_json(r: LatencyResult, profile: Profile,
                         deployment: Deployment | None = None) -> dict[str, Any]:
     """`kvplan latency --json`: the result, the profile it used and (given the deployment:
     model, GPU id, TP) the error bands (``*_band``, ``band_basis``, ``calibration_notes``)."""
-    from kvplan.costs.uncertainty import latency_bands
+    from kvplan.costs.step.uncertainty import latency_bands
 
     bands = latency_bands(deployment, r) if deployment is not None else {}
     return {**latency_json(r), **bands, "profile": asdict(profile)}
@@ -160,7 +160,7 @@ def sweep_json(lever: str, rows: list[SweepRow],
 def sweep_row_json(r: SweepRow, lever: str = "",
                    deployment: Deployment | None = None) -> dict[str, Any]:
     """One sweep row; a row whose weights do not fit has its reason instead of latencies."""
-    from kvplan.costs.uncertainty import sweep_row_bands
+    from kvplan.costs.step.uncertainty import sweep_row_bands
 
     head = {"value": r.value, "fits": r.fits, "weights_fit": r.weights_fit,
             "max_batch": r.max_batch}
@@ -196,7 +196,7 @@ def simulate_bands(deployment: Deployment | None, result: dict[str, Any]) -> dic
     """``*_band`` keys for the mean and median latencies and the output throughput."""
     if deployment is None:
         return {}
-    from kvplan.costs.uncertainty import SIM_KEYS, deployment_bands
+    from kvplan.costs.step.uncertainty import SIM_KEYS, deployment_bands
 
     values = {k: result.get(k) for k in SIM_KEYS if k in result}
     return deployment_bands(*deployment, values, key_of=SIM_KEYS)
@@ -205,7 +205,7 @@ def simulate_bands(deployment: Deployment | None, result: dict[str, Any]) -> dic
 def simulate_verdicts(r: SimulationResult) -> dict[str, Any]:
     """Rejections grouped by reason, and whether the server kept up with the arrivals."""
     from kvplan.analysis.overload import overload
-    from kvplan.analysis.rejections import group_rejections
+    from kvplan.analysis.plan.rejections import group_rejections
 
     load = overload(r)
     return {"rejected_by_reason": [g.to_json() for g in group_rejections(r.rejected)],

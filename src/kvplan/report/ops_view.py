@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.costs.step_explain import StepOps
+from kvplan.costs.step.explain import StepOps
 
 
 def ops_view(spec: Any, hw: Any, engine: Any, prof: Any, shape: Any) -> tuple[str, Any]:
     """Which tables an answer stands on, and one prefill + one decode step op by op."""
-    from kvplan.costs.roofline import StepCostModel
-    from kvplan.costs.step_explain import explain_steps, kernel_basis
+    from kvplan.costs.step.explain import explain_steps, kernel_basis
+    from kvplan.costs.step.roofline import StepCostModel
 
     timer = StepCostModel(spec, hw, engine, prof)
     steps = explain_steps(timer, shape.batch, shape.prompt_tokens,

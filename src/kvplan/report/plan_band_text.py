@@ -3,8 +3,8 @@ holds at the band's pessimistic edge; what --slo-margin band changed."""
 
 from __future__ import annotations
 
-from kvplan.analysis.plan_bands import PlanBands, SloCheck
-from kvplan.analysis.plan_types import Candidate, Plan
+from kvplan.analysis.plan.bands import PlanBands, SloCheck
+from kvplan.analysis.plan.records import Candidate, Plan
 
 
 def term_name(key: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.analysis.plan_types import Candidate, Plan
+from kvplan.analysis.plan.records import Candidate, Plan
 
 
 def chart_points(p: Plan) -> list[dict[str, Any]]:

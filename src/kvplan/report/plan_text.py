@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.analysis.plan_levers import load_per_replica
-from kvplan.analysis.plan_types import Candidate, Lever, Plan
-from kvplan.analysis.plan_verdict import closest_miss
+from kvplan.analysis.plan.levers import load_per_replica
+from kvplan.analysis.plan.records import Candidate, Lever, Plan
+from kvplan.analysis.plan.verdict import closest_miss
 from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
 from kvplan.report.plan_band_text import achieved_text, band_lines, edge_word, margin_line
 
@@ -16,8 +16,8 @@ INFEASIBLE_SHOWN = 3
 
 def ranked_rows(p: Plan) -> list[Candidate]:
     """Winner, runners-up (cheapest first), then the cheapest infeasible candidates."""
-    from kvplan.analysis.funnel import Limits
-    from kvplan.analysis.plan_verdict import rank
+    from kvplan.analysis.plan.funnel import Limits
+    from kvplan.analysis.plan.verdict import rank
 
     lim = Limits(rate_rps=p.target_rate_rps, replicas=None, max_gpus=None,
                  max_cost_per_hour=None, mean_output_tokens=0.0, exhaustive=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.costs.latency import RequestShape
+from kvplan.costs.step.latency import RequestShape
 from kvplan.report.durations import fmt_ms
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
@@ -65,7 +65,7 @@ def request_section(spec: ModelSpec, engine: EngineConfig, shape: RequestShape) 
 
 def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Section:
     """vLLM's memory budget, blocks, tokens and concurrency."""
-    from kvplan.costs.memory import plan_memory
+    from kvplan.costs.memory.plan import plan_memory
     from kvplan.report.budget_charts import budget_chart
     from kvplan.report.json_views import plan_json
 
@@ -85,8 +85,8 @@ def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
 def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                     shape: RequestShape) -> Section:
     """TTFT/TPOT/throughput with the bound, and a batch sweep."""
-    from kvplan.costs import latency as lat
-    from kvplan.costs.calibration import profile_for
+    from kvplan.costs.step import latency as lat
+    from kvplan.costs.step.profiles import profile_for
     from kvplan.report.budget_charts import sweep_chart
     from kvplan.report.json_views import latency_answer_json, sweep_json
 

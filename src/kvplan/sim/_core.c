@@ -3,7 +3,7 @@
  * from a step's sums. See src/kvplan/sim/core.py and docs/simulator.md.
  *
  * It holds scheduling rules only: the step time is a fixed expression over tables and
- * scalars the timer computed in Python (kvplan.costs.batch.AggregateForm), evaluated with
+ * scalars the timer computed in Python (kvplan.costs.step.batch.AggregateForm), evaluated with
  * the same float operations in the same order as the timer's step_time_agg, so the results
  * equal the pure-Python path's to the bit. Built with -ffp-contract=off (no fused
  * multiply-add). Every rule below mirrors a Python function, named in its comment.

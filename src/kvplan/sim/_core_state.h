@@ -33,7 +33,7 @@ typedef struct {
     double mla_p, mla_c;                     /* MLA prefill path: per pair / context token */
 } Form;
 
-/* One step's sums (kvplan.costs.batch.AggregateForm): tokens T, requests R, context C,
+/* One step's sums (kvplan.costs.step.batch.AggregateForm): tokens T, requests R, context C,
  * pairs P; under the window: context SC and pairs SP; MLA: pairs PP and context PC of the
  * requests computing > 1 token; pre: the step holds prefill work */
 typedef struct { i64 tok, req, ctx, pairs, sctx, spairs, pp, pc; int pre; } Sums;
@@ -63,7 +63,7 @@ static void sums_add(Sums *s, const Form *f, i64 nw, i64 cx) {
     }
 }
 
-/* kvplan.costs.batch.AggregateForm's formula (StepCostModel._stage then _finish) */
+/* kvplan.costs.step.batch.AggregateForm's formula (StepCostModel._stage then _finish) */
 static double step_time(const Form *f, const Sums *q) {
     i64 tok = q->tok;
     double r = (double)q->req;

@@ -16,7 +16,7 @@ Prefix caching, trace prefix hashes, shared_prefix_tokens and long_prefill_token
 are in too.
 
 The step-time model stays in Python: the timer turns itself into tables over a step's
-tokens and scalars (kvplan.costs.batch.AggregateForm); the C code takes the form's sums
+tokens and scalars (kvplan.costs.step.batch.AggregateForm); the C code takes the form's sums
 (sliding-window and MLA prefill ones included) and evaluates that fixed expression with the
 same float operations, so every timestamp equals the Python path's to the bit
 (tests/test_sim_core.py, tests/test_sim_core_shapes.py).
@@ -29,7 +29,7 @@ import os
 from collections import OrderedDict
 from itertools import chain
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -37,7 +37,38 @@ from kvplan.sim.blocks import KvShape
 from kvplan.sim.result import FloatArray, IntArray, KvSeries, SimulationResult
 
 if TYPE_CHECKING:
-    from kvplan.sim.simulator import _Loop
+    from collections.abc import Callable
+
+    from kvplan.sim.blocks import BlockPool
+    from kvplan.sim.scheduler import Limits, Scheduler
+    from kvplan.sim.state import SimState
+
+
+class _Loop(Protocol):
+    """What the core reads from and writes back to the simulator's loop (simulator._Loop);
+    a protocol, so the core does not import the simulator that imports it."""
+
+    s: SimState
+    timer: Any
+    shape: KvShape
+    limits: Limits
+    pool: BlockPool
+    sched: Scheduler
+    fast: bool
+    validate: bool
+    progress: Callable[[int, int], None] | None
+    slots: list[float] | None
+    reasons: dict[int, str]
+    arrivals: Any
+    order: Any
+    delay: Any
+    done: int
+    query_tokens: int
+    prefill_blocks: int
+    decode_blocks: int
+
+    def _package(self, steps: KvSeries, segs: tuple[IntArray, IntArray, IntArray],
+                 preempt_steps: IntArray) -> SimulationResult: ...
 
 ENV = "KVPLAN_SIM_CORE"
 """Set to "python" to force the pure-Python loop (the reference the core is tested against)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kvplan.costs.batch import StepTimer
+from kvplan.costs.step.batch import StepTimer
 from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.result import IntArray
 from kvplan.sim.scheduler import Limits, Scheduler

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kvplan.costs.batch import StepTimer
+from kvplan.costs.step.batch import StepTimer
 from kvplan.errors import InputError
 from kvplan.sim import core
 from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from

@@ -30,7 +30,7 @@ class HardwareSpec:
     vendor: str = ""
     arch: str = ""
     """Architecture as gpus.json names it ("Hopper (GH100)", "Blackwell", "CDNA 3"): picks
-    vLLM's kernel backends where they change memory (``kvplan.costs.mxfp4_layout``)."""
+    vLLM's kernel backends where they change memory (``kvplan.costs.memory.mxfp4_layout``)."""
     source: str = ""
 
     def peak_flops_for(self, dtype: str) -> float:

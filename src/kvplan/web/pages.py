@@ -50,7 +50,7 @@ def plan_available() -> bool:
     """True once the planner (``kvplan.plan``) is installed."""
     import importlib.util
 
-    return importlib.util.find_spec("kvplan.analysis.planner") is not None
+    return importlib.util.find_spec("kvplan.analysis.plan.planner") is not None
 
 
 @router.get("/", include_in_schema=False)

@@ -21,7 +21,7 @@ def capacity_page(request: Request) -> HTMLResponse:
 
 
 def _plan(request: Request, q: CapacityQuery) -> Any:
-    from kvplan.costs.memory import plan_memory
+    from kvplan.costs.memory.plan import plan_memory
 
     spec = resolve_model(q.model, request.app.state.uploads)
     return plan_memory(spec, resolve_gpu(q.gpu), engine_config(q, spec))

@@ -21,8 +21,8 @@ def latency_page(request: Request) -> HTMLResponse:
 
 
 def _inputs(request: Request, q: LatencyQuery) -> tuple[Any, Any, Any, Any, Any]:
-    from kvplan.costs.calibration import profile_for
-    from kvplan.costs.latency import RequestShape
+    from kvplan.costs.step.latency import RequestShape
+    from kvplan.costs.step.profiles import profile_for
 
     spec = resolve_model(q.model, request.app.state.uploads)
     hw, engine = resolve_gpu(q.gpu), engine_config(q, spec)
@@ -33,7 +33,7 @@ def _inputs(request: Request, q: LatencyQuery) -> tuple[Any, Any, Any, Any, Any]
 @router.get("/api/latency", tags=["latency"])
 def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, Any]:
     """`kvplan latency MODEL --gpu GPU --prompt P --output O --json`."""
-    from kvplan.costs.latency import request_latency
+    from kvplan.costs.step.latency import request_latency
     from kvplan.report.json_views import latency_answer_json
     from kvplan.report.ops_view import ops_view, step_ops_json
 
@@ -45,7 +45,7 @@ def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, 
 
 
 def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any, Any]:
-    from kvplan.costs import latency as lat
+    from kvplan.costs.step import latency as lat
 
     spec, hw, engine, shape, prof = _inputs(request, q)
     lever, values = lat.parse_sweep(q.sweep)

@@ -46,12 +46,12 @@ def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
 
 
 def _work(args: dict[str, Any]) -> Work:
-    from kvplan.analysis.plan_args import plan_kwargs, slo_from, workload_from
+    from kvplan.analysis.plan.args import plan_kwargs, slo_from, workload_from
 
     slo, workload, kwargs = slo_from(args), workload_from(args), plan_kwargs(args)
 
     def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
-        from kvplan.analysis.planner import plan
+        from kvplan.analysis.plan.planner import plan
         from kvplan.report.plan_chart import pareto_chart
         from kvplan.report.plan_json import plan_json
 

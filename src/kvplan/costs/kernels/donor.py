@@ -4,6 +4,7 @@ efficiencies, read off the donor's measured tables."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -68,8 +69,14 @@ def _family(gpu: str) -> str | None:
 
 def _distance(spec: HardwareSpec, gpu: str) -> float:
     figures = peaks(gpu)
-    return float(abs(np.log(spec.peak_flops_for("bfloat16") / figures["bfloat16"]))
-                 + abs(np.log(spec.mem_bw_bytes_per_s / figures["mem_bw"])))
+    return (_log_gap(spec.peak_flops_for("bfloat16"), figures["bfloat16"])
+            + _log_gap(spec.mem_bw_bytes_per_s, figures["mem_bw"]))
+
+
+def _log_gap(own: float, measured: float) -> float:
+    """|log(own / measured)|; 0 where the GPU gives no figure (a custom GPU file without a
+    bf16 rate is compared on the other figure alone)."""
+    return abs(math.log(own / measured)) if own > 0 and measured > 0 else 0.0
 
 
 @cache

@@ -1,0 +1,234 @@
+"""Measured latency points: read CSV, simple JSON, kvplan's calibration JSON and vLLM's
+benchmark JSON into typed ``Measurement`` values."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvplan import input_file, jsonread
+from kvplan.analysis.calibration.measurement_checks import (
+    check_measured,
+    mapping_field,
+    whole,
+    whole_count,
+)
+from kvplan.costs.step.latency import RequestShape
+from kvplan.errors import KvplanError, TraceError, located
+from kvplan.specs.serving import EngineConfig
+
+METRICS = ("ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    """One measured static-batch shape on one deployment, and what was measured (seconds)."""
+
+    id: str
+    where: str
+    """file:line it came from."""
+    model: str
+    gpu: str
+    engine: EngineConfig
+    shape: RequestShape
+    measured: dict[str, float]
+    """Metric name (one of METRICS) -> measured value."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Defaults:
+    """Fill-ins for measurement files that lack a field (vllm bench latency JSON has no shape)."""
+
+    model: str | None = None
+    gpu: str | None = None
+    batch: int | None = None
+    prompt: int | None = None
+    output: int | None = None
+    tensor_parallel_size: int = 1
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+
+
+def read_measurements(path: str | Path, defaults: Defaults | None = None) -> list[Measurement]:
+    """Measured points from a CSV, a simple JSON, kvplan's calibration JSON, or the JSON of
+    ``vllm bench serve --save-result`` / ``vllm bench latency --output-json``."""
+    p, d = Path(path), defaults or Defaults()
+    try:
+        text = input_file.read_text(p)
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
+    if p.suffix.lower() == ".csv":
+        return _from_csv(text, str(p), d)
+    try:
+        data = jsonread.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{p}:{exc.lineno}: not valid JSON (column {exc.colno}: {exc.msg})") \
+            from None
+    return _from_json(data, text, str(p), d)
+
+
+def _from_json(data: Any, text: str, file: str, d: Defaults) -> list[Measurement]:
+    if isinstance(data, Mapping) and "avg_latency" in data:
+        return [_point({"e2e_s": data["avg_latency"]}, f"{file}:1", d, "vllm-bench-latency")]
+    if isinstance(data, Mapping) and "mean_ttft_ms" in data:
+        return [_from_bench_serve(data, f"{file}:1", d)]
+    rows = data.get("points") if isinstance(data, Mapping) else data
+    if not isinstance(rows, list):
+        raise TraceError(f"{file}:1: expected a list of points or an object with 'points'")
+    out = []
+    for i, row in enumerate(rows):
+        where = f"{file}:{_line_of(text, row, i)}"
+        if not isinstance(row, Mapping):
+            raise TraceError(f"{where}: point {i} is not an object")
+        if "workload" in row:
+            if str(mapping_field(row, "workload", where).get("mode", "")).startswith(
+                    "static_batch"):
+                out.append(_from_calibration_point(row, where, d))
+        else:
+            out.append(_point(row, where, d, str(row.get("id", f"point-{i}"))))
+    return out
+
+
+def _line_of(text: str, row: Any, index: int) -> int:
+    """Best-effort line of a point in its JSON file (its id's line), for error messages."""
+    ident = row.get("id") if isinstance(row, Mapping) else None
+    if ident is not None:
+        at = text.find(json.dumps(ident))
+        if at >= 0:
+            return text.count("\n", 0, at) + 1
+    return index + 1
+
+
+def _from_csv(text: str, file: str, d: Defaults) -> list[Measurement]:
+    reader = csv.DictReader(text.splitlines())
+    try:
+        return _csv_points(reader, file, d)
+    except csv.Error as exc:  # a field over csv's 131,072-character limit
+        raise TraceError(f"{file}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
+            from None
+
+
+def _csv_points(reader: csv.DictReader[str], file: str, d: Defaults) -> list[Measurement]:
+    out = []
+    for row in reader:
+        where = f"{file}:{reader.line_num}"
+        if None in row or any(v is None for v in row.values()):
+            width = len(reader.fieldnames or [])
+            raise TraceError(f"{where}: wrong number of columns (the header has {width})")
+        clean = {k.strip(): v.strip() for k, v in row.items() if v is not None and v.strip()}
+        out.append(_point(clean, where, d, clean.get("id", f"line-{reader.line_num}")))
+    if not out:
+        raise TraceError(f"{file}:1: no measurement rows (need a header and at least one row)")
+    return out
+
+
+_MS_FIELDS = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s"}
+_S_FIELDS = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "e2e_s": "e2e_s",
+             "output_throughput_tok_s": "output_throughput_tok_s",
+             "output_throughput": "output_throughput_tok_s"}
+
+
+def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str) -> Measurement:
+    """A simple point: model, gpu, batch, prompt, output + any of the metric columns."""
+    measured = {m: _num(row[k], k, where) / 1000 for k, m in _MS_FIELDS.items() if k in row}
+    measured |= {m: _num(row[k], k, where) for k, m in _S_FIELDS.items() if k in row}
+    if not measured:
+        raise TraceError(f"{where}: no measured value; give ttft_ms, tpot_ms, e2e_ms or "
+                         "output_throughput_tok_s")
+    check_measured(measured, where)
+    shape = _shape(row.get("batch", d.batch), row.get("prompt", d.prompt),
+                   row.get("output", d.output), where)
+    engine = _engine(row, where, d)
+    model = _need(row.get("model", d.model), "model", where)
+    gpu = _need(row.get("gpu", d.gpu), "gpu", where)
+    return Measurement(id=ident, where=where, model=model, gpu=gpu, engine=engine, shape=shape,
+                       measured=measured)
+
+
+def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measurement:
+    """``vllm bench serve --save-result``: mean TTFT/TPOT and output throughput; the batch is
+    max_concurrency (else every prompt at once), lengths are the per-request means."""
+    done = whole_count(_num(data.get("completed") or data.get("num_prompts"), "completed",
+                            where), "completed", where)
+    batch = data.get("max_concurrency") or done
+    prompt = round(_num(data.get("total_input_tokens"), "total_input_tokens", where) / done)
+    output = round(_num(data.get("total_output_tokens"), "total_output_tokens", where) / done)
+    row = {"model": data.get("model_id"), "gpu": data.get("gpu"), "batch": batch,
+           "prompt": prompt, "output": output, "ttft_ms": data["mean_ttft_ms"],
+           "output_throughput_tok_s": data.get("output_throughput")}
+    if data.get("mean_tpot_ms"):
+        row["tpot_ms"] = data["mean_tpot_ms"]
+    for key in ("tensor_parallel_size", "dtype", "quantization", "kv_cache_dtype"):
+        if data.get(key) is not None:
+            row[key] = data[key]
+    return _point({k: v for k, v in row.items() if v is not None}, where, d, "vllm-bench-serve")
+
+
+def _from_calibration_point(row: Mapping[str, Any], where: str, d: Defaults) -> Measurement:
+    """A point of kvplan's bundled latency_calibration.json (TensorRT-LLM tables)."""
+    w, m = mapping_field(row, "workload", where), mapping_field(row, "metrics", where)
+    precision = str(row.get("precision", "")).upper()
+    fp8 = "FP8" in precision
+    simple = {
+        "model": row.get("model_config"), "gpu": row.get("gpu"),
+        "batch": w.get("batch_size"), "prompt": w.get("input_len"), "output": w.get("output_len"),
+        "tensor_parallel_size": row.get("tp", 1), "pipeline_parallel_size": row.get("pp", 1),
+        "dtype": "float16" if "FP16" in precision else "auto",
+        "quantization": "fp8" if fp8 else None, "kv_cache_dtype": "fp8" if fp8 else "auto",
+    }
+    if "ttft_ms" in m:
+        simple["ttft_ms"] = m["ttft_ms"]
+    if "output_throughput" in m:
+        simple["output_throughput_tok_s"] = m["output_throughput"]
+    clean = {k: v for k, v in simple.items() if v is not None}
+    return _point(clean, where, d, str(row.get("id", where)))
+
+
+def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
+    try:
+        return EngineConfig(
+            tensor_parallel_size=whole(row.get("tensor_parallel_size", d.tensor_parallel_size),
+                                       "tensor_parallel_size"),
+            pipeline_parallel_size=whole(row.get("pipeline_parallel_size", 1),
+                                         "pipeline_parallel_size"),
+            dtype=str(row.get("dtype", d.dtype)),
+            quantization=row.get("quantization", d.quantization) or None,
+            kv_cache_dtype=str(row.get("kv_cache_dtype", d.kv_cache_dtype)),
+            max_num_batched_tokens=whole(row["max_num_batched_tokens"], "max_num_batched_tokens")
+            if row.get("max_num_batched_tokens") else None,
+        )
+    except (ValueError, TypeError, OverflowError, KvplanError) as exc:
+        raise TraceError(located(where, exc)) from None
+
+
+def _shape(batch: Any, prompt: Any, output: Any, where: str) -> RequestShape:
+    try:
+        return RequestShape(batch=int(_num(batch, "batch", where)),
+                            prompt_tokens=int(_num(prompt, "prompt", where)),
+                            output_tokens=int(_num(output, "output", where)))
+    except KvplanError as exc:
+        raise TraceError(f"{where}: {str(exc).removeprefix(where + ': ')}") from None
+
+
+def _num(value: Any, name: str, where: str) -> float:
+    if value is None:
+        raise TraceError(f"{where}: missing '{name}' (give it in the file or as an option)")
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise TraceError(f"{where}: '{name}' must be a number, got {value!r}") from None
+    if not math.isfinite(number) or number <= 0:
+        raise TraceError(f"{where}: '{name}' must be positive, got {value!r}")
+    return number
+
+
+def _need(value: Any, name: str, where: str) -> str:
+    if not value:
+        raise TraceError(f"{where}: missing '{name}' (give it in the file or as --{name})")
+    return str(value)

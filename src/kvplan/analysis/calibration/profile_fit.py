@@ -1,0 +1,204 @@
+"""Fit one profile set to calibration points of many GPUs and models at once.
+
+Shared by every GPU (they are properties of vLLM's code path, not of the chip): the fixed
+costs ``step_overhead_s``, ``prefill_overhead_s``, ``layer_overhead_s``,
+``moe_layer_overhead_s``, ``allreduce_latency_s`` and ``request_overhead_s``. Nothing is
+fitted per GPU: kernels are priced from the GPU's measured tables (``kvplan.costs.kernels``),
+and a GPU without tables takes the achieved rates of its nearest measured generation. The
+loss is the mean over
+points of the mean soft-L1 log error of each point's metrics (each point weighs the same),
+minimised by a bounded coordinate search (a grid along each factor with a shrinking window).
+No black box: every factor is a named physical term of the step cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from statistics import median
+
+from kvplan.analysis.calibration.public_set import CalPoint
+from kvplan.costs.step.profile import Profile
+from kvplan.costs.step.profiles import ProfileSet
+
+SHARED = ("layer_overhead_s", "moe_layer_overhead_s", "allreduce_latency_s")
+PER_ENGINE = ("step_overhead_s", "prefill_overhead_s", "request_overhead_s", "api_request_s",
+              "api_prompt_token_s")
+"""Host-side costs (scheduler, input preparation, sampling) belong to the engine's code:
+TensorRT-LLM's C++ runtime and SGLang pay other amounts than vLLM. The bundled profile
+carries vLLM's; the other engines' points still inform the GPU rates and kernel costs.
+The API server's path (``api_*``) is fitted only for engines with served points (a static
+batch - TensorRT-LLM's tables, ``vllm bench latency`` - has none); it is 0 elsewhere."""
+API = ("api_request_s", "api_prompt_token_s")
+PER_GPU: tuple[str, ...] = ()
+"""No per-GPU rate is fitted on serving data (issue 16): the silicon tables price kernels."""
+REFERENCE_ENGINE = "vllm"
+BOUNDS = {"bandwidth_eff": (0.05, 0.95), "compute_eff": (0.05, 0.95),
+          "step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 10e-3),
+          "layer_overhead_s": (0.0, 200e-6), "moe_layer_overhead_s": (0.0, 1e-3),
+          "allreduce_latency_s": (0.0, 200e-6), "request_overhead_s": (0.0, 500e-6),
+          "api_request_s": (0.0, 100e-3), "api_prompt_token_s": (0.0, 20e-6)}
+"""prefill_overhead_s stops at 10 ms: launches and metadata of a prefill step cost a few ms.
+Left free, the fit sets vLLM's to ~42 ms - the OpenAI server's per-request path (HTTP, chat
+template, tokenisation) that the TTFTs measured by a client include and that kvplan does not
+model - and then charges it to every prefill chunk, overpricing long prompts; that path is
+now ``api_request_s`` + ``api_prompt_token_s`` per request. api_request_s stops at 100 ms (a
+local HTTP request, chat template and hand-off to the engine core take milliseconds to tens
+of milliseconds); api_prompt_token_s at 20 us per token (fast tokenizers run at ~1 us/token)."""
+SOFT_L1_SCALE = 0.05
+START = Profile(step_overhead_s=0.5e-3, prefill_overhead_s=4e-3, layer_overhead_s=10e-6,
+                moe_layer_overhead_s=50e-6, allreduce_latency_s=10e-6, request_overhead_s=20e-6,
+                api_request_s=10e-3, api_prompt_token_s=1e-6)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fit:
+    """Fitted factors: shared fixed costs and each GPU's rates."""
+
+    shared: dict[str, float]
+    per_gpu: dict[str, dict[str, float]]
+    per_engine: dict[str, dict[str, float]]
+
+    def profile(self, gpu: str, precision: str = "*", engine: str = REFERENCE_ENGINE) -> Profile:
+        """The profile of one GPU under one engine (a GPU the fit never saw gets the median
+        rates; an engine it never saw gets vLLM's host costs)."""
+        rates = self.per_gpu.get(gpu) or self.median_rates()
+        host = self.per_engine.get(engine) or self.per_engine.get(REFERENCE_ENGINE) or {
+            k: getattr(START, k) for k in PER_ENGINE}
+        return Profile(gpu=gpu, precision=precision, **self.shared, **host, **rates)
+
+    def median_rates(self) -> dict[str, float]:
+        if not self.per_gpu:
+            return {k: getattr(START, k) for k in PER_GPU}
+        return {k: round(median(r[k] for r in self.per_gpu.values()), 4) for k in PER_GPU}
+
+
+def point_loss(p: CalPoint, profile: Profile) -> float:
+    """Mean soft-L1 of the log errors of one point's metrics."""
+    pred = p.predict(profile)
+    errs = [math.sqrt(1.0 + (math.log(pred[m] / v) / SOFT_L1_SCALE) ** 2) - 1.0
+            for m, v in p.measured.items() if pred[m] > 0]
+    return sum(errs) / len(errs) if errs else 0.0
+
+
+def fit_loss(fit: Fit, points: Sequence[CalPoint]) -> float:
+    return sum(point_loss(p, fit.profile(p.gpu, engine=p.engine))
+               for p in points) / max(1, len(points))
+
+
+def _start(points: Sequence[CalPoint]) -> Fit:
+    gpus = sorted({p.gpu for p in points})
+    engines = sorted({p.engine for p in points})
+    served = {p.engine for p in points if p.served}
+    return Fit(shared={k: getattr(START, k) for k in SHARED},
+               per_gpu={g: {k: getattr(START, k) for k in PER_GPU} for g in gpus},
+               per_engine={e: {k: getattr(START, k) if e in served or k not in API else 0.0
+                               for k in PER_ENGINE} for e in engines})
+
+
+def _with(fit: Fit, key: tuple[str, str], value: float) -> Fit:
+    who, name = key
+    if who == "*":
+        return replace(fit, shared={**fit.shared, name: value})
+    if who.startswith("engine:"):
+        e = who.removeprefix("engine:")
+        return replace(fit, per_engine={**fit.per_engine, e: {**fit.per_engine[e], name: value}})
+    return replace(fit, per_gpu={**fit.per_gpu, who: {**fit.per_gpu[who], name: value}})
+
+
+def _get(fit: Fit, key: tuple[str, str]) -> float:
+    who, name = key
+    if who == "*":
+        return fit.shared[name]
+    if who.startswith("engine:"):
+        return fit.per_engine[who.removeprefix("engine:")][name]
+    return fit.per_gpu[who][name]
+
+
+def fit_points(points: Iterable[CalPoint], rounds: int = 10, grid: int = 9) -> Fit:
+    """Fit the shared fixed costs and per-GPU rates to ``points``."""
+    pts = list(points)
+    fit = _start(pts)
+    served = {p.engine for p in pts if p.served}
+    keys = ([("*", k) for k in SHARED] + [(f"engine:{e}", k) for e in fit.per_engine
+                                          for k in PER_ENGINE if e in served or k not in API]
+            + [(g, k) for g in fit.per_gpu for k in PER_GPU])
+    width = {k: (BOUNDS[k[1]][1] - BOUNDS[k[1]][0]) / 2 for k in keys}
+    losses = _Losses(pts, fit)
+    for _ in range(rounds):
+        for key in keys:
+            fit = _line(losses, fit, key, width[key], grid)
+        width = {k: w / 2.0 for k, w in width.items()}
+    return _rounded(fit)
+
+
+class _Losses:
+    """Each point's loss under the current fit. A trial value of one factor re-prices only
+    the points that factor reaches (a GPU's rates: that GPU's points; an engine's host costs:
+    that engine's), and the total is summed in the same order as ``fit_loss``, so it equals
+    ``fit_loss`` of the trial to the bit at a fraction of the cost."""
+
+    def __init__(self, pts: Sequence[CalPoint], fit: Fit) -> None:
+        self.pts = pts
+        self.values = [point_loss(p, fit.profile(p.gpu, engine=p.engine)) for p in pts]
+        self.best = sum(self.values) / max(1, len(pts))
+
+    def reached(self, key: tuple[str, str]) -> list[int]:
+        who = key[0]
+        if who == "*":
+            return list(range(len(self.pts)))
+        if who.startswith("engine:"):
+            e = who.removeprefix("engine:")
+            return [i for i, p in enumerate(self.pts) if p.engine == e]
+        return [i for i, p in enumerate(self.pts) if p.gpu == who]
+
+    def trial(self, fit: Fit, idx: Sequence[int]) -> tuple[float, list[float]]:
+        values = list(self.values)
+        for i in idx:
+            p = self.pts[i]
+            values[i] = point_loss(p, fit.profile(p.gpu, engine=p.engine))
+        return sum(values) / max(1, len(values)), values
+
+
+def _line(losses: _Losses, fit: Fit, key: tuple[str, str], width: float, grid: int) -> Fit:
+    lo, hi = BOUNDS[key[1]]
+    centre = _get(fit, key)
+    idx = losses.reached(key)
+    for i in range(grid):
+        value = min(hi, max(lo, centre + width * (2 * i / (grid - 1) - 1)))
+        trial = _with(fit, key, value)
+        trial_loss, values = losses.trial(trial, idx)
+        if trial_loss < losses.best - 1e-12:
+            fit, losses.best, losses.values = trial, trial_loss, values
+    return fit
+
+
+def _rounded(fit: Fit) -> Fit:
+    def sig(d: dict[str, float]) -> dict[str, float]:
+        return {k: float(f"{v:.4g}") for k, v in d.items()}
+
+    return Fit(shared=sig(fit.shared),
+               per_gpu={g: {k: round(v, 4) for k, v in r.items()} for g, r in fit.per_gpu.items()},
+               per_engine={e: sig(r) for e, r in fit.per_engine.items()})
+
+
+def pinned(fit: Fit) -> list[str]:
+    """Factors sitting on a bound (a fit compensating for something the model lacks)."""
+    out = []
+    groups = [("*", fit.shared), *fit.per_gpu.items(),
+              *((f"engine {e}", r) for e, r in fit.per_engine.items())]
+    for gpu, rates in groups:
+        for name, v in rates.items():
+            lo, hi = BOUNDS[name]
+            if (v <= lo + 1e-9 and lo > 0) or v >= hi - 1e-9 * max(1.0, hi):
+                out.append(f"{name}" + ("" if gpu == "*" else f" ({gpu})"))
+    return out
+
+
+def to_profile_set(fit: Fit, points: Sequence[CalPoint], fitted_on: str) -> ProfileSet:
+    """One profile per (GPU, precision) seen in ``points``; the default carries the shared
+    fixed costs with the median rates."""
+    seen = sorted({(p.gpu, p.precision) for p in points})
+    return ProfileSet(profiles=tuple(fit.profile(g, prec) for g, prec in seen),
+                      default=fit.profile("*"), fitted_on=fitted_on)

@@ -1,0 +1,229 @@
+"""The bundled public calibration set: measured points, each turned into something that
+predicts its metrics under any profile (a recorded simulator replay, or a static batch).
+
+Files (``src/kvplan/data/measurements``): ``public_calibration.json`` (vLLM / SGLang serving
+runs and ``vllm bench latency`` batches, sources in ``SOURCES.md``) and the TensorRT-LLM
+static-batch points of ``latency_calibration.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from kvplan import input_file, jsonread
+from kvplan.analysis.calibration.replay import Replay, record
+from kvplan.costs.step.latency import RequestShape, static_batch_latency
+from kvplan.costs.step.roofline import Profile, StepCostModel, compute_precision
+from kvplan.specs.serving import EngineConfig
+from kvplan.specs.traces import load_trace
+from kvplan.specs.workload import Workload, WorkloadArgs, build_workload
+
+FIT_KEYS = {"ttft": ("mean_ttft_ms", "ttft_s", 1e-3), "tpot": ("mean_tpot_ms", "tpot_s", 1e-3),
+            "throughput": ("output_throughput_tok_s", "output_throughput_tok_s", 1.0),
+            "e2e": ("avg_latency_s", "e2e_s", 1.0)}
+"""fit_metrics name -> (printed key, kvplan metric, factor to SI)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalPoint:
+    """One measured point with what the fit compares (SI units) and how to predict it."""
+
+    id: str
+    source: str
+    family: str
+    model: str
+    gpu: str
+    tp: int
+    precision: str
+    measured: dict[str, float]
+    predict: Callable[[Profile], dict[str, float]]
+    engine: str = "vllm"
+    """Serving engine family: vllm, sglang or trtllm (host-side overheads differ)."""
+    served: bool = False
+    """Measured by a client through the engine's API server (``vllm bench serve``), so the
+    prediction includes the API path (``Profile.api_delay_s``); False for static batches."""
+
+
+def engine_key(name: str) -> str:
+    """'vLLM (ROCm)' -> vllm, 'SGLang' -> sglang, 'TensorRT-LLM ...' -> trtllm."""
+    low = name.lower()
+    return "sglang" if "sglang" in low else "trtllm" if "tensorrt" in low else "vllm"
+
+
+def _data_text(name: str) -> str:
+    return input_file.read_text(input_file.package_file("data", "measurements", name))
+
+
+def raw_points() -> list[dict[str, Any]]:
+    """The points of public_calibration.json as stored (citations, metrics as printed)."""
+    points: list[dict[str, Any]] = jsonread.loads(_data_text("public_calibration.json"))["points"]
+    return points
+
+
+def _engine(p: Mapping[str, Any]) -> EngineConfig:
+    args = p.get("engine_args") or {}
+    return EngineConfig(tensor_parallel_size=int(p["tp"]), quantization=p.get("quantization"),
+                        kv_cache_dtype=str(p.get("kv_cache_dtype") or "auto"),
+                        max_model_len=args.get("max_model_len"),
+                        max_num_batched_tokens=args.get("max_num_batched_tokens"))
+
+
+def _measured(p: Mapping[str, Any]) -> dict[str, float]:
+    """The fitted metrics in SI units: printed values, else the point's ``derived_metrics``
+    (computed from printed totals, e.g. tokens / duration, where the page prints no such line)."""
+    values = {**(p.get("derived_metrics") or {}), **p["metrics"]}
+    out = {}
+    for name in p["fit_metrics"]:
+        key, metric, factor = FIT_KEYS[name]
+        if key in values:
+            out[metric] = float(values[key]) * factor
+    return out
+
+
+def _workload(w: Mapping[str, Any]) -> Workload:
+    """The file's own per-request lengths; else vLLM's ShareGPT requests at the printed means
+    for a ShareGPT run; else fixed-length requests at the printed means."""
+    conc = w.get("max_concurrency")
+    if w.get("input_lens"):
+        ins = np.asarray(w["input_lens"], dtype=np.int64)
+        outs = np.maximum(np.asarray(w["output_lens"], dtype=np.int64), 1)
+        return Workload(name="calibration", arrival_s=np.zeros(len(ins)), prompt_tokens=ins,
+                        output_tokens=outs, closed_loop_concurrency=conc)
+    n = w.get("num_prompts") or 10 * int(conc or 1)
+    if w.get("dataset") == "sharegpt":
+        return _sharegpt_workload(w, int(n), conc)
+    return build_workload(WorkloadArgs(
+        num_prompts=int(n), random_input_len=max(1, round(w["mean_input_len"])),
+        random_output_len=max(1, round(w["mean_output_len"])), max_concurrency=conc))
+
+
+def _sharegpt_workload(w: Mapping[str, Any], n: int, conc: int | None) -> Workload:
+    """The N requests `vllm bench serve --dataset-name sharegpt` sends (the bundled first-turn
+    sampling, in vLLM's order), each length scaled so the means are the printed ones: the same
+    conversations, counted by the run's own tokenizer (and outputs cut at EOS on average)."""
+    trace = load_trace("sharegpt")
+    ins = _scaled(trace.prompt_tokens[:n], float(w["mean_input_len"]))
+    outs = _scaled(trace.output_tokens[:n], float(w["mean_output_len"]))
+    return Workload(name="calibration", arrival_s=np.zeros(len(ins)), prompt_tokens=ins,
+                    output_tokens=outs, closed_loop_concurrency=conc)
+
+
+def _scaled(lengths: np.ndarray, mean: float) -> np.ndarray:
+    factor = mean / float(lengths.mean())
+    return np.maximum(np.rint(lengths * factor), 1).astype(np.int64)
+
+
+def serving_replay(model_id: str, gpu_id: str, engine: EngineConfig,
+                   workload: Workload) -> Replay:
+    """Record ``workload`` served by vLLM with ``engine`` once (default profile)."""
+    from kvplan.analysis.serving import scheduler_limits
+    from kvplan.costs.memory.plan import plan_memory
+    from kvplan.sim.blocks import kv_shape_from_groups
+    from kvplan.sim.simulator import simulate
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+
+    model, hw = load_model(model_id), load_gpu(gpu_id)
+    plan = plan_memory(model, hw, engine)
+    limits = scheduler_limits(plan.settings, engine)
+
+    def run(timer: Any, fast: bool) -> Any:
+        return simulate(workload, timer=timer, num_blocks=plan.num_blocks,
+                        block_size=plan.block_size, engine=engine,
+                        kv=kv_shape_from_groups(plan.groups, plan.block_size), limits=limits,
+                        max_model_len=plan.settings.max_model_len, fast=fast)
+
+    return record(run, StepCostModel(model, hw, engine), workload)
+
+
+def _static_predict(timer: StepCostModel, shape: RequestShape,
+                    budget: int | None) -> Callable[[Profile], dict[str, float]]:
+    def predict(profile: Profile) -> dict[str, float]:
+        r = static_batch_latency(timer.with_profile(profile), shape,
+                                 max_num_batched_tokens=budget)
+        return {"ttft_s": r.ttft_s, "tpot_s": r.tpot_s or r.ttft_s, "e2e_s": r.e2e_s,
+                "output_throughput_tok_s": r.output_throughput_tok_s}
+    return predict
+
+
+def _point(p: Mapping[str, Any]) -> CalPoint:
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+
+    engine = _engine(p)
+    model = load_model(p["model_config"])
+    w = p["workload"]
+    if w["mode"] == "static_batch":
+        timer = StepCostModel(model, load_gpu(p["gpu"]), engine)
+        shape = RequestShape(batch=int(w["batch_size"]), prompt_tokens=int(w["input_len"]),
+                             output_tokens=int(w["output_len"]))
+        predict = _static_predict(timer, shape, engine.max_num_batched_tokens)
+    else:
+        predict = serving_replay(p["model_config"], p["gpu"], engine, _workload(w)).metrics
+    return CalPoint(id=p["id"], source=p["source"], family=p["family"], model=p["model_config"],
+                    gpu=load_gpu(p["gpu"]).id, tp=int(p["tp"]),
+                    precision=compute_precision(model, engine), measured=_measured(p),
+                    predict=predict, engine=engine_key(p["engine"]),
+                    served=w["mode"] != "static_batch")
+
+
+def _trtllm_points() -> list[CalPoint]:
+    """The TensorRT-LLM static-batch points of latency_calibration.json (source nvidia-trtllm)."""
+    from kvplan.analysis.calibration.measurements import _from_json
+
+    text = _data_text("latency_calibration.json")
+    out = []
+    for m in _from_json(jsonread.loads(text), text, "latency_calibration.json", _defaults()):
+        from kvplan.specs.catalog import load_model
+        from kvplan.specs.hardware import load_gpu
+
+        model, hw = load_model(m.model), load_gpu(m.gpu)
+        timer = StepCostModel(model, hw, m.engine)
+        out.append(CalPoint(id=m.id, source="nvidia-trtllm", family="dense", model=m.model,
+                            gpu=hw.id, tp=m.engine.tensor_parallel_size,
+                            precision=compute_precision(model, m.engine), measured=m.measured,
+                            predict=_static_predict(timer, m.shape,
+                                                    m.engine.max_num_batched_tokens),
+                            engine="trtllm"))
+    return out
+
+
+def _defaults() -> Any:
+    from kvplan.analysis.calibration.measurements import Defaults
+
+    return Defaults()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrationSet:
+    """The points kvplan can price, and the ones it cannot (id -> why), never silently."""
+
+    points: tuple[CalPoint, ...]
+    skipped: dict[str, str]
+
+
+@cache
+def calibration_set() -> CalibrationSet:
+    """Every bundled point, ready to predict (simulates each serving run once: seconds).
+
+    A point whose deployment kvplan's memory plan rejects (e.g. a 32K-token prompt on a GPU
+    whose KV budget kvplan puts below it) is listed in ``skipped`` with the reason."""
+    from kvplan.errors import KvplanError
+
+    points, skipped = list(_trtllm_points()), {}
+    for p in raw_points():
+        try:
+            points.append(_point(p))
+        except KvplanError as exc:
+            skipped[p["id"]] = str(exc)
+    return CalibrationSet(points=tuple(points), skipped=skipped)
+
+
+def calibration_points() -> tuple[CalPoint, ...]:
+    """The priceable points of the bundled set."""
+    return calibration_set().points

@@ -1,0 +1,127 @@
+"""Analytic bounds for one replica, from the step-cost model (no simulation).
+
+* zero-load latencies: each request alone on the server (its uncached prompt prefilled in
+  chunks of max_num_batched_tokens, then decode steps with nothing else running). Real
+  latencies are never below these, so when they already break the SLO the candidate is out;
+* optimistic capacity (requests/s), the smallest of four ceilings::
+
+    compute   1 / (c_min x mean(uncached prompt + output - 1))    c_min = cheapest s/token
+    decode    S / t_decode(S) / mean(output)                      S = max_num_seqs
+    kv        usable_blocks / mean(prompt_blocks x (output - 1) x t_min)   (Little's law)
+    scheduler S / mean(ttft0 + (output - 1) x t_min)                        (Little's law)
+
+  t_min = one decode step of one request; the argmin is the preliminary binding resource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.analysis.plan.fleet import Replica
+from kvplan.analysis.plan.judge import Latencies, Verdict, judge
+from kvplan.specs.slo import Slo
+from kvplan.specs.workload import Workload
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+GRID_POINTS = 48
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bounds:
+    """Zero-load verdict and optimistic per-replica capacity ceilings (requests/s)."""
+
+    zero_load: Verdict
+    ceilings_rps: tuple[tuple[str, float], ...]
+
+    @property
+    def optimistic_rps(self) -> float:
+        return min(v for _, v in self.ceilings_rps)
+
+    @property
+    def limiting(self) -> str:
+        return min(self.ceilings_rps, key=lambda kv: kv[1])[0]
+
+
+def _ints(values: list[int]) -> IntArray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def uncached_prompts(work: Workload, prefix_caching: bool) -> IntArray:
+    """Prompt tokens that must be computed at least once: all but any hashed prefix blocks."""
+    p: IntArray = work.prompt_tokens.astype(np.int64)
+    if not prefix_caching or work.prefix_hashes is None:
+        return p
+    hashed = np.fromiter((len(h) for h in work.prefix_hashes), dtype=np.int64, count=len(p))
+    out: IntArray = np.maximum(1, p - hashed * work.hash_block_tokens)
+    return out
+
+
+def _grid(top: int) -> IntArray:
+    g = np.unique(np.geomspace(1, max(2, top), GRID_POINTS).astype(np.int64))
+    return g[g >= 1]
+
+
+def _round_down(x: IntArray, grid: IntArray) -> IntArray:
+    """The largest grid point <= x (latency is monotone in tokens, so this is a lower bound)."""
+    out: IntArray = grid[np.searchsorted(grid, x, side="right") - 1]
+    return out
+
+
+def prefill_alone_s(rep: Replica, prompt: int) -> float:
+    """Seconds to prefill ``prompt`` tokens alone, in chunks of the token budget."""
+    budget, done, t = rep.limits.max_num_batched_tokens, 0, 0.0
+    while done < prompt:
+        chunk = min(budget, prompt - done)
+        t += rep.timer.step_time_s(_ints([chunk]), _ints([done]))
+        done += chunk
+    return t
+
+
+def zero_load(rep: Replica, work: Workload, slo: Slo) -> tuple[Latencies, FloatArray]:
+    """Every request's latencies with the server to itself (lower bounds), and its TPOT0 (s)."""
+    uncached = uncached_prompts(work, rep.limits.prefix_caching)
+    grid = _grid(int(work.prompt_tokens.max()))
+    ttft_g = np.array([prefill_alone_s(rep, int(p)) for p in grid])
+    tpot_g = np.array([rep.timer.step_time_s(_ints([1]), _ints([int(p)])) for p in grid])
+    ttft = ttft_g[np.searchsorted(grid, _round_down(uncached, grid))]
+    tpot = tpot_g[np.searchsorted(grid, _round_down(work.prompt_tokens.astype(np.int64), grid))]
+    out = work.output_tokens.astype(np.int64)
+    e2el = ttft + (out - 1) * tpot
+    gaps = np.maximum(out - 1, 0)
+    lat = Latencies(arrival_s=work.arrival_s, ttft_ms=ttft * 1000,
+                    tpot_ms=np.where(out > 1, tpot * 1000, np.nan), e2el_ms=e2el * 1000,
+                    itl_ms=np.repeat(tpot * 1000, gaps),
+                    itl_req=np.repeat(np.arange(len(out), dtype=np.int64), gaps),
+                    output_tokens=out)
+    return lat, ttft
+
+
+def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
+    """Zero-load verdict and the four optimistic capacity ceilings of one replica."""
+    lat, ttft0 = zero_load(rep, work, slo)
+    seqs = rep.limits.max_num_seqs
+    budget = rep.limits.max_num_batched_tokens
+    step = rep.timer.step_time_s
+    t_min = step(_ints([1]), _ints([1]))
+    c_min = min(step(_ints([k]), _ints([0])) / k for k in (budget, max(1, budget // 2)))
+    c_min = min(c_min, step(np.ones(seqs, dtype=np.int64), np.ones(seqs, dtype=np.int64)) / seqs)
+    t_dec = step(np.ones(seqs, dtype=np.int64), np.ones(seqs, dtype=np.int64))
+    out = work.output_tokens.astype(np.float64)
+    unc = uncached_prompts(work, rep.limits.prefix_caching).astype(np.float64)
+    blocks = np.ceil(unc / rep.plan.block_size)  # cdiv, vectorised (unc are whole numbers)
+    usable = rep.plan.num_blocks - 1
+    ceilings = (
+        ("prefill_compute", 1.0 / (c_min * float(np.mean(unc + out - 1)))),
+        ("decode_bandwidth", seqs / t_dec / float(np.mean(out))),
+        ("kv_memory", _ratio(usable, float(np.mean(blocks * (out - 1) * t_min)))),
+        ("scheduler_cap", _ratio(seqs, float(np.mean(ttft0 + (out - 1) * t_min)))),
+    )
+    return Bounds(zero_load=judge(lat, slo), ceilings_rps=ceilings)
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else 1e12

@@ -1,0 +1,102 @@
+"""Executors: run batches of planner jobs here, in worker processes, or as Ray tasks.
+
+Results always come back in submission order, so a plan does not depend on the executor
+or the worker count. Ray is optional (``pip install 'kvplan[ray]'``) and imported on use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from kvplan.analysis.plan.jobs import Job, JobContext, Out, run_job, run_jobs
+from kvplan.errors import InputError
+
+EXECUTORS = ("local", "ray")
+
+
+class Executor(Protocol):
+    name: str
+    workers: int
+
+    def run(self, ctx: JobContext, jobs: Sequence[Job]) -> list[Out]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """Worker processes (fork), one job per task; ``workers=1`` runs in this process."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self._pool: Any = None
+
+    def run(self, ctx: JobContext, jobs: Sequence[Job]) -> list[Out]:
+        if self.workers == 1 or len(jobs) <= 1:
+            return run_jobs(ctx, jobs)
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(self.workers,
+                                             mp_context=multiprocessing.get_context("fork"))
+        futures = [self._pool.submit(run_job, ctx, job) for job in jobs]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+class RayExecutor:
+    """Plain Ray tasks, each over a batch of jobs (about one batch per CPU per round)."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise InputError("--executor ray needs Ray: pip install 'kvplan[ray]'") from None
+        self._ray = ray
+        self._started = not ray.is_initialized()
+        if self._started:
+            kwargs: dict[str, Any] = {"address": address} if address else {
+                "num_cpus": workers or os.cpu_count() or 1}
+            ray.init(include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR, **kwargs)
+        resources = getattr(ray, "cluster_resources")()  # noqa: B009 (untyped in Ray)
+        self.workers = max(1, int(resources.get("CPU", 1)))
+        self._task = ray.remote(num_cpus=1)(run_jobs)
+        self._ctx: Any = None
+        self._ctx_key: int | None = None
+
+    def run(self, ctx: JobContext, jobs: Sequence[Job]) -> list[Out]:
+        if self._ctx_key != id(ctx):
+            self._ctx, self._ctx_key = self._ray.put(ctx), id(ctx)
+        n = max(1, min(self.workers, len(jobs)))
+        batches = [list(jobs[i::n]) for i in range(n)]
+        results = self._ray.get([self._task.remote(self._ctx, b) for b in batches])
+        out: list[Out | None] = [None] * len(jobs)
+        for i, batch in enumerate(results):
+            for j, r in enumerate(batch):
+                out[i + j * n] = r
+        return [r for r in out if r is not None]
+
+    def close(self) -> None:
+        if self._started:
+            self._ray.shutdown()
+
+
+def make_executor(name: str, workers: int | None = None, address: str | None = None
+                  ) -> Executor:
+    if name == "local":
+        return LocalExecutor(workers)
+    if name == "ray":
+        return RayExecutor(address, workers)
+    raise InputError(f"--executor {name!r}: choose one of {', '.join(EXECUTORS)}")

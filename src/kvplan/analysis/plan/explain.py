@@ -1,0 +1,97 @@
+"""Why a candidate is limited (binding resource with evidence) and the one-lever variants."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo
+from kvplan.errors import KvplanError
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.kv import check_tensor_parallel
+from kvplan.specs.prices import PriceTable
+
+KV_FULL = 0.95
+SEQS_CAPPED = 0.2
+BUDGET_FULL = 0.5
+
+
+def binding(cap: CapacityInfo) -> Binding:
+    """The binding resource at the capacity point, from the simulator's counters::
+
+        kv_memory         peak KV usage >= 95 % or preemptions at capacity
+        scheduler_cap     >= 20 % of steps run max_num_seqs requests, KV not full
+        chunk_budget      TTFT binds and >= 50 % of steps fill max_num_batched_tokens
+        prefill_compute   TTFT binds
+        decode_bandwidth  TPOT, ITL or E2EL binds
+    """
+    slo = cap.binding_slo or ""
+    ev = (("peak_kv_usage", cap.peak_kv_usage), ("preemptions", float(cap.preemptions)),
+          ("seqs_capped_share", cap.seqs_capped_share),
+          ("budget_full_share", cap.budget_full_share),
+          ("prefill_token_share", cap.prefill_token_share),
+          ("prefill_kv_share", cap.prefill_kv_share))
+    if cap.peak_kv_usage >= KV_FULL or cap.preemptions > 0:
+        why = (f"the KV pool is {100 * cap.peak_kv_usage:.0f} % full at capacity "
+               f"({cap.preemptions} preemptions; prefill claims "
+               f"{100 * cap.prefill_kv_share:.0f} % of the blocks taken)")
+        return Binding(primary="kv_memory", evidence=ev, why=why)
+    if cap.seqs_capped_share >= SEQS_CAPPED:
+        why = (f"{100 * cap.seqs_capped_share:.0f} % of steps run max_num_seqs requests "
+               f"with KV {100 * cap.peak_kv_usage:.0f} % full")
+        return Binding(primary="scheduler_cap", evidence=ev, why=why)
+    if "ttft" in slo and cap.budget_full_share >= BUDGET_FULL:
+        why = (f"{slo} binds and {100 * cap.budget_full_share:.0f} % of steps fill the "
+               "token budget")
+        return Binding(primary="chunk_budget", evidence=ev, why=why)
+    if "ttft" in slo:
+        return Binding(primary="prefill_compute", evidence=ev,
+                       why=f"{slo} binds first: prompts wait for prefill compute")
+    return Binding(primary="decode_bandwidth", evidence=ev,
+                   why=f"{slo or 'the SLO'} binds first: decode steps read weights and KV")
+
+
+def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
+                   ) -> list[tuple[str, Deployment]]:
+    """The winner with one knob changed: KV precision, next TP, next GPU, chunk, prefix."""
+    d, e = w.deployment.with_replicas(1), w.deployment.engine
+    out = [(f"--kv-cache-dtype {'auto' if e.kv_cache_dtype != 'auto' else 'fp8'}",
+            _with(d, kv_cache_dtype="auto" if e.kv_cache_dtype != "auto" else "fp8"))]
+    tp = e.tensor_parallel_size * 2
+    try:
+        check_tensor_parallel(d.model, tp)
+        out.append((f"--tensor-parallel-size {tp}", _with(d, tensor_parallel_size=tp)))
+    except KvplanError:
+        pass
+    nxt = _next_gpu(d.gpu, gpus, prices)
+    if nxt is not None:
+        out.append((f"--gpu {nxt.id}", Deployment(model=d.model, gpu=nxt, engine=e,
+                                                   router=d.router)))
+    chunk = e.max_num_batched_tokens or 8192
+    out.append((f"--max-num-batched-tokens {chunk * 2}",
+                _with(d, max_num_batched_tokens=chunk * 2)))
+    if chunk // 2 >= 256:
+        out.append((f"--max-num-batched-tokens {chunk // 2}",
+                    _with(d, max_num_batched_tokens=chunk // 2)))
+    flag = "--no-enable-prefix-caching" if e.enable_prefix_caching else "--enable-prefix-caching"
+    out.append((flag, _with(d, enable_prefix_caching=not e.enable_prefix_caching)))
+    return out
+
+
+def _with(d: Deployment, **change: object) -> Deployment:
+    return Deployment(model=d.model, gpu=d.gpu, engine=replace(d.engine, **change),  # type: ignore[arg-type]
+                      router=d.router)
+
+
+def _next_gpu(gpu: HardwareSpec, gpus: tuple[HardwareSpec, ...], prices: PriceTable
+              ) -> HardwareSpec | None:
+    """The next GPU of the space by $/GPU-hour (the next dearer one, else the next cheaper)."""
+    def price(g: HardwareSpec) -> float:
+        rows = prices.for_gpu(g.id)
+        return min(r.usd_per_gpu_hour for r in rows) if rows else math.inf
+
+    others = sorted((g for g in gpus if g.id != gpu.id), key=lambda g: (price(g), g.id))
+    dearer = [g for g in others if price(g) >= price(gpu)]
+    pick = dearer or others[::-1]
+    return pick[0] if pick else None

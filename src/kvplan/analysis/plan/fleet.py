@@ -1,0 +1,174 @@
+"""A fleet: N replicas behind a router, each simulated on the arrivals routed to it.
+
+Routers assign every arrival from what a real router sees at that moment:
+
+* ``round-robin``: arrival i goes to replica i mod N;
+* ``least-outstanding``: to the replica with the fewest requests sent and not yet answered
+  (ties: lowest index). Answer times come from a first round-robin pass (each request's
+  simulated latency there), so the router sees service times the simulator produced;
+* ``prefix-affinity``: cache-aware — the replica already holding the longest run of the
+  request's leading prefix blocks, unless it is BALANCE_REQUESTS requests ahead of the
+  least-loaded one; needs a trace with prefix ids.
+
+The fleet is verified by simulating every replica on its share; one replica's throughput
+is never multiplied.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.analysis.plan.judge import Latencies, Verdict, judge, latencies, merge
+from kvplan.analysis.serving import pick_profile, scheduler_limits
+from kvplan.costs.memory.plan import MemoryPlan, plan_deployment
+from kvplan.costs.step.roofline import StepCostModel
+from kvplan.errors import InputError
+from kvplan.sim.result import SimulationResult
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.slo import Slo
+from kvplan.specs.workload import Workload
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetRun:
+    """A simulated fleet: its SLO verdict and the counters the explanation reads."""
+
+    replicas: int
+    verdict: Verdict
+    latencies: Latencies
+    requests: int
+    output_tokens: int
+    duration_s: float
+    peak_kv_usage: float
+    preemptions: int
+    requests_per_replica: tuple[int, ...]
+
+
+class Replica:
+    """One replica's memory plan, scheduler limits and step timer, built once, reused."""
+
+    def __init__(self, d: Deployment, profile: str | None = None) -> None:
+        self.deployment = d
+        self.plan: MemoryPlan = plan_deployment(d)
+        self.limits = scheduler_limits(self.plan.settings, d.engine)
+        self.timer = StepCostModel(d.model, d.gpu, d.engine,
+                                   pick_profile(d.model, d.gpu, d.engine, profile))
+
+    def simulate(self, work: Workload) -> SimulationResult:
+        from kvplan.sim.blocks import kv_shape_from_groups
+        from kvplan.sim.simulator import simulate
+
+        return simulate(work, timer=self.timer, num_blocks=self.plan.num_blocks,
+                        block_size=self.plan.block_size, engine=self.deployment.engine,
+                        kv=kv_shape_from_groups(self.plan.groups, self.plan.block_size),
+                        limits=self.limits, max_model_len=self.plan.settings.max_model_len)
+
+
+def subset(w: Workload, ids: IntArray, name: str | None = None) -> Workload:
+    """The requests ``ids`` of ``w`` (arrival order kept) as a workload of their own."""
+    hashes = None if w.prefix_hashes is None else tuple(w.prefix_hashes[i] for i in ids)
+    return Workload(name=name or w.name, arrival_s=w.arrival_s[ids],
+                    prompt_tokens=w.prompt_tokens[ids], output_tokens=w.output_tokens[ids],
+                    prefix_hashes=hashes, hash_block_tokens=w.hash_block_tokens if hashes else 0)
+
+
+def round_robin(n: int, replicas: int) -> IntArray:
+    return np.arange(n, dtype=np.int64) % replicas
+
+
+def least_outstanding(arrival_s: npt.NDArray[np.float64], answer_s: npt.NDArray[np.float64],
+                      replicas: int) -> IntArray:
+    """Join the replica with the fewest outstanding requests (answered at ``answer_s``)."""
+    pending: list[list[float]] = [[] for _ in range(replicas)]
+    out = np.zeros(len(arrival_s), dtype=np.int64)
+    for i, t in enumerate(arrival_s.tolist()):
+        for heap in pending:
+            while heap and heap[0] <= t:
+                heapq.heappop(heap)
+        k = min(range(replicas), key=lambda j: (len(pending[j]), j))
+        out[i] = k
+        heapq.heappush(pending[k], t + float(answer_s[i]))
+    return out
+
+
+BALANCE_REQUESTS = 32
+"""prefix-affinity gives up a cache match when that replica already has this many more
+requests than the least-loaded one (SGLang's cache-aware router: balance_abs_threshold 32)."""
+
+
+def prefix_affinity(w: Workload, replicas: int) -> IntArray:
+    """Cache-aware routing: each request goes to the replica that already holds the longest
+    run of its leading prefix blocks (ties, and no match: the replica with the fewest
+    requests so far), unless that replica is BALANCE_REQUESTS ahead of the least-loaded."""
+    if w.prefix_hashes is None:
+        raise InputError("--router prefix-affinity needs a trace with prefix ids "
+                         "(hash_ids); use round-robin or least-outstanding")
+    seen: list[set[int]] = [set() for _ in range(replicas)]
+    count = [0] * replicas
+    out = np.zeros(len(w), dtype=np.int64)
+    for i, h in enumerate(w.prefix_hashes):
+        blocks = h.tolist()
+        k = max(range(replicas), key=lambda r: (_matched(blocks, seen[r]), -count[r], -r))
+        if count[k] - min(count) >= BALANCE_REQUESTS:
+            k = min(range(replicas), key=lambda r: (count[r], r))
+        seen[k].update(blocks)
+        count[k] += 1
+        out[i] = k
+    return out
+
+
+def _matched(blocks: list[int], seen: set[int]) -> int:
+    """Leading blocks of a request already cached on a replica (prefix ids name prefixes)."""
+    n = 0
+    for b in blocks:
+        if b not in seen:
+            break
+        n += 1
+    return n
+
+
+def simulate_fleet(replica: Replica, work: Workload, replicas: int, slo: Slo) -> FleetRun:
+    """Route ``work`` over ``replicas`` copies of ``replica``, simulate each, judge the union."""
+    router = replica.deployment.router
+    if router == "least-outstanding" and replicas > 1:
+        first = _run(replica, work, round_robin(len(work), replicas), replicas)
+        e2e = np.minimum(first[1].e2el_ms, 1e9) / 1000
+        assign = least_outstanding(work.arrival_s, e2e, replicas)
+    elif router == "prefix-affinity":
+        assign = prefix_affinity(work, replicas)
+    else:
+        assign = round_robin(len(work), replicas)
+    results, lat = _run(replica, work, assign, replicas)
+    return _fleet(results, lat, work, replicas, slo, assign)
+
+
+def _run(replica: Replica, work: Workload, assign: IntArray, replicas: int
+         ) -> tuple[list[SimulationResult], Latencies]:
+    parts, results = [], []
+    for k in range(replicas):
+        ids = np.flatnonzero(assign == k).astype(np.int64)
+        if not len(ids):
+            continue
+        r = replica.simulate(subset(work, ids))
+        results.append(r)
+        parts.append((latencies(r), ids))
+    return results, merge(parts)
+
+
+def _fleet(results: list[SimulationResult], lat: Latencies, work: Workload, replicas: int,
+           slo: Slo, assign: IntArray) -> FleetRun:
+    done_out = sum(int(r.output_tokens[r.finished].sum()) for r in results)
+    ends = [float(r.finish_s[r.finished].max()) for r in results if r.finished.any()]
+    peak = max((r.peak_kv_blocks / max(1, r.usable_blocks) for r in results), default=0.0)
+    return FleetRun(replicas=replicas, verdict=judge(lat, slo), latencies=lat,
+                    requests=len(work), output_tokens=done_out,
+                    duration_s=max(ends, default=0.0), peak_kv_usage=peak,
+                    preemptions=sum(r.total_preemptions for r in results),
+                    requests_per_replica=tuple(int((assign == k).sum())
+                                               for k in range(replicas)))

@@ -1,0 +1,201 @@
+"""The funnel: enumerate -> memory -> bounds -> simulate best-first -> verify the fleet.
+
+A candidate is dropped only when it provably cannot win: it does not fit (exact memory
+plan), its zero-load latencies already break the SLO, its optimistic fleet breaks
+--max-gpus / --max-cost-per-hour, or its optimistic cost is not below the best verified
+cost. ``exhaustive`` simulates every memory-feasible candidate instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from kvplan.analysis.plan.bounds import bounds
+from kvplan.analysis.plan.executor import Executor
+from kvplan.analysis.plan.fleet import Replica
+from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
+from kvplan.analysis.plan.records import Candidate, FleetInfo
+from kvplan.analysis.plan.shares import replica_cap
+from kvplan.analysis.plan.space import SearchSpace, enumerate_space
+from kvplan.costs.pricing import fleet_cost
+from kvplan.errors import DoesNotFitError, KvplanError
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.prices import PriceTable
+
+ROUND = 4
+"""Candidates simulated per round: fixed, so the plan does not depend on the worker count."""
+GUESS_SHARE = 0.5
+"""First capacity probe: this share of the optimistic ceiling (or the needed per-replica rate)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """What the search is asked to respect."""
+
+    rate_rps: float | None
+    replicas: int | None
+    max_gpus: int | None
+    max_cost_per_hour: float | None
+    mean_output_tokens: float
+    exhaustive: bool
+    target_requests: int = 0
+    """Requests in the fleet's trace (target mode): no fleet has more replicas than that."""
+
+    def max_replicas(self, gpus_per_replica: int) -> int | None:
+        """The most replicas --max-gpus allows (None: no limit)."""
+        return None if self.max_gpus is None else self.max_gpus // gpus_per_replica
+
+
+class Tally:
+    """Counts of work done during one search (an accumulator the search report reads)."""
+
+    __slots__ = ("capacity_searches", "fleet_simulations", "probes", "sim_requests")
+
+    def __init__(self) -> None:
+        self.capacity_searches = 0
+        self.fleet_simulations = 0
+        self.probes = 0
+        self.sim_requests = 0
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def screen(model: ModelSpec, space: SearchSpace, router: str, prices: PriceTable,
+           ctx: JobContext, lim: Limits) -> list[Candidate]:
+    """Stages 0-2 for every combination: enumerate, exact memory, analytic bounds."""
+    out = []
+    seen: dict[tuple[str, object], str] = {}
+    for i, (d, why, _) in enumerate(enumerate_space(model, space, router)):
+        cid = f"c{i:04d}"
+        if d is None:
+            out.append(_dummy(cid, model, space, why))
+            continue
+        first = seen.setdefault((d.gpu.id, d.engine), cid)
+        if first != cid:
+            out.append(Candidate(id=cid, deployment=d, stage="duplicate", reason=(
+                f"the same engine flags as {first} once vLLM's defaults are filled in")))
+            continue
+        out.append(_screen_one(cid, d, prices, ctx, lim))
+    return out
+
+
+def _dummy(cid: str, model: ModelSpec, space: SearchSpace, why: str) -> Candidate:
+    from kvplan.specs.deployment import Deployment
+    from kvplan.specs.serving import EngineConfig
+
+    d = Deployment(model=model, gpu=space.gpus[0], engine=EngineConfig())
+    return Candidate(id=cid, deployment=d, stage="invalid", reason=why)
+
+
+def _screen_one(cid: str, d: object, prices: PriceTable, ctx: JobContext,
+                lim: Limits) -> Candidate:
+    from kvplan.specs.deployment import Deployment
+
+    assert isinstance(d, Deployment)
+    try:
+        rep = Replica(d, ctx.profile)
+    except DoesNotFitError as exc:
+        return Candidate(id=cid, deployment=d, stage="pruned_memory", reason=str(exc))
+    except KvplanError as exc:
+        return Candidate(id=cid, deployment=d, stage="invalid", reason=str(exc))
+    b = bounds(rep, ctx.bounds_work, ctx.slo_for(d))
+    c = Candidate(id=cid, deployment=d, stage="screened", reason="",
+                  kv_cache_tokens=rep.plan.kv_cache_tokens, ceilings_rps=b.ceilings_rps,
+                  zero_load_margins=b.zero_load.margins)
+    if not b.zero_load.ok and not lim.exhaustive:
+        key = b.zero_load.binding
+        return replace(c, stage="pruned_bound", reason=(
+            f"at zero load {key} is already {b.zero_load.value(key):.1f}"
+            f"{'' if key == 'goodput_share' else ' ms'}, over the SLO"))
+    return _optimistic(c, b.optimistic_rps, prices, lim)
+
+
+def _optimistic(c: Candidate, opt_rps: float, prices: PriceTable, lim: Limits) -> Candidate:
+    d = c.deployment
+    rows = prices.for_gpu(d.gpu.id)
+    n = 1 if lim.rate_rps is None else lim.replicas or max(1, math.ceil(lim.rate_rps / opt_rps))
+    cost = fleet_cost(rows, n, d.gpus_per_replica)
+    if cost is None:
+        return replace(c, stage="pruned_cost", reason=(
+            f"no {prices.provider} instance holds a {d.gpus_per_replica}-GPU replica of "
+            f"{d.gpu.id}"))
+    c = replace(c, optimistic_replicas=n, optimistic_usd_per_hour=cost.usd_per_hour)
+    if lim.exhaustive:
+        return c
+    if lim.replicas is not None and lim.rate_rps is not None and opt_rps * n < lim.rate_rps:
+        return replace(c, stage="pruned_bound", reason=(
+            f"{n} replicas carry at most {opt_rps * n:.2f} req/s < {lim.rate_rps:.2f}"))
+    return _limits_check(c, n, cost.usd_per_hour, lim)
+
+
+def _limits_check(c: Candidate, n: int, usd: float, lim: Limits) -> Candidate:
+    gpus = n * c.deployment.gpus_per_replica
+    if lim.max_gpus is not None and gpus > lim.max_gpus:
+        return replace(c, stage="pruned_bound", reason=(
+            f"needs at least {n} replicas = {gpus} GPUs > --max-gpus {lim.max_gpus}"))
+    if lim.max_cost_per_hour is not None and usd > lim.max_cost_per_hour:
+        return replace(c, stage="pruned_bound", reason=(
+            f"costs at least ${usd:.2f}/h > --max-cost-per-hour {lim.max_cost_per_hour}"))
+    return c
+
+
+def order_key(c: Candidate, lim: Limits) -> float:
+    """Optimistic cost: $/hour of the smallest fleet (target) or $/M output tokens (capacity)."""
+    assert c.optimistic_usd_per_hour is not None
+    if lim.rate_rps is not None:
+        return c.optimistic_usd_per_hour
+    opt = min(v for _, v in c.ceilings_rps)
+    return usd_per_mtok(c.optimistic_usd_per_hour, opt, lim.mean_output_tokens)
+
+
+def usd_per_mtok(usd_per_hour: float, rate_rps: float, mean_output_tokens: float) -> float:
+    """$ per million output tokens when serving ``rate_rps`` requests/s."""
+    tokens_per_hour = rate_rps * mean_output_tokens * 3600
+    return usd_per_hour / tokens_per_hour * 1e6 if tokens_per_hour > 0 else math.inf
+
+
+def capacity_job(c: Candidate, lim: Limits) -> CapacityJob:
+    """Capacity mode: the rate search from half the optimistic ceiling. Target mode: the
+    replica search from the optimistic fleet (plan_shares)."""
+    opt = min(v for _, v in c.ceilings_rps)
+    guess = GUESS_SHARE * opt
+    floor = c.optimistic_replicas or 1
+    if lim.rate_rps is not None:
+        guess = min(opt, lim.rate_rps / floor)
+    return CapacityJob(deployment=c.deployment, guess_rps=guess, ceiling_rps=opt,
+                       target_rps=None if lim.replicas is not None else lim.rate_rps,
+                       floor_replicas=floor, fixed_replicas=lim.replicas,
+                       cap_replicas=replica_cap(floor, lim.target_requests,
+                                                lim.max_replicas(c.deployment.gpus_per_replica)))
+
+
+def fleet_jobs(c: Candidate, sizes: list[int]) -> list[FleetJob]:
+    return [FleetJob(deployment=c.deployment, replicas=n) for n in sizes]
+
+
+def tally(t: Tally, outs: list[CapacityOut] | list[FleetOut]) -> None:
+    for o in outs:
+        t.sim_requests += o.sim_requests
+        if isinstance(o, CapacityOut):
+            t.capacity_searches += 1
+            t.probes += o.info.probes
+        else:
+            t.fleet_simulations += 1
+
+
+def run_capacity(ex: Executor, ctx: JobContext, cands: list[Candidate], lim: Limits,
+                 t: Tally) -> list[CapacityOut]:
+    outs = ex.run(ctx, [capacity_job(c, lim) for c in cands])
+    caps = [o for o in outs if isinstance(o, CapacityOut)]
+    tally(t, caps)
+    return caps
+
+
+def run_fleets(ex: Executor, ctx: JobContext, c: Candidate, sizes: list[int],
+               t: Tally) -> dict[int, FleetInfo]:
+    outs = [o for o in ex.run(ctx, fleet_jobs(c, sizes)) if isinstance(o, FleetOut)]
+    tally(t, outs)
+    return {o.info.replicas: o.info for o in outs}

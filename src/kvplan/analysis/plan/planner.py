@@ -1,0 +1,239 @@
+"""kvplan.plan(): which configuration meets a latency SLO at the lowest cost, and why.
+
+The CLI only renders the Plan this returns (docs/planner.md defines the search and keys).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kvplan.analysis.plan.advice import advise
+from kvplan.analysis.plan.bands import MARGINS
+from kvplan.analysis.plan.executor import make_executor
+from kvplan.analysis.plan.explain import binding
+from kvplan.analysis.plan.funnel import Limits, Progress, Tally, screen
+from kvplan.analysis.plan.jobs import JobContext
+from kvplan.analysis.plan.levers import levers
+from kvplan.analysis.plan.margin import with_bands
+from kvplan.analysis.plan.records import STAGES, Candidate, Lever, Plan, SearchReport
+from kvplan.analysis.plan.search import search
+from kvplan.analysis.plan.space import DEFAULT_CHUNKS, SearchSpace, valid_tp_degrees
+from kvplan.analysis.plan.traffic import DEFAULT_SAMPLE, PlanTraffic, plan_traffic
+from kvplan.analysis.plan.verdict import infeasible_why, rank, serve_and_bench
+from kvplan.api_check import check_fields
+from kvplan.errors import InputError
+from kvplan.limits import USD_PER_HOUR_CAP, check_number
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.prices import PriceTable, price_table
+from kvplan.specs.slo import Slo
+from kvplan.specs.workload import Workload, WorkloadArgs
+
+SEARCHES = ("funnel", "exhaustive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanOptions:
+    """The search space (vLLM flag names, lists), prices, limits and how to run the search."""
+
+    gpus: tuple[str, ...] | None = None
+    tensor_parallel_sizes: tuple[int, ...] | None = None
+    pipeline_parallel_sizes: tuple[int, ...] = (1,)
+    kv_cache_dtypes: tuple[str, ...] = ("auto",)
+    quantizations: tuple[str | None, ...] = (None,)
+    max_num_seqs: tuple[int | None, ...] = (None,)
+    max_num_batched_tokens: tuple[int | None, ...] = DEFAULT_CHUNKS
+    block_sizes: tuple[int, ...] = (16,)
+    prefix_caching: tuple[bool, ...] = (True,)
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    replicas: int | None = None
+    router: str = "round-robin"
+    provider: str | None = None
+    prices_file: Path | None = None
+    price_overrides: tuple[str, ...] = ()
+    max_gpus: int | None = None
+    max_cost_per_hour: float | None = None
+    search: str = "funnel"
+    executor: str = "local"
+    workers: int | None = None
+    ray_address: str | None = None
+    seed: int = 0
+    sample_requests: int = DEFAULT_SAMPLE
+    profile: str | None = None
+    slo_margin: str = "none"
+    """'band': require the SLO at the error band's pessimistic edge (docs/planner.md)."""
+    explain: bool = True
+    today: dt.date | None = None
+
+
+def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
+         progress: Progress | None = None, **options: Any) -> Plan:
+    """Plan a deployment of ``model`` for ``workload`` under ``slo`` (options: PlanOptions)."""
+    opts = PlanOptions(**{k: _tuple(v) for k, v in options.items()})
+    t0 = time.perf_counter()
+    spec = load_model(model) if isinstance(model, str) else model
+    _check_options(opts)
+    traffic = plan_traffic(workload, sample=opts.sample_requests, seed=opts.seed)
+    prices = price_table(opts.provider, prices_file=opts.prices_file,
+                         overrides=opts.price_overrides, today=opts.today)
+    space = _space(spec, opts, prices, traffic)
+    ctx = JobContext(unit=traffic.unit, target=traffic.target, slo=slo, profile=opts.profile,
+                     slo_margin=opts.slo_margin, rate_rps=traffic.rate_rps)
+    lim = Limits(rate_rps=traffic.rate_rps, replicas=opts.replicas, max_gpus=opts.max_gpus,
+                 max_cost_per_hour=opts.max_cost_per_hour,
+                 mean_output_tokens=traffic.mean_output_tokens,
+                 exhaustive=opts.search == "exhaustive",
+                 target_requests=0 if traffic.target is None else len(traffic.target))
+    ex = make_executor(opts.executor, opts.workers, opts.ray_address)
+    tally = Tally()
+    try:
+        cands = screen(spec, space, opts.router, prices, ctx, lim)
+        if progress is not None:
+            progress("screen", len(cands), len(cands))
+        cands = search(cands, ex, ctx, prices, lim, tally, progress)
+        ranked = rank(cands, lim)
+        winner = ranked[0] if ranked else None
+        lev: tuple[Lever, ...] = ()
+        advice = ""
+        if winner is not None and opts.explain:
+            lev = levers(winner, space.gpus, prices, ex, ctx, lim, tally)
+        elif opts.explain:
+            advice = advise(cands, space, prices, ex, ctx, lim, tally)
+    finally:
+        ex.close()
+    cands = [with_bands(_explained(c), slo, traffic.mean_output_tokens) for c in cands]
+    winner = next((c for c in cands if winner is not None and c.id == winner.id), None)
+    report = _report(opts, ex.workers, ex.name, cands, tally, time.perf_counter() - t0)
+    p = _assemble(spec, traffic, slo, prices, opts, space, cands, winner, lev, report, lim,
+                  advice)
+    if opts.slo_margin == "none":
+        return p
+    base = plan(spec, workload, slo, **{**options, "slo_margin": "none", "explain": False})
+    return replace(p, without_margin=base.winner, infeasible_why=_unmargined(p, base.winner))
+
+
+def _unmargined(p: Plan, base: Candidate | None) -> str:
+    """A refusal under --slo-margin band names the winner the prediction itself allows."""
+    if p.winner is not None or base is None:
+        return p.infeasible_why
+    e = base.deployment.engine
+    return (f"{p.infeasible_why}; without the margin {base.id} ({base.deployment.gpu.id} "
+            f"TP{e.tensor_parallel_size}, {base.replicas} replica(s), "
+            f"${base.usd_per_hour or 0.0:.2f}/h) meets the SLO as predicted")
+
+
+def _tuple(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _check_options(o: PlanOptions) -> None:
+    check_fields(o)
+    if o.slo_margin not in MARGINS:
+        raise InputError(f"--slo-margin {o.slo_margin!r}: choose one of {', '.join(MARGINS)}")
+    if o.search not in SEARCHES:
+        raise InputError(f"--search {o.search!r}: choose one of {', '.join(SEARCHES)}")
+    for flag, v in (("--max-gpus", o.max_gpus), ("--replicas", o.replicas),
+                    ("--workers", o.workers)):
+        if v is not None and v < 1:
+            raise InputError(f"{flag} must be a positive whole number, got {v}")
+    if o.max_cost_per_hour is not None:
+        check_number("--max-cost-per-hour", o.max_cost_per_hour, *USD_PER_HOUR_CAP)
+
+
+def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTraffic
+           ) -> SearchSpace:
+    gpus = _gpus(o.gpus, prices)
+    tps = o.tensor_parallel_sizes or valid_tp_degrees(model)
+    longest = traffic.longest_tokens
+    mml = o.max_model_len or min(longest, model.max_position_embeddings)
+    if mml < longest:
+        raise InputError(f"--max-model-len {mml} is below the longest request in the traffic "
+                         f"({longest} tokens); raise it or trim the traffic")
+    return SearchSpace(gpus=gpus, tensor_parallel_sizes=tps,
+                       pipeline_parallel_sizes=o.pipeline_parallel_sizes,
+                       kv_cache_dtypes=o.kv_cache_dtypes, quantizations=o.quantizations,
+                       max_num_seqs=o.max_num_seqs, max_num_batched_tokens=o.max_num_batched_tokens,
+                       block_sizes=o.block_sizes, prefix_caching=o.prefix_caching,
+                       gpu_memory_utilization=o.gpu_memory_utilization, max_model_len=mml)
+
+
+def _gpus(names: Sequence[str] | None, prices: PriceTable) -> tuple[HardwareSpec, ...]:
+    """The listed GPUs (each must have a price), or every catalog GPU the provider prices."""
+    if names is None:
+        return tuple(g for g in gpu_catalog().values() if prices.for_gpu(g.id))
+    if not names:
+        raise InputError("the --gpu list is empty; give at least one GPU (see 'kvplan gpus')")
+    out = tuple({g.id: g for g in (load_gpu(n) for n in names)}.values())
+    for g in out:
+        if not prices.for_gpu(g.id):
+            raise InputError(f"no {prices.provider} price for {g.id}; give --price "
+                             f"{g.id}=USD_PER_GPU_HOUR or another --provider")
+    return out
+
+
+def _explained(c: Candidate) -> Candidate:
+    """The binding resource at the capacity point; the binding SLO term is the one the
+    verified fleet with one replica fewer misses most, where there is one (plan_levers)."""
+    if c.capacity is None or c.capacity.rate_rps <= 0:
+        return c
+    f = c.fleet_one_fewer
+    cap = c.capacity
+    if f is not None and not f.ok:
+        cap = replace(cap, binding_slo=min(f.margins, key=lambda kv: kv[1])[0])
+    return replace(c, binding=binding(cap))
+
+
+def _report(o: PlanOptions, workers: int, executor: str, cands: list[Candidate],
+            t: Tally, wall_s: float) -> SearchReport:
+    counts = tuple((s, sum(1 for c in cands if c.stage == s)) for s in STAGES)
+    return SearchReport(search=o.search, executor=executor, workers=workers,
+                        enumerated=len(cands), stage_counts=counts,
+                        capacity_searches=t.capacity_searches,
+                        fleet_simulations=t.fleet_simulations, probes=t.probes,
+                        sim_requests=t.sim_requests, wall_s=wall_s)
+
+
+def outside_space(model: ModelSpec, space: SearchSpace, prices: PriceTable) -> dict[str, str]:
+    """Lever values the space does not hold: a larger TP, other priced GPUs, fp8 weights."""
+    out = {}
+    tps = [tp for tp in valid_tp_degrees(model) if tp > max(space.tensor_parallel_sizes)]
+    if tps:
+        out["tp"] = f"--tensor-parallel-size {tps[0]}"
+    held = {g.id for g in space.gpus}
+    gpus = [g for g in prices.gpus if g not in held]
+    if gpus:
+        out["gpu"] = f"--gpu {','.join(gpus)}"
+    if "fp8" not in space.quantizations and model.quantization is None:
+        out["quantization"] = "--quantization fp8"
+    return out
+
+
+def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTable,
+              o: PlanOptions, space: SearchSpace, cands: list[Candidate],
+              winner: Candidate | None, lev: tuple[Lever, ...], report: SearchReport,
+              lim: Limits, advice: str = "") -> Plan:
+    today = o.today or dt.date.today()
+    warnings = tuple(f"price of {r.gpu} at {r.provider} was observed on {r.observed_on} "
+                     f"({r.age_days(today)} days ago); check {r.source_url}"
+                     for r in prices.stale_rows(today))
+    serve, bench = serve_and_bench(winner, traffic, slo) if winner else ("", "")
+    why = "" if winner else infeasible_why(cands, lim, o.max_gpus,
+                                           outside_space(spec, space, prices), advice)
+    if why and o.slo_margin == "band":
+        why += ("; with --slo-margin band the SLO must hold at the error band's pessimistic "
+                "edge (--slo-margin none judges the prediction itself)")
+    return Plan(model=spec.name, mode="capacity" if traffic.rate_rps is None else "target",
+                target_rate_rps=traffic.rate_rps, slo=slo, prices=prices,
+                workload=traffic.name, requests=traffic.requests,
+                sample_requests=len(traffic.unit), seed=o.seed, candidates=tuple(cands),
+                winner=winner, levers=lev, report=report, warnings=warnings,
+                infeasible_why=why, serve_command=serve, bench_command=bench,
+                slo_margin=o.slo_margin,
+                trace_requests=max(traffic.trace_requests, traffic.requests), advice=advice)

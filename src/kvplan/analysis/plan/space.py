@@ -1,0 +1,115 @@
+"""The search space of a plan: lists of vLLM flag values, enumerated into Deployments."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvplan.costs.memory import vllm_defaults as vd
+from kvplan.errors import InputError, KvplanError
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.kv import check_tensor_parallel
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+DEFAULT_TP = (1, 2, 4, 8)
+DEFAULT_CHUNKS: tuple[int | None, ...] = (512, 2048, None)
+"""--max-num-batched-tokens searched by default: small chunks to vLLM's default (None; 8192
+on >= 70 GiB GPUs but A100, else 2048, where 2048 is then a duplicate). The chunk decides how
+a long prompt's prefill shares steps with running decodes: the TTFT / TPOT trade."""
+
+
+_LISTS = ("gpus", "tensor_parallel_sizes", "pipeline_parallel_sizes", "kv_cache_dtypes",
+          "quantizations", "max_num_seqs", "max_num_batched_tokens", "block_sizes",
+          "prefix_caching")
+"""The space's flag lists: each must be non-empty; the space is their product."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSpace:
+    """Every list is one vLLM flag's values; None entries mean vLLM's default for that GPU."""
+
+    gpus: tuple[HardwareSpec, ...]
+    tensor_parallel_sizes: tuple[int, ...]
+    pipeline_parallel_sizes: tuple[int, ...] = (1,)
+    kv_cache_dtypes: tuple[str, ...] = ("auto",)
+    quantizations: tuple[str | None, ...] = (None,)
+    max_num_seqs: tuple[int | None, ...] = (None,)
+    max_num_batched_tokens: tuple[int | None, ...] = (None,)
+    block_sizes: tuple[int, ...] = (16,)
+    prefix_caching: tuple[bool, ...] = (True,)
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int = 0
+
+    def __post_init__(self) -> None:
+        for name in _LISTS:
+            if not getattr(self, name):
+                raise InputError(f"the {name.replace('_', '-')} list is empty; give at "
+                                 "least one value")
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(getattr(self, name)) for name in _LISTS)
+
+
+def valid_tp_degrees(model: ModelSpec, up_to: int = 8) -> tuple[int, ...]:
+    """The TP degrees (powers of two up to ``up_to``) vLLM accepts for ``model``."""
+    out = []
+    for tp in DEFAULT_TP:
+        if tp > up_to:
+            break
+        try:
+            check_tensor_parallel(model, tp)
+        except KvplanError:
+            continue
+        out.append(tp)
+    return tuple(out)
+
+
+def enumerate_space(model: ModelSpec, space: SearchSpace, router: str
+                    ) -> list[tuple[Deployment | None, str, dict[str, object]]]:
+    """Every combination as (Deployment or None if vLLM refuses it, why, its flag values).
+
+    Unset scheduler limits are written as the GPU's vLLM defaults, so each deployment's
+    ``vllm serve`` line states every simulated knob.
+    """
+    out: list[tuple[Deployment | None, str, dict[str, object]]] = []
+    for combo in itertools.product(space.gpus, space.tensor_parallel_sizes,
+                                   space.pipeline_parallel_sizes, space.kv_cache_dtypes,
+                                   space.quantizations, space.max_num_seqs,
+                                   space.max_num_batched_tokens, space.block_sizes,
+                                   space.prefix_caching):
+        flags = _flags(combo)
+        try:
+            out.append((_deployment(model, combo, space, router), "", flags))
+        except KvplanError as exc:
+            out.append((None, str(exc), flags))
+    return out
+
+
+def _flags(combo: Sequence[object]) -> dict[str, object]:
+    gpu = combo[0]
+    assert isinstance(gpu, HardwareSpec)
+    keys = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "quantization",
+            "max_num_seqs", "max_num_batched_tokens", "block_size", "enable_prefix_caching")
+    return {"gpu": gpu.id, **dict(zip(keys, combo[1:], strict=True))}
+
+
+def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
+                router: str) -> Deployment:
+    gpu, tp, pp, kv, quant, seqs, tokens, block, prefix = combo
+    assert isinstance(gpu, HardwareSpec) and isinstance(tp, int)
+    check_tensor_parallel(model, tp)
+    d_tokens, d_seqs = vd.default_batch_limits(gpu)
+    engine = EngineConfig(
+        tensor_parallel_size=tp, pipeline_parallel_size=int(str(pp)), kv_cache_dtype=str(kv),
+        quantization=None if quant is None else str(quant),
+        max_num_seqs=int(str(seqs)) if seqs is not None else d_seqs,
+        max_num_batched_tokens=int(str(tokens)) if tokens is not None else d_tokens,
+        block_size=int(str(block)), enable_prefix_caching=bool(prefix),
+        gpu_memory_utilization=space.gpu_memory_utilization,
+        max_model_len=space.max_model_len or None)
+    return Deployment(model=model, gpu=gpu, engine=engine, router=router)

@@ -1,0 +1,96 @@
+"""A plan's traffic: the fleet workload at the target rate and the unit-rate sample stream.
+
+* With arrival times (a timed trace, or ``--request-rate``) the fleet must serve that rate:
+  ``target`` is the workload itself — the whole trace, cut to its first
+  ``DEFAULT_PLAN_PROMPTS`` requests only when longer, unless ``--num-prompts`` says
+  otherwise — and the target rate is (requests - 1) / arrival span. The capacity searches
+  replay the router's shares of it (plan_shares) and the fleet verification all of it.
+* Without (every request at t = 0), the plan answers the capacity question: the highest rate
+  one replica sustains; ``target`` is None.
+
+The unit stream is the first ``sample`` requests with their arrival times rescaled to a mean
+of one request per second (target mode: only the lengths and the probe size are read from
+it); without arrivals, gamma gaps at rate 1 drawn from the seed (burstiness as given) —
+capacity mode's rate search replays it at scaled rates, which is exact for such a process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from kvplan.analysis.plan.fleet import subset
+from kvplan.errors import InputError
+from kvplan.specs.workload import Workload, WorkloadArgs, build_workload, gamma_arrivals
+
+DEFAULT_PLAN_PROMPTS = 10000
+"""A longer trace is cut to its first this many requests (the answer says what share)."""
+DEFAULT_SAMPLE = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanTraffic:
+    name: str
+    target: Workload | None
+    unit: Workload
+    rate_rps: float | None
+    trace_requests: int = 0
+    """Requests in the whole trace before any cut (the plan says what share it serves)."""
+
+    @property
+    def requests(self) -> int:
+        return len(self.target) if self.target is not None else len(self.unit)
+
+    @property
+    def longest_tokens(self) -> int:
+        w = self.target if self.target is not None else self.unit
+        return int((w.prompt_tokens + w.output_tokens).max())
+
+    @property
+    def mean_output_tokens(self) -> float:
+        return float(np.mean(self.unit.output_tokens))
+
+
+def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAMPLE,
+                 seed: int = 0, burstiness: float = 1.0) -> PlanTraffic:
+    """The fleet workload and the unit-rate sample (see the module docstring)."""
+    if sample < 20:
+        raise InputError(f"--sample-requests must be at least 20, got {sample}")
+    closed = workload.max_concurrency if isinstance(workload, WorkloadArgs) else (
+        workload.closed_loop_concurrency)
+    if closed is not None:
+        raise InputError("plan sizes open-loop traffic; drop --max-concurrency")
+    w, whole = (workload, len(workload)) if isinstance(workload, Workload) else _windowed(
+        workload)
+    if len(w) < 2:
+        raise InputError("plan needs at least 2 requests in the workload")
+    n = min(sample, len(w))
+    head = subset(w, np.arange(n, dtype=np.int64))
+    span = float(w.arrival_s[-1] - w.arrival_s[0])
+    if span <= 0:
+        gaps = gamma_arrivals(n, 1.0, burstiness, np.random.default_rng(seed))
+        return PlanTraffic(name=w.name, target=None, unit=_with_arrivals(head, gaps),
+                           rate_rps=None, trace_requests=whole)
+    rate = (len(w) - 1) / span
+    unit = _with_arrivals(head, (head.arrival_s - head.arrival_s[0]) * rate)
+    return PlanTraffic(name=w.name, target=w, unit=unit, rate_rps=rate, trace_requests=whole)
+
+
+def _windowed(args: WorkloadArgs) -> tuple[Workload, int]:
+    """The workload, cut to its first DEFAULT_PLAN_PROMPTS requests unless --num-prompts
+    (and the size of the whole trace, for the answer's "verified on x of y requests")."""
+    w = build_workload(args)
+    if args.num_prompts is not None:
+        traced = args.trace is not None or args.dataset not in (None, "random")
+        whole = len(build_workload(replace(args, num_prompts=None))) if traced else len(w)
+        return w, max(whole, len(w))
+    if len(w) <= DEFAULT_PLAN_PROMPTS:
+        return w, len(w)
+    return subset(w, np.arange(DEFAULT_PLAN_PROMPTS, dtype=np.int64)), len(w)
+
+
+def _with_arrivals(w: Workload, arrival_s: np.ndarray) -> Workload:
+    return Workload(name=w.name, arrival_s=arrival_s, prompt_tokens=w.prompt_tokens,
+                    output_tokens=w.output_tokens, prefix_hashes=w.prefix_hashes,
+                    hash_block_tokens=w.hash_block_tokens)

@@ -1,0 +1,134 @@
+"""Ranking the candidates, the commands for the winner, and why nothing was feasible."""
+
+from __future__ import annotations
+
+import shlex
+
+import numpy as np
+
+from kvplan.analysis.plan.funnel import Limits
+from kvplan.analysis.plan.records import Candidate
+from kvplan.analysis.plan.traffic import PlanTraffic
+from kvplan.specs.deployment import vllm_serve_argv
+from kvplan.specs.slo import GOODPUT_METRICS, Slo
+
+
+def rank(cands: list[Candidate], lim: Limits) -> list[Candidate]:
+    """Verified candidates, cheapest first (target: $/hour; capacity: $/M output tokens).
+
+    Ties: larger SLO margin, then fewer GPUs, then candidate id.
+    """
+    ok = [c for c in cands if c.stage == "verified"]
+    if lim.rate_rps is None:
+        return sorted(ok, key=lambda c: (c.usd_per_million_output_tokens or 0.0, c.id))
+    return sorted(ok, key=lambda c: (c.usd_per_hour or 0.0, -_margin(c),
+                                     (c.replicas or 0) * c.deployment.gpus_per_replica, c.id))
+
+
+def _margin(c: Candidate) -> float:
+    return min((m for _, m in c.fleet.margins), default=0.0) if c.fleet else 0.0
+
+
+def closest_miss(c: Candidate) -> tuple[str, float, float | None]:
+    """(SLO term, relative miss, achieved) of the candidate's nearest failing check."""
+    if c.fleet is not None and not c.fleet.ok:
+        margins, achieved = c.fleet.margins, dict(c.fleet.achieved)
+    elif c.capacity is not None and c.capacity.margins_at_hi:
+        margins, achieved = c.capacity.margins_at_hi, dict(c.capacity.achieved_at_hi)
+    else:
+        margins, achieved = c.zero_load_margins, {}
+    key, m = min(margins, key=lambda kv: kv[1]) if margins else ("slo", -np.inf)
+    return key, float(m), achieved.get(key)
+
+
+BUDGET_FLAGS = ("--max-gpus", "--max-cost-per-hour")
+
+
+def closest(cands: list[Candidate] | tuple[Candidate, ...]
+            ) -> list[tuple[tuple[str, float, float | None], Candidate]]:
+    """The candidates that miss an SLO term, nearest miss first (ties: candidate id)."""
+    fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory", "duplicate")]
+    misses = [(cm, c) for c in fits if (cm := closest_miss(c))[1] < 0]
+    return sorted(misses, key=lambda s: (-s[0][1], s[1].id))
+
+
+def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
+                   outside: dict[str, str] | None = None, advice: str = "") -> str:
+    """One sentence: what the closest candidates miss, by how much, and the lever needed
+    (``advice``: the what-if that moves the missed term most, plan_advice)."""
+    fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory")]
+    if not fits:
+        first = next((c for c in cands if c.stage == "pruned_memory"), cands[0])
+        return (f"no configuration in the space fits in memory ({first.reason.split(';')[0]});"
+                " add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
+                "fp8 or a GPU with more memory")
+    budget = [c for c in fits if any(f in c.reason for f in BUDGET_FLAGS)]
+    misses = closest(cands)
+    if not misses and budget:
+        return _budget_text(budget, max_gpus)
+    if not misses:
+        return f"nothing in the space can be priced or served: {fits[0].reason}"
+    (key, m, got), best = misses[0]
+    d = best.deployment
+    miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {100 * abs(m):.0f} %"
+    seen = f" ({got:.0f} ms)" if got is not None and key != "goodput_share" else ""
+    also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
+    lever = advice or _lever_for(key)
+    return (f"nothing in the space meets the SLO{also}; the closest, {best.id} ({d.gpu.id} TP "
+            f"{d.engine.tensor_parallel_size}, kv {d.engine.kv_cache_dtype}, chunk "
+            f"{d.engine.max_num_batched_tokens}), misses {key} {miss}{seen}{_where(best)}: "
+            f"{lever}{'' if advice else _outside_text(key, outside or {})}")
+
+
+def _where(c: Candidate) -> str:
+    """' with 16 replicas' where the miss was judged on a fleet."""
+    if c.fleet is not None:
+        return f" with {c.fleet.replicas} replicas"
+    cap = c.capacity
+    return f" with {cap.replicas_failing} replicas" if cap and cap.replicas_failing else ""
+
+
+def _outside_text(key: str, outside: dict[str, str]) -> str:
+    """Concrete values outside the space for the lever the missed term needs."""
+    wanted = ("tp", "gpu") if "ttft" in key else ("tp", "gpu", "quantization")
+    picks = [outside[k] for k in wanted if k in outside]
+    return f"; try {' or '.join(picks)}" if picks else ""
+
+
+def _budget_text(budget: list[Candidate], max_gpus: int | None) -> str:
+    gpus = [int(c.reason.split("= ")[1].split()[0]) for c in budget
+            if "--max-gpus" in c.reason and "= " in c.reason]
+    if max_gpus is not None and gpus:
+        return (f"--max-gpus {max_gpus} is below any feasible fleet: the smallest needs at "
+                f"least {min(gpus)} GPUs; raise --max-gpus")
+    return f"every fleet breaks the budget: {budget[0].reason}; raise --max-cost-per-hour"
+
+
+def _lever_for(key: str) -> str:
+    if "ttft" in key:
+        return ("more prefill compute per replica is needed: a larger --tensor-parallel-size "
+                "or a faster GPU than the space holds, or a looser TTFT bound")
+    if "tpot" in key or "itl" in key:
+        return ("more memory bandwidth per replica is needed: a larger --tensor-parallel-size, "
+                "--quantization fp8 or a GPU with faster HBM than the space holds")
+    return ("faster replicas are needed: a larger --tensor-parallel-size or a faster GPU than "
+            "the space holds, or a looser SLO")
+
+
+def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo) -> tuple[str, str]:
+    """The winner's exact `vllm serve` line and a `vllm bench serve` line to confirm it."""
+    serve = shlex.join(vllm_serve_argv(w.deployment))
+    good = dict(slo.goodput_ms) or {b.metric: b.limit_ms for b in slo.bounds
+                                    if b.metric in GOODPUT_METRICS}
+    unit = traffic.unit
+    rate = traffic.rate_rps if traffic.rate_rps is not None else (
+        w.capacity.rate_rps if w.capacity else 1.0)
+    argv = ["vllm", "bench", "serve", "--model", w.deployment.model.name,
+            "--dataset-name", "random",
+            "--random-input-len", str(int(np.median(unit.prompt_tokens))),
+            "--random-output-len", str(int(np.median(unit.output_tokens))),
+            "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:.3g}",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
+    if good:
+        argv += ["--goodput", *(f"{k}:{v:g}" for k, v in good.items())]
+    return serve, shlex.join(argv)

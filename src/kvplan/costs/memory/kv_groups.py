@@ -1,0 +1,153 @@
+"""vLLM 0.11's KV cache groups: per-layer specs, hybrid page alignment, equal-size groups.
+
+One block = one page in every layer of a group; a request at max_model_len needs
+``pages_per_request`` pages in each group (``check_enough_kv_cache_memory``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from kvplan.costs.memory import vllm_defaults as vd
+from kvplan.costs.memory.settings import Settings
+from kvplan.specs.kv import (
+    LayerCacheSpec,
+    SlidingWindowSpec,
+    StateSpec,
+    layer_cache_spec,
+    resolve_precision,
+)
+from kvplan.specs.model import ModelSpec
+from kvplan.units import cdiv
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Group:
+    """One KV cache group: layers of one spec (``None`` entries are vLLM's padding layers).
+
+    ``block_size`` is the attention block for attention groups and vLLM's
+    ``mamba_block_size`` (= max_model_len: one page holds a whole state) for state groups.
+    """
+
+    spec: LayerCacheSpec
+    layer_ids: tuple[int, ...]
+    block_size: int
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.spec.page_size_bytes(self.block_size)
+
+    def pages_per_request(self, s: Settings) -> int:
+        """Pages one request at max_model_len needs (``max_memory_usage_bytes`` / page)."""
+        spec = self.spec
+        if isinstance(spec, StateSpec):
+            return 1  # MambaSpec: cdiv(max_model_len, mamba_block_size = max_model_len) = 1
+        if isinstance(spec, SlidingWindowSpec):
+            tokens = min(spec.window - 1 + s.max_num_batched_tokens, s.max_model_len)
+            return cdiv(tokens, self.block_size) + 1
+        return cdiv(s.max_model_len, self.block_size)
+
+
+def layer_specs(
+    model: ModelSpec, s: Settings, stage: int | None = None
+) -> list[tuple[int, LayerCacheSpec]]:
+    """(layer id, spec) of every cache-holding layer on pipeline stage ``stage``'s GPU
+    (None: the stage with the most layers)."""
+    precision = resolve_precision(s.kv_cache_dtype, model.dtype)
+    from kvplan.costs.memory.params import pp_layer_ranges
+
+    ranges = pp_layer_ranges(model.num_layers, s.pp)
+    layers = max(ranges, key=len) if stage is None else ranges[stage]
+    out = []
+    for i in layers:
+        spec = layer_cache_spec(
+            model,
+            i,
+            precision,
+            s.tp,
+            mamba_cache_dtype=s.mamba_cache_dtype,
+            mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype,
+        )
+        if spec is not None:
+            out.append((i, spec))
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HybridBlock:
+    """vLLM 0.11 ``HybridAttentionMambaModelConfig.verify_and_update_config`` for one model."""
+
+    block_size: int
+    """Attention block: the user's --block-size, raised to ``aligned_block_size`` if smaller."""
+    aligned_block_size: int
+    """alignment x cdiv(state page, alignment x attention bytes per token)."""
+    state_page_bytes: int
+    """The unpadded state page (vLLM ``MambaSpec(...).page_size_bytes``)."""
+    page_size_padded: int | None
+    """``mamba_page_size_padded``: block_size x attention bytes per token, None if equal."""
+
+    @property
+    def padding_pct(self) -> float:
+        """vLLM's "Padding mamba page size by X% to ensure ... exactly equal"."""
+        if self.page_size_padded is None:
+            return 0.0
+        return 100 * (self.page_size_padded - self.state_page_bytes) / self.state_page_bytes
+
+
+def hybrid_block(specs: Sequence[LayerCacheSpec], block: int) -> HybridBlock | None:
+    """The attention block size and state padding of a hybrid attention + state model
+    (None when the model is not hybrid)::
+
+        attn_block = 16 x cdiv(state_page, 16 x attn_page_size_1_token)
+        block      = attn_block if --block-size < attn_block else --block-size
+        padded     = block x attn_page_size_1_token     (the state page is padded to it)
+    """
+    states = [sp for sp in specs if isinstance(sp, StateSpec)]
+    attn = [sp for sp in specs if not isinstance(sp, StateSpec)]
+    if not states or not attn:
+        return None
+    state_page = max(sp.state_bytes for sp in states)  # vLLM builds one model-wide MambaSpec
+    per_token = max(sp.page_size_bytes(1) for sp in attn)
+    align = vd.HYBRID_KERNEL_BLOCK_ALIGNMENT
+    aligned = align * cdiv(state_page, align * per_token)
+    block = max(block, aligned)
+    padded = block * per_token
+    return HybridBlock(
+        block_size=block,
+        aligned_block_size=aligned,
+        state_page_bytes=state_page,
+        page_size_padded=None if padded == state_page else padded,
+    )
+
+
+def build_groups(
+    specs: Sequence[tuple[int, LayerCacheSpec]], block: int, max_model_len: int
+) -> tuple[Group, ...]:
+    """vLLM's grouping: one group if all layers match, else equal-size groups per spec
+    (``_get_kv_cache_groups_uniform_page_size``), after the hybrid page alignment."""
+    hybrid = hybrid_block([sp for _, sp in specs], block)
+    if hybrid is not None:
+        block = hybrid.block_size
+    by_spec: dict[LayerCacheSpec, list[int]] = {}
+    for layer, spec in specs:
+        if isinstance(spec, StateSpec) and hybrid is not None:
+            spec = replace(spec, page_size_padded=hybrid.page_size_padded)
+        by_spec.setdefault(spec, []).append(layer)
+    sizes = [len(v) for v in by_spec.values()]
+    size = min(sizes)
+    if max(sizes) < size * 1.25:
+        size = max(sizes)
+    groups = []
+    for spec, layers in by_spec.items():
+        n = cdiv(len(layers), size)
+        spec_block = max_model_len if isinstance(spec, StateSpec) else block
+        groups += [
+            Group(spec=spec, layer_ids=tuple(layers[i::n]), block_size=spec_block) for i in range(n)
+        ]
+    return tuple(groups)
+
+
+def needed_bytes(groups: Sequence[Group], s: Settings) -> int:
+    """vLLM's check_enough_kv_cache_memory: every layer's max usage for one request."""
+    return sum(len(g.layer_ids) * g.pages_per_request(s) * g.page_size_bytes for g in groups)

@@ -1,0 +1,383 @@
+"""Parameter counts and weight bytes from the architecture, sharded the way vLLM shards them.
+
+Every weight is a ``Part``: a (rows x cols) matrix or a vector (cols == 1), repeated ``count``
+times (experts), with the way tensor parallelism splits it::
+
+    col    column-parallel: output rows / tp         (q, gate_up, in_proj, expert w13)
+    row    row-parallel: input cols / tp             (o_proj, down_proj, out_proj, expert w2)
+    kv     k/v projections: rows = max(1, kv_heads // tp) heads (replicated when tp > kv_heads)
+    vocab  vocab-parallel: vocab padded to 64, then / tp   (embedding, lm_head)
+    rep    replicated whole on every GPU                    (norms, router, MLA down-projections)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.costs.memory.weight_formats import WeightFormat, dtype_bytes, resolve_format
+from kvplan.specs.model import ModelSpec
+from kvplan.units import cdiv
+
+Shard = Literal["col", "row", "kv", "vocab", "rep"]
+Role = Literal[
+    "embedding",
+    "lm_head",
+    "attention",
+    "dense_mlp",
+    "experts",
+    "shared_experts",
+    "router",
+    "norms",
+    "state_layers",
+]
+VOCAB_PADDING = 64
+"""vLLM's ``DEFAULT_VOCAB_PADDING_SIZE``: embedding rows are padded to a multiple of 64."""
+
+_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2"})
+_FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
+_LAYERNORM_BIAS = frozenset({"falcon", "gpt2", "gpt_bigcode", "opt", "phi"})
+_NO_O_BIAS = frozenset({"qwen2", "qwen2_moe"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Part:
+    """One weight tensor (or ``count`` identical ones): shape, role and TP split."""
+
+    role: Role
+    rows: int
+    cols: int = 1
+    shard: Shard = "rep"
+    count: int = 1
+    linear: bool = True
+    """A linear-layer weight matrix (quantizable); False for biases, norms, conv, scalars."""
+    kv_heads: int = 0
+
+    @property
+    def params(self) -> int:
+        return self.count * self.rows * self.cols
+
+    def shape_on_gpu(self, tp: int) -> tuple[int, int]:
+        """(rows, cols) of one copy on one GPU at tensor-parallel degree ``tp``."""
+        if self.shard == "col":
+            return cdiv(self.rows, tp), self.cols
+        if self.shard == "row":
+            return self.rows, cdiv(self.cols, tp)
+        if self.shard == "kv":
+            per_head = self.rows // self.kv_heads
+            return per_head * max(1, self.kv_heads // tp), self.cols
+        if self.shard == "vocab":
+            return cdiv(self.rows, VOCAB_PADDING) * VOCAB_PADDING // tp, self.cols
+        return self.rows, self.cols
+
+
+def _vec(role: Role, n: int, shard: Shard = "rep", count: int = 1) -> Part:
+    return Part(role=role, rows=n, shard=shard, count=count, linear=False)
+
+
+# ---------------------------------------------------------------- parts per layer
+
+
+def _attention(m: ModelSpec) -> Iterator[Part]:
+    if m.mla is not None:
+        yield from _mla(m)
+        return
+    h, q_out = m.hidden_size, m.num_attention_heads * m.head_dim
+    kv_k, kv_v = m.num_kv_heads * m.head_dim, m.num_kv_heads * m.v_head_dim
+    gate = 2 if m.model_type == "qwen3_next" else 1  # Qwen3-Next: output gate fused into q_proj
+    yield Part(role="attention", rows=gate * q_out, cols=h, shard="col")
+    yield Part(role="attention", rows=kv_k, cols=h, shard="kv", kv_heads=m.num_kv_heads)
+    yield Part(role="attention", rows=kv_v, cols=h, shard="kv", kv_heads=m.num_kv_heads)
+    yield Part(role="attention", rows=h, cols=m.num_attention_heads * m.v_head_dim, shard="row")
+    yield from _attention_extras(m, q_out, kv_k, kv_v)
+
+
+def _attention_extras(m: ModelSpec, q_out: int, kv_k: int, kv_v: int) -> Iterator[Part]:
+    """Biases, q/k norms and attention sinks, where the family has them."""
+    if m.attention_bias:
+        yield _vec("attention", q_out, "col")
+        yield Part(
+            role="attention", rows=kv_k + kv_v, shard="kv", kv_heads=m.num_kv_heads, linear=False
+        )
+        if m.model_type not in _NO_O_BIAS:
+            yield _vec("attention", m.hidden_size)
+    if m.model_type in _QK_NORM:
+        yield _vec("norms", m.head_dim, count=2)
+    if m.model_type == "gpt_oss":
+        yield _vec("attention", m.num_attention_heads, "col")  # per-head sinks
+
+
+def _mla(m: ModelSpec) -> Iterator[Part]:
+    """DeepSeek MLA: low-rank q and kv down-projections (replicated), up-projections split."""
+    assert m.mla is not None
+    a, h, heads = m.mla, m.hidden_size, m.num_attention_heads
+    q_head = a.qk_nope_head_dim + a.qk_rope_head_dim
+    if a.q_lora_rank is None:
+        yield Part(role="attention", rows=heads * q_head, cols=h, shard="col")
+    else:
+        yield Part(role="attention", rows=a.q_lora_rank, cols=h)
+        yield _vec("norms", a.q_lora_rank)
+        yield Part(role="attention", rows=heads * q_head, cols=a.q_lora_rank, shard="col")
+    yield Part(role="attention", rows=a.kv_lora_rank + a.qk_rope_head_dim, cols=h)
+    yield _vec("norms", a.kv_lora_rank)
+    kv_b = heads * (a.qk_nope_head_dim + a.v_head_dim)
+    yield Part(role="attention", rows=kv_b, cols=a.kv_lora_rank, shard="col")
+    yield Part(role="attention", rows=h, cols=heads * a.v_head_dim, shard="row")
+
+
+def _mlp(m: ModelSpec, role: Role, inter: int, count: int = 1) -> Iterator[Part]:
+    """Gated MLP (gate+up, down: 3 matrices) or plain (up, down: 2)."""
+    up = 2 * inter if m.mlp_gated else inter
+    yield Part(role=role, rows=up, cols=m.hidden_size, shard="col", count=count)
+    yield Part(role=role, rows=m.hidden_size, cols=inter, shard="row", count=count)
+    if m.model_type == "gpt_oss" and role == "experts":
+        yield _vec(role, up, "col", count)
+        yield _vec(role, m.hidden_size, count=count)
+
+
+def _moe(m: ModelSpec) -> Iterator[Part]:
+    assert m.moe is not None
+    e, h = m.moe, m.hidden_size
+    yield Part(role="router", rows=e.num_experts, cols=h)
+    if m.model_type in ("gpt_oss", "deepseek_v3"):  # router bias / e_score_correction_bias
+        yield _vec("router", e.num_experts)
+    yield from _mlp(m, "experts", e.moe_intermediate_size, e.num_experts)
+    if e.shared_expert_intermediate_size:
+        yield from _mlp(m, "shared_experts", e.shared_expert_intermediate_size)
+        if m.model_type in ("qwen2_moe", "qwen3_next"):
+            yield Part(role="router", rows=1, cols=h)  # shared_expert_gate
+
+
+def _mamba(m: ModelSpec) -> Iterator[Part]:
+    """Mamba2 mixer: in_proj (x, z, B, C, dt), conv1d (+bias), dt_bias, A_log, D, norm, out_proj."""
+    assert m.mamba is not None
+    s, h = m.mamba, m.hidden_size
+    inner, bc = s.num_heads * s.head_dim, 2 * s.n_groups * s.state_size
+    yield Part(role="state_layers", rows=2 * inner + bc + s.num_heads, cols=h, shard="col")
+    yield Part(role="state_layers", rows=inner + bc, cols=s.conv_kernel, shard="col", linear=False)
+    yield _vec("state_layers", inner + bc, "col")
+    yield _vec("state_layers", s.num_heads, "col", count=3)
+    yield _vec("state_layers", inner, "col")
+    yield Part(role="state_layers", rows=h, cols=inner, shard="row")
+
+
+def _gated_deltanet(m: ModelSpec) -> Iterator[Part]:
+    """Qwen3-Next Gated DeltaNet: in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm, out."""
+    assert m.linear_attention is not None
+    la, h = m.linear_attention, m.hidden_size
+    key_dim, value_dim = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
+    yield Part(role="state_layers", rows=2 * key_dim + 2 * value_dim, cols=h, shard="col")
+    yield Part(role="state_layers", rows=2 * la.num_value_heads, cols=h, shard="col")
+    conv_dim = 2 * key_dim + value_dim
+    yield Part(role="state_layers", rows=conv_dim, cols=la.conv_kernel, shard="col", linear=False)
+    yield _vec("state_layers", la.num_value_heads, "col", count=2)
+    yield _vec("state_layers", la.value_head_dim)
+    yield Part(role="state_layers", rows=h, cols=value_dim, shard="row")
+
+
+def _norm(m: ModelSpec, count: int) -> Part:
+    width = 2 * m.hidden_size if m.model_type in _LAYERNORM_BIAS else m.hidden_size
+    return _vec("norms", width, count=count)
+
+
+def _mixer(m: ModelSpec, layer: int) -> Iterator[Part]:
+    kind = m.layer_kinds[layer]
+    if kind == "mamba":
+        yield from _mamba(m)
+    elif kind == "linear_attention":
+        yield from _gated_deltanet(m)
+    elif kind != "mlp":
+        yield from _attention(m)
+
+
+def _ffn(m: ModelSpec, layer: int) -> Iterator[Part]:
+    if m.moe is not None and layer >= m.moe.first_dense_layers:
+        yield from _moe(m)
+    else:
+        yield from _mlp(m, "dense_mlp", m.intermediate_size)
+
+
+def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
+    """Every weight of decoder layer ``layer`` (0-based)."""
+    if m.model_type == "nemotron_h":  # one block per layer: mamba, attention or MLP, one norm
+        body = _ffn(m, layer) if m.layer_kinds[layer] == "mlp" else _mixer(m, layer)
+        return (*body, _norm(m, 1))
+    norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type == "falcon" else 2
+    return (*_mixer(m, layer), *_ffn(m, layer), _norm(m, norms))
+
+
+def embedding_parts(m: ModelSpec) -> tuple[Part, ...]:
+    return (
+        Part(role="embedding", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False),
+    )
+
+
+def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]:
+    """Final norm and lm_head (no lm_head params when tied, unless a separate stage holds it)."""
+    head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False)
+    tied = m.tie_word_embeddings and not separate_copy
+    return (_norm(m, 1),) if tied else (_norm(m, 1), head)
+
+
+# ---------------------------------------------------------------- counts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParamCounts:
+    """Parameters by role, whole model (MTP / draft layers excluded, as vLLM loads it)."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_mlp: int
+    experts: int
+    active_experts: int
+    shared_experts: int
+    router: int
+    norms: int
+    state_layers: int
+
+    @property
+    def total(self) -> int:
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.dense_mlp
+            + self.experts
+            + self.shared_experts
+            + self.router
+            + self.norms
+            + self.state_layers
+        )
+
+    @property
+    def active(self) -> int:
+        """Parameters touched per token: everything but the routed experts not selected."""
+        return self.total - self.experts + self.active_experts
+
+
+def all_parts(m: ModelSpec) -> tuple[Part, ...]:
+    layers = (p for i in range(m.num_layers) for p in layer_parts(m, i))
+    return (*embedding_parts(m), *layers, *head_parts(m))
+
+
+def param_counts(model: ModelSpec) -> ParamCounts:
+    """Parameter counts by role, from the architecture alone."""
+    by_role: dict[str, int] = {}
+    for part in all_parts(model):
+        by_role[part.role] = by_role.get(part.role, 0) + part.params
+    experts = by_role.get("experts", 0)
+    active = (
+        0 if model.moe is None else (experts * model.moe.experts_per_token // model.moe.num_experts)
+    )
+    roles = (
+        "embedding",
+        "lm_head",
+        "attention",
+        "dense_mlp",
+        "experts",
+        "shared_experts",
+        "router",
+        "norms",
+        "state_layers",
+    )
+    return ParamCounts(active_experts=active, **{r: by_role.get(r, 0) for r in roles})
+
+
+# ---------------------------------------------------------------- bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Pricing:
+    elem_bytes: int
+    fmt: WeightFormat | None
+
+    def bytes_of(self, part: Part, tp: int, active: tuple[int, int] | None = None) -> int:
+        """Bytes on one GPU; ``active`` = (k, n) keeps k of n routed experts."""
+        rows, cols = part.shape_on_gpu(tp)
+        count = part.count
+        if active is not None and part.role == "experts":
+            count = part.count * active[0] // active[1]
+        if self.fmt is not None and part.linear and part.role in self.fmt.roles:
+            return count * self.fmt.linear_bytes(rows, cols)
+        return count * rows * cols * self.elem_bytes
+
+
+def _pricing(m: ModelSpec, dtype: str, quantization: str | None) -> _Pricing:
+    fmt = resolve_format(quantization, m.quantization, m.weight_block_size)
+    return _Pricing(elem_bytes=dtype_bytes(dtype, m.dtype), fmt=fmt)
+
+
+def pp_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
+    """vLLM's ``get_pp_indices``: equal shares, the remainder to the stages before the last."""
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    starts = [sum(sizes[:i]) for i in range(pp)]
+    return tuple(range(s, s + n) for s, n in zip(starts, sizes, strict=True))
+
+
+def _stage_parts(m: ModelSpec, pp: int, stage: int) -> Iterator[Part]:
+    if stage == 0:
+        yield from embedding_parts(m)
+    for layer in pp_layer_ranges(m.num_layers, pp)[stage]:
+        yield from layer_parts(m, layer)
+    if stage == pp - 1:
+        yield from head_parts(m, separate_copy=pp > 1)
+
+
+def _sum_bytes(
+    parts: Sequence[Part] | Iterator[Part],
+    pricing: _Pricing,
+    tp: int,
+    active: tuple[int, int] | None = None,
+) -> int:
+    return sum(pricing.bytes_of(p, tp, active) for p in parts)
+
+
+def weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | None = None) -> int:
+    """Bytes of the whole model's weights (one copy, no padding)."""
+    return _sum_bytes(all_parts(model), _pricing(model, dtype, quantization), 1)
+
+
+def weight_bytes_per_gpu(
+    model: ModelSpec,
+    *,
+    dtype: str = "auto",
+    quantization: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+) -> int:
+    """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers."""
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None)
+
+
+def stage_weight_bytes(
+    model: ModelSpec, *, dtype: str = "auto", quantization: str | None = None, tp: int = 1,
+    pp: int = 1, stage: int = 0,
+) -> int:
+    """Weight bytes on one GPU of pipeline stage ``stage`` (embedding first, lm_head last)."""
+    return _sum_bytes(_stage_parts(model, pp, stage), _pricing(model, dtype, quantization), tp)
+
+
+def active_weight_bytes_per_gpu(
+    model: ModelSpec,
+    *,
+    dtype: str = "auto",
+    quantization: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+) -> int:
+    """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only)."""
+    moe = model.moe
+    active = None if moe is None else (moe.experts_per_token, moe.num_experts)
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active)
+
+
+def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None, tp: int,
+                         pp: int, active: tuple[int, int] | None) -> int:
+    """The largest pipeline stage's bytes on one GPU (``active``: keep k of n routed experts)."""
+    pricing = _pricing(model, dtype, quantization)
+    return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp, active) for s in range(pp))

@@ -1,0 +1,362 @@
+"""vLLM v1 (0.11) memory budget and KV block arithmetic -> MemoryPlan.
+
+Budget on one GPU (gpu_worker.determine_available_memory)::
+
+    requested = cuda_total x gpu_memory_utilization
+    available_kv = requested - weights - peak_activation - non_torch     (CUDA graphs are
+                                                                          captured afterwards)
+Blocks (kv_cache_utils.get_kv_cache_config): layers grouped so every group has the same
+number of layers (padding layers where needed); one block = one page in every layer of a group::
+
+    num_blocks = available_kv // page_size // layers_per_group
+
+Hybrid attention + state models first get one page size for all layers
+(HybridAttentionMambaModelConfig): the attention block grows until its page holds a state,
+and the state page is padded up to the attention page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from kvplan.costs.memory import vllm_defaults as vd
+from kvplan.costs.memory.kv_groups import (
+    Group,
+    HybridBlock,
+    build_groups,
+    hybrid_block,
+    layer_specs,
+    needed_bytes,
+)
+from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
+from kvplan.costs.memory.params import stage_weight_bytes, weight_bytes_per_gpu
+from kvplan.costs.memory.settings import Settings, resolve_settings
+from kvplan.errors import DoesNotFitError, InputError
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.kv import LayerCacheSpec, StateSpec, resolve_precision
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+from kvplan.units import cdiv, fmt_bytes
+
+__all__ = [
+    "Budget",
+    "Group",
+    "HybridBlock",
+    "MemoryPlan",
+    "Settings",
+    "budget",
+    "build_groups",
+    "hybrid_block",
+    "largest_max_model_len",
+    "layer_specs",
+    "needed_bytes",
+    "plan_deployment",
+    "plan_memory",
+    "resolve_settings",
+]
+
+# ---------------------------------------------------------------- budget
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """Where one GPU's memory goes, as vLLM 0.11's profiler accounts for it."""
+
+    cuda_total_bytes: int
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cudagraph_bytes: int
+    """Estimated; vLLM 0.11 captures graphs after sizing the KV cache, so not subtracted."""
+    available_kv_bytes: int
+    kv_cache_memory_given: bool
+
+
+def _dtype_bytes(model: ModelSpec) -> int:
+    return 4 if model.dtype == "float32" else 2
+
+
+def rope_cache_bytes(model: ModelSpec) -> int:
+    """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, model dtype."""
+    rotary = model.mla.qk_rope_head_dim if model.mla is not None else model.head_dim
+    return model.max_position_embeddings * rotary * _dtype_bytes(model)
+
+
+def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:
+    """Torch peak during the profiling run: kept hidden states + max(layer, sampler) peak.
+
+    The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits. Only the
+    last pipeline stage runs the sampler (``sampler=False`` for the others).
+    """
+    t, h, b = s.max_num_batched_tokens, model.hidden_size, _dtype_bytes(model)
+    resident = 2 * t * h * b  # hidden states + residual stream
+    reqs = min(s.max_num_seqs, t) if sampler else 0
+    logits = reqs * model.vocab_size * (b + vd.SAMPLER_FP32_BYTES_PER_LOGIT)
+    return resident + max(logits, _layer_transient_bytes(model, t, s.tp))
+
+
+def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+    """Largest per-layer intermediate: the dense MLP's up projection and activation output,
+    or the fused MoE kernel's workspace (``_moe_workspace_bytes``)."""
+    inter = model.intermediate_size
+    width = inter * (3 if model.mlp_gated else 2)
+    dense = tokens * width // tp * _dtype_bytes(model)
+    return max(dense, _moe_workspace_bytes(model, tokens, tp))
+
+
+def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+    """vLLM 0.11 ``fused_experts_impl``: per chunk of M = min(tokens, 16384) tokens one buffer
+    shared by the w13 output and the w2 output, M x topk x max(N, K), and the activation's,
+    M x topk x N / 2 (N = 2 x I / tp the w13 width, K = hidden), in the activation dtype."""
+    moe = model.moe
+    if moe is None:
+        return 0
+    m = min(tokens, vd.FUSED_MOE_CHUNK_TOKENS)
+    n = 2 * cdiv(moe.moe_intermediate_size, tp)
+    per_pair = max(n, model.hidden_size) + n // 2
+    return m * moe.experts_per_token * per_pair * _dtype_bytes(model)
+
+
+def non_torch_bytes(s: Settings) -> int:
+    """CUDA context growth plus, with more than one GPU, communication buffers."""
+    comm = vd.COMM_BUFFER_BYTES if s.tp * s.pp > 1 else 0
+    return vd.NON_TORCH_BASE_BYTES + comm
+
+
+def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
+    """Graph pool estimate: the largest captured batch's layer intermediates (display only)."""
+    batch = min(vd.CUDAGRAPH_MAX_CAPTURE, 2 * s.max_num_seqs)
+    return _layer_transient_bytes(model, batch, s.tp) + 4 * batch * model.hidden_size * 2
+
+
+def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = None) -> Budget:
+    """The per-GPU memory budget of pipeline stage ``stage`` (None: the fullest stage, priced
+    with the sampler); ``kv_cache_memory_bytes`` replaces the estimate exactly."""
+    total = vd.cuda_total_bytes(hw)
+    requested = int(total * s.gpu_memory_utilization)
+    weights = _weights(model, hw, s, stage)
+    sampler = stage is None or stage == s.pp - 1
+    act, non_torch = activation_bytes(model, s, sampler=sampler), non_torch_bytes(s)
+    given = s.kv_cache_memory_bytes is not None
+    avail = s.kv_cache_memory_bytes if given else requested - weights - act - non_torch
+    assert avail is not None
+    return Budget(
+        cuda_total_bytes=total,
+        requested_bytes=requested,
+        weights_bytes=weights,
+        activation_bytes=act,
+        non_torch_bytes=non_torch,
+        cudagraph_bytes=cudagraph_bytes(model, s),
+        available_kv_bytes=avail,
+        kv_cache_memory_given=given,
+    )
+
+
+def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None) -> int:
+    """"Model loading took": weights (+ mxfp4 layout padding) and the rope cache."""
+    q, pp = s.quantization, s.pp
+    if stage is None:
+        w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp)
+    else:
+        w = stage_weight_bytes(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage)
+    pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage)
+    return w + pad + rope_cache_bytes(model)
+
+
+def limiting_stage(
+    model: ModelSpec, hw: HardwareSpec, s: Settings
+) -> tuple[Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]]:
+    """(budget, layer specs, groups) of the GPU with the fewest blocks: vLLM sizes every
+    pipeline stage's cache and keeps the smallest num_blocks (ties: the later stage)."""
+    if s.pp == 1:
+        specs = layer_specs(model, s)
+        return budget(model, hw, s), specs, build_groups(specs, s.block_size, s.max_model_len)
+    best: tuple[int, Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]] | None = None
+    for stage in range(s.pp):
+        b, specs = budget(model, hw, s, stage), layer_specs(model, s, stage)
+        groups = build_groups(specs, s.block_size, s.max_model_len)
+        if groups:
+            blocks = _blocks(groups, b.available_kv_bytes)[2]
+            if best is None or blocks <= best[0]:
+                best = (blocks, b, specs, groups)
+    if best is None:
+        return budget(model, hw, s), [], ()
+    return best[1], best[2], best[3]
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryPlan:
+    """Budget, groups, blocks, tokens and concurrency for one model on one GPU of a deployment."""
+
+    model: str
+    gpu: str
+    settings: Settings
+    budget: Budget
+    groups: tuple[Group, ...]
+    layers_per_group: int
+    num_padding_layers: int
+    page_size_bytes: int
+    num_blocks: int
+    kv_cache_tokens: int
+    pages_per_request: int
+    max_concurrency: float
+    hybrid: HybridBlock | None = None
+    """Hybrid attention + state models: vLLM's attention block raise and state page padding."""
+
+    @property
+    def kv_cache_tokens_newer_vllm(self) -> int:
+        """The "GPU KV cache size" later vLLM releases print: int(max concurrency x max_model_len).
+
+        vLLM 0.11 (and up to 0.19, vllm#40691) prints ``kv_cache_tokens`` =
+        num_blocks // groups x block; vllm#38364 / #40694 replaced it by this figure (v0.24.0
+        logs show token counts that are no multiple of the block). Equal for one-group models;
+        for sliding-window and hybrid models it is much larger.
+        """
+        return int(self.max_concurrency * self.settings.max_model_len)
+
+    @property
+    def block_size(self) -> int:
+        """The attention block size (state groups' blocks are max_model_len long)."""
+        attn = [g.block_size for g in self.groups if not isinstance(g.spec, StateSpec)]
+        return min(attn) if attn else self.groups[0].block_size
+
+
+def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
+    """(layers per group, page bytes, num_blocks) as get_kv_cache_config computes them."""
+    per_group = max(len(g.layer_ids) for g in groups)
+    page = groups[0].page_size_bytes
+    return per_group, page, max(0, avail) // page // per_group
+
+
+def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
+    """Everything vLLM 0.11 logs at startup; DoesNotFitError when one request does not fit."""
+    plan = unchecked_plan(model, hw, engine)
+    _check_fits(model, hw, engine, plan)
+    return plan
+
+
+def unchecked_plan(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
+    """The same numbers without the fit check (``capacity --json`` reports a non-fit whole)."""
+    s = resolve_settings(model, hw, engine)
+    b, specs, groups = limiting_stage(model, hw, s)
+    if not groups:
+        raise InputError(f"{model.name} has no cache-holding layers to plan")
+    per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
+    pages = sum(g.pages_per_request(s) for g in groups)
+    plan = MemoryPlan(
+        model=model.name,
+        gpu=hw.id,
+        settings=s,
+        budget=b,
+        groups=groups,
+        layers_per_group=per_group,
+        num_padding_layers=len(groups) * per_group - sum(len(g.layer_ids) for g in groups),
+        page_size_bytes=page,
+        num_blocks=blocks,
+        # _report_kv_cache_config: min over groups, so max_model_len when it is below the
+        # attention block of a hybrid model (state groups' block = max_model_len)
+        kv_cache_tokens=blocks // len(groups) * min(g.block_size for g in groups),
+        pages_per_request=pages,
+        max_concurrency=blocks / pages,
+        hybrid=hybrid_block([sp for _, sp in specs], s.block_size),
+    )
+    return plan
+
+
+# ---------------------------------------------------------------- does not fit
+
+
+def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: MemoryPlan) -> None:
+    b, s = plan.budget, plan.settings
+    if b.available_kv_bytes <= 0:
+        raise DoesNotFitError(
+            f"no memory left for the KV cache on {hw.id}: weights {fmt_bytes(b.weights_bytes)} "
+            f"+ activation {fmt_bytes(b.activation_bytes)} + non-torch "
+            f"{fmt_bytes(b.non_torch_bytes)} exceed the requested {fmt_bytes(b.requested_bytes)}"
+            f"{_levers(model, hw, engine)}",
+            needed_bytes=b.weights_bytes + b.activation_bytes + b.non_torch_bytes,
+            available_bytes=b.requested_bytes,
+        )
+    need = needed_bytes(plan.groups, s)
+    if need > b.available_kv_bytes:
+        longest = largest_max_model_len(plan)
+        raise DoesNotFitError(
+            f"one request of {s.max_model_len} tokens needs {fmt_bytes(need)} of KV cache, "
+            f"only {fmt_bytes(b.available_kv_bytes)} is available; the largest "
+            f"--max-model-len that fits is {longest}{_levers(model, hw, engine)}",
+            needed_bytes=need,
+            available_bytes=b.available_kv_bytes,
+        )
+
+
+def largest_max_model_len(plan: MemoryPlan) -> int:
+    """Binary search of the largest max_model_len whose one request fits (as vLLM estimates)."""
+    lo, hi = 0, plan.settings.max_model_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        need = needed_bytes(plan.groups, replace(plan.settings, max_model_len=mid))
+        lo, hi = (mid, hi) if need <= plan.budget.available_kv_bytes else (lo, mid - 1)
+    return lo
+
+
+MAX_TP_TRIED = 64
+
+
+def _levers(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> str:
+    """Which single change makes it fit, each one computed; else the smallest combination."""
+    singles = _single_levers(model, engine)
+    fits = [label for label, e in singles if _fits(model, hw, e)]
+    tp = _smallest_fitting_tp(model, hw, engine)
+    if tp is not None:
+        fits.append(f"--tensor-parallel-size {tp}")
+    if fits:
+        return f"; fits with {' or '.join(fits)}"
+    for label, e in singles:
+        tp = _smallest_fitting_tp(model, hw, e)
+        if tp is not None:
+            return f"; fits with {label} and --tensor-parallel-size {tp}"
+    return "; no combination of fp8 weights/KV, utilization 0.95 and TP up to 64 fits on this GPU"
+
+
+def _single_levers(model: ModelSpec, engine: EngineConfig) -> list[tuple[str, EngineConfig]]:
+    """Candidate one-flag changes (TP is searched separately)."""
+    options = []
+    if resolve_precision(engine.kv_cache_dtype, model.dtype).value_bits > 8:
+        options.append(("--kv-cache-dtype fp8", replace(engine, kv_cache_dtype="fp8")))
+    if engine.quantization is None and model.quantization is None:
+        options.append(("--quantization fp8", replace(engine, quantization="fp8")))
+    if engine.gpu_memory_utilization < 0.95:
+        options.append(
+            ("--gpu-memory-utilization 0.95", replace(engine, gpu_memory_utilization=0.95))
+        )
+    return options
+
+
+def _smallest_fitting_tp(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> int | None:
+    """The smallest larger TP degree (doubling, dividing the heads) with which it fits."""
+    tp = engine.tensor_parallel_size * 2
+    while tp <= MAX_TP_TRIED and model.num_attention_heads % tp == 0:
+        if _fits(model, hw, replace(engine, tensor_parallel_size=tp)):
+            return tp
+        tp *= 2
+    return None
+
+
+def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
+    try:
+        s = resolve_settings(model, hw, engine)
+        b, _, groups = limiting_stage(model, hw, s)
+    except InputError:
+        return False
+    return b.available_kv_bytes > 0 and needed_bytes(groups, s) <= b.available_kv_bytes
+
+
+def plan_deployment(d: Deployment) -> MemoryPlan:
+    """The memory plan of one replica of ``d`` (every replica is the same)."""
+    return plan_memory(d.model, d.gpu, d.engine)

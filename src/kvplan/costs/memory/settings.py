@@ -1,0 +1,82 @@
+"""Engine flags resolved for one model and GPU: vLLM 0.11's defaults filled, bad values refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.costs.memory import vllm_defaults as vd
+from kvplan.costs.memory.fp8_blocks import check_fp8_blocks
+from kvplan.costs.memory.weight_formats import resolve_format
+from kvplan.errors import InputError
+from kvplan.specs.engine_bounds import check_kv_cache_memory
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.kv import check_tensor_parallel
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """EngineConfig with every vLLM default filled in for this model and GPU."""
+
+    tp: int
+    pp: int
+    block_size: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_cache_dtype: str
+    dtype: str
+    quantization: str | None
+    kv_cache_memory_bytes: int | None
+    mamba_cache_dtype: str = "auto"
+    """vLLM --mamba-cache-dtype: conv (and Gated DeltaNet) state; 'auto' = model dtype."""
+    mamba_ssm_cache_dtype: str = "auto"
+    """vLLM --mamba-ssm-cache-dtype: Mamba2 SSM state; 'auto' = the conv state's dtype."""
+
+
+def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
+    """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    check_tensor_parallel(model, tp)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    check_fp8_blocks(model, None if fmt is None else fmt.block, tp)
+    check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
+    if pp > model.num_layers:
+        raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
+    max_len = engine.max_model_len or model.max_position_embeddings
+    if max_len > model.max_position_embeddings:
+        raise InputError(
+            f"--max-model-len {max_len} exceeds the model's "
+            f"max_position_embeddings {model.max_position_embeddings}"
+        )
+    tokens, seqs = vd.default_batch_limits(hw)
+    return Settings(
+        tp=tp,
+        pp=pp,
+        block_size=mla_block_size(model, hw, engine.block_size),
+        gpu_memory_utilization=engine.gpu_memory_utilization,
+        max_model_len=max_len,
+        max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
+        max_num_seqs=engine.max_num_seqs or seqs,
+        kv_cache_dtype=engine.kv_cache_dtype,
+        dtype=engine.dtype,
+        quantization=engine.quantization,
+        kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
+        mamba_cache_dtype=engine.mamba_cache_dtype,
+        mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
+    )
+
+
+def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
+    """The block an MLA model gets: vLLM 0.11 (``platforms/cuda.py`` check_and_update_config)
+    forces its default MLA backend's block size when --block-size is no multiple of it.
+
+    Hopper: FlashMLA, 64 ("Forcing kv cache block size to 64 for FlashMLA backend.");
+    Blackwell: CUTLASS MLA, 128. Other GPUs (Triton MLA) keep --block-size.
+    """
+    if model.mla is None:
+        return block
+    need = vd.mla_kernel_block_size(hw)
+    return block if need is None or block % need == 0 else need

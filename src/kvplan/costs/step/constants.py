@@ -1,0 +1,206 @@
+"""Per-model, per-GPU constants of the step cost (the fullest pipeline stage, TP-sharded)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepConstants:
+    """Per-GPU coefficients of the step cost (the fullest pipeline stage, TP-sharded)."""
+
+    gemm_flops_per_token: float
+    lm_head_flops_per_request: float
+    attn_flops_per_pair: float
+    """Full-attention and MLA layers: FLOPs per (query token, attended token) pair (MLA: the
+    absorbed decode kernel's width)."""
+    mla_prefill_pair_delta: float
+    """MLA only: FLOPs per pair of a prefill request (query length > 1: vLLM's MHA-style path,
+    QK over qk_nope + qk_rope, PV over v_head_dim) minus the decode width's (<= 0)."""
+    mla_context_flops_per_token: float
+    """MLA only: FLOPs per cached context token of a prefill request (kv_b_proj up-projects
+    the cached latent to K_nope and V before the MHA-style attention over it)."""
+    sliding_flops_per_pair: float
+    window: int
+    state_flops_per_token: float
+    kv_bytes_per_token: int
+    """Full-attention and MLA layers: cache bytes per token (read for context, written new)."""
+    sliding_kv_bytes_per_token: int
+    state_bytes_per_request: int
+    activation_bytes_per_token: int
+    weight_bytes: int
+    """Weights every step reads (non-expert weights + the active experts of one token)."""
+    routed_expert_bytes: int
+    """All routed experts on this GPU; a step touches the share its tokens route to."""
+    expert_miss_per_token: float
+    """1 - k/E: the chance one token leaves a given expert untouched."""
+    layers: int
+    """Transformer layers on the fullest pipeline stage (each pays ``layer_overhead_s``)."""
+    moe_layers: int
+    """Of those, layers with a routed-expert MLP (each also pays ``moe_layer_overhead_s``)."""
+    allreduces: int
+    allreduce_bytes_per_token: int
+    tp: int
+    pp: int
+    compute_precision: str
+
+
+def compute_precision(model: ModelSpec, engine: EngineConfig) -> str:
+    """The dtype tensor cores run at: fp8/fp4 for those weight+activation formats, else 16-bit."""
+    from kvplan.costs.memory.weight_formats import resolve_format
+
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    if fmt is not None and fmt.name == "fp8":
+        return "fp8"
+    if fmt is not None and fmt.name == "nvfp4":
+        return "fp4"
+    dtype = engine.dtype.strip().lower()
+    aliases = {"auto": model.dtype, "bf16": "bfloat16", "fp16": "float16", "half": "float16",
+               "float32": "bfloat16", "fp32": "bfloat16", "float": "bfloat16"}
+    return aliases.get(dtype, dtype)
+
+
+def gemm_dtype(model: ModelSpec, engine: EngineConfig, precision: str) -> str:
+    """The measured-kernel family a GEMM runs: block-scaled fp8 (DeepSeek's 128 x 128
+    scales: DeepGEMM / CUTLASS block kernels) apart from per-tensor fp8."""
+    from kvplan.costs.memory.weight_formats import resolve_format
+
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    if precision == "fp8" and fmt is not None and fmt.block is not None:
+        return "fp8_block"
+    return precision
+
+
+def step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
+    """Every per-model, per-GPU coefficient the step cost needs, computed once."""
+    from kvplan.costs.memory.params import pp_layer_ranges
+
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
+    act_bytes = 2
+    kv = _kv_coefficients(model, engine, stage)
+    weights, experts, miss = _weight_coefficients(model, engine)
+    mla = _mla_prefill_terms(model, tp, stage)
+    hidden = model.hidden_size
+    return StepConstants(
+        gemm_flops_per_token=_gemm_flops_per_token(model, tp, stage),
+        lm_head_flops_per_request=2.0 * model.vocab_size * hidden / tp,
+        attn_flops_per_pair=_attention_coefficient(model, tp, stage, ("full", "mla")),
+        mla_prefill_pair_delta=mla[0], mla_context_flops_per_token=mla[1],
+        sliding_flops_per_pair=_attention_coefficient(model, tp, stage, ("sliding",)),
+        window=model.sliding_window or 0,
+        state_flops_per_token=4.0 * kv[3],
+        kv_bytes_per_token=kv[0], sliding_kv_bytes_per_token=kv[1], state_bytes_per_request=kv[2],
+        activation_bytes_per_token=2 * hidden * act_bytes * len(stage),
+        weight_bytes=weights, routed_expert_bytes=experts, expert_miss_per_token=miss,
+        layers=len(stage), moe_layers=_moe_layers(model, stage),
+        allreduces=2 * len(stage) if tp > 1 else 0, allreduce_bytes_per_token=hidden * act_bytes,
+        tp=tp, pp=pp, compute_precision=compute_precision(model, engine),
+    )
+
+
+def _moe_layers(model: ModelSpec, stage: range) -> int:
+    """Layers of ``stage`` whose MLP is routed experts (DeepSeek keeps its first k dense)."""
+    if model.moe is None:
+        return 0
+    return sum(1 for i in stage if i >= model.moe.first_dense_layers)
+
+
+def _gemm_flops_per_token(model: ModelSpec, tp: int, stage: range) -> float:
+    """2 x the linear-layer parameters one token multiplies on this GPU (active experts only)."""
+    from kvplan.costs.memory.params import layer_parts
+
+    total = 0.0
+    for layer in stage:
+        for part in layer_parts(model, layer):
+            if not part.linear:
+                continue
+            rows, cols = part.shape_on_gpu(tp)
+            count = float(part.count)
+            if part.role == "experts" and model.moe is not None:
+                count = part.count * model.moe.experts_per_token / model.moe.num_experts
+            total += 2.0 * count * rows * cols
+    return total
+
+
+def _attention_coefficient(
+    model: ModelSpec, tp: int, stage: range, kinds: tuple[str, ...]
+) -> float:
+    """QK + PV FLOPs per (query, key) pair summed over this stage's layers of ``kinds``."""
+    layers = sum(1 for i in stage if model.layer_kinds[i] in kinds)
+    heads = max(1, model.num_attention_heads // tp)
+    if model.mla is not None and "mla" in kinds:
+        # absorbed MLA: scores over the latent (kv_lora_rank + rope), values over kv_lora_rank
+        width = model.mla.latent_dim + model.mla.kv_lora_rank
+    else:
+        width = model.head_dim + model.v_head_dim
+    return 2.0 * heads * width * layers
+
+
+def _mla_prefill_terms(model: ModelSpec, tp: int, stage: range) -> tuple[float, float]:
+    """(prefill-pair FLOPs minus decode-pair FLOPs, up-projection FLOPs per context token).
+
+    vLLM's MLA backends (v1/attention/backends/mla/common.py) run requests with query length
+    <= 1 through the absorbed decode kernel (QK over the 576-wide latent, PV over 512) and
+    the rest through ``_forward_prefill``: MHA with QK head dim qk_nope + qk_rope (192) and
+    V head dim v_head_dim (128), new tokens causally, and the cached context after
+    kv_b_proj up-projects its latent (kv_lora_rank -> heads x (qk_nope + v)) chunk by chunk.
+    """
+    a = model.mla
+    layers = sum(1 for i in stage if model.layer_kinds[i] == "mla")
+    if a is None or not layers:
+        return 0.0, 0.0
+    heads = max(1, model.num_attention_heads // tp)
+    decode = a.latent_dim + a.kv_lora_rank
+    prefill = a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim
+    up = a.kv_lora_rank * (a.qk_nope_head_dim + a.v_head_dim)
+    return 2.0 * heads * (prefill - decode) * layers, 2.0 * heads * up * layers
+
+
+def _kv_coefficients(
+    model: ModelSpec, engine: EngineConfig, stage: range
+) -> tuple[int, int, int, int]:
+    """(full+MLA bytes/token, sliding bytes/token, state bytes/request, state elements)."""
+    from kvplan.specs.kv import StateSpec, kv_spec
+
+    spec = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    full = sliding = state = elements = 0
+    for group in spec.groups:
+        n = sum(1 for i in group.layer_ids if i in stage)
+        if isinstance(group.spec, StateSpec):
+            state += n * group.spec.state_bytes
+            elements += n * group.spec.state_elements
+        elif group.spec.kind == "sliding":
+            sliding += n * group.spec.bytes_per_token
+        else:
+            full += n * group.spec.bytes_per_token
+    return full, sliding, state, elements
+
+
+def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, int, float]:
+    """(bytes every step reads, all routed-expert bytes, 1 - k/E) on the fullest GPU."""
+    from kvplan.costs.memory.params import (
+        active_weight_bytes_per_gpu,
+        embedding_parts,
+        weight_bytes_per_gpu,
+    )
+    from kvplan.costs.memory.weight_formats import dtype_bytes
+
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    active = active_weight_bytes_per_gpu(model, dtype=engine.dtype,
+                                         quantization=engine.quantization, tp=tp, pp=pp)
+    lookup = 0
+    if pp == 1 and not model.tie_word_embeddings:
+        # an embedding lookup reads T rows, not the table (a tied table is read by lm_head)
+        rows, cols = embedding_parts(model)[0].shape_on_gpu(tp)
+        lookup = rows * cols * dtype_bytes(engine.dtype, model.dtype)
+    if model.moe is None:
+        return active - lookup, 0, 1.0
+    share = model.moe.experts_per_token / model.moe.num_experts
+    every = weight_bytes_per_gpu(model, dtype=engine.dtype, quantization=engine.quantization,
+                                 tp=tp, pp=pp)
+    routed = round((every - active) / (1.0 - share)) if share < 1 else 0
+    return active - lookup - round(routed * share), routed, 1.0 - share

@@ -1,0 +1,166 @@
+"""The ops one engine step runs on the fullest GPU, as vLLM lays them out: GEMMs with their
+TP-sharded shapes (q/k/v and gate/up fused as vLLM fuses them), routed-expert MLPs,
+attention per layer kind, and the tensor-parallel all-reduces. Pure shapes, no prices:
+``kvplan.costs.step.tables`` prices them from the measured kernel tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+PerWhat = Literal["token", "request", "prefill_context"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GemmOp:
+    """``count`` GEMMs of m x k by k x n per step; m is the step's tokens (``per`` token), its
+    requests (the lm_head samples one row per request) or MLA's cached prefill context."""
+
+    name: str
+    n: int
+    k: int
+    count: int
+    per: PerWhat = "token"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeOp:
+    """``count`` routed-expert MLPs (gate_up + down over the experts on this GPU)."""
+
+    hidden: int
+    inter: int
+    """Expert intermediate size before tensor parallelism (each GPU holds inter / tp)."""
+    experts: int
+    topk: int
+    tp: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionOp:
+    """Attention over the cache for ``count`` layers of one kind, per-GPU heads."""
+
+    kind: Literal["full", "sliding", "mla"]
+    heads: int
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    window: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageOps:
+    """Every op of one step on the fullest pipeline stage."""
+
+    gemms: tuple[GemmOp, ...]
+    moe: MoeOp | None
+    attention: tuple[AttentionOp, ...]
+    allreduces: int
+    """All-reduces per step (2 per layer under tensor parallelism, else 0)."""
+    allreduce_bytes_per_token: int
+    tp: int
+    layers: int
+
+
+def stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
+    """The ops of one step on the fullest stage (layers grouped: equal shapes add counts)."""
+    from kvplan.costs.memory.params import pp_layer_ranges
+
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    stages = pp_layer_ranges(model.num_layers, pp)
+    stage = max(stages, key=len)
+    gemms: dict[tuple[str, int, int, str], int] = {}
+    for layer in stage:
+        for op in _layer_gemms(model, layer, tp):
+            key = (op.name, op.n, op.k, op.per)
+            gemms[key] = gemms.get(key, 0) + op.count
+    if stage is stages[-1] or pp == 1:
+        vocab = -(-model.vocab_size // 64) * 64 // tp
+        gemms[("lm_head", vocab, model.hidden_size, "request")] = 1
+    return StageOps(
+        gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p)  # type: ignore[arg-type]
+                    for (n, a, b, p), c in gemms.items()),
+        moe=_moe_op(model, stage, tp), attention=_attention_ops(model, stage, tp),
+        allreduces=2 * len(stage) if tp > 1 else 0,
+        allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage))
+
+
+def _layer_gemms(model: ModelSpec, layer: int, tp: int) -> list[GemmOp]:
+    """One layer's GEMMs from its weight parts (``kvplan.costs.memory.params``), fused as vLLM does:
+    q/k/v into one QKV projection, gate/up into one merged column-parallel layer."""
+    from kvplan.costs.memory.params import layer_parts
+
+    ops: list[GemmOp] = []
+    qkv_n, qkv_k = 0, 0
+    for part in layer_parts(model, layer):
+        if not part.linear or part.role == "experts":
+            continue
+        rows, cols = part.shape_on_gpu(tp)
+        if part.role == "attention" and part.shard in ("col", "kv") and model.mla is None:
+            qkv_n, qkv_k = qkv_n + rows, cols
+            continue
+        ops.append(GemmOp(name=_gemm_name(model, part.role, part.shard, rows, cols),
+                          n=rows, k=cols, count=part.count,
+                          per=_per(model, part.role, rows, cols)))
+    if qkv_n:
+        ops.insert(0, GemmOp(name="qkv_proj", n=qkv_n, k=qkv_k, count=1))
+    return ops
+
+
+def _gemm_name(model: ModelSpec, role: str, shard: str, rows: int, cols: int) -> str:
+    if role == "attention":
+        if model.mla is not None and cols == model.mla.kv_lora_rank:
+            return "mla_kv_b_proj"
+        if shard == "row":
+            return "o_proj"
+        return "mla_q_b_proj" if shard == "col" else "mla_a_proj"
+    if role in ("dense_mlp", "shared_experts"):
+        prefix = "shared_" if role == "shared_experts" else ""
+        return f"{prefix}{'down_proj' if shard == 'row' else 'gate_up_proj'}"
+    if role == "state_layers":
+        return "state_out_proj" if shard == "row" else "state_in_proj"
+    return role
+
+
+def _per(model: ModelSpec, role: str, rows: int, cols: int) -> PerWhat:
+    """MLA's kv_b_proj runs on the cached context of prefill requests (vLLM's prefill path
+    up-projects the latent); decode absorbs it into the attention kernel's width."""
+    if role == "attention" and model.mla is not None and cols == model.mla.kv_lora_rank:
+        return "prefill_context"
+    return "token"
+
+
+def _moe_op(model: ModelSpec, stage: range, tp: int) -> MoeOp | None:
+    e = model.moe
+    if e is None:
+        return None
+    layers = sum(1 for i in stage if i >= e.first_dense_layers)
+    if not layers:
+        return None
+    return MoeOp(hidden=model.hidden_size, inter=e.moe_intermediate_size,
+                 experts=e.num_experts, topk=e.experts_per_token, tp=tp, count=layers)
+
+
+def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp, ...]:
+    heads = max(1, model.num_attention_heads // tp)
+    kv_heads = max(1, model.num_kv_heads // tp)
+    ops = []
+    for kind in ("full", "sliding", "mla"):
+        count = sum(1 for i in stage if model.layer_kinds[i] == kind)
+        if not count:
+            continue
+        if kind == "mla" and model.mla is not None:
+            a = model.mla
+            ops.append(AttentionOp(kind="mla", heads=heads, kv_heads=1,
+                                   head_dim=a.qk_nope_head_dim + a.qk_rope_head_dim,
+                                   v_head_dim=a.v_head_dim, window=0, count=count))
+            continue
+        ops.append(AttentionOp(kind=kind, heads=heads, kv_heads=kv_heads,
+                               head_dim=model.head_dim, v_head_dim=model.v_head_dim,
+                               window=(model.sliding_window or 0) if kind == "sliding" else 0,
+                               count=count))
+    return tuple(ops)

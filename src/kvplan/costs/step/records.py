@@ -1,0 +1,98 @@
+"""Typed results of the step-cost model: FLOPs, bytes and seconds of one step or a phase."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Bound = Literal["compute", "memory"]
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flops:
+    """FLOPs by component (one GPU)."""
+
+    dense_gemm: float
+    attention: float
+    lm_head: float
+    state: float
+
+    @property
+    def total(self) -> float:
+        return self.dense_gemm + self.attention + self.lm_head + self.state
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BytesMoved:
+    """HBM bytes by component (one GPU)."""
+
+    weights: int
+    kv_read: int
+    kv_write: int
+    state: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_read + self.kv_write + self.state + self.activations
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Seconds:
+    """Time by component; ``total_s`` = roofline + communication + pipeline + overhead.
+
+    ``compute_s`` and ``memory_s`` are the two sides summed over both kernel families;
+    ``roofline_s`` is what the families cost, each bounded by its slower side.
+    """
+
+    compute_s: float
+    memory_s: float
+    roofline_s: float
+    communication_s: float
+    pipeline_s: float
+    overhead_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.roofline_s + self.communication_s + self.pipeline_s + self.overhead_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCost:
+    """The cost of one step, or the sum over ``steps`` steps of a phase."""
+
+    steps: int
+    tokens: int
+    flops: Flops
+    bytes: BytesMoved
+    seconds: Seconds
+    ridge_point: float
+    """Achievable FLOP/s over achievable bytes/s: intensity above it is compute-bound."""
+
+    @property
+    def bound(self) -> Bound:
+        return "compute" if self.seconds.compute_s >= self.seconds.memory_s else "memory"
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved."""
+        return self.flops.total / self.bytes.total if self.bytes.total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepAggregates:
+    """The integer sums a step's cost depends on: Python ints for one step, arrays for a run
+    (or for any list of recorded steps: ``StepCostModel.times_s`` prices them at once)."""
+
+    tokens: Any
+    requests: Any
+    full_context: Any
+    full_pairs: Any
+    sliding_context: Any
+    sliding_pairs: Any
+    prefill: Any
+    """1 where the step holds prefill work (see ``has_prefill``), else 0."""
+    prefill_pairs: Any = 0
+    """MLA: attended pairs of the requests computing more than one token (vLLM's prefill
+    path); 0 for other models."""
+    prefill_context: Any = 0
+    """MLA: cached context tokens of those requests (up-projected by kv_b_proj)."""

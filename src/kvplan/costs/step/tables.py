@@ -1,0 +1,279 @@
+"""A deployment's step ops priced from the measured kernel tables (``kvplan.costs.kernels``):
+per-token-count tables of the GEMMs and MoE, the all-reduces, and the attention kernels'
+per-pair / per-cached-token / per-request seconds, each read off the GPU's own measurements.
+
+Nothing here is fitted on serving data. Attention kernels are linear in what a step's
+aggregates carry (the simulator prices a step from sums)::
+
+    decode attention, per layer   t(B, L) = a + g * B + d * B * L     (B requests, L cached)
+    prefill attention, per layer  t(P)    = b * P                      (P attended pairs)
+
+``a``, ``g``, ``d``: the least-squares line (relative error) through the measured grid at the
+model's head shape; ``b``: the measured causal self-attention of one chunk-sized sequence;
+tests hold the linear forms against the tables they are read from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from kvplan.costs import kernels as kn
+from kvplan.costs.step.batch import FloatArray, IntArray
+from kvplan.costs.step.ops import AttentionOp, GemmOp, StageOps
+
+_DECODE_B = (1, 4, 16, 64, 256)
+"""Decode batches the decode-attention line is read at."""
+_DECODE_L = (128, 1024, 4096, 16384, 32768)
+"""Cached lengths the decode-attention line is read at."""
+_PREFILL_CAP = 16384
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionRates:
+    """Seconds one step's attention layers of one kind cost, summed over their layers."""
+
+    per_pair_s: float
+    per_context_s: float
+    per_request_s: float
+    per_step_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasuredStep:
+    """A deployment's measured op prices (one GPU of the fullest stage)."""
+
+    gpu: str
+    dense_s: FloatArray
+    """[T] for T = 0..max_tokens: every per-token GEMM + the MoE layers at m = T."""
+    allreduce_s: FloatArray | None
+    """[T]: the step's tensor-parallel all-reduces of T tokens' activations."""
+    lm_fixed_s: float
+    """lm_head at one request (a weight read); lm(R) = max(lm_fixed_s, lm_per_request_s*R)."""
+    lm_per_request_s: float
+    full: AttentionRates | None
+    sliding: AttentionRates | None
+    mla_context_s: float
+    """MLA: kv_b_proj up-projection seconds per cached token of a prefill request."""
+    stream_bytes_per_s: float
+    """Bandwidth the measured decode-attention kernel reaches: prices elementwise traffic."""
+    compute_flops_per_s: float
+    """FLOP/s a measured large GEMM (8,192 cubed) reaches: prices recurrent-state math."""
+    sources: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def max_tokens(self) -> int:
+        return len(self.dense_s) - 1
+
+
+@lru_cache(maxsize=256)
+def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
+                  max_tokens: int, prefill_tokens: int) -> MeasuredStep:
+    """Price ``ops`` on ``gpu`` from its tables for steps of up to ``max_tokens`` tokens;
+    ``prefill_tokens`` is the chunk a prefill step typically computes (the attention rate is
+    read at that length)."""
+    m = np.arange(max_tokens + 1, dtype=np.int64)
+    dense = np.zeros(max_tokens + 1, dtype=np.float64)
+    notes: list[str] = []
+    lm_fixed = lm_slope = mla_ctx = 0.0
+    for op in ops.gemms:
+        if op.per == "token":
+            dense[1:] += op.count * gemm_times(gpu, m[1:], op.n, op.k, op_dtype(op, gemm_dtype))
+        elif op.per == "request":
+            lm_fixed, lm_slope = _lm_head(gpu, op.n, op.k, op_dtype(op, gemm_dtype))
+        else:
+            mla_ctx = op.count * float(kn.gemm_s(gpu, np.array([4096]), op.n, op.k,
+                                                 gemm_dtype)[0]) / 4096
+    if ops.moe is not None:
+        e = ops.moe
+        dense[1:] += e.count * kn.moe_s(gpu, m[1:], hidden=e.hidden, inter=e.inter,
+                                        num_experts=e.experts, topk=e.topk,
+                                        dtype=_moe_dtype(gemm_dtype), tp=e.tp)
+    ar = None
+    if ops.allreduces:
+        ar = np.zeros(max_tokens + 1, dtype=np.float64)
+        ar[1:] = ops.allreduces * kn.all_reduce_s(gpu, m[1:] * ops.allreduce_bytes_per_token,
+                                                  ops.tp)
+    by_kind = {a.kind: a for a in ops.attention}
+    full = by_kind.get("full") or by_kind.get("mla")
+    chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
+    proj = _MlaProjections(ops, gpu, gemm_dtype) if "mla" in by_kind else None
+    full_r = _rates(gpu, full, kv_dtype, chunk, proj) if full else None
+    slide = by_kind.get("sliding")
+    return MeasuredStep(
+        gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
+        full=full_r, sliding=_rates(gpu, slide, kv_dtype, chunk) if slide else None,
+        mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
+        compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
+        sources=(kn.resolve_gpu(gpu),), notes=tuple(notes))
+
+
+def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
+    """vLLM leaves the MoE router and the lm_head unquantized (16-bit) in fp8/fp4 models."""
+    return "bfloat16" if op.name in ("router", "lm_head") else gemm_dtype
+
+
+def gemm_times(gpu: str, m: IntArray, n: int, k: int, dtype: str) -> FloatArray:
+    """Measured GEMM seconds. Block-scaled fp8 tables carry a constant floor per call (55 us
+    on H100/H200, 154 us on B200 at m = 1, against 11 us for the per-tensor fp8 kernel on the
+    same shape): host-side time of the measuring harness that a CUDA-graph replay does not
+    pay. Block fp8 is priced at its measured time less that excess floor, and never below
+    the per-tensor fp8 kernel's time on the same shape."""
+    t = kn.gemm_s(gpu, m, n, k, dtype)
+    if dtype != "fp8_block":
+        return t
+    fp8 = kn.gemm_s(gpu, m, n, k, "fp8")
+    one = np.array([1])
+    excess = float(kn.gemm_s(gpu, one, n, k, dtype)[0]) - float(kn.gemm_s(gpu, one, n, k,
+                                                                          "fp8")[0])
+    return np.maximum(fp8, t - max(excess, 0.0))
+
+
+def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
+    """(seconds at one row, seconds per row at 512 rows): a roofline through two measured
+    points (a weight read while memory-bound, the compute rate once many rows share it)."""
+    t = gemm_times(gpu, np.array([1, 512]), n, k, dtype)
+    return float(t[0]), float(t[1]) / 512
+
+
+class _MlaProjections:
+    """The GEMMs of one MLA layer (q_a/kv_a, q_b, kv_b, o_proj): the measured MLA blocks
+    include them, and the step prices them from the GEMM tables, so the attention core is
+    the block less its projections (at least a tenth of the block)."""
+
+    def __init__(self, ops: StageOps, gpu: str, dtype: str) -> None:
+        names = ("mla_a_proj", "mla_q_b_proj", "mla_kv_b_proj", "o_proj")
+        self.ops = [g for g in ops.gemms if g.name in names]
+        self.gpu, self.dtype = gpu, dtype
+        self.layers = max((g.count for g in self.ops), default=1)
+
+    def core(self, block_s: float, m: int, prefill: bool) -> float:
+        proj = sum(g.count / self.layers * float(gemm_times(self.gpu, np.array([m]), g.n, g.k,
+                                                              self.dtype)[0])
+                   for g in self.ops if prefill or g.per == "token")
+        return max(block_s - proj, 0.1 * block_s)
+
+
+def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int,
+           proj: _MlaProjections | None = None) -> AttentionRates:
+    """Per-pair, per-context, per-request and per-step seconds of ``a.count`` layers."""
+    floor, per_req, per_ctx = _decode_line(gpu, a, kv_dtype, proj)
+    pairs = chunk * (chunk + 1) // 2
+    if a.window:
+        pairs = sum(min(j, a.window) for j in range(1, chunk + 1))
+    prefill = _prefill_s(gpu, a, kv_dtype, chunk)
+    if proj is not None:
+        prefill = proj.core(prefill, chunk, True)
+    n = a.count
+    return AttentionRates(per_pair_s=n * prefill / pairs, per_context_s=n * per_ctx,
+                          per_request_s=n * per_req, per_step_s=n * floor)
+
+
+def _decode_line(gpu: str, a: AttentionOp, kv_dtype: str,
+                 proj: _MlaProjections | None) -> tuple[float, float, float]:
+    """(floor, per request, per cached token) of one layer's decode attention: the line
+    t = floor + g B + d B L through the measured grid (B 1..256, L 128..32,768), least
+    squares in relative error, each coefficient at least 0."""
+    rows, want = [], []
+    for b in _DECODE_B:
+        for ln in _DECODE_L:
+            t = _decode_s(gpu, a, kv_dtype, b, ln)
+            if proj is not None:
+                t = proj.core(t, b, False)
+            rows.append([1.0 / t, b / t, b * ln / t])
+            want.append(1.0)
+    coef = np.linalg.lstsq(np.array(rows), np.array(want), rcond=None)[0]
+    floor, per_req, per_ctx = (max(0.0, float(c)) for c in coef)
+    return floor, per_req, per_ctx
+
+
+def _decode_s(gpu: str, a: AttentionOp, kv_dtype: str, batch: int, kv_len: int) -> float:
+    """One layer's measured decode attention (MLA: vLLM's MLA decode module)."""
+    if a.kind == "mla":
+        return float(kn.mla_decode_s(gpu, batch, kv_len, num_heads=a.heads,
+                                     kv_dtype=kv_dtype)[()].sum())
+    return float(kn.decode_attention_s(gpu, batch, kv_len, num_heads=a.heads,
+                                       num_kv_heads=a.kv_heads, head_dim=a.head_dim,
+                                       kv_dtype=kv_dtype, window=a.window)[()])
+
+
+def _prefill_s(gpu: str, a: AttentionOp, kv_dtype: str, isl: int) -> float:
+    """One layer's measured causal prefill attention of one ``isl``-token sequence."""
+    if a.kind == "mla":
+        return float(kn.mla_context_s(gpu, 1, isl, num_heads=a.heads,
+                                      kv_dtype=kv_dtype)[()].sum())
+    return float(kn.context_attention_s(gpu, 1, isl, num_heads=a.heads,
+                                        num_kv_heads=a.kv_heads, head_dim=a.head_dim,
+                                        kv_dtype=kv_dtype, window=a.window)[()])
+
+
+def _stream_rate(gpu: str, kv_dtype: str) -> float:
+    """Bytes per second of the measured decode-attention kernel at a large, memory-bound
+    shape (64 requests x 8,192 cached tokens, 8 KV heads of 128): elementwise ops stream
+    activations at about that rate."""
+    b, ln, kv_heads, d = 64, 8192, 8, 128
+    t = float(kn.decode_attention_s(gpu, b, ln, num_heads=32, num_kv_heads=kv_heads,
+                                    head_dim=d, kv_dtype="bfloat16")[()])
+    return b * ln * kv_heads * d * 2 * 2 / t
+
+
+def _compute_rate(gpu: str, dtype: str) -> float:
+    """FLOP/s of the measured 8,192 x 8,192 x 8,192 GEMM at ``dtype``."""
+    n = 8192
+    return 2.0 * n ** 3 / float(kn.gemm_s(gpu, np.array([n]), n, n, dtype)[0])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpTime:
+    """One op family's seconds in one step (summed over its ``count`` layers)."""
+
+    op: str
+    count: int
+    shape: str
+    seconds: float
+
+
+def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
+             requests: int, context: int, pairs: int) -> tuple[OpTime, ...]:
+    """Where one step's kernel milliseconds go, op by op (``kvplan latency --explain``):
+    ``tokens`` computed by ``requests`` requests over ``context`` cached tokens with
+    ``pairs`` attended (query, key) pairs."""
+    gpu, out = ms.gpu, []
+    m = np.array([max(1, tokens)])
+    for op in ops.gemms:
+        if op.per == "prefill_context":
+            continue
+        rows = requests if op.per == "request" else tokens
+        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k,
+                             op_dtype(op, gemm_dtype))[0])
+        out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
+                          seconds=op.count * t))
+    if ops.moe is not None:
+        e = ops.moe
+        t = float(kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts,
+                           topk=e.topk, dtype=_moe_dtype(gemm_dtype), tp=e.tp)[0])
+        out.append(OpTime(op="moe_experts", count=e.count,
+                          shape=f"tokens={tokens} E={e.experts} top-{e.topk} "
+                                f"inter={e.inter}/{e.tp}",
+                          seconds=e.count * t))
+    for a, r in ((x, ms.full if x.kind != "sliding" else ms.sliding) for x in ops.attention):
+        if r is None:
+            continue
+        mem = r.per_context_s * context + r.per_request_s * requests
+        secs = r.per_step_s + max(r.per_pair_s * pairs, mem)
+        out.append(OpTime(op=f"attention_{a.kind}", count=a.count,
+                          shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
+                          seconds=secs))
+    if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
+        out.append(OpTime(op="all_reduce", count=ops.allreduces,
+                          shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} GPUs",
+                          seconds=float(ms.allreduce_s[tokens])))
+    return tuple(out)
+
+
+def _moe_dtype(gemm_dtype: str) -> str:
+    """The MoE table's word for a compute precision (16-bit types share the bf16 kernels)."""
+    return {"float16": "bfloat16", "fp4": "nvfp4"}.get(gemm_dtype, gemm_dtype)
