@@ -194,3 +194,19 @@ def test_rooms_within_a_layer_import_in_order() -> None:
             if room is not None and same_layer and room != own and room not in ROOMS[own]:
                 wrong.append(f"{name} imports {other}")
     assert wrong == []
+
+
+def test_files_and_functions_stay_small() -> None:
+    """The style guide's limits: a module at most 400 lines, a function at most 50."""
+    big, long = [], []
+    for path in ROOT.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(ROOT.parent)
+        if text.count("\n") > 400:
+            big.append(f"{rel}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 50:
+                    long.append(f"{rel}:{node.lineno} {node.name}: {lines} lines")
+    assert big == [] and long == []
