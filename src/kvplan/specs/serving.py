@@ -40,6 +40,12 @@ class EngineConfig:
     (0 = no cap; with max_num_partial_prefills > 1 and 0, vLLM uses 4% of max_model_len)."""
     max_num_partial_prefills: int = 1
     """vLLM --max-num-partial-prefills; the v1 scheduler reads it only to set the threshold."""
+    data_parallel_size: int = 1
+    """vLLM --data-parallel-size: engines (DP ranks) of tp x pp GPUs each, each with its own
+    scheduler and KV cache; MoE layers span all dp x tp GPUs (docs/parallelism.md)."""
+    enable_expert_parallel: bool = False
+    """vLLM --enable-expert-parallel: routed experts split over dp x tp GPUs by expert
+    instead of tensor-parallel sharded; no effect on a dense model."""
 
     def __post_init__(self) -> None:
         check_engine_bounds(self)  # first: its messages name the vLLM flag
@@ -63,6 +69,12 @@ class EngineConfig:
 
     @property
     def world_size(self) -> int:
+        """GPUs of one engine (one DP rank): tp x pp."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def world_size_across_dp(self) -> int:
+        """GPUs of the whole ``vllm serve``: tp x pp x dp."""
+        return self.world_size * self.data_parallel_size
 
 
