@@ -21,11 +21,11 @@ def parallel_weights(model: ModelSpec, hw: HardwareSpec, s: Settings,
     layout = layout_of(model, s)
     w = parallel_weight_bytes(model, layout, dtype=s.dtype, quantization=s.quantization,
                               stage=stage)
-    return w + _mxfp4_padding(model, hw, s, layout, stage)
+    return w + expert_padding_bytes(model, hw, s, layout, stage)
 
 
-def _mxfp4_padding(model: ModelSpec, hw: HardwareSpec, s: Settings, layout: ParallelLayout,
-                   stage: int | None) -> int:
+def expert_padding_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
+                         layout: ParallelLayout, stage: int | None = None) -> int:
     """mxfp4_padding_bytes pads every one of E experts at the experts' TP degree; a GPU
     holding ``local_experts`` of them pads only those (the same bytes per expert)."""
     every = mxfp4_padding_bytes(model, hw, quantization=s.quantization, tp=layout.moe_tp,
