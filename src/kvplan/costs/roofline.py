@@ -41,7 +41,7 @@ from kvplan.costs.step_constants import (
     gemm_dtype,
     step_constants,
 )
-from kvplan.costs.step_ops import StageOps, stage_ops
+from kvplan.costs.step_ops import StageOps
 from kvplan.costs.step_sums import _clipped_pairs, _clipped_sum, has_prefill
 from kvplan.costs.step_tables import MeasuredStep, measured_step
 from kvplan.costs.step_types import Bound, BytesMoved, Flops, Seconds, StepCost
@@ -115,8 +115,9 @@ class StepCostModel:
                 self.donor = rates.donor
                 profile = replace(profile, compute_eff=min(1.0, rates.compute),
                                   bandwidth_eff=min(1.0, rates.memory))
-        if silicon:
-            self._ops = stage_ops(model, engine)
+        from kvplan.costs.ep_step import engine_ops  # DP / EP / multi-node TP re-layout
+
+        self._ops = engine_ops(model, engine, hardware, profile, silicon)
         self._setup(constants, hardware, profile,
                     self._silicon(_TABLE_TOKENS, hardware.id) if silicon else None)
 

@@ -84,3 +84,13 @@ def parallel_lines(plan: MemoryPlan, model: ModelSpec) -> list[str]:
     lines.append(f"fleet ({doc['data_parallel_size']} ranks): {doc['kv_cache_tokens_fleet']:,} "
                  f"tokens, max concurrency {doc['max_concurrency_fleet']:.2f}x")
     return lines
+
+
+def parallel_latency_line(p: dict[str, Any]) -> str:
+    """``latency``'s DP / EP line from ``parallel_latency_json``."""
+    head = f"DP {p['data_parallel_size']}: {p['batch_per_rank']} requests per rank"
+    if not p["enable_expert_parallel"]:
+        return head + (f"; token exchange {p['all2all_backend']}"
+                       if p["data_parallel_size"] > 1 else "")
+    return (f"{head}; EP, token exchange {p['all2all_backend']}, expert imbalance "
+            f"x{p['expert_imbalance']:.3f} (--expert-imbalance)")

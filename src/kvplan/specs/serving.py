@@ -46,6 +46,12 @@ class EngineConfig:
     enable_expert_parallel: bool = False
     """vLLM --enable-expert-parallel: routed experts split over dp x tp GPUs by expert
     instead of tensor-parallel sharded; no effect on a dense model."""
+    all2all_backend: str = "allgather_reducescatter"
+    """vLLM's VLLM_ALL2ALL_BACKEND for DP / EP token exchange: allgather_reducescatter (its
+    default) or deepep (DeepEP all-to-all, EP only); prices step time only."""
+    expert_imbalance: float | None = None
+    """Busiest GPU's expert load over the mean under EP (None: kvplan's cited default,
+    ``kvplan.costs.ep_comm.DEFAULT_IMBALANCE``)."""
 
     def __post_init__(self) -> None:
         check_engine_bounds(self)  # first: its messages name the vLLM flag
@@ -57,6 +63,9 @@ class EngineConfig:
             raise InputError(
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        if self.expert_imbalance is not None and not 1.0 <= self.expert_imbalance <= 64.0:
+            raise InputError("--expert-imbalance is the busiest GPU's load over the mean: "
+                             f"a number in [1, 64], got {self.expert_imbalance}")
         if self.max_num_partial_prefills > 1 and not self.enable_chunked_prefill:
             raise InputError("--max-num-partial-prefills > 1 needs chunked prefill "
                              "(vLLM's rule); drop --no-enable-chunked-prefill or the flag")
