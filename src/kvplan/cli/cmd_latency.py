@@ -93,8 +93,10 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
     from kvplan.costs import latency as lat
     from kvplan.report.ops_view import ops_view
 
-    from kvplan.costs.dp_latency import fleet_latency, parallel_latency_json
+    from kvplan.costs.dp_latency import ep_no_effect, fleet_latency, parallel_latency_json
 
+    if (warning := ep_no_effect(spec, engine)) is not None:
+        typer.echo(warning, err=True)
     as_json, explain_ops = modes
     deployment = (spec, hw.id, engine.tensor_parallel_size)
     fleet = fleet_latency(spec, hw, engine, shape, prof)
@@ -105,7 +107,7 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
         from kvplan.report.json_views import latency_answer_json
         from kvplan.report.ops_view import step_ops_json
 
-        extra = {"parallel": parallel_latency_json(engine, fleet.rank_shape)} if parallel else {}
+        extra = {"parallel": parallel_latency_json(spec, engine, fleet.rank_shape)} if parallel else {}
         print_json({**latency_answer_json(result, prof, deployment), **extra, "kernels": basis,
                     "step_ops": step_ops_json(steps)})
         return
@@ -115,7 +117,7 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
     if parallel:
         from kvplan.report.parallel_view import parallel_latency_line
 
-        console.print(parallel_latency_line(parallel_latency_json(engine, fleet.rank_shape)))
+        console.print(parallel_latency_line(parallel_latency_json(spec, engine, fleet.rank_shape)))
     console.print(basis)
     if explain_ops:
         from kvplan.report.ops_view import step_ops_tables

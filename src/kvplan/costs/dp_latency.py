@@ -44,16 +44,28 @@ def fleet_latency(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig
     return FleetLatency(result=fleet, rank_shape=rank)
 
 
-def parallel_latency_json(engine: EngineConfig, rank: RequestShape) -> dict[str, Any]:
-    """The ``parallel`` object of ``latency --json`` (DP / EP runs only)."""
+def parallel_latency_json(model: ModelSpec, engine: EngineConfig,
+                          rank: RequestShape) -> dict[str, Any]:
+    """The ``parallel`` object of ``latency --json`` (DP / EP runs only); the imbalance is
+    1 where EP is not in effect (a dense model, or one GPU)."""
     from kvplan.costs.ep_comm import DEFAULT_IMBALANCE
 
     e = engine
-    return {"data_parallel_size": e.data_parallel_size,
-            "enable_expert_parallel": e.enable_expert_parallel,
-            "batch_per_rank": rank.batch, "all2all_backend": e.all2all_backend,
-            "expert_imbalance": DEFAULT_IMBALANCE if e.expert_imbalance is None
-            else e.expert_imbalance}
+    ep_on = (model.moe is not None and e.enable_expert_parallel
+             and e.tensor_parallel_size * e.data_parallel_size > 1)
+    given = DEFAULT_IMBALANCE if e.expert_imbalance is None else e.expert_imbalance
+    return {"data_parallel_size": e.data_parallel_size, "enable_expert_parallel": ep_on,
+            "batch_per_rank": rank.batch,
+            "all2all_backend": e.all2all_backend if model.moe is not None else None,
+            "expert_imbalance": given if ep_on else 1.0}
+
+
+def ep_no_effect(model: ModelSpec, engine: EngineConfig) -> str | None:
+    """The warning vLLM's silence deserves: --enable-expert-parallel on a dense model."""
+    if engine.enable_expert_parallel and model.moe is None:
+        return (f"warning: --enable-expert-parallel has no effect on {model.name}, a dense "
+                "model (vLLM applies it to MoE layers only)")
+    return None
 
 
 def check_sweep_plain(engine: EngineConfig) -> None:

@@ -22,11 +22,13 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 
-def needs_parallel_ops(engine: EngineConfig, hw: HardwareSpec) -> bool:
-    """DP, EP, or a TP group wider than one node: the plain TP step does not apply."""
+def needs_parallel_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec) -> bool:
+    """An MoE model under DP or EP, or a TP group wider than one node: the plain TP step
+    does not apply (a dense model's DP ranks are plain replicas, each a TP engine)."""
     node = hw.node_gpus or DEFAULT_NODE_GPUS
-    return (engine.data_parallel_size > 1 or engine.enable_expert_parallel
-            or engine.tensor_parallel_size > node)
+    moe = model.moe is not None and (engine.data_parallel_size > 1
+                                     or engine.enable_expert_parallel)
+    return moe or engine.tensor_parallel_size > node
 
 
 def check_silicon(hw: HardwareSpec, silicon: bool) -> None:
@@ -66,7 +68,7 @@ def engine_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec, profile
     re-laid out when DP, EP or a multi-node TP group is asked for."""
     from kvplan.costs.step_ops import stage_ops
 
-    if not needs_parallel_ops(engine, hw):
+    if not needs_parallel_ops(model, engine, hw):
         return stage_ops(model, engine) if silicon else None
     check_silicon(hw, silicon)
     imbalance = DEFAULT_IMBALANCE if engine.expert_imbalance is None else engine.expert_imbalance

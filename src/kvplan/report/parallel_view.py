@@ -29,8 +29,10 @@ def ep_warning(plan: MemoryPlan, model: ModelSpec) -> str | None:
     if not s.expert_parallel:
         return None
     if model.moe is None:
-        return (f"warning: --enable-expert-parallel has no effect on {model.name}, a dense "
-                "model (vLLM applies it to MoE layers only)")
+        from kvplan.costs.dp_latency import ep_no_effect
+        from kvplan.specs.serving import EngineConfig
+
+        return ep_no_effect(model, EngineConfig(enable_expert_parallel=True))
     if s.tp * s.dp == 1:
         return "warning: --enable-expert-parallel has no effect on one GPU (tp x dp = 1)"
     return None
@@ -91,6 +93,7 @@ def parallel_latency_line(p: dict[str, Any]) -> str:
     head = f"DP {p['data_parallel_size']}: {p['batch_per_rank']} requests per rank"
     if not p["enable_expert_parallel"]:
         return head + (f"; token exchange {p['all2all_backend']}"
-                       if p["data_parallel_size"] > 1 else "")
+                       if p["all2all_backend"] and p["data_parallel_size"] > 1
+                       else "; each rank a plain replica")
     return (f"{head}; EP, token exchange {p['all2all_backend']}, expert imbalance "
             f"x{p['expert_imbalance']:.3f} (--expert-imbalance)")
