@@ -29,6 +29,12 @@ FilesArg = Annotated[
 MaybeGpu = Annotated[str | None, typer.Option("--gpu", help="GPU for files that name none.")]
 MaybeModel = Annotated[str | None, typer.Option("--model", help="Model for files that name none.")]
 OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
+A2aOpt = Annotated[str | None, typer.Option(
+    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default) "
+    "or deepep.")]
+ImbalanceOpt = Annotated[float | None, typer.Option(
+    "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18, "
+    "SGLang's measurement).")]
 
 
 @app.command("latency")
@@ -40,12 +46,7 @@ def latency_cmd(
     batch: Annotated[int, typer.Option("--batch", help="Identical requests started together.")] = 1,
     tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
     data_parallel_size: fl.DpOpt = None, enable_expert_parallel: fl.EpOpt = None,
-    all2all_backend: Annotated[str | None, typer.Option(
-        "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's "
-        "default) or deepep.")] = None,
-    expert_imbalance: Annotated[float | None, typer.Option(
-        "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default "
-        "1.18, SGLang's measurement).")] = None,
+    all2all_backend: A2aOpt = None, expert_imbalance: ImbalanceOpt = None,
     dtype: fl.DtypeOpt = None, quantization: fl.QuantOpt = None,
     kv_cache_dtype: fl.KvDtypeOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
     profile: ProfileOpt = None,
@@ -65,9 +66,9 @@ def latency_cmd(
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    settings = {**fl.engine_settings(locals()), **{k: v for k, v in (
-        ("all2all_backend", all2all_backend), ("expert_imbalance", expert_imbalance))
-        if v is not None}}
+    extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance}
+    settings = {**fl.engine_settings(locals()),
+                **{k: v for k, v in extra.items() if v is not None}}
     if plot is not None and sweep is None:
         from kvplan.errors import InputError
 
