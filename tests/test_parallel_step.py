@@ -1,0 +1,140 @@
+"""Step-time terms under data / expert parallelism, by hand (docs/parallelism.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvplan.costs import kernels as kn
+from kvplan.costs.calibration import profile_for
+from kvplan.costs.dp_latency import fleet_latency
+from kvplan.costs.ep_comm import DEFAULT_IMBALANCE, Link, MoeExchange, cross_node_allreduce_s
+from kvplan.costs.ep_step import link_of
+from kvplan.costs.latency import RequestShape
+from kvplan.costs.roofline import StepCostModel
+from kvplan.errors import InputError
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.serving import EngineConfig
+
+QWEN = "Qwen/Qwen3-30B-A3B"
+LINK = Link(node_gpus=8, scale_up_bytes_per_s=300e9, scale_out_bytes_per_s=35e9,
+            latency_s=10e-6)
+
+
+def _exchange(**kw: object) -> MoeExchange:
+    base: dict[str, object] = dict(layers=48, backend="allgather_reducescatter", hidden=2048,
+                                   topk=8, tp=1, dp=8, ep=8, imbalance=1.18, link=LINK)
+    return MoeExchange(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_default_imbalance_is_the_sglang_ratio() -> None:
+    assert DEFAULT_IMBALANCE == pytest.approx(1.1796, abs=1e-4)
+
+
+def test_allgather_reducescatter_bytes_and_seconds_by_hand() -> None:
+    """8 tokens per rank, dp 8: each GPU receives 7 x 8 x 2048 x 2 = 229,376 B per collective;
+    48 layers x 2 collectives x (10 us + 229,376 / 300 GB/s)."""
+    x = _exchange()
+    assert int(x.bytes_per_layer(np.array([8]))[0]) == 229_376
+    want = 2 * 48 * (10e-6 + 229_376 / 300e9)
+    assert float(x.seconds(np.array([8]))[0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_deepep_bytes_are_the_routed_share_leaving_the_gpu() -> None:
+    """10 tokens per rank over tp 2: 5 per GPU, 8 copies each, 15 of 16 EP ranks remote:
+    5 x 8 x 15 / 16 x 2048 x 2 = 153,600 B; the busiest GPU moves 1.18 x that."""
+    x = _exchange(backend="deepep", tp=2, dp=8, ep=16, layers=1)
+    assert int(x.bytes_per_layer(np.array([10]))[0]) == 153_600
+    # 16 GPUs over 8-GPU nodes: 8 of the 15 peers are off-node
+    on, off = 153_600 * 1.18 * 7 / 15, 153_600 * 1.18 * 8 / 15
+    want = 2 * (10e-6 + max(on / 300e9, off / 35e9))
+    assert float(x.seconds(np.array([10]))[0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_more_bandwidth_is_never_slower() -> None:
+    t = np.array([1, 64, 4096])
+    slow = _exchange(backend="deepep").seconds(t)
+    fast_link = Link(node_gpus=8, scale_up_bytes_per_s=600e9, scale_out_bytes_per_s=35e9,
+                     latency_s=10e-6)
+    assert np.all(_exchange(backend="deepep", link=fast_link).seconds(t) <= slow)
+
+
+def test_cross_node_allreduce_by_hand() -> None:
+    """TP16 ring: 2 x 15/16 of a 1 MiB message over the 35 GB/s scale-out hop + latency."""
+    got = float(cross_node_allreduce_s(np.array([2.0**20]), 16, LINK)[0])
+    assert got == pytest.approx(10e-6 + 2 * 15 / 16 * 2**20 / 35e9, rel=1e-12)
+
+
+def test_deepep_needs_expert_parallelism() -> None:
+    with pytest.raises(InputError, match="needs --enable-expert-parallel"):
+        _exchange(backend="deepep", ep=1)
+
+
+def _model(engine: EngineConfig, gpu: str = "H200") -> StepCostModel:
+    m, hw = load_model(QWEN), load_gpu(gpu)
+    return StepCostModel(m, hw, engine, profile_for(m, hw, engine))
+
+
+def test_dp8_ep_tables_are_the_terms_by_hand() -> None:
+    """DP8 + EP on H200: the step's collectives are the exchange alone (TP1: no all-reduce),
+    and the MoE layers are the measured EP8 kernel at 8 x T tokens, x the imbalance."""
+    engine = EngineConfig(data_parallel_size=8, enable_expert_parallel=True)
+    model = _model(engine)
+    ops, ms = model.ops, model.measured
+    assert ops is not None and ops.exchange is not None and ms is not None
+    assert ms.allreduce_s is not None
+    t = np.array([1, 8, 512])
+    assert np.array_equal(ms.allreduce_s[t], ops.exchange.seconds(t))
+    hw = load_gpu("H200")
+    link = link_of(hw, model.profile)
+    probe = kn.nccl(hw.id, "alltoall", np.array([1024]), 8).seconds[0]
+    assert link.latency_s == float(probe)
+    assert link.scale_up_bytes_per_s == 900e9 / 2 * model.profile.comm_eff
+    plain = _model(EngineConfig())
+    assert plain.measured is not None and plain.ops is not None and plain.ops.moe is not None
+    moe = kn.moe_s(hw.id, t * 8, hidden=2048, inter=768, num_experts=128, topk=8,
+                   dtype="bfloat16", tp=1, ep=8) * DEFAULT_IMBALANCE
+    moe1 = kn.moe_s(hw.id, t, hidden=2048, inter=768, num_experts=128, topk=8,
+                    dtype="bfloat16", tp=1)
+    want = plain.measured.dense_s[t] + 48 * (moe - moe1)
+    assert np.allclose(ms.dense_s[t], want, rtol=1e-12)
+
+
+def test_tp_paths_untouched() -> None:
+    """dp = 1, EP off: no exchange, no re-laid-out MoE (the TP tables as before)."""
+    model = _model(EngineConfig(tensor_parallel_size=4))
+    assert model.ops is not None and model.ops.exchange is None
+    assert model.ops.moe is not None and (model.ops.moe.ep, model.ops.moe.token_scale) == (1, 1)
+
+
+def test_dense_dp_latency_is_one_rank_of_its_share() -> None:
+    """Llama-3.1-8B, DP2, batch 4: each rank runs 2 requests, the plain TP1 answer at
+    batch 2; the fleet's throughput is all 4 requests' tokens over that E2E."""
+    m, hw = load_model("meta-llama/Llama-3.1-8B"), load_gpu("H100")
+    dp = EngineConfig(data_parallel_size=2)
+    prof = profile_for(m, hw, dp)
+    shape = RequestShape(batch=4, prompt_tokens=512, output_tokens=32)
+    fleet = fleet_latency(m, hw, dp, shape, prof)
+    one = fleet_latency(m, hw, EngineConfig(), RequestShape(batch=2, prompt_tokens=512,
+                                                            output_tokens=32), prof)
+    assert fleet.rank_shape.batch == 2
+    assert (fleet.result.ttft_s, fleet.result.tpot_s) == (one.result.ttft_s, one.result.tpot_s)
+    assert fleet.result.output_throughput_tok_s == 4 * 32 / one.result.e2e_s
+
+
+def test_roofline_gpus_refuse_moe_dp() -> None:
+    with pytest.raises(InputError, match="measured kernel tables"):
+        _model(EngineConfig(data_parallel_size=2, enable_expert_parallel=True), "MI300X")
+
+
+def test_tp16_is_priced_over_the_scale_out_link() -> None:
+    m, hw = load_model("deepseek-ai/DeepSeek-V3"), load_gpu("H200")
+    engine = EngineConfig(tensor_parallel_size=16)
+    model = StepCostModel(m, hw, engine, profile_for(m, hw, engine))
+    ops, ms = model.ops, model.measured
+    assert ops is not None and ops.allreduce_link is not None and ms is not None
+    assert ms.allreduce_s is not None
+    want = ops.allreduces * cross_node_allreduce_s(np.array([64.0]) * 2 * 7168, 16,
+                                                   ops.allreduce_link)
+    assert float(ms.allreduce_s[64]) == pytest.approx(float(want[0]), rel=1e-12)
