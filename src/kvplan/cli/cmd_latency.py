@@ -91,10 +91,8 @@ def latency_cmd(
 def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
             modes: tuple[bool, bool]) -> None:
     """Print one latency answer: JSON, or the table (+ each op's time with --explain)."""
-    from kvplan.costs import latency as lat
-    from kvplan.report.ops_view import ops_view
-
     from kvplan.costs.dp_latency import ep_no_effect, fleet_latency, parallel_latency_json
+    from kvplan.report.ops_view import ops_view
 
     if (warning := ep_no_effect(spec, engine)) is not None:
         typer.echo(warning, err=True)
@@ -108,7 +106,8 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
         from kvplan.report.json_views import latency_answer_json
         from kvplan.report.ops_view import step_ops_json
 
-        extra = {"parallel": parallel_latency_json(spec, engine, fleet.rank_shape)} if parallel else {}
+        extra = ({"parallel": parallel_latency_json(spec, engine, fleet.rank_shape)}
+                 if parallel else {})
         print_json({**latency_answer_json(result, prof, deployment), **extra, "kernels": basis,
                     "step_ops": step_ops_json(steps)})
         return

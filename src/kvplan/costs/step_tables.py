@@ -96,7 +96,8 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
             from kvplan.costs.ep_comm import cross_node_allreduce_s
 
             ar[1:] = ops.allreduces * cross_node_allreduce_s(
-                m[1:] * float(ops.allreduce_bytes_per_token), ops.tp, ops.allreduce_link)
+                (m[1:] * ops.allreduce_bytes_per_token).astype(np.float64), ops.tp,
+                ops.allreduce_link)
         elif ops.allreduces:
             ar[1:] = ops.allreduces * kn.all_reduce_s(
                 gpu, m[1:] * ops.allreduce_bytes_per_token, ops.tp)
