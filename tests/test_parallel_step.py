@@ -139,3 +139,17 @@ def test_tp16_is_priced_over_the_scale_out_link() -> None:
     want = ops.allreduces * cross_node_allreduce_s(np.array([64.0]) * 2 * 7168, 16,
                                                    ops.allreduce_link)
     assert float(ms.allreduce_s[64]) == pytest.approx(float(want[0]), rel=1e-12)
+
+
+def test_step_constants_count_the_local_experts() -> None:
+    """DP8 + EP: the GPU holds 16 of 128 experts (7,247,757,312 B); one rank token comes
+    with 7 more from the other ranks, so a local expert stays untouched with (1 - 8/128)^8."""
+    from kvplan.costs.step_constants import step_constants
+
+    m = load_model(QWEN)
+    k = step_constants(m, EngineConfig(data_parallel_size=8, enable_expert_parallel=True))
+    plain = step_constants(m, EngineConfig())
+    assert k.routed_expert_bytes == 7_247_757_312
+    assert k.expert_miss_per_token == (1 - 8 / 128) ** 8
+    assert k.weight_bytes == plain.weight_bytes  # attention etc.: TP1 on every rank
+    assert k.gemm_flops_per_token == plain.gemm_flops_per_token  # k x 6 H I / tp per token
