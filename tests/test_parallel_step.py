@@ -153,3 +153,11 @@ def test_step_constants_count_the_local_experts() -> None:
     assert k.expert_miss_per_token == (1 - 8 / 128) ** 8
     assert k.weight_bytes == plain.weight_bytes  # attention etc.: TP1 on every rank
     assert k.gemm_flops_per_token == plain.gemm_flops_per_token  # k x 6 H I / tp per token
+
+
+def test_simulate_refuses_data_parallel_engines() -> None:
+    from kvplan.sim.simulator import simulate
+
+    with pytest.raises(InputError, match="simulate runs one engine"):
+        simulate([], timer=_model(EngineConfig()), num_blocks=100,
+                 engine=EngineConfig(data_parallel_size=2))

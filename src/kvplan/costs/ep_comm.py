@@ -26,8 +26,9 @@ import numpy as np
 
 from kvplan.costs.batch import FloatArray, IntArray
 from kvplan.errors import InputError
+from kvplan.specs.serving import ALL2ALL_BACKENDS
 
-A2A_BACKENDS = ("allgather_reducescatter", "deepep")
+A2A_BACKENDS = ALL2ALL_BACKENDS
 DEFAULT_A2A_BACKEND = "allgather_reducescatter"
 """vLLM 0.11's ``VLLM_ALL2ALL_BACKEND`` default (``vllm/envs.py``)."""
 DEFAULT_IMBALANCE = 59_337 / 50_302

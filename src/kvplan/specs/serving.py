@@ -10,6 +10,8 @@ from kvplan.specs.engine_bounds import check_engine_bounds
 
 MAMBA_DTYPES = ("auto", "float32")
 """vLLM 0.11's MambaDType choices (``vllm/config/cache.py``)."""
+ALL2ALL_BACKENDS = ("allgather_reducescatter", "deepep")
+"""Token-exchange backends kvplan prices (vLLM's VLLM_ALL2ALL_BACKEND; deepep = DeepEP)."""
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 """``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
 
@@ -63,6 +65,9 @@ class EngineConfig:
             raise InputError(
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        if self.all2all_backend not in ALL2ALL_BACKENDS:
+            raise InputError(f"--all2all-backend {self.all2all_backend!r}: choose one of "
+                             f"{', '.join(ALL2ALL_BACKENDS)}")
         if self.expert_imbalance is not None and not 1.0 <= self.expert_imbalance <= 64.0:
             raise InputError("--expert-imbalance is the busiest GPU's load over the mean: "
                              f"a number in [1, 64], got {self.expert_imbalance}")
