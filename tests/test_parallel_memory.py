@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan.costs import vllm_defaults as vd
@@ -150,3 +152,22 @@ def test_multi_node_is_priced_where_the_catalog_knows_the_link() -> None:
     m = load_model("deepseek-ai/DeepSeek-V3")
     assert expert_weight_bytes(m, parallel_layout(m, 2, 1, 16, True)) == 58 * 8 * 44_050_944
     assert plan.num_blocks > 0
+
+
+def test_a_gpu_file_with_scale_out_prices_multi_node(tmp_path: Path) -> None:
+    import json
+
+    entry = {"id": "my-l40s", "memory_gb": 48, "mem_bw_tbps": 0.864, "bf16_tflops_dense": 362,
+             "interconnect_gbps": 64, "node_gpus": 4, "scale_out_gbps": 25}
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(entry), encoding="utf-8")
+    hw = load_gpu(str(path))
+    assert (hw.node_gpus, hw.scale_out_bytes_per_s) == (4, 25e9)
+    plan = plan_memory(load_model(QWEN), hw, EngineConfig(
+        data_parallel_size=8, enable_expert_parallel=True, max_model_len=4096))
+    assert plan.num_blocks > 0
+    no_link = tmp_path / "gpu2.json"
+    no_link.write_text(json.dumps({**entry, "scale_out_gbps": 0}), encoding="utf-8")
+    with pytest.raises(InputError, match="more than one 4-GPU node"):
+        plan_memory(load_model(QWEN), load_gpu(str(no_link)), EngineConfig(
+            data_parallel_size=8, enable_expert_parallel=True, max_model_len=4096))
