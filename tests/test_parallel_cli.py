@@ -94,3 +94,12 @@ def test_latency_json_parallel_keys() -> None:
     ops = {o["op"] for s in doc["step_ops"] for o in s["ops"]}
     assert "moe_dispatch_combine (deepep)" in ops and "all_reduce" not in ops
     assert doc["output_throughput_tok_s"] == 64 * 8 / doc["e2e_s"]
+
+
+def test_gpus_json_says_which_gpus_price_multi_node() -> None:
+    r = run_cli("gpus", "--json")
+    assert r.code == 0, r.err
+    by_id = {g["id"]: g for g in r.json()["gpus"]}
+    assert by_id["H200-SXM-141GB"]["node_gpus"] == 8
+    assert by_id["H200-SXM-141GB"]["scale_out_bytes_per_s"] == 50e9
+    assert by_id["L40S"]["scale_out_bytes_per_s"] is None
