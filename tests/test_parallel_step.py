@@ -161,3 +161,43 @@ def test_simulate_refuses_data_parallel_engines() -> None:
     with pytest.raises(InputError, match="simulate runs one engine"):
         simulate([], timer=_model(EngineConfig()), num_blocks=100,
                  engine=EngineConfig(data_parallel_size=2))
+
+
+def test_deepep_dispatches_block_fp8_models_in_fp8() -> None:
+    """DeepSeek-V3 (128 x 128 fp8 blocks) under DeepEP: a token dispatches as 7,168 fp8
+    values + 56 fp32 scales = 7,392 B and combines in bf16 (14,336 B). 256 tokens on one of
+    72 GPUs: dispatch 256 x 8 x 71/72 x 7,392 = 14,928,554 B (floored), combine 28,952,348."""
+    m, hw = load_model("deepseek-ai/DeepSeek-V3"), load_gpu("H100")
+    e = EngineConfig(data_parallel_size=72, enable_expert_parallel=True,
+                     all2all_backend="deepep")
+    x = StepCostModel(m, hw, e, profile_for(m, hw, e)).ops.exchange  # type: ignore[union-attr]
+    assert x is not None and x.dispatch_token_bytes == 7168 + 56 * 4 == 7392
+    t = np.array([256])
+    assert int(x.bytes_per_layer(t, dispatch=True)[0]) == 256 * 8 * 71 * 7392 // 72
+    assert int(x.bytes_per_layer(t)[0]) == 256 * 8 * 71 * 7168 * 2 // 72 == 28_952_348
+    off = 64 / 71  # 72 GPUs over 8-GPU nodes: 64 of the 71 peers are elsewhere
+    f = DEFAULT_IMBALANCE
+    want = sum(x.link.latency_s + max(b * f * (1 - off) / x.link.scale_up_bytes_per_s,
+                                      b * f * off / x.link.scale_out_bytes_per_s)
+               for b in (14_928_554, 28_952_348))
+    assert float(x.seconds(t)[0]) == pytest.approx(58 * want, rel=1e-12)
+
+
+def test_deepep_experts_run_only_the_routed_rows() -> None:
+    """DeepEP: the local experts' kernel is the all-experts kernel at dp x T tokens times
+    ceil(E / ep) / E (each expert gets the rows it would on one GPU holding all E)."""
+    m, hw = load_model("deepseek-ai/DeepSeek-V3"), load_gpu("H100")
+    e = EngineConfig(data_parallel_size=72, enable_expert_parallel=True,
+                     all2all_backend="deepep")
+    model = StepCostModel(m, hw, e, profile_for(m, hw, e))
+    plain = EngineConfig(data_parallel_size=72, enable_expert_parallel=True)
+    gathered = StepCostModel(m, hw, plain, profile_for(m, hw, plain))
+    assert model.measured is not None and gathered.measured is not None
+    t = np.array([256])
+    all_e = kn.moe_s(hw.id, t * 72, hidden=7168, inter=2048, num_experts=256, topk=8,
+                     dtype="fp8_block", tp=1, ep=1)
+    mapped = kn.moe_s(hw.id, t * 72, hidden=7168, inter=2048, num_experts=256, topk=8,
+                      dtype="fp8_block", tp=1, ep=72)
+    delta = model.measured.dense_s[t] - gathered.measured.dense_s[t]
+    want = 58 * DEFAULT_IMBALANCE * (all_e * 4 / 256 - mapped)
+    assert np.allclose(delta, want, rtol=1e-9)

@@ -9,9 +9,10 @@ T tokens on each DP rank (H hidden, k experts per token, 2-byte activations)::
     allgather_reducescatter (VLLM_ALL2ALL_BACKEND default): all-gather over the dp ranks, then
         reduce-scatter: each GPU receives  bytes = (dp - 1) x T x H x 2   in each of the two
     deepep (DeepEP all-to-all, EP only): each GPU sends its T / tp tokens to k experts, of which
-        (ep - 1) / ep live on other GPUs:  bytes = ceil(T / tp) x k x (ep - 1) / ep x H x 2,
-        and the busiest GPU moves ``imbalance`` x that
-    seconds per layer = 2 x (latency + bytes / bandwidth)
+        (ep - 1) / ep live on other GPUs:  bytes = ceil(T / tp) x k x (ep - 1) / ep x W,
+        W = H x 2 (combine; dispatch of block-fp8 models: H + ceil(H / 128) x 4), and the
+        busiest GPU moves ``imbalance`` x that
+    seconds per layer = (latency + dispatch bytes / bandwidth) + (latency + combine bytes / bw)
 
 ``bandwidth`` is one direction of the GPU's scale-up link (NVLink) within a node; traffic to
 other nodes goes over the catalog's per-GPU scale-out link (``HardwareSpec``), and the slower
@@ -76,6 +77,9 @@ class MoeExchange:
     ep: int
     imbalance: float
     link: Link
+    dispatch_token_bytes: int = 0
+    """Bytes of one token's activations in a dispatch (0: bf16, 2 H). DeepEP sends
+    block-fp8 models' tokens quantized: H + ceil(H / 128) x 4 (fp8 values, fp32 scales)."""
 
     def __post_init__(self) -> None:
         if self.backend not in A2A_BACKENDS:
@@ -85,25 +89,31 @@ class MoeExchange:
             raise InputError("--all2all-backend deepep needs --enable-expert-parallel "
                              "(vLLM uses its all-to-all kernels only under EP)")
 
-    def bytes_per_layer(self, tokens: IntArray) -> IntArray:
-        """Bytes the busiest GPU moves in one dispatch (and again in one combine), before
+    def bytes_per_layer(self, tokens: IntArray, *, dispatch: bool = False) -> IntArray:
+        """Bytes the busiest GPU moves in one combine (``dispatch``: in one dispatch), before
         imbalance, for ``tokens`` tokens on each DP rank."""
         t = np.asarray(tokens, dtype=np.int64)
+        width = self.hidden * ACT_BYTES
+        if dispatch and self.dispatch_token_bytes:
+            width = self.dispatch_token_bytes
         if self.backend == "allgather_reducescatter":
-            return (self.dp - 1) * t * self.hidden * ACT_BYTES
+            return (self.dp - 1) * t * width
         per_gpu = -(-t // self.tp)
-        return per_gpu * self.topk * (self.ep - 1) * self.hidden * ACT_BYTES // self.ep
+        return per_gpu * self.topk * (self.ep - 1) * width // self.ep
 
     def seconds(self, tokens: IntArray) -> FloatArray:
-        """Seconds of the step's dispatches and combines (2 per MoE layer)."""
-        nbytes = self.bytes_per_layer(tokens).astype(np.float64)
-        if self.backend == "deepep":
-            nbytes = nbytes * self.imbalance
+        """Seconds of the step's dispatches and combines (one each per MoE layer)."""
         if self.backend == "allgather_reducescatter":  # the dp GPUs of one TP index
             group, per_node = self.dp, max(1, self.link.node_gpus // self.tp)
         else:
             group, per_node = self.ep, self.link.node_gpus
-        return 2.0 * self.layers * self.link.seconds(nbytes, group, per_node)
+        total = np.zeros(np.shape(tokens), dtype=np.float64)
+        for dispatch in (True, False):
+            nbytes = self.bytes_per_layer(tokens, dispatch=dispatch).astype(np.float64)
+            if self.backend == "deepep":
+                nbytes = nbytes * self.imbalance
+            total = total + self.link.seconds(nbytes, group, per_node)
+        return self.layers * total
 
 
 def cross_node_allreduce_s(message_bytes: FloatArray, tp: int, link: Link) -> FloatArray:

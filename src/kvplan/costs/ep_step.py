@@ -93,18 +93,37 @@ def parallel_ops(ops: StageOps, model: ModelSpec, engine: EngineConfig, hw: Hard
     if ops.moe is not None:
         factor = imbalance if layout.expert_parallel else 1.0
         out = replace(out, moe=replace(ops.moe, tp=layout.moe_tp, ep=layout.ep,
-                                       token_scale=layout.dp, imbalance=factor))
+                                       token_scale=layout.dp, imbalance=factor,
+                                       dispatched=backend == "deepep"))
         if layout.dp > 1:
-            out = replace(out, exchange=_exchange(model, layout, ops.moe.count, link, backend,
-                                                  factor))
+            out = replace(out, exchange=_exchange(model, engine, layout, ops.moe.count, link,
+                                                  backend, factor))
     elif backend != DEFAULT_A2A_BACKEND:
         raise InputError(f"--all2all-backend {backend} applies to MoE models only")
     return out
 
 
-def _exchange(model: ModelSpec, layout: ParallelLayout, layers: int, link: Link,
-              backend: str, imbalance: float) -> MoeExchange:
+def _exchange(model: ModelSpec, engine: EngineConfig, layout: ParallelLayout, layers: int,
+              link: Link, backend: str, imbalance: float) -> MoeExchange:
     assert model.moe is not None
     return MoeExchange(layers=layers, backend=backend, hidden=model.hidden_size,
                        topk=model.moe.experts_per_token, tp=layout.tp, dp=layout.dp,
-                       ep=layout.ep, imbalance=imbalance, link=link)
+                       ep=layout.ep, imbalance=imbalance, link=link,
+                       dispatch_token_bytes=_dispatch_token_bytes(model, engine, backend))
+
+
+FP8_DISPATCH_BLOCK = 128
+"""DeepEP's fp8 dispatch: one fp32 scale per 128 values (vLLM's DEEPEP_QUANT_BLOCK_SHAPE)."""
+
+
+def _dispatch_token_bytes(model: ModelSpec, engine: EngineConfig, backend: str) -> int:
+    """vLLM quantizes before a DeepEP dispatch when the experts are block-fp8 (128 x 128):
+    fp8 values plus fp32 scales per 128; other models and backends send bf16 (0 here)."""
+    from kvplan.costs.step_constants import compute_precision, gemm_dtype
+
+    if backend != "deepep":
+        return 0
+    if gemm_dtype(model, engine, compute_precision(model, engine)) != "fp8_block":
+        return 0
+    h = model.hidden_size
+    return h + -(-h // FP8_DISPATCH_BLOCK) * 4

@@ -46,6 +46,9 @@ class MoeOp:
     """DP ranks whose tokens reach these experts (dp under data parallelism, else 1)."""
     imbalance: float = 1.0
     """Busiest GPU's expert load over the mean (above 1 under EP; costs/ep_comm.py)."""
+    dispatched: bool = False
+    """DeepEP: only the tokens routed here arrive, and the local experts run as their own
+    MoE on them (else vLLM's default: every gathered token meets the expert map)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

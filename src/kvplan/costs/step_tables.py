@@ -119,10 +119,21 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
 
 def _moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
     """One MoE layer's expert GEMMs for steps of ``m`` tokens per DP rank: the experts see
-    every DP rank's tokens (``token_scale``), and the busiest GPU ``imbalance`` x the mean."""
-    t = kn.moe_s(gpu, m if e.token_scale == 1 else m * e.token_scale, hidden=e.hidden,
-                 inter=e.inter, num_experts=e.experts, topk=e.topk,
-                 dtype=_moe_dtype(gemm_dtype), tp=e.tp, ep=e.ep)
+    every DP rank's tokens (``token_scale``), and the busiest GPU ``imbalance`` x the mean.
+
+    The tables time vLLM's fused_experts on ``tokens`` tokens routed over all E experts with
+    an expert map keeping the E / ep local ones (aiconfigurator's collector), which is what
+    vLLM's default exchange runs. Under DeepEP (``dispatched``) only the dp x T x k / ep
+    routed rows arrive, each expert the same rows as when one GPU holds all E: priced as
+    the all-experts kernel (ep 1) at dp x T tokens x ceil(E / ep) / E of its time."""
+    m = m if e.token_scale == 1 else m * e.token_scale
+    ep, share = e.ep, 1.0
+    if e.dispatched:
+        ep, share = 1, -(-e.experts // e.ep) / e.experts
+    t = kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts, topk=e.topk,
+                 dtype=_moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
+    if e.dispatched:
+        t = t * share
     return t if e.imbalance == 1.0 else t * e.imbalance
 
 
@@ -283,16 +294,17 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
                           shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
                           seconds=secs))
     if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
-        x = ops.exchange
-        moved = 0.0 if x is None else float(x.seconds(np.array([tokens]))[0])
+        x, one = ops.exchange, np.array([tokens])
+        moved = 0.0 if x is None else float(x.seconds(one)[0])
         if ops.allreduces:
             out.append(OpTime(op="all_reduce", count=ops.allreduces,
                               shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} "
                                     "GPUs", seconds=float(ms.allreduce_s[tokens]) - moved))
         if x is not None:
             out.append(OpTime(op=f"moe_dispatch_combine ({x.backend})", count=2 * x.layers,
-                              shape=f"{int(x.bytes_per_layer(np.array([tokens]))[0])} B each, "
-                                    f"dp {x.dp} ep {x.ep}", seconds=moved))
+                              shape=f"{int(x.bytes_per_layer(one, dispatch=True)[0])} + "
+                                    f"{int(x.bytes_per_layer(one)[0])} B, dp {x.dp} ep {x.ep}",
+                              seconds=moved))
     return tuple(out)
 
 
