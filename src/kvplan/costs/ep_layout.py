@@ -98,26 +98,28 @@ def check_fits_nodes(layout: ParallelLayout, hw: HardwareSpec) -> None:
         f"--data-parallel-size {fit} at --tensor-parallel-size {layout.tp}")
 
 
-def _part_bytes(part: Part, layout: ParallelLayout, model: ModelSpec, dtype: str,
-                quantization: str | None) -> int:
+def _gpu_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, quantization: str | None,
+               stage: int | None, experts_only: bool) -> int:
+    """The fullest stage's (or ``stage``'s) bytes on one GPU: routed experts at ``moe_tp``
+    and ``local_experts`` copies, every other part TP-sharded over ``tp``."""
     pricing = _pricing(model, dtype, quantization)
-    if part.role != "experts":
-        return pricing.bytes_of(part, layout.tp)
-    return pricing.bytes_of(replace(part, count=layout.local_experts), layout.moe_tp)
+
+    def part_bytes(part: Part) -> int:
+        if part.role != "experts":
+            return 0 if experts_only else pricing.bytes_of(part, layout.tp)
+        return pricing.bytes_of(replace(part, count=layout.local_experts), layout.moe_tp)
+
+    stages = range(layout.pp) if stage is None else (stage,)
+    return max(sum(map(part_bytes, _stage_parts(model, layout.pp, s))) for s in stages)
 
 
 def parallel_weight_bytes(model: ModelSpec, layout: ParallelLayout, *, dtype: str = "auto",
                           quantization: str | None = None, stage: int | None = None) -> int:
     """Weight bytes on the fullest GPU (or on pipeline stage ``stage``) under ``layout``."""
-    stages = range(layout.pp) if stage is None else (stage,)
-    return max(sum(_part_bytes(p, layout, model, dtype, quantization)
-                   for p in _stage_parts(model, layout.pp, s)) for s in stages)
+    return _gpu_bytes(model, layout, dtype, quantization, stage, False)
 
 
 def expert_weight_bytes(model: ModelSpec, layout: ParallelLayout, *, dtype: str = "auto",
                         quantization: str | None = None, stage: int | None = None) -> int:
     """Of those, the routed experts' bytes (the part EP divides)."""
-    stages = range(layout.pp) if stage is None else (stage,)
-    return max(sum(_part_bytes(p, layout, model, dtype, quantization)
-                   for p in _stage_parts(model, layout.pp, s) if p.role == "experts")
-               for s in stages)
+    return _gpu_bytes(model, layout, dtype, quantization, stage, True)
