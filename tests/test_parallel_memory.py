@@ -171,3 +171,19 @@ def test_a_gpu_file_with_scale_out_prices_multi_node(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="more than one 4-GPU node"):
         plan_memory(load_model(QWEN), load_gpu(str(no_link)), EngineConfig(
             data_parallel_size=8, enable_expert_parallel=True, max_model_len=4096))
+
+
+def test_block_fp8_experts_whole_under_ep_load_where_tp8_is_refused() -> None:
+    """Qwen3-235B-A22B-FP8 (moe_intermediate_size 1536, 128 x 128 blocks): TP 8 cuts each
+    expert to 192 (vLLM refuses: not a multiple of block_n 128); with EP each GPU holds whole
+    experts (1536 = 12 x 128) and vLLM's recipes run it; DP 8 without EP shards over 8 again."""
+    from tests.test_vllm_logs import _model, _qwen3_235b_fp8
+
+    m, h200 = _model(_qwen3_235b_fp8(), "Qwen3-235B-A22B-FP8"), load_gpu("H200")
+    with pytest.raises(InputError, match=r"= 192 per GPU .* or add --enable-expert-parallel"):
+        plan_memory(m, h200, EngineConfig(tensor_parallel_size=8))
+    for engine in (EngineConfig(tensor_parallel_size=8, enable_expert_parallel=True),
+                   EngineConfig(data_parallel_size=8, enable_expert_parallel=True)):
+        assert plan_memory(m, h200, engine).num_blocks > 0
+    with pytest.raises(InputError, match="= 192 per GPU"):
+        plan_memory(m, h200, EngineConfig(data_parallel_size=8))

@@ -45,7 +45,7 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     check_tensor_parallel(model, tp)
     fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
-    check_fp8_blocks(model, None if fmt is None else fmt.block, tp)
+    check_fp8_blocks(model, None if fmt is None else fmt.block, tp, _moe_tp(model, engine))
     check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
@@ -74,6 +74,17 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
         dp=engine.data_parallel_size,
         expert_parallel=engine.enable_expert_parallel,
     )
+
+
+def _moe_tp(model: ModelSpec, engine: EngineConfig) -> int:
+    """The routed experts' TP degree (tp; tp x dp under DP; 1 under EP)."""
+    e = engine
+    if e.data_parallel_size == 1 and not e.enable_expert_parallel:
+        return e.tensor_parallel_size
+    from kvplan.costs.ep_layout import parallel_layout
+
+    return parallel_layout(model, e.tensor_parallel_size, e.pipeline_parallel_size,
+                           e.data_parallel_size, e.enable_expert_parallel).moe_tp
 
 
 def _check_parallel(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> None:
