@@ -112,8 +112,12 @@ def test_pasted_line_warns_once_per_flag_kvplan_ignores() -> None:
                 '{"method": "ngram", "num_speculative_tokens": 3}', "--port", "8000")
     assert r.code == 0, r.err
     warnings = [line for line in r.err.splitlines() if line.startswith("warning: ")]
+    # issue 18: -dp and --enable-expert-parallel are modelled now; EP on a dense model warns
+    # that it has no effect (vLLM ignores it there)
     assert [w.split()[1] for w in warnings] == [
-        "--enforce-eager", "--data-parallel-size", "--enable-expert-parallel",
-        "--cpu-offload-gb", "--speculative-config"]
+        "--enforce-eager", "--cpu-offload-gb", "--speculative-config",
+        "--enable-expert-parallel"]
+    assert "no effect on meta-llama/Llama-3.1-8B, a dense model" in r.err
+    assert "2 DP ranks x 1 GPUs" in r.out
     assert "Maximum concurrency for 8,000 tokens" in r.out  # MODEL after a switch is the model
     assert "note: ignored vLLM flags: --port" in r.out

@@ -30,6 +30,7 @@ def capacity_cmd(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id or alias (see 'kvplan gpus').")]
     = "H100",
     tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    data_parallel_size: fl.DpOpt = None, enable_expert_parallel: fl.EpOpt = None,
     gpu_memory_utilization: fl.GpuUtilOpt = None, max_model_len: fl.MaxLenOpt = None,
     kv_cache_dtype: fl.KvDtypeOpt = None, dtype: fl.DtypeOpt = None,
     quantization: fl.QuantOpt = None, block_size: fl.BlockOpt = None,
@@ -50,10 +51,35 @@ def capacity_cmd(
         from kvplan.report.budget_charts import budget_chart
 
         write_chart(plot_out, budget_chart(plan), as_json=as_json)
+    extra = _parallel_extra(plan, settings)
     if as_json:
-        print_json({**plan_json(plan), "ignored_vllm_flags": ignored})
+        print_json({**plan_json(plan), **extra, "ignored_vllm_flags": ignored})
         return
     _render(plan, ignored)
+    if extra:
+        from kvplan.report.parallel_view import parallel_lines
+
+        for line in parallel_lines(plan, _model(settings)):
+            console.print(line)
+
+
+def _model(settings: dict[str, Any]) -> Any:
+    from kvplan.specs.catalog import load_model
+
+    return load_model(settings["model"])
+
+
+def _parallel_extra(plan: MemoryPlan, settings: dict[str, Any]) -> dict[str, Any]:
+    """DP / EP: the ``parallel`` JSON object (and EP's no-effect warning on stderr)."""
+    from kvplan.report.parallel_view import ep_warning, is_parallel, parallel_json
+
+    if not is_parallel(plan):
+        return {}
+    model = _model(settings)
+    warning = ep_warning(plan, model)
+    if warning is not None:
+        print(warning, file=sys.stderr)
+    return {"parallel": parallel_json(plan, model)}
 
 
 DOES_NOT_FIT = 1

@@ -29,6 +29,12 @@ FilesArg = Annotated[
 MaybeGpu = Annotated[str | None, typer.Option("--gpu", help="GPU for files that name none.")]
 MaybeModel = Annotated[str | None, typer.Option("--model", help="Model for files that name none.")]
 OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
+A2aOpt = Annotated[str | None, typer.Option(
+    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default) "
+    "or deepep.")]
+ImbalanceOpt = Annotated[float | None, typer.Option(
+    "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18, "
+    "SGLang's measurement).")]
 
 
 @app.command("latency")
@@ -39,6 +45,8 @@ def latency_cmd(
     output: Annotated[int, typer.Option("--output", help="Output tokens per request (O).")],
     batch: Annotated[int, typer.Option("--batch", help="Identical requests started together.")] = 1,
     tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    data_parallel_size: fl.DpOpt = None, enable_expert_parallel: fl.EpOpt = None,
+    all2all_backend: A2aOpt = None, expert_imbalance: ImbalanceOpt = None,
     dtype: fl.DtypeOpt = None, quantization: fl.QuantOpt = None,
     kv_cache_dtype: fl.KvDtypeOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
     profile: ProfileOpt = None,
@@ -58,7 +66,9 @@ def latency_cmd(
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    settings = fl.engine_settings(locals())
+    extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance}
+    settings = {**fl.engine_settings(locals()),
+                **{k: v for k, v in extra.items() if v is not None}}
     if plot is not None and sweep is None:
         from kvplan.errors import InputError
 
@@ -70,6 +80,9 @@ def latency_cmd(
     prof = _profile(profile, spec, hw, engine)
     deployment = (spec, hw.id, engine.tensor_parallel_size)
     if sweep is not None:
+        from kvplan.costs.step.dp_latency import check_sweep_plain
+
+        check_sweep_plain(engine)
         _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
         return
     _answer(spec, hw, engine, shape, prof, (as_json, explain_ops))
@@ -78,23 +91,33 @@ def latency_cmd(
 def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
             modes: tuple[bool, bool]) -> None:
     """Print one latency answer: JSON, or the table (+ each op's time with --explain)."""
-    from kvplan.costs.step import latency as lat
+    from kvplan.costs.step.dp_latency import ep_no_effect, fleet_latency, parallel_latency_json
     from kvplan.report.ops_view import ops_view
 
+    if (warning := ep_no_effect(spec, engine)) is not None:
+        typer.echo(warning, err=True)
     as_json, explain_ops = modes
     deployment = (spec, hw.id, engine.tensor_parallel_size)
-    result = lat.request_latency(spec, hw, engine, shape, prof)
-    basis, steps = ops_view(spec, hw, engine, prof, shape)
+    fleet = fleet_latency(spec, hw, engine, shape, prof)
+    result = fleet.result
+    basis, steps = ops_view(spec, hw, engine, prof, fleet.rank_shape)
+    parallel = engine.data_parallel_size > 1 or engine.enable_expert_parallel
     if as_json:
         from kvplan.report.json_views import latency_answer_json
         from kvplan.report.ops_view import step_ops_json
 
-        print_json({**latency_answer_json(result, prof, deployment), "kernels": basis,
+        extra = ({"parallel": parallel_latency_json(spec, engine, fleet.rank_shape)}
+                 if parallel else {})
+        print_json({**latency_answer_json(result, prof, deployment), **extra, "kernels": basis,
                     "step_ops": step_ops_json(steps)})
         return
     from kvplan.costs.step.uncertainty import latency_bands
 
     _show_latency(spec.name, hw.id, result, prof, latency_bands(deployment, result))
+    if parallel:
+        from kvplan.report.parallel_view import parallel_latency_line
+
+        console.print(parallel_latency_line(parallel_latency_json(spec, engine, fleet.rank_shape)))
     console.print(basis)
     if explain_ops:
         from kvplan.report.ops_view import step_ops_tables

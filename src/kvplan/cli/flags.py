@@ -68,6 +68,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), int, "Tensor-parallel GPUs."),
     Flag("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp"), int,
          "Pipeline-parallel stages."),
+    Flag("data_parallel_size", ("--data-parallel-size", "-dp"), int,
+         "Data-parallel engines (DP ranks), each tp x pp GPUs with its own KV cache."),
+    Flag("enable_expert_parallel", ("--enable-expert-parallel",), _bool,
+         "MoE: split routed experts over dp x tp GPUs instead of TP-sharding them."),
     Flag("gpu_memory_utilization", ("--gpu-memory-utilization",), float,
          "Share of GPU memory vLLM may use (default 0.9)."),
     Flag("max_model_len", ("--max-model-len",), human_readable_int,
@@ -109,6 +113,8 @@ def _opt(field: str) -> Any:
 
 TpOpt = Annotated[int | None, _opt("tensor_parallel_size")]
 PpOpt = Annotated[int | None, _opt("pipeline_parallel_size")]
+DpOpt = Annotated[int | None, _opt("data_parallel_size")]
+EpOpt = Annotated[bool | None, _opt("enable_expert_parallel")]
 GpuUtilOpt = Annotated[float | None, _opt("gpu_memory_utilization")]
 MaxLenOpt = Annotated[str | None, _opt("max_model_len")]
 KvDtypeOpt = Annotated[str | None, _opt("kv_cache_dtype")]

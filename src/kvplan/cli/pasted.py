@@ -8,11 +8,6 @@ from typing import Any
 from kvplan.cli.flags import BY_NAME, parse_flag
 
 IGNORED_EFFECTS: dict[str, str] = {
-    "--data-parallel-size": "each data-parallel replica is a full engine; kvplan sizes one "
-    "replica (multiply throughput by the replicas yourself)",
-    "-dp": "each data-parallel replica is a full engine; kvplan sizes one replica",
-    "--enable-expert-parallel": "MoE experts are split across GPUs instead of tensor-parallel "
-    "sharded; per-GPU weights and step time differ from kvplan's TP estimate",
     "--cpu-offload-gb": "weights offloaded to CPU free GPU memory for KV cache and slow every "
     "step; kvplan keeps all weights on the GPU",
     "--speculative-config": "a draft model or MTP head takes memory and each step verifies "

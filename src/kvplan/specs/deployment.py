@@ -35,7 +35,8 @@ class Deployment:
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.engine.world_size
+        """GPUs of one replica (one ``vllm serve``): tp x pp x dp."""
+        return self.engine.world_size_across_dp
 
     @property
     def total_gpus(self) -> int:
@@ -65,6 +66,10 @@ def vllm_serve_argv(d: Deployment, model_id: str | None = None) -> list[str]:
                         ("--max-num-batched-tokens", e.max_num_batched_tokens)):
         if value is not None:
             argv += [flag, str(value)]
+    if e.data_parallel_size > 1:
+        argv += ["--data-parallel-size", str(e.data_parallel_size)]
+    if e.enable_expert_parallel:
+        argv.append("--enable-expert-parallel")
     argv.append("--enable-prefix-caching" if e.enable_prefix_caching
                 else "--no-enable-prefix-caching")
     argv.append("--enable-chunked-prefill" if e.enable_chunked_prefill

@@ -27,6 +27,7 @@ def check_engine_bounds(engine: Any) -> None:
             raise InputError(f"{flag} must be a name (text), got {name!r:.40}")
     check_int("--tensor-parallel-size", engine.tensor_parallel_size, 1, MAX_PARALLEL)
     check_int("--pipeline-parallel-size", engine.pipeline_parallel_size, 1, MAX_PARALLEL)
+    check_int("--data-parallel-size", engine.data_parallel_size, 1, MAX_PARALLEL)
     for flag, value, high in (
         ("--max-model-len", engine.max_model_len, MAX_TOKENS),
         ("--max-num-seqs", engine.max_num_seqs, MAX_BATCH),

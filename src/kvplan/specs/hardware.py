@@ -28,6 +28,11 @@ class HardwareSpec:
     interconnect_bytes_per_s: float = 0.0
     """Per-GPU scale-up bandwidth as the vendor quotes it (NVLink: total bidirectional)."""
     vendor: str = ""
+    node_gpus: int = 0
+    """GPUs one node joins over the scale-up link (NVLink); 0 = not given (8 assumed)."""
+    scale_out_bytes_per_s: float = 0.0
+    """Per-GPU inter-node bandwidth, one direction (e.g. one 400 Gb/s NIC = 50 GB/s);
+    0 = unknown, and then kvplan refuses deployments spanning nodes."""
     arch: str = ""
     """Architecture as gpus.json names it ("Hopper (GH100)", "Blackwell", "CDNA 3"): picks
     vLLM's kernel backends where they change memory (``kvplan.costs.memory.mxfp4_layout``)."""
@@ -95,6 +100,8 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
             interconnect=str(entry.get("interconnect", "")),
             interconnect_bytes_per_s=float(entry.get("interconnect_gbps") or 0) * GB,
             vendor=str(entry.get("vendor", "")),
+            node_gpus=int(entry.get("node_gpus") or 0),
+            scale_out_bytes_per_s=float(entry.get("scale_out_gbps") or 0) * GB,
             arch=str(entry.get("arch", "")),
             source=str(entry.get("source", "")),
         )

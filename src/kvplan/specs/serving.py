@@ -10,6 +10,8 @@ from kvplan.specs.engine_bounds import check_engine_bounds
 
 MAMBA_DTYPES = ("auto", "float32")
 """vLLM 0.11's MambaDType choices (``vllm/config/cache.py``)."""
+ALL2ALL_BACKENDS = ("allgather_reducescatter", "deepep")
+"""Token-exchange backends kvplan prices (vLLM's VLLM_ALL2ALL_BACKEND; deepep = DeepEP)."""
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 """``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
 
@@ -40,6 +42,18 @@ class EngineConfig:
     (0 = no cap; with max_num_partial_prefills > 1 and 0, vLLM uses 4% of max_model_len)."""
     max_num_partial_prefills: int = 1
     """vLLM --max-num-partial-prefills; the v1 scheduler reads it only to set the threshold."""
+    data_parallel_size: int = 1
+    """vLLM --data-parallel-size: engines (DP ranks) of tp x pp GPUs each, each with its own
+    scheduler and KV cache; MoE layers span all dp x tp GPUs (docs/parallelism.md)."""
+    enable_expert_parallel: bool = False
+    """vLLM --enable-expert-parallel: routed experts split over dp x tp GPUs by expert
+    instead of tensor-parallel sharded; no effect on a dense model."""
+    all2all_backend: str = "allgather_reducescatter"
+    """vLLM's VLLM_ALL2ALL_BACKEND for DP / EP token exchange: allgather_reducescatter (its
+    default) or deepep (DeepEP all-to-all, EP only); prices step time only."""
+    expert_imbalance: float | None = None
+    """Busiest GPU's expert load over the mean under EP (None: kvplan's cited default,
+    ``kvplan.costs.step.ep_comm.DEFAULT_IMBALANCE``)."""
 
     def __post_init__(self) -> None:
         check_engine_bounds(self)  # first: its messages name the vLLM flag
@@ -51,6 +65,12 @@ class EngineConfig:
             raise InputError(
                 f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        if self.all2all_backend not in ALL2ALL_BACKENDS:
+            raise InputError(f"--all2all-backend {self.all2all_backend!r}: choose one of "
+                             f"{', '.join(ALL2ALL_BACKENDS)}")
+        if self.expert_imbalance is not None and not 1.0 <= self.expert_imbalance <= 64.0:
+            raise InputError("--expert-imbalance is the busiest GPU's load over the mean: "
+                             f"a number in [1, 64], got {self.expert_imbalance}")
         if self.max_num_partial_prefills > 1 and not self.enable_chunked_prefill:
             raise InputError("--max-num-partial-prefills > 1 needs chunked prefill "
                              "(vLLM's rule); drop --no-enable-chunked-prefill or the flag")
@@ -63,6 +83,12 @@ class EngineConfig:
 
     @property
     def world_size(self) -> int:
+        """GPUs of one engine (one DP rank): tp x pp."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def world_size_across_dp(self) -> int:
+        """GPUs of the whole ``vllm serve``: tp x pp x dp."""
+        return self.world_size * self.data_parallel_size
 
 

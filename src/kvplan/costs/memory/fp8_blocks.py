@@ -24,31 +24,35 @@ from kvplan.errors import InputError
 from kvplan.specs.model import ModelSpec
 
 
-def check_fp8_blocks(model: ModelSpec, block: tuple[int, int] | None, tp: int) -> None:
-    """Raise InputError, as vLLM would, when TP ``tp`` splits a quantization block."""
-    if block is None or tp == 1:
+def check_fp8_blocks(model: ModelSpec, block: tuple[int, int] | None, tp: int,
+                     moe_tp: int | None = None) -> None:
+    """Raise InputError, as vLLM would, when TP ``tp`` splits a quantization block; the
+    routed experts split over ``moe_tp`` (tp x dp without EP, 1 with EP; default tp)."""
+    moe_tp = tp if moe_tp is None else moe_tp
+    if block is None or (tp == 1 and moe_tp == 1):
         return
     bn, bk = block
-    for what, size, axis in _shards(model, tp):
+    for what, size, axis in _shards(model, tp, moe_tp):
         need = bn if axis == "output" else bk
         if size % need:  # a fractional shard (TP not dividing) never holds whole blocks
             name = "block_n" if axis == "output" else "block_k"
             raise InputError(
                 f"vLLM refuses --tensor-parallel-size {tp} for {model.name}: the {what} = "
                 f"{size:g} per GPU is not divisible by weight quantization {name} = {need}; "
-                f"use a TP degree that keeps it a multiple of {need} "
-                "(vLLM's recipes add --enable-expert-parallel, which kvplan does not model)"
+                f"use a TP degree that keeps it a multiple of {need}"
+                + (" or add --enable-expert-parallel (whole experts per GPU)"
+                   if what.startswith(("output_size of gate", "input_size of down")) else "")
             )
 
 
 Shard = tuple[str, float, str]
 
 
-def _shards(model: ModelSpec, tp: int) -> Iterator[Shard]:
+def _shards(model: ModelSpec, tp: int, moe_tp: int) -> Iterator[Shard]:
     """(what vLLM calls it, size per GPU, 'output' or 'input') of every TP-split fp8 weight."""
     moe = model.moe
     if moe is not None:
-        per = moe.moe_intermediate_size / tp
+        per = moe.moe_intermediate_size / moe_tp
         yield "output_size of gate's and up's weight", per, "output"
         yield "input_size of down's weight", per, "input"
         if moe.shared_expert_intermediate_size:

@@ -95,16 +95,26 @@ def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> 
     resident = 2 * t * h * b  # hidden states + residual stream
     reqs = min(s.max_num_seqs, t) if sampler else 0
     logits = reqs * model.vocab_size * (b + vd.SAMPLER_FP32_BYTES_PER_LOGIT)
-    return resident + max(logits, _layer_transient_bytes(model, t, s.tp))
+    return resident + max(logits, _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s)))
 
 
-def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+def _moe_tp(model: ModelSpec, s: Settings) -> int:
+    """The routed experts' TP degree: tp, or tp x dp / 1 under DP / EP (memory/ep_layout.py)."""
+    if s.dp == 1 and not s.expert_parallel:
+        return s.tp
+    from kvplan.costs.memory.ep_layout import parallel_layout
+
+    return parallel_layout(model, s.tp, s.pp, s.dp, s.expert_parallel).moe_tp
+
+
+def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int,
+                           moe_tp: int | None = None) -> int:
     """Largest per-layer intermediate: the dense MLP's up projection and activation output,
-    or the fused MoE kernel's workspace (``_moe_workspace_bytes``)."""
+    or the fused MoE kernel's workspace (``_moe_workspace_bytes``; experts at ``moe_tp``)."""
     inter = model.intermediate_size
     width = inter * (3 if model.mlp_gated else 2)
     dense = tokens * width // tp * _dtype_bytes(model)
-    return max(dense, _moe_workspace_bytes(model, tokens, tp))
+    return max(dense, _moe_workspace_bytes(model, tokens, tp if moe_tp is None else moe_tp))
 
 
 def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
@@ -122,14 +132,15 @@ def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
 
 def non_torch_bytes(s: Settings) -> int:
     """CUDA context growth plus, with more than one GPU, communication buffers."""
-    comm = vd.COMM_BUFFER_BYTES if s.tp * s.pp > 1 else 0
+    comm = vd.COMM_BUFFER_BYTES if s.tp * s.pp * s.dp > 1 else 0  # DP/EP groups talk too
     return vd.NON_TORCH_BASE_BYTES + comm
 
 
 def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
     """Graph pool estimate: the largest captured batch's layer intermediates (display only)."""
     batch = min(vd.CUDAGRAPH_MAX_CAPTURE, 2 * s.max_num_seqs)
-    return _layer_transient_bytes(model, batch, s.tp) + 4 * batch * model.hidden_size * 2
+    moe_tp = _moe_tp(model, s)
+    return _layer_transient_bytes(model, batch, s.tp, moe_tp) + 4 * batch * model.hidden_size * 2
 
 
 def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = None) -> Budget:
@@ -158,6 +169,10 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = 
 def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None) -> int:
     """"Model loading took": weights (+ mxfp4 layout padding) and the rope cache."""
     q, pp = s.quantization, s.pp
+    if s.dp > 1 or s.expert_parallel:
+        from kvplan.costs.memory.ep_memory import parallel_weights
+
+        return parallel_weights(model, hw, s, stage) + rope_cache_bytes(model)
     if stage is None:
         w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp)
     else:

@@ -34,6 +34,10 @@ class Settings:
     """vLLM --mamba-cache-dtype: conv (and Gated DeltaNet) state; 'auto' = model dtype."""
     mamba_ssm_cache_dtype: str = "auto"
     """vLLM --mamba-ssm-cache-dtype: Mamba2 SSM state; 'auto' = the conv state's dtype."""
+    dp: int = 1
+    """vLLM --data-parallel-size: engines of tp x pp GPUs (each sized as this plan shows)."""
+    expert_parallel: bool = False
+    """vLLM --enable-expert-parallel as given (in effect only on MoE models)."""
 
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
@@ -41,7 +45,7 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     check_tensor_parallel(model, tp)
     fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
-    check_fp8_blocks(model, None if fmt is None else fmt.block, tp)
+    check_fp8_blocks(model, None if fmt is None else fmt.block, tp, _moe_tp(model, engine))
     check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
@@ -52,6 +56,7 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
             f"max_position_embeddings {model.max_position_embeddings}"
         )
     tokens, seqs = vd.default_batch_limits(hw)
+    _check_parallel(model, hw, engine)
     return Settings(
         tp=tp,
         pp=pp,
@@ -66,7 +71,32 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
         kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
         mamba_cache_dtype=engine.mamba_cache_dtype,
         mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
+        dp=engine.data_parallel_size,
+        expert_parallel=engine.enable_expert_parallel,
     )
+
+
+def _moe_tp(model: ModelSpec, engine: EngineConfig) -> int:
+    """The routed experts' TP degree (tp; tp x dp under DP; 1 under EP)."""
+    e = engine
+    if e.data_parallel_size == 1 and not e.enable_expert_parallel:
+        return e.tensor_parallel_size
+    from kvplan.costs.memory.ep_layout import parallel_layout
+
+    return parallel_layout(model, e.tensor_parallel_size, e.pipeline_parallel_size,
+                           e.data_parallel_size, e.enable_expert_parallel).moe_tp
+
+
+def _check_parallel(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> None:
+    """DP / EP layouts vLLM cannot run, or that span nodes with no known interconnect."""
+    from kvplan.costs.memory.ep_layout import check_fits_nodes, parallel_layout
+
+    e = engine
+    if e.data_parallel_size == 1 and not e.enable_expert_parallel:
+        return
+    layout = parallel_layout(model, e.tensor_parallel_size, e.pipeline_parallel_size,
+                             e.data_parallel_size, e.enable_expert_parallel)
+    check_fits_nodes(layout, hw)
 
 
 def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
+FALLBACK_LINK_BYTES_PER_S = 32e9
+"""One direction of PCIe Gen4 x16, used when a GPU description gives no interconnect."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepConstants:
@@ -203,4 +206,19 @@ def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, i
     every = weight_bytes_per_gpu(model, dtype=engine.dtype, quantization=engine.quantization,
                                  tp=tp, pp=pp)
     routed = round((every - active) / (1.0 - share)) if share < 1 else 0
-    return active - lookup - round(routed * share), routed, 1.0 - share
+    base = active - lookup - round(routed * share)
+    if engine.data_parallel_size > 1 or engine.enable_expert_parallel:
+        return (base, *_parallel_experts(model, engine, share))
+    return base, routed, 1.0 - share
+
+
+def _parallel_experts(model: ModelSpec, engine: EngineConfig, share: float) -> tuple[int, float]:
+    """DP / EP: (routed-expert bytes this GPU holds, chance one DP rank's token, which comes
+    with a token from each of the dp ranks, leaves a given local expert untouched)."""
+    from kvplan.costs.memory.ep_layout import expert_weight_bytes, parallel_layout
+
+    e = engine
+    layout = parallel_layout(model, e.tensor_parallel_size, e.pipeline_parallel_size,
+                             e.data_parallel_size, e.enable_expert_parallel)
+    local = expert_weight_bytes(model, layout, dtype=e.dtype, quantization=e.quantization)
+    return local, (1.0 - share) ** layout.dp

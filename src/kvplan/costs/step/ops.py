@@ -6,10 +6,13 @@ attention per layer kind, and the tensor-parallel all-reduces. Pure shapes, no p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
+
+if TYPE_CHECKING:
+    from kvplan.costs.step.ep_comm import Link, MoeExchange
 
 PerWhat = Literal["token", "request", "prefill_context"]
 
@@ -37,6 +40,15 @@ class MoeOp:
     topk: int
     tp: int
     count: int
+    ep: int = 1
+    """Expert-parallel degree: this GPU holds experts / ep of them, whole (tp is then 1)."""
+    token_scale: int = 1
+    """DP ranks whose tokens reach these experts (dp under data parallelism, else 1)."""
+    imbalance: float = 1.0
+    """Busiest GPU's expert load over the mean (above 1 under EP; costs/step/ep_comm.py)."""
+    dispatched: bool = False
+    """DeepEP: only the tokens routed here arrive, and the local experts run as their own
+    MoE on them (else vLLM's default: every gathered token meets the expert map)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +76,10 @@ class StageOps:
     allreduce_bytes_per_token: int
     tp: int
     layers: int
+    exchange: MoeExchange | None = None
+    """Data parallelism: every MoE layer's dispatch + combine (``kvplan.costs.step.ep_comm``)."""
+    allreduce_link: Link | None = None
+    """TP wider than a node: the all-reduces priced over this link, not the tables."""
 
 
 def stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:

@@ -35,12 +35,13 @@ from kvplan.costs.step.coefficients import (
     roofline_tables,
 )
 from kvplan.costs.step.constants import (
+    FALLBACK_LINK_BYTES_PER_S,
     StepConstants,
     compute_precision,
     gemm_dtype,
     step_constants,
 )
-from kvplan.costs.step.ops import StageOps, stage_ops
+from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.records import Bound, BytesMoved, Flops, Seconds, StepAggregates, StepCost
 from kvplan.costs.step.sums import _clipped_pairs, _clipped_sum, has_prefill
@@ -58,8 +59,6 @@ __all__ = ["FALLBACK_LINK_BYTES_PER_S", "Bound", "BytesMoved", "Flops", "Profile
 X = TypeVar("X", float, FloatArray)
 _TABLE_TOKENS = 8192
 """Token tables start this long and double when a step is longer (an unchunked prompt)."""
-FALLBACK_LINK_BYTES_PER_S = 32e9
-"""One direction of PCIe Gen4 x16, used when a GPU description gives no interconnect."""
 
 
 # ---------------------------------------------------------------- the model
@@ -95,8 +94,9 @@ class StepCostModel:
                 self.donor = rates.donor
                 profile = replace(profile, compute_eff=min(1.0, rates.compute),
                                   bandwidth_eff=min(1.0, rates.memory))
-        if silicon:
-            self._ops = stage_ops(model, engine)
+        from kvplan.costs.step.ep_step import engine_ops  # DP / EP / multi-node TP re-layout
+
+        self._ops = engine_ops(model, engine, hardware, profile, silicon)
         self._setup(constants, hardware, profile,
                     self._silicon(_TABLE_TOKENS, hardware.id) if silicon else None)
 

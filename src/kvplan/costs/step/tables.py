@@ -22,7 +22,7 @@ import numpy as np
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.step.batch import FloatArray, IntArray
-from kvplan.costs.step.ops import AttentionOp, GemmOp, StageOps
+from kvplan.costs.step.ops import AttentionOp, GemmOp, MoeOp, StageOps
 
 _DECODE_B = (1, 4, 16, 64, 256)
 """Decode batches the decode-attention line is read at."""
@@ -88,15 +88,21 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
             mla_ctx = op.count * float(kn.gemm_s(gpu, np.array([4096]), op.n, op.k,
                                                  gemm_dtype)[0]) / 4096
     if ops.moe is not None:
-        e = ops.moe
-        dense[1:] += e.count * kn.moe_s(gpu, m[1:], hidden=e.hidden, inter=e.inter,
-                                        num_experts=e.experts, topk=e.topk,
-                                        dtype=_moe_dtype(gemm_dtype), tp=e.tp)
+        dense[1:] += ops.moe.count * _moe_times(gpu, ops.moe, m[1:], gemm_dtype)
     ar = None
-    if ops.allreduces:
+    if ops.allreduces or ops.exchange is not None:
         ar = np.zeros(max_tokens + 1, dtype=np.float64)
-        ar[1:] = ops.allreduces * kn.all_reduce_s(gpu, m[1:] * ops.allreduce_bytes_per_token,
-                                                  ops.tp)
+        if ops.allreduce_link is not None:
+            from kvplan.costs.step.ep_comm import cross_node_allreduce_s
+
+            ar[1:] = ops.allreduces * cross_node_allreduce_s(
+                (m[1:] * ops.allreduce_bytes_per_token).astype(np.float64), ops.tp,
+                ops.allreduce_link)
+        elif ops.allreduces:
+            ar[1:] = ops.allreduces * kn.all_reduce_s(
+                gpu, m[1:] * ops.allreduce_bytes_per_token, ops.tp)
+        if ops.exchange is not None:
+            ar[1:] += ops.exchange.seconds(m[1:])
     by_kind = {a.kind: a for a in ops.attention}
     full = by_kind.get("full") or by_kind.get("mla")
     chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
@@ -109,6 +115,26 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
         mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
         compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
         sources=(kn.resolve_gpu(gpu),), notes=tuple(notes))
+
+
+def _moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
+    """One MoE layer's expert GEMMs for steps of ``m`` tokens per DP rank: the experts see
+    every DP rank's tokens (``token_scale``), and the busiest GPU ``imbalance`` x the mean.
+
+    The tables time vLLM's fused_experts on ``tokens`` tokens routed over all E experts with
+    an expert map keeping the E / ep local ones (aiconfigurator's collector), which is what
+    vLLM's default exchange runs. Under DeepEP (``dispatched``) only the dp x T x k / ep
+    routed rows arrive, each expert the same rows as when one GPU holds all E: priced as
+    the all-experts kernel (ep 1) at dp x T tokens x ceil(E / ep) / E of its time."""
+    m = m if e.token_scale == 1 else m * e.token_scale
+    ep, share = e.ep, 1.0
+    if e.dispatched:
+        ep, share = 1, -(-e.experts // e.ep) / e.experts
+    t = kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts, topk=e.topk,
+                 dtype=_moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
+    if e.dispatched:
+        t = t * share
+    return t if e.imbalance == 1.0 else t * e.imbalance
 
 
 def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
@@ -253,11 +279,11 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
                           seconds=op.count * t))
     if ops.moe is not None:
         e = ops.moe
-        t = float(kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts,
-                           topk=e.topk, dtype=_moe_dtype(gemm_dtype), tp=e.tp)[0])
+        t = float(_moe_times(gpu, e, m, gemm_dtype)[0])
+        where = f" ep={e.ep} x{e.imbalance:.2f}" if e.ep > 1 else ""
         out.append(OpTime(op="moe_experts", count=e.count,
-                          shape=f"tokens={tokens} E={e.experts} top-{e.topk} "
-                                f"inter={e.inter}/{e.tp}",
+                          shape=f"tokens={tokens * e.token_scale} E={e.experts} top-{e.topk} "
+                                f"inter={e.inter}/{e.tp}{where}",
                           seconds=e.count * t))
     for a, r in ((x, ms.full if x.kind != "sliding" else ms.sliding) for x in ops.attention):
         if r is None:
@@ -268,9 +294,17 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
                           shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
                           seconds=secs))
     if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
-        out.append(OpTime(op="all_reduce", count=ops.allreduces,
-                          shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} GPUs",
-                          seconds=float(ms.allreduce_s[tokens])))
+        x, one = ops.exchange, np.array([tokens])
+        moved = 0.0 if x is None else float(x.seconds(one)[0])
+        if ops.allreduces:
+            out.append(OpTime(op="all_reduce", count=ops.allreduces,
+                              shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} "
+                                    "GPUs", seconds=float(ms.allreduce_s[tokens]) - moved))
+        if x is not None:
+            out.append(OpTime(op=f"moe_dispatch_combine ({x.backend})", count=2 * x.layers,
+                              shape=f"{int(x.bytes_per_layer(one, dispatch=True)[0])} + "
+                                    f"{int(x.bytes_per_layer(one)[0])} B, dp {x.dp} ep {x.ep}",
+                              seconds=moved))
     return tuple(out)
 
 
