@@ -1,11 +1,13 @@
 """A pasted ``vllm serve MODEL --flag value ...`` line -> engine settings and ignored flags,
-read with the same flag table (``cli/flags.py``) as kvplan's own options."""
+read with the same flag table (``cli/flags.py``) as kvplan's own options; an option vLLM does
+not know is refused as vLLM refuses it (``cli/vllm_options.py``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kvplan.cli.flags import BY_NAME, parse_flag
+from kvplan.cli.vllm_options import takes_value, vllm_option
 
 IGNORED_EFFECTS: dict[str, str] = {
     "--data-parallel-size": "each data-parallel replica is a full engine; kvplan sizes one "
@@ -17,8 +19,6 @@ IGNORED_EFFECTS: dict[str, str] = {
     "step; kvplan keeps all weights on the GPU",
     "--speculative-config": "a draft model or MTP head takes memory and each step verifies "
     "several tokens; kvplan models plain decoding",
-    "--num-speculative-tokens": "speculative decoding changes memory and step time; kvplan "
-    "models plain decoding",
     "--enforce-eager": "without CUDA graphs vLLM captures no graph memory and decode steps are "
     "slower; kvplan assumes CUDA graphs",
     "--compilation-config": "changes CUDA-graph capture sizes and their memory; kvplan uses "
@@ -41,15 +41,6 @@ IGNORED_EFFECTS: dict[str, str] = {
 """Flags of a pasted ``vllm serve`` line that change memory or latency and that kvplan ignores:
 each gets one ``warning:`` line saying what it changes (other ignored flags, such as --port,
 are listed in one note)."""
-
-NO_VALUE_FLAGS = frozenset({
-    "--enforce-eager", "--enable-expert-parallel", "--trust-remote-code", "--enable-lora",
-    "--async-scheduling", "--disable-sliding-window", "--disable-log-requests",
-    "--disable-log-stats", "--enable-auto-tool-choice", "--enable-log-requests",
-    "--disable-custom-all-reduce", "--disable-cascade-attn", "--calculate-kv-scales",
-    "--enable-sleep-mode", "--skip-tokenizer-init", "--disable-frontend-multiprocessing",
-})
-"""vLLM switches that take no value, so the word after them is not theirs (it may be MODEL)."""
 
 _PREFIX = ("vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server")
 
@@ -79,18 +70,26 @@ def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     while i < len(tokens):
         flag, value = _split_flag(tokens[i])
         i += 1
-        if not flag.startswith("-"):
+        if not flag.startswith("-") or flag == "-":
             found.setdefault("model", flag)
             continue
+        flag, value = _vllm_flag(flag, value)
         boolean = _bool_flag(flag)
         if boolean is not None and value is None:
             found[boolean[0]] = boolean[1]
             continue
-        takes_value = flag not in NO_VALUE_FLAGS
-        if takes_value and value is None and i < len(tokens) and not tokens[i].startswith("-"):
+        if value is None and takes_value(flag) and i < len(tokens) and tokens[i][:1] != "-":
             value, i = tokens[i], i + 1
         _take(flag, value, found, ignored)
     return found, ignored
+
+
+def _vllm_flag(flag: str, value: str | None) -> tuple[str, str | None]:
+    """The option vLLM takes ``flag`` for; ``-O3`` carries its level (vLLM's -O shorthand)."""
+    option = vllm_option(flag)
+    if option == "-O" and value is None and len(flag) > 2 and flag[2] != ".":
+        value = flag[2:]
+    return option, value
 
 
 def warn_ignored(ignored: list[str]) -> list[str]:
