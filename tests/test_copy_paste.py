@@ -55,10 +55,12 @@ def test_unambiguous_prefix_is_the_option_as_in_argparse() -> None:
     found, _ = parse_vllm_command(["vllm", "serve", "m", "--max-model", "4096",
                                    "--gpu_memory_util=0.8"])
     assert found == {"model": "m", "max_model_len": 4096, "gpu_memory_utilization": 0.8}
-    with pytest.raises(InputError, match="ambiguous option .* could match "
-                                         "--max-num-batched-tokens, --max-num-partial-prefills, "
-                                         "--max-num-seqs"):
+    with pytest.raises(InputError) as err:
         vllm_option("--max-num")
+    assert str(err.value) == (
+        "vllm serve refuses --max-num: ambiguous option (vLLM 0.11.0: could match "
+        "--max-num-batched-tokens, --max-num-partial-prefills, --max-num-seqs); write the "
+        "option in full")
 
 
 def test_known_unmodelled_flags_keep_their_warning_and_are_vllm_options() -> None:

@@ -7,8 +7,15 @@ from typing import Any
 
 import pytest
 
-from kvplan.report.plan_chart import OFF_X, OFF_Y, ON, domains, pareto_from_json, placed, \
-    plan_points
+from kvplan.report.plan_chart import (
+    OFF_X,
+    OFF_Y,
+    ON,
+    domains,
+    pareto_from_json,
+    placed,
+    plan_points,
+)
 from kvplan.report.plan_report import plan_sections
 
 
@@ -48,7 +55,7 @@ def test_axes_name_metric_percentile_and_unit_and_the_limit_is_a_rule() -> None:
     assert rule["data"]["values"] == [{"limit_ms": 100.0, "label": "SLO: p99 TPOT <= 100 ms",
                                        "top": 12.5}]
     assert rule["encoding"]["x"]["scale"] == {"type": "log", "domain": [31.25, 160.0]}
-    assert spec["title"] == "m: fleet cost against p99 TPOT (ms)"
+    assert spec["title"]["text"] == "m: fleet cost against p99 TPOT (ms)"
 
 
 def test_winner_is_ringed_and_labelled() -> None:
@@ -81,7 +88,7 @@ def test_nothing_feasible_anchors_on_the_closest_candidates() -> None:
     doc["candidates"][0]["stage"] = "infeasible"
     raw = plan_points(doc, "p99_tpot_ms")
     assert domains(raw, 100.0, ["c2"]) == (pytest.approx((50.0, 160.0)), (0.0, 12.5))
-    assert pareto_from_json(doc).to_dict()["title"] == "m: fleet cost against p99 TPOT (ms)"
+    assert pareto_from_json(doc).to_dict()["title"]["text"] == "m: fleet cost against p99 TPOT (ms)"
 
 
 def test_report_plan_draws_the_same_pareto_chart() -> None:

@@ -17,6 +17,8 @@ CAP_MS = 1e7
 """Values above this (a replica that never finishes) are shown as this."""
 PAD = 1.6
 """Log-axis headroom either side of the anchored range (x), and 25 % above the top cost (y)."""
+SUBTITLE = ("coloured: fleet verified by simulation; grey: not verified (dearer, or missing "
+            "the SLO); ring: the winner; dashed: the SLO limit")
 ANCHORED = ("verified", "simulated")
 """Stages whose points fix the axes: verified fleets, and those that met the SLO per replica
 but were not verified (they could not be cheaper)."""
@@ -128,8 +130,8 @@ def pareto_from_json(doc: dict[str, Any]) -> Any:
                y_scale=alt.Scale(domain=list(y_dom)), top=y_dom[1])
     base = alt.Chart(alt.Data(values=placed(raw, x_dom, y_dom)))  # type: ignore[no-untyped-call]
     layers = [_bands(base, ax), _points(base, ax), *_limit(bound, title, ax), *_winner(base, ax)]
-    return alt.layer(*layers, title=f"{model}: fleet cost against {title}").properties(
-        width=560, height=340)
+    head = alt.TitleParams(f"{model}: fleet cost against {title}", subtitle=SUBTITLE)
+    return alt.layer(*layers, title=head).properties(width=560, height=340)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
