@@ -63,6 +63,14 @@ def test_unambiguous_prefix_is_the_option_as_in_argparse() -> None:
         "option in full")
 
 
+def test_serve_with_model_option_refused_as_vllm_does() -> None:
+    with pytest.raises(InputError, match="you should provide the model as a positional"):
+        parse_vllm_command(["vllm", "serve", "--model", "m"])
+    found, _ = parse_vllm_command(["python", "-m", "vllm.entrypoints.openai.api_server",
+                                   "--model", "m"])
+    assert found == {"model": "m"}
+
+
 def test_known_unmodelled_flags_keep_their_warning_and_are_vllm_options() -> None:
     assert set(IGNORED_EFFECTS) <= set(serve_options().takes_value)
     found, ignored = parse_vllm_command(["vllm", "serve", "m", "-O3", "--port", "8000",

@@ -3,6 +3,7 @@ rule, the winner ringed, and axes fixed by the feasible points (far-off ones dra
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from kvplan.report.plan_chart import (
     plan_points,
 )
 from kvplan.report.plan_report import plan_sections
+from tests.conftest import run_cli
 
 
 def _cand(cid: str, stage: str, usd: float, tpot: float, ttft: float = 100.0) -> dict[str, Any]:
@@ -94,3 +96,13 @@ def test_nothing_feasible_anchors_on_the_closest_candidates() -> None:
 def test_report_plan_draws_the_same_pareto_chart() -> None:
     sections = plan_sections(_doc())
     assert sections[0].charts[0] == pareto_from_json(_doc()).to_dict()
+
+
+def test_plot_is_written_when_nothing_is_feasible(tmp_path: Path) -> None:
+    out = tmp_path / "p.svg"
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-tp", "1",
+                "--num-prompts", "100", "--request-rate", "5", "--sample-requests", "60",
+                "--workers", "1", "--slo", "ttft:p99:2000", "tpot:p99:5", "--plot", str(out))
+    assert r.code == 1, r.err
+    svg = out.read_text()
+    assert "SLO: p99 TPOT &lt;= 5 ms" in svg and "p99 TPOT (ms), log scale" in svg

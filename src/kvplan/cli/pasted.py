@@ -62,6 +62,7 @@ def _bool_flag(flag: str) -> tuple[str, bool] | None:
 def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     """A pasted ``vllm serve MODEL --flag value ...`` -> (settings by field, ignored flags)."""
     tokens = list(argv)
+    _check_serve_model(tokens)
     while tokens and tokens[0] in _PREFIX:
         tokens.pop(0)
     found: dict[str, Any] = {}
@@ -82,6 +83,17 @@ def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             value, i = tokens[i], i + 1
         _take(flag, value, found, ignored)
     return found, ignored
+
+
+def _check_serve_model(tokens: list[str]) -> None:
+    """``vllm serve ... --model M`` is refused by vLLM 0.11's parse_args (the API server's
+    ``python -m vllm.entrypoints.openai.api_server --model M`` is not)."""
+    from kvplan.errors import InputError
+
+    if tokens[:2] == ["vllm", "serve"] and "--model" in tokens:
+        raise InputError("vllm serve refuses --model: with `vllm serve`, you should provide the "
+                         "model as a positional argument or in a config file instead of via "
+                         "the `--model` option (vLLM 0.11.0)")
 
 
 def _vllm_flag(flag: str, value: str | None) -> tuple[str, str | None]:
