@@ -106,3 +106,4 @@ def test_plot_is_written_when_nothing_is_feasible(tmp_path: Path) -> None:
     assert r.code == 1, r.err
     svg = out.read_text()
     assert "SLO: p99 TPOT &lt;= 5 ms" in svg and "p99 TPOT (ms), log scale" in svg
+    assert "no candidate has both a fleet cost and a simulated p99 TPOT (ms)" in svg

@@ -130,7 +130,9 @@ def pareto_from_json(doc: dict[str, Any]) -> Any:
                y_scale=alt.Scale(domain=list(y_dom)), top=y_dom[1])
     base = alt.Chart(alt.Data(values=placed(raw, x_dom, y_dom)))  # type: ignore[no-untyped-call]
     layers = [_bands(base, ax), _points(base, ax), *_limit(bound, title, ax), *_winner(base, ax)]
-    head = alt.TitleParams(f"{model}: fleet cost against {title}", subtitle=SUBTITLE)
+    sub = SUBTITLE if raw else (f"no candidate has both a fleet cost and a simulated {title}"
+                                " (each stopped earlier): see the closest candidates")
+    head = alt.TitleParams(f"{model}: fleet cost against {title}", subtitle=sub)
     return alt.layer(*layers, title=head).properties(width=560, height=340)
 
 
