@@ -47,7 +47,10 @@ def _base(flag: str) -> str:
 
 
 def _prefix_matches(flag: str, known: list[str]) -> list[str]:
-    """argparse's abbreviation candidates (Python 3.12 _get_option_tuples)."""
+    """argparse's abbreviation candidates (Python 3.12 _get_option_tuples); ``--`` alone
+    ends the options and abbreviates nothing."""
+    if flag == "--":
+        return []
     if flag.startswith("--"):
         return [k for k in known if k.startswith("--") and k.startswith(flag)]
     return [k for k in known if not k.startswith("--")
