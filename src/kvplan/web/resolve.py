@@ -66,16 +66,16 @@ def _json_object(raw: bytes, filename: str) -> dict[str, object]:
 
 def resolve_model(name: str, uploads: Uploads) -> ModelSpec:
     """A model id (the CLI's resolver, ids only) or an upload token; never a file path."""
-    from kvplan.specs.catalog import load_model_id
+    from kvplan.specs.catalog import load_model_id, nearest_ids
 
     name = name.strip()
     if name.startswith(UPLOAD_PREFIX):
         return uploads.get(name)
     try:
         return load_model_id(name)
-    except UnknownNameError as exc:
-        near = str(exc).partition(" Nearest catalog ids: ")[2]
-        hint = f" Nearest catalog ids: {near}" if near else ""
+    except UnknownNameError:
+        near = nearest_ids(name)
+        hint = f" Nearest catalog ids: {', '.join(near)}." if near else ""
         raise UnknownNameError(f"unknown model {name!r}: not in the catalog or this server's "
                                "Hugging Face cache; choose one from the list or upload a "
                                f"config.json.{hint}") from None
