@@ -61,6 +61,17 @@ def test_unknown_id_is_422_naming_the_nearest(client: TestClient) -> None:
     assert "Nearest catalog ids: meta-llama/Llama-3.1-8B" in r.json()["detail"]
 
 
+def test_capacity_says_the_block_vllm_forces_as_the_cli_prints_it(client: TestClient) -> None:
+    q = {"model": "deepseek-ai/DeepSeek-V2-Lite", "gpu": "H100", "block_size": 16}
+    r = client.get("/api/capacity", params=q)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["block_size"] == 64
+    assert doc["block_size_log"] == "Forcing kv cache block size to 64 for FlashMLA backend."
+    llama = client.get("/api/capacity", params={"model": M, "gpu": "H100"}).json()
+    assert llama["block_size_log"] is None
+
+
 def test_overload_verdict_carries_the_clis_line(client: TestClient) -> None:
     q = {"model": M, "gpu": "H100", "num_prompts": 300, "request_rate": 200,
          "random_input_len": 2048, "random_output_len": 64}
