@@ -132,7 +132,12 @@ def test_latency_page(base: str, page: Any) -> None:
     page.wait_for_function("document.querySelector('#latency').textContent.includes('batch 8')")
     settle(page)
     q = {"model": M, "gpu": "H100-SXM-80GB", "prompt": 2048, "output": 256, "batch": 8}
-    assert_shown_equal(page, "latency", api(base, "/api/latency", **q))
+    answer = api(base, "/api/latency", **q)
+    assert_shown_equal(page, "latency", answer)
+    cells = shown(page, "latency")  # the error bands, as the CLI's table shows them
+    assert cells["ttft_s_band"] == answer["ttft_s_band"] and "tpot_s_band" in cells
+    basis = answer["band_basis"]
+    assert page.inner_text("#band-basis") == f"band: calibration residuals of {basis}"
     sweep = api(base, "/api/latency/sweep", **{**q, "sweep": "batch=1,2,4,8,16,32,64,128,256,512"})
     assert_shown_equal(page, "sweep", sweep)
     charts_drawn(page, "sweep")
@@ -200,6 +205,44 @@ def test_plan_page(base: str, page: Any) -> None:
     assert page.inner_text("#serve").startswith("vllm serve meta-llama/Llama-3.1-8B")
     charts_drawn(page, "pareto")
     screenshot(page, "plan")
+
+
+def test_simulate_overload_banner(base: str, page: Any) -> None:
+    page.goto(f"{base}/simulate")
+    for name, value in (("num_prompts", "300"), ("request_rate", "200"),
+                        ("random_input_len", "2048"), ("random_output_len", "64")):
+        page.fill(f"input[name={name}]", value)
+    page.click("#run")
+    settle(page, "done")
+    want = api(base, "/api/simulate", model=M, gpu="H100-SXM-80GB", num_prompts=300,
+               request_rate=200, random_input_len=2048, random_output_len=64, seed=0)
+    assert want["overload"]["overloaded"]
+    assert page.inner_text("#overload") == want["overload"]["message"]
+
+
+def test_plan_page_nothing_feasible_explains_like_the_cli(base: str, page: Any) -> None:
+    """An Instruct id (sized from the base config) and a TPOT no H100 reaches: the page shows
+    the CLI's 'nothing feasible' sentence and the closest candidates with their misses."""
+    instruct, slo = "meta-llama/Llama-3.1-8B-Instruct", "ttft:p99:2000 tpot:p99:5"
+    page.goto(f"{base}/plan")
+    page.fill("input[name=model]", instruct)
+    page.fill("input[name=gpu]", "H100-SXM-80GB")
+    page.fill("input[name=slo]", slo)
+    page.fill("input[name=tensor_parallel_size]", "1")
+    page.fill("input[name=num_prompts]", "100")
+    page.click("#run")
+    settle(page, "done")
+    want = api(base, "/api/plan", model=instruct, gpu="H100-SXM-80GB", slo=slo,
+               tensor_parallel_size="1", num_prompts=100)
+    s = want["summary"]
+    assert s["status"] == "infeasible"
+    assert page.inner_text("#infeasible") == f"nothing feasible: {s['why']}"
+    assert_shown_equal(page, "plan", want)
+    first = s["closest"][0]
+    assert f"misses {first['misses']} by {100 * abs(first['margin']):.0f} %" in page.inner_text(
+        "#plan")
+    charts_drawn(page, "pareto")
+    screenshot(page, "plan-infeasible")
 
 
 def test_the_page_behind_a_token(page: Any) -> None:

@@ -67,6 +67,6 @@ def test_report_of_a_saved_plan(tmp_path: Path) -> None:
         page = ctx.new_page()
         page.goto(out.as_uri())
         page.wait_for_selector("body[data-state=done]", state="attached", timeout=30_000)
-        assert page.eval_on_selector_all(".chart svg", "s => s.length") == 1
+        assert page.eval_on_selector_all(".chart svg", "s => s.length") == 2  # Pareto, costs
         screenshot(page, "report-plan")
     assert_one_line_error(run_cli("report", "--plan", str(out), "-o", str(tmp_path / "y.html")))

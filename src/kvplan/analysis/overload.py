@@ -39,6 +39,7 @@ class Overload:
             "sustained_rate_req_s": self.sustained_rate_req_s,
             "waiting_at_mid_arrivals": self.waiting_at_mid_arrivals,
             "waiting_at_last_arrival": self.waiting_at_last_arrival,
+            "message": self.message() if self.overloaded else None,
         }
 
     def message(self) -> str:

@@ -166,6 +166,8 @@ def _render(plan: MemoryPlan, ignored: list[str]) -> None:
         f"({plan.num_padding_layers} padding), block {plan.block_size} tokens, "
         f"{plan.num_blocks:,} blocks"
     )
+    if s.block_size_log:  # vLLM's own line: an MLA backend replaced --block-size
+        console.print(s.block_size_log)
     if plan.hybrid is not None:
         h = plan.hybrid
         console.print(

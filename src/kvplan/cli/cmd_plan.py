@@ -109,7 +109,7 @@ def _output(result: Any, plot_out: Any, as_json: bool) -> None:
         print_json(plan_json(result))
     else:
         render_plan(result, console)
-    if plot_out is not None and result.winner is not None:
+    if plot_out is not None:  # also when nothing is feasible: the closest anchor its axes
         from kvplan.report.charts import chart_bytes
         from kvplan.report.plan_chart import pareto_chart
 

@@ -1,19 +1,19 @@
 """A pasted ``vllm serve MODEL --flag value ...`` line -> engine settings and ignored flags,
-read with the same flag table (``cli/flags.py``) as kvplan's own options."""
+read with the same flag table (``cli/flags.py``) as kvplan's own options; an option vLLM does
+not know is refused as vLLM refuses it (``cli/vllm_options.py``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kvplan.cli.flags import BY_NAME, parse_flag
+from kvplan.cli.vllm_options import takes_value, vllm_option
 
 IGNORED_EFFECTS: dict[str, str] = {
     "--cpu-offload-gb": "weights offloaded to CPU free GPU memory for KV cache and slow every "
     "step; kvplan keeps all weights on the GPU",
     "--speculative-config": "a draft model or MTP head takes memory and each step verifies "
     "several tokens; kvplan models plain decoding",
-    "--num-speculative-tokens": "speculative decoding changes memory and step time; kvplan "
-    "models plain decoding",
     "--enforce-eager": "without CUDA graphs vLLM captures no graph memory and decode steps are "
     "slower; kvplan assumes CUDA graphs",
     "--compilation-config": "changes CUDA-graph capture sizes and their memory; kvplan uses "
@@ -37,15 +37,6 @@ IGNORED_EFFECTS: dict[str, str] = {
 each gets one ``warning:`` line saying what it changes (other ignored flags, such as --port,
 are listed in one note)."""
 
-NO_VALUE_FLAGS = frozenset({
-    "--enforce-eager", "--enable-expert-parallel", "--trust-remote-code", "--enable-lora",
-    "--async-scheduling", "--disable-sliding-window", "--disable-log-requests",
-    "--disable-log-stats", "--enable-auto-tool-choice", "--enable-log-requests",
-    "--disable-custom-all-reduce", "--disable-cascade-attn", "--calculate-kv-scales",
-    "--enable-sleep-mode", "--skip-tokenizer-init", "--disable-frontend-multiprocessing",
-})
-"""vLLM switches that take no value, so the word after them is not theirs (it may be MODEL)."""
-
 _PREFIX = ("vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server")
 
 
@@ -66,6 +57,7 @@ def _bool_flag(flag: str) -> tuple[str, bool] | None:
 def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     """A pasted ``vllm serve MODEL --flag value ...`` -> (settings by field, ignored flags)."""
     tokens = list(argv)
+    _check_serve_model(tokens)
     while tokens and tokens[0] in _PREFIX:
         tokens.pop(0)
     found: dict[str, Any] = {}
@@ -74,18 +66,37 @@ def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     while i < len(tokens):
         flag, value = _split_flag(tokens[i])
         i += 1
-        if not flag.startswith("-"):
+        if not flag.startswith("-") or flag == "-":
             found.setdefault("model", flag)
             continue
+        flag, value = _vllm_flag(flag, value)
         boolean = _bool_flag(flag)
         if boolean is not None and value is None:
             found[boolean[0]] = boolean[1]
             continue
-        takes_value = flag not in NO_VALUE_FLAGS
-        if takes_value and value is None and i < len(tokens) and not tokens[i].startswith("-"):
+        if value is None and takes_value(flag) and i < len(tokens) and tokens[i][:1] != "-":
             value, i = tokens[i], i + 1
         _take(flag, value, found, ignored)
     return found, ignored
+
+
+def _check_serve_model(tokens: list[str]) -> None:
+    """``vllm serve ... --model M`` is refused by vLLM 0.11's parse_args (the API server's
+    ``python -m vllm.entrypoints.openai.api_server --model M`` is not)."""
+    from kvplan.errors import InputError
+
+    if tokens[:2] == ["vllm", "serve"] and "--model" in tokens:
+        raise InputError("vllm serve refuses --model: with `vllm serve`, you should provide the "
+                         "model as a positional argument or in a config file instead of via "
+                         "the `--model` option (vLLM 0.11.0)")
+
+
+def _vllm_flag(flag: str, value: str | None) -> tuple[str, str | None]:
+    """The option vLLM takes ``flag`` for; ``-O3`` carries its level (vLLM's -O shorthand)."""
+    option = vllm_option(flag)
+    if option == "-O" and value is None and len(flag) > 2 and flag[2] != ".":
+        value = flag[2:]
+    return option, value
 
 
 def warn_ignored(ignored: list[str]) -> list[str]:

@@ -55,7 +55,7 @@ def plan_sections(plan: dict[str, Any]) -> list[Section]:
     inputs = plan.get("inputs") or {}
     return [
         Section(id="plan", title=f"Plan: {inputs.get('model')} for {inputs.get('workload')}",
-                rows=tuple(card), charts=(), answer={"summary": s, "inputs": inputs},
+                rows=tuple(card), charts=_pareto(plan), answer={"summary": s, "inputs": inputs},
                 lines=tuple(x for x in (s.get("vllm_serve"), s.get("vllm_bench_serve")) if x)),
         Section(id="candidates", title="Candidates (stage reached, and why it stopped there)",
                 rows=tuple(rows), charts=(_cost_chart(cands),) if cands else (),
@@ -87,6 +87,21 @@ def _sig(x: Any) -> str:
 
 def _num(x: Any, digits: int) -> str:
     return "-" if not isinstance(x, int | float) else f"{x:,.{digits}f}"
+
+
+def _pareto(plan: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The same Pareto chart as ``kvplan plan --plot`` and the web Plan page (none for a
+    saved answer without candidates or SLO bounds to draw)."""
+    from kvplan.report.plan_chart import pareto_from_json
+
+    try:
+        if not (plan.get("candidates") and plan["inputs"]["slo"]["bounds"]):
+            return ()
+        spec: dict[str, Any] = pareto_from_json(plan).to_dict()
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise InputError(f"--plan: the saved plan's candidates cannot be charted ({exc!r}); "
+                         "save it again with kvplan plan --json") from None
+    return (spec,)
 
 
 def _cost_chart(cands: list[dict[str, Any]]) -> dict[str, Any]:

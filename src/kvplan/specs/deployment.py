@@ -48,18 +48,21 @@ class Deployment:
                           replicas=replicas, router=self.router)
 
 
-def vllm_serve_argv(d: Deployment, model_id: str | None = None) -> list[str]:
+def vllm_serve_argv(d: Deployment, model_id: str | None = None,
+                    block_size: int | None = None) -> list[str]:
     """The ``vllm serve`` command line holding every engine knob that was simulated.
 
     Every flag is written explicitly (also vLLM's defaults), so the line reads back to the
-    same EngineConfig through ``kvplan capacity -- vllm serve ...``.
+    same EngineConfig through ``kvplan capacity -- vllm serve ...``. ``model_id`` is the id
+    the user gave (an Instruct variant, not the base config it was sized from); ``block_size``
+    the block vLLM will use (an MLA backend may force one), else the configured one.
     """
     e = d.engine
     argv = ["vllm", "serve", model_id or d.model.name,
             "--tensor-parallel-size", str(e.tensor_parallel_size),
             "--pipeline-parallel-size", str(e.pipeline_parallel_size),
             "--gpu-memory-utilization", str(e.gpu_memory_utilization),
-            "--block-size", str(e.block_size), "--kv-cache-dtype", e.kv_cache_dtype,
+            "--block-size", str(block_size or e.block_size), "--kv-cache-dtype", e.kv_cache_dtype,
             "--dtype", e.dtype]
     for flag, value in (("--quantization", e.quantization), ("--max-model-len", e.max_model_len),
                         ("--max-num-seqs", e.max_num_seqs),

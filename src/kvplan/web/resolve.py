@@ -1,7 +1,9 @@
-"""Names from a form -> specs: catalog models, uploaded config.json files, catalog GPUs.
+"""Names from a form -> specs: model ids, uploaded config.json files, catalog GPUs.
 
-The server never opens a path a client gave: a model is a catalog id or an upload token, a GPU
-is a catalog id or alias.
+The server never opens a path a client gave: a model is a model id, resolved as the CLI
+resolves one (``specs.catalog.load_model_id``: the bundled catalog, the server's local Hugging
+Face cache, an Instruct/chat variant of a catalog model), or an upload token; a GPU is a
+catalog id or alias.
 """
 
 from __future__ import annotations
@@ -63,17 +65,27 @@ def _json_object(raw: bytes, filename: str) -> dict[str, object]:
 
 
 def resolve_model(name: str, uploads: Uploads) -> ModelSpec:
-    """A catalog id (case-insensitive) or an upload token; never a file path."""
-    from kvplan.specs.catalog import find_entry, load_model
+    """A model id (the CLI's resolver, ids only) or an upload token; never a file path."""
+    from kvplan.specs.catalog import load_model_id, nearest_ids
 
     name = name.strip()
     if name.startswith(UPLOAD_PREFIX):
         return uploads.get(name)
-    if find_entry(name) is None:
-        raise UnknownNameError(
-            f"unknown model {name!r}: choose one from the list or upload a config.json"
-        )
-    return load_model(name)
+    try:
+        return load_model_id(name)
+    except UnknownNameError:
+        near = nearest_ids(name)
+        hint = f" Nearest catalog ids: {', '.join(near)}." if near else ""
+        raise UnknownNameError(f"unknown model {name!r}: not in the catalog or this server's "
+                               "Hugging Face cache; choose one from the list or upload a "
+                               f"config.json.{hint}") from None
+
+
+def served_model_id(name: str) -> str | None:
+    """The id the serve line names for a form's model (None for an upload: the server has
+    no name a client could serve it by)."""
+    name = name.strip()
+    return None if name.startswith(UPLOAD_PREFIX) else name
 
 
 def resolve_gpu(name: str) -> HardwareSpec:

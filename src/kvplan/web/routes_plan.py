@@ -12,7 +12,7 @@ from kvplan.errors import InputError
 from kvplan.web.jobs import Job
 from kvplan.web.pages import page
 from kvplan.web.queries import PlanQuery
-from kvplan.web.resolve import resolve_gpu, resolve_model
+from kvplan.web.resolve import resolve_gpu, resolve_model, served_model_id
 
 router = APIRouter()
 Client = Annotated[str | None, Header(alias="x-kvplan-client", max_length=64)]
@@ -42,7 +42,8 @@ def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
     renamed = {"tp": form.pop("tensor_parallel_size"), "pp": form.pop("pipeline_parallel_size"),
                "prefix_caching": form.pop("enable_prefix_caching")}
     return {**_PAGE_ONLY, **form, **renamed, "slo": q.slo.split() if q.slo else None,
-            "model": resolve_model(q.model, request.app.state.uploads)}
+            "model": resolve_model(q.model, request.app.state.uploads),
+            "model_id": served_model_id(q.model)}
 
 
 def _work(args: dict[str, Any]) -> Work:

@@ -122,5 +122,5 @@ def plan_kwargs(a: dict[str, Any], parse_flag: FlagParser | None = None) -> dict
         "max_cost_per_hour": a["max_cost_per_hour"], "search": a["search"],
         "executor": a["executor"], "workers": a["workers"], "ray_address": a["ray_address"],
         "seed": a["seed"], "sample_requests": a["sample_requests"], "profile": a["profile"],
-        "slo_margin": a.get("slo_margin", "none"),
+        "slo_margin": a.get("slo_margin", "none"), "model_id": a.get("model_id"),
     }

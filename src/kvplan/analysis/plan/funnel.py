@@ -76,7 +76,8 @@ def screen(model: ModelSpec, space: SearchSpace, router: str, prices: PriceTable
         first = seen.setdefault((d.gpu.id, d.engine), cid)
         if first != cid:
             out.append(Candidate(id=cid, deployment=d, stage="duplicate", reason=(
-                f"the same engine flags as {first} once vLLM's defaults are filled in")))
+                f"the same engine flags as {first} once vLLM's defaults (and the block size "
+                "an MLA backend forces) are filled in")))
             continue
         out.append(_screen_one(cid, d, prices, ctx, lim))
     return out

@@ -28,7 +28,7 @@ from kvplan.analysis.plan.verdict import infeasible_why, rank, serve_and_bench
 from kvplan.api_check import check_fields
 from kvplan.errors import InputError
 from kvplan.limits import USD_PER_HOUR_CAP, check_number
-from kvplan.specs.catalog import load_model
+from kvplan.specs.catalog import load_model, served_name
 from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.prices import PriceTable, price_table
@@ -71,6 +71,9 @@ class PlanOptions:
     """'band': require the SLO at the error band's pessimistic edge (docs/planner.md)."""
     explain: bool = True
     today: dt.date | None = None
+    model_id: str | None = None
+    """The model as the user named it, for the serve and bench lines (default: the name
+    ``plan`` was given, or the spec's name)."""
 
 
 def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
@@ -80,6 +83,9 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
     t0 = time.perf_counter()
     spec = load_model(model) if isinstance(model, str) else model
     _check_options(opts)
+    if opts.model_id is None:
+        opts = replace(opts, model_id=served_name(model) if isinstance(model, str)
+                       else spec.name)
     traffic = plan_traffic(workload, sample=opts.sample_requests, seed=opts.seed)
     prices = price_table(opts.provider, prices_file=opts.prices_file,
                          overrides=opts.price_overrides, today=opts.today)
@@ -223,7 +229,7 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
     warnings = tuple(f"price of {r.gpu} at {r.provider} was observed on {r.observed_on} "
                      f"({r.age_days(today)} days ago); check {r.source_url}"
                      for r in prices.stale_rows(today))
-    serve, bench = serve_and_bench(winner, traffic, slo) if winner else ("", "")
+    serve, bench = serve_and_bench(winner, traffic, slo, o.model_id) if winner else ("", "")
     why = "" if winner else infeasible_why(cands, lim, o.max_gpus,
                                            outside_space(spec, space, prices), advice)
     if why and o.slo_margin == "band":

@@ -23,7 +23,8 @@ class RejectGroup:
 
     def to_json(self) -> dict[str, Any]:
         return {"reason": self.kind, "count": self.count,
-                "examples": [{"index": i, "reason": why} for i, why in self.examples]}
+                "examples": [{"index": i, "reason": why} for i, why in self.examples],
+                "line": self.line()}
 
     def line(self) -> str:
         shown = "; ".join(f"request {i}: {why}" for i, why in self.examples)

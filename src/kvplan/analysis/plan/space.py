@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvplan.costs.memory import vllm_defaults as vd
+from kvplan.costs.memory.settings import mla_block_size
 from kvplan.errors import InputError, KvplanError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
@@ -73,8 +74,10 @@ def enumerate_space(model: ModelSpec, space: SearchSpace, router: str
                     ) -> list[tuple[Deployment | None, str, dict[str, object]]]:
     """Every combination as (Deployment or None if vLLM refuses it, why, its flag values).
 
-    Unset scheduler limits are written as the GPU's vLLM defaults, so each deployment's
-    ``vllm serve`` line states every simulated knob.
+    Unset scheduler limits are written as the GPU's vLLM defaults, and the block size as the
+    one vLLM will use (an MLA backend forces 64 or 128: costs/settings.mla_block_size), so each
+    deployment's ``vllm serve`` line states every simulated knob and configurations vLLM runs
+    alike are one (the later ones ``duplicate``).
     """
     out: list[tuple[Deployment | None, str, dict[str, object]]] = []
     for combo in itertools.product(space.gpus, space.tensor_parallel_sizes,
@@ -109,7 +112,8 @@ def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
         quantization=None if quant is None else str(quant),
         max_num_seqs=int(str(seqs)) if seqs is not None else d_seqs,
         max_num_batched_tokens=int(str(tokens)) if tokens is not None else d_tokens,
-        block_size=int(str(block)), enable_prefix_caching=bool(prefix),
+        block_size=mla_block_size(model, gpu, int(str(block))),
+        enable_prefix_caching=bool(prefix),
         gpu_memory_utilization=space.gpu_memory_utilization,
         max_model_len=space.max_model_len or None)
     return Deployment(model=model, gpu=gpu, engine=engine, router=router)

@@ -9,6 +9,7 @@ import numpy as np
 from kvplan.analysis.plan.funnel import Limits
 from kvplan.analysis.plan.records import Candidate
 from kvplan.analysis.plan.traffic import PlanTraffic
+from kvplan.costs.memory.settings import mla_block_size
 from kvplan.specs.deployment import vllm_serve_argv
 from kvplan.specs.slo import GOODPUT_METRICS, Slo
 
@@ -115,15 +116,20 @@ def _lever_for(key: str) -> str:
             "the space holds, or a looser SLO")
 
 
-def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo) -> tuple[str, str]:
-    """The winner's exact `vllm serve` line and a `vllm bench serve` line to confirm it."""
-    serve = shlex.join(vllm_serve_argv(w.deployment))
+def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo,
+                    model_id: str | None = None) -> tuple[str, str]:
+    """The winner's exact `vllm serve` line and a `vllm bench serve` line to confirm it, both
+    naming ``model_id`` (the id the user gave) and the block size vLLM will use."""
+    d = w.deployment
+    model_id = model_id or d.model.name
+    block = mla_block_size(d.model, d.gpu, d.engine.block_size)
+    serve = shlex.join(vllm_serve_argv(d, model_id, block_size=block))
     good = dict(slo.goodput_ms) or {b.metric: b.limit_ms for b in slo.bounds
                                     if b.metric in GOODPUT_METRICS}
     unit = traffic.unit
     rate = traffic.rate_rps if traffic.rate_rps is not None else (
         w.capacity.rate_rps if w.capacity else 1.0)
-    argv = ["vllm", "bench", "serve", "--model", w.deployment.model.name,
+    argv = ["vllm", "bench", "serve", "--model", model_id,
             "--dataset-name", "random",
             "--random-input-len", str(int(np.median(unit.prompt_tokens))),
             "--random-output-len", str(int(np.median(unit.output_tokens))),

@@ -38,6 +38,8 @@ class Settings:
     """vLLM --data-parallel-size: engines of tp x pp GPUs (each sized as this plan shows)."""
     expert_parallel: bool = False
     """vLLM --enable-expert-parallel as given (in effect only on MoE models)."""
+    block_size_log: str = ""
+    """vLLM's INFO line when it overrides --block-size for the MLA backend, else empty."""
 
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
@@ -61,6 +63,7 @@ def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -
         tp=tp,
         pp=pp,
         block_size=mla_block_size(model, hw, engine.block_size),
+        block_size_log=mla_block_log(model, hw, engine.block_size),
         gpu_memory_utilization=engine.gpu_memory_utilization,
         max_model_len=max_len,
         max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
@@ -110,3 +113,16 @@ def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
         return block
     need = vd.mla_kernel_block_size(hw)
     return block if need is None or block % need == 0 else need
+
+
+def mla_block_log(model: ModelSpec, hw: HardwareSpec, block: int) -> str:
+    """The line vLLM 0.11 logs when it replaces ``block`` (platforms/cuda.py), else ''.
+
+    e.g. DeepSeek-V3 on an H100 with --block-size 16: "Forcing kv cache block size to 64 for
+    FlashMLA backend."; on a B200: "... to 128 for CUTLASS_MLA backend."
+    """
+    forced = mla_block_size(model, hw, block)
+    if forced == block:
+        return ""
+    backend = vd.mla_backend_name(hw)
+    return f"Forcing kv cache block size to {forced} for {backend} backend."

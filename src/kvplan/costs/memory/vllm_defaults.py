@@ -74,6 +74,14 @@ def mla_kernel_block_size(hw: HardwareSpec) -> int | None:
     return None
 
 
+def mla_backend_name(hw: HardwareSpec) -> str:
+    """The MLA backend vLLM 0.11 picks by default on ``hw``, as its log lines name it."""
+    arch = hw.arch.lower()
+    if arch.startswith("hopper"):
+        return "FlashMLA"
+    return "CUTLASS_MLA" if arch.startswith("blackwell") else "TRITON_MLA"
+
+
 def default_batch_limits(hw: HardwareSpec) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) for ``vllm serve`` (EngineArgs.get_batch_defaults).
 

@@ -108,6 +108,16 @@ def load_model(name_or_path: str) -> ModelSpec:
     return parse_config(load_config_file(path), name=path.stem, file=str(path))
 
 
+def served_name(name_or_path: str) -> str:
+    """What ``vllm serve`` is given for the model the user named: the id as typed (an
+    Instruct variant stays one, though its architecture came from the base model's config),
+    or for a config.json path the folder holding it (vLLM serves a local model folder)."""
+    path = _path_route(name_or_path)
+    if path is None:
+        return name_or_path.strip()
+    return str(path.parent if path.name == "config.json" or path.suffix == ".json" else path)
+
+
 def config_path(name_or_path: str) -> Path | None:
     """The config.json file ``load_model(name_or_path)`` reads (a path, a folder's config.json,
     the bundled catalog's or the Hugging Face cache's file for an id), or None when the name

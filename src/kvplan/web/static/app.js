@@ -23,6 +23,9 @@ const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(1
 const fixed = (d) => (x) => (x === null || x === undefined ? "-" : Number(x).toFixed(d));
 const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
 const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
+const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
+const fixedBand = (d) => (b) => (b === null || b === undefined ? "-" : `${fixed(d)(b[0])} - ${fixed(d)(b[1])}`);
+const notes = (items) => (items || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("");
 const yesNo = (m) => (m === null || m === undefined ? "-" : m ? "yes" : "NO: missed");
 const esc = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 function cell(key, value, fmt) {
@@ -35,7 +38,7 @@ function table(title, rows, data, prefix = "") {
 }
 function grid(title, cols, items, prefix) {
   const head = cols.map(([h]) => `<th>${esc(h)}</th>`).join("");
-  const body = items.map((it, i) => "<tr>" + cols.map(([, k, f]) => cell(`${prefix}.${i}.${k}`, get(it, k), f)).join("") + "</tr>").join("");
+  const body = items.map((it, i) => "<tr>" + cols.map(([, k, f]) => (k ? cell(`${prefix}.${i}.${k}`, get(it, k), f) : `<td>${esc(f(null, it))}</td>`)).join("") + "</tr>").join("");
   return `<table class="grid"><caption>${esc(title)}</caption><tr>${head}</tr>${body}</table>`;
 }
 const lines = (items) => `<pre class="formula">${items.map(esc).join("\n")}</pre>`;
@@ -60,10 +63,14 @@ const RENDER = {
     ["- non-torch", "non_torch_bytes", bytes], ["= KV cache", "available_kv_bytes", bytes], ["CUDA graphs (after, not subtracted)", "cudagraph_bytes", bytes],
     ["blocks", "num_blocks", int], ["block size (tokens)", "block_size", int], ["GPU KV cache size (tokens)", "kv_cache_tokens", int],
     ["max model len", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${x.toFixed(2)}x`],
-    ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d),
-  latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs],
-    ["end-to-end", "e2e_s", secs], ["output throughput (tok/s)", "output_throughput_tok_s", fixed(0)], ["prefill bound", "prefill_bound", String],
-    ["decode bound", "decode_bound", String]], d) + why("prefill", d.phases.prefill) + (d.phases.decode ? why("decode", d.phases.decode) : ""),
+    ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d) +
+    (d.block_size_log ? `<p class="note" id="block-size-log">vLLM: ${esc(d.block_size_log)}</p>` : ""),
+  latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TTFT band (10-90%)", "ttft_s_band", secsBand],
+    ["TPOT", "tpot_s", secs], ["TPOT band (10-90%)", "tpot_s_band", secsBand], ["end-to-end", "e2e_s", secs], ["end-to-end band (10-90%)", "e2e_s_band", secsBand],
+    ["output throughput (tok/s)", "output_throughput_tok_s", fixed(0)], ["output throughput band (10-90%)", "output_throughput_tok_s_band", fixedBand(0)],
+    ["prefill bound", "prefill_bound", String], ["decode bound", "decode_bound", String]], d) +
+    (d.band_basis ? `<p class="note" id="band-basis">band: calibration residuals of ${esc(d.band_basis)}</p>` : "") + notes(d.calibration_notes) +
+    why("prefill", d.phases.prefill) + (d.phases.decode ? why("decode", d.phases.decode) : ""),
   sweep: (d) => `<p>decode turns compute-bound at <b data-key="decode_compute_bound_from" data-value='${esc(JSON.stringify(d.decode_compute_bound_from))}'>${esc(d.decode_compute_bound_from ?? "never")}</b>;
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
     grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
@@ -77,11 +84,12 @@ const RENDER = {
       ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["binding term (ms; binding_key)", "binding_p99_ms", fixed(2)], ["band (10-90%)", "binding_p99_ms_band", band],
       ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
-    (d.rejected.length ? `<p class="note">${d.rejected.length} request(s) rejected: ${esc(d.rejected[0].reason)}</p>` : ""),
+    (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
+    (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
 function planCard(d) {
   const s = d.summary;
-  if (s.status !== "feasible") return `<p class="note">No configuration meets the SLO: ${esc(s.one_line_why || s.status)}</p>`;
+  if (s.status !== "feasible") return infeasible(s);
   return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
     ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
@@ -93,6 +101,16 @@ function planCard(d) {
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
+}
+function missText(c) {
+  // the CLI's words (report/plan_text.py): "misses KEY by N %"
+  return c.misses === "goodput_share" ? `misses goodput by ${Math.abs(c.margin).toFixed(3)}` : `misses ${c.misses} by ${(100 * Math.abs(c.margin)).toFixed(0)} %`;
+}
+function infeasible(s) {
+  return `<p class="banner infeasible" id="infeasible" role="alert"><b>nothing feasible:</b> ${esc(s.why)}</p>` +
+    grid("closest candidates (nearest miss first)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int], ["KV dtype", "kv_cache_dtype", String],
+      ["chunk", "max_num_batched_tokens", int], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
+      ["miss", "", (_v, c) => missText(c)], ["achieved (ms)", "achieved", sig], ["reason", "reason", String]], s.closest || [], "summary.closest");
 }
 function why(phase, c) {
   const side = c.arithmetic_intensity_flop_per_byte >= c.ridge_point_flop_per_byte ? ">" : "<";

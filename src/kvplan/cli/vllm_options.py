@@ -1,0 +1,83 @@
+"""The options ``vllm serve`` knows (bundled table) and argparse's rule for matching one.
+
+The table (``data/vllm/serve_flags.json``) was derived from vLLM's own parser sources by
+``scripts/derive_vllm_serve_flags.py``; it names its vLLM version. vLLM's
+FlexibleArgumentParser is an argparse parser with ``allow_abbrev`` left on, so an unambiguous
+prefix of a long option is that option (``--max-model 4096`` is ``--max-model-len``), an
+ambiguous one is refused, and an unknown option ends the command ("unrecognized arguments").
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from kvplan.errors import InputError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeOptions:
+    """vLLM's serve options: each option string and whether it takes a value."""
+
+    vllm_version: str
+    takes_value: dict[str, bool]
+
+
+@cache
+def serve_options() -> ServeOptions:
+    """The bundled table of ``vllm serve`` options."""
+    text = resources.files("kvplan").joinpath("data", "vllm", "serve_flags.json").read_text(
+        "utf-8")
+    data = json.loads(text)
+    return ServeOptions(vllm_version=data["vllm_version"],
+                        takes_value={k: v["takes_value"] for k, v in data["flags"].items()})
+
+
+def _base(flag: str) -> str:
+    """``--compilation-config.level`` -> ``--compilation-config``; ``-O3`` / ``-O.level`` -> -O
+    (vLLM's dotted JSON keys and its -O<level> shorthand)."""
+    if flag.startswith("--") and "." in flag:
+        return flag.split(".", 1)[0]
+    if flag.startswith("-O") and not flag.startswith("--"):
+        return "-O"
+    return flag
+
+
+def _prefix_matches(flag: str, known: list[str]) -> list[str]:
+    """argparse's abbreviation candidates (Python 3.12 _get_option_tuples); ``--`` alone
+    ends the options and abbreviates nothing."""
+    if flag == "--":
+        return []
+    if flag.startswith("--"):
+        return [k for k in known if k.startswith("--") and k.startswith(flag)]
+    return [k for k in known if not k.startswith("--")
+            and (k == flag[:2] or k.startswith(flag))]
+
+
+def vllm_option(flag: str) -> str:
+    """The option vLLM's parser takes ``flag`` for (exact, or an unambiguous prefix), with
+    underscores already dashes; an unknown or ambiguous option is refused as vLLM refuses it."""
+    table = serve_options()
+    base = _base(flag)
+    if base in table.takes_value:
+        return base
+    matches = _prefix_matches(base, list(table.takes_value))
+    if len(matches) == 1:
+        return matches[0]
+    version = table.vllm_version
+    if matches:
+        shown = ", ".join(sorted(matches)[:6]) + (", ..." if len(matches) > 6 else "")
+        raise InputError(f"vllm serve refuses {flag}: ambiguous option (vLLM {version}: "
+                         f"could match {shown}); write the option in full")
+    near = difflib.get_close_matches(base[:100], list(table.takes_value), n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]}?" if near else "; see vllm serve --help"
+    raise InputError(f"vllm serve refuses {flag}: unrecognized argument (vLLM {version})"
+                     f"{hint}")
+
+
+def takes_value(option: str) -> bool:
+    """Whether vLLM reads the next word as ``option``'s value (False for switches)."""
+    return serve_options().takes_value.get(option, True)
