@@ -99,6 +99,18 @@ class _Fleet:
         self.d_delay = _delays(decode.timer, prompt)
         self._set_up_arrivals()
         self._set_up_books(len(prompt))
+        self._set_up_lookahead(prefill.timer, transfer)
+
+    def _set_up_lookahead(self, timer: StepTimer, transfer: TransferCost) -> None:
+        """The least time from an instance acting to its next event reaching the other pool:
+        a prefill step (at least one 1-token step) plus the decode API delay; a transfer
+        (at least the link's latency). Lets a decode run go that far past the prefill side's
+        clock and stay exact (step times grow with tokens: the roofline's sums do)."""
+        one = np.ones(1, dtype=np.int64)
+        step = float(timer.step_time_s(one, np.zeros(1, dtype=np.int64)))
+        delay = float(self.d_delay.min()) if len(self.d_delay) else 0.0
+        self.p_look = max(0.0, step + delay)
+        self.d_look = transfer.latency_s
 
     def _set_up_arrivals(self) -> None:
         at = self.arrival + self.p_delay
@@ -150,19 +162,23 @@ class _Fleet:
         self.pre[p].add(self.engine_at[r], r)
 
     def run(self) -> DisaggResult:
-        ents = [*self.pre, *self.dec]
+        pre, dec, inf = self.pre, self.dec, math.inf
         while True:
-            times = [e.next_time() for e in ents]
-            i = min(range(len(times)), key=times.__getitem__)
-            t, nxt = times[i], self._next_arrival()
+            tp = [e.next_time() for e in pre]
+            td = [e.next_time() for e in dec]
+            mp, md, nxt = min(tp), min(td), self._next_arrival()
+            t = min(mp, md)
             if nxt <= t:
-                if nxt == math.inf:
+                if nxt == inf:
                     break
                 self._route()
                 continue
-            others = min(times[:i] + times[i + 1:], default=math.inf)
-            e = ents[i]
-            e.horizon = min(others, nxt)
+            if mp <= md:
+                e = pre[tp.index(mp)]
+                e.horizon = min(md + self.d_look, nxt)
+            else:
+                e = dec[td.index(md)]
+                e.horizon = min(mp, nxt) + self.p_look
             e.wake(t)
             e.turn()
         return self._result()

@@ -72,7 +72,7 @@ class _Instance(_Loop):
     def _finish_base(self, fin: IntArray, end: float) -> list[int]:
         """_Loop._finish without freeing blocks; returns the finished ids."""
         s = self.s
-        gone = fin.tolist()
+        gone: list[int] = fin.tolist()
         if self.cohort is not None:
             for r in gone:
                 self.cohort.leave(r)
@@ -183,7 +183,12 @@ class DecodeLoop(_Instance):
         """Transferred requests join the running list (the last prompt token to compute)."""
         s = self.s
         if self.cohort is not None:
-            self._lean_drop()
+            if self.tail is None and len(self.ready) == 1:
+                # the lean step's tail: one request at the end of the running list with
+                # tokens to compute (here the last prompt token, its blocks already held)
+                self.tail = self.ready[0]
+            else:
+                self._lean_drop()
         while self.ready and len(s.running) < seqs:
             r = self.ready.popleft()
             s.computed[r] = int(s.prompt[r]) - 1

@@ -1,0 +1,41 @@
+"""DisaggDeployment: a prefill pool and a decode pool of one model, joined by a KV link."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.errors import InputError
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.links import LinkSpec
+
+GPUS_PER_NODE = 8
+"""HGX/DGX nodes hold 8 GPUs: a 'node'-scope link (NVLink, PCIe) joins GPUs of one node."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisaggDeployment:
+    """x prefill instances and y decode instances (each pool a Deployment: its GPU, engine
+    flags and instance count as ``replicas``), a proxy routing round robin, and a link."""
+
+    prefill: Deployment
+    decode: Deployment
+    link: LinkSpec
+
+    def __post_init__(self) -> None:
+        if self.prefill.model.name != self.decode.model.name:
+            raise InputError(f"the prefill pool serves {self.prefill.model.name} and the "
+                             f"decode pool {self.decode.model.name}; both must serve one model")
+        if self.link.scope == "node" and self.total_gpus > GPUS_PER_NODE:
+            raise InputError(
+                f"--kv-link {self.link.id} joins GPUs of one node ({GPUS_PER_NODE} GPUs) but "
+                f"{self.label} needs {self.total_gpus}; use a network link (ib-ndr, ib-xdr, "
+                f"roce-400g, eth-200g, eth-100g) or at most {GPUS_PER_NODE} GPUs in all")
+
+    @property
+    def label(self) -> str:
+        """The xPyD name (1P1D, 2P4D, ...)."""
+        return f"{self.prefill.replicas}P{self.decode.replicas}D"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.prefill.total_gpus + self.decode.total_gpus
