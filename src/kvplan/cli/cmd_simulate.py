@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli import cmd_simulate_disagg as dg
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import check_output, console, print_json, rich_console, write_output
@@ -74,7 +75,10 @@ def simulate_cmd(
     trace: Trace = None, trace_columns: TraceCols = None, goodput: Goodput = None,
     percentile_metrics: PctMetrics = "ttft,tpot,itl,e2el", metric_percentiles: Pcts = "99",
     save_result: SaveResult = None, save_detailed: SaveDetailed = False, plot: Plot = None,
-    as_json: fl.JsonOpt = False,
+    as_json: fl.JsonOpt = False, disagg: dg.DisaggOpt = None, prefill_gpu: dg.PrefillGpuOpt = None,
+    prefill_tp: dg.PrefillTpOpt = None, prefill_instances: dg.PrefillNOpt = None,
+    decode_gpu: dg.DecodeGpuOpt = None, decode_tp: dg.DecodeTpOpt = None,
+    decode_instances: dg.DecodeNOpt = None, kv_link: dg.LinkOpt = None,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx
@@ -91,6 +95,13 @@ def simulate_cmd(
     slo = mx.parse_goodput(goodput or [])
     outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
     spec = load_model(model)
+    if dg.disagg_given(given):
+        if save_detailed:
+            raise InputError("--save-detailed is not written for a disaggregated fleet yet; "
+                             "drop it (--save-result keeps the summary and the pools' keys)")
+        dg.run_disagg(given, spec, engine_settings, wargs, (pm, pct, slo), outs[0], as_json,
+                      render_metrics)
+        return
     engine = fl.resolve_engine(engine_settings, spec)
     result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
@@ -100,7 +111,7 @@ def simulate_cmd(
     if as_json:
         print_json(simulate_json(header, m, result, deployment))
         return
-    _render(m, header)
+    render_metrics(m, header)
     _render_verdicts(result)
     from kvplan.report.json_views import simulate_bands
 
@@ -214,7 +225,8 @@ class _progress:
             self.bar.stop()
 
 
-def _render(m: Metrics, header: dict[str, Any]) -> None:
+def render_metrics(m: Metrics, header: dict[str, Any], *, kv_rows: bool = True) -> None:
+    """The `vllm bench serve`-style table; ``kv_rows``: one server's KV rows too."""
     from rich.table import Table
 
     from kvplan.analysis.metrics import p_word
@@ -239,15 +251,22 @@ def _render(m: Metrics, header: dict[str, Any]) -> None:
     rows += [
         ("Preemptions", f"{m.preemptions}"),
         ("Prefix cache hit rate", f"{100 * m.prefix_cache_hit_rate:.1f} %"),
+    ]
+    if kv_rows:
+        rows += _kv_rows(m)
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+
+
+def _kv_rows(m: Metrics) -> list[tuple[str, str]]:
+    return [
         ("Peak KV blocks", f"{m.peak_kv_blocks} / {m.num_blocks - 1} usable "
                            f"({100 * m.peak_kv_usage:.1f} %)"),
         ("KV claimed by prefill / decode", f"{100 * m.prefill_kv_share:.0f} % / "
                                            f"{100 * m.decode_kv_share:.0f} %"),
         ("Engine steps", f"{m.num_steps}"),
     ]
-    for k, v in rows:
-        t.add_row(k, v)
-    console.print(t)
 
 
 def _render_verdicts(result: SimulationResult) -> None:

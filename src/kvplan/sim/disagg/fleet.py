@@ -186,15 +186,17 @@ class _Fleet:
     def _result(self) -> DisaggResult:
         pre = tuple(p._result() for p in self.pre)
         dec = tuple(d._result() for d in self.dec)
-        adm, arr = np.full(len(self.prompt), np.nan), np.full(len(self.prompt), np.nan)
+        n = len(self.prompt)
+        adm, arr, starved = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.bool_)
         for d, loop in enumerate(self.dec):
             mine = self.d_of == d
             adm[mine], arr[mine] = loop.admit_s[mine], loop.arrive_s[mine]
+            starved[mine] = loop.starved[mine]
         moved = ~np.isnan(self.t_end)
         t = Transfers(prefill_instance=self.p_of, decode_instance=self.d_of,
                       prefill_end_s=self.p_end, decode_arrival_s=arr, admitted_s=adm,
                       start_s=self.t_start, end_s=self.t_end,
-                      link_bytes=np.where(moved, self.nbytes, 0))
+                      link_bytes=np.where(moved, self.nbytes, 0), waited_for_blocks=starved)
         rejected = {i: self.rejected[i] for i in sorted(self.rejected)}
         client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected)
         return DisaggResult(prefill=pre, decode=dec, transfers=t, client=client,

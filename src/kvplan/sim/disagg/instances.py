@@ -142,6 +142,9 @@ class DecodeLoop(_Instance):
         self.arrive_s = np.full(n, np.nan)
         self.admit_s = np.full(n, np.nan)
         self.ready_s = np.full(n, np.nan)
+        self.starved = np.zeros(n, dtype=np.bool_)
+        """Requests that found too few free blocks at an admission attempt (or sat behind one
+        that did): they waited for decode blocks, holding their prefill blocks."""
 
     def add(self, t: float, r: int) -> None:
         heapq.heappush(self.inbox, (t, r))
@@ -205,6 +208,7 @@ class DecodeLoop(_Instance):
             r = self.pending[0]
             need = self._need(r)
             if need > self.pool.free:
+                self.starved[list(self.pending)] = True
                 return
             self.pending.popleft()
             self.pool.take(need)

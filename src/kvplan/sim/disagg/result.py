@@ -26,6 +26,9 @@ class Transfers:
     end_s: FloatArray
     """When the last byte landed and the latency passed (prefill blocks freed then)."""
     link_bytes: IntArray
+    waited_for_blocks: BoolArray
+    """Requests that found too few free decode blocks when the decode instance tried to
+    admit them (or sat behind one that did)."""
 
     @property
     def transfer_s(self) -> FloatArray:
@@ -38,8 +41,9 @@ class Transfers:
         return self.start_s - self.admitted_s
 
     @property
-    def decode_wait_s(self) -> FloatArray:
-        """Time each request waited for decode blocks, holding its prefill blocks."""
+    def admission_wait_s(self) -> FloatArray:
+        """From reaching the decode instance to getting its blocks: the wait for the next
+        step boundary (the scheduler runs between steps), plus any wait for free blocks."""
         return self.admitted_s - self.decode_arrival_s
 
     @property
