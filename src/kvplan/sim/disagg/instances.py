@@ -26,6 +26,7 @@ import numpy as np
 
 from kvplan.sim.books import check_books
 from kvplan.sim.result import IntArray
+from kvplan.sim.scheduler import StepPlan
 from kvplan.sim.simulator import _Loop
 from kvplan.sim.state import FINISHED, RUNNING, WAITING
 
@@ -37,9 +38,14 @@ class _Instance(_Loop):
 
     horizon: float = _INF
     inbox: list[tuple[float, int]]
+    stalled: bool = False
+    """Nothing running and the waiting head's blocks are held by requests that are not
+    running (prefill: awaiting their transfer; decode: being transferred): the instance
+    waits for its next event instead of stepping."""
 
     def turn(self) -> None:
         """Release what is due by the clock, then run one turn of the aggregated loop."""
+        self.stalled = False
         self._release()
         s = self.s
         if not s.running and not s.waiting:
@@ -57,7 +63,7 @@ class _Instance(_Loop):
     def next_time(self) -> float:
         """When this instance next acts: its clock while busy, else its next event."""
         s = self.s
-        if s.running or s.waiting:
+        if (s.running or s.waiting) and not self.stalled:
             return s.clock
         return self.next_event()
 
@@ -65,9 +71,16 @@ class _Instance(_Loop):
         return self.inbox[0][0] if self.inbox else _INF
 
     def wake(self, t: float) -> None:
-        """An idle instance's clock moves to ``t`` (nothing happens in between)."""
-        if not self.s.running and not self.s.waiting:
+        """An idle or stalled instance's clock moves to ``t`` (nothing happens in between)."""
+        if self.stalled or (not self.s.running and not self.s.waiting):
             self.s.clock = max(self.s.clock, t)
+
+    def _no_step(self, plan: StepPlan) -> None:
+        if plan.preempted or self.s.running:
+            super()._no_step(plan)
+            return
+        self.stalled = True  # the waiting head waits for blocks held outside the running list
+        self.blocked = True
 
     def _finish_base(self, fin: IntArray, end: float) -> list[int]:
         """_Loop._finish without freeing blocks; returns the finished ids."""
@@ -150,6 +163,10 @@ class DecodeLoop(_Instance):
         heapq.heappush(self.inbox, (t, r))
 
     def next_event(self) -> float:
+        """The next inbox arrival or transfer end; now, if a ready or pending request can
+        start (an idle instance whose last request just left)."""
+        if (self.ready or self.pending) and self._can_act():
+            return self.s.clock
         a = self.inbox[0][0] if self.inbox else _INF
         return min(a, self.transfers[0][0]) if self.transfers else a
 
@@ -160,8 +177,6 @@ class DecodeLoop(_Instance):
                                                and self._need(self.pending[0]) <= self.pool.free))
 
     def _next_arrival(self) -> float:
-        if self._can_act():
-            return self.s.clock
         return min(self.next_event(), self.horizon)
 
     def _need(self, r: int) -> int:
