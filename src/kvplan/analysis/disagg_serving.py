@@ -77,8 +77,9 @@ def plan_pool(role: str, d: Deployment) -> PoolRun:
     try:
         plan = plan_memory(d.model, d.gpu, d.engine)
     except DoesNotFitError as exc:
+        text = str(exc).replace("--tensor-parallel-size", f"--{role}-tp")
         raise DoesNotFitError(f"{role} pool ({d.gpu.id}, TP{d.engine.tensor_parallel_size}): "
-                              f"{exc}", needed_bytes=exc.needed_bytes,
+                              f"{text}", needed_bytes=exc.needed_bytes,
                               available_bytes=exc.available_bytes) from None
     limits = scheduler_limits(plan.settings, d.engine)
     if role == "decode":  # the decode side reads every prompt block from the link

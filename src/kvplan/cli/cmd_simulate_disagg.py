@@ -77,7 +77,12 @@ def build_deployment(given: dict[str, Any], spec: ModelSpec,
         if n < 1:
             raise InputError(f"--{role}-instances must be at least 1, got {n}")
         role_tp = given.get(f"{role}_tp") or tp
-        engine = fl.resolve_engine({**settings, "tensor_parallel_size": role_tp}, spec)
+        try:
+            engine = fl.resolve_engine({**settings, "tensor_parallel_size": role_tp}, spec)
+        except InputError as exc:
+            if given.get(f"{role}_tp") is None:
+                raise
+            raise InputError(str(exc).replace("--tensor-parallel-size", f"--{role}-tp")) from None
         gpu = load_gpu(given.get(f"{role}_gpu") or given["gpu"])
         pools.append(Deployment(model=spec, gpu=gpu, engine=engine, replicas=n))
     link = load_link(given.get("kv_link") or DEFAULT_LINK)
