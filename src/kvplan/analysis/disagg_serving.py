@@ -116,7 +116,8 @@ def check_link_slo(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float
             and 1000 * transfer_cost(dd, decode_plan, x).transfer_s(nbytes) <= ttft_ms]
     per_token = nbytes / mml
     room_s = ttft_ms / 1000 - cost.latency_s
-    longest = max(0, int(room_s / cost.wire_s(per_token))) if room_s > 0 else 0
+    block = decode_plan.block_size  # whole pages move: round down to a page
+    longest = int(room_s / cost.wire_s(per_token)) // block * block if room_s > 0 else 0
     raise InputError(
         f"--kv-link {dd.link.id} moves one {mml}-token request's KV ({fmt_bytes(nbytes)}) in "
         f"{took_ms:,.1f} ms, over the TTFT SLO of {ttft_ms:g} ms before any compute; "
