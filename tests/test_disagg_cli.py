@@ -78,6 +78,7 @@ def test_compact_and_long_forms_agree() -> None:
     (("--disagg", "4P5D", "--kv-link", "nvlink4"), "use a network link"),
     (("--disagg", "1P1D", "--decode-tp", "3"), "--decode-tp 3 must divide"),
     (("--disagg", "1P1D", "--max-concurrency", "2"), "--max-concurrency"),
+    (("--disagg", "1P1D", "--prefill-tp", "2"), "--decode-tp 1 must be a multiple of"),
     (("--disagg", "1P1D", "--plot", "kv.svg"), "--plot"),
 ])
 def test_bad_input_is_one_line_exit_2(extra, words) -> None:

@@ -25,6 +25,16 @@ class DisaggDeployment:
         if self.prefill.model.name != self.decode.model.name:
             raise InputError(f"the prefill pool serves {self.prefill.model.name} and the "
                              f"decode pool {self.decode.model.name}; both must serve one model")
+        tp_p = self.prefill.engine.tensor_parallel_size
+        tp_d = self.decode.engine.tensor_parallel_size
+        if tp_d % tp_p:
+            # vLLM's NixlConnector: tp_ratio = divide(decode TP, prefill TP), asserted > 0
+            # ("Decode TP cannot be smaller than prefill TP"); each decode GPU reads its
+            # heads from one prefill GPU
+            fits = ", ".join(str(tp_p * k) for k in (1, 2, 4) if tp_p * k <= 64)
+            raise InputError(f"--decode-tp {tp_d} must be a multiple of --prefill-tp {tp_p} "
+                             f"(vLLM's NixlConnector reads each decode GPU's heads from one "
+                             f"prefill GPU); e.g. --decode-tp {fits}")
         if self.link.scope == "node" and self.total_gpus > GPUS_PER_NODE:
             raise InputError(
                 f"--kv-link {self.link.id} joins GPUs of one node ({GPUS_PER_NODE} GPUs) but "
