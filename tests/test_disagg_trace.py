@@ -137,3 +137,24 @@ def test_sliding_window_and_state_pages() -> None:
     # P = 8: 2 pages; P = 20: 5 - 2 = 3 pages
     assert cost.rank_bytes(np.array([8, 20])).tolist() == [2 * 40 * 2 + 1000,
                                                            2 * 40 * 3 + 1000]
+
+
+def test_prefill_pool_full_stalls_until_a_transfer_frees_it() -> None:
+    """Prefill pool: 3 usable blocks. r0 (t=0, P=8, 3 out) takes 2; r1 (t=0.5, P=8, 2 out)
+    needs 2 with 1 free while r0's blocks wait for the link: the prefill instance stalls.
+
+    prefill  [0, 3] r0; at 3 r1 does not fit; r0's transfer [3, 5.5] frees its blocks at 5.5
+             [5.5, 8.5] r1 (1 + 0.25 x 8)
+    decode   r0: [5.5, 6.75], [6.75, 8.0], [8.0, 9.25]; r1 reaches decode at 8.5, admitted
+             at the step boundary 9.25, link [9.25, 11.75], then [11.75, 13.0], [13.0, 14.25]
+    """
+    w = workload([0.0, 0.5], [8, 8], [3, 2])
+    r = simulate_disagg(w, prefill=_pool(4), decode=_pool(64), transfer=COST, validate=True)
+    assert _steps(r.prefill[0]) == [(0.0, 3.0, 2), (5.5, 8.5, 2)]
+    t = r.transfers
+    assert t.prefill_end_s.tolist() == [3.0, 8.5]
+    assert t.admitted_s.tolist() == [3.0, 9.25]
+    assert t.end_s.tolist() == [5.5, 11.75]
+    assert t.waited_for_blocks.tolist() == [False, False]
+    assert r.client.first_token_s.tolist() == [6.75, 13.0]
+    assert r.client.finish_s.tolist() == [9.25, 14.25]
