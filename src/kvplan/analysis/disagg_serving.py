@@ -144,11 +144,17 @@ def simulate_disagg_serving(dd: DisaggDeployment,
                      result=result)
 
 
-def _pool_sim(p: PoolRun, profile: str | Profile | None) -> PoolSim:
+def pool_timer(p: PoolRun, profile: str | Profile | None = None) -> StepCostModel:
+    """The pool's step timer (its GPU's bundled profile unless one is given)."""
     d = p.deployment
     prof = profile if isinstance(profile, Profile) else pick_profile(d.model, d.gpu, d.engine,
                                                                      profile)
-    return PoolSim(instances=d.replicas, timer=StepCostModel(d.model, d.gpu, d.engine, prof),
+    return StepCostModel(d.model, d.gpu, d.engine, prof)
+
+
+def _pool_sim(p: PoolRun, profile: str | Profile | None) -> PoolSim:
+    d = p.deployment
+    return PoolSim(instances=d.replicas, timer=pool_timer(p, profile),
                    num_blocks=p.plan.num_blocks,
                    shape=kv_shape_from_groups(p.plan.groups, p.plan.block_size),
                    limits=p.limits, max_model_len=p.plan.settings.max_model_len)
