@@ -115,8 +115,8 @@ def _simulate(kept: list[DisaggDeployment], work: Workload, slo: Slo,
         verdict = judge(latencies(run.result.client), slo)
         c = DisaggCandidate(deployment=dd, stage="simulated", usd_per_hour=cost,
                             verdict=verdict,
-                            reason="meets the SLO" if verdict.ok else
-                            f"misses {verdict.binding} (margin {verdict.margin:+.0%})")
+                            reason=("meets the SLO" if verdict.ok else "misses the SLO")
+                            + f"; binding {verdict.binding} (margin {verdict.margin:+.0%})")
         out.append(c)
         if verdict.ok:
             best = c
