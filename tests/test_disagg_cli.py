@@ -22,7 +22,7 @@ FLEET = ("--disagg", "1P1D", "--decode-tp", "2", "--kv-link", "ib-ndr")
 
 def test_json_is_vllm_bench_shaped_with_the_fleets_keys(tmp_path) -> None:
     out = tmp_path / "r.json"
-    r = run_cli(*BASE, *FLEET, "--save-result", str(out), "--json")
+    r = run_cli(*BASE, *FLEET, "--save-result", str(out), "--save-detailed", "--json")
     assert r.code == 0, r.err
     doc = r.json()
     for key in ("completed", "duration", "mean_ttft_ms", "p99_tpot_ms", "mean_itl_ms",
@@ -43,7 +43,12 @@ def test_json_is_vllm_bench_shaped_with_the_fleets_keys(tmp_path) -> None:
     assert doc["mean_prefill_kv_hold_ms"] >= doc["mean_kv_transfer_ms"]
     assert doc["prefill_peak_kv_blocks"] % 32 == 0
     assert {"prefill", "decode"} == set(doc["kv_usage_by_pool"])
-    assert json.loads(out.read_text())["kv_link_bytes"] == doc["kv_link_bytes"]
+    saved = json.loads(out.read_text())
+    assert saved["kv_link_bytes"] == doc["kv_link_bytes"]
+    assert saved["input_lens"] == [512] * 4 and len(saved["itls"]) == 4
+    assert all(len(x) == 7 for x in saved["itls"])  # 8 output tokens: 7 gaps each
+    assert 1000 * sum(saved["ttfts"]) / 4 == pytest.approx(doc["mean_ttft_ms"], rel=1e-12)
+    assert "ttfts" not in doc
 
 
 def test_text_view_golden_lines() -> None:

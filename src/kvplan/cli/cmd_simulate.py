@@ -96,9 +96,7 @@ def simulate_cmd(
     outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
     spec = load_model(model)
     if dg.disagg_given(given):
-        if save_detailed:
-            raise InputError("--save-detailed is not written for a disaggregated fleet yet; "
-                             "drop it (--save-result keeps the summary and the pools' keys)")
+        _check_detailed(save_detailed, save_result)
         dg.run_disagg(given, spec, engine_settings, wargs, (pm, pct, slo), outs[0], as_json,
                       render_metrics)
         return

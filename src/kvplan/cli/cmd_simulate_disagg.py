@@ -112,11 +112,23 @@ def run_disagg(given: dict[str, Any], spec: ModelSpec, settings: dict[str, Any],
     if save_out is not None:
         from kvplan.report.json_out import dumps
 
-        write_output(save_out, dumps(doc) + "\n", as_json=as_json)
+        saved = {**doc, **_detailed(run, m)} if given.get("save_detailed") else doc
+        write_output(save_out, dumps(saved) + "\n", as_json=as_json)
     if as_json:
         print_json(doc)
         return
     render_disagg(run, m, dm, doc)
+
+
+PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "errors")
+
+
+def _detailed(run: DisaggRun, m: Metrics) -> dict[str, Any]:
+    """--save-detailed's per-request lists (vLLM's keys) of the client's view."""
+    from kvplan.analysis.metrics import save_result_json
+
+    full = save_result_json(run.result.client, m, {}, detailed=True)
+    return {k: full[k] for k in PER_REQUEST}
 
 
 def disagg_doc(run: DisaggRun, m: Metrics, dm: DisaggMetrics, wargs: Any) -> dict[str, Any]:
@@ -159,6 +171,10 @@ def render_disagg(run: DisaggRun, m: Metrics, dm: DisaggMetrics, doc: dict[str, 
         t.add_row(f"Mean / {word} {label}", f"{fmt_ms(s.mean_ms)} / {fmt_ms(top)}")
     t.add_row("Requests that waited for decode blocks", f"{dm.decode_block_waits}")
     console.print(t)
+    from kvplan.analysis.rejections import group_rejections
+
+    for group in group_rejections(run.result.client.rejected):
+        console.print(f"[yellow]{group.line()}[/yellow]")
 
 
 def _top(s: Any) -> tuple[str, float]:
