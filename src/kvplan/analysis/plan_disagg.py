@@ -8,9 +8,9 @@
                 (x x budget / full-budget step time) >= the workload's prompt-token rate
     simulate    cheapest first ($/h from the price table, else GPUs), until one passes
 
-What is missing against the aggregated planner (docs/disaggregation.md, "Planner"): no
-shared space or one ranking with aggregated candidates in `kvplan plan`, no margin/noise
-bands, no levers or what-ifs, no parallel executor, one link per search.
+`kvplan plan --disagg` runs it beside the aggregated plan. Missing against the aggregated
+planner (docs/disaggregation.md, "Planner"): one shared space and ranking, margin/noise
+bands, levers and what-ifs, the parallel executor, several links per search.
 """
 
 from __future__ import annotations
