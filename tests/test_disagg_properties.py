@@ -27,18 +27,24 @@ def fleets(draw):
     arrivals = sorted(draw(st.lists(st.floats(0, 20), min_size=n, max_size=n)))
     prompts = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
     outputs = draw(st.lists(st.integers(1, 10), min_size=n, max_size=n))
+    sliding = draw(st.booleans())
+    groups = (CacheGroup(bytes_per_token=8),)
+    pages = (GroupPages(layers=1, block_size=B, page_bytes=B * 8),)
+    if sliding:  # a full and a sliding-window group (general steps, windows freed in decode)
+        groups += (CacheGroup(kind="sliding", window=8, bytes_per_token=8),)
+        pages += (GroupPages(layers=1, block_size=B, page_bytes=B * 8, window=8),)
+    shape = KvShape(block_size=B, groups=groups)
     pools = []
-    for low in (14, 8):
+    for low in (14, 8) if not sliding else (28, 16):
         limits = Limits(max_num_batched_tokens=draw(st.integers(8, 48)),
                         max_num_seqs=draw(st.integers(1, 6)),
                         chunked_prefill=True, prefix_caching=False)
         timer = LinearTimer(base_s=draw(st.sampled_from([0.5, 1.0])),
                             per_token_s=draw(st.sampled_from([0.0, 0.125, 0.25])))
         pools.append(PoolSim(instances=draw(st.integers(1, 3)), timer=timer,
-                             num_blocks=draw(st.integers(low, 40)),
-                             shape=KvShape(block_size=B, groups=(CacheGroup(bytes_per_token=8),)),
-                             limits=limits))
-    cost = TransferCost(groups=(GroupPages(layers=1, block_size=B, page_bytes=B * 8),),
+                             num_blocks=draw(st.integers(low, 2 * low + 12)),
+                             shape=shape, limits=limits))
+    cost = TransferCost(groups=pages,
                         prefill_tp=draw(st.sampled_from([1, 2, 4])),
                         decode_tp=draw(st.sampled_from([1, 2, 8])),
                         bytes_per_s_per_gpu=draw(st.sampled_from([16.0, 64.0, 1e6])),

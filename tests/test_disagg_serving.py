@@ -64,3 +64,20 @@ def test_link_slo_check() -> None:
                                          r"links that fit: nvlink4, ib-xdr, pcie5-x16; "
                                          r"or --max-model-len <= 7616"):
         check_link_slo(dd, plan, 20.0)
+
+
+def test_kv_connector_layout_unifies_windows_and_refuses_state_layers() -> None:
+    """vLLM disables the hybrid KV cache manager under --kv-transfer-config: gemma-3's
+    sliding layers cache like full ones (same pages, one group); an all-sliding model
+    (Mistral-7B-v0.1) stays as it is; a Mamba/linear hybrid cannot start."""
+    from kvplan.specs.disagg import kv_transfer_model
+
+    gemma = kv_transfer_model(load_model("google/gemma-3-27b-it"))
+    assert set(gemma.layer_kinds) == {"full"}
+    mistral = load_model("mistralai/Mistral-7B-v0.1")
+    assert kv_transfer_model(mistral) is mistral
+    with pytest.raises(InputError, match="mixes attention and state layers"):
+        kv_transfer_model(load_model("Qwen/Qwen3-Next-80B-A3B-Thinking"))
+    dd = _fleet("google/gemma-3-27b-it", 1, 1)
+    plan = plan_pool("decode", dd.decode).plan
+    assert len(plan.groups) == 1 and len(plan.groups[0].layer_ids) == 62

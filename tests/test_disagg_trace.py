@@ -158,3 +158,20 @@ def test_prefill_pool_full_stalls_until_a_transfer_frees_it() -> None:
     assert t.waited_for_blocks.tolist() == [False, False]
     assert r.client.first_token_s.tolist() == [6.75, 13.0]
     assert r.client.finish_s.tolist() == [9.25, 14.25]
+
+
+def test_prompt_larger_than_the_decode_pool_at_once_is_rejected() -> None:
+    """A 10-token window over 4-token blocks: a 29-token prompt holds 8 + 3 blocks while it
+    decodes, but its KV lands whole (8 + 8 = 16 blocks) on a 15-block decode pool: rejected
+    at arrival, never lost in the queue."""
+    shape = KvShape(block_size=4, groups=(CacheGroup(bytes_per_token=8),
+                                          CacheGroup(kind="sliding", window=8,
+                                                     bytes_per_token=8)))
+    pool = PoolSim(instances=1, timer=TIMER, num_blocks=16, shape=shape, limits=LIMITS)
+    big = PoolSim(instances=1, timer=TIMER, num_blocks=64, shape=shape, limits=LIMITS)
+    w = workload([0.0, 0.0], [29, 8], [1, 2])
+    r = simulate_disagg(w, prefill=big, decode=pool, transfer=COST, validate=True)
+    assert r.client.rejected == {0: "its 29-token prompt needs 16 KV blocks at once on a "
+                                    "decode instance (the transferred KV lands whole); the "
+                                    "pool has 15"}
+    assert r.client.finished.tolist() == [False, True]

@@ -17,7 +17,7 @@ from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
 from kvplan.sim.disagg.result import DisaggResult
 from kvplan.sim.scheduler import Limits
 from kvplan.specs.deployment import Deployment
-from kvplan.specs.disagg import GPUS_PER_NODE, DisaggDeployment
+from kvplan.specs.disagg import GPUS_PER_NODE, DisaggDeployment, kv_transfer_model
 from kvplan.specs.links import LinkSpec, link_catalog
 from kvplan.specs.workload import Workload, WorkloadArgs, build_workload
 from kvplan.units import fmt_bytes
@@ -73,9 +73,10 @@ def _pool_header(p: PoolRun) -> dict[str, Any]:
 
 
 def plan_pool(role: str, d: Deployment) -> PoolRun:
-    """The pool's capacity plan and limits; a pool that cannot hold one request says so."""
+    """The pool's capacity plan (the KV layout vLLM uses with a KV connector,
+    ``kv_transfer_model``) and limits; a pool that cannot hold one request says so."""
     try:
-        plan = plan_memory(d.model, d.gpu, d.engine)
+        plan = plan_memory(kv_transfer_model(d.model), d.gpu, d.engine)
     except DoesNotFitError as exc:
         text = str(exc).replace("--tensor-parallel-size", f"--{role}-tp")
         raise DoesNotFitError(f"{role} pool ({d.gpu.id}, TP{d.engine.tensor_parallel_size}): "

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.errors import InputError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.links import LinkSpec
+from kvplan.specs.model import ModelSpec
 
 GPUS_PER_NODE = 8
 """HGX/DGX nodes hold 8 GPUs: a 'node'-scope link (NVLink, PCIe) joins GPUs of one node."""
@@ -49,3 +50,25 @@ class DisaggDeployment:
     @property
     def total_gpus(self) -> int:
         return self.prefill.total_gpus + self.decode.total_gpus
+
+
+def kv_transfer_model(model: ModelSpec) -> ModelSpec:
+    """The model as vLLM lays out its KV cache under ``--kv-transfer-config``.
+
+    vLLM 0.11 (config/vllm.py) disables the hybrid KV cache manager with a KV connector,
+    and ``unify_hybrid_kv_cache_specs`` then turns sliding-window layers into full attention
+    when full-attention layers exist (attention itself stays windowed: only the cache
+    grows). State layers (Mamba, linear attention) beside attention cannot be unified:
+    vLLM refuses to start, and so does kvplan.
+    """
+    kinds = set(model.layer_kinds)
+    cached = kinds & {"full", "sliding", "mla"}
+    if cached and kinds & {"mamba", "linear_attention"}:
+        raise InputError(
+            f"{model.name} mixes attention and state layers: vLLM disables its hybrid KV "
+            f"cache manager under --kv-transfer-config and cannot unify them (it refuses to "
+            f"start); serve it aggregated")
+    if "sliding" in kinds and "full" in kinds:
+        return replace(model, layer_kinds=tuple("full" if k == "sliding" else k
+                                                for k in model.layer_kinds))
+    return model

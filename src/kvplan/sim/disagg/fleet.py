@@ -94,7 +94,8 @@ class _Fleet:
             loop.attach(self._admit_on(d))
         self.link = LinkQueues(transfer, prefill.instances, decode.instances)
         self.nbytes = transfer.link_bytes(prompt)
-        self.rejected = {**self.pre[0].reasons, **self.dec[0].reasons}
+        self.rejected = {**_whole_prompt_reasons(prompt, decode), **self.pre[0].reasons,
+                         **self.dec[0].reasons}
         self.p_delay = _delays(prefill.timer, prompt)
         self.d_delay = _delays(decode.timer, prompt)
         self._set_up_arrivals()
@@ -201,6 +202,18 @@ class _Fleet:
         client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected)
         return DisaggResult(prefill=pre, decode=dec, transfers=t, client=client,
                             moved_bytes=self.link.moved_bytes)
+
+
+def _whole_prompt_reasons(prompt: IntArray, decode: PoolSim) -> dict[int, str]:
+    """Requests whose whole prompt's blocks exceed the decode pool: the KV arrives at once,
+    so the decode side allocates every prompt block before the transfer (sliding windows
+    free theirs only later), and such a request could never be admitted."""
+    usable = decode.num_blocks - 1
+    need = decode.shape.blocks(prompt, np.zeros_like(prompt))
+    return {int(i): f"its {int(prompt[i])}-token prompt needs {int(need[i])} KV blocks at "
+                    f"once on a decode instance (the transferred KV lands whole); the pool "
+                    f"has {usable}"
+            for i in np.flatnonzero(need > usable)}
 
 
 def _delays(timer: Any, prompt: IntArray) -> FloatArray:
