@@ -34,11 +34,15 @@ def fleets(draw):
         groups += (CacheGroup(kind="sliding", window=8, bytes_per_token=8),)
         pages += (GroupPages(layers=1, block_size=B, page_bytes=B * 8, window=8),)
     shape = KvShape(block_size=B, groups=groups)
+    hashes = None
+    if not sliding and draw(st.booleans()):  # shared prefixes: the prefill side's cache
+        hashes = [draw(st.lists(st.integers(0, 2), min_size=p // B, max_size=p // B))
+                  for p in prompts]
     pools = []
     for low in (14, 8) if not sliding else (28, 16):
         limits = Limits(max_num_batched_tokens=draw(st.integers(8, 48)),
                         max_num_seqs=draw(st.integers(1, 6)),
-                        chunked_prefill=True, prefix_caching=False)
+                        chunked_prefill=True, prefix_caching=hashes is not None)
         timer = LinearTimer(base_s=draw(st.sampled_from([0.5, 1.0])),
                             per_token_s=draw(st.sampled_from([0.0, 0.125, 0.25])))
         pools.append(PoolSim(instances=draw(st.integers(1, 3)), timer=timer,
@@ -49,7 +53,8 @@ def fleets(draw):
                         decode_tp=draw(st.sampled_from([1, 2, 8])),
                         bytes_per_s_per_gpu=draw(st.sampled_from([16.0, 64.0, 1e6])),
                         latency_s=draw(st.sampled_from([0.0, 0.25, 2.0])))
-    return workload(arrivals, prompts, outputs), pools[0], pools[1], cost
+    w = workload(arrivals, prompts, outputs, hashes=hashes, hash_tokens=B)
+    return w, pools[0], pools[1], cost
 
 
 @settings(max_examples=150, deadline=None)
@@ -60,6 +65,7 @@ def test_fleet_invariants(case) -> None:
     r = fleet.run()
     for loop in (*fleet.pre, *fleet.dec):
         assert loop.pool.used == 0  # every block back: finished, released, freed
+        assert loop.pool.free == loop.pool.num_blocks
     c, t = r.client, r.transfers
     served = ~np.isnan(t.end_s)
     n = len(w.arrival_s)
