@@ -23,6 +23,10 @@ def _o(*names: str, help_: str = "") -> Any:
     return typer.Option(*names, help=help_)
 
 
+DisaggO = Annotated[bool, _o("--disagg", help_="also search xPyD prefill/decode fleets")]
+LinkO = Annotated[Str, _o("--kv-link", help_="their KV link (default ib-ndr)")]
+
+
 @app.command("plan")
 def plan_cmd(
     model: Annotated[str, typer.Argument(help="Catalog id or config.json path.")],
@@ -69,17 +73,20 @@ def plan_cmd(
     profile: Annotated[Str, _o("--profile", help_="profile JSON from 'kvplan calibrate'")] = None,
     plot: Annotated[Path | None, _o("--plot", help_="Pareto chart .png/.svg/.html")] = None,
     as_json: Annotated[bool, _o("--json", help_="one JSON object")] = False,
-    disagg: Annotated[bool, _o("--disagg", help_="also search xPyD prefill/decode fleets")] = False,
-    kv_link: Annotated[Str, _o("--kv-link", help_="their KV link (default ib-ndr)")] = None,
+    disagg: DisaggO = False, kv_link: LinkO = None,
 ) -> None:
     """Cheapest configuration that meets the SLO: funnel search, verified fleet, why, levers."""
+    args = dict(locals())
+    _plan_and_show(args, as_json)
+
+
+def _plan_and_show(args: dict[str, Any], as_json: bool) -> None:
     from kvplan.cli.cmd_plan_disagg import check_disagg_args, disagg_side
 
-    args = dict(locals())
     check_disagg_args(args)
     out = _check_plot(args)
     result = run_plan(args, show_progress=not as_json and sys.stdout.isatty())
-    _output(result, out, as_json, disagg_side(args, result) if disagg else None)
+    _output(result, out, as_json, disagg_side(args, result) if args["disagg"] else None)
 
 
 def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:

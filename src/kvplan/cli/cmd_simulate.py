@@ -82,7 +82,6 @@ def simulate_cmd(
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx
-    from kvplan.report.json_views import simulate_json
     from kvplan.specs.catalog import load_model
     from kvplan.specs.workload import WorkloadArgs
 
@@ -96,14 +95,26 @@ def simulate_cmd(
     outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
     spec = load_model(model)
     if dg.disagg_given(given):
-        _check_detailed(save_detailed, save_result)
         dg.run_disagg(given, spec, engine_settings, wargs, (pm, pct, slo), outs[0], as_json,
                       render_metrics)
         return
-    engine = fl.resolve_engine(engine_settings, spec)
-    result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
+    _one_server(given, spec, fl.resolve_engine(engine_settings, spec), wargs, (pm, pct, slo),
+                outs)
+
+
+def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,
+                opts: tuple[Any, Any, dict[str, float]],
+                outs: tuple[OutputTarget | None, OutputTarget | None]) -> None:
+    """An aggregated server: simulate, write the outputs, print JSON or the text view."""
+    from kvplan.analysis import metrics as mx
+    from kvplan.report.json_views import simulate_bands, simulate_json
+
+    pm, pct, slo = opts
+    gpu, as_json = given["gpu"], given["as_json"]
+    result, header = run_simulation(spec, gpu, engine, wargs, given["profile"],
+                                    show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = None if outs[0] is None else _save_doc(result, m, header, save_detailed)
+    doc = None if outs[0] is None else _save_doc(result, m, header, given["save_detailed"])
     _write_outputs(doc, result, header, gpu, outs, as_json)
     deployment = (spec, header["gpu"], engine.tensor_parallel_size)
     if as_json:
@@ -111,8 +122,6 @@ def simulate_cmd(
         return
     render_metrics(m, header)
     _render_verdicts(result)
-    from kvplan.report.json_views import simulate_bands
-
     _render_bands(simulate_bands(deployment, mx.vllm_result(m)))
 
 
