@@ -29,8 +29,8 @@ def test_json_is_vllm_bench_shaped_with_the_fleets_keys(tmp_path) -> None:
                 "output_throughput", "total_token_throughput"):
         assert key in doc, key
     assert doc["completed"] == 4 and doc["failed"] == 0
-    assert (doc["backend"], doc["disagg"], doc["kv_link"]) == ("kvplan-sim-disagg", "1P1D",
-                                                               "ib-ndr")
+    assert (doc["backend"], doc["disagg"], doc["kv_link"], doc["router"]) == (
+        "kvplan-sim-disagg", "1P1D", "ib-ndr", "round-robin")
     assert doc["prefill"]["tensor_parallel_size"] == 1
     assert doc["decode"]["tensor_parallel_size"] == 2
     assert doc["decode"]["enable_prefix_caching"] is False
@@ -85,6 +85,8 @@ def test_compact_and_long_forms_agree() -> None:
     (("--disagg", "1P1D", "--max-concurrency", "2"), "--max-concurrency"),
     (("--disagg", "1P1D", "--prefill-tp", "2"), "--decode-tp 1 must be a multiple of"),
     (("--disagg", "1P1D", "--plot", "kv.svg"), "--plot"),
+    (("--router", "least-outstanding"), "give --disagg xPyD"),
+    (("--disagg", "2P1D", "--router", "random"), "round-robin or least-outstanding"),
 ])
 def test_bad_input_is_one_line_exit_2(extra, words) -> None:
     r = run_cli(*BASE, *extra)

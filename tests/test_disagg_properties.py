@@ -54,14 +54,15 @@ def fleets(draw):
                         bytes_per_s_per_gpu=draw(st.sampled_from([16.0, 64.0, 1e6])),
                         latency_s=draw(st.sampled_from([0.0, 0.25, 2.0])))
     w = workload(arrivals, prompts, outputs, hashes=hashes, hash_tokens=B)
-    return w, pools[0], pools[1], cost
+    router = draw(st.sampled_from(["round-robin", "least-outstanding"]))
+    return w, pools[0], pools[1], cost, router
 
 
 @settings(max_examples=150, deadline=None)
 @given(fleets())
 def test_fleet_invariants(case) -> None:
-    w, pre, dec, cost = case
-    fleet = _Fleet(w, pre, dec, cost, validate=True)
+    w, pre, dec, cost, router = case
+    fleet = _Fleet(w, pre, dec, cost, validate=True, router=router)
     r = fleet.run()
     for loop in (*fleet.pre, *fleet.dec):
         assert loop.pool.used == 0  # every block back: finished, released, freed

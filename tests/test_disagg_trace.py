@@ -175,3 +175,28 @@ def test_prompt_larger_than_the_decode_pool_at_once_is_rejected() -> None:
                                     "decode instance (the transferred KV lands whole); the "
                                     "pool has 15"}
     assert r.client.finished.tolist() == [False, True]
+
+
+@pytest.mark.parametrize(("router", "placed"), [("round-robin", [0, 1, 0]),
+                                                ("least-outstanding", [0, 1, 1])])
+def test_routers_on_two_prefill_instances(router: str, placed: list[int]) -> None:
+    """2P1D. r0 (t=0, 32 tokens: prefill [0, 9]), r1 (t=0.1, 4 tokens: [0.1, 2.1]),
+    r2 (t=3, 4 tokens). Round robin sends r2 to p0, busy until 9: prefill [9, 11];
+    least-outstanding sends it to p1, idle since r1 left at 2.1: prefill [3, 5]."""
+    w = workload([0.0, 0.1, 3.0], [32, 4, 4], [1, 1, 1])
+    two = PoolSim(instances=2, timer=TIMER, num_blocks=64, shape=SHAPE,
+                  limits=Limits(max_num_batched_tokens=64, max_num_seqs=8,
+                                prefix_caching=False))
+    r = simulate_disagg(w, prefill=two, decode=_pool(64), transfer=COST, router=router,
+                        validate=True)
+    assert r.transfers.prefill_instance.tolist() == placed
+    end = 11.0 if router == "round-robin" else 5.0
+    assert r.transfers.prefill_end_s.tolist() == [9.0, 2.1, end]
+
+
+def test_unknown_router() -> None:
+    from kvplan.errors import InputError
+
+    with pytest.raises(InputError, match="round-robin or least-outstanding"):
+        simulate_disagg(workload([0.0], [4], [1]), prefill=_pool(8), decode=_pool(8),
+                        transfer=COST, router="random")

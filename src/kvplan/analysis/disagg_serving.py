@@ -54,7 +54,8 @@ class DisaggRun:
             "dataset": self.workload.name, "num_prompts": len(self.workload),
             "request_rate": "inf" if rate is None or math.isinf(rate) else rate,
             "burstiness": 1.0 if args is None else args.burstiness,
-            "max_concurrency": None, "disagg": d.label, "kv_link": d.link.id,
+            "max_concurrency": None, "disagg": d.label, "router": d.router,
+            "kv_link": d.link.id,
             "kv_link_bytes_per_s_per_gpu": d.link.bytes_per_s_per_gpu,
             "kv_link_latency_s": d.link.latency_s,
             "prefill": _pool_header(self.prefill), "decode": _pool_header(self.decode),
@@ -140,7 +141,7 @@ def simulate_disagg_serving(dd: DisaggDeployment,
         workload or WorkloadArgs())
     cost = transfer_cost(dd, dec.plan)
     result = simulate_disagg(work, prefill=_pool_sim(pre, profile),
-                             decode=_pool_sim(dec, profile), transfer=cost)
+                             decode=_pool_sim(dec, profile), transfer=cost, router=dd.router)
     return DisaggRun(deployment=dd, prefill=pre, decode=dec, transfer=cost, workload=work,
                      result=result)
 

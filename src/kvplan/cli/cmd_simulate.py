@@ -79,6 +79,7 @@ def simulate_cmd(
     prefill_tp: dg.PrefillTpOpt = None, prefill_instances: dg.PrefillNOpt = None,
     decode_gpu: dg.DecodeGpuOpt = None, decode_tp: dg.DecodeTpOpt = None,
     decode_instances: dg.DecodeNOpt = None, kv_link: dg.LinkOpt = None,
+    router: dg.RouterOpt = None,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx

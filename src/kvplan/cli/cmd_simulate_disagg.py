@@ -34,6 +34,7 @@ DecodeTpOpt = Annotated[int | None, _o("--decode-tp", "Decode TP (default -tp)."
 PrefillNOpt = Annotated[int | None, _o("--prefill-instances", "x of xPyD.")]
 DecodeNOpt = Annotated[int | None, _o("--decode-instances", "y of xPyD.")]
 LinkOpt = Annotated[str | None, _o("--kv-link", "KV link id (default ib-ndr).")]
+RouterOpt = Annotated[str | None, _o("--router", "round-robin or least-outstanding.")]
 DISAGG_FIELDS = ("disagg", "prefill_gpu", "decode_gpu", "prefill_tp", "decode_tp",
                  "prefill_instances", "decode_instances", "kv_link")
 DEFAULT_LINK = "ib-ndr"
@@ -41,8 +42,14 @@ _XPYD = re.compile(r"(\d{1,4})P(\d{1,4})D", re.IGNORECASE)
 
 
 def disagg_given(given: dict[str, Any]) -> bool:
-    """Whether any disaggregation flag was given (then the fleet is disaggregated)."""
-    return any(given.get(k) is not None for k in DISAGG_FIELDS)
+    """Whether any disaggregation flag was given (then the fleet is disaggregated);
+    --router alone is refused (one simulated server has no router)."""
+    if any(given.get(k) is not None for k in DISAGG_FIELDS):
+        return True
+    if given.get("router") is not None:
+        raise InputError("--router routes a disaggregated fleet's proxy; give --disagg xPyD "
+                         "(one server has no router; fleets of replicas: kvplan plan)")
+    return False
 
 
 def counts(given: dict[str, Any]) -> tuple[int, int]:
@@ -86,7 +93,8 @@ def build_deployment(given: dict[str, Any], spec: ModelSpec,
         gpu = load_gpu(given.get(f"{role}_gpu") or given["gpu"])
         pools.append(Deployment(model=spec, gpu=gpu, engine=engine, replicas=n))
     link = load_link(given.get("kv_link") or DEFAULT_LINK)
-    return DisaggDeployment(prefill=pools[0], decode=pools[1], link=link)
+    return DisaggDeployment(prefill=pools[0], decode=pools[1], link=link,
+                            router=given.get("router") or "round-robin")
 
 
 def run_disagg(given: dict[str, Any], spec: ModelSpec, settings: dict[str, Any], wargs: Any,

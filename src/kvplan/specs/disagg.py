@@ -9,6 +9,7 @@ from kvplan.specs.deployment import Deployment
 from kvplan.specs.links import LinkSpec
 from kvplan.specs.model import ModelSpec
 
+DISAGG_ROUTERS = ("round-robin", "least-outstanding")
 GPUS_PER_NODE = 8
 """HGX/DGX nodes hold 8 GPUs: a 'node'-scope link (NVLink, PCIe) joins GPUs of one node."""
 
@@ -21,8 +22,14 @@ class DisaggDeployment:
     prefill: Deployment
     decode: Deployment
     link: LinkSpec
+    router: str = "round-robin"
+    """The proxy's choice on each side: 'round-robin' (vLLM's example proxy) or
+    'least-outstanding' (fewest requests sent and not yet done)."""
 
     def __post_init__(self) -> None:
+        if self.router not in DISAGG_ROUTERS:
+            raise InputError(f"--router {self.router!r}: a disaggregated proxy routes "
+                             f"{' or '.join(DISAGG_ROUTERS)}")
         if self.prefill.model.name != self.decode.model.name:
             raise InputError(f"the prefill pool serves {self.prefill.model.name} and the "
                              f"decode pool {self.decode.model.name}; both must serve one model")

@@ -11,6 +11,7 @@ an instance in its past (docs/disaggregation.md, "Event order").
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,6 +28,8 @@ from kvplan.sim.disagg.link import LinkQueues
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import REJECTED, FloatArray, IntArray, WorkloadLike
+
+ROUTERS = ("round-robin", "least-outstanding")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,12 +57,20 @@ class _Work:
 
 
 def simulate_disagg(workload: WorkloadLike, *, prefill: PoolSim, decode: PoolSim,
-                    transfer: TransferCost, validate: bool = False) -> DisaggResult:
-    """Replay ``workload`` on a disaggregated fleet (see the module docstring)."""
+                    transfer: TransferCost, router: str = "round-robin",
+                    validate: bool = False) -> DisaggResult:
+    """Replay ``workload`` on a disaggregated fleet (see the module docstring).
+
+    ``router``: 'round-robin' (vLLM's proxy example) or 'least-outstanding' (each side to
+    the instance with the fewest requests sent to it and not yet done there; ties to the
+    lowest index)."""
+    if router not in ROUTERS:
+        raise InputError(f"--router {router!r}: a disaggregated proxy routes "
+                         f"{' or '.join(ROUTERS)}")
     if workload.closed_loop_concurrency:
         raise InputError("--max-concurrency is not modelled for a disaggregated fleet yet; "
                          "give --request-rate instead")
-    fleet = _Fleet(workload, prefill, decode, transfer, validate)
+    fleet = _Fleet(workload, prefill, decode, transfer, validate, router)
     return fleet.run()
 
 
@@ -78,7 +89,7 @@ class _Fleet:
     """The proxy, the instances and the link; callbacks record every transfer."""
 
     def __init__(self, work: WorkloadLike, prefill: PoolSim, decode: PoolSim,
-                 transfer: TransferCost, validate: bool) -> None:
+                 transfer: TransferCost, validate: bool, router: str = "round-robin") -> None:
         prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
         self.arrival = np.asarray(work.arrival_s, dtype=np.float64)
         self.prompt, self.output = prompt, np.asarray(work.output_tokens, dtype=np.int64)
@@ -91,14 +102,14 @@ class _Fleet:
         for p in self.pre:
             p.attach(self._prefill_done)
         for d, loop in enumerate(self.dec):
-            loop.attach(self._admit_on(d))
+            loop.attach(self._admit_on(d), self._decode_done)
         self.link = LinkQueues(transfer, prefill.instances, decode.instances)
         self.nbytes = transfer.link_bytes(prompt)
         self.rejected = {**_whole_prompt_reasons(prompt, decode), **self.pre[0].reasons,
                          **self.dec[0].reasons}
         self.p_delay = _delays(prefill.timer, prompt)
         self.d_delay = _delays(decode.timer, prompt)
-        self._set_up_arrivals()
+        self._set_up_arrivals(router)
         self._set_up_books(len(prompt))
         self._set_up_lookahead(prefill.timer, transfer)
 
@@ -113,12 +124,15 @@ class _Fleet:
         self.p_look = max(0.0, step + delay)
         self.d_look = transfer.latency_s
 
-    def _set_up_arrivals(self) -> None:
+    def _set_up_arrivals(self, router: str) -> None:
         at = self.arrival + self.p_delay
         self.order = np.argsort(at, kind="stable").tolist()
         self.engine_at = at.tolist()
         self.ptr = 0
         self.rr_p = self.rr_d = 0
+        self.least = router == "least-outstanding"
+        self.out_p = _Outstanding(len(self.pre))
+        self.out_d = _Outstanding(len(self.dec))
 
     def _set_up_books(self, n: int) -> None:
         self.p_of = np.full(n, -1, dtype=np.int64)
@@ -130,8 +144,10 @@ class _Fleet:
     # ------------------------------------------------------------ callbacks
 
     def _prefill_done(self, r: int, end: float) -> None:
-        d = self.rr_d
+        self.out_p.done(int(self.p_of[r]), end)
+        d = self.out_d.pick(end) if self.least else self.rr_d
         self.rr_d = (d + 1) % len(self.dec)
+        self.out_d.add(d)
         self.d_of[r] = d
         self.p_end[r] = end
         self.dec[d].add(end + float(self.d_delay[r]), r)
@@ -145,6 +161,9 @@ class _Fleet:
             return end
         return admit
 
+    def _decode_done(self, r: int, end: float) -> None:
+        self.out_d.done(int(self.d_of[r]), end)
+
     # ------------------------------------------------------------ the loop
 
     def _next_arrival(self) -> float:
@@ -157,8 +176,9 @@ class _Fleet:
             for loop in (*self.pre, *self.dec):
                 loop.s.status[r] = REJECTED
             return
-        p = self.rr_p
+        p = self.out_p.pick(self.engine_at[r]) if self.least else self.rr_p
         self.rr_p = (p + 1) % len(self.pre)
+        self.out_p.add(p)
         self.p_of[r] = p
         self.pre[p].add(self.engine_at[r], r)
 
@@ -202,6 +222,27 @@ class _Fleet:
         client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected)
         return DisaggResult(prefill=pre, decode=dec, transfers=t, client=client,
                             moved_bytes=self.link.moved_bytes)
+
+
+class _Outstanding:
+    """Requests sent to each instance and not yet done there, as of a given time (a step's
+    finishes are known when the step is planned, before its end: they count from then)."""
+
+    def __init__(self, n: int) -> None:
+        self.count = [0] * n
+        self.ends: list[tuple[float, int]] = []
+
+    def add(self, i: int) -> None:
+        self.count[i] += 1
+
+    def done(self, i: int, t: float) -> None:
+        heapq.heappush(self.ends, (t, i))
+
+    def pick(self, now: float) -> int:
+        """The instance with the fewest outstanding at ``now`` (ties: the lowest index)."""
+        while self.ends and self.ends[0][0] <= now:
+            self.count[heapq.heappop(self.ends)[1]] -= 1
+        return self.count.index(min(self.count))
 
 
 def _whole_prompt_reasons(prompt: IntArray, decode: PoolSim) -> dict[int, str]:

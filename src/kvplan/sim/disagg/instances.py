@@ -144,13 +144,16 @@ class PrefillLoop(_Instance):
 class DecodeLoop(_Instance):
     """A decode instance: admits transferred prompts when their blocks fit, then decodes."""
 
-    def attach(self, on_admit: Callable[[int, float], float]) -> None:
-        """``on_admit(r, t)`` starts r's transfer at t and returns when it ends."""
+    def attach(self, on_admit: Callable[[int, float], float],
+               on_finish: Callable[[int, float], None]) -> None:
+        """``on_admit(r, t)`` starts r's transfer at t and returns when it ends;
+        ``on_finish(r, t)``: r sampled its last token at t."""
         self.inbox = []
         self.pending: deque[int] = deque()
         self.transfers: list[tuple[float, int]] = []
         self.ready: deque[int] = deque()
         self.on_admit = on_admit
+        self.on_finish = on_finish
         n = len(self.s.arrival)
         self.arrive_s = np.full(n, np.nan)
         self.admit_s = np.full(n, np.nan)
@@ -239,5 +242,6 @@ class DecodeLoop(_Instance):
             return False
         for r in self._finish_base(fin, end):
             self.sched.free(r, keep_own=False)
+            self.on_finish(r, end)
         self.blocked = False
         return True
