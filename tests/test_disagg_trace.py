@@ -200,3 +200,13 @@ def test_unknown_router() -> None:
     with pytest.raises(InputError, match="round-robin or least-outstanding"):
         simulate_disagg(workload([0.0], [4], [1]), prefill=_pool(8), decode=_pool(8),
                         transfer=COST, router="random")
+
+
+def test_in_flight_peak_is_the_clients() -> None:
+    """The first trace: r0 in flight [0, 9.75], r1 [0.5, 9.75]: 2 at once."""
+    from kvplan.analysis.disagg_metrics import in_flight_peak
+
+    assert in_flight_peak(_run([8, 4], [3, 2], 64).client) == 2
+    w = workload([0.0, 20.0], [8, 8], [2, 2])  # the second arrives after the first answered
+    r = simulate_disagg(w, prefill=_pool(64), decode=_pool(64), transfer=COST)
+    assert in_flight_peak(r.client) == 1

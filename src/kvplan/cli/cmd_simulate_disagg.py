@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -103,7 +104,7 @@ def run_disagg(given: dict[str, Any], spec: ModelSpec, settings: dict[str, Any],
     """Simulate, then print the text view or one JSON object (and --save-result);
     ``render`` prints the client's figures as `kvplan simulate` does for one server."""
     from kvplan.analysis import metrics as mx
-    from kvplan.analysis.disagg_metrics import disagg_metrics
+    from kvplan.analysis.disagg_metrics import disagg_metrics, in_flight_peak
     from kvplan.analysis.disagg_serving import simulate_disagg_serving
 
     if given.get("plot") is not None:
@@ -115,6 +116,7 @@ def run_disagg(given: dict[str, Any], spec: ModelSpec, settings: dict[str, Any],
                                   ttft_slo_ms=slo.get("ttft"))
     m = mx.compute_metrics(run.result.client, percentile_metrics=pm, percentiles=pct,
                            goodput_ms=slo or None)
+    m = replace(m, max_concurrent_requests=in_flight_peak(run.result.client))
     dm = disagg_metrics(run.result, pct)
     doc = disagg_doc(run, m, dm, wargs)
     if save_out is not None:
