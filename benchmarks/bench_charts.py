@@ -24,7 +24,7 @@ from kvplan.report.sim_charts import kv_usage_chart
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.catalog import load_model
 from kvplan.specs.kv import kv_spec
-from kvplan.specs.workload import WorkloadArgs
+from kvplan.specs.requests.workload import WorkloadArgs
 from kvplan.units import MiB
 
 MODEL = "meta-llama/Llama-3.1-8B"

@@ -37,7 +37,7 @@ MIB = 1024 * 1024
 def _one(size: str) -> dict[str, Any]:
     from kvplan.analysis.metrics import compute_metrics
     from kvplan.sim.simulator import simulate
-    from kvplan.specs.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs
 
     if size == "azure-conv":
         work, kw = _setup(LLAMA3, {}, WorkloadArgs(dataset="azure-conv"))

@@ -41,8 +41,8 @@ def _one(index: int, n: int) -> dict[str, Any]:
     from kvplan.sim.simulator import simulate
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
     from kvplan.specs.serving import EngineConfig
-    from kvplan.specs.workload import WorkloadArgs, build_workload
 
     name, gpu, tp, block = MODELS[index]
     spec, hw = load_model(name), load_gpu(gpu)

@@ -47,7 +47,7 @@ H100_LLAMA2 = {  # sched-sim's HardwareProfile: its h100 preset with Llama-2-7B'
 # --------------------------------------------------------------------------- in a subprocess
 
 def _random_args() -> Any:
-    from kvplan.specs.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs
 
     return WorkloadArgs(num_prompts=10000, random_input_len=512, random_output_len=128,
                         random_range_ratio=0.5, request_rate=20.0, seed=0)
@@ -60,8 +60,8 @@ def _setup(model: str, engine_kw: dict[str, Any], wargs: Any) -> tuple[Any, dict
     from kvplan.sim.blocks import kv_shape_from_groups
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.requests.workload import build_workload
     from kvplan.specs.serving import EngineConfig
-    from kvplan.specs.workload import build_workload
 
     spec, hw, eng = load_model(model), load_gpu("H100"), EngineConfig(**engine_kw)
     plan = plan_memory(spec, hw, eng)
@@ -75,7 +75,7 @@ def _setup(model: str, engine_kw: dict[str, Any], wargs: Any) -> tuple[Any, dict
 
 def _kvplan_loop(workload: str) -> dict[str, Any]:
     from kvplan.sim.simulator import simulate
-    from kvplan.specs.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs
 
     if workload == "azure-conv":
         work, kw = _setup(LLAMA3, {}, WorkloadArgs(dataset="azure-conv"))
@@ -92,7 +92,7 @@ def _kvplan_loop(workload: str) -> dict[str, Any]:
 def _kvplan_small() -> dict[str, Any]:
     """Median seconds of one simulate() call on 200 requests, the timer and plan built once."""
     from kvplan.sim.simulator import simulate
-    from kvplan.specs.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs
 
     args = WorkloadArgs(num_prompts=200, random_input_len=512, random_output_len=128,
                         random_range_ratio=0.5, request_rate=20.0, seed=0)
@@ -126,7 +126,7 @@ def _schedsim_loop(trace: str, hardware: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the driver
 
 def _write_inputs(tmp: Path) -> tuple[Path, Path]:
-    from kvplan.specs.workload import build_workload
+    from kvplan.specs.requests.workload import build_workload
 
     w = build_workload(_random_args())
     rows = [{"id": f"r{i}", "timestamp": a, "prompt_tokens": p, "output_tokens": o}

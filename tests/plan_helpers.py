@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo, parse_slo
-from kvplan.specs.workload import Workload
 
 
 def poisson_workload(n: int, rate: float, prompt: int, output: int, seed: int = 0,

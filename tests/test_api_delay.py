@@ -20,8 +20,8 @@ from kvplan.costs.step.profile import Profile
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import ArrayWorkload, LinearTimer, workload
+from kvplan.specs.requests.workload import WorkloadArgs, build_workload
 from kvplan.specs.serving import EngineConfig
-from kvplan.specs.workload import WorkloadArgs, build_workload
 from tests.test_sim_scheduler import run, tokens
 
 MODEL = "meta-llama/Llama-3.1-8B"

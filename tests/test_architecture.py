@@ -169,6 +169,7 @@ ROOMS = {
     "kvplan.analysis": set(),
     "kvplan.analysis.plan": {"kvplan.analysis"},
     "kvplan.analysis.calibration": {"kvplan.analysis"},
+    "kvplan.analysis.disagg": {"kvplan.analysis", "kvplan.analysis.plan"},
 }
 
 

@@ -182,7 +182,7 @@ SIX_ROWS = "ts,in,out\n" + "".join(f"{i},10,2\n" for i in range(6))
 
 def test_a_whole_trace_past_the_request_cap_is_refused(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import kvplan.specs.workload_bounds as wb
+    import kvplan.specs.requests.bounds as wb
 
     monkeypatch.setattr(wb, "MAX_PROMPTS", 5)
     assert_error(run_case(tmp_path, TRACE_ARGS, {"t.csv": SIX_ROWS}), "6 requests",
@@ -194,7 +194,7 @@ def test_a_whole_trace_past_the_request_cap_is_refused(tmp_path: Path,
 
 def test_a_trace_file_past_the_row_cap_is_refused(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import kvplan.specs.trace_csv as tc
+    import kvplan.specs.requests.trace_csv as tc
 
     monkeypatch.setattr(tc, "MAX_TRACE_ROWS", 5)
     monkeypatch.setenv("KVPLAN_CACHE_DIR", str(tmp_path / "cache"))  # parse, not a cached copy

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from kvplan.specs.lax_fields import FieldError, as_float, as_int, as_path, as_str
+from kvplan.specs.requests.lax_fields import FieldError, as_float, as_int, as_path, as_str
 
 
 class _Reference(BaseModel):

@@ -16,7 +16,7 @@ from kvplan.analysis.plan.capacity_search import at_rate, probe
 from kvplan.analysis.plan.fleet import Replica, subset
 from kvplan.analysis.plan.judge import judge, latencies, merge
 from kvplan.analysis.plan.records import Plan
-from kvplan.specs.workload import Workload
+from kvplan.specs.requests.workload import Workload
 from tests.plan_helpers import slo
 
 M8 = "meta-llama/Llama-3.1-8B"

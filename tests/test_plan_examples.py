@@ -19,8 +19,8 @@ from kvplan.analysis.plan.judge import judge, latencies, merge
 from kvplan.analysis.plan.traffic import plan_traffic
 from kvplan.report.plan_json import plan_json
 from kvplan.specs.deployment import Deployment
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
-from kvplan.specs.workload import Workload
 from tests.plan_helpers import slo
 
 

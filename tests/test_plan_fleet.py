@@ -16,7 +16,7 @@ from kvplan.analysis.plan.fleet import (
 )
 from kvplan.errors import InputError
 from kvplan.specs.deployment import Deployment
-from kvplan.specs.workload import Workload
+from kvplan.specs.requests.workload import Workload
 from tests.plan_helpers import poisson_workload, slo
 
 

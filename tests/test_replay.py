@@ -10,8 +10,8 @@ from kvplan.analysis.calibration.public_set import serving_replay
 from kvplan.analysis.metrics import compute_metrics
 from kvplan.analysis.serving import simulate_serving
 from kvplan.costs.step.roofline import Profile
+from kvplan.specs.requests.workload import WorkloadArgs, build_workload
 from kvplan.specs.serving import EngineConfig
-from kvplan.specs.workload import WorkloadArgs, build_workload
 
 OTHER = Profile(compute_eff=0.45, bandwidth_eff=0.65, step_overhead_s=2e-3,
                 prefill_overhead_s=6e-3, layer_overhead_s=20e-6, request_overhead_s=40e-6)

@@ -15,8 +15,8 @@ from kvplan.analysis.calibration.measurements import Defaults
 from kvplan.analysis.metrics import compute_metrics, save_result_json
 from kvplan.analysis.serving import simulate_serving
 from kvplan.costs.step.profiles import default_profiles
+from kvplan.specs.requests.workload import WorkloadArgs
 from kvplan.specs.serving import EngineConfig
-from kvplan.specs.workload import WorkloadArgs
 from tests.conftest import assert_one_line_error, run_cli
 
 MODEL, GPU = "meta-llama/Llama-3.1-8B", "H100-SXM-80GB"

@@ -6,8 +6,8 @@ import pytest
 import kvplan
 from kvplan.costs.step.latency import RequestShape, request_latency
 from kvplan.costs.step.profiles import profile_for
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.serving import EngineConfig
-from kvplan.specs.workload import Workload
 
 
 def _one_request(prompt: int, output: int) -> Workload:

@@ -28,8 +28,8 @@ def test_rejected_list_sorted_by_index():
 
 
 def test_trace_cache_round_trip_and_invalidation(tmp_path, monkeypatch):
-    from kvplan.specs import trace_cache
-    from kvplan.specs.traces import bundled_trace_path, load_csv_trace
+    from kvplan.specs.requests import trace_cache
+    from kvplan.specs.requests.traces import bundled_trace_path, load_csv_trace
 
     monkeypatch.setenv("KVPLAN_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "t.csv"
@@ -61,7 +61,7 @@ def test_trace_cache_never_hides_a_malformed_file(tmp_path, monkeypatch):
     import pytest
 
     from kvplan.errors import TraceError
-    from kvplan.specs.traces import load_csv_trace
+    from kvplan.specs.requests.traces import load_csv_trace
 
     monkeypatch.setenv("KVPLAN_CACHE_DIR", str(tmp_path / "cache"))
     bad = tmp_path / "bad.csv"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kvplan.errors import TraceError, UnknownNameError
-from kvplan.specs.traces import (
+from kvplan.specs.requests.traces import (
     BUNDLED_TRACES,
     TraceFormat,
     bundled_trace_path,

@@ -9,8 +9,8 @@ import pytest
 
 from kvplan.analysis.calibration.public_set import raw_points
 from kvplan.errors import InputError, UnknownNameError
-from kvplan.specs.traces import load_trace
-from kvplan.specs.workload import WorkloadArgs, build_workload
+from kvplan.specs.requests.traces import load_trace
+from kvplan.specs.requests.workload import WorkloadArgs, build_workload
 
 # vllm-project/vllm PR 17004 (2025-04-22): `benchmark_serving.py --model Llama-3.1-8B-Instruct
 # --dataset-name sharegpt`, 1000 prompts, four runs, each printing "Total input tokens: 215196"

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.errors import InputError, KvplanError, UnknownNameError
-from kvplan.specs.traces import load_trace
-from kvplan.specs.workload import (
+from kvplan.specs.requests.traces import load_trace
+from kvplan.specs.requests.workload import (
     DATASETS,
     RequestSpec,
     Workload,

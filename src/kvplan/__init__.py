@@ -56,12 +56,12 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers (X as X: re-exporte
     from kvplan.specs.kv import kv_spec as kv_spec
     from kvplan.specs.kv import resolve_precision as resolve_precision
     from kvplan.specs.prices import price_table as price_table
+    from kvplan.specs.requests.workload import WorkloadArgs as WorkloadArgs
+    from kvplan.specs.requests.workload import build_workload as build_workload
     from kvplan.specs.serving import EngineConfig as EngineConfig
     from kvplan.specs.slo import Slo as Slo
     from kvplan.specs.slo import parse_goodput_slo as parse_goodput_slo
     from kvplan.specs.slo import parse_slo as parse_slo
-    from kvplan.specs.workload import WorkloadArgs as WorkloadArgs
-    from kvplan.specs.workload import build_workload as build_workload
 
 __all__ = ["ConfigError", "DoesNotFitError", "InputError", "KvplanError"]  # + _LAZY's names
 __version__ = "0.1.0"
@@ -80,8 +80,8 @@ _LAZY = {
     "Profile": "kvplan.costs.step.roofline",
     "RequestShape": "kvplan.costs.step.latency",
     "request_latency": "kvplan.costs.step.latency",
-    "WorkloadArgs": "kvplan.specs.workload",
-    "build_workload": "kvplan.specs.workload",
+    "WorkloadArgs": "kvplan.specs.requests.workload",
+    "build_workload": "kvplan.specs.requests.workload",
     "simulate_serving": "kvplan.analysis.serving",
     "compute_metrics": "kvplan.analysis.metrics",
     "plan": "kvplan.analysis.plan.planner",

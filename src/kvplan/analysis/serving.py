@@ -16,8 +16,8 @@ from kvplan.specs.catalog import load_model
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec, load_gpu
 from kvplan.specs.model import ModelSpec
+from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload
 from kvplan.specs.serving import EngineConfig
-from kvplan.specs.workload import Workload, WorkloadArgs, build_workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,6 +23,10 @@ def _o(*names: str, help_: str = "") -> Any:
     return typer.Option(*names, help=help_)
 
 
+DisaggO = Annotated[bool, _o("--disagg", help_="also search xPyD prefill/decode fleets")]
+LinkO = Annotated[Str, _o("--kv-link", help_="their KV link (default ib-ndr)")]
+
+
 @app.command("plan")
 def plan_cmd(
     model: Annotated[str, typer.Argument(help="Catalog id or config.json path.")],
@@ -69,11 +73,20 @@ def plan_cmd(
     profile: Annotated[Str, _o("--profile", help_="profile JSON from 'kvplan calibrate'")] = None,
     plot: Annotated[Path | None, _o("--plot", help_="Pareto chart .png/.svg/.html")] = None,
     as_json: Annotated[bool, _o("--json", help_="one JSON object")] = False,
+    disagg: DisaggO = False, kv_link: LinkO = None,
 ) -> None:
     """Cheapest configuration that meets the SLO: funnel search, verified fleet, why, levers."""
     args = dict(locals())
+    _plan_and_show(args, as_json)
+
+
+def _plan_and_show(args: dict[str, Any], as_json: bool) -> None:
+    from kvplan.cli.cmd_plan_disagg import check_disagg_args, disagg_side
+
+    check_disagg_args(args)
     out = _check_plot(args)
-    _output(run_plan(args, show_progress=not as_json and sys.stdout.isatty()), out, as_json)
+    result = run_plan(args, show_progress=not as_json and sys.stdout.isatty())
+    _output(result, out, as_json, disagg_side(args, result) if args["disagg"] else None)
 
 
 def run_plan(args: dict[str, Any], *, show_progress: bool) -> Any:
@@ -100,22 +113,28 @@ def _check_plot(args: dict[str, Any]) -> Any:
     return check_output(args["plot"], "--plot", inputs)
 
 
-def _output(result: Any, plot_out: Any, as_json: bool) -> None:
+def _output(result: Any, plot_out: Any, as_json: bool, side: Any = None) -> None:
+    from kvplan.cli.cmd_plan_disagg import render_side, side_json
     from kvplan.cli.common import write_output
     from kvplan.report.plan_json import plan_json
     from kvplan.report.plan_text import render_plan
 
     if as_json:
-        print_json(plan_json(result))
+        doc = plan_json(result)
+        if side is not None:
+            doc["disaggregated"] = side_json(side, result)
+        print_json(doc)
     else:
         render_plan(result, console)
+        if side is not None:
+            render_side(side, result, console)
     if plot_out is not None:  # also when nothing is feasible: the closest anchor its axes
         from kvplan.report.charts import chart_bytes
         from kvplan.report.plan_chart import pareto_chart
 
         data = chart_bytes(pareto_chart(result), plot_out.path.suffix)
         write_output(plot_out, data, as_json=as_json)
-    if result.winner is None:
+    if result.winner is None and (side is None or side.best is None):
         # exit codes (docs/planner.md): 0 feasible, 1 nothing feasible, 2 bad input; a
         # SystemExit, as click's standalone_mode=False returns typer.Exit codes unused
         sys.exit(INFEASIBLE)

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli import cmd_simulate_disagg as dg
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import check_output, console, print_json, rich_console, write_output
+from kvplan.cli.metrics_table import render_metrics
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
@@ -74,13 +76,16 @@ def simulate_cmd(
     trace: Trace = None, trace_columns: TraceCols = None, goodput: Goodput = None,
     percentile_metrics: PctMetrics = "ttft,tpot,itl,e2el", metric_percentiles: Pcts = "99",
     save_result: SaveResult = None, save_detailed: SaveDetailed = False, plot: Plot = None,
-    as_json: fl.JsonOpt = False,
+    as_json: fl.JsonOpt = False, disagg: dg.DisaggOpt = None, prefill_gpu: dg.PrefillGpuOpt = None,
+    prefill_tp: dg.PrefillTpOpt = None, prefill_instances: dg.PrefillNOpt = None,
+    decode_gpu: dg.DecodeGpuOpt = None, decode_tp: dg.DecodeTpOpt = None,
+    decode_instances: dg.DecodeNOpt = None, kv_link: dg.LinkOpt = None,
+    router: dg.RouterOpt = None,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx
-    from kvplan.report.json_views import simulate_json
     from kvplan.specs.catalog import load_model
-    from kvplan.specs.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs
 
     given = dict(locals())
     engine_settings = fl.engine_settings(given)
@@ -91,19 +96,34 @@ def simulate_cmd(
     slo = mx.parse_goodput(goodput or [])
     outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
     spec = load_model(model)
-    engine = fl.resolve_engine(engine_settings, spec)
-    result, header = run_simulation(spec, gpu, engine, wargs, profile, show_progress=not as_json)
+    if dg.disagg_given(given):
+        dg.run_disagg(given, spec, engine_settings, wargs, (pm, pct, slo), outs[0], as_json,
+                      render_metrics)
+        return
+    _one_server(given, spec, fl.resolve_engine(engine_settings, spec), wargs, (pm, pct, slo),
+                outs)
+
+
+def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,
+                opts: tuple[Any, Any, dict[str, float]],
+                outs: tuple[OutputTarget | None, OutputTarget | None]) -> None:
+    """An aggregated server: simulate, write the outputs, print JSON or the text view."""
+    from kvplan.analysis import metrics as mx
+    from kvplan.report.json_views import simulate_bands, simulate_json
+
+    pm, pct, slo = opts
+    gpu, as_json = given["gpu"], given["as_json"]
+    result, header = run_simulation(spec, gpu, engine, wargs, given["profile"],
+                                    show_progress=not as_json)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = None if outs[0] is None else _save_doc(result, m, header, save_detailed)
+    doc = None if outs[0] is None else _save_doc(result, m, header, given["save_detailed"])
     _write_outputs(doc, result, header, gpu, outs, as_json)
     deployment = (spec, header["gpu"], engine.tensor_parallel_size)
     if as_json:
         print_json(simulate_json(header, m, result, deployment))
         return
-    _render(m, header)
+    render_metrics(m, header)
     _render_verdicts(result)
-    from kvplan.report.json_views import simulate_bands
-
     _render_bands(simulate_bands(deployment, mx.vllm_result(m)))
 
 
@@ -212,42 +232,6 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
-
-
-def _render(m: Metrics, header: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    from kvplan.analysis.metrics import p_word
-    from kvplan.report.durations import fmt_ms
-    from kvplan.units import fmt_seconds
-
-    t = Table(title=f"{header['model_id']} on {header['gpu']}: {header['dataset']}, "
-                    f"{header['num_prompts']} requests", show_header=False)
-    rows = [
-        ("Successful requests", f"{m.completed}"), ("Failed (rejected)", f"{m.failed}"),
-        ("Duration", fmt_seconds(m.duration_s)),
-        ("Request throughput (req/s)", f"{m.request_throughput:.2f}"),
-        ("Output token throughput (tok/s)", f"{m.output_throughput:.2f}"),
-        ("Total token throughput (tok/s)", f"{m.total_token_throughput:.2f}"),
-    ]
-    if m.request_goodput is not None:
-        rows.append(("Request goodput (req/s)", f"{m.request_goodput:.2f}"))
-    for name, s in m.stats.items():
-        rows.append((f"Mean / median {name.upper()}",
-                     f"{fmt_ms(s.mean_ms)} / {fmt_ms(s.median_ms)}"))
-        rows += [(f"P{p_word(p)} {name.upper()}", fmt_ms(v)) for p, v in s.percentiles_ms]
-    rows += [
-        ("Preemptions", f"{m.preemptions}"),
-        ("Prefix cache hit rate", f"{100 * m.prefix_cache_hit_rate:.1f} %"),
-        ("Peak KV blocks", f"{m.peak_kv_blocks} / {m.num_blocks - 1} usable "
-                           f"({100 * m.peak_kv_usage:.1f} %)"),
-        ("KV claimed by prefill / decode", f"{100 * m.prefill_kv_share:.0f} % / "
-                                           f"{100 * m.decode_kv_share:.0f} %"),
-        ("Engine steps", f"{m.num_steps}"),
-    ]
-    for k, v in rows:
-        t.add_row(k, v)
-    console.print(t)
 
 
 def _render_verdicts(result: SimulationResult) -> None:

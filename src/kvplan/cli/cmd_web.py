@@ -162,7 +162,7 @@ def _workload(dataset: str | None, num_prompts: int | None, rate: float | None, 
     """A workload only when one was asked for (--dataset or --num-prompts)."""
     if dataset is None and num_prompts is None:
         return None
-    from kvplan.specs.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs
 
     return WorkloadArgs(dataset=dataset, num_prompts=num_prompts, request_rate=rate,
                         random_input_len=prompt, random_output_len=output)

@@ -269,10 +269,7 @@ class _Loop(FastForward, LeanStep):
         s = self.s
         plan = self.sched.plan()
         if not plan.ids:
-            # Only preemptions happened (the next turn schedules what is left).
-            assert plan.preempted, "scheduler made no progress"
-            self.blocked = False
-            self.steady = False
+            self._no_step(plan)
             return
         ids = np.array(plan.ids, dtype=np.int64)
         new = np.array(plan.new, dtype=np.int64)
@@ -292,6 +289,13 @@ class _Loop(FastForward, LeanStep):
         s.clock = end
         s.step += 1
         self.blocked = plan.head_blocked and not finished and not plan.preempted
+
+    def _no_step(self, plan: StepPlan) -> None:
+        """Nothing was scheduled: only preemptions happened (the next turn schedules what is
+        left). A disaggregated instance overrides it (sim/disagg/instances.py)."""
+        assert plan.preempted, "scheduler made no progress"
+        self.blocked = False
+        self.steady = False
 
     def _logical(self, held: IntArray | None) -> int:
         """Logical KV bytes of the running requests (``held``: their computed tokens)."""

@@ -26,7 +26,7 @@ PENDING, WAITING, RUNNING, FINISHED, REJECTED = 0, 1, 2, 3, 4
 
 
 class WorkloadLike(Protocol):
-    """The fields of ``kvplan.specs.workload.Workload`` the simulator reads."""
+    """The fields of ``kvplan.specs.requests.workload.Workload`` the simulator reads."""
 
     @property
     def arrival_s(self) -> FloatArray: ...

@@ -61,7 +61,7 @@ class LinearTimer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ArrayWorkload:
-    """Workload-shaped arrays (the fields ``kvplan.specs.workload.Workload`` has)."""
+    """Workload-shaped arrays (the fields ``kvplan.specs.requests.workload.Workload`` has)."""
 
     arrival_s: FloatArray
     prompt_tokens: IntArray

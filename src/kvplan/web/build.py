@@ -45,7 +45,7 @@ def engine_config(q: EngineQuery, spec: ModelSpec) -> EngineConfig:
 
 def workload_args(q: SimulateQuery) -> Any:
     """`vllm bench serve`'s workload flags; bundled datasets only (no client paths)."""
-    from kvplan.specs.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs
 
     return WorkloadArgs(
         dataset=q.dataset, num_prompts=q.num_prompts, random_input_len=q.random_input_len,

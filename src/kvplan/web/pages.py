@@ -29,7 +29,7 @@ def choices() -> dict[str, Any]:
     """What the forms offer: catalog models, GPUs, cache dtypes, bundled datasets."""
     from kvplan.specs.catalog import catalog
     from kvplan.specs.hardware import gpu_catalog, load_gpu
-    from kvplan.specs.workload import dataset_names
+    from kvplan.specs.requests.workload import dataset_names
 
     return {
         "models": sorted(e.hf_id for e in catalog().values()),

@@ -28,7 +28,7 @@ def simulate_page(request: Request) -> HTMLResponse:
 def _prepare(request: Request, q: SimulateQuery) -> Any:
     """Check everything before a thread starts: names, flags, and the page's request cap."""
     from kvplan.analysis import metrics as mx
-    from kvplan.specs.workload import build_workload
+    from kvplan.specs.requests.workload import build_workload
 
     cap = request.app.state.settings.max_sim_requests
     if q.num_prompts is not None and q.num_prompts > cap:

@@ -19,9 +19,9 @@ from kvplan import input_file, jsonread
 from kvplan.analysis.calibration.replay import Replay, record
 from kvplan.costs.step.latency import RequestShape, static_batch_latency
 from kvplan.costs.step.roofline import Profile, StepCostModel, compute_precision
+from kvplan.specs.requests.traces import load_trace
+from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload
 from kvplan.specs.serving import EngineConfig
-from kvplan.specs.traces import load_trace
-from kvplan.specs.workload import Workload, WorkloadArgs, build_workload
 
 FIT_KEYS = {"ttft": ("mean_ttft_ms", "ttft_s", 1e-3), "tpot": ("mean_tpot_ms", "tpot_s", 1e-3),
             "throughput": ("output_throughput_tok_s", "output_throughput_tok_s", 1.0),

@@ -29,7 +29,7 @@ from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.roofline import Profile, StepAggregates, StepCostModel
 from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
-from kvplan.specs.workload import Workload
+from kvplan.specs.requests.workload import Workload
 
 METRIC_KEYS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "output_throughput_tok_s")
 """Means over completed requests as vllm bench serve prints them (ITL over all token gaps)."""

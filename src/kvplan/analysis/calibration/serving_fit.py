@@ -30,8 +30,8 @@ from kvplan.analysis.calibration.separability import separability_problems
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.profiles import ProfileSet
 from kvplan.errors import KvplanError, TraceError, located
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.serving import EngineConfig
-from kvplan.specs.workload import Workload
 
 SERVING_METRICS = {"mean_ttft_ms": ("ttft_s", 1e-3), "mean_tpot_ms": ("tpot_s", 1e-3),
                    "mean_itl_ms": ("itl_s", 1e-3),
@@ -209,7 +209,7 @@ def run_workload(r: ServingRun, seed: int = 0) -> Workload:
     n = r.num_prompts
     arrivals = np.zeros(n)
     if r.request_rate is not None:
-        from kvplan.specs.workload import gamma_arrivals
+        from kvplan.specs.requests.workload import gamma_arrivals
 
         arrivals = gamma_arrivals(n, r.request_rate, r.burstiness, np.random.default_rng(seed))
     return Workload(name=r.id, arrival_s=arrivals, prompt_tokens=np.asarray(r.input_lens),

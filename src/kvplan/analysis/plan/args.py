@@ -99,7 +99,7 @@ def slo_from(a: dict[str, Any]) -> Any:
 
 
 def workload_from(a: dict[str, Any]) -> Any:
-    from kvplan.specs.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs
 
     return WorkloadArgs(
         dataset=a["dataset"], trace=a["trace"], trace_columns=a["trace_columns"],

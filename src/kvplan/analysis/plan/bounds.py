@@ -22,8 +22,8 @@ import numpy.typing as npt
 
 from kvplan.analysis.plan.fleet import Replica
 from kvplan.analysis.plan.judge import Latencies, Verdict, judge
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
-from kvplan.specs.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

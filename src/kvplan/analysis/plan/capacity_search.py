@@ -21,8 +21,8 @@ import numpy as np
 from kvplan.analysis.plan.fleet import Replica
 from kvplan.analysis.plan.judge import Latencies, Verdict, judge, latencies
 from kvplan.sim.result import SimulationResult
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
-from kvplan.specs.workload import Workload
 
 TOLERANCE = 0.03
 MAX_PROBES = 10

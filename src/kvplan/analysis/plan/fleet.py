@@ -29,8 +29,8 @@ from kvplan.costs.step.roofline import StepCostModel
 from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.deployment import Deployment
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
-from kvplan.specs.workload import Workload
 
 IntArray = npt.NDArray[np.int64]
 

@@ -16,8 +16,8 @@ from kvplan.analysis.plan.judge import judge
 from kvplan.analysis.plan.records import CapacityInfo, FleetInfo
 from kvplan.analysis.plan.shares import ReplicaSearch, find_replicas, share_probe
 from kvplan.specs.deployment import Deployment
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
-from kvplan.specs.workload import Workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

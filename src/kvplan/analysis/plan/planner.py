@@ -32,8 +32,8 @@ from kvplan.specs.catalog import load_model, served_name
 from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.prices import PriceTable, price_table
+from kvplan.specs.requests.workload import Workload, WorkloadArgs
 from kvplan.specs.slo import Slo
-from kvplan.specs.workload import Workload, WorkloadArgs
 
 SEARCHES = ("funnel", "exhaustive")
 

@@ -36,8 +36,8 @@ from kvplan.analysis.plan.capacity_search import Probe, judged_probe
 from kvplan.analysis.plan.fleet import Replica, prefix_affinity, round_robin, subset
 from kvplan.analysis.plan.judge import Latencies, latencies, merge
 from kvplan.sim.result import SimulationResult
+from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
-from kvplan.specs.workload import Workload
 
 IntArray = npt.NDArray[np.int64]
 NOISE_GROWTH = 4

@@ -22,7 +22,7 @@ import numpy as np
 
 from kvplan.analysis.plan.fleet import subset
 from kvplan.errors import InputError
-from kvplan.specs.workload import Workload, WorkloadArgs, build_workload, gamma_arrivals
+from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload, gamma_arrivals
 
 DEFAULT_PLAN_PROMPTS = 10000
 """A longer trace is cut to its first this many requests (the answer says what share)."""

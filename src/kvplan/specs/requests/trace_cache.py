@@ -23,7 +23,7 @@ import numpy as np
 
 from kvplan import input_file
 from kvplan.errors import TraceError
-from kvplan.specs.trace_csv import Trace, TraceFormat, read_csv_trace
+from kvplan.specs.requests.trace_csv import Trace, TraceFormat, read_csv_trace
 
 _VERSION = b"kvplan-trace-cache-1"
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from kvplan.specs.workload_arrays import Workload
+from kvplan.specs.requests.arrays import Workload
 
 PREFIX_HASH_BLOCK_TOKENS = 16
 """Tokens per hash block for `--random-prefix-len` (vLLM's default KV block size)."""

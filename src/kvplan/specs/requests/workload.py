@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 
 from kvplan.errors import InputError, UnknownNameError
-from kvplan.specs.generators import (
+from kvplan.specs.requests.arrays import RequestSpec, Workload
+from kvplan.specs.requests.bounds import check_trace_size, check_workload_bounds
+from kvplan.specs.requests.generators import (
     PREFIX_HASH_BLOCK_TOKENS,
     gamma_arrivals,
     length_bounds,
@@ -21,10 +23,8 @@ from kvplan.specs.generators import (
     shared_prefix_hashes,
     synthetic_workload,
 )
-from kvplan.specs.lax_fields import FieldError, as_float, as_int, as_path, as_str, optional
-from kvplan.specs.traces import BUNDLED_TRACES, Trace, load_csv_trace, load_trace
-from kvplan.specs.workload_arrays import RequestSpec, Workload
-from kvplan.specs.workload_bounds import check_trace_size, check_workload_bounds
+from kvplan.specs.requests.lax_fields import FieldError, as_float, as_int, as_path, as_str, optional
+from kvplan.specs.requests.traces import BUNDLED_TRACES, Trace, load_csv_trace, load_trace
 
 __all__ = ["DATASETS", "DEFAULT_NUM_PROMPTS", "LENGTH_TRACES", "PREFIX_HASH_BLOCK_TOKENS",
            "TIMED_TRACES", "RequestSpec", "Workload", "WorkloadArgs", "build_workload",

@@ -9,8 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 from kvplan.errors import TraceError, UnknownNameError
-from kvplan.specs.trace_cache import cached_csv_trace
-from kvplan.specs.trace_csv import ARRIVAL_UNITS, ArrivalUnit, Trace, TraceFormat
+from kvplan.specs.requests.trace_cache import cached_csv_trace
+from kvplan.specs.requests.trace_csv import ARRIVAL_UNITS, ArrivalUnit, Trace, TraceFormat
 
 __all__ = ["BUNDLED_TRACES", "ArrivalUnit", "BundledTrace", "Trace", "TraceFormat",
            "bundled_trace", "bundled_trace_path", "load_csv_trace", "load_trace",

@@ -1,0 +1,99 @@
+"""Time a disaggregated 1P1D simulation of azure-conv next to the aggregated one, in one run.
+
+Run: .venv/bin/python benchmarks/bench_disagg.py [--repeat 3]
+
+Cases (Llama-3.1-8B, H100, CLI defaults, the bundled azure-conv trace, simulation only,
+each in a fresh process):
+  agg-core  simulate() of one aggregated server (the compiled core where it was built)
+  agg-py    the same with KVPLAN_SIM_CORE=python (the pure-Python loop)
+  disagg    simulate_disagg_serving(): 1 prefill + 1 decode instance of the same engine,
+            ib-ndr link (pure Python: prefill and decode loops and the link)
+The issue's target: disagg within 3x the aggregated simulation. Both ratios are printed;
+the pure-Python one compares like with like (the disaggregated path has no compiled core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+MODEL = "meta-llama/Llama-3.1-8B"
+
+
+def _case(name: str) -> dict[str, Any]:
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+
+    work = build_workload(WorkloadArgs(dataset="azure-conv"))
+    if name == "disagg":
+        return _disagg(work)
+    sys.path.insert(0, os.path.dirname(__file__))
+    from bench_sim import _setup
+
+    from kvplan.sim.simulator import simulate
+
+    work, kw = _setup(MODEL, {}, WorkloadArgs(dataset="azure-conv"))
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = simulate(work, **kw)
+    return {"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "steps": r.num_steps}
+
+
+def _disagg(work: Any) -> dict[str, Any]:
+    from kvplan.analysis.disagg.serving import simulate_disagg_serving
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.deployment import Deployment
+    from kvplan.specs.disagg import DisaggDeployment
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.links import load_link
+    from kvplan.specs.serving import EngineConfig
+
+    dep = Deployment(model=load_model(MODEL), gpu=load_gpu("H100"), engine=EngineConfig())
+    dd = DisaggDeployment(prefill=dep, decode=dep, link=load_link("ib-ndr"))
+    t0, c0 = time.perf_counter(), time.process_time()
+    run = simulate_disagg_serving(dd, work)
+    r = run.result
+    return {"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "steps": sum(x.num_steps for x in (*r.prefill, *r.decode))}
+
+
+def _spawn(name: str) -> dict[str, Any]:
+    env = dict(os.environ)
+    if name == "agg-py":
+        env["KVPLAN_SIM_CORE"] = "python"
+    out = subprocess.run([sys.executable, __file__, "--case", name], env=env, check=True,
+                         capture_output=True, text=True)
+    got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return got
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--case")
+    args = ap.parse_args()
+    if args.case:
+        print(json.dumps(_case(args.case)))
+        return
+    names = ["agg-core", "agg-py", "disagg"]
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for i in range(args.repeat):
+        for n in names[i % 3:] + names[:i % 3]:  # rotate the order each round
+            runs[n].append(_spawn(n))
+    med = {n: {k: statistics.median(r[k] for r in runs[n]) for k in ("s", "cpu_s")}
+           for n in names}
+    for n in names:
+        print(f"{n:9s} wall {med[n]['s']:7.3f} s  cpu {med[n]['cpu_s']:7.3f} s  "
+              f"steps {runs[n][0]['steps']}")
+    for base in ("agg-py", "agg-core"):
+        print(f"disagg / {base}: wall {med['disagg']['s'] / med[base]['s']:.2f}x, "
+              f"cpu {med['disagg']['cpu_s'] / med[base]['cpu_s']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Zero-load floors of a disaggregated fleet: latencies no load can beat, and the prefill
+pool's token rate; the disaggregated search drops a fleet whose floors already miss.
+
+    TTFT floor(r) = API delays (both hops) + prefill of P_r alone (its chunks, one step each)
+                    + transfer_s(P_r) on an idle link + one decode step (1 token, P_r - 1)
+    TPOT floor(r) = one decode step of r alone at its first decode context (P_r)
+    E2EL floor(r) = TTFT floor + (output_r - 1) x TPOT floor
+Each is at most what the simulation gives r (load adds queueing and batch-mates; step times
+grow with tokens and context), so judging the floors by the SLO is a safe prune.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvplan.analysis.disagg.serving import PoolRun, pool_timer, transfer_cost
+from kvplan.analysis.plan.judge import Latencies, judge
+from kvplan.costs.step.roofline import StepCostModel
+from kvplan.sim.state import FloatArray, IntArray
+from kvplan.specs.disagg import DisaggDeployment
+from kvplan.specs.requests.workload import Workload
+from kvplan.specs.slo import Slo
+
+_ONE = np.ones(1, dtype=np.int64)
+
+
+_TIMERS: dict[int, tuple[PoolRun, StepCostModel]] = {}
+"""id(pool) -> (pool, its timer): the search asks for the same pools many times."""
+
+
+def _timer(p: PoolRun) -> StepCostModel:
+    got = _TIMERS.get(id(p))
+    if got is None or got[0] is not p:
+        if len(_TIMERS) > 64:
+            _TIMERS.clear()
+        got = _TIMERS[id(p)] = (p, pool_timer(p))
+    return got[1]
+
+
+def prefill_alone_s(timer: StepCostModel, prompts: IntArray, budget: int) -> FloatArray:
+    """Each prompt's prefill on an idle instance: chunks of ``budget`` tokens, one step each."""
+    out = np.zeros(len(prompts))
+    memo: dict[int, float] = {}
+    for i, p in enumerate(np.asarray(prompts).tolist()):
+        if p not in memo:
+            total, done = 0.0, 0
+            while done < p:
+                new = min(budget, p - done)
+                total += float(timer.step_time_s(np.array([new]), np.array([done])))
+                done += new
+            memo[p] = total
+        out[i] = memo[p]
+    return out
+
+
+def _decode_step_s(timer: StepCostModel, ctx: IntArray) -> FloatArray:
+    memo: dict[int, float] = {}
+    out = np.zeros(len(ctx))
+    for i, c in enumerate(np.asarray(ctx).tolist()):
+        if c not in memo:
+            memo[c] = float(timer.step_time_s(_ONE, np.array([c])))
+        out[i] = memo[c]
+    return out
+
+
+def floor_latencies(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun,
+                    work: Workload) -> Latencies:
+    """Every request's zero-load TTFT / TPOT / E2EL floors (no ITL: empty)."""
+    tp, td = _timer(pre), _timer(dec)
+    prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
+    out = np.asarray(work.output_tokens, dtype=np.int64)
+    cost = transfer_cost(dd, dec.plan)
+    moved = cost.link_bytes(prompt) / (min(cost.prefill_tp, cost.decode_tp)
+                                       * cost.bytes_per_s_per_gpu) + cost.latency_s
+    api = tp.api_delays_s(prompt) + td.api_delays_s(prompt)
+    ttft = (api + prefill_alone_s(tp, prompt, pre.limits.max_num_batched_tokens) + moved
+            + _decode_step_s(td, np.maximum(prompt - 1, 0)))
+    tpot = np.where(out > 1, _decode_step_s(td, prompt), np.nan)
+    e2el = ttft + np.maximum(out - 1, 0) * np.nan_to_num(tpot)
+    return Latencies(arrival_s=np.asarray(work.arrival_s, dtype=np.float64),
+                     ttft_ms=ttft * 1000, tpot_ms=tpot * 1000, e2el_ms=e2el * 1000,
+                     itl_ms=np.zeros(0), itl_req=np.zeros(0, dtype=np.int64),
+                     output_tokens=out, concurrency=None)
+
+
+def zero_load_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
+                   slo: Slo) -> str:
+    """Why the floors already miss the SLO, or '' (ITL bounds: not judged on floors)."""
+    if any(b.metric == "itl" for b in slo.bounds) or "itl" in dict(slo.goodput_ms):
+        return ""
+    v = judge(floor_latencies(dd, pre, dec, work), slo)
+    if v.ok:
+        return ""
+    return f"at zero load {v.binding} is already {v.value(v.binding):,.1f} (the SLO misses)"
+
+
+def prefill_rate_short(dd: DisaggDeployment, pre: PoolRun, work: Workload) -> str:
+    """Why the prefill pool cannot keep up with the prompt tokens, or ''.
+
+    Its best rate: x instances x budget tokens per full-budget step from no context."""
+    arrival = np.asarray(work.arrival_s, dtype=np.float64)
+    span = float(arrival.max() - arrival.min()) if len(arrival) > 1 else 0.0
+    if span <= 0:
+        return ""
+    budget = pre.limits.max_num_batched_tokens
+    step = float(_timer(pre).step_time_s(np.array([budget]), np.zeros(1, dtype=np.int64)))
+    rate = dd.prefill.replicas * budget / step
+    need = float(np.asarray(work.prompt_tokens).sum()) / span
+    if need <= rate:
+        return ""
+    return (f"prompts arrive at {need:,.0f} tokens/s; {dd.prefill.replicas} prefill "
+            f"instance(s) compute at most {rate:,.0f}")

@@ -1,0 +1,162 @@
+"""One disaggregated serving simulation: each pool's capacity plan and step timer, the link's
+transfer cost, the bad-input checks (pool too small, link too slow for the TTFT SLO), run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.analysis.serving import pick_profile, scheduler_limits
+from kvplan.costs.memory.kv_transfer import TransferCost, group_pages
+from kvplan.costs.memory.plan import MemoryPlan, plan_memory
+from kvplan.costs.step.roofline import Profile, StepCostModel
+from kvplan.errors import DoesNotFitError, InputError
+from kvplan.sim.blocks import kv_shape_from_groups
+from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
+from kvplan.sim.disagg.result import DisaggResult
+from kvplan.sim.scheduler import Limits
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.disagg import GPUS_PER_NODE, DisaggDeployment, kv_transfer_model
+from kvplan.specs.links import LinkSpec, link_catalog
+from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload
+from kvplan.units import fmt_bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolRun:
+    """One pool as simulated: its deployment, capacity plan and scheduler limits."""
+
+    role: str
+    deployment: Deployment
+    plan: MemoryPlan
+    limits: Limits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisaggRun:
+    """A finished disaggregated simulation with what it ran on."""
+
+    deployment: DisaggDeployment
+    prefill: PoolRun
+    decode: PoolRun
+    transfer: TransferCost
+    workload: Workload
+    result: DisaggResult
+
+    def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
+        """`vllm bench serve`-style settings plus both pools and the link."""
+        rate = None if args is None else args.request_rate
+        d = self.deployment
+        return {
+            "backend": "kvplan-sim-disagg", "model_id": d.prefill.model.name,
+            "gpu": f"{d.prefill.gpu.id} / {d.decode.gpu.id}",
+            "dataset": self.workload.name, "num_prompts": len(self.workload),
+            "request_rate": "inf" if rate is None or math.isinf(rate) else rate,
+            "burstiness": 1.0 if args is None else args.burstiness,
+            "max_concurrency": None, "disagg": d.label, "router": d.router,
+            "kv_link": d.link.id,
+            "kv_link_bytes_per_s_per_gpu": d.link.bytes_per_s_per_gpu,
+            "kv_link_latency_s": d.link.latency_s,
+            "prefill": _pool_header(self.prefill), "decode": _pool_header(self.decode),
+            "block_size": self.decode.plan.block_size,
+            "max_model_len": self.decode.plan.settings.max_model_len,
+        }
+
+
+def _pool_header(p: PoolRun) -> dict[str, Any]:
+    d = p.deployment
+    return {"gpu": d.gpu.id, "tensor_parallel_size": d.engine.tensor_parallel_size,
+            "instances": d.replicas, "num_gpu_blocks": p.plan.num_blocks,
+            "max_num_batched_tokens": p.limits.max_num_batched_tokens,
+            "max_num_seqs": p.limits.max_num_seqs,
+            "enable_prefix_caching": p.limits.prefix_caching}
+
+
+def plan_pool(role: str, d: Deployment) -> PoolRun:
+    """The pool's capacity plan (the KV layout vLLM uses with a KV connector,
+    ``kv_transfer_model``) and limits; a pool that cannot hold one request says so."""
+    try:
+        plan = plan_memory(kv_transfer_model(d.model), d.gpu, d.engine)
+    except DoesNotFitError as exc:
+        text = str(exc).replace("--tensor-parallel-size", f"--{role}-tp")
+        raise DoesNotFitError(f"{role} pool ({d.gpu.id}, TP{d.engine.tensor_parallel_size}): "
+                              f"{text}", needed_bytes=exc.needed_bytes,
+                              available_bytes=exc.available_bytes) from None
+    limits = scheduler_limits(plan.settings, d.engine)
+    if role == "decode":  # the decode side reads every prompt block from the link
+        limits = Limits(max_num_batched_tokens=limits.max_num_batched_tokens,
+                        max_num_seqs=limits.max_num_seqs, chunked_prefill=True,
+                        prefix_caching=False,
+                        long_prefill_token_threshold=limits.long_prefill_token_threshold)
+    return PoolRun(role=role, deployment=d, plan=plan, limits=limits)
+
+
+def transfer_cost(dd: DisaggDeployment, decode_plan: MemoryPlan,
+                  link: LinkSpec | None = None) -> TransferCost:
+    """The transfer arithmetic between the two pools over ``link`` (default: the fleet's)."""
+    link = link or dd.link
+    return TransferCost(groups=group_pages(decode_plan.groups),
+                        prefill_tp=dd.prefill.engine.tensor_parallel_size,
+                        decode_tp=dd.decode.engine.tensor_parallel_size,
+                        bytes_per_s_per_gpu=link.bytes_per_s_per_gpu, latency_s=link.latency_s)
+
+
+def check_link_slo(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float) -> None:
+    """InputError when the link alone moves one max_model_len request's KV slower than the
+    TTFT SLO: names the links and the longest --max-model-len that would fit."""
+    import numpy as np
+
+    mml = decode_plan.settings.max_model_len
+    cost = transfer_cost(dd, decode_plan)
+    nbytes = int(cost.link_bytes(np.array([mml]))[0])
+    took_ms = 1000 * cost.transfer_s(nbytes)
+    if took_ms <= ttft_ms:
+        return
+    one_node = dd.total_gpus <= GPUS_PER_NODE
+    fits = [x.id for x in link_catalog() if (x.scope == "network" or one_node)
+            and 1000 * transfer_cost(dd, decode_plan, x).transfer_s(nbytes) <= ttft_ms]
+    per_token = nbytes / mml
+    room_s = ttft_ms / 1000 - cost.latency_s
+    block = decode_plan.block_size  # whole pages move: round down to a page
+    longest = int(room_s / cost.wire_s(per_token)) // block * block if room_s > 0 else 0
+    raise InputError(
+        f"--kv-link {dd.link.id} moves one {mml}-token request's KV ({fmt_bytes(nbytes)}) in "
+        f"{took_ms:,.1f} ms, over the TTFT SLO of {ttft_ms:g} ms before any compute; "
+        f"links that fit: {', '.join(fits) or 'none'}; or --max-model-len <= {longest}")
+
+
+def simulate_disagg_serving(dd: DisaggDeployment,
+                            workload: Workload | WorkloadArgs | None = None, *,
+                            profile: str | Profile | None = None,
+                            ttft_slo_ms: float | None = None) -> DisaggRun:
+    """Simulate ``workload`` on the disaggregated fleet ``dd``."""
+    pre, dec = plan_pool("prefill", dd.prefill), plan_pool("decode", dd.decode)
+    if pre.plan.block_size != dec.plan.block_size:
+        raise InputError(f"the prefill pool's block size {pre.plan.block_size} differs from "
+                         f"the decode pool's {dec.plan.block_size}; give both --block-size")
+    if ttft_slo_ms is not None:
+        check_link_slo(dd, dec.plan, ttft_slo_ms)
+    work = workload if isinstance(workload, Workload) else build_workload(
+        workload or WorkloadArgs())
+    cost = transfer_cost(dd, dec.plan)
+    result = simulate_disagg(work, prefill=_pool_sim(pre, profile),
+                             decode=_pool_sim(dec, profile), transfer=cost, router=dd.router)
+    return DisaggRun(deployment=dd, prefill=pre, decode=dec, transfer=cost, workload=work,
+                     result=result)
+
+
+def pool_timer(p: PoolRun, profile: str | Profile | None = None) -> StepCostModel:
+    """The pool's step timer (its GPU's bundled profile unless one is given)."""
+    d = p.deployment
+    prof = profile if isinstance(profile, Profile) else pick_profile(d.model, d.gpu, d.engine,
+                                                                     profile)
+    return StepCostModel(d.model, d.gpu, d.engine, prof)
+
+
+def _pool_sim(p: PoolRun, profile: str | Profile | None) -> PoolSim:
+    d = p.deployment
+    return PoolSim(instances=d.replicas, timer=pool_timer(p, profile),
+                   num_blocks=p.plan.num_blocks,
+                   shape=kv_shape_from_groups(p.plan.groups, p.plan.block_size),
+                   limits=p.limits, max_model_len=p.plan.settings.max_model_len)

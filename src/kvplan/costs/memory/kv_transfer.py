@@ -1,0 +1,97 @@
+"""KV transfer arithmetic between a prefill and a decode instance: bytes moved and wire time.
+
+One request with P prompt tokens moves the pages its decode instance allocates for them,
+every decode GPU receiving its own TP shard (so a TP change between the pools reshards)::
+
+    rank_bytes(P)  = sum over KV groups: layers x pages(P) x page_bytes   (one decode GPU)
+                     pages(P) = cdiv(P, B) full attention / MLA, the window's pages for a
+                     sliding window, 1 state page (bytes: state_bytes) for a state group
+    link_bytes(P)  = decode_tp x rank_bytes(P)                          (all decode GPUs)
+    wire_s(P)      = max(link_bytes / prefill_tp, rank_bytes) / bw_per_gpu
+                   = link_bytes / (min(prefill_tp, decode_tp) x bw_per_gpu)
+
+Every prefill GPU sends an equal share of what the decode GPUs read, over its own NIC; the
+slower side (fewer GPUs) binds. Worked example: docs/disaggregation.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.specs.kv import SlidingWindowSpec
+from kvplan.specs.kv_state import StateSpec
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupPages:
+    """One KV cache group as the transfer sees it: real layers, page geometry, window."""
+
+    layers: int
+    block_size: int
+    page_bytes: int
+    window: int = 0
+    """Sliding window in tokens; 0 = every token kept."""
+    state_bytes: int = 0
+    """Per-layer bytes of a state group (one page per request); 0 for attention."""
+
+
+def group_pages(groups: Sequence[Any]) -> tuple[GroupPages, ...]:
+    """GroupPages of a MemoryPlan's groups (``.spec``, ``.layer_ids``, ``.block_size``)."""
+    out = []
+    for g in groups:
+        layers = sum(1 for x in g.layer_ids if x is not None)
+        spec = g.spec
+        if isinstance(spec, StateSpec):
+            out.append(GroupPages(layers=layers, block_size=g.block_size, page_bytes=0,
+                                  state_bytes=spec.state_bytes))
+            continue
+        window = spec.window if isinstance(spec, SlidingWindowSpec) else 0
+        out.append(GroupPages(layers=layers, block_size=g.block_size,
+                              page_bytes=spec.page_size_bytes(g.block_size), window=window))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransferCost:
+    """Bytes and wire seconds of one request's KV between two instances of given TP."""
+
+    groups: tuple[GroupPages, ...]
+    """The decode instance's groups (its TP shard, the pages it allocates)."""
+    prefill_tp: int
+    decode_tp: int
+    bytes_per_s_per_gpu: float
+    latency_s: float
+
+    def rank_bytes(self, prompt_tokens: IntArray) -> IntArray:
+        """Bytes one decode GPU receives for each prompt length."""
+        t = np.asarray(prompt_tokens, dtype=np.int64)
+        total = np.zeros_like(t)
+        for g in self.groups:
+            if g.state_bytes:
+                total += g.layers * g.state_bytes * (t > 0)
+                continue
+            b = g.block_size
+            pages = -(-t // b)
+            if g.window:
+                pages = pages - np.maximum(t - g.window, 0) // b
+            total += g.layers * g.page_bytes * pages
+        return total
+
+    def link_bytes(self, prompt_tokens: IntArray) -> IntArray:
+        """Bytes all decode GPUs receive together (what crosses the link)."""
+        return self.decode_tp * self.rank_bytes(prompt_tokens)
+
+    def wire_s(self, link_bytes: float) -> float:
+        """Seconds the link is busy moving ``link_bytes`` (latency not included)."""
+        return link_bytes / (min(self.prefill_tp, self.decode_tp) * self.bytes_per_s_per_gpu)
+
+    def transfer_s(self, link_bytes: float) -> float:
+        """Wire time plus the link's fixed latency: one transfer on an idle link."""
+        return self.wire_s(link_bytes) + self.latency_s

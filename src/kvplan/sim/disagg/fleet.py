@@ -1,0 +1,265 @@
+"""simulate_disagg(): x prefill and y decode instances, a proxy and a KV link, event by event.
+
+The proxy (vLLM's disaggregated proxy example, tests/v1/kv_connector/nixl_integration/
+toy_proxy_server.py) sends each request to a prefill instance with max_tokens=1, round
+robin, waits for its answer, then sends it to a decode instance, round robin, and streams
+the decode instance's tokens to the client. The fleet always runs the instance (or the
+proxy's next arrival) that acts first; an instance's turn may hold several steps but
+starts none after the next moment another one acts (its ``horizon``), so no event reaches
+an instance in its past (docs/disaggregation.md, "Event order").
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.costs.memory.kv_transfer import TransferCost
+from kvplan.costs.step.batch import StepTimer
+from kvplan.errors import InputError
+from kvplan.sim.blocks import KvShape
+from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
+from kvplan.sim.disagg.link import LinkQueues
+from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
+from kvplan.sim.scheduler import Limits
+from kvplan.sim.state import REJECTED, FloatArray, IntArray, WorkloadLike
+
+ROUTERS = ("round-robin", "least-outstanding")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolSim:
+    """What each instance of one pool runs with (all instances of a pool are identical)."""
+
+    instances: int
+    timer: StepTimer
+    num_blocks: int
+    shape: KvShape
+    limits: Limits
+    max_model_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """A workload's fields with the outputs replaced (the prefill side's max_tokens=1)."""
+
+    arrival_s: FloatArray
+    prompt_tokens: IntArray
+    output_tokens: IntArray
+    prefix_hashes: tuple[npt.NDArray[np.int64], ...] | None
+    hash_block_tokens: int
+    closed_loop_concurrency: int | None = None
+
+
+def simulate_disagg(workload: WorkloadLike, *, prefill: PoolSim, decode: PoolSim,
+                    transfer: TransferCost, router: str = "round-robin",
+                    validate: bool = False) -> DisaggResult:
+    """Replay ``workload`` on a disaggregated fleet (see the module docstring).
+
+    ``router``: 'round-robin' (vLLM's proxy example) or 'least-outstanding' (each side to
+    the instance with the fewest requests sent to it and not yet done there; ties to the
+    lowest index)."""
+    if router not in ROUTERS:
+        raise InputError(f"--router {router!r}: a disaggregated proxy routes "
+                         f"{' or '.join(ROUTERS)}")
+    if workload.closed_loop_concurrency:
+        raise InputError("--max-concurrency is not modelled for a disaggregated fleet yet; "
+                         "give --request-rate instead")
+    fleet = _Fleet(workload, prefill, decode, transfer, validate, router)
+    return fleet.run()
+
+
+def _loop(cls: Any, work: _Work, pool: PoolSim, validate: bool) -> Any:
+    if pool.num_blocks < 2:
+        raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
+                         f"block), got {pool.num_blocks}")
+    loop = cls(workload=work, timer=pool.timer, shape=pool.shape, limits=pool.limits,
+               num_blocks=pool.num_blocks, max_model_len=pool.max_model_len,
+               shared_prefix_tokens=0, fast=True, progress=None)
+    loop.validate = validate
+    return loop
+
+
+class _Fleet:
+    """The proxy, the instances and the link; callbacks record every transfer."""
+
+    def __init__(self, work: WorkloadLike, prefill: PoolSim, decode: PoolSim,
+                 transfer: TransferCost, validate: bool, router: str = "round-robin") -> None:
+        prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
+        self.arrival = np.asarray(work.arrival_s, dtype=np.float64)
+        self.prompt, self.output = prompt, np.asarray(work.output_tokens, dtype=np.int64)
+        # prefix hashes go to the prefill side only (the decode side reads the whole prompt)
+        full = _Work(self.arrival, prompt, self.output, None, work.hash_block_tokens)
+        one = replace(full, output_tokens=np.ones_like(prompt),
+                      prefix_hashes=work.prefix_hashes)
+        self.pre = [_loop(PrefillLoop, one, prefill, validate) for _ in range(prefill.instances)]
+        self.dec = [_loop(DecodeLoop, full, decode, validate) for _ in range(decode.instances)]
+        for p in self.pre:
+            p.attach(self._prefill_done)
+        for d, loop in enumerate(self.dec):
+            loop.attach(self._admit_on(d), self._decode_done)
+        self.link = LinkQueues(transfer, prefill.instances, decode.instances)
+        self.nbytes = transfer.link_bytes(prompt)
+        self.rejected = {**_whole_prompt_reasons(prompt, decode), **self.pre[0].reasons,
+                         **self.dec[0].reasons}
+        self.p_delay = _delays(prefill.timer, prompt)
+        self.d_delay = _delays(decode.timer, prompt)
+        self._set_up_arrivals(router)
+        self._set_up_books(len(prompt))
+        self._set_up_lookahead(prefill.timer, transfer)
+
+    def _set_up_lookahead(self, timer: StepTimer, transfer: TransferCost) -> None:
+        """The least time from an instance acting to its next event reaching the other pool:
+        a prefill step (at least one 1-token step) plus the decode API delay; a transfer
+        (at least the link's latency). Lets a decode run go that far past the prefill side's
+        clock and stay exact (step times grow with tokens: the roofline's sums do)."""
+        one = np.ones(1, dtype=np.int64)
+        step = float(timer.step_time_s(one, np.zeros(1, dtype=np.int64)))
+        delay = float(self.d_delay.min()) if len(self.d_delay) else 0.0
+        self.p_look = max(0.0, step + delay)
+        self.d_look = transfer.latency_s
+
+    def _set_up_arrivals(self, router: str) -> None:
+        at = self.arrival + self.p_delay
+        self.order = np.argsort(at, kind="stable").tolist()
+        self.engine_at = at.tolist()
+        self.ptr = 0
+        self.rr_p = self.rr_d = 0
+        self.least = router == "least-outstanding"
+        self.out_p = _Outstanding(len(self.pre))
+        self.out_d = _Outstanding(len(self.dec))
+
+    def _set_up_books(self, n: int) -> None:
+        self.p_of = np.full(n, -1, dtype=np.int64)
+        self.d_of = np.full(n, -1, dtype=np.int64)
+        self.p_end = np.full(n, np.nan)
+        self.t_start = np.full(n, np.nan)
+        self.t_end = np.full(n, np.nan)
+
+    # ------------------------------------------------------------ callbacks
+
+    def _prefill_done(self, r: int, end: float) -> None:
+        self.out_p.done(int(self.p_of[r]), end)
+        d = self.out_d.pick(end) if self.least else self.rr_d
+        self.rr_d = (d + 1) % len(self.dec)
+        self.out_d.add(d)
+        self.d_of[r] = d
+        self.p_end[r] = end
+        self.dec[d].add(end + float(self.d_delay[r]), r)
+
+    def _admit_on(self, d: int) -> Any:
+        def admit(r: int, t: float) -> float:
+            p = int(self.p_of[r])
+            start, end = self.link.schedule(t, p, d, int(self.nbytes[r]))
+            self.t_start[r], self.t_end[r] = start, end
+            self.pre[p].release(end, r)
+            return end
+        return admit
+
+    def _decode_done(self, r: int, end: float) -> None:
+        self.out_d.done(int(self.d_of[r]), end)
+
+    # ------------------------------------------------------------ the loop
+
+    def _next_arrival(self) -> float:
+        return self.engine_at[self.order[self.ptr]] if self.ptr < len(self.order) else math.inf
+
+    def _route(self) -> None:
+        r = self.order[self.ptr]
+        self.ptr += 1
+        if r in self.rejected:
+            for loop in (*self.pre, *self.dec):
+                loop.s.status[r] = REJECTED
+            return
+        p = self.out_p.pick(self.engine_at[r]) if self.least else self.rr_p
+        self.rr_p = (p + 1) % len(self.pre)
+        self.out_p.add(p)
+        self.p_of[r] = p
+        self.pre[p].add(self.engine_at[r], r)
+
+    def run(self) -> DisaggResult:
+        pre, dec, inf = self.pre, self.dec, math.inf
+        while True:
+            tp = [e.next_time() for e in pre]
+            td = [e.next_time() for e in dec]
+            mp, md, nxt = min(tp), min(td), self._next_arrival()
+            t = min(mp, md)
+            if nxt <= t:
+                if nxt == inf:
+                    break
+                self._route()
+                continue
+            if mp <= md:
+                e = pre[tp.index(mp)]
+                e.horizon = min(md + self.d_look, nxt)
+            else:
+                e = dec[td.index(md)]
+                e.horizon = min(mp, nxt) + self.p_look
+            e.wake(t)
+            e.turn()
+        return self._result()
+
+    def _result(self) -> DisaggResult:
+        pre = tuple(p._result() for p in self.pre)
+        dec = tuple(d._result() for d in self.dec)
+        n = len(self.prompt)
+        adm, arr, starved = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.bool_)
+        for d, loop in enumerate(self.dec):
+            mine = self.d_of == d
+            adm[mine], arr[mine] = loop.admit_s[mine], loop.arrive_s[mine]
+            starved[mine] = loop.starved[mine]
+        moved = ~np.isnan(self.t_end)
+        t = Transfers(prefill_instance=self.p_of, decode_instance=self.d_of,
+                      prefill_end_s=self.p_end, decode_arrival_s=arr, admitted_s=adm,
+                      start_s=self.t_start, end_s=self.t_end,
+                      link_bytes=np.where(moved, self.nbytes, 0), waited_for_blocks=starved)
+        rejected = {i: self.rejected[i] for i in sorted(self.rejected)}
+        client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected)
+        return DisaggResult(prefill=pre, decode=dec, transfers=t, client=client,
+                            moved_bytes=self.link.moved_bytes)
+
+
+class _Outstanding:
+    """Requests sent to each instance and not yet done there, as of a given time (a step's
+    finishes are known when the step is planned, before its end: they count from then)."""
+
+    def __init__(self, n: int) -> None:
+        self.count = [0] * n
+        self.ends: list[tuple[float, int]] = []
+
+    def add(self, i: int) -> None:
+        self.count[i] += 1
+
+    def done(self, i: int, t: float) -> None:
+        heapq.heappush(self.ends, (t, i))
+
+    def pick(self, now: float) -> int:
+        """The instance with the fewest outstanding at ``now`` (ties: the lowest index)."""
+        while self.ends and self.ends[0][0] <= now:
+            self.count[heapq.heappop(self.ends)[1]] -= 1
+        return self.count.index(min(self.count))
+
+
+def _whole_prompt_reasons(prompt: IntArray, decode: PoolSim) -> dict[int, str]:
+    """Requests whose whole prompt's blocks exceed the decode pool: the KV arrives at once,
+    so the decode side allocates every prompt block before the transfer (sliding windows
+    free theirs only later), and such a request could never be admitted."""
+    usable = decode.num_blocks - 1
+    need = decode.shape.blocks(prompt, np.zeros_like(prompt))
+    return {int(i): f"its {int(prompt[i])}-token prompt needs {int(need[i])} KV blocks at "
+                    f"once on a decode instance (the transferred KV lands whole); the pool "
+                    f"has {usable}"
+            for i in np.flatnonzero(need > usable)}
+
+
+def _delays(timer: Any, prompt: IntArray) -> FloatArray:
+    """The API server's delay per request (0 when the timer prices none)."""
+    f = getattr(timer, "api_delays_s", None)
+    if f is None:
+        return np.zeros(len(prompt))
+    return np.asarray(f(prompt), dtype=np.float64)

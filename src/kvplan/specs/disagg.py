@@ -1,0 +1,81 @@
+"""DisaggDeployment: a prefill pool and a decode pool of one model, joined by a KV link."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvplan.errors import InputError
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.links import LinkSpec
+from kvplan.specs.model import ModelSpec
+
+DISAGG_ROUTERS = ("round-robin", "least-outstanding")
+GPUS_PER_NODE = 8
+"""HGX/DGX nodes hold 8 GPUs: a 'node'-scope link (NVLink, PCIe) joins GPUs of one node."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisaggDeployment:
+    """x prefill instances and y decode instances (each pool a Deployment: its GPU, engine
+    flags and instance count as ``replicas``), a proxy routing round robin, and a link."""
+
+    prefill: Deployment
+    decode: Deployment
+    link: LinkSpec
+    router: str = "round-robin"
+    """The proxy's choice on each side: 'round-robin' (vLLM's example proxy) or
+    'least-outstanding' (fewest requests sent and not yet done)."""
+
+    def __post_init__(self) -> None:
+        if self.router not in DISAGG_ROUTERS:
+            raise InputError(f"--router {self.router!r}: a disaggregated proxy routes "
+                             f"{' or '.join(DISAGG_ROUTERS)}")
+        if self.prefill.model.name != self.decode.model.name:
+            raise InputError(f"the prefill pool serves {self.prefill.model.name} and the "
+                             f"decode pool {self.decode.model.name}; both must serve one model")
+        tp_p = self.prefill.engine.tensor_parallel_size
+        tp_d = self.decode.engine.tensor_parallel_size
+        if tp_d % tp_p:
+            # vLLM's NixlConnector: tp_ratio = divide(decode TP, prefill TP), asserted > 0
+            # ("Decode TP cannot be smaller than prefill TP"); each decode GPU reads its
+            # heads from one prefill GPU
+            fits = ", ".join(str(tp_p * k) for k in (1, 2, 4) if tp_p * k <= 64)
+            raise InputError(f"--decode-tp {tp_d} must be a multiple of --prefill-tp {tp_p} "
+                             f"(vLLM's NixlConnector reads each decode GPU's heads from one "
+                             f"prefill GPU); e.g. --decode-tp {fits}")
+        if self.link.scope == "node" and self.total_gpus > GPUS_PER_NODE:
+            raise InputError(
+                f"--kv-link {self.link.id} joins GPUs of one node ({GPUS_PER_NODE} GPUs) but "
+                f"{self.label} needs {self.total_gpus}; use a network link (ib-ndr, ib-xdr, "
+                f"roce-400g, eth-200g, eth-100g) or at most {GPUS_PER_NODE} GPUs in all")
+
+    @property
+    def label(self) -> str:
+        """The xPyD name (1P1D, 2P4D, ...)."""
+        return f"{self.prefill.replicas}P{self.decode.replicas}D"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.prefill.total_gpus + self.decode.total_gpus
+
+
+def kv_transfer_model(model: ModelSpec) -> ModelSpec:
+    """The model as vLLM lays out its KV cache under ``--kv-transfer-config``.
+
+    vLLM 0.11 (config/vllm.py) disables the hybrid KV cache manager with a KV connector,
+    and ``unify_hybrid_kv_cache_specs`` then turns sliding-window layers into full attention
+    when full-attention layers exist (attention itself stays windowed: only the cache
+    grows). State layers (Mamba, linear attention) beside attention cannot be unified:
+    vLLM refuses to start, and so does kvplan.
+    """
+    kinds = set(model.layer_kinds)
+    cached = kinds & {"full", "sliding", "mla"}
+    if cached and kinds & {"mamba", "linear_attention"}:
+        raise InputError(
+            f"{model.name} mixes attention and state layers: vLLM disables its hybrid KV "
+            f"cache manager under --kv-transfer-config and cannot unify them (it refuses to "
+            f"start); serve it aggregated")
+    if "sliding" in kinds and "full" in kinds:
+        return replace(model, layer_kinds=tuple("full" if k == "sliding" else k
+                                                for k in model.layer_kinds))
+    return model

@@ -1,0 +1,54 @@
+"""KV-transfer link catalog: bandwidth per GPU, latency and scope of each link, with sources."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from kvplan.errors import UnknownNameError
+
+LINK_SCOPES = ("node", "network")
+"""'node': prefill and decode GPUs must sit in one node; 'network': any two nodes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkSpec:
+    """One link between a prefill and a decode instance, as one GPU sees it."""
+
+    id: str
+    name: str
+    bytes_per_s_per_gpu: float
+    """One direction of one GPU's own link (decimal line rate)."""
+    latency_s: float
+    """Fixed cost added once to every transfer."""
+    scope: str
+    source: str
+
+    def __post_init__(self) -> None:
+        if not self.bytes_per_s_per_gpu > 0 or not self.latency_s >= 0:
+            raise ValueError(f"link {self.id}: bandwidth must be > 0 and latency >= 0")
+        if self.scope not in LINK_SCOPES:
+            raise ValueError(f"link {self.id}: scope {self.scope!r} not in {LINK_SCOPES}")
+
+
+@cache
+def link_catalog() -> tuple[LinkSpec, ...]:
+    """Every bundled link (kvplan/data/links/links.json), in file order."""
+    text = resources.files("kvplan").joinpath("data/links/links.json").read_text("utf-8")
+    rows = json.loads(text)["links"]
+    return tuple(LinkSpec(id=r["id"], name=r["name"],
+                          bytes_per_s_per_gpu=float(r["bytes_per_s_per_gpu"]),
+                          latency_s=float(r["latency_s"]), scope=r["scope"],
+                          source=r["source"]) for r in rows)
+
+
+def load_link(name: str) -> LinkSpec:
+    """The catalog link called ``name`` (case-insensitive); UnknownNameError lists the ids."""
+    key = name.strip().lower()
+    for link in link_catalog():
+        if link.id == key:
+            return link
+    ids = ", ".join(x.id for x in link_catalog())
+    raise UnknownNameError(f"--kv-link {name!r} is not a known link; choose one of {ids}")

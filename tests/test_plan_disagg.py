@@ -1,0 +1,81 @@
+"""The minimal disaggregated search: its grid, its drops, its floors (never above what the
+simulation gives), the cheapest passing fleet and its serve lines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvplan.analysis.disagg.floors import floor_latencies
+from kvplan.analysis.disagg.plan import enumerate_disagg, search_disagg, serve_lines
+from kvplan.analysis.disagg.serving import plan_pool, simulate_disagg_serving
+from kvplan.analysis.plan.judge import latencies
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.links import load_link
+from kvplan.specs.prices import price_table
+from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+from kvplan.specs.serving import EngineConfig
+from kvplan.specs.slo import PercentileBound, Slo
+
+MODEL = load_model("meta-llama/Llama-3.1-8B")
+ENGINE = EngineConfig(max_model_len=8192)
+WORK = build_workload(WorkloadArgs(num_prompts=60, random_input_len=2048,
+                                   random_output_len=32, request_rate=6, seed=1))
+
+
+def _slo(ttft_ms: float, tpot_ms: float) -> Slo:
+    return Slo(bounds=(PercentileBound(metric="ttft", percentile=99, limit_ms=ttft_ms),
+                       PercentileBound(metric="tpot", percentile=99, limit_ms=tpot_ms)))
+
+
+def _fleets(gpus=("H100",), tps=(1, 2), n=2):
+    return enumerate_disagg(MODEL, [load_gpu(g) for g in gpus], ENGINE, load_link("ib-ndr"),
+                            tps=tps, max_instances=n)
+
+
+def test_grid_keeps_nixl_tp_pairs() -> None:
+    fleets = _fleets()
+    pairs = {(d.prefill.engine.tensor_parallel_size, d.decode.engine.tensor_parallel_size)
+             for d in fleets}
+    assert pairs == {(1, 1), (1, 2), (2, 2)}  # (2, 1): decode TP below prefill TP
+    assert len(fleets) == 3 * 4  # x, y in {1, 2}
+
+
+def test_floors_never_exceed_the_simulation() -> None:
+    dd = _fleets(n=1)[0]
+    run = simulate_disagg_serving(dd, WORK)
+    sim = latencies(run.result.client)
+    low = floor_latencies(dd, plan_pool("prefill", dd.prefill), plan_pool("decode", dd.decode),
+                          WORK)
+    assert (low.ttft_ms <= sim.ttft_ms + 1e-9).all()
+    keep = ~np.isnan(low.tpot_ms)
+    assert (low.tpot_ms[keep] <= sim.tpot_ms[keep] + 1e-9).all()
+
+
+def test_impossible_ttft_drops_every_fleet_at_the_floor() -> None:
+    plan = search_disagg(_fleets(), WORK, _slo(1.0, 100.0))
+    assert plan.best is None
+    assert {c.stage for c in plan.candidates} == {"floor"}
+    assert all("p99_ttft_ms" in c.reason for c in plan.candidates)
+
+
+def test_memory_drop_names_the_pool() -> None:
+    fleets = enumerate_disagg(MODEL, [load_gpu("L4")], EngineConfig(), load_link("ib-ndr"),
+                              tps=(1,), max_instances=1)
+    plan = search_disagg(fleets, WORK, _slo(5000.0, 100.0))
+    (c,) = plan.candidates
+    assert c.stage == "memory"
+    assert c.reason == "the prefill pool (L4 TP1) cannot hold one max_model_len request"
+
+
+def test_cheapest_passing_fleet_and_its_serve_lines() -> None:
+    plan = search_disagg(_fleets(), WORK, _slo(5000.0, 100.0), prices=price_table())
+    best = plan.best
+    assert best is not None and best.ok and best.reason.startswith("meets the SLO; binding")
+    costs = [c.usd_per_hour for c in plan.candidates if c.usd_per_hour is not None]
+    assert best.usd_per_hour == min(costs)
+    assert best.deployment.label == "1P1D" and best.deployment.total_gpus == 2
+    lines = serve_lines(best.deployment)
+    assert "NixlConnector" in lines["prefill"] and "NixlConnector" in lines["decode"]
+    assert "--no-enable-prefix-caching" in lines["decode"]
+    assert {c.stage for c in plan.candidates} == {"simulated", "not simulated"}
