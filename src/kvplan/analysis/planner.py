@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kvplan.analysis.executor import make_executor
+from kvplan.analysis.executor import check_executor, pick_executor
 from kvplan.analysis.funnel import Limits, Progress, Tally, screen
 from kvplan.analysis.plan_advice import advise
 from kvplan.analysis.plan_bands import MARGINS
@@ -61,7 +61,8 @@ class PlanOptions:
     max_gpus: int | None = None
     max_cost_per_hour: float | None = None
     search: str = "funnel"
-    executor: str = "local"
+    executor: str = "auto"
+    """'auto': local, or Ray for a large plan on a cluster (analysis/executor.py)."""
     workers: int | None = None
     ray_address: str | None = None
     seed: int = 0
@@ -91,12 +92,13 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
                  mean_output_tokens=traffic.mean_output_tokens,
                  exhaustive=opts.search == "exhaustive",
                  target_requests=0 if traffic.target is None else len(traffic.target))
-    ex = make_executor(opts.executor, opts.workers, opts.ray_address)
     tally = Tally()
+    cands = screen(spec, space, opts.router, prices, ctx, lim)
+    if progress is not None:
+        progress("screen", len(cands), len(cands))
+    ex = pick_executor(opts.executor, opts.workers, opts.ray_address,
+                       sum(c.stage == "screened" for c in cands))
     try:
-        cands = screen(spec, space, opts.router, prices, ctx, lim)
-        if progress is not None:
-            progress("screen", len(cands), len(cands))
         cands = search(cands, ex, ctx, prices, lim, tally, progress)
         ranked = rank(cands, lim)
         winner = ranked[0] if ranked else None
@@ -139,6 +141,7 @@ def _check_options(o: PlanOptions) -> None:
         raise InputError(f"--slo-margin {o.slo_margin!r}: choose one of {', '.join(MARGINS)}")
     if o.search not in SEARCHES:
         raise InputError(f"--search {o.search!r}: choose one of {', '.join(SEARCHES)}")
+    check_executor(o.executor)
     for flag, v in (("--max-gpus", o.max_gpus), ("--replicas", o.replicas),
                     ("--workers", o.workers)):
         if v is not None and v < 1:
