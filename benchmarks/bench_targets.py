@@ -11,8 +11,8 @@ children, peak RSS; os.wait4):
   azure       `kvplan simulate meta-llama/Llama-3.1-8B --gpu H100 --dataset azure-conv --json`
   cli-1m      the random-10k recipe at 1,000,000 requests --json
   plan-240    bench_plan.py's funnel over 240 configurations (one chunk size), --workers 2
-  web         /api/simulate (200 requests) 200 times in sequence through FastAPI's in-process
-              TestClient after one warm-up; its p50 ms
+  web         /api/simulate (200 requests) --web-calls times (200) in sequence through
+              FastAPI's in-process TestClient after one warm-up; its p50 ms
   kv, help    `kvplan kv meta-llama/Llama-3.1-8B` (the table), `kvplan --help`
   pass        `python -c pass`, the floor
 ``after`` is this checkout, ``before`` the checkout in --baseline DIR with its own .venv;
@@ -54,8 +54,8 @@ KVPLAN_CASES = {
 }
 
 
-def _web() -> dict[str, Any]:
-    """p50 / p99 ms of GET /api/simulate, 200 in sequence, in this process."""
+def _web(calls: int) -> dict[str, Any]:
+    """p50 / p99 ms of GET /api/simulate, ``calls`` in sequence, in this process."""
     from fastapi.testclient import TestClient
 
     from kvplan.web.app import create_app
@@ -64,7 +64,7 @@ def _web() -> dict[str, Any]:
     client = TestClient(create_app(WebSettings()))
     assert client.get("/api/simulate", params=WEB_QUERY).status_code == 200
     ms = []
-    for _ in range(200):
+    for _ in range(calls):
         t0 = time.perf_counter()
         r = client.get("/api/simulate", params=WEB_QUERY)
         ms.append((time.perf_counter() - t0) * 1000)
@@ -113,7 +113,8 @@ def _commands(a: argparse.Namespace, trace: Path, hw: Path) -> dict[str, list[st
         out["pass"] = [sys.executable, "-c", "pass"]
     for name in (n for n in wanted if n in KVPLAN_CASES):
         for tag, py in trees:
-            out[f"{name} {tag}"] = [py, *KVPLAN_CASES[name]]
+            extra = [str(a.web_calls)] if name == "web" else []
+            out[f"{name} {tag}"] = [py, *KVPLAN_CASES[name], *extra]
     if a.sched_sim and "cli-10k" in wanted:
         out["cli-10k sched-sim"] = [str(Path(a.sched_sim) / "bin" / "sched-sim"), "trace",
                                     str(trace), "--scheduler", "chunked", "--hardware", str(hw),
@@ -169,10 +170,11 @@ def main() -> None:
     ap.add_argument("--baseline", help="a kvplan checkout with its own .venv (the 'before')")
     ap.add_argument("--sched-sim", help="a venv with sched-sim installed (pip install sched-sim)")
     ap.add_argument("--cases", default="cli-10k,azure,cli-1m,plan-240,web,kv,help,pass")
-    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--web-calls", type=int, default=200)
+    ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(_web()))
+        print(json.dumps(_web(int(a.one[1]))))
         return
     with tempfile.TemporaryDirectory() as tmp:
         trace, hw = _write_inputs(Path(tmp))
