@@ -1,6 +1,7 @@
 """Time the simulator end to end and its loop, next to sched-sim and an older kvplan, in one run.
 
 Run: .venv/bin/python benchmarks/bench_sim.py [--repeat 5] [--baseline DIR] [--no-sched-sim]
+     [--sched-sim VENV]
 
 Workloads (perf-2.md):
   random-10k  Llama-2-7B on one H100, 10,000 requests: input U[256, 768], output U[64, 192],
@@ -154,12 +155,13 @@ def _cases(a: argparse.Namespace, trace: Path, hw: Path) -> dict[str, list[str]]
         out[f"loop random-10k {tag}"] = [*py, me, "--one", "loop:random-10k"]
         out[f"loop azure-conv {tag}"] = [*py, me, "--one", "loop:azure-conv"]
         out[f"call small {tag}"] = [*py, me, "--one", "small"]
-    sched = shutil.which("sched-sim", path=str(Path(sys.executable).parent))
+    bindir = Path(a.sched_sim) / "bin" if a.sched_sim else Path(sys.executable).parent
+    sched = shutil.which("sched-sim", path=str(bindir))
     if sched and not a.no_sched_sim:
         out["cli random-10k sched-sim"] = [sched, "trace", str(trace), "--scheduler", "chunked",
                                            "--hardware", str(hw), "--token-budget", "512",
                                            "--no-gantt"]
-        out["loop random-10k sched-sim"] = [sys.executable, me, "--one",
+        out["loop random-10k sched-sim"] = [str(bindir / "python"), me, "--one",
                                             f"schedsim:{trace}:{hw}"]
     return out
 
@@ -235,6 +237,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--baseline", help="a kvplan checkout with its own .venv (the 'before')")
     ap.add_argument("--no-sched-sim", action="store_true")
+    ap.add_argument("--sched-sim", help="a venv of its own with sched-sim installed (else this "
+                    "venv's)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:

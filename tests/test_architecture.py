@@ -13,6 +13,7 @@ LAYERS = {
     "jsonread": 0,
     "atomic_file": 0,
     "input_file": 0,
+    "memo": 0,
     "api_check": 0,
     "specs": 1,
     "costs": 2,

@@ -201,3 +201,17 @@ def test_deepep_experts_run_only_the_routed_rows() -> None:
     delta = model.measured.dense_s[t] - gathered.measured.dense_s[t]
     want = 58 * DEFAULT_IMBALANCE * (all_e * 4 / 256 - mapped)
     assert np.allclose(delta, want, rtol=1e-9)
+
+
+def test_step_constants_memo_tells_dp_and_ep_apart() -> None:
+    """The planner's memo (kvplan.memo) keys step constants by every flag they read: a TP8
+    engine priced first must not answer for DP8 + EP, nor the other way round."""
+    from kvplan.costs.step.constants import _step_constants, step_constants
+
+    model = load_model("Qwen/Qwen3-30B-A3B")
+    engines = [EngineConfig(tensor_parallel_size=8),
+               EngineConfig(data_parallel_size=8, enable_expert_parallel=True),
+               EngineConfig(data_parallel_size=8)]
+    for engine in engines + engines[::-1]:
+        assert step_constants(model, engine) == _step_constants(model, engine)
+    assert step_constants(model, engines[0]) != step_constants(model, engines[1])

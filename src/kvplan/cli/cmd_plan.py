@@ -66,7 +66,7 @@ def plan_cmd(
     price: Annotated[list[str] | None, _o("--price", help_="GPU=USD per GPU-hour")] = None,
     prices: Annotated[Path | None, _o("--prices", help_="price CSV (see docs)")] = None,
     search: Annotated[str, _o("--search", help_="funnel or exhaustive")] = "funnel",
-    executor: Annotated[str, _o("--executor", help_="local or ray")] = "local",
+    executor: Annotated[str, _o("--executor", help_="auto, local or ray")] = "auto",
     ray_address: Annotated[Str, _o("--ray-address")] = None,
     workers: Annotated[int | None, _o("--workers", help_="local worker processes")] = None,
     sample_requests: Annotated[int, _o("--sample-requests")] = 500,

@@ -23,6 +23,14 @@ def check_chart_path(path: str | Path) -> Path:
     return p
 
 
+def chart_spec(chart: Any) -> dict[str, Any]:
+    """An altair chart's Vega-Lite dict without altair's JSON-schema check at run time (the
+    check is about 40 % of a chart's cost, 100 ms of /api/simulate's three; the specs are the
+    same dicts, and tests/test_chart_specs.py validates every chart kvplan builds)."""
+    spec: dict[str, Any] = chart.to_dict(validate=False)
+    return spec
+
+
 def chart_bytes(chart: Any, suffix: str) -> bytes:
     """An altair chart rendered offline as PNG, SVG or self-contained HTML, by suffix."""
     suffix = suffix.lower()
@@ -30,7 +38,7 @@ def chart_bytes(chart: Any, suffix: str) -> bytes:
         return str(chart.to_html(inline=True)).encode("utf-8")
     import vl_convert as vlc
 
-    spec = chart.to_json()
+    spec = chart.to_json(validate=False)  # validated in tests (chart_spec)
     data = vlc.vegalite_to_png(spec, scale=2) if suffix == ".png" else vlc.vegalite_to_svg(spec)
     return data if isinstance(data, bytes) else data.encode()
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError
+from kvplan.report.charts import chart_spec
 from kvplan.report.report_page import Section
 
 SCHEMA = "kvplan.plan/v1"
@@ -115,5 +116,4 @@ def _cost_chart(cands: list[dict[str, Any]]) -> dict[str, Any]:
         y=alt.Y("id:N", sort=None, title="candidate"), x=alt.X("usd_per_hour:Q", title="$ / hour"),
         color=alt.Color("stage:N"), tooltip=["id:N", "gpu:N", "stage:N", "usd_per_hour:Q"],
     ).properties(title="fleet cost per candidate", width=520)
-    spec: dict[str, Any] = chart.to_dict()
-    return spec
+    return chart_spec(chart)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.costs.step.latency import RequestShape
+from kvplan.report.charts import chart_spec
 from kvplan.report.durations import fmt_ms
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
@@ -39,7 +40,7 @@ def model_section(spec: ModelSpec, engine: EngineConfig, batch: int, context: in
                  for r in levers)
     return Section(id="model", title=f"Model: {spec.name} ({spec.attention_kind})",
                    rows=(("bytes per token", f"{kv['bytes_per_token']:,}"), *rows),
-                   charts=(levers_chart(levers, spec.name).to_dict(),),
+                   charts=(chart_spec(levers_chart(levers, spec.name)),),
                    answer={"kv": kv, "levers": levers_json(spec.name, batch, context, levers)},
                    lines=tuple(kv["formula"]))
 
@@ -59,7 +60,7 @@ def request_section(spec: ModelSpec, engine: EngineConfig, shape: RequestShape) 
             ("prefill share", f"{tl.prefill_share:.1%}"))
     return Section(id="request", title=f"Request: {shape.prompt_tokens} prompt + "
                    f"{shape.output_tokens} output tokens", rows=rows,
-                   charts=(staircase_chart(tl, spec.name).to_dict(),),
+                   charts=(chart_spec(staircase_chart(tl, spec.name)),),
                    answer=timeline_json(spec.name, kv, tl))
 
 
@@ -79,7 +80,7 @@ def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
             ("maximum concurrency", f"{plan.max_concurrency:.2f}x at "
                                     f"{plan.settings.max_model_len:,} tokens"))
     return Section(id="capacity", title=f"Capacity on {hw.id}", rows=rows,
-                   charts=(budget_chart(plan).to_dict(),), answer=plan_json(plan))
+                   charts=(chart_spec(budget_chart(plan)),), answer=plan_json(plan))
 
 
 def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
@@ -100,7 +101,7 @@ def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
             ("end-to-end", fmt_seconds(r.e2e_s)),
             ("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s"))
     return Section(id="latency", title=f"Latency at batch {shape.batch}", rows=rows,
-                   charts=(sweep_chart("batch", rows_).to_dict(),),
+                   charts=(chart_spec(sweep_chart("batch", rows_)),),
                    answer={"latency": latency_answer_json(r, prof),
                            "sweep": sweep_json("batch", rows_)})
 
@@ -125,8 +126,8 @@ def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
              for name, s in m.stats.items()]
     rows += [("preemptions", f"{m.preemptions}"), ("peak KV usage", f"{m.peak_kv_usage:.1%}")]
     title = f"{header['model_id']} on {header['gpu']}: KV usage"
-    charts = (sim_charts.kv_usage_chart(r, title).to_dict(), sim_charts.queue_chart(r).to_dict(),
-              sim_charts.latency_cdf_chart(r).to_dict())
+    charts = (chart_spec(sim_charts.kv_usage_chart(r, title)),
+              chart_spec(sim_charts.queue_chart(r)), chart_spec(sim_charts.latency_cdf_chart(r)))
     return Section(id="simulate", title=f"Simulation: {header['dataset']}, "
                    f"{header['num_prompts']} requests", rows=tuple(rows), charts=charts,
                    answer=answer)

@@ -88,6 +88,12 @@ class Slo:
             )
 
     @property
+    def judges_itl(self) -> bool:
+        """Whether a bound is on ITL (goodput has no ITL term): only then does judging need
+        every inter-token gap."""
+        return any(b.metric == "itl" for b in self.bounds)
+
+    @property
     def text(self) -> str:
         """The SLO as the flags that give it."""
         parts = [b.text for b in self.bounds]

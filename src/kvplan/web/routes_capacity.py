@@ -39,5 +39,6 @@ def capacity(request: Request, q: Annotated[CapacityQuery, Query()]) -> dict[str
 def capacity_chart(request: Request, q: Annotated[CapacityQuery, Query()]) -> dict[str, Any]:
     """The memory budget as a stacked bar (Vega-Lite), as `kvplan capacity --plot` draws it."""
     from kvplan.report.budget_charts import budget_chart
+    from kvplan.report.charts import chart_spec
 
-    return budget_chart(_plan(request, q)).to_dict()  # type: ignore[no-any-return]
+    return chart_spec(budget_chart(_plan(request, q)))

@@ -65,6 +65,7 @@ def latency_sweep(request: Request, q: Annotated[SweepQuery, Query()]) -> dict[s
 def latency_chart(request: Request, q: Annotated[SweepQuery, Query()]) -> dict[str, Any]:
     """The sweep chart (Vega-Lite): TPOT and throughput per lever value, the turns marked."""
     from kvplan.report.budget_charts import sweep_chart
+    from kvplan.report.charts import chart_spec
 
     lever, rows, _ = _sweep(request, q)
-    return sweep_chart(lever, rows).to_dict()  # type: ignore[no-any-return]
+    return chart_spec(sweep_chart(lever, rows))

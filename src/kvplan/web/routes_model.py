@@ -77,9 +77,10 @@ def _levers(spec: Any, q: LeversQuery) -> Any:
 def levers_chart(request: Request, q: Annotated[LeversQuery, Query()]) -> dict[str, Any]:
     """The levers bar chart (Vega-Lite)."""
     from kvplan.report.budget_charts import levers_chart as chart
+    from kvplan.report.charts import chart_spec
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    return chart(_levers(spec, q), spec.name).to_dict()  # type: ignore[no-any-return]
+    return chart_spec(chart(_levers(spec, q), spec.name))
 
 
 @router.post("/api/upload", tags=["model"])

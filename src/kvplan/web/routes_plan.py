@@ -53,6 +53,7 @@ def _work(args: dict[str, Any]) -> Work:
 
     def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
         from kvplan.analysis.plan.planner import plan
+        from kvplan.report.charts import chart_spec
         from kvplan.report.plan_chart import pareto_chart
         from kvplan.report.plan_json import plan_json
 
@@ -61,7 +62,7 @@ def _work(args: dict[str, Any]) -> Work:
             job.tick(done, total)
 
         result = plan(args["model"], workload, slo, progress=tick, **kwargs)
-        return plan_json(result), {"pareto": pareto_chart(result).to_dict()}
+        return plan_json(result), {"pareto": chart_spec(pareto_chart(result))}
 
     return run
 

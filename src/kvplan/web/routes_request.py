@@ -43,7 +43,7 @@ def request_json(request: Request, q: Annotated[RequestQuery, Query()]) -> dict[
 @router.get("/api/request/chart", tags=["charts"])
 def request_chart(request: Request, q: Annotated[RequestQuery, Query()]) -> dict[str, Any]:
     """The staircase chart `kvplan request --plot` draws (Vega-Lite)."""
-    from kvplan.report.charts import staircase_chart
+    from kvplan.report.charts import chart_spec, staircase_chart
 
     spec, _kv, tl = _timeline(request, q)
-    return staircase_chart(tl, spec.name).to_dict()  # type: ignore[no-any-return]
+    return chart_spec(staircase_chart(tl, spec.name))

@@ -49,28 +49,34 @@ def _prepare(request: Request, q: SimulateQuery) -> Any:
 Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
 
 
-def _work(prepared: Any) -> Work:
-    """The job's body: simulate, then the CLI's JSON and the three charts."""
+def _work(prepared: Any, charts: bool = True) -> Work:
+    """The job's body: simulate, then the CLI's JSON and (``charts``: for the page's job) the
+    three charts; GET /api/simulate returns the JSON alone and builds none."""
     spec, hw, engine, wargs, work, slo, (metrics, pct) = prepared
 
     def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
         from kvplan.analysis import metrics as mx
         from kvplan.analysis.serving import simulate_serving
-        from kvplan.report import sim_charts
         from kvplan.report.json_views import simulate_json
 
         ran = simulate_serving(spec, hw, engine, work, progress=job.tick)
         header = ran.header(wargs)
         m = mx.compute_metrics(ran.result, percentile_metrics=metrics, percentiles=pct,
                                goodput_ms=slo or None)
-        r = ran.result
-        title = f"{header['model_id']} on {header['gpu']}: KV usage"
-        charts = {"kv_usage": sim_charts.kv_usage_chart(r, title).to_dict(),
-                  "queue": sim_charts.queue_chart(r).to_dict(),
-                  "latency_cdf": sim_charts.latency_cdf_chart(r).to_dict()}
-        return simulate_json(header, m, r, (spec, hw.id, engine.tensor_parallel_size)), charts
+        answer = simulate_json(header, m, ran.result, (spec, hw.id, engine.tensor_parallel_size))
+        return answer, _charts(ran.result, header) if charts else {}
 
     return run
+
+
+def _charts(r: Any, header: dict[str, Any]) -> dict[str, Any]:
+    from kvplan.report import sim_charts
+    from kvplan.report.charts import chart_spec
+
+    title = f"{header['model_id']} on {header['gpu']}: KV usage"
+    return {"kv_usage": chart_spec(sim_charts.kv_usage_chart(r, title)),
+            "queue": chart_spec(sim_charts.queue_chart(r)),
+            "latency_cdf": chart_spec(sim_charts.latency_cdf_chart(r))}
 
 
 @router.get("/api/simulate", tags=["simulate"])
@@ -83,7 +89,7 @@ async def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> di
     def run() -> dict[str, Any]:
         job = Job("sync", "sync", deadline(request.app.state.settings))
         try:
-            result, _charts = _work(_prepare(request, q))(job)
+            result, _ = _work(_prepare(request, q), charts=False)(job)
         except Cancelled as exc:
             raise InputError(f"--num-prompts: simulation {exc}") from None
         return result

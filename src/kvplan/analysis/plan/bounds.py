@@ -92,10 +92,12 @@ def zero_load(rep: Replica, work: Workload, slo: Slo) -> tuple[Latencies, FloatA
     out = work.output_tokens.astype(np.int64)
     e2el = ttft + (out - 1) * tpot
     gaps = np.maximum(out - 1, 0)
+    itl = slo.judges_itl  # every gap only for an ITL bound
     lat = Latencies(arrival_s=work.arrival_s, ttft_ms=ttft * 1000,
                     tpot_ms=np.where(out > 1, tpot * 1000, np.nan), e2el_ms=e2el * 1000,
-                    itl_ms=np.repeat(tpot * 1000, gaps),
-                    itl_req=np.repeat(np.arange(len(out), dtype=np.int64), gaps),
+                    itl_ms=np.repeat(tpot * 1000, gaps) if itl else None,
+                    itl_req=np.repeat(np.arange(len(out), dtype=np.int64), gaps) if itl
+                    else None,
                     output_tokens=out)
     return lat, ttft
 

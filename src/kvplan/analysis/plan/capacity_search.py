@@ -73,7 +73,7 @@ def at_rate(unit: Workload, rate: float) -> Workload:
 def probe(rep: Replica, unit: Workload, slo: Slo, rate: float) -> Probe:
     """Simulate the stream at ``rate`` and judge it."""
     r = rep.simulate(at_rate(unit, rate))
-    return judged_probe([r], latencies(r), rep, slo, rate)
+    return judged_probe([r], latencies(r, itl=slo.judges_itl), rep, slo, rate)
 
 
 def judged_probe(runs: list[SimulationResult], lat: Latencies, rep: Replica, slo: Slo,

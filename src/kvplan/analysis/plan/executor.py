@@ -14,7 +14,13 @@ from typing import Any, Protocol
 from kvplan.analysis.plan.jobs import Job, JobContext, Out, run_job, run_jobs
 from kvplan.errors import InputError
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("auto", "local", "ray")
+RAY_MIN_SCREENED = 400
+"""``--executor auto`` takes Ray only for a cluster (``--ray-address``) and a plan with at least
+this many screened candidates (docs/planner.md, Execution: Ray's start-up, about 4.6 s here,
+against about 0.05 CPU-s of simulation per screened candidate; below this the start costs
+more than a cluster twice the local workers saves)."""
+log = logging.getLogger("kvplan")
 
 
 class Executor(Protocol):
@@ -91,6 +97,41 @@ class RayExecutor:
     def close(self) -> None:
         if self._started:
             self._ray.shutdown()
+
+
+def check_executor(name: str) -> None:
+    if name not in EXECUTORS:
+        raise InputError(f"--executor {name!r}: choose one of {', '.join(EXECUTORS)}")
+
+
+def executor_choice(name: str, address: str | None, screened: int) -> tuple[str, str]:
+    """(executor to run, a note when Ray is expected to be slower than local, else "").
+
+    Ray starts a local instance (or joins ``address``) and ships every batch; on this
+    machine's own cores it runs the same jobs as the local pool, so it can only win on a
+    cluster with more CPUs, and only once the plan's simulation outweighs its start-up.
+    """
+    check_executor(name)
+    big = address is not None and screened >= RAY_MIN_SCREENED
+    if name == "auto":
+        return ("ray" if big else "local"), ""
+    if name == "local" or big:
+        return name, ""
+    why = ("without --ray-address Ray runs on this machine's cores, as local does"
+           if address is None else
+           f"{screened} screened candidates, below the {RAY_MIN_SCREENED} where its start-up "
+           "pays off")
+    return name, (f"--executor ray is expected to be slower than local here ({why}; "
+                  "docs/planner.md, Execution)")
+
+
+def pick_executor(name: str, workers: int | None, address: str | None, screened: int
+                  ) -> Executor:
+    """The executor ``executor_choice`` picks, its note (if any) logged once."""
+    chosen, note = executor_choice(name, address, screened)
+    if note:
+        log.info(note)
+    return make_executor(chosen, workers, address)
 
 
 def make_executor(name: str, workers: int | None = None, address: str | None = None

@@ -137,18 +137,18 @@ def simulate_fleet(replica: Replica, work: Workload, replicas: int, slo: Slo) ->
     """Route ``work`` over ``replicas`` copies of ``replica``, simulate each, judge the union."""
     router = replica.deployment.router
     if router == "least-outstanding" and replicas > 1:
-        first = _run(replica, work, round_robin(len(work), replicas), replicas)
+        first = _run(replica, work, round_robin(len(work), replicas), replicas, False)
         e2e = np.minimum(first[1].e2el_ms, 1e9) / 1000
         assign = least_outstanding(work.arrival_s, e2e, replicas)
     elif router == "prefix-affinity":
         assign = prefix_affinity(work, replicas)
     else:
         assign = round_robin(len(work), replicas)
-    results, lat = _run(replica, work, assign, replicas)
+    results, lat = _run(replica, work, assign, replicas, slo.judges_itl)
     return _fleet(results, lat, work, replicas, slo, assign)
 
 
-def _run(replica: Replica, work: Workload, assign: IntArray, replicas: int
+def _run(replica: Replica, work: Workload, assign: IntArray, replicas: int, itl: bool
          ) -> tuple[list[SimulationResult], Latencies]:
     parts, results = [], []
     for k in range(replicas):
@@ -157,7 +157,7 @@ def _run(replica: Replica, work: Workload, assign: IntArray, replicas: int
             continue
         r = replica.simulate(subset(work, ids))
         results.append(r)
-        parts.append((latencies(r), ids))
+        parts.append((latencies(r, itl=itl), ids))
     return results, merge(parts)
 
 

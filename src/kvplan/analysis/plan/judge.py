@@ -32,8 +32,9 @@ class Latencies:
     tpot_ms: FloatArray
     """NaN for 1-token outputs (vLLM leaves them out of TPOT)."""
     e2el_ms: FloatArray
-    itl_ms: FloatArray
-    itl_req: IntArray
+    itl_ms: FloatArray | None
+    """Every inter-token gap; None when built for an SLO without an ITL bound."""
+    itl_req: IntArray | None
     output_tokens: IntArray
     concurrency: int | None = None
 
@@ -71,8 +72,10 @@ class Verdict:
         return dict(self.achieved)[key]
 
 
-def latencies(r: SimulationResult, concurrency: int | None = None) -> Latencies:
-    """Per-request latencies of one simulation."""
+def latencies(r: SimulationResult, concurrency: int | None = None, *,
+              itl: bool = True) -> Latencies:
+    """Per-request latencies of one simulation (``itl``: with every inter-token gap, which
+    only an ITL bound reads; a plan's other SLOs skip building them)."""
     done = r.finished
     sent = r.sent_s
     ttft = np.where(done, r.first_token_s - sent, np.inf)
@@ -81,10 +84,10 @@ def latencies(r: SimulationResult, concurrency: int | None = None) -> Latencies:
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (e2el - ttft) / np.maximum(out - 1, 1), np.nan)
     tpot = np.where(done | (out <= 1), tpot, np.inf)
-    gaps, owner = _itl(r)
+    gaps, owner = _itl(r) if itl else (None, None)
     return Latencies(arrival_s=r.arrival_s, ttft_ms=_ms(ttft), tpot_ms=_ms(tpot),
-                     e2el_ms=_ms(e2el), itl_ms=gaps * 1000, itl_req=owner,
-                     output_tokens=out, concurrency=concurrency)
+                     e2el_ms=_ms(e2el), itl_ms=None if gaps is None else gaps * 1000,
+                     itl_req=owner, output_tokens=out, concurrency=concurrency)
 
 
 def _ms(x: FloatArray) -> FloatArray:
@@ -126,12 +129,22 @@ def merge(parts: Sequence[tuple[Latencies, IntArray]]) -> Latencies:
         for k, col in cols.items():
             col[ids] = getattr(lat, k)
         out[ids] = lat.output_tokens
-    itl = np.concatenate([lat.itl_ms for lat, _ in parts]) if parts else np.zeros(0)
-    owner = np.concatenate([ids[lat.itl_req] for lat, ids in parts]) if parts else np.zeros(
-        0, dtype=np.int64)
+    itl, owner = _merged_itl(parts)
     return Latencies(arrival_s=cols["arrival_s"], ttft_ms=cols["ttft_ms"],
                      tpot_ms=cols["tpot_ms"], e2el_ms=cols["e2el_ms"], itl_ms=itl,
-                     itl_req=owner.astype(np.int64), output_tokens=out)
+                     itl_req=owner, output_tokens=out)
+
+
+def _merged_itl(parts: Sequence[tuple[Latencies, IntArray]]
+                ) -> tuple[FloatArray | None, IntArray | None]:
+    """The replicas' gaps end to end with global owners (None when they were not built)."""
+    if not parts:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    if any(lat.itl_ms is None or lat.itl_req is None for lat, _ in parts):
+        return None, None
+    itl = np.concatenate([lat.itl_ms for lat, _ in parts])
+    owner = np.concatenate([ids[lat.itl_req] for lat, ids in parts])
+    return itl, owner.astype(np.int64)
 
 
 def judged_mask(lat: Latencies, slo: Slo) -> npt.NDArray[np.bool_]:
@@ -174,6 +187,7 @@ def judge(lat: Latencies, slo: Slo) -> Verdict:
 
 def _values(lat: Latencies, metric: str, keep: npt.NDArray[np.bool_]) -> FloatArray:
     if metric == "itl":
+        assert lat.itl_ms is not None and lat.itl_req is not None, "latencies built without ITL"
         return lat.itl_ms[keep[lat.itl_req]]
     v: FloatArray = getattr(lat, f"{metric}_ms")[keep]
     return v[~np.isnan(v)]

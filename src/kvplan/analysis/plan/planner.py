@@ -14,7 +14,7 @@ from typing import Any
 
 from kvplan.analysis.plan.advice import advise
 from kvplan.analysis.plan.bands import MARGINS
-from kvplan.analysis.plan.executor import make_executor
+from kvplan.analysis.plan.executor import check_executor, pick_executor
 from kvplan.analysis.plan.explain import binding
 from kvplan.analysis.plan.funnel import Limits, Progress, Tally, screen
 from kvplan.analysis.plan.jobs import JobContext
@@ -61,7 +61,8 @@ class PlanOptions:
     max_gpus: int | None = None
     max_cost_per_hour: float | None = None
     search: str = "funnel"
-    executor: str = "local"
+    executor: str = "auto"
+    """'auto': local, or Ray for a large plan on a cluster (analysis/plan/executor.py)."""
     workers: int | None = None
     ray_address: str | None = None
     seed: int = 0
@@ -97,12 +98,13 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
                  mean_output_tokens=traffic.mean_output_tokens,
                  exhaustive=opts.search == "exhaustive",
                  target_requests=0 if traffic.target is None else len(traffic.target))
-    ex = make_executor(opts.executor, opts.workers, opts.ray_address)
     tally = Tally()
+    cands = screen(spec, space, opts.router, prices, ctx, lim)
+    if progress is not None:
+        progress("screen", len(cands), len(cands))
+    ex = pick_executor(opts.executor, opts.workers, opts.ray_address,
+                       sum(c.stage == "screened" for c in cands))
     try:
-        cands = screen(spec, space, opts.router, prices, ctx, lim)
-        if progress is not None:
-            progress("screen", len(cands), len(cands))
         cands = search(cands, ex, ctx, prices, lim, tally, progress)
         ranked = rank(cands, lim)
         winner = ranked[0] if ranked else None
@@ -145,6 +147,7 @@ def _check_options(o: PlanOptions) -> None:
         raise InputError(f"--slo-margin {o.slo_margin!r}: choose one of {', '.join(MARGINS)}")
     if o.search not in SEARCHES:
         raise InputError(f"--search {o.search!r}: choose one of {', '.join(SEARCHES)}")
+    check_executor(o.executor)
     for flag, v in (("--max-gpus", o.max_gpus), ("--replicas", o.replicas),
                     ("--workers", o.workers)):
         if v is not None and v < 1:

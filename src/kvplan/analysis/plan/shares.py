@@ -92,7 +92,8 @@ def share_probe(rep: Replica, work: Workload, slo: Slo, replicas: int, sample: i
             ids = np.flatnonzero(assign == k).astype(np.int64)
             if len(ids):
                 runs.append((rep.simulate(subset(work, ids)), ids))
-        p = judged_probe([r for r, _ in runs], _pooled(runs), rep, slo, rate_rps / replicas)
+        p = judged_probe([r for r, _ in runs], _pooled(runs, slo.judges_itl), rep, slo,
+                         rate_rps / replicas)
         if not p.verdict.within_noise or m >= top:
             return ShareProbe(replicas=replicas, shares=m, probe=p,
                               requests=sum(len(ids) for _, ids in runs))
@@ -108,14 +109,14 @@ def busiest(work: Workload, size: int) -> Workload:
     return subset(work, np.arange(start, start + size, dtype=np.int64))
 
 
-def _pooled(runs: list[tuple[SimulationResult, IntArray]]) -> Latencies:
+def _pooled(runs: list[tuple[SimulationResult, IntArray]], itl: bool) -> Latencies:
     """The simulated shares' latencies as one set (request ids renumbered 0..n-1)."""
     every = np.concatenate([ids for _, ids in runs])
     pos = np.empty(len(every), dtype=np.int64)
     pos[np.argsort(every, kind="stable")] = np.arange(len(every), dtype=np.int64)
     parts, start = [], 0
     for r, ids in runs:
-        parts.append((latencies(r), pos[start:start + len(ids)]))
+        parts.append((latencies(r, itl=itl), pos[start:start + len(ids)]))
         start += len(ids)
     return merge(parts)
 

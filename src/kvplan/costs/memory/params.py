@@ -17,8 +17,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.costs.memory.weight_formats import WeightFormat, dtype_bytes, resolve_format
+from kvplan.memo import Memo
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
+
+WEIGHT_MEMO: Memo[int] = Memo(1024)
+"""Weight bytes per (model, dtype, weight format, TP, PP, stage or experts kept): a plan
+prices the same shards for every KV dtype, sequence cap and chunk size it tries."""
 
 Shard = Literal["col", "row", "kv", "vocab", "rep"]
 Role = Literal[
@@ -339,7 +344,8 @@ def _sum_bytes(
 
 def weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | None = None) -> int:
     """Bytes of the whole model's weights (one copy, no padding)."""
-    return _sum_bytes(all_parts(model), _pricing(model, dtype, quantization), 1)
+    return WEIGHT_MEMO.get(("all", model, dtype, quantization), lambda: _sum_bytes(
+        all_parts(model), _pricing(model, dtype, quantization), 1))
 
 
 def weight_bytes_per_gpu(
@@ -359,7 +365,8 @@ def stage_weight_bytes(
     pp: int = 1, stage: int = 0,
 ) -> int:
     """Weight bytes on one GPU of pipeline stage ``stage`` (embedding first, lm_head last)."""
-    return _sum_bytes(_stage_parts(model, pp, stage), _pricing(model, dtype, quantization), tp)
+    return WEIGHT_MEMO.get(("stage", model, dtype, quantization, tp, pp, stage), lambda: (
+        _sum_bytes(_stage_parts(model, pp, stage), _pricing(model, dtype, quantization), tp)))
 
 
 def active_weight_bytes_per_gpu(
@@ -379,5 +386,10 @@ def active_weight_bytes_per_gpu(
 def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None, tp: int,
                          pp: int, active: tuple[int, int] | None) -> int:
     """The largest pipeline stage's bytes on one GPU (``active``: keep k of n routed experts)."""
-    pricing = _pricing(model, dtype, quantization)
-    return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp, active) for s in range(pp))
+
+    def compute() -> int:
+        pricing = _pricing(model, dtype, quantization)
+        return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp, active)
+                   for s in range(pp))
+
+    return WEIGHT_MEMO.get(("fullest", model, dtype, quantization, tp, pp, active), compute)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.memo import Memo
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
@@ -77,8 +78,20 @@ def gemm_dtype(model: ModelSpec, engine: EngineConfig, precision: str) -> str:
     return precision
 
 
+_MEMO: Memo[StepConstants] = Memo(512)
+"""step_constants per (model, TP, PP, DP, EP, KV dtype, dtype, weight format): all it reads."""
+
+
 def step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
-    """Every per-model, per-GPU coefficient the step cost needs, computed once."""
+    """Every per-model, per-GPU coefficient the step cost needs, computed once per model,
+    parallelism, KV dtype and weight format (a plan's other levers do not change them)."""
+    key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
+           engine.data_parallel_size, engine.enable_expert_parallel,
+           engine.kv_cache_dtype, engine.dtype, engine.quantization)
+    return _MEMO.get(key, lambda: _step_constants(model, engine))
+
+
+def _step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
     from kvplan.costs.memory.params import pp_layer_ranges
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from kvplan.memo import Memo
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
@@ -82,11 +83,19 @@ class StageOps:
     """TP wider than a node: the all-reduces priced over this link, not the tables."""
 
 
+_MEMO: Memo[StageOps] = Memo(512)
+"""stage_ops per (model, TP, PP): all it reads."""
+
+
 def stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
     """The ops of one step on the fullest stage (layers grouped: equal shapes add counts)."""
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    return _MEMO.get((model, tp, pp), lambda: _stage_ops(model, tp, pp))
+
+
+def _stage_ops(model: ModelSpec, tp: int, pp: int) -> StageOps:
     from kvplan.costs.memory.params import pp_layer_ranges
 
-    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     stages = pp_layer_ranges(model.num_layers, pp)
     stage = max(stages, key=len)
     gemms: dict[tuple[str, int, int, str], int] = {}

@@ -75,9 +75,26 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     """Price ``ops`` on ``gpu`` from its tables for steps of up to ``max_tokens`` tokens;
     ``prefill_tokens`` is the chunk a prefill step typically computes (the attention rate is
     read at that length)."""
+    dense, ar, lm_fixed, lm_slope, mla_ctx = _dense_tables(ops, gpu, gemm_dtype, max_tokens)
+    chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
+    mla = any(a.kind == "mla" for a in ops.attention)
+    full_r, slide_r = _attention_rates(ops, gpu, gemm_dtype if mla else "", kv_dtype, chunk)
+    return MeasuredStep(
+        gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
+        full=full_r, sliding=slide_r,
+        mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
+        compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
+        sources=(kn.resolve_gpu(gpu),), notes=())
+
+
+@lru_cache(maxsize=128)
+def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
+                  ) -> tuple[FloatArray, FloatArray | None, float, float, float]:
+    """(GEMM + MoE seconds per token count, all-reduce seconds, lm_head fixed and per-request
+    seconds, MLA up-projection seconds per context token): the same for every KV dtype and
+    chunk size a plan tries on one model, GPU, TP and weight format."""
     m = np.arange(max_tokens + 1, dtype=np.int64)
     dense = np.zeros(max_tokens + 1, dtype=np.float64)
-    notes: list[str] = []
     lm_fixed = lm_slope = mla_ctx = 0.0
     for op in ops.gemms:
         if op.per == "token":
@@ -103,18 +120,20 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
                 gpu, m[1:] * ops.allreduce_bytes_per_token, ops.tp)
         if ops.exchange is not None:
             ar[1:] += ops.exchange.seconds(m[1:])
+    return dense, ar, lm_fixed, lm_slope, mla_ctx
+
+
+@lru_cache(maxsize=128)
+def _attention_rates(ops: StageOps, gpu: str, mla_gemm_dtype: str, kv_dtype: str, chunk: int
+                     ) -> tuple[AttentionRates | None, AttentionRates | None]:
+    """(full or MLA, sliding) attention rates; the GEMM dtype matters only to MLA (its
+    measured blocks include projections priced from the GEMM tables), "" otherwise."""
     by_kind = {a.kind: a for a in ops.attention}
     full = by_kind.get("full") or by_kind.get("mla")
-    chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
-    proj = _MlaProjections(ops, gpu, gemm_dtype) if "mla" in by_kind else None
+    proj = _MlaProjections(ops, gpu, mla_gemm_dtype) if "mla" in by_kind else None
     full_r = _rates(gpu, full, kv_dtype, chunk, proj) if full else None
     slide = by_kind.get("sliding")
-    return MeasuredStep(
-        gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
-        full=full_r, sliding=_rates(gpu, slide, kv_dtype, chunk) if slide else None,
-        mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
-        compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
-        sources=(kn.resolve_gpu(gpu),), notes=tuple(notes))
+    return full_r, _rates(gpu, slide, kv_dtype, chunk) if slide else None
 
 
 def _moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
@@ -236,6 +255,7 @@ def _prefill_s(gpu: str, a: AttentionOp, kv_dtype: str, isl: int) -> float:
                                         kv_dtype=kv_dtype, window=a.window)[()])
 
 
+@lru_cache(maxsize=64)
 def _stream_rate(gpu: str, kv_dtype: str) -> float:
     """Bytes per second of the measured decode-attention kernel at a large, memory-bound
     shape (64 requests x 8,192 cached tokens, 8 KV heads of 128): elementwise ops stream
@@ -246,6 +266,7 @@ def _stream_rate(gpu: str, kv_dtype: str) -> float:
     return b * ln * kv_heads * d * 2 * 2 / t
 
 
+@lru_cache(maxsize=64)
 def _compute_rate(gpu: str, dtype: str) -> float:
     """FLOP/s of the measured 8,192 x 8,192 x 8,192 GEMM at ``dtype``."""
     n = 8192

@@ -196,6 +196,10 @@ async function upload(form, input) {
 
 // ---- simulate: a job with progress and cancel ----
 let job = null;
+let polls = 0;
+// A small simulation is done in tens of ms: ask soon, then back off so a long job is
+// polled about once a second (50, 100, 200, 400, 800, 800 ... ms after each answer).
+const pollDelay = (n) => Math.min(50 * 2 ** n, 800);
 async function runJob(form) {
   clearErrors();
   const r = await fetch(form.getAttribute("data-job"), { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
@@ -204,14 +208,15 @@ async function runJob(form) {
   job = body.job;
   $("#cancel").disabled = false; $("#run").disabled = true;
   document.body.dataset.state = "running";
-  poll(form);
+  polls = 0;
+  setTimeout(() => poll(form), pollDelay(polls++));
 }
 async function poll(form) {
   const { body } = await getJson(`${form.getAttribute("data-job")}/${job}`);
   $("#progress").max = Math.max(body.total, 1); $("#progress").value = body.done;
   $("#progress-text").textContent = body.state === "queued" ? `queued: ${body.ahead} ahead`
     : `${body.stage ? body.stage + ": " : ""}${body.done} / ${body.total} · ${body.state}`;
-  if (body.state === "running" || body.state === "queued") { setTimeout(() => poll(form), 300); return; }
+  if (body.state === "running" || body.state === "queued") { setTimeout(() => poll(form), pollDelay(polls++)); return; }
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
     $("#progress-text").textContent = `${body.error} (after ${body.done} / ${body.total} requests)`;
