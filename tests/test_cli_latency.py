@@ -81,3 +81,17 @@ def test_calibrate_writes_a_profile_latency_reads(tmp_path: Path) -> None:
                   "--profile", str(out), "--json")
     assert lat.code == 0, lat.err
     assert lat.json()["profile"]["gpu"] == "A100-80GB-SXM"
+
+
+def test_an_mla_model_on_a_gpu_without_mla_tables_is_priced_and_says_how() -> None:
+    """DeepSeek-V2-Lite on A100 (no MLA table bundled) answered exit 2 before; now its MLA
+    blocks stand on L40S's tables scaled by the measured attention ratio, and the answer
+    says so. H100 has its own MLA tables: no such words, and A100 is slower on both phases."""
+    args = ["latency", "deepseek-ai/DeepSeek-V2-Lite", "--prompt", "2048", "--output", "128",
+            "--json"]
+    a100 = run_cli(*args, "--gpu", "A100-80GB")
+    h100 = run_cli(*args, "--gpu", "H100")
+    assert a100.code == 0 and h100.code == 0, a100.err + h100.err
+    a, h = a100.json(), h100.json()
+    assert "no MLA table on A100-80GB-SXM" in a["kernels"] and "MLA" not in h["kernels"]
+    assert a["ttft_s"] > h["ttft_s"] and a["tpot_s"] > h["tpot_s"]

@@ -69,14 +69,12 @@ def test_mla_rows() -> None:
     assert "FLASHMLA" in decode.source.kernels
 
 
-def test_mla_heads_scaled_and_a100_has_no_mla_table() -> None:
+def test_mla_heads_scaled() -> None:
     answer = K.mla_decode("H100", 8, 4097, num_heads=24)
     assert answer.notes and "batch x0.75" in answer.notes[0]
-    with pytest.raises(UnknownNameError, match="no measured mla_gen"):
-        K.mla_decode("A100", 8, 4097, num_heads=16)
 
 
-@pytest.mark.parametrize("gpu", ["H100", "H200", "B200", "GB200", "L40S"])
+@pytest.mark.parametrize("gpu", ["H100", "H200", "B200", "GB200", "L40S", "A100"])
 def test_mla_more_work_never_faster(gpu: str) -> None:
     batch, length = np.arange(1, 300)[:, None], np.geomspace(1, 200_000, 200)[None, :]
     for fn in (K.mla_context_s, K.mla_decode_s):
@@ -112,3 +110,28 @@ def test_a_gpu_without_a_tensor_rate_is_matched_on_bandwidth_alone() -> None:
                         mem_bw_bytes_per_s=4.8e12, peak_flops={}, arch="Hopper")
     with np.errstate(all="raise"):
         assert K.nearest_measured_gpu(bare).donor == "H200-SXM-141GB"
+
+
+def test_a_gpu_without_mla_tables_prices_mla_by_its_measured_attention_ratio() -> None:
+    """A100 has no MLA table in the bundle: its MLA block is the nearest-datasheet GPU with
+    one (L40S: log gaps 0.15 on FLOP/s + 0.86 on bytes/s, against H100's 1.15 + 0.50) times
+    one ratio per phase of the two GPUs' own measured attention (decode: 64 x 8,192, MQA;
+    prefill: 1 x 8,192, MHA); marked extrapolated."""
+    assert K.mla_donor("A100-80GB-SXM") == "L40S" and K.mla_donor("H100") is None
+    batch, length = np.array([1, 8, 64]), np.array([1024, 4096, 8192])
+    got = K.mla_decode("A100-80GB-SXM", batch, length, num_heads=16)
+    ratio = (K.decode_attention_s("A100-80GB-SXM", 64, 8192, num_heads=16, num_kv_heads=1,
+                                  head_dim=128)
+             / K.decode_attention_s("L40S", 64, 8192, num_heads=16, num_kv_heads=1,
+                                    head_dim=128))
+    want = K.mla_decode_s("L40S", batch, length, num_heads=16) * ratio
+    assert np.allclose(got.seconds, want) and np.all(got.status >= Status.EXTRAPOLATED)
+    assert any("no measured MLA table" in n for n in got.notes)
+    # A100 streams 2.36x L40S's bytes/s: its bandwidth-bound decode block is faster
+    assert ratio < 1.0
+    ratio = (K.context_attention_s("A100-80GB-SXM", 1, 8192, num_heads=16, num_kv_heads=16,
+                                   head_dim=128)
+             / K.context_attention_s("L40S", 1, 8192, num_heads=16, num_kv_heads=16,
+                                     head_dim=128))
+    pre = K.mla_context_s("A100-80GB-SXM", batch, length, num_heads=16)
+    assert np.allclose(pre, K.mla_context_s("L40S", batch, length, num_heads=16) * ratio)

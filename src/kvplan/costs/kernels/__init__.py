@@ -13,7 +13,13 @@ from kvplan.costs.kernels.attention import (
 from kvplan.costs.kernels.comm import NCCL_OPS, all_gather, all_reduce, all_reduce_s, nccl
 from kvplan.costs.kernels.donor import Efficiency, nearest_measured_gpu
 from kvplan.costs.kernels.gemm import GEMM_DTYPES, gemm, gemm_s
-from kvplan.costs.kernels.mla import mla_context, mla_context_s, mla_decode, mla_decode_s
+from kvplan.costs.kernels.mla import (
+    mla_context,
+    mla_context_s,
+    mla_decode,
+    mla_decode_s,
+    mla_donor,
+)
 from kvplan.costs.kernels.moe import MOE_DTYPES, moe, moe_s
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
 from kvplan.costs.kernels.tables import manifest, measured_gpus, resolve_gpu
@@ -41,6 +47,7 @@ __all__ = [
     "mla_context_s",
     "mla_decode",
     "mla_decode_s",
+    "mla_donor",
     "moe",
     "moe_s",
     "nccl",

@@ -34,8 +34,13 @@ def kernel_basis(timer: StepCostModel) -> str:
         from kvplan.costs import kernels as kn
 
         src = kn.gemm(ms.gpu, 1, 4096, 4096, timer.gemm_dtype).source
-        return (f"kernels measured on {ms.gpu} ({src.engine} {src.version}; "
+        line = (f"kernels measured on {ms.gpu} ({src.engine} {src.version}; "
                 "aiconfigurator-core tables, Apache-2.0)")
+        mla = timer.ops is not None and any(a.kind == "mla" for a in timer.ops.attention)
+        if mla and (donor := kn.mla_donor(ms.gpu)) is not None:
+            line += (f"; no MLA table on {ms.gpu}: its MLA blocks are {donor}'s x the two "
+                     "GPUs' measured attention ratio")
+        return line
     if timer.donor is not None:
         return (f"roofline: {timer.hardware.id} has no measured kernel tables; rates of "
                 f"{timer.donor}'s measured kernels (compute {timer.profile.compute_eff:.0%}, "
