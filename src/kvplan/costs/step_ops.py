@@ -37,6 +37,10 @@ class MoeOp:
     topk: int
     tp: int
     count: int
+    dtype: str | None = None
+    """The MoE table's dtype when the experts are stored in a format of their own (gpt-oss's
+    MXFP4 experts run vLLM's w4a16 MXFP4 MoE kernels: ``w4a16_mxfp4``); None: the step's
+    compute precision."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,10 +68,14 @@ class StageOps:
     allreduce_bytes_per_token: int
     tp: int
     layers: int
+    cudagraph_max_tokens: int = 0
+    """Steps of up to this many tokens replay a CUDA graph padded to a captured size
+    (``kvplan.costs.cudagraph``); 0: no padding."""
 
 
 def stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
     """The ops of one step on the fullest stage (layers grouped: equal shapes add counts)."""
+    from kvplan.costs.cudagraph import max_capture_tokens
     from kvplan.costs.params import pp_layer_ranges
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
@@ -84,9 +92,10 @@ def stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
     return StageOps(
         gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p)  # type: ignore[arg-type]
                     for (n, a, b, p), c in gemms.items()),
-        moe=_moe_op(model, stage, tp), attention=_attention_ops(model, stage, tp),
+        moe=_moe_op(model, engine, stage), attention=_attention_ops(model, stage, tp),
         allreduces=2 * len(stage) if tp > 1 else 0,
-        allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage))
+        allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
+        cudagraph_max_tokens=max_capture_tokens(engine))
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int) -> list[GemmOp]:
@@ -134,7 +143,7 @@ def _per(model: ModelSpec, role: str, rows: int, cols: int) -> PerWhat:
     return "token"
 
 
-def _moe_op(model: ModelSpec, stage: range, tp: int) -> MoeOp | None:
+def _moe_op(model: ModelSpec, engine: EngineConfig, stage: range) -> MoeOp | None:
     e = model.moe
     if e is None:
         return None
@@ -142,7 +151,17 @@ def _moe_op(model: ModelSpec, stage: range, tp: int) -> MoeOp | None:
     if not layers:
         return None
     return MoeOp(hidden=model.hidden_size, inter=e.moe_intermediate_size,
-                 experts=e.num_experts, topk=e.experts_per_token, tp=tp, count=layers)
+                 experts=e.num_experts, topk=e.experts_per_token,
+                 tp=engine.tensor_parallel_size, count=layers, dtype=expert_dtype(model, engine))
+
+
+def expert_dtype(model: ModelSpec, engine: EngineConfig) -> str | None:
+    """The MoE kernel family of experts stored apart from the rest: MXFP4 experts (gpt-oss)
+    run vLLM's weight-only MXFP4 MoE kernels (16-bit activations); None otherwise."""
+    from kvplan.costs.weight_formats import resolve_format
+
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    return "w4a16_mxfp4" if fmt is not None and fmt.name == "mxfp4" else None
 
 
 def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp, ...]:

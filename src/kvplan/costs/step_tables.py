@@ -22,6 +22,7 @@ import numpy as np
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.batch import FloatArray, IntArray
+from kvplan.costs.cudagraph import padded_tokens
 from kvplan.costs.step_ops import AttentionOp, GemmOp, StageOps
 
 _DECODE_B = (1, 4, 16, 64, 256)
@@ -75,7 +76,7 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     """Price ``ops`` on ``gpu`` from its tables for steps of up to ``max_tokens`` tokens;
     ``prefill_tokens`` is the chunk a prefill step typically computes (the attention rate is
     read at that length)."""
-    m = np.arange(max_tokens + 1, dtype=np.int64)
+    m = padded_tokens(np.arange(max_tokens + 1, dtype=np.int64), ops.cudagraph_max_tokens)
     dense = np.zeros(max_tokens + 1, dtype=np.float64)
     notes: list[str] = []
     lm_fixed = lm_slope = mla_ctx = 0.0
@@ -91,7 +92,7 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
         e = ops.moe
         dense[1:] += e.count * kn.moe_s(gpu, m[1:], hidden=e.hidden, inter=e.inter,
                                         num_experts=e.experts, topk=e.topk,
-                                        dtype=_moe_dtype(gemm_dtype), tp=e.tp)
+                                        dtype=e.dtype or _moe_dtype(gemm_dtype), tp=e.tp)
     ar = None
     if ops.allreduces:
         ar = np.zeros(max_tokens + 1, dtype=np.float64)
@@ -242,11 +243,11 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
     ``tokens`` computed by ``requests`` requests over ``context`` cached tokens with
     ``pairs`` attended (query, key) pairs."""
     gpu, out = ms.gpu, []
-    m = np.array([max(1, tokens)])
+    m = padded_tokens(np.array([max(1, tokens)]), ops.cudagraph_max_tokens)
     for op in ops.gemms:
         if op.per == "prefill_context":
             continue
-        rows = requests if op.per == "request" else tokens
+        rows = requests if op.per == "request" else int(m[0])
         t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k,
                              op_dtype(op, gemm_dtype))[0])
         out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
@@ -254,7 +255,7 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
     if ops.moe is not None:
         e = ops.moe
         t = float(kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts,
-                           topk=e.topk, dtype=_moe_dtype(gemm_dtype), tp=e.tp)[0])
+                           topk=e.topk, dtype=e.dtype or _moe_dtype(gemm_dtype), tp=e.tp)[0])
         out.append(OpTime(op="moe_experts", count=e.count,
                           shape=f"tokens={tokens} E={e.experts} top-{e.topk} "
                                 f"inter={e.inter}/{e.tp}",
