@@ -74,7 +74,8 @@ def main() -> None:
             r = rows[-1]
             print(f"{r[0]:24s} {r[1]:28s} {r[2]:15s} tp{r[3]} {r[4]:>10s} "
                   f"measured {r[5]:>8.0f} kvplan {r[6]:>8.0f} {r[7]:+.0%}", flush=True)
-    print("\n| model | GPU | TP | points | median abs error | median signed |\n|---|---|---|---|---|---|")
+    print("\n| model | GPU | TP | points | median abs error | median signed |")
+    print("|---|---|---|---|---|---|")
     for key in sorted({(r[1], r[2], r[3]) for r in rows}):
         errs = [r[7] for r in rows if (r[1], r[2], r[3]) == key]
         print(f"| {key[0]} | {key[1]} | {key[2]} | {len(errs)} | "

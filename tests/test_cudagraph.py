@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from kvplan.costs.cudagraph import capture_sizes, max_capture_tokens, padded_tokens
 from kvplan.costs.roofline import StepCostModel
@@ -39,3 +40,22 @@ def test_a_padded_step_costs_its_graph() -> None:
     assert ms.dense_s[9] == ms.dense_s[16]
     assert ms.dense_s[257] == ms.dense_s[272] > ms.dense_s[256]
     assert ms.dense_s[513] < ms.dense_s[520]
+
+
+def test_padding_rows_do_not_widen_the_routing() -> None:
+    """Qwen3-30B-A3B on H100: the padding rows of a 10-token graph (16) share one routing, so
+    the experts are priced at the 10 real tokens (their GEMMs outside the experts at 16)."""
+    from kvplan.costs import kernels as kn
+
+    m = StepCostModel(load_model("Qwen/Qwen3-30B-A3B"), load_gpu("H100-SXM-80GB"),
+                      EngineConfig())
+    ms, ops = m.measured, m.ops
+    assert ms is not None and ops is not None and ops.moe is not None
+    e = ops.moe
+
+    def experts(t: int) -> float:
+        return e.count * float(kn.moe_s("H100-SXM-80GB", np.array([t]), hidden=e.hidden,
+                                        inter=e.inter, num_experts=e.experts, topk=e.topk)[0])
+
+    gap = ms.dense_s[16] - ms.dense_s[10]
+    assert gap == pytest.approx(experts(16) - experts(10), rel=1e-9)

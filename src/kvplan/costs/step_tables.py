@@ -76,7 +76,8 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     """Price ``ops`` on ``gpu`` from its tables for steps of up to ``max_tokens`` tokens;
     ``prefill_tokens`` is the chunk a prefill step typically computes (the attention rate is
     read at that length)."""
-    m = padded_tokens(np.arange(max_tokens + 1, dtype=np.int64), ops.cudagraph_max_tokens)
+    real = np.arange(max_tokens + 1, dtype=np.int64)
+    m = padded_tokens(real, ops.cudagraph_max_tokens)
     dense = np.zeros(max_tokens + 1, dtype=np.float64)
     notes: list[str] = []
     lm_fixed = lm_slope = mla_ctx = 0.0
@@ -90,7 +91,9 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
                                                  gemm_dtype)[0]) / 4096
     if ops.moe is not None:
         e = ops.moe
-        dense[1:] += e.count * kn.moe_s(gpu, m[1:], hidden=e.hidden, inter=e.inter,
+        # the graph's padding rows share one routing (at most top-k more experts): the
+        # experts are priced at the real tokens, not the padded count
+        dense[1:] += e.count * kn.moe_s(gpu, real[1:], hidden=e.hidden, inter=e.inter,
                                         num_experts=e.experts, topk=e.topk,
                                         dtype=e.dtype or _moe_dtype(gemm_dtype), tp=e.tp)
     ar = None
@@ -254,7 +257,8 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
                           seconds=op.count * t))
     if ops.moe is not None:
         e = ops.moe
-        t = float(kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts,
+        t = float(kn.moe_s(gpu, np.array([max(1, tokens)]), hidden=e.hidden, inter=e.inter,
+                           num_experts=e.experts,
                            topk=e.topk, dtype=e.dtype or _moe_dtype(gemm_dtype), tp=e.tp)[0])
         out.append(OpTime(op="moe_experts", count=e.count,
                           shape=f"tokens={tokens} E={e.experts} top-{e.topk} "
