@@ -8,9 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.costs.kernels import moe_weight_only as wo
 from kvplan.costs.kernels.grid import lookup
 from kvplan.costs.kernels.result import FloatArray, OpTime
-from kvplan.costs.kernels.tables import Table, peaks, require
+from kvplan.costs.kernels.tables import Table, peaks, require, resolve_gpu
 from kvplan.costs.kernels.work import (
     BYTES_PER_ELEMENT,
     TENSOR_RATE,
@@ -54,7 +55,11 @@ def moe(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts
     nearest measured one: time scaled by the local weight bytes, tokens by the per-token
     FLOPs over weight bytes — both regimes (weight-bound, compute-bound) then scale right."""
     table = require(gpu, "moe")
+    wanted = _ALIASES.get(dtype.lower(), dtype.lower())
     word, notes = _dtype(table, dtype)
+    if word != wanted and wanted in wo.WEIGHT_ONLY and resolve_gpu(gpu) != wo.DONOR:
+        return _weight_only(gpu, tokens, wanted, hidden=hidden, inter=inter,
+                            num_experts=num_experts, topk=topk, tp=tp, ep=ep)
     want = MoeShape(hidden, inter, topk, num_experts, tp, ep)
     row, ref = _nearest(table, word, want)
     count = np.asarray(tokens, dtype=np.float64)
@@ -70,6 +75,15 @@ def moe(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts
                   f"(time x{time_scale:.3g}, tokens x{token_scale:.3g})",)
     kernels = tuple(table.meta["kernels"].get(word, ()))
     return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)
+
+
+def _weight_only(gpu: str, tokens: npt.ArrayLike, word: str, **shape: int) -> OpTime:
+    """A w4a16 MoE on a GPU without its table (``kvplan.costs.kernels.moe_weight_only``)."""
+    count = np.asarray(tokens, dtype=np.float64)
+    at = count * wo.token_scale(gpu)
+    return wo.priced_by_ratio(moe(gpu, count, dtype="bfloat16", **shape),
+                              moe(wo.DONOR, at, dtype=word, **shape),
+                              moe(wo.DONOR, at, dtype="bfloat16", **shape), word, gpu)
 
 
 def moe_s(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts: int,

@@ -50,6 +50,10 @@ class MoeOp:
     dispatched: bool = False
     """DeepEP: only the tokens routed here arrive, and the local experts run as their own
     MoE on them (else vLLM's default: every gathered token meets the expert map)."""
+    dtype: str | None = None
+    """The MoE table's dtype when the experts are stored in a format of their own (gpt-oss's
+    MXFP4 experts run vLLM's w4a16 MXFP4 MoE kernels: ``w4a16_mxfp4``); None: the step's
+    compute precision."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,21 +85,29 @@ class StageOps:
     """Data parallelism: every MoE layer's dispatch + combine (``kvplan.costs.step.ep_comm``)."""
     allreduce_link: Link | None = None
     """TP wider than a node: the all-reduces priced over this link, not the tables."""
+    cudagraph_max_tokens: int = 0
+    """Steps of up to this many tokens replay a CUDA graph padded to a captured size
+    (``kvplan.costs.step.cudagraph``); 0: no padding."""
 
 
 _MEMO: Memo[StageOps] = Memo(512)
-"""stage_ops per (model, TP, PP): all it reads."""
+"""stage_ops per (model, TP, PP, expert kernel family, largest captured size): all it reads."""
 
 
 def stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
     """The ops of one step on the fullest stage (layers grouped: equal shapes add counts)."""
-    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
-    return _MEMO.get((model, tp, pp), lambda: _stage_ops(model, tp, pp))
+    from kvplan.costs.step.cudagraph import max_capture_tokens
+
+    key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
+           expert_dtype(model, engine), max_capture_tokens(engine))
+    return _MEMO.get(key, lambda: _stage_ops(model, engine))
 
 
-def _stage_ops(model: ModelSpec, tp: int, pp: int) -> StageOps:
+def _stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
     from kvplan.costs.memory.params import pp_layer_ranges
+    from kvplan.costs.step.cudagraph import max_capture_tokens
 
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     stages = pp_layer_ranges(model.num_layers, pp)
     stage = max(stages, key=len)
     gemms: dict[tuple[str, int, int, str], int] = {}
@@ -109,9 +121,10 @@ def _stage_ops(model: ModelSpec, tp: int, pp: int) -> StageOps:
     return StageOps(
         gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p)  # type: ignore[arg-type]
                     for (n, a, b, p), c in gemms.items()),
-        moe=_moe_op(model, stage, tp), attention=_attention_ops(model, stage, tp),
+        moe=_moe_op(model, engine, stage), attention=_attention_ops(model, stage, tp),
         allreduces=2 * len(stage) if tp > 1 else 0,
-        allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage))
+        allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
+        cudagraph_max_tokens=max_capture_tokens(engine))
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int) -> list[GemmOp]:
@@ -159,7 +172,7 @@ def _per(model: ModelSpec, role: str, rows: int, cols: int) -> PerWhat:
     return "token"
 
 
-def _moe_op(model: ModelSpec, stage: range, tp: int) -> MoeOp | None:
+def _moe_op(model: ModelSpec, engine: EngineConfig, stage: range) -> MoeOp | None:
     e = model.moe
     if e is None:
         return None
@@ -167,7 +180,17 @@ def _moe_op(model: ModelSpec, stage: range, tp: int) -> MoeOp | None:
     if not layers:
         return None
     return MoeOp(hidden=model.hidden_size, inter=e.moe_intermediate_size,
-                 experts=e.num_experts, topk=e.experts_per_token, tp=tp, count=layers)
+                 experts=e.num_experts, topk=e.experts_per_token,
+                 tp=engine.tensor_parallel_size, count=layers, dtype=expert_dtype(model, engine))
+
+
+def expert_dtype(model: ModelSpec, engine: EngineConfig) -> str | None:
+    """The MoE kernel family of experts stored apart from the rest: MXFP4 experts (gpt-oss)
+    run vLLM's weight-only MXFP4 MoE kernels (16-bit activations); None otherwise."""
+    from kvplan.costs.memory.weight_formats import resolve_format
+
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    return "w4a16_mxfp4" if fmt is not None and fmt.name == "mxfp4" else None
 
 
 def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp, ...]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.step.batch import FloatArray, IntArray
+from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import AttentionOp, GemmOp, MoeOp, StageOps
 
 _DECODE_B = (1, 4, 16, 64, 256)
@@ -93,7 +94,8 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
     """(GEMM + MoE seconds per token count, all-reduce seconds, lm_head fixed and per-request
     seconds, MLA up-projection seconds per context token): the same for every KV dtype and
     chunk size a plan tries on one model, GPU, TP and weight format."""
-    m = np.arange(max_tokens + 1, dtype=np.int64)
+    real = np.arange(max_tokens + 1, dtype=np.int64)
+    m = padded_tokens(real, ops.cudagraph_max_tokens)
     dense = np.zeros(max_tokens + 1, dtype=np.float64)
     lm_fixed = lm_slope = mla_ctx = 0.0
     for op in ops.gemms:
@@ -105,7 +107,9 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
             mla_ctx = op.count * float(kn.gemm_s(gpu, np.array([4096]), op.n, op.k,
                                                  gemm_dtype)[0]) / 4096
     if ops.moe is not None:
-        dense[1:] += ops.moe.count * _moe_times(gpu, ops.moe, m[1:], gemm_dtype)
+        # the graph's padding rows share one routing (at most top-k more experts): the
+        # experts are priced at the real tokens, not the padded count
+        dense[1:] += ops.moe.count * _moe_times(gpu, ops.moe, real[1:], gemm_dtype)
     ar = None
     if ops.allreduces or ops.exchange is not None:
         ar = np.zeros(max_tokens + 1, dtype=np.float64)
@@ -150,7 +154,7 @@ def _moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
     if e.dispatched:
         ep, share = 1, -(-e.experts // e.ep) / e.experts
     t = kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts, topk=e.topk,
-                 dtype=_moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
+                 dtype=e.dtype or _moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
     if e.dispatched:
         t = t * share
     return t if e.imbalance == 1.0 else t * e.imbalance
@@ -289,18 +293,18 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
     ``tokens`` computed by ``requests`` requests over ``context`` cached tokens with
     ``pairs`` attended (query, key) pairs."""
     gpu, out = ms.gpu, []
-    m = np.array([max(1, tokens)])
+    m = padded_tokens(np.array([max(1, tokens)]), ops.cudagraph_max_tokens)
     for op in ops.gemms:
         if op.per == "prefill_context":
             continue
-        rows = requests if op.per == "request" else tokens
+        rows = requests if op.per == "request" else int(m[0])
         t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k,
                              op_dtype(op, gemm_dtype))[0])
         out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
                           seconds=op.count * t))
     if ops.moe is not None:
         e = ops.moe
-        t = float(_moe_times(gpu, e, m, gemm_dtype)[0])
+        t = float(_moe_times(gpu, e, np.array([max(1, tokens)]), gemm_dtype)[0])  # real rows
         where = f" ep={e.ep} x{e.imbalance:.2f}" if e.ep > 1 else ""
         out.append(OpTime(op="moe_experts", count=e.count,
                           shape=f"tokens={tokens * e.token_scale} E={e.experts} top-{e.topk} "
