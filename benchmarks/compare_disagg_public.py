@@ -192,13 +192,32 @@ def print_rows(rows: Sequence[Row], aic: Mapping[tuple[str, str], float]) -> Non
               f"{r.error:.0%} |{tail}")
 
 
-def print_medians(rows: Sequence[Row]) -> None:
-    """Median |pred / meas - 1| per metric family."""
-    print("\n| metric family | values | median abs error |")
-    print("|---|---|---|")
+def print_medians(rows: Sequence[Row], aic: Mapping[tuple[str, str], float]) -> None:
+    """Median |pred / meas - 1| per metric family (aiconfigurator's over the values it gave)."""
+    extra = " aiconfigurator (values) |" if aic else ""
+    print(f"\n| metric family | values | kvplan median abs error |{extra}")
+    print("|---|---|---|" + ("---|" if aic else ""))
     for family in dict.fromkeys(r.family for r in rows):
         errs = [r.error for r in rows if r.family == family]
-        print(f"| {family} | {len(errs)} | {median(errs):.0%} |")
+        tail = ""
+        if aic:
+            mine = [abs(aic[(r.point, r.metric)] / r.measured - 1) for r in rows
+                    if r.family == family and (r.point, r.metric) in aic]
+            tail = f" {median(mine):.0%} ({len(mine)}) |" if mine else " - (0) |"
+        print(f"| {family} | {len(errs)} | {median(errs):.0%} |{tail}")
+
+
+def _peer() -> Any:
+    """compare_disagg_aic.py, beside this file (the optional aiconfigurator side)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).with_name("compare_disagg_aic.py")
+    spec = importlib.util.spec_from_file_location("compare_disagg_aic", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -214,13 +233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows, skipped, commands = compare(points)
     aic: dict[tuple[str, str], float] = {}
     if ns.aiconfigurator:
-        from compare_disagg_aic import aic_estimates  # the optional peer, beside this file
-
-        aic, aic_notes = aic_estimates(points)
+        asked = {r.point for r in rows}
+        aic, aic_notes = _peer().aic_estimates([p for p in points if p["id"] in asked])
         skipped.extend(f"aiconfigurator {line}" for line in aic_notes)
     print_rows(rows, aic)
     if rows:
-        print_medians(rows)
+        print_medians(rows, aic)
     print("\nkvplan commands (each with --json):")
     print("\n".join(f"  {c}" for c in commands))
     print("\nnot expressed:")

@@ -85,4 +85,18 @@ def test_decode_point_is_the_latency_commands_tpot(capsys: pytest.CaptureFixture
     predicted = 8 * 256 / tpot_s
     row = next(line for line in out.splitlines() if line.startswith("| lmsys-decode-2k"))
     assert f"| 2.228e+04 | {predicted:.4g} | {abs(predicted / 22282 - 1):.0%} |" in row
-    assert "decode tok/s per node (EP) | 1 |" in out
+    assert "| decode tok/s per node (EP) | 1 |" in out
+
+
+def test_aiconfigurator_question_is_the_same_phase() -> None:
+    """The optional peer's inputs (no aiconfigurator needed): 4 prompts of 4,096 per rank."""
+    aic = _load("compare_disagg_aic")
+    by_id = {p["id"]: p for p in POINTS}
+    metric, kw = aic._kwargs(by_id["lmsys-prefill-4k"])
+    assert metric == "prefill_throughput_tok_s_per_node"
+    assert kw == {"backend_name": "sglang", "tp_size": 1, "attention_dp_size": 32,
+                  "moe_ep_size": 32, "moe_tp_size": 1, "mode": "static_ctx", "isl": 4096,
+                  "osl": 1, "batch_size": 4}
+    assert aic._per_node(metric, kw, type("R", (), {"ttft": 4000.0})()) == 8 * 16384 / 4.0
+    with pytest.raises(ValueError, match="no request queue"):
+        aic._kwargs(by_id["vllm-26072-1p1d"])
