@@ -91,7 +91,7 @@ def step_constants(model: ModelSpec, engine: EngineConfig,
 
 
 def _step_constants(model: ModelSpec, engine: EngineConfig,
-                    resolved: ResolvedDeployment | None) -> StepConstants:
+                    resolved: ResolvedDeployment | None = None) -> StepConstants:
     from kvplan.costs.memory.params import pp_layer_ranges
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
