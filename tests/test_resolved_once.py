@@ -28,10 +28,6 @@ WATCHED: dict[str, Callable[..., Any]] = {
     "precision_of": resolved.precision_of,
     "resolve_deployment": resolved.resolve_deployment,
 }
-WEIGHT_PRICING = {"_pricing", "mxfp4_padding_bytes"}
-"""Weight bytes (memoised per model, dtype and --quantization) still resolve the format."""
-
-
 @contextmanager
 def counting() -> Iterator[Counter[tuple[str, str]]]:
     """Count (function, caller) calls of WATCHED by code object (import aliases included)."""
@@ -62,9 +58,8 @@ def _run(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
 
 def _by_function(calls: Counter[tuple[str, str]]) -> Counter[str]:
     out: Counter[str] = Counter()
-    for (name, caller), n in calls.items():
-        if not (name == "resolve_format" and caller in WEIGHT_PRICING):
-            out[name] += n
+    for (name, _caller), n in calls.items():
+        out[name] += n
     return out
 
 
@@ -81,6 +76,7 @@ def test_simulate_resolves_each_flag_once(monkeypatch: pytest.MonkeyPatch,
         "settings_for": 1, "kv_spec": 1, "resolve_precision": 1, "precision_of": 1,
     }
     assert calls["resolve_precision", "kv_spec"] == 1  # the KV dtype is read in kv_spec only
+    assert calls["resolve_format", "resolve_deployment"] == 1  # weights, GEMMs: the same one
 
 
 def test_capacity_resolves_each_flag_once(monkeypatch: pytest.MonkeyPatch,

@@ -11,6 +11,7 @@ from kvplan.specs.serving import EngineConfig
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
+    from kvplan.costs.memory.weight_formats import FormatArg
 
 FALLBACK_LINK_BYTES_PER_S = 32e9
 """One direction of PCIe Gen4 x16, used when a GPU description gives no interconnect."""
@@ -98,7 +99,8 @@ def _step_constants(model: ModelSpec, engine: EngineConfig,
     stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
     act_bytes = 2
     kv = _kv_coefficients(model, engine, stage, resolved)
-    weights, experts, miss = _weight_coefficients(model, engine)
+    fmt = ... if resolved is None else resolved.weight_format
+    weights, experts, miss = _weight_coefficients(model, engine, fmt)
     mla = _mla_prefill_terms(model, tp, stage)
     hidden = model.hidden_size
     return StepConstants(
@@ -202,7 +204,8 @@ def _kv_coefficients(
     return full, sliding, state, elements
 
 
-def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, int, float]:
+def _weight_coefficients(model: ModelSpec, engine: EngineConfig,
+                         fmt: FormatArg = ...) -> tuple[int, int, float]:
     """(bytes every step reads, all routed-expert bytes, 1 - k/E) on the fullest GPU."""
     from kvplan.costs.memory.params import (
         active_weight_bytes_per_gpu,
@@ -213,7 +216,8 @@ def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, i
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     active = active_weight_bytes_per_gpu(model, dtype=engine.dtype,
-                                         quantization=engine.quantization, tp=tp, pp=pp)
+                                         quantization=engine.quantization, tp=tp, pp=pp,
+                                         fmt=fmt)
     lookup = 0
     if pp == 1 and not model.tie_word_embeddings:
         # an embedding lookup reads T rows, not the table (a tied table is read by lm_head)
@@ -223,7 +227,7 @@ def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, i
         return active - lookup, 0, 1.0
     share = model.moe.experts_per_token / model.moe.num_experts
     every = weight_bytes_per_gpu(model, dtype=engine.dtype, quantization=engine.quantization,
-                                 tp=tp, pp=pp)
+                                 tp=tp, pp=pp, fmt=fmt)
     routed = round((every - active) / (1.0 - share)) if share < 1 else 0
     base = active - lookup - round(routed * share)
     if engine.data_parallel_size > 1 or engine.enable_expert_parallel:
