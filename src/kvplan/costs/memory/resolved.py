@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.costs.memory.settings import Settings, settings_for
 from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
@@ -83,3 +83,12 @@ def resolve_deployment(d: Deployment) -> ResolvedDeployment:
 def resolve(model: ModelSpec, gpu: HardwareSpec, engine: EngineConfig) -> ResolvedDeployment:
     """``resolve_deployment`` of one replica of (model, GPU, engine)."""
     return resolve_deployment(Deployment(model=model, gpu=gpu, engine=engine))
+
+
+def with_engine(r: ResolvedDeployment, engine: EngineConfig) -> ResolvedDeployment:
+    """``r`` under an engine that differs in its limits only (``latency`` serves a shape at
+    --max-model-len P+O): the settings refilled; weight format, KV layout, precisions kept."""
+    if engine == r.engine:
+        return r
+    settings = settings_for(r.model, r.gpu, engine, r.weight_format)
+    return replace(r, deployment=replace(r.deployment, engine=engine), settings=settings)
