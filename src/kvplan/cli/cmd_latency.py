@@ -149,7 +149,7 @@ def _band_text(band: list[float] | None, fmt: Any) -> str:
 def _profile(path: str | None, spec: Any, hw: Any, engine: Any, r: Any) -> Profile:
     from kvplan.costs.step.profiles import profile_for
 
-    return profile_for(spec, hw, engine, path, precision=r and r.compute_precision)
+    return profile_for(spec, hw, engine, path, precision=None if r is None else r.compute_precision)
 
 
 def explain(phase: str, cost: StepCost) -> str:
