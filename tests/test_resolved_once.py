@@ -89,3 +89,19 @@ def test_capacity_resolves_each_flag_once(monkeypatch: pytest.MonkeyPatch,
                  "settings_for", "kv_spec", "resolve_precision"):
         assert counts[name] == 1, (name, calls)
     assert counts["resolve_settings"] == counts["compute_precision"] == 0
+
+
+def test_latency_resolves_each_flag_once(monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """One answer and its --explain view: one resolution; the shape's --max-model-len P+O
+    refills the settings only (a second settings_for, no second format or KV layout)."""
+    with counting() as calls:
+        _run(monkeypatch, "latency", "meta-llama/Llama-3.1-8B", "--gpu", "H100",
+             "--prompt", "512", "--output", "16", "--json")
+    assert '"step_ops"' in capsys.readouterr().out
+    counts = _by_function(calls)
+    for name in ("resolve_deployment", "check_tensor_parallel", "resolve_format", "kv_spec",
+                 "resolve_precision", "precision_of"):
+        assert counts[name] == 1, (name, calls)
+    assert counts["settings_for"] == 2
+    assert counts["resolve_settings"] == counts["compute_precision"] == counts["gemm_dtype"] == 0
