@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.costs.memory.plan import MemoryPlan, Settings, plan_memory
+from kvplan.costs.memory.plan import MemoryPlan, Settings, plan_resolved
+from kvplan.costs.memory.resolved import ResolvedDeployment, resolve_deployment
 from kvplan.costs.step.roofline import Profile, StepCostModel
 from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
@@ -48,11 +49,11 @@ class ServingRun:
 
 
 def pick_profile(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
-                 path: str | None = None) -> Profile:
+                 path: str | None = None, *, precision: str | None = None) -> Profile:
     """The latency profile for this GPU and compute precision: from ``path`` or the bundled one."""
     from kvplan.costs.step.profiles import profile_for
 
-    return profile_for(model, hw, engine, path)
+    return profile_for(model, hw, engine, path, precision=precision)
 
 
 def scheduler_limits(settings: Settings, engine: EngineConfig) -> Limits:
@@ -89,19 +90,28 @@ def simulate_serving(
     ``model``/``gpu`` are catalog names (or paths) or specs; ``workload`` is a built Workload
     or ``WorkloadArgs`` with `vllm bench serve` names (default: 1000 random 1024/128 prompts).
     """
+    spec = load_model(model) if isinstance(model, str) else model
+    hw = load_gpu(gpu) if isinstance(gpu, str) else gpu
+    d = Deployment(model=spec, gpu=hw, engine=engine or EngineConfig())
+    return simulate_resolved(resolve_deployment(d), workload, profile=profile, progress=progress)
+
+
+def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs | None = None,
+                      *, profile: str | Profile | None = None,
+                      progress: Callable[[int, int], None] | None = None) -> ServingRun:
+    """``simulate_serving`` of one replica of a resolved deployment (no flag resolved again)."""
     from kvplan.sim.blocks import kv_shape_from_groups
     from kvplan.sim.simulator import simulate
 
-    spec = load_model(model) if isinstance(model, str) else model
-    hw = load_gpu(gpu) if isinstance(gpu, str) else gpu
-    engine = engine or EngineConfig()
-    plan = plan_memory(spec, hw, engine)
-    prof = profile if isinstance(profile, Profile) else pick_profile(spec, hw, engine, profile)
+    spec, hw, engine = r.model, r.gpu, r.engine
+    plan = plan_resolved(r)
+    prof = profile if isinstance(profile, Profile) else pick_profile(
+        spec, hw, engine, profile, precision=r.compute_precision)
     work = workload if isinstance(workload, Workload) else build_workload(
         workload or WorkloadArgs())
     limits = scheduler_limits(plan.settings, engine)
     result = simulate(
-        work, timer=StepCostModel(spec, hw, engine, prof), num_blocks=plan.num_blocks,
+        work, timer=StepCostModel(spec, hw, engine, prof, resolved=r), num_blocks=plan.num_blocks,
         block_size=plan.block_size, engine=engine,
         kv=kv_shape_from_groups(plan.groups, plan.block_size), limits=limits,
         max_model_len=plan.settings.max_model_len, progress=progress,
@@ -114,5 +124,5 @@ def simulate_deployment(d: Deployment, workload: Workload | WorkloadArgs | None 
                         profile: str | Profile | None = None,
                         progress: Callable[[int, int], None] | None = None) -> ServingRun:
     """``simulate_serving`` for one replica of a Deployment (a fleet: analysis.fleet)."""
-    return simulate_serving(d.model, d.gpu, d.engine, workload, profile=profile,
-                            progress=progress)
+    return simulate_resolved(resolve_deployment(d), workload, profile=profile,
+                             progress=progress)

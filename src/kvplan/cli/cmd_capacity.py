@@ -98,7 +98,7 @@ def _does_not_fit(exc: DoesNotFitError, settings: dict[str, Any], gpu: str, igno
 
     fields = dict(settings)
     model = load_model(fields.pop("model"))
-    plan = unchecked_plan(model, load_gpu(gpu), fl.resolve_engine(fields, model))
+    plan = unchecked_plan(model, load_gpu(gpu), fl.resolve_engine(fields))
     levers = str(exc).partition("; fits with ")[2]
     doc = plan_json(plan)
     short = max(0, -doc["available_kv_bytes"])  # weights etc. exceed the requested memory
@@ -129,7 +129,7 @@ def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:
 
     fields = dict(settings)
     model = load_model(fields.pop("model"))
-    return plan_memory(model, load_gpu(gpu), fl.resolve_engine(fields, model))
+    return plan_memory(model, load_gpu(gpu), fl.resolve_engine(fields))  # TP: by the plan
 
 
 def _version() -> str:

@@ -62,6 +62,7 @@ def latency_cmd(
 ) -> None:
     """TTFT, TPOT, end-to-end time and throughput of a static batch, priced op by op from
     measured kernels (the roofline where a GPU has no tables)."""
+    from kvplan.costs.memory.resolved import resolve
     from kvplan.costs.step import latency as lat
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
@@ -76,8 +77,9 @@ def latency_cmd(
     plot_out = check_plot(plot, [model, gpu, profile])
     shape = lat.RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
     spec, hw = load_model(model), load_gpu(gpu)
-    engine = fl.resolve_engine(settings, spec)
-    prof = _profile(profile, spec, hw, engine)
+    engine = fl.resolve_engine(settings, spec if sweep is not None else None)
+    r = None if sweep is not None else resolve(spec, hw, engine)  # TP checked there
+    prof = _profile(profile, spec, hw, engine, r)
     deployment = (spec, hw.id, engine.tensor_parallel_size)
     if sweep is not None:
         from kvplan.costs.step.dp_latency import check_sweep_plain
@@ -85,11 +87,11 @@ def latency_cmd(
         check_sweep_plain(engine)
         _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
         return
-    _answer(spec, hw, engine, shape, prof, (as_json, explain_ops))
+    _answer(spec, hw, engine, shape, prof, (as_json, explain_ops), r)
 
 
 def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
-            modes: tuple[bool, bool]) -> None:
+            modes: tuple[bool, bool], r: Any = None) -> None:
     """Print one latency answer: JSON, or the table (+ each op's time with --explain)."""
     from kvplan.costs.step.dp_latency import ep_no_effect, fleet_latency, parallel_latency_json
     from kvplan.report.ops_view import ops_view
@@ -98,9 +100,9 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
         typer.echo(warning, err=True)
     as_json, explain_ops = modes
     deployment = (spec, hw.id, engine.tensor_parallel_size)
-    fleet = fleet_latency(spec, hw, engine, shape, prof)
+    fleet = fleet_latency(spec, hw, engine, shape, prof, r)
     result = fleet.result
-    basis, steps = ops_view(spec, hw, engine, prof, fleet.rank_shape)
+    basis, steps = ops_view(spec, hw, engine, prof, fleet.rank_shape, r)
     parallel = engine.data_parallel_size > 1 or engine.enable_expert_parallel
     if as_json:
         from kvplan.report.json_views import latency_answer_json
@@ -144,10 +146,10 @@ def _band_text(band: list[float] | None, fmt: Any) -> str:
     return "-" if band is None else f"{fmt(band[0])} - {fmt(band[1])}"
 
 
-def _profile(path: str | None, spec: Any, hw: Any, engine: Any) -> Profile:
+def _profile(path: str | None, spec: Any, hw: Any, engine: Any, r: Any) -> Profile:
     from kvplan.costs.step.profiles import profile_for
 
-    return profile_for(spec, hw, engine, path)
+    return profile_for(spec, hw, engine, path, precision=None if r is None else r.compute_precision)
 
 
 def explain(phase: str, cost: StepCost) -> str:

@@ -100,7 +100,7 @@ def simulate_cmd(
         dg.run_disagg(given, spec, engine_settings, wargs, (pm, pct, slo), outs[0], as_json,
                       render_metrics)
         return
-    _one_server(given, spec, fl.resolve_engine(engine_settings, spec), wargs, (pm, pct, slo),
+    _one_server(given, spec, fl.resolve_engine(engine_settings), wargs, (pm, pct, slo),
                 outs)
 
 

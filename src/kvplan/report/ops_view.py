@@ -8,12 +8,14 @@ from typing import Any
 from kvplan.costs.step.explain import StepOps
 
 
-def ops_view(spec: Any, hw: Any, engine: Any, prof: Any, shape: Any) -> tuple[str, Any]:
-    """Which tables an answer stands on, and one prefill + one decode step op by op."""
+def ops_view(spec: Any, hw: Any, engine: Any, prof: Any, shape: Any,
+             resolved: Any = None) -> tuple[str, Any]:
+    """Which tables an answer stands on, and one prefill + one decode step op by op
+    (``resolved``: the deployment's flags resolved once, or None)."""
     from kvplan.costs.step.explain import explain_steps, kernel_basis
     from kvplan.costs.step.roofline import StepCostModel
 
-    timer = StepCostModel(spec, hw, engine, prof)
+    timer = StepCostModel(spec, hw, engine, prof, resolved=resolved)
     steps = explain_steps(timer, shape.batch, shape.prompt_tokens,
                           engine.max_num_batched_tokens)
     return kernel_basis(timer), steps

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 from kvplan.web.queries import CapacityQuery, EngineQuery, KvQuery, RequestQuery, SimulateQuery
+
+if TYPE_CHECKING:
+    from kvplan.costs.memory.resolved import ResolvedDeployment
 
 _ENGINE = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
            "quantization", "max_num_batched_tokens")
@@ -30,6 +34,17 @@ def _checked(engine: EngineConfig, spec: ModelSpec) -> EngineConfig:
 
 def engine_config(q: EngineQuery, spec: ModelSpec) -> EngineConfig:
     """The EngineConfig the CLI builds from the same flags, TP checked on ``spec``."""
+    return _checked(_engine(q), spec)
+
+
+def deployment(q: EngineQuery, spec: ModelSpec, hw: HardwareSpec) -> ResolvedDeployment:
+    """The resolved deployment the CLI builds from the same flags (TP checked there, once)."""
+    from kvplan.costs.memory.resolved import resolve
+
+    return resolve(spec, hw, _engine(q))
+
+
+def _engine(q: EngineQuery) -> EngineConfig:
     from kvplan.units import parse_size
 
     fields: dict[str, Any] = {k: getattr(q, k) for k in _ENGINE}
@@ -40,7 +55,7 @@ def engine_config(q: EngineQuery, spec: ModelSpec) -> EngineConfig:
     if isinstance(q, SimulateQuery):
         fields["enable_prefix_caching"] = q.enable_prefix_caching
         fields["enable_chunked_prefill"] = q.enable_chunked_prefill
-    return _checked(EngineConfig(**fields), spec)
+    return EngineConfig(**fields)
 
 
 def workload_args(q: SimulateQuery) -> Any:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from kvplan.web.build import engine_config
+from kvplan.web.build import deployment
 from kvplan.web.pages import page
 from kvplan.web.queries import CapacityQuery
 from kvplan.web.resolve import resolve_gpu, resolve_model
@@ -21,10 +21,10 @@ def capacity_page(request: Request) -> HTMLResponse:
 
 
 def _plan(request: Request, q: CapacityQuery) -> Any:
-    from kvplan.costs.memory.plan import plan_memory
+    from kvplan.costs.memory.plan import plan_resolved
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    return plan_memory(spec, resolve_gpu(q.gpu), engine_config(q, spec))
+    return plan_resolved(deployment(q, spec, resolve_gpu(q.gpu)))
 
 
 @router.get("/api/capacity", tags=["capacity"])

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from kvplan.web.build import engine_config
+from kvplan.web.build import deployment, engine_config
 from kvplan.web.pages import page
 from kvplan.web.queries import LatencyQuery, SweepQuery
 from kvplan.web.resolve import resolve_gpu, resolve_model
@@ -20,14 +20,19 @@ def latency_page(request: Request) -> HTMLResponse:
     return page(request, "latency")
 
 
-def _inputs(request: Request, q: LatencyQuery) -> tuple[Any, Any, Any, Any, Any]:
+def _inputs(request: Request, q: LatencyQuery,
+            resolved: bool = False) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """The CLI's inputs; ``resolved``: the deployment resolved once (one answer, no sweep)."""
     from kvplan.costs.step.latency import RequestShape
     from kvplan.costs.step.profiles import profile_for
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    hw, engine = resolve_gpu(q.gpu), engine_config(q, spec)
+    hw = resolve_gpu(q.gpu)
+    r = deployment(q, spec, hw) if resolved else None
+    engine = engine_config(q, spec) if r is None else r.engine
     shape = RequestShape(batch=q.batch, prompt_tokens=q.prompt, output_tokens=q.output)
-    return spec, hw, engine, shape, profile_for(spec, hw, engine, None)
+    prof = profile_for(spec, hw, engine, None, precision=None if r is None else r.compute_precision)
+    return spec, hw, engine, shape, prof, r
 
 
 @router.get("/api/latency", tags=["latency"])
@@ -37,9 +42,10 @@ def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, 
     from kvplan.report.json_views import latency_answer_json
     from kvplan.report.ops_view import ops_view, step_ops_json
 
-    spec, hw, engine, shape, prof = _inputs(request, q)
-    basis, steps = ops_view(spec, hw, engine, prof, shape)
-    return {**latency_answer_json(request_latency(spec, hw, engine, shape, prof), prof,
+    spec, hw, engine, shape, prof, r = _inputs(request, q, resolved=True)
+    basis, steps = ops_view(spec, hw, engine, prof, shape, r)
+    answer = request_latency(spec, hw, engine, shape, prof, resolved=r)
+    return {**latency_answer_json(answer, prof,
                                   (spec, hw.id, engine.tensor_parallel_size)),
             "kernels": basis, "step_ops": step_ops_json(steps)}
 
@@ -47,7 +53,7 @@ def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, 
 def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any, Any]:
     from kvplan.costs.step import latency as lat
 
-    spec, hw, engine, shape, prof = _inputs(request, q)
+    spec, hw, engine, shape, prof, _ = _inputs(request, q)
     lever, values = lat.parse_sweep(q.sweep)
     return (lever, lat.sweep(spec, hw, engine, shape, lever, values, prof),
             (spec, hw.id, engine.tensor_parallel_size))

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import HTMLResponse
 
 from kvplan.errors import InputError
-from kvplan.web.build import engine_config, workload_args
+from kvplan.web.build import deployment, workload_args
 from kvplan.web.jobs import Job
 from kvplan.web.pages import page
 from kvplan.web.queries import SimulateQuery
@@ -43,7 +43,7 @@ def _prepare(request: Request, q: SimulateQuery) -> Any:
     stats = (mx.parse_percentile_metrics(q.percentile_metrics),
              mx.parse_percentiles(q.metric_percentiles))
     spec = resolve_model(q.model, request.app.state.uploads)
-    return spec, resolve_gpu(q.gpu), engine_config(q, spec), wargs, work, slo, stats
+    return deployment(q, spec, resolve_gpu(q.gpu)), wargs, work, slo, stats
 
 
 Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
@@ -52,14 +52,15 @@ Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
 def _work(prepared: Any, charts: bool = True) -> Work:
     """The job's body: simulate, then the CLI's JSON and (``charts``: for the page's job) the
     three charts; GET /api/simulate returns the JSON alone and builds none."""
-    spec, hw, engine, wargs, work, slo, (metrics, pct) = prepared
+    r, wargs, work, slo, (metrics, pct) = prepared
+    spec, hw, engine = r.model, r.gpu, r.engine
 
     def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
         from kvplan.analysis import metrics as mx
-        from kvplan.analysis.serving import simulate_serving
+        from kvplan.analysis.serving import simulate_resolved
         from kvplan.report.json_views import simulate_json
 
-        ran = simulate_serving(spec, hw, engine, work, progress=job.tick)
+        ran = simulate_resolved(r, work, progress=job.tick)
         header = ran.header(wargs)
         m = mx.compute_metrics(ran.result, percentile_metrics=metrics, percentiles=pct,
                                goodput_ms=slo or None)

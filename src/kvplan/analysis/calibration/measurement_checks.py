@@ -18,12 +18,13 @@ from kvplan.errors import InputError, TraceError
 from kvplan.limits import MAX_CALIBRATION_STEPS, MEASURED_S, MEASURED_TOK_S
 
 
-def check_point(model: Any, hw: Any, engine: Any, shape: Any) -> None:
+def check_point(model: Any, hw: Any, engine: Any, shape: Any, settings: Any = None) -> None:
     """InputError as ``kvplan latency`` raises for these flags (pipeline stages, TP rule,
-    --max-model-len), and for a request longer than the context."""
+    --max-model-len), and for a request longer than the context; ``settings``: the flags
+    already resolved (None: resolved here)."""
     from kvplan.costs.memory.settings import resolve_settings
 
-    settings = resolve_settings(model, hw, engine)
+    settings = settings or resolve_settings(model, hw, engine)
     cached = shape.prompt_tokens + shape.output_tokens - 1  # the last token is never cached
     if cached > settings.max_model_len:
         raise InputError(

@@ -17,8 +17,9 @@ import numpy as np
 
 from kvplan import input_file, jsonread
 from kvplan.analysis.calibration.replay import Replay, record
+from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
 from kvplan.costs.step.latency import RequestShape, static_batch_latency
-from kvplan.costs.step.roofline import Profile, StepCostModel, compute_precision
+from kvplan.costs.step.roofline import Profile, StepCostModel
 from kvplan.specs.requests.traces import load_trace
 from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload
 from kvplan.specs.serving import EngineConfig
@@ -119,17 +120,19 @@ def _scaled(lengths: np.ndarray, mean: float) -> np.ndarray:
 
 
 def serving_replay(model_id: str, gpu_id: str, engine: EngineConfig,
-                   workload: Workload) -> Replay:
-    """Record ``workload`` served by vLLM with ``engine`` once (default profile)."""
+                   workload: Workload, resolved: ResolvedDeployment | None = None) -> Replay:
+    """Record ``workload`` served by vLLM with ``engine`` once (default profile);
+    ``resolved``: that deployment's flags already resolved (None: resolved here)."""
     from kvplan.analysis.serving import scheduler_limits
-    from kvplan.costs.memory.plan import plan_memory
+    from kvplan.costs.memory.plan import plan_resolved
     from kvplan.sim.blocks import kv_shape_from_groups
     from kvplan.sim.simulator import simulate
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    model, hw = load_model(model_id), load_gpu(gpu_id)
-    plan = plan_memory(model, hw, engine)
+    res = resolved or resolve(load_model(model_id), load_gpu(gpu_id), engine)
+    model, hw = res.model, res.gpu
+    plan = plan_resolved(res)
     limits = scheduler_limits(plan.settings, engine)
 
     def run(timer: Any, fast: bool) -> Any:
@@ -138,7 +141,7 @@ def serving_replay(model_id: str, gpu_id: str, engine: EngineConfig,
                         kv=kv_shape_from_groups(plan.groups, plan.block_size), limits=limits,
                         max_model_len=plan.settings.max_model_len, fast=fast)
 
-    return record(run, StepCostModel(model, hw, engine), workload)
+    return record(run, StepCostModel(model, hw, engine, resolved=res), workload)
 
 
 def _static_predict(timer: StepCostModel, shape: RequestShape,
@@ -157,17 +160,18 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
 
     engine = _engine(p)
     model = load_model(p["model_config"])
+    res = resolve(model, load_gpu(p["gpu"]), engine)
     w = p["workload"]
     if w["mode"] == "static_batch":
-        timer = StepCostModel(model, load_gpu(p["gpu"]), engine)
+        timer = StepCostModel(model, res.gpu, engine, resolved=res)
         shape = RequestShape(batch=int(w["batch_size"]), prompt_tokens=int(w["input_len"]),
                              output_tokens=int(w["output_len"]))
         predict = _static_predict(timer, shape, engine.max_num_batched_tokens)
     else:
-        predict = serving_replay(p["model_config"], p["gpu"], engine, _workload(w)).metrics
+        predict = serving_replay(p["model_config"], p["gpu"], engine, _workload(w), res).metrics
     return CalPoint(id=p["id"], source=p["source"], family=p["family"], model=p["model_config"],
-                    gpu=load_gpu(p["gpu"]).id, tp=int(p["tp"]),
-                    precision=compute_precision(model, engine), measured=_measured(p),
+                    gpu=res.gpu.id, tp=int(p["tp"]),
+                    precision=res.compute_precision, measured=_measured(p),
                     predict=predict, engine=engine_key(p["engine"]),
                     served=w["mode"] != "static_batch")
 
@@ -183,10 +187,11 @@ def _trtllm_points() -> list[CalPoint]:
         from kvplan.specs.hardware import load_gpu
 
         model, hw = load_model(m.model), load_gpu(m.gpu)
-        timer = StepCostModel(model, hw, m.engine)
+        res = resolve(model, hw, m.engine)
+        timer = StepCostModel(model, hw, m.engine, resolved=res)
         out.append(CalPoint(id=m.id, source="nvidia-trtllm", family="dense", model=m.model,
                             gpu=hw.id, tp=m.engine.tensor_parallel_size,
-                            precision=compute_precision(model, m.engine), measured=m.measured,
+                            precision=res.compute_precision, measured=m.measured,
                             predict=_static_predict(timer, m.shape,
                                                     m.engine.max_num_batched_tokens),
                             engine="trtllm"))

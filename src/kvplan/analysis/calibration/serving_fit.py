@@ -27,6 +27,7 @@ from kvplan import input_file, jsonread
 from kvplan.analysis.calibration.measurements import Defaults
 from kvplan.analysis.calibration.public_set import CalPoint, serving_replay
 from kvplan.analysis.calibration.separability import separability_problems
+from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.profiles import ProfileSet
 from kvplan.errors import KvplanError, TraceError, located
@@ -219,34 +220,36 @@ def run_workload(r: ServingRun, seed: int = 0) -> Workload:
 
 def to_point(r: ServingRun) -> CalPoint:
     """A calibration point predicting the run through the simulator."""
-    from kvplan.costs.step.roofline import compute_precision
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
     try:
         model, hw = load_model(r.model), load_gpu(r.gpu)
+        res = resolve(model, hw, r.engine)
         work = run_workload(r)
         # a replay is exact for the API path's delay only when no request waits on a slot
         # that others share (rate inf, concurrency unset or 1); the rest are simulated again
         exact = work.is_offline and (r.max_concurrency or 1) == 1
         predict: Callable[[Profile], dict[str, float]] = (
-            serving_replay(r.model, hw.id, r.engine, work).metrics if exact
-            else _resimulate(r, work))
+            serving_replay(r.model, hw.id, r.engine, work, res).metrics if exact
+            else _resimulate(res, work))
     except KvplanError as exc:
         raise TraceError(located(r.where, exc)) from None
     family = "moe" if model.moe is not None else "dense"
     return CalPoint(id=r.id, source=r.where, family=family, model=model.name, gpu=hw.id,
                     tp=r.engine.tensor_parallel_size,
-                    precision=compute_precision(model, r.engine), measured=r.measured,
+                    precision=res.compute_precision, measured=r.measured,
                     predict=predict, served=True)
 
 
-def _resimulate(r: ServingRun, work: Workload) -> Callable[[Profile], dict[str, float]]:
+def _resimulate(res: ResolvedDeployment,
+                work: Workload) -> Callable[[Profile], dict[str, float]]:
+    """Each profile the fit tries: the run simulated again (its flags resolved once)."""
     from kvplan.analysis.metrics import compute_metrics
-    from kvplan.analysis.serving import simulate_serving
+    from kvplan.analysis.serving import simulate_resolved
 
     def predict(profile: Profile) -> dict[str, float]:
-        run = simulate_serving(r.model, r.gpu, r.engine, work, profile=profile)
+        run = simulate_resolved(res, work, profile=profile)
         m = compute_metrics(run.result, percentile_metrics=("ttft", "tpot", "itl"))
         return {"ttft_s": m.stats["ttft"].mean_ms / 1e3, "tpot_s": m.stats["tpot"].mean_ms / 1e3,
                 "itl_s": m.stats["itl"].mean_ms / 1e3,
@@ -334,7 +337,7 @@ def _problems(gpu: str, precision: str, fitted: Profile, names: Sequence[str],
 def static_point(m: Any) -> CalPoint:
     """A `vllm bench latency` / static-batch measurement as a calibration point."""
     from kvplan.analysis.calibration.public_set import _static_predict
-    from kvplan.costs.step.roofline import StepCostModel, compute_precision
+    from kvplan.costs.step.roofline import StepCostModel
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
@@ -342,10 +345,11 @@ def static_point(m: Any) -> CalPoint:
         model, hw = load_model(m.model), load_gpu(m.gpu)
     except KvplanError as exc:
         raise TraceError(located(m.where, exc)) from None
-    timer = StepCostModel(model, hw, m.engine)
+    res = resolve(model, hw, m.engine)
+    timer = StepCostModel(model, hw, m.engine, resolved=res)
     return CalPoint(id=m.id, source=m.where, family="moe" if model.moe else "dense",
                     model=model.name, gpu=hw.id, tp=m.engine.tensor_parallel_size,
-                    precision=compute_precision(model, m.engine), measured=m.measured,
+                    precision=res.compute_precision, measured=m.measured,
                     predict=_static_predict(timer, m.shape, m.engine.max_num_batched_tokens))
 
 

@@ -28,7 +28,7 @@ from kvplan.costs.step.profiles import (
     profiles_to_dict,
     save_profiles,
 )
-from kvplan.costs.step.roofline import Profile, StepCostModel, compute_precision
+from kvplan.costs.step.roofline import Profile, StepCostModel
 from kvplan.errors import KvplanError, TraceError, located
 
 __all__ = ["BOUNDS", "FITTED", "METRICS", "PROFILE_SCHEMA", "CalibrationResult", "Defaults",
@@ -94,6 +94,7 @@ class _Prepared:
 
 def _prepare(points: Iterable[Measurement]) -> dict[tuple[str, str], list[_Prepared]]:
     """Build each point's step model once (the fit only swaps profiles) and group them."""
+    from kvplan.costs.memory.resolved import resolve
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
@@ -101,11 +102,12 @@ def _prepare(points: Iterable[Measurement]) -> dict[tuple[str, str], list[_Prepa
     for pt in points:
         try:
             model, hw = load_model(pt.model), load_gpu(pt.gpu)
-            check_point(model, hw, pt.engine, pt.shape)
-            timer = StepCostModel(model, hw, pt.engine)
+            res = resolve(model, hw, pt.engine)
+            check_point(model, hw, pt.engine, pt.shape, res.settings)
+            timer = StepCostModel(model, hw, pt.engine, resolved=res)
         except KvplanError as exc:
             raise TraceError(located(pt.where, exc)) from None
-        key = (hw.id, compute_precision(model, pt.engine))
+        key = (hw.id, res.compute_precision)
         groups.setdefault(key, []).append(_Prepared(pt, timer))
     return groups
 

@@ -13,6 +13,7 @@ from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import Settings
 from kvplan.specs.kv import (
     LayerCacheSpec,
+    ModelKv,
     SlidingWindowSpec,
     StateSpec,
     layer_cache_spec,
@@ -50,15 +51,18 @@ class Group:
 
 
 def layer_specs(
-    model: ModelSpec, s: Settings, stage: int | None = None
+    model: ModelSpec, s: Settings, stage: int | None = None, *, kv: ModelKv | None = None
 ) -> list[tuple[int, LayerCacheSpec]]:
     """(layer id, spec) of every cache-holding layer on pipeline stage ``stage``'s GPU
-    (None: the stage with the most layers)."""
-    precision = resolve_precision(s.kv_cache_dtype, model.dtype)
+    (None: the stage with the most layers); ``kv``: the resolved per-GPU layout to read."""
     from kvplan.costs.memory.params import pp_layer_ranges
 
     ranges = pp_layer_ranges(model.num_layers, s.pp)
     layers = max(ranges, key=len) if stage is None else ranges[stage]
+    if kv is not None:
+        on_stage = set(layers)
+        return sorted((i, g.spec) for g in kv.groups for i in g.layer_ids if i in on_stage)
+    precision = resolve_precision(s.kv_cache_dtype, model.dtype)
     out = []
     for i in layers:
         spec = layer_cache_spec(

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.costs.memory.params import pp_layer_ranges
-from kvplan.costs.memory.weight_formats import resolve_format
+from kvplan.costs.memory.weight_formats import FormatArg, given_format
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
@@ -92,10 +92,11 @@ def _expert_bytes(inter: int, hidden: int, b: Mxfp4Backend | None) -> int:
 
 
 def mxfp4_padding_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str | None,
-                        tp: int, pp: int, stage: int | None = None) -> int:
+                        tp: int, pp: int, stage: int | None = None,
+                        fmt: FormatArg = ...) -> int:
     """Bytes vLLM's mxfp4 MoE layout adds on the fullest GPU, or on pipeline stage ``stage``
-    (0 unless mxfp4 experts)."""
-    fmt = resolve_format(quantization, model.quantization, model.weight_block_size)
+    (0 unless mxfp4 experts); ``fmt``: the resolved weight format (``...``: resolved here)."""
+    fmt = given_format(fmt, quantization, model.quantization, model.weight_block_size)
     moe = model.moe
     if fmt is None or fmt.name != "mxfp4" or moe is None:
         return 0

@@ -16,7 +16,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kvplan.costs.memory.weight_formats import WeightFormat, dtype_bytes, resolve_format
+from kvplan.costs.memory.weight_formats import (
+    FormatArg,
+    WeightFormat,
+    dtype_bytes,
+    given_format,
+)
 from kvplan.memo import Memo
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
@@ -310,8 +315,9 @@ class _Pricing:
         return count * rows * cols * self.elem_bytes
 
 
-def _pricing(m: ModelSpec, dtype: str, quantization: str | None) -> _Pricing:
-    fmt = resolve_format(quantization, m.quantization, m.weight_block_size)
+def _pricing(m: ModelSpec, dtype: str, quantization: str | None,
+             fmt: FormatArg = ...) -> _Pricing:
+    fmt = given_format(fmt, quantization, m.quantization, m.weight_block_size)
     return _Pricing(elem_bytes=dtype_bytes(dtype, m.dtype), fmt=fmt)
 
 
@@ -348,47 +354,39 @@ def weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | N
         all_parts(model), _pricing(model, dtype, quantization), 1))
 
 
-def weight_bytes_per_gpu(
-    model: ModelSpec,
-    *,
-    dtype: str = "auto",
-    quantization: str | None = None,
-    tp: int = 1,
-    pp: int = 1,
-) -> int:
-    """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers."""
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None)
+def weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
+                         quantization: str | None = None, tp: int = 1, pp: int = 1,
+                         fmt: FormatArg = ...) -> int:
+    """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers.
+    ``fmt``: the weight format the caller resolved (``...``: resolved from the flags)."""
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None, fmt)
 
 
 def stage_weight_bytes(
     model: ModelSpec, *, dtype: str = "auto", quantization: str | None = None, tp: int = 1,
-    pp: int = 1, stage: int = 0,
+    pp: int = 1, stage: int = 0, fmt: FormatArg = ...,
 ) -> int:
     """Weight bytes on one GPU of pipeline stage ``stage`` (embedding first, lm_head last)."""
     return WEIGHT_MEMO.get(("stage", model, dtype, quantization, tp, pp, stage), lambda: (
-        _sum_bytes(_stage_parts(model, pp, stage), _pricing(model, dtype, quantization), tp)))
+        _sum_bytes(_stage_parts(model, pp, stage), _pricing(model, dtype, quantization, fmt),
+                   tp)))
 
 
-def active_weight_bytes_per_gpu(
-    model: ModelSpec,
-    *,
-    dtype: str = "auto",
-    quantization: str | None = None,
-    tp: int = 1,
-    pp: int = 1,
-) -> int:
+def active_weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
+                                quantization: str | None = None, tp: int = 1, pp: int = 1,
+                                fmt: FormatArg = ...) -> int:
     """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only)."""
     moe = model.moe
     active = None if moe is None else (moe.experts_per_token, moe.num_experts)
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active)
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active, fmt)
 
 
 def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None, tp: int,
-                         pp: int, active: tuple[int, int] | None) -> int:
+                         pp: int, active: tuple[int, int] | None, fmt: FormatArg) -> int:
     """The largest pipeline stage's bytes on one GPU (``active``: keep k of n routed experts)."""
 
     def compute() -> int:
-        pricing = _pricing(model, dtype, quantization)
+        pricing = _pricing(model, dtype, quantization, fmt)
         return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp, active)
                    for s in range(pp))
 

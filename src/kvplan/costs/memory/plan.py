@@ -31,11 +31,13 @@ from kvplan.costs.memory.kv_groups import (
 )
 from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
 from kvplan.costs.memory.params import stage_weight_bytes, weight_bytes_per_gpu
+from kvplan.costs.memory.resolved import ResolvedDeployment, resolve, resolve_deployment
 from kvplan.costs.memory.settings import Settings, resolve_settings
+from kvplan.costs.memory.weight_formats import FormatArg
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv import LayerCacheSpec, StateSpec, resolve_precision
+from kvplan.specs.kv import LayerCacheSpec, ModelKv, StateSpec, resolve_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 from kvplan.units import cdiv, fmt_bytes
@@ -143,12 +145,13 @@ def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
     return _layer_transient_bytes(model, batch, s.tp, moe_tp) + 4 * batch * model.hidden_size * 2
 
 
-def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = None) -> Budget:
+def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = None,
+           fmt: FormatArg = ...) -> Budget:
     """The per-GPU memory budget of pipeline stage ``stage`` (None: the fullest stage, priced
     with the sampler); ``kv_cache_memory_bytes`` replaces the estimate exactly."""
     total = vd.cuda_total_bytes(hw)
     requested = int(total * s.gpu_memory_utilization)
-    weights = _weights(model, hw, s, stage)
+    weights = _weights(model, hw, s, stage, fmt)
     sampler = stage is None or stage == s.pp - 1
     act, non_torch = activation_bytes(model, s, sampler=sampler), non_torch_bytes(s)
     given = s.kv_cache_memory_bytes is not None
@@ -166,7 +169,8 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = 
     )
 
 
-def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None) -> int:
+def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
+             fmt: FormatArg) -> int:
     """"Model loading took": weights (+ mxfp4 layout padding) and the rope cache."""
     q, pp = s.quantization, s.pp
     if s.dp > 1 or s.expert_parallel:
@@ -174,31 +178,35 @@ def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None)
 
         return parallel_weights(model, hw, s, stage) + rope_cache_bytes(model)
     if stage is None:
-        w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp)
+        w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, fmt=fmt)
     else:
-        w = stage_weight_bytes(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage)
-    pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage)
+        w = stage_weight_bytes(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp,
+                               stage=stage, fmt=fmt)
+    pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt)
     return w + pad + rope_cache_bytes(model)
 
 
 def limiting_stage(
-    model: ModelSpec, hw: HardwareSpec, s: Settings
+    model: ModelSpec, hw: HardwareSpec, s: Settings, kv: ModelKv | None = None,
+    fmt: FormatArg = ...,
 ) -> tuple[Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]]:
     """(budget, layer specs, groups) of the GPU with the fewest blocks: vLLM sizes every
-    pipeline stage's cache and keeps the smallest num_blocks (ties: the later stage)."""
+    pipeline stage's cache and keeps the smallest num_blocks (ties: the later stage).
+    ``kv``, ``fmt``: the resolved per-GPU layout and weight format (None, ...: from ``s``)."""
     if s.pp == 1:
-        specs = layer_specs(model, s)
-        return budget(model, hw, s), specs, build_groups(specs, s.block_size, s.max_model_len)
+        specs = layer_specs(model, s, kv=kv)
+        return budget(model, hw, s, fmt=fmt), specs, build_groups(specs, s.block_size,
+                                                                  s.max_model_len)
     best: tuple[int, Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]] | None = None
     for stage in range(s.pp):
-        b, specs = budget(model, hw, s, stage), layer_specs(model, s, stage)
+        b, specs = budget(model, hw, s, stage, fmt), layer_specs(model, s, stage, kv=kv)
         groups = build_groups(specs, s.block_size, s.max_model_len)
         if groups:
             blocks = _blocks(groups, b.available_kv_bytes)[2]
             if best is None or blocks <= best[0]:
                 best = (blocks, b, specs, groups)
     if best is None:
-        return budget(model, hw, s), [], ()
+        return budget(model, hw, s, fmt=fmt), [], ()
     return best[1], best[2], best[3]
 
 
@@ -251,15 +259,25 @@ def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
 
 def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
     """Everything vLLM 0.11 logs at startup; DoesNotFitError when one request does not fit."""
-    plan = unchecked_plan(model, hw, engine)
-    _check_fits(model, hw, engine, plan)
+    return plan_resolved(resolve(model, hw, engine))
+
+
+def plan_resolved(r: ResolvedDeployment) -> MemoryPlan:
+    """``plan_memory`` of a resolved deployment (its flags are not resolved again)."""
+    plan = unchecked_resolved(r)
+    _check_fits(r.model, r.gpu, r.engine, plan)
     return plan
 
 
 def unchecked_plan(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
     """The same numbers without the fit check (``capacity --json`` reports a non-fit whole)."""
-    s = resolve_settings(model, hw, engine)
-    b, specs, groups = limiting_stage(model, hw, s)
+    return unchecked_resolved(resolve(model, hw, engine))
+
+
+def unchecked_resolved(r: ResolvedDeployment) -> MemoryPlan:
+    """``unchecked_plan`` of a resolved deployment."""
+    model, hw, s = r.model, r.gpu, r.settings
+    b, specs, groups = limiting_stage(model, hw, s, r.kv, r.weight_format)
     if not groups:
         raise InputError(f"{model.name} has no cache-holding layers to plan")
     per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
@@ -374,4 +392,4 @@ def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
 
 def plan_deployment(d: Deployment) -> MemoryPlan:
     """The memory plan of one replica of ``d`` (every replica is the same)."""
-    return plan_memory(d.model, d.gpu, d.engine)
+    return plan_resolved(resolve_deployment(d))

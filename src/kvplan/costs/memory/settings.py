@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.fp8_blocks import check_fp8_blocks
-from kvplan.costs.memory.weight_formats import resolve_format
+from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
 from kvplan.errors import InputError
 from kvplan.specs.engine_bounds import check_kv_cache_memory
 from kvplan.specs.hardware import HardwareSpec
@@ -44,9 +44,15 @@ class Settings:
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
-    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
-    check_tensor_parallel(model, tp)
+    check_tensor_parallel(model, engine.tensor_parallel_size)
     fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    return settings_for(model, hw, engine, fmt)
+
+
+def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
+                 fmt: WeightFormat | None) -> Settings:
+    """``resolve_settings`` with TP checked and the weight format resolved by the caller."""
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     check_fp8_blocks(model, None if fmt is None else fmt.block, tp, _moe_tp(model, engine))
     check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
     if pp > model.num_layers:

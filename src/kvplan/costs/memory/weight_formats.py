@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import EllipsisType
+from typing import TypeAlias
 
 from kvplan.errors import UnknownNameError
 from kvplan.units import cdiv
@@ -98,4 +100,16 @@ def resolve_format(
     fmt = QUANTIZATIONS[key]
     if key == "fp8" and block is not None:
         return WeightFormat(name="fp8", bits=8, scale_bytes=4, block=block)
+    return fmt
+
+
+FormatArg: TypeAlias = "WeightFormat | EllipsisType | None"
+"""A weight format already resolved (None: unquantized), or ``...``: resolve it here."""
+
+
+def given_format(fmt: FormatArg, quantization: str | None, config_quant: str | None,
+                 block: tuple[int, int] | None) -> WeightFormat | None:
+    """``fmt`` when the caller resolved it, else ``resolve_format`` of the flags."""
+    if isinstance(fmt, EllipsisType):
+        return resolve_format(quantization, config_quant, block)
     return fmt

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvplan.memo import Memo
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
+
+if TYPE_CHECKING:
+    from kvplan.costs.memory.resolved import ResolvedDeployment
+    from kvplan.costs.memory.weight_formats import FormatArg
 
 FALLBACK_LINK_BYTES_PER_S = 32e9
 """One direction of PCIe Gen4 x16, used when a GPU description gives no interconnect."""
@@ -54,51 +59,48 @@ class StepConstants:
 
 def compute_precision(model: ModelSpec, engine: EngineConfig) -> str:
     """The dtype tensor cores run at: fp8/fp4 for those weight+activation formats, else 16-bit."""
+    from kvplan.costs.memory.resolved import precision_of
     from kvplan.costs.memory.weight_formats import resolve_format
 
     fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
-    if fmt is not None and fmt.name == "fp8":
-        return "fp8"
-    if fmt is not None and fmt.name == "nvfp4":
-        return "fp4"
-    dtype = engine.dtype.strip().lower()
-    aliases = {"auto": model.dtype, "bf16": "bfloat16", "fp16": "float16", "half": "float16",
-               "float32": "bfloat16", "fp32": "bfloat16", "float": "bfloat16"}
-    return aliases.get(dtype, dtype)
+    return precision_of(fmt, engine.dtype, model.dtype)
 
 
 def gemm_dtype(model: ModelSpec, engine: EngineConfig, precision: str) -> str:
     """The measured-kernel family a GEMM runs: block-scaled fp8 (DeepSeek's 128 x 128
     scales: DeepGEMM / CUTLASS block kernels) apart from per-tensor fp8."""
+    from kvplan.costs.memory.resolved import gemm_dtype_of
     from kvplan.costs.memory.weight_formats import resolve_format
 
     fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
-    if precision == "fp8" and fmt is not None and fmt.block is not None:
-        return "fp8_block"
-    return precision
+    return gemm_dtype_of(fmt, precision)
 
 
 _MEMO: Memo[StepConstants] = Memo(512)
 """step_constants per (model, TP, PP, DP, EP, KV dtype, dtype, weight format): all it reads."""
 
 
-def step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
+def step_constants(model: ModelSpec, engine: EngineConfig,
+                   resolved: ResolvedDeployment | None = None) -> StepConstants:
     """Every per-model, per-GPU coefficient the step cost needs, computed once per model,
-    parallelism, KV dtype and weight format (a plan's other levers do not change them)."""
+    parallelism, KV dtype and weight format (a plan's other levers do not change them).
+    ``resolved``: the deployment's resolved flags (None: resolved here, on a memo miss)."""
     key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
            engine.data_parallel_size, engine.enable_expert_parallel,
            engine.kv_cache_dtype, engine.dtype, engine.quantization)
-    return _MEMO.get(key, lambda: _step_constants(model, engine))
+    return _MEMO.get(key, lambda: _step_constants(model, engine, resolved))
 
 
-def _step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
+def _step_constants(model: ModelSpec, engine: EngineConfig,
+                    resolved: ResolvedDeployment | None = None) -> StepConstants:
     from kvplan.costs.memory.params import pp_layer_ranges
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
     act_bytes = 2
-    kv = _kv_coefficients(model, engine, stage)
-    weights, experts, miss = _weight_coefficients(model, engine)
+    kv = _kv_coefficients(model, engine, stage, resolved)
+    fmt = ... if resolved is None else resolved.weight_format
+    weights, experts, miss = _weight_coefficients(model, engine, fmt)
     mla = _mla_prefill_terms(model, tp, stage)
     hidden = model.hidden_size
     return StepConstants(
@@ -114,7 +116,8 @@ def _step_constants(model: ModelSpec, engine: EngineConfig) -> StepConstants:
         weight_bytes=weights, routed_expert_bytes=experts, expert_miss_per_token=miss,
         layers=len(stage), moe_layers=_moe_layers(model, stage),
         allreduces=2 * len(stage) if tp > 1 else 0, allreduce_bytes_per_token=hidden * act_bytes,
-        tp=tp, pp=pp, compute_precision=compute_precision(model, engine),
+        tp=tp, pp=pp, compute_precision=(compute_precision(model, engine) if resolved is None
+                                           else resolved.compute_precision),
     )
 
 
@@ -177,12 +180,17 @@ def _mla_prefill_terms(model: ModelSpec, tp: int, stage: range) -> tuple[float, 
 
 
 def _kv_coefficients(
-    model: ModelSpec, engine: EngineConfig, stage: range
+    model: ModelSpec, engine: EngineConfig, stage: range,
+    resolved: ResolvedDeployment | None = None,
 ) -> tuple[int, int, int, int]:
     """(full+MLA bytes/token, sliding bytes/token, state bytes/request, state elements)."""
     from kvplan.specs.kv import StateSpec, kv_spec
 
-    spec = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    # the state cache is priced at the model dtype whatever --mamba-*-cache-dtype says (the
+    # memo key leaves them out too); the resolved layout is that one when both are 'auto'
+    auto = engine.mamba_cache_dtype == engine.mamba_ssm_cache_dtype == "auto"
+    spec = (resolved.kv if resolved is not None and auto
+            else kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size))
     full = sliding = state = elements = 0
     for group in spec.groups:
         n = sum(1 for i in group.layer_ids if i in stage)
@@ -196,7 +204,8 @@ def _kv_coefficients(
     return full, sliding, state, elements
 
 
-def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, int, float]:
+def _weight_coefficients(model: ModelSpec, engine: EngineConfig,
+                         fmt: FormatArg = ...) -> tuple[int, int, float]:
     """(bytes every step reads, all routed-expert bytes, 1 - k/E) on the fullest GPU."""
     from kvplan.costs.memory.params import (
         active_weight_bytes_per_gpu,
@@ -207,7 +216,8 @@ def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, i
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     active = active_weight_bytes_per_gpu(model, dtype=engine.dtype,
-                                         quantization=engine.quantization, tp=tp, pp=pp)
+                                         quantization=engine.quantization, tp=tp, pp=pp,
+                                         fmt=fmt)
     lookup = 0
     if pp == 1 and not model.tie_word_embeddings:
         # an embedding lookup reads T rows, not the table (a tied table is read by lm_head)
@@ -217,7 +227,7 @@ def _weight_coefficients(model: ModelSpec, engine: EngineConfig) -> tuple[int, i
         return active - lookup, 0, 1.0
     share = model.moe.experts_per_token / model.moe.num_experts
     every = weight_bytes_per_gpu(model, dtype=engine.dtype, quantization=engine.quantization,
-                                 tp=tp, pp=pp)
+                                 tp=tp, pp=pp, fmt=fmt)
     routed = round((every - active) / (1.0 - share)) if share < 1 else 0
     base = active - lookup - round(routed * share)
     if engine.data_parallel_size > 1 or engine.enable_expert_parallel:

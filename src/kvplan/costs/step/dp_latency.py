@@ -8,7 +8,7 @@ batch through its own engine (``kvplan.costs.step.ep_step`` prices the step)::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.costs.step.latency import LatencyResult, RequestShape, request_latency
 from kvplan.costs.step.profile import Profile
@@ -16,6 +16,9 @@ from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 from kvplan.units import cdiv
+
+if TYPE_CHECKING:
+    from kvplan.costs.memory.resolved import ResolvedDeployment
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,11 +35,12 @@ def rank_shape(shape: RequestShape, dp: int) -> RequestShape:
 
 
 def fleet_latency(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
-                  shape: RequestShape, profile: Profile) -> FleetLatency:
+                  shape: RequestShape, profile: Profile,
+                  resolved: ResolvedDeployment | None = None) -> FleetLatency:
     """Latency of ``shape`` spread over the DP ranks (dp = 1: request_latency unchanged)."""
     dp = engine.data_parallel_size
     rank = rank_shape(shape, dp)
-    r = request_latency(model, hardware, engine, rank, profile)
+    r = request_latency(model, hardware, engine, rank, profile, resolved=resolved)
     if dp == 1:
         return FleetLatency(result=r, rank_shape=rank)
     fleet = replace(r, shape=shape,

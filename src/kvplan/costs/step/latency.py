@@ -13,7 +13,7 @@ A static batch of B identical requests (prompt P, output O), as vLLM runs it::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 from kvplan.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from kvplan.costs.memory.resolved import ResolvedDeployment
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,18 +164,21 @@ def static_batch_latency(
 def request_latency(
     model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
     profile: Profile | None = None, *, check_fit: bool = True,
+    resolved: ResolvedDeployment | None = None,
 ) -> LatencyResult:
     """Latency of ``shape`` on ``hardware``; raises DoesNotFitError when the batch's KV cache
     does not fit beside the weights (skip with ``check_fit=False``).
 
-    ``profile=None`` uses the bundled profile for this GPU and precision, as the CLI does.
+    ``profile=None`` uses the bundled profile for this GPU and precision, as the CLI does;
+    ``resolved``: (model, hardware, engine)'s flags resolved once (None: resolved here).
     """
     from kvplan.costs.step.profiles import profile_for
 
     if check_fit:
-        check_batch_fits(model, hardware, engine, shape)
-    profile = profile or profile_for(model, hardware, engine)
-    timer = StepCostModel(model, hardware, engine, profile)
+        check_batch_fits(model, hardware, engine, shape, resolved)
+    profile = profile or profile_for(model, hardware, engine, precision=(
+        None if resolved is None else resolved.compute_precision))
+    timer = StepCostModel(model, hardware, engine, profile, resolved=resolved)
     return static_batch_latency(timer, shape,
                                 max_num_batched_tokens=engine.max_num_batched_tokens)
 
@@ -209,17 +215,20 @@ class KvFit:
 
 
 def kv_fit(
-    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape
+    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
+    resolved: ResolvedDeployment | None = None,
 ) -> KvFit:
     """B requests of P+O tokens against ``kvplan.costs.memory.plan``'s block pool.
 
     max_model_len defaults to P+O here (not the model's limit), as one would serve this shape.
     """
-    from kvplan.costs.memory.plan import plan_memory
+    from kvplan.costs.memory.plan import plan_memory, plan_resolved
+    from kvplan.costs.memory.resolved import with_engine
 
     eng = engine if engine.max_model_len else replace(engine, max_model_len=shape.total_tokens)
     try:
-        plan = plan_memory(model, hardware, eng)
+        plan = (plan_memory(model, hardware, eng) if resolved is None
+                else plan_resolved(with_engine(resolved, eng)))
     except DoesNotFitError as exc:
         return KvFit(needed_bytes=exc.needed_bytes, available_bytes=exc.available_bytes,
                      blocks_per_request=1, num_blocks=0, batch=shape.batch,
@@ -234,11 +243,12 @@ def kv_fit(
 
 
 def check_batch_fits(
-    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape
+    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
+    resolved: ResolvedDeployment | None = None,
 ) -> None:
     """Raise InputError past the context limit, DoesNotFitError when the KV cache does not fit."""
     check_context(model, engine, shape)
-    fit = kv_fit(model, hardware, engine, shape)
+    fit = kv_fit(model, hardware, engine, shape, resolved)
     if fit.memory_error is not None:
         raise DoesNotFitError(
             f"{model.name} does not fit before any KV cache: {fit.memory_error}",

@@ -111,11 +111,12 @@ def default_profiles() -> ProfileSet:
 
 
 def profile_for(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
-                path: str | None = None) -> Profile:
+                path: str | None = None, *, precision: str | None = None) -> Profile:
     """The profile for this GPU and compute precision: from the user's ``path`` where it
-    covers this GPU, else the bundled set (a user profile adds to the bundled one)."""
+    covers this GPU, else the bundled set (a user profile adds to the bundled one).
+    ``precision``: the deployment's resolved compute precision (None: resolved here)."""
     profiles = merge(default_profiles(), load_profiles(path)) if path else default_profiles()
-    return profiles.pick(hardware.id, compute_precision(model, engine))
+    return profiles.pick(hardware.id, precision or compute_precision(model, engine))
 
 
 def merge(base: ProfileSet, user: ProfileSet) -> ProfileSet:

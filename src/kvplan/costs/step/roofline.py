@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from kvplan.costs import kernels as kn
+from kvplan.costs.memory.resolved import ResolvedDeployment
 from kvplan.costs.step.batch import AggregateForm, FloatArray, IntArray
 from kvplan.costs.step.coefficients import (
     _Coefficients,
@@ -76,15 +77,19 @@ class StepCostModel:
                  "constants", "donor", "hardware", "profile")
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
-                 profile: Profile | None = None, *, silicon: bool | None = None) -> None:
+                 profile: Profile | None = None, *, silicon: bool | None = None,
+                 resolved: ResolvedDeployment | None = None) -> None:
         """``silicon``: price from the GPU's measured kernel tables (None: where it has
-        them; False: the roofline under ``profile``'s efficiencies, for any GPU)."""
-        constants = step_constants(model, engine)
+        them; False: the roofline under ``profile``'s efficiencies, for any GPU);
+        ``resolved``: the deployment's flags resolved once (None: resolved here)."""
+        constants = step_constants(model, engine, resolved)
         self._ops: StageOps | None = None
-        kv = resolve_precision(engine.kv_cache_dtype, model.dtype)
+        kv = (resolve_precision(engine.kv_cache_dtype, model.dtype) if resolved is None
+              else resolved.kv.precision)
         self._kv_dtype = "fp8" if kv.value_bits == 8 else "bfloat16"
         self._chunk = engine.max_num_batched_tokens or _TABLE_TOKENS
-        self._gemm_dtype = gemm_dtype(model, engine, constants.compute_precision)
+        self._gemm_dtype = (gemm_dtype(model, engine, constants.compute_precision)
+                            if resolved is None else resolved.gemm_dtype)
         profile = profile or Profile()
         self.donor: str | None = None
         if silicon is None:

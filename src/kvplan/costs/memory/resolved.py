@@ -1,0 +1,94 @@
+"""A Deployment's engine flags resolved once: settings, weight format, KV layout, precisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvplan.costs.memory.settings import Settings, settings_for
+from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.kv import ModelKv, check_tensor_parallel, kv_spec
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16",
+            "float32": "bfloat16", "fp32": "bfloat16", "float": "bfloat16"}
+"""--dtype names -> the 16-bit dtype tensor cores run (fp32 weights run bf16 GEMMs)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedDeployment:
+    """A Deployment with everything the layers below read off its engine flags, resolved once
+    (capacity, latency, simulate and calibrate take this; nothing below re-resolves)."""
+
+    deployment: Deployment
+    settings: Settings
+    """EngineConfig with vLLM's defaults filled for this model and GPU, bad values refused."""
+    weight_format: WeightFormat | None
+    """--quantization, else the config's own; None = unquantized."""
+    kv: ModelKv
+    """The per-GPU KV cache layout (at --kv-cache-dtype, TP and the Mamba state dtypes)."""
+    compute_precision: str
+    """The dtype tensor cores run at (fp8, fp4, bfloat16, float16)."""
+    gemm_dtype: str
+    """The measured-kernel family a GEMM runs (fp8_block apart from per-tensor fp8)."""
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.deployment.model
+
+    @property
+    def gpu(self) -> HardwareSpec:
+        return self.deployment.gpu
+
+    @property
+    def engine(self) -> EngineConfig:
+        return self.deployment.engine
+
+
+def precision_of(fmt: WeightFormat | None, dtype: str, model_dtype: str) -> str:
+    """The dtype tensor cores run at: fp8/fp4 for those weight+activation formats, else 16-bit."""
+    if fmt is not None and fmt.name == "fp8":
+        return "fp8"
+    if fmt is not None and fmt.name == "nvfp4":
+        return "fp4"
+    name = dtype.strip().lower()
+    return model_dtype if name == "auto" else _ALIASES.get(name, name)
+
+
+def gemm_dtype_of(fmt: WeightFormat | None, precision: str) -> str:
+    """Block-scaled fp8 (DeepSeek's 128 x 128 scales: DeepGEMM / CUTLASS block kernels) apart
+    from per-tensor fp8; every other precision is its own family."""
+    if precision == "fp8" and fmt is not None and fmt.block is not None:
+        return "fp8_block"
+    return precision
+
+
+def resolve_deployment(d: Deployment) -> ResolvedDeployment:
+    """Resolve ``d``'s engine flags once, refusing what vLLM refuses (InputError)."""
+    model, engine = d.model, d.engine
+    check_tensor_parallel(model, engine.tensor_parallel_size)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    settings = settings_for(model, d.gpu, engine, fmt)
+    kv = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size,
+                 mamba_cache_dtype=engine.mamba_cache_dtype,
+                 mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype)
+    precision = precision_of(fmt, engine.dtype, model.dtype)
+    return ResolvedDeployment(deployment=d, settings=settings, weight_format=fmt, kv=kv,
+                              compute_precision=precision,
+                              gemm_dtype=gemm_dtype_of(fmt, precision))
+
+
+def resolve(model: ModelSpec, gpu: HardwareSpec, engine: EngineConfig) -> ResolvedDeployment:
+    """``resolve_deployment`` of one replica of (model, GPU, engine)."""
+    return resolve_deployment(Deployment(model=model, gpu=gpu, engine=engine))
+
+
+def with_engine(r: ResolvedDeployment, engine: EngineConfig) -> ResolvedDeployment:
+    """``r`` under an engine that differs in its limits only (``latency`` serves a shape at
+    --max-model-len P+O): the settings refilled; weight format, KV layout, precisions kept."""
+    if engine == r.engine:
+        return r
+    settings = settings_for(r.model, r.gpu, engine, r.weight_format)
+    return replace(r, deployment=replace(r.deployment, engine=engine), settings=settings)
