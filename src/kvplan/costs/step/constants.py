@@ -77,7 +77,8 @@ def gemm_dtype(model: ModelSpec, engine: EngineConfig, precision: str) -> str:
 
 
 _MEMO: Memo[StepConstants] = Memo(512)
-"""step_constants per (model, TP, PP, DP, EP, KV dtype, dtype, weight format): all it reads."""
+"""step_constants per (model, TP, PP, DP, EP, KV dtype, dtype, weight format, state-cache
+dtypes): all it reads."""
 
 
 def step_constants(model: ModelSpec, engine: EngineConfig,
@@ -87,7 +88,8 @@ def step_constants(model: ModelSpec, engine: EngineConfig,
     ``resolved``: the deployment's resolved flags (None: resolved here, on a memo miss)."""
     key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
            engine.data_parallel_size, engine.enable_expert_parallel,
-           engine.kv_cache_dtype, engine.dtype, engine.quantization)
+           engine.kv_cache_dtype, engine.dtype, engine.quantization,
+           engine.mamba_cache_dtype, engine.mamba_ssm_cache_dtype)
     return _MEMO.get(key, lambda: _step_constants(model, engine, resolved))
 
 
@@ -186,11 +188,11 @@ def _kv_coefficients(
     """(full+MLA bytes/token, sliding bytes/token, state bytes/request, state elements)."""
     from kvplan.specs.kv import StateSpec, kv_spec
 
-    # the state cache is priced at the model dtype whatever --mamba-*-cache-dtype says (the
-    # memo key leaves them out too); the resolved layout is that one when both are 'auto'
-    auto = engine.mamba_cache_dtype == engine.mamba_ssm_cache_dtype == "auto"
-    spec = (resolved.kv if resolved is not None and auto
-            else kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size))
+    # the state cache is read and written at its own dtype (--mamba-*-cache-dtype)
+    spec = (resolved.kv if resolved is not None
+            else kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size,
+                         mamba_cache_dtype=engine.mamba_cache_dtype,
+                         mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype))
     full = sliding = state = elements = 0
     for group in spec.groups:
         n = sum(1 for i in group.layer_ids if i in stage)
