@@ -11,6 +11,7 @@ TP-sharded over tp x dp without), times the EP imbalance factor, plus the exchan
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kvplan.costs.memory.ep_layout import DEFAULT_NODE_GPUS, ParallelLayout, parallel_layout
 from kvplan.costs.step.ep_comm import DEFAULT_A2A_BACKEND, DEFAULT_IMBALANCE, Link, MoeExchange
@@ -20,6 +21,9 @@ from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
+
+if TYPE_CHECKING:
+    from kvplan.costs.memory.resolved import ResolvedDeployment
 
 
 def needs_parallel_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec) -> bool:
@@ -63,16 +67,16 @@ def link_of(hw: HardwareSpec, profile: Profile) -> Link:
 
 
 def engine_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec, profile: Profile,
-               silicon: bool) -> StageOps | None:
+               silicon: bool, resolved: ResolvedDeployment | None = None) -> StageOps | None:
     """The step's ops for ``StepCostModel`` (None on the roofline path): the plain TP ops,
     re-laid out when DP, EP or a multi-node TP group is asked for."""
     from kvplan.costs.step.ops import stage_ops
 
     if not needs_parallel_ops(model, engine, hw):
-        return stage_ops(model, engine) if silicon else None
+        return stage_ops(model, engine, resolved) if silicon else None
     check_silicon(hw, silicon)
     imbalance = DEFAULT_IMBALANCE if engine.expert_imbalance is None else engine.expert_imbalance
-    return parallel_ops(stage_ops(model, engine), model, engine, hw, profile,
+    return parallel_ops(stage_ops(model, engine, resolved), model, engine, hw, profile,
                         backend=engine.all2all_backend, imbalance=imbalance)
 
 

@@ -13,6 +13,7 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 if TYPE_CHECKING:
+    from kvplan.costs.memory.resolved import ResolvedDeployment
     from kvplan.costs.step.ep_comm import Link, MoeExchange
 
 PerWhat = Literal["token", "request", "prefill_context"]
@@ -94,16 +95,19 @@ _MEMO: Memo[StageOps] = Memo(512)
 """stage_ops per (model, TP, PP, expert kernel family, largest captured size): all it reads."""
 
 
-def stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
-    """The ops of one step on the fullest stage (layers grouped: equal shapes add counts)."""
+def stage_ops(model: ModelSpec, engine: EngineConfig,
+              resolved: ResolvedDeployment | None = None) -> StageOps:
+    """The ops of one step on the fullest stage (layers grouped: equal shapes add counts);
+    ``resolved``: the deployment's weight format resolved once (None: resolved here)."""
     from kvplan.costs.step.cudagraph import max_capture_tokens
 
     key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
-           expert_dtype(model, engine), max_capture_tokens(engine))
-    return _MEMO.get(key, lambda: _stage_ops(model, engine))
+           engine.quantization, max_capture_tokens(engine))
+    return _MEMO.get(key, lambda: _stage_ops(model, engine, resolved))
 
 
-def _stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
+def _stage_ops(model: ModelSpec, engine: EngineConfig,
+               resolved: ResolvedDeployment | None = None) -> StageOps:
     from kvplan.costs.memory.params import pp_layer_ranges
     from kvplan.costs.step.cudagraph import max_capture_tokens
 
@@ -121,7 +125,7 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig) -> StageOps:
     return StageOps(
         gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p)  # type: ignore[arg-type]
                     for (n, a, b, p), c in gemms.items()),
-        moe=_moe_op(model, engine, stage), attention=_attention_ops(model, stage, tp),
+        moe=_moe_op(model, engine, stage, resolved), attention=_attention_ops(model, stage, tp),
         allreduces=2 * len(stage) if tp > 1 else 0,
         allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
         cudagraph_max_tokens=max_capture_tokens(engine))
@@ -172,7 +176,8 @@ def _per(model: ModelSpec, role: str, rows: int, cols: int) -> PerWhat:
     return "token"
 
 
-def _moe_op(model: ModelSpec, engine: EngineConfig, stage: range) -> MoeOp | None:
+def _moe_op(model: ModelSpec, engine: EngineConfig, stage: range,
+            resolved: ResolvedDeployment | None) -> MoeOp | None:
     e = model.moe
     if e is None:
         return None
@@ -181,15 +186,18 @@ def _moe_op(model: ModelSpec, engine: EngineConfig, stage: range) -> MoeOp | Non
         return None
     return MoeOp(hidden=model.hidden_size, inter=e.moe_intermediate_size,
                  experts=e.num_experts, topk=e.experts_per_token,
-                 tp=engine.tensor_parallel_size, count=layers, dtype=expert_dtype(model, engine))
+                 tp=engine.tensor_parallel_size, count=layers,
+                 dtype=expert_dtype(model, engine, resolved))
 
 
-def expert_dtype(model: ModelSpec, engine: EngineConfig) -> str | None:
+def expert_dtype(model: ModelSpec, engine: EngineConfig,
+                 resolved: ResolvedDeployment | None = None) -> str | None:
     """The MoE kernel family of experts stored apart from the rest: MXFP4 experts (gpt-oss)
     run vLLM's weight-only MXFP4 MoE kernels (16-bit activations); None otherwise."""
     from kvplan.costs.memory.weight_formats import resolve_format
 
-    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    fmt = (resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+           if resolved is None else resolved.weight_format)
     return "w4a16_mxfp4" if fmt is not None and fmt.name == "mxfp4" else None
 
 

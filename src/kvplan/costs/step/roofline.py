@@ -101,7 +101,7 @@ class StepCostModel:
                                   bandwidth_eff=min(1.0, rates.memory))
         from kvplan.costs.step.ep_step import engine_ops  # DP / EP / multi-node TP re-layout
 
-        self._ops = engine_ops(model, engine, hardware, profile, silicon)
+        self._ops = engine_ops(model, engine, hardware, profile, silicon, resolved)
         self._setup(constants, hardware, profile,
                     self._silicon(_TABLE_TOKENS, hardware.id) if silicon else None)
 
