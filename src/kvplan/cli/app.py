@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 import typer.main
 
+from kvplan.cli.startup import fail as _fail
+from kvplan.cli.startup import notes_to_stderr as _notes_to_stderr
 from kvplan.errors import KvplanError
 
 if TYPE_CHECKING:
@@ -105,30 +107,6 @@ def _command_for(args: list[str]) -> TyperGroup:
     return typer.main.get_group(app)
 
 
-def _notes_to_stderr() -> None:
-    """The library's notes (logger ``kvplan``, level INFO) as ``note: ...`` lines on stderr."""
-    import logging
-
-    log = logging.getLogger("kvplan")
-    for old in [h for h in log.handlers if getattr(h, "kvplan_notes", False)]:
-        log.removeHandler(old)  # a second main() in one process: today's sys.stderr
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("note: %(message)s"))
-    seen: set[str] = set()  # one note per kind: a model loaded twice says so once
-
-    def first_time(record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        fresh = text not in seen
-        seen.add(text)
-        return fresh
-
-    handler.addFilter(first_time)
-    handler.kvplan_notes = True  # type: ignore[attr-defined]
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-
-
 def main() -> None:
     """Console-script entry: user errors print one line to stderr and exit 2, no traceback."""
     os.environ.setdefault(BLAS_THREADS, "1")  # before numpy is imported (BLAS_THREADS)
@@ -163,11 +141,3 @@ def _run(command: TyperGroup, args: list[str]) -> None:
         if message is None:  # a bug, not a user error: let it show
             raise
         _fail(str(message()))
-
-
-def _fail(message: str) -> None:
-    """One line on stderr (long values cut, at most 300 characters), exit status 2."""
-    from kvplan.report.error_text import error_line
-
-    print(error_line(message), file=sys.stderr)
-    sys.exit(2)
