@@ -21,7 +21,6 @@ from kvplan.errors import InputError
 
 if TYPE_CHECKING:
     from kvplan.specs.model import ModelSpec
-    from kvplan.specs.serving import EngineConfig
 
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
