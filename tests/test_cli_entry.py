@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvplan.cli.entry import _KV_OPTIONS, kv_args
 
@@ -52,3 +54,61 @@ def test_fast_entry_prints_what_typer_prints(args: list[str]) -> None:
     assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout,
                                                            slow.stderr)
     assert fast.stdout or fast.stderr
+
+
+def test_command_index_is_the_registered_commands_in_help_order() -> None:
+    import inspect
+
+    import typer.main
+
+    from kvplan.cli.app import _register, app
+    from kvplan.cli.command_index import COMMANDS
+
+    _register()
+    group = typer.main.get_group(app)
+    got = {}
+    for name in group.list_commands(None):  # type: ignore[arg-type]
+        cmd = group.commands[name]
+        first = inspect.cleandoc(cmd.help or "").split("\n\n")[0]
+        got[name] = (cmd.callback.__module__.rsplit(".", 1)[-1], " ".join(first.split()))
+    assert list(got) == list(COMMANDS)
+    assert got == COMMANDS
+
+
+def _main(argv: list[str], typer_only: bool, columns: str) -> tuple[int, str, str]:
+    where = "kvplan.cli.app" if typer_only else "kvplan.cli"
+    code = f"import sys; sys.argv = {argv!r}; from {where} import main; main()"
+    env = {**os.environ, "COLUMNS": columns}
+    env.pop("KVPLAN_RICH_HELP", None)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("columns", ["200", "80", "76", "75", "50"])
+@pytest.mark.parametrize("argv", [["kvplan", "--help"], ["kvplan"], ["/usr/bin/kvplan"]])
+def test_root_help_is_clicks_plain_help(columns: str, argv: list[str]) -> None:
+    fast = _main(argv, False, columns)
+    assert fast == _main(argv, True, columns)
+    assert fast[0] == 0 and "Commands:" in fast[1]
+
+
+def test_root_help_under_python_m_names_the_module() -> None:
+    p = subprocess.run([sys.executable, "-m", "kvplan", "--help"], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "COLUMNS": "100"})
+    assert p.stdout.splitlines()[0] == "Usage: python -m kvplan [OPTIONS] COMMAND [ARGS]..."
+    assert p.stdout.splitlines()[9] == (
+        "  models     List the bundled model catalog (Hugging Face ids, attention...")
+
+
+_WORDS = st.lists(st.text(alphabet="ab.", min_size=1, max_size=9), max_size=12).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_WORDS, limit=st.integers(3, 60))
+def test_short_help_cuts_as_click_does(text: str, limit: int) -> None:
+    from typer._click.utils import make_default_short_help
+
+    from kvplan.cli.root_help import short_help
+
+    assert short_help(text, limit) == make_default_short_help(text, limit)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 import typer.main
 
+from kvplan.cli import command_index
 from kvplan.cli.startup import fail as _fail
 from kvplan.cli.startup import notes_to_stderr as _notes_to_stderr
 from kvplan.errors import KvplanError
@@ -26,7 +27,7 @@ BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 app = typer.Typer(
     name="kvplan",
-    help="KV-cache memory, capacity, latency and serving simulation for LLM serving.",
+    help=command_index.ROOT_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -46,7 +47,7 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
-        help="Print kvplan's version and exit.")] = False) -> None:
+        help=command_index.VERSION_HELP)] = False) -> None:
     """KV-cache memory, capacity, latency and serving simulation for LLM serving."""
 
 
@@ -79,12 +80,7 @@ def expand_multi_value(argv: list[str], options: tuple[str, ...]) -> list[str]:
     return out
 
 
-COMMANDS = {
-    "models": "cmd_kv", "kv": "cmd_kv", "request": "cmd_kv", "batch": "cmd_kv",
-    "levers": "cmd_kv", "capacity": "cmd_capacity", "gpus": "cmd_capacity",
-    "latency": "cmd_latency", "calibrate": "cmd_latency", "simulate": "cmd_simulate",
-    "plan": "cmd_plan", "prices": "cmd_prices", "web": "cmd_web", "report": "cmd_web",
-}
+COMMANDS = {name: module for name, (module, _) in command_index.COMMANDS.items()}
 """Command name -> the module that defines it (tests check it against the modules)."""
 
 

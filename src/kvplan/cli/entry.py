@@ -1,5 +1,5 @@
-"""The console-script entry: ``--version`` and plain ``kvplan kv`` runs answered before typer
-loads (about half of a ``kv`` run's start-up); everything else goes to typer (cli.app)."""
+"""The console-script entry: ``--version``, the root help and plain ``kvplan kv`` runs answered
+before typer loads (about half of their start-up); everything else goes to typer (cli.app)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,13 @@ def main() -> None:
 
         print(f"kvplan {__version__}")
         sys.exit(0)
+    if args in ([], ["--help"]):
+        from kvplan.cli.root_help import root_help
+
+        text = root_help()
+        if text is not None:
+            sys.stdout.write(text)
+            sys.exit(0)
     kv = kv_args(args)
     if kv is None:
         from kvplan.cli.app import main as typer_main
