@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
@@ -59,7 +60,7 @@ def main() -> None:
 
         text = root_help()
         if text is not None:
-            sys.stdout.write(text)
+            _guarded(lambda: sys.stdout.write(text))
             sys.exit(0)
     kv = kv_args(args)
     if kv is None:
@@ -67,21 +68,30 @@ def main() -> None:
 
         typer_main()
         return
-    _run_kv(*kv)
+    from kvplan.cli.startup import notes_to_stderr
+
+    notes_to_stderr()
+    _guarded(lambda: _run_kv(*kv))
+
+
+def _guarded(write: Callable[[], object]) -> None:
+    """Run ``write`` with stdout guarded as cli.app.main does: a failed write is one error
+    line (exit 2), a closed pipe a quiet exit 141."""
+    from kvplan.cli.stdout_guard import StdoutFailed, exit_for, guard
+
+    try:
+        with guard():
+            write()
+    except StdoutFailed as failure:
+        exit_for(failure)
 
 
 def _run_kv(model: str, settings: dict[str, Any], as_json: bool) -> None:
     from kvplan.cli.kv_answer import kv_answer
-    from kvplan.cli.startup import fail, notes_to_stderr
-    from kvplan.cli.stdout_guard import StdoutFailed, exit_for, guard
+    from kvplan.cli.startup import fail
     from kvplan.errors import KvplanError
 
-    notes_to_stderr()
     try:
-        with guard():
-            try:
-                kv_answer(model, settings, as_json)
-            except KvplanError as exc:
-                fail(str(exc))
-    except StdoutFailed as failure:
-        exit_for(failure)
+        kv_answer(model, settings, as_json)
+    except KvplanError as exc:
+        fail(str(exc))
