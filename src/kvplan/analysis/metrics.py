@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -202,10 +203,21 @@ def _stat(x: FloatArray, percentiles: Sequence[float]) -> Stat:
     """vLLM: np.mean(x or 0) * 1000 etc.; an empty list counts as [0]."""
     v = x if len(x) else np.zeros(1)
     return Stat(
-        mean_ms=float(np.mean(v)) * 1000, median_ms=float(np.median(v)) * 1000,
+        mean_ms=float(np.mean(v)) * 1000, median_ms=median(v) * 1000,
         std_ms=float(np.std(v)) * 1000,
         percentiles_ms=tuple((float(p), float(np.percentile(v, p)) * 1000) for p in percentiles),
     )
+
+
+def median(v: FloatArray) -> float:
+    """np.median(v) of a non-empty 1-D array, to the bit (the mean of the middle one or two
+    order statistics, NaN if any is NaN), without the numpy.ma import np.median makes (~20 ms
+    of a simulate run)."""
+    lo, hi = (v.size - 1) // 2, v.size // 2
+    part = np.partition(v, sorted({lo, hi}))
+    if np.isnan(v).any():
+        return math.nan
+    return float(np.mean(part[lo:hi + 1]))
 
 
 def _goodput(req: dict[str, FloatArray], slo_ms: dict[str, float], duration: float) -> float:

@@ -1,5 +1,5 @@
 """The `kvplan` command line: builds specs, calls the API, renders. No arithmetic here."""
 
-from kvplan.cli.app import main
+from kvplan.cli.entry import main
 
 __all__ = ["main"]

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 import typer.main
 
+from kvplan.cli import command_index
+from kvplan.cli.startup import fail as _fail
+from kvplan.cli.startup import notes_to_stderr as _notes_to_stderr
 from kvplan.errors import KvplanError
 
 if TYPE_CHECKING:
@@ -24,7 +27,7 @@ BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 app = typer.Typer(
     name="kvplan",
-    help="KV-cache memory, capacity, latency and serving simulation for LLM serving.",
+    help=command_index.ROOT_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -44,7 +47,7 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
-        help="Print kvplan's version and exit.")] = False) -> None:
+        help=command_index.VERSION_HELP)] = False) -> None:
     """KV-cache memory, capacity, latency and serving simulation for LLM serving."""
 
 
@@ -77,12 +80,7 @@ def expand_multi_value(argv: list[str], options: tuple[str, ...]) -> list[str]:
     return out
 
 
-COMMANDS = {
-    "models": "cmd_kv", "kv": "cmd_kv", "request": "cmd_kv", "batch": "cmd_kv",
-    "levers": "cmd_kv", "capacity": "cmd_capacity", "gpus": "cmd_capacity",
-    "latency": "cmd_latency", "calibrate": "cmd_latency", "simulate": "cmd_simulate",
-    "plan": "cmd_plan", "prices": "cmd_prices", "web": "cmd_web", "report": "cmd_web",
-}
+COMMANDS = {name: module for name, (module, _) in command_index.COMMANDS.items()}
 """Command name -> the module that defines it (tests check it against the modules)."""
 
 
@@ -103,30 +101,6 @@ def _command_for(args: list[str]) -> TyperGroup:
     module = COMMANDS.get(args[0]) if args else None
     _register((module,) if module else COMMAND_MODULES)
     return typer.main.get_group(app)
-
-
-def _notes_to_stderr() -> None:
-    """The library's notes (logger ``kvplan``, level INFO) as ``note: ...`` lines on stderr."""
-    import logging
-
-    log = logging.getLogger("kvplan")
-    for old in [h for h in log.handlers if getattr(h, "kvplan_notes", False)]:
-        log.removeHandler(old)  # a second main() in one process: today's sys.stderr
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("note: %(message)s"))
-    seen: set[str] = set()  # one note per kind: a model loaded twice says so once
-
-    def first_time(record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        fresh = text not in seen
-        seen.add(text)
-        return fresh
-
-    handler.addFilter(first_time)
-    handler.kvplan_notes = True  # type: ignore[attr-defined]
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
 
 
 def main() -> None:
@@ -163,11 +137,3 @@ def _run(command: TyperGroup, args: list[str]) -> None:
         if message is None:  # a bug, not a user error: let it show
             raise
         _fail(str(message()))
-
-
-def _fail(message: str) -> None:
-    """One line on stderr (long values cut, at most 300 characters), exit status 2."""
-    from kvplan.report.error_text import error_line
-
-    print(error_line(message), file=sys.stderr)
-    sys.exit(2)

@@ -45,18 +45,9 @@ def kv_cmd(
     as_json: fl.JsonOpt = False,
 ) -> None:
     """KV cache bytes per token, whole model and per GPU, with the formula filled in."""
-    from kvplan.analysis.kv_view import kv_report
+    from kvplan.cli.kv_answer import kv_answer
 
-    spec, engine = _model_engine(model, fl.engine_settings(locals()))
-    report = kv_report(spec, engine.kv_cache_dtype, engine.tensor_parallel_size, engine.block_size)
-    if as_json:
-        from kvplan.report.json_views import kv_json
-
-        print_json(kv_json(report))
-        return
-    from kvplan.report.render import render_kv
-
-    render_kv(console, report)
+    kv_answer(model, fl.engine_settings(locals()), as_json)
 
 
 @app.command("request")

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli.engine import resolve_engine as resolve_engine  # re-exported
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
     from kvplan.specs.model import ModelSpec
-    from kvplan.specs.serving import EngineConfig
 
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -156,18 +156,6 @@ _KINDS: dict[Callable[[str], Any], str] = {int: "a whole number", float: "a numb
 def engine_settings(values: Mapping[str, Any]) -> dict[str, Any]:
     """The engine flags among ``values`` (a command's ``locals()``) that were given, parsed."""
     return {k: parse_flag(k, v) for k, v in values.items() if k in BY_FIELD and v is not None}
-
-
-def resolve_engine(settings: Mapping[str, Any], model: ModelSpec | None = None) -> EngineConfig:
-    """The EngineConfig for these settings (vLLM defaults for the rest), TP checked on ``model``
-    with vLLM's rule: it divides the attention heads, and the KV heads split or replicate."""
-    from kvplan.specs.kv import check_tensor_parallel
-    from kvplan.specs.serving import EngineConfig
-
-    engine = EngineConfig(**settings)
-    if model is not None:
-        check_tensor_parallel(model, engine.tensor_parallel_size)
-    return engine
 
 
 def tp_allowed(model: ModelSpec, tp: int) -> bool:

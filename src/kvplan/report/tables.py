@@ -9,6 +9,7 @@ from rich.table import Table
 from kvplan.analysis.catalog_view import ModelRow
 from kvplan.analysis.footprint import LeverRow
 from kvplan.analysis.timeline import RequestTimeline
+from kvplan.report.plain.kv_text import kv_groups_cells
 from kvplan.specs.kv import ModelKv
 from kvplan.units import fmt_bytes
 
@@ -43,28 +44,12 @@ def models_table(rows: Sequence[ModelRow]) -> Table:
 
 
 def kv_groups_table(kv: ModelKv, block_size: int) -> Table:
-    table = Table(
-        title=f"Layer groups on one GPU (tp={kv.tensor_parallel_size}, "
-        f"{kv.precision.name}, block {block_size})"
-    )
-    for col in (
-        "group",
-        "layers",
-        "per layer / token",
-        "group / token",
-        "page (1 layer)",
-        "state / request",
-    ):
-        table.add_column(col, justify="left" if col == "group" else "right")
-    for g in kv.groups:
-        table.add_row(
-            g.spec.label,
-            str(g.num_layers),
-            f"{g.spec.bytes_per_token:,} B",
-            fmt_bytes(g.bytes_per_token) if g.bytes_per_token else "-",
-            fmt_bytes(g.spec.page_size_bytes(block_size)),
-            fmt_bytes(g.state_bytes) if g.state_bytes else "-",
-        )
+    cells = kv_groups_cells(kv, block_size)
+    table = Table(title=cells.title)
+    for col, justify in zip(cells.headers, cells.justify, strict=True):
+        table.add_column(col, justify="left" if justify == "left" else "right")
+    for row in cells.rows:
+        table.add_row(*row)
     return table
 
 

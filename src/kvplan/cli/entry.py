@@ -1,0 +1,97 @@
+"""The console-script entry: ``--version``, the root help and plain ``kvplan kv`` runs answered
+before typer loads (about half of their start-up); everything else goes to typer (cli.app)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+_KV_OPTIONS = {"--kv-cache-dtype": ("kv_cache_dtype", str),
+               "--tensor-parallel-size": ("tensor_parallel_size", int),
+               "-tp": ("tensor_parallel_size", int), "--block-size": ("block_size", int)}
+"""``kvplan kv``'s options (cmd_kv.kv_cmd; a test checks they are the same): field, parser."""
+
+
+def kv_args(args: list[str]) -> tuple[str, dict[str, Any], bool] | None:
+    """``kv MODEL [--opt VALUE | --opt=VALUE ...] [--json]`` as (model, settings, as_json),
+    or None for anything else (help, a repeated or unknown option, a bad value): typer then
+    parses it and says what is wrong in its own words."""
+    if not args or args[0] != "kv":
+        return None
+    model: str | None = None
+    settings: dict[str, Any] = {}
+    as_json = False
+    rest = args[1:]
+    while rest:
+        arg = rest.pop(0)
+        name, eq, value = arg.partition("=")
+        if arg == "--json" and not as_json:
+            as_json = True
+        elif name in _KV_OPTIONS and (eq or rest):
+            value = value if eq else rest.pop(0)
+            field, parse = _KV_OPTIONS[name]
+            if field in settings or not value or value.startswith("-") or value != value.strip():
+                return None
+            try:
+                settings[field] = parse(value)
+            except ValueError:
+                return None
+        elif not arg.startswith("-") and model is None:
+            model = arg
+        else:
+            return None
+    return None if model is None else (model, settings, as_json)
+
+
+def main() -> None:
+    """Console-script entry: user errors print one line to stderr and exit 2, no traceback."""
+    os.environ.setdefault(BLAS_THREADS, "1")  # before numpy is imported (cli.app.BLAS_THREADS)
+    args = sys.argv[1:]
+    if args == ["--version"]:
+        from kvplan import __version__
+
+        print(f"kvplan {__version__}")
+        sys.exit(0)
+    if args in ([], ["--help"]):
+        from kvplan.cli.root_help import root_help
+
+        text = root_help()
+        if text is not None:
+            _guarded(lambda: sys.stdout.write(text))
+            sys.exit(0)
+    kv = kv_args(args)
+    if kv is None:
+        from kvplan.cli.app import main as typer_main
+
+        typer_main()
+        return
+    from kvplan.cli.startup import notes_to_stderr
+
+    notes_to_stderr()
+    _guarded(lambda: _run_kv(*kv))
+
+
+def _guarded(write: Callable[[], object]) -> None:
+    """Run ``write`` with stdout guarded as cli.app.main does: a failed write is one error
+    line (exit 2), a closed pipe a quiet exit 141."""
+    from kvplan.cli.stdout_guard import StdoutFailed, exit_for, guard
+
+    try:
+        with guard():
+            write()
+    except StdoutFailed as failure:
+        exit_for(failure)
+
+
+def _run_kv(model: str, settings: dict[str, Any], as_json: bool) -> None:
+    from kvplan.cli.kv_answer import kv_answer
+    from kvplan.cli.startup import fail
+    from kvplan.errors import KvplanError
+
+    try:
+        kv_answer(model, settings, as_json)
+    except KvplanError as exc:
+        fail(str(exc))
