@@ -1,0 +1,74 @@
+"""One search space for aggregated and disaggregated serving: candidates of both kinds ranked
+by one key, the disaggregated ones screened by safe bounds and verified by simulation.
+
+    rank key   ($/hour, kind: aggregated before disaggregated, GPUs, enumeration index)
+    aggregated      the aggregated planner's candidates as it left them (its own funnel)
+    disaggregated   memory (exact) -> zero-load floors -> work bounds (work_bounds) ->
+                    simulated in rank-key order until the next key is above the best
+                    verified one (the aggregated winner's counts), the rest 'pruned_cost'
+``search='exhaustive'`` skips the floors, the work bounds and the stopping rule: every
+memory-feasible fleet is simulated; tests check that both give the same winner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan
+from kvplan.analysis.disagg.screen import Screened, screen_fleets
+from kvplan.analysis.disagg.serving import simulate_disagg_serving
+from kvplan.analysis.plan.judge import judge, latencies
+from kvplan.analysis.plan.records import Plan
+from kvplan.specs.disagg import DisaggDeployment
+from kvplan.specs.prices import PriceTable
+from kvplan.specs.requests.workload import Workload
+from kvplan.specs.slo import Slo
+
+
+def aggregated_entries(plan: Plan) -> list[JointCandidate]:
+    """The aggregated planner's candidates, as members of the joint space."""
+    out = []
+    for i, c in enumerate(plan.candidates):
+        gpus = c.deployment.gpus_per_replica * (c.replicas or 1)
+        out.append(JointCandidate(id=c.id, kind="aggregated", stage=c.stage, reason=c.reason,
+                                  gpus=gpus, usd_per_hour=c.usd_per_hour, index=i,
+                                  aggregated=c))
+    return out
+
+
+def joint_search(plan: Plan, fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
+                 prices: PriceTable, *, search: str = "funnel") -> JointPlan:
+    """Rank ``plan``'s candidates and the ``fleets`` in one space (module docstring)."""
+    agg = aggregated_entries(plan)
+    best = next((c for c in agg if plan.winner is not None and c.id == plan.winner.id), None)
+    screened = screen_fleets(fleets, work, slo, prices, bounds=search != "exhaustive")
+    done, sims = _simulate(screened, work, slo, best, stop=search != "exhaustive")
+    every = agg + done
+    ok = [c for c in every if c.verified]
+    return JointPlan(candidates=tuple(every), winner=min(ok, key=lambda c: c.key) if ok
+                     else None, search=search, simulations=sims)
+
+
+def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate | None,
+              *, stop: bool) -> tuple[list[JointCandidate], int]:
+    out = list(screened.dropped)
+    sims = 0
+    for c in sorted(screened.kept, key=lambda c: c.key):
+        if stop and best is not None and c.key > best.key:
+            why = (f"costs at least ${c.usd_per_hour:,.2f}/h; {best.id} ({best.kind}) is "
+                   f"verified at ${best.usd_per_hour:,.2f}/h")
+            out.append(replace(c, stage="pruned_cost", reason=why))
+            continue
+        assert c.disagg is not None
+        run = simulate_disagg_serving(c.disagg, work)
+        sims += 1
+        v = judge(latencies(run.result.client, itl=slo.judges_itl), slo)
+        stage = "verified" if v.ok else "infeasible"
+        why = ("meets the SLO" if v.ok else "misses the SLO") + \
+            f"; binding {v.binding} (margin {v.margin:+.1%})"
+        done = replace(c, stage=stage, reason=why, verdict=v, run=run)
+        out.append(done)
+        if v.ok and (best is None or done.key < best.key):
+            best = done
+    return out, sims
