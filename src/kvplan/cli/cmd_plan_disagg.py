@@ -22,6 +22,9 @@ class JointSide:
     joint: JointPlan
     levers: tuple[DisaggLever, ...]
     slo: Slo
+    model_id: str
+    bench: str
+    """The aggregated plan's `vllm bench serve` line aimed at the proxy."""
 
     @property
     def best(self) -> JointCandidate | None:
@@ -71,7 +74,9 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     joint = joint_search(plan, fleets, work, slo, plan.prices, search=args["search"])
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices)
-    return JointSide(joint=joint, levers=levers, slo=slo)
+    bench = plan.bench_command or f"vllm bench serve --model {args['model']}"
+    return JointSide(joint=joint, levers=levers, slo=slo, model_id=args["model"],
+                     bench=f"{bench} --base-url http://PROXY:PORT")
 
 
 def render_side(side: JointSide, plan: Any, out: Any) -> None:

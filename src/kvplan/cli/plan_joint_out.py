@@ -40,7 +40,7 @@ def versus(j: JointPlan) -> str:
     if win is None:
         return "nothing in the joint space meets the SLO"
     if win.kind == "disaggregated":
-        rival = f"the aggregated winner {_usd(agg.usd_per_hour)}" if agg else \
+        rival = f"the aggregated winner {describe(agg)} {_usd(agg.usd_per_hour)}" if agg else \
             "no aggregated configuration meets the SLO"
         return f"disaggregated wins: {describe(win)} at {_usd(win.usd_per_hour)}; {rival}"
     if dis is not None:
@@ -87,7 +87,7 @@ def disagg_json(c: JointCandidate, side: JointSide) -> dict[str, Any]:
                                   "band_basis": k.basis} for k in bands.checks],
             "output_tokens_per_s": bands.output_tokens_per_s,
             "output_tokens_per_s_band": bands.output_tokens_per_s_band,
-            "serve": serve_lines(c.disagg)}
+            "serve": {**serve_lines(c.disagg, side.model_id), "bench": side.bench}}
 
 
 def _one(c: JointCandidate) -> dict[str, Any]:
@@ -127,6 +127,10 @@ def joint_json(side: JointSide) -> dict[str, Any]:
             "candidates": [_one(c) for c in j.candidates]}
 
 
+def _ms(x: float | None) -> str:
+    return "open" if x is None else f"{x:,.1f}"
+
+
 def render_joint(side: JointSide, out: Any) -> None:
     """The joint answer as text: the winner and why, the best disaggregated fleet, levers."""
     doc = joint_json(side)
@@ -134,17 +138,28 @@ def render_joint(side: JointSide, out: Any) -> None:
     out.print(doc["versus"], soft_wrap=True)
     dis = doc["best_disaggregated"]
     if dis is not None:
-        out.print(f"best disaggregated: {dis['fleet']} {_usd(dis['usd_per_hour'])}; binding "
-                  f"{dis['binding']['primary']}: {dis['binding']['why']}", soft_wrap=True)
-        for k, iv in dis["intervals"].items():
-            out.print(f"  {k} {dis['achieved'][k]:,.1f}, 95 % interval {iv}")
-        for chk in dis["slo_at_band_edge"]:
-            out.print(f"  {chk['key']} band {chk['band']} met at edge: {chk['met_at_edge']}")
-        for role, line in dis["serve"].items():
-            out.print(f"  {role}: {line}", soft_wrap=True)
+        _render_disagg(dis, out)
         for r in doc["levers"]:
+            dms = r["delta_binding_ms"]
             out.print(f"  what-if {r['change']}: {r['fleet']} {_usd(r['usd_per_hour'])}, "
-                      f"{r['binding_key']} {r['binding_ms']}, meets SLO {r['meets_slo']}"
-                      f"{' ' + r['note'] if r['note'] else ''}", soft_wrap=True)
+                      f"{r['binding_key']} {_ms(r['binding_ms'])}"
+                      f"{'' if dms is None else f' ({dms:+,.1f})'}, "
+                      f"{'meets' if r['meets_slo'] else 'misses'} the SLO"
+                      f"{'; ' + r['note'] if r['note'] else ''}", soft_wrap=True)
     out.print(f"pricing: {PRICE_NOTE}", soft_wrap=True)
     out.print("candidates: " + ", ".join(f"{n} {s}" for s, n in doc["stages"].items()))
+
+
+def _render_disagg(dis: dict[str, Any], out: Any) -> None:
+    out.print(f"best disaggregated: {dis['fleet']} {_usd(dis['usd_per_hour'])}; binding "
+              f"{dis['binding']['primary']}: {dis['binding']['why']}", soft_wrap=True)
+    for chk in dis["slo_at_band_edge"]:
+        low, high = dis["intervals"].get(chk["key"], [None, None])
+        noise = " (within noise)" if chk["key"] in dis["within_noise"] else ""
+        band = "no band" if chk["band"] is None else \
+            f"band {_ms(chk['band'][0])} - {_ms(chk['band'][1])}, " + \
+            ("met" if chk["met_at_edge"] else "missed") + " at its pessimistic edge"
+        out.print(f"  {chk['key']} {_ms(chk['value'])}, 95 % interval {_ms(low)} - "
+                  f"{_ms(high)}{noise}; {band}", soft_wrap=True)
+    for role, line in dis["serve"].items():
+        out.print(f"  {role}: {line}", soft_wrap=True)
