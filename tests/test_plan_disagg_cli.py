@@ -68,3 +68,17 @@ def test_text_names_the_winner_kind() -> None:
 def test_kv_link_needs_disagg_and_disagg_needs_a_rate() -> None:
     assert_one_line_error(run_cli(*BASE, "--slo", "ttft:p99:500", "--kv-link", "ib-ndr"))
     assert_one_line_error(run_cli(*BASE, "--slo", "ttft:p99:500", "--disagg"))
+
+
+def test_disagg_leaves_the_aggregated_answer_as_it_was() -> None:
+    """--disagg only adds the `joint` key: the rest of the document is the plain plan's."""
+    flags = ("--random-input-len", "200", "--random-output-len", "200", "--request-rate",
+             "10", "--slo", "ttft:p99:500", "--slo", "tpot:p99:30")
+    plain = run_cli(*BASE, *flags, "--json")
+    assert plain.code == 0, plain.err
+    joint = _plan(*flags)
+    joint.pop("joint")
+    docs = [plain.json(), joint]
+    for d in docs:
+        d["search_report"].pop("wall_s")
+    assert docs[0] == docs[1]
