@@ -44,34 +44,28 @@ def check_disagg_args(args: dict[str, Any]) -> None:
 def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     """xPyD fleets on the plan's GPUs, TP degrees, links, workload, SLO and prices, ranked
     with the plan's aggregated candidates (kvplan.analysis.disagg.joint)."""
-    import numpy as np
-
-    from kvplan.analysis.disagg.joint import joint_search
+    from kvplan.analysis.disagg.joint import plan_joint
     from kvplan.analysis.disagg.joint_levers import disagg_levers
-    from kvplan.analysis.disagg.plan import enumerate_disagg
     from kvplan.analysis.plan.args import slo_from, space_options, workload_from
     from kvplan.analysis.plan.space import valid_tp_degrees
+    from kvplan.analysis.plan.traffic import plan_traffic
     from kvplan.cli.cmd_simulate_disagg import DEFAULT_LINK
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import gpu_catalog, load_gpu
     from kvplan.specs.links import load_link
-    from kvplan.specs.requests.workload import build_workload
-    from kvplan.specs.serving import EngineConfig
 
-    model = load_model(args["model"])
     space = space_options(args)
-    work = build_workload(workload_from(args))
+    work = plan_traffic(workload_from(args)).target  # the requests the plan verified on
+    assert work is not None  # check_disagg_args: a rate or a trace
     names = space["gpus"]
     gpus = ([load_gpu(n) for n in names] if names is not None else
             [g for g in gpu_catalog().values() if plan.prices.for_gpu(g.id)])
+    model = load_model(args["model"])
     tps = space["tensor_parallel_sizes"] or valid_tp_degrees(model)
-    longest = int(np.max(work.prompt_tokens + work.output_tokens))
-    engine = EngineConfig(max_model_len=min(longest, model.max_position_embeddings))
     links = [load_link(x.strip()) for x in (args["kv_link"] or DEFAULT_LINK).split(",")]
-    fleets = [f for link in links for f in enumerate_disagg(
-        model, gpus, engine, link, tps=tps, max_instances=MAX_INSTANCES)]
     slo = slo_from(args)
-    joint = joint_search(plan, fleets, work, slo, plan.prices, search=args["search"])
+    joint = plan_joint(plan, model, work, slo, gpus=gpus, tps=tps, links=links,
+                       max_instances=MAX_INSTANCES, search=args["search"])
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices)
     bench = plan.bench_command or f"vllm bench serve --model {args['model']}"

@@ -15,14 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan
 from kvplan.analysis.disagg.screen import Screened, screen_fleets
 from kvplan.analysis.disagg.serving import simulate_disagg_serving
 from kvplan.analysis.plan.judge import judge, latencies
 from kvplan.analysis.plan.records import Plan
 from kvplan.specs.disagg import DisaggDeployment
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.links import LinkSpec
+from kvplan.specs.model import ModelSpec
 from kvplan.specs.prices import PriceTable
 from kvplan.specs.requests.workload import Workload
+from kvplan.specs.serving import EngineConfig
 from kvplan.specs.slo import Slo
 
 
@@ -72,3 +78,18 @@ def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate
         if v.ok and (best is None or done.key < best.key):
             best = done
     return out, sims
+
+
+def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *, gpus: Sequence[HardwareSpec],
+               tps: Sequence[int], links: Sequence[LinkSpec], max_instances: int = 4,
+               search: str = "funnel") -> JointPlan:
+    """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
+    fleet of ``gpus`` x ``gpus`` (prefill, decode) x TP pairs x 1..``max_instances`` each
+    x ``links``, at ``max_model_len`` = the longest request, as the aggregated planner."""
+    from kvplan.analysis.disagg.plan import enumerate_disagg
+
+    longest = int(np.max(work.prompt_tokens + work.output_tokens))
+    engine = EngineConfig(max_model_len=min(longest, model.max_position_embeddings))
+    fleets = [f for link in links for f in enumerate_disagg(
+        model, gpus, engine, link, tps=tps, max_instances=max_instances)]
+    return joint_search(plan, fleets, work, slo, plan.prices, search=search)
