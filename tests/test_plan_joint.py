@@ -121,7 +121,7 @@ def test_short_prompts_disaggregation_loses_the_tie() -> None:
     SLO; the cheapest disaggregated fleet, 1P1D on L40S TP1 + TP1, costs the same 2 x $1.09:
     the rank key puts aggregated first at equal cost (one server, no link), so no
     disaggregated fleet is simulated."""
-    joint, _, _, p = _joint("short", "funnel")
+    joint = _joint("short", "funnel")[0]
     win = joint.winner
     assert win is not None and win.kind == "aggregated" and win.aggregated is not None
     assert win.usd_per_hour == pytest.approx(2.18)

@@ -81,8 +81,8 @@ def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate
 
 
 def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
-               gpus: Sequence[HardwareSpec], tps: Sequence[int], links: Sequence[LinkSpec], max_instances: int = 4,
-               search: str = "funnel") -> JointPlan:
+               gpus: Sequence[HardwareSpec], tps: Sequence[int], links: Sequence[LinkSpec],
+               max_instances: int = 4, search: str = "funnel") -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
     fleet of ``gpus`` x ``gpus`` (prefill, decode) x TP pairs x 1..``max_instances`` each
     x ``links``, at ``max_model_len`` = the longest request, as the aggregated planner."""
