@@ -56,7 +56,7 @@ def _one(case: str, workers: int) -> None:
         work = plan_traffic(args).target
         j = plan_joint(p, load_model(MODEL), work, slo, gpus=[load_gpu(g) for g in GPUS],
                        tps=[2, 4, 8], links=[load_link("ib-ndr")], max_instances=instances,
-                       search=search)
+                       search=search, workers=workers)
         w = j.winner
         line.update({"fleets": sum(c.kind == "disaggregated" for c in j.candidates),
                      "disagg_simulations": j.simulations,

@@ -65,9 +65,11 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     links = [load_link(x.strip()) for x in (args["kv_link"] or DEFAULT_LINK).split(",")]
     slo = slo_from(args)
     joint = plan_joint(plan, model, work, slo, gpus=gpus, tps=tps, links=links,
-                       max_instances=MAX_INSTANCES, search=args["search"])
+                       max_instances=MAX_INSTANCES, search=args["search"],
+                       workers=args["workers"])
     best = joint.best_disagg
-    levers = () if best is None else disagg_levers(best, work, slo, plan.prices)
+    levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
+                                                       args["workers"])
     bench = plan.bench_command or f"vllm bench serve --model {args['model']}"
     return JointSide(joint=joint, levers=levers, slo=slo, model_id=args["model"],
                      bench=f"{bench} --base-url http://PROXY:PORT")

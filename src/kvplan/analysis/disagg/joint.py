@@ -4,8 +4,9 @@ by one key, the disaggregated ones screened by safe bounds and verified by simul
     rank key   ($/hour, kind: aggregated before disaggregated, GPUs, enumeration index)
     aggregated      the aggregated planner's candidates as it left them (its own funnel)
     disaggregated   memory (exact) -> zero-load floors -> work bounds (work_bounds) ->
-                    simulated in rank-key order until the next key is above the best
-                    verified one (the aggregated winner's counts), the rest 'pruned_cost'
+                    simulated in rank-key order, rounds of ROUND (rounds.py), until the next
+                    key is above the best verified one (the aggregated winner's counts),
+                    the rest 'pruned_cost'
 ``search='exhaustive'`` skips the floors, the work bounds and the stopping rule: every
 memory-feasible fleet is simulated; tests check that both give the same winner.
 """
@@ -18,9 +19,8 @@ from dataclasses import replace
 import numpy as np
 
 from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan
+from kvplan.analysis.disagg.rounds import ROUND, simulate_round
 from kvplan.analysis.disagg.screen import Screened, screen_fleets
-from kvplan.analysis.disagg.serving import simulate_disagg_serving
-from kvplan.analysis.plan.judge import judge, latencies
 from kvplan.analysis.plan.records import Plan
 from kvplan.specs.disagg import DisaggDeployment
 from kvplan.specs.hardware import HardwareSpec
@@ -44,12 +44,14 @@ def aggregated_entries(plan: Plan) -> list[JointCandidate]:
 
 
 def joint_search(plan: Plan, fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
-                 prices: PriceTable, *, search: str = "funnel") -> JointPlan:
+                 prices: PriceTable, *, search: str = "funnel",
+                 workers: int | None = None) -> JointPlan:
     """Rank ``plan``'s candidates and the ``fleets`` in one space (module docstring)."""
     agg = aggregated_entries(plan)
     best = next((c for c in agg if plan.winner is not None and c.id == plan.winner.id), None)
     screened = screen_fleets(fleets, work, slo, prices, bounds=search != "exhaustive")
-    done, sims = _simulate(screened, work, slo, best, stop=search != "exhaustive")
+    done, sims = _simulate(screened, work, slo, best, stop=search != "exhaustive",
+                           workers=workers)
     every = agg + done
     ok = [c for c in every if c.verified]
     return JointPlan(candidates=tuple(every), winner=min(ok, key=lambda c: c.key) if ok
@@ -57,32 +59,39 @@ def joint_search(plan: Plan, fleets: Sequence[DisaggDeployment], work: Workload,
 
 
 def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate | None,
-              *, stop: bool) -> tuple[list[JointCandidate], int]:
+              *, stop: bool, workers: int | None) -> tuple[list[JointCandidate], int]:
+    """Rounds of ROUND in rank order; before each, what cannot beat the best is pruned."""
     out = list(screened.dropped)
+    todo = sorted(screened.kept, key=lambda c: c.key)
     sims = 0
-    for c in sorted(screened.kept, key=lambda c: c.key):
-        if stop and best is not None and c.key > best.key:
-            why = (f"costs at least ${c.usd_per_hour:,.2f}/h; {best.id} ({best.kind}) is "
-                   f"verified at ${best.usd_per_hour:,.2f}/h")
-            out.append(replace(c, stage="pruned_cost", reason=why))
-            continue
-        assert c.disagg is not None
-        run = simulate_disagg_serving(c.disagg, work)
-        sims += 1
-        v = judge(latencies(run.result.client, itl=slo.judges_itl), slo)
-        stage = "verified" if v.ok else "infeasible"
-        why = ("meets the SLO" if v.ok else "misses the SLO") + \
-            f"; binding {v.binding} (margin {v.margin:+.1%})"
-        done = replace(c, stage=stage, reason=why, verdict=v, run=run)
-        out.append(done)
-        if v.ok and (best is None or done.key < best.key):
-            best = done
+    while todo:
+        if stop and best is not None:
+            out += [_priced_out(c, best) for c in todo if c.key > best.key]
+            todo = [c for c in todo if c.key <= best.key]
+        batch, todo = todo[:ROUND], todo[ROUND:]
+        fleets = [c.disagg for c in batch if c.disagg is not None]
+        for c, (v, run) in zip(batch, simulate_round(fleets, work, slo, workers), strict=True):
+            sims += 1
+            why = ("meets the SLO" if v.ok else "misses the SLO") + \
+                f"; binding {v.binding} (margin {v.margin:+.1%})"
+            done = replace(c, stage="verified" if v.ok else "infeasible", reason=why,
+                           verdict=v, run=run)
+            out.append(done)
+            if v.ok and (best is None or done.key < best.key):
+                best = done
     return out, sims
+
+
+def _priced_out(c: JointCandidate, best: JointCandidate) -> JointCandidate:
+    why = (f"costs at least ${c.usd_per_hour:,.2f}/h; {best.id} ({best.kind}) is verified at "
+           f"${best.usd_per_hour:,.2f}/h")
+    return replace(c, stage="pruned_cost", reason=why)
 
 
 def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                gpus: Sequence[HardwareSpec], tps: Sequence[int], links: Sequence[LinkSpec],
-               max_instances: int = 4, search: str = "funnel") -> JointPlan:
+               max_instances: int = 4, search: str = "funnel",
+               workers: int | None = None) -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
     fleet of ``gpus`` x ``gpus`` (prefill, decode) x TP pairs x 1..``max_instances`` each
     x ``links``, at ``max_model_len`` = the longest request, as the aggregated planner."""
@@ -92,4 +101,4 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
     engine = EngineConfig(max_model_len=min(longest, model.max_position_embeddings))
     fleets = [f for link in links for f in enumerate_disagg(
         model, gpus, engine, link, tps=tps, max_instances=max_instances)]
-    return joint_search(plan, fleets, work, slo, plan.prices, search=search)
+    return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers)

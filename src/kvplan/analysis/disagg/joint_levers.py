@@ -18,10 +18,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from kvplan.analysis.disagg.candidates import JointCandidate
+from kvplan.analysis.disagg.rounds import simulate_round
 from kvplan.analysis.disagg.screen import pool_costs
-from kvplan.analysis.disagg.serving import simulate_disagg_serving
 from kvplan.analysis.plan.bands import PlanBands, Ratios, plan_bands, ratios_for
-from kvplan.analysis.plan.judge import Verdict, judge, judged_mask, latencies
+from kvplan.analysis.plan.judge import Verdict, judged_mask, latencies
+from kvplan.errors import InputError
 from kvplan.specs.disagg import GPUS_PER_NODE, DisaggDeployment
 from kvplan.specs.links import LinkSpec, link_catalog
 from kvplan.specs.prices import PriceTable
@@ -77,37 +78,35 @@ def faster_link(link: LinkSpec, total_gpus: int) -> LinkSpec | None:
 
 
 def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
-    """The winner itself, then one more prefill instance, one more decode, a faster link."""
-    out = [("none (the winner)", dd),
-           ("+1 prefill instance", replace(dd, prefill=dd.prefill.with_replicas(
-               dd.prefill.replicas + 1))),
-           ("+1 decode instance", replace(dd, decode=dd.decode.with_replicas(
-               dd.decode.replicas + 1)))]
+    """The winner itself, then one more prefill instance, one more decode, a faster link
+    (a variant the fleet's rules refuse, e.g. a node link past 8 GPUs, is left out)."""
     link = faster_link(dd.link, dd.total_gpus)
+    changes: list[tuple[str, dict[str, object]]] = [
+        ("+1 prefill instance", {"prefill": dd.prefill.with_replicas(dd.prefill.replicas + 1)}),
+        ("+1 decode instance", {"decode": dd.decode.with_replicas(dd.decode.replicas + 1)})]
     if link is not None:
-        out.append((f"--kv-link {link.id}", replace(dd, link=link)))
+        changes.append((f"--kv-link {link.id}", {"link": link}))
+    out = [("none (the winner)", dd)]
+    for change, fields in changes:
+        try:
+            out.append((change, replace(dd, **fields)))  # type: ignore[arg-type]
+        except InputError:
+            continue
     return out
 
 
-def disagg_levers(c: JointCandidate, work: Workload, slo: Slo,
-                  prices: PriceTable) -> tuple[DisaggLever, ...]:
-    """Every variant simulated and judged; deltas against the first row (the winner)."""
+def disagg_levers(c: JointCandidate, work: Workload, slo: Slo, prices: PriceTable,
+                  workers: int | None = None) -> tuple[DisaggLever, ...]:
+    """Every variant simulated (one round, in parallel) and judged; deltas against the first
+    row, the winner itself."""
     assert c.disagg is not None and c.verdict is not None
     key = c.verdict.binding
     rows: list[DisaggLever] = []
-    for change, dd in variants(c.disagg):
-        try:
-            v = _judge(dd, work, slo)
-        except ValueError as exc:  # a variant that does not fit: say why
-            rows.append(_row(change, dd, None, key, rows, prices, note=str(exc)))
-            continue
+    todo = variants(c.disagg)
+    judged = simulate_round([dd for _, dd in todo], work, slo, workers)
+    for (change, dd), (v, _) in zip(todo, judged, strict=True):
         rows.append(_row(change, dd, v, key, rows, prices))
     return tuple(rows)
-
-
-def _judge(dd: DisaggDeployment, work: Workload, slo: Slo) -> Verdict:
-    run = simulate_disagg_serving(dd, work)
-    return judge(latencies(run.result.client, itl=slo.judges_itl), slo)
 
 
 def _row(change: str, dd: DisaggDeployment, v: Verdict | None, key: str,
