@@ -25,6 +25,7 @@ from kvplan.analysis.disagg.work_bounds import (
 )
 from kvplan.costs.pricing import FleetCost, fleet_cost
 from kvplan.errors import KvplanError
+from kvplan.sim.state import FloatArray, IntArray
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.disagg import DisaggDeployment
 from kvplan.specs.prices import PriceTable
@@ -106,11 +107,37 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
         why = window_miss(work, slo, metric, per, cap, what)
         if why:
             return why
-    return ""
+    return _kv_miss(dd, dec, work, slo, prompt, wire)
+
+
+def _kv_miss(dd: DisaggDeployment, dec: PoolRun, work: Workload, slo: Slo,
+             prompt: IntArray, wire: FloatArray) -> str:
+    """The decode pool's KV bound (work_bounds' docstring); full-attention caches only (a
+    window or state group frees or holds blocks otherwise)."""
+    kinds = {g.spec.kind for g in dec.plan.groups}
+    if not kinds or not kinds <= {"full", "mla"}:
+        return ""
+    blocks = len(dec.plan.groups) * -(-prompt // dec.plan.block_size)
+    t_min = _step_min(dec)
+    hold = wire + np.asarray(work.output_tokens, dtype=np.float64) * t_min
+    return window_miss(work, slo, "ttft", (blocks * hold).astype(np.float64),
+                       float(dd.decode.replicas * dec.plan.num_blocks), "decode block-seconds",
+                       extra_s=float(hold.max()))
+
+
+def _step_min(p: PoolRun) -> float:
+    d = p.deployment
+    key = ("decode-step", d.gpu.id, d.engine.tensor_parallel_size, d.model.name,
+           p.limits.max_num_batched_tokens, p.limits.max_num_seqs)
+    if key not in _RATES:
+        one = np.ones(1, dtype=np.int64)
+        _RATES[key] = float(pool_timer(p).step_time_s(one, np.zeros(1, dtype=np.int64)))
+    return _RATES[key]
 
 
 _RATES: dict[tuple[str, str, int, str, int, int], float] = {}
-"""Best tokens/s per (role, GPU, TP, model, budget, max_num_seqs): fleets share pools."""
+"""Best tokens/s per (role, GPU, TP, model, budget, max_num_seqs), and the decode pool's
+one-sequence step ('decode-step'): fleets share pools."""
 
 
 def _rate(p: PoolRun, role: str) -> float:

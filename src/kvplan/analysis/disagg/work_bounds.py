@@ -11,6 +11,10 @@ and its last arrival plus the limit; a fleet that cannot is dropped, never one t
           link:    work wire_s(P),           min(x, y) transfers at once (each holds one prefill
                                              and one decode instance's NICs), 1 s per s
     E2EL  decode:  work (output - 1) tokens, y instances x best tokens/s of a decode batch
+    TTFT  decode KV: work blocks(P) x hold, hold = wire_s(P) + output x t_min (the blocks are
+          allocated before the transfer, by the deadline, and held through ``output``
+          decode steps of at least t_min, one sequence at no context); capacity y x the
+          instance's blocks; the window extends by the longest hold (holds outlast it)
 Each good request's work ends before its first token (TTFT) or last token (E2EL), hence
 before ``last arrival + limit``, and starts after its arrival. Rates are the best tokens per
 second over a grid of step sizes at zero context (context and batch-mates only add time).
@@ -62,8 +66,9 @@ def best_decode_tokens_per_s(timer: StepCostModel, max_seqs: int) -> float:
 
 
 def window_miss(work: Workload, slo: Slo, metric: str, per_request: FloatArray,
-                capacity_per_s: float, what: str) -> str:
-    """Why the judged requests' ``per_request`` work cannot fit every ``metric`` bound, or ''."""
+                capacity_per_s: float, what: str, extra_s: float = 0.0) -> str:
+    """Why the judged requests' ``per_request`` work cannot fit every ``metric`` bound, or ''
+    (``extra_s``: how far past the last deadline the work may still run)."""
     from kvplan.analysis.plan.judge import Latencies
 
     arrival = np.asarray(work.arrival_s, dtype=np.float64)
@@ -77,7 +82,8 @@ def window_miss(work: Workload, slo: Slo, metric: str, per_request: FloatArray,
             continue
         g = good_needed(n, b.percentile)
         least = float(np.sort(per_request[keep])[:g].sum())
-        window_s = float(arrival[keep].max() - arrival[keep].min()) + b.limit_ms / 1000
+        window_s = float(arrival[keep].max() - arrival[keep].min()) + b.limit_ms / 1000 \
+            + extra_s
         if least > capacity_per_s * window_s:
             return (f"{b.key}: the {g:,} requests that must meet {b.limit_ms:g} ms need "
                     f"{least:,.0f} {what}, more than the fleet's {capacity_per_s:,.0f}/s x "
