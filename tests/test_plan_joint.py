@@ -59,6 +59,10 @@ def test_window_bound_by_hand() -> None:
     assert "the 5 requests" in why and "5,000 prefill tokens" in why and "9.0 s" in why
     assert window_miss(work, slo, "ttft", per, 600.0, "prefill tokens") == ""
     assert window_miss(work, slo, "e2el", per, 1.0, "x") == ""  # no e2el bound: nothing
+    # the decode KV bound's window runs on past the deadline by the longest hold: 1 s more
+    # gives 500 x 10 = 5,000, just enough (the bound drops only when the work is larger)
+    assert window_miss(work, slo, "ttft", per, 500.0, "x", extra_s=1.0) == ""
+    assert window_miss(work, slo, "ttft", per, 499.0, "x", extra_s=1.0) != ""
 
 
 @functools.cache
