@@ -2,33 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
-    from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan
-    from kvplan.analysis.disagg.joint_levers import DisaggLever
-    from kvplan.specs.slo import Slo
+    from kvplan.analysis.disagg.candidates import JointSide
 
 MAX_INSTANCES = 4
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JointSide:
-    """The joint search's answer and the what-ifs on its best disaggregated fleet."""
-
-    joint: JointPlan
-    levers: tuple[DisaggLever, ...]
-    slo: Slo
-    model_id: str
-    bench: str
-    """The aggregated plan's `vllm bench serve` line aimed at the proxy."""
-
-    @property
-    def best(self) -> JointCandidate | None:
-        return self.joint.winner
 
 
 def check_disagg_args(args: dict[str, Any]) -> None:
@@ -44,6 +25,7 @@ def check_disagg_args(args: dict[str, Any]) -> None:
 def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     """xPyD fleets on the plan's GPUs, TP degrees, links, workload, SLO and prices, ranked
     with the plan's aggregated candidates (kvplan.analysis.disagg.joint)."""
+    from kvplan.analysis.disagg.candidates import JointSide
     from kvplan.analysis.disagg.joint import plan_joint
     from kvplan.analysis.disagg.joint_levers import disagg_levers
     from kvplan.analysis.plan.args import slo_from, space_options, workload_from

@@ -7,8 +7,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan
-    from kvplan.cli.cmd_plan_disagg import JointSide
+    from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan, JointSide
 
 PRICE_NOTE = ("each pool rents its own instances (the provider's cheapest shape); the KV "
               "link adds $0: NICs are taken to be part of the instance price")

@@ -1,4 +1,5 @@
-"""JointCandidate and JointPlan: the records of the joint aggregated/disaggregated search."""
+"""The records of the joint aggregated/disaggregated search: candidates, the plan, what-ifs,
+and the answer the CLI renders."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from kvplan.analysis.plan.judge import Verdict
 from kvplan.analysis.plan.records import Candidate
 from kvplan.costs.pricing import FleetCost
 from kvplan.specs.disagg import DisaggDeployment
+from kvplan.specs.slo import Slo
 
 KINDS = ("aggregated", "disaggregated")
 RankKey = tuple[float, int, int, int]
@@ -58,3 +60,34 @@ class JointPlan:
     def best_disagg(self) -> JointCandidate | None:
         ok = [c for c in self.candidates if c.kind == "disaggregated" and c.verified]
         return min(ok, key=lambda c: c.key) if ok else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisaggLever:
+    """One what-if on a disaggregated fleet, simulated on the same traffic."""
+
+    change: str
+    label: str
+    usd_per_hour: float | None
+    delta_usd_per_hour: float | None
+    binding_key: str
+    binding_ms: float
+    delta_binding_ms: float
+    meets_slo: bool
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JointSide:
+    """The joint search's answer and the what-ifs on its best disaggregated fleet."""
+
+    joint: JointPlan
+    levers: tuple[DisaggLever, ...]
+    slo: Slo
+    model_id: str
+    bench: str
+    """The aggregated plan's `vllm bench serve` line aimed at the proxy."""
+
+    @property
+    def best(self) -> JointCandidate | None:
+        return self.joint.winner

@@ -13,11 +13,11 @@ Binding (from the simulated requests at or above the binding term's value):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from kvplan.analysis.disagg.candidates import JointCandidate
+from kvplan.analysis.disagg.candidates import DisaggLever, JointCandidate
 from kvplan.analysis.disagg.rounds import simulate_round
 from kvplan.analysis.disagg.screen import pool_costs
 from kvplan.analysis.plan.bands import PlanBands, Ratios, plan_bands, ratios_for
@@ -30,21 +30,6 @@ from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
 
 PHASES = ("prefill", "decode_admission", "link", "decode")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DisaggLever:
-    """One what-if on a disaggregated fleet, simulated on the same traffic."""
-
-    change: str
-    label: str
-    usd_per_hour: float | None
-    delta_usd_per_hour: float | None
-    binding_key: str
-    binding_ms: float
-    delta_binding_ms: float
-    meets_slo: bool
-    note: str = ""
 
 
 def binding_phase(c: JointCandidate, slo: Slo) -> tuple[str, str]:
