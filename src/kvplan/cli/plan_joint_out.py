@@ -33,9 +33,7 @@ def _usd(x: float | None) -> str:
 
 def versus(j: JointPlan) -> str:
     """Which kind wins and why, with the figures that decide it."""
-    win, dis = j.winner, j.best_disagg
-    agg = next((c for c in j.candidates if c.kind == "aggregated" and c.verified
-                and (win is None or c.key <= win.key or win.kind == "disaggregated")), None)
+    win, dis, agg = j.winner, j.best_disagg, j.aggregated_best
     if win is None:
         return "nothing in the joint space meets the SLO"
     if win.kind == "disaggregated":

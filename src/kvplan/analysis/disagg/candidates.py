@@ -55,6 +55,8 @@ class JointPlan:
     winner: JointCandidate | None
     search: str
     simulations: int
+    aggregated_best: JointCandidate | None = None
+    """The aggregated planner's winner (None: no aggregated configuration met the SLO)."""
 
     @property
     def best_disagg(self) -> JointCandidate | None:

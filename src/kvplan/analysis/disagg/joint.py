@@ -53,9 +53,10 @@ def joint_search(plan: Plan, fleets: Sequence[DisaggDeployment], work: Workload,
     done, sims = _simulate(screened, work, slo, best, stop=search != "exhaustive",
                            workers=workers)
     every = agg + done
-    ok = [c for c in every if c.verified]
+    # the aggregated side is represented by its own winner (its ranking and tie-breaks)
+    ok = ([best] if best is not None else []) + [c for c in done if c.verified]
     return JointPlan(candidates=tuple(every), winner=min(ok, key=lambda c: c.key) if ok
-                     else None, search=search, simulations=sims)
+                     else None, search=search, simulations=sims, aggregated_best=best)
 
 
 def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate | None,
