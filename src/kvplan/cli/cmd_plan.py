@@ -122,7 +122,7 @@ def _output(result: Any, plot_out: Any, as_json: bool, side: Any = None) -> None
     if as_json:
         doc = plan_json(result)
         if side is not None:
-            doc["disaggregated"] = side_json(side, result)
+            doc["joint"] = side_json(side, result)
         print_json(doc)
     else:
         render_plan(result, console)

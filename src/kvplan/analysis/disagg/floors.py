@@ -11,6 +11,8 @@ grow with tokens and context), so judging the floors by the SLO is a safe prune.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from kvplan.analysis.disagg.serving import PoolRun, pool_timer, transfer_cost
@@ -35,6 +37,21 @@ def _timer(p: PoolRun) -> StepCostModel:
             _TIMERS.clear()
         got = _TIMERS[id(p)] = (p, pool_timer(p))
     return got[1]
+
+
+_PARTS: dict[tuple[int, int, str], tuple[PoolRun, Workload, FloatArray]] = {}
+"""(id(pool), id(workload), part) -> per-request seconds: a pool's floors are the same in
+every fleet it joins (a search pairs each pool with many)."""
+
+
+def _part(p: PoolRun, work: Workload, name: str, make: Callable[[], FloatArray]) -> FloatArray:
+    key = (id(p), id(work), name)
+    got = _PARTS.get(key)
+    if got is None or got[0] is not p or got[1] is not work:
+        if len(_PARTS) > 256:
+            _PARTS.clear()
+        got = _PARTS[key] = (p, work, make())
+    return got[2]
 
 
 def prefill_alone_s(timer: StepCostModel, prompts: IntArray, budget: int) -> FloatArray:
@@ -73,9 +90,11 @@ def floor_latencies(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun,
     moved = cost.link_bytes(prompt) / (min(cost.prefill_tp, cost.decode_tp)
                                        * cost.bytes_per_s_per_gpu) + cost.latency_s
     api = tp.api_delays_s(prompt) + td.api_delays_s(prompt)
-    ttft = (api + prefill_alone_s(tp, prompt, pre.limits.max_num_batched_tokens) + moved
-            + _decode_step_s(td, np.maximum(prompt - 1, 0)))
-    tpot = np.where(out > 1, _decode_step_s(td, prompt), np.nan)
+    ttft = (api + _part(pre, work, "prefill", lambda: prefill_alone_s(
+        tp, prompt, pre.limits.max_num_batched_tokens)) + moved
+            + _part(dec, work, "first", lambda: _decode_step_s(td, np.maximum(prompt - 1, 0))))
+    tpot = np.where(out > 1, _part(dec, work, "decode", lambda: _decode_step_s(td, prompt)),
+                    np.nan)
     e2el = ttft + np.maximum(out - 1, 0) * np.nan_to_num(tpot)
     return Latencies(arrival_s=np.asarray(work.arrival_s, dtype=np.float64),
                      ttft_ms=ttft * 1000, tpot_ms=tpot * 1000, e2el_ms=e2el * 1000,

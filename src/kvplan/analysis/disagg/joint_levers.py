@@ -1,0 +1,132 @@
+"""A verified disaggregated fleet explained: which phase or the link binds, its what-ifs
+(one more prefill instance, one more decode instance, the next faster link) and error bands.
+
+Binding (from the simulated requests at or above the binding term's value):
+
+    tpot, itl             decode       the decode instances' steps alone set them
+    ttft, e2el            the largest mean share of the tail requests' time to first token:
+        prefill           sent -> prefill sampled (queue + compute on the prefill pool)
+        decode_admission  prefill end -> decode blocks allocated (decode KV / max_num_seqs)
+        link              allocated -> last byte landed (NIC queue + wire + latency)
+        decode            landed -> first token (the decode step)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from kvplan.analysis.disagg.candidates import DisaggLever, JointCandidate
+from kvplan.analysis.disagg.rounds import simulate_round
+from kvplan.analysis.disagg.screen import pool_costs
+from kvplan.analysis.plan.bands import PlanBands, Ratios, plan_bands, ratios_for
+from kvplan.analysis.plan.judge import Verdict, judged_mask, latencies
+from kvplan.errors import InputError
+from kvplan.specs.disagg import GPUS_PER_NODE, DisaggDeployment
+from kvplan.specs.links import LinkSpec, link_catalog
+from kvplan.specs.prices import PriceTable
+from kvplan.specs.requests.workload import Workload
+from kvplan.specs.slo import Slo
+
+PHASES = ("prefill", "decode_admission", "link", "decode")
+
+
+def binding_phase(c: JointCandidate, slo: Slo) -> tuple[str, str]:
+    """(phase, why) for a simulated disaggregated candidate (module docstring)."""
+    assert c.run is not None and c.verdict is not None
+    key = c.verdict.binding
+    if not key.endswith(("ttft_ms", "e2el_ms")) and key != "goodput_share":
+        return "decode", f"{key} binds: decode steps alone set it"
+    r, t = c.run.result.client, c.run.result.transfers
+    lat = latencies(r, itl=False)
+    keep = judged_mask(lat, slo) & ~np.isnan(t.end_s)
+    ttft = lat.ttft_ms
+    tail = keep & (ttft >= np.percentile(ttft[keep], 99)) if keep.any() else keep
+    parts = {"prefill": t.prefill_end_s - r.sent_s, "decode_admission": t.admitted_s
+             - t.prefill_end_s, "link": t.end_s - t.admitted_s,
+             "decode": r.first_token_s - t.end_s}
+    means = {k: float(np.mean(v[tail])) * 1000 if tail.any() else 0.0
+             for k, v in parts.items()}
+    top = max(PHASES, key=lambda k: means[k])
+    split = ", ".join(f"{k} {means[k]:,.1f} ms" for k in PHASES)
+    return top, f"{key} binds; its slowest 1 % spend, on average: {split}"
+
+
+def faster_link(link: LinkSpec, total_gpus: int) -> LinkSpec | None:
+    """The slowest catalog link faster than ``link`` that the fleet can use, of the same
+    scope when one is (ib-ndr -> ib-xdr, not a node's PCIe), else of any."""
+    ok = [x for x in link_catalog() if x.bytes_per_s_per_gpu > link.bytes_per_s_per_gpu
+          and (x.scope == "network" or total_gpus <= GPUS_PER_NODE)]
+    same = [x for x in ok if x.scope == link.scope] or ok
+    return min(same, key=lambda x: (x.bytes_per_s_per_gpu, x.id)) if same else None
+
+
+def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
+    """The winner itself, then one more prefill instance, one more decode, a faster link
+    (a variant the fleet's rules refuse, e.g. a node link past 8 GPUs, is left out)."""
+    link = faster_link(dd.link, dd.total_gpus)
+    changes: list[tuple[str, dict[str, object]]] = [
+        ("+1 prefill instance", {"prefill": dd.prefill.with_replicas(dd.prefill.replicas + 1)}),
+        ("+1 decode instance", {"decode": dd.decode.with_replicas(dd.decode.replicas + 1)})]
+    if link is not None:
+        changes.append((f"--kv-link {link.id}", {"link": link}))
+    out = [("none (the winner)", dd)]
+    for change, fields in changes:
+        try:
+            out.append((change, replace(dd, **fields)))  # type: ignore[arg-type]
+        except InputError:
+            continue
+    return out
+
+
+def disagg_levers(c: JointCandidate, work: Workload, slo: Slo, prices: PriceTable,
+                  workers: int | None = None) -> tuple[DisaggLever, ...]:
+    """Every variant simulated (one round, in parallel) and judged; deltas against the first
+    row, the winner itself."""
+    assert c.disagg is not None and c.verdict is not None
+    key = c.verdict.binding
+    rows: list[DisaggLever] = []
+    todo = variants(c.disagg)
+    judged = simulate_round([dd for _, dd in todo], work, slo, workers)
+    for (change, dd), (v, _) in zip(todo, judged, strict=True):
+        rows.append(_row(change, dd, v, key, rows, prices))
+    return tuple(rows)
+
+
+def _row(change: str, dd: DisaggDeployment, v: Verdict | None, key: str,
+         rows: list[DisaggLever], prices: PriceTable, note: str = "") -> DisaggLever:
+    costs = pool_costs(dd, prices)
+    usd = None if costs is None else sum(x.usd_per_hour for x in costs)
+    value = float("nan") if v is None else v.value(key)
+    base = rows[0] if rows else None
+    if base is None:
+        delta_usd: float | None = 0.0
+    elif usd is None or base.usd_per_hour is None:
+        delta_usd = None
+    else:
+        delta_usd = usd - base.usd_per_hour
+    return DisaggLever(
+        change=change, label=dd.label, usd_per_hour=usd, delta_usd_per_hour=delta_usd,
+        binding_key=key, binding_ms=value,
+        delta_binding_ms=0.0 if base is None else value - base.binding_ms,
+        meets_slo=v is not None and v.ok, note=note)
+
+
+def disagg_ratios(dd: DisaggDeployment) -> Ratios:
+    """TTFT's band from the prefill pool's replica, every other metric's from the decode's."""
+    pre, dec = ratios_for(dd.prefill), ratios_for(dd.decode)
+    pairs = tuple((m, pre.get(m) if m == "ttft" else dec.get(m)) for m, _ in dec.ratios)
+    bases = tuple((m, pre.basis_of(m) if m == "ttft" else dec.basis_of(m))
+                  for m, _ in dec.ratios)
+    return Ratios(ratios=pairs, basis=dec.basis, notes=pre.notes + dec.notes, bases=bases)
+
+
+def disagg_bands(c: JointCandidate, slo: Slo) -> PlanBands:
+    """The candidate's SLO terms and output rate with error bands (goodput: none yet)."""
+    assert c.disagg is not None and c.verdict is not None and c.run is not None
+    r = c.run.result.client
+    done = r.finished
+    span = float(r.finish_s[done].max() - r.arrival_s.min()) if done.any() else 0.0
+    tput = float(r.output_tokens[done].sum()) / span if span > 0 else None
+    return plan_bands(slo, disagg_ratios(c.disagg), dict(c.verdict.achieved), None, tput)

@@ -1,0 +1,45 @@
+"""Simulate disaggregated candidates in rounds of ROUND, in worker processes (fork) or here;
+results in submission order, so the answer does not depend on the worker count."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from kvplan.analysis.disagg.serving import DisaggRun, simulate_disagg_serving
+from kvplan.analysis.plan.judge import Verdict, judge, latencies
+from kvplan.specs.disagg import DisaggDeployment
+from kvplan.specs.requests.workload import Workload
+from kvplan.specs.slo import Slo
+
+ROUND = 4
+"""Candidates simulated per round (fixed, as the aggregated funnel's rounds)."""
+
+_SHARED: dict[str, tuple[Workload, Slo]] = {}
+
+
+def simulate_one(dd: DisaggDeployment, work: Workload, slo: Slo) -> tuple[Verdict, DisaggRun]:
+    """One fleet simulated on ``work`` and judged by ``slo``."""
+    run = simulate_disagg_serving(dd, work)
+    return judge(latencies(run.result.client, itl=slo.judges_itl), slo), run
+
+
+def _job(dd: DisaggDeployment) -> tuple[Verdict, DisaggRun]:
+    work, slo = _SHARED["ctx"]
+    return simulate_one(dd, work, slo)
+
+
+def simulate_round(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
+                   workers: int | None = None) -> list[tuple[Verdict, DisaggRun]]:
+    """Every fleet of one round, ``workers`` processes at most (None: one per core)."""
+    n = min(len(fleets), workers or os.cpu_count() or 1)
+    if n <= 1:
+        return [simulate_one(dd, work, slo) for dd in fleets]
+    import multiprocessing as mp
+
+    _SHARED["ctx"] = (work, slo)  # forked workers inherit it: the traffic is not pickled
+    try:
+        with mp.get_context("fork").Pool(n) as pool:
+            return pool.map(_job, list(fleets), chunksize=1)
+    finally:
+        _SHARED.pop("ctx", None)

@@ -1,0 +1,174 @@
+"""Screen disaggregated fleets for the joint search: memory (exact), price, zero-load floors
+and the work bounds (safe), each fleet a JointCandidate with id d0000.., dropped or kept.
+
+Price: each pool rents its own instances on the provider's cheapest shape that holds its
+instances' GPUs (``costs.pricing.fleet_cost``), $/hour summed. The KV link costs nothing on
+top: the NICs (InfiniBand / RoCE / Ethernet) are taken to be part of the instance price, as
+on the price table's multi-GPU nodes; a node link (NVLink, PCIe) needs both pools in one
+node, priced here as two rentals (an upper bound of one node's price).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvplan.analysis.disagg.candidates import JointCandidate
+from kvplan.analysis.disagg.floors import zero_load_miss
+from kvplan.analysis.disagg.serving import PoolRun, plan_pool, pool_timer, transfer_cost
+from kvplan.analysis.disagg.work_bounds import (
+    best_decode_tokens_per_s,
+    best_tokens_per_s,
+    window_miss,
+)
+from kvplan.costs.pricing import FleetCost, fleet_cost
+from kvplan.errors import KvplanError
+from kvplan.sim.state import FloatArray, IntArray
+from kvplan.specs.deployment import Deployment
+from kvplan.specs.disagg import DisaggDeployment
+from kvplan.specs.prices import PriceTable
+from kvplan.specs.requests.workload import Workload
+from kvplan.specs.slo import Slo
+
+PairKey = tuple[str, int, str, int, str]
+"""(prefill GPU, TP, decode GPU, TP, link): what the floors and per-request works depend on."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Screened:
+    """Fleets kept for simulation and those dropped (both as joint candidates)."""
+
+    kept: tuple[JointCandidate, ...]
+    dropped: tuple[JointCandidate, ...]
+
+
+def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
+                  prices: PriceTable, *, bounds: bool = True) -> Screened:
+    """Each fleet's stage before simulation (``bounds``: apply the floors and work bounds)."""
+    kept: list[JointCandidate] = []
+    dropped: list[JointCandidate] = []
+    pools: dict[tuple[str, str, int], PoolRun | None] = {}
+    floors: dict[PairKey, str] = {}
+    for i, dd in enumerate(fleets):
+        costs = pool_costs(dd, prices)
+        usd = None if costs is None else sum(c.usd_per_hour for c in costs)
+        stage, why = _stage(dd, work, slo, pools, floors, bounds, costs is None)
+        c = JointCandidate(id=f"d{i:04d}", kind="disaggregated", stage=stage or "screened",
+                           reason=why or "kept for simulation", gpus=dd.total_gpus,
+                           usd_per_hour=usd, index=i, disagg=dd, pool_costs=costs or ())
+        (dropped if stage else kept).append(c)
+    return Screened(kept=tuple(kept), dropped=tuple(dropped))
+
+
+def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
+           pools: dict[tuple[str, str, int], PoolRun | None], floors: dict[PairKey, str],
+           bounds: bool, unpriced: bool) -> tuple[str, str]:
+    pre, dec = _pool("prefill", dd.prefill, pools), _pool("decode", dd.decode, pools)
+    for role, p, d in (("prefill", pre, dd.prefill), ("decode", dec, dd.decode)):
+        if p is None:
+            return "pruned_memory", (f"the {role} pool ({d.gpu.id} TP"
+                                     f"{d.engine.tensor_parallel_size}) cannot hold one "
+                                     "max_model_len request")
+    assert pre is not None and dec is not None
+    if unpriced:
+        return "pruned_cost", "no price row holds a pool's instance"
+    if not bounds:
+        return "", ""
+    key = (dd.prefill.gpu.id, dd.prefill.engine.tensor_parallel_size, dd.decode.gpu.id,
+           dd.decode.engine.tensor_parallel_size, dd.link.id)
+    if key not in floors:
+        floors[key] = zero_load_miss(dd, pre, dec, work, slo)
+    if floors[key]:
+        return "pruned_bound", floors[key]
+    why = work_miss(dd, pre, dec, work, slo)
+    return ("pruned_bound", why) if why else ("", "")
+
+
+def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
+              slo: Slo) -> str:
+    """The first work bound (prefill compute, link, decode) the fleet already misses, or ''."""
+    prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
+    out = np.asarray(work.output_tokens, dtype=np.int64)
+    cost = transfer_cost(dd, dec.plan)
+    wire = cost.link_bytes(prompt) / (min(cost.prefill_tp, cost.decode_tp)
+                                      * cost.bytes_per_s_per_gpu)
+    lanes = min(dd.prefill.replicas, dd.decode.replicas)
+    checks = [("ttft", wire.astype(np.float64), float(lanes), "link-seconds")]
+    if work.prefix_hashes is None:  # shared prefixes: the prefill side computes less
+        rate = _rate(pre, "prefill") * dd.prefill.replicas
+        checks.insert(0, ("ttft", prompt.astype(np.float64), rate, "prefill tokens"))
+    if any(b.metric == "e2el" for b in slo.bounds):
+        rate = _rate(dec, "decode") * dd.decode.replicas
+        checks.append(("e2el", np.maximum(out - 1, 0).astype(np.float64), rate,
+                       "decode tokens"))
+    for metric, per, cap, what in checks:
+        why = window_miss(work, slo, metric, per, cap, what)
+        if why:
+            return why
+    return _kv_miss(dd, dec, work, slo, prompt, wire)
+
+
+def _kv_miss(dd: DisaggDeployment, dec: PoolRun, work: Workload, slo: Slo,
+             prompt: IntArray, wire: FloatArray) -> str:
+    """The decode pool's KV bound (work_bounds' docstring); full-attention caches only (a
+    window or state group frees or holds blocks otherwise)."""
+    kinds = {g.spec.kind for g in dec.plan.groups}
+    if not kinds or not kinds <= {"full", "mla"}:
+        return ""
+    blocks = len(dec.plan.groups) * -(-prompt // dec.plan.block_size)
+    t_min = _step_min(dec)
+    hold = wire + np.asarray(work.output_tokens, dtype=np.float64) * t_min
+    return window_miss(work, slo, "ttft", (blocks * hold).astype(np.float64),
+                       float(dd.decode.replicas * dec.plan.num_blocks), "decode block-seconds",
+                       extra_s=float(hold.max()))
+
+
+def _step_min(p: PoolRun) -> float:
+    d = p.deployment
+    key = ("decode-step", d.gpu.id, d.engine.tensor_parallel_size, d.model.name,
+           p.limits.max_num_batched_tokens, p.limits.max_num_seqs)
+    if key not in _RATES:
+        one = np.ones(1, dtype=np.int64)
+        _RATES[key] = float(pool_timer(p).step_time_s(one, np.zeros(1, dtype=np.int64)))
+    return _RATES[key]
+
+
+_RATES: dict[tuple[str, str, int, str, int, int], float] = {}
+"""Best tokens/s per (role, GPU, TP, model, budget, max_num_seqs), and the decode pool's
+one-sequence step ('decode-step'): fleets share pools."""
+
+
+def _rate(p: PoolRun, role: str) -> float:
+    d = p.deployment
+    key = (role, d.gpu.id, d.engine.tensor_parallel_size, d.model.name,
+           p.limits.max_num_batched_tokens, p.limits.max_num_seqs)
+    if key not in _RATES:
+        timer = pool_timer(p)
+        _RATES[key] = (best_tokens_per_s(timer, p.limits.max_num_batched_tokens)
+                       if role == "prefill" else
+                       best_decode_tokens_per_s(timer, p.limits.max_num_seqs))
+    return _RATES[key]
+
+
+def _pool(role: str, d: Deployment, pools: dict[tuple[str, str, int], PoolRun | None]
+          ) -> PoolRun | None:
+    key = (role, d.gpu.id, d.engine.tensor_parallel_size)
+    if key not in pools:
+        try:
+            pools[key] = plan_pool(role, d)
+        except KvplanError:
+            pools[key] = None
+    return pools[key]
+
+
+def pool_costs(dd: DisaggDeployment, prices: PriceTable) -> tuple[FleetCost, ...] | None:
+    """Each pool on its cheapest instance shape (None: a pool no price row holds)."""
+    out = []
+    for d in (dd.prefill, dd.decode):
+        c = fleet_cost(prices.for_gpu(d.gpu.id), d.replicas, d.gpus_per_replica)
+        if c is None:
+            return None
+        out.append(c)
+    return tuple(out)
