@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.cli.entry import _KV_OPTIONS, kv_args
+from kvplan.cli.fast.entry import _KV_OPTIONS, kv_args
 
 
 def test_fast_kv_options_are_kv_cmds_options() -> None:
@@ -62,7 +62,7 @@ def test_command_index_is_the_registered_commands_in_help_order() -> None:
     import typer.main
 
     from kvplan.cli.app import _register, app
-    from kvplan.cli.command_index import COMMANDS
+    from kvplan.cli.fast.command_index import COMMANDS
 
     _register()
     group = typer.main.get_group(app)
@@ -109,6 +109,6 @@ _WORDS = st.lists(st.text(alphabet="ab.", min_size=1, max_size=9), max_size=12).
 def test_short_help_cuts_as_click_does(text: str, limit: int) -> None:
     from typer._click.utils import make_default_short_help
 
-    from kvplan.cli.root_help import short_help
+    from kvplan.cli.fast.root_help import short_help
 
     assert short_help(text, limit) == make_default_short_help(text, limit)

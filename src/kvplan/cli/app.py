@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 import typer.main
 
-from kvplan.cli import command_index
-from kvplan.cli.startup import fail as _fail
-from kvplan.cli.startup import notes_to_stderr as _notes_to_stderr
+from kvplan.cli.fast import command_index
+from kvplan.cli.fast.startup import fail as _fail
+from kvplan.cli.fast.startup import notes_to_stderr as _notes_to_stderr
 from kvplan.errors import KvplanError
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ def kv_cmd(
     as_json: fl.JsonOpt = False,
 ) -> None:
     """KV cache bytes per token, whole model and per GPU, with the formula filled in."""
-    from kvplan.cli.kv_answer import kv_answer
+    from kvplan.cli.fast.kv_answer import kv_answer
 
     kv_answer(model, fl.engine_settings(locals()), as_json)
 

@@ -56,7 +56,7 @@ def main() -> None:
         print(f"kvplan {__version__}")
         sys.exit(0)
     if args in ([], ["--help"]):
-        from kvplan.cli.root_help import root_help
+        from kvplan.cli.fast.root_help import root_help
 
         text = root_help()
         if text is not None:
@@ -68,7 +68,7 @@ def main() -> None:
 
         typer_main()
         return
-    from kvplan.cli.startup import notes_to_stderr
+    from kvplan.cli.fast.startup import notes_to_stderr
 
     notes_to_stderr()
     _guarded(lambda: _run_kv(*kv))
@@ -87,8 +87,8 @@ def _guarded(write: Callable[[], object]) -> None:
 
 
 def _run_kv(model: str, settings: dict[str, Any], as_json: bool) -> None:
-    from kvplan.cli.kv_answer import kv_answer
-    from kvplan.cli.startup import fail
+    from kvplan.cli.fast.kv_answer import kv_answer
+    from kvplan.cli.fast.startup import fail
     from kvplan.errors import KvplanError
 
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from kvplan.cli.command_index import COMMANDS, ROOT_HELP, VERSION_HELP
+from kvplan.cli.fast.command_index import COMMANDS, ROOT_HELP, VERSION_HELP
 
 RICH_HELP = "KVPLAN_RICH_HELP"  # cli.app.RICH_HELP: typer's rich panels (typer prints them)
 _MAX_WIDTH = 80
