@@ -275,7 +275,13 @@ class _Loop(FastForward, LeanStep):
         new = np.array(plan.new, dtype=np.int64)
         ctx = np.array(plan.ctx, dtype=np.int64)
         dur = float(self.timer.step_time_s(new, ctx))
-        start, end = s.clock, s.clock + dur
+        self._apply_step(plan, ids, new, ctx, s.clock, s.clock + dur)
+
+    def _apply_step(self, plan: StepPlan, ids: IntArray, new: IntArray, ctx: IntArray,
+                    start: float, end: float) -> None:
+        """The planned step ran from ``start`` to ``end``: tokens computed, a token sampled
+        where a request caught up, records (a DP rank's lockstep step: sim/dp/)."""
+        s = self.s
         done = ctx + new
         s.computed[ids] = done
         whole = len(ids) == len(s.running)  # every running request was scheduled
