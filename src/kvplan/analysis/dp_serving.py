@@ -65,4 +65,4 @@ def dp_header(dp: DpResult, engine: EngineConfig, plan: MemoryPlan) -> dict[str,
             "dummy_steps": dp.dummy_steps_per_rank[k]})
     return {"data_parallel_size": engine.data_parallel_size,
             "enable_expert_parallel": engine.enable_expert_parallel,
-            "dp_lockstep_steps": int(len(dp.padded_tokens)), "dp_ranks": ranks}
+            "dp_lockstep_steps": len(dp.padded_tokens), "dp_ranks": ranks}

@@ -8,6 +8,7 @@ running and waiting summed over the ranks and the token emission runs kept as th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def merge_ranks(ranks: list[SimulationResult], rank_of: IntArray, rejected: dict
     """One result for the fleet (module docstring)."""
     base = ranks[0]
     owner = np.where(rank_of < 0, 0, rank_of)
-    fields = {}
+    fields: dict[str, Any] = {}
     for name in _PER_REQUEST:
         cols = np.stack([getattr(r, name) for r in ranks])
         fields[name] = cols[owner, np.arange(len(owner))]
