@@ -49,3 +49,17 @@ def test_ep_wider_than_experts_refused() -> None:
                 "--num-prompts", "4")
     assert_one_line_error(r)
     assert "exceeds the 128 experts" in r.err
+
+
+def test_dp_with_disagg_refused() -> None:
+    r = run_cli("simulate", QWEN, "--gpu", "H200", "-dp", "2", "--enable-expert-parallel",
+                "--disagg", "1p1d", "--num-prompts", "4")
+    assert_one_line_error(r)
+    assert "--disagg takes TP pools only" in r.err
+
+
+def test_dp_closed_loop_refused() -> None:
+    r = run_cli("simulate", QWEN, "--gpu", "H200", "-dp", "2", "--enable-expert-parallel",
+                "--max-concurrency", "2", "--num-prompts", "4")
+    assert_one_line_error(r)
+    assert "--max-concurrency" in r.err

@@ -107,11 +107,19 @@ def simulate_cmd(
     outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
     spec = load_model(model)
     if dg.disagg_given(given):
+        _no_dp(engine_settings)
         dg.run_disagg(given, spec, engine_settings, wargs, (pm, pct, slo), outs[0], as_json,
                       render_metrics)
         return
     _one_server(given, spec, fl.resolve_engine(engine_settings, spec), wargs, (pm, pct, slo),
                 outs)
+
+
+def _no_dp(settings: dict[str, Any]) -> None:
+    """A disaggregated fleet's pools are TP engines here: -dp > 1 is refused."""
+    if (settings.get("data_parallel_size") or 1) > 1:
+        raise InputError("--disagg takes TP pools only; drop --data-parallel-size (a DP "
+                         "fleet simulates without --disagg)")
 
 
 def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,
