@@ -101,3 +101,10 @@ def test_invariants(ranks: int, blocks: int, reqs: list[tuple[float, int, int]])
     np.testing.assert_allclose(dur, r.rank_step_s.max(axis=1))
     assert np.all(f.steps.start_s[1:] >= f.steps.end_s[:-1] - 1e-12)
     assert len(f.steps.end_s) % 32 == 0  # every wave ends at a 32-step all-reduce
+
+
+def test_progress_reports_every_request_done() -> None:
+    seen: list[tuple[int, int]] = []
+    simulate_dp(workload([0.0, 0.0, 0.5], [4, 8, 2], [2, 1, 3]), _sim(),
+                progress=lambda d, n: seen.append((d, n)))
+    assert seen[-1] == (3, 3)

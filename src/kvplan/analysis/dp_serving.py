@@ -46,12 +46,8 @@ def dp_rank_sim(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: 
 
 def run_dp(work: Workload, sim: RankSim,
            progress: Callable[[int, int], None] | None = None) -> DpResult:
-    """The lockstep simulation (``progress`` is told once, at the end)."""
-    out = simulate_dp(work, sim)
-    if progress is not None:
-        n = len(work)
-        progress(n, n)
-    return out
+    """The lockstep simulation, reporting ``progress(done, total)`` as it goes."""
+    return simulate_dp(work, sim, progress=progress)
 
 
 def dp_header(dp: DpResult, engine: EngineConfig, plan: MemoryPlan) -> dict[str, Any]:

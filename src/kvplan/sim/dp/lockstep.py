@@ -18,6 +18,7 @@ picks (``kvplan.sim.dp.balancer``); a rank admits them at its next step.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,8 +49,10 @@ class RankSim:
     max_model_len: int | None = None
 
 
-def simulate_dp(workload: WorkloadLike, sim: RankSim, *, validate: bool = False) -> DpResult:
-    """Replay ``workload`` on ``sim.ranks`` lockstep DP engines (module docstring)."""
+def simulate_dp(workload: WorkloadLike, sim: RankSim, *, validate: bool = False,
+                progress: Callable[[int, int], None] | None = None) -> DpResult:
+    """Replay ``workload`` on ``sim.ranks`` lockstep DP engines (module docstring);
+    ``progress(done, total)`` every 4096 steps and at the end (callers stop a run there)."""
     if sim.ranks < 1:
         raise InputError(f"--data-parallel-size must be at least 1, got {sim.ranks}")
     if sim.num_blocks < 2:
@@ -58,7 +61,7 @@ def simulate_dp(workload: WorkloadLike, sim: RankSim, *, validate: bool = False)
     if workload.closed_loop_concurrency:
         raise InputError("--max-concurrency is not modelled for a data-parallel fleet yet; "
                          "give --request-rate instead")
-    return _Fleet(workload, sim, validate).run()
+    return _Fleet(workload, sim, validate, progress).run()
 
 
 def _rank(workload: WorkloadLike, sim: RankSim, validate: bool) -> RankLoop:
@@ -73,7 +76,9 @@ def _rank(workload: WorkloadLike, sim: RankSim, validate: bool) -> RankLoop:
 class _Fleet:
     """The balancer, the ranks and the wave; the clock is the fleet's (one for all)."""
 
-    def __init__(self, workload: WorkloadLike, sim: RankSim, validate: bool) -> None:
+    def __init__(self, workload: WorkloadLike, sim: RankSim, validate: bool,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.progress = progress
         self.ranks = [_rank(workload, sim, validate) for _ in range(sim.ranks)]
         self.timer = sim.timer
         self.lb = DpBalancer(sim.ranks)
@@ -125,9 +130,16 @@ class _Fleet:
                 continue
             self.wave = True
             clock = self._step(clock)
+            if self.progress is not None and len(self.padded) % 4096 == 0:
+                self.progress(self._done(), len(self.at))
+        if self.progress is not None:
+            self.progress(self._done(), len(self.at))
         return merge_ranks([e._result() for e in self.ranks], self.rank_of, self.rejected,
                            np.array(self.rank_s, dtype=np.float64).reshape(-1, len(self.ranks)),
                            np.array(self.padded, dtype=np.int64))
+
+    def _done(self) -> int:
+        return sum(e.done for e in self.ranks) + len(self.rejected)
 
     def _step(self, clock: float) -> float:
         """One lockstep step from ``clock``; returns its end."""
