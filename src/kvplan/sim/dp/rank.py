@@ -28,10 +28,7 @@ class RankPlan:
     ids: IntArray
     new: IntArray
     ctx: IntArray
-
-    @property
-    def tokens(self) -> int:
-        return int(np.add.reduce(self.new))
+    tokens: int
 
 
 class RankLoop(_Loop):
@@ -75,7 +72,8 @@ class RankLoop(_Loop):
             self._no_step(plan)
             return None
         return RankPlan(plan, np.array(plan.ids, dtype=np.int64),
-                        np.array(plan.new, dtype=np.int64), np.array(plan.ctx, dtype=np.int64))
+                        np.array(plan.new, dtype=np.int64), np.array(plan.ctx, dtype=np.int64),
+                        sum(plan.new))
 
     def end_step(self, p: RankPlan | None, start: float, end: float) -> None:
         """The lockstep step ran from ``start`` to ``end``."""
