@@ -108,3 +108,19 @@ def test_progress_reports_every_request_done() -> None:
     simulate_dp(workload([0.0, 0.0, 0.5], [4, 8, 2], [2, 1, 3]), _sim(),
                 progress=lambda d, n: seen.append((d, n)))
     assert seen[-1] == (3, 3)
+
+
+def test_waves_and_dummy_tail() -> None:
+    """r0 (t 0, prompt 4, out 1) -> rank 0: step 0 [0, 1.4] (pad 4), then dummy steps of
+    1.1 s. Rank 0's counts after step 0 are (0, 0), as seeded, so nothing is published and
+    the front end's local +1 stands: r1 (t 2.0, prompt 4, out 1) -> rank 1 (scores 4, 0),
+    during dummy step 1 [1.4, 2.5]: it waits for it, its step is [2.5, 3.9]. The wave ends
+    after 32 steps, at 1.4 + 1.4 + 30 x 1.1 = 35.8; r2 (t 100) -> rank 0 (scores 4, 4)
+    starts a second wave: [100, 101.4], 64 steps in all."""
+    r = simulate_dp(workload([0.0, 2.0, 100.0], [4, 4, 4], [1, 1, 1]), _sim(), validate=True)
+    f = r.fleet
+    assert r.rank_of.tolist() == [0, 1, 0]
+    np.testing.assert_allclose(f.first_token_s, [1.4, 3.9, 101.4])
+    assert len(f.steps.end_s) == 64
+    np.testing.assert_allclose(f.steps.end_s[31], 35.8)
+    np.testing.assert_allclose(f.steps.start_s[32], 100.0)

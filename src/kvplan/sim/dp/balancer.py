@@ -28,12 +28,14 @@ class DpBalancer:
         self.view = [[0, 0] for _ in range(ranks)]
         self.interval_s = interval_s
         self.pubs: deque[tuple[float, tuple[tuple[int, int], ...]]] = deque()
-        self.last: tuple[tuple[int, int], ...] | None = None
+        # the engines start from (0, 0) as last published (vLLM seeds last_counts so)
+        self.last: tuple[tuple[int, int], ...] = tuple((0, 0) for _ in range(ranks))
         self.tick = 0
         self.picks: list[int] = []
 
     def publish(self, t: float, counts: tuple[tuple[int, int], ...]) -> None:
-        """The engines' counts after a step ending at ``t`` (kept only when they changed)."""
+        """The engines' counts after a step ending at ``t``, kept only when one engine's
+        changed (each engine publishes on a change; the coordinator forwards them all)."""
         if counts != self.last:
             self.last = counts
             self.pubs.append((t, counts))
