@@ -87,7 +87,7 @@ def simulate(
     engine = engine or EngineConfig()
     b = block_size or engine.block_size
     if engine.data_parallel_size > 1:  # one scheduler here; DP ranks are dp of them
-        raise InputError("simulate() runs one engine: --data-parallel-size "
+        raise InputError("simulate runs one engine: --data-parallel-size "
                          f"{engine.data_parallel_size} runs in sim.dp.lockstep.simulate_dp "
                          "(simulate_serving picks it)")
     if num_blocks < 2:
