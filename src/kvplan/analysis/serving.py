@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.costs.memory.plan import MemoryPlan, Settings, plan_resolved
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve_deployment
 from kvplan.costs.step.roofline import Profile, StepCostModel
 from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
+
+if TYPE_CHECKING:
+    from kvplan.sim.dp.merge import DpResult
 from kvplan.sim.scheduler import Limits
 from kvplan.specs.catalog import load_model
 from kvplan.specs.deployment import Deployment
@@ -32,10 +35,17 @@ class ServingRun:
     limits: Limits
     workload: Workload
     result: SimulationResult
+    dp: DpResult | None = None
+    """A data-parallel run: each rank's result (``result`` is the fleet's)."""
 
     def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
         """The run's settings, in the keys `vllm bench serve --save-result` uses where it can."""
         rate = None if args is None else args.request_rate
+        extra: dict[str, Any] = {}
+        if self.dp is not None:
+            from kvplan.analysis.dp_serving import dp_header
+
+            extra = dp_header(self.dp, self.engine, self.plan)
         return {
             "backend": "kvplan-sim", "model_id": self.model.name, "gpu": self.hardware.id,
             "dataset": self.workload.name, "num_prompts": len(self.workload),
@@ -44,7 +54,7 @@ class ServingRun:
             "max_concurrency": self.workload.closed_loop_concurrency,
             "max_num_batched_tokens": self.limits.max_num_batched_tokens,
             "max_num_seqs": self.limits.max_num_seqs, "block_size": self.plan.block_size,
-            "max_model_len": self.plan.settings.max_model_len,
+            "max_model_len": self.plan.settings.max_model_len, **extra,
         }
 
 
@@ -110,6 +120,12 @@ def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs |
     work = workload if isinstance(workload, Workload) else build_workload(
         workload or WorkloadArgs())
     limits = scheduler_limits(plan.settings, engine)
+    if engine.data_parallel_size > 1:
+        from kvplan.analysis.dp_serving import dp_rank_sim, run_dp
+
+        dp = run_dp(work, dp_rank_sim(spec, hw, engine, plan, limits, prof), progress)
+        return ServingRun(model=spec, hardware=hw, engine=engine, plan=plan, limits=limits,
+                          workload=work, result=dp.fleet, dp=dp)
     result = simulate(
         work, timer=StepCostModel(spec, hw, engine, prof, resolved=r), num_blocks=plan.num_blocks,
         block_size=plan.block_size, engine=engine,

@@ -56,6 +56,13 @@ WORKLOAD_FIELDS = (
 )
 
 
+A2aOpt = Annotated[str | None, typer.Option(
+    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default) "
+    "or deepep.")]
+ImbalanceOpt = Annotated[float | None, typer.Option(
+    "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18).")]
+
+
 @app.command("simulate")
 def simulate_cmd(
     model: ModelArg, gpu: GpuOpt = "H100",
@@ -80,7 +87,9 @@ def simulate_cmd(
     prefill_tp: dg.PrefillTpOpt = None, prefill_instances: dg.PrefillNOpt = None,
     decode_gpu: dg.DecodeGpuOpt = None, decode_tp: dg.DecodeTpOpt = None,
     decode_instances: dg.DecodeNOpt = None, kv_link: dg.LinkOpt = None,
-    router: dg.RouterOpt = None,
+    router: dg.RouterOpt = None, data_parallel_size: fl.DpOpt = None,
+    enable_expert_parallel: fl.EpOpt = None, all2all_backend: A2aOpt = None,
+    expert_imbalance: ImbalanceOpt = None,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     from kvplan.analysis import metrics as mx
@@ -88,7 +97,8 @@ def simulate_cmd(
     from kvplan.specs.requests.workload import WorkloadArgs
 
     given = dict(locals())
-    engine_settings = fl.engine_settings(given)
+    engine_settings = {**fl.engine_settings(given), **{
+        k: given[k] for k in ("all2all_backend", "expert_imbalance") if given[k] is not None}}
     wargs = WorkloadArgs(**{k: given[k] for k in WORKLOAD_FIELDS})
     _check_detailed(save_detailed, save_result)
     pm = mx.parse_percentile_metrics(percentile_metrics)
@@ -97,11 +107,19 @@ def simulate_cmd(
     outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
     spec = load_model(model)
     if dg.disagg_given(given):
+        _no_dp(engine_settings)
         dg.run_disagg(given, spec, engine_settings, wargs, (pm, pct, slo), outs[0], as_json,
                       render_metrics)
         return
     _one_server(given, spec, fl.resolve_engine(engine_settings), wargs, (pm, pct, slo),
                 outs)
+
+
+def _no_dp(settings: dict[str, Any]) -> None:
+    """A disaggregated fleet's pools are TP engines here: -dp > 1 is refused."""
+    if (settings.get("data_parallel_size") or 1) > 1:
+        raise InputError("--disagg takes TP pools only; drop --data-parallel-size (a DP "
+                         "fleet simulates without --disagg)")
 
 
 def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,
@@ -123,8 +141,22 @@ def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,
         print_json(simulate_json(header, m, result, deployment))
         return
     render_metrics(m, header)
+    _render_ranks(header)
     _render_verdicts(result)
     _render_bands(simulate_bands(deployment, mx.vllm_result(m)))
+
+
+def _render_ranks(header: dict[str, Any]) -> None:
+    """A DP fleet: one line per rank (requests routed, peak KV, dummy steps)."""
+    ranks = header.get("dp_ranks")
+    if not ranks:
+        return
+    console.print(f"DP {header['data_parallel_size']} ranks in lockstep, "
+                  f"{header['dp_lockstep_steps']} steps:")
+    for r in ranks:
+        console.print(f"  rank {r['rank']}: {r['requests']} requests, peak KV "
+                      f"{r['peak_kv_blocks']} / {r['num_gpu_blocks'] - 1} blocks "
+                      f"({100 * r['peak_kv_usage']:.1f} %), {r['dummy_steps']} dummy steps")
 
 
 def _check_detailed(save_detailed: bool, save_result: Path | None) -> None:

@@ -88,7 +88,8 @@ def simulate(
     b = block_size or engine.block_size
     if engine.data_parallel_size > 1:  # one scheduler here; DP ranks are dp of them
         raise InputError("simulate runs one engine: --data-parallel-size "
-                         f"{engine.data_parallel_size} is priced by capacity and latency only")
+                         f"{engine.data_parallel_size} runs in sim.dp.lockstep.simulate_dp "
+                         "(simulate_serving picks it)")
     if num_blocks < 2:
         raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
                          f"block), got {num_blocks}")
@@ -275,7 +276,13 @@ class _Loop(FastForward, LeanStep):
         new = np.array(plan.new, dtype=np.int64)
         ctx = np.array(plan.ctx, dtype=np.int64)
         dur = float(self.timer.step_time_s(new, ctx))
-        start, end = s.clock, s.clock + dur
+        self._apply_step(plan, ids, new, ctx, s.clock, s.clock + dur)
+
+    def _apply_step(self, plan: StepPlan, ids: IntArray, new: IntArray, ctx: IntArray,
+                    start: float, end: float) -> None:
+        """The planned step ran from ``start`` to ``end``: tokens computed, a token sampled
+        where a request caught up, records (a DP rank's lockstep step: sim/dp/)."""
+        s = self.s
         done = ctx + new
         s.computed[ids] = done
         whole = len(ids) == len(s.running)  # every running request was scheduled

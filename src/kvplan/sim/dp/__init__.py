@@ -1,0 +1,1 @@
+"""Data-parallel serving: DP engines behind vLLM's load balancer, MoE steps in lockstep."""
