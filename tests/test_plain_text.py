@@ -26,17 +26,37 @@ def _rich(width: int, draw: object) -> str:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("model", [r.id for r in catalog_rows()])
-@pytest.mark.parametrize(("dtype", "tp"), [("auto", 1), ("fp8", 2)])
+def _cases() -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]]]:
+    """(model, dtype, tp) for every bundled model at (auto, 1) and (fp8, 2), split into those
+    kvplan answers and those vLLM refuses (the TP degree must divide the heads)."""
+    ok, refused = [], []
+    for model in (r.id for r in catalog_rows()):
+        for dtype, tp in (("auto", 1), ("fp8", 2)):
+            try:
+                kv_report(model, dtype, tp, 16)
+            except KvplanError:
+                refused.append((model, dtype, tp))
+            else:
+                ok.append((model, dtype, tp))
+    return ok, refused
+
+
+OK, REFUSED = _cases()
+
+
+@pytest.mark.parametrize(("model", "dtype", "tp"), OK)
 def test_kv_text_is_riches_text_for_every_bundled_model(model: str, dtype: str, tp: int) -> None:
-    try:
-        report = kv_report(model, dtype, tp, 16)
-    except KvplanError:
-        pytest.skip(f"vLLM refuses {model} at tp={tp}")  # the CLI prints an error there
+    report = kv_report(model, dtype, tp, 16)
     for width in (120, 80):
         text = kv_text(report, width)
         rich = _rich(width, lambda c, r=report: render_kv(c, r))
         assert text is None or text == rich
+
+
+def test_the_refused_cases_are_few_and_only_at_tp2() -> None:
+    """Every model answers at TP1; the ones refused at TP2 are refused as the CLI refuses
+    them (one KvplanError), so none of the comparison above is skipped silently."""
+    assert all(tp == 2 for _, _, tp in REFUSED) and len(REFUSED) < len(OK)
 
 
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B", "meta-llama/Llama-2-70b-hf"])
