@@ -238,15 +238,7 @@ class _Loop(FastForward, LeanStep):
                 s.clock = max(s.clock, t)
                 self.blocked = False
                 continue
-            if self.lean:
-                if not self._lean_turn():
-                    self._lean_drop()
-                    self._general_step()
-            elif not (self.fast and self._fast_forward()):
-                self._general_step()
-            if self.validate:
-                self._lean_sync()
-                check_books(self.s, self.pool)
+            self._turn()
             turns += 1
             # every 4096 turns or engine steps (a turn may run many steps): callers stop a
             # simulation from here (the web page's cancel and wall-time limit)
@@ -256,6 +248,18 @@ class _Loop(FastForward, LeanStep):
         if self.progress is not None:
             self.progress(self.done, n)
         return self._result()
+
+    def _turn(self) -> None:
+        """One turn: a lean step or run, a fast-forwarded decode run, or a general step."""
+        if self.lean:
+            if not self._lean_turn():
+                self._lean_drop()
+                self._general_step()
+        elif not (self.fast and self._fast_forward()):
+            self._general_step()
+        if self.validate:
+            self._lean_sync()
+            check_books(self.s, self.pool)
 
     def _lean_turn(self) -> bool:
         """A fast-forwarded run or a lean step; False if the general step must run."""
@@ -354,21 +358,28 @@ class _Loop(FastForward, LeanStep):
     def _finish(self, fin: IntArray, end: float) -> bool:
         if len(fin) == 0:
             return False
+        for r in fin.tolist():
+            self.sched.free(r, keep_own=False)
+            self._slot_free(end)
+        self._close(fin, end)
+        return True
+
+    def _close(self, fin: IntArray, end: float) -> list[int]:
+        """``fin`` finished at ``end``: out of the running list, blocks untouched (freeing
+        is the caller's: a disaggregated prefill instance holds them until the transfer)."""
         s = self.s
-        gone = fin.tolist()
+        gone: list[int] = fin.tolist()
         if self.cohort is not None:
             for r in gone:
                 self.cohort.leave(r)
         for r in gone:
-            self.sched.free(r, keep_own=False)
             s.close_segment(r)
-            self._slot_free(end)
         s.status[fin] = FINISHED
         s.finish_s[fin] = end
         self.done += len(gone)
         out = set(gone)
         s.running = [r for r in s.running if r not in out]
-        return True
+        return gone
 
     # ------------------------------------------------------------ result
 
