@@ -22,40 +22,13 @@ from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
 from kvplan.sim.result import IntArray, KvSeries, SimulationResult
-from kvplan.sim.scheduler import Limits, Scheduler, StepPlan
+from kvplan.sim.scheduler import Limits, Scheduler, StepPlan, default_limits
 from kvplan.sim.series import StepSeries
 from kvplan.sim.state import FINISHED, REJECTED, WAITING, SimState, WorkloadLike, new_state
 from kvplan.specs.kv import ModelKv
 from kvplan.specs.serving import EngineConfig
 
 _sum, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce  # no Python wrappers
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-DEFAULT_MAX_NUM_SEQS = 256
-
-
-def default_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) -> Limits:
-    """Limits when the caller gives none (tests, direct use); unset ones take vLLM's defaults.
-
-    ``kvplan.analysis.serving.scheduler_limits`` is what `kvplan simulate` uses: it takes the
-    capacity plan's resolved settings (the GPU class decides the defaults there).
-
-    vLLM (arg_utils, usage context OPENAI_API_SERVER) uses 8192 tokens / 1024 sequences on
-    GPUs with at least 70 GiB (except A100), else 2048 / 256. Without chunked prefill the
-    token budget must hold a whole prompt: max(max_model_len, 2048).
-    """
-    big = gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 1024**3
-    tokens = engine.max_num_batched_tokens
-    if tokens is None and not engine.enable_chunked_prefill:
-        tokens = max(engine.max_model_len or 2048, 2048)
-    if tokens is None:
-        tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS if big or gpu_memory_bytes is None else 2048
-    seqs = engine.max_num_seqs or (1024 if big else DEFAULT_MAX_NUM_SEQS)
-    return Limits(max_num_batched_tokens=tokens, max_num_seqs=seqs,
-                  chunked_prefill=engine.enable_chunked_prefill,
-                  prefix_caching=engine.enable_prefix_caching,
-                  long_prefill_token_threshold=engine.long_prefill_token_threshold)
-
-
 def simulate(
     workload: WorkloadLike,
     *,
