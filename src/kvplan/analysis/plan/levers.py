@@ -63,8 +63,6 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
 def _buildable(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
                ) -> tuple[list[tuple[str, Deployment]], list[tuple[str, str]]]:
     """The variants that fit and can be rented, and why the others cannot."""
-    from kvplan.costs.memory.plan import plan_memory
-
     ok, notes = [], []
     for label, d in lever_variants(w, gpus, prices):
         nodes = [r.gpus_per_node for r in prices.for_gpu(d.gpu.id)]
@@ -74,7 +72,7 @@ def _buildable(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
                                  "group must sit in one node)"))
             continue
         try:
-            plan_memory(d.model, d.gpu, d.engine)
+            Replica(d)  # its memory plan, and its step timer (a DP / EP step needs tables)
         except KvplanError as exc:
             notes.append((label, str(exc).split(";")[0]))
             continue
