@@ -86,6 +86,14 @@ class SimulateQuery(CapacityQuery):
     goodput: str | None = None
     percentile_metrics: str = "ttft,tpot,itl,e2el"
     metric_percentiles: str = "99"
+    disagg: str | None = Field(default=None, max_length=16)
+    """`--disagg xPyD`: any of these six makes the fleet disaggregated (as on the CLI)."""
+    prefill_gpu: str | None = Field(default=None, max_length=64)
+    decode_gpu: str | None = Field(default=None, max_length=64)
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    kv_link: str | None = Field(default=None, max_length=32)
+    router: str | None = Field(default=None, max_length=32)
 
 
 class PlanQuery(Query):

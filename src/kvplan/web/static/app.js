@@ -83,7 +83,8 @@ const RENDER = {
       ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
       ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["binding term (ms; binding_key)", "binding_p99_ms", fixed(2)], ["band (10-90%)", "binding_p99_ms_band", band],
       ["note", "note", String]], d.levers, "levers"),
-  simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
+  simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
+    (d.disagg ? disaggTables(d) : "") +
     (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
@@ -120,8 +121,22 @@ function simRows(d) {
   const rows = [["successful requests", "completed", int], ["failed (rejected)", "failed", int], ["duration (s)", "duration", fixed(2)],
     ["request throughput (req/s)", "request_throughput", fixed(2)], ["output token throughput (tok/s)", "output_throughput", fixed(2)]];
   if (d.request_goodput !== null) rows.push(["request goodput (req/s)", "request_goodput", fixed(2)]);
+  // a disaggregated fleet has no one server's blocks or steps (its pools' are in their table)
   return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], ["peak KV blocks", "peak_kv_blocks", int],
-    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["engine steps", "num_steps", int]]);
+    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["engine steps", "num_steps", int]])
+    .filter(([, key]) => !d.disagg || key in d);
+}
+function disaggTables(d) {
+  // `kvplan simulate --disagg` keys (docs/disaggregation.md, "Metrics added to --json")
+  const p = (key) => Object.keys(d).filter((k) => k.startsWith("p") && k.endsWith(`_${key}_ms`))[0];
+  const rows = ["kv_transfer", "kv_transfer_queue", "decode_admission_wait", "decode_block_wait", "prefill_kv_hold"]
+    .flatMap((k) => [[`mean ${k.replaceAll("_", " ")} (ms)`, `mean_${k}_ms`, fixed(3)], [`${(p(k) || "").split("_")[0]} ${k.replaceAll("_", " ")} (ms)`, p(k), fixed(3)]])
+    .filter(([, key]) => key && key in d);
+  return `<div class="row" id="disagg">` + table(`fleet ${d.disagg}: prefill ${d.prefill.instances} x ${d.prefill.gpu} TP${d.prefill.tensor_parallel_size}, decode ${d.decode.instances} x ${d.decode.gpu} TP${d.decode.tensor_parallel_size}`, [
+    ["KV link", "kv_link", String], ["link bytes/s per GPU", "kv_link_bytes_per_s_per_gpu", sig], ["link latency", "kv_link_latency_s", secs],
+    ["KV transfers", "kv_transfers", int], ["KV bytes over the link", "kv_link_bytes", bytes], ["decode block waits", "decode_block_waits", int],
+    ["prefill peak KV usage", "prefill_peak_kv_usage", pct], ["decode peak KV usage", "decode_peak_kv_usage", pct]], d) +
+    table("KV transfer", rows, d) + `</div>`;
 }
 function simStats(d) {
   // one row per metric, one column per statistic the API returned (mean, median, pNN)

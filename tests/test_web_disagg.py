@@ -1,0 +1,99 @@
+"""The Simulate page's disaggregated form through FastAPI's TestClient: the answer is
+`kvplan simulate --disagg ... --json`'s, the job draws the pools' charts, bad input is one
+422 line beside its field (docs/web.md, docs/disaggregation.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from kvplan.cli.app import _register, app
+from kvplan.web.app import create_app
+from kvplan.web.settings import WebSettings
+
+M = "meta-llama/Llama-3.1-8B"
+WORK = {"model": M, "gpu": "H100", "num_prompts": 40, "random_input_len": 512,
+        "random_output_len": 32, "request_rate": 20}
+ARGV = ["simulate", M, "--gpu", "H100", "--num-prompts", "40", "--random-input-len", "512",
+        "--random-output-len", "32", "--request-rate", "20"]
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(WebSettings(max_sim_requests=300, max_sim_seconds=30)))
+
+
+def cli_json(*args: str) -> Any:
+    _register()
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+CASES = [
+    ({"disagg": "1P1D"}, ["--disagg", "1P1D"]),
+    ({"disagg": "2P1D", "kv_link": "eth-100g", "decode_tp": 2, "router": "least-outstanding"},
+     ["--disagg", "2P1D", "--kv-link", "eth-100g", "--decode-tp", "2",
+      "--router", "least-outstanding"]),
+    ({"kv_link": "ib-xdr", "prefill_gpu": "H200", "decode_gpu": "A100-80GB"},
+     ["--kv-link", "ib-xdr", "--prefill-gpu", "H200", "--decode-gpu", "A100-80GB"]),
+]
+
+
+@pytest.mark.parametrize(("form", "flags"), CASES, ids=[" ".join(c[1]) for c in CASES])
+def test_disagg_answer_equals_cli_json(client: TestClient, form: dict[str, Any],
+                                       flags: list[str]) -> None:
+    r = client.get("/api/simulate", params={**WORK, **form})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got == cli_json(*ARGV, *flags)
+    assert got["kv_transfers"] == 40 and got["kv_link_bytes"] > 0
+    assert got["disagg"] == flags[1] if flags[0] == "--disagg" else got["disagg"] == "1P1D"
+
+
+def test_link_bytes_are_the_worked_arithmetic(client: TestClient) -> None:
+    """Llama-3.1-8B: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072 B per token;
+    40 prompts of 512 tokens, whole 16-token pages: 40 x 512 x 131,072 = 2,684,354,560 B."""
+    r = client.get("/api/simulate", params={**WORK, "disagg": "1P1D"})
+    assert r.json()["kv_link_bytes"] == 40 * 512 * 131_072 == 2_684_354_560
+
+
+def test_the_job_draws_the_decode_pool_and_the_latency_cdf(client: TestClient) -> None:
+    body = {**WORK, "disagg": "1P2D", "decode_tp": 2}
+    job = client.post("/api/simulate/jobs", json=body, headers={"x-kvplan-client": "dg"}).json()
+    for _ in range(600):
+        view = client.get(f"/api/simulate/jobs/{job['job']}").json()
+        if view["state"] not in ("queued", "running"):
+            break
+        time.sleep(0.05)
+    assert view["state"] == "done", view
+    assert view["result"] == cli_json(*ARGV, "--disagg", "1P2D", "--decode-tp", "2")
+    charts = client.get(f"/api/simulate/jobs/{job['job']}/charts").json()
+    assert set(charts) == {"kv_usage", "latency_cdf"}
+    assert "decode instance 0 of 1P2D" in json.dumps(charts["kv_usage"])
+
+
+BAD = [
+    ({"disagg": "1X1D"}, "disagg", "write xPyD"),
+    ({"disagg": "1P1D", "kv_link": "carrier-pigeon"}, "kv_link", "carrier-pigeon"),
+    ({"disagg": "1P1D", "prefill_tp": 2, "decode_tp": 1}, "decode_tp", "multiple"),
+    ({"disagg": "1P1D", "decode_gpu": "TPU-v9"}, "gpu", "unknown GPU"),
+    ({"router": "least-outstanding"}, "router", "disaggregated fleet's proxy"),
+    ({"disagg": "1P1D", "max_concurrency": 4}, "max_concurrency", "not modelled"),
+    ({"disagg": "1P1D", "decode_tp": 3}, "decode_tp", ""),
+]
+
+
+@pytest.mark.parametrize(("form", "field", "words"), BAD, ids=[b[1] for b in BAD])
+def test_bad_disagg_input_is_422_with_one_line(client: TestClient, form: dict[str, Any],
+                                               field: str, words: str) -> None:
+    r = client.get("/api/simulate", params={**WORK, **form})
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert "\n" not in body["detail"] and words in body["detail"], body
+    assert body["field"] == field, body
