@@ -48,12 +48,13 @@ def _layouts(model: str, tps: tuple[int, ...], **kw: object) -> list[tuple[int, 
 
 
 def test_default_moe_space_holds_dp_ep_within_one_node() -> None:
-    """TP 1, 2, 4, 8 x DP 1, 2, 4, 8 within 8 GPUs: 4 + 3 + 2 + 1 = 10 layouts; EP on
-    exactly when dp > 1."""
+    """TP 1, 2, 4, 8 x DP 1, 2, 4, 8 within 8 GPUs, each dp > 1 with EP and without:
+    7 + 5 + 3 + 1 = 16 layouts; dp 1 is the TP-only space (EP off)."""
     got = _layouts(MOE, (1, 2, 4, 8), data_parallel_sizes=(1, 2, 4, 8), default_dp=True)
-    assert got == [(1, 1, False), (1, 2, True), (1, 4, True), (1, 8, True),
-                   (2, 1, False), (2, 2, True), (2, 4, True),
-                   (4, 1, False), (4, 2, True), (8, 1, False)]
+    assert got == [(1, 1, False), (1, 2, True), (1, 2, False), (1, 4, True), (1, 4, False),
+                   (1, 8, True), (1, 8, False),
+                   (2, 1, False), (2, 2, True), (2, 2, False), (2, 4, True), (2, 4, False),
+                   (4, 1, False), (4, 2, True), (4, 2, False), (8, 1, False)]
 
 
 def test_given_dp_list_is_enumerated_whole_and_ep_lists_multiply() -> None:
@@ -73,15 +74,19 @@ def test_dense_default_space_is_unchanged() -> None:
 @given(tps=st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=4, unique=True),
        dps=st.lists(st.sampled_from([1, 2, 4, 8, 16]), min_size=1, max_size=5, unique=True))
 def test_default_dp_rule_property(tps: list[int], dps: list[int]) -> None:
-    """Every default-space layout fits one node, EP is on iff dp > 1, and every dp = 1
-    layout is kept (the TP-only space is always a subset)."""
+    """Every default-space layout fits one node, each dp > 1 comes with EP and without, EP
+    is off at dp 1, every dp = 1 layout is kept (the TP-only space is always a subset), and
+    no layout repeats."""
     got = _layouts(MOE, tuple(tps), data_parallel_sizes=tuple(dps), default_dp=True)
     for tp, dp, ep in got:
         assert dp == 1 or tp * dp <= 8
-        assert ep == (dp > 1)
+        assert not ep or dp > 1
+        if dp > 1:
+            assert (tp, dp, not ep) in got
+    assert len(set(got)) == len(got)
     if 1 in dps:
         assert {tp for tp, dp, _ in got if dp == 1} == set(tps)
-    expected = sum(1 for tp in tps for dp in dps if dp == 1 or tp * dp <= 8)
+    expected = sum(1 if dp == 1 else 2 for tp in tps for dp in dps if dp == 1 or tp * dp <= 8)
     assert len(got) == expected
 
 
@@ -123,12 +128,13 @@ def _plan(**kw: object):  # type: ignore[no-untyped-def]
 
 
 def test_moe_plan_enumerates_and_prices_dp_ep_candidates() -> None:
-    """Default space at TP1 on one GPU type: DP 1, 2, 4, 8 (EP with DP), each priced as
-    replicas x dp GPUs x $4."""
+    """Default space at TP1 on one GPU type: DP 1, 2, 4, 8 (dp > 1 with EP and without),
+    each priced as replicas x dp GPUs x $4."""
     p = _plan(explain=False)
     lay = [(c.deployment.engine.data_parallel_size, c.deployment.engine.enable_expert_parallel)
            for c in p.candidates]
-    assert lay == [(1, False), (2, True), (4, True), (8, True)]
+    assert lay == [(1, False), (2, True), (2, False), (4, True), (4, False), (8, True),
+                   (8, False)]
     for c in p.candidates:
         dp = c.deployment.engine.data_parallel_size
         assert c.deployment.gpus_per_replica == dp
@@ -139,14 +145,14 @@ def test_moe_plan_enumerates_and_prices_dp_ep_candidates() -> None:
     keys = [(c["data_parallel_size"], c["enable_expert_parallel"]) for c in doc["candidates"]]
     assert keys == lay
     # DP8 + EP: 1,201,584 tokens per rank (docs/parallelism.md, worked example)
-    assert p.candidates[3].kv_cache_tokens == 1_201_584
+    assert p.candidates[5].kv_cache_tokens == 1_201_584
 
 
 def test_dp_winner_serve_line_record_and_levers() -> None:
     """A space of DP2 + EP only: the winner is verified on the lockstep fleet, its serve line
     carries --data-parallel-size 2 --enable-expert-parallel, and the lever table says what
     the layout bought against TP2 on the same GPUs and DP4."""
-    p = _plan(data_parallel_sizes=(2,))
+    p = _plan(data_parallel_sizes=(2,), expert_parallel=(True,))
     w = p.winner
     assert w is not None and w.stage == "verified" and w.fleet is not None
     assert " --data-parallel-size 2 --enable-expert-parallel " in p.serve_command + " "
@@ -162,7 +168,8 @@ def test_dp_winner_serve_line_record_and_levers() -> None:
 
 
 @pytest.mark.parametrize(("model", "kw", "says"), [
-    (MOE, {"data_parallel_sizes": (256,)}, "exceeds the 128 experts"),
+    (MOE, {"data_parallel_sizes": (256,), "expert_parallel": (True,)},
+     "exceeds the 128 experts"),
     ("meta-llama/Llama-3.1-8B", {"data_parallel_sizes": (2,)}, "is dense"),
     ("meta-llama/Llama-3.1-8B", {"expert_parallel": (True,)}, "has no experts"),
     (MOE, {"data_parallel_sizes": (0,)}, "positive whole number"),
@@ -187,8 +194,23 @@ def test_cli_dp_flags_and_one_line_refusals() -> None:
     doc = r.json()
     assert "--data-parallel-size 2 --enable-expert-parallel" in doc["summary"]["vllm_serve"]
     assert [c["data_parallel_size"] for c in doc["candidates"]] == [2]
-    for extra in (("-dp", "256"), ("-dp", "2,x"), ("--enable-expert-parallel", "maybe")):
+    for extra in (("-dp", "256", "--enable-expert-parallel", "on"), ("-dp", "2,x"),
+                  ("--enable-expert-parallel", "maybe")):
         assert_one_line_error(run_cli(*base, *extra))
     dense = run_cli("plan", "meta-llama/Llama-3.1-8B", *base[2:], "-dp", "2")
     assert_one_line_error(dense)
     assert "is dense" in dense.err
+
+
+def test_an_ep_degree_wider_than_the_experts_at_one_tp_is_that_candidates_invalid_record(
+        ) -> None:
+    """DP32 + EP: at TP1 ep = 32 <= 128 experts (a candidate, here one no instance shape
+    holds); at TP8 ep = 256 > 128: its record is ``invalid`` with vLLM's reason."""
+    p = plan(MOE, _work(), SLO, gpus=[H200], tensor_parallel_sizes=(1, 8),
+             data_parallel_sizes=(32,), expert_parallel=(True,), max_gpus=8,
+             max_num_batched_tokens=(None,), price_overrides=PRICE, explain=False, **FAST)
+    by_tp = {c.deployment.engine.tensor_parallel_size: c for c in p.candidates}
+    assert by_tp[1].stage == "pruned_cost" and "32-GPU replica" in by_tp[1].reason
+    assert by_tp[8].stage == "invalid"
+    assert "expert parallelism over 256 GPUs (tp 8 x dp 32) exceeds the 128 experts" in (
+        by_tp[8].reason)

@@ -97,3 +97,26 @@ def test_bad_disagg_input_is_422_with_one_line(client: TestClient, form: dict[st
     body = r.json()
     assert "\n" not in body["detail"] and words in body["detail"], body
     assert body["field"] == field, body
+
+
+def test_plan_page_dp_ep_fields_answer_the_clis_plan(client: TestClient) -> None:
+    """The Plan form's --data-parallel-size / --enable-expert-parallel lists reach the same
+    plan as the CLI's flags (an MoE model, DP2 + EP and DP1, one GPU)."""
+    moe = "Qwen/Qwen3-30B-A3B"
+    q = {"model": moe, "gpu": "H200", "tensor_parallel_size": "1", "num_prompts": 60,
+         "request_rate": 4, "random_input_len": 256, "random_output_len": 16,
+         "max_num_batched_tokens": "default", "data_parallel_size": "1,2",
+         "enable_expert_parallel": "on", "slo": "ttft:p99:2000 tpot:p99:100"}
+    r = client.get("/api/plan", params=q)
+    assert r.status_code == 200, r.text
+    mine = r.json()
+    cli = cli_json("plan", moe, "--gpu", "H200", "-tp", "1", "--num-prompts", "60",
+                   "--request-rate", "4", "--random-input-len", "256",
+                   "--random-output-len", "16", "--max-num-batched-tokens", "default",
+                   "-dp", "1,2", "--enable-expert-parallel", "on", "--dataset", "random",
+                   "--workers", "1", "--slo", "ttft:p99:2000", "--slo", "tpot:p99:100")
+    for d in (mine, cli):
+        d["search_report"].pop("wall_s")
+    assert mine == cli
+    assert [(c["data_parallel_size"], c["enable_expert_parallel"])
+            for c in mine["candidates"]] == [(1, True), (2, True)]

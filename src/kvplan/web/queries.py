@@ -104,6 +104,10 @@ class PlanQuery(Query):
     gpu: str | None = None
     tensor_parallel_size: str | None = None
     pipeline_parallel_size: str = "1"
+    data_parallel_size: str | None = None
+    """MoE models: a comma list (None: 1, 2, 4, 8 within one node; dense models: 1)."""
+    enable_expert_parallel: str | None = None
+    """MoE models: on,off (None: both with DP, off at DP 1)."""
     kv_cache_dtype: str = "auto"
     quantization: str = "none"
     max_num_seqs: str = "default"

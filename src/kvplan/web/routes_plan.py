@@ -40,7 +40,8 @@ def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
             resolve_gpu(name.strip())
     form = q.model_dump()
     renamed = {"tp": form.pop("tensor_parallel_size"), "pp": form.pop("pipeline_parallel_size"),
-               "prefix_caching": form.pop("enable_prefix_caching")}
+               "prefix_caching": form.pop("enable_prefix_caching"),
+               "dp": form.pop("data_parallel_size"), "ep": form.pop("enable_expert_parallel")}
     return {**_PAGE_ONLY, **form, **renamed, "slo": q.slo.split() if q.slo else None,
             "model": resolve_model(q.model, request.app.state.uploads),
             "model_id": served_model_id(q.model)}

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvplan.analysis.plan.parallel.space import EP_WITH_DP, left_out, resolve_ep
+from kvplan.analysis.plan.parallel.space import EP_WITH_DP, ep_values, left_out
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import mla_block_size
 from kvplan.errors import InputError, KvplanError
@@ -46,7 +46,7 @@ class SearchSpace:
     prefix_caching: tuple[bool, ...] = (True,)
     data_parallel_sizes: tuple[int, ...] = (1,)
     expert_parallel: tuple[bool | None, ...] = (EP_WITH_DP,)
-    """--enable-expert-parallel entries; None: on exactly when dp > 1 (parallel/space.py)."""
+    """--enable-expert-parallel entries; None: both with DP, off at dp 1 (parallel/space.py)."""
     default_dp: bool = False
     """The DP list is the default one: layouts wider than one node are left out."""
     gpu_memory_utilization: float = 0.9
@@ -91,17 +91,17 @@ def enumerate_space(model: ModelSpec, space: SearchSpace, router: str
                                    space.pipeline_parallel_sizes, space.kv_cache_dtypes,
                                    space.quantizations, space.max_num_seqs,
                                    space.max_num_batched_tokens, space.block_sizes,
-                                   space.prefix_caching, space.data_parallel_sizes,
-                                   space.expert_parallel):
-        gpu, tp, pp, dp = combo[0], combo[1], combo[2], combo[9]
+                                   space.prefix_caching, space.data_parallel_sizes):
+        gpu, tp, pp, dp = combo[0], int(str(combo[1])), int(str(combo[2])), int(str(combo[9]))
         assert isinstance(gpu, HardwareSpec)
-        if left_out(gpu, int(str(tp)), int(str(pp)), int(str(dp)), space.default_dp):
+        if left_out(gpu, tp, pp, dp, space.default_dp):
             continue
-        flags = _flags(combo)
-        try:
-            out.append((_deployment(model, combo, space, router), "", flags))
-        except KvplanError as exc:
-            out.append((None, str(exc), flags))
+        for ep in ep_values(space.expert_parallel, dp):
+            flags = _flags((*combo, ep))
+            try:
+                out.append((_deployment(model, (*combo, ep), space, router), "", flags))
+            except KvplanError as exc:
+                out.append((None, str(exc), flags))
     return out
 
 
@@ -110,11 +110,8 @@ def _flags(combo: Sequence[object]) -> dict[str, object]:
     assert isinstance(gpu, HardwareSpec)
     keys = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "quantization",
             "max_num_seqs", "max_num_batched_tokens", "block_size", "enable_prefix_caching",
-            "data_parallel_size")
-    out = {"gpu": gpu.id, **dict(zip(keys, combo[1:-1], strict=True))}
-    ep = combo[-1]
-    return {**out, "enable_expert_parallel": resolve_ep(None if ep is None else bool(ep),
-                                                        int(str(combo[-2])))}
+            "data_parallel_size", "enable_expert_parallel")
+    return {"gpu": gpu.id, **dict(zip(keys, combo[1:], strict=True))}
 
 
 def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
@@ -130,7 +127,7 @@ def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
         max_num_batched_tokens=int(str(tokens)) if tokens is not None else d_tokens,
         block_size=mla_block_size(model, gpu, int(str(block))),
         enable_prefix_caching=bool(prefix), data_parallel_size=int(str(dp)),
-        enable_expert_parallel=resolve_ep(None if ep is None else bool(ep), int(str(dp))),
+        enable_expert_parallel=bool(ep),
         gpu_memory_utilization=space.gpu_memory_utilization,
         max_model_len=space.max_model_len or None)
     return Deployment(model=model, gpu=gpu, engine=engine, router=router)

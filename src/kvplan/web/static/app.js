@@ -77,6 +77,7 @@ const RENDER = {
       ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
   plan: (d) => planCard(d) +
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
+      ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
       ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
     grid("levers: one change to the best configuration (every row searched and verified as the winner was; the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],

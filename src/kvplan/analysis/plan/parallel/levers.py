@@ -3,11 +3,12 @@
 Each is one change of the winner's parallel layout, searched and verified as every lever:
 
 * a DP winner: the same GPUs as one TP engine (``--data-parallel-size 1
-  --tensor-parallel-size dp x tp``, experts TP-sharded), and, under EP, the same DP layout
-  without ``--enable-expert-parallel`` (experts TP-sharded over dp x tp);
+  --tensor-parallel-size dp x tp``, experts TP-sharded), and the same DP layout with EP
+  flipped (experts whole over dp x tp GPUs, or TP-sharded over them);
 * a TP winner (tp > 1): the same GPUs as DP ranks of TP1 with EP (``--tensor-parallel-size 1
   --data-parallel-size tp --enable-expert-parallel``);
-* any MoE winner: twice the DP ranks with EP (a wider replica, fewer of them).
+* any MoE winner: twice the DP ranks (its EP setting kept; a TP winner's with EP): a wider
+  replica, fewer of them.
 
 A variant vLLM cannot build (EP wider than the experts, a TP degree that splits the KV
 heads unevenly, a replica wider than a node) is a note saying why, as for the other levers.
@@ -33,13 +34,15 @@ def parallel_variants(d: Deployment) -> list[tuple[str, Deployment]]:
         if _tp_ok(d, tp * dp):
             out.append((f"--data-parallel-size 1 --tensor-parallel-size {tp * dp}",
                         _layout(d, tp=tp * dp, dp=1, ep=False)))
-        if e.enable_expert_parallel:
-            out.append(("without --enable-expert-parallel", _layout(d, tp=tp, dp=dp, ep=False)))
+        ep = e.enable_expert_parallel
+        out.append(("without --enable-expert-parallel" if ep else "--enable-expert-parallel",
+                    _layout(d, tp=tp, dp=dp, ep=not ep)))
     elif tp > 1:
         out.append((f"--tensor-parallel-size 1 --data-parallel-size {tp} "
                     "--enable-expert-parallel", _layout(d, tp=1, dp=tp, ep=True)))
-    out.append((f"--data-parallel-size {2 * dp} --enable-expert-parallel",
-                _layout(d, tp=tp, dp=2 * dp, ep=True)))
+    ep2 = e.enable_expert_parallel or dp == 1  # a TP winner doubles into the DP + EP pool
+    out.append((f"--data-parallel-size {2 * dp}" + (" --enable-expert-parallel" if ep2 else ""),
+                _layout(d, tp=tp, dp=2 * dp, ep=ep2)))
     return out
 
 

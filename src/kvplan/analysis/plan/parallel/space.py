@@ -1,10 +1,12 @@
 """The DP / EP levers of the planner's space (vLLM --data-parallel-size, --enable-expert-parallel).
 
-An MoE model's replica may be one ``vllm serve`` of dp engines of tp x pp GPUs with its
-experts spread over ep = dp x tp GPUs (docs/parallelism.md). The default space holds, for an
-MoE model, DP degrees 1, 2, 4, 8 with EP on exactly when dp > 1, and only the combinations
-that fit in one node (dp x tp x pp <= the GPU's node GPUs), so the grid grows by at most
-2.5x per GPU and chunk (TP 1, 2, 4, 8: 4 + 3 + 2 + 1 = 10 layouts instead of 4). A dense
+An MoE model's replica may be one ``vllm serve`` of dp engines of tp x pp GPUs, its experts
+spread whole over ep = dp x tp GPUs (EP) or TP-sharded over them (docs/parallelism.md). The
+default space holds, for an MoE model, DP degrees 1, 2, 4, 8, each dp > 1 with EP and
+without, and only the combinations that fit in one node (dp x tp x pp <= the GPU's node
+GPUs): TP 1, 2, 4, 8 give 7 + 5 + 3 + 1 = 16 layouts per GPU and chunk instead of 4. Both EP
+settings are searched because neither wins everywhere: the EP step pays the expert
+imbalance, the sharded one does not (DeepSeek-V3 on H200 below, docs/planner.md). A dense
 model's space holds DP 1 only: vLLM runs a dense model's DP ranks as independent engines,
 which are the planner's replicas already.
 
@@ -27,7 +29,7 @@ from kvplan.specs.model import ModelSpec
 DEFAULT_DP = (1, 2, 4, 8)
 """--data-parallel-size searched by default for an MoE model (within one node)."""
 EP_WITH_DP: bool | None = None
-"""The default --enable-expert-parallel entry: on exactly when dp > 1 (vLLM's DP + EP pool)."""
+"""The default --enable-expert-parallel entry: both on and off when dp > 1, off at dp 1."""
 
 
 def default_dp_sizes(model: ModelSpec) -> tuple[int, ...]:
@@ -35,9 +37,16 @@ def default_dp_sizes(model: ModelSpec) -> tuple[int, ...]:
     return DEFAULT_DP if model.moe is not None else (1,)
 
 
-def resolve_ep(ep: bool | None, dp: int) -> bool:
-    """An --enable-expert-parallel entry for one DP degree (None: on when dp > 1)."""
-    return dp > 1 if ep is None else ep
+def ep_values(eps: tuple[bool | None, ...], dp: int) -> tuple[bool, ...]:
+    """The --enable-expert-parallel values searched at ``dp`` ranks: a given on / off as
+    given; the default entry (None) both, EP first, when dp > 1 (the experts spread whole
+    over dp x tp GPUs, or TP-sharded over them), and off at dp 1 (the TP-only space)."""
+    out: list[bool] = []
+    for ep in eps:
+        for v in ((True, False) if dp > 1 else (False,)) if ep is None else (ep,):
+            if v not in out:
+                out.append(v)
+    return tuple(out)
 
 
 def left_out(gpu: HardwareSpec, tp: int, pp: int, dp: int, default_dp: bool) -> bool:
@@ -69,9 +78,9 @@ def _check_dp(model: ModelSpec, tps: tuple[int, ...], dp: int,
     """At least one (tp, ep) of the space gives a layout vLLM builds with ``dp`` ranks."""
     first = ""
     for tp in tps:
-        for ep in eps:
+        for ep in ep_values(eps, dp):
             try:
-                parallel_layout(model, tp, 1, dp, resolve_ep(ep, dp))
+                parallel_layout(model, tp, 1, dp, ep)
                 return
             except KvplanError as exc:
                 first = first or str(exc)
