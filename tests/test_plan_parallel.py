@@ -28,6 +28,7 @@ H200 = "H200-SXM-141GB"
 PRICE = (f"{H200}=4",)
 """$4 per GPU-hour: a DP2 replica costs 2 x 4 = $8/h, hand-checkable."""
 SLO = slo("ttft:p99:2000", "tpot:p99:100")
+TIGHT = slo("ttft:p99:2000", "tpot:p99:3")
 
 
 def _work(n: int = 160, rate: float = 8.0):  # type: ignore[no-untyped-def]
@@ -121,10 +122,10 @@ def test_planner_replica_runs_the_same_lockstep_fleet_as_simulate() -> None:
     assert run.output_tokens == int(r.output_tokens[r.finished].sum())
 
 
-def _plan(**kw: object):  # type: ignore[no-untyped-def]
+def _plan(slo_=SLO, **kw: object):  # type: ignore[no-untyped-def]
     opts = {"gpus": [H200], "tensor_parallel_sizes": (1,), "max_num_batched_tokens": (None,),
             "price_overrides": PRICE, **FAST, **kw}
-    return plan(MOE, _work(), SLO, **opts)
+    return plan(MOE, _work(), slo_, **opts)
 
 
 def test_moe_plan_enumerates_and_prices_dp_ep_candidates() -> None:
@@ -214,3 +215,40 @@ def test_an_ep_degree_wider_than_the_experts_at_one_tp_is_that_candidates_invali
     assert by_tp[8].stage == "invalid"
     assert "expert parallelism over 256 GPUs (tp 8 x dp 32) exceeds the 128 experts" in (
         by_tp[8].reason)
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(1, 10), prompt=st.integers(8, 700), output=st.integers(1, 12),
+       rate=st.floats(0.5, 50.0), seed=st.integers(0, 10_000),
+       dp=st.sampled_from([2, 4]), ep=st.booleans())
+def test_dp_zero_load_bounds_are_lower_bounds(n: int, prompt: int, output: int, rate: float,
+                                              seed: int, dp: int, ep: bool) -> None:
+    """No request of a lockstep DP group is faster than the funnel's zero-load bound for it
+    (TTFT and E2EL), whatever the other ranks do: the pruning stays sound for DP."""
+    from kvplan.analysis.plan.bounds import zero_load
+    from kvplan.analysis.plan.judge import latencies
+
+    m, g = load_model(MOE), load_gpu("H200")
+    d = Deployment(model=m, gpu=g, engine=EngineConfig(
+        data_parallel_size=dp, enable_expert_parallel=ep, max_model_len=1024,
+        max_num_batched_tokens=256))
+    rep = Replica(d)
+    work = poisson_workload(n, rate, prompt=prompt, output=output, seed=seed)
+    low, _ = zero_load(rep, work, SLO)
+    got = latencies(rep.simulate(work), itl=False)
+    assert np.all(got.ttft_ms >= low.ttft_ms * (1 - 1e-9))
+    assert np.all(got.e2el_ms >= low.e2el_ms * (1 - 1e-9))
+
+
+def test_infeasible_dp_plan_names_the_layout_and_advises_on_it() -> None:
+    """Nothing meets a 3 ms TPOT: the closest DP2 + EP candidate is named with its layout in
+    the one-line why and in summary.closest, and the what-if advice is priced on DP variants
+    (every variant's timer builds: a DP step needs the GPU's kernel tables)."""
+    p = _plan(TIGHT, data_parallel_sizes=(2,), expert_parallel=(True,), gpus=[H200, "H100"],
+              price_overrides=(*PRICE, "H100=3"))
+    assert p.winner is None
+    assert "(H200-SXM-141GB TP 1 DP 2 EP, kv auto, chunk 8192)" in p.infeasible_why or (
+        "(H100-SXM-80GB TP 1 DP 2 EP, kv auto, chunk 8192)" in p.infeasible_why)
+    doc = plan_json(p)
+    first = doc["summary"]["closest"][0]
+    assert (first["data_parallel_size"], first["enable_expert_parallel"]) == (2, True)

@@ -57,3 +57,29 @@ def test_disagg_form_submits_and_shows_the_transfer_metrics(base: str, page: Any
     assert "peak KV blocks" not in page.inner_text("#simulate")  # one server's rows left out
     page.wait_for_selector("#chart-latency_cdf svg", state="attached")
     screenshot(page, "simulate-disagg")
+
+
+def test_plan_page_disagg_shows_the_joint_answer(base: str, page: Any) -> None:
+    page.goto(f"{base}/plan")
+    slo = "ttft:p99:2000 tpot:p99:100"
+    page.fill("input[name=gpu]", "H100-SXM-80GB")
+    page.fill("input[name=slo]", slo)
+    page.fill("input[name=tensor_parallel_size]", "1")
+    page.fill("input[name=num_prompts]", "60")
+    page.fill("input[name=random_input_len]", "512")
+    page.fill("input[name=random_output_len]", "32")
+    page.select_option("select[name=disagg]", "on")
+    page.click("#run")
+    page.wait_for_selector("body[data-state=done]", state="attached", timeout=120_000)
+    q = {"model": M, "gpu": "H100-SXM-80GB", "slo": slo, "tensor_parallel_size": "1",
+         "num_prompts": 60, "random_input_len": 512, "random_output_len": 32,
+         "disagg": "on"}
+    with urlopen(f"{base}/api/plan?{urlencode(q)}", timeout=120) as r:
+        want = json.loads(r.read())
+    assert page.inner_text("#joint-versus") == want["joint"]["versus"]
+    cells = page.eval_on_selector_all(
+        "#plan [data-key^='joint.']", "els => els.map(e => [e.dataset.key, e.dataset.value])")
+    got = {k: json.loads(v) for k, v in cells}
+    assert got["joint.winner_kind"] == want["joint"]["winner_kind"]
+    assert got["joint.winner.usd_per_hour"] == want["joint"]["winner"]["usd_per_hour"]
+    screenshot(page, "plan-disagg")

@@ -120,3 +120,28 @@ def test_plan_page_dp_ep_fields_answer_the_clis_plan(client: TestClient) -> None
     assert mine == cli
     assert [(c["data_parallel_size"], c["enable_expert_parallel"])
             for c in mine["candidates"]] == [(1, True), (2, True)]
+
+
+def test_plan_page_disagg_answers_the_clis_joint_key(client: TestClient) -> None:
+    """The Plan form's --disagg / --kv-link reach `kvplan plan --disagg --json`'s document,
+    the `joint` key included; --kv-link without --disagg is one 422 line."""
+    q = {"model": M, "gpu": "H100", "tensor_parallel_size": "1", "num_prompts": 60,
+         "request_rate": 4, "random_input_len": 512, "random_output_len": 32,
+         "max_num_batched_tokens": "default", "slo": "ttft:p99:2000 tpot:p99:100",
+         "disagg": "on", "kv_link": "ib-ndr"}
+    r = client.get("/api/plan", params=q)
+    assert r.status_code == 200, r.text
+    mine = r.json()
+    argv = ["plan", M, "--gpu", "H100", "-tp", "1", "--num-prompts", "60", "--request-rate",
+            "4", "--random-input-len", "512", "--random-output-len", "32",
+            "--max-num-batched-tokens", "default", "--dataset", "random", "--workers", "1",
+            "--slo", "ttft:p99:2000", "--slo", "tpot:p99:100", "--disagg", "--kv-link",
+            "ib-ndr"]
+    cli = cli_json(*argv)
+    for d in (mine, cli):
+        d["search_report"].pop("wall_s")
+    assert mine == cli
+    assert mine["joint"]["winner_kind"] in ("aggregated", "disaggregated")
+    assert any(c["kind"] == "disaggregated" for c in mine["joint"]["candidates"])
+    bad = client.get("/api/plan", params={**q, "disagg": "off"})
+    assert bad.status_code == 422 and bad.json()["field"] == "kv_link", bad.text

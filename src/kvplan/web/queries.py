@@ -127,3 +127,7 @@ class PlanQuery(Query):
     random_output_len: int = 128
     request_rate: float | None = 5.0
     seed: int = 0
+    disagg: bool = False
+    """`kvplan plan --disagg`: also search xPyD prefill/decode fleets (the `joint` key)."""
+    kv_link: str | None = Field(default=None, max_length=200)
+    """Their KV links, a comma list (default ib-ndr)."""

@@ -75,7 +75,7 @@ const RENDER = {
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
     grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
       ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
-  plan: (d) => planCard(d) +
+  plan: (d) => planCard(d) + (d.joint ? jointCard(d.joint) : "") +
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
       ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
       ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
@@ -103,6 +103,16 @@ function planCard(d) {
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
+}
+function jointCard(j) {
+  // `kvplan plan --disagg --json`'s joint key (docs/disaggregation.md, Planner)
+  const dis = j.best_disaggregated;
+  return `<div id="joint-answer"><h2>One space: aggregated and disaggregated</h2><p id="joint-versus">${esc(j.versus)}</p>` +
+    table("joint winner", [["kind", "winner_kind", String], ["id", "winner.id", String], ["$ / hour", "winner.usd_per_hour", fixed(2)], ["GPUs", "winner.gpus", int]], j, "joint.") +
+    (dis ? table(`best disaggregated: ${dis.fleet}`, [["fleet", "fleet", String], ["KV link", "kv_link", String], ["$ / hour", "usd_per_hour", fixed(2)],
+      ["GPUs", "gpus", int], ["binds first", "binding.primary", String], ["why", "binding.why", String]], dis, "joint.best_disaggregated.") +
+      Object.entries(dis.serve).map(([role, line]) => `<p><b>${esc(role)}</b></p><pre class="formula">${esc(line)}</pre>`).join("") : "") +
+    `<p class="note">candidates: ${esc(Object.entries(j.stages).map(([s, n]) => `${n} ${s}`).join(", "))}; pricing: ${esc(j.price_note)}</p></div>`;
 }
 function missText(c) {
   // the CLI's words (report/plan_text.py): "misses KEY by N %"
