@@ -252,3 +252,16 @@ def test_infeasible_dp_plan_names_the_layout_and_advises_on_it() -> None:
     doc = plan_json(p)
     first = doc["summary"]["closest"][0]
     assert (first["data_parallel_size"], first["enable_expert_parallel"]) == (2, True)
+
+
+def test_dp_plan_is_the_same_from_one_or_two_workers() -> None:
+    """DP jobs are pure like the others: worker processes rebuild the lockstep group and
+    give the identical plan document (but the wall time and worker count)."""
+    docs = []
+    for workers in (1, 2):
+        d = plan_json(_plan(data_parallel_sizes=(1, 2), explain=False,
+                            **{**FAST, "workers": workers}))
+        for k in ("wall_s", "workers"):
+            d["search_report"].pop(k)
+        docs.append(d)
+    assert docs[0] == docs[1]
