@@ -80,6 +80,7 @@ def test_the_job_draws_the_decode_pool_and_the_latency_cdf(client: TestClient) -
 
 BAD = [
     ({"disagg": "1X1D"}, "disagg", "write xPyD"),
+    ({"disagg": "0P1D"}, "disagg", "--prefill-instances must be at least 1, got 0"),
     ({"disagg": "1P1D", "kv_link": "carrier-pigeon"}, "kv_link", "carrier-pigeon"),
     ({"disagg": "1P1D", "prefill_tp": 2, "decode_tp": 1}, "decode_tp", "multiple"),
     ({"disagg": "1P1D", "decode_gpu": "TPU-v9"}, "gpu", "unknown GPU"),

@@ -85,7 +85,12 @@ def disagg_deployment(q: SimulateQuery, spec: ModelSpec, hw: HardwareSpec,
 
     if not disagg_given(q.model_dump()):
         return None
-    x, y = xpyd_counts(q.disagg)
+    try:
+        x, y = xpyd_counts(q.disagg)
+    except InputError as exc:  # the page has no --prefill/--decode-instances: name --disagg
+        text = str(exc)
+        raise InputError(text if text.startswith("--disagg") else
+                         f"--disagg {q.disagg}: {text}") from None
     pools = []
     for role, n in (("prefill", x), ("decode", y)):
         tp = getattr(q, f"{role}_tp") or q.tensor_parallel_size
