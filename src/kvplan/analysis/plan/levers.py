@@ -67,9 +67,11 @@ def _buildable(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
     for label, d in lever_variants(w, gpus, prices):
         nodes = [r.gpus_per_node for r in prices.for_gpu(d.gpu.id)]
         if nodes and d.gpus_per_replica > max(nodes):
+            why = ("the planner prices one vllm serve within one node"
+                   if d.engine.data_parallel_size > 1 else
+                   "a tensor-parallel group must sit in one node")
             notes.append((label, f"a replica needs {d.gpus_per_replica} GPUs, more than one "
-                                 f"{max(nodes)}-GPU {d.gpu.id} node holds (a tensor-parallel "
-                                 "group must sit in one node)"))
+                                 f"{max(nodes)}-GPU {d.gpu.id} node holds ({why})"))
             continue
         try:
             Replica(d)  # its memory plan, and its step timer (a DP / EP step needs tables)
