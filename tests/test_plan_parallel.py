@@ -284,3 +284,16 @@ def test_dp_ep_wins_where_the_experts_crowd_out_the_kv_cache() -> None:
     assert w is dp2 or (w is not None and w.id == dp2.id)
     assert w is not None and w.replicas == 1 and w.usd_per_hour == pytest.approx(8.0)
     assert "--data-parallel-size 2 --enable-expert-parallel" in p.serve_command
+
+
+def test_tp_winner_of_an_moe_model_gets_the_dp_ep_what_ifs() -> None:
+    """A TP2 winner (the space holds DP 1 only) is tried as DP2 + EP ranks of TP1 on the same
+    two GPUs and as a DP2 + EP group of TP2 ranks; each row verified and priced as
+    replicas x GPUs x $4."""
+    p = _plan(tensor_parallel_sizes=(2,), data_parallel_sizes=(1,))
+    assert p.winner is not None and p.winner.deployment.engine.tensor_parallel_size == 2
+    rows = {lv.change: lv for lv in p.levers}
+    same = rows["--tensor-parallel-size 1 --data-parallel-size 2 --enable-expert-parallel"]
+    wider = rows["--data-parallel-size 2 --enable-expert-parallel"]
+    assert same.verified and same.usd_per_hour == pytest.approx(8.0 * (same.replicas or 0))
+    assert wider.verified and wider.usd_per_hour == pytest.approx(16.0 * (wider.replicas or 0))
