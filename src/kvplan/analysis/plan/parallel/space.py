@@ -6,7 +6,7 @@ default space holds, for an MoE model, DP degrees 1, 2, 4, 8, each dp > 1 with E
 without, and only the combinations that fit in one node (dp x tp x pp <= the GPU's node
 GPUs): TP 1, 2, 4, 8 give 7 + 5 + 3 + 1 = 16 layouts per GPU and chunk instead of 4. Both EP
 settings are searched because neither wins everywhere: the EP step pays the expert
-imbalance, the sharded one does not (DeepSeek-V3 on H200 below, docs/planner.md). A dense
+imbalance, the sharded one does not (DeepSeek-V3 on H200 in docs/planner.md). A dense
 model's space holds DP 1 only: vLLM runs a dense model's DP ranks as independent engines,
 which are the planner's replicas already.
 
