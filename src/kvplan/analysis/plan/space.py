@@ -60,9 +60,9 @@ class SearchSpace:
 
     @property
     def size(self) -> int:
-        """The lists' product: an upper bound on ``enumerate_space`` only for DP lists (the
-        default entry of ``expert_parallel`` counts once but gives EP on and off at dp > 1;
-        default DP layouts wider than a node are left out)."""
+        """The lists' product. ``enumerate_space`` differs from it under the DP rules: the
+        default ``expert_parallel`` entry counts once here but gives EP on and off at
+        dp > 1, and default DP layouts wider than a node are left out."""
         return math.prod(len(getattr(self, name)) for name in _LISTS)
 
 
