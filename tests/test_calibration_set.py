@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from importlib import resources
 
-from kvplan.analysis.calibration.public_set import FIT_KEYS, raw_points
+from kvplan.analysis.calibration.public_set import FIT_KEYS, MODES, raw_points
 
 SOURCES_MD = (resources.files("kvplan") / "data" / "measurements" / "SOURCES.md").read_text(
     "utf-8")
@@ -33,7 +33,7 @@ def test_every_point_is_cited_and_complete() -> None:
         assert f"`{p['source']}`" in SOURCES_MD, p["source"]
         for key in ("engine", "engine_version", "gpu", "tp", "model_config", "family"):
             assert p.get(key) not in (None, ""), (p["id"], key)
-        assert p["workload"]["mode"] in ("serving", "static_batch"), p["id"]
+        assert p["workload"]["mode"] in MODES, p["id"]
         values = {**p.get("derived_metrics", {}), **p["metrics"]}
         assert p["fit_metrics"] and all(FIT_KEYS[m][0] in values for m in p["fit_metrics"])
         assert all(isinstance(v, (int, float)) and v > 0 for v in p["metrics"].values())
@@ -95,3 +95,38 @@ def test_derived_throughput_is_what_the_fit_compares() -> None:
     pid = "vllm-gh-pr28992-deepseek-v31-h200-tp8-decode-c16"
     p = next(p for p in raw_points() if p["id"] == pid)
     assert _measured(p) == {"output_throughput_tok_s": 16000 / 23.38}
+
+
+def test_an_offline_run_has_no_api_path_and_prices_its_max_num_seqs() -> None:
+    """Oracle's benchmark_throughput.py row (vllm bench throughput: the engine in-process) is
+    replayed like a rate-inf serving run but never pays the API server's path, and its
+    recorded max_num_seqs (vLLM V0's 256) caps the batch; a served point pays the path."""
+    from dataclasses import replace
+
+    from kvplan.analysis.calibration.public_set import _engine, _point
+    from kvplan.costs.step.profile import Profile
+
+    raw = {p["id"]: p for p in raw_points()}
+    offline = raw["oracle-mi300x-llama31-405b-fp8-tp8-offline-128-128"]
+    assert offline["workload"]["mode"] == "offline"
+    assert _engine(offline).max_num_seqs == 256
+    cp = _point(offline)
+    assert not cp.served and set(cp.measured) == {"output_throughput_tok_s"}
+    base = Profile(api_request_s=0.0, api_prompt_token_s=0.0)
+    slow = replace(base, api_request_s=0.05, api_prompt_token_s=1e-5)
+    assert cp.predict(slow) == cp.predict(base)
+    served = _point(raw["vllm-recipes-qwen3guard-gen-8b-mi300x-tp1-c32"])
+    assert served.served
+    assert served.predict(slow)["ttft_s"] > served.predict(base)["ttft_s"] + 0.05
+
+
+def test_an_unknown_workload_mode_is_refused_with_its_name() -> None:
+    import pytest
+
+    from kvplan.analysis.calibration.public_set import _point
+    from kvplan.errors import InputError
+
+    p = next(p for p in raw_points() if p["workload"]["mode"] == "offline")
+    bad = {**p, "workload": {**p["workload"], "mode": "offlne"}}
+    with pytest.raises(InputError, match="'offlne' is none of serving, offline, static_batch"):
+        _point(bad)

@@ -9,7 +9,7 @@ static-batch points of ``latency_calibration.json``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -20,6 +20,7 @@ from kvplan.analysis.calibration.replay import Replay, record
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
 from kvplan.costs.step.latency import RequestShape, static_batch_latency
 from kvplan.costs.step.roofline import Profile, StepCostModel
+from kvplan.errors import InputError
 from kvplan.specs.requests.traces import load_trace
 from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload
 from kvplan.specs.serving import EngineConfig
@@ -28,6 +29,9 @@ FIT_KEYS = {"ttft": ("mean_ttft_ms", "ttft_s", 1e-3), "tpot": ("mean_tpot_ms", "
             "throughput": ("output_throughput_tok_s", "output_throughput_tok_s", 1.0),
             "e2e": ("avg_latency_s", "e2e_s", 1.0)}
 """fit_metrics name -> (printed key, kvplan metric, factor to SI)."""
+MODES = ("serving", "offline", "static_batch")
+"""workload.mode: ``vllm bench serve`` through the API server, ``vllm bench throughput`` (the
+engine in-process, every prompt at t = 0, no API path), ``vllm bench latency`` (one batch)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,7 +51,8 @@ class CalPoint:
     """Serving engine family: vllm, sglang or trtllm (host-side overheads differ)."""
     served: bool = False
     """Measured by a client through the engine's API server (``vllm bench serve``), so the
-    prediction includes the API path (``Profile.api_delay_s``); False for static batches."""
+    prediction includes the API path (``Profile.api_delay_s``); False for static batches and
+    offline runs (``vllm bench throughput``: the engine in-process, every prompt at t = 0)."""
 
 
 def engine_key(name: str) -> str:
@@ -71,6 +76,7 @@ def _engine(p: Mapping[str, Any]) -> EngineConfig:
     return EngineConfig(tensor_parallel_size=int(p["tp"]), quantization=p.get("quantization"),
                         kv_cache_dtype=str(p.get("kv_cache_dtype") or "auto"),
                         max_model_len=args.get("max_model_len"),
+                        max_num_seqs=args.get("max_num_seqs"),
                         max_num_batched_tokens=args.get("max_num_batched_tokens"))
 
 
@@ -154,6 +160,13 @@ def _static_predict(timer: StepCostModel, shape: RequestShape,
     return predict
 
 
+def _offline(replay: Replay) -> Callable[[Profile], dict[str, float]]:
+    """An offline run's metrics: the replay without the API server's path (no client)."""
+    def predict(profile: Profile) -> dict[str, float]:
+        return replay.metrics(replace(profile, api_request_s=0.0, api_prompt_token_s=0.0))
+    return predict
+
+
 def _point(p: Mapping[str, Any]) -> CalPoint:
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
@@ -162,18 +175,21 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
     model = load_model(p["model_config"])
     res = resolve(model, load_gpu(p["gpu"]), engine)
     w = p["workload"]
+    if w["mode"] not in MODES:
+        raise InputError(f"{p['id']}: workload.mode {w['mode']!r} is none of {', '.join(MODES)}")
     if w["mode"] == "static_batch":
         timer = StepCostModel(model, res.gpu, engine, resolved=res)
         shape = RequestShape(batch=int(w["batch_size"]), prompt_tokens=int(w["input_len"]),
                              output_tokens=int(w["output_len"]))
         predict = _static_predict(timer, shape, engine.max_num_batched_tokens)
     else:
-        predict = serving_replay(p["model_config"], p["gpu"], engine, _workload(w), res).metrics
+        replay = serving_replay(p["model_config"], p["gpu"], engine, _workload(w), res)
+        predict = replay.metrics if w["mode"] == "serving" else _offline(replay)
     return CalPoint(id=p["id"], source=p["source"], family=p["family"], model=p["model_config"],
                     gpu=res.gpu.id, tp=int(p["tp"]),
                     precision=res.compute_precision, measured=_measured(p),
                     predict=predict, engine=engine_key(p["engine"]),
-                    served=w["mode"] != "static_batch")
+                    served=w["mode"] == "serving")
 
 
 def _trtllm_points() -> list[CalPoint]:
