@@ -64,6 +64,12 @@ def summarize(values: FloatArray, counts: IntArray, percentiles: Sequence[float]
     return Summary(mean=mean, median=median, std=std, percentiles=pct)
 
 
+def sorted_percentile(sv: FloatArray, p: float) -> float:
+    """np.percentile(x, p) given ``sv``, x sorted (non-empty, no NaN), to the bit, without the
+    numpy.ma import np.percentile makes (np.unique's, about 6 ms of a simulate run)."""
+    return _percentile(lambda k: float(sv[k]), len(sv), p)
+
+
 def _percentile(kth: Callable[[int], float], n: int, p: float) -> float:
     """np.percentile(x, p) of the N-element sample (numpy's 'linear' method, step by step:
     numpy._quantile, _get_indexes, _get_gamma, _lerp)."""

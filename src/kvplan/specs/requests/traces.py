@@ -9,7 +9,6 @@ from importlib import resources
 from pathlib import Path
 
 from kvplan.errors import TraceError, UnknownNameError
-from kvplan.specs.requests.trace_cache import cached_csv_trace
 from kvplan.specs.requests.trace_csv import ARRIVAL_UNITS, ArrivalUnit, Trace, TraceFormat
 
 __all__ = ["BUNDLED_TRACES", "ArrivalUnit", "BundledTrace", "Trace", "TraceFormat",
@@ -138,6 +137,8 @@ def bundled_trace_path(name: str) -> Path:
 def load_trace(name: str) -> Trace:
     """Load a bundled trace by its dataset name (parsed once per process, arrays read-only)."""
     entry = bundled_trace(name)
+    from kvplan.specs.requests.trace_cache import cached_csv_trace  # hashlib, zipfile: traces only
+
     return cached_csv_trace(bundled_trace_path(name), entry.format, name, _KNOWN)
 
 
@@ -152,6 +153,8 @@ def load_csv_trace(
     """
     path = Path(path)
     fmt = parse_trace_columns(columns) if isinstance(columns, str) else columns
+    from kvplan.specs.requests.trace_cache import cached_csv_trace
+
     return cached_csv_trace(path, fmt, name or path.stem, _KNOWN)
 
 
