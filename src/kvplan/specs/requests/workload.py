@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,7 +24,9 @@ from kvplan.specs.requests.generators import (
     synthetic_workload,
 )
 from kvplan.specs.requests.lax_fields import FieldError, as_float, as_int, as_path, as_str, optional
-from kvplan.specs.requests.traces import BUNDLED_TRACES, Trace, load_csv_trace, load_trace
+
+if TYPE_CHECKING:  # traces (csv, their formats) are imported when a trace is read
+    from kvplan.specs.requests.traces import Trace
 
 __all__ = ["DATASETS", "DEFAULT_NUM_PROMPTS", "LENGTH_TRACES", "PREFIX_HASH_BLOCK_TOKENS",
            "TIMED_TRACES", "RequestSpec", "Workload", "WorkloadArgs", "build_workload",
@@ -232,6 +234,8 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
 
 
 def _load_for(args: WorkloadArgs) -> Trace:
+    from kvplan.specs.requests.traces import load_csv_trace, load_trace
+
     if args.trace is None:
         return load_trace(args.dataset_name)
     return load_csv_trace(args.trace, args.trace_columns)
@@ -239,6 +243,8 @@ def _load_for(args: WorkloadArgs) -> Trace:
 
 def _default_prompts(args: WorkloadArgs) -> int | None:
     """A bundled dataset's own default (sharegpt: vLLM's 1000); None = the whole trace."""
+    from kvplan.specs.requests.traces import BUNDLED_TRACES
+
     return None if args.trace is not None else BUNDLED_TRACES[args.dataset_name].default_num_prompts
 
 
@@ -272,5 +278,7 @@ def workload_from_trace(
 
 def dataset_names() -> tuple[str, ...]:
     """Every --dataset name, in the order docs/workloads.md lists them."""
+    from kvplan.specs.requests.traces import BUNDLED_TRACES
+
     assert set(TIMED_TRACES + LENGTH_TRACES) == set(BUNDLED_TRACES)
     return DATASETS
