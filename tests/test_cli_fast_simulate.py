@@ -130,3 +130,27 @@ def test_a_plain_simulate_imports_no_typer_click_or_rich() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=300, check=True)
     assert p.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("where", ["kvplan.cli.fast.entry", "kvplan.cli.app"])
+@pytest.mark.parametrize(("stop", "code", "err"), [(KeyboardInterrupt, 130, ""),
+                                                    (EOFError, 2, "\nerror: aborted\n")])
+def test_ctrl_c_and_eof_end_alike_on_both_paths(where: str, stop: type[BaseException],
+                                                code: int, err: str,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C exits 130 quietly (typer's Exit(130); it used to end as a success), EOF is
+    click's "aborted"."""
+    import importlib
+
+    from kvplan.cli.fast import simulate_run
+
+    def interrupted(_: dict[str, Any]) -> None:
+        raise stop
+
+    monkeypatch.setattr(simulate_run, "run_simulate", interrupted)
+    monkeypatch.setattr(sys, "argv", ["kvplan", "simulate", M, "--json"])
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(where).main()
+    assert exit_.value.code == code
+    assert capsys.readouterr().err == err

@@ -108,6 +108,11 @@ def _run_kv(model: str, settings: dict[str, Any], as_json: bool) -> None:
         kv_answer(model, settings, as_json)
     except KvplanError as exc:
         fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C: exit 130, as typer's path (cli.app._run)
+        sys.exit(130)
+    except EOFError:  # as click answers it under typer
+        print(file=sys.stderr)
+        fail("aborted")
 
 
 def _run_simulate(given: dict[str, Any] | None) -> None:
@@ -119,3 +124,8 @@ def _run_simulate(given: dict[str, Any] | None) -> None:
         run_simulate(given or {})
     except KvplanError as exc:
         fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C: exit 130, as typer's path (cli.app._run)
+        sys.exit(130)
+    except EOFError:  # as click answers it under typer
+        print(file=sys.stderr)
+        fail("aborted")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,6 +141,8 @@ def _check_source(a: WorkloadArgs) -> None:
     if a.trace is None and a.trace_columns is not None:
         raise InputError("--trace-columns needs --trace FILE")
     if a.trace is None and a.dataset_name not in DATASETS:
+        import difflib  # a mistyped name only
+
         close = difflib.get_close_matches(a.dataset_name, DATASETS, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise UnknownNameError(
