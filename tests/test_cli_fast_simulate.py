@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvplan.cli.fast.simulate_args import DEFAULTS, FLAG, MULTI, OPTIONS, simulate_args
 
@@ -154,3 +156,60 @@ def test_ctrl_c_and_eof_end_alike_on_both_paths(where: str, stop: type[BaseExcep
         importlib.import_module(where).main()
     assert exit_.value.code == code
     assert capsys.readouterr().err == err
+
+
+_ODD = st.sampled_from([" 5", "5 ", "+3", "0x10", "1e3", "2.5", "inf", "nan", "-1", "",
+                        "--json", "1_000", "\u0663", "8k", "24GiB"])
+_BY_KIND: dict[Any, Any] = {
+    int: st.sampled_from(["0", "1", "7", "64", "512", "10000"]),
+    float: st.sampled_from(["0", "0.5", "1", "20", "1e3", "inf"]),
+    str: st.sampled_from(["auto", "fp8", "8k", "24GiB", "random", "H100", "ttft,itl", "99"]),
+    Path: st.sampled_from(["x.csv", "out/r.json", "k.html"]),
+    MULTI: st.sampled_from(["ttft:500", "tpot:p99:50", "e2el:9000"]),
+}
+
+
+@st.composite
+def _argv(draw: st.DrawFn) -> list[str]:
+    """simulate argv: the model somewhere among random options, mostly well-formed values
+    (each option's kind), some odd ones, both option forms."""
+    names = sorted(OPTIONS)
+    args: list[str] = []
+    for _ in range(draw(st.integers(0, 5))):
+        name = draw(st.sampled_from(names))
+        kind = OPTIONS[name][1]
+        if kind == FLAG:
+            args.append(name)
+            continue
+        value = draw(_ODD if draw(st.integers(0, 5)) == 0 else _BY_KIND[kind])
+        if draw(st.booleans()):
+            args.append(f"{name}={value}")
+        else:
+            args += [name, value]
+        if kind == MULTI and draw(st.booleans()):
+            args.append(draw(_BY_KIND[MULTI]))  # --goodput a b
+    args.insert(draw(st.integers(0, len(args))), M)
+    return ["simulate", *args]
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=_argv())
+def test_whatever_the_fast_parser_takes_typer_takes_alike(args: list[str]) -> None:
+    """Every dict the fast parser gives is typer's for the same argv (None hands it over)."""
+    from kvplan.cli.app import MULTI_VALUE_OPTIONS, expand_multi_value
+    from kvplan.cli.fast import simulate_run
+
+    fast = simulate_args(args)
+    if fast is None:
+        return
+    seen: list[dict[str, Any]] = []
+    real = simulate_run.run_simulate
+    simulate_run.run_simulate = seen.append  # type: ignore[assignment]
+    try:
+        _command().main(expand_multi_value(args[1:], MULTI_VALUE_OPTIONS),
+                        standalone_mode=False)
+    finally:
+        simulate_run.run_simulate = real
+    assert len(seen) == 1  # the same values (repr: a nan is a nan) of the same types
+    assert {k: (type(v), repr(v)) for k, v in fast.items()} == {
+        k: (type(v), repr(v)) for k, v in seen[0].items()}
