@@ -35,7 +35,7 @@ def run_simulate(given: dict[str, Any]) -> None:
     from kvplan.specs.catalog import load_model
     from kvplan.specs.requests.workload import WorkloadArgs
 
-    engine_settings_ = {**engine_settings(given), **{
+    settings = {**engine_settings(given), **{
         k: given[k] for k in ("all2all_backend", "expert_imbalance") if given[k] is not None}}
     wargs = WorkloadArgs(**{k: given[k] for k in WORKLOAD_FIELDS})
     save_result, plot = given["save_result"], given["plot"]
@@ -51,11 +51,11 @@ def run_simulate(given: dict[str, Any]) -> None:
         from kvplan.cli.metrics_table import render_metrics
 
         if dg.disagg_given(given):
-            _no_dp(engine_settings_)
-            dg.run_disagg(given, spec, engine_settings_, wargs, (pm, pct, slo), outs[0],
+            _no_dp(settings)
+            dg.run_disagg(given, spec, settings, wargs, (pm, pct, slo), outs[0],
                           given["as_json"], render_metrics)
             return
-    _one_server(given, spec, resolve_engine(engine_settings_), wargs, (pm, pct, slo), outs)
+    _one_server(given, spec, resolve_engine(settings), wargs, (pm, pct, slo), outs)
 
 
 def _no_dp(settings: dict[str, Any]) -> None:
