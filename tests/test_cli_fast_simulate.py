@@ -125,6 +125,20 @@ def test_the_fast_path_prints_what_typer_prints(args: list[str], tmp_path: Path)
             tmp_path / "slow" / "r.json").read_bytes()
 
 
+def test_a_trace_with_its_own_arrivals_imports_no_numpy_random_or_csv_for_random() -> None:
+    """azure-conv's arrivals are its own (no generator: numpy.random, secrets, hashlib's
+    OpenSSL); a random workload reads no trace module (csv)."""
+    code = ("import sys; sys.argv = ['kvplan', 'simulate', {m!r}, {extra}, '--num-prompts', "
+            "'20', '--json']\nfrom kvplan.cli import main\nmain()\nprint(sorted(m for m in "
+            "('numpy.random', 'csv', 'kvplan.specs.requests.traces') if m in sys.modules), "
+            "file=sys.stderr)")
+    for extra, want in (("'--dataset', 'azure-conv'", "['csv', 'kvplan.specs.requests.traces']"),
+                        ("'--dataset', 'random'", "['numpy.random']")):
+        p = subprocess.run([sys.executable, "-c", code.format(m=M, extra=extra)],
+                           capture_output=True, text=True, timeout=300, check=True)
+        assert p.stderr.strip().splitlines()[-1] == want
+
+
 def test_a_plain_simulate_imports_no_typer_click_or_rich() -> None:
     code = (f"import sys; sys.argv = ['kvplan', 'simulate', {M!r}, '--num-prompts', '20', "
             "'--json']\nfrom kvplan.cli import main\nmain()\nprint(sorted(m for m in ('typer', "

@@ -210,10 +210,11 @@ def _check_random_flags(a: WorkloadArgs) -> None:
 
 
 def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -> Workload:
-    """The workload `vllm bench serve` would send for ARGS (default rng: seeded by --seed)."""
-    rng = rng if rng is not None else np.random.default_rng(args.seed)
+    """The workload `vllm bench serve` would send for ARGS (default rng: seeded by --seed;
+    made only where it draws: a trace's own arrivals need no numpy.random import)."""
     rate = args.request_rate if args.request_rate is not None else math.inf
     if args.trace is None and args.dataset_name == "random":
+        rng = rng if rng is not None else np.random.default_rng(args.seed)
         return random_workload(
             num_prompts=args.num_prompts or DEFAULT_NUM_PROMPTS,
             input_len=args.random_input_len,
@@ -230,6 +231,7 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     if args.has_own_arrivals and trace.arrival_s is not None:
         arrivals = trace.arrival_s[:n] * args.time_scale
     else:
+        rng = rng if rng is not None else np.random.default_rng(args.seed)
         arrivals = gamma_arrivals(n, rate, args.burstiness, rng)
     return workload_from_trace(trace, n, arrivals, args.max_concurrency)
 
