@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import functools
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from kvplan.errors import TraceError, UnknownNameError
@@ -129,8 +128,10 @@ def _unknown_trace_message(name: str) -> str:
 
 def bundled_trace_path(name: str) -> Path:
     """Where the bundled trace NAME lies on disk."""
-    root = resources.files("kvplan").joinpath("data", "traces")
-    return Path(str(root)) / bundled_trace(name).file
+    # what importlib.resources.files gives for the package on disk, without importing it
+    # (tempfile, shutil, random), as specs/catalog does
+    root = Path(__file__).parent.parent.parent / "data" / "traces"
+    return root / bundled_trace(name).file
 
 
 @functools.cache
