@@ -2,7 +2,9 @@
 
 Reads ``src/kvplan/data/measurements/public_disagg_ep.json`` (never fitted: these points judge),
 asks kvplan the question each point can be put as (``kvplan latency`` with ``-dp``,
-``--enable-expert-parallel``, ``--all2all-backend deepep`` for one phase measured alone;
+``--enable-expert-parallel`` and DeepEP for one phase measured alone (its normal kernels,
+``deepep_high_throughput``, for prefill and ``deepep_low_latency`` for decode, as SGLang's
+``--deepep-mode auto`` runs them);
 ``kvplan simulate --disagg xPyD`` for a served fleet), and prints per point the prediction,
 the measurement and |pred / meas - 1|, then the median per metric family. Points kvplan
 cannot express are listed with the reason. Each question runs ``python -m kvplan`` in a fresh
@@ -75,7 +77,8 @@ def _ep_args(p: Mapping[str, Any], phase: str) -> list[str]:
     args = ["latency", p["model_config"], "--gpu", p["gpu"], "-tp", str(par["tp"]),
             "-dp", str(par["dp"])]
     if par.get("ep", 1) > 1:
-        args += ["--enable-expert-parallel", "--all2all-backend", "deepep"]
+        kernels = "deepep_high_throughput" if phase == "prefill" else "deepep_low_latency"
+        args += ["--enable-expert-parallel", "--all2all-backend", kernels]
     if p.get("expert_balance") == "perfect":
         args += ["--expert-imbalance", "1.0"]
     return args

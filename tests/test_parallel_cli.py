@@ -3,6 +3,8 @@ keys, the pasted vllm serve line, and one-line refusals (exit 2)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import assert_one_line_error, run_cli
 
 QWEN = "Qwen/Qwen3-30B-A3B"
@@ -103,3 +105,18 @@ def test_gpus_json_says_which_gpus_price_multi_node() -> None:
     assert by_id["H200-SXM-141GB"]["node_gpus"] == 8
     assert by_id["H200-SXM-141GB"]["scale_out_bytes_per_s"] == 50e9
     assert by_id["L40S"]["scale_out_bytes_per_s"] is None
+
+
+def test_explain_lists_collectives_of_steps_longer_than_the_first_tables() -> None:
+    """A 16,384-token prefill step (past the 8,192-token tables built up front) lists its
+    all-reduces, each 16,384 x 8,192 x 2 B = 268,435,456 B over 8 GPUs, not folded into
+    "overheads + rest"; the ops and the rest add up to the step."""
+    r = run_cli("latency", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "-tp", "8",
+                "--prompt", "16384", "--output", "2", "--max-num-batched-tokens", "16384",
+                "--json")
+    assert r.code == 0, r.err
+    prefill = next(s for s in r.json()["step_ops"] if s["phase"] == "prefill")
+    (ar,) = [o for o in prefill["ops"] if o["op"] == "all_reduce"]
+    assert ar["layers"] == 160 and ar["shape"] == "268435456 B x 8 GPUs"
+    assert ar["seconds"] > 0.05  # 2 per layer x 80 layers of 256 MiB: tens of ms at least
+    assert sum(o["seconds"] for o in prefill["ops"]) == pytest.approx(prefill["kernels_s"])

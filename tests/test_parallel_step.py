@@ -14,6 +14,7 @@ from kvplan.costs.step.parallel.ep_comm import (
     Link,
     MoeExchange,
     cross_node_allreduce_s,
+    touched,
 )
 from kvplan.costs.step.parallel.ep_step import link_of
 from kvplan.costs.step.roofline import StepCostModel
@@ -56,6 +57,30 @@ def test_deepep_bytes_are_the_routed_share_leaving_the_gpu() -> None:
     on, off = 153_600 * 1.18 * 7 / 15, 153_600 * 1.18 * 8 / 15
     want = 2 * (10e-6 + max(on / 300e9, off / 35e9))
     assert float(x.seconds(np.array([10]))[0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_deepep_high_throughput_sends_one_copy_per_gpu_and_node_by_hand() -> None:
+    """The same 10 tokens (5 per GPU), k = 8 over ep 16 on two 8-GPU nodes: a token reaches
+    15 x (1 - (15/16)^8) = 6.0492 other GPUs over NVLink and 1 x (1 - (1/2)^8) = 0.99609 other
+    nodes over the network: 5 x 2048 x 2 x 6.0492 = 123,887 B on NVLink, 123,887 x 0.99609 /
+    6.0492 = 20,400 B out; the busiest GPU 1.18 x both."""
+    x = _exchange(backend="deepep_high_throughput", tp=2, dp=8, ep=16, layers=1)
+    gpus, nodes = 15 * (1 - (15 / 16) ** 8), 1 - 0.5 ** 8
+    assert int(x.bytes_per_layer(np.array([10]))[0]) == int(5 * 4096 * gpus) == 123_887
+    nv = 123_887 * 1.18  # the network share: the same copies scaled by nodes / GPUs touched
+    want = 2 * (10e-6 + max(nv / 300e9, nv * nodes / gpus / 35e9))
+    assert float(x.seconds(np.array([10]))[0]) == pytest.approx(want, rel=1e-12)
+    low = _exchange(backend="deepep_low_latency", tp=2, dp=8, ep=16, layers=1)
+    old = _exchange(backend="deepep", tp=2, dp=8, ep=16, layers=1)
+    t = np.array([1, 10, 4096])
+    assert np.array_equal(low.seconds(t), old.seconds(t))  # deepep is the low-latency kernel
+    assert np.all(x.seconds(t) < low.seconds(t))  # fewer copies, never slower
+
+
+def test_touched_members_by_hand() -> None:
+    assert touched(1, 8) == 0.0
+    assert touched(4, 8) == pytest.approx(3 * (1 - 0.75 ** 8))  # 2.6997 of 3 other nodes
+    assert touched(32, 1) == pytest.approx(31 / 32)  # one expert: off-GPU with p = 31/32
 
 
 def test_more_bandwidth_is_never_slower() -> None:

@@ -161,3 +161,16 @@ def test_unknown_quantization() -> None:
         weight_bytes(load_model("Qwen/Qwen3-8B"), quantization="int3")
     with pytest.raises(UnknownNameError, match="dtype"):
         weight_bytes(load_model("Qwen/Qwen3-8B"), dtype="int7")
+
+
+def test_weight_memo_keys_on_the_format_the_caller_resolved() -> None:
+    """A caller's resolved format (here none: plain 16-bit) is part of the memo key: the
+    same model and flags priced with the checkpoint's fp8 blocks first must not answer it."""
+    from kvplan.costs.memory.params import stage_weight_bytes, weight_bytes_per_gpu
+
+    v3 = load_model("deepseek-ai/DeepSeek-V3")
+    for fn in (weight_bytes_per_gpu, stage_weight_bytes):
+        fp8 = fn(v3, tp=8)
+        plain = fn(v3, tp=8, fmt=None)
+        assert plain > 1.9 * fp8  # bf16 values: twice fp8's bytes, less the block scales
+        assert fn(v3, tp=8) == fp8

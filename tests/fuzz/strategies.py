@@ -223,6 +223,8 @@ PLAN = {"-tp": ("1", "1,2", "2,4", "3", "0", "", "1,,2", "abc"), "--kv-cache-dty
         "--provider": ("lambda", "runpod-secure", "nope"),
         "--price": ("H100=2.5", "H100=0", "H100=-1", "Z80=1", "H100", "H100=nan"),
         "--search": ("funnel", "exhaustive", "nope"), "--executor": ("local", "nope"),
+        "-dp": ("1", "2", "1,2", "0", "1,x", ""), "--enable-expert-parallel": ("on", "off",
+                                                                               "on,off", "x"),
         "--max-model-len": ("4k", "2048", "0", "8x"), "--block-size": ("16", "32", "7"),
         "--enable-prefix-caching": ("on", "off", "on,off", "maybe"),
         "--request-rate": ("1", "5", "0", "-1", "inf", "nan")}

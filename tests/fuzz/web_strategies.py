@@ -33,6 +33,9 @@ GOOD: dict[str, tuple[Any, ...]] = {
     "slo": ("ttft:p99:2000 tpot:p99:100", "fast", "ttft:p99:1e308", ""),
     "max_model_len": (256, 1024, 0), "block_size": (16, "16", 7),
     "goodput": ("ttft:100", "x:1"), "seed": (0, 1, -1),
+    "disagg": ("1P1D", "2P1D", "0P1D", "PD", True), "kv_link": ("ib-ndr", "eth-100g", "x"),
+    "decode_tp": (1, 2, 3), "data_parallel_size": ("1", "1,2", "0"),
+    "enable_expert_parallel": ("on", "on,off", "x"),
 }
 SIM_FIELDS = ("model", "gpu", "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype",
               "dtype", "quantization", "max_num_batched_tokens", "gpu_memory_utilization",
@@ -41,7 +44,9 @@ SIM_FIELDS = ("model", "gpu", "tensor_parallel_size", "pipeline_parallel_size", 
               "random_output_len", "random_range_ratio", "request_rate", "burstiness",
               "max_concurrency", "seed", "time_scale", "goodput", "percentile_metrics",
               "metric_percentiles", "slo", "router", "search", "slo_margin", "provider",
-              "token", "trace", "prices", "unknown_field")
+              "token", "trace", "prices", "unknown_field", "disagg", "prefill_gpu",
+              "decode_gpu", "prefill_tp", "decode_tp", "kv_link", "data_parallel_size",
+              "enable_expert_parallel")
 CONTENT_TYPES = ("application/json", "application/json", "application/json", None,
                  "text/plain", "application/x-www-form-urlencoded",
                  "multipart/form-data; boundary=x", "application/json; charset=latin-1")

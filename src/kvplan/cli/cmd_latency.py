@@ -30,8 +30,8 @@ MaybeGpu = Annotated[str | None, typer.Option("--gpu", help="GPU for files that 
 MaybeModel = Annotated[str | None, typer.Option("--model", help="Model for files that name none.")]
 OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
 A2aOpt = Annotated[str | None, typer.Option(
-    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default) "
-    "or deepep.")]
+    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default), "
+    "deepep_high_throughput or deepep_low_latency (deepep: low latency).")]
 ImbalanceOpt = Annotated[float | None, typer.Option(
     "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18, "
     "SGLang's measurement).")]

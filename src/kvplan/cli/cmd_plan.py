@@ -25,6 +25,10 @@ def _o(*names: str, help_: str = "") -> Any:
 
 DisaggO = Annotated[bool, _o("--disagg", help_="also search xPyD prefill/decode fleets")]
 LinkO = Annotated[Str, _o("--kv-link", help_="their KV link (default ib-ndr)")]
+DpO = Annotated[Str, _o("--data-parallel-size", "-dp",
+                        help_="MoE: e.g. 1,2,4,8 (default: those within one node)")]
+EpO = Annotated[Str, _o("--enable-expert-parallel",
+                        help_="MoE: on,off (default: on exactly when DP > 1)")]
 
 
 @app.command("plan")
@@ -73,7 +77,7 @@ def plan_cmd(
     profile: Annotated[Str, _o("--profile", help_="profile JSON from 'kvplan calibrate'")] = None,
     plot: Annotated[Path | None, _o("--plot", help_="Pareto chart .png/.svg/.html")] = None,
     as_json: Annotated[bool, _o("--json", help_="one JSON object")] = False,
-    disagg: DisaggO = False, kv_link: LinkO = None,
+    dp: DpO = None, ep: EpO = None, disagg: DisaggO = False, kv_link: LinkO = None,
 ) -> None:
     """Cheapest configuration that meets the SLO: funnel search, verified fleet, why, levers."""
     args = dict(locals())

@@ -4,57 +4,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvplan.errors import InputError
-
 if TYPE_CHECKING:
     from kvplan.analysis.disagg.candidates import JointSide
 
-MAX_INSTANCES = 4
-
 
 def check_disagg_args(args: dict[str, Any]) -> None:
-    """--kv-link needs --disagg; --disagg compares at one offered load."""
-    if args.get("kv_link") is not None and not args.get("disagg"):
-        raise InputError("--kv-link is the link of --disagg's fleets; give --disagg too")
-    if args.get("disagg") and args["request_rate"] is None and args["trace"] is None \
-            and args["dataset"] in (None, "random"):
-        raise InputError("--disagg compares fleets at one offered load: give --request-rate "
-                         "(fleet req/s) or a trace")
+    """--kv-link needs --disagg; --disagg compares at one offered load (analysis.disagg.side)."""
+    from kvplan.analysis.disagg.side import check_disagg_args as check
+
+    check(args)
 
 
 def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
-    """xPyD fleets on the plan's GPUs, TP degrees, links, workload, SLO and prices, ranked
-    with the plan's aggregated candidates (kvplan.analysis.disagg.joint)."""
-    from kvplan.analysis.disagg.candidates import JointSide
-    from kvplan.analysis.disagg.joint import plan_joint
-    from kvplan.analysis.disagg.joint_levers import disagg_levers
-    from kvplan.analysis.plan.args import slo_from, space_options, workload_from
-    from kvplan.analysis.plan.space import valid_tp_degrees
-    from kvplan.analysis.plan.traffic import plan_traffic
-    from kvplan.cli.cmd_simulate_disagg import DEFAULT_LINK
-    from kvplan.specs.catalog import load_model
-    from kvplan.specs.hardware import gpu_catalog, load_gpu
-    from kvplan.specs.links import load_link
+    """The joint side of the plan (kvplan.analysis.disagg.side)."""
+    from kvplan.analysis.disagg.side import disagg_side as side
 
-    space = space_options(args)
-    work = plan_traffic(workload_from(args)).target  # the requests the plan verified on
-    assert work is not None  # check_disagg_args: a rate or a trace
-    names = space["gpus"]
-    gpus = ([load_gpu(n) for n in names] if names is not None else
-            [g for g in gpu_catalog().values() if plan.prices.for_gpu(g.id)])
-    model = load_model(args["model"])
-    tps = space["tensor_parallel_sizes"] or valid_tp_degrees(model)
-    links = [load_link(x.strip()) for x in (args["kv_link"] or DEFAULT_LINK).split(",")]
-    slo = slo_from(args)
-    joint = plan_joint(plan, model, work, slo, gpus=gpus, tps=tps, links=links,
-                       max_instances=MAX_INSTANCES, search=args["search"],
-                       workers=args["workers"])
-    best = joint.best_disagg
-    levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
-                                                       args["workers"])
-    bench = plan.bench_command or f"vllm bench serve --model {args['model']}"
-    return JointSide(joint=joint, levers=levers, slo=slo, model_id=args["model"],
-                     bench=f"{bench} --base-url http://PROXY:PORT")
+    return side(args, plan)
 
 
 def render_side(side: JointSide, plan: Any, out: Any) -> None:

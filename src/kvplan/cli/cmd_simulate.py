@@ -45,8 +45,8 @@ GpuOpt = Annotated[str, _opt("--gpu", "GPU id from 'kvplan gpus'.")]
 ProfileOpt = Annotated[str | None, _opt("--profile", "Profile JSON from 'kvplan calibrate'.")]
 
 A2aOpt = Annotated[str | None, typer.Option(
-    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default) "
-    "or deepep.")]
+    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default), "
+    "deepep_high_throughput or deepep_low_latency (deepep: low latency).")]
 ImbalanceOpt = Annotated[float | None, typer.Option(
     "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18).")]
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.analysis.disagg.answer import DEFAULT_LINK, DISAGG_FIELDS
 from kvplan.cli.common import console, print_json, write_output
 from kvplan.errors import InputError
 
@@ -20,6 +19,8 @@ if TYPE_CHECKING:
     from kvplan.specs.disagg import DisaggDeployment
     from kvplan.specs.model import ModelSpec
 
+__all__ = ["DEFAULT_LINK", "DISAGG_FIELDS", "build_deployment", "counts", "disagg_given",
+           "run_disagg"]
 _PANEL = "Disaggregated prefill/decode"
 
 
@@ -36,54 +37,34 @@ PrefillNOpt = Annotated[int | None, _o("--prefill-instances", "x of xPyD.")]
 DecodeNOpt = Annotated[int | None, _o("--decode-instances", "y of xPyD.")]
 LinkOpt = Annotated[str | None, _o("--kv-link", "KV link id (default ib-ndr).")]
 RouterOpt = Annotated[str | None, _o("--router", "round-robin or least-outstanding.")]
-DISAGG_FIELDS = ("disagg", "prefill_gpu", "decode_gpu", "prefill_tp", "decode_tp",
-                 "prefill_instances", "decode_instances", "kv_link")
-DEFAULT_LINK = "ib-ndr"
-_XPYD = re.compile(r"(\d{1,4})P(\d{1,4})D", re.IGNORECASE)
 
 
 def disagg_given(given: dict[str, Any]) -> bool:
-    """Whether any disaggregation flag was given (then the fleet is disaggregated);
-    --router alone is refused (one simulated server has no router)."""
-    if any(given.get(k) is not None for k in DISAGG_FIELDS):
-        return True
-    if given.get("router") is not None:
-        raise InputError("--router routes a disaggregated fleet's proxy; give --disagg xPyD "
-                         "(one server has no router; fleets of replicas: kvplan plan)")
-    return False
+    """Whether any disaggregation flag was given (analysis/disagg/answer.py)."""
+    from kvplan.analysis.disagg.answer import disagg_given as given_any
+
+    return given_any(given)
 
 
 def counts(given: dict[str, Any]) -> tuple[int, int]:
     """(x, y) from --disagg xPyD and/or --prefill-instances / --decode-instances."""
-    x, y = given.get("prefill_instances"), given.get("decode_instances")
-    text = given.get("disagg")
-    if text is not None:
-        m = _XPYD.fullmatch(text.strip())
-        if m is None:
-            raise InputError(f"--disagg {text!r}: write xPyD, e.g. 1P1D or 2P4D")
-        px, py = int(m.group(1)), int(m.group(2))
-        for flag, given_n, n in (("--prefill-instances", x, px), ("--decode-instances", y, py)):
-            if given_n is not None and given_n != n:
-                raise InputError(f"--disagg {text} says {n} but {flag} {given_n}; give one")
-        x, y = px, py
-    return (1 if x is None else x), (1 if y is None else y)
+    from kvplan.analysis.disagg.answer import xpyd_counts
+
+    return xpyd_counts(given.get("disagg"), given.get("prefill_instances"),
+                       given.get("decode_instances"))
 
 
 def build_deployment(given: dict[str, Any], spec: ModelSpec,
                      settings: dict[str, Any]) -> DisaggDeployment:
     """The DisaggDeployment the flags describe (shared engine flags, per-pool GPU and TP)."""
+    from kvplan.analysis.disagg.answer import Pool, fleet
     from kvplan.cli import flags as fl
-    from kvplan.specs.deployment import Deployment
-    from kvplan.specs.disagg import DisaggDeployment
     from kvplan.specs.hardware import load_gpu
-    from kvplan.specs.links import load_link
 
     x, y = counts(given)
     tp = settings.get("tensor_parallel_size", 1)
     pools = []
     for role, n in (("prefill", x), ("decode", y)):
-        if n < 1:
-            raise InputError(f"--{role}-instances must be at least 1, got {n}")
         role_tp = given.get(f"{role}_tp") or tp
         try:
             engine = fl.resolve_engine({**settings, "tensor_parallel_size": role_tp}, spec)
@@ -92,10 +73,8 @@ def build_deployment(given: dict[str, Any], spec: ModelSpec,
                 raise
             raise InputError(str(exc).replace("--tensor-parallel-size", f"--{role}-tp")) from None
         gpu = load_gpu(given.get(f"{role}_gpu") or given["gpu"])
-        pools.append(Deployment(model=spec, gpu=gpu, engine=engine, replicas=n))
-    link = load_link(given.get("kv_link") or DEFAULT_LINK)
-    return DisaggDeployment(prefill=pools[0], decode=pools[1], link=link,
-                            router=given.get("router") or "round-robin")
+        pools.append(Pool(gpu=gpu, engine=engine, instances=n))
+    return fleet(spec, pools[0], pools[1], given.get("kv_link"), given.get("router"))
 
 
 def run_disagg(given: dict[str, Any], spec: ModelSpec, settings: dict[str, Any], wargs: Any,
@@ -103,21 +82,15 @@ def run_disagg(given: dict[str, Any], spec: ModelSpec, settings: dict[str, Any],
                as_json: bool, render: Callable[..., None]) -> None:
     """Simulate, then print the text view or one JSON object (and --save-result);
     ``render`` prints the client's figures as `kvplan simulate` does for one server."""
-    from kvplan.analysis import metrics as mx
-    from kvplan.analysis.disagg.metrics import disagg_metrics, in_flight_peak
-    from kvplan.analysis.disagg.serving import simulate_disagg_serving
-
     if given.get("plot") is not None:
         raise InputError("--plot draws one server's KV usage; a disaggregated fleet has two "
                          "pools: use --json (its kv_usage_by_pool) or drop --disagg")
+    from kvplan.analysis.disagg.answer import disagg_doc, measure
+
     pm, pct, slo = opts
     dd = build_deployment(given, spec, settings)
-    run = simulate_disagg_serving(dd, wargs, profile=given.get("profile"),
-                                  ttft_slo_ms=slo.get("ttft"))
-    m = mx.compute_metrics(run.result.client, percentile_metrics=pm, percentiles=pct,
-                           goodput_ms=slo or None)
-    m = replace(m, max_concurrent_requests=in_flight_peak(run.result.client))
-    dm = disagg_metrics(run.result, pct)
+    run, m, dm = measure(dd, wargs, percentile_metrics=pm, percentiles=pct, goodput_ms=slo,
+                         profile=given.get("profile"))
     doc = disagg_doc(run, m, dm, wargs)
     if save_out is not None:
         from kvplan.report.json_out import dumps
@@ -139,19 +112,6 @@ def _detailed(run: DisaggRun, m: Metrics) -> dict[str, Any]:
 
     full = save_result_json(run.result.client, m, {}, detailed=True)
     return {k: full[k] for k in PER_REQUEST}
-
-
-def disagg_doc(run: DisaggRun, m: Metrics, dm: DisaggMetrics, wargs: Any) -> dict[str, Any]:
-    """`vllm bench serve`'s keys for the client's view, then the fleet's added keys."""
-    from kvplan.analysis.disagg.metrics import disagg_json, pool_kv_series
-    from kvplan.analysis.metrics import kvplan_extras, rejected_list, vllm_result
-
-    extras = kvplan_extras(m)
-    for k in ("peak_kv_blocks", "num_blocks", "peak_kv_usage", "num_steps"):
-        extras.pop(k)  # one server's figures; the pools' own are below
-    return {**run.header(wargs), **vllm_result(m), **extras, **disagg_json(dm),
-            "rejected": rejected_list(run.result.client),
-            "kv_usage_by_pool": pool_kv_series(run.result)}
 
 
 def render_disagg(run: DisaggRun, m: Metrics, dm: DisaggMetrics, doc: dict[str, Any]) -> None:

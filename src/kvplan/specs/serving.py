@@ -10,8 +10,12 @@ from kvplan.specs.engine_bounds import check_engine_bounds
 
 MAMBA_DTYPES = ("auto", "float32")
 """vLLM 0.11's MambaDType choices (``vllm/config/cache.py``)."""
-ALL2ALL_BACKENDS = ("allgather_reducescatter", "deepep")
-"""Token-exchange backends kvplan prices (vLLM's VLLM_ALL2ALL_BACKEND; deepep = DeepEP)."""
+ALL2ALL_BACKENDS = ("allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency",
+                    "deepep")
+"""Token-exchange backends kvplan prices (vLLM's VLLM_ALL2ALL_BACKEND): DeepEP's normal
+(high-throughput) kernels send a token once per GPU and node holding its experts, the
+low-latency ones once per (token, expert); ``deepep`` is kvplan's earlier name for the
+low-latency pricing."""
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 """``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
 
@@ -50,7 +54,8 @@ class EngineConfig:
     instead of tensor-parallel sharded; no effect on a dense model."""
     all2all_backend: str = "allgather_reducescatter"
     """vLLM's VLLM_ALL2ALL_BACKEND for DP / EP token exchange: allgather_reducescatter (its
-    default) or deepep (DeepEP all-to-all, EP only); prices step time only."""
+    default), deepep_high_throughput or deepep_low_latency (DeepEP all-to-all, EP only;
+    ``deepep``: low latency); prices step time only."""
     expert_imbalance: float | None = None
     """Busiest GPU's expert load over the mean under EP (None: kvplan's cited default,
     ``kvplan.costs.step.parallel.ep_comm.DEFAULT_IMBALANCE``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
@@ -11,6 +12,7 @@ from kvplan.web.queries import CapacityQuery, EngineQuery, KvQuery, RequestQuery
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
+    from kvplan.specs.disagg import DisaggDeployment
 
 _ENGINE = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
            "quantization", "max_num_batched_tokens")
@@ -69,3 +71,33 @@ def workload_args(q: SimulateQuery) -> Any:
         burstiness=q.burstiness, max_concurrency=q.max_concurrency, time_scale=q.time_scale,
         seed=q.seed,
     )
+
+
+def disagg_deployment(q: SimulateQuery, spec: ModelSpec, hw: HardwareSpec,
+                      gpu_of: Any) -> DisaggDeployment | None:
+    """The disaggregated fleet the form describes, or None (no disaggregation field given):
+    `kvplan simulate --disagg xPyD --prefill-gpu/--decode-gpu --prefill-tp/--decode-tp
+    --kv-link --router` through the CLI's own functions (analysis/disagg/answer.py);
+    ``gpu_of`` resolves a GPU name as the page does."""
+    from dataclasses import replace
+
+    from kvplan.analysis.disagg.answer import Pool, disagg_given, fleet, xpyd_counts
+
+    if not disagg_given(q.model_dump()):
+        return None
+    try:
+        x, y = xpyd_counts(q.disagg)
+    except InputError as exc:  # the page has no --prefill/--decode-instances: name --disagg
+        text = str(exc)
+        raise InputError(text if text.startswith("--disagg") else
+                         f"--disagg {q.disagg}: {text}") from None
+    pools = []
+    for role, n in (("prefill", x), ("decode", y)):
+        tp = getattr(q, f"{role}_tp") or q.tensor_parallel_size
+        try:
+            engine = _checked(replace(_engine(q), tensor_parallel_size=tp), spec)
+        except InputError as exc:
+            raise InputError(str(exc).replace("--tensor-parallel-size", f"--{role}-tp")) from None
+        name = getattr(q, f"{role}_gpu")
+        pools.append(Pool(gpu=gpu_of(name) if name else hw, engine=engine, instances=n))
+    return fleet(spec, pools[0], pools[1], q.kv_link, q.router)

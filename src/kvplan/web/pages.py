@@ -29,6 +29,7 @@ def choices() -> dict[str, Any]:
     """What the forms offer: catalog models, GPUs, cache dtypes, bundled datasets."""
     from kvplan.specs.catalog import catalog
     from kvplan.specs.hardware import gpu_catalog, load_gpu
+    from kvplan.specs.links import link_catalog
     from kvplan.specs.requests.workload import dataset_names
 
     return {
@@ -37,6 +38,7 @@ def choices() -> dict[str, Any]:
         "default_gpu": load_gpu("H100").id,
         "kv_dtypes": KV_DTYPES,
         "datasets": dataset_names(),
+        "links": [x.id for x in link_catalog()],
     }
 
 

@@ -86,6 +86,14 @@ class SimulateQuery(CapacityQuery):
     goodput: str | None = None
     percentile_metrics: str = "ttft,tpot,itl,e2el"
     metric_percentiles: str = "99"
+    disagg: str | None = Field(default=None, max_length=16)
+    """`--disagg xPyD`: any of these six makes the fleet disaggregated (as on the CLI)."""
+    prefill_gpu: str | None = Field(default=None, max_length=64)
+    decode_gpu: str | None = Field(default=None, max_length=64)
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    kv_link: str | None = Field(default=None, max_length=32)
+    router: str | None = Field(default=None, max_length=32)
 
 
 class PlanQuery(Query):
@@ -96,6 +104,10 @@ class PlanQuery(Query):
     gpu: str | None = None
     tensor_parallel_size: str | None = None
     pipeline_parallel_size: str = "1"
+    data_parallel_size: str | None = None
+    """MoE models: a comma list (None: 1, 2, 4, 8 within one node; dense models: 1)."""
+    enable_expert_parallel: str | None = None
+    """MoE models: on,off (None: both with DP, off at DP 1)."""
     kv_cache_dtype: str = "auto"
     quantization: str = "none"
     max_num_seqs: str = "default"
@@ -115,3 +127,7 @@ class PlanQuery(Query):
     random_output_len: int = 128
     request_rate: float | None = 5.0
     seed: int = 0
+    disagg: bool = False
+    """`kvplan plan --disagg`: also search xPyD prefill/decode fleets (the `joint` key)."""
+    kv_link: str | None = Field(default=None, max_length=200)
+    """Their KV links, a comma list (default ib-ndr)."""

@@ -40,10 +40,15 @@ def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
             resolve_gpu(name.strip())
     form = q.model_dump()
     renamed = {"tp": form.pop("tensor_parallel_size"), "pp": form.pop("pipeline_parallel_size"),
-               "prefix_caching": form.pop("enable_prefix_caching")}
-    return {**_PAGE_ONLY, **form, **renamed, "slo": q.slo.split() if q.slo else None,
+               "prefix_caching": form.pop("enable_prefix_caching"),
+               "dp": form.pop("data_parallel_size"), "ep": form.pop("enable_expert_parallel")}
+    args = {**_PAGE_ONLY, **form, **renamed, "slo": q.slo.split() if q.slo else None,
             "model": resolve_model(q.model, request.app.state.uploads),
             "model_id": served_model_id(q.model)}
+    from kvplan.analysis.disagg.side import check_disagg_args
+
+    check_disagg_args(args)  # --kv-link needs --disagg; --disagg needs one offered load
+    return args
 
 
 def _work(args: dict[str, Any]) -> Work:
@@ -62,7 +67,14 @@ def _work(args: dict[str, Any]) -> Work:
             job.tick(done, total)
 
         result = plan(args["model"], workload, slo, progress=tick, **kwargs)
-        return plan_json(result), {"pareto": chart_spec(pareto_chart(result))}
+        doc = plan_json(result)
+        if args["disagg"]:  # `kvplan plan --disagg`: the joint key, as the CLI writes it
+            from kvplan.analysis.disagg.joint_doc import joint_json
+            from kvplan.analysis.disagg.side import disagg_side
+
+            job.stage = "disaggregated"
+            doc["joint"] = joint_json(disagg_side(args, result))
+        return doc, {"pareto": chart_spec(pareto_chart(result))}
 
     return run
 

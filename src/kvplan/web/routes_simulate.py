@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import HTMLResponse
 
 from kvplan.errors import InputError
-from kvplan.web.build import deployment, workload_args
+from kvplan.web.build import deployment, disagg_deployment, workload_args
 from kvplan.web.jobs import Job
 from kvplan.web.pages import page
 from kvplan.web.queries import SimulateQuery
@@ -43,7 +43,9 @@ def _prepare(request: Request, q: SimulateQuery) -> Any:
     stats = (mx.parse_percentile_metrics(q.percentile_metrics),
              mx.parse_percentiles(q.metric_percentiles))
     spec = resolve_model(q.model, request.app.state.uploads)
-    return deployment(q, spec, resolve_gpu(q.gpu)), wargs, work, slo, stats
+    hw = resolve_gpu(q.gpu)
+    return (deployment(q, spec, hw), wargs, work, slo, stats,
+            disagg_deployment(q, spec, hw, resolve_gpu))
 
 
 Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
@@ -52,8 +54,10 @@ Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
 def _work(prepared: Any, charts: bool = True) -> Work:
     """The job's body: simulate, then the CLI's JSON and (``charts``: for the page's job) the
     three charts; GET /api/simulate returns the JSON alone and builds none."""
-    r, wargs, work, slo, (metrics, pct) = prepared
+    r, wargs, work, slo, (metrics, pct), dd = prepared
     spec, hw, engine = r.model, r.gpu, r.engine
+    if dd is not None:
+        return _disagg_work(dd, wargs, work, slo, (metrics, pct), charts)
 
     def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
         from kvplan.analysis import metrics as mx
@@ -68,6 +72,33 @@ def _work(prepared: Any, charts: bool = True) -> Work:
         return answer, _charts(ran.result, header) if charts else {}
 
     return run
+
+
+def _disagg_work(dd: Any, wargs: Any, work: Any, slo: dict[str, float],
+                 stats: tuple[Any, Any], charts: bool) -> Work:
+    """`kvplan simulate --disagg xPyD --json`'s document (the CLI's own functions), and the
+    decode pool's first instance's KV usage and the client's latency CDF."""
+
+    def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+        from kvplan.analysis.disagg.answer import disagg_doc, measure
+
+        job.tick(0, len(work))  # the fleet simulator reports no progress: cancel points
+        ran, m, dm = measure(dd, work, percentile_metrics=stats[0], percentiles=stats[1],
+                             goodput_ms=slo)
+        job.tick(len(work), len(work))
+        doc = disagg_doc(ran, m, dm, wargs)
+        return doc, _disagg_charts(ran, doc) if charts else {}
+
+    return run
+
+
+def _disagg_charts(ran: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    from kvplan.report import sim_charts
+    from kvplan.report.charts import chart_spec
+
+    title = f"{doc['model_id']}: decode instance 0 of {doc['disagg']}, KV usage"
+    return {"kv_usage": chart_spec(sim_charts.kv_usage_chart(ran.result.decode[0], title)),
+            "latency_cdf": chart_spec(sim_charts.latency_cdf_chart(ran.result.client))}
 
 
 def _charts(r: Any, header: dict[str, Any]) -> dict[str, Any]:

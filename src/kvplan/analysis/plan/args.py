@@ -70,6 +70,10 @@ def space_options(a: dict[str, Any], parse: FlagParser = _whole) -> dict[str, An
                                              _or_default("max_num_batched_tokens", parse)),
         "block_sizes": comma_list("--block-size", a["block_size"], _engine("block_size", parse)),
         "prefix_caching": comma_list("--enable-prefix-caching", a["prefix_caching"], _on_off),
+        "data_parallel_sizes": None if a.get("dp") is None else comma_list(
+            "--data-parallel-size", a["dp"], _engine("data_parallel_size", parse)),
+        "expert_parallel": None if a.get("ep") is None else comma_list(
+            "--enable-expert-parallel", a["ep"], _on_off),
     }
 
 

@@ -11,6 +11,11 @@
     scheduler S / mean(ttft0 + (output - 1) x t_min)                        (Little's law)
 
   t_min = one decode step of one request; the argmin is the preliminary binding resource.
+
+A DP group of dp lockstep ranks (parallel/): each rank's step is priced by the DP timer
+(experts at dp x T tokens, the exchange), a rank alone runs at its own tokens (the others'
+dummy steps are padded to it), so the zero-load latencies are one rank's; every ceiling is
+one rank's x dp (dp schedulers, dp KV pools, dp x T tokens a step at most).
 """
 
 from __future__ import annotations
@@ -122,7 +127,9 @@ def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
         ("kv_memory", _ratio(usable, float(np.mean(blocks * (out - 1) * t_min)))),
         ("scheduler_cap", _ratio(seqs, float(np.mean(ttft0 + (out - 1) * t_min)))),
     )
-    return Bounds(zero_load=judge(lat, slo), ceilings_rps=ceilings)
+    dp = rep.ranks
+    return Bounds(zero_load=judge(lat, slo),
+                  ceilings_rps=ceilings if dp == 1 else tuple((k, v * dp) for k, v in ceilings))
 
 
 def _ratio(a: float, b: float) -> float:

@@ -80,8 +80,9 @@ def judged_probe(runs: list[SimulationResult], lat: Latencies, rep: Replica, slo
                  rate: float) -> Probe:
     """The verdict on ``lat`` and the counters of the replica runs behind it (pooled)."""
     steps = sum(max(1, r.num_steps) for r in runs)
-    capped = sum(int(np.sum(r.steps.running >= rep.limits.max_num_seqs)) for r in runs)
-    full = sum(int(np.sum(r.steps.new_tokens >= rep.limits.max_num_batched_tokens))
+    dp = rep.ranks  # a DP group's steps sum its ranks: capped / full means every rank is
+    capped = sum(int(np.sum(r.steps.running >= dp * rep.limits.max_num_seqs)) for r in runs)
+    full = sum(int(np.sum(r.steps.new_tokens >= dp * rep.limits.max_num_batched_tokens))
                for r in runs)
     prompt = sum(float(r.prompt_tokens[r.finished].sum()) for r in runs)
     total = prompt + sum(float(r.output_tokens[r.finished].sum()) for r in runs)

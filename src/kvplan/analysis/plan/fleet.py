@@ -27,6 +27,7 @@ from kvplan.analysis.serving import pick_profile, scheduler_limits
 from kvplan.costs.memory.plan import MemoryPlan, plan_deployment
 from kvplan.costs.step.roofline import StepCostModel
 from kvplan.errors import InputError
+from kvplan.sim.dp.lockstep import RankSim
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.requests.workload import Workload
@@ -57,12 +58,26 @@ class Replica:
         self.deployment = d
         self.plan: MemoryPlan = plan_deployment(d)
         self.limits = scheduler_limits(self.plan.settings, d.engine)
-        self.timer = StepCostModel(d.model, d.gpu, d.engine,
-                                   pick_profile(d.model, d.gpu, d.engine, profile))
+        prof = pick_profile(d.model, d.gpu, d.engine, profile)
+        self.timer = StepCostModel(d.model, d.gpu, d.engine, prof)
+        self.ranks = d.engine.data_parallel_size
+        """DP engines of one replica (> 1: the lockstep group, parallel/replica.py)."""
+        self.rank_sim: RankSim | None = None
+        if self.ranks > 1:
+            from kvplan.analysis.dp_serving import dp_rank_sim
+
+            self.rank_sim = dp_rank_sim(d.model, d.gpu, d.engine, self.plan, self.limits, prof)
+            assert isinstance(self.rank_sim.timer, StepCostModel)
+            self.timer = self.rank_sim.timer  # the same timer the lockstep ranks price with
 
     def simulate(self, work: Workload) -> SimulationResult:
         from kvplan.sim.blocks import kv_shape_from_groups
         from kvplan.sim.simulator import simulate
+
+        if self.rank_sim is not None:
+            from kvplan.analysis.plan.parallel.replica import simulate_group
+
+            return simulate_group(self.rank_sim, work)
 
         return simulate(work, timer=self.timer, num_blocks=self.plan.num_blocks,
                         block_size=self.plan.block_size, engine=self.deployment.engine,

@@ -63,18 +63,18 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
 def _buildable(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
                ) -> tuple[list[tuple[str, Deployment]], list[tuple[str, str]]]:
     """The variants that fit and can be rented, and why the others cannot."""
-    from kvplan.costs.memory.plan import plan_memory
-
     ok, notes = [], []
     for label, d in lever_variants(w, gpus, prices):
         nodes = [r.gpus_per_node for r in prices.for_gpu(d.gpu.id)]
         if nodes and d.gpus_per_replica > max(nodes):
+            why = ("the planner prices one vllm serve within one node"
+                   if d.engine.data_parallel_size > 1 else
+                   "a tensor-parallel group must sit in one node")
             notes.append((label, f"a replica needs {d.gpus_per_replica} GPUs, more than one "
-                                 f"{max(nodes)}-GPU {d.gpu.id} node holds (a tensor-parallel "
-                                 "group must sit in one node)"))
+                                 f"{max(nodes)}-GPU {d.gpu.id} node holds ({why})"))
             continue
         try:
-            plan_memory(d.model, d.gpu, d.engine)
+            Replica(d)  # its memory plan, and its step timer (a DP / EP step needs tables)
         except KvplanError as exc:
             notes.append((label, str(exc).split(";")[0]))
             continue

@@ -17,6 +17,11 @@ from kvplan.analysis.plan.executor import check_executor, pick_executor
 from kvplan.analysis.plan.funnel import Limits, Progress, Tally, screen
 from kvplan.analysis.plan.jobs import JobContext
 from kvplan.analysis.plan.levers import levers
+from kvplan.analysis.plan.parallel.space import (
+    EP_WITH_DP,
+    check_parallel_lists,
+    default_dp_sizes,
+)
 from kvplan.analysis.plan.records import STAGES, Candidate, Lever, Plan, SearchReport
 from kvplan.analysis.plan.search import search
 from kvplan.analysis.plan.space import DEFAULT_CHUNKS, SearchSpace, valid_tp_degrees
@@ -51,6 +56,10 @@ class PlanOptions:
     max_num_batched_tokens: tuple[int | None, ...] = DEFAULT_CHUNKS
     block_sizes: tuple[int, ...] = (16,)
     prefix_caching: tuple[bool, ...] = (True,)
+    data_parallel_sizes: tuple[int, ...] | None = None
+    """--data-parallel-size list (None: 1, 2, 4, 8 within a node for an MoE model, else 1)."""
+    expert_parallel: tuple[bool, ...] | None = None
+    """--enable-expert-parallel list (None: on exactly when dp > 1)."""
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
     replicas: int | None = None
@@ -165,7 +174,11 @@ def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTr
     if mml < longest:
         raise InputError(f"--max-model-len {mml} is below the longest request in the traffic "
                          f"({longest} tokens); raise it or trim the traffic")
-    return SearchSpace(gpus=gpus, tensor_parallel_sizes=tps,
+    dps = o.data_parallel_sizes or default_dp_sizes(model)
+    eps: tuple[bool | None, ...] = o.expert_parallel or (EP_WITH_DP,)
+    check_parallel_lists(model, tps, dps, eps)
+    return SearchSpace(gpus=gpus, tensor_parallel_sizes=tps, data_parallel_sizes=dps,
+                       expert_parallel=eps, default_dp=o.data_parallel_sizes is None,
                        pipeline_parallel_sizes=o.pipeline_parallel_sizes,
                        kv_cache_dtypes=o.kv_cache_dtypes, quantizations=o.quantizations,
                        max_num_seqs=o.max_num_seqs, max_num_batched_tokens=o.max_num_batched_tokens,

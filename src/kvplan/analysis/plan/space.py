@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kvplan.analysis.plan.parallel.space import EP_WITH_DP, ep_values, left_out
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import mla_block_size
 from kvplan.errors import InputError, KvplanError
@@ -25,8 +26,9 @@ a long prompt's prefill shares steps with running decodes: the TTFT / TPOT trade
 
 _LISTS = ("gpus", "tensor_parallel_sizes", "pipeline_parallel_sizes", "kv_cache_dtypes",
           "quantizations", "max_num_seqs", "max_num_batched_tokens", "block_sizes",
-          "prefix_caching")
-"""The space's flag lists: each must be non-empty; the space is their product."""
+          "prefix_caching", "data_parallel_sizes", "expert_parallel")
+"""The space's flag lists: each must be non-empty; the space is their product (less the
+default DP layouts wider than a node: parallel/space.py)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +44,11 @@ class SearchSpace:
     max_num_batched_tokens: tuple[int | None, ...] = (None,)
     block_sizes: tuple[int, ...] = (16,)
     prefix_caching: tuple[bool, ...] = (True,)
+    data_parallel_sizes: tuple[int, ...] = (1,)
+    expert_parallel: tuple[bool | None, ...] = (EP_WITH_DP,)
+    """--enable-expert-parallel entries; None: both with DP, off at dp 1 (parallel/space.py)."""
+    default_dp: bool = False
+    """The DP list is the default one: layouts wider than one node are left out."""
     gpu_memory_utilization: float = 0.9
     max_model_len: int = 0
 
@@ -53,6 +60,9 @@ class SearchSpace:
 
     @property
     def size(self) -> int:
+        """The lists' product. ``enumerate_space`` differs from it under the DP rules: the
+        default ``expert_parallel`` entry counts once here but gives EP on and off at
+        dp > 1, and default DP layouts wider than a node are left out."""
         return math.prod(len(getattr(self, name)) for name in _LISTS)
 
 
@@ -84,12 +94,17 @@ def enumerate_space(model: ModelSpec, space: SearchSpace, router: str
                                    space.pipeline_parallel_sizes, space.kv_cache_dtypes,
                                    space.quantizations, space.max_num_seqs,
                                    space.max_num_batched_tokens, space.block_sizes,
-                                   space.prefix_caching):
-        flags = _flags(combo)
-        try:
-            out.append((_deployment(model, combo, space, router), "", flags))
-        except KvplanError as exc:
-            out.append((None, str(exc), flags))
+                                   space.prefix_caching, space.data_parallel_sizes):
+        gpu, tp, pp, dp = combo[0], int(str(combo[1])), int(str(combo[2])), int(str(combo[9]))
+        assert isinstance(gpu, HardwareSpec)
+        if left_out(gpu, tp, pp, dp, space.default_dp):
+            continue
+        for ep in ep_values(space.expert_parallel, dp):
+            flags = _flags((*combo, ep))
+            try:
+                out.append((_deployment(model, (*combo, ep), space, router), "", flags))
+            except KvplanError as exc:
+                out.append((None, str(exc), flags))
     return out
 
 
@@ -97,13 +112,14 @@ def _flags(combo: Sequence[object]) -> dict[str, object]:
     gpu = combo[0]
     assert isinstance(gpu, HardwareSpec)
     keys = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "quantization",
-            "max_num_seqs", "max_num_batched_tokens", "block_size", "enable_prefix_caching")
+            "max_num_seqs", "max_num_batched_tokens", "block_size", "enable_prefix_caching",
+            "data_parallel_size", "enable_expert_parallel")
     return {"gpu": gpu.id, **dict(zip(keys, combo[1:], strict=True))}
 
 
 def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
                 router: str) -> Deployment:
-    gpu, tp, pp, kv, quant, seqs, tokens, block, prefix = combo
+    gpu, tp, pp, kv, quant, seqs, tokens, block, prefix, dp, ep = combo
     assert isinstance(gpu, HardwareSpec) and isinstance(tp, int)
     check_tensor_parallel(model, tp)
     d_tokens, d_seqs = vd.default_batch_limits(gpu)
@@ -113,7 +129,8 @@ def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
         max_num_seqs=int(str(seqs)) if seqs is not None else d_seqs,
         max_num_batched_tokens=int(str(tokens)) if tokens is not None else d_tokens,
         block_size=mla_block_size(model, gpu, int(str(block))),
-        enable_prefix_caching=bool(prefix),
+        enable_prefix_caching=bool(prefix), data_parallel_size=int(str(dp)),
+        enable_expert_parallel=bool(ep),
         gpu_memory_utilization=space.gpu_memory_utilization,
         max_model_len=space.max_model_len or None)
     return Deployment(model=model, gpu=gpu, engine=engine, router=router)

@@ -367,7 +367,7 @@ def stage_weight_bytes(
     pp: int = 1, stage: int = 0, fmt: FormatArg = ...,
 ) -> int:
     """Weight bytes on one GPU of pipeline stage ``stage`` (embedding first, lm_head last)."""
-    return WEIGHT_MEMO.get(("stage", model, dtype, quantization, tp, pp, stage), lambda: (
+    return WEIGHT_MEMO.get(("stage", model, dtype, quantization, tp, pp, stage, fmt), lambda: (
         _sum_bytes(_stage_parts(model, pp, stage), _pricing(model, dtype, quantization, fmt),
                    tp)))
 
@@ -390,4 +390,4 @@ def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None,
         return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp, active)
                    for s in range(pp))
 
-    return WEIGHT_MEMO.get(("fullest", model, dtype, quantization, tp, pp, active), compute)
+    return WEIGHT_MEMO.get(("fullest", model, dtype, quantization, tp, pp, active, fmt), compute)

@@ -71,8 +71,9 @@ def _step(timer: StepCostModel, phase: str, new: object, ctx: object) -> StepOps
 
     n, c = np.asarray(new, dtype=np.int64), np.asarray(ctx, dtype=np.int64)
     pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
+    step_s = timer.step_time_s(n, c)  # first: grows the token tables to this step's size
     assert timer.measured is not None and timer.ops is not None
     ops = op_times(timer.ops, timer.measured, timer.gemm_dtype,
                    tokens=int(n.sum()), requests=len(n), context=int(c.sum()), pairs=pairs)
     return StepOps(phase=phase, tokens=int(n.sum()), requests=len(n),
-                   context_tokens=int(c.sum()), ops=ops, step_s=timer.step_time_s(n, c))
+                   context_tokens=int(c.sum()), ops=ops, step_s=step_s)

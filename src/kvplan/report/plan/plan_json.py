@@ -89,7 +89,9 @@ def _closest(c: Candidate, miss: tuple[str, float, float | None]) -> dict[str, A
     key, margin, got = miss
     e = c.deployment.engine
     return {"id": c.id, "stage": c.stage, "gpu": c.deployment.gpu.id,
-            "tensor_parallel_size": e.tensor_parallel_size, "kv_cache_dtype": e.kv_cache_dtype,
+            "tensor_parallel_size": e.tensor_parallel_size,
+            "data_parallel_size": e.data_parallel_size,
+            "enable_expert_parallel": e.enable_expert_parallel, "kv_cache_dtype": e.kv_cache_dtype,
             "quantization": e.quantization, "max_num_seqs": e.max_num_seqs,
             "max_num_batched_tokens": e.max_num_batched_tokens, "misses": key,
             "margin": margin, "achieved": got,
@@ -140,6 +142,8 @@ def _candidate(c: Candidate) -> dict[str, Any]:
         "id": c.id, "stage": c.stage, "reason": c.reason, "gpu": d.gpu.id,
         "tensor_parallel_size": e.tensor_parallel_size,
         "pipeline_parallel_size": e.pipeline_parallel_size,
+        "data_parallel_size": e.data_parallel_size,
+        "enable_expert_parallel": e.enable_expert_parallel,
         "kv_cache_dtype": e.kv_cache_dtype, "quantization": e.quantization,
         "max_num_seqs": e.max_num_seqs, "max_num_batched_tokens": e.max_num_batched_tokens,
         "block_size": e.block_size, "enable_prefix_caching": e.enable_prefix_caching,

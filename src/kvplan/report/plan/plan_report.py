@@ -37,6 +37,12 @@ def load_plan_json(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _dp(c: dict[str, Any]) -> str:
+    """' DP4 EP' for a DP / EP candidate (documents older than the keys have none)."""
+    dp = c.get("data_parallel_size") or 1
+    return (f" DP{dp}" if dp > 1 else "") + (" EP" if c.get("enable_expert_parallel") else "")
+
+
 def plan_sections(plan: dict[str, Any]) -> list[Section]:
     """The answer card, the ranked candidates with a cost chart, and the lever what-ifs."""
     s, cands = plan["summary"], list(plan.get("candidates") or [])
@@ -46,7 +52,7 @@ def plan_sections(plan: dict[str, Any]) -> list[Section]:
             ("replicas x GPUs", f"{s.get('replicas')} replica(s), {s.get('gpus')} GPU(s)"),
             ("binds first", str(s.get("binding"))), ("why", str(s.get("one_line_why"))),
             *_band_rows(s)]
-    rows = [(f"{c.get('id')} {c.get('gpu')} TP{c.get('tensor_parallel_size')} "
+    rows = [(f"{c.get('id')} {c.get('gpu')} TP{c.get('tensor_parallel_size')}{_dp(c)} "
              f"{c.get('kv_cache_dtype')}", f"{c.get('stage')}: "
              f"{_num((c.get('cost') or {}).get('usd_per_hour'), 2)} $/h {c.get('reason') or ''}")
             for c in cands]

@@ -33,6 +33,10 @@ def _config(c: Candidate) -> str:
     parts = [c.deployment.gpu.id, f"TP{e.tensor_parallel_size}"]
     if e.pipeline_parallel_size > 1:
         parts.append(f"PP{e.pipeline_parallel_size}")
+    if e.data_parallel_size > 1:
+        parts.append(f"DP{e.data_parallel_size}")
+    if e.enable_expert_parallel:
+        parts.append("EP")
     parts.append(f"kv {e.kv_cache_dtype}")
     if e.quantization:
         parts.append(e.quantization)

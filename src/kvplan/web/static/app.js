@@ -75,15 +75,17 @@ const RENDER = {
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
     grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
       ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
-  plan: (d) => planCard(d) +
+  plan: (d) => planCard(d) + (d.joint ? jointCard(d.joint) : "") +
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
+      ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
       ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
     grid("levers: one change to the best configuration (every row searched and verified as the winner was; the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
       ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
       ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["binding term (ms; binding_key)", "binding_p99_ms", fixed(2)], ["band (10-90%)", "binding_p99_ms_band", band],
       ["note", "note", String]], d.levers, "levers"),
-  simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
+  simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
+    (d.disagg ? disaggTables(d) : "") +
     (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
@@ -101,6 +103,16 @@ function planCard(d) {
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
+}
+function jointCard(j) {
+  // `kvplan plan --disagg --json`'s joint key (docs/disaggregation.md, Planner)
+  const dis = j.best_disaggregated;
+  return `<div id="joint-answer"><h2>One space: aggregated and disaggregated</h2><p id="joint-versus">${esc(j.versus)}</p>` +
+    table("joint winner", [["kind", "winner_kind", String], ["id", "winner.id", String], ["$ / hour", "winner.usd_per_hour", fixed(2)], ["GPUs", "winner.gpus", int]], j, "joint.") +
+    (dis ? table(`best disaggregated: ${dis.fleet}`, [["fleet", "fleet", String], ["KV link", "kv_link", String], ["$ / hour", "usd_per_hour", fixed(2)],
+      ["GPUs", "gpus", int], ["binds first", "binding.primary", String], ["why", "binding.why", String]], dis, "joint.best_disaggregated.") +
+      Object.entries(dis.serve).map(([role, line]) => `<p><b>${esc(role)}</b></p><pre class="formula">${esc(line)}</pre>`).join("") : "") +
+    `<p class="note">candidates: ${esc(Object.entries(j.stages).map(([s, n]) => `${n} ${s}`).join(", "))}; pricing: ${esc(j.price_note)}</p></div>`;
 }
 function missText(c) {
   // the CLI's words (report/plan/plan_text.py): "misses KEY by N %"
@@ -120,8 +132,22 @@ function simRows(d) {
   const rows = [["successful requests", "completed", int], ["failed (rejected)", "failed", int], ["duration (s)", "duration", fixed(2)],
     ["request throughput (req/s)", "request_throughput", fixed(2)], ["output token throughput (tok/s)", "output_throughput", fixed(2)]];
   if (d.request_goodput !== null) rows.push(["request goodput (req/s)", "request_goodput", fixed(2)]);
+  // a disaggregated fleet has no one server's blocks or steps (its pools' are in their table)
   return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], ["peak KV blocks", "peak_kv_blocks", int],
-    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["engine steps", "num_steps", int]]);
+    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["engine steps", "num_steps", int]])
+    .filter(([, key]) => !d.disagg || key in d);
+}
+function disaggTables(d) {
+  // `kvplan simulate --disagg` keys (docs/disaggregation.md, "Metrics added to --json")
+  const p = (key) => Object.keys(d).filter((k) => k.startsWith("p") && k.endsWith(`_${key}_ms`))[0];
+  const rows = ["kv_transfer", "kv_transfer_queue", "decode_admission_wait", "decode_block_wait", "prefill_kv_hold"]
+    .flatMap((k) => [[`mean ${k.replaceAll("_", " ")} (ms)`, `mean_${k}_ms`, fixed(3)], [`${(p(k) || "").split("_")[0]} ${k.replaceAll("_", " ")} (ms)`, p(k), fixed(3)]])
+    .filter(([, key]) => key && key in d);
+  return `<div class="row" id="disagg">` + table(`fleet ${d.disagg}: prefill ${d.prefill.instances} x ${d.prefill.gpu} TP${d.prefill.tensor_parallel_size}, decode ${d.decode.instances} x ${d.decode.gpu} TP${d.decode.tensor_parallel_size}`, [
+    ["KV link", "kv_link", String], ["link bytes/s per GPU", "kv_link_bytes_per_s_per_gpu", sig], ["link latency", "kv_link_latency_s", secs],
+    ["KV transfers", "kv_transfers", int], ["KV bytes over the link", "kv_link_bytes", bytes], ["decode block waits", "decode_block_waits", int],
+    ["prefill peak KV usage", "prefill_peak_kv_usage", pct], ["decode peak KV usage", "decode_peak_kv_usage", pct]], d) +
+    table("KV transfer", rows, d) + `</div>`;
 }
 function simStats(d) {
   // one row per metric, one column per statistic the API returned (mean, median, pNN)

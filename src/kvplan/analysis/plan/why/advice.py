@@ -19,7 +19,6 @@ from kvplan.analysis.plan.jobs import Job, JobContext, ProbeJob, ProbeOut, Share
 from kvplan.analysis.plan.records import Candidate
 from kvplan.analysis.plan.space import SearchSpace
 from kvplan.analysis.plan.why.verdict import closest
-from kvplan.costs.memory.plan import plan_memory
 from kvplan.errors import KvplanError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
@@ -101,8 +100,12 @@ def _job(d: Deployment, at: float, lim: Limits, label: str = "") -> Job:
 
 
 def _fits(d: Deployment) -> bool:
+    """It fits and can be priced: its memory plan and step timer build (a DP / EP step
+    needs the GPU's measured kernel tables)."""
+    from kvplan.analysis.plan.fleet import Replica
+
     try:
-        plan_memory(d.model, d.gpu, d.engine)
+        Replica(d)
     except KvplanError:
         return False
     return True
@@ -119,7 +122,8 @@ def what_ifs(d: Deployment, space: SearchSpace, prices: PriceTable
             out.append((f"--max-num-batched-tokens {c}", _with(d, max_num_batched_tokens=c)))
     tp = 2 * e.tensor_parallel_size
     nodes = [r.gpus_per_node for r in prices.for_gpu(d.gpu.id)]
-    if tp * e.pipeline_parallel_size <= max(nodes, default=8) and _tp_ok(d, tp):
+    if tp * e.pipeline_parallel_size * e.data_parallel_size <= max(nodes, default=8) \
+            and _tp_ok(d, tp):
         out.append((f"--tensor-parallel-size {tp}", _with(d, tensor_parallel_size=tp)))
     for g in _dearer(d, prices)[:MAX_GPUS_AHEAD]:
         out.append((f"--gpu {g.id}", Deployment(model=d.model, gpu=g, engine=e,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from kvplan.analysis.plan.parallel.levers import parallel_variants
 from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo
 from kvplan.errors import KvplanError
 from kvplan.specs.deployment import Deployment
@@ -54,7 +55,8 @@ def binding(cap: CapacityInfo) -> Binding:
 
 def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
                    ) -> list[tuple[str, Deployment]]:
-    """The winner with one knob changed: KV precision, next TP, next GPU, chunk, prefix."""
+    """The winner with one knob changed: KV precision, next TP, next GPU, chunk, prefix,
+    and for an MoE model its DP / EP layout (parallel/levers.py)."""
     d, e = w.deployment.with_replicas(1), w.deployment.engine
     out = [(f"--kv-cache-dtype {'auto' if e.kv_cache_dtype != 'auto' else 'fp8'}",
             _with(d, kv_cache_dtype="auto" if e.kv_cache_dtype != "auto" else "fp8"))]
@@ -76,7 +78,7 @@ def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTa
                     _with(d, max_num_batched_tokens=chunk // 2)))
     flag = "--no-enable-prefix-caching" if e.enable_prefix_caching else "--enable-prefix-caching"
     out.append((flag, _with(d, enable_prefix_caching=not e.enable_prefix_caching)))
-    return out
+    return out + parallel_variants(d)
 
 
 def _with(d: Deployment, **change: object) -> Deployment:

@@ -75,8 +75,11 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
     seen = f" ({got:.0f} ms)" if got is not None and key != "goodput_share" else ""
     also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
     lever = advice or _lever_for(key)
+    e = d.engine
+    dp = (f" DP {e.data_parallel_size}" if e.data_parallel_size > 1 else "") + (
+        " EP" if e.enable_expert_parallel else "")
     return (f"nothing in the space meets the SLO{also}; the closest, {best.id} ({d.gpu.id} TP "
-            f"{d.engine.tensor_parallel_size}, kv {d.engine.kv_cache_dtype}, chunk "
+            f"{e.tensor_parallel_size}{dp}, kv {e.kv_cache_dtype}, chunk "
             f"{d.engine.max_num_batched_tokens}), misses {key} {miss}{seen}{_where(best)}: "
             f"{lever}{'' if advice else _outside_text(key, outside or {})}")
 

@@ -8,10 +8,17 @@ T tokens on each DP rank (H hidden, k experts per token, 2-byte activations)::
 
     allgather_reducescatter (VLLM_ALL2ALL_BACKEND default): all-gather over the dp ranks, then
         reduce-scatter: each GPU receives  bytes = (dp - 1) x T x H x 2   in each of the two
-    deepep (DeepEP all-to-all, EP only): each GPU sends its T / tp tokens to k experts, of which
-        (ep - 1) / ep live on other GPUs:  bytes = ceil(T / tp) x k x (ep - 1) / ep x W,
-        W = H x 2 (combine; dispatch of block-fp8 models: H + ceil(H / 128) x 4), and the
-        busiest GPU moves ``imbalance`` x that
+    deepep_low_latency (and ``deepep``; DeepEP all-to-all, EP only): each GPU sends its
+        T / tp tokens to k experts, of which (ep - 1) / ep live on other GPUs:
+        bytes = ceil(T / tp) x k x (ep - 1) / ep x W, W = H x 2 (combine; dispatch of
+        block-fp8 models: H + ceil(H / 128) x 4), and the busiest GPU moves ``imbalance`` x
+    deepep_high_throughput (DeepEP's normal kernels): a token goes once to every other GPU
+        holding one of its experts, and crosses the network once per other node holding
+        one (then NVLink fans it out there); k experts placed uniformly at random over n
+        GPUs (or nodes) reach  touched(n, k) = (n - 1) (1 - (1 - 1/n)^k)  others:
+        NVLink bytes = ceil(T / tp) x touched(ep, k) x W, network bytes = ceil(T / tp) x
+        touched(nodes, k) x W (group-limited routing, e.g. DeepSeek-V3's 4 of 8 groups,
+        would cap the nodes further: not priced)
     seconds per layer = (latency + dispatch bytes / bandwidth) + (latency + combine bytes / bw)
 
 ``bandwidth`` is one direction of the GPU's scale-up link (NVLink) within a node; traffic to
@@ -30,6 +37,8 @@ from kvplan.errors import InputError
 from kvplan.specs.serving import ALL2ALL_BACKENDS
 
 A2A_BACKENDS = ALL2ALL_BACKENDS
+DEEPEP = ("deepep_high_throughput", "deepep_low_latency", "deepep")
+"""The DeepEP backends (EP only; the experts see only their routed rows)."""
 DEFAULT_A2A_BACKEND = "allgather_reducescatter"
 """vLLM 0.11's ``VLLM_ALL2ALL_BACKEND`` default (``vllm/envs.py``)."""
 DEFAULT_IMBALANCE = 59_337 / 50_302
@@ -85,8 +94,8 @@ class MoeExchange:
         if self.backend not in A2A_BACKENDS:
             raise InputError(f"--all2all-backend {self.backend!r}: choose one of "
                              f"{', '.join(A2A_BACKENDS)}")
-        if self.backend == "deepep" and self.ep == 1:
-            raise InputError("--all2all-backend deepep needs --enable-expert-parallel "
+        if self.backend in DEEPEP and self.ep == 1:
+            raise InputError(f"--all2all-backend {self.backend} needs --enable-expert-parallel "
                              "(vLLM uses its all-to-all kernels only under EP)")
 
     def bytes_per_layer(self, tokens: IntArray, *, dispatch: bool = False) -> IntArray:
@@ -99,6 +108,10 @@ class MoeExchange:
         if self.backend == "allgather_reducescatter":
             return (self.dp - 1) * t * width
         per_gpu = -(-t // self.tp)
+        if self.backend == "deepep_high_throughput":
+            out: IntArray = np.floor(per_gpu * width * touched(self.ep, self.topk)).astype(
+                np.int64)
+            return out
         return per_gpu * self.topk * (self.ep - 1) * width // self.ep
 
     def seconds(self, tokens: IntArray) -> FloatArray:
@@ -110,10 +123,28 @@ class MoeExchange:
         total = np.zeros(np.shape(tokens), dtype=np.float64)
         for dispatch in (True, False):
             nbytes = self.bytes_per_layer(tokens, dispatch=dispatch).astype(np.float64)
-            if self.backend == "deepep":
+            if self.backend in DEEPEP:
                 nbytes = nbytes * self.imbalance
-            total = total + self.link.seconds(nbytes, group, per_node)
+            if self.backend == "deepep_high_throughput" and group > per_node:
+                total = total + self._deduped_s(nbytes, group, per_node)
+            else:
+                total = total + self.link.seconds(nbytes, group, per_node)
         return self.layers * total
+
+    def _deduped_s(self, nvlink_bytes: FloatArray, group: int, per_node: int) -> FloatArray:
+        """DeepEP normal kernels across nodes: every touched GPU's copy over NVLink, one
+        copy per touched node over the network; the slower of the two sets the time."""
+        nodes = -(-group // per_node)
+        network = nvlink_bytes * touched(nodes, self.topk) / touched(group, self.topk)
+        link = self.link
+        return link.latency_s + np.maximum(nvlink_bytes / link.scale_up_bytes_per_s,
+                                           network / link.scale_out_bytes_per_s)
+
+
+def touched(n: int, k: int) -> float:
+    """Expected others among ``n`` GPUs (or nodes), self included in n, that hold at least
+    one of a token's ``k`` experts when experts sit uniformly at random: (n-1)(1-(1-1/n)^k)."""
+    return (n - 1) * (1.0 - (1.0 - 1.0 / n) ** k) if n > 1 else 0.0
 
 
 def cross_node_allreduce_s(message_bytes: FloatArray, tp: int, link: Link) -> FloatArray:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from kvplan.costs.memory.ep_layout import DEFAULT_NODE_GPUS, ParallelLayout, parallel_layout
 from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.parallel.ep_comm import (
+    DEEPEP,
     DEFAULT_A2A_BACKEND,
     DEFAULT_IMBALANCE,
     Link,
@@ -103,7 +104,7 @@ def parallel_ops(ops: StageOps, model: ModelSpec, engine: EngineConfig, hw: Hard
         factor = imbalance if layout.expert_parallel else 1.0
         out = replace(out, moe=replace(ops.moe, tp=layout.moe_tp, ep=layout.ep,
                                        token_scale=layout.dp, imbalance=factor,
-                                       dispatched=backend == "deepep"))
+                                       dispatched=backend in DEEPEP))
         if layout.dp > 1:
             out = replace(out, exchange=_exchange(model, engine, layout, ops.moe.count, link,
                                                   backend, factor))
@@ -130,7 +131,7 @@ def _dispatch_token_bytes(model: ModelSpec, engine: EngineConfig, backend: str) 
     fp8 values plus fp32 scales per 128; other models and backends send bf16 (0 here)."""
     from kvplan.costs.step.constants import compute_precision, gemm_dtype
 
-    if backend != "deepep":
+    if backend not in DEEPEP:
         return 0
     if gemm_dtype(model, engine, compute_precision(model, engine)) != "fp8_block":
         return 0
