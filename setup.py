@@ -1,6 +1,7 @@
-"""The optional compiled simulator core (src/kvplan/sim/_core.c); everything else is in
-pyproject.toml. Where no C compiler exists the build skips it (optional=True) and kvplan runs
-its pure-Python loop (kvplan.sim.core)."""
+"""The optional compiled simulator core (src/kvplan/sim/_core.c) and exact sums
+(src/kvplan/analysis/_exact.c); everything else is in pyproject.toml. Where no C compiler
+exists the build skips them (optional=True) and kvplan runs its pure-Python loop
+(kvplan.sim.core) and numpy's exact sums (kvplan.analysis.weighted)."""
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -19,6 +20,7 @@ class BuildExt(build_ext):
 setup(
     ext_modules=[Extension(
         "kvplan.sim._core", ["src/kvplan/sim/_core.c"], optional=True,
-        depends=[f"src/kvplan/sim/_core_{p}.h" for p in ("state", "pool", "sched")])],
+        depends=[f"src/kvplan/sim/_core_{p}.h" for p in ("state", "pool", "sched")]),
+        Extension("kvplan.analysis._exact", ["src/kvplan/analysis/_exact.c"], optional=True)],
     cmdclass={"build_ext": BuildExt},
 )

@@ -99,7 +99,7 @@ def test_f9_bad_output_paths_fail_at_once(case: str, tmp_path: Path) -> None:
 
 def test_f9_the_check_comes_before_the_simulation(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import kvplan.cli.cmd_simulate as cmd
+    import kvplan.cli.fast.simulate_run as cmd  # simulate's work, typer's path and the fast one
 
     def never(*_: object, **__: object) -> None:
         raise AssertionError("simulated before checking the output path")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 TMP_PREFIX = ".kvplan-"
@@ -15,6 +14,8 @@ TMP_PREFIX = ".kvplan-"
 def atomic_write(target: str | Path, payload: bytes) -> None:
     """Write ``payload`` to ``target`` atomically; OSError (disk full...) leaves no temp file."""
     target = Path(target)
+    import tempfile  # a write only (shutil, random: not on every run that imports this)
+
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TMP_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.analysis.weighted import summarize
+from kvplan.analysis.weighted import sorted_percentile, summarize
 from kvplan.errors import InputError
 from kvplan.limits import SLO_LIMIT_MS
 from kvplan.sim.result import IntArray, SimulationResult
@@ -205,8 +205,16 @@ def _stat(x: FloatArray, percentiles: Sequence[float]) -> Stat:
     return Stat(
         mean_ms=float(np.mean(v)) * 1000, median_ms=median(v) * 1000,
         std_ms=float(np.std(v)) * 1000,
-        percentiles_ms=tuple((float(p), float(np.percentile(v, p)) * 1000) for p in percentiles),
+        percentiles_ms=tuple((float(p), percentile(v, p) * 1000) for p in percentiles),
     )
+
+
+def percentile(v: FloatArray, p: float) -> float:
+    """np.percentile(v, p) of a non-empty 1-D array, to the bit (NaN if any is NaN), without
+    the numpy.ma import it makes (kvplan.analysis.weighted.sorted_percentile)."""
+    if np.isnan(v).any():
+        return math.nan
+    return sorted_percentile(np.sort(v), float(p))
 
 
 def median(v: FloatArray) -> float:

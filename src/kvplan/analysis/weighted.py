@@ -14,9 +14,12 @@ as numpy's ``_var`` computes them.
 
 from __future__ import annotations
 
+import importlib
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +67,12 @@ def summarize(values: FloatArray, counts: IntArray, percentiles: Sequence[float]
     return Summary(mean=mean, median=median, std=std, percentiles=pct)
 
 
+def sorted_percentile(sv: FloatArray, p: float) -> float:
+    """np.percentile(x, p) given ``sv``, x sorted (non-empty, no NaN), to the bit, without the
+    numpy.ma import np.percentile makes (np.unique's, about 6 ms of a simulate run)."""
+    return _percentile(lambda k: float(sv[k]), len(sv), p)
+
+
 def _percentile(kth: Callable[[int], float], n: int, p: float) -> float:
     """np.percentile(x, p) of the N-element sample (numpy's 'linear' method, step by step:
     numpy._quantile, _get_indexes, _get_gamma, _lerp)."""
@@ -91,6 +100,11 @@ def exact_dot(values: FloatArray, counts: IntArray) -> float:
     """
     if len(values) == 0:
         return 0.0
+    fast = _compiled()
+    if fast is not None:  # the same exact sum, one pass in C (analysis/_exact.c)
+        low, slots = fast.exact_dot(np.ascontiguousarray(values, dtype=np.float64),
+                                    np.ascontiguousarray(counts, dtype=np.int64))
+        return _rounded(sum(((hi << 64) + lo) << s for s, hi, lo in slots), low - 53)
     frac, exp = np.frexp(np.asarray(values, dtype=np.float64))
     mant = np.ldexp(frac, 53).astype(np.int64)
     low = int(exp.min())
@@ -106,5 +120,20 @@ def exact_dot(values: FloatArray, counts: IntArray) -> float:
             piece = (m >> shift) if shift == 2 * _PIECE else (m >> shift) & _MASK
             sums = np.bincount(s, weights=piece * w, minlength=width).tolist()
             total += sum(int(x) << (i + shift) for i, x in enumerate(sums) if x)
-    scale = low - 53
+    return _rounded(total, low - 53)
+
+
+def _rounded(total: int, scale: int) -> float:
+    """total * 2**scale rounded once to float64 (int / int is correctly rounded)."""
     return float(total << scale) if scale >= 0 else total / (1 << -scale)
+
+
+def _compiled() -> Any:
+    """analysis/_exact.c's module where it was built (and KVPLAN_SIM_CORE is not "python",
+    which runs every pure-Python path), else None."""
+    if os.environ.get("KVPLAN_SIM_CORE", "").strip().lower() == "python":
+        return None
+    try:
+        return importlib.import_module("kvplan.analysis._exact")
+    except ImportError:
+        return None

@@ -120,7 +120,9 @@ def main() -> None:
 
 def _run(command: TyperGroup, args: list[str]) -> None:
     try:
-        command(args=args, standalone_mode=False)
+        code = command(args=args, standalone_mode=False)
+        if isinstance(code, int) and code:  # typer's Exit(130) on Ctrl-C comes back as 130
+            sys.exit(code)
     except KvplanError as exc:
         _fail(str(exc))
     except typer.Exit as exc:

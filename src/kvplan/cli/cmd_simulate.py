@@ -1,25 +1,19 @@
-"""The simulate command: capacity plan + step cost model + workload -> simulate -> metrics."""
+"""The simulate command's typer declaration: capacity plan + step cost model + workload ->
+simulate -> metrics. The work is fast/simulate_run.py's (plain runs reach it without typer:
+fast/simulate_args.py parses them to the same dict)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from kvplan.cli import cmd_simulate_disagg as dg
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
-from kvplan.cli.common import check_output, console, print_json, rich_console, write_output
-from kvplan.cli.metrics_table import render_metrics
-from kvplan.errors import InputError
+from kvplan.cli.fast import simulate_run as sr
 
-if TYPE_CHECKING:
-    from kvplan.analysis.metrics import Metrics
-    from kvplan.report.outputs import OutputTarget
-    from kvplan.sim.result import SimulationResult
-    from kvplan.specs.model import ModelSpec
 
 def _opt(flag: str, help_: str = "") -> Any:
     return typer.Option(flag, help=help_)
@@ -49,12 +43,6 @@ Plot = Annotated[Path | None, _opt("--plot", "KV usage chart (.png, .svg or .htm
 ModelArg = Annotated[str, typer.Argument(help="Catalog id or config.json path.")]
 GpuOpt = Annotated[str, _opt("--gpu", "GPU id from 'kvplan gpus'.")]
 ProfileOpt = Annotated[str | None, _opt("--profile", "Profile JSON from 'kvplan calibrate'.")]
-WORKLOAD_FIELDS = (
-    "dataset", "trace", "trace_columns", "num_prompts", "random_input_len", "random_output_len",
-    "random_range_ratio", "random_prefix_len", "request_rate", "burstiness", "max_concurrency",
-    "time_scale", "seed",
-)
-
 
 A2aOpt = Annotated[str | None, typer.Option(
     "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default), "
@@ -92,187 +80,4 @@ def simulate_cmd(
     expert_imbalance: ImbalanceOpt = None,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
-    from kvplan.analysis import metrics as mx
-    from kvplan.specs.catalog import load_model
-    from kvplan.specs.requests.workload import WorkloadArgs
-
-    given = dict(locals())
-    engine_settings = {**fl.engine_settings(given), **{
-        k: given[k] for k in ("all2all_backend", "expert_imbalance") if given[k] is not None}}
-    wargs = WorkloadArgs(**{k: given[k] for k in WORKLOAD_FIELDS})
-    _check_detailed(save_detailed, save_result)
-    pm = mx.parse_percentile_metrics(percentile_metrics)
-    pct = mx.parse_percentiles(metric_percentiles)
-    slo = mx.parse_goodput(goodput or [])
-    outs = _check_outputs(save_result, plot, (model, gpu, profile, trace))
-    spec = load_model(model)
-    if dg.disagg_given(given):
-        _no_dp(engine_settings)
-        dg.run_disagg(given, spec, engine_settings, wargs, (pm, pct, slo), outs[0], as_json,
-                      render_metrics)
-        return
-    _one_server(given, spec, fl.resolve_engine(engine_settings), wargs, (pm, pct, slo),
-                outs)
-
-
-def _no_dp(settings: dict[str, Any]) -> None:
-    """A disaggregated fleet's pools are TP engines here: -dp > 1 is refused."""
-    if (settings.get("data_parallel_size") or 1) > 1:
-        raise InputError("--disagg takes TP pools only; drop --data-parallel-size (a DP "
-                         "fleet simulates without --disagg)")
-
-
-def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,
-                opts: tuple[Any, Any, dict[str, float]],
-                outs: tuple[OutputTarget | None, OutputTarget | None]) -> None:
-    """An aggregated server: simulate, write the outputs, print JSON or the text view."""
-    from kvplan.analysis import metrics as mx
-    from kvplan.report.json_views import simulate_bands, simulate_json
-
-    pm, pct, slo = opts
-    gpu, as_json = given["gpu"], given["as_json"]
-    result, header = run_simulation(spec, gpu, engine, wargs, given["profile"],
-                                    show_progress=not as_json)
-    m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
-    doc = None if outs[0] is None else _save_doc(result, m, header, given["save_detailed"])
-    _write_outputs(doc, result, header, gpu, outs, as_json)
-    deployment = (spec, header["gpu"], engine.tensor_parallel_size)
-    if as_json:
-        print_json(simulate_json(header, m, result, deployment))
-        return
-    render_metrics(m, header)
-    _render_ranks(header)
-    _render_verdicts(result)
-    _render_bands(simulate_bands(deployment, mx.vllm_result(m)))
-
-
-def _render_ranks(header: dict[str, Any]) -> None:
-    """A DP fleet: one line per rank (requests routed, peak KV, dummy steps)."""
-    ranks = header.get("dp_ranks")
-    if not ranks:
-        return
-    console.print(f"DP {header['data_parallel_size']} ranks in lockstep, "
-                  f"{header['dp_lockstep_steps']} steps:")
-    for r in ranks:
-        console.print(f"  rank {r['rank']}: {r['requests']} requests, peak KV "
-                      f"{r['peak_kv_blocks']} / {r['num_gpu_blocks'] - 1} blocks "
-                      f"({100 * r['peak_kv_usage']:.1f} %), {r['dummy_steps']} dummy steps")
-
-
-def _check_detailed(save_detailed: bool, save_result: Path | None) -> None:
-    if save_detailed and save_result is None:
-        raise InputError("--save-detailed adds the per-request lists to --save-result FILE; "
-                         "give --save-result too")
-
-
-def _save_doc(result: SimulationResult, m: Metrics, header: dict[str, Any],
-              detailed: bool) -> dict[str, Any]:
-    """The --save-result document (built only when asked): vLLM's summary keys, kvplan's,
-    the verdicts, and with --save-detailed the per-request lists."""
-    from kvplan.analysis.metrics import save_result_json
-    from kvplan.report.json_views import simulate_verdicts
-
-    return {**save_result_json(result, m, header, detailed=detailed),
-            **simulate_verdicts(result)}
-
-
-def _render_bands(bands: dict[str, Any]) -> None:
-    from kvplan.report.durations import fmt_ms_range
-
-    parts = []
-    for key, label, unit in (("mean_ttft_ms", "TTFT", "ms"), ("mean_tpot_ms", "TPOT", "ms"),
-                             ("output_throughput", "output throughput", "tok/s")):
-        band = bands.get(f"{key}_band")
-        if band is not None:
-            text = (fmt_ms_range(*band) if unit == "ms"
-                    else f"{band[0]:,.2f}-{band[1]:,.2f} {unit}")
-            parts.append(f"{label} {text}")
-    if parts:
-        console.print(f"band (10-90%, {bands['band_basis']}): " + "; ".join(parts))
-    for note in dict.fromkeys(bands["calibration_notes"]):
-        console.print(f"note: {note}")
-
-
-def _write_outputs(doc: dict[str, Any] | None, result: SimulationResult, header: dict[str, Any],
-                   gpu: str, outs: tuple[OutputTarget | None, OutputTarget | None],
-                   as_json: bool) -> None:
-    save_out, plot_out = outs
-    if save_out is not None and doc is not None:
-        from kvplan.report.json_out import dumps
-
-        write_output(save_out, dumps(doc) + "\n", as_json=as_json)
-    if plot_out is not None:
-        from kvplan.report.charts import chart_bytes
-        from kvplan.report.sim_charts import kv_usage_chart
-
-        chart = kv_usage_chart(result, f"{header['model_id']} on {gpu}: KV usage")
-        write_output(plot_out, chart_bytes(chart, plot_out.path.suffix), as_json=as_json)
-
-
-def _check_outputs(save_result: Path | None, plot: Path | None, inputs: tuple[Any, ...]) -> (
-        tuple[OutputTarget | None, OutputTarget | None]):
-    """Refuse bad output paths (an input, a folder, unwritable...) before simulating."""
-    if plot is not None:
-        from kvplan.report.charts import check_chart_path
-
-        check_chart_path(plot)
-    save_out = check_output(save_result, "--save-result", inputs)
-    plot_out = check_output(plot, "--plot", inputs)
-    if save_out is not None and plot_out is not None and save_out.target == plot_out.target:
-        raise InputError("--save-result and --plot name the same file; give two file names")
-    return save_out, plot_out
-
-
-def run_simulation(model: str | ModelSpec, gpu: str, engine: Any, wargs: Any,
-                   profile: str | None, *,
-                   show_progress: bool) -> tuple[SimulationResult, dict[str, Any]]:
-    """Simulate through the Python API, with a progress bar on a terminal."""
-    from kvplan.analysis.serving import simulate_serving
-
-    with _progress(show_progress and sys.stdout.isatty()) as tick:
-        run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick)
-    return run.result, run.header(wargs)
-
-
-class _progress:
-    """A rich progress bar over finished requests, shown after ~1 s (terminal only)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.bar: Any = None
-        self.task: Any = None
-        self.t0 = 0.0
-
-    def __enter__(self) -> Any:
-        import time
-
-        self.t0 = time.perf_counter()
-        return self.tick if self.enabled else None
-
-    def tick(self, done: int, total: int) -> None:
-        import time
-
-        if self.bar is None and time.perf_counter() - self.t0 > 1.0:
-            from rich.progress import Progress
-
-            self.bar = Progress(console=rich_console(), transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task("simulating", total=total)
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def _render_verdicts(result: SimulationResult) -> None:
-    """Rejections, one line per reason with examples, and an overload warning, if any."""
-    from kvplan.analysis.overload import overload
-    from kvplan.analysis.plan.why.rejections import group_rejections
-
-    for group in group_rejections(result.rejected):
-        console.print(f"[yellow]{group.line()}[/yellow]")
-    load = overload(result)
-    if load is not None and load.overloaded:
-        console.print(f"[bold red]{load.message()}[/bold red]")
+    sr.run_simulate(dict(locals()))

@@ -9,98 +9,23 @@ Each command names its parameters after ``EngineConfig`` fields and hands its ``
 from __future__ import annotations
 
 import itertools
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kvplan.cli.engine import resolve_engine as resolve_engine  # re-exported
+from kvplan.cli.fast.flag_table import BY_FIELD as BY_FIELD  # re-exported: the table
+from kvplan.cli.fast.flag_table import BY_NAME as BY_NAME
+from kvplan.cli.fast.flag_table import FLAGS as FLAGS
+from kvplan.cli.fast.flag_table import Flag as Flag
+from kvplan.cli.fast.flag_table import engine_settings as engine_settings
+from kvplan.cli.fast.flag_table import human_readable_int as human_readable_int
+from kvplan.cli.fast.flag_table import parse_flag as parse_flag
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
     from kvplan.specs.model import ModelSpec
-
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")
-
-
-def human_readable_int(text: str) -> int:
-    """vLLM's ``human_readable_int`` (0.11): ``8k`` = 8,000, ``8K`` = 8,192, ``25.6k`` = 25,600,
-    ``1m`` = 1,000,000, ``1M`` = 2**20; decimals only with the lowercase (decimal) suffixes."""
-    value = text.strip()
-    match = _HUMAN_INT.fullmatch(value)
-    if match is None or len(value) > 30:
-        raise ValueError(f"not a whole number: {text!r} (e.g. 8192, 8k, 32K)")
-    number, suffix = match.groups()
-    if suffix in _DECIMAL:
-        return int(float(number) * _DECIMAL[suffix])
-    if "." in number:
-        raise ValueError(f"decimals need a decimal suffix (k, m, g, t), got {text!r}")
-    return int(number) * _BINARY.get(suffix, 1)
-
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise ValueError(f"expects true or false, got {text!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class Flag:
-    """One vLLM engine flag: the EngineConfig field it sets, vLLM's names, its parser, help."""
-
-    field: str
-    names: tuple[str, ...]
-    parse: Callable[[str], Any]
-    help: str
-
-    @property
-    def is_bool(self) -> bool:
-        return self.parse is _bool
-
-
-FLAGS: tuple[Flag, ...] = (
-    Flag("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), int, "Tensor-parallel GPUs."),
-    Flag("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp"), int,
-         "Pipeline-parallel stages."),
-    Flag("data_parallel_size", ("--data-parallel-size", "-dp"), int,
-         "Data-parallel engines (DP ranks), each tp x pp GPUs with its own KV cache."),
-    Flag("enable_expert_parallel", ("--enable-expert-parallel",), _bool,
-         "MoE: split routed experts over dp x tp GPUs instead of TP-sharding them."),
-    Flag("gpu_memory_utilization", ("--gpu-memory-utilization",), float,
-         "Share of GPU memory vLLM may use (default 0.9)."),
-    Flag("max_model_len", ("--max-model-len",), human_readable_int,
-         "Longest request in tokens, as vLLM reads it: 8192, 8k (8,000), 8K (8,192)."),
-    Flag("kv_cache_dtype", ("--kv-cache-dtype",), str,
-         "auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2, int8_per_token_head, "
-         "fp8_per_token_head, nvfp4."),
-    Flag("dtype", ("--dtype",), str, "auto, bfloat16, float16."),
-    Flag("quantization", ("--quantization", "-q"), str, "Weight format: fp8, awq, gptq, ..."),
-    Flag("block_size", ("--block-size",), int, "Tokens per KV block (vLLM default 16)."),
-    Flag("max_num_batched_tokens", ("--max-num-batched-tokens",), int,
-         "Token budget per engine step."),
-    Flag("max_num_seqs", ("--max-num-seqs",), int, "Most requests running at once."),
-    Flag("kv_cache_memory_bytes", ("--kv-cache-memory", "--kv-cache-memory-bytes"), str,
-         "KV cache size (e.g. 24GiB); skips the memory estimate."),
-    Flag("enable_chunked_prefill", ("--enable-chunked-prefill",), _bool,
-         "Split long prefills over steps (vLLM v1 default on)."),
-    Flag("enable_prefix_caching", ("--enable-prefix-caching",), _bool,
-         "Reuse cached prompt prefixes (vLLM v1 default on)."),
-    Flag("long_prefill_token_threshold", ("--long-prefill-token-threshold",), int,
-         "Most tokens of one request per step (0 = no cap)."),
-    Flag("max_num_partial_prefills", ("--max-num-partial-prefills",), int,
-         "Above 1, the threshold defaults to 4% of --max-model-len (vLLM v1)."),
-    Flag("mamba_cache_dtype", ("--mamba-cache-dtype",), str, "Hybrid models: auto or float32."),
-    Flag("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), str,
-         "Mamba2 SSM state dtype: auto or float32."),
-)
-BY_FIELD = {f.field: f for f in FLAGS}
-BY_NAME = {name: f for f in FLAGS for name in f.names}
 
 
 def _opt(field: str) -> Any:
@@ -131,31 +56,6 @@ PartialPrefillsOpt = Annotated[int | None, _opt("max_num_partial_prefills")]
 MambaOpt = Annotated[str | None, _opt("mamba_cache_dtype")]
 MambaSsmOpt = Annotated[str | None, _opt("mamba_ssm_cache_dtype")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
-
-
-def parse_flag(field: str, value: object) -> Any:
-    """One flag's value as vLLM parses it (``8k`` for --max-model-len, ``24GiB`` for memory)."""
-    flag = BY_FIELD[field]
-    if field == "kv_cache_memory_bytes":
-        from kvplan.units import parse_size
-
-        return parse_size(str(value))
-    if isinstance(value, str):
-        try:
-            return flag.parse(value)
-        except ValueError as exc:
-            kind = _KINDS.get(flag.parse)
-            why = f"expects {kind}, got {value!r}" if kind else str(exc)
-            raise InputError(f"{flag.names[0]} {why}") from None
-    return value
-
-
-_KINDS: dict[Callable[[str], Any], str] = {int: "a whole number", float: "a number"}
-
-
-def engine_settings(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The engine flags among ``values`` (a command's ``locals()``) that were given, parsed."""
-    return {k: parse_flag(k, v) for k, v in values.items() if k in BY_FIELD and v is not None}
 
 
 def tp_allowed(model: ModelSpec, tp: int) -> bool:

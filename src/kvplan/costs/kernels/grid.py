@@ -23,9 +23,10 @@ def lookup(table: Table, row: int, coords: tuple[npt.ArrayLike, ...]) -> tuple[F
     non-decreasing along every axis (the derive script makes it so) the answer is
     non-decreasing in every size, inside and outside the measured range.
     """
-    points = np.broadcast_arrays(*(np.asarray(c, dtype=np.float64) for c in coords))
-    extra = np.zeros(points[0].shape)
-    outside = np.zeros(points[0].shape, dtype=bool)
+    points = [np.asarray(c, dtype=np.float64) for c in coords]
+    shape = np.broadcast_shapes(*(p.shape for p in points))  # each axis at its own size:
+    extra = np.zeros(shape)  # a GEMM's n and k are one value beside 8,192 token counts
+    outside = np.zeros(shape, dtype=bool)
     lows, weights = [], []
     for x, lax, exponent in zip(points, table.log_axes, table.exponents, strict=True):
         lx = np.log(np.maximum(x, _TINY))
@@ -36,7 +37,7 @@ def lookup(table: Table, row: int, coords: tuple[npt.ArrayLike, ...]) -> tuple[F
         lows.append(low)
         weights.append(weight)
     logt, filled = _corners(table, row, lows, weights)
-    on_node = np.logical_and.reduce([(w < 1e-9) | (w > 1 - 1e-9) for w in weights])
+    on_node = _all([(w < 1e-9) | (w > 1 - 1e-9) for w in weights])
     status = np.where(outside | filled, Status.EXTRAPOLATED,
                       np.where(on_node, Status.MEASURED, Status.INTERPOLATED)).astype(np.int8)
     return np.exp(logt + extra), status
@@ -59,17 +60,25 @@ def _corners(table: Table, row: int, lows: list[npt.NDArray[np.intp]],
     grid = table.logt[row].astype(np.float64)
     holes = table.filled[row]
     values: list[FloatArray] = []
-    filled = np.zeros(lows[0].shape, dtype=bool)
+    filled = np.zeros(np.broadcast_shapes(*(lo.shape for lo in lows)), dtype=bool)
     for bits in itertools.product((0, 1), repeat=len(lows)):
         index = tuple(np.minimum(lo + b, n - 1)
                       for lo, b, n in zip(lows, bits, grid.shape, strict=True))
         values.append(grid[index])
-        used = np.logical_and.reduce([(w > 1e-12) if b else (w < 1 - 1e-12)
-                                      for w, b in zip(weights, bits, strict=True)])
+        used = _all([(w > 1e-12) if b else (w < 1 - 1e-12)
+                     for w, b in zip(weights, bits, strict=True)])
         filled |= used & holes[index]
     for w in reversed(weights):  # the last axis varies fastest in product order
         values = [_lerp(lo, hi, w) for lo, hi in zip(values[0::2], values[1::2], strict=True)]
     return values[0], filled
+
+
+def _all(masks: list[npt.NDArray[np.bool_]]) -> npt.NDArray[np.bool_]:
+    """Elementwise AND of masks of broadcastable shapes."""
+    out = masks[0]
+    for m in masks[1:]:
+        out = out & m
+    return out
 
 
 def _lerp(lo: FloatArray, hi: FloatArray, w: FloatArray) -> FloatArray:

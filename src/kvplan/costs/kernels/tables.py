@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,8 +58,10 @@ class Table:
         return self.vocab[name][code]
 
 
-def _data() -> Any:
-    return resources.files("kvplan") / "data" / "silicon"
+def _data() -> Path:
+    # what importlib.resources.files gives for the package on disk, without importing it
+    # (tempfile, shutil, random: ~3 ms of a simulate run), as specs/catalog does
+    return Path(__file__).parent.parent.parent / "data" / "silicon"
 
 
 @cache
@@ -95,11 +97,33 @@ def resolve_gpu(gpu: str) -> str:
 
 
 def _arrays(gpu: str, family: str) -> dict[str, npt.NDArray[Any]]:
-    """One family's arrays from the GPU's bundle: a run reads the few families it prices, not
-    all of them (about 12 of 38 arrays for a dense model; ``table`` caches the result)."""
+    """One family's arrays from the GPU's bundle: from its raw copy in the cache where one is
+    kept (table_cache.py; the first run writes it), else from the compressed bundle, which
+    a run reads only for the few families it prices (about 12 of 38 arrays for a dense model;
+    ``table`` caches the result)."""
     prefix = f"{family}."
+    raw = _raw(gpu)
+    if raw is not None:
+        return {name: a for name, a in raw.items() if name.startswith(prefix)}
     with (_data() / f"{gpu}.npz").open("rb") as handle, np.load(handle) as npz:
         return {name: npz[name] for name in npz.files if name.startswith(prefix)}
+
+
+@cache
+def _raw(gpu: str) -> dict[str, npt.NDArray[Any]] | None:
+    """Every array of the GPU's bundle from the raw cache, written there on a miss; None where
+    no cache can be kept (the bundle is then read family by family)."""
+    from kvplan.costs.kernels import table_cache
+
+    entry = table_cache.entry_for(_data() / f"{gpu}.npz")
+    if entry is None:
+        return None
+    got = table_cache.load(entry)
+    if got is not None:
+        return got
+    with (_data() / f"{gpu}.npz").open("rb") as handle, np.load(handle) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    return arrays if table_cache.save(entry, arrays) else None
 
 
 @cache

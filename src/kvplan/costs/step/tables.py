@@ -175,10 +175,17 @@ def gemm_times(gpu: str, m: IntArray, n: int, k: int, dtype: str) -> FloatArray:
     if dtype != "fp8_block":
         return t
     fp8 = kn.gemm_s(gpu, m, n, k, "fp8")
+    return np.maximum(fp8, t - _block_excess(gpu, n, k, dtype))
+
+
+@lru_cache(maxsize=1024)
+def _block_excess(gpu: str, n: int, k: int, dtype: str) -> float:
+    """The block-scaled kernel's excess floor at m = 1 over per-tensor fp8 (at least 0), once
+    per shape: a model's projections ask it for every batch size of the decode line."""
     one = np.array([1])
     excess = float(kn.gemm_s(gpu, one, n, k, dtype)[0]) - float(kn.gemm_s(gpu, one, n, k,
                                                                           "fp8")[0])
-    return np.maximum(fp8, t - max(excess, 0.0))
+    return max(excess, 0.0)
 
 
 def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
@@ -198,11 +205,17 @@ class _MlaProjections:
         self.ops = [g for g in ops.gemms if g.name in names]
         self.gpu, self.dtype = gpu, dtype
         self.layers = max((g.count for g in self.ops), default=1)
+        self._proj: dict[tuple[int, bool], float] = {}
+        """(m, prefill) -> the projections' seconds: the decode line asks each batch size
+        at five context lengths (the same sum: looked up once, not five times)."""
 
     def core(self, block_s: float, m: int, prefill: bool) -> float:
-        proj = sum(g.count / self.layers * float(gemm_times(self.gpu, np.array([m]), g.n, g.k,
-                                                              self.dtype)[0])
-                   for g in self.ops if prefill or g.per == "token")
+        proj = self._proj.get((m, prefill))
+        if proj is None:
+            proj = sum(g.count / self.layers * float(gemm_times(self.gpu, np.array([m]), g.n,
+                                                                  g.k, self.dtype)[0])
+                       for g in self.ops if prefill or g.per == "token")
+            self._proj[(m, prefill)] = proj
         return max(block_s - proj, 0.1 * block_s)
 
 

@@ -14,7 +14,6 @@ import hashlib
 import io
 import itertools
 import os
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -99,6 +98,8 @@ def _save(entry: Path, t: Trace) -> None:
                                else np.zeros(0, dtype=np.int64))
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # a first read of this trace only
+
         fd, tmp = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)  # type: ignore[arg-type]

@@ -5,11 +5,9 @@ from __future__ import annotations
 import difflib
 import functools
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from kvplan.errors import TraceError, UnknownNameError
-from kvplan.specs.requests.trace_cache import cached_csv_trace
 from kvplan.specs.requests.trace_csv import ARRIVAL_UNITS, ArrivalUnit, Trace, TraceFormat
 
 __all__ = ["BUNDLED_TRACES", "ArrivalUnit", "BundledTrace", "Trace", "TraceFormat",
@@ -130,14 +128,18 @@ def _unknown_trace_message(name: str) -> str:
 
 def bundled_trace_path(name: str) -> Path:
     """Where the bundled trace NAME lies on disk."""
-    root = resources.files("kvplan").joinpath("data", "traces")
-    return Path(str(root)) / bundled_trace(name).file
+    # what importlib.resources.files gives for the package on disk, without importing it
+    # (tempfile, shutil, random), as specs/catalog does
+    root = Path(__file__).parent.parent.parent / "data" / "traces"
+    return root / bundled_trace(name).file
 
 
 @functools.cache
 def load_trace(name: str) -> Trace:
     """Load a bundled trace by its dataset name (parsed once per process, arrays read-only)."""
     entry = bundled_trace(name)
+    from kvplan.specs.requests.trace_cache import cached_csv_trace  # hashlib, zipfile: traces only
+
     return cached_csv_trace(bundled_trace_path(name), entry.format, name, _KNOWN)
 
 
@@ -152,6 +154,8 @@ def load_csv_trace(
     """
     path = Path(path)
     fmt = parse_trace_columns(columns) if isinstance(columns, str) else columns
+    from kvplan.specs.requests.trace_cache import cached_csv_trace
+
     return cached_csv_trace(path, fmt, name or path.stem, _KNOWN)
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,7 +23,9 @@ from kvplan.specs.requests.generators import (
     synthetic_workload,
 )
 from kvplan.specs.requests.lax_fields import FieldError, as_float, as_int, as_path, as_str, optional
-from kvplan.specs.requests.traces import BUNDLED_TRACES, Trace, load_csv_trace, load_trace
+
+if TYPE_CHECKING:  # traces (csv, their formats) are imported when a trace is read
+    from kvplan.specs.requests.traces import Trace
 
 __all__ = ["DATASETS", "DEFAULT_NUM_PROMPTS", "LENGTH_TRACES", "PREFIX_HASH_BLOCK_TOKENS",
            "TIMED_TRACES", "RequestSpec", "Workload", "WorkloadArgs", "build_workload",
@@ -140,6 +141,8 @@ def _check_source(a: WorkloadArgs) -> None:
     if a.trace is None and a.trace_columns is not None:
         raise InputError("--trace-columns needs --trace FILE")
     if a.trace is None and a.dataset_name not in DATASETS:
+        import difflib  # a mistyped name only
+
         close = difflib.get_close_matches(a.dataset_name, DATASETS, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise UnknownNameError(
@@ -207,10 +210,11 @@ def _check_random_flags(a: WorkloadArgs) -> None:
 
 
 def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -> Workload:
-    """The workload `vllm bench serve` would send for ARGS (default rng: seeded by --seed)."""
-    rng = rng if rng is not None else np.random.default_rng(args.seed)
+    """The workload `vllm bench serve` would send for ARGS (default rng: seeded by --seed;
+    made only where it draws: a trace's own arrivals need no numpy.random import)."""
     rate = args.request_rate if args.request_rate is not None else math.inf
     if args.trace is None and args.dataset_name == "random":
+        rng = rng if rng is not None else np.random.default_rng(args.seed)
         return random_workload(
             num_prompts=args.num_prompts or DEFAULT_NUM_PROMPTS,
             input_len=args.random_input_len,
@@ -227,11 +231,14 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     if args.has_own_arrivals and trace.arrival_s is not None:
         arrivals = trace.arrival_s[:n] * args.time_scale
     else:
+        rng = rng if rng is not None else np.random.default_rng(args.seed)
         arrivals = gamma_arrivals(n, rate, args.burstiness, rng)
     return workload_from_trace(trace, n, arrivals, args.max_concurrency)
 
 
 def _load_for(args: WorkloadArgs) -> Trace:
+    from kvplan.specs.requests.traces import load_csv_trace, load_trace
+
     if args.trace is None:
         return load_trace(args.dataset_name)
     return load_csv_trace(args.trace, args.trace_columns)
@@ -239,6 +246,8 @@ def _load_for(args: WorkloadArgs) -> Trace:
 
 def _default_prompts(args: WorkloadArgs) -> int | None:
     """A bundled dataset's own default (sharegpt: vLLM's 1000); None = the whole trace."""
+    from kvplan.specs.requests.traces import BUNDLED_TRACES
+
     return None if args.trace is not None else BUNDLED_TRACES[args.dataset_name].default_num_prompts
 
 
@@ -272,5 +281,7 @@ def workload_from_trace(
 
 def dataset_names() -> tuple[str, ...]:
     """Every --dataset name, in the order docs/workloads.md lists them."""
+    from kvplan.specs.requests.traces import BUNDLED_TRACES
+
     assert set(TIMED_TRACES + LENGTH_TRACES) == set(BUNDLED_TRACES)
     return DATASETS

@@ -1,0 +1,44 @@
+"""grid.lookup prices each axis at its own size (a GEMM's n and k once beside 8,192 token
+counts): every answer and status equals the lookup on the coordinates broadcast first (the
+way it ran before), to the bit, on every bundled GPU's tables."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvplan.costs.kernels.grid import lookup
+from kvplan.costs.kernels.tables import manifest, table
+
+TABLES = [(g, f) for g, e in manifest()["gpus"].items() for f, t in e["tables"].items()
+          if "engine" in t]
+
+
+def _sizes(axis: np.ndarray, draw: st.DrawFn, n: int) -> np.ndarray:
+    """Sizes below, on, between and past the axis's nodes."""
+    lo, hi = float(axis[0]), float(axis[-1])
+    picks = st.one_of(st.sampled_from([float(x) for x in axis]),
+                      st.floats(lo / 4, hi * 4, allow_nan=False), st.just(1.0))
+    return np.array([draw(picks) for _ in range(n)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_scalar_axes_give_the_broadcast_answer_to_the_bit(data: st.DataObject) -> None:
+    gpu, family = data.draw(st.sampled_from(TABLES))
+    t = table(gpu, family)
+    assert t is not None
+    row = data.draw(st.integers(0, len(t.keys) - 1))
+    n = data.draw(st.integers(1, 40))
+    coords = []
+    for axis in t.axes:  # each axis: one size (a 0-d value) or n of them
+        if data.draw(st.booleans()):
+            coords.append(_sizes(axis, data.draw, n))
+        else:
+            coords.append(np.array(_sizes(axis, data.draw, 1)[0]))
+    got_s, got_status = lookup(t, row, tuple(coords))
+    want_s, want_status = lookup(t, row, tuple(np.broadcast_arrays(*coords)))
+    assert got_s.shape == want_s.shape == np.broadcast_shapes(*(c.shape for c in coords))
+    assert got_s.tobytes() == want_s.tobytes()
+    assert np.array_equal(got_status, want_status)
