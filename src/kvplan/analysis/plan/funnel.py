@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor
-from kvplan.analysis.plan.fleet import Replica
+from kvplan.analysis.plan.fleet import replica
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.analysis.plan.shares import replica_cap
@@ -97,7 +97,7 @@ def _screen_one(cid: str, d: object, prices: PriceTable, ctx: JobContext,
 
     assert isinstance(d, Deployment)
     try:
-        rep = Replica(d, ctx.profile)
+        rep = replica(d, ctx.profile)
     except DoesNotFitError as exc:
         return Candidate(id=cid, deployment=d, stage="pruned_memory", reason=str(exc))
     except KvplanError as exc:

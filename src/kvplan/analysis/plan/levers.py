@@ -16,7 +16,7 @@ from dataclasses import replace
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor
 from kvplan.analysis.plan.explain import lever_variants
-from kvplan.analysis.plan.fleet import Replica
+from kvplan.analysis.plan.fleet import replica
 from kvplan.analysis.plan.funnel import Limits, Tally, run_capacity, run_fleets
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, JobContext
 from kvplan.analysis.plan.margin import lever_with_band
@@ -87,7 +87,7 @@ def _screened(i: int, d: Deployment, ctx: JobContext, lim: Limits, prices: Price
     """A variant as a funnel candidate: its bounds and optimistic fleet, not pruned."""
     import math
 
-    b = bounds(Replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d))
+    b = bounds(replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d))
     n = 1 if lim.rate_rps is None else lim.replicas or max(
         1, math.ceil(lim.rate_rps / b.optimistic_rps))
     cost = fleet_cost(prices.for_gpu(d.gpu.id), n, d.gpus_per_replica)
