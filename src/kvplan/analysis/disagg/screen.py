@@ -21,6 +21,7 @@ from kvplan.analysis.disagg.serving import PoolRun, plan_pool, pool_timer, trans
 from kvplan.analysis.disagg.work_bounds import (
     best_decode_tokens_per_s,
     best_tokens_per_s,
+    burst_miss,
     window_miss,
 )
 from kvplan.costs.pricing import FleetCost, fleet_cost
@@ -103,26 +104,30 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
         rate = _rate(dec, "decode") * dd.decode.replicas
         checks.append(("e2el", np.maximum(out - 1, 0).astype(np.float64), rate,
                        "decode tokens"))
-    for metric, per, cap, what in checks:
-        why = window_miss(work, slo, metric, per, cap, what)
-        if why:
-            return why
-    return _kv_miss(dd, dec, work, slo, prompt, wire)
+    kv = _kv_check(dd, dec, work, prompt, wire)
+    every = [(*c, 0.0) for c in checks] + ([] if kv is None else [kv])
+    for miss in (window_miss, burst_miss):  # the whole trace first, then its bursts
+        for metric, per, cap, what, extra in every:
+            why = miss(work, slo, metric, per, cap, what, extra_s=extra)
+            if why:
+                return why
+    return ""
 
 
-def _kv_miss(dd: DisaggDeployment, dec: PoolRun, work: Workload, slo: Slo,
-             prompt: IntArray, wire: FloatArray) -> str:
-    """The decode pool's KV bound (work_bounds' docstring); full-attention caches only (a
-    window or state group frees or holds blocks otherwise)."""
+def _kv_check(dd: DisaggDeployment, dec: PoolRun, work: Workload, prompt: IntArray,
+              wire: FloatArray) -> tuple[str, FloatArray, float, str, float] | None:
+    """The decode pool's KV bound (work_bounds' docstring) as (metric, work, capacity, what,
+    extra_s); full-attention caches only (a window or state group frees or holds blocks
+    otherwise: None)."""
     kinds = {g.spec.kind for g in dec.plan.groups}
     if not kinds or not kinds <= {"full", "mla"}:
-        return ""
+        return None
     blocks = len(dec.plan.groups) * -(-prompt // dec.plan.block_size)
     t_min = _step_min(dec)
     hold = wire + np.asarray(work.output_tokens, dtype=np.float64) * t_min
-    return window_miss(work, slo, "ttft", (blocks * hold).astype(np.float64),
-                       float(dd.decode.replicas * dec.plan.num_blocks), "decode block-seconds",
-                       extra_s=float(hold.max()))
+    return ("ttft", (blocks * hold).astype(np.float64),
+            float(dd.decode.replicas * dec.plan.num_blocks), "decode block-seconds",
+            float(hold.max()))
 
 
 def _step_min(p: PoolRun) -> float:

@@ -25,8 +25,8 @@ import numpy.typing as npt
 from kvplan.analysis.plan.judge import Latencies, Verdict, judge, latencies, merge
 from kvplan.analysis.serving import pick_profile, scheduler_limits
 from kvplan.costs.memory.plan import MemoryPlan, plan_deployment
-from kvplan.costs.step.roofline import StepCostModel
 from kvplan.costs.step.profile import Profile
+from kvplan.costs.step.roofline import StepCostModel
 from kvplan.errors import InputError
 from kvplan.memo import Memo
 from kvplan.sim.result import SimulationResult
