@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 from typing import Any
+
+from case_rounds import report
 
 MODEL = "meta-llama/Llama-3.1-8B"
 
@@ -62,16 +62,6 @@ def _disagg(work: Any) -> dict[str, Any]:
             "steps": sum(x.num_steps for x in (*r.prefill, *r.decode))}
 
 
-def _spawn(name: str) -> dict[str, Any]:
-    env = dict(os.environ)
-    if name == "agg-py":
-        env["KVPLAN_SIM_CORE"] = "python"
-    out = subprocess.run([sys.executable, __file__, "--case", name], env=env, check=True,
-                         capture_output=True, text=True)
-    got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return got
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
@@ -80,20 +70,8 @@ def main() -> None:
     if args.case:
         print(json.dumps(_case(args.case)))
         return
-    names = ["agg-core", "agg-py", "disagg"]
-    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-    for i in range(args.repeat):
-        for n in names[i % 3:] + names[:i % 3]:  # rotate the order each round
-            runs[n].append(_spawn(n))
-    med = {n: {k: statistics.median(r[k] for r in runs[n]) for k in ("s", "cpu_s")}
-           for n in names}
-    for n in names:
-        print(f"{n:9s} wall {med[n]['s']:7.3f} s  cpu {med[n]['cpu_s']:7.3f} s  "
-              f"steps {runs[n][0]['steps']}")
-    for base in ("agg-py", "agg-core"):
-        print(f"disagg / {base}: wall {med['disagg']['s'] / med[base]['s']:.2f}x, "
-              f"cpu {med['disagg']['cpu_s'] / med[base]['cpu_s']:.2f}x")
-
+    report("disagg", "disagg", ["agg-core", "agg-py", "disagg"], args.repeat, __file__,
+           ())
 
 if __name__ == "__main__":
     main()

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
 import time
 from typing import Any
+
+from case_rounds import report
 
 MODEL = "Qwen/Qwen3-30B-A3B"
 
@@ -39,16 +37,6 @@ def _case(name: str, dp: int) -> dict[str, Any]:
             "steps": run.result.num_steps}
 
 
-def _spawn(name: str, dp: int) -> dict[str, Any]:
-    env = dict(os.environ)
-    if name == "agg-py":
-        env["KVPLAN_SIM_CORE"] = "python"
-    out = subprocess.run([sys.executable, __file__, "--case", name, "--dp", str(dp)], env=env,
-                         check=True, capture_output=True, text=True)
-    got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return got
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
@@ -58,20 +46,8 @@ def main() -> None:
     if args.case:
         print(json.dumps(_case(args.case, args.dp)))
         return
-    names = ["agg-core", "agg-py", "dp"]
-    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-    for i in range(args.repeat):
-        for n in names[i % 3:] + names[:i % 3]:  # rotate the order each round
-            runs[n].append(_spawn(n, args.dp))
-    med = {n: {k: statistics.median(r[k] for r in runs[n]) for k in ("s", "cpu_s")}
-           for n in names}
-    for n in names:
-        print(f"{n:9s} wall {med[n]['s']:7.3f} s  cpu {med[n]['cpu_s']:7.3f} s  "
-              f"steps {runs[n][0]['steps']}")
-    for base in ("agg-py", "agg-core"):
-        print(f"dp{args.dp} / {base}: wall {med['dp']['s'] / med[base]['s']:.2f}x, "
-              f"cpu {med['dp']['cpu_s'] / med[base]['cpu_s']:.2f}x")
-
+    report(f"dp{args.dp}", "dp", ["agg-core", "agg-py", "dp"], args.repeat, __file__,
+           ("--dp", str(args.dp)))
 
 if __name__ == "__main__":
     main()

@@ -62,7 +62,7 @@ def run(search: str, executor: str, workers: int, margin: str = "none",
 
 
 def _plan_doc(p: Any) -> str:
-    from kvplan.report.plan_json import plan_json
+    from kvplan.report.plan.plan_json import plan_json
 
     doc = plan_json(p)
     for key in ("executor", "workers", "wall_s"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvplan.costs.step.dp_pad import dummy_step_s, padded_step_s
+from kvplan.costs.step.parallel.dp_pad import dummy_step_s, padded_step_s
 from kvplan.costs.step.roofline import StepCostModel
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu

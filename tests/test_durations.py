@@ -8,7 +8,7 @@ import re
 import pytest
 
 from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
-from kvplan.report.plan_band_text import _limit_text, achieved_text, ms_text
+from kvplan.report.plan.plan_band_text import _limit_text, achieved_text, ms_text
 from kvplan.units import fmt_seconds
 from tests.conftest import run_cli
 
@@ -62,7 +62,7 @@ def test_overloaded_simulate_reads_in_minutes_and_json_keeps_ms() -> None:
 
 
 def test_plan_levers_cells() -> None:
-    from kvplan.report.plan_text import _band, _p99
+    from kvplan.report.plan.plan_text import _band, _p99
 
     assert _p99(812.4, 0.0) == "812.40 ms (+0.00 ms)"
     assert _p99(174_670.27, -1_200.0) == "2.91 min (-1.200 s)"

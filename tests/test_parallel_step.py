@@ -7,10 +7,15 @@ import pytest
 
 from kvplan.analysis.calibration.static_fit import profile_for
 from kvplan.costs import kernels as kn
-from kvplan.costs.step.dp_latency import fleet_latency
-from kvplan.costs.step.ep_comm import DEFAULT_IMBALANCE, Link, MoeExchange, cross_node_allreduce_s
-from kvplan.costs.step.ep_step import link_of
 from kvplan.costs.step.latency import RequestShape
+from kvplan.costs.step.parallel.dp_latency import fleet_latency
+from kvplan.costs.step.parallel.ep_comm import (
+    DEFAULT_IMBALANCE,
+    Link,
+    MoeExchange,
+    cross_node_allreduce_s,
+)
+from kvplan.costs.step.parallel.ep_step import link_of
 from kvplan.costs.step.roofline import StepCostModel
 from kvplan.errors import InputError
 from kvplan.specs.catalog import load_model

@@ -13,8 +13,8 @@ import kvplan
 from kvplan.analysis.plan.bands import Ratios, edge_slo, goodput_band, plan_bands
 from kvplan.analysis.plan.judge import Latencies
 from kvplan.costs.step import uncertainty as unc
-from kvplan.report.plan_band_text import band_lines, check_line, margin_line
-from kvplan.report.plan_chart import chart_points
+from kvplan.report.plan.plan_band_text import band_lines, check_line, margin_line
+from kvplan.report.plan.plan_chart import chart_points
 from kvplan.specs.slo import Slo, WarmupRule, parse_slo
 from tests.plan_helpers import FAST, poisson_workload, slo
 

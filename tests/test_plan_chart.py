@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kvplan.report.plan_chart import (
+from kvplan.report.plan.plan_chart import (
     OFF_X,
     OFF_Y,
     ON,
@@ -17,7 +17,7 @@ from kvplan.report.plan_chart import (
     placed,
     plan_points,
 )
-from kvplan.report.plan_report import plan_sections
+from kvplan.report.plan.plan_report import plan_sections
 from tests.conftest import run_cli
 
 

@@ -1,12 +1,13 @@
-"""The minimal disaggregated search: its grid, its drops, its floors (never above what the
-simulation gives), the cheapest passing fleet and its serve lines."""
+"""The disaggregated grid, the screen's drops, its floors (never above what the simulation
+gives) and each role's serve lines."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from kvplan.analysis.disagg.floors import floor_latencies
-from kvplan.analysis.disagg.plan import enumerate_disagg, search_disagg, serve_lines
+from kvplan.analysis.disagg.plan import enumerate_disagg, serve_lines
+from kvplan.analysis.disagg.screen import screen_fleets
 from kvplan.analysis.disagg.serving import plan_pool, simulate_disagg_serving
 from kvplan.analysis.plan.judge import latencies
 from kvplan.specs.catalog import load_model
@@ -53,29 +54,25 @@ def test_floors_never_exceed_the_simulation() -> None:
 
 
 def test_impossible_ttft_drops_every_fleet_at_the_floor() -> None:
-    plan = search_disagg(_fleets(), WORK, _slo(1.0, 100.0))
-    assert plan.best is None
-    assert {c.stage for c in plan.candidates} == {"floor"}
-    assert all("p99_ttft_ms" in c.reason for c in plan.candidates)
+    got = screen_fleets(_fleets(), WORK, _slo(1.0, 100.0), price_table())
+    assert got.kept == ()
+    assert {c.stage for c in got.dropped} == {"pruned_bound"}
+    assert all("p99_ttft_ms" in c.reason and "at zero load" in c.reason for c in got.dropped)
 
 
 def test_memory_drop_names_the_pool() -> None:
     fleets = enumerate_disagg(MODEL, [load_gpu("L4")], EngineConfig(), load_link("ib-ndr"),
                               tps=(1,), max_instances=1)
-    plan = search_disagg(fleets, WORK, _slo(5000.0, 100.0))
-    (c,) = plan.candidates
-    assert c.stage == "memory"
+    got = screen_fleets(fleets, WORK, _slo(5000.0, 100.0), price_table())
+    (c,) = got.dropped
+    assert c.stage == "pruned_memory"
     assert c.reason == "the prefill pool (L4 TP1) cannot hold one max_model_len request"
 
 
-def test_cheapest_passing_fleet_and_its_serve_lines() -> None:
-    plan = search_disagg(_fleets(), WORK, _slo(5000.0, 100.0), prices=price_table())
-    best = plan.best
-    assert best is not None and best.ok and best.reason.startswith("meets the SLO; binding")
-    costs = [c.usd_per_hour for c in plan.candidates if c.usd_per_hour is not None]
-    assert best.usd_per_hour == min(costs)
-    assert best.deployment.label == "1P1D" and best.deployment.total_gpus == 2
-    lines = serve_lines(best.deployment)
+def test_loose_slo_keeps_fleets_and_the_serve_lines() -> None:
+    got = screen_fleets(_fleets(), WORK, _slo(5000.0, 100.0), price_table())
+    assert got.kept and all(c.reason == "kept for simulation" for c in got.kept)
+    lines = serve_lines(got.kept[0].disagg)
     assert "NixlConnector" in lines["prefill"] and "NixlConnector" in lines["decode"]
     assert "--no-enable-prefix-caching" in lines["decode"]
-    assert {c.stage for c in plan.candidates} == {"simulated", "not simulated"}
+    assert lines["prefill"].startswith("1 x: vllm serve")

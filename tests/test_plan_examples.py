@@ -17,7 +17,7 @@ import kvplan
 from kvplan.analysis.plan.fleet import subset
 from kvplan.analysis.plan.judge import judge, latencies, merge
 from kvplan.analysis.plan.traffic import plan_traffic
-from kvplan.report.plan_json import plan_json
+from kvplan.report.plan.plan_json import plan_json
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo

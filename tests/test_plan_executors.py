@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import kvplan
-from kvplan.report.plan_json import plan_json
+from kvplan.report.plan.plan_json import plan_json
 from tests.plan_helpers import poisson_workload, slo
 
 RUN_KEYS = ("executor", "workers", "wall_s")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.analysis.plan.rejections import group_rejections
+from kvplan.analysis.plan.why.rejections import group_rejections
 from tests.conftest import run_cli
 
 

@@ -82,7 +82,7 @@ def latency_cmd(
     prof = _profile(profile, spec, hw, engine, r)
     deployment = (spec, hw.id, engine.tensor_parallel_size)
     if sweep is not None:
-        from kvplan.costs.step.dp_latency import check_sweep_plain
+        from kvplan.costs.step.parallel.dp_latency import check_sweep_plain
 
         check_sweep_plain(engine)
         _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
@@ -93,23 +93,23 @@ def latency_cmd(
 def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
             modes: tuple[bool, bool], r: Any = None) -> None:
     """Print one latency answer: JSON, or the table (+ each op's time with --explain)."""
-    from kvplan.costs.step.dp_latency import ep_no_effect, fleet_latency, parallel_latency_json
+    from kvplan.costs.step.parallel import dp_latency as dpl
     from kvplan.report.ops_view import ops_view
 
-    if (warning := ep_no_effect(spec, engine)) is not None:
+    if (warning := dpl.ep_no_effect(spec, engine)) is not None:
         typer.echo(warning, err=True)
     as_json, explain_ops = modes
     deployment = (spec, hw.id, engine.tensor_parallel_size)
-    fleet = fleet_latency(spec, hw, engine, shape, prof, r)
+    fleet = dpl.fleet_latency(spec, hw, engine, shape, prof, r)
+    parallel = engine.data_parallel_size > 1 or engine.enable_expert_parallel
+    rank_json = dpl.parallel_latency_json(spec, engine, fleet.rank_shape) if parallel else {}
     result = fleet.result
     basis, steps = ops_view(spec, hw, engine, prof, fleet.rank_shape, r)
-    parallel = engine.data_parallel_size > 1 or engine.enable_expert_parallel
     if as_json:
         from kvplan.report.json_views import latency_answer_json
         from kvplan.report.ops_view import step_ops_json
 
-        extra = ({"parallel": parallel_latency_json(spec, engine, fleet.rank_shape)}
-                 if parallel else {})
+        extra = {"parallel": rank_json} if parallel else {}
         print_json({**latency_answer_json(result, prof, deployment), **extra, "kernels": basis,
                     "step_ops": step_ops_json(steps)})
         return
@@ -119,7 +119,7 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
     if parallel:
         from kvplan.report.parallel_view import parallel_latency_line
 
-        console.print(parallel_latency_line(parallel_latency_json(spec, engine, fleet.rank_shape)))
+        console.print(parallel_latency_line(rank_json))
     console.print(basis)
     if explain_ops:
         from kvplan.report.ops_view import step_ops_tables

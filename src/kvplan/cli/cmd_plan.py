@@ -116,8 +116,8 @@ def _check_plot(args: dict[str, Any]) -> Any:
 def _output(result: Any, plot_out: Any, as_json: bool, side: Any = None) -> None:
     from kvplan.cli.cmd_plan_disagg import render_side, side_json
     from kvplan.cli.common import write_output
-    from kvplan.report.plan_json import plan_json
-    from kvplan.report.plan_text import render_plan
+    from kvplan.report.plan.plan_json import plan_json
+    from kvplan.report.plan.plan_text import render_plan
 
     if as_json:
         doc = plan_json(result)
@@ -130,7 +130,7 @@ def _output(result: Any, plot_out: Any, as_json: bool, side: Any = None) -> None
             render_side(side, result, console)
     if plot_out is not None:  # also when nothing is feasible: the closest anchor its axes
         from kvplan.report.charts import chart_bytes
-        from kvplan.report.plan_chart import pareto_chart
+        from kvplan.report.plan.plan_chart import pareto_chart
 
         data = chart_bytes(pareto_chart(result), plot_out.path.suffix)
         write_output(plot_out, data, as_json=as_json)

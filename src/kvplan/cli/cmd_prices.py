@@ -24,7 +24,7 @@ def prices_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
     """GPU prices per provider and instance shape, each with its source page and date."""
-    from kvplan.report.plan_json import price_row_json
+    from kvplan.report.plan.plan_json import price_row_json
     from kvplan.specs.prices import (
         STALE_AFTER_DAYS,
         bundled_rows,

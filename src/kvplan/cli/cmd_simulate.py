@@ -269,7 +269,7 @@ class _progress:
 def _render_verdicts(result: SimulationResult) -> None:
     """Rejections, one line per reason with examples, and an overload warning, if any."""
     from kvplan.analysis.overload import overload
-    from kvplan.analysis.plan.rejections import group_rejections
+    from kvplan.analysis.plan.why.rejections import group_rejections
 
     for group in group_rejections(result.rejected):
         console.print(f"[yellow]{group.line()}[/yellow]")

@@ -181,7 +181,7 @@ def render_disagg(run: DisaggRun, m: Metrics, dm: DisaggMetrics, doc: dict[str, 
         t.add_row(f"Mean / {word} {label}", f"{fmt_ms(s.mean_ms)} / {fmt_ms(top)}")
     t.add_row("Requests that waited for decode blocks", f"{dm.decode_block_waits}")
     console.print(t)
-    from kvplan.analysis.plan.rejections import group_rejections
+    from kvplan.analysis.plan.why.rejections import group_rejections
 
     for group in group_rejections(run.result.client.rejected):
         console.print(f"[yellow]{group.line()}[/yellow]")

@@ -147,7 +147,7 @@ def report_cmd(
 
 def _plan_report(path: str, target: OutputTarget) -> None:
     from kvplan.report.html import render_report
-    from kvplan.report.plan_report import load_plan_json, plan_sections
+    from kvplan.report.plan.plan_report import load_plan_json, plan_sections
 
     data = load_plan_json(path)
     inputs = data.get("inputs") or {}

@@ -208,7 +208,7 @@ def simulate_bands(deployment: Deployment | None, result: dict[str, Any]) -> dic
 def simulate_verdicts(r: SimulationResult) -> dict[str, Any]:
     """Rejections grouped by reason, and whether the server kept up with the arrivals."""
     from kvplan.analysis.overload import overload
-    from kvplan.analysis.plan.rejections import group_rejections
+    from kvplan.analysis.plan.why.rejections import group_rejections
 
     load = overload(r)
     return {"rejected_by_reason": [g.to_json() for g in group_rejections(r.rejected)],

@@ -29,7 +29,7 @@ def ep_warning(plan: MemoryPlan, model: ModelSpec) -> str | None:
     if not s.expert_parallel:
         return None
     if model.moe is None:
-        from kvplan.costs.step.dp_latency import ep_no_effect
+        from kvplan.costs.step.parallel.dp_latency import ep_no_effect
         from kvplan.specs.serving import EngineConfig
 
         return ep_no_effect(model, EngineConfig(enable_expert_parallel=True))

@@ -18,6 +18,7 @@ import numpy as np
 
 from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.state import RUNNING, WAITING, IntArray, SimState
+from kvplan.specs.serving import EngineConfig
 
 _sum = np.add.reduce  # ndarray.sum without its Python-level wrapper (small arrays, often)
 
@@ -37,6 +38,33 @@ class Limits:
         """vLLM: ``if 0 < long_prefill_token_threshold < num_new_tokens: cap to it``."""
         t = self.long_prefill_token_threshold
         return t if 0 < t < tokens else tokens
+
+
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_MAX_NUM_SEQS = 256
+
+
+def default_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) -> Limits:
+    """Limits when the caller gives none (tests, direct use); unset ones take vLLM's defaults.
+
+    ``kvplan.analysis.serving.scheduler_limits`` is what `kvplan simulate` uses: it takes the
+    capacity plan's resolved settings (the GPU class decides the defaults there).
+
+    vLLM (arg_utils, usage context OPENAI_API_SERVER) uses 8192 tokens / 1024 sequences on
+    GPUs with at least 70 GiB (except A100), else 2048 / 256. Without chunked prefill the
+    token budget must hold a whole prompt: max(max_model_len, 2048).
+    """
+    big = gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 1024**3
+    tokens = engine.max_num_batched_tokens
+    if tokens is None and not engine.enable_chunked_prefill:
+        tokens = max(engine.max_model_len or 2048, 2048)
+    if tokens is None:
+        tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS if big or gpu_memory_bytes is None else 2048
+    seqs = engine.max_num_seqs or (1024 if big else DEFAULT_MAX_NUM_SEQS)
+    return Limits(max_num_batched_tokens=tokens, max_num_seqs=seqs,
+                  chunked_prefill=engine.enable_chunked_prefill,
+                  prefix_caching=engine.enable_prefix_caching,
+                  long_prefill_token_threshold=engine.long_prefill_token_threshold)
 
 
 @dataclass(slots=True)

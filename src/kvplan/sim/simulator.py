@@ -22,40 +22,13 @@ from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
 from kvplan.sim.result import IntArray, KvSeries, SimulationResult
-from kvplan.sim.scheduler import Limits, Scheduler, StepPlan
+from kvplan.sim.scheduler import Limits, Scheduler, StepPlan, default_limits
 from kvplan.sim.series import StepSeries
 from kvplan.sim.state import FINISHED, REJECTED, WAITING, SimState, WorkloadLike, new_state
 from kvplan.specs.kv import ModelKv
 from kvplan.specs.serving import EngineConfig
 
 _sum, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce  # no Python wrappers
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-DEFAULT_MAX_NUM_SEQS = 256
-
-
-def default_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) -> Limits:
-    """Limits when the caller gives none (tests, direct use); unset ones take vLLM's defaults.
-
-    ``kvplan.analysis.serving.scheduler_limits`` is what `kvplan simulate` uses: it takes the
-    capacity plan's resolved settings (the GPU class decides the defaults there).
-
-    vLLM (arg_utils, usage context OPENAI_API_SERVER) uses 8192 tokens / 1024 sequences on
-    GPUs with at least 70 GiB (except A100), else 2048 / 256. Without chunked prefill the
-    token budget must hold a whole prompt: max(max_model_len, 2048).
-    """
-    big = gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 1024**3
-    tokens = engine.max_num_batched_tokens
-    if tokens is None and not engine.enable_chunked_prefill:
-        tokens = max(engine.max_model_len or 2048, 2048)
-    if tokens is None:
-        tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS if big or gpu_memory_bytes is None else 2048
-    seqs = engine.max_num_seqs or (1024 if big else DEFAULT_MAX_NUM_SEQS)
-    return Limits(max_num_batched_tokens=tokens, max_num_seqs=seqs,
-                  chunked_prefill=engine.enable_chunked_prefill,
-                  prefix_caching=engine.enable_prefix_caching,
-                  long_prefill_token_threshold=engine.long_prefill_token_threshold)
-
-
 def simulate(
     workload: WorkloadLike,
     *,
@@ -238,15 +211,7 @@ class _Loop(FastForward, LeanStep):
                 s.clock = max(s.clock, t)
                 self.blocked = False
                 continue
-            if self.lean:
-                if not self._lean_turn():
-                    self._lean_drop()
-                    self._general_step()
-            elif not (self.fast and self._fast_forward()):
-                self._general_step()
-            if self.validate:
-                self._lean_sync()
-                check_books(self.s, self.pool)
+            self._turn()
             turns += 1
             # every 4096 turns or engine steps (a turn may run many steps): callers stop a
             # simulation from here (the web page's cancel and wall-time limit)
@@ -256,6 +221,18 @@ class _Loop(FastForward, LeanStep):
         if self.progress is not None:
             self.progress(self.done, n)
         return self._result()
+
+    def _turn(self) -> None:
+        """One turn: a lean step or run, a fast-forwarded decode run, or a general step."""
+        if self.lean:
+            if not self._lean_turn():
+                self._lean_drop()
+                self._general_step()
+        elif not (self.fast and self._fast_forward()):
+            self._general_step()
+        if self.validate:
+            self._lean_sync()
+            check_books(self.s, self.pool)
 
     def _lean_turn(self) -> bool:
         """A fast-forwarded run or a lean step; False if the general step must run."""
@@ -354,21 +331,28 @@ class _Loop(FastForward, LeanStep):
     def _finish(self, fin: IntArray, end: float) -> bool:
         if len(fin) == 0:
             return False
+        for r in fin.tolist():
+            self.sched.free(r, keep_own=False)
+            self._slot_free(end)
+        self._close(fin, end)
+        return True
+
+    def _close(self, fin: IntArray, end: float) -> list[int]:
+        """``fin`` finished at ``end``: out of the running list, blocks untouched (freeing
+        is the caller's: a disaggregated prefill instance holds them until the transfer)."""
         s = self.s
-        gone = fin.tolist()
+        gone: list[int] = fin.tolist()
         if self.cohort is not None:
             for r in gone:
                 self.cohort.leave(r)
         for r in gone:
-            self.sched.free(r, keep_own=False)
             s.close_segment(r)
-            self._slot_free(end)
         s.status[fin] = FINISHED
         s.finish_s[fin] = end
         self.done += len(gone)
         out = set(gone)
         s.running = [r for r in s.running if r not in out]
-        return True
+        return gone
 
     # ------------------------------------------------------------ result
 

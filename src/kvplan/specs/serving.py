@@ -53,7 +53,7 @@ class EngineConfig:
     default) or deepep (DeepEP all-to-all, EP only); prices step time only."""
     expert_imbalance: float | None = None
     """Busiest GPU's expert load over the mean under EP (None: kvplan's cited default,
-    ``kvplan.costs.step.ep_comm.DEFAULT_IMBALANCE``)."""
+    ``kvplan.costs.step.parallel.ep_comm.DEFAULT_IMBALANCE``)."""
 
     def __post_init__(self) -> None:
         check_engine_bounds(self)  # first: its messages name the vLLM flag

@@ -54,8 +54,8 @@ def _work(args: dict[str, Any]) -> Work:
     def run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
         from kvplan.analysis.plan.planner import plan
         from kvplan.report.charts import chart_spec
-        from kvplan.report.plan_chart import pareto_chart
-        from kvplan.report.plan_json import plan_json
+        from kvplan.report.plan.plan_chart import pareto_chart
+        from kvplan.report.plan.plan_json import plan_json
 
         def tick(stage: str, done: int, total: int) -> None:
             job.stage = stage

@@ -111,21 +111,3 @@ def zero_load_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workl
     if v.ok:
         return ""
     return f"at zero load {v.binding} is already {v.value(v.binding):,.1f} (the SLO misses)"
-
-
-def prefill_rate_short(dd: DisaggDeployment, pre: PoolRun, work: Workload) -> str:
-    """Why the prefill pool cannot keep up with the prompt tokens, or ''.
-
-    Its best rate: x instances x budget tokens per full-budget step from no context."""
-    arrival = np.asarray(work.arrival_s, dtype=np.float64)
-    span = float(arrival.max() - arrival.min()) if len(arrival) > 1 else 0.0
-    if span <= 0:
-        return ""
-    budget = pre.limits.max_num_batched_tokens
-    step = float(_timer(pre).step_time_s(np.array([budget]), np.zeros(1, dtype=np.int64)))
-    rate = dd.prefill.replicas * budget / step
-    need = float(np.asarray(work.prompt_tokens).sum()) / span
-    if need <= rate:
-        return ""
-    return (f"prompts arrive at {need:,.0f} tokens/s; {dd.prefill.replicas} prefill "
-            f"instance(s) compute at most {rate:,.0f}")

@@ -15,13 +15,13 @@ from dataclasses import replace
 
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor
-from kvplan.analysis.plan.explain import lever_variants
 from kvplan.analysis.plan.fleet import replica
 from kvplan.analysis.plan.funnel import Limits, Tally, run_capacity, tally
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
-from kvplan.analysis.plan.margin import lever_with_band
 from kvplan.analysis.plan.records import Candidate, Lever
 from kvplan.analysis.plan.search import after_capacity, verify_many
+from kvplan.analysis.plan.why.explain import lever_variants
+from kvplan.analysis.plan.why.margin import lever_with_band
 from kvplan.costs.pricing import fleet_cost
 from kvplan.errors import KvplanError
 from kvplan.specs.deployment import Deployment

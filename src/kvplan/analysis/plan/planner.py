@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kvplan.analysis.plan.advice import advise
 from kvplan.analysis.plan.bands import MARGINS
 from kvplan.analysis.plan.executor import (
     Executor,
@@ -20,16 +19,17 @@ from kvplan.analysis.plan.executor import (
     early_executor,
     pick_executor,
 )
-from kvplan.analysis.plan.explain import binding
 from kvplan.analysis.plan.funnel import Limits, Progress, Tally, screen
 from kvplan.analysis.plan.jobs import JobContext
 from kvplan.analysis.plan.levers import levers
-from kvplan.analysis.plan.margin import with_bands
 from kvplan.analysis.plan.records import STAGES, Candidate, Lever, Plan, SearchReport
 from kvplan.analysis.plan.search import search
 from kvplan.analysis.plan.space import DEFAULT_CHUNKS, SearchSpace, valid_tp_degrees
 from kvplan.analysis.plan.traffic import DEFAULT_SAMPLE, PlanTraffic, plan_traffic
-from kvplan.analysis.plan.verdict import infeasible_why, rank, serve_and_bench
+from kvplan.analysis.plan.why.advice import advise
+from kvplan.analysis.plan.why.explain import binding
+from kvplan.analysis.plan.why.margin import with_bands
+from kvplan.analysis.plan.why.verdict import infeasible_why, rank, serve_and_bench
 from kvplan.api_check import check_fields
 from kvplan.errors import InputError
 from kvplan.limits import USD_PER_HOUR_CAP, check_number

@@ -14,7 +14,7 @@ from kvplan.specs.serving import EngineConfig
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
-    from kvplan.costs.step.ep_comm import Link, MoeExchange
+    from kvplan.costs.step.parallel.ep_comm import Link, MoeExchange
 
 PerWhat = Literal["token", "request", "prefill_context"]
 
@@ -47,7 +47,8 @@ class MoeOp:
     token_scale: int = 1
     """DP ranks whose tokens reach these experts (dp under data parallelism, else 1)."""
     imbalance: float = 1.0
-    """Busiest GPU's expert load over the mean (above 1 under EP; costs/step/ep_comm.py)."""
+    """Busiest GPU's expert load over the mean (above 1 under EP;
+    costs/step/parallel/ep_comm.py)."""
     dispatched: bool = False
     """DeepEP: only the tokens routed here arrive, and the local experts run as their own
     MoE on them (else vLLM's default: every gathered token meets the expert map)."""
@@ -83,7 +84,8 @@ class StageOps:
     tp: int
     layers: int
     exchange: MoeExchange | None = None
-    """Data parallelism: every MoE layer's dispatch + combine (``kvplan.costs.step.ep_comm``)."""
+    """Data parallelism: every MoE layer's dispatch + combine
+    (``kvplan.costs.step.parallel.ep_comm``)."""
     allreduce_link: Link | None = None
     """TP wider than a node: the all-reduces priced over this link, not the tables."""
     cudagraph_max_tokens: int = 0

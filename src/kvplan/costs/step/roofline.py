@@ -99,7 +99,9 @@ class StepCostModel:
                 self.donor = rates.donor
                 profile = replace(profile, compute_eff=min(1.0, rates.compute),
                                   bandwidth_eff=min(1.0, rates.memory))
-        from kvplan.costs.step.ep_step import engine_ops  # DP / EP / multi-node TP re-layout
+        from kvplan.costs.step.parallel.ep_step import (
+            engine_ops,  # DP / EP / multi-node TP re-layout
+        )
 
         self._ops = engine_ops(model, engine, hardware, profile, silicon, resolved)
         self._setup(constants, hardware, profile,

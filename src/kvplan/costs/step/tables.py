@@ -118,7 +118,7 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
     if ops.allreduces or ops.exchange is not None:
         ar = np.zeros(max_tokens + 1, dtype=np.float64)
         if ops.allreduce_link is not None:
-            from kvplan.costs.step.ep_comm import cross_node_allreduce_s
+            from kvplan.costs.step.parallel.ep_comm import cross_node_allreduce_s
 
             ar[1:] = ops.allreduces * cross_node_allreduce_s(
                 (m[1:] * ops.allreduce_bytes_per_token).astype(np.float64), ops.tp,

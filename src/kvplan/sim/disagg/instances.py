@@ -24,11 +24,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kvplan.sim.books import check_books
 from kvplan.sim.result import IntArray
 from kvplan.sim.scheduler import StepPlan
 from kvplan.sim.simulator import _Loop
-from kvplan.sim.state import FINISHED, RUNNING, WAITING
+from kvplan.sim.state import RUNNING, WAITING
 
 _INF = math.inf
 
@@ -50,15 +49,7 @@ class _Instance(_Loop):
         s = self.s
         if not s.running and not s.waiting:
             return
-        if self.lean:
-            if not self._lean_turn():
-                self._lean_drop()
-                self._general_step()
-        elif not (self.fast and self._fast_forward()):
-            self._general_step()
-        if self.validate:
-            self._lean_sync()
-            check_books(self.s, self.pool)
+        self._turn()
 
     def next_time(self) -> float:
         """When this instance next acts: its clock while busy, else its next event."""
@@ -81,22 +72,6 @@ class _Instance(_Loop):
             return
         self.stalled = True  # the waiting head waits for blocks held outside the running list
         self.blocked = True
-
-    def _finish_base(self, fin: IntArray, end: float) -> list[int]:
-        """_Loop._finish without freeing blocks; returns the finished ids."""
-        s = self.s
-        gone: list[int] = fin.tolist()
-        if self.cohort is not None:
-            for r in gone:
-                self.cohort.leave(r)
-        for r in gone:
-            s.close_segment(r)
-        s.status[fin] = FINISHED
-        s.finish_s[fin] = end
-        self.done += len(gone)
-        out = set(gone)
-        s.running = [r for r in s.running if r not in out]
-        return gone
 
 
 class PrefillLoop(_Instance):
@@ -136,7 +111,7 @@ class PrefillLoop(_Instance):
     def _finish(self, fin: IntArray, end: float) -> bool:
         if len(fin) == 0:
             return False
-        for r in self._finish_base(fin, end):
+        for r in self._close(fin, end):
             self.on_done(r, end)
         return True
 
@@ -240,7 +215,7 @@ class DecodeLoop(_Instance):
     def _finish(self, fin: IntArray, end: float) -> bool:
         if len(fin) == 0:
             return False
-        for r in self._finish_base(fin, end):
+        for r in self._close(fin, end):
             self.sched.free(r, keep_own=False)
             self.on_finish(r, end)
         self.blocked = False

@@ -8,7 +8,7 @@ reaching an idle fleet starts a new wave. One lockstep step::
 
     each rank plans its batch (its own scheduler, token budget and KV pool)
     T_pad   = max over ranks of the scheduled tokens (1 if none: the dummy batch)
-    rank r  = its batch priced at T_pad tokens (``kvplan.costs.step.dp_pad``)
+    rank r  = its batch priced at T_pad tokens (``kvplan.costs.step.parallel.dp_pad``)
     step    = max over ranks of rank r's seconds; every rank's step ends then
 
 Requests reach the front end at arrival + the API delay and go to the rank the balancer
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvplan.costs.step.batch import StepTimer
-from kvplan.costs.step.dp_pad import padded_step_s
+from kvplan.costs.step.parallel.dp_pad import padded_step_s
 from kvplan.errors import InputError
 from kvplan.sim.blocks import KvShape
 from kvplan.sim.dp.balancer import DpBalancer

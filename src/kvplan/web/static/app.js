@@ -103,7 +103,7 @@ function planCard(d) {
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
 }
 function missText(c) {
-  // the CLI's words (report/plan_text.py): "misses KEY by N %"
+  // the CLI's words (report/plan/plan_text.py): "misses KEY by N %"
   return c.misses === "goodput_share" ? `misses goodput by ${Math.abs(c.margin).toFixed(3)}` : `misses ${c.misses} by ${(100 * Math.abs(c.margin)).toFixed(0)} %`;
 }
 function infeasible(s) {

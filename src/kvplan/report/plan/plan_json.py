@@ -8,7 +8,7 @@ from typing import Any
 from kvplan.analysis.plan.bands import PlanBands, SloCheck
 from kvplan.analysis.plan.levers import load_per_replica
 from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo, FleetInfo, Lever, Plan
-from kvplan.analysis.plan.verdict import closest
+from kvplan.analysis.plan.why.verdict import closest
 from kvplan.costs.pricing import FleetCost
 from kvplan.specs.prices import PriceRow
 

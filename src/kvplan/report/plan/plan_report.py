@@ -93,7 +93,7 @@ def _num(x: Any, digits: int) -> str:
 def _pareto(plan: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     """The same Pareto chart as ``kvplan plan --plot`` and the web Plan page (none for a
     saved answer without candidates or SLO bounds to draw)."""
-    from kvplan.report.plan_chart import pareto_from_json
+    from kvplan.report.plan.plan_chart import pareto_from_json
 
     try:
         if not (plan.get("candidates") and plan["inputs"]["slo"]["bounds"]):

@@ -97,7 +97,7 @@ def placed(points: list[dict[str, Any]], x_dom: tuple[float, float],
 
 def chart_points(p: Plan) -> list[dict[str, Any]]:
     """The chart's points for a Plan (its JSON answer's candidates on the chart's metric)."""
-    from kvplan.report.plan_json import plan_json
+    from kvplan.report.plan.plan_json import plan_json
 
     doc = plan_json(p)
     bound = chart_metric(doc)
@@ -106,7 +106,7 @@ def chart_points(p: Plan) -> list[dict[str, Any]]:
 
 def pareto_chart(p: Plan) -> Any:
     """The Pareto chart of a Plan (see ``pareto_from_json``)."""
-    from kvplan.report.plan_json import plan_json
+    from kvplan.report.plan.plan_json import plan_json
 
     return pareto_from_json(plan_json(p))
 

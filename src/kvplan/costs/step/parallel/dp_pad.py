@@ -9,7 +9,7 @@ dummy token, padded the same way). So a rank's step is priced at::
     requests, context, attended pairs, prefill = the rank's own batch
                (a dummy step: 1 request, no context, 1 pair, decode)
 
-The GEMMs, the experts (at dp x T_pad: ``kvplan.costs.step.ep_step``) and the exchange
+The GEMMs, the experts (at dp x T_pad: ``kvplan.costs.step.parallel.ep_step``) and the exchange
 scale with T_pad; attention and the per-request terms with the rank's own requests.
 """
 

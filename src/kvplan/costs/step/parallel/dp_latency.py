@@ -1,5 +1,5 @@
 """Static-batch latency of a data-parallel deployment: each DP rank runs its share of the
-batch through its own engine (``kvplan.costs.step.ep_step`` prices the step)::
+batch through its own engine (``kvplan.costs.step.parallel.ep_step`` prices the step)::
 
     batch per rank = ceil(B / dp)        (the fullest rank sets TTFT, TPOT and E2E)
     fleet output throughput = B x O / E2E
@@ -52,7 +52,7 @@ def parallel_latency_json(model: ModelSpec, engine: EngineConfig,
                           rank: RequestShape) -> dict[str, Any]:
     """The ``parallel`` object of ``latency --json`` (DP / EP runs only); the imbalance is
     1 where EP is not in effect (a dense model, or one GPU)."""
-    from kvplan.costs.step.ep_comm import DEFAULT_IMBALANCE
+    from kvplan.costs.step.parallel.ep_comm import DEFAULT_IMBALANCE
 
     e = engine
     ep_on = (model.moe is not None and e.enable_expert_parallel

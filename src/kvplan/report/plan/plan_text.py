@@ -6,9 +6,9 @@ from typing import Any
 
 from kvplan.analysis.plan.levers import load_per_replica
 from kvplan.analysis.plan.records import Candidate, Lever, Plan
-from kvplan.analysis.plan.verdict import closest_miss
+from kvplan.analysis.plan.why.verdict import closest_miss
 from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
-from kvplan.report.plan_band_text import achieved_text, band_lines, edge_word, margin_line
+from kvplan.report.plan.plan_band_text import achieved_text, band_lines, edge_word, margin_line
 
 RUNNERS_UP = 5
 INFEASIBLE_SHOWN = 3
@@ -17,7 +17,7 @@ INFEASIBLE_SHOWN = 3
 def ranked_rows(p: Plan) -> list[Candidate]:
     """Winner, runners-up (cheapest first), then the cheapest infeasible candidates."""
     from kvplan.analysis.plan.funnel import Limits
-    from kvplan.analysis.plan.verdict import rank
+    from kvplan.analysis.plan.why.verdict import rank
 
     lim = Limits(rate_rps=p.target_rate_rps, replicas=None, max_gpus=None,
                  max_cost_per_hour=None, mean_output_tokens=0.0, exhaustive=False)

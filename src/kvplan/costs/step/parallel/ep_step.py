@@ -5,7 +5,7 @@ Each DP rank runs its own requests through attention (its batch, its KV cache); 
 layers see every rank's tokens (the ranks step in lockstep), so a step of T tokens per rank
 prices the experts at dp x T tokens over the GPU's local experts (whole experts under EP,
 TP-sharded over tp x dp without), times the EP imbalance factor, plus the exchange
-(``kvplan.costs.step.ep_comm``). Priced from the measured kernel tables only.
+(``kvplan.costs.step.parallel.ep_comm``). Priced from the measured kernel tables only.
 """
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvplan.costs.memory.ep_layout import DEFAULT_NODE_GPUS, ParallelLayout, parallel_layout
-from kvplan.costs.step.ep_comm import DEFAULT_A2A_BACKEND, DEFAULT_IMBALANCE, Link, MoeExchange
 from kvplan.costs.step.ops import StageOps
+from kvplan.costs.step.parallel.ep_comm import (
+    DEFAULT_A2A_BACKEND,
+    DEFAULT_IMBALANCE,
+    Link,
+    MoeExchange,
+)
 from kvplan.costs.step.profile import Profile
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec

@@ -18,7 +18,7 @@ from kvplan.analysis.plan.funnel import Limits, Tally
 from kvplan.analysis.plan.jobs import Job, JobContext, ProbeJob, ProbeOut, ShareJob
 from kvplan.analysis.plan.records import Candidate
 from kvplan.analysis.plan.space import SearchSpace
-from kvplan.analysis.plan.verdict import closest
+from kvplan.analysis.plan.why.verdict import closest
 from kvplan.costs.memory.plan import plan_memory
 from kvplan.errors import KvplanError
 from kvplan.specs.deployment import Deployment

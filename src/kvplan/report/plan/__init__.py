@@ -1,0 +1,1 @@
+"""The plan's text, JSON, chart and HTML views."""
