@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kvplan.analysis.plan.jobs import Job, JobContext, Out, run_job, run_jobs
@@ -44,25 +44,14 @@ class LocalExecutor:
     def run(self, ctx: JobContext, jobs: Sequence[Job]) -> list[Out]:
         if self.workers == 1 or len(jobs) <= 1:
             return run_jobs(ctx, jobs)
-        futures = [self._started().submit(run_job, ctx, job) for job in jobs]
-        return [f.result() for f in futures]
-
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        """``fn`` (a module-level function) on each item in the workers, results in order
-        (the planner's screening; one worker: here)."""
-        if self.workers == 1 or len(items) <= 1:
-            return [fn(x) for x in items]
-        futures = [self._started().submit(fn, x) for x in items]
-        return [f.result() for f in futures]
-
-    def _started(self) -> Any:
         if self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             self._pool = ProcessPoolExecutor(self.workers,
                                              mp_context=multiprocessing.get_context("fork"))
-        return self._pool
+        futures = [self._pool.submit(run_job, ctx, job) for job in jobs]
+        return [f.result() for f in futures]
 
     def close(self) -> None:
         if self._pool is not None:
@@ -134,16 +123,6 @@ def executor_choice(name: str, address: str | None, screened: int) -> tuple[str,
            "pays off")
     return name, (f"--executor ray is expected to be slower than local here ({why}; "
                   "docs/planner.md, Execution)")
-
-
-def early_executor(name: str, workers: int | None, address: str | None
-                   ) -> LocalExecutor | None:
-    """The local pool when the choice cannot depend on the screened count (``local``, or
-    ``auto`` without a cluster), so screening can run in it too; else None."""
-    check_executor(name)
-    if name == "local" or (name == "auto" and address is None):
-        return LocalExecutor(workers)
-    return None
 
 
 def pick_executor(name: str, workers: int | None, address: str | None, screened: int

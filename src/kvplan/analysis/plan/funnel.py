@@ -9,9 +9,8 @@ cost. ``exhaustive`` simulates every memory-feasible candidate instead.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor
@@ -65,47 +64,25 @@ class Tally:
 Progress = Callable[[str, int, int], None]
 
 
-Mapper = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
-"""``map(fn, items)`` in submission order (an executor's pool; None: in this process)."""
-
-
 def screen(model: ModelSpec, space: SearchSpace, router: str, prices: PriceTable,
-           ctx: JobContext, lim: Limits, mapper: Mapper | None = None) -> list[Candidate]:
-    """Stages 0-2 for every combination: enumerate, exact memory, analytic bounds; with
-    ``mapper`` the memory plans and bounds run in its workers, one (GPU, TP) group a task
-    (the group's candidates share their measured step tables), in enumeration order."""
-    out: list[Candidate | None] = []
-    todo: dict[tuple[str, int], list[tuple[int, str, Deployment]]] = {}
+           ctx: JobContext, lim: Limits) -> list[Candidate]:
+    """Stages 0-2 for every combination: enumerate, exact memory, analytic bounds (here, so
+    the worker processes forked after it find every replica and table it built)."""
+    out = []
     seen: dict[tuple[str, object], str] = {}
     for i, (d, why, _) in enumerate(enumerate_space(model, space, router)):
         cid = f"c{i:04d}"
-        out.append(None)
         if d is None:
-            out[i] = _dummy(cid, model, space, why)
+            out.append(_dummy(cid, model, space, why))
             continue
         first = seen.setdefault((d.gpu.id, d.engine), cid)
         if first != cid:
-            out[i] = Candidate(id=cid, deployment=d, stage="duplicate", reason=(
+            out.append(Candidate(id=cid, deployment=d, stage="duplicate", reason=(
                 f"the same engine flags as {first} once vLLM's defaults (and the block size "
-                "an MLA backend forces) are filled in"))
+                "an MLA backend forces) are filled in")))
             continue
-        todo.setdefault((d.gpu.id, d.engine.tensor_parallel_size), []).append((i, cid, d))
-    tasks = [(group, prices, ctx, lim) for group in todo.values()]
-    for group, screened in zip(todo.values(), (mapper or _here)(_screen_group, tasks),
-                               strict=True):
-        for (i, _, _), c in zip(group, screened, strict=True):
-            out[i] = c
-    return [c for c in out if c is not None]
-
-
-def _here(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-    return [fn(x) for x in items]
-
-
-def _screen_group(task: tuple[list[tuple[int, str, Deployment]], PriceTable, JobContext,
-                                  Limits]) -> list[Candidate]:
-    group, prices, ctx, lim = task
-    return [_screen_one(cid, d, prices, ctx, lim) for _, cid, d in group]
+        out.append(_screen_one(cid, d, prices, ctx, lim))
+    return out
 
 
 def _dummy(cid: str, model: ModelSpec, space: SearchSpace, why: str) -> Candidate:

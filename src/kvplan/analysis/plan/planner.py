@@ -13,12 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.analysis.plan.bands import MARGINS
-from kvplan.analysis.plan.executor import (
-    Executor,
-    check_executor,
-    early_executor,
-    pick_executor,
-)
+from kvplan.analysis.plan.executor import check_executor, pick_executor
 from kvplan.analysis.plan.funnel import Limits, Progress, Tally, screen
 from kvplan.analysis.plan.jobs import JobContext
 from kvplan.analysis.plan.levers import levers
@@ -104,9 +99,11 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
                  exhaustive=opts.search == "exhaustive",
                  target_requests=0 if traffic.target is None else len(traffic.target))
     tally = Tally()
-    cands, ex = _screen(spec, space, opts, prices, ctx, lim)
+    cands = screen(spec, space, opts.router, prices, ctx, lim)
     if progress is not None:
         progress("screen", len(cands), len(cands))
+    ex = pick_executor(opts.executor, opts.workers, opts.ray_address,
+                       sum(c.stage == "screened" for c in cands))
     try:
         cands = search(cands, ex, ctx, prices, lim, tally, progress)
         ranked = rank(cands, lim)
@@ -128,22 +125,6 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
         return p
     base = plan(spec, workload, slo, **{**options, "slo_margin": "none", "explain": False})
     return replace(p, without_margin=base.winner, infeasible_why=_unmargined(p, base.winner))
-
-
-def _screen(spec: ModelSpec, space: SearchSpace, opts: PlanOptions, prices: PriceTable,
-            ctx: JobContext, lim: Limits) -> tuple[list[Candidate], Executor]:
-    """Screen the space (in the local pool's workers when the executor is sure to be local,
-    else here) and the executor for the rest of the search."""
-    early = early_executor(opts.executor, opts.workers, opts.ray_address)
-    try:
-        cands = screen(spec, space, opts.router, prices, ctx, lim,
-                       None if early is None else early.map)
-    except BaseException:
-        if early is not None:
-            early.close()
-        raise
-    return cands, early or pick_executor(opts.executor, opts.workers, opts.ray_address,
-                                         sum(c.stage == "screened" for c in cands))
 
 
 def _unmargined(p: Plan, base: Candidate | None) -> str:
