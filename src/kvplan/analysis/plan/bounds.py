@@ -35,6 +35,7 @@ class Bounds:
     """Zero-load verdict and optimistic per-replica capacity ceilings (requests/s)."""
 
     zero_load: Verdict
+    """Achieved values and margins only (no sampling intervals: the bound is analytic)."""
     ceilings_rps: tuple[tuple[str, float], ...]
 
     @property
@@ -123,7 +124,7 @@ def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
         ("kv_memory", _ratio(usable, float(np.mean(blocks * (out - 1) * t_min)))),
         ("scheduler_cap", _ratio(seqs, float(np.mean(ttft0 + (out - 1) * t_min)))),
     )
-    return Bounds(zero_load=judge(lat, slo), ceilings_rps=ceilings)
+    return Bounds(zero_load=judge(lat, slo, intervals=False), ceilings_rps=ceilings)
 
 
 def _ratio(a: float, b: float) -> float:
