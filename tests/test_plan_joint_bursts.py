@@ -4,13 +4,14 @@ example, and safety: a fleet it drops misses the SLO when simulated."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvplan.analysis.disagg.plan import enumerate_disagg
 from kvplan.analysis.disagg.rounds import simulate_one
 from kvplan.analysis.disagg.screen import screen_fleets
-from kvplan.analysis.disagg.work_bounds import burst_miss, window_miss
+from kvplan.analysis.disagg.work_bounds import burst_miss, window_miss, worst_bursts
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.links import load_link
@@ -34,17 +35,21 @@ def test_burst_bound_by_hand() -> None:
     """Warm-up skips floor(0.1 x 20) = 2: 18 judged (20..90 s and the burst); g =
     floor(17 x 0.9) + 1 = 16 must meet 1 s, so b = 2 may miss and the 2 largest works are
     2,000 tokens. The whole trace needs 16,000 tokens in 100.9 - 20 + 1 = 81.9 s: kept at
-    1,000 tokens/s. A burst of k = b + 2 = 4 requests (100.0..100.3 s) needs 4,000 - 2,000 =
-    2,000 tokens in 0.3 + 1 = 1.3 s: 1,000/s x 1.3 s = 1,300 < 2,000, dropped. At 5,000/s
-    every burst fits: k = 4: 2,000 <= 6,500; k = 6: 4,000 <= 7,500; k = 10: 8,000 <= 9,500
-    (k = 3 needs 1,000, k = 18 is the whole trace)."""
+    1,000 tokens/s. Runs of k = 3, 4, 6, 10 (b + 1, b + 2, b + 4, b + 8 < 18) within the
+    burst need (1,000 k - 2,000) tokens in (k - 1) / 10 + 1 s: 833, 1,538, 2,667 and 8,000 /
+    1.9 = 4,211 tokens/s (runs reaching back to the spaced requests span 10 s more and need
+    less), so the run of 10 binds: dropped below 4,211 tokens/s, kept above."""
     work, slo, per = _hand()
     assert window_miss(work, slo, "ttft", per, 1000.0, "prefill tokens") == ""
     why = burst_miss(work, slo, "ttft", per, 1000.0, "prefill tokens")
-    assert "of the 4 requests arriving in 0.3 s from 100.0 s" in why
-    assert "at least 2 must meet 1000 ms" in why and "2,000 prefill tokens" in why
-    assert "1,000/s x 1.3 s" in why
-    assert burst_miss(work, slo, "ttft", per, 5000.0, "prefill tokens") == ""
+    assert "of the 10 requests arriving in 0.9 s from 100.0 s" in why
+    assert "at least 8 must meet 1000 ms" in why and "8,000 prefill tokens" in why
+    assert "1,000/s x 1.9 s" in why
+    assert burst_miss(work, slo, "ttft", per, 4200.0, "prefill tokens") != ""
+    assert burst_miss(work, slo, "ttft", per, 4220.0, "prefill tokens") == ""
+    (b,) = worst_bursts(work, slo, "ttft", per)
+    assert (b.requests, b.good, b.need) == (10, 8, 8000.0)
+    assert b.need / b.window_s == pytest.approx(8000 / 1.9)
     assert burst_miss(work, slo, "e2el", per, 1.0, "x") == ""  # no e2el bound: nothing
 
 

@@ -19,10 +19,12 @@ from kvplan.analysis.disagg.candidates import JointCandidate
 from kvplan.analysis.disagg.floors import zero_load_miss
 from kvplan.analysis.disagg.serving import PoolRun, plan_pool, pool_timer, transfer_cost
 from kvplan.analysis.disagg.work_bounds import (
+    Burst,
     best_decode_tokens_per_s,
     best_tokens_per_s,
-    burst_miss,
+    burst_text,
     window_miss,
+    worst_bursts,
 )
 from kvplan.costs.pricing import FleetCost, fleet_cost
 from kvplan.errors import KvplanError
@@ -52,10 +54,11 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
     dropped: list[JointCandidate] = []
     pools: dict[tuple[str, str, int], PoolRun | None] = {}
     floors: dict[PairKey, str] = {}
+    bursts: dict[tuple[PairKey, str], tuple[Burst, ...]] = {}
     for i, dd in enumerate(fleets):
         costs = pool_costs(dd, prices)
         usd = None if costs is None else sum(c.usd_per_hour for c in costs)
-        stage, why = _stage(dd, work, slo, pools, floors, bounds, costs is None)
+        stage, why = _stage(dd, work, slo, pools, (floors, bursts), bounds, costs is None)
         c = JointCandidate(id=f"d{i:04d}", kind="disaggregated", stage=stage or "screened",
                            reason=why or "kept for simulation", gpus=dd.total_gpus,
                            usd_per_hour=usd, index=i, disagg=dd, pool_costs=costs or ())
@@ -64,8 +67,11 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
 
 
 def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
-           pools: dict[tuple[str, str, int], PoolRun | None], floors: dict[PairKey, str],
+           pools: dict[tuple[str, str, int], PoolRun | None],
+           kept: tuple[dict[PairKey, str], dict[tuple[PairKey, str], tuple[Burst, ...]]],
            bounds: bool, unpriced: bool) -> tuple[str, str]:
+    """``kept``: each pool pair's zero-load floors and worst bursts, across the fleets."""
+    floors, bursts = kept
     pre, dec = _pool("prefill", dd.prefill, pools), _pool("decode", dd.decode, pools)
     for role, p, d in (("prefill", pre, dd.prefill), ("decode", dec, dd.decode)):
         if p is None:
@@ -77,19 +83,20 @@ def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
         return "pruned_cost", "no price row holds a pool's instance"
     if not bounds:
         return "", ""
-    key = (dd.prefill.gpu.id, dd.prefill.engine.tensor_parallel_size, dd.decode.gpu.id,
-           dd.decode.engine.tensor_parallel_size, dd.link.id)
+    key = _pair(dd)
     if key not in floors:
         floors[key] = zero_load_miss(dd, pre, dec, work, slo)
     if floors[key]:
         return "pruned_bound", floors[key]
-    why = work_miss(dd, pre, dec, work, slo)
+    why = work_miss(dd, pre, dec, work, slo, bursts)
     return ("pruned_bound", why) if why else ("", "")
 
 
 def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
-              slo: Slo) -> str:
-    """The first work bound (prefill compute, link, decode) the fleet already misses, or ''."""
+              slo: Slo, bursts: dict[tuple[PairKey, str], tuple[Burst, ...]] | None = None
+              ) -> str:
+    """The first work bound (prefill compute, link, decode) the fleet already misses, or ''
+    (``bursts``: each pool pair's worst bursts, kept across the fleets of one screen)."""
     prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
     out = np.asarray(work.output_tokens, dtype=np.int64)
     cost = transfer_cost(dd, dec.plan)
@@ -106,12 +113,24 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
                        "decode tokens"))
     kv = _kv_check(dd, dec, work, prompt, wire)
     every = [(*c, 0.0) for c in checks] + ([] if kv is None else [kv])
-    for miss in (window_miss, burst_miss):  # the whole trace first, then its bursts
-        for metric, per, cap, what, extra in every:
-            why = miss(work, slo, metric, per, cap, what, extra_s=extra)
-            if why:
-                return why
+    for metric, per, cap, what, extra in every:  # the whole trace first
+        why = window_miss(work, slo, metric, per, cap, what, extra_s=extra)
+        if why:
+            return why
+    bursts = {} if bursts is None else bursts
+    for metric, per, cap, what, extra in every:  # then its bursts
+        key = (_pair(dd), what)  # the works depend on the pools' GPUs and TPs, not counts
+        if key not in bursts:
+            bursts[key] = worst_bursts(work, slo, metric, per, extra)
+        why = burst_text(bursts[key], cap, what)
+        if why:
+            return why
     return ""
+
+
+def _pair(dd: DisaggDeployment) -> PairKey:
+    return (dd.prefill.gpu.id, dd.prefill.engine.tensor_parallel_size, dd.decode.gpu.id,
+            dd.decode.engine.tensor_parallel_size, dd.link.id)
 
 
 def _kv_check(dd: DisaggDeployment, dec: PoolRun, work: Workload, prompt: IntArray,

@@ -103,30 +103,69 @@ def window_miss(work: Workload, slo: Slo, metric: str, per_request: FloatArray,
     return ""
 
 
-def burst_miss(work: Workload, slo: Slo, metric: str, per_request: FloatArray,
-               capacity_per_s: float, what: str, extra_s: float = 0.0) -> str:
-    """``window_miss`` on bursts: runs of k judged requests by arrival, k = b + 1, b + 2,
-    b + 4, ... < n (b = n - g may miss; the module docstring), or ''."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Burst:
+    """Under one percentile bound, the run of judged requests (consecutive by arrival) whose
+    work needs the highest rate: ``need`` within ``window_s``."""
+
+    key: str
+    limit_ms: float
+    requests: int
+    good: int
+    """Of them, at least this many must meet the limit (all but b = n - g)."""
+    start_s: float
+    span_s: float
+    need: float
+    """Their work less the b largest works of all judged requests."""
+    window_s: float
+    """span + limit + the extra hold."""
+
+
+def worst_bursts(work: Workload, slo: Slo, metric: str, per_request: FloatArray,
+                 extra_s: float = 0.0) -> tuple[Burst, ...]:
+    """Per ``metric`` bound, the run of k = b + 1, b + 2, b + 4, ... (< n) judged requests
+    needing the highest rate (the module docstring); what a fleet's capacity is checked
+    against (``burst_miss``): the same for every fleet with the same per-request work."""
     arrival, keep = _judged(work, slo)
     order = np.argsort(arrival[keep], kind="stable")
     at, per = arrival[keep][order], np.asarray(per_request, dtype=np.float64)[keep][order]
     n = len(at)
     sums = np.concatenate(([0.0], np.cumsum(per)))
+    out = []
     for b in slo.bounds:
         if b.metric != metric or n == 0:
             continue
         bad = n - good_needed(n, b.percentile)
         top = float(np.sort(per)[n - bad:].sum()) if bad else 0.0
-        k = bad + 1
+        best, k = None, bad + 1
         while k < n:
             need = sums[k:] - sums[:-k] - top
-            room = capacity_per_s * (at[k - 1:] - at[:n - k + 1] + b.limit_ms / 1000 + extra_s)
-            i = int(np.argmax(need - room))
-            if need[i] > room[i]:
-                span = float(at[i + k - 1] - at[i])
-                return (f"{b.key}: of the {k:,} requests arriving in {span:,.1f} s from "
-                        f"{at[i]:,.1f} s, at least {k - bad:,} must meet {b.limit_ms:g} ms and "
-                        f"need at least {need[i]:,.0f} {what}, more than the fleet's "
-                        f"{capacity_per_s:,.0f}/s x {room[i] / capacity_per_s:,.1f} s allow")
+            window = at[k - 1:] - at[:n - k + 1] + b.limit_ms / 1000 + extra_s
+            rate = need / np.maximum(window, 1e-300)
+            i = int(np.argmax(rate))
+            if best is None or rate[i] > best.need / max(best.window_s, 1e-300):
+                best = Burst(key=b.key, limit_ms=b.limit_ms, requests=k, good=k - bad,
+                             start_s=float(at[i]), span_s=float(at[i + k - 1] - at[i]),
+                             need=float(need[i]), window_s=float(window[i]))
             k = bad + 2 * (k - bad)
+        if best is not None:
+            out.append(best)
+    return tuple(out)
+
+
+def burst_text(bursts: tuple[Burst, ...], capacity_per_s: float, what: str) -> str:
+    """Why the fleet's ``capacity_per_s`` cannot serve one of ``bursts``, or ''."""
+    for b in bursts:
+        if b.need > capacity_per_s * b.window_s:
+            return (f"{b.key}: of the {b.requests:,} requests arriving in {b.span_s:,.1f} s "
+                    f"from {b.start_s:,.1f} s, at least {b.good:,} must meet {b.limit_ms:g} "
+                    f"ms and need at least {b.need:,.0f} {what}, more than the fleet's "
+                    f"{capacity_per_s:,.0f}/s x {b.window_s:,.1f} s allow")
     return ""
+
+
+def burst_miss(work: Workload, slo: Slo, metric: str, per_request: FloatArray,
+               capacity_per_s: float, what: str, extra_s: float = 0.0) -> str:
+    """``window_miss`` on bursts (``worst_bursts``), or ''."""
+    return burst_text(worst_bursts(work, slo, metric, per_request, extra_s), capacity_per_s,
+                      what)
