@@ -15,6 +15,7 @@ from typing import Literal
 
 from kvplan.errors import InputError
 from kvplan.limits import MAX_PARALLEL, check_int
+from kvplan.memo import Memo
 from kvplan.specs.kv_precision import (
     KV_CACHE_DTYPES,
     PRECISIONS,
@@ -290,7 +291,19 @@ def kv_spec(
     mamba_cache_dtype: str = "auto",
     mamba_ssm_cache_dtype: str = "auto",
 ) -> ModelKv:
-    """Per-GPU KV cache layout of ``model`` at the given cache precision and TP degree."""
+    """Per-GPU KV cache layout of ``model`` at the given cache precision and TP degree (kept
+    per those arguments, all it reads: a planner asks for the same few layouts per candidate)."""
+    key = (model, kv_cache_dtype, tensor_parallel_size, mamba_cache_dtype,
+           mamba_ssm_cache_dtype)
+    return _KV_MEMO.get(key, lambda: _kv_spec(model, kv_cache_dtype, tensor_parallel_size,
+                                              mamba_cache_dtype, mamba_ssm_cache_dtype))
+
+
+_KV_MEMO: Memo[ModelKv] = Memo(256)
+
+
+def _kv_spec(model: ModelSpec, kv_cache_dtype: str, tensor_parallel_size: int,
+             mamba_cache_dtype: str, mamba_ssm_cache_dtype: str) -> ModelKv:
     precision = resolve_precision(kv_cache_dtype, model.dtype)
     tp = tensor_parallel_size
     check_int("--tensor-parallel-size", tp, 1, MAX_PARALLEL)

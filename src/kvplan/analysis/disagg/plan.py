@@ -29,13 +29,19 @@ def enumerate_disagg(model: ModelSpec, gpus: Sequence[HardwareSpec], engine: Eng
     """Every valid xPyD fleet in the grid (invalid pairs, e.g. a node link too small, out)."""
     out = []
     counts = range(1, max_instances + 1)
+    engines: dict[int, EngineConfig | None] = {}  # each TP's flags checked once, not per fleet
+    for tp in tps:
+        try:
+            engines[tp] = replace(engine, tensor_parallel_size=tp)
+        except KvplanError:
+            engines[tp] = None
     for gp, gd, tp_p, tp_d, x, y in itertools.product(gpus, gpus, tps, tps, counts, counts):
-        if tp_d % tp_p:
+        e_p, e_d = engines[tp_p], engines[tp_d]
+        if tp_d % tp_p or e_p is None or e_d is None:
             continue
         try:
-            pools = [Deployment(model=model, gpu=g, replicas=n,
-                                engine=replace(engine, tensor_parallel_size=tp))
-                     for g, tp, n in ((gp, tp_p, x), (gd, tp_d, y))]
+            pools = [Deployment(model=model, gpu=g, replicas=n, engine=e)
+                     for g, e, n in ((gp, e_p, x), (gd, e_d, y))]
             out.append(DisaggDeployment(prefill=pools[0], decode=pools[1], link=link))
         except KvplanError:
             continue

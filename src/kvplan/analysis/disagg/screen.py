@@ -19,9 +19,12 @@ from kvplan.analysis.disagg.candidates import JointCandidate
 from kvplan.analysis.disagg.floors import zero_load_miss
 from kvplan.analysis.disagg.serving import PoolRun, plan_pool, pool_timer, transfer_cost
 from kvplan.analysis.disagg.work_bounds import (
+    Burst,
     best_decode_tokens_per_s,
     best_tokens_per_s,
+    burst_text,
     window_miss,
+    worst_bursts,
 )
 from kvplan.costs.pricing import FleetCost, fleet_cost
 from kvplan.errors import KvplanError
@@ -51,10 +54,11 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
     dropped: list[JointCandidate] = []
     pools: dict[tuple[str, str, int], PoolRun | None] = {}
     floors: dict[PairKey, str] = {}
+    bursts: dict[tuple[PairKey, str], tuple[Burst, ...]] = {}
     for i, dd in enumerate(fleets):
         costs = pool_costs(dd, prices)
         usd = None if costs is None else sum(c.usd_per_hour for c in costs)
-        stage, why = _stage(dd, work, slo, pools, floors, bounds, costs is None)
+        stage, why = _stage(dd, work, slo, pools, (floors, bursts), bounds, costs is None)
         c = JointCandidate(id=f"d{i:04d}", kind="disaggregated", stage=stage or "screened",
                            reason=why or "kept for simulation", gpus=dd.total_gpus,
                            usd_per_hour=usd, index=i, disagg=dd, pool_costs=costs or ())
@@ -63,8 +67,11 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
 
 
 def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
-           pools: dict[tuple[str, str, int], PoolRun | None], floors: dict[PairKey, str],
+           pools: dict[tuple[str, str, int], PoolRun | None],
+           kept: tuple[dict[PairKey, str], dict[tuple[PairKey, str], tuple[Burst, ...]]],
            bounds: bool, unpriced: bool) -> tuple[str, str]:
+    """``kept``: each pool pair's zero-load floors and worst bursts, across the fleets."""
+    floors, bursts = kept
     pre, dec = _pool("prefill", dd.prefill, pools), _pool("decode", dd.decode, pools)
     for role, p, d in (("prefill", pre, dd.prefill), ("decode", dec, dd.decode)):
         if p is None:
@@ -76,19 +83,20 @@ def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
         return "pruned_cost", "no price row holds a pool's instance"
     if not bounds:
         return "", ""
-    key = (dd.prefill.gpu.id, dd.prefill.engine.tensor_parallel_size, dd.decode.gpu.id,
-           dd.decode.engine.tensor_parallel_size, dd.link.id)
+    key = _pair(dd)
     if key not in floors:
         floors[key] = zero_load_miss(dd, pre, dec, work, slo)
     if floors[key]:
         return "pruned_bound", floors[key]
-    why = work_miss(dd, pre, dec, work, slo)
+    why = work_miss(dd, pre, dec, work, slo, bursts)
     return ("pruned_bound", why) if why else ("", "")
 
 
 def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
-              slo: Slo) -> str:
-    """The first work bound (prefill compute, link, decode) the fleet already misses, or ''."""
+              slo: Slo, bursts: dict[tuple[PairKey, str], tuple[Burst, ...]] | None = None
+              ) -> str:
+    """The first work bound (prefill compute, link, decode) the fleet already misses, or ''
+    (``bursts``: each pool pair's worst bursts, kept across the fleets of one screen)."""
     prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
     out = np.asarray(work.output_tokens, dtype=np.int64)
     cost = transfer_cost(dd, dec.plan)
@@ -103,26 +111,42 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
         rate = _rate(dec, "decode") * dd.decode.replicas
         checks.append(("e2el", np.maximum(out - 1, 0).astype(np.float64), rate,
                        "decode tokens"))
-    for metric, per, cap, what in checks:
-        why = window_miss(work, slo, metric, per, cap, what)
+    kv = _kv_check(dd, dec, work, prompt, wire)
+    every = [(*c, 0.0) for c in checks] + ([] if kv is None else [kv])
+    for metric, per, cap, what, extra in every:  # the whole trace first
+        why = window_miss(work, slo, metric, per, cap, what, extra_s=extra)
         if why:
             return why
-    return _kv_miss(dd, dec, work, slo, prompt, wire)
+    bursts = {} if bursts is None else bursts
+    for metric, per, cap, what, extra in every:  # then its bursts
+        key = (_pair(dd), what)  # the works depend on the pools' GPUs and TPs, not counts
+        if key not in bursts:
+            bursts[key] = worst_bursts(work, slo, metric, per, extra)
+        why = burst_text(bursts[key], cap, what)
+        if why:
+            return why
+    return ""
 
 
-def _kv_miss(dd: DisaggDeployment, dec: PoolRun, work: Workload, slo: Slo,
-             prompt: IntArray, wire: FloatArray) -> str:
-    """The decode pool's KV bound (work_bounds' docstring); full-attention caches only (a
-    window or state group frees or holds blocks otherwise)."""
+def _pair(dd: DisaggDeployment) -> PairKey:
+    return (dd.prefill.gpu.id, dd.prefill.engine.tensor_parallel_size, dd.decode.gpu.id,
+            dd.decode.engine.tensor_parallel_size, dd.link.id)
+
+
+def _kv_check(dd: DisaggDeployment, dec: PoolRun, work: Workload, prompt: IntArray,
+              wire: FloatArray) -> tuple[str, FloatArray, float, str, float] | None:
+    """The decode pool's KV bound (work_bounds' docstring) as (metric, work, capacity, what,
+    extra_s); full-attention caches only (a window or state group frees or holds blocks
+    otherwise: None)."""
     kinds = {g.spec.kind for g in dec.plan.groups}
     if not kinds or not kinds <= {"full", "mla"}:
-        return ""
+        return None
     blocks = len(dec.plan.groups) * -(-prompt // dec.plan.block_size)
     t_min = _step_min(dec)
     hold = wire + np.asarray(work.output_tokens, dtype=np.float64) * t_min
-    return window_miss(work, slo, "ttft", (blocks * hold).astype(np.float64),
-                       float(dd.decode.replicas * dec.plan.num_blocks), "decode block-seconds",
-                       extra_s=float(hold.max()))
+    return ("ttft", (blocks * hold).astype(np.float64),
+            float(dd.decode.replicas * dec.plan.num_blocks), "decode block-seconds",
+            float(hold.max()))
 
 
 def _step_min(p: PoolRun) -> float:

@@ -40,6 +40,7 @@ class Bounds:
     """Zero-load verdict and optimistic per-replica capacity ceilings (requests/s)."""
 
     zero_load: Verdict
+    """Achieved values and margins only (no sampling intervals: the bound is analytic)."""
     ceilings_rps: tuple[tuple[str, float], ...]
 
     @property
@@ -71,8 +72,9 @@ def _grid(top: int) -> IntArray:
 
 
 def _round_down(x: IntArray, grid: IntArray) -> IntArray:
-    """The largest grid point <= x (latency is monotone in tokens, so this is a lower bound)."""
-    out: IntArray = grid[np.searchsorted(grid, x, side="right") - 1]
+    """The index of the largest grid point <= x (latency is monotone in tokens, so the time
+    there is a lower bound)."""
+    out: IntArray = np.searchsorted(grid, x, side="right") - 1
     return out
 
 
@@ -92,8 +94,8 @@ def zero_load(rep: Replica, work: Workload, slo: Slo) -> tuple[Latencies, FloatA
     grid = _grid(int(work.prompt_tokens.max()))
     ttft_g = np.array([prefill_alone_s(rep, int(p)) for p in grid])
     tpot_g = np.array([rep.timer.step_time_s(_ints([1]), _ints([int(p)])) for p in grid])
-    ttft = ttft_g[np.searchsorted(grid, _round_down(uncached, grid))]
-    tpot = tpot_g[np.searchsorted(grid, _round_down(work.prompt_tokens.astype(np.int64), grid))]
+    ttft = ttft_g[_round_down(uncached, grid)]
+    tpot = tpot_g[_round_down(work.prompt_tokens.astype(np.int64), grid)]
     out = work.output_tokens.astype(np.int64)
     e2el = ttft + (out - 1) * tpot
     gaps = np.maximum(out - 1, 0)
@@ -128,7 +130,7 @@ def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
         ("scheduler_cap", _ratio(seqs, float(np.mean(ttft0 + (out - 1) * t_min)))),
     )
     dp = rep.ranks
-    return Bounds(zero_load=judge(lat, slo),
+    return Bounds(zero_load=judge(lat, slo, intervals=False),
                   ceilings_rps=ceilings if dp == 1 else tuple((k, v * dp) for k, v in ceilings))
 
 

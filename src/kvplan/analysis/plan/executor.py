@@ -15,10 +15,10 @@ from kvplan.analysis.plan.jobs import Job, JobContext, Out, run_job, run_jobs
 from kvplan.errors import InputError
 
 EXECUTORS = ("auto", "local", "ray")
-RAY_MIN_SCREENED = 400
+RAY_MIN_SCREENED = 700
 """``--executor auto`` takes Ray only for a cluster (``--ray-address``) and a plan with at least
 this many screened candidates (docs/planner.md, Execution: Ray's start-up, about 4.6 s here,
-against about 0.05 CPU-s of simulation per screened candidate; below this the start costs
+against about 0.026 CPU-s of planning per screened candidate; below this the start costs
 more than a cluster twice the local workers saves)."""
 log = logging.getLogger("kvplan")
 

@@ -25,11 +25,14 @@ import numpy.typing as npt
 from kvplan.analysis.plan.judge import Latencies, Verdict, judge, latencies, merge
 from kvplan.analysis.serving import pick_profile, scheduler_limits
 from kvplan.costs.memory.plan import MemoryPlan, plan_deployment
+from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.roofline import StepCostModel
 from kvplan.errors import InputError
+from kvplan.memo import Memo
 from kvplan.sim.dp.lockstep import RankSim
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.deployment import Deployment
+from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
 
@@ -54,11 +57,13 @@ class FleetRun:
 class Replica:
     """One replica's memory plan, scheduler limits and step timer, built once, reused."""
 
-    def __init__(self, d: Deployment, profile: str | None = None) -> None:
+    def __init__(self, d: Deployment, profile: str | None = None, *,
+                 picked: Profile | None = None) -> None:
+        """``picked``: the latency profile ``profile`` names for ``d``, if already picked."""
         self.deployment = d
         self.plan: MemoryPlan = plan_deployment(d)
         self.limits = scheduler_limits(self.plan.settings, d.engine)
-        prof = pick_profile(d.model, d.gpu, d.engine, profile)
+        prof = picked or pick_profile(d.model, d.gpu, d.engine, profile)
         self.timer = StepCostModel(d.model, d.gpu, d.engine, prof)
         self.ranks = d.engine.data_parallel_size
         """DP engines of one replica (> 1: the lockstep group, parallel/replica.py)."""
@@ -83,6 +88,26 @@ class Replica:
                         block_size=self.plan.block_size, engine=self.deployment.engine,
                         kv=kv_shape_from_groups(self.plan.groups, self.plan.block_size),
                         limits=self.limits, max_model_len=self.plan.settings.max_model_len)
+
+
+_REPLICAS: Memo[Replica] = Memo(512)
+"""Replicas per (model, GPU, engine, router, replicas, latency profile): all they read."""
+
+
+def replica(d: Deployment, profile: str | None = None) -> Replica:
+    """``Replica(d, profile)``, built once: a plan screens, capacity-searches and verifies
+    the same replica, and its worker processes (forked after screening) find the replicas
+    screening built. Keyed by the picked profile's values, so a profile file rewritten
+    between plans is read afresh (the profile is picked on every call)."""
+    picked = pick_profile(d.model, d.gpu, d.engine, profile)
+    key = (d.model, _gpu_key(d.gpu), d.engine, d.router, d.replicas, picked)
+    return _REPLICAS.get(key, lambda: Replica(d, profile, picked=picked))
+
+
+def _gpu_key(g: HardwareSpec) -> tuple[object, ...]:
+    """A hashable stand-in for every field of ``g`` (its FLOP/s table is a dict)."""
+    return tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v
+                 for v in (getattr(g, f) for f in g.__dataclass_fields__))
 
 
 def subset(w: Workload, ids: IntArray, name: str | None = None) -> Workload:

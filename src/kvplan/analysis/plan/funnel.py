@@ -14,13 +14,14 @@ from dataclasses import dataclass, replace
 
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor
-from kvplan.analysis.plan.fleet import Replica
+from kvplan.analysis.plan.fleet import replica
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.analysis.plan.shares import replica_cap
 from kvplan.analysis.plan.space import SearchSpace, enumerate_space
 from kvplan.costs.pricing import fleet_cost
 from kvplan.errors import DoesNotFitError, KvplanError
+from kvplan.specs.deployment import Deployment
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.prices import PriceTable
 
@@ -65,7 +66,8 @@ Progress = Callable[[str, int, int], None]
 
 def screen(model: ModelSpec, space: SearchSpace, router: str, prices: PriceTable,
            ctx: JobContext, lim: Limits) -> list[Candidate]:
-    """Stages 0-2 for every combination: enumerate, exact memory, analytic bounds."""
+    """Stages 0-2 for every combination: enumerate, exact memory, analytic bounds (here, so
+    the worker processes forked after it find every replica and table it built)."""
     out = []
     seen: dict[tuple[str, object], str] = {}
     for i, (d, why, _) in enumerate(enumerate_space(model, space, router)):
@@ -84,20 +86,16 @@ def screen(model: ModelSpec, space: SearchSpace, router: str, prices: PriceTable
 
 
 def _dummy(cid: str, model: ModelSpec, space: SearchSpace, why: str) -> Candidate:
-    from kvplan.specs.deployment import Deployment
     from kvplan.specs.serving import EngineConfig
 
     d = Deployment(model=model, gpu=space.gpus[0], engine=EngineConfig())
     return Candidate(id=cid, deployment=d, stage="invalid", reason=why)
 
 
-def _screen_one(cid: str, d: object, prices: PriceTable, ctx: JobContext,
+def _screen_one(cid: str, d: Deployment, prices: PriceTable, ctx: JobContext,
                 lim: Limits) -> Candidate:
-    from kvplan.specs.deployment import Deployment
-
-    assert isinstance(d, Deployment)
     try:
-        rep = Replica(d, ctx.profile)
+        rep = replica(d, ctx.profile)
     except DoesNotFitError as exc:
         return Candidate(id=cid, deployment=d, stage="pruned_memory", reason=str(exc))
     except KvplanError as exc:

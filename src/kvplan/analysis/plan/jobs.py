@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.analysis.plan.bands import edge_slo, goodput_band, ratios_for
 from kvplan.analysis.plan.capacity_search import Capacity, Probe, find_capacity, probe
-from kvplan.analysis.plan.fleet import FleetRun, Replica, simulate_fleet
+from kvplan.analysis.plan.fleet import FleetRun, replica, simulate_fleet
 from kvplan.analysis.plan.judge import judge
 from kvplan.analysis.plan.records import CapacityInfo, FleetInfo
 from kvplan.analysis.plan.shares import ReplicaSearch, find_replicas, share_probe
@@ -113,7 +113,7 @@ def run_jobs(ctx: JobContext, jobs: Sequence[Job]) -> list[Out]:
 
 
 def run_job(ctx: JobContext, job: Job) -> Out:
-    rep = Replica(job.deployment, ctx.profile)
+    rep = replica(job.deployment, ctx.profile)
     slo = ctx.slo_for(job.deployment)
     if isinstance(job, FleetJob):
         assert ctx.target is not None

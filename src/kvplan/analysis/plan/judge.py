@@ -156,8 +156,10 @@ def judged_mask(lat: Latencies, slo: Slo) -> npt.NDArray[np.bool_]:
     return keep
 
 
-def judge(lat: Latencies, slo: Slo) -> Verdict:
-    """Achieved percentiles / goodput share on the judged window, and their margins."""
+def judge(lat: Latencies, slo: Slo, *, intervals: bool = True) -> Verdict:
+    """Achieved percentiles / goodput share on the judged window, and their margins
+    (``intervals=False``: without the sampling intervals, for a verdict nobody reads them
+    off, the analytic zero-load one)."""
     keep = judged_mask(lat, slo)
     achieved: list[tuple[str, float]] = []
     margins: list[tuple[str, float]] = []
@@ -168,6 +170,8 @@ def judge(lat: Latencies, slo: Slo) -> Verdict:
         v = _percentile(vals, b.percentile)
         achieved.append((b.key, v))
         margins.append((b.key, (b.limit_ms - v) / b.limit_ms))
+        if not intervals:
+            continue
         cis.append((b.key, percentile_interval(vals, b.percentile)))
         if cis[-1][1].holds(b.limit_ms) is None:
             noisy.append(b.key)
@@ -176,6 +180,9 @@ def judge(lat: Latencies, slo: Slo) -> Verdict:
         achieved.append(("goodput_share", share))
         margins.append(("goodput_share", share - slo.goodput_target))
         n = int(keep.sum())
+        if not intervals:
+            return Verdict(achieved=tuple(achieved), margins=tuple(margins),
+                           judged_requests=n)
         ci = share_interval(round(share * n), n)
         cis.append(("goodput_share", ci))
         if ci.low is None or ci.high is None or ci.low < slo.goodput_target <= ci.high:

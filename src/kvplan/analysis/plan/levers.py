@@ -15,11 +15,11 @@ from dataclasses import replace
 
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor
-from kvplan.analysis.plan.fleet import Replica
-from kvplan.analysis.plan.funnel import Limits, Tally, run_capacity, run_fleets
-from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, JobContext
+from kvplan.analysis.plan.fleet import replica
+from kvplan.analysis.plan.funnel import Limits, Tally, run_capacity, tally
+from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
 from kvplan.analysis.plan.records import Candidate, Lever
-from kvplan.analysis.plan.search import after_capacity, verify
+from kvplan.analysis.plan.search import after_capacity, verify_many
 from kvplan.analysis.plan.why.explain import lever_variants
 from kvplan.analysis.plan.why.margin import lever_with_band
 from kvplan.costs.pricing import fleet_cost
@@ -74,7 +74,7 @@ def _buildable(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
                                  f"{max(nodes)}-GPU {d.gpu.id} node holds ({why})"))
             continue
         try:
-            Replica(d)  # its memory plan, and its step timer (a DP / EP step needs tables)
+            replica(d)  # its memory plan, and its step timer (a DP / EP step needs tables)
         except KvplanError as exc:
             notes.append((label, str(exc).split(";")[0]))
             continue
@@ -87,7 +87,7 @@ def _screened(i: int, d: Deployment, ctx: JobContext, lim: Limits, prices: Price
     """A variant as a funnel candidate: its bounds and optimistic fleet, not pruned."""
     import math
 
-    b = bounds(Replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d))
+    b = bounds(replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d))
     n = 1 if lim.rate_rps is None else lim.replicas or max(
         1, math.ceil(lim.rate_rps / b.optimistic_rps))
     cost = fleet_cost(prices.for_gpu(d.gpu.id), n, d.gpus_per_replica)
@@ -102,10 +102,11 @@ def _target_rows(w: Candidate, built: list[tuple[str, Deployment]], ex: Executor
                  prices: PriceTable) -> list[Lever]:
     cands = [_screened(i, d, ctx, lim, prices) for i, (_, d) in enumerate(built)]
     outs = run_capacity(ex, ctx, cands, lim, t)
-    done = []
-    for c, o in zip(cands, outs, strict=True):
-        c = after_capacity(c, o, prices, lim)
-        done.append(verify(c, ex, ctx, prices, lim, t) if c.stage == "simulated" else c)
+    done = [after_capacity(c, o, prices, lim) for c, o in zip(cands, outs, strict=True)]
+    sim = [i for i, c in enumerate(done) if c.stage == "simulated"]
+    checked = verify_many([done[i] for i in sim], ex, ctx, prices, lim, t)  # side by side
+    for i, one in zip(sim, checked, strict=True):
+        done[i] = one
     at_w = _at_winner_size(w, done, ex, ctx, t, key)
     rows = []
     for (label, d), c, v in zip(built, done, at_w, strict=True):
@@ -119,15 +120,18 @@ def _at_winner_size(w: Candidate, done: list[Candidate], ex: Executor, ctx: JobC
                     t: Tally, key: str | None) -> list[float | None]:
     """Each variant's binding term with the winner's replica count, whole trace."""
     n = w.replicas or 1
-    out: list[float | None] = []
-    for c in done:
-        f = c.fleet if c.fleet is not None and c.fleet.replicas == n else (
-            c.fleet_one_fewer if c.fleet_one_fewer is not None
-            and c.fleet_one_fewer.replicas == n else None)
-        if f is None and key is not None:
-            f = run_fleets(ex, ctx, c, [n], t)[n]
-        out.append(None if f is None or key is None else dict(f.achieved).get(key))
-    return out
+    have = [c.fleet if c.fleet is not None and c.fleet.replicas == n else (
+        c.fleet_one_fewer if c.fleet_one_fewer is not None
+        and c.fleet_one_fewer.replicas == n else None) for c in done]
+    if key is None:
+        return [None] * len(done)
+    need = [i for i, f in enumerate(have) if f is None]  # one batch: simulated side by side
+    outs = [o for o in ex.run(ctx, [FleetJob(deployment=done[i].deployment, replicas=n)
+                                    for i in need]) if isinstance(o, FleetOut)]
+    tally(t, outs)
+    for i, o in zip(need, outs, strict=True):
+        have[i] = o.info
+    return [None if f is None else dict(f.achieved).get(key) for f in have]
 
 
 def _capacity_rows(w: Candidate, built: list[tuple[str, Deployment]], ex: Executor,
@@ -141,8 +145,6 @@ def _capacity_rows(w: Candidate, built: list[tuple[str, Deployment]], ex: Execut
         jobs.append(CapacityJob(deployment=d, guess_rps=min(w.capacity.rate_rps, opt),
                                 ceiling_rps=opt, probe_rps=w.capacity.rate_rps))
     outs = [o for o in ex.run(ctx, jobs) if isinstance(o, CapacityOut)]
-    from kvplan.analysis.plan.funnel import tally
-
     tally(t, outs)
     rows = []
     for (label, d), o in zip(built, outs, strict=True):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -57,8 +58,11 @@ def _cdf_window(n: int, p: float) -> tuple[int, FloatArray]:
     return k0, np.cumsum(np.exp(logpmf))
 
 
+@lru_cache(maxsize=1024)
 def ranks(n: int, p: float, confidence: float = CONFIDENCE) -> tuple[int | None, int | None]:
-    """1-based ranks (l, u) of the order statistics bounding the p-quantile (0 < p < 1)."""
+    """1-based ranks (l, u) of the order statistics bounding the p-quantile (0 < p < 1); a
+    pure function of its arguments, kept per (n, p, confidence): every fleet judged on one
+    trace has the same n."""
     if n <= 0:
         return None, None
     alpha = (1 - confidence) / 2

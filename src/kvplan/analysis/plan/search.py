@@ -9,6 +9,7 @@ mode: the best $ per million output tokens at one replica's capacity.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator, Mapping
 from dataclasses import replace
 
 from kvplan.analysis.plan.executor import Executor
@@ -19,10 +20,10 @@ from kvplan.analysis.plan.funnel import (
     Tally,
     order_key,
     run_capacity,
-    run_fleets,
+    tally,
     usd_per_mtok,
 )
-from kvplan.analysis.plan.jobs import CapacityOut, JobContext
+from kvplan.analysis.plan.jobs import CapacityOut, FleetJob, FleetOut, JobContext
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.costs.pricing import fleet_cost
 from kvplan.specs.prices import PriceTable
@@ -122,18 +123,58 @@ def _miss_text(margins: tuple[tuple[str, float], ...], where: str) -> str:
     return f"misses {key} {how} {where}"
 
 
+Steps = Generator[list[int], dict[int, FleetInfo], Candidate]
+"""A verification as steps: yields the fleet sizes it needs simulated next, is sent their
+FleetInfo by size, returns the candidate."""
+
+
 def verify(c: Candidate, ex: Executor, ctx: JobContext, prices: PriceTable, lim: Limits,
            t: Tally) -> Candidate:
     """Simulate the whole fleet at N and N - 1 replicas; keep the smallest N that passes,
     never below the optimistic fleet (so the funnel's cost bound stays a lower bound)."""
+    return verify_many([c], ex, ctx, prices, lim, t)[0]
+
+
+def verify_many(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: PriceTable,
+                lim: Limits, t: Tally) -> list[Candidate]:
+    """``verify`` of each candidate, in lockstep: each step's fleets of every candidate go to
+    the executor as one batch (the same simulations as one by one, so the same answers)."""
+    steps = [_verify_steps(c, prices, lim) for c in cands]
+    done: dict[int, Candidate] = {}
+    asks = _advance(steps, {i: None for i in range(len(cands))}, done)
+    while asks:
+        want = [(i, n) for i, sizes in asks.items() for n in sizes]
+        outs = [o for o in ex.run(ctx, [FleetJob(deployment=cands[i].deployment, replicas=n)
+                                        for i, n in want]) if isinstance(o, FleetOut)]
+        tally(t, outs)
+        got: dict[int, dict[int, FleetInfo]] = {i: {} for i in asks}
+        for (i, _), o in zip(want, outs, strict=True):
+            got[i][o.info.replicas] = o.info
+        asks = _advance(steps, got, done)
+    return [done[i] for i in range(len(cands))]
+
+
+def _advance(steps: list[Steps], got: Mapping[int, dict[int, FleetInfo] | None],
+             done: dict[int, Candidate]) -> dict[int, list[int]]:
+    """Send each running verification its results; the next sizes of those still running."""
+    asks = {}
+    for i, res in got.items():
+        try:
+            asks[i] = next(steps[i]) if res is None else steps[i].send(res)
+        except StopIteration as stop:
+            done[i] = stop.value
+    return asks
+
+
+def _verify_steps(c: Candidate, prices: PriceTable, lim: Limits) -> Steps:
     assert c.replicas is not None
     n, fixed = c.replicas, lim.replicas is not None
     floor = n if fixed else max(1, c.optimistic_replicas or 1)
-    res = run_fleets(ex, ctx, c, [n] if n <= floor else [n, n - 1], t)
+    res = dict((yield [n] if n <= floor else [n, n - 1]))
     if res[n].ok:
-        return _verified(c, _shrink(res, n, floor, ex, ctx, c, t), res, prices, lim)
+        return _verified(c, (yield from _shrink(res, n, floor)), res, prices, lim)
     top = n if fixed else _max_replicas(c, n, lim)
-    found = _grow(res, n, top, ex, ctx, c, t)
+    found = yield from _grow(res, n, top)
     if found is not None:
         return _verified(c, found, res, prices, lim)
     worst = max(res)
@@ -141,44 +182,44 @@ def verify(c: Candidate, ex: Executor, ctx: JobContext, prices: PriceTable, lim:
         res[worst].margins, f"with {worst} replicas at the target rate"))
 
 
-def _grow(res: dict[int, FleetInfo], n: int, top: int, ex: Executor, ctx: JobContext,
-          c: Candidate, t: Tally) -> int | None:
+def _grow(res: dict[int, FleetInfo], n: int, top: int
+          ) -> Generator[list[int], dict[int, FleetInfo], int | None]:
     """The smallest passing fleet above a failing ``n`` (steps 1, 2, 4, ... then bisection),
     or None when ``top`` fails too."""
     fail, step, ok = n, 1, None
     while ok is None and fail < top:
         m = min(top, fail + step)
-        if _passes(res, m, ex, ctx, c, t):
+        if (yield from _passes(res, m)):
             ok = m
         else:
             fail, step = m, 2 * step
     while ok is not None and ok - fail > 1:
         mid = (ok + fail) // 2
-        ok, fail = (mid, fail) if _passes(res, mid, ex, ctx, c, t) else (ok, mid)
+        ok, fail = (mid, fail) if (yield from _passes(res, mid)) else (ok, mid)
     return ok
 
 
-def _shrink(res: dict[int, FleetInfo], n: int, floor: int, ex: Executor, ctx: JobContext,
-            c: Candidate, t: Tally) -> int:
+def _shrink(res: dict[int, FleetInfo], n: int, floor: int
+            ) -> Generator[list[int], dict[int, FleetInfo], int]:
     """The smallest passing fleet at or below a passing ``n`` and not below ``floor``
     (steps 1, 2, 4, ... down, then bisection)."""
     ok, step, fail = n, 1, None
     while fail is None and ok > floor:
         m = max(floor, ok - step)
-        if _passes(res, m, ex, ctx, c, t):
+        if (yield from _passes(res, m)):
             ok, step = m, 2 * step
         else:
             fail = m
     while fail is not None and ok - fail > 1:
         mid = (ok + fail) // 2
-        ok, fail = (mid, fail) if _passes(res, mid, ex, ctx, c, t) else (ok, mid)
+        ok, fail = (mid, fail) if (yield from _passes(res, mid)) else (ok, mid)
     return ok
 
 
-def _passes(res: dict[int, FleetInfo], n: int, ex: Executor, ctx: JobContext, c: Candidate,
-            t: Tally) -> bool:
+def _passes(res: dict[int, FleetInfo], n: int
+            ) -> Generator[list[int], dict[int, FleetInfo], bool]:
     if n not in res:
-        res |= run_fleets(ex, ctx, c, [n], t)
+        res |= yield [n]
     return res[n].ok
 
 

@@ -15,7 +15,7 @@ tests hold the linear forms against the tables they are read from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -79,7 +79,9 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     dense, ar, lm_fixed, lm_slope, mla_ctx = _dense_tables(ops, gpu, gemm_dtype, max_tokens)
     chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
     mla = any(a.kind == "mla" for a in ops.attention)
-    full_r, slide_r = _attention_rates(ops, gpu, gemm_dtype if mla else "", kv_dtype, chunk)
+    # attention does not depend on the CUDA-graph sizes (seqs 128 and 256 share its rates)
+    full_r, slide_r = _attention_rates(replace(ops, cudagraph_max_tokens=0), gpu,
+                                       gemm_dtype if mla else "", kv_dtype, chunk)
     return MeasuredStep(
         gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
         full=full_r, sliding=slide_r,
@@ -96,11 +98,13 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
     chunk size a plan tries on one model, GPU, TP and weight format."""
     real = np.arange(max_tokens + 1, dtype=np.int64)
     m = padded_tokens(real, ops.cudagraph_max_tokens)
+    top = int(m.max())
     dense = np.zeros(max_tokens + 1, dtype=np.float64)
     lm_fixed = lm_slope = mla_ctx = 0.0
     for op in ops.gemms:
         if op.per == "token":
-            dense[1:] += op.count * gemm_times(gpu, m[1:], op.n, op.k, op_dtype(op, gemm_dtype))
+            line = _gemm_line(gpu, op.n, op.k, op_dtype(op, gemm_dtype), top)
+            dense[1:] += op.count * line[m[1:] - 1]
         elif op.per == "request":
             lm_fixed, lm_slope = _lm_head(gpu, op.n, op.k, op_dtype(op, gemm_dtype))
         else:
@@ -120,11 +124,25 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
                 (m[1:] * ops.allreduce_bytes_per_token).astype(np.float64), ops.tp,
                 ops.allreduce_link)
         elif ops.allreduces:
-            ar[1:] = ops.allreduces * kn.all_reduce_s(
-                gpu, m[1:] * ops.allreduce_bytes_per_token, ops.tp)
+            ar[1:] = ops.allreduces * _allreduce_line(gpu, ops.allreduce_bytes_per_token,
+                                                      ops.tp, top)[m[1:] - 1]
         if ops.exchange is not None:
             ar[1:] += ops.exchange.seconds(m[1:])
     return dense, ar, lm_fixed, lm_slope, mla_ctx
+
+
+@lru_cache(maxsize=256)
+def _gemm_line(gpu: str, n: int, k: int, dtype: str, top: int) -> FloatArray:
+    """``gemm_times`` at m = 1..top (index m - 1), read at each table's padded counts: the
+    same line for every CUDA-graph size (max-num-seqs) a plan tries (the lookup is
+    elementwise, so the values are those of a call at the padded counts). Not to be written."""
+    return gemm_times(gpu, np.arange(1, top + 1, dtype=np.int64), n, k, dtype)
+
+
+@lru_cache(maxsize=64)
+def _allreduce_line(gpu: str, bytes_per_token: int, tp: int, top: int) -> FloatArray:
+    """One all-reduce of m = 1..top tokens' activations (index m - 1), as ``_gemm_line``."""
+    return kn.all_reduce_s(gpu, np.arange(1, top + 1, dtype=np.int64) * bytes_per_token, tp)
 
 
 @lru_cache(maxsize=128)

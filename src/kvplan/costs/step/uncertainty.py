@@ -90,12 +90,30 @@ def family_of(model: Any) -> str:
 
 def _nearest(u: Uncertainty, family: str, gpu: str, tp: int, metric: str) -> BandGroup | None:
     tries = ((family, gpu, str(tp)), (family, gpu, "*"), (family, "*", "*"), ("*", "*", "*"))
+    groups = _by_key(u)
     for fam, g, t in tries:
-        for grp in u.groups:
-            if (grp.family, grp.gpu, grp.tp, grp.metric) == (fam, g, t, metric) \
-                    and grp.n >= MIN_POINTS:
-                return grp
+        grp = groups.get((fam, g, t, metric))
+        if grp is not None:
+            return grp
     return None
+
+
+_INDEX: dict[int, tuple[Uncertainty, dict[tuple[str, str, str, str], BandGroup]]] = {}
+"""Per Uncertainty (by identity, the object held so its id stays its own): the first group
+with MIN_POINTS residuals per (family, GPU, TP, metric); a planner asks thousands of times."""
+
+
+def _by_key(u: Uncertainty) -> dict[tuple[str, str, str, str], BandGroup]:
+    held = _INDEX.get(id(u))
+    if held is None or held[0] is not u:
+        index: dict[tuple[str, str, str, str], BandGroup] = {}
+        for grp in u.groups:
+            if grp.n >= MIN_POINTS:
+                index.setdefault((grp.family, grp.gpu, grp.tp, grp.metric), grp)
+        if len(_INDEX) >= 64:
+            _INDEX.clear()
+        held = _INDEX[id(u)] = (u, index)
+    return held[1]
 
 
 def band_for(value: float, key: str, *, family: str, gpu: str, tp: int,

@@ -71,11 +71,11 @@ def _zero_load(d0: Deployment, variants: list[tuple[str, Deployment]], ctx: JobC
                key: str) -> list[float | None]:
     """The missed term at zero load (the analytic bound that pruned the candidate)."""
     from kvplan.analysis.plan.bounds import bounds
-    from kvplan.analysis.plan.fleet import Replica
+    from kvplan.analysis.plan.fleet import replica
 
     out: list[float | None] = []
     for d in [d0, *(d for _, d in variants)]:
-        zl = bounds(Replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d)).zero_load
+        zl = bounds(replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d)).zero_load
         out.append(dict(zl.achieved).get(key))
     return out
 
