@@ -48,6 +48,13 @@ class CalPoint:
     served: bool = False
     """Measured by a client through the engine's API server (``vllm bench serve``), so the
     prediction includes the API path (``Profile.api_delay_s``); False for static batches."""
+    simulate: Callable[[Profile], dict[str, float]] | None = None
+    """The run simulated again under a profile (exact where ``predict`` is a replay that
+    approximates the API server's queue); what reported errors use. None = ``predict``."""
+
+    def exact(self, profile: Profile) -> dict[str, float]:
+        """The model's own prediction (the simulator's where the fit uses a replay)."""
+        return (self.simulate or self.predict)(profile)
 
 
 def engine_key(name: str) -> str:
@@ -167,13 +174,38 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
         shape = RequestShape(batch=int(w["batch_size"]), prompt_tokens=int(w["input_len"]),
                              output_tokens=int(w["output_len"]))
         predict = _static_predict(timer, shape, engine.max_num_batched_tokens)
+        exact = None
     else:
-        predict = serving_replay(p["model_config"], p["gpu"], engine, _workload(w), res).metrics
+        work = _workload(w)
+        predict = serving_replay(p["model_config"], p["gpu"], engine, work, res).metrics
+        exact = _simulated(res, work)
     return CalPoint(id=p["id"], source=p["source"], family=p["family"], model=p["model_config"],
                     gpu=res.gpu.id, tp=int(p["tp"]),
                     precision=res.compute_precision, measured=_measured(p),
                     predict=predict, engine=engine_key(p["engine"]),
-                    served=w["mode"] != "static_batch")
+                    served=w["mode"] != "static_batch",
+                    simulate=exact)
+
+
+def _simulated(res: ResolvedDeployment,
+               work: Workload) -> Callable[[Profile], dict[str, float]]:
+    """The served run simulated again under a profile: the replay's metrics, exactly."""
+    def simulate(profile: Profile) -> dict[str, float]:
+        from kvplan.analysis.serving import simulate_resolved
+
+        r = simulate_resolved(res, work, profile=profile).result
+        done = r.finished
+        sent, out = r.sent_s[done], r.output_tokens[done].astype(np.int64)
+        ttft, e2e = r.first_token_s[done] - sent, r.finish_s[done] - sent
+        many = out > 1
+        gaps = int((out - 1).sum())
+        return {"ttft_s": float(ttft.mean()),
+                "tpot_s": float(((e2e - ttft)[many] / (out[many] - 1)).mean())
+                if many.any() else 0.0,
+                "itl_s": float((e2e - ttft).sum() / gaps) if gaps else 0.0,
+                "e2e_s": float(e2e.mean()),
+                "output_throughput_tok_s": float(out.sum() / r.finish_s[done].max())}
+    return simulate
 
 
 def _trtllm_points() -> list[CalPoint]:
