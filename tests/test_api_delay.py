@@ -29,13 +29,18 @@ MODEL = "meta-llama/Llama-3.1-8B"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApiTimer(LinearTimer):
-    """LinearTimer plus the API path: fixed api_s + api_token_s per prompt token."""
+    """LinearTimer plus the API path: fixed api_s + api_token_s per prompt token, and
+    admit_s of the API server's one process per request (FIFO, sim.frontend)."""
 
     api_s: float = 0.0
     api_token_s: float = 0.0
+    admit_s: float = 0.0
 
     def api_delays_s(self, prompt_tokens: np.ndarray) -> np.ndarray:
         return self.api_s + self.api_token_s * prompt_tokens.astype(np.float64)
+
+    def api_admissions_s(self, prompt_tokens: np.ndarray) -> np.ndarray:
+        return np.full(len(prompt_tokens), self.admit_s)
 
 
 def test_profile_api_delay_is_fixed_plus_per_prompt_token():

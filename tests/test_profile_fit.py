@@ -62,4 +62,5 @@ def test_api_path_is_fitted_only_where_points_were_served() -> None:
     fit = pf.fit_points(POINTS, rounds=4, grid=5)
     assert fit.per_engine["trtllm"]["api_request_s"] == 0.0
     assert fit.per_engine["trtllm"]["api_prompt_token_s"] == 0.0
+    assert fit.per_engine["trtllm"]["api_admission_s"] == 0.0
     assert fit.per_engine["vllm"]["api_request_s"] > 0.0

@@ -22,9 +22,9 @@
 
 /* ------------------------------------------------------------ Python glue */
 
-#define NARR 19
+#define NARR 20
 static const char ARR_KIND[NARR] = {'f', 'i', 'i', 'b', 'i', 'i', 'i', 'c', 'f', 'f', 'f',
-                                    'f', 'i', 'i', 'i', 'i', 'i', 'f', 'f'};
+                                    'f', 'i', 'i', 'i', 'i', 'i', 'f', 'f', 'f'};
 
 static size_t kind_size(char k) { return k == 'f' || k == 'i' ? 8 : 1; }
 
@@ -165,7 +165,7 @@ static void release_all(Py_buffer *v, int n) {
 
 static int bind_arrays(Sim *m, PyObject *arrs, Py_buffer *v) {
     if (!PyTuple_Check(arrs) || PyTuple_GET_SIZE(arrs) != NARR) {
-        PyErr_SetString(PyExc_TypeError, "kvplan core: expected a tuple of 19 arrays");
+        PyErr_SetString(PyExc_TypeError, "kvplan core: expected a tuple of 20 arrays");
         return -1;
     }
     void *p[NARR];
@@ -179,7 +179,7 @@ static int bind_arrays(Sim *m, PyObject *arrs, Py_buffer *v) {
     m->computed = p[4], m->generated = p[5], m->held = p[6], m->status = p[7];
     m->sent = p[8], m->scheduled = p[9], m->first = p[10], m->finish = p[11];
     m->preempts = p[12], m->hits = p[13], m->last_emit = p[14], m->seg_start = p[15];
-    m->order = p[16], m->delay = p[17], m->send = p[18];
+    m->order = p[16], m->delay = p[17], m->send = p[18], m->admit = p[19];
     for (i64 j = 0; j < m->n; j++) {
         if (m->order[j] < 0 || m->order[j] >= m->n) {
             PyErr_SetString(PyExc_ValueError, "kvplan core: bad release order");

@@ -42,7 +42,8 @@ static void update_next(Sim *m) {
         return;
     }
     m->next_send = m->nheap ? (m->heap[0] > a ? m->heap[0] : a) : INFINITY;
-    m->next_s = m->next_send + m->delay[m->ptr];
+    double gate = m->api_free > m->next_send ? m->api_free : m->next_send;
+    m->next_s = (gate + m->admit[m->ptr]) + m->delay[m->ptr];
 }
 
 /* _Loop._slot_free */
@@ -57,8 +58,12 @@ static void slot_free(Sim *m, double t) {
 static void release(Sim *m) {
     double t;
     while ((t = m->next_s) <= m->clock) {
-        i64 i = m->order[m->ptr++];
         double sent = m->next_send;
+        if (m->closed) {
+            double gate = m->api_free > sent ? m->api_free : sent;
+            m->api_free = gate + m->admit[m->ptr];
+        }
+        i64 i = m->order[m->ptr++];
         if (m->closed) heap_pop(m);
         update_next(m);
         m->sent[i] = sent;

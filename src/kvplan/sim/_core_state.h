@@ -93,8 +93,9 @@ enum { G_FULL = 0, G_SLIDING = 1, G_STATE = 2 };
 typedef struct {
     i64 n;
     /* in release order (requests reach the engine in it): engine arrival (closed loop: the
-     * earliest send), request id, API delay (closed loop), send time (open loop) */
-    const double *arrival, *delay, *send;
+     * earliest send), request id, API delay (closed loop), send time (open loop), the API
+     * server's serial admission time (closed loop) */
+    const double *arrival, *delay, *send, *admit;
     const i64 *order;
     const i64 *prompt, *output;
     const uint8_t *reject;
@@ -131,7 +132,7 @@ typedef struct {
     /* outputs */
     Buf st, en, used, logical, nrun_col, nwait_col, newtok, sreq, sfirst, slast, psteps;
     i64 query_tokens, prefill_blocks, decode_blocks, ptr, done, step;
-    double clock, next_s, next_send;
+    double clock, next_s, next_send, api_free; /* api_free: the API server's next idle time */
     int oom;
 } Sim;
 

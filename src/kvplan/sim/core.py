@@ -62,6 +62,7 @@ class _Loop(Protocol):
     arrivals: Any
     order: Any
     delay: Any
+    admit: Any
     done: int
     query_tokens: int
     prefill_blocks: int
@@ -181,13 +182,16 @@ def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationRes
     return loop._package(steps, (_i64(out[7]), _i64(out[8]), _i64(out[9])), _i64(out[10]))
 
 
-def _release_order(loop: _Loop, n: int) -> tuple[IntArray, FloatArray, FloatArray]:
+def _release_order(loop: _Loop,
+                   n: int) -> tuple[IntArray, FloatArray, FloatArray, FloatArray]:
     """The loop's arrivals are in release order (simulator._api_setup): the request id, the
-    API delay (closed loop) and the send time (open loop) of each position."""
+    API delay (closed loop), the send time (open loop) and the API server's admission time
+    (closed loop) of each position."""
     order = np.arange(n, dtype=np.int64) if loop.order is None else np.asarray(
         loop.order, dtype=np.int64)
     delay = np.zeros(n) if loop.delay is None else np.asarray(loop.delay, dtype=np.float64)
-    return order, delay, np.ascontiguousarray(loop.s.arrival[order])
+    admit = np.zeros(n) if loop.admit is None else np.asarray(loop.admit, dtype=np.float64)
+    return order, delay, np.ascontiguousarray(loop.s.arrival[order]), admit
 
 
 _KINDS = {"full": 0, "sliding": 1, "state": 2}

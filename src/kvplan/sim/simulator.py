@@ -18,6 +18,7 @@ from kvplan.sim import core
 from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
+from kvplan.sim.frontend import plan_front_end
 from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
@@ -137,22 +138,13 @@ class _Loop(FastForward, LeanStep):
         return self.next_s
 
     def _api_setup(self, timer: StepTimer) -> None:
-        """A request reaches the engine ``api_delays_s(prompt)`` after it is sent (the API
-        server's path, when the timer prices one). Open loop: requests reach the engine in
-        order of that arrival (FCFS); closed loop: in send order, each the delay after its
-        slot frees."""
-        delays = getattr(timer, "api_delays_s", None)
-        d = None if delays is None else np.asarray(delays(self.s.prompt), dtype=np.float64)
-        self.delay: list[float] | None = None
-        self.order: list[int] | None = None
-        self.arrivals: list[float] = self.s.arrival.tolist()
-        if d is None or not _max(d, initial=0.0) > 0.0:
-            return
-        self.delay = d.tolist()
-        if self.slots is None:
-            engine_at = self.s.arrival + d
-            order = np.argsort(engine_at, kind="stable")
-            self.order, self.arrivals = order.tolist(), engine_at[order].tolist()
+        """A request reaches the engine after the API server's path (sim.frontend: its one
+        FIFO process, then the parallel delay). Open loop: requests reach the engine in order
+        of that arrival (FCFS); closed loop: in send order, as slots free."""
+        fe = plan_front_end(timer, self.s.arrival, self.s.prompt, self.slots is not None)
+        self.delay, self.admit, self.order, self.arrivals = (fe.delay, fe.admit, fe.order,
+                                                             fe.arrivals)
+        self.api_free = 0.0  # closed loop: when the API server's process is next idle
 
     def _update_next(self) -> None:
         if self.ptr >= len(self.arrivals):
@@ -165,7 +157,9 @@ class _Loop(FastForward, LeanStep):
                 self.s.arrival[self.order[self.ptr]])
             return
         self.next_send = max(a, self.slots[0]) if self.slots else math.inf
-        self.next_s = self.next_send + (self.delay[self.ptr] if self.delay else 0.0)
+        gate = self.api_free if self.api_free > self.next_send else self.next_send
+        self.next_s = ((gate + self.admit[self.ptr]) if self.admit else gate) + (
+            self.delay[self.ptr] if self.delay else 0.0)
 
     def _release(self) -> None:
         """Requests that reached the engine by the clock's time join WAITING (or are rejected
@@ -174,6 +168,9 @@ class _Loop(FastForward, LeanStep):
         while (t := self.next_s) <= s.clock:
             i = self.ptr if self.order is None else self.order[self.ptr]
             sent = self.next_send
+            if self.slots is not None:  # the API server admits it (closed loop: online)
+                gate = self.api_free if self.api_free > sent else sent
+                self.api_free = (gate + self.admit[self.ptr]) if self.admit else gate
             self.ptr += 1
             if self.slots is not None:
                 heapq.heappop(self.slots)

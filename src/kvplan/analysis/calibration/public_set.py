@@ -53,6 +53,13 @@ class CalPoint:
     """Measured by a client through the engine's API server (``vllm bench serve``), so the
     prediction includes the API path (``Profile.api_delay_s``); False for static batches and
     offline runs (``vllm bench throughput``: the engine in-process, every prompt at t = 0)."""
+    simulate: Callable[[Profile], dict[str, float]] | None = None
+    """The run simulated again under a profile (exact where ``predict`` is a replay that
+    approximates the API server's queue); what reported errors use. None = ``predict``."""
+
+    def exact(self, profile: Profile) -> dict[str, float]:
+        """The model's own prediction (the simulator's where the fit uses a replay)."""
+        return (self.simulate or self.predict)(profile)
 
 
 def engine_key(name: str) -> str:
@@ -163,7 +170,8 @@ def _static_predict(timer: StepCostModel, shape: RequestShape,
 def _offline(replay: Replay) -> Callable[[Profile], dict[str, float]]:
     """An offline run's metrics: the replay without the API server's path (no client)."""
     def predict(profile: Profile) -> dict[str, float]:
-        return replay.metrics(replace(profile, api_request_s=0.0, api_prompt_token_s=0.0))
+        return replay.metrics(replace(profile, api_request_s=0.0, api_prompt_token_s=0.0,
+                                      api_admission_s=0.0))
     return predict
 
 
@@ -182,14 +190,39 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
         shape = RequestShape(batch=int(w["batch_size"]), prompt_tokens=int(w["input_len"]),
                              output_tokens=int(w["output_len"]))
         predict = _static_predict(timer, shape, engine.max_num_batched_tokens)
+        exact = None
     else:
-        replay = serving_replay(p["model_config"], p["gpu"], engine, _workload(w), res)
+        work = _workload(w)
+        replay = serving_replay(p["model_config"], p["gpu"], engine, work, res)
         predict = replay.metrics if w["mode"] == "serving" else _offline(replay)
+        exact = _simulated(res, work) if w["mode"] == "serving" else None
     return CalPoint(id=p["id"], source=p["source"], family=p["family"], model=p["model_config"],
                     gpu=res.gpu.id, tp=int(p["tp"]),
                     precision=res.compute_precision, measured=_measured(p),
                     predict=predict, engine=engine_key(p["engine"]),
-                    served=w["mode"] == "serving")
+                    served=w["mode"] == "serving",
+                    simulate=exact)
+
+
+def _simulated(res: ResolvedDeployment,
+               work: Workload) -> Callable[[Profile], dict[str, float]]:
+    """The served run simulated again under a profile: the replay's metrics, exactly."""
+    def simulate(profile: Profile) -> dict[str, float]:
+        from kvplan.analysis.serving import simulate_resolved
+
+        r = simulate_resolved(res, work, profile=profile).result
+        done = r.finished
+        sent, out = r.sent_s[done], r.output_tokens[done].astype(np.int64)
+        ttft, e2e = r.first_token_s[done] - sent, r.finish_s[done] - sent
+        many = out > 1
+        gaps = int((out - 1).sum())
+        return {"ttft_s": float(ttft.mean()),
+                "tpot_s": float(((e2e - ttft)[many] / (out[many] - 1)).mean())
+                if many.any() else 0.0,
+                "itl_s": float((e2e - ttft).sum() / gaps) if gaps else 0.0,
+                "e2e_s": float(e2e.mean()),
+                "output_throughput_tok_s": float(out.sum() / r.finish_s[done].max())}
+    return simulate
 
 
 def _trtllm_points() -> list[CalPoint]:

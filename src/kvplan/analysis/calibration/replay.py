@@ -16,6 +16,16 @@ request j finished waits on j's whole chain, so its times move by the delays of 
 before it in that chain, plus its own. Adding those shifts is exact at concurrency 1 and when
 a run's requests finish together (fixed lengths); otherwise it leaves out that a slot idles
 while the others run (the simulator models that).
+
+The API server's serial admission (``Profile.api_admission_s``: one process admits requests
+one at a time, FIFO in send order) is part of each request's own delay along its chain, and
+its queue wait is added on top where it is longer than the request waited for the engine in
+the recorded schedule: ``extra = max(0, W - slack)``, W = time queued behind earlier
+admissions (from the replayed send times), slack = how long the recorded request waited in
+the engine's queue before its first step. Exact at concurrency 1 (the server is idle when a
+request is sent: W = 0) and with no admission cost; otherwise an approximation (the engine
+would have used the late request's place for another), which ``tests/test_replay.py``
+bounds against the simulator, the exact model.
 """
 
 from __future__ import annotations
@@ -61,6 +71,8 @@ class Replay:
     """Index of the step at whose end a request was sent; -1 = at t = 0."""
     first_step: IntArray
     finish_step: IntArray
+    join_step: IntArray
+    """Index of the step before the one that first scheduled the request; -1 = step 0."""
     output_tokens: IntArray
     prompt_tokens: IntArray
     chain_requests: IntArray
@@ -71,12 +83,30 @@ class Replay:
     def metrics(self, profile: Profile) -> dict[str, float]:
         """The run's mean TTFT, TPOT, ITL, E2E and output throughput under ``profile``."""
         ends = np.cumsum(self.model.with_profile(profile).times_s(self.steps))
-        a, b = profile.api_request_s, profile.api_prompt_token_s
-        shift = a * self.chain_requests + b * self.chain_prompt_tokens
-        own = a + b * self.prompt_tokens
+        c = profile.api_admission_s
+        a, b = profile.api_request_s + c, profile.api_prompt_token_s
+        shift = np.asarray(a * self.chain_requests + b * self.chain_prompt_tokens, np.float64)
+        own = np.asarray(a + b * self.prompt_tokens, dtype=np.float64)
+        if c > 0.0:  # the wait moves its engine times, not when it was sent
+            wait = self._admission_wait(ends, shift, own, c)
+            shift, own = shift + wait, own + wait
         return _metrics(ends, self.sent_step, self.first_step, self.finish_step,
-                        self.output_tokens, np.asarray(shift, dtype=np.float64),
-                        np.asarray(own, dtype=np.float64))
+                        self.output_tokens, shift, own)
+
+    def _admission_wait(self, ends: FloatArray, shift: FloatArray, own: FloatArray,
+                        c: float) -> FloatArray:
+        """Per request: how much longer it waits behind earlier admissions on the API
+        server's one process than it waited for the engine in the recorded schedule."""
+        at = np.concatenate(([0.0], ends))
+        sent = at[self.sent_step + 1] + (shift - own)
+        fifo = np.argsort(sent, kind="stable")
+        t = sent[fifo]
+        k = np.arange(len(t), dtype=np.float64)
+        exits = np.maximum.accumulate(t - c * k) + c * (k + 1.0)  # FIFO, c each
+        wait = np.empty(len(t))
+        wait[fifo] = exits - t - c
+        slack = at[self.join_step + 1] - at[self.sent_step + 1]
+        return np.asarray(np.maximum(0.0, wait - slack), dtype=np.float64)
 
 
 def _metrics(ends: FloatArray, sent: IntArray, first: IntArray, fin: IntArray,
@@ -117,6 +147,7 @@ def record(run_sim: Any, model: StepCostModel, workload: Workload) -> Replay:
     count, tokens = _chains(sent, fin, prompt)
     return Replay(model=model, steps=steps, sent_step=sent,
                   first_step=_step_of(result.first_token_s[done], ends), finish_step=fin,
+                  join_step=_step_of(result.scheduled_s[done], ends),
                   output_tokens=result.output_tokens[done].astype(np.int64),
                   prompt_tokens=prompt, chain_requests=count, chain_prompt_tokens=tokens)
 

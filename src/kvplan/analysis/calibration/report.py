@@ -41,9 +41,11 @@ class Residual:
 
 
 def residuals(points: Iterable[CalPoint], fit: Fit) -> list[Residual]:
+    """Each point's metrics under ``fit`` as the model predicts them: served runs simulated
+    again (the fit searched on their replays, which approximate the API server's queue)."""
     out: list[Residual] = []
     for p in points:
-        pred = p.predict(fit.profile(p.gpu, engine=p.engine))
+        pred = p.exact(fit.profile(p.gpu, engine=p.engine))
         out.extend(Residual(id=p.id, source=p.source, family=p.family, gpu=p.gpu, tp=p.tp,
                             metric=m, measured=v, predicted=pred[m])
                    for m, v in p.measured.items())

@@ -227,9 +227,10 @@ def to_point(r: ServingRun) -> CalPoint:
         model, hw = load_model(r.model), load_gpu(r.gpu)
         res = resolve(model, hw, r.engine)
         work = run_workload(r)
-        # a replay is exact for the API path's delay only when no request waits on a slot
-        # that others share (rate inf, concurrency unset or 1); the rest are simulated again
-        exact = work.is_offline and (r.max_concurrency or 1) == 1
+        # a replay is exact for the API path only when no request waits on a slot or on the
+        # API server's admission of another (rate inf, concurrency 1 or one prompt); the
+        # rest are simulated again
+        exact = work.is_offline and (r.max_concurrency == 1 or r.num_prompts == 1)
         predict: Callable[[Profile], dict[str, float]] = (
             serving_replay(r.model, hw.id, r.engine, work, res).metrics if exact
             else _resimulate(res, work))

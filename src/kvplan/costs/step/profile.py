@@ -10,8 +10,8 @@ from kvplan.errors import InputError
 RATE_FACTORS = ("compute_eff", "bandwidth_eff", "comm_eff")
 SECOND_FACTORS = ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s",
                   "layer_overhead_s", "moe_layer_overhead_s", "request_overhead_s",
-                  "api_request_s", "api_prompt_token_s")
-API_FACTORS = ("api_request_s", "api_prompt_token_s")
+                  "api_request_s", "api_prompt_token_s", "api_admission_s")
+API_FACTORS = ("api_request_s", "api_prompt_token_s", "api_admission_s")
 """Client-side path of a served request (not engine steps): see ``Profile.api_delay_s``."""
 
 
@@ -46,11 +46,17 @@ class Profile:
       scheduling it, plus the first token's way back: HTTP, request parsing and validation,
       chat template, the hand-off to the engine core process, and the streamed token's
       detokenisation and response chunk;
-    * ``api_prompt_token_s`` - seconds per prompt token on that path (tokenisation).
+    * ``api_prompt_token_s`` - seconds per prompt token on that path (tokenisation);
+    * ``api_admission_s`` - seconds of the API server's one process per request, *serially*:
+      vLLM's OpenAI server is a single asyncio process, so requests are admitted one after
+      another (FIFO in send order). A request sent at t waits for the server, holds it
+      ``api_admission_s``, then takes the parallel path above.
 
-    The simulator delivers a request to the engine ``api_delay_s(prompt)`` after it is sent,
-    so it adds to client-visible TTFT and E2E (never to ITL) and, in a closed loop, delays
-    the next request after a slot frees.
+    The simulator delivers a request to the engine at ``S + api_delay_s(prompt)``, where
+    ``S = max(sent, S of the request sent before it) + api_admission_s`` (one FIFO server),
+    so the path adds to client-visible TTFT and E2E (never to ITL); 1,000 requests sent at
+    once reach the engine spread over 1,000 x ``api_admission_s``; in a closed loop the next
+    request follows a freed slot by the same path.
     """
 
     gpu: str = "*"
@@ -66,6 +72,7 @@ class Profile:
     request_overhead_s: float = 0.0
     api_request_s: float = 0.0
     api_prompt_token_s: float = 0.0
+    api_admission_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in RATE_FACTORS:

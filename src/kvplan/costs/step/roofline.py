@@ -209,6 +209,11 @@ class StepCostModel:
         p = self.profile
         return p.api_request_s + p.api_prompt_token_s * np.asarray(prompt_tokens, np.float64)
 
+    def api_admissions_s(self, prompt_tokens: IntArray) -> FloatArray:
+        """Seconds of the API server's single process each request holds, one request at a
+        time in send order (``Profile.api_admission_s``; sim.frontend queues them)."""
+        return np.full(len(prompt_tokens), self.profile.api_admission_s, dtype=np.float64)
+
     @property
     def supports_aggregates(self) -> bool:
         """step_time_agg is exact unless sliding-window attention or MLA's prefill path needs

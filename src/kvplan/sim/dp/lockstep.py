@@ -85,6 +85,8 @@ class _Fleet:
         first = self.ranks[0]
         self.rejected = dict(first.reasons)
         arrival = np.asarray(workload.arrival_s, dtype=np.float64)
+        # the parallel API path only: the serial admission (Profile.api_admission_s) is
+        # not applied here (vLLM can run several API servers with DP: --api-server-count)
         delays = getattr(sim.timer, "api_delays_s", None)
         at = arrival if delays is None else arrival + np.asarray(
             delays(first.s.prompt), dtype=np.float64)
