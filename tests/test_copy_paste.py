@@ -157,7 +157,7 @@ def test_capacity_prints_vllms_line_and_plan_serves_the_forced_block() -> None:
 
 
 def test_plan_searches_the_block_vllm_uses_so_forced_blocks_are_one_candidate() -> None:
-    p = run_cli("plan", "deepseek-ai/DeepSeek-V2-Lite", *PLAN, "--block-size", "16,64")
+    p = run_cli("plan", "deepseek-ai/DeepSeek-V2-Lite", *PLAN, "--block-size", "16,64", "-dp", "1")
     assert p.code == 0, p.err
     cands = p.json()["candidates"]
     assert [(c["stage"], c["block_size"]) for c in cands] == [("verified", 64), ("duplicate", 64)]
