@@ -81,6 +81,8 @@ def _ep_args(p: Mapping[str, Any], phase: str) -> list[str]:
         args += ["--enable-expert-parallel", "--all2all-backend", kernels]
     if p.get("expert_balance") == "perfect":
         args += ["--expert-imbalance", "1.0"]
+    if "two-batch overlap" in p.get("features", ()) and par.get("ep", 1) > 1:
+        args.append("--enable-dbo")  # SGLang's two-batch overlap, as vLLM's DBO runs it
     return args
 
 

@@ -18,6 +18,7 @@ from tests.conftest import run_cli
     (174.67027, "2.91 min"),            # 174.67 / 60 = 2.911
     (12996.35395, "3.61 h"),            # 12,996 / 3,600 = 3.610
     (3_600_000.0, "1,000.00 h"), (float("inf"), "inf s"), (float("nan"), "nan s"),
+    (-1.1867493, "-1.187 s"), (-0.0000125, "-12.5 us"),  # a saving: the unit of its size
 ])
 def test_fmt_seconds_units(seconds: float, text: str) -> None:
     assert fmt_seconds(seconds) == text

@@ -71,6 +71,8 @@ def fmt_seconds(s: float) -> str:
     """Format a duration in the most readable unit (us, ms, s, min or h)."""
     if not math.isfinite(s):
         return f"{s} s"
+    if s < 0:  # a saving (the dual-batch overlap's row of --explain)
+        return f"-{fmt_seconds(-s)}"
     if s < 1e-3:
         return f"{s * 1e6:.1f} us"
     if s < 1.0:

@@ -47,7 +47,9 @@ def latency_cmd(
     tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
     data_parallel_size: fl.DpOpt = None, enable_expert_parallel: fl.EpOpt = None,
     all2all_backend: A2aOpt = None, expert_imbalance: ImbalanceOpt = None,
-    dtype: fl.DtypeOpt = None, quantization: fl.QuantOpt = None,
+    enable_dbo: fl.DboOpt = None, dbo_decode_token_threshold: fl.DboDecodeOpt = None,
+    dbo_prefill_token_threshold: fl.DboPrefillOpt = None, dtype: fl.DtypeOpt = None,
+    quantization: fl.QuantOpt = None,
     kv_cache_dtype: fl.KvDtypeOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
     profile: ProfileOpt = None,
     sweep: Annotated[

@@ -77,7 +77,9 @@ def simulate_cmd(
     decode_instances: dg.DecodeNOpt = None, kv_link: dg.LinkOpt = None,
     router: dg.RouterOpt = None, data_parallel_size: fl.DpOpt = None,
     enable_expert_parallel: fl.EpOpt = None, all2all_backend: A2aOpt = None,
-    expert_imbalance: ImbalanceOpt = None,
+    expert_imbalance: ImbalanceOpt = None, enable_dbo: fl.DboOpt = None,
+    dbo_decode_token_threshold: fl.DboDecodeOpt = None,
+    dbo_prefill_token_threshold: fl.DboPrefillOpt = None,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     sr.run_simulate(dict(locals()))

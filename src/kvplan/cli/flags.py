@@ -55,6 +55,9 @@ LongPrefillOpt = Annotated[int | None, _opt("long_prefill_token_threshold")]
 PartialPrefillsOpt = Annotated[int | None, _opt("max_num_partial_prefills")]
 MambaOpt = Annotated[str | None, _opt("mamba_cache_dtype")]
 MambaSsmOpt = Annotated[str | None, _opt("mamba_ssm_cache_dtype")]
+DboOpt = Annotated[bool | None, _opt("enable_dbo")]
+DboDecodeOpt = Annotated[int | None, _opt("dbo_decode_token_threshold")]
+DboPrefillOpt = Annotated[int | None, _opt("dbo_prefill_token_threshold")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
 
 

@@ -73,6 +73,10 @@ def vllm_serve_argv(d: Deployment, model_id: str | None = None,
         argv += ["--data-parallel-size", str(e.data_parallel_size)]
     if e.enable_expert_parallel:
         argv.append("--enable-expert-parallel")
+    if e.enable_dbo:
+        argv += ["--enable-dbo", "--dbo-decode-token-threshold",
+                 str(e.dbo_decode_token_threshold), "--dbo-prefill-token-threshold",
+                 str(e.dbo_prefill_token_threshold)]
     argv.append("--enable-prefix-caching" if e.enable_prefix_caching
                 else "--no-enable-prefix-caching")
     argv.append("--enable-chunked-prefill" if e.enable_chunked_prefill

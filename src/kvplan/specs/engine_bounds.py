@@ -38,6 +38,9 @@ def check_engine_bounds(engine: Any) -> None:
     check_int("--long-prefill-token-threshold", engine.long_prefill_token_threshold, 0,
               MAX_TOKENS)
     check_int("--max-num-partial-prefills", engine.max_num_partial_prefills, 1, MAX_BATCH)
+    check_int("--dbo-decode-token-threshold", engine.dbo_decode_token_threshold, 0, MAX_TOKENS)
+    check_int("--dbo-prefill-token-threshold", engine.dbo_prefill_token_threshold, 0,
+              MAX_TOKENS)
     given = engine.kv_cache_memory_bytes
     # a non-integer is left to EngineConfig's field check, which names its type
     if isinstance(given, int) and not 0 < given <= MAX_KV_CACHE_BYTES:

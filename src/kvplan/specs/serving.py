@@ -59,6 +59,13 @@ class EngineConfig:
     expert_imbalance: float | None = None
     """Busiest GPU's expert load over the mean under EP (None: kvplan's cited default,
     ``kvplan.costs.step.parallel.ep_comm.DEFAULT_IMBALANCE``)."""
+    enable_dbo: bool = False
+    """vLLM --enable-dbo (dual batch overlap, DP + EP with DeepEP): two micro-batches whose
+    token exchange runs under the other's compute (``kvplan.costs.step.parallel.overlap``)."""
+    dbo_decode_token_threshold: int = 32
+    """vLLM --dbo-decode-token-threshold: decode-only steps of more tokens are micro-batched."""
+    dbo_prefill_token_threshold: int = 512
+    """vLLM --dbo-prefill-token-threshold: steps with a prefill of more tokens are."""
 
     def __post_init__(self) -> None:
         check_engine_bounds(self)  # first: its messages name the vLLM flag

@@ -87,6 +87,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("mamba_cache_dtype", ("--mamba-cache-dtype",), str, "Hybrid models: auto or float32."),
     Flag("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), str,
          "Mamba2 SSM state dtype: auto or float32."),
+    Flag("enable_dbo", ("--enable-dbo",), _bool,
+         "MoE DP + EP with DeepEP: two micro-batches, exchange under compute."),
+    Flag("dbo_decode_token_threshold", ("--dbo-decode-token-threshold",), int,
+         "DBO: decode-only steps of more tokens are split (vLLM default 32)."),
+    Flag("dbo_prefill_token_threshold", ("--dbo-prefill-token-threshold",), int,
+         "DBO: steps with a prefill of more tokens are split (vLLM default 512)."),
 )
 BY_FIELD = {f.field: f for f in FLAGS}
 BY_NAME = {name: f for f in FLAGS for name in f.names}

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from kvplan.costs.step.cudagraph import padded_tokens
+from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.roofline import StepCostModel
-from kvplan.costs.step.tables import OpTime, op_times
+from kvplan.costs.step.tables import MeasuredStep, gemm_times, moe_times, op_dtype
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,3 +81,78 @@ def _step(timer: StepCostModel, phase: str, new: object, ctx: object) -> StepOps
                    tokens=int(n.sum()), requests=len(n), context=int(c.sum()), pairs=pairs)
     return StepOps(phase=phase, tokens=int(n.sum()), requests=len(n),
                    context_tokens=int(c.sum()), ops=ops, step_s=step_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpTime:
+    """One op family's seconds in one step (summed over its ``count`` layers)."""
+
+    op: str
+    count: int
+    shape: str
+    seconds: float
+
+
+def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
+             requests: int, context: int, pairs: int) -> tuple[OpTime, ...]:
+    """Where one step's kernel milliseconds go, op by op (``kvplan latency --explain``):
+    ``tokens`` computed by ``requests`` requests over ``context`` cached tokens with
+    ``pairs`` attended (query, key) pairs."""
+    gpu, out = ms.gpu, []
+    m = padded_tokens(np.array([max(1, tokens)]), ops.cudagraph_max_tokens)
+    for op in ops.gemms:
+        if op.per == "prefill_context":
+            continue
+        rows = requests if op.per == "request" else int(m[0])
+        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k,
+                             op_dtype(op, gemm_dtype))[0])
+        out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
+                          seconds=op.count * t))
+    if ops.moe is not None:
+        e = ops.moe
+        t = float(moe_times(gpu, e, np.array([max(1, tokens)]), gemm_dtype)[0])  # real rows
+        where = f" ep={e.ep} x{e.imbalance:.2f}" if e.ep > 1 else ""
+        out.append(OpTime(op="moe_experts", count=e.count,
+                          shape=f"tokens={tokens * e.token_scale} E={e.experts} top-{e.topk} "
+                                f"inter={e.inter}/{e.tp}{where}",
+                          seconds=e.count * t))
+    for a, r in ((x, ms.full if x.kind != "sliding" else ms.sliding) for x in ops.attention):
+        if r is None:
+            continue
+        mem = r.per_context_s * context + r.per_request_s * requests
+        secs = r.per_step_s + max(r.per_pair_s * pairs, mem)
+        out.append(OpTime(op=f"attention_{a.kind}", count=a.count,
+                          shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
+                          seconds=secs))
+    if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
+        out += _comm_rows(ops, ms, tokens, sum(o.seconds for o in out
+                                               if not o.op.startswith("attention")
+                                               and o.op != "lm_head"))
+    return tuple(out)
+
+
+def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float
+               ) -> list[OpTime]:
+    """The all-reduce and exchange rows; under DBO (``ops.overlap``, a step above its
+    threshold) a last row: the overlapped GEMMs + experts + exchange less their serial sum
+    (``compute_s``: the GEMM and expert rows)."""
+    assert ms.allreduce_s is not None
+    x, one, out = ops.exchange, np.array([tokens]), []
+    moved = 0.0 if x is None else float(x.seconds(one)[0])
+    o = ops.overlap
+    split = o is not None and tokens > max(o.threshold, 1)
+    if ops.allreduces:
+        out.append(OpTime(op="all_reduce", count=ops.allreduces,
+                          shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} GPUs",
+                          seconds=float(ms.allreduce_s[tokens]) - (0.0 if split else moved)))
+    if x is not None:
+        out.append(OpTime(op=f"moe_dispatch_combine ({x.backend})", count=2 * x.layers,
+                          shape=f"{int(x.bytes_per_layer(one, dispatch=True)[0])} + "
+                                f"{int(x.bytes_per_layer(one)[0])} B, dp {x.dp} ep {x.ep}",
+                          seconds=moved))
+    if split and x is not None:
+        hidden = float(ms.dense_s[tokens]) - compute_s - moved
+        out.append(OpTime(op="dual_batch_overlap", count=x.layers,
+                          shape=f"2 micro-batches of {-(-tokens // 2)} + {tokens // 2} tokens",
+                          seconds=hidden))
+    return out

@@ -15,6 +15,7 @@ from kvplan.specs.serving import EngineConfig
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
     from kvplan.costs.step.parallel.ep_comm import Link, MoeExchange
+    from kvplan.costs.step.parallel.overlap import DboOverlap
 
 PerWhat = Literal["token", "request", "prefill_context"]
 
@@ -91,6 +92,9 @@ class StageOps:
     cudagraph_max_tokens: int = 0
     """Steps of up to this many tokens replay a CUDA graph padded to a captured size
     (``kvplan.costs.step.cudagraph``); 0: no padding."""
+    overlap: DboOverlap | None = None
+    """--enable-dbo: the exchange runs under the other micro-batch's compute
+    (``kvplan.costs.step.parallel.overlap``)."""
 
 
 _MEMO: Memo[StageOps] = Memo(512)

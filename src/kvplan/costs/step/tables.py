@@ -113,7 +113,7 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
     if ops.moe is not None:
         # the graph's padding rows share one routing (at most top-k more experts): the
         # experts are priced at the real tokens, not the padded count
-        dense[1:] += ops.moe.count * _moe_times(gpu, ops.moe, real[1:], gemm_dtype)
+        dense[1:] += ops.moe.count * moe_times(gpu, ops.moe, real[1:], gemm_dtype)
     ar = None
     if ops.allreduces or ops.exchange is not None:
         ar = np.zeros(max_tokens + 1, dtype=np.float64)
@@ -128,7 +128,33 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
                                                       ops.tp, top)[m[1:] - 1]
         if ops.exchange is not None:
             ar[1:] += ops.exchange.seconds(m[1:])
+    if ops.overlap is not None and ar is not None:
+        _overlap(ops, gpu, gemm_dtype, real, m, dense, ar)
     return dense, ar, lm_fixed, lm_slope, mla_ctx
+
+
+def _overlap(ops: StageOps, gpu: str, gemm_dtype: str, real: IntArray, m: IntArray,
+             dense: FloatArray, ar: FloatArray) -> None:
+    """DBO: steps above the threshold (and of two tokens at least: two micro-batches) price
+    their GEMMs, experts and exchange together (``kvplan.costs.step.parallel.overlap``),
+    in ``dense``; the exchange leaves ``ar``. In place."""
+    from kvplan.costs.step.parallel.overlap import overlapped_s
+
+    assert ops.overlap is not None and ops.exchange is not None and ops.moe is not None
+    sel = np.flatnonzero(real > max(ops.overlap.threshold, 1))
+    if not len(sel):
+        return
+    moe, top = ops.moe, int(m.max())
+
+    def line(n: int, k: int, name: str, rows: IntArray) -> FloatArray:
+        dtype = op_dtype(GemmOp(name=name, n=n, k=k, count=1), gemm_dtype)
+        return _gemm_line(gpu, n, k, dtype, top)[rows - 1]
+
+    def experts(tokens: IntArray) -> FloatArray:
+        return moe_times(gpu, moe, tokens, gemm_dtype)
+
+    ar[sel] -= ops.exchange.seconds(m[sel])
+    dense[sel] = overlapped_s(ops, m[sel], real[sel], line, experts)
 
 
 @lru_cache(maxsize=256)
@@ -158,7 +184,7 @@ def _attention_rates(ops: StageOps, gpu: str, mla_gemm_dtype: str, kv_dtype: str
     return full_r, _rates(gpu, slide, kv_dtype, chunk) if slide else None
 
 
-def _moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
+def moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
     """One MoE layer's expert GEMMs for steps of ``m`` tokens per DP rank: the experts see
     every DP rank's tokens (``token_scale``), and the busiest GPU ``imbalance`` x the mean.
 
@@ -306,62 +332,6 @@ def _compute_rate(gpu: str, dtype: str) -> float:
     """FLOP/s of the measured 8,192 x 8,192 x 8,192 GEMM at ``dtype``."""
     n = 8192
     return 2.0 * n ** 3 / float(kn.gemm_s(gpu, np.array([n]), n, n, dtype)[0])
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpTime:
-    """One op family's seconds in one step (summed over its ``count`` layers)."""
-
-    op: str
-    count: int
-    shape: str
-    seconds: float
-
-
-def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
-             requests: int, context: int, pairs: int) -> tuple[OpTime, ...]:
-    """Where one step's kernel milliseconds go, op by op (``kvplan latency --explain``):
-    ``tokens`` computed by ``requests`` requests over ``context`` cached tokens with
-    ``pairs`` attended (query, key) pairs."""
-    gpu, out = ms.gpu, []
-    m = padded_tokens(np.array([max(1, tokens)]), ops.cudagraph_max_tokens)
-    for op in ops.gemms:
-        if op.per == "prefill_context":
-            continue
-        rows = requests if op.per == "request" else int(m[0])
-        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k,
-                             op_dtype(op, gemm_dtype))[0])
-        out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
-                          seconds=op.count * t))
-    if ops.moe is not None:
-        e = ops.moe
-        t = float(_moe_times(gpu, e, np.array([max(1, tokens)]), gemm_dtype)[0])  # real rows
-        where = f" ep={e.ep} x{e.imbalance:.2f}" if e.ep > 1 else ""
-        out.append(OpTime(op="moe_experts", count=e.count,
-                          shape=f"tokens={tokens * e.token_scale} E={e.experts} top-{e.topk} "
-                                f"inter={e.inter}/{e.tp}{where}",
-                          seconds=e.count * t))
-    for a, r in ((x, ms.full if x.kind != "sliding" else ms.sliding) for x in ops.attention):
-        if r is None:
-            continue
-        mem = r.per_context_s * context + r.per_request_s * requests
-        secs = r.per_step_s + max(r.per_pair_s * pairs, mem)
-        out.append(OpTime(op=f"attention_{a.kind}", count=a.count,
-                          shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
-                          seconds=secs))
-    if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
-        x, one = ops.exchange, np.array([tokens])
-        moved = 0.0 if x is None else float(x.seconds(one)[0])
-        if ops.allreduces:
-            out.append(OpTime(op="all_reduce", count=ops.allreduces,
-                              shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} "
-                                    "GPUs", seconds=float(ms.allreduce_s[tokens]) - moved))
-        if x is not None:
-            out.append(OpTime(op=f"moe_dispatch_combine ({x.backend})", count=2 * x.layers,
-                              shape=f"{int(x.bytes_per_layer(one, dispatch=True)[0])} + "
-                                    f"{int(x.bytes_per_layer(one)[0])} B, dp {x.dp} ep {x.ep}",
-                              seconds=moved))
-    return tuple(out)
 
 
 def _moe_dtype(gemm_dtype: str) -> str:

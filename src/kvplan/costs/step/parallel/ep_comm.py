@@ -116,20 +116,23 @@ class MoeExchange:
 
     def seconds(self, tokens: IntArray) -> FloatArray:
         """Seconds of the step's dispatches and combines (one each per MoE layer)."""
+        total = self.layer_seconds(tokens, dispatch=True) + self.layer_seconds(tokens)
+        return self.layers * total
+
+    def layer_seconds(self, tokens: IntArray, *, dispatch: bool = False) -> FloatArray:
+        """Seconds of one MoE layer's combine (``dispatch``: its dispatch) of ``tokens``
+        tokens on each DP rank, on the busiest GPU."""
         if self.backend == "allgather_reducescatter":  # the dp GPUs of one TP index
             group, per_node = self.dp, max(1, self.link.node_gpus // self.tp)
         else:
             group, per_node = self.ep, self.link.node_gpus
-        total = np.zeros(np.shape(tokens), dtype=np.float64)
-        for dispatch in (True, False):
-            nbytes = self.bytes_per_layer(tokens, dispatch=dispatch).astype(np.float64)
-            if self.backend in DEEPEP:
-                nbytes = nbytes * self.imbalance
-            if self.backend == "deepep_high_throughput" and group > per_node:
-                total = total + self._deduped_s(nbytes, group, per_node)
-            else:
-                total = total + self.link.seconds(nbytes, group, per_node)
-        return self.layers * total
+        nbytes = self.bytes_per_layer(tokens, dispatch=dispatch).astype(np.float64)
+        if self.backend in DEEPEP:
+            nbytes = nbytes * self.imbalance
+        if self.backend == "deepep_high_throughput" and group > per_node:
+            return self._deduped_s(nbytes, group, per_node)
+        out: FloatArray = self.link.seconds(nbytes, group, per_node)
+        return out
 
     def _deduped_s(self, nvlink_bytes: FloatArray, group: int, per_node: int) -> FloatArray:
         """DeepEP normal kernels across nodes: every touched GPU's copy over NVLink, one

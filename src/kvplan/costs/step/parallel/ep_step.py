@@ -22,6 +22,7 @@ from kvplan.costs.step.parallel.ep_comm import (
     Link,
     MoeExchange,
 )
+from kvplan.costs.step.parallel.overlap import dbo_overlap
 from kvplan.costs.step.profile import Profile
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
@@ -78,6 +79,11 @@ def engine_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec, profile
     re-laid out when DP, EP or a multi-node TP group is asked for."""
     from kvplan.costs.step.ops import stage_ops
 
+    if engine.enable_dbo and model.moe is None:
+        raise InputError("--enable-dbo overlaps the MoE token exchange; this model has no "
+                         "experts (drop --enable-dbo)")
+    if engine.enable_dbo:
+        dbo_overlap(engine, hw)  # vLLM's rules for --enable-dbo, checked for every layout
     if not needs_parallel_ops(model, engine, hw):
         return stage_ops(model, engine, resolved) if silicon else None
     check_silicon(hw, silicon)
@@ -107,7 +113,8 @@ def parallel_ops(ops: StageOps, model: ModelSpec, engine: EngineConfig, hw: Hard
                                        dispatched=backend in DEEPEP))
         if layout.dp > 1:
             out = replace(out, exchange=_exchange(model, engine, layout, ops.moe.count, link,
-                                                  backend, factor))
+                                                  backend, factor),
+                          overlap=dbo_overlap(engine, hw))
     elif backend != DEFAULT_A2A_BACKEND:
         raise InputError(f"--all2all-backend {backend} applies to MoE models only")
     return out
