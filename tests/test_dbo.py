@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from kvplan.costs.step.ops import GemmOp, MoeOp, StageOps
-from kvplan.costs.step.parallel.overlap import DboOverlap, overlapped_s
+from kvplan.costs.step.parallel.ep_comm import DboOverlap
+from kvplan.costs.step.parallel.overlap import overlapped_s
 from tests.conftest import run_cli
 
 

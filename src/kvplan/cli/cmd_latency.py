@@ -29,12 +29,9 @@ FilesArg = Annotated[
 MaybeGpu = Annotated[str | None, typer.Option("--gpu", help="GPU for files that name none.")]
 MaybeModel = Annotated[str | None, typer.Option("--model", help="Model for files that name none.")]
 OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
-A2aOpt = Annotated[str | None, typer.Option(
-    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default), "
-    "deepep_high_throughput or deepep_low_latency (deepep: low latency).")]
-ImbalanceOpt = Annotated[float | None, typer.Option(
-    "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18, "
-    "SGLang's measurement).")]
+SweepOpt = Annotated[str | None, typer.Option(
+    "--sweep", help="LEVER=V1,V2,...: batch, prompt, output, kv-cache-dtype, "
+    "tensor-parallel-size, max-num-batched-tokens.")]
 
 
 @app.command("latency")
@@ -46,17 +43,12 @@ def latency_cmd(
     batch: Annotated[int, typer.Option("--batch", help="Identical requests started together.")] = 1,
     tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
     data_parallel_size: fl.DpOpt = None, enable_expert_parallel: fl.EpOpt = None,
-    all2all_backend: A2aOpt = None, expert_imbalance: ImbalanceOpt = None,
+    all2all_backend: fl.A2aOpt = None, expert_imbalance: fl.ImbalanceOpt = None,
     enable_dbo: fl.DboOpt = None, dbo_decode_token_threshold: fl.DboDecodeOpt = None,
     dbo_prefill_token_threshold: fl.DboPrefillOpt = None, dtype: fl.DtypeOpt = None,
-    quantization: fl.QuantOpt = None,
-    kv_cache_dtype: fl.KvDtypeOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
-    profile: ProfileOpt = None,
-    sweep: Annotated[
-        str | None, typer.Option("--sweep", help="LEVER=V1,V2,...: batch, prompt, output, "
-                                 "kv-cache-dtype, tensor-parallel-size, max-num-batched-tokens.")
-    ] = None,
-    as_json: fl.JsonOpt = False,
+    quantization: fl.QuantOpt = None, kv_cache_dtype: fl.KvDtypeOpt = None,
+    max_num_batched_tokens: fl.BatchedOpt = None, profile: ProfileOpt = None,
+    sweep: SweepOpt = None, as_json: fl.JsonOpt = False,
     plot: Annotated[str | None, typer.Option(
         "--plot", help="With --sweep: write the sweep chart (.png, .svg or .html).")] = None,
     explain_ops: Annotated[bool, typer.Option(

@@ -58,6 +58,12 @@ MambaSsmOpt = Annotated[str | None, _opt("mamba_ssm_cache_dtype")]
 DboOpt = Annotated[bool | None, _opt("enable_dbo")]
 DboDecodeOpt = Annotated[int | None, _opt("dbo_decode_token_threshold")]
 DboPrefillOpt = Annotated[int | None, _opt("dbo_prefill_token_threshold")]
+A2aOpt = Annotated[str | None, typer.Option(
+    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default), "
+    "deepep_high_throughput or deepep_low_latency (deepep: low latency).")]
+ImbalanceOpt = Annotated[float | None, typer.Option(
+    "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18, "
+    "SGLang's measurement).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
 
 

@@ -14,8 +14,7 @@ from kvplan.specs.serving import EngineConfig
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
-    from kvplan.costs.step.parallel.ep_comm import Link, MoeExchange
-    from kvplan.costs.step.parallel.overlap import DboOverlap
+    from kvplan.costs.step.parallel.ep_comm import DboOverlap, Link, MoeExchange
 
 PerWhat = Literal["token", "request", "prefill_context"]
 

@@ -155,3 +155,13 @@ def cross_node_allreduce_s(message_bytes: FloatArray, tp: int, link: Link) -> Fl
     crosses each GPU's link; the ring is as slow as its scale-out hop."""
     ring = 2.0 * (tp - 1) / tp * message_bytes
     return link.latency_s + ring / link.scale_out_bytes_per_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DboOverlap:
+    """How a step's two micro-batches overlap their exchange with compute."""
+
+    threshold: int
+    """Steps of more tokens than this are micro-batched."""
+    comm_share: float
+    """Share of the GPU's SMs the exchange holds while it runs (0: none)."""

@@ -26,11 +26,11 @@ runs whole (docs/parallelism.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kvplan.costs.step.parallel.ep_comm import DboOverlap
 from kvplan.errors import InputError
 
 if TYPE_CHECKING:
@@ -52,16 +52,6 @@ A100 108, H100 SXM5 132, H100 PCIe 114; H200 is the same GH100 configuration as 
 B200: 148, NVIDIA Blackwell architecture technical brief)."""
 _MLP_ONLY = ("gate_up_proj", "down_proj")
 """GEMMs of the dense MLP: only in layers without experts."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DboOverlap:
-    """How a step's two micro-batches overlap their exchange with compute."""
-
-    threshold: int
-    """Steps of more tokens than this are micro-batched."""
-    comm_share: float
-    """Share of the GPU's SMs the exchange holds while it runs (0: none)."""
 
 
 def dbo_overlap(engine: EngineConfig, hw: HardwareSpec) -> DboOverlap | None:
