@@ -74,3 +74,21 @@ def test_prefill_attention_rate_is_the_chunks_measured_rate() -> None:
     one = float(kn.context_attention_s("H100-SXM-80GB", 1, 4096, num_heads=32, num_kv_heads=8,
                                        head_dim=128)[()])
     assert t.measured.full.per_pair_s * (4096 * 4097 // 2) == pytest.approx(32 * one, rel=1e-12)
+
+
+@pytest.mark.parametrize("model,tp,kv", [("meta-llama/Llama-2-7b-hf", 1, "auto"),
+                                         ("meta-llama/Llama-3.1-70B", 4, "fp8"),
+                                         ("google/gemma-3-27b-it", 1, "auto"),
+                                         ("openai/gpt-oss-120b", 2, "auto")])
+def test_decode_grid_is_the_scalar_lookups_float_for_float(model: str, tp: int,
+                                                           kv: str) -> None:
+    from kvplan.costs.step import tables
+
+    ops = stage_ops(load_model(model), EngineConfig(tensor_parallel_size=tp))
+    kv_dtype = "fp8" if kv == "fp8" else "bfloat16"
+    for a in ops.attention:
+        grid = tables._decode_grid("H100", a, kv_dtype)
+        assert grid is not None and len(grid) == 25
+        scalar = [tables._decode_s("H100", a, kv_dtype, b, ln)
+                  for b in tables._DECODE_B for ln in tables._DECODE_L]
+        assert grid == scalar  # bit for bit: one lookup of 25 points, not 25 of one

@@ -63,6 +63,9 @@ def main() -> None:
         if text is not None:
             _guarded(lambda: sys.stdout.write(text))
             sys.exit(0)
+    from kvplan.cli.fast.dataclass_code import install
+
+    install()  # every command below defines dataclasses: their methods' code from the cache
     kv = kv_args(args)
     sim = _simulate_args(args) if kv is None else None
     if kv is None and sim is None:
