@@ -19,7 +19,7 @@ from kvplan.sim.disagg import compiled
 from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.testing import LinearTimer, workload
-from tests.core_helpers import assert_same, python_loop
+from tests.core_helpers import assert_same, python_loop, segments
 from tests.test_disagg_properties import fleets
 from tests.test_disagg_trace import COST, SHAPE, TIMER
 from tests.test_disagg_trace import _pool as trace_pool
@@ -169,3 +169,30 @@ def test_a_real_deployment_on_azure_conv(taken) -> None:
         ref = simulate_disagg_serving(dd, work).result
     assert taken == [1, 1]
     assert_same_fleet(got, ref)
+
+
+@pytest.mark.parametrize("path", ["core", "python"])
+def test_a_request_preempted_after_its_first_token_starts_a_new_emission_run(path) -> None:
+    """Decode pool of 7 usable blocks; r3 (8-token prompt, 2 outputs) samples its first token
+    at decode step 3 and then, with 5 blocks held by transfers in flight, cannot grow to its
+    3rd block: it is preempted and recomputes its 8 tokens (the 8-token budget, one short
+    of its 9) 15 times until r4's transfer lands. It samples again at step 19 only: two
+    emission runs, (3, 3) and (19, 19), on both paths (the lean step's cohort once counted
+    it as decoding since step 3)."""
+    shape = KvShape(block_size=4, groups=(CacheGroup(bytes_per_token=8),))
+    timer = LinearTimer(base_s=0.5, per_token_s=0.0)
+    lim = Limits(max_num_batched_tokens=8, max_num_seqs=1, prefix_caching=False)
+    pre = PoolSim(instances=1, timer=timer, num_blocks=14, shape=shape, limits=lim)
+    dec = PoolSim(instances=1, timer=timer, num_blocks=8, shape=shape,
+                  limits=replace(lim, max_num_seqs=2))
+    cost = TransferCost(groups=(GroupPages(layers=1, block_size=4, page_bytes=32),),
+                        prefill_tp=1, decode_tp=1, bytes_per_s_per_gpu=16.0, latency_s=0.0)
+    w = workload([0.0] * 6, [1, 1, 1, 8, 13, 1], [1, 1, 1, 2, 1, 1])
+    if path == "python":
+        with python_loop():
+            r = simulate_disagg(w, prefill=pre, decode=dec, transfer=cost, validate=True)
+    else:
+        r = simulate_disagg(w, prefill=pre, decode=dec, transfer=cost, validate=True)
+    d = r.decode[0]
+    assert d.preemptions.tolist() == [0, 0, 0, 15, 1, 0]  # and r4 once
+    assert [s for s in segments(d) if s[0] == 3] == [(3, 3, 3), (3, 19, 19)]
