@@ -26,17 +26,38 @@ instance or round-robin routing (the proxy's choice is then known in advance).
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from kvplan.sim import core
+from kvplan.sim.disagg.link import LinkQueues
+from kvplan.sim.disagg.result import DisaggResult
 from kvplan.sim.result import FloatArray, IntArray, SimulationResult
 from kvplan.sim.state import REJECTED
 
-if TYPE_CHECKING:
-    from kvplan.sim.disagg.fleet import _Fleet
-    from kvplan.sim.disagg.result import DisaggResult
+
+class _Fleet(Protocol):
+    """What this module reads from and writes to fleet._Fleet (a protocol: fleet.py imports
+    this module)."""
+
+    pre: list[Any]
+    dec: list[Any]
+    least: bool
+    rejected: dict[int, str]
+    order: list[int]
+    engine_at: list[float]
+    d_delay: FloatArray
+    nbytes: IntArray
+    link: LinkQueues
+    p_of: IntArray
+    d_of: IntArray
+    p_end: FloatArray
+    t_start: FloatArray
+    t_end: FloatArray
+
+    def assemble(self, pre: tuple[SimulationResult, ...],
+                 dec: tuple[SimulationResult, ...]) -> DisaggResult: ...
 
 ROUNDS = 4
 """Prefill runs after the first before the Python fleet takes over."""
