@@ -14,9 +14,10 @@ from typing import Any
 
 def spawn(script: str, name: str, extra: Sequence[str] = ()) -> dict[str, Any]:
     """Run ``script --case name *extra`` in a fresh interpreter; its last stdout line is the
-    case's JSON. ``agg-py`` runs with the compiled core switched off (KVPLAN_SIM_CORE)."""
+    case's JSON. A case named ``*-py`` (``agg-py``, ``disagg-py``) runs with the compiled
+    core switched off (KVPLAN_SIM_CORE=python)."""
     env = dict(os.environ)
-    if name == "agg-py":
+    if name.endswith("-py"):
         env["KVPLAN_SIM_CORE"] = "python"
     out = subprocess.run([sys.executable, script, "--case", name, *extra], env=env,
                          check=True, capture_output=True, text=True)
@@ -38,12 +39,14 @@ def rounds(script: str, names: Sequence[str], repeat: int, extra: Sequence[str] 
 
 
 def report(label: str, case: str, names: Sequence[str], repeat: int,
-           script: str, extra: Sequence[str] = ()) -> None:
-    """Print each case's medians and ``case`` against the two aggregated baselines."""
+           script: str, extra: Sequence[str] = (), also: Sequence[str] = ()) -> None:
+    """Print each case's medians and ``case`` (then each of ``also``) against the two
+    aggregated baselines."""
     med, runs = rounds(script, names, repeat, extra)
     for n in names:
         print(f"{n:9s} wall {med[n]['s']:7.3f} s  cpu {med[n]['cpu_s']:7.3f} s  "
               f"steps {runs[n][0]['steps']}")
-    for base in ("agg-py", "agg-core"):
-        print(f"{label} / {base}: wall {med[case]['s'] / med[base]['s']:.2f}x, "
-              f"cpu {med[case]['cpu_s'] / med[base]['cpu_s']:.2f}x")
+    for c, name in ((case, label), *((a, a) for a in also)):
+        for base in ("agg-py", "agg-core"):
+            print(f"{name} / {base}: wall {med[c]['s'] / med[base]['s']:.2f}x, "
+                  f"cpu {med[c]['cpu_s'] / med[base]['cpu_s']:.2f}x")

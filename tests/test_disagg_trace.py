@@ -23,6 +23,19 @@ COST = TransferCost(groups=(GroupPages(layers=1, block_size=4, page_bytes=400),)
                     prefill_tp=1, decode_tp=1, bytes_per_s_per_gpu=400.0, latency_s=0.5)
 
 
+@pytest.fixture(autouse=True, params=["core", "python"])
+def both_paths(request):
+    """Every trace on the compiled fleet (sim/disagg/compiled.py, where it was built and
+    covers the fleet) and on the Python fleet (the reference)."""
+    if request.param == "core":
+        yield
+        return
+    from tests.core_helpers import python_loop
+
+    with python_loop():
+        yield
+
+
 def _pool(blocks: int) -> PoolSim:
     return PoolSim(instances=1, timer=TIMER, num_blocks=blocks, shape=SHAPE, limits=LIMITS)
 

@@ -18,6 +18,7 @@
 
 #include "_core_state.h"
 #include "_core_pool.h"
+#include "_core_disagg.h"
 #include "_core_sched.h"
 
 /* ------------------------------------------------------------ Python glue */
@@ -61,6 +62,10 @@ static void sim_free(Sim *m) {
     free(m->p_id);
     free(m->p_new);
     free(m->p_ctx);
+    free(m->pend);
+    free(m->rdy);
+    free(m->tr_t);
+    free(m->tr_r);
 }
 
 static int sim_alloc(Sim *m, i64 slots) {
@@ -222,11 +227,12 @@ static PyObject *results(Sim *m) {
 
 static PyObject *core_run(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *arrs, *kt, *gt, *form, *progress;
+    PyObject *arrs, *kt, *gt, *form, *progress, *dis = Py_None;
     long long n, slots, budget, seqs, bs, thr, usable;
     int chunked, caching, validate;
-    if (!PyArg_ParseTuple(args, "OOOLLLLLLLpppOO", &arrs, &kt, &gt, &n, &slots, &budget, &seqs,
-                          &bs, &thr, &usable, &chunked, &caching, &validate, &form, &progress))
+    if (!PyArg_ParseTuple(args, "OOOLLLLLLLpppOO|O", &arrs, &kt, &gt, &n, &slots, &budget,
+                          &seqs, &bs, &thr, &usable, &chunked, &caching, &validate, &form,
+                          &progress, &dis))
         return NULL;
     if (n < 0 || slots < 0 || budget < 1 || seqs < 1 || bs < 1 || usable < 1) {
         PyErr_SetString(PyExc_ValueError, "kvplan core: bad limits");
@@ -236,22 +242,29 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     memset(&m, 0, sizeof m);
     m.n = n, m.budget = budget, m.max_seqs = seqs, m.bs = bs, m.thr = thr, m.usable = usable;
     m.chunked = chunked, m.caching = caching, m.validate = validate, m.closed = slots > 0;
-    Py_buffer v[NARR], tabs[6], kv[2], gv[5];
+    Py_buffer v[NARR], tabs[6], kv[2], gv[5], dv[7];
+    memset(dv, 0, sizeof dv);
     memset(v, 0, sizeof v);
     memset(tabs, 0, sizeof tabs);
     memset(kv, 0, sizeof kv);
     memset(gv, 0, sizeof gv);
     PyObject *out = NULL;
     if (bind_arrays(&m, arrs, v) == 0 && bind_keys(&m, kt, kv) == 0
-        && bind_groups(&m, gt, gv) == 0 && parse_form(form, &m.f, tabs, budget) == 0) {
-        if (sim_alloc(&m, slots) < 0) {
+        && bind_groups(&m, gt, gv) == 0 && parse_form(form, &m.f, tabs, budget) == 0
+        && bind_disagg(&m, dis, dv) == 0) {
+        if (sim_alloc(&m, slots) < 0 || alloc_disagg(&m) < 0) {
             PyErr_NoMemory();
         } else {
             update_next(&m);
             PyThreadState *ts = PyEval_SaveThread(); /* other threads run meanwhile */
             int code = loop(&m, progress, &ts);
             PyEval_RestoreThread(ts);
-            if (!loop_error(code)) out = results(&m);
+            if (code == LOOP_EARLY) { /* a fleet's release guess failed: the caller's call */
+                out = Py_None;
+                Py_INCREF(out);
+            } else if (!loop_error(code)) {
+                out = results(&m);
+            }
         }
     }
     sim_free(&m);
@@ -259,6 +272,7 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     release_all(tabs, 6);
     release_all(kv, 2);
     release_all(gv, 5);
+    release_all(dv, 7);
     return out;
 }
 

@@ -71,6 +71,9 @@ static void release(Sim *m) {
             m->status[i] = REJECTED;
             slot_free(m, t);
             m->done++;
+        } else if (m->mode == 2) { /* DecodeLoop._release: the pending queue */
+            m->pend[(m->ph + m->pn) % m->n] = i;
+            m->pn++;
         } else {
             m->status[i] = WAITING;
             m->wq[(m->wh + m->wn) % m->n] = i;
@@ -177,7 +180,7 @@ static void schedule_waiting(Sim *m, i64 budget) {
 static void finish_all(Sim *m, i64 nfin, double end) {
     for (i64 j = 0; j < nfin; j++) {
         i64 r = m->p_id[j]; /* finishers were compacted to the plan's front */
-        sched_free(m, r, 0);
+        if (m->mode != 1) sched_free(m, r, 0); /* a prefill instance holds them */
         close_segment(m, r);
         slot_free(m, end);
         m->status[r] = FINISHED;
@@ -261,7 +264,26 @@ static int books_ok(const Sim *m) {
 /* _Loop.run; returns 0, -1 (Python error set) */
 /* _Loop.run, without the GIL (taken back only to call progress). Returns 0, or an error
  * code for core_run to raise once it holds the GIL again. */
-enum { LOOP_OK, LOOP_NOMEM, LOOP_BOOKS, LOOP_STUCK, LOOP_PYERR };
+enum { LOOP_OK, LOOP_NOMEM, LOOP_BOOKS, LOOP_STUCK, LOOP_PYERR, LOOP_EARLY };
+
+/* _Instance.turn's _release: a prefill instance's releases, then the arrivals; a decode
+ * instance's arrivals, then its transfers and admissions. -1: a release guess failed */
+static int instance_release(Sim *m) {
+    if (m->mode == 1 && prefill_release(m) < 0) return -1;
+    release(m);
+    if (m->mode == 2) decode_release(m);
+    return 0;
+}
+
+/* an idle (or, in a fleet, stalled) instance's clock moves to its next event: 1 moved, 0
+ * nothing left, -1 no progress (an event due now was missed) */
+static int idle_until_next(Sim *m) {
+    double t = next_event(m);
+    if (t == INFINITY) return 0;
+    if (m->mode && !(t > m->clock)) return -1;
+    if (t > m->clock) m->clock = t;
+    return 1;
+}
 
 static int call_progress(Sim *m, PyObject *progress, PyThreadState **ts) {
     PyEval_RestoreThread(*ts);
@@ -275,13 +297,19 @@ static int call_progress(Sim *m, PyObject *progress, PyThreadState **ts) {
 static int loop(Sim *m, PyObject *progress, PyThreadState **ts) {
     i64 shown = 0;
     while (1) {
-        release(m);
+        if (instance_release(m) < 0) return LOOP_EARLY;
         if (m->nrun == 0 && m->wn == 0) {
-            if (m->next_s == INFINITY) break;
-            if (m->next_s > m->clock) m->clock = m->next_s;
+            int moved = idle_until_next(m);
+            if (moved < 0) return LOOP_STUCK;
+            if (moved == 0) break;
             continue;
         }
-        if (general_step(m) < 0) return LOOP_STUCK;
+        int got = general_step(m);
+        if (got < 0 && m->mode && m->nrun == 0) { /* stalled: the head waits for an event */
+            if (idle_until_next(m) <= 0) return LOOP_STUCK;
+            got = 0;
+        }
+        if (got < 0) return LOOP_STUCK;
         if (m->oom) return LOOP_NOMEM;
         if (m->validate && !books_ok(m)) return LOOP_BOOKS;
         if (progress != Py_None && m->step - shown >= 4096) {

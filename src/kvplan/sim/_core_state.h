@@ -134,5 +134,20 @@ typedef struct {
     i64 query_tokens, prefill_blocks, decode_blocks, ptr, done, step;
     double clock, next_s, next_send, api_free; /* api_free: the API server's next idle time */
     int oom;
+    /* a disaggregated fleet's instance (_core_disagg.h; sim/disagg/compiled.py): mode 0
+     * aggregated, 1 prefill (blocks kept after the one token until released), 2 decode */
+    int mode;
+    const double *rel_t; /* prefill: release times, in (time, request) order */
+    const i64 *rel_r;
+    i64 nrel, relp;
+    i64 *pend, ph, pn;   /* decode: pending (FCFS ring of n) and ready (ring of n) */
+    i64 *rdy, rh, rn;
+    double *tr_t;        /* decode: transfers in flight, a min-heap on (end, request) */
+    i64 *tr_r, ntr;
+    const double *wire;  /* decode: each request's wire seconds, its prefill instance */
+    const i64 *p_of;
+    double lat, ingress, *egress;
+    double *admit_s, *t_start, *t_end;
+    uint8_t *starved;
 } Sim;
 

@@ -164,21 +164,26 @@ def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationRes
               s.hit_tokens, s.last_emit, s.seg_start, *_release_order(loop, n))
     lim = loop.limits
     slots = len(loop.slots) if loop.slots is not None else 0
-    out = mod.run(arrays, _keys(s.shared_keys, n), _groups(loop.shape), n, slots,
+    out = mod.run(arrays, keys(s.shared_keys, n), groups(loop.shape), n, slots,
                   lim.max_num_batched_tokens, lim.max_num_seqs, loop.shape.block_size,
                   lim.long_prefill_token_threshold, loop.pool.num_blocks, lim.chunked_prefill,
                   loop.sched.caching, loop.validate, form,
                   loop.progress if loop.progress is not None else None)
-    steps = KvSeries(start_s=_f64(out[0]), end_s=_f64(out[1]), used_blocks=_i64(out[2]),
-                     logical_bytes=_i64(out[3]), running=_i64(out[4]), waiting=_i64(out[5]),
-                     new_tokens=_i64(out[6]))
     s.reject_reason = {i: loop.reasons[i] for i in sorted(loop.reasons)}
-    s.clock = float(out[14])
-    s.step = len(steps.end_s)
-    loop.query_tokens, loop.prefill_blocks, loop.decode_blocks = out[11], out[12], out[13]
     loop.done = n
     if loop.progress is not None:
         loop.progress(n, n)
+    return package(loop, out)
+
+
+def package(loop: _Loop, out: tuple[Any, ...]) -> SimulationResult:
+    """The loop's result from the core's outputs (its state arrays already written)."""
+    steps = KvSeries(start_s=_f64(out[0]), end_s=_f64(out[1]), used_blocks=_i64(out[2]),
+                     logical_bytes=_i64(out[3]), running=_i64(out[4]), waiting=_i64(out[5]),
+                     new_tokens=_i64(out[6]))
+    loop.s.clock = float(out[14])
+    loop.s.step = len(steps.end_s)
+    loop.query_tokens, loop.prefill_blocks, loop.decode_blocks = out[11], out[12], out[13]
     return loop._package(steps, (_i64(out[7]), _i64(out[8]), _i64(out[9])), _i64(out[10]))
 
 
@@ -197,7 +202,7 @@ def _release_order(loop: _Loop,
 _KINDS = {"full": 0, "sliding": 1, "state": 2}
 
 
-def _groups(shape: KvShape) -> tuple[IntArray, ...]:
+def groups(shape: KvShape) -> tuple[IntArray, ...]:
     """The shape's merged groups (``KvShape.merged``) as the core's arrays: kind, window,
     weight, bytes per token, state bytes."""
     cols = [(_KINDS[g.kind], g.window, g.weight, g.bytes_per_token, g.state_bytes)
@@ -205,7 +210,7 @@ def _groups(shape: KvShape) -> tuple[IntArray, ...]:
     return tuple(np.array(c, dtype=np.int64) for c in zip(*cols, strict=True))
 
 
-def _keys(shared: list[list[int]] | None, n: int) -> tuple[IntArray, IntArray, int]:
+def keys(shared: list[list[int]] | None, n: int) -> tuple[IntArray, IntArray, int]:
     """Every request's prefix keys as offsets + interned ids 0..K-1 (for the core's arrays)."""
     off = np.zeros(n + 1, dtype=np.int64)
     if shared is None:

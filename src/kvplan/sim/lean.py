@@ -120,7 +120,9 @@ def cohort_from_state(s: SimState, block_size: int) -> tuple[Cohort, int | None]
         return c, None
     ids = np.array(run, dtype=np.int64)
     left = s.prompt[ids] + s.generated[ids] - s.computed[ids]
-    dec = (left == 1) & (s.generated[ids] >= 1)
+    # a decoder continues its run of emissions: one that sampled before a preemption and
+    # recomputed up to its last token has not (it samples as the tail: a new run)
+    dec = (left == 1) & (s.generated[ids] >= 1) & (s.last_emit[ids] == s.step - 1)
     tail = None
     if not bool(dec[-1]):
         tail = run[-1]

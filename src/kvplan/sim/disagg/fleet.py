@@ -23,9 +23,11 @@ from kvplan.costs.memory.kv_transfer import TransferCost
 from kvplan.costs.step.batch import StepTimer
 from kvplan.errors import InputError
 from kvplan.sim.blocks import KvShape
+from kvplan.sim.disagg import compiled
 from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
 from kvplan.sim.disagg.link import LinkQueues
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
+from kvplan.sim.result import SimulationResult
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import REJECTED, FloatArray, IntArray, WorkloadLike
 
@@ -71,7 +73,8 @@ def simulate_disagg(workload: WorkloadLike, *, prefill: PoolSim, decode: PoolSim
         raise InputError("--max-concurrency is not modelled for a disaggregated fleet yet; "
                          "give --request-rate instead")
     fleet = _Fleet(workload, prefill, decode, transfer, validate, router)
-    return fleet.run()
+    got = compiled.run(fleet)
+    return got if got is not None else fleet.run()
 
 
 def _loop(cls: Any, work: _Work, pool: PoolSim, validate: bool) -> Any:
@@ -205,8 +208,12 @@ class _Fleet:
         return self._result()
 
     def _result(self) -> DisaggResult:
-        pre = tuple(p._result() for p in self.pre)
-        dec = tuple(d._result() for d in self.dec)
+        return self.assemble(tuple(p._result() for p in self.pre),
+                             tuple(d._result() for d in self.dec))
+
+    def assemble(self, pre: tuple[SimulationResult, ...],
+                 dec: tuple[SimulationResult, ...]) -> DisaggResult:
+        """The fleet's result from its instances' results and its books (either path)."""
         n = len(self.prompt)
         adm, arr, starved = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.bool_)
         for d, loop in enumerate(self.dec):

@@ -52,11 +52,14 @@ class _Instance(_Loop):
         self._turn()
 
     def next_time(self) -> float:
-        """When this instance next acts: its clock while busy, else its next event."""
+        """When this instance next acts: its clock while busy, else its next event, or its
+        clock if that is later (an idle instance whose last step ended after an event it
+        has not seen yet acts at its clock, after everything due by then reached it)."""
         s = self.s
         if (s.running or s.waiting) and not self.stalled:
             return s.clock
-        return self.next_event()
+        t = self.next_event()
+        return t if t > s.clock else s.clock
 
     def next_event(self) -> float:
         return self.inbox[0][0] if self.inbox else _INF
@@ -133,6 +136,7 @@ class DecodeLoop(_Instance):
         self.arrive_s = np.full(n, np.nan)
         self.admit_s = np.full(n, np.nan)
         self.ready_s = np.full(n, np.nan)
+        self.tried_s = -_INF  # when the pending head last failed to get its blocks
         self.starved = np.zeros(n, dtype=np.bool_)
         """Requests that found too few free blocks at an admission attempt (or sat behind one
         that did): they waited for decode blocks, holding their prefill blocks."""
@@ -149,10 +153,16 @@ class DecodeLoop(_Instance):
         return min(a, self.transfers[0][0]) if self.transfers else a
 
     def _can_act(self) -> bool:
-        """Something due now: a ready request with a free sequence slot, or an admission."""
+        """Something due now: a ready request with a free sequence slot, or an admission
+        attempt (the scheduler tries the pending head at every step boundary, once: one
+        that fails marks the pending requests as waiting for blocks)."""
         seqs = len(self.s.running) < self.limits.max_num_seqs
-        return seqs and (bool(self.ready) or (bool(self.pending) and not self.s.waiting
-                                               and self._need(self.pending[0]) <= self.pool.free))
+        if not seqs or self.ready:
+            return seqs
+        if not self.pending or self.s.waiting:
+            return False
+        return (self._need(self.pending[0]) <= self.pool.free
+                or self.tried_s != self.s.clock)
 
     def _next_arrival(self) -> float:
         return min(self.next_event(), self.horizon)
@@ -202,6 +212,7 @@ class DecodeLoop(_Instance):
             need = self._need(r)
             if need > self.pool.free:
                 self.starved[list(self.pending)] = True
+                self.tried_s = now
                 return
             self.pending.popleft()
             self.pool.take(need)
@@ -211,6 +222,14 @@ class DecodeLoop(_Instance):
             t = self.on_admit(r, now)
             self.ready_s[r] = t
             heapq.heappush(self.transfers, (t, r))
+
+    def _fast_forward(self) -> bool:
+        """No decode run while a transferred prompt waits for blocks on a shape whose
+        sliding windows free blocks as it decodes: the head is tried at every step boundary
+        (as the scheduler does), not only at a run's end."""
+        if self.pending and not self.simple:
+            return False
+        return super()._fast_forward()
 
     def _finish(self, fin: IntArray, end: float) -> bool:
         if len(fin) == 0:
