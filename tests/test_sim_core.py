@@ -33,6 +33,21 @@ def test_the_core_is_built_where_it_is_expected() -> None:
         assert BUILT, "the compiled core (kvplan.sim._core) did not build; see setup.py"
 
 
+def test_a_stale_build_is_not_called(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extension built from an older _core.c (another ABI, or none) is left alone: the
+    run takes the Python loop instead of calling core_run with arguments it does not take."""
+    import importlib
+    import types
+
+    stale = types.ModuleType("kvplan.sim._core")
+    monkeypatch.setattr(importlib, "import_module", lambda name: stale)
+    assert core.module() is None
+    stale.ABI = core.CORE_ABI - 1  # type: ignore[attr-defined]
+    assert core.module() is None
+    stale.ABI = core.CORE_ABI  # type: ignore[attr-defined]
+    assert core.module() is stale
+
+
 @pytest.fixture
 def core_runs(monkeypatch):
     """How many simulate() calls went to the compiled core."""

@@ -328,4 +328,14 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
                                     "kvplan's optional compiled simulator core.", -1, METHODS,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&MODULE); }
+/* KVPLAN_CORE_ABI: bumped whenever core_run's arguments change; kvplan.sim.core ignores a
+   build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
+#define KVPLAN_CORE_ABI 2
+PyMODINIT_FUNC PyInit__core(void) {
+    PyObject *m = PyModule_Create(&MODULE);
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", KVPLAN_CORE_ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -73,6 +73,8 @@ class _Loop(Protocol):
 
 ENV = "KVPLAN_SIM_CORE"
 """Set to "python" to force the pure-Python loop (the reference the core is tested against)."""
+CORE_ABI = 2
+"""The extension's ``ABI`` constant this code calls (_core.c KVPLAN_CORE_ABI)."""
 _FORMS: OrderedDict[int, tuple[Any, tuple[object, ...] | None]] = OrderedDict()
 """id(timer) -> (timer, form tuple or None), the last few timers (the planner reuses one)."""
 _KEEP = 8
@@ -83,9 +85,10 @@ def module() -> ModuleType | None:
     if os.environ.get(ENV, "").strip().lower() == "python":
         return None
     try:
-        return importlib.import_module("kvplan.sim._core")
+        mod = importlib.import_module("kvplan.sim._core")
     except ImportError:
         return None
+    return mod if getattr(mod, "ABI", None) == CORE_ABI else None  # a stale build: Python
 
 
 def pick(loop: _Loop) -> tuple[ModuleType, tuple[object, ...]] | None:
