@@ -74,3 +74,60 @@ def plan_front_end(timer: Any, arrival: FloatArray, prompt: IntArray,
     engine_at = engine_arrivals(timer, arrival, prompt)
     order = np.argsort(engine_at, kind="stable")
     return FrontEnd(delay, admit, order.tolist(), engine_at[order].tolist())
+
+
+def step_tokens(num_steps: int, seg_first: IntArray, seg_last: IntArray) -> IntArray:
+    """Output tokens the engine emits at the end of each step (one per emission run covering
+    it: a decode, or a prefill's last chunk)."""
+    marks = np.zeros(num_steps + 1, dtype=np.int64)
+    np.add.at(marks, seg_first, 1)
+    np.add.at(marks, seg_last + 1, -1)
+    return np.cumsum(marks[:-1])
+
+
+def stream_delivery(ends: FloatArray, tokens: IntArray, per_token_s: float) -> FloatArray:
+    """When the API server has streamed each step's tokens to their clients: its one process
+    takes a step's ``tokens`` at the step's end, after the step before it, ``per_token_s``
+    each (detokenise, format and send the chunk)::
+
+        D_j = max(end_j, D_(j-1)) + per_token_s x tokens_j
+
+    evaluated as ``C_j + max_(i <= j)(end_i - C_(i-1))`` with ``C`` the running sum of the
+    service times (the same recursion unrolled, so the simulator and the replay share it)."""
+    work = per_token_s * np.asarray(tokens, dtype=np.float64)
+    done = np.cumsum(work)
+    before = done - work
+    out: FloatArray = done + np.maximum.accumulate(np.asarray(ends, np.float64) - before)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Client-visible times once the API server has streamed the tokens: per step, and each
+    request's first token and finish."""
+
+    step_s: FloatArray
+    first_token_s: FloatArray
+    finish_s: FloatArray
+
+
+def deliver(timer: Any, ends: FloatArray, segs: tuple[IntArray, IntArray, IntArray],
+            first_token_s: FloatArray, finish_s: FloatArray) -> Delivery | None:
+    """``stream_delivery`` applied to a run's steps (None where ``timer`` streams for free):
+    a request's first token and finish move to when its step's tokens were streamed."""
+    per_token = float(getattr(timer, "api_stream_s", 0.0) or 0.0)
+    if not per_token > 0.0 or not len(ends):
+        return None
+    req, first, last = segs
+    at = stream_delivery(ends, step_tokens(len(ends), first, last), per_token)
+    n = len(first_token_s)
+    lo = np.full(n, len(ends), dtype=np.int64)
+    hi = np.full(n, -1, dtype=np.int64)
+    np.minimum.at(lo, req, first)
+    np.maximum.at(hi, req, last)
+    seen = hi >= 0
+    ft, fin = first_token_s.copy(), finish_s.copy()
+    ft[seen] = at[lo[seen]]
+    done = seen & np.isfinite(finish_s) & (finish_s > 0)
+    fin[done] = at[hi[done]]
+    return Delivery(at, ft, fin)
