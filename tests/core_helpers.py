@@ -43,8 +43,6 @@ def assert_same(a, b) -> None:
         x, y = getattr(a.steps, name), getattr(b.steps, name)
         assert x.dtype == y.dtype and np.array_equal(x, y), name
     assert a.rejected == b.rejected
-    assert (a.delivery_s is None) == (b.delivery_s is None)
-    assert a.delivery_s is None or np.array_equal(a.delivery_s, b.delivery_s)
     assert segments(a) == segments(b)
     assert (a.num_blocks, a.block_size, a.prefill_claimed_blocks, a.decode_claimed_blocks,
             a.prefix_query_tokens) == (b.num_blocks, b.block_size, b.prefill_claimed_blocks,

@@ -29,18 +29,12 @@ MODEL = "meta-llama/Llama-3.1-8B"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApiTimer(LinearTimer):
-    """LinearTimer plus the API path: fixed api_s + api_token_s per prompt token, admit_s of
-    the API server's one process per request (FIFO, sim.frontend), and stream_s of it per
-    streamed output token (sim.frontend.deliver)."""
+    """LinearTimer plus the API path: fixed api_s + api_token_s per prompt token, and
+    admit_s of the API server's one process per request (FIFO, sim.frontend)."""
 
     api_s: float = 0.0
     api_token_s: float = 0.0
     admit_s: float = 0.0
-    stream_s: float = 0.0
-
-    @property
-    def api_stream_s(self) -> float:
-        return self.stream_s
 
     def api_delays_s(self, prompt_tokens: np.ndarray) -> np.ndarray:
         return self.api_s + self.api_token_s * prompt_tokens.astype(np.float64)

@@ -191,9 +191,7 @@ def core_cases(draw):
                                       ApiTimer(base_s=0.01, per_token_s=1e-4, api_s=0.02,
                                                api_token_s=3e-3),
                                       ApiTimer(base_s=0.01, per_token_s=1e-4, api_s=0.02,
-                                               admit_s=0.015),
-                                      ApiTimer(base_s=0.01, per_token_s=1e-4, api_s=0.02,
-                                               stream_s=2e-3)]))
+                                               admit_s=0.015)]))
 def test_core_equals_the_python_loop_and_the_step_by_step_path(case, timer):
     w, cfg = case
     got = simulate(w, timer=timer, validate=True, **cfg)

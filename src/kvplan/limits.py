@@ -94,7 +94,6 @@ PROFILE_RANGES: dict[str, tuple[float, float]] = {
     "api_request_s": (0.0, 10.0),
     "api_prompt_token_s": (0.0, 1.0),
     "api_admission_s": (0.0, 10.0),
-    "api_stream_token_s": (0.0, 1.0),
 }
 """Latency-profile factors: (lowest, highest) accepted."""
 

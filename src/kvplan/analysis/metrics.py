@@ -159,7 +159,7 @@ def itl_pairs(r: SimulationResult) -> tuple[FloatArray, IntArray]:
     The same multiset as every request's token-time differences (``SimulationResult.itl_s``)
     in O(steps + runs) memory instead of one float per output token.
     """
-    ends = r.token_clock
+    ends = r.steps.end_s
     n = len(ends)
     if n < 2:
         return np.zeros(0), np.zeros(0, dtype=np.int64)

@@ -57,16 +57,6 @@ class SimulationResult:
     prefill_claimed_blocks: int
     decode_claimed_blocks: int
     prefix_query_tokens: int
-    delivery_s: FloatArray | None = None
-    """Per step: when the API server had streamed that step's tokens to their clients
-    (``Profile.api_stream_token_s``, sim.frontend.deliver); token times, ``first_token_s``
-    and ``finish_s`` are these client-side times. None: a token reaches its client at its
-    step's end (``steps.end_s``)."""
-
-    @property
-    def token_clock(self) -> FloatArray:
-        """Per step: when its tokens reached their clients (``delivery_s``, else the end)."""
-        return self.steps.end_s if self.delivery_s is None else self.delivery_s
 
     @property
     def num_requests(self) -> int:
@@ -92,7 +82,7 @@ class SimulationResult:
     def token_times(self, i: int) -> FloatArray:
         """Times at which request i received each of its output tokens."""
         mask = self.seg_req == i
-        ends = self.token_clock
+        ends = self.steps.end_s
         parts = [ends[a:b + 1] for a, b in zip(self.seg_first[mask], self.seg_last[mask],
                                                 strict=True)]
         return np.concatenate(parts) if parts else np.zeros(0)
@@ -101,7 +91,7 @@ class SimulationResult:
         """token_times(i) for every request at once (one pass over the emission runs)."""
         order = np.lexsort((self.seg_first, self.seg_req))
         req, first, last = self.seg_req[order], self.seg_first[order], self.seg_last[order]
-        flat = self.token_clock[_ranges(first, last - first + 1)]
+        flat = self.steps.end_s[_ranges(first, last - first + 1)]
         counts = np.bincount(req, weights=last - first + 1, minlength=self.num_requests)
         return np.split(flat, np.cumsum(counts.astype(np.int64))[:-1])
 
@@ -109,7 +99,7 @@ class SimulationResult:
         """Every gap between consecutive tokens of the same request, all requests together."""
         order = np.lexsort((self.seg_first, self.seg_req))
         req, first, last = self.seg_req[order], self.seg_first[order], self.seg_last[order]
-        ends = self.token_clock
+        ends = self.steps.end_s
         gaps = np.diff(ends)
         lens = last - first
         inner = _ranges(first, lens)

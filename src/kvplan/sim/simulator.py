@@ -18,7 +18,7 @@ from kvplan.sim import core
 from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
-from kvplan.sim.frontend import deliver, plan_front_end
+from kvplan.sim.frontend import plan_front_end
 from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
@@ -366,15 +366,14 @@ class _Loop(FastForward, LeanStep):
                  preempt_steps: IntArray) -> SimulationResult:
         """The result from the state, the step series and the emission runs (either loop)."""
         s = self.s
-        d = deliver(self.timer, steps.end_s, segs, s.first_token_s, s.finish_s)
         return SimulationResult(
             arrival_s=s.arrival, sent_s=s.sent_s, scheduled_s=s.scheduled_s,
-            first_token_s=s.first_token_s if d is None else d.first_token_s,
-            finish_s=s.finish_s if d is None else d.finish_s, prompt_tokens=s.prompt,
+            first_token_s=s.first_token_s, finish_s=s.finish_s, prompt_tokens=s.prompt,
             output_tokens=s.output, preemptions=s.preemptions, prefix_hit_tokens=s.hit_tokens,
             finished=s.status == FINISHED, rejected=dict(s.reject_reason),
             steps=steps, preemption_s=steps.start_s[preempt_steps],
             seg_req=segs[0], seg_first=segs[1], seg_last=segs[2],
             num_blocks=self.pool.num_blocks + 1, block_size=self.shape.block_size,
             prefill_claimed_blocks=self.prefill_blocks, decode_claimed_blocks=self.decode_blocks,
-            prefix_query_tokens=self.query_tokens, delivery_s=None if d is None else d.step_s)
+            prefix_query_tokens=self.query_tokens,
+        )

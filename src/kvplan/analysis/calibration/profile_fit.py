@@ -24,13 +24,13 @@ from kvplan.costs.step.profiles import ProfileSet
 
 SHARED = ("layer_overhead_s", "moe_layer_overhead_s", "allreduce_latency_s")
 PER_ENGINE = ("step_overhead_s", "prefill_overhead_s", "request_overhead_s", "api_request_s",
-              "api_prompt_token_s", "api_admission_s", "api_stream_token_s")
+              "api_prompt_token_s", "api_admission_s")
 """Host-side costs (scheduler, input preparation, sampling) belong to the engine's code:
 TensorRT-LLM's C++ runtime and SGLang pay other amounts than vLLM. The bundled profile
 carries vLLM's; the other engines' points still inform the GPU rates and kernel costs.
 The API server's path (``api_*``) is fitted only for engines with served points (a static
 batch - TensorRT-LLM's tables, ``vllm bench latency`` - has none); it is 0 elsewhere."""
-API = ("api_request_s", "api_prompt_token_s", "api_admission_s", "api_stream_token_s")
+API = ("api_request_s", "api_prompt_token_s", "api_admission_s")
 PER_GPU: tuple[str, ...] = ()
 """No per-GPU rate is fitted on serving data (issue 16): the silicon tables price kernels."""
 REFERENCE_ENGINE = "vllm"
@@ -39,7 +39,7 @@ BOUNDS = {"bandwidth_eff": (0.05, 0.95), "compute_eff": (0.05, 0.95),
           "layer_overhead_s": (0.0, 200e-6), "moe_layer_overhead_s": (0.0, 1e-3),
           "allreduce_latency_s": (0.0, 200e-6), "request_overhead_s": (0.0, 500e-6),
           "api_request_s": (0.0, 100e-3), "api_prompt_token_s": (0.0, 20e-6),
-          "api_admission_s": (0.0, 20e-3), "api_stream_token_s": (0.0, 200e-6)}
+          "api_admission_s": (0.0, 20e-3)}
 """prefill_overhead_s stops at 10 ms: launches and metadata of a prefill step cost a few ms.
 Left free, the fit sets vLLM's to ~42 ms - the OpenAI server's per-request path (HTTP, chat
 template, tokenisation) that the TTFTs measured by a client include and that kvplan does not
@@ -48,14 +48,11 @@ now ``api_request_s`` + ``api_prompt_token_s`` per request. api_request_s stops 
 local HTTP request, chat template and hand-off to the engine core take milliseconds to tens
 of milliseconds); api_prompt_token_s at 20 us per token (fast tokenizers run at ~1 us/token);
 api_admission_s (the API server's one process per request, serially) at 20 ms: a Python
-request handler with template and tokenisation takes ~1-10 ms of one core;
-api_stream_token_s (that process's work per streamed token: incremental detokenisation, one
-response chunk built, serialised and written) at 200 us: tens of microseconds of Python."""
+request handler with template and tokenisation takes ~1-10 ms of one core."""
 SOFT_L1_SCALE = 0.05
 START = Profile(step_overhead_s=0.5e-3, prefill_overhead_s=4e-3, layer_overhead_s=10e-6,
                 moe_layer_overhead_s=50e-6, allreduce_latency_s=10e-6, request_overhead_s=20e-6,
-                api_request_s=10e-3, api_prompt_token_s=1e-6, api_admission_s=1e-3,
-                api_stream_token_s=20e-6)
+                api_request_s=10e-3, api_prompt_token_s=1e-6, api_admission_s=1e-3)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

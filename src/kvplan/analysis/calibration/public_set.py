@@ -171,7 +171,7 @@ def _offline(replay: Replay) -> Callable[[Profile], dict[str, float]]:
     """An offline run's metrics: the replay without the API server's path (no client)."""
     def predict(profile: Profile) -> dict[str, float]:
         return replay.metrics(replace(profile, api_request_s=0.0, api_prompt_token_s=0.0,
-                                      api_admission_s=0.0, api_stream_token_s=0.0))
+                                      api_admission_s=0.0))
     return predict
 
 

@@ -38,7 +38,6 @@ import numpy as np
 from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.roofline import Profile, StepAggregates, StepCostModel
 from kvplan.errors import InputError
-from kvplan.sim.frontend import step_tokens, stream_delivery
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.requests.workload import Workload
 
@@ -80,8 +79,6 @@ class Replay:
     """Requests in each one's slot chain, itself included (1 in an open-loop run)."""
     chain_prompt_tokens: IntArray
     """Prompt tokens of those requests."""
-    step_tokens: IntArray
-    """Output tokens emitted at the end of each step (sim.frontend.step_tokens)."""
 
     def metrics(self, profile: Profile) -> dict[str, float]:
         """The run's mean TTFT, TPOT, ITL, E2E and output throughput under ``profile``."""
@@ -93,11 +90,8 @@ class Replay:
         if c > 0.0:  # the wait moves its engine times, not when it was sent
             wait = self._admission_wait(ends, shift, own, c)
             shift, own = shift + wait, own + wait
-        lag = None
-        if profile.api_stream_token_s > 0.0:  # the API server streams each step's tokens
-            lag = stream_delivery(ends, self.step_tokens, profile.api_stream_token_s) - ends
         return _metrics(ends, self.sent_step, self.first_step, self.finish_step,
-                        self.output_tokens, shift, own, lag)
+                        self.output_tokens, shift, own)
 
     def _admission_wait(self, ends: FloatArray, shift: FloatArray, own: FloatArray,
                         c: float) -> FloatArray:
@@ -116,15 +110,11 @@ class Replay:
 
 
 def _metrics(ends: FloatArray, sent: IntArray, first: IntArray, fin: IntArray,
-             out: IntArray, shift: FloatArray, own: FloatArray,
-             lag: FloatArray | None = None) -> dict[str, float]:
+             out: IntArray, shift: FloatArray, own: FloatArray) -> dict[str, float]:
     """``shift``: how far each request's engine times move (its chain's API delays);
-    ``own``: its own delay (sent = engine arrival - own); ``lag``: per step, how long after
-    its end the API server had streamed its tokens (None: none)."""
+    ``own``: its own delay (sent = engine arrival - own)."""
     at = np.concatenate(([0.0], ends))
     t0, t1, t2 = at[sent + 1] + (shift - own), at[first + 1] + shift, at[fin + 1] + shift
-    if lag is not None:
-        t1, t2 = t1 + lag[first], t2 + lag[fin]
     ttft, e2e = t1 - t0, t2 - t0
     many = out > 1
     tpot = (e2e[many] - ttft[many]) / (out[many] - 1)
@@ -159,8 +149,7 @@ def record(run_sim: Any, model: StepCostModel, workload: Workload) -> Replay:
                   first_step=_step_of(result.first_token_s[done], ends), finish_step=fin,
                   join_step=_step_of(result.scheduled_s[done], ends),
                   output_tokens=result.output_tokens[done].astype(np.int64),
-                  prompt_tokens=prompt, chain_requests=count, chain_prompt_tokens=tokens,
-                  step_tokens=step_tokens(len(ends), result.seg_first, result.seg_last))
+                  prompt_tokens=prompt, chain_requests=count, chain_prompt_tokens=tokens)
 
 
 def _chains(sent: IntArray, fin: IntArray, prompt: IntArray) -> tuple[IntArray, IntArray]:

@@ -98,7 +98,7 @@ def _itl(r: SimulationResult) -> tuple[FloatArray, IntArray]:
     """Every inter-token gap (s) and the request it belongs to."""
     order = np.lexsort((r.seg_first, r.seg_req))
     req, first, last = r.seg_req[order], r.seg_first[order], r.seg_last[order]
-    ends = r.token_clock
+    ends = r.steps.end_s
     lens = last - first
     idx = _ranges(first, lens)
     within = ends[idx + 1] - ends[idx]

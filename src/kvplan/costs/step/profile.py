@@ -10,9 +10,8 @@ from kvplan.errors import InputError
 RATE_FACTORS = ("compute_eff", "bandwidth_eff", "comm_eff")
 SECOND_FACTORS = ("step_overhead_s", "prefill_overhead_s", "allreduce_latency_s",
                   "layer_overhead_s", "moe_layer_overhead_s", "request_overhead_s",
-                  "api_request_s", "api_prompt_token_s", "api_admission_s",
-                  "api_stream_token_s")
-API_FACTORS = ("api_request_s", "api_prompt_token_s", "api_admission_s", "api_stream_token_s")
+                  "api_request_s", "api_prompt_token_s", "api_admission_s")
+API_FACTORS = ("api_request_s", "api_prompt_token_s", "api_admission_s")
 """Client-side path of a served request (not engine steps): see ``Profile.api_delay_s``."""
 
 
@@ -51,12 +50,7 @@ class Profile:
     * ``api_admission_s`` - seconds of the API server's one process per request, *serially*:
       vLLM's OpenAI server is a single asyncio process, so requests are admitted one after
       another (FIFO in send order). A request sent at t waits for the server, holds it
-      ``api_admission_s``, then takes the parallel path above;
-    * ``api_stream_token_s`` - seconds of that process per streamed output token: its output
-      handler detokenises every token the engine emits and each request's generator sends it
-      as a response chunk, one step's tokens after another (``kvplan.sim.frontend``
-      ``stream_delivery``); a client receives a token when that stream has reached it, so the
-      server's token rate caps the output throughput a client sees.
+      ``api_admission_s``, then takes the parallel path above.
 
     The simulator delivers a request to the engine at ``S + api_delay_s(prompt)``, where
     ``S = max(sent, S of the request sent before it) + api_admission_s`` (one FIFO server),
@@ -79,7 +73,6 @@ class Profile:
     api_request_s: float = 0.0
     api_prompt_token_s: float = 0.0
     api_admission_s: float = 0.0
-    api_stream_token_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in RATE_FACTORS:

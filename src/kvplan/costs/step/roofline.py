@@ -215,12 +215,6 @@ class StepCostModel:
         return np.full(len(prompt_tokens), self.profile.api_admission_s, dtype=np.float64)
 
     @property
-    def api_stream_s(self) -> float:
-        """Seconds of the API server's one process per streamed output token
-        (``Profile.api_stream_token_s``; sim.frontend.stream_delivery)."""
-        return self.profile.api_stream_token_s
-
-    @property
     def supports_aggregates(self) -> bool:
         """step_time_agg is exact unless sliding-window attention or MLA's prefill path needs
         per-request sums."""
