@@ -46,6 +46,9 @@ class EngineConfig:
     (0 = no cap; with max_num_partial_prefills > 1 and 0, vLLM uses 4% of max_model_len)."""
     max_num_partial_prefills: int = 1
     """vLLM --max-num-partial-prefills; the v1 scheduler reads it only to set the threshold."""
+    async_scheduling: bool = False
+    """vLLM --async-scheduling: the engine schedules step n + 1 while the GPU runs step n, so
+    host overheads overlap the GPU's work (``StepCostModel._finish``)."""
     data_parallel_size: int = 1
     """vLLM --data-parallel-size: engines (DP ranks) of tp x pp GPUs each, each with its own
     scheduler and KV cache; MoE layers span all dp x tp GPUs (docs/parallelism.md)."""

@@ -84,7 +84,8 @@ def _engine(p: Mapping[str, Any]) -> EngineConfig:
                         kv_cache_dtype=str(p.get("kv_cache_dtype") or "auto"),
                         max_model_len=args.get("max_model_len"),
                         max_num_seqs=args.get("max_num_seqs"),
-                        max_num_batched_tokens=args.get("max_num_batched_tokens"))
+                        max_num_batched_tokens=args.get("max_num_batched_tokens"),
+                        async_scheduling=bool(args.get("async_scheduling", False)))
 
 
 def _measured(p: Mapping[str, Any]) -> dict[str, float]:

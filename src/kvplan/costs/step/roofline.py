@@ -72,8 +72,8 @@ _SMALL = 48
 class StepCostModel:
     """Prices engine steps on one GPU; implements ``kvplan.costs.step.batch.StepTimer``."""
 
-    __slots__ = ("_bw", "_chunk", "_co", "_flops_rate", "_gemm_dtype", "_kv_dtype", "_link",
-                 "_ops",
+    __slots__ = ("_async", "_bw", "_chunk", "_co", "_flops_rate", "_gemm_dtype", "_kv_dtype",
+                 "_link", "_ops",
                  "constants", "donor", "hardware", "profile")
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
@@ -84,6 +84,7 @@ class StepCostModel:
         ``resolved``: the deployment's flags resolved once (None: resolved here)."""
         constants = step_constants(model, engine, resolved)
         self._ops: StageOps | None = None
+        self._async = engine.async_scheduling
         kv = (resolve_precision(engine.kv_cache_dtype, model.dtype) if resolved is None
               else resolved.kv.precision)
         self._kv_dtype = "fp8" if kv.value_bits == 8 else "bfloat16"
@@ -111,7 +112,7 @@ class StepCostModel:
         """The same model, GPU and engine under other overheads (no recount, no re-lookup)."""
         other = object.__new__(StepCostModel)
         other._ops, other._kv_dtype, other._chunk = self._ops, self._kv_dtype, self._chunk
-        other._gemm_dtype = self._gemm_dtype
+        other._gemm_dtype, other._async = self._gemm_dtype, self._async
         other.donor = self.donor
         if self.donor is not None:  # rates stay the donor's: a profile moves overheads only
             profile = replace(profile, compute_eff=self.profile.compute_eff,
@@ -234,10 +235,11 @@ class StepCostModel:
     def aggregate_form(self, max_tokens: int) -> AggregateForm | None:
         """step_time_s as tables and scalars for steps of up to max_tokens tokens, sliding
         window and MLA sums included (so it also equals step_time_agg where that is exact);
-        kvplan.costs.step.agg_form, kept in step with _stage."""
+        kvplan.costs.step.agg_form, kept in step with _stage. None under async scheduling
+        (its overlap is not in the form: such runs take the Python loops)."""
         from kvplan.costs.step.agg_form import roofline_form
 
-        return roofline_form(self, self._co, max_tokens)
+        return None if self._async else roofline_form(self, self._co, max_tokens)
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
@@ -300,10 +302,18 @@ class StepCostModel:
         return stage + co.layer_s
 
     def _finish(self, stage: X, t: Any, r: Any, overhead_s: Any) -> X:
-        """A stage's seconds -> the step's: pipeline bubble, fixed and per-request overheads."""
+        """A stage's seconds -> the step's: pipeline bubble, fixed and per-request overheads.
+        Under async scheduling (vLLM ``--async-scheduling``) the engine schedules and prepares
+        step n + 1 while the GPU runs step n, so the host's per-step and per-request work
+        overlaps the stage: ``max(stage, step_overhead + request_s x R)`` plus what a prefill
+        step adds (its launches and metadata stay on the step's own path)."""
         co = self._co
         if co.pp > 1:
             stage = stage + (co.pp - 1) * (stage + (co.p2p_s * t + co.allreduce_latency_s))
+        if self._async:
+            host = co.overhead_s[0] + co.request_s * r
+            hidden: X = np.maximum(stage, host) + (overhead_s - co.overhead_s[0])
+            return hidden
         out: X = stage + (overhead_s + co.request_s * r)
         return out
 
