@@ -44,12 +44,6 @@ ModelArg = Annotated[str, typer.Argument(help="Catalog id or config.json path.")
 GpuOpt = Annotated[str, _opt("--gpu", "GPU id from 'kvplan gpus'.")]
 ProfileOpt = Annotated[str | None, _opt("--profile", "Profile JSON from 'kvplan calibrate'.")]
 
-A2aOpt = Annotated[str | None, typer.Option(
-    "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default), "
-    "deepep_high_throughput or deepep_low_latency (deepep: low latency).")]
-ImbalanceOpt = Annotated[float | None, typer.Option(
-    "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18).")]
-
 
 @app.command("simulate")
 def simulate_cmd(
@@ -76,8 +70,8 @@ def simulate_cmd(
     decode_gpu: dg.DecodeGpuOpt = None, decode_tp: dg.DecodeTpOpt = None,
     decode_instances: dg.DecodeNOpt = None, kv_link: dg.LinkOpt = None,
     router: dg.RouterOpt = None, data_parallel_size: fl.DpOpt = None,
-    enable_expert_parallel: fl.EpOpt = None, all2all_backend: A2aOpt = None,
-    expert_imbalance: ImbalanceOpt = None, enable_dbo: fl.DboOpt = None,
+    enable_expert_parallel: fl.EpOpt = None, all2all_backend: fl.A2aOpt = None,
+    expert_imbalance: fl.ImbalanceOpt = None, enable_dbo: fl.DboOpt = None,
     dbo_decode_token_threshold: fl.DboDecodeOpt = None,
     dbo_prefill_token_threshold: fl.DboPrefillOpt = None,
 ) -> None:
