@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -112,3 +114,39 @@ def test_short_help_cuts_as_click_does(text: str, limit: int) -> None:
     from kvplan.cli.fast.root_help import short_help
 
     assert short_help(text, limit) == make_default_short_help(text, limit)
+
+
+@pytest.mark.parametrize("argv", [
+    ["kvplan", "kv", "meta-llama/Llama-3.1-8B", "--json"],
+    ["kvplan", "kv", "no-such/model"],  # exits 2
+    ["kvplan", "simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts", "5",
+     "--json"],
+])
+def test_main_pauses_the_garbage_collector_and_gives_it_back(
+        argv: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Off while modules load (entry.main), on again however main ends; a simulation's
+    metrics run with it on."""
+    import gc
+
+    from kvplan.cli.fast import simulate_run
+    from kvplan.cli.fast.entry import main
+
+    seen: list[bool] = []
+    real = simulate_run.run_simulation
+
+    def spy(*a: Any, **k: Any) -> Any:
+        seen.append(gc.isenabled())
+        out = real(*a, **k)
+        seen.append(gc.isenabled())
+        return out
+
+    monkeypatch.setattr(simulate_run, "run_simulation", spy)
+    monkeypatch.setattr("sys.argv", argv)
+    assert gc.isenabled()
+    with contextlib.suppress(SystemExit):
+        main()
+    capsys.readouterr()
+    assert gc.isenabled()
+    if argv[1] == "simulate":
+        assert seen == [False, True]

@@ -42,3 +42,23 @@ def test_scalar_axes_give_the_broadcast_answer_to_the_bit(data: st.DataObject) -
     assert got_s.shape == want_s.shape == np.broadcast_shapes(*(c.shape for c in coords))
     assert got_s.tobytes() == want_s.tobytes()
     assert np.array_equal(got_status, want_status)
+
+
+def test_a_line_of_token_counts_beside_one_n_and_k_is_the_broadcast_answer() -> None:
+    """The path gemm_times takes (grid._line_corners: the first axis a line, the rest one
+    value each) on every bundled table with more than one axis, at 1..8,192 tokens."""
+    checked = 0
+    for gpu, family in TABLES:
+        t = table(gpu, family)
+        assert t is not None
+        if len(t.axes) < 2:
+            continue
+        rest = [np.array(float(np.sqrt(a[0] * a[-1]))) for a in t.axes[1:]]  # between nodes
+        for row in range(0, len(t.keys), max(1, len(t.keys) // 3)):
+            line = np.arange(1, 8193, dtype=np.float64)
+            got_s, got_status = lookup(t, row, (line, *rest))
+            want_s, want_status = lookup(t, row, tuple(np.broadcast_arrays(line, *rest)))
+            assert got_s.tobytes() == want_s.tobytes()
+            assert np.array_equal(got_status, want_status)
+            checked += 1
+    assert checked > 20

@@ -3,6 +3,7 @@ same dict) -> capacity plan + step cost model + workload -> simulate -> metrics 
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ def run_simulate(given: dict[str, Any]) -> None:
         from kvplan.cli.metrics_table import render_metrics
 
         if dg.disagg_given(given):
+            gc.enable()  # the fleet loop runs in Python
             _no_dp(settings)
             dg.run_disagg(given, spec, settings, wargs, (pm, pct, slo), outs[0],
                           given["as_json"], render_metrics)
@@ -176,6 +178,7 @@ def run_simulation(model: str | ModelSpec, gpu: str, engine: Any, wargs: Any,
 
     with _progress(show_progress and sys.stdout.isatty()) as tick:
         run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick)
+    gc.enable()  # off since fast/entry.main: the imports and set-up made no cycles to collect
     return run.result, run.header(wargs)
 
 

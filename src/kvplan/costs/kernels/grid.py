@@ -36,7 +36,8 @@ def lookup(table: Table, row: int, coords: tuple[npt.ArrayLike, ...]) -> tuple[F
         low, weight = _bracket(lax, np.clip(lx, lax[0], lax[-1]))
         lows.append(low)
         weights.append(weight)
-    logt, filled = _corners(table, row, lows, weights)
+    one_line = len(points) > 1 and all(p.ndim == 0 for p in points[1:])
+    logt, filled = (_line_corners if one_line else _corners)(table, row, lows, weights)
     on_node = _all([(w < 1e-9) | (w > 1 - 1e-9) for w in weights])
     status = np.where(outside | filled, Status.EXTRAPOLATED,
                       np.where(on_node, Status.MEASURED, Status.INTERPOLATED)).astype(np.int8)
@@ -71,6 +72,37 @@ def _corners(table: Table, row: int, lows: list[npt.NDArray[np.intp]],
     for w in reversed(weights):  # the last axis varies fastest in product order
         values = [_lerp(lo, hi, w) for lo, hi in zip(values[0::2], values[1::2], strict=True)]
     return values[0], filled
+
+
+def _line_corners(table: Table, row: int, lows: list[npt.NDArray[np.intp]],
+                  weights: list[FloatArray]) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """``_corners`` when every axis but the first is one value (a GEMM's n and k beside a
+    line of token counts): the trailing axes are lerped once per node of the first axis, in
+    the same order with the same weights, then read at each point's two first-axis nodes.
+    Elementwise the same operations on the same numbers, so the same bits as ``_corners``."""
+    grid = table.logt[row].astype(np.float64)
+    holes = table.filled[row]
+    n0 = grid.shape[0]
+    lines: list[FloatArray] = []
+    hole_lines: list[npt.NDArray[np.bool_]] = []
+    used_tail: list[npt.NDArray[np.bool_]] = []
+    for bits in itertools.product((0, 1), repeat=len(lows) - 1):
+        index = (slice(None), *(np.minimum(lo + b, n - 1) for lo, b, n in
+                                zip(lows[1:], bits, grid.shape[1:], strict=True)))
+        lines.append(grid[index])
+        hole_lines.append(holes[index])
+        used_tail.append(_all([(w > 1e-12) if b else (w < 1 - 1e-12)
+                               for w, b in zip(weights[1:], bits, strict=True)]))
+    for w in reversed(weights[1:]):
+        lines = [_lerp(lo, hi, w) for lo, hi in zip(lines[0::2], lines[1::2], strict=True)]
+    at = [np.minimum(lows[0] + b, n0 - 1) for b in (0, 1)]
+    w0 = weights[0]
+    filled = np.zeros(lows[0].shape, dtype=bool)
+    for b, idx in enumerate(at):
+        used0 = (w0 > 1e-12) if b else (w0 < 1 - 1e-12)
+        for tail, hole_line in zip(used_tail, hole_lines, strict=True):
+            filled |= used0 & tail & hole_line[idx]
+    return _lerp(lines[0][at[0]], lines[0][at[1]], w0), filled
 
 
 def _all(masks: list[npt.NDArray[np.bool_]]) -> npt.NDArray[np.bool_]:
