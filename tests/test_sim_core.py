@@ -283,3 +283,25 @@ def test_an_exception_from_progress_stops_the_core(core_runs) -> None:
         simulate(w, timer=LinearTimer(base_s=0.01), num_blocks=6000, block_size=16,
                  limits=Limits(max_num_batched_tokens=256, max_num_seqs=64), progress=cancel)
     assert core_runs[0] == int(BUILT)
+
+
+@pytest.mark.skipif(not BUILT, reason="no compiled core here (no C compiler): nothing to compare")
+@settings(max_examples=60, deadline=None)
+@given(gaps=st.lists(st.floats(0, 2, allow_nan=False), min_size=0, max_size=60),
+       service=st.data())
+def test_the_cores_fifo_exits_are_the_loops_to_the_bit(gaps: list[float],
+                                                       service: st.DataObject) -> None:
+    """frontend.fifo_exits in C: S_k = max(sent_k, S_k-1) + service_k, the same bits as the
+    Python loop it replaces (KVPLAN_SIM_CORE=python), busy and idle server alike."""
+    from kvplan.sim import frontend
+
+    sent = np.cumsum(np.array(gaps, dtype=np.float64))
+    s = np.array(service.draw(st.lists(st.floats(0, 1, allow_nan=False), min_size=len(gaps),
+                                       max_size=len(gaps))), dtype=np.float64)
+    got = frontend.fifo_exits(sent, s)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(core.ENV, "python")
+        want = frontend.fifo_exits(sent, s)
+    assert got.tobytes() == want.tobytes()
+    if len(gaps):
+        assert got[0] == sent[0] + s[0]

@@ -318,9 +318,32 @@ done:
     return ret;
 }
 
+/* fifo_exits(sent, service, out): kvplan.sim.frontend.fifo_exits, S_k = max(sent_k, S_k-1)
+ * + service_k in the loop's order of float operations */
+static PyObject *core_fifo(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[3];
+    if (!PyArg_ParseTuple(args, "OOO", &o[0], &o[1], &o[2])) return NULL;
+    Py_buffer v[3];
+    memset(v, 0, sizeof v);
+    PyObject *ret = NULL;
+    Py_ssize_t n = PyObject_Length(o[0]);
+    if (n >= 0 && get_buf(o[0], &v[0], n, 8, 0) == 0 && get_buf(o[1], &v[1], n, 8, 0) == 0
+        && get_buf(o[2], &v[2], n, 8, 1) == 0) {
+        const double *t = v[0].buf, *s = v[1].buf;
+        double *out = v[2].buf, free = 0.0;
+        for (Py_ssize_t k = 0; k < n; k++) out[k] = free = (free > t[k] ? free : t[k]) + s[k];
+        ret = Py_None;
+        Py_INCREF(ret);
+    }
+    release_all(v, 3);
+    return ret;
+}
+
 static PyMethodDef METHODS[] = {
     {"run", core_run, METH_VARARGS, "Run one simulation (kvplan.sim.core)."},
     {"eval_steps", core_eval, METH_VARARGS, "Price batches with a step-time form."},
+    {"fifo_exits", core_fifo, METH_VARARGS, "One FIFO server's exit times."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -328,9 +351,9 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
                                     "kvplan's optional compiled simulator core.", -1, METHODS,
                                     NULL, NULL, NULL, NULL};
 
-/* KVPLAN_CORE_ABI: bumped whenever core_run's arguments change; kvplan.sim.core ignores a
+/* KVPLAN_CORE_ABI: bumped whenever the functions or core_run's arguments change; kvplan.sim.core ignores a
    build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
-#define KVPLAN_CORE_ABI 2
+#define KVPLAN_CORE_ABI 3
 PyMODINIT_FUNC PyInit__core(void) {
     PyObject *m = PyModule_Create(&MODULE);
     if (m != NULL && PyModule_AddIntConstant(m, "ABI", KVPLAN_CORE_ABI) < 0) {

@@ -32,8 +32,16 @@ class FrontEnd:
 
 def fifo_exits(sent: FloatArray, service: FloatArray) -> FloatArray:
     """When each job leaves one FIFO server (jobs in arrival order, ``sent`` ascending):
-    ``S_k = max(sent_k, S_{k-1}) + service_k``, the same float operations as the loop."""
+    ``S_k = max(sent_k, S_{k-1}) + service_k``, in the compiled core where it was built
+    (the same float operations: tests/test_sim_core.py), else this loop."""
+    from kvplan.sim.core import module
+
     out = np.empty(len(sent))
+    mod = module()
+    if mod is not None:
+        mod.fifo_exits(np.ascontiguousarray(sent, dtype=np.float64),
+                       np.ascontiguousarray(service, dtype=np.float64), out)
+        return out
     free = 0.0
     for k, (t, s) in enumerate(zip(sent.tolist(), service.tolist(), strict=True)):
         free = (free if free > t else t) + s
