@@ -15,6 +15,7 @@ LAYERS = {
     "input_file": 0,
     "memo": 0,
     "api_check": 0,
+    "notes": 0,
     "specs": 1,
     "costs": 2,
     "sim": 3,

@@ -6,13 +6,13 @@ or the worker count. Ray is optional (``pip install 'kvplan[ray]'``) and importe
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kvplan.analysis.plan.jobs import Job, JobContext, Out, run_job, run_jobs
 from kvplan.errors import InputError
+from kvplan.notes import note
 
 EXECUTORS = ("auto", "local", "ray")
 RAY_MIN_SCREENED = 700
@@ -20,7 +20,6 @@ RAY_MIN_SCREENED = 700
 this many screened candidates (docs/planner.md, Execution: Ray's start-up, about 4.6 s here,
 against about 0.026 CPU-s of planning per screened candidate; below this the start costs
 more than a cluster twice the local workers saves)."""
-log = logging.getLogger("kvplan")
 
 
 class Executor(Protocol):
@@ -66,6 +65,8 @@ class RayExecutor:
 
     def __init__(self, address: str | None = None, workers: int | None = None) -> None:
         try:
+            import logging
+
             import ray
         except ImportError:
             raise InputError("--executor ray needs Ray: pip install 'kvplan[ray]'") from None
@@ -128,9 +129,9 @@ def executor_choice(name: str, address: str | None, screened: int) -> tuple[str,
 def pick_executor(name: str, workers: int | None, address: str | None, screened: int
                   ) -> Executor:
     """The executor ``executor_choice`` picks, its note (if any) logged once."""
-    chosen, note = executor_choice(name, address, screened)
-    if note:
-        log.info(note)
+    chosen, why = executor_choice(name, address, screened)
+    if why:
+        note(why)
     return make_executor(chosen, workers, address)
 
 

@@ -6,27 +6,11 @@ import sys
 
 
 def notes_to_stderr() -> None:
-    """The library's notes (logger ``kvplan``, level INFO) as ``note: ...`` lines on stderr."""
-    import logging
+    """The library's notes (logger ``kvplan``, level INFO) as ``note: ...`` lines on stderr
+    (kvplan.notes.to_stderr: ``logging`` loads with the first note, if one comes)."""
+    from kvplan.notes import to_stderr
 
-    log = logging.getLogger("kvplan")
-    for old in [h for h in log.handlers if getattr(h, "kvplan_notes", False)]:
-        log.removeHandler(old)  # a second main() in one process: today's sys.stderr
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("note: %(message)s"))
-    seen: set[str] = set()  # one note per kind: a model loaded twice says so once
-
-    def first_time(record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        fresh = text not in seen
-        seen.add(text)
-        return fresh
-
-    handler.addFilter(first_time)
-    handler.kvplan_notes = True  # type: ignore[attr-defined]
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
+    to_stderr()
 
 
 def fail(message: str) -> None:

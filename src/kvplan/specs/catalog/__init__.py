@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,11 +9,9 @@ from functools import cache
 from pathlib import Path
 
 from kvplan.errors import UnknownNameError
+from kvplan.notes import note  # for the user: the CLI prints them on stderr as "note: ..."
 from kvplan.specs.hf_config import load_config_file, parse_config
 from kvplan.specs.model import ModelSpec
-
-log = logging.getLogger("kvplan")
-"""Notes for the user (the CLI prints them on stderr as ``note: ...``)."""
 
 VARIANT_WORDS = frozenset({"instruct", "chat", "it", "hf", "base", "thinking", "meta"})
 """Words in a repo name that mark a fine-tuned (Instruct/chat/it) or base variant, or the old
@@ -165,11 +162,11 @@ def load_model_id(name: str) -> ModelSpec:
     if source is not None:
         hf_id, path, where = source
         if where == "cache":
-            log.info("using %s's config.json from the local Hugging Face cache (%s)", hf_id, path)
+            note("using %s's config.json from the local Hugging Face cache (%s)", hf_id, path)
             return parse_config(load_config_file(path), name=hf_id, file=str(path))
         if where == "variant":
-            log.info("using the config of %s for %s (Instruct/chat variants share the base "
-                     "model's architecture)", hf_id, name.strip())
+            note("using the config of %s for %s (Instruct/chat variants share the base "
+              "model's architecture)", hf_id, name.strip())
         return _load_entry(hf_id)
     near = nearest_ids(name)
     hint = f" Nearest catalog ids: {', '.join(near)}." if near else ""
