@@ -1,9 +1,12 @@
 """A pasted ``vllm serve MODEL --flag value ...`` line -> engine settings and ignored flags,
 read with the same flag table (``cli/flags.py``) as kvplan's own options; an option vLLM does
-not know is refused as vLLM refuses it (``cli/vllm_options.py``)."""
+not know is refused as vLLM refuses it (``cli/vllm_options.py``). Leading ``NAME=value``
+assignments (the environment of the plan's serve line, ``VLLM_ALL2ALL_BACKEND=...``) are read
+too."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kvplan.cli.flags import BY_NAME, parse_flag
@@ -37,6 +40,11 @@ IGNORED_EFFECTS: dict[str, str] = {
 each gets one ``warning:`` line saying what it changes (other ignored flags, such as --port,
 are listed in one note)."""
 
+ENV_SETTINGS = {"VLLM_ALL2ALL_BACKEND": "all2all_backend"}
+"""Environment variables of a pasted line that kvplan reads (EngineConfig field); other
+assignments are listed as ignored, by name."""
+_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
 _PREFIX = ("vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server")
 
 
@@ -57,11 +65,12 @@ def _bool_flag(flag: str) -> tuple[str, bool] | None:
 def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     """A pasted ``vllm serve MODEL --flag value ...`` -> (settings by field, ignored flags)."""
     tokens = list(argv)
+    found: dict[str, Any] = {}
+    ignored: list[str] = []
+    _take_env(tokens, found, ignored)
     _check_serve_model(tokens)
     while tokens and tokens[0] in _PREFIX:
         tokens.pop(0)
-    found: dict[str, Any] = {}
-    ignored: list[str] = []
     i = 0
     while i < len(tokens):
         flag, value = _split_flag(tokens[i])
@@ -78,6 +87,24 @@ def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             value, i = tokens[i], i + 1
         _take(flag, value, found, ignored)
     return found, ignored
+
+
+def _take_env(tokens: list[str], found: dict[str, Any], ignored: list[str]) -> None:
+    """Consume leading ``NAME=value`` assignments: ``VLLM_ALL2ALL_BACKEND`` sets the token
+    exchange kvplan prices (one of its backends, else refused); others are ignored."""
+    from kvplan.errors import InputError
+    from kvplan.specs.serving import ALL2ALL_BACKENDS
+
+    while tokens and _ENV.fullmatch(tokens[0]):
+        name, _, value = tokens.pop(0).partition("=")
+        field = ENV_SETTINGS.get(name)
+        if field is None:
+            ignored.append(name)
+        elif value in ALL2ALL_BACKENDS:
+            found[field] = value
+        else:
+            raise InputError(f"{name}={value!r}: kvplan prices the token exchanges "
+                             f"{', '.join(ALL2ALL_BACKENDS)}")
 
 
 def _check_serve_model(tokens: list[str]) -> None:

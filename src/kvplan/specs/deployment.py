@@ -48,6 +48,23 @@ class Deployment:
                           replicas=replicas, router=self.router)
 
 
+def vllm_serve_env(d: Deployment) -> list[str]:
+    """The environment the ``vllm serve`` line runs under for what kvplan priced: the MoE
+    token exchange of a DP group as ``VLLM_ALL2ALL_BACKEND=...`` (written also when it is
+    vLLM's default), none for a dense model or one engine (no exchange).
+
+    An environment variable, not a flag: vLLM 0.11 (the bundled option table) reads only
+    ``VLLM_ALL2ALL_BACKEND``; newer vLLM adds ``--all2all-backend`` and still reads the
+    variable. kvplan's ``deepep`` (its earlier name for the low-latency pricing) is written
+    as vLLM's ``deepep_low_latency``.
+    """
+    e = d.engine
+    if d.model.moe is None or e.data_parallel_size < 2:
+        return []
+    backend = "deepep_low_latency" if e.all2all_backend == "deepep" else e.all2all_backend
+    return [f"VLLM_ALL2ALL_BACKEND={backend}"]
+
+
 def vllm_serve_argv(d: Deployment, model_id: str | None = None,
                     block_size: int | None = None) -> list[str]:
     """The ``vllm serve`` command line holding every engine knob that was simulated.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kvplan.errors import KvplanError
-from kvplan.specs.deployment import Deployment, vllm_serve_argv
+from kvplan.specs.deployment import Deployment, vllm_serve_argv, vllm_serve_env
 from kvplan.specs.disagg import DisaggDeployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.links import LinkSpec
@@ -52,7 +52,8 @@ def serve_lines(dd: DisaggDeployment, model_id: str | None = None) -> dict[str, 
     """The `vllm serve` line of each role (NixlConnector), a proxy note and a bench line."""
     lines = {}
     for role, d in (("prefill", dd.prefill), ("decode", dd.decode)):
-        argv = [*vllm_serve_argv(d, model_id), "--kv-transfer-config", f"'{NIXL}'"]
+        argv = [*vllm_serve_env(d), *vllm_serve_argv(d, model_id),  # env: none for TP pools
+                "--kv-transfer-config", f"'{NIXL}'"]
         if role == "decode":  # simulated without prefix-cache hits on the decode side
             argv = [a if a != "--enable-prefix-caching" else "--no-enable-prefix-caching"
                     for a in argv]

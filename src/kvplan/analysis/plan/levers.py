@@ -50,7 +50,7 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
            ctx: JobContext, lim: Limits, t: Tally) -> tuple[Lever, ...]:
     """The winner's row, then one row per single change (see the module docstring)."""
     key = binding_key(w)
-    built, notes = _buildable(w, gpus, prices)
+    built, notes = _buildable(w, gpus, prices, key)
     if lim.rate_rps is None:
         rows = _capacity_rows(w, built, ex, ctx, lim, t, key, prices)
     else:
@@ -60,11 +60,11 @@ def levers(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable, ex:
             *(_note(label, why, key) for label, why in notes))
 
 
-def _buildable(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
-               ) -> tuple[list[tuple[str, Deployment]], list[tuple[str, str]]]:
+def _buildable(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable,
+               key: str | None) -> tuple[list[tuple[str, Deployment]], list[tuple[str, str]]]:
     """The variants that fit and can be rented, and why the others cannot."""
     ok, notes = [], []
-    for label, d in lever_variants(w, gpus, prices):
+    for label, d in lever_variants(w, gpus, prices, key):
         nodes = [r.gpus_per_node for r in prices.for_gpu(d.gpu.id)]
         if nodes and d.gpus_per_replica > max(nodes):
             why = ("the planner prices one vllm serve within one node"

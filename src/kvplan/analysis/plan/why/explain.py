@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from kvplan.analysis.plan.parallel.levers import parallel_variants
+from kvplan.analysis.plan.parallel.levers import dbo_variant, parallel_variants
 from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo
 from kvplan.errors import KvplanError
 from kvplan.specs.deployment import Deployment
@@ -53,10 +53,11 @@ def binding(cap: CapacityInfo) -> Binding:
                    why=f"{slo or 'the SLO'} binds first: decode steps read weights and KV")
 
 
-def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable
-                   ) -> list[tuple[str, Deployment]]:
+def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable,
+                   binding_key: str | None = None) -> list[tuple[str, Deployment]]:
     """The winner with one knob changed: KV precision, next TP, next GPU, chunk, prefix,
-    and for an MoE model its DP / EP layout (parallel/levers.py)."""
+    and for an MoE model its DP / EP layout and dual batch overlap (parallel/levers.py;
+    ``binding_key``, the winner's binding SLO term, picks DBO's exchange)."""
     d, e = w.deployment.with_replicas(1), w.deployment.engine
     out = [(f"--kv-cache-dtype {'auto' if e.kv_cache_dtype != 'auto' else 'fp8'}",
             _with(d, kv_cache_dtype="auto" if e.kv_cache_dtype != "auto" else "fp8"))]
@@ -78,7 +79,7 @@ def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTa
                     _with(d, max_num_batched_tokens=chunk // 2)))
     flag = "--no-enable-prefix-caching" if e.enable_prefix_caching else "--enable-prefix-caching"
     out.append((flag, _with(d, enable_prefix_caching=not e.enable_prefix_caching)))
-    return out + parallel_variants(d)
+    return out + parallel_variants(d) + dbo_variant(d, binding_key)
 
 
 def _with(d: Deployment, **change: object) -> Deployment:

@@ -10,7 +10,7 @@ from kvplan.analysis.plan.funnel import Limits
 from kvplan.analysis.plan.records import Candidate
 from kvplan.analysis.plan.traffic import PlanTraffic
 from kvplan.costs.memory.settings import mla_block_size
-from kvplan.specs.deployment import vllm_serve_argv
+from kvplan.specs.deployment import vllm_serve_argv, vllm_serve_env
 from kvplan.specs.slo import GOODPUT_METRICS, Slo
 
 
@@ -122,11 +122,12 @@ def _lever_for(key: str) -> str:
 def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo,
                     model_id: str | None = None) -> tuple[str, str]:
     """The winner's exact `vllm serve` line and a `vllm bench serve` line to confirm it, both
-    naming ``model_id`` (the id the user gave) and the block size vLLM will use."""
+    naming ``model_id`` (the id the user gave) and the block size vLLM will use; a DP group
+    of an MoE model runs under the exchange kvplan priced (``VLLM_ALL2ALL_BACKEND=...``)."""
     d = w.deployment
     model_id = model_id or d.model.name
     block = mla_block_size(d.model, d.gpu, d.engine.block_size)
-    serve = shlex.join(vllm_serve_argv(d, model_id, block_size=block))
+    serve = shlex.join([*vllm_serve_env(d), *vllm_serve_argv(d, model_id, block_size=block)])
     good = dict(slo.goodput_ms) or {b.metric: b.limit_ms for b in slo.bounds
                                     if b.metric in GOODPUT_METRICS}
     unit = traffic.unit
