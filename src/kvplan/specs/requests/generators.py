@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from kvplan.specs.requests.arrays import Workload
+from kvplan.specs.requests.random_cache import Draws
 
 PREFIX_HASH_BLOCK_TOKENS = 16
 """Tokens per hash block for `--random-prefix-len` (vLLM's default KV block size)."""
@@ -93,12 +94,18 @@ def random_workload(
     prompts, outputs = random_lengths(
         num_prompts, input_len, output_len, range_ratio, prefix_len, rng
     )
-    hashes = shared_prefix_hashes(num_prompts, prefix_len)
+    arrivals = gamma_arrivals(num_prompts, request_rate, burstiness, rng)
+    return drawn_workload(Draws(prompts, outputs, arrivals), prefix_len, max_concurrency)
+
+
+def drawn_workload(d: Draws, prefix_len: int, max_concurrency: int | None) -> Workload:
+    """The random dataset's workload from its draws (the prefix hashes draw nothing)."""
+    hashes = shared_prefix_hashes(len(d.prompts), prefix_len)
     return Workload(
         name="random",
-        arrival_s=gamma_arrivals(num_prompts, request_rate, burstiness, rng),
-        prompt_tokens=prompts,
-        output_tokens=outputs,
+        arrival_s=d.arrivals,
+        prompt_tokens=d.prompts,
+        output_tokens=d.outputs,
         prefix_hashes=hashes,
         hash_block_tokens=PREFIX_HASH_BLOCK_TOKENS if hashes else 0,
         closed_loop_concurrency=max_concurrency,

@@ -22,18 +22,15 @@ import numpy as np
 
 from kvplan import input_file
 from kvplan.errors import TraceError
+from kvplan.raw_arrays import cache_root
 from kvplan.specs.requests.trace_csv import Trace, TraceFormat, read_csv_trace
 
 _VERSION = b"kvplan-trace-cache-1"
 
 
 def cache_dir() -> Path:
-    """Where parsed traces are kept."""
-    env = os.environ.get("KVPLAN_CACHE_DIR")
-    if env:
-        return Path(env) / "traces"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kvplan" / "traces"
+    """Where parsed traces are kept (kvplan's cache root, /traces)."""
+    return cache_root() / "traces"
 
 
 def cached_csv_trace(path: Path, fmt: TraceFormat | None, name: str,

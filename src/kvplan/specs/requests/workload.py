@@ -15,6 +15,7 @@ from kvplan.specs.requests.arrays import RequestSpec, Workload
 from kvplan.specs.requests.bounds import check_trace_size, check_workload_bounds
 from kvplan.specs.requests.generators import (
     PREFIX_HASH_BLOCK_TOKENS,
+    drawn_workload,
     gamma_arrivals,
     length_bounds,
     random_lengths,
@@ -214,18 +215,7 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     made only where it draws: a trace's own arrivals need no numpy.random import)."""
     rate = args.request_rate if args.request_rate is not None else math.inf
     if args.trace is None and args.dataset_name == "random":
-        rng = rng if rng is not None else np.random.default_rng(args.seed)
-        return random_workload(
-            num_prompts=args.num_prompts or DEFAULT_NUM_PROMPTS,
-            input_len=args.random_input_len,
-            output_len=args.random_output_len,
-            range_ratio=args.random_range_ratio,
-            prefix_len=args.random_prefix_len,
-            request_rate=rate,
-            burstiness=args.burstiness,
-            max_concurrency=args.max_concurrency,
-            rng=rng,
-        )
+        return _random(args, rate, rng)
     trace = _load_for(args)
     n = _take(trace, args.num_prompts if args.num_prompts is not None else _default_prompts(args))
     if args.has_own_arrivals and trace.arrival_s is not None:
@@ -234,6 +224,29 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
         rng = rng if rng is not None else np.random.default_rng(args.seed)
         arrivals = gamma_arrivals(n, rate, args.burstiness, rng)
     return workload_from_trace(trace, n, arrivals, args.max_concurrency)
+
+
+def _random(args: WorkloadArgs, rate: float, rng: np.random.Generator | None) -> Workload:
+    """The random dataset: its draws from the cache (specs/requests/random_cache.py) where
+    the same seeded run was drawn before, else drawn (and kept) here."""
+    from kvplan.specs.requests import random_cache
+
+    n = args.num_prompts or DEFAULT_NUM_PROMPTS
+    params = (n, args.random_input_len, args.random_output_len, float(args.random_range_ratio),
+              args.random_prefix_len, float(rate), float(args.burstiness), args.seed)
+    entry = None if rng is not None or args.seed is None else random_cache.entry_for(params)
+    draws = None if entry is None else random_cache.load(entry)
+    if draws is not None:
+        return drawn_workload(draws, args.random_prefix_len, args.max_concurrency)
+    w = random_workload(
+        num_prompts=n, input_len=args.random_input_len, output_len=args.random_output_len,
+        range_ratio=args.random_range_ratio, prefix_len=args.random_prefix_len,
+        request_rate=rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
+        rng=rng if rng is not None else np.random.default_rng(args.seed))
+    if entry is not None:
+        random_cache.save(entry, random_cache.Draws(w.prompt_tokens, w.output_tokens,
+                                                    w.arrival_s))
+    return w
 
 
 def _load_for(args: WorkloadArgs) -> Trace:

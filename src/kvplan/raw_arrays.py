@@ -1,0 +1,81 @@
+"""kvplan's cache folder and one file format for arrays kept there raw, read back byte for
+byte (the kernel tables, the random workloads' draws).
+
+    root  = $KVPLAN_CACHE_DIR or $XDG_CACHE_HOME/kvplan or ~/.cache/kvplan
+    body  = MAGIC (the kind and layout version), an 8-byte header length, the JSON header
+            {name: [dtype, shape, offset]}, the arrays at 64-byte-aligned offsets
+
+``load`` views the arrays with ``np.frombuffer`` over one writable buffer (the same dtypes,
+shapes and bytes as saved); an unreadable, short, foreign or malformed file is None. ``save``
+writes atomically and answers False where the folder cannot be written (callers then work
+without the cache, silently).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Arrays = dict[str, npt.NDArray[Any]]
+_ALIGN = 64
+
+
+def cache_root() -> Path:
+    env = os.environ.get("KVPLAN_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kvplan"
+
+
+def load(entry: Path, magic: bytes) -> Arrays | None:
+    """The arrays of ``entry``, or None if it is missing, not whole or not ``magic``'s."""
+    try:
+        with entry.open("rb") as f:
+            data = bytearray(f.read())  # writable, as np.load's arrays are
+        if not data.startswith(magic):
+            return None
+        size = int.from_bytes(data[len(magic):len(magic) + 8], "little")
+        header = json.loads(data[len(magic) + 8:len(magic) + 8 + size].decode("utf-8"))
+        base = _aligned(len(magic) + 8 + size)
+        out: Arrays = {}
+        for name, (dtype, shape, offset) in header.items():
+            count = int(np.prod(shape, dtype=np.int64))
+            out[name] = np.frombuffer(data, dtype=np.dtype(dtype), count=count,
+                                      offset=base + offset).reshape(shape)
+        return out
+    except (OSError, ValueError, TypeError, KeyError, UnicodeDecodeError):
+        return None
+
+
+def save(entry: Path, arrays: Arrays, magic: bytes) -> bool:
+    """Write every array raw to ``entry`` (atomically); False where it cannot be written."""
+    header: dict[str, list[Any]] = {}
+    end = 0
+    for name, a in arrays.items():  # offsets from the data's start, each 64-byte aligned
+        header[name] = [a.dtype.str, list(a.shape), _aligned(end)]
+        end = _aligned(end) + a.nbytes
+    text = json.dumps(header).encode("utf-8")
+    base = _aligned(len(magic) + 8 + len(text))
+    body = bytearray(base + end)
+    body[:len(magic) + 8 + len(text)] = magic + len(text).to_bytes(8, "little") + text
+    for name, a in arrays.items():
+        at = base + header[name][2]
+        body[at:at + a.nbytes] = np.ascontiguousarray(a).tobytes()
+    try:
+        from kvplan.atomic_file import atomic_write
+
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(entry, bytes(body))
+    except OSError:
+        return False
+    return True
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
