@@ -39,8 +39,8 @@ def latency_cmd(
     enable_dbo: fl.DboOpt = None, dbo_decode_token_threshold: fl.DboDecodeOpt = None,
     dbo_prefill_token_threshold: fl.DboPrefillOpt = None, dtype: fl.DtypeOpt = None,
     quantization: fl.QuantOpt = None, kv_cache_dtype: fl.KvDtypeOpt = None,
-    max_num_batched_tokens: fl.BatchedOpt = None, profile: ProfileOpt = None,
-    sweep: SweepOpt = None, as_json: fl.JsonOpt = False,
+    max_num_batched_tokens: fl.BatchedOpt = None, async_scheduling: fl.AsyncOpt = None,
+    profile: ProfileOpt = None, sweep: SweepOpt = None, as_json: fl.JsonOpt = False,
     plot: Annotated[str | None, typer.Option(
         "--plot", help="With --sweep: write the sweep chart (.png, .svg or .html).")] = None,
     explain_ops: Annotated[bool, typer.Option(
