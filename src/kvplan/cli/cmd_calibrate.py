@@ -35,6 +35,7 @@ def calibrate_cmd(
     dtype: fl.DtypeOpt = None,
     quantization: fl.QuantOpt = None,
     kv_cache_dtype: fl.KvDtypeOpt = None,
+    async_scheduling: fl.AsyncOpt = None,
     out: OutOpt = None,
     fit_step_overhead: Annotated[bool, typer.Option(
         "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
@@ -79,7 +80,8 @@ def _defaults(given: dict[str, Any]) -> Any:
     return cal.Defaults(model=given["model"], gpu=given["gpu"], batch=given["batch"],
                         prompt=given["prompt"], output=given["output"],
                         tensor_parallel_size=engine.tensor_parallel_size, dtype=engine.dtype,
-                        quantization=engine.quantization, kv_cache_dtype=engine.kv_cache_dtype)
+                        quantization=engine.quantization, kv_cache_dtype=engine.kv_cache_dtype,
+                        async_scheduling=engine.async_scheduling)
 
 
 def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...]) -> Any:
