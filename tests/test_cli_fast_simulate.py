@@ -62,6 +62,8 @@ PLAIN = [
      "--plot", "k.html", "--enable-chunked-prefill", "--expert-imbalance", "1.3",
      "--all2all-backend", "deepep", "-dp", "2", "--enable-expert-parallel"],
     ["simulate", M, "--num-prompts", "1_000", "--burstiness", "1e0", "--time-scale", "2"],
+    ["simulate", M, "--async-scheduling", "--num-prompts", "20"],
+    ["simulate", M, "--no-async-scheduling", "--enable-dbo", "--json"],
 ]
 
 
@@ -112,6 +114,8 @@ def _run(args: list[str], typer_only: bool, cwd: Path) -> tuple[int, str, str]:
     ["simulate", M, "--num-prompts", "0"],
     ["simulate", M, "--save-detailed"],
     ["simulate", M, "--max-model-len", "8q"],
+    ["simulate", M, "--num-prompts", "50", "--async-scheduling", "--save-result", "r.json",
+     "--json"],
 ])
 def test_the_fast_path_prints_what_typer_prints(args: list[str], tmp_path: Path) -> None:
     assert simulate_args(args) is not None  # these do take the fast path

@@ -41,11 +41,11 @@ class ServingRun:
     def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
         """The run's settings, in the keys `vllm bench serve --save-result` uses where it can."""
         rate = None if args is None else args.request_rate
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"async_scheduling": True} if self.engine.async_scheduling else {}
         if self.dp is not None:
             from kvplan.analysis.dp_serving import dp_header
 
-            extra = dp_header(self.dp, self.engine, self.plan)
+            extra |= dp_header(self.dp, self.engine, self.plan)
         return {
             "backend": "kvplan-sim", "model_id": self.model.name, "gpu": self.hardware.id,
             "dataset": self.workload.name, "num_prompts": len(self.workload),

@@ -52,8 +52,8 @@ def _root(version: Annotated[bool, typer.Option(
 
 
 COMMAND_MODULES = (
-    "cmd_kv", "cmd_capacity", "cmd_latency", "cmd_simulate", "cmd_plan", "cmd_prices",
-    "cmd_web",
+    "cmd_kv", "cmd_capacity", "cmd_latency", "cmd_calibrate", "cmd_simulate", "cmd_plan",
+    "cmd_prices", "cmd_web",
 )
 """Command modules, in help order; each adds its commands to ``app`` when imported."""
 

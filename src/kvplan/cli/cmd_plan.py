@@ -78,10 +78,10 @@ def plan_cmd(
     plot: Annotated[Path | None, _o("--plot", help_="Pareto chart .png/.svg/.html")] = None,
     as_json: Annotated[bool, _o("--json", help_="one JSON object")] = False,
     dp: DpO = None, ep: EpO = None, disagg: DisaggO = False, kv_link: LinkO = None,
+    async_scheduling: fl.AsyncOpt = None,
 ) -> None:
     """Cheapest configuration that meets the SLO: funnel search, verified fleet, why, levers."""
-    args = dict(locals())
-    _plan_and_show(args, as_json)
+    _plan_and_show(dict(locals()), as_json)
 
 
 def _plan_and_show(args: dict[str, Any], as_json: bool) -> None:

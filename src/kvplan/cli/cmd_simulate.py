@@ -73,7 +73,7 @@ def simulate_cmd(
     enable_expert_parallel: fl.EpOpt = None, all2all_backend: fl.A2aOpt = None,
     expert_imbalance: fl.ImbalanceOpt = None, enable_dbo: fl.DboOpt = None,
     dbo_decode_token_threshold: fl.DboDecodeOpt = None,
-    dbo_prefill_token_threshold: fl.DboPrefillOpt = None,
+    dbo_prefill_token_threshold: fl.DboPrefillOpt = None, async_scheduling: fl.AsyncOpt = None,
 ) -> None:
     """Replay a workload on a simulated vLLM server: TTFT/TPOT/ITL/E2EL, KV usage, preemptions."""
     sr.run_simulate(dict(locals()))

@@ -58,6 +58,7 @@ MambaSsmOpt = Annotated[str | None, _opt("mamba_ssm_cache_dtype")]
 DboOpt = Annotated[bool | None, _opt("enable_dbo")]
 DboDecodeOpt = Annotated[int | None, _opt("dbo_decode_token_threshold")]
 DboPrefillOpt = Annotated[int | None, _opt("dbo_prefill_token_threshold")]
+AsyncOpt = Annotated[bool | None, _opt("async_scheduling")]
 A2aOpt = Annotated[str | None, typer.Option(
     "--all2all-backend", help="DP/EP token exchange: allgather_reducescatter (vLLM's default), "
     "deepep_high_throughput or deepep_low_latency (deepep: low latency).")]

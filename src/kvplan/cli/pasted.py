@@ -32,8 +32,6 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--hf-overrides": "overrides change the model's config; edit a config.json and pass its path",
     "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
     "--limit-mm-per-prompt": "multimodal encoder cache memory is not modelled",
-    "--async-scheduling": "overlaps scheduling with the step, changing latency; kvplan "
-    "schedules synchronously",
     "--swap-space": "CPU swap is not modelled",
 }
 """Flags of a pasted ``vllm serve`` line that change memory or latency and that kvplan ignores:

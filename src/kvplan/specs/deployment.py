@@ -94,6 +94,8 @@ def vllm_serve_argv(d: Deployment, model_id: str | None = None,
         argv += ["--enable-dbo", "--dbo-decode-token-threshold",
                  str(e.dbo_decode_token_threshold), "--dbo-prefill-token-threshold",
                  str(e.dbo_prefill_token_threshold)]
+    if e.async_scheduling:
+        argv.append("--async-scheduling")
     argv.append("--enable-prefix-caching" if e.enable_prefix_caching
                 else "--no-enable-prefix-caching")
     argv.append("--enable-chunked-prefill" if e.enable_chunked_prefill

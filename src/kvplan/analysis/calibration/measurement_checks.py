@@ -62,6 +62,18 @@ def whole_count(value: float, name: str, where: str) -> int:
     return int(value)
 
 
+def on_off(value: Any, name: str) -> bool:
+    """An engine switch from a file (``async_scheduling``): a JSON bool, or the text true /
+    false / 1 / 0 / yes / no of a CSV cell; InputError names the field otherwise."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise InputError(f"'{name}' must be true or false, got {value!r:.40}")
+
 
 def whole(value: Any, name: str) -> int:
     """An engine count from a file: an int, a whole float or its text ('2', '2.0');

@@ -15,6 +15,7 @@ from kvplan import input_file, jsonread
 from kvplan.analysis.calibration.measurement_checks import (
     check_measured,
     mapping_field,
+    on_off,
     whole,
     whole_count,
 )
@@ -53,6 +54,14 @@ class Defaults:
     dtype: str = "auto"
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
+    async_scheduling: bool = False
+    """vLLM --async-scheduling for points that do not say (their ``async_scheduling``)."""
+
+
+ENGINE_KEYS = ("tensor_parallel_size", "dtype", "quantization", "kv_cache_dtype",
+               "async_scheduling")
+"""Engine flags a `vllm bench serve` result (or kvplan simulate's) may carry beside vLLM's
+keys; each overrides its ``Defaults`` entry."""
 
 
 def read_measurements(path: str | Path, defaults: Defaults | None = None) -> list[Measurement]:
@@ -164,7 +173,7 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
            "output_throughput_tok_s": data.get("output_throughput")}
     if data.get("mean_tpot_ms"):
         row["tpot_ms"] = data["mean_tpot_ms"]
-    for key in ("tensor_parallel_size", "dtype", "quantization", "kv_cache_dtype"):
+    for key in ENGINE_KEYS:
         if data.get(key) is not None:
             row[key] = data[key]
     return _point({k: v for k, v in row.items() if v is not None}, where, d, "vllm-bench-serve")
@@ -173,6 +182,7 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
 def _from_calibration_point(row: Mapping[str, Any], where: str, d: Defaults) -> Measurement:
     """A point of kvplan's bundled latency_calibration.json (TensorRT-LLM tables)."""
     w, m = mapping_field(row, "workload", where), mapping_field(row, "metrics", where)
+    args = mapping_field(row, "engine_args", where)
     precision = str(row.get("precision", "")).upper()
     fp8 = "FP8" in precision
     simple = {
@@ -181,6 +191,7 @@ def _from_calibration_point(row: Mapping[str, Any], where: str, d: Defaults) -> 
         "tensor_parallel_size": row.get("tp", 1), "pipeline_parallel_size": row.get("pp", 1),
         "dtype": "float16" if "FP16" in precision else "auto",
         "quantization": "fp8" if fp8 else None, "kv_cache_dtype": "fp8" if fp8 else "auto",
+        "async_scheduling": args.get("async_scheduling"),
     }
     if "ttft_ms" in m:
         simple["ttft_ms"] = m["ttft_ms"]
@@ -202,6 +213,8 @@ def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
             kv_cache_dtype=str(row.get("kv_cache_dtype", d.kv_cache_dtype)),
             max_num_batched_tokens=whole(row["max_num_batched_tokens"], "max_num_batched_tokens")
             if row.get("max_num_batched_tokens") else None,
+            async_scheduling=on_off(row.get("async_scheduling", d.async_scheduling),
+                                    "async_scheduling"),
         )
     except (ValueError, TypeError, OverflowError, KvplanError) as exc:
         raise TraceError(located(where, exc)) from None

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from kvplan import input_file, jsonread
-from kvplan.analysis.calibration.measurements import Defaults
+from kvplan.analysis.calibration.measurement_checks import on_off
+from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
 from kvplan.analysis.calibration.public_set import CalPoint, serving_replay
 from kvplan.analysis.calibration.separability import separability_problems
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
@@ -145,7 +146,7 @@ def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
               "batch": row.get("max_concurrency") or row.get("num_prompts"),
               "prompt": row.get("input_len"), "output": row.get("output_len"),
               "ttft_ms": row.get("mean_ttft_ms") or row.get("mean_tpot_ms") or 1}
-    for key in ("tensor_parallel_size", "dtype", "quantization", "kv_cache_dtype"):
+    for key in ENGINE_KEYS:
         if row.get(key) not in (None, ""):
             simple[key] = row[key]
     _check(ms._point({k: v for k, v in simple.items() if v not in (None, "")}, where, d, "run"))
@@ -200,7 +201,9 @@ def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
                 "kv_cache_dtype", d.kv_cache_dtype)),
             quantization=row.get("quantization", d.quantization) or None,
             max_num_batched_tokens=opt("max_num_batched_tokens"),
-            max_num_seqs=opt("max_num_seqs"), max_model_len=opt("max_model_len"))
+            max_num_seqs=opt("max_num_seqs"), max_model_len=opt("max_model_len"),
+            async_scheduling=on_off(row.get("async_scheduling", d.async_scheduling),
+                                    "async_scheduling"))
     except (ValueError, TypeError, KvplanError) as exc:
         raise TraceError(located(where, exc)) from None
 

@@ -92,14 +92,16 @@ def _priced_out(c: JointCandidate, best: JointCandidate) -> JointCandidate:
 def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                gpus: Sequence[HardwareSpec], tps: Sequence[int], links: Sequence[LinkSpec],
                max_instances: int = 4, search: str = "funnel",
-               workers: int | None = None) -> JointPlan:
+               workers: int | None = None, async_scheduling: bool = False) -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
     fleet of ``gpus`` x ``gpus`` (prefill, decode) x TP pairs x 1..``max_instances`` each
-    x ``links``, at ``max_model_len`` = the longest request, as the aggregated planner."""
+    x ``links``, at ``max_model_len`` = the longest request, as the aggregated planner
+    (``async_scheduling``: vLLM --async-scheduling on every pool, as on its candidates)."""
     from kvplan.analysis.disagg.plan import enumerate_disagg
 
     longest = int(np.max(work.prompt_tokens + work.output_tokens))
-    engine = EngineConfig(max_model_len=min(longest, model.max_position_embeddings))
+    engine = EngineConfig(max_model_len=min(longest, model.max_position_embeddings),
+                          async_scheduling=async_scheduling)
     fleets = [f for link in links for f in enumerate_disagg(
         model, gpus, engine, link, tps=tps, max_instances=max_instances)]
     return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers)

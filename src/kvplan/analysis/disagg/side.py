@@ -53,7 +53,8 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     slo = slo_from(args)
     joint = plan_joint(plan, model, work, slo, gpus=gpus, tps=tps, links=links,
                        max_instances=MAX_INSTANCES, search=args["search"],
-                       workers=args["workers"])
+                       workers=args["workers"],
+                       async_scheduling=bool(args.get("async_scheduling")))
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
                                                        args["workers"])

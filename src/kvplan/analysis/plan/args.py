@@ -127,4 +127,5 @@ def plan_kwargs(a: dict[str, Any], parse_flag: FlagParser | None = None) -> dict
         "executor": a["executor"], "workers": a["workers"], "ray_address": a["ray_address"],
         "seed": a["seed"], "sample_requests": a["sample_requests"], "profile": a["profile"],
         "slo_margin": a.get("slo_margin", "none"), "model_id": a.get("model_id"),
+        "async_scheduling": bool(a.get("async_scheduling")),
     }

@@ -62,6 +62,8 @@ class PlanOptions:
     """--enable-expert-parallel list (None: on exactly when dp > 1)."""
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
+    async_scheduling: bool = False
+    """vLLM --async-scheduling on every candidate (host work overlaps the GPU's)."""
     replicas: int | None = None
     router: str = "round-robin"
     provider: str | None = None
@@ -183,7 +185,8 @@ def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTr
                        kv_cache_dtypes=o.kv_cache_dtypes, quantizations=o.quantizations,
                        max_num_seqs=o.max_num_seqs, max_num_batched_tokens=o.max_num_batched_tokens,
                        block_sizes=o.block_sizes, prefix_caching=o.prefix_caching,
-                       gpu_memory_utilization=o.gpu_memory_utilization, max_model_len=mml)
+                       gpu_memory_utilization=o.gpu_memory_utilization, max_model_len=mml,
+                       async_scheduling=o.async_scheduling)
 
 
 def _gpus(names: Sequence[str] | None, prices: PriceTable) -> tuple[HardwareSpec, ...]:

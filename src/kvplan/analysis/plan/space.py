@@ -51,6 +51,8 @@ class SearchSpace:
     """The DP list is the default one: layouts wider than one node are left out."""
     gpu_memory_utilization: float = 0.9
     max_model_len: int = 0
+    async_scheduling: bool = False
+    """vLLM --async-scheduling, the same on every candidate (not a searched list)."""
 
     def __post_init__(self) -> None:
         for name in _LISTS:
@@ -132,5 +134,5 @@ def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
         enable_prefix_caching=bool(prefix), data_parallel_size=int(str(dp)),
         enable_expert_parallel=bool(ep),
         gpu_memory_utilization=space.gpu_memory_utilization,
-        max_model_len=space.max_model_len or None)
+        max_model_len=space.max_model_len or None, async_scheduling=space.async_scheduling)
     return Deployment(model=model, gpu=gpu, engine=engine, router=router)

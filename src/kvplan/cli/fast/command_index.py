@@ -23,9 +23,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "latency": ("cmd_latency", "TTFT, TPOT, end-to-end time and throughput of a static batch, "
                                "priced op by op from measured kernels (the roofline where a GPU "
                                "has no tables)."),
-    "calibrate": ("cmd_latency", "Fit the latency profile per GPU and precision: serving runs "
-                                 "(vllm bench serve results, CSV sweeps) through the simulator, "
-                                 "vllm bench latency files as static batches."),
+    "calibrate": ("cmd_calibrate", "Fit the latency profile per GPU and precision: serving runs "
+                                   "(vllm bench serve results, CSV sweeps) through the "
+                                   "simulator, vllm bench latency files as static batches."),
     "simulate": ("cmd_simulate", "Replay a workload on a simulated vLLM server: "
                                  "TTFT/TPOT/ITL/E2EL, KV usage, preemptions."),
     "plan": ("cmd_plan", "Cheapest configuration that meets the SLO: funnel search, verified "

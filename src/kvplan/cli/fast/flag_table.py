@@ -93,6 +93,9 @@ FLAGS: tuple[Flag, ...] = (
          "DBO: decode-only steps of more tokens are split (vLLM default 32)."),
     Flag("dbo_prefill_token_threshold", ("--dbo-prefill-token-threshold",), int,
          "DBO: steps with a prefill of more tokens are split (vLLM default 512)."),
+    Flag("async_scheduling", ("--async-scheduling",), _bool,
+         "Schedule step n + 1 while the GPU runs step n: host work overlaps the GPU's "
+         "(vLLM default off)."),
 )
 BY_FIELD = {f.field: f for f in FLAGS}
 BY_NAME = {name: f for f in FLAGS for name in f.names}
