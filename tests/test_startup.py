@@ -35,3 +35,30 @@ def test_rich_help_when_asked() -> None:
 def test_blas_threads_are_one_unless_the_user_set_them() -> None:
     assert _run(["gpus", "--json"]).stderr.strip().endswith(" 1")
     assert _run(["gpus", "--json"], OPENBLAS_NUM_THREADS="3").stderr.strip().endswith(" 3")
+
+
+LOADED = ("import sys\nsys.argv = ['kvplan', *{argv!r}]\nfrom kvplan.cli import main\n"
+          "try:\n    main()\nexcept SystemExit:\n    pass\n"
+          "print(sorted(m for m in {names!r} if m in sys.modules), file=sys.stderr)")
+LAZY = ("logging", "kvplan.costs.kernels.mla", "kvplan.costs.kernels.moe",
+        "kvplan.costs.kernels.donor")
+
+
+def _loaded(argv: list[str]) -> list[str]:
+    run = subprocess.run([sys.executable, "-c", LOADED.format(argv=argv, names=LAZY)],
+                         capture_output=True, text=True, check=True)
+    import ast
+
+    out: list[str] = ast.literal_eval(run.stderr.strip().splitlines()[-1])
+    return out
+
+
+def test_a_dense_simulate_loads_no_moe_mla_or_donor_tables_and_no_logging() -> None:
+    assert _loaded(["simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100",
+                    "--num-prompts", "20", "--json"]) == []
+
+
+def test_an_moe_mla_model_loads_what_it_prices() -> None:
+    got = _loaded(["latency", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", "H100", "--prompt",
+                   "512", "--output", "8", "--json"])
+    assert "kvplan.costs.kernels.mla" in got and "kvplan.costs.kernels.moe" in got

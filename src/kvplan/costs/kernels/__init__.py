@@ -4,6 +4,8 @@ Tables derived from NVIDIA's aiconfigurator-core (Apache-2.0) by scripts/derive_
 lookups interpolate monotonically in log space and extrapolate by the roofline past the
 measured range, and every answer says which table it stands on (docs/silicon.md)."""
 
+from typing import TYPE_CHECKING, Any
+
 from kvplan.costs.kernels.attention import (
     context_attention,
     context_attention_s,
@@ -11,18 +13,39 @@ from kvplan.costs.kernels.attention import (
     decode_attention_s,
 )
 from kvplan.costs.kernels.comm import NCCL_OPS, all_gather, all_reduce, all_reduce_s, nccl
-from kvplan.costs.kernels.donor import Efficiency, nearest_measured_gpu
 from kvplan.costs.kernels.gemm import GEMM_DTYPES, gemm, gemm_s
-from kvplan.costs.kernels.mla import (
-    mla_context,
-    mla_context_s,
-    mla_decode,
-    mla_decode_s,
-    mla_donor,
-)
-from kvplan.costs.kernels.moe import MOE_DTYPES, moe, moe_s
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
 from kvplan.costs.kernels.tables import manifest, measured_gpus, resolve_gpu
+
+if TYPE_CHECKING:  # the lazy names below (X as X: re-exported)
+    from kvplan.costs.kernels.donor import Efficiency as Efficiency
+    from kvplan.costs.kernels.donor import nearest_measured_gpu as nearest_measured_gpu
+    from kvplan.costs.kernels.mla import mla_context as mla_context
+    from kvplan.costs.kernels.mla import mla_context_s as mla_context_s
+    from kvplan.costs.kernels.mla import mla_decode as mla_decode
+    from kvplan.costs.kernels.mla import mla_decode_s as mla_decode_s
+    from kvplan.costs.kernels.mla import mla_donor as mla_donor
+    from kvplan.costs.kernels.moe import MOE_DTYPES as MOE_DTYPES
+    from kvplan.costs.kernels.moe import moe as moe
+    from kvplan.costs.kernels.moe import moe_s as moe_s
+
+_LAZY = {"Efficiency": "donor", "nearest_measured_gpu": "donor", "mla_context": "mla",
+         "mla_context_s": "mla", "mla_decode": "mla", "mla_decode_s": "mla",
+         "mla_donor": "mla", "MOE_DTYPES": "moe", "moe": "moe", "moe_s": "moe"}
+"""Names loaded on first use: a dense model on a measured GPU never needs MLA, MoE or donor
+tables (four modules a plain ``kvplan simulate`` no longer imports)."""
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "GEMM_DTYPES",
