@@ -41,7 +41,7 @@ LOADED = ("import sys\nsys.argv = ['kvplan', *{argv!r}]\nfrom kvplan.cli import 
           "try:\n    main()\nexcept SystemExit:\n    pass\n"
           "print(sorted(m for m in {names!r} if m in sys.modules), file=sys.stderr)")
 LAZY = ("logging", "kvplan.costs.kernels.mla", "kvplan.costs.kernels.moe",
-        "kvplan.costs.kernels.donor")
+        "kvplan.costs.kernels.donor", "kvplan.analysis.plan")
 
 
 def _loaded(argv: list[str]) -> list[str]:
@@ -53,7 +53,7 @@ def _loaded(argv: list[str]) -> list[str]:
     return out
 
 
-def test_a_dense_simulate_loads_no_moe_mla_or_donor_tables_and_no_logging() -> None:
+def test_a_dense_simulate_loads_no_moe_mla_or_donor_tables_no_planner_and_no_logging() -> None:
     assert _loaded(["simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100",
                     "--num-prompts", "20", "--json"]) == []
 

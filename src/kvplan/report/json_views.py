@@ -208,8 +208,15 @@ def simulate_bands(deployment: Deployment | None, result: dict[str, Any]) -> dic
 def simulate_verdicts(r: SimulationResult) -> dict[str, Any]:
     """Rejections grouped by reason, and whether the server kept up with the arrivals."""
     from kvplan.analysis.overload import overload
-    from kvplan.analysis.plan.why.rejections import group_rejections
 
     load = overload(r)
-    return {"rejected_by_reason": [g.to_json() for g in group_rejections(r.rejected)],
+    return {"rejected_by_reason": _by_reason(r.rejected),
             "overload": None if load is None else load.to_json()}
+
+
+def _by_reason(rejected: dict[int, str]) -> list[dict[str, Any]]:
+    if not rejected:  # the usual run: the planner's grouping (analysis.plan) stays unloaded
+        return []
+    from kvplan.analysis.plan.why.rejections import group_rejections
+
+    return [g.to_json() for g in group_rejections(rejected)]
