@@ -14,6 +14,7 @@ from kvplan.costs.kernels.attention import (
 )
 from kvplan.costs.kernels.comm import NCCL_OPS, all_gather, all_reduce, all_reduce_s, nccl
 from kvplan.costs.kernels.gemm import GEMM_DTYPES, gemm, gemm_s
+from kvplan.costs.kernels.moe import MOE_DTYPES, moe, moe_s  # eager: `moe` names the module too
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
 from kvplan.costs.kernels.tables import manifest, measured_gpus, resolve_gpu
 
@@ -25,15 +26,14 @@ if TYPE_CHECKING:  # the lazy names below (X as X: re-exported)
     from kvplan.costs.kernels.mla import mla_decode as mla_decode
     from kvplan.costs.kernels.mla import mla_decode_s as mla_decode_s
     from kvplan.costs.kernels.mla import mla_donor as mla_donor
-    from kvplan.costs.kernels.moe import MOE_DTYPES as MOE_DTYPES
-    from kvplan.costs.kernels.moe import moe as moe
-    from kvplan.costs.kernels.moe import moe_s as moe_s
 
 _LAZY = {"Efficiency": "donor", "nearest_measured_gpu": "donor", "mla_context": "mla",
          "mla_context_s": "mla", "mla_decode": "mla", "mla_decode_s": "mla",
-         "mla_donor": "mla", "MOE_DTYPES": "moe", "moe": "moe", "moe_s": "moe"}
-"""Names loaded on first use: a dense model on a measured GPU never needs MLA, MoE or donor
-tables (four modules a plain ``kvplan simulate`` no longer imports)."""
+         "mla_donor": "mla"}
+"""Names loaded on first use: a dense model on a measured GPU never needs the MLA or donor
+lookups (two modules a plain ``kvplan simulate`` no longer imports). ``moe`` stays eager:
+importing the submodule ``kernels.moe`` would otherwise leave the package's ``moe`` naming
+the module, not the function."""
 
 
 def __getattr__(name: str) -> Any:
