@@ -119,3 +119,19 @@ def test_second_run_compiles_no_dataclass_method(tmp_path: Path) -> None:
     assert int(outs[1].stderr.split()[-1]) == 0
     assert outs[0].stdout == outs[1].stdout
     assert list((tmp_path / "code").iterdir())
+
+
+def test_entries_are_unmarshalled_when_met_and_a_bad_one_is_compiled_again(
+        tmp_path: Path, cache: dc.CodeCache) -> None:
+    _define("f")
+    path = str(tmp_path / "x.bin")
+    assert dc.save(path, cache)
+    raw = dc.load(path)
+    assert raw and all(isinstance(v, bytes) for v in raw.values())
+    text = next(iter(raw))
+    again = dc.CodeCache({**raw, text: b"\x00broken"})
+    assert again.code(text) == cache.codes[text] and again.new  # compiled afresh
+    other = next(t for t in raw if t != text)
+    fresh = dc.CodeCache(dict(raw))
+    assert fresh.code(other) == cache.codes[other] and not fresh.new
+    assert isinstance(fresh.codes[text], bytes)  # never met: never unmarshalled
