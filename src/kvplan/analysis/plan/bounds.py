@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from kvplan.analysis.plan.fleet import Replica
 from kvplan.analysis.plan.judge import Latencies, Verdict, judge
+from kvplan.costs.step.records import StepAggregates
 from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
 
@@ -88,14 +89,84 @@ def prefill_alone_s(rep: Replica, prompt: int) -> float:
     return t
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Grid:
+    """A workload's zero-load grid and each request's grid point (the same for every
+    candidate of a plan: only the step times at the points differ)."""
+
+    points: IntArray
+    ttft_at: IntArray
+    """Each request's uncached prompt, rounded down to the grid (an index)."""
+    tpot_at: IntArray
+    """Each request's prompt, rounded down to the grid (an index)."""
+
+
+_GRIDS: dict[tuple[int, bool], tuple[Workload, _Grid]] = {}
+"""(id(workload), prefix caching) -> the grid; the workload is held, so its id stays its own."""
+
+
+def _grid_of(work: Workload, prefix_caching: bool) -> _Grid:
+    key = (id(work), prefix_caching)
+    got = _GRIDS.get(key)
+    if got is None or got[0] is not work:
+        if len(_GRIDS) >= 16:
+            _GRIDS.clear()
+        grid = _grid(int(work.prompt_tokens.max()))
+        g = _Grid(points=grid, ttft_at=_round_down(uncached_prompts(work, prefix_caching), grid),
+                  tpot_at=_round_down(work.prompt_tokens.astype(np.int64), grid))
+        got = _GRIDS[key] = (work, g)
+    return got[1]
+
+
+def _grid_times(rep: Replica, points: IntArray) -> tuple[FloatArray, FloatArray]:
+    """(prefill alone, one decode step) seconds at every grid point."""
+    fast = _priced_at_once(rep, points.tolist())
+    if fast is not None:
+        return fast
+    ttft = np.array([prefill_alone_s(rep, int(p)) for p in points])
+    tpot = np.array([rep.timer.step_time_s(_ints([1]), _ints([int(p)])) for p in points])
+    return ttft, tpot
+
+
+def _priced_at_once(rep: Replica, points: list[int]) -> tuple[FloatArray, FloatArray] | None:
+    """``_grid_times`` from one ``times_s`` call over every step the loops would price: the
+    full chunks (shared by every point: the same prefix of each prompt), each point's last
+    partial chunk and its decode step. For a one-request step ``times_s`` does the float
+    operations of ``step_time_s`` (its small-batch path) and the chunks are summed in the
+    loop's order, so the values are the loop's to the bit. None where that is not so: a
+    sliding window or MLA (per-request sums), or a step past the tables (the loop would
+    grow them part-way)."""
+    timer, budget = rep.timer, rep.limits.max_num_batched_tokens
+    full = max(points) // budget
+    new, ctx, last = [budget] * full, [j * budget for j in range(full)], []
+    for p in points:
+        k, r = divmod(p, budget)
+        last.append(len(new) if r else -1)
+        if r:
+            new.append(r)
+            ctx.append(k * budget)
+    if not timer.supports_aggregates or max(new, default=1) > timer.table_tokens:
+        return None
+    n, c = _ints(new + [1] * len(points)), _ints(ctx + points)
+    one = np.ones(len(n), dtype=np.int64)
+    zero = np.zeros(len(n), dtype=np.int64)
+    s = timer.times_s(StepAggregates(n, one, c, n * c + n * (n + 1) // 2, zero, zero,
+                                     ((n > 1) | (c == 0)).astype(np.int64))).tolist()
+    sums, t = [0.0], 0.0
+    for x in s[:full]:
+        t += x
+        sums.append(t)
+    ttft = [sums[p // budget] + s[i] if i >= 0 else sums[p // budget]
+            for p, i in zip(points, last, strict=True)]
+    return np.array(ttft), np.array(s[len(new):])
+
+
 def zero_load(rep: Replica, work: Workload, slo: Slo) -> tuple[Latencies, FloatArray]:
     """Every request's latencies with the server to itself (lower bounds), and its TPOT0 (s)."""
-    uncached = uncached_prompts(work, rep.limits.prefix_caching)
-    grid = _grid(int(work.prompt_tokens.max()))
-    ttft_g = np.array([prefill_alone_s(rep, int(p)) for p in grid])
-    tpot_g = np.array([rep.timer.step_time_s(_ints([1]), _ints([int(p)])) for p in grid])
-    ttft = ttft_g[_round_down(uncached, grid)]
-    tpot = tpot_g[_round_down(work.prompt_tokens.astype(np.int64), grid)]
+    g = _grid_of(work, rep.limits.prefix_caching)
+    ttft_g, tpot_g = _grid_times(rep, g.points)
+    ttft = ttft_g[g.ttft_at]
+    tpot = tpot_g[g.tpot_at]
     out = work.output_tokens.astype(np.int64)
     e2el = ttft + (out - 1) * tpot
     gaps = np.maximum(out - 1, 0)
