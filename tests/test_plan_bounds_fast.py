@@ -79,3 +79,32 @@ def test_zero_load_verdict_unchanged_by_the_grid_memo() -> None:
     again = bd.bounds(rep, work, s)
     assert again.zero_load.achieved == first.zero_load.achieved
     assert again.ceilings_rps == first.ceilings_rps
+
+
+def _samples() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    out = [np.array([3.0]), np.array([2.0, 1.0]), np.zeros(5), np.array([1.0, np.nan, 2.0])]
+    for n in (3, 10, 99, 100, 101, 367, 368, 369, 500, 1000, 4999, 10_000):
+        out.append(rng.exponential(100.0, n))
+        out.append(rng.integers(0, 7, n).astype(np.float64))  # many ties
+        out.append(np.sort(rng.lognormal(3, 2, n)) * 1000)
+    with_nan = rng.exponential(1.0, 400)
+    with_nan[17] = np.nan
+    return [*out, with_nan, np.full(50, 1e12)]
+
+
+@pytest.mark.parametrize("p", [0.5, 1.0, 10.0, 33.3, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0])
+def test_judged_percentile_is_numpys_and_the_interval_to_the_bit(p: float) -> None:
+    """One partition gives np.percentile and percentile_interval exactly (ties, NaN, n = 1)."""
+    from kvplan.analysis.plan.noise import judged_percentile, percentile_interval
+
+    for v in _samples():
+        got, ci = judged_percentile(v, p)
+        want = np.float64(np.percentile(v, p))
+        assert np.array_equal(np.float64(got), want, equal_nan=True)
+        assert np.float64(got).tobytes() == want.tobytes()
+        if not np.isnan(v).any():
+            assert ci == percentile_interval(v, p)
+        alone, none = judged_percentile(v, p, interval=False)
+        assert np.float64(alone).tobytes() == want.tobytes() and none is None
+    assert judged_percentile(np.zeros(0), p)[0] == 0.0
