@@ -108,3 +108,23 @@ def test_judged_percentile_is_numpys_and_the_interval_to_the_bit(p: float) -> No
         alone, none = judged_percentile(v, p, interval=False)
         assert np.float64(alone).tobytes() == want.tobytes() and none is None
     assert judged_percentile(np.zeros(0), p)[0] == 0.0
+
+
+def test_counted_zero_load_verdict_is_the_judged_one() -> None:
+    """The zero-load verdict from grid times and judged counts equals judging every request
+    (1-token outputs, a warm-up window, p50 to p100, an empty TPOT sample), and SLOs with
+    an E2EL or goodput term take the judged path."""
+    from kvplan.analysis.plan.judge import judge
+
+    work = poisson_workload(400, 8.0, prompt=6000, output=40, seed=1)
+    short = poisson_workload(50, 8.0, prompt=900, output=1, seed=2, spread=0.0)
+    slos = [slo("ttft:p99:2000", "tpot:p99:100"), slo("tpot:p50:10", "ttft:p100:300"),
+            slo("ttft:p90:1000", "e2el:p99:9000"), slo("ttft:p95:700", "tpot:p99.9:40")]
+    for rep in _replicas()[::3]:
+        for w in (work, short):
+            for s in slos:
+                for _ in range(2):  # the first call counts, the second reads the counts
+                    got, ttft0 = bd._zero_verdict(rep, w, s)
+                    lat, want_ttft0 = bd.zero_load(rep, w, s)
+                    assert got == judge(lat, s, intervals=False)
+                    assert ttft0.tobytes() == want_ttft0.tobytes()

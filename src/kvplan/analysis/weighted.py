@@ -73,6 +73,18 @@ def sorted_percentile(sv: FloatArray, p: float) -> float:
     return kth_percentile(lambda k: float(sv[k]), len(sv), p)
 
 
+def counted_percentile(values: FloatArray, counts: IntArray, p: float) -> float:
+    """np.percentile(x, p) of ``values`` each repeated ``counts`` times, to the bit (at least
+    one count, no NaN value): the order statistics read off the sorted values' running
+    counts, as ``summarize`` does."""
+    keep = counts > 0
+    v, c = values[keep], counts[keep]
+    order = np.argsort(v)  # ties are equal values: any order of them gives the same kth
+    sv, cum = v[order], np.cumsum(c[order])
+    return kth_percentile(lambda k: float(sv[int(np.searchsorted(cum, k, side="right"))]),
+                          int(cum[-1]), p)
+
+
 def linear_ranks(n: int, p: float) -> tuple[int, int, float]:
     """(previous, next, virtual index): the 0-based order statistics np.percentile(x, p) of N
     values interpolates between (numpy._quantile, _get_indexes: the last one when the index
