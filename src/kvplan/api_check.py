@@ -89,6 +89,8 @@ def _hints(fn: Callable[..., Any], signature: inspect.Signature) -> dict[str, An
 
 
 def _matches(value: Any, hint: Any) -> bool:
+    if type(value) is hint:  # the common case: exactly the class (an int for int, ...)
+        return True
     if hint is Any or hint is object or isinstance(hint, typing.TypeVar | str):
         return True
     if hint is None or hint is type(None):

@@ -63,29 +63,45 @@ def summarize(values: FloatArray, counts: IntArray, percentiles: Sequence[float]
     half = n // 2
     mid = [kth(half)] if n % 2 else [kth(half - 1), kth(half)]
     median = float(np.mean(np.array(mid)))
-    pct = tuple((float(p), _percentile(kth, n, float(p))) for p in percentiles)
+    pct = tuple((float(p), kth_percentile(kth, n, float(p))) for p in percentiles)
     return Summary(mean=mean, median=median, std=std, percentiles=pct)
 
 
 def sorted_percentile(sv: FloatArray, p: float) -> float:
     """np.percentile(x, p) given ``sv``, x sorted (non-empty, no NaN), to the bit, without the
     numpy.ma import np.percentile makes (np.unique's, about 6 ms of a simulate run)."""
-    return _percentile(lambda k: float(sv[k]), len(sv), p)
+    return kth_percentile(lambda k: float(sv[k]), len(sv), p)
 
 
-def _percentile(kth: Callable[[int], float], n: int, p: float) -> float:
-    """np.percentile(x, p) of the N-element sample (numpy's 'linear' method, step by step:
-    numpy._quantile, _get_indexes, _get_gamma, _lerp)."""
-    q = float(np.true_divide(p, 100))
-    vi = (n - 1) * q
-    if vi >= n - 1:  # numpy takes the last element then (index -1)
-        prev = nxt = -1
-    else:  # 0 <= p <= 100: vi >= 0
-        prev = math.floor(vi)
-        nxt = prev + 1
-    a = kth(n - 1 if prev < 0 else prev)
-    b = kth(n - 1 if nxt < 0 else nxt)
-    t = vi - prev
+def counted_percentile(values: FloatArray, counts: IntArray, p: float) -> float:
+    """np.percentile(x, p) of ``values`` each repeated ``counts`` times, to the bit (at least
+    one count, no NaN value): the order statistics read off the sorted values' running
+    counts, as ``summarize`` does."""
+    keep = counts > 0
+    v, c = values[keep], counts[keep]
+    order = np.argsort(v)  # ties are equal values: any order of them gives the same kth
+    sv, cum = v[order], np.cumsum(c[order])
+    return kth_percentile(lambda k: float(sv[int(np.searchsorted(cum, k, side="right"))]),
+                          int(cum[-1]), p)
+
+
+def linear_ranks(n: int, p: float) -> tuple[int, int, float]:
+    """(previous, next, virtual index): the 0-based order statistics np.percentile(x, p) of N
+    values interpolates between (numpy._quantile, _get_indexes: the last one when the index
+    is at or past it) and numpy's virtual index (n - 1) * p / 100."""
+    vi = (n - 1) * float(np.true_divide(p, 100))
+    if vi >= n - 1:
+        return n - 1, n - 1, vi
+    prev = math.floor(vi)  # 0 <= p <= 100: vi >= 0
+    return prev, prev + 1, vi
+
+
+def kth_percentile(kth: Callable[[int], float], n: int, p: float) -> float:
+    """np.percentile(x, p) of the N-element sample given its k-th smallest element (numpy's
+    'linear' method, step by step: numpy._quantile, _get_indexes, _get_gamma, _lerp)."""
+    prev, nxt, vi = linear_ranks(n, p)
+    a, b = kth(prev), kth(nxt)
+    t = vi - (-1 if prev == n - 1 else prev)  # numpy's index there is -1 (the last element)
     diff = b - a
     return b - diff * (1 - t) if t >= 0.5 else a + diff * t
 

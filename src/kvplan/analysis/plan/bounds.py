@@ -26,7 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kvplan.analysis.plan.fleet import Replica
-from kvplan.analysis.plan.judge import Latencies, Verdict, judge
+from kvplan.analysis.plan.judge import Latencies, Verdict, judge, judged_mask
+from kvplan.analysis.weighted import counted_percentile
+from kvplan.costs.step.records import StepAggregates
 from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
 
@@ -88,30 +90,144 @@ def prefill_alone_s(rep: Replica, prompt: int) -> float:
     return t
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Grid:
+    """A workload's zero-load grid and each request's grid point (the same for every
+    candidate of a plan: only the step times at the points differ)."""
+
+    points: IntArray
+    ttft_at: IntArray
+    """Each request's uncached prompt, rounded down to the grid (an index)."""
+    tpot_at: IntArray
+    """Each request's prompt, rounded down to the grid (an index)."""
+
+
+_GRIDS: dict[tuple[int, bool], tuple[Workload, _Grid]] = {}
+"""(id(workload), prefix caching) -> the grid; the workload is held, so its id stays its own."""
+
+
+def _grid_of(work: Workload, prefix_caching: bool) -> _Grid:
+    key = (id(work), prefix_caching)
+    got = _GRIDS.get(key)
+    if got is None or got[0] is not work:
+        if len(_GRIDS) >= 16:
+            _GRIDS.clear()
+        grid = _grid(int(work.prompt_tokens.max()))
+        g = _Grid(points=grid, ttft_at=_round_down(uncached_prompts(work, prefix_caching), grid),
+                  tpot_at=_round_down(work.prompt_tokens.astype(np.int64), grid))
+        got = _GRIDS[key] = (work, g)
+    return got[1]
+
+
+def _grid_times(rep: Replica, points: IntArray) -> tuple[FloatArray, FloatArray]:
+    """(prefill alone, one decode step) seconds at every grid point."""
+    fast = _priced_at_once(rep, points.tolist())
+    if fast is not None:
+        return fast
+    ttft = np.array([prefill_alone_s(rep, int(p)) for p in points])
+    tpot = np.array([rep.timer.step_time_s(_ints([1]), _ints([int(p)])) for p in points])
+    return ttft, tpot
+
+
+def _priced_at_once(rep: Replica, points: list[int]) -> tuple[FloatArray, FloatArray] | None:
+    """``_grid_times`` from one ``times_s`` call over every step the loops would price: the
+    full chunks (shared by every point: the same prefix of each prompt), each point's last
+    partial chunk and its decode step. For a one-request step ``times_s`` does the float
+    operations of ``step_time_s`` (its small-batch path) and the chunks are summed in the
+    loop's order, so the values are the loop's to the bit. None where that is not so: a
+    sliding window or MLA (per-request sums), or a step past the tables (the loop would
+    grow them part-way)."""
+    timer, budget = rep.timer, rep.limits.max_num_batched_tokens
+    full = max(points) // budget
+    new, ctx, last = [budget] * full, [j * budget for j in range(full)], []
+    for p in points:
+        k, r = divmod(p, budget)
+        last.append(len(new) if r else -1)
+        if r:
+            new.append(r)
+            ctx.append(k * budget)
+    if not timer.supports_aggregates or max(new, default=1) > timer.table_tokens:
+        return None
+    n, c = _ints(new + [1] * len(points)), _ints(ctx + points)
+    one = np.ones(len(n), dtype=np.int64)
+    zero = np.zeros(len(n), dtype=np.int64)
+    s = timer.times_s(StepAggregates(n, one, c, n * c + n * (n + 1) // 2, zero, zero,
+                                     ((n > 1) | (c == 0)).astype(np.int64))).tolist()
+    sums, t = [0.0], 0.0
+    for x in s[:full]:
+        t += x
+        sums.append(t)
+    ttft = [sums[p // budget] + s[i] if i >= 0 else sums[p // budget]
+            for p, i in zip(points, last, strict=True)]
+    return np.array(ttft), np.array(s[len(new):])
+
+
 def zero_load(rep: Replica, work: Workload, slo: Slo) -> tuple[Latencies, FloatArray]:
     """Every request's latencies with the server to itself (lower bounds), and its TPOT0 (s)."""
-    uncached = uncached_prompts(work, rep.limits.prefix_caching)
-    grid = _grid(int(work.prompt_tokens.max()))
-    ttft_g = np.array([prefill_alone_s(rep, int(p)) for p in grid])
-    tpot_g = np.array([rep.timer.step_time_s(_ints([1]), _ints([int(p)])) for p in grid])
-    ttft = ttft_g[_round_down(uncached, grid)]
-    tpot = tpot_g[_round_down(work.prompt_tokens.astype(np.int64), grid)]
+    g = _grid_of(work, rep.limits.prefix_caching)
+    ttft_g, tpot_g = _grid_times(rep, g.points)
+    return _latencies(work, slo, g, ttft_g, tpot_g), ttft_g[g.ttft_at]
+
+
+def _latencies(work: Workload, slo: Slo, g: _Grid, ttft_g: FloatArray, tpot_g: FloatArray
+               ) -> Latencies:
+    ttft = ttft_g[g.ttft_at]
+    tpot = tpot_g[g.tpot_at]
     out = work.output_tokens.astype(np.int64)
     e2el = ttft + (out - 1) * tpot
     gaps = np.maximum(out - 1, 0)
     itl = slo.judges_itl  # every gap only for an ITL bound
-    lat = Latencies(arrival_s=work.arrival_s, ttft_ms=ttft * 1000,
-                    tpot_ms=np.where(out > 1, tpot * 1000, np.nan), e2el_ms=e2el * 1000,
-                    itl_ms=np.repeat(tpot * 1000, gaps) if itl else None,
-                    itl_req=np.repeat(np.arange(len(out), dtype=np.int64), gaps) if itl
-                    else None,
-                    output_tokens=out)
-    return lat, ttft
+    return Latencies(arrival_s=work.arrival_s, ttft_ms=ttft * 1000,
+                     tpot_ms=np.where(out > 1, tpot * 1000, np.nan), e2el_ms=e2el * 1000,
+                     itl_ms=np.repeat(tpot * 1000, gaps) if itl else None,
+                     itl_req=np.repeat(np.arange(len(out), dtype=np.int64), gaps) if itl
+                     else None,
+                     output_tokens=out)
+
+
+_COUNTS: dict[tuple[int, bool, Slo], tuple[Workload, dict[str, IntArray], int]] = {}
+"""(id(workload), prefix caching, SLO) -> judged requests per grid point for TTFT and TPOT,
+and how many are judged: a zero-load TTFT / TPOT sample holds grid values only, so every
+candidate's percentiles come from its grid times and these counts."""
+
+
+def _zero_verdict(rep: Replica, work: Workload, slo: Slo) -> tuple[Verdict, FloatArray]:
+    """``judge(zero_load(...), intervals=False)`` and TTFT0: from the grid points' times and
+    the judged counts once a candidate has counted them (TTFT / TPOT bounds; the same
+    numbers to the bit: ``counted_percentile``), else by judging every request."""
+    g = _grid_of(work, rep.limits.prefix_caching)
+    ttft_g, tpot_g = _grid_times(rep, g.points)
+    key = (id(work), rep.limits.prefix_caching, slo)
+    got = _COUNTS.get(key)
+    values = {"ttft": ttft_g * 1000, "tpot": tpot_g * 1000}
+    if got is not None and got[0] is work and all(np.isfinite(v).all() for v in values.values()):
+        return _counted(slo, values, got[1], got[2]), ttft_g[g.ttft_at]
+    lat = _latencies(work, slo, g, ttft_g, tpot_g)
+    if not slo.goodput_ms and all(b.metric in values for b in slo.bounds):
+        keep = judged_mask(lat, slo)
+        if len(_COUNTS) >= 16:
+            _COUNTS.clear()
+        _COUNTS[key] = (work, {
+            "ttft": np.bincount(g.ttft_at[keep], minlength=len(g.points)),
+            "tpot": np.bincount(g.tpot_at[keep & (lat.output_tokens > 1)],
+                                minlength=len(g.points))}, int(keep.sum()))
+    return judge(lat, slo, intervals=False), ttft_g[g.ttft_at]
+
+
+def _counted(slo: Slo, values: dict[str, FloatArray], counts: dict[str, IntArray],
+             judged: int) -> Verdict:
+    achieved, margins = [], []
+    for b in slo.bounds:
+        c = counts[b.metric]
+        v = counted_percentile(values[b.metric], c, b.percentile) if c.any() else 0.0
+        achieved.append((b.key, v))
+        margins.append((b.key, (b.limit_ms - v) / b.limit_ms))
+    return Verdict(achieved=tuple(achieved), margins=tuple(margins), judged_requests=judged)
 
 
 def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
     """Zero-load verdict and the four optimistic capacity ceilings of one replica."""
-    lat, ttft0 = zero_load(rep, work, slo)
+    verdict, ttft0 = _zero_verdict(rep, work, slo)
     seqs = rep.limits.max_num_seqs
     budget = rep.limits.max_num_batched_tokens
     step = rep.timer.step_time_s
@@ -130,7 +246,7 @@ def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
         ("scheduler_cap", _ratio(seqs, float(np.mean(ttft0 + (out - 1) * t_min)))),
     )
     dp = rep.ranks
-    return Bounds(zero_load=judge(lat, slo, intervals=False),
+    return Bounds(zero_load=verdict,
                   ceilings_rps=ceilings if dp == 1 else tuple((k, v * dp) for k, v in ceilings))
 
 

@@ -167,8 +167,9 @@ def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment,
     evidence = evidence or lo or hi
     at_cap: tuple[tuple[str, float], ...] = ()
     band = None
-    if lo is not None:
-        at_cap = judge(lo.latencies, ctx.slo).achieved
+    if lo is not None:  # the probe was judged under ctx.slo itself unless under a margin
+        at_cap = (lo.verdict if ctx.slo_margin == "none" else judge(lo.latencies, ctx.slo)
+                  ).achieved
         band = goodput_band(lo.latencies, ctx.slo, ratios_for(d))
     return CapacityInfo(
         achieved_at_capacity=at_cap, goodput_share_band=band,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.analysis.plan.noise import Interval, percentile_interval, share_interval
+from kvplan.analysis.plan.noise import Interval, judged_percentile, share_interval
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.slo import Slo
 
@@ -166,14 +166,14 @@ def judge(lat: Latencies, slo: Slo, *, intervals: bool = True) -> Verdict:
     cis: list[tuple[str, Interval]] = []
     noisy: list[str] = []
     for b in slo.bounds:
-        vals = _values(lat, b.metric, keep)
-        v = _percentile(vals, b.percentile)
+        v, ci = judged_percentile(_values(lat, b.metric, keep), b.percentile,
+                                  interval=intervals)
         achieved.append((b.key, v))
         margins.append((b.key, (b.limit_ms - v) / b.limit_ms))
-        if not intervals:
+        if ci is None:
             continue
-        cis.append((b.key, percentile_interval(vals, b.percentile)))
-        if cis[-1][1].holds(b.limit_ms) is None:
+        cis.append((b.key, ci))
+        if ci.holds(b.limit_ms) is None:
             noisy.append(b.key)
     if slo.goodput_ms:
         share = goodput_share(lat, keep, slo.goodput_ms)
@@ -198,10 +198,6 @@ def _values(lat: Latencies, metric: str, keep: npt.NDArray[np.bool_]) -> FloatAr
         return lat.itl_ms[keep[lat.itl_req]]
     v: FloatArray = getattr(lat, f"{metric}_ms")[keep]
     return v[~np.isnan(v)]
-
-
-def _percentile(v: FloatArray, p: float) -> float:
-    return float(np.percentile(v, p)) if len(v) else 0.0
 
 
 def goodput_share(lat: Latencies, keep: npt.NDArray[np.bool_],

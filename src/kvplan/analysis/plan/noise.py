@@ -23,6 +23,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.analysis.weighted import kth_percentile, linear_ranks
+
 CONFIDENCE = 0.95
 FloatArray = npt.NDArray[np.float64]
 
@@ -90,6 +92,31 @@ def percentile_interval(values: FloatArray, percentile: float,
     part = np.partition(values, kth) if kth else values
     return Interval(low=None if lo is None else float(part[lo - 1]),
                     high=None if hi is None else float(part[hi - 1]), n=n)
+
+
+def judged_percentile(values: FloatArray, percentile: float, confidence: float = CONFIDENCE,
+                      *, interval: bool = True) -> tuple[float, Interval | None]:
+    """(np.percentile(values, percentile) to the bit, 0.0 when empty; ``percentile_interval``
+    or None without ``interval``) from one partition: numpy's two order statistics, the
+    interval's two and the last (NaN sorts there: numpy's answer is then NaN)."""
+    n = len(values)
+    if n == 0:
+        return 0.0, Interval(low=None, high=None, n=0) if interval else None
+    prev, nxt, _ = linear_ranks(n, percentile)
+    lo = hi = None
+    if interval and percentile < 100:
+        lo, hi = ranks(n, percentile / 100, confidence)
+    kth = sorted({prev, nxt, n - 1, *(r - 1 for r in (lo, hi) if r is not None)})
+    part = np.partition(values, kth)
+    last = float(part[n - 1])
+    value = last if math.isnan(last) else kth_percentile(lambda k: float(part[k]), n,
+                                                           percentile)
+    if not interval:
+        return value, None
+    if percentile >= 100:
+        return value, Interval(low=float(np.max(values)), high=None, n=n)
+    return value, Interval(low=None if lo is None else float(part[lo - 1]),
+                           high=None if hi is None else float(part[hi - 1]), n=n)
 
 
 def share_interval(good: int, n: int, confidence: float = CONFIDENCE) -> Interval:

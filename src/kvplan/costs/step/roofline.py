@@ -173,6 +173,11 @@ class StepCostModel:
         return self._co
 
     @property
+    def table_tokens(self) -> int:
+        """The longest step the current token tables price without growing them."""
+        return len(self._co.gemm_t) - 1
+
+    @property
     def ridge_point(self) -> float:
         """Arithmetic intensity (FLOP/byte) where compute time equals memory time."""
         return self._flops_rate / self._bw
