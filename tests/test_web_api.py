@@ -53,6 +53,14 @@ CASES = [
                        "random_output_len": 32, "request_rate": 20},
      ["simulate", M, "--gpu", "H100", "--num-prompts", "40", "--random-input-len", "512",
       "--random-output-len", "32", "--request-rate", "20"]),
+    ("/api/latency", {"model": M, "gpu": "H100", "prompt": 1024, "output": 128, "batch": 8,
+                      "async_scheduling": "on"},
+     ["latency", M, "--gpu", "H100", "--prompt", "1024", "--output", "128", "--batch", "8",
+      "--async-scheduling"]),
+    ("/api/simulate", {"model": M, "gpu": "H100", "num_prompts": 40, "random_input_len": 512,
+                       "random_output_len": 32, "async_scheduling": "on"},
+     ["simulate", M, "--gpu", "H100", "--num-prompts", "40", "--random-input-len", "512",
+      "--random-output-len", "32", "--async-scheduling"]),
 ]
 
 
@@ -92,6 +100,8 @@ BAD = [
     ("/api/simulate", {"model": M, "dataset": "/etc/passwd"}, "dataset", ""),
     ("/api/simulate", {"model": M, "num_prompts": 5, "request_rate": -1}, "request_rate", ""),
     ("/api/simulate", {"model": M, "num_prompts": 5, "goodput": "ttft"}, "goodput", ""),
+    ("/api/latency", {"model": M, "prompt": 1, "output": 1, "async_scheduling": "maybe"},
+     "async_scheduling", "boolean"),
 ]
 
 

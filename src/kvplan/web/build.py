@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kvplan.specs.disagg import DisaggDeployment
 
 _ENGINE = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
-           "quantization", "max_num_batched_tokens")
+           "quantization", "max_num_batched_tokens", "async_scheduling")
 _CAPACITY = ("gpu_memory_utilization", "max_model_len", "block_size", "max_num_seqs",
              "mamba_cache_dtype", "mamba_ssm_cache_dtype")
 

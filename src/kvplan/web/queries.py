@@ -47,6 +47,7 @@ class EngineQuery(Query):
     dtype: str = "auto"
     quantization: str | None = None
     max_num_batched_tokens: int | None = None
+    async_scheduling: bool = False
 
 
 class CapacityQuery(EngineQuery):
