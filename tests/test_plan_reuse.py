@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 import kvplan
 from kvplan.analysis.plan.executor import LocalExecutor
@@ -17,6 +18,7 @@ from kvplan.analysis.plan.traffic import plan_traffic
 from kvplan.specs.catalog import load_model
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import load_gpu
+from kvplan.specs.requests.arrays import Workload
 from kvplan.specs.serving import EngineConfig
 from tests.plan_helpers import FAST, slo
 
@@ -65,3 +67,45 @@ def test_verifying_side_by_side_gives_what_one_by_one_gives() -> None:
     assert (many.fleet_simulations, many.sim_requests) == (one.fleet_simulations,
                                                            one.sim_requests)
     assert one.fleet_simulations >= len(done)
+
+
+@pytest.mark.parametrize("router", ["round-robin", "prefix-affinity", "least-outstanding"])
+def test_a_fleets_replicas_side_by_side_give_the_fleet(router: str) -> None:
+    """executor.run_fleet_jobs with idle workers runs each replica as a job of its own
+    (least-outstanding stays whole): the same FleetInfo, bit for bit, as the whole fleet in
+    one job, for a batch of one fleet and of two (N and N - 1)."""
+    from kvplan.analysis.plan.executor import run_fleet_jobs
+    from kvplan.analysis.plan.jobs import FleetJob, run_job
+
+    s = slo("ttft:p99:2000", "tpot:p99:60")
+    args = kvplan.WorkloadArgs(dataset="azure-conv", num_prompts=600, seed=0)
+    t = plan_traffic(args, sample=FAST["sample_requests"])
+    target = t.target
+    assert target is not None
+    if router == "prefix-affinity":  # conversations of 16 requests share a leading block
+        hashes = tuple(np.array([i // 16, 10_000 + i], dtype=np.int64)
+                       for i in range(len(target)))
+        target = Workload(name="c", arrival_s=target.arrival_s,
+                          prompt_tokens=target.prompt_tokens,
+                          output_tokens=target.output_tokens, prefix_hashes=hashes,
+                          hash_block_tokens=16)
+    ctx = JobContext(unit=t.unit, target=target, slo=s, rate_rps=t.rate_rps)
+    d = replace(_d(), router=router)
+    jobs = [FleetJob(deployment=d, replicas=n) for n in (3, 2)]
+    want = [run_job(ctx, j) for j in jobs]
+    ex = LocalExecutor(4)
+    kinds: list[str] = []
+    real = ex.run
+
+    def spy(c: JobContext, batch: list) -> list:
+        kinds.extend(type(j).__name__ for j in batch)
+        return real(c, batch)
+
+    ex.run = spy  # type: ignore[method-assign]
+    try:
+        assert run_fleet_jobs(ex, ctx, jobs) == want
+        assert run_fleet_jobs(ex, ctx, jobs[:1]) == want[:1]
+    finally:
+        ex.close()
+    split = router != "least-outstanding"
+    assert kinds == (["PartJob"] * 8 if split else ["FleetJob"] * 3)

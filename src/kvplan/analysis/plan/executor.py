@@ -10,7 +10,18 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from kvplan.analysis.plan.jobs import Job, JobContext, Out, run_job, run_jobs
+from kvplan.analysis.plan.jobs import (
+    FleetJob,
+    FleetOut,
+    Job,
+    JobContext,
+    Out,
+    PartJob,
+    PartOut,
+    fleet_info,
+    run_job,
+    run_jobs,
+)
 from kvplan.errors import InputError
 from kvplan.notes import note
 
@@ -142,3 +153,37 @@ def make_executor(name: str, workers: int | None = None, address: str | None = N
     if name == "ray":
         return RayExecutor(address, workers)
     raise InputError(f"--executor {name!r}: choose one of {', '.join(EXECUTORS)}")
+
+
+def run_fleet_jobs(ex: Executor, ctx: JobContext, jobs: list[FleetJob]) -> list[FleetOut]:
+    """``ex.run`` of fleet jobs; a batch smaller than the workers (verification's N and
+    N - 1, one lever's fleet) runs each fleet's replicas as jobs of their own, side by side,
+    and judges their union here: the same simulations, the same order, the same FleetInfo
+    (not for ITL SLOs, whose per-token gaps are not worth moving, nor least-outstanding,
+    whose routing needs a first pass)."""
+    split = (ex.workers > 1 and len(jobs) < ex.workers and ctx.target is not None
+             and all(_splits(ctx, j) for j in jobs))
+    if not split:
+        return [o for o in ex.run(ctx, jobs) if isinstance(o, FleetOut)]
+    from kvplan.analysis.plan.fleet import fleet_assignment, fleet_from_parts, replica
+
+    parts = [PartJob(deployment=j.deployment, replicas=j.replicas, index=k)
+             for j in jobs for k in range(j.replicas)]
+    got = iter([o for o in ex.run(ctx, parts) if isinstance(o, PartOut)])
+    outs = []
+    for j in jobs:
+        mine = [next(got) for _ in range(j.replicas)]
+        assert ctx.target is not None
+        assign = fleet_assignment(replica(j.deployment, ctx.profile), ctx.target, j.replicas)
+        assert assign is not None
+        run = fleet_from_parts([o.part for o in mine if o.part is not None], ctx.target,
+                               j.replicas, ctx.slo_for(j.deployment), assign)
+        outs.append(FleetOut(info=fleet_info(run, ctx, j.deployment), sim_requests=run.requests))
+    return outs
+
+
+def _splits(ctx: JobContext, job: FleetJob) -> bool:
+    if job.replicas < 2 or ctx.slo_for(job.deployment).judges_itl:
+        return False
+    return job.deployment.router != "least-outstanding"
+

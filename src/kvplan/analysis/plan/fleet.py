@@ -175,40 +175,72 @@ def _matched(blocks: list[int], seen: set[int]) -> int:
 
 def simulate_fleet(replica: Replica, work: Workload, replicas: int, slo: Slo) -> FleetRun:
     """Route ``work`` over ``replicas`` copies of ``replica``, simulate each, judge the union."""
+    assign = fleet_assignment(replica, work, replicas)
+    if assign is None:  # least-outstanding: answer times from a round-robin pass first
+        first = _run(replica, work, round_robin(len(work), replicas), replicas, False)
+        e2e = np.minimum(merge_parts(first).e2el_ms, 1e9) / 1000
+        assign = least_outstanding(work.arrival_s, e2e, replicas)
+    parts = _run(replica, work, assign, replicas, slo.judges_itl)
+    return fleet_from_parts(parts, work, replicas, slo, assign)
+
+
+def fleet_assignment(replica: Replica, work: Workload, replicas: int) -> IntArray | None:
+    """Each arrival's replica where the router fixes it up front; None where it needs a
+    first pass's answer times (least-outstanding over several replicas)."""
     router = replica.deployment.router
     if router == "least-outstanding" and replicas > 1:
-        first = _run(replica, work, round_robin(len(work), replicas), replicas, False)
-        e2e = np.minimum(first[1].e2el_ms, 1e9) / 1000
-        assign = least_outstanding(work.arrival_s, e2e, replicas)
-    elif router == "prefix-affinity":
-        assign = prefix_affinity(work, replicas)
-    else:
-        assign = round_robin(len(work), replicas)
-    results, lat = _run(replica, work, assign, replicas, slo.judges_itl)
-    return _fleet(results, lat, work, replicas, slo, assign)
+        return None
+    if router == "prefix-affinity":
+        return prefix_affinity(work, replicas)
+    return round_robin(len(work), replicas)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaPart:
+    """One replica's share of a fleet run: what the fleet's verdict and counters read."""
+
+    ids: IntArray
+    latencies: Latencies
+    output_tokens: int
+    last_finish_s: float | None
+    peak_kv_usage: float
+    preemptions: int
+
+
+def replica_part(replica: Replica, work: Workload, assign: IntArray, k: int,
+                 itl: bool) -> ReplicaPart | None:
+    """Replica ``k``'s share simulated (None when the router sent it nothing)."""
+    ids = np.flatnonzero(assign == k).astype(np.int64)
+    if not len(ids):
+        return None
+    r = replica.simulate(subset(work, ids))
+    return ReplicaPart(ids=ids, latencies=latencies(r, itl=itl),
+                       output_tokens=int(r.output_tokens[r.finished].sum()),
+                       last_finish_s=float(r.finish_s[r.finished].max())
+                       if r.finished.any() else None,
+                       peak_kv_usage=r.peak_kv_blocks / max(1, r.usable_blocks),
+                       preemptions=r.total_preemptions)
 
 
 def _run(replica: Replica, work: Workload, assign: IntArray, replicas: int, itl: bool
-         ) -> tuple[list[SimulationResult], Latencies]:
-    parts, results = [], []
-    for k in range(replicas):
-        ids = np.flatnonzero(assign == k).astype(np.int64)
-        if not len(ids):
-            continue
-        r = replica.simulate(subset(work, ids))
-        results.append(r)
-        parts.append((latencies(r, itl=itl), ids))
-    return results, merge(parts)
+         ) -> list[ReplicaPart]:
+    parts = (replica_part(replica, work, assign, k, itl) for k in range(replicas))
+    return [p for p in parts if p is not None]
 
 
-def _fleet(results: list[SimulationResult], lat: Latencies, work: Workload, replicas: int,
-           slo: Slo, assign: IntArray) -> FleetRun:
-    done_out = sum(int(r.output_tokens[r.finished].sum()) for r in results)
-    ends = [float(r.finish_s[r.finished].max()) for r in results if r.finished.any()]
-    peak = max((r.peak_kv_blocks / max(1, r.usable_blocks) for r in results), default=0.0)
+def merge_parts(parts: list[ReplicaPart]) -> Latencies:
+    return merge([(p.latencies, p.ids) for p in parts])
+
+
+def fleet_from_parts(parts: list[ReplicaPart], work: Workload, replicas: int, slo: Slo,
+                     assign: IntArray) -> FleetRun:
+    """The fleet's verdict on the union of its replicas' latencies, and its counters."""
+    lat = merge_parts(parts)
+    ends = [p.last_finish_s for p in parts if p.last_finish_s is not None]
     return FleetRun(replicas=replicas, verdict=judge(lat, slo), latencies=lat,
-                    requests=len(work), output_tokens=done_out,
-                    duration_s=max(ends, default=0.0), peak_kv_usage=peak,
-                    preemptions=sum(r.total_preemptions for r in results),
+                    requests=len(work), output_tokens=sum(p.output_tokens for p in parts),
+                    duration_s=max(ends, default=0.0),
+                    peak_kv_usage=max((p.peak_kv_usage for p in parts), default=0.0),
+                    preemptions=sum(p.preemptions for p in parts),
                     requests_per_replica=tuple(int((assign == k).sum())
                                                for k in range(replicas)))

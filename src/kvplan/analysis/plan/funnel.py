@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvplan.analysis.plan.bounds import bounds
-from kvplan.analysis.plan.executor import Executor
+from kvplan.analysis.plan.executor import Executor, run_fleet_jobs
 from kvplan.analysis.plan.fleet import replica
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
 from kvplan.analysis.plan.records import Candidate, FleetInfo
@@ -195,6 +195,6 @@ def run_capacity(ex: Executor, ctx: JobContext, cands: list[Candidate], lim: Lim
 
 def run_fleets(ex: Executor, ctx: JobContext, c: Candidate, sizes: list[int],
                t: Tally) -> dict[int, FleetInfo]:
-    outs = [o for o in ex.run(ctx, fleet_jobs(c, sizes)) if isinstance(o, FleetOut)]
+    outs = run_fleet_jobs(ex, ctx, fleet_jobs(c, sizes))
     tally(t, outs)
     return {o.info.replicas: o.info for o in outs}

@@ -11,7 +11,14 @@ from dataclasses import dataclass, replace
 
 from kvplan.analysis.plan.bands import edge_slo, goodput_band, ratios_for
 from kvplan.analysis.plan.capacity_search import Capacity, Probe, find_capacity, probe
-from kvplan.analysis.plan.fleet import FleetRun, replica, simulate_fleet
+from kvplan.analysis.plan.fleet import (
+    FleetRun,
+    ReplicaPart,
+    fleet_assignment,
+    replica,
+    replica_part,
+    simulate_fleet,
+)
 from kvplan.analysis.plan.judge import judge
 from kvplan.analysis.plan.records import CapacityInfo, FleetInfo
 from kvplan.analysis.plan.shares import ReplicaSearch, find_replicas, share_probe
@@ -69,6 +76,22 @@ class FleetJob:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartJob:
+    """Replica ``index`` of a FleetJob's fleet alone (executor.run_fleet_jobs spreads a fleet's
+    replicas over idle workers)."""
+
+    deployment: Deployment
+    replicas: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartOut:
+    part: ReplicaPart | None
+    sim_requests: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeJob:
     """Simulate one replica on the unit stream at one rate (the what-ifs' common load)."""
 
@@ -103,8 +126,8 @@ class FleetOut:
     sim_requests: int
 
 
-Job = CapacityJob | FleetJob | ProbeJob | ShareJob
-Out = CapacityOut | FleetOut | ProbeOut
+Job = CapacityJob | FleetJob | PartJob | ProbeJob | ShareJob
+Out = CapacityOut | FleetOut | PartOut | ProbeOut
 
 
 def run_jobs(ctx: JobContext, jobs: Sequence[Job]) -> list[Out]:
@@ -119,6 +142,12 @@ def run_job(ctx: JobContext, job: Job) -> Out:
         assert ctx.target is not None
         run = simulate_fleet(rep, ctx.target, job.replicas, slo)
         return FleetOut(info=fleet_info(run, ctx, job.deployment), sim_requests=run.requests)
+    if isinstance(job, PartJob):
+        assert ctx.target is not None
+        assign = fleet_assignment(rep, ctx.target, job.replicas)
+        assert assign is not None
+        part = replica_part(rep, ctx.target, assign, job.index, slo.judges_itl)
+        return PartOut(part=part, sim_requests=0 if part is None else len(part.ids))
     if isinstance(job, ShareJob):
         assert ctx.target is not None and ctx.rate_rps is not None
         sp = share_probe(rep, ctx.target, slo, job.replicas, len(ctx.unit), ctx.rate_rps)

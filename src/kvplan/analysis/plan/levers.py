@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.analysis.plan.bounds import bounds
-from kvplan.analysis.plan.executor import Executor
+from kvplan.analysis.plan.executor import Executor, run_fleet_jobs
 from kvplan.analysis.plan.fleet import replica
 from kvplan.analysis.plan.funnel import Limits, Tally, run_capacity, tally
-from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
+from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, JobContext
 from kvplan.analysis.plan.records import Candidate, Lever
 from kvplan.analysis.plan.search import after_capacity, verify_many
 from kvplan.analysis.plan.why.explain import lever_variants
@@ -126,8 +126,8 @@ def _at_winner_size(w: Candidate, done: list[Candidate], ex: Executor, ctx: JobC
     if key is None:
         return [None] * len(done)
     need = [i for i, f in enumerate(have) if f is None]  # one batch: simulated side by side
-    outs = [o for o in ex.run(ctx, [FleetJob(deployment=done[i].deployment, replicas=n)
-                                    for i in need]) if isinstance(o, FleetOut)]
+    outs = run_fleet_jobs(ex, ctx, [FleetJob(deployment=done[i].deployment, replicas=n)
+                                    for i in need])
     tally(t, outs)
     for i, o in zip(need, outs, strict=True):
         have[i] = o.info

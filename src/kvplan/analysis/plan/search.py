@@ -12,7 +12,7 @@ import math
 from collections.abc import Generator, Mapping
 from dataclasses import replace
 
-from kvplan.analysis.plan.executor import Executor
+from kvplan.analysis.plan.executor import Executor, run_fleet_jobs
 from kvplan.analysis.plan.funnel import (
     ROUND,
     Limits,
@@ -23,7 +23,7 @@ from kvplan.analysis.plan.funnel import (
     tally,
     usd_per_mtok,
 )
-from kvplan.analysis.plan.jobs import CapacityOut, FleetJob, FleetOut, JobContext
+from kvplan.analysis.plan.jobs import CapacityOut, FleetJob, JobContext
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.costs.pricing import fleet_cost
 from kvplan.specs.prices import PriceTable
@@ -144,8 +144,8 @@ def verify_many(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: P
     asks = _advance(steps, {i: None for i in range(len(cands))}, done)
     while asks:
         want = [(i, n) for i, sizes in asks.items() for n in sizes]
-        outs = [o for o in ex.run(ctx, [FleetJob(deployment=cands[i].deployment, replicas=n)
-                                        for i, n in want]) if isinstance(o, FleetOut)]
+        outs = run_fleet_jobs(ex, ctx, [FleetJob(deployment=cands[i].deployment, replicas=n)
+                                        for i, n in want])
         tally(t, outs)
         got: dict[int, dict[int, FleetInfo]] = {i: {} for i in asks}
         for (i, _), o in zip(want, outs, strict=True):
