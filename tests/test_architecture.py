@@ -16,6 +16,7 @@ LAYERS = {
     "memo": 0,
     "api_check": 0,
     "notes": 0,
+    "raw_arrays": 0,
     "specs": 1,
     "costs": 2,
     "sim": 3,

@@ -17,16 +17,17 @@ import json
 import mmap
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy loads with the first load or save: cache_root alone needs none
+    import numpy.typing as npt
 
-Arrays = dict[str, npt.NDArray[Any]]
+Arrays = dict[str, "npt.NDArray[Any]"]
 _ALIGN = 64
 
 
 def cache_root() -> Path:
+    """kvplan's cache folder (every cache lives in a folder of its own below it)."""
     env = os.environ.get("KVPLAN_CACHE_DIR")
     if env:
         return Path(env)
@@ -36,6 +37,8 @@ def cache_root() -> Path:
 
 def load(entry: Path, magic: bytes) -> Arrays | None:
     """The arrays of ``entry``, or None if it is missing, not whole or not ``magic``'s."""
+    import numpy as np
+
     try:
         data = _mapped(entry)
         if data[:len(magic)] != magic:
@@ -63,6 +66,8 @@ def _mapped(entry: Path) -> mmap.mmap:
 
 def save(entry: Path, arrays: Arrays, magic: bytes) -> bool:
     """Write every array raw to ``entry`` (atomically); False where it cannot be written."""
+    import numpy as np
+
     header: dict[str, list[Any]] = {}
     end = 0
     for name, a in arrays.items():  # offsets from the data's start, each 64-byte aligned

@@ -29,6 +29,7 @@ from kvplan.analysis.plan.fleet import Replica
 from kvplan.analysis.plan.judge import Latencies, Verdict, judge, judged_mask
 from kvplan.analysis.weighted import counted_percentile
 from kvplan.costs.step.records import StepAggregates
+from kvplan.memo import Memo
 from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
 
@@ -102,21 +103,19 @@ class _Grid:
     """Each request's prompt, rounded down to the grid (an index)."""
 
 
-_GRIDS: dict[tuple[int, bool], tuple[Workload, _Grid]] = {}
-"""(id(workload), prefix caching) -> the grid; the workload is held, so its id stays its own."""
+_GRIDS: Memo[tuple[Workload, _Grid]] = Memo(16)
+"""(id(workload), prefix caching) -> (the workload, its grid): the workload is held beside
+its grid, so its id cannot be another's while the entry lasts."""
 
 
 def _grid_of(work: Workload, prefix_caching: bool) -> _Grid:
-    key = (id(work), prefix_caching)
-    got = _GRIDS.get(key)
-    if got is None or got[0] is not work:
-        if len(_GRIDS) >= 16:
-            _GRIDS.clear()
+    def build() -> tuple[Workload, _Grid]:
         grid = _grid(int(work.prompt_tokens.max()))
-        g = _Grid(points=grid, ttft_at=_round_down(uncached_prompts(work, prefix_caching), grid),
-                  tpot_at=_round_down(work.prompt_tokens.astype(np.int64), grid))
-        got = _GRIDS[key] = (work, g)
-    return got[1]
+        return work, _Grid(points=grid,
+                           ttft_at=_round_down(uncached_prompts(work, prefix_caching), grid),
+                           tpot_at=_round_down(work.prompt_tokens.astype(np.int64), grid))
+
+    return _GRIDS.get((id(work), prefix_caching), build)[1]
 
 
 def _grid_times(rep: Replica, points: IntArray) -> tuple[FloatArray, FloatArray]:

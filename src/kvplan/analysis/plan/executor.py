@@ -165,7 +165,7 @@ def run_fleet_jobs(ex: Executor, ctx: JobContext, jobs: list[FleetJob]) -> list[
              and all(_splits(ctx, j) for j in jobs))
     if not split:
         return [o for o in ex.run(ctx, jobs) if isinstance(o, FleetOut)]
-    from kvplan.analysis.plan.fleet import fleet_assignment, fleet_from_parts, replica
+    from kvplan.analysis.plan.fleet import fleet_from_parts
 
     parts = [PartJob(deployment=j.deployment, replicas=j.replicas, index=k)
              for j in jobs for k in range(j.replicas)]
@@ -174,10 +174,8 @@ def run_fleet_jobs(ex: Executor, ctx: JobContext, jobs: list[FleetJob]) -> list[
     for j in jobs:
         mine = [next(got) for _ in range(j.replicas)]
         assert ctx.target is not None
-        assign = fleet_assignment(replica(j.deployment, ctx.profile), ctx.target, j.replicas)
-        assert assign is not None
         run = fleet_from_parts([o.part for o in mine if o.part is not None], ctx.target,
-                               j.replicas, ctx.slo_for(j.deployment), assign)
+                               j.replicas, ctx.slo_for(j.deployment))
         outs.append(FleetOut(info=fleet_info(run, ctx, j.deployment), sim_requests=run.requests))
     return outs
 

@@ -180,8 +180,8 @@ def simulate_fleet(replica: Replica, work: Workload, replicas: int, slo: Slo) ->
         first = _run(replica, work, round_robin(len(work), replicas), replicas, False)
         e2e = np.minimum(merge_parts(first).e2el_ms, 1e9) / 1000
         assign = least_outstanding(work.arrival_s, e2e, replicas)
-    parts = _run(replica, work, assign, replicas, slo.judges_itl)
-    return fleet_from_parts(parts, work, replicas, slo, assign)
+    return fleet_from_parts(_run(replica, work, assign, replicas, slo.judges_itl), work,
+                            replicas, slo)
 
 
 def fleet_assignment(replica: Replica, work: Workload, replicas: int) -> IntArray | None:
@@ -199,6 +199,7 @@ def fleet_assignment(replica: Replica, work: Workload, replicas: int) -> IntArra
 class ReplicaPart:
     """One replica's share of a fleet run: what the fleet's verdict and counters read."""
 
+    index: int
     ids: IntArray
     latencies: Latencies
     output_tokens: int
@@ -214,7 +215,7 @@ def replica_part(replica: Replica, work: Workload, assign: IntArray, k: int,
     if not len(ids):
         return None
     r = replica.simulate(subset(work, ids))
-    return ReplicaPart(ids=ids, latencies=latencies(r, itl=itl),
+    return ReplicaPart(index=k, ids=ids, latencies=latencies(r, itl=itl),
                        output_tokens=int(r.output_tokens[r.finished].sum()),
                        last_finish_s=float(r.finish_s[r.finished].max())
                        if r.finished.any() else None,
@@ -232,15 +233,18 @@ def merge_parts(parts: list[ReplicaPart]) -> Latencies:
     return merge([(p.latencies, p.ids) for p in parts])
 
 
-def fleet_from_parts(parts: list[ReplicaPart], work: Workload, replicas: int, slo: Slo,
-                     assign: IntArray) -> FleetRun:
-    """The fleet's verdict on the union of its replicas' latencies, and its counters."""
+def fleet_from_parts(parts: list[ReplicaPart], work: Workload, replicas: int,
+                     slo: Slo) -> FleetRun:
+    """The fleet's verdict on the union of its replicas' latencies, and its counters (a
+    replica the router sent nothing has no part)."""
     lat = merge_parts(parts)
     ends = [p.last_finish_s for p in parts if p.last_finish_s is not None]
+    routed = [0] * replicas
+    for p in parts:
+        routed[p.index] = len(p.ids)
     return FleetRun(replicas=replicas, verdict=judge(lat, slo), latencies=lat,
                     requests=len(work), output_tokens=sum(p.output_tokens for p in parts),
                     duration_s=max(ends, default=0.0),
                     peak_kv_usage=max((p.peak_kv_usage for p in parts), default=0.0),
                     preemptions=sum(p.preemptions for p in parts),
-                    requests_per_replica=tuple(int((assign == k).sum())
-                                               for k in range(replicas)))
+                    requests_per_replica=tuple(routed))

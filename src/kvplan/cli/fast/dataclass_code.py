@@ -85,14 +85,11 @@ def _unmarshal(raw: bytes) -> CodeType | None:
 
 
 def cache_file() -> str:
-    """Where this interpreter's dataclass code is kept (trace_cache.cache_dir's root, /code)."""
-    root = os.environ.get("KVPLAN_CACHE_DIR")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
-                                                                 ".cache")
-        root = os.path.join(base, "kvplan")
+    """Where this interpreter's dataclass code is kept (kvplan's cache root, /code)."""
+    from kvplan.raw_arrays import cache_root
+
     tag = sys.implementation.cache_tag or "none"
-    return os.path.join(root, "code", f"dataclass-{tag}-{sys.hexversion:x}.bin")
+    return str(cache_root() / "code" / f"dataclass-{tag}-{sys.hexversion:x}.bin")
 
 
 def load(path: str) -> dict[str, CodeType | bytes]:
