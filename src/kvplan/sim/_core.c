@@ -19,6 +19,7 @@
 #include "_core_state.h"
 #include "_core_pool.h"
 #include "_core_disagg.h"
+#include "_core_run.h"
 #include "_core_sched.h"
 
 /* ------------------------------------------------------------ Python glue */
@@ -216,13 +217,14 @@ static int bind_keys(Sim *m, PyObject *kt, Py_buffer *v) {
 }
 
 static PyObject *results(Sim *m) {
-    return Py_BuildValue("(NNNNNNNNNNNLLLd)", to_bytes(&m->st, 8), to_bytes(&m->en, 8),
+    return Py_BuildValue("(NNNNNNNNNNNLLLdL)", to_bytes(&m->st, 8), to_bytes(&m->en, 8),
                          to_bytes(&m->used, 8), to_bytes(&m->logical, 8),
                          to_bytes(&m->nrun_col, 8), to_bytes(&m->nwait_col, 8),
                          to_bytes(&m->newtok, 8), to_bytes(&m->sreq, 8),
                          to_bytes(&m->sfirst, 8), to_bytes(&m->slast, 8),
                          to_bytes(&m->psteps, 8), (long long)m->query_tokens,
-                         (long long)m->prefill_blocks, (long long)m->decode_blocks, m->clock);
+                         (long long)m->prefill_blocks, (long long)m->decode_blocks, m->clock,
+                         (long long)m->run_steps);
 }
 
 static PyObject *core_run(PyObject *self, PyObject *args) {
@@ -241,6 +243,7 @@ static PyObject *core_run(PyObject *self, PyObject *args) {
     Sim m;
     memset(&m, 0, sizeof m);
     m.n = n, m.budget = budget, m.max_seqs = seqs, m.bs = bs, m.thr = thr, m.usable = usable;
+    m.bshift = (bs & (bs - 1)) == 0 ? __builtin_ctzll((unsigned long long)bs) : -1;
     m.chunked = chunked, m.caching = caching, m.validate = validate, m.closed = slots > 0;
     Py_buffer v[NARR], tabs[6], kv[2], gv[5], dv[7];
     memset(dv, 0, sizeof dv);
@@ -353,7 +356,7 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
 
 /* KVPLAN_CORE_ABI: bumped whenever the functions or core_run's arguments change; kvplan.sim.core ignores a
    build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
-#define KVPLAN_CORE_ABI 3
+#define KVPLAN_CORE_ABI 4
 PyMODINIT_FUNC PyInit__core(void) {
     PyObject *m = PyModule_Create(&MODULE);
     if (m != NULL && PyModule_AddIntConstant(m, "ABI", KVPLAN_CORE_ABI) < 0) {

@@ -121,20 +121,25 @@ static i64 own_cached(const Sim *m, i64 rid) {
 
 static i64 cdiv(i64 a, i64 b) { return (a + b - 1) / b; }
 
+/* floor(a / B) and ceil(a / B) for a >= 0, B the block size: a shift when B is a power of
+ * two (bshift >= 0; a division is the step loop's costliest instruction), else a division */
+static i64 bdiv(const Sim *m, i64 a) { return m->bshift >= 0 ? a >> m->bshift : a / m->bs; }
+static i64 bceil(const Sim *m, i64 a) { return bdiv(m, a + m->bs - 1); }
+
 /* KvShape.blocks_one: pool blocks a request holds at `tokens` after a step that started at
  * `before` computed tokens (sliding windows free the blocks before the window on `before`) */
 static i64 blocks_of(const Sim *m, i64 tokens, i64 before) {
-    if (m->simple) return cdiv(tokens, m->bs);
+    if (m->simple) return bceil(m, tokens);
     i64 total = 0;
     for (i64 g = 0; g < m->ng; g++) {
         i64 n;
         if (m->gkind[g] == G_STATE) {
             n = tokens > 0;
         } else {
-            n = cdiv(tokens, m->bs);
+            n = bceil(m, tokens);
             if (m->gkind[g] == G_SLIDING) {
                 i64 x = before - m->gwin[g] + 1;
-                n -= (x > 0 ? x : 0) / m->bs;
+                n -= bdiv(m, x > 0 ? x : 0);
             }
         }
         total += m->gweight[g] * n;
@@ -185,7 +190,7 @@ static i64 n_shared(const Sim *m, i64 r) { return m->koff[r + 1] - m->koff[r]; }
 /* Scheduler.register: cache r's shared-content blocks that are full at `tokens` */
 static void reg(Sim *m, i64 r, i64 tokens) {
     if (!m->caching) return;
-    i64 start = m->reg_next[r], stop = tokens / m->bs, nk = n_shared(m, r);
+    i64 start = m->reg_next[r], stop = bdiv(m, tokens), nk = n_shared(m, r);
     if (stop > nk) stop = nk;
     if (start >= stop) return;
     const i64 *keys = m->keys + m->koff[r];
@@ -202,7 +207,7 @@ static void reg(Sim *m, i64 r, i64 tokens) {
 static void sched_free(Sim *m, i64 r, int keep_own) {
     i64 own = 0, nh = m->hk_n[r];
     if (keep_own && m->caching) {
-        own = m->computed[r] / m->bs - n_shared(m, r);
+        own = bdiv(m, m->computed[r]) - n_shared(m, r);
         if (own < 0) own = 0;
     }
     give_anon(m, m->held[r] - nh - own);

@@ -304,7 +304,8 @@ static int loop(Sim *m, PyObject *progress, PyThreadState **ts) {
             if (moved == 0) break;
             continue;
         }
-        int got = general_step(m);
+        i64 ran = decode_run(m, progress != Py_None ? shown + 4096 - m->step : RUN_MAX);
+        int got = ran ? 1 : general_step(m);
         if (got < 0 && m->mode && m->nrun == 0) { /* stalled: the head waits for an event */
             if (idle_until_next(m) <= 0) return LOOP_STUCK;
             got = 0;

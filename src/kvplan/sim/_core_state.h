@@ -102,7 +102,7 @@ typedef struct {
     i64 *computed, *generated, *held, *preempts, *hits, *last_emit, *seg_start;
     int8_t *status;
     double *sent, *scheduled, *first, *finish;
-    i64 budget, max_seqs, bs, usable, thr;
+    i64 budget, max_seqs, bs, bshift, usable, thr; /* bshift: log2(bs), or -1 */
     int chunked, caching, validate;
     /* KV cache groups, equal ones merged (core.py): kind (G_FULL, G_SLIDING, G_STATE),
      * window, pool blocks per block of tokens, bytes per token, state bytes */
@@ -132,6 +132,7 @@ typedef struct {
     /* outputs */
     Buf st, en, used, logical, nrun_col, nwait_col, newtok, sreq, sfirst, slast, psteps;
     i64 query_tokens, prefill_blocks, decode_blocks, ptr, done, step;
+    i64 run_steps; /* steps taken in decode runs (_core_run.h) */
     double clock, next_s, next_send, api_free; /* api_free: the API server's next idle time */
     int oom;
     /* a disaggregated fleet's instance (_core_disagg.h; sim/disagg/compiled.py): mode 0

@@ -73,11 +73,13 @@ class _Loop(Protocol):
 
 ENV = "KVPLAN_SIM_CORE"
 """Set to "python" to force the pure-Python loop (the reference the core is tested against)."""
-CORE_ABI = 3
+CORE_ABI = 4
 """The extension's ``ABI`` constant this code calls (_core.c KVPLAN_CORE_ABI)."""
 _FORMS: OrderedDict[int, tuple[Any, tuple[object, ...] | None]] = OrderedDict()
 """id(timer) -> (timer, form tuple or None), the last few timers (the planner reuses one)."""
 _KEEP = 8
+DECODE_RUN_STEPS = [0]
+"""Steps the core has taken in decode runs (_core_run.h) in this process, for tests."""
 
 
 def module() -> ModuleType | None:
@@ -185,6 +187,7 @@ def package(loop: _Loop, out: tuple[Any, ...]) -> SimulationResult:
                      logical_bytes=_i64(out[3]), running=_i64(out[4]), waiting=_i64(out[5]),
                      new_tokens=_i64(out[6]))
     loop.s.clock = float(out[14])
+    DECODE_RUN_STEPS[0] += out[15]
     loop.s.step = len(steps.end_s)
     loop.query_tokens, loop.prefill_blocks, loop.decode_blocks = out[11], out[12], out[13]
     return loop._package(steps, (_i64(out[7]), _i64(out[8]), _i64(out[9])), _i64(out[10]))

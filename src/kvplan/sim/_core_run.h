@@ -1,0 +1,71 @@
+/* kvplan.sim._core: runs of pure decode steps, stepped at O(1) each; included by _core.c
+ * only, after _core_pool.h. */
+
+/* A decode run: steps in which every running request computes its one next token and
+ * nothing else can happen - no request is due to arrive, none waiting can be admitted, none
+ * finishes, none needs a block the pool lacks (so none is preempted), none registers a prefix
+ * block. Each such step is what general_step would do, to the bit: the same sums (tokens =
+ * requests = n, context = C0 + j n, pairs = context + n; integers, so their order does not
+ * matter), the same step_time call, the same seven columns; what general_step does request
+ * by request (one token, one emission, a block every block_size tokens) is done once at the
+ * run's end, and the pool's takes are one take of their sum (take consumes the free queue in
+ * order, and nothing is given back within the run). Full attention in one group of weight 1,
+ * no priced window, aggregated serving only; anything else takes the general step. */
+#define RUN_MAX 256
+
+/* the run's length bound from its requests, 0 if one of them is not plainly decoding; *c0
+ * the sum of their computed tokens */
+static i64 run_bound(const Sim *m, i64 k, i64 *c0) {
+    *c0 = 0;
+    for (i64 i = 0; i < m->nrun; i++) {
+        i64 r = m->run[i], c = m->computed[r], g = m->generated[r];
+        if (g < 1 || c < 1 || c != m->prompt[r] + g - 1 || m->last_emit[r] != m->step - 1
+            || m->held[r] != bceil(m, c)
+            || (m->caching && m->reg_next[r] < n_shared(m, r)))
+            return 0;
+        if (m->output[r] - g - 1 < k) k = m->output[r] - g - 1; /* nobody finishes */
+        *c0 += c;
+    }
+    return k;
+}
+
+/* up to `limit` steps of a decode run; returns how many ran (0: the general step runs) */
+static i64 decode_run(Sim *m, i64 limit) {
+    i64 n = m->nrun, c0, cnt[RUN_MAX];
+    if (m->mode || m->ng != 1 || m->gkind[0] != G_FULL || m->gweight[0] != 1 || m->f.win
+        || n == 0 || n > m->budget || (m->wn && n < m->max_seqs && m->budget > n))
+        return 0;
+    i64 k = run_bound(m, limit < RUN_MAX ? limit : RUN_MAX, &c0);
+    if (k < 2) return 0;
+    memset(cnt, 0, sizeof(i64) * (size_t)k);
+    for (i64 i = 0; i < n; i++) { /* step j takes a block for each request at c0 + j = 0 mod B */
+        i64 c = m->computed[m->run[i]];
+        for (i64 j = bceil(m, c) * m->bs - c; j < k; j += m->bs) cnt[j]++;
+    }
+    i64 free0 = m->free, taken = 0, j = 0;
+    for (; j < k && m->next_s > m->clock && taken + cnt[j] <= free0; j++) {
+        taken += cnt[j];
+        i64 ctx = c0 + j * n;
+        Sums q = {n, n, ctx, ctx + n, 0, 0, 0, 0, 0};
+        double start = m->clock;
+        double end = start + step_time(&m->f, &q);
+        if (PUSH(m->st, double, start) || PUSH(m->en, double, end)
+            || PUSH(m->used, i64, m->usable - (free0 - taken))
+            || PUSH(m->logical, i64, m->gbpt[0] * (ctx + n)) || PUSH(m->nrun_col, i64, n)
+            || PUSH(m->nwait_col, i64, m->wn) || PUSH(m->newtok, i64, n))
+            m->oom = 1;
+        m->clock = end;
+        m->step++;
+    }
+    for (i64 i = 0; j && i < n; i++) {
+        i64 r = m->run[i];
+        m->computed[r] += j;
+        m->generated[r] += j;
+        m->last_emit[r] = m->step - 1;
+        m->held[r] = bceil(m, m->computed[r]);
+    }
+    take(m, taken);
+    m->decode_blocks += taken;
+    m->run_steps += j;
+    return j;
+}

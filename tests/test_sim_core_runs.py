@@ -1,0 +1,113 @@
+"""The core's decode runs (_core_run.h): steps in which every running request decodes one
+token and nothing else can happen, stepped at O(1) each. An exact trace by hand, then the
+Python loop to the bit on long decodes, block sizes that are and are not powers of two, tight
+pools, closed loops and prefix caching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvplan.sim import core
+from kvplan.sim.blocks import CacheGroup, KvShape
+from kvplan.sim.scheduler import Limits
+from kvplan.sim.simulator import simulate
+from kvplan.sim.testing import ArrayWorkload, LinearTimer, workload
+from tests.core_helpers import assert_same, python_loop
+
+pytestmark = pytest.mark.skipif(core.module() is None, reason="the compiled core is not built")
+
+
+def _run_steps(w: ArrayWorkload, **kw: object) -> tuple[object, int]:
+    before = core.DECODE_RUN_STEPS[0]
+    r = simulate(w, **kw)
+    return r, core.DECODE_RUN_STEPS[0] - before
+
+
+@pytest.mark.parametrize("block_size", [4, 3])
+def test_a_decode_run_by_hand(block_size: int) -> None:
+    """Two prompts of 3 tokens, 6 output tokens each, 1 s a step, 7 bytes a token. Step 0
+    prefills both (first tokens at 1 s). Steps 1-4 are a decode run: each request starts it
+    at 3 computed tokens with 1 token generated, and finishes only at 6 generated (step 5,
+    general). Step j computes each request's token j + 3 (0-based). B = 4: token 4 (step 2)
+    opens each request's second block, so used blocks 2, 2, 4, 4, 4, 4; B = 3: tokens 3 and 6
+    (steps 1 and 4): 2, 4, 4, 4, 6, 6. Logical bytes: 2 requests x computed tokens x 7."""
+    w = workload([0.0, 0.0], [3, 3], [6, 6])
+    kw = dict(timer=LinearTimer(base_s=1.0), num_blocks=12, block_size=block_size,
+              kv=KvShape(block_size=block_size, groups=(CacheGroup(bytes_per_token=7),)),
+              limits=Limits(max_num_batched_tokens=8, max_num_seqs=4), validate=True)
+    r, ran = _run_steps(w, **kw)
+    s = r.steps
+    assert ran == 4
+    assert s.end_s.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert s.new_tokens.tolist() == [6, 2, 2, 2, 2, 2]
+    assert s.used_blocks.tolist() == ([2, 2, 4, 4, 4, 4] if block_size == 4 else
+                                      [2, 4, 4, 4, 6, 6])
+    assert s.logical_bytes.tolist() == [42, 56, 70, 84, 98, 112]
+    assert r.first_token_s.tolist() == [1.0, 1.0] and r.finish_s.tolist() == [6.0, 6.0]
+    assert r.token_times(0).tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert (r.prefill_claimed_blocks, r.decode_claimed_blocks) == (
+        (2, 2) if block_size == 4 else (2, 4))
+    with python_loop():
+        assert_same(r, simulate(w, **kw))
+
+
+def test_an_arrival_ends_a_run_and_is_admitted_on_time() -> None:
+    """A decodes alone from step 1; B is due at 3.5 s, so the run stops before the step
+    that starts at 4 s, which admits B."""
+    w = workload([0.0, 3.5], [3, 3], [8, 2])
+    kw = dict(timer=LinearTimer(base_s=1.0), num_blocks=12, block_size=4,
+              limits=Limits(max_num_batched_tokens=8, max_num_seqs=4))
+    r, ran = _run_steps(w, **kw)
+    assert ran == 3  # steps 1, 2, 3
+    assert r.steps.new_tokens.tolist()[:6] == [3, 1, 1, 1, 4, 2]
+    assert r.first_token_s.tolist() == [1.0, 5.0]
+    with python_loop():
+        assert_same(r, simulate(w, **kw))
+
+
+@st.composite
+def long_decodes(draw):
+    """Few arrivals, long outputs: long runs, cut by arrivals, finishes and full pools."""
+    n = draw(st.integers(1, 12))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.01, 0.2, 1.0, 5.0]), min_size=n, max_size=n))
+    w = ArrayWorkload(
+        arrival_s=np.cumsum(gaps),
+        prompt_tokens=np.array(draw(st.lists(st.integers(0, 70), min_size=n, max_size=n))),
+        output_tokens=np.array(draw(st.lists(st.integers(1, 600), min_size=n, max_size=n))),
+        closed_loop_concurrency=draw(st.none() | st.integers(1, 4)), hash_block_tokens=4,
+        prefix_hashes=(tuple(np.array(draw(st.lists(st.integers(0, 2), min_size=1, max_size=4)))
+                             for _ in range(n)) if draw(st.booleans()) else None))
+    b = draw(st.sampled_from([1, 3, 4, 16]))
+    lim = Limits(max_num_batched_tokens=draw(st.integers(1, 64)),
+                 max_num_seqs=draw(st.integers(1, 8)), chunked_prefill=draw(st.booleans()),
+                 prefix_caching=draw(st.booleans()))
+    cfg = dict(num_blocks=draw(st.integers(2, 900)), block_size=b, limits=lim,
+               kv=KvShape(block_size=b, groups=(CacheGroup(bytes_per_token=5),)),
+               shared_prefix_tokens=draw(st.sampled_from([0, 8])))
+    return w, cfg
+
+
+@settings(max_examples=200, deadline=None)
+@given(long_decodes(), st.sampled_from([LinearTimer(base_s=0.003, per_context_s=3e-7),
+                                        LinearTimer(base_s=0.01, per_token_s=1e-4,
+                                                    per_context_s=1e-6)]))
+def test_runs_equal_the_python_loop_to_the_bit(case, timer) -> None:
+    w, cfg = case
+    got = simulate(w, timer=timer, validate=True, **cfg)
+    with python_loop():
+        assert_same(got, simulate(w, timer=timer, validate=True, **cfg))
+
+
+def test_progress_is_called_at_the_same_steps_as_without_runs() -> None:
+    """A run never crosses a progress report (every 4,096 steps): one long decode of 9,000
+    tokens reports at steps 4,096 and 8,192, then the end."""
+    w = workload([0.0], [5], [9000])
+    seen: list[tuple[int, int]] = []
+    r, ran = _run_steps(w, timer=LinearTimer(base_s=0.001), num_blocks=700, block_size=16,
+                        limits=Limits(max_num_batched_tokens=64, max_num_seqs=4),
+                        progress=lambda d, n: seen.append((d, n)))
+    assert ran > 8000 and len(r.steps.end_s) == 9000
+    assert seen == [(0, 1), (0, 1), (1, 1)]
