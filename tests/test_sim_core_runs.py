@@ -29,9 +29,9 @@ def _run_steps(w: ArrayWorkload, **kw: object) -> tuple[object, int]:
 @pytest.mark.parametrize("block_size", [4, 3])
 def test_a_decode_run_by_hand(block_size: int) -> None:
     """Two prompts of 3 tokens, 6 output tokens each, 1 s a step, 7 bytes a token. Step 0
-    prefills both (first tokens at 1 s). Steps 1-4 are a decode run: each request starts it
-    at 3 computed tokens with 1 token generated, and finishes only at 6 generated (step 5,
-    general). Step j computes each request's token j + 3 (0-based). B = 4: token 4 (step 2)
+    prefills both (first tokens at 1 s). Steps 1-5 are a decode run: each request starts it
+    at 3 computed tokens with 1 token generated; both finish at its last step (6 generated,
+    6 s). Step j computes each request's token j + 3 (0-based). B = 4: token 4 (step 2)
     opens each request's second block, so used blocks 2, 2, 4, 4, 4, 4; B = 3: tokens 3 and 6
     (steps 1 and 4): 2, 4, 4, 4, 6, 6. Logical bytes: 2 requests x computed tokens x 7."""
     w = workload([0.0, 0.0], [3, 3], [6, 6])
@@ -40,7 +40,7 @@ def test_a_decode_run_by_hand(block_size: int) -> None:
               limits=Limits(max_num_batched_tokens=8, max_num_seqs=4), validate=True)
     r, ran = _run_steps(w, **kw)
     s = r.steps
-    assert ran == 4
+    assert ran == 5
     assert s.end_s.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert s.new_tokens.tolist() == [6, 2, 2, 2, 2, 2]
     assert s.used_blocks.tolist() == ([2, 2, 4, 4, 4, 4] if block_size == 4 else
@@ -56,14 +56,15 @@ def test_a_decode_run_by_hand(block_size: int) -> None:
 
 def test_an_arrival_ends_a_run_and_is_admitted_on_time() -> None:
     """A decodes alone from step 1; B is due at 3.5 s, so the run stops before the step
-    that starts at 4 s, which admits B."""
+    that starts at 4 s, which admits B. Step 5 (B's last token: a run of one step) is a
+    general step; A's last two (6, 7) are a run that ends with its finish."""
     w = workload([0.0, 3.5], [3, 3], [8, 2])
     kw = dict(timer=LinearTimer(base_s=1.0), num_blocks=12, block_size=4,
               limits=Limits(max_num_batched_tokens=8, max_num_seqs=4))
     r, ran = _run_steps(w, **kw)
-    assert ran == 3  # steps 1, 2, 3
+    assert ran == 5  # steps 1, 2, 3, then 6, 7
     assert r.steps.new_tokens.tolist()[:6] == [3, 1, 1, 1, 4, 2]
-    assert r.first_token_s.tolist() == [1.0, 5.0]
+    assert r.first_token_s.tolist() == [1.0, 5.0] and r.finish_s.tolist() == [8.0, 6.0]
     with python_loop():
         assert_same(r, simulate(w, **kw))
 

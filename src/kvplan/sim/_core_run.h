@@ -1,10 +1,11 @@
 /* kvplan.sim._core: runs of pure decode steps, stepped at O(1) each; included by _core.c
- * only, after _core_pool.h. */
+ * only, after _core_pool.h and before _core_sched.h. */
 
 /* A decode run: steps in which every running request computes its one next token and
  * nothing else can happen - no request is due to arrive, none waiting can be admitted, none
- * finishes, none needs a block the pool lacks (so none is preempted), none registers a prefix
- * block. Each such step is what general_step would do, to the bit: the same sums (tokens =
+ * needs a block the pool lacks (so none is preempted), none registers a prefix block, and
+ * none finishes before the run's last step (where the first ones may: finish_all, as the
+ * general step calls it). Each such step is what general_step would do, to the bit: the same sums (tokens =
  * requests = n, context = C0 + j n, pairs = context + n; integers, so their order does not
  * matter), the same step_time call, the same seven columns; what general_step does request
  * by request (one token, one emission, a block every block_size tokens) is done once at the
@@ -13,8 +14,10 @@
  * no priced window, aggregated serving only; anything else takes the general step. */
 #define RUN_MAX 256
 
-/* the run's length bound from its requests, 0 if one of them is not plainly decoding; *c0
- * the sum of their computed tokens */
+static void finish_all(Sim *m, i64 nfin, double end); /* _core_sched.h */
+
+/* the run's length bound from its requests (its last step may finish some), 0 if one of
+ * them is not plainly decoding; *c0 the sum of their computed tokens */
 static i64 run_bound(const Sim *m, i64 k, i64 *c0) {
     *c0 = 0;
     for (i64 i = 0; i < m->nrun; i++) {
@@ -23,7 +26,7 @@ static i64 run_bound(const Sim *m, i64 k, i64 *c0) {
             || m->held[r] != bceil(m, c)
             || (m->caching && m->reg_next[r] < n_shared(m, r)))
             return 0;
-        if (m->output[r] - g - 1 < k) k = m->output[r] - g - 1; /* nobody finishes */
+        if (m->output[r] - g < k) k = m->output[r] - g; /* the first finish ends the run */
         *c0 += c;
     }
     return k;
@@ -67,5 +70,9 @@ static i64 decode_run(Sim *m, i64 limit) {
     take(m, taken);
     m->decode_blocks += taken;
     m->run_steps += j;
+    i64 nfin = 0;
+    for (i64 i = 0; j && i < n; i++) /* finishers in plan order (= running order), as emit */
+        if (m->generated[m->run[i]] == m->output[m->run[i]]) m->p_id[nfin++] = m->run[i];
+    if (nfin) finish_all(m, nfin, m->clock);
     return j;
 }
