@@ -11,7 +11,8 @@
  * by request (one token, one emission, a block every block_size tokens) is done once at the
  * run's end, and the pool's takes are one take of their sum (take consumes the free queue in
  * order, and nothing is given back within the run). Full attention in one group of weight 1,
- * no priced window, aggregated serving only; anything else takes the general step. */
+ * no priced window; aggregated serving or a disaggregated fleet's decode instance (whose
+ * transfers ending are events too: next_event); anything else takes the general step. */
 #define RUN_MAX 256
 
 static void finish_all(Sim *m, i64 nfin, double end); /* _core_sched.h */
@@ -35,9 +36,10 @@ static i64 run_bound(const Sim *m, i64 k, i64 *c0) {
 /* up to `limit` steps of a decode run; returns how many ran (0: the general step runs) */
 static i64 decode_run(Sim *m, i64 limit) {
     i64 n = m->nrun, c0, cnt[RUN_MAX];
-    if (m->mode || m->ng != 1 || m->gkind[0] != G_FULL || m->gweight[0] != 1 || m->f.win
-        || n == 0 || n > m->budget || (m->wn && n < m->max_seqs && m->budget > n))
-        return 0;
+    if (m->mode == 1 || m->ng != 1 || m->gkind[0] != G_FULL || m->gweight[0] != 1 || m->f.win
+        || n == 0 || n > m->budget || (m->wn && n < m->max_seqs && m->budget > n)
+        || (m->mode == 2 && n < m->max_seqs && (m->rn || (m->pn && m->wn == 0))))
+        return 0; /* a decode instance: no transferred request may start, none be admitted */
     i64 k = run_bound(m, limit < RUN_MAX ? limit : RUN_MAX, &c0);
     if (k < 2) return 0;
     memset(cnt, 0, sizeof(i64) * (size_t)k);
@@ -46,7 +48,7 @@ static i64 decode_run(Sim *m, i64 limit) {
         for (i64 j = bceil(m, c) * m->bs - c; j < k; j += m->bs) cnt[j]++;
     }
     i64 free0 = m->free, taken = 0, j = 0;
-    for (; j < k && m->next_s > m->clock && taken + cnt[j] <= free0; j++) {
+    for (; j < k && next_event(m) > m->clock && taken + cnt[j] <= free0; j++) {
         taken += cnt[j];
         i64 ctx = c0 + j * n;
         Sums q = {n, n, ctx, ctx + n, 0, 0, 0, 0, 0};
