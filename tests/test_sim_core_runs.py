@@ -112,3 +112,49 @@ def test_progress_is_called_at_the_same_steps_as_without_runs() -> None:
                         progress=lambda d, n: seen.append((d, n)))
     assert ran > 8000 and len(r.steps.end_s) == 9000
     assert seen == [(0, 1), (0, 1), (1, 1)]
+
+
+@st.composite
+def full_and_state(draw):
+    """Full groups of several weights and state groups (hybrid models): runs take them;
+    a sliding group among them keeps every step general."""
+    kinds = draw(st.lists(st.sampled_from(["full", "full", "state", "sliding"]), min_size=1,
+                          max_size=4))
+    if "full" not in kinds:
+        kinds.append("full")
+    b = draw(st.sampled_from([2, 4, 5, 16]))
+    groups = tuple(CacheGroup(kind=k, window=8 if k == "sliding" else 0,
+                              weight=draw(st.integers(1, 3)),
+                              bytes_per_token=0 if k == "state" else draw(st.integers(1, 9)),
+                              state_bytes=draw(st.integers(1, 500)) if k == "state" else 0)
+                   for k in kinds)
+    return KvShape(block_size=b, groups=groups)
+
+
+@settings(max_examples=120, deadline=None)
+@given(long_decodes(), full_and_state())
+def test_runs_over_full_and_state_groups_equal_the_python_loop(case, shape) -> None:
+    w, cfg = case
+    cfg = {**cfg, "kv": shape, "block_size": shape.block_size}
+    timer = LinearTimer(base_s=0.003, per_context_s=3e-7)
+    got = simulate(w, timer=timer, validate=True, **cfg)
+    with python_loop():
+        assert_same(got, simulate(w, timer=timer, validate=True, **cfg))
+
+
+def test_a_hybrid_shape_runs_and_a_sliding_one_does_not() -> None:
+    """Two requests decoding 200 tokens: full (weight 2) + state groups run; add a sliding
+    group and every step is general."""
+    w = workload([0.0, 0.0], [10, 10], [200, 200])
+    hybrid = KvShape(block_size=4, groups=(CacheGroup(weight=2, bytes_per_token=3),
+                                           CacheGroup(kind="state", state_bytes=100)))
+    sliding = KvShape(block_size=4, groups=(*hybrid.groups,
+                                            CacheGroup(kind="sliding", window=8,
+                                                       bytes_per_token=3)))
+    for kv, engaged in ((hybrid, True), (sliding, False)):
+        kw = dict(timer=LinearTimer(base_s=0.01), num_blocks=600, block_size=4, kv=kv,
+                  limits=Limits(max_num_batched_tokens=64, max_num_seqs=4))
+        r, ran = _run_steps(w, **kw)
+        assert (ran > 150) == engaged and (ran == 0) != engaged
+        with python_loop():
+            assert_same(r, simulate(w, **kw))
