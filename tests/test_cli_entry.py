@@ -133,12 +133,14 @@ def test_main_pauses_the_garbage_collector_and_gives_it_back(
     from kvplan.cli.fast.entry import main
 
     seen: list[bool] = []
+    frozen: list[int] = []
     real = simulate_run.run_simulation
 
     def spy(*a: Any, **k: Any) -> Any:
         seen.append(gc.isenabled())
         out = real(*a, **k)
         seen.append(gc.isenabled())
+        frozen.append(gc.get_freeze_count())
         return out
 
     monkeypatch.setattr(simulate_run, "run_simulation", spy)
@@ -148,5 +150,7 @@ def test_main_pauses_the_garbage_collector_and_gives_it_back(
         main()
     capsys.readouterr()
     assert gc.isenabled()
+    assert gc.get_freeze_count() == 0  # what the run froze is collectable again
     if argv[1] == "simulate":
         assert seen == [False, True]
+        assert frozen[0] > 0  # the set-up's objects were frozen before the metrics

@@ -52,6 +52,7 @@ def run_simulate(given: dict[str, Any]) -> None:
         from kvplan.cli.metrics_table import render_metrics
 
         if dg.disagg_given(given):
+            gc.freeze()  # the set-up's objects are never garbage: no pass scans them
             gc.enable()  # the fleet loop runs in Python
             _no_dp(settings)
             dg.run_disagg(given, spec, settings, wargs, (pm, pct, slo), outs[0],
@@ -178,6 +179,7 @@ def run_simulation(model: str | ModelSpec, gpu: str, engine: Any, wargs: Any,
 
     with _progress(show_progress and sys.stdout.isatty()) as tick:
         run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick)
+    gc.freeze()  # the imports' and the run's objects live to the end: no pass scans them
     gc.enable()  # off since fast/entry.main: the imports and set-up made no cycles to collect
     return run.result, run.header(wargs)
 
