@@ -31,28 +31,3 @@ def test_local_worker_count_does_not_change_the_plan() -> None:
 def test_ray_executor_gives_the_local_plan() -> None:
     """Ray on a local 2-CPU cluster (kvplan[ray] is installed by scripts/setup.sh)."""
     assert _doc(executor="ray", workers=2) == _doc(workers=1)
-
-
-def _freeze_count() -> int:
-    import gc
-
-    return gc.get_freeze_count()
-
-
-def test_workers_fork_from_a_frozen_heap_and_the_planner_unfreezes() -> None:
-    """The pool's workers inherit the planner's objects frozen (never scanned by their
-    collector); the planner's own heap is collectable again once they are forked."""
-    import gc
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from kvplan.analysis.plan.executor import _forked
-
-    assert gc.get_freeze_count() == 0
-    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
-    try:
-        futures = _forked(lambda: [pool.submit(_freeze_count) for _ in range(4)])
-        assert gc.get_freeze_count() == 0
-        assert all(f.result() > 1000 for f in futures)
-    finally:
-        pool.shutdown()

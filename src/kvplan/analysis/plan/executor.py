@@ -7,7 +7,7 @@ or the worker count. Ray is optional (``pip install 'kvplan[ray]'``) and importe
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kvplan.analysis.plan.jobs import (
@@ -60,31 +60,13 @@ class LocalExecutor:
 
             self._pool = ProcessPoolExecutor(self.workers,
                                              mp_context=multiprocessing.get_context("fork"))
-            futures = _forked(lambda: [self._pool.submit(run_job, ctx, job) for job in jobs])
-        else:
-            futures = [self._pool.submit(run_job, ctx, job) for job in jobs]
+        futures = [self._pool.submit(run_job, ctx, job) for job in jobs]
         return [f.result() for f in futures]
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-
-
-def _forked(submit: Callable[[], list[Any]]) -> list[Any]:
-    """Submit the first jobs (the pool forks its workers then) with this process's heap
-    frozen: the workers' collector never scans, nor copies on write, the planner's objects
-    they inherit (``gc.freeze``, as Python's docs advise before a fork). Unfrozen here
-    right after, so this process's garbage stays collectable."""
-    import gc
-
-    frozen = gc.get_freeze_count()
-    gc.freeze()
-    try:
-        return submit()
-    finally:
-        if frozen == 0:
-            gc.unfreeze()
 
 
 class RayExecutor:
