@@ -4,11 +4,12 @@ a 10,000-request simulate); everything else goes to typer (cli.app)."""
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from kvplan.cli.fast import gc_pause
 
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 _KV_OPTIONS = {"--kv-cache-dtype": ("kv_cache_dtype", str),
@@ -53,21 +54,14 @@ def main() -> None:
 
     The cyclic garbage collector is off while modules load and the command sets up (they
     make no garbage cycles; its passes over the growing heap were 5% of a 10,000-request
-    ``simulate``): typer's commands and a simulation's metrics run with it on again, and it
-    is restored however main ends (tests call main in-process). A simulation freezes what
-    was built before its metrics (``gc.freeze``: the first pass after ``gc.enable`` scanned
-    every object the imports made, about a quarter of a 10,000-request run's CPU); main
-    unfreezes it when it ends, so an in-process caller's garbage stays collectable."""
+    ``simulate``): typer's commands and a simulation's metrics run with it on again
+    (``gc_pause``), and it is restored however main ends (tests call main in-process)."""
     os.environ.setdefault(BLAS_THREADS, "1")  # before numpy is imported (cli.app.BLAS_THREADS)
-    was_on, frozen = gc.isenabled(), gc.get_freeze_count()
-    gc.disable()
+    gc_pause.pause()
     try:
         _dispatch(sys.argv[1:])
     finally:
-        if gc.get_freeze_count() > frozen:
-            gc.unfreeze()  # what a simulation froze is collectable again
-        if was_on:
-            gc.enable()
+        gc_pause.restore()
 
 
 def _dispatch(args: list[str]) -> None:
@@ -91,7 +85,7 @@ def _dispatch(args: list[str]) -> None:
     if kv is None and sim is None:
         from kvplan.cli.app import main as typer_main
 
-        gc.enable()
+        gc_pause.resume()
         typer_main()
         return
     from kvplan.cli.fast.startup import notes_to_stderr

@@ -3,12 +3,12 @@ same dict) -> capacity plan + step cost model + workload -> simulate -> metrics 
 
 from __future__ import annotations
 
-import gc
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvplan.cli.common import check_output, console, print_json, rich_console, write_output
+from kvplan.cli.fast import gc_pause
 from kvplan.cli.fast.flag_table import engine_settings
 from kvplan.errors import InputError
 
@@ -52,8 +52,7 @@ def run_simulate(given: dict[str, Any]) -> None:
         from kvplan.cli.metrics_table import render_metrics
 
         if dg.disagg_given(given):
-            gc.freeze()  # the set-up's objects are never garbage: no pass scans them
-            gc.enable()  # the fleet loop runs in Python
+            gc_pause.resume()  # the fleet loop runs in Python
             _no_dp(settings)
             dg.run_disagg(given, spec, settings, wargs, (pm, pct, slo), outs[0],
                           given["as_json"], render_metrics)
@@ -179,8 +178,7 @@ def run_simulation(model: str | ModelSpec, gpu: str, engine: Any, wargs: Any,
 
     with _progress(show_progress and sys.stdout.isatty()) as tick:
         run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick)
-    gc.freeze()  # the imports' and the run's objects live to the end: no pass scans them
-    gc.enable()  # off since fast/entry.main: the imports and set-up made no cycles to collect
+    gc_pause.resume()  # off since fast/entry.main: the imports and set-up made no cycles
     return run.result, run.header(wargs)
 
 
