@@ -164,6 +164,8 @@ def test_tp4_to_tp8_transfer_arithmetic() -> None:
     assert int(cost.link_bytes(p)[0]) == 1_342_177_280
     assert cost.wire_s(1_342_177_280) == pytest.approx(6.7108864e-3, rel=1e-12)
     assert cost.transfer_s(1_342_177_280) == pytest.approx(6.7158864e-3, rel=1e-12)
+    each = [1_342_177_280, 800, 3]  # the compiled fleet's wire times: LinkQueues' to the bit
+    assert cost.wire_s_each(np.array(each)).tolist() == [cost.wire_s(b) for b in each]
 
 
 def test_sliding_window_and_state_pages() -> None:

@@ -234,9 +234,7 @@ def _decode(fleet: _Fleet, dec: list[_Runner], served: IntArray, fin: FloatArray
 def _wire(fleet: _Fleet, runner: _Runner) -> FloatArray:
     """The wire time of each request's KV (LinkQueues.schedule's), computed once."""
     if runner.wire is None:
-        cost = fleet.link.cost
-        runner.wire = np.array([cost.wire_s(b) for b in fleet.nbytes.tolist()],
-                               dtype=np.float64)
+        runner.wire = fleet.link.cost.wire_s_each(fleet.nbytes)
     return runner.wire
 
 
