@@ -107,6 +107,11 @@ def _first_of(results: tuple[SimulationResult, ...], name: str, n: int) -> Float
 
 def _appended(results: tuple[SimulationResult, ...]) -> tuple[KvSeries, tuple[IntArray, ...]]:
     """Every result's step series one after another; emission runs re-indexed to match."""
+    if len(results) == 1:  # one instance: its own arrays (results are never written)
+        r = results[0]
+        return r.steps, (r.seg_req.astype(np.int64, copy=False),
+                         r.seg_first.astype(np.int64, copy=False),
+                         r.seg_last.astype(np.int64, copy=False))
     names = ("start_s", "end_s", "used_blocks", "logical_bytes", "running", "waiting",
              "new_tokens")
     cols = {k: np.concatenate([getattr(r.steps, k) for r in results]) for k in names}
