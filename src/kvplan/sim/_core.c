@@ -216,15 +216,27 @@ static int bind_keys(Sim *m, PyObject *kt, Py_buffer *v) {
     return 0;
 }
 
+#define NCOL 7
+/* the step series' seven columns (KvSeries) */
+static Buf *column(Sim *m, int c) {
+    Buf *b[NCOL] = {&m->st, &m->en, &m->used, &m->logical, &m->nrun_col, &m->nwait_col,
+                    &m->newtok};
+    return b[c];
+}
+
+/* core_run's result, its seven columns given (new references, NULL after an error) */
+static PyObject *results_with(Sim *m, PyObject *col[NCOL]) {
+    return Py_BuildValue("(NNNNNNNNNNNLLLdL)", col[0], col[1], col[2], col[3], col[4], col[5],
+                         col[6], to_bytes(&m->sreq, 8), to_bytes(&m->sfirst, 8),
+                         to_bytes(&m->slast, 8), to_bytes(&m->psteps, 8),
+                         (long long)m->query_tokens, (long long)m->prefill_blocks,
+                         (long long)m->decode_blocks, m->clock, (long long)m->run_steps);
+}
+
 static PyObject *results(Sim *m) {
-    return Py_BuildValue("(NNNNNNNNNNNLLLdL)", to_bytes(&m->st, 8), to_bytes(&m->en, 8),
-                         to_bytes(&m->used, 8), to_bytes(&m->logical, 8),
-                         to_bytes(&m->nrun_col, 8), to_bytes(&m->nwait_col, 8),
-                         to_bytes(&m->newtok, 8), to_bytes(&m->sreq, 8),
-                         to_bytes(&m->sfirst, 8), to_bytes(&m->slast, 8),
-                         to_bytes(&m->psteps, 8), (long long)m->query_tokens,
-                         (long long)m->prefill_blocks, (long long)m->decode_blocks, m->clock,
-                         (long long)m->run_steps);
+    PyObject *col[NCOL];
+    for (int c = 0; c < NCOL; c++) col[c] = to_bytes(column(m, c), 8);
+    return results_with(m, col);
 }
 
 /* one run's state and the buffers it borrows from its arguments */

@@ -34,8 +34,64 @@ static int loop_decodes(Run *rs, i64 y) {
     return code;
 }
 
+/* the instances' step series joined, instance after instance (the client's view,
+ * sim/disagg/result.py): each column one bytearray; NULL after an error */
+static PyObject *join_columns(Run *rs, i64 y, i64 total) {
+    PyObject *joined = PyTuple_New(NCOL);
+    for (int c = 0; joined && c < NCOL; c++) {
+        PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(total * 8));
+        if (!b) {
+            Py_CLEAR(joined);
+            break;
+        }
+        char *dst = PyByteArray_AS_STRING(b);
+        for (i64 i = 0; i < y; i++) {
+            Buf *src = column(&rs[i].m, c);
+            if (src->n) memcpy(dst, src->p, (size_t)(src->n * 8));
+            dst += src->n * 8;
+        }
+        PyTuple_SET_ITEM(joined, c, b);
+    }
+    return joined;
+}
+
+/* instance i's result, its columns slices (memoryviews) of the joined ones from step off */
+static PyObject *joined_result(Run *rs, i64 i, PyObject *joined, i64 off) {
+    PyObject *col[NCOL];
+    PyObject *a = PyLong_FromLongLong(off * 8);
+    PyObject *b = PyLong_FromLongLong((off + rs[i].m.st.n) * 8);
+    PyObject *cut = a && b ? PySlice_New(a, b, NULL) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    for (int c = 0; c < NCOL; c++) {
+        PyObject *view = cut ? PyMemoryView_FromObject(PyTuple_GET_ITEM(joined, c)) : NULL;
+        col[c] = view ? PyObject_GetItem(view, cut) : NULL;
+        Py_XDECREF(view);
+    }
+    Py_XDECREF(cut);
+    return results_with(&rs[i].m, col);
+}
+
+/* ([each instance's result], the joined columns) */
+static PyObject *fleet_results(Run *rs, i64 y) {
+    i64 total = 0;
+    for (i64 i = 0; i < y; i++) total += rs[i].m.st.n;
+    PyObject *joined = join_columns(rs, y, total), *list = joined ? PyList_New(y) : NULL;
+    for (i64 i = 0, off = 0; list && i < y; off += rs[i++].m.st.n) {
+        PyObject *got = joined_result(rs, i, joined, off);
+        if (!got) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, got);
+    }
+    if (!list) {
+        Py_XDECREF(joined);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", list, joined);
+}
+
 /* run_decodes([args, ...]): each item core_run's arguments for one decode instance (their
- * egress arrays one array); a list of core_run's results */
+ * egress arrays one array); ([core_run's result per instance], the seven step columns of
+ * them all joined, instance after instance: fleet_results) */
 static PyObject *core_run_decodes(PyObject *self, PyObject *items) {
     (void)self;
     if (!PyList_Check(items)) {
@@ -58,12 +114,7 @@ static PyObject *core_run_decodes(PyObject *self, PyObject *items) {
         PyThreadState *ts = PyEval_SaveThread();
         int code = loop_decodes(rs, y);
         PyEval_RestoreThread(ts);
-        if (!loop_error(code)) out = PyList_New(y);
-        for (i64 i = 0; out && i < y; i++) {
-            PyObject *got = results(&rs[i].m);
-            if (!got) Py_CLEAR(out);
-            else PyList_SET_ITEM(out, i, got);
-        }
+        if (!loop_error(code)) out = fleet_results(rs, y);
     }
     for (i64 i = 0; i < opened; i++) run_unbind(&rs[i]);
     free(rs);

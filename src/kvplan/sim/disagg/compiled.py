@@ -39,7 +39,7 @@ import numpy as np
 from kvplan.sim import core
 from kvplan.sim.disagg.link import LinkQueues
 from kvplan.sim.disagg.result import DisaggResult
-from kvplan.sim.result import FloatArray, IntArray, SimulationResult
+from kvplan.sim.result import FloatArray, IntArray, KvSeries, SimulationResult
 from kvplan.sim.state import REJECTED
 
 
@@ -62,8 +62,8 @@ class _Fleet(Protocol):
     t_start: FloatArray
     t_end: FloatArray
 
-    def assemble(self, pre: tuple[SimulationResult, ...],
-                 dec: tuple[SimulationResult, ...]) -> DisaggResult: ...
+    def assemble(self, pre: tuple[SimulationResult, ...], dec: tuple[SimulationResult, ...],
+                 steps: KvSeries | None = None) -> DisaggResult: ...
 
 ROUNDS = 4
 """Prefill runs after the first before the Python fleet takes over."""
@@ -208,11 +208,11 @@ def _decode_of(p_got: list[Any], served: IntArray, y: int, n: int) -> IntArray |
 
 def _decode(fleet: _Fleet, dec: list[_Runner], served: IntArray, fin: FloatArray,
             d_of: IntArray) -> tuple[list[Any], tuple[FloatArray, FloatArray, FloatArray,
-                                                      np.ndarray]]:
+                                                      np.ndarray], KvSeries]:
     """The decode instances fed the prefill finish times ``fin``, each its requests
     (``d_of``) after the API delay in (time, request) order (DecodeLoop.inbox's heap), run
     together on one link; link: (admitted, transfer start, transfer end, starved) per
-    request."""
+    request; their step series joined (the client's, result.client_view)."""
     n = len(fin)
     cost = fleet.link.cost
     link = (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan),
@@ -227,8 +227,8 @@ def _decode(fleet: _Fleet, dec: list[_Runner], served: IntArray, fin: FloatArray
         state, a = runner.args(mine[k], t[k], dis)
         states.append(state)
         args.append(a)
-    outs = dec[0].mod.run_decodes(args)
-    return list(zip(states, outs, strict=True)), link
+    outs, joined = dec[0].mod.run_decodes(args)
+    return list(zip(states, outs, strict=True)), link, core.series(joined)
 
 
 def _wire(fleet: _Fleet, runner: _Runner) -> FloatArray:
@@ -241,7 +241,7 @@ def _wire(fleet: _Fleet, runner: _Runner) -> FloatArray:
 def _assemble(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner], p_got: list[Any],
               d_got: Any, fin_d: tuple[FloatArray, IntArray]) -> DisaggResult:
     """Install the runs on the fleet's loops and books; the fleet's result from them."""
-    got, link = d_got
+    got, link, steps = d_got
     fin, d_of = fin_d
     pres = tuple(r.install(g) for r, g in zip(pre, p_got, strict=True))
     decs = []
@@ -256,4 +256,4 @@ def _assemble(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner], p_got: list
     fleet.d_of[served] = d_of[served]
     fleet.p_end[served] = fin[served]
     fleet.link.moved_bytes = int(fleet.nbytes[~np.isnan(link[2])].sum())
-    return fleet.assemble(pres, tuple(decs))
+    return fleet.assemble(pres, tuple(decs), steps)
