@@ -140,7 +140,7 @@ def simulate_disagg_serving(dd: DisaggDeployment,
     work = workload if isinstance(workload, Workload) else build_workload(
         workload or WorkloadArgs())
     cost = transfer_cost(dd, dec.plan)
-    pre_sim, dec_sim = _pool_sims(pre, dec, profile)
+    pre_sim, dec_sim = pool_sims(pre, dec, profile)
     result = simulate_disagg(work, prefill=pre_sim, decode=dec_sim, transfer=cost,
                              router=dd.router)
     return DisaggRun(deployment=dd, prefill=pre, decode=dec, transfer=cost, workload=work,
@@ -155,7 +155,7 @@ def pool_timer(p: PoolRun, profile: str | Profile | None = None) -> StepCostMode
     return StepCostModel(d.model, d.gpu, d.engine, prof)
 
 
-def _pool_sims(pre: PoolRun, dec: PoolRun,
+def pool_sims(pre: PoolRun, dec: PoolRun,
                profile: str | Profile | None) -> tuple[PoolSim, PoolSim]:
     """Both pools' simulation inputs; one timer where both pools price steps alike (the
     same model, GPU and engine flags: pool_timer's inputs)."""
