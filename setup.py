@@ -21,7 +21,8 @@ class BuildExt(build_ext):
 setup(
     ext_modules=[Extension(
         "kvplan.sim._core", ["src/kvplan/sim/_core.c"], optional=True,
-        depends=[f"src/kvplan/sim/_core_{p}.h" for p in ("state", "pool", "disagg", "run", "sched")]),
+        depends=[f"src/kvplan/sim/_core_{p}.h"
+                 for p in ("state", "pool", "disagg", "run", "sched", "fleet")]),
         Extension("kvplan.analysis._exact", ["src/kvplan/analysis/_exact.c"], optional=True)],
     cmdclass={"build_ext": BuildExt},
 )

@@ -69,27 +69,69 @@ def _both(w, pre, dec, cost, router):
     return got, ref
 
 
+class _Paths:
+    """Counts compiled.run's results and hand-overs while in use (hypothesis tests cannot
+    take the function-scoped ``taken`` fixture)."""
+
+    def __enter__(self) -> list[int]:
+        self.count, self.real = [0, 0], compiled.run
+
+        def counting(fleet):
+            got = self.real(fleet)
+            self.count[got is None] += 1
+            return got
+        compiled.run = counting
+        return self.count
+
+    def __exit__(self, *exc) -> None:
+        compiled.run = self.real
+
+
 @settings(max_examples=300, deadline=None)
-@given(fleets(), st.booleans())
-def test_the_compiled_fleet_equals_the_python_fleet(case, one_decode) -> None:
+@given(fleets(), st.sampled_from([None, 1, 2, 3]))
+def test_the_compiled_fleet_equals_the_python_fleet(case, decode_instances) -> None:
+    """Any fleet: 1-3 instances a side, either router (least-outstanding over several
+    instances hands over to Python; so may a fleet the rounds do not settle)."""
     w, pre, dec, cost, router = case
-    if one_decode:  # the shape the compiled fleet covers, drawn more often
-        dec = replace(dec, instances=1)
-    got, ref = _both(w, pre, dec, cost, router)
+    if decode_instances is not None:
+        dec = replace(dec, instances=decode_instances)
+    with _Paths() as taken:
+        got, ref = _both(w, pre, dec, cost, router)
+    covered = router == "round-robin" or pre.instances == dec.instances == 1
+    if not covered or not BUILT:
+        assert taken == [0, 2]
+    assert_same_fleet(got, ref)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fleets(), st.integers(2, 3))
+def test_several_decode_instances_run_in_the_core(case, decode_instances) -> None:
+    """Round robin to 2-3 decode instances sharing the prefill instances' NICs, a prefill
+    pool that never runs short of blocks (so the first round settles): the core's result,
+    equal to the Python fleet's."""
+    w, pre, dec, cost, _ = case
+    pre = replace(pre, num_blocks=1024)
+    dec = replace(dec, instances=decode_instances)
+    with _Paths() as taken:
+        got, ref = _both(w, pre, dec, cost, "round-robin")
+    assert taken == CORE
     assert_same_fleet(got, ref)
 
 
 # ------------------------------------------------------------ which path runs a fleet
 
 
-def _stalled_case():
+def _stalled_case(decode_instances: int = 1):
     """test_disagg_trace's stalled prefill pool (3 usable blocks): r1 waits for r0's transfer,
     so the first guess (blocks freed at the finish) is wrong and a second round settles it."""
-    return workload([0.0, 0.5], [8, 8], [3, 2]), trace_pool(4), trace_pool(64)
+    dec = replace(trace_pool(64), instances=decode_instances)
+    return workload([0.0, 0.5], [8, 8], [3, 2]), trace_pool(4), dec
 
 
-def test_a_covered_fleet_runs_in_the_core_in_rounds(taken, monkeypatch) -> None:
-    w, pre, dec = _stalled_case()
+@pytest.mark.parametrize("decode_instances", [1, 2])
+def test_a_covered_fleet_runs_in_the_core_in_rounds(taken, monkeypatch,
+                                                    decode_instances) -> None:
+    w, pre, dec = _stalled_case(decode_instances)
     rounds = [0]
     real = compiled._decode
 
@@ -101,12 +143,14 @@ def test_a_covered_fleet_runs_in_the_core_in_rounds(taken, monkeypatch) -> None:
     assert taken == CORE
     assert rounds[0] == 2 * BUILT  # P0 (guess) -> D0 -> P1 (r1 later) -> D1 -> P2 == P1
     assert got.transfers.prefill_end_s.tolist() == [3.0, 8.5]  # the trace's, by hand
+    assert got.transfers.decode_instance.tolist() == [0, decode_instances - 1]
     assert_same_fleet(got, ref)
 
 
-def test_rounds_running_out_hand_over_to_python(taken, monkeypatch) -> None:
+@pytest.mark.parametrize("decode_instances", [1, 2])
+def test_rounds_running_out_hand_over_to_python(taken, monkeypatch, decode_instances) -> None:
     monkeypatch.setattr(compiled, "ROUNDS", 0)
-    w, pre, dec = _stalled_case()
+    w, pre, dec = _stalled_case(decode_instances)
     got, ref = _both(w, pre, dec, COST, "round-robin")
     assert taken == [0, 2]
     assert got.transfers.prefill_end_s.tolist() == [3.0, 8.5]
@@ -133,10 +177,14 @@ def test_a_release_due_before_its_finish_hands_over_to_python(taken) -> None:
 
 @pytest.mark.parametrize(("x", "y", "router", "covered"),
                          [(2, 1, "round-robin", True), (2, 1, "least-outstanding", False),
-                          (1, 1, "least-outstanding", True), (1, 2, "round-robin", False)])
+                          (1, 1, "least-outstanding", True), (1, 2, "round-robin", True),
+                          (2, 2, "round-robin", True), (1, 3, "round-robin", True),
+                          (3, 2, "round-robin", True), (1, 2, "least-outstanding", False),
+                          (2, 2, "least-outstanding", False)])
 def test_the_fleets_the_core_covers(taken, x, y, router, covered) -> None:
-    """One decode instance, and one prefill instance or round robin (module docstring)."""
-    w = workload([0.0, 0.1, 3.0, 3.5], [32, 4, 4, 9], [1, 3, 2, 4])
+    """Round robin, or one instance a side (module docstring). r1 (4 tokens at 0.1) finishes
+    before r0 (32 tokens at 0) on 2P: the proxy's order to decode is the fleet's."""
+    w = workload([0.0, 0.1, 3.0, 3.5, 3.5, 3.6], [32, 4, 4, 9, 8, 8], [1, 3, 2, 4, 5, 5])
     pool = PoolSim(instances=x, timer=TIMER, num_blocks=64, shape=SHAPE,
                    limits=Limits(max_num_batched_tokens=64, max_num_seqs=8,
                                  prefix_caching=False))
@@ -145,9 +193,10 @@ def test_the_fleets_the_core_covers(taken, x, y, router, covered) -> None:
     assert_same_fleet(got, ref)
 
 
-def test_a_real_deployment_on_azure_conv(taken) -> None:
-    """Llama-3.1-8B on H100 1P1D over ib-ndr, the first 3,000 azure-conv requests (the
-    benchmark's fleet, benchmarks/bench_disagg.py): the core's result is Python's."""
+@pytest.mark.parametrize(("x", "y"), [(1, 1), (1, 2), (2, 2)])
+def test_a_real_deployment_on_azure_conv(taken, x, y) -> None:
+    """Llama-3.1-8B on H100 xPyD over ib-ndr, the first 3,000 azure-conv requests (the
+    benchmark's fleets, benchmarks/bench_disagg.py): the core's result is Python's."""
     from kvplan.analysis.disagg.serving import simulate_disagg_serving
     from kvplan.specs.catalog import load_model
     from kvplan.specs.deployment import Deployment
@@ -160,15 +209,17 @@ def test_a_real_deployment_on_azure_conv(taken) -> None:
     work = build_workload(WorkloadArgs(dataset="azure-conv", num_prompts=3000))
     dep = Deployment(model=load_model("meta-llama/Llama-3.1-8B"), gpu=load_gpu("H100"),
                      engine=EngineConfig())
-    dd = DisaggDeployment(prefill=dep, decode=dep, link=load_link("ib-ndr"))
+    dd = DisaggDeployment(prefill=replace(dep, replicas=x), decode=replace(dep, replicas=y),
+                          link=load_link("ib-ndr"))
     runs = core.DECODE_RUN_STEPS[0]
     got = simulate_disagg_serving(dd, work).result
     runs = core.DECODE_RUN_STEPS[0] - runs
     with python_loop():
         ref = simulate_disagg_serving(dd, work).result
     assert taken == CORE
-    # the decode instance steps most of its steps in decode runs (_core_run.h)
-    assert runs > len(got.decode[0].steps.end_s) // 2 if BUILT else runs == 0
+    # the decode instances step most of their steps in decode runs (_core_run.h)
+    steps = sum(len(d.steps.end_s) for d in got.decode)
+    assert runs > steps // 2 if BUILT else runs == 0
     assert_same_fleet(got, ref)
 
 

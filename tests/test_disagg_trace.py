@@ -123,6 +123,32 @@ def test_transfers_queue_on_the_nics() -> None:
     assert t.queue_s.tolist() == [0.0, 2.0]
 
 
+@pytest.mark.parametrize(("x", "y", "start", "decode", "first"),
+                         [(1, 2, [5.0, 7.0], [0, 1], [8.75, 10.75]),
+                          (2, 1, [3.0, 5.0], [0, 0], [6.75, 9.25]),
+                          (2, 2, [3.0, 3.0], [0, 1], [6.75, 6.75])])
+def test_a_transfer_holds_both_ends(x: int, y: int, start: list[float], decode: list[int],
+                                    first: list[float]) -> None:
+    """The same two 8-token prompts on xPyD (round robin on both sides); a transfer takes
+    2.5 s, a decode instance's first step for one request 1.25 s.
+    1P2D: one prefill step [0, 5], r0 to d0 and r1 to d1 (the step's order), both admitted at
+          5: d0 first (the lower instance at a tie), r1 waits for the prefill NICs: [7, 9.5]
+    2P1D: r0 on p0, r1 on p1, [0, 3] each (1 + 0.25 x 8), both admitted at 3 on d0: r1
+          waits for d0's NICs: [5, 7.5], and for d0's step [6.75, 8] (r0's last token)
+    2P2D: nothing shared: both [3, 5.5]"""
+    w = workload([0.0, 0.0], [8, 8], [2, 2])
+    pre = PoolSim(instances=x, timer=TIMER, num_blocks=64, shape=SHAPE, limits=LIMITS)
+    dec = PoolSim(instances=y, timer=TIMER, num_blocks=64, shape=SHAPE, limits=LIMITS)
+    r = simulate_disagg(w, prefill=pre, decode=dec, transfer=COST, validate=True)
+    t = r.transfers
+    assert t.prefill_instance.tolist() == [0, x - 1]
+    assert t.decode_instance.tolist() == decode
+    assert t.admitted_s.tolist() == [start[0]] * 2
+    assert t.start_s.tolist() == start
+    assert t.end_s.tolist() == [s + 2.5 for s in start]
+    assert r.client.first_token_s.tolist() == first
+
+
 def test_tp4_to_tp8_transfer_arithmetic() -> None:
     """docs/disaggregation.md's example: Llama-3.1-70B-like rank shard, 8 KV heads x 128 x
     2 (K, V) x 2 bytes x 80 layers = 327,680 B/token on all GPUs; at TP8 one decode GPU holds
@@ -138,6 +164,8 @@ def test_tp4_to_tp8_transfer_arithmetic() -> None:
     assert int(cost.link_bytes(p)[0]) == 1_342_177_280
     assert cost.wire_s(1_342_177_280) == pytest.approx(6.7108864e-3, rel=1e-12)
     assert cost.transfer_s(1_342_177_280) == pytest.approx(6.7158864e-3, rel=1e-12)
+    each = [1_342_177_280, 800, 3]  # the compiled fleet's wire times: LinkQueues' to the bit
+    assert cost.wire_s_each(np.array(each)).tolist() == [cost.wire_s(b) for b in each]
 
 
 def test_sliding_window_and_state_pages() -> None:

@@ -42,10 +42,6 @@ static int get_buf(PyObject *o, Py_buffer *v, i64 n, size_t item, int writable) 
     return 0;
 }
 
-static PyObject *to_bytes(Buf *b, size_t item) {
-    return PyByteArray_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)(b->n * (i64)item));
-}
-
 static void sim_free(Sim *m) {
     Buf *bufs[] = {&m->seg_kind, &m->seg_count, &m->seg_rid, &m->q, &m->st, &m->en, &m->used,
                    &m->logical, &m->nrun_col, &m->nwait_col, &m->newtok, &m->sreq, &m->sfirst,
@@ -216,68 +212,80 @@ static int bind_keys(Sim *m, PyObject *kt, Py_buffer *v) {
     return 0;
 }
 
-static PyObject *results(Sim *m) {
-    return Py_BuildValue("(NNNNNNNNNNNLLLdL)", to_bytes(&m->st, 8), to_bytes(&m->en, 8),
-                         to_bytes(&m->used, 8), to_bytes(&m->logical, 8),
-                         to_bytes(&m->nrun_col, 8), to_bytes(&m->nwait_col, 8),
-                         to_bytes(&m->newtok, 8), to_bytes(&m->sreq, 8),
-                         to_bytes(&m->sfirst, 8), to_bytes(&m->slast, 8),
-                         to_bytes(&m->psteps, 8), (long long)m->query_tokens,
-                         (long long)m->prefill_blocks, (long long)m->decode_blocks, m->clock,
-                         (long long)m->run_steps);
+/* one run's state and the buffers it borrows from its arguments */
+typedef struct {
+    Sim m;
+    Py_buffer v[NARR], tabs[6], kv[2], gv[5], dv[7];
+    PyObject *progress;
+} Run;
+
+/* binds core_run's arguments to r and allocates its state: 0, or -1 with a Python error
+ * set (run_unbind releases what was bound either way) */
+static int run_bind(Run *r, PyObject *args) {
+    PyObject *arrs, *kt, *gt, *form, *dis = Py_None;
+    long long n, slots, budget, seqs, bs, thr, usable;
+    int chunked, caching, validate;
+    memset(r, 0, sizeof *r);
+    if (!PyTuple_Check(args)) {
+        PyErr_SetString(PyExc_TypeError, "kvplan core: a run's arguments are a tuple");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "OOOLLLLLLLpppOO|O", &arrs, &kt, &gt, &n, &slots, &budget,
+                          &seqs, &bs, &thr, &usable, &chunked, &caching, &validate, &form,
+                          &r->progress, &dis))
+        return -1;
+    if (n < 0 || slots < 0 || budget < 1 || seqs < 1 || bs < 1 || usable < 1) {
+        PyErr_SetString(PyExc_ValueError, "kvplan core: bad limits");
+        return -1;
+    }
+    Sim *m = &r->m;
+    m->n = n, m->budget = budget, m->max_seqs = seqs, m->bs = bs, m->thr = thr;
+    m->usable = usable;
+    m->bshift = (bs & (bs - 1)) == 0 ? __builtin_ctzll((unsigned long long)bs) : -1;
+    m->chunked = chunked, m->caching = caching, m->validate = validate, m->closed = slots > 0;
+    if (bind_arrays(m, arrs, r->v) < 0 || bind_keys(m, kt, r->kv) < 0
+        || bind_groups(m, gt, r->gv) < 0 || parse_form(form, &m->f, r->tabs, budget) < 0
+        || bind_disagg(m, dis, r->dv) < 0)
+        return -1;
+    if (sim_alloc(m, slots) < 0 || alloc_disagg(m) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    update_next(m);
+    return 0;
+}
+
+static void run_unbind(Run *r) {
+    sim_free(&r->m);
+    release_all(r->v, NARR);
+    release_all(r->tabs, 6);
+    release_all(r->kv, 2);
+    release_all(r->gv, 5);
+    release_all(r->dv, 7);
 }
 
 static PyObject *core_run(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *arrs, *kt, *gt, *form, *progress, *dis = Py_None;
-    long long n, slots, budget, seqs, bs, thr, usable;
-    int chunked, caching, validate;
-    if (!PyArg_ParseTuple(args, "OOOLLLLLLLpppOO|O", &arrs, &kt, &gt, &n, &slots, &budget,
-                          &seqs, &bs, &thr, &usable, &chunked, &caching, &validate, &form,
-                          &progress, &dis))
-        return NULL;
-    if (n < 0 || slots < 0 || budget < 1 || seqs < 1 || bs < 1 || usable < 1) {
-        PyErr_SetString(PyExc_ValueError, "kvplan core: bad limits");
-        return NULL;
-    }
-    Sim m;
-    memset(&m, 0, sizeof m);
-    m.n = n, m.budget = budget, m.max_seqs = seqs, m.bs = bs, m.thr = thr, m.usable = usable;
-    m.bshift = (bs & (bs - 1)) == 0 ? __builtin_ctzll((unsigned long long)bs) : -1;
-    m.chunked = chunked, m.caching = caching, m.validate = validate, m.closed = slots > 0;
-    Py_buffer v[NARR], tabs[6], kv[2], gv[5], dv[7];
-    memset(dv, 0, sizeof dv);
-    memset(v, 0, sizeof v);
-    memset(tabs, 0, sizeof tabs);
-    memset(kv, 0, sizeof kv);
-    memset(gv, 0, sizeof gv);
+    Run *r = malloc(sizeof(Run));
+    if (!r) return PyErr_NoMemory();
     PyObject *out = NULL;
-    if (bind_arrays(&m, arrs, v) == 0 && bind_keys(&m, kt, kv) == 0
-        && bind_groups(&m, gt, gv) == 0 && parse_form(form, &m.f, tabs, budget) == 0
-        && bind_disagg(&m, dis, dv) == 0) {
-        if (sim_alloc(&m, slots) < 0 || alloc_disagg(&m) < 0) {
-            PyErr_NoMemory();
-        } else {
-            update_next(&m);
-            PyThreadState *ts = PyEval_SaveThread(); /* other threads run meanwhile */
-            int code = loop(&m, progress, &ts);
-            PyEval_RestoreThread(ts);
-            if (code == LOOP_EARLY) { /* a fleet's release guess failed: the caller's call */
-                out = Py_None;
-                Py_INCREF(out);
-            } else if (!loop_error(code)) {
-                out = results(&m);
-            }
+    if (run_bind(r, args) == 0) {
+        PyThreadState *ts = PyEval_SaveThread(); /* other threads run meanwhile */
+        int code = loop(&r->m, r->progress, &ts);
+        PyEval_RestoreThread(ts);
+        if (code == LOOP_EARLY) { /* a fleet's release guess failed: the caller's call */
+            out = Py_None;
+            Py_INCREF(out);
+        } else if (!loop_error(code)) {
+            out = results(&r->m);
         }
     }
-    sim_free(&m);
-    release_all(v, NARR);
-    release_all(tabs, 6);
-    release_all(kv, 2);
-    release_all(gv, 5);
-    release_all(dv, 7);
+    run_unbind(r);
+    free(r);
     return out;
 }
+
+#include "_core_fleet.h"
 
 /* eval_steps(form, new, ctx, offsets, out): the step time of each batch b (requests
  * offsets[b] .. offsets[b + 1] of new/ctx), its sums taken as the core takes them (tests and
@@ -345,6 +353,8 @@ static PyObject *core_fifo(PyObject *self, PyObject *args) {
 
 static PyMethodDef METHODS[] = {
     {"run", core_run, METH_VARARGS, "Run one simulation (kvplan.sim.core)."},
+    {"run_decodes", core_run_decodes, METH_O,
+     "Run a fleet's decode instances together (kvplan.sim.disagg.compiled)."},
     {"eval_steps", core_eval, METH_VARARGS, "Price batches with a step-time form."},
     {"fifo_exits", core_fifo, METH_VARARGS, "One FIFO server's exit times."},
     {NULL, NULL, 0, NULL},
@@ -356,7 +366,7 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
 
 /* KVPLAN_CORE_ABI: bumped whenever the functions or core_run's arguments change; kvplan.sim.core ignores a
    build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
-#define KVPLAN_CORE_ABI 4
+#define KVPLAN_CORE_ABI 5
 PyMODINIT_FUNC PyInit__core(void) {
     PyObject *m = PyModule_Create(&MODULE);
     if (m != NULL && PyModule_AddIntConstant(m, "ABI", KVPLAN_CORE_ABI) < 0) {

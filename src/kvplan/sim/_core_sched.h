@@ -261,10 +261,9 @@ static int books_ok(const Sim *m) {
     return ok && queued == m->free && held - extra + m->free == m->usable && m->free >= 0;
 }
 
-/* _Loop.run; returns 0, -1 (Python error set) */
 /* _Loop.run, without the GIL (taken back only to call progress). Returns 0, or an error
  * code for core_run to raise once it holds the GIL again. */
-enum { LOOP_OK, LOOP_NOMEM, LOOP_BOOKS, LOOP_STUCK, LOOP_PYERR, LOOP_EARLY };
+enum { LOOP_OK, LOOP_NOMEM, LOOP_BOOKS, LOOP_STUCK, LOOP_PYERR, LOOP_EARLY, LOOP_MORE };
 
 /* _Instance.turn's _release: a prefill instance's releases, then the arrivals; a decode
  * instance's arrivals, then its transfers and admissions. -1: a release guess failed */
@@ -294,33 +293,46 @@ static int call_progress(Sim *m, PyObject *progress, PyThreadState **ts) {
     return got ? LOOP_OK : LOOP_PYERR;
 }
 
+/* one pass of _Loop.run's loop at the clock: releases (a decode instance's admissions
+ * among them), then an idle instance's move to its next event, a decode run of at most
+ * `limit` steps or a general step. LOOP_MORE: go on; LOOP_OK: nothing is left */
+static int loop_once(Sim *m, i64 limit) {
+    if (instance_release(m) < 0) return LOOP_EARLY;
+    if (m->nrun == 0 && m->wn == 0) {
+        int moved = idle_until_next(m);
+        if (moved < 0) return LOOP_STUCK;
+        return moved ? LOOP_MORE : LOOP_OK;
+    }
+    i64 ran = decode_run(m, limit);
+    int got = ran ? 1 : general_step(m);
+    if (got < 0 && m->mode && m->nrun == 0) { /* stalled: the head waits for an event */
+        if (idle_until_next(m) <= 0) return LOOP_STUCK;
+        got = 0;
+    }
+    if (got < 0) return LOOP_STUCK;
+    if (m->oom) return LOOP_NOMEM;
+    if (m->validate && !books_ok(m)) return LOOP_BOOKS;
+    return LOOP_MORE;
+}
+
+/* the loop's end: the emission runs still open are closed (_Loop._result) */
+static int loop_end(Sim *m) {
+    for (i64 r = 0; r < m->n; r++)
+        if (m->last_emit[r] >= 0) close_segment(m, r);
+    return m->oom ? LOOP_NOMEM : LOOP_OK;
+}
+
 static int loop(Sim *m, PyObject *progress, PyThreadState **ts) {
     i64 shown = 0;
-    while (1) {
-        if (instance_release(m) < 0) return LOOP_EARLY;
-        if (m->nrun == 0 && m->wn == 0) {
-            int moved = idle_until_next(m);
-            if (moved < 0) return LOOP_STUCK;
-            if (moved == 0) break;
-            continue;
-        }
-        i64 ran = decode_run(m, progress != Py_None ? shown + 4096 - m->step : RUN_MAX);
-        int got = ran ? 1 : general_step(m);
-        if (got < 0 && m->mode && m->nrun == 0) { /* stalled: the head waits for an event */
-            if (idle_until_next(m) <= 0) return LOOP_STUCK;
-            got = 0;
-        }
-        if (got < 0) return LOOP_STUCK;
-        if (m->oom) return LOOP_NOMEM;
-        if (m->validate && !books_ok(m)) return LOOP_BOOKS;
+    int code;
+    while ((code = loop_once(m, progress != Py_None ? shown + 4096 - m->step : RUN_MAX))
+           == LOOP_MORE) {
         if (progress != Py_None && m->step - shown >= 4096) {
             shown = m->step;
             if (call_progress(m, progress, ts) != LOOP_OK) return LOOP_PYERR;
         }
     }
-    for (i64 r = 0; r < m->n; r++)
-        if (m->last_emit[r] >= 0) close_segment(m, r);
-    return m->oom ? LOOP_NOMEM : LOOP_OK;
+    return code == LOOP_OK ? loop_end(m) : code;
 }
 
 /* with the GIL held: the Python exception for a loop error code (0 if none) */

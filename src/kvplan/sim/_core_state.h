@@ -1,5 +1,5 @@
-/* kvplan.sim._core: buffers, the step-time form, the simulation state (included by _core.c
- * only: a single translation unit, every function static). */
+/* kvplan.sim._core: buffers, the step-time form, the simulation state, a run's result (included
+ * by _core.c only: a single translation unit, every function static). */
 
 typedef int64_t i64;
 
@@ -152,3 +152,31 @@ typedef struct {
     uint8_t *starved;
 } Sim;
 
+/* ------------------------------------------------------------ a run's result (with the GIL) */
+
+static PyObject *to_bytes(Buf *b, size_t item) {
+    return PyByteArray_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)(b->n * (i64)item));
+}
+
+#define NCOL 7
+/* the step series' seven columns (KvSeries) */
+static Buf *column(Sim *m, int c) {
+    Buf *b[NCOL] = {&m->st, &m->en, &m->used, &m->logical, &m->nrun_col, &m->nwait_col,
+                    &m->newtok};
+    return b[c];
+}
+
+/* core_run's result, its seven columns given (new references, NULL after an error) */
+static PyObject *results_with(Sim *m, PyObject *col[NCOL]) {
+    return Py_BuildValue("(NNNNNNNNNNNLLLdL)", col[0], col[1], col[2], col[3], col[4], col[5],
+                         col[6], to_bytes(&m->sreq, 8), to_bytes(&m->sfirst, 8),
+                         to_bytes(&m->slast, 8), to_bytes(&m->psteps, 8),
+                         (long long)m->query_tokens, (long long)m->prefill_blocks,
+                         (long long)m->decode_blocks, m->clock, (long long)m->run_steps);
+}
+
+static PyObject *results(Sim *m) {
+    PyObject *col[NCOL];
+    for (int c = 0; c < NCOL; c++) col[c] = to_bytes(column(m, c), 8);
+    return results_with(m, col);
+}

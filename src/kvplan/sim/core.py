@@ -73,7 +73,7 @@ class _Loop(Protocol):
 
 ENV = "KVPLAN_SIM_CORE"
 """Set to "python" to force the pure-Python loop (the reference the core is tested against)."""
-CORE_ABI = 4
+CORE_ABI = 5
 """The extension's ``ABI`` constant this code calls (_core.c KVPLAN_CORE_ABI)."""
 _FORMS: OrderedDict[int, tuple[Any, tuple[object, ...] | None]] = OrderedDict()
 """id(timer) -> (timer, form tuple or None), the last few timers (the planner reuses one)."""
@@ -181,11 +181,16 @@ def run(loop: _Loop, mod: ModuleType, form: tuple[object, ...]) -> SimulationRes
     return package(loop, out)
 
 
+def series(out: tuple[Any, ...]) -> KvSeries:
+    """The step series from the core's seven columns (``out[:7]``), without a copy."""
+    return KvSeries(start_s=_f64(out[0]), end_s=_f64(out[1]), used_blocks=_i64(out[2]),
+                    logical_bytes=_i64(out[3]), running=_i64(out[4]), waiting=_i64(out[5]),
+                    new_tokens=_i64(out[6]))
+
+
 def package(loop: _Loop, out: tuple[Any, ...]) -> SimulationResult:
     """The loop's result from the core's outputs (its state arrays already written)."""
-    steps = KvSeries(start_s=_f64(out[0]), end_s=_f64(out[1]), used_blocks=_i64(out[2]),
-                     logical_bytes=_i64(out[3]), running=_i64(out[4]), waiting=_i64(out[5]),
-                     new_tokens=_i64(out[6]))
+    steps = series(out)
     loop.s.clock = float(out[14])
     DECODE_RUN_STEPS[0] += out[15]
     loop.s.step = len(steps.end_s)
@@ -227,9 +232,9 @@ def keys(shared: list[list[int]] | None, n: int) -> tuple[IntArray, IntArray, in
     return off, ids.astype(np.int64).reshape(-1), len(uniq)
 
 
-def _f64(b: bytearray) -> FloatArray:
+def _f64(b: bytearray | memoryview) -> FloatArray:
     return np.frombuffer(b, dtype=np.float64)
 
 
-def _i64(b: bytearray) -> IntArray:
+def _i64(b: bytearray | memoryview) -> IntArray:
     return np.frombuffer(b, dtype=np.int64)

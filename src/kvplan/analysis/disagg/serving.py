@@ -140,8 +140,9 @@ def simulate_disagg_serving(dd: DisaggDeployment,
     work = workload if isinstance(workload, Workload) else build_workload(
         workload or WorkloadArgs())
     cost = transfer_cost(dd, dec.plan)
-    result = simulate_disagg(work, prefill=_pool_sim(pre, profile),
-                             decode=_pool_sim(dec, profile), transfer=cost, router=dd.router)
+    pre_sim, dec_sim = pool_sims(pre, dec, profile)
+    result = simulate_disagg(work, prefill=pre_sim, decode=dec_sim, transfer=cost,
+                             router=dd.router)
     return DisaggRun(deployment=dd, prefill=pre, decode=dec, transfer=cost, workload=work,
                      result=result)
 
@@ -154,9 +155,19 @@ def pool_timer(p: PoolRun, profile: str | Profile | None = None) -> StepCostMode
     return StepCostModel(d.model, d.gpu, d.engine, prof)
 
 
-def _pool_sim(p: PoolRun, profile: str | Profile | None) -> PoolSim:
+def pool_sims(pre: PoolRun, dec: PoolRun,
+               profile: str | Profile | None) -> tuple[PoolSim, PoolSim]:
+    """Both pools' simulation inputs; one timer where both pools price steps alike (the
+    same model, GPU and engine flags: pool_timer's inputs)."""
+    a, b = pre.deployment, dec.deployment
+    timer = pool_timer(pre, profile)
+    same = (a.model, a.gpu, a.engine) == (b.model, b.gpu, b.engine)
+    return _pool_sim(pre, timer), _pool_sim(dec, timer if same else pool_timer(dec, profile))
+
+
+def _pool_sim(p: PoolRun, timer: StepCostModel) -> PoolSim:
     d = p.deployment
-    return PoolSim(instances=d.replicas, timer=pool_timer(p, profile),
+    return PoolSim(instances=d.replicas, timer=timer,
                    num_blocks=p.plan.num_blocks,
                    shape=kv_shape_from_groups(p.plan.groups, p.plan.block_size),
                    limits=p.limits, max_model_len=p.plan.settings.max_model_len)

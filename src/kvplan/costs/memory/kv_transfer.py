@@ -27,6 +27,7 @@ from kvplan.specs.kv import SlidingWindowSpec
 from kvplan.specs.kv_state import StateSpec
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +92,11 @@ class TransferCost:
     def wire_s(self, link_bytes: float) -> float:
         """Seconds the link is busy moving ``link_bytes`` (latency not included)."""
         return link_bytes / (min(self.prefill_tp, self.decode_tp) * self.bytes_per_s_per_gpu)
+
+    def wire_s_each(self, link_bytes: IntArray) -> FloatArray:
+        """``wire_s`` of each element, with its float operations (one division each)."""
+        return np.asarray(link_bytes, dtype=np.float64) / (
+            min(self.prefill_tp, self.decode_tp) * self.bytes_per_s_per_gpu)
 
     def transfer_s(self, link_bytes: float) -> float:
         """Wire time plus the link's fixed latency: one transfer on an idle link."""

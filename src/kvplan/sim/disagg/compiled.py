@@ -1,16 +1,17 @@
 """The disaggregated fleet on the compiled core: each instance runs whole in C, pool by pool,
 and the pools' coupling is iterated to its fixed point.
 
-Pools meet at two points: a prefill instance's finish times are the decode instance's
-arrivals, and the decode instance's transfer ends are when the prefill instance frees the
-request's blocks. So::
+Pools meet at two points: a prefill instance's finish times are the decode instances'
+arrivals, and the decode instances' transfer ends are when the prefill instances free the
+requests' blocks. So::
 
     P_0     = each prefill instance run with blocks freed as requests finish (a guess)
-    D_k     = the decode instance fed P_k's finish times (the link inside it) -> R_k+1,
-              every transfer's end
+    D_k     = the decode instances fed P_k's finishes (the proxy's round robin over them in
+              the fleet's order; the link inside their joint run) -> R_k+1, every
+              transfer's end
     P_k+1   = each prefill instance with its blocks released at R_k+1
-    stop when P_k+1's finish times equal P_k's: D_k is then what the decode instance does
-    fed P_k+1, and (P_k+1, D_k) is consistent
+    stop when P_k+1's finishes (times and decode instances) equal P_k's: D_k is then what
+    the decode instances do fed P_k+1, and (P_k+1, D_k) is consistent
 
 A consistent pair is the fleet's trajectory: every event follows its causes by a positive
 time (a step takes time; a transfer ends after its admission), so two consistent pairs agree
@@ -19,8 +20,13 @@ does not reach it (a release falls due before its request finished, or ``ROUNDS`
 prefill pool ran out of blocks), the caller runs the Python fleet (fleet.py), the reference
 this is tested against to the bit (tests/test_disagg_compiled.py).
 
-Covered: one decode instance (its link queues are then all in its run), and one prefill
-instance or round-robin routing (the proxy's choice is then known in advance).
+The decode instances run together, in one call (``_core_fleet.h``): they share the prefill
+instances' egress NICs (link.py), so each takes its loop's passes in the fleet's order (the
+earliest clock first, ties to the lowest index) over one egress array.
+
+Covered: round-robin routing (the proxy's choices are then known from the prefill runs),
+or one instance on each side (least-outstanding has nothing to choose). Least-outstanding
+over several instances runs the Python fleet.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import numpy as np
 from kvplan.sim import core
 from kvplan.sim.disagg.link import LinkQueues
 from kvplan.sim.disagg.result import DisaggResult
-from kvplan.sim.result import FloatArray, IntArray, SimulationResult
+from kvplan.sim.result import FloatArray, IntArray, KvSeries, SimulationResult
 from kvplan.sim.state import REJECTED
 
 
@@ -56,8 +62,8 @@ class _Fleet(Protocol):
     t_start: FloatArray
     t_end: FloatArray
 
-    def assemble(self, pre: tuple[SimulationResult, ...],
-                 dec: tuple[SimulationResult, ...]) -> DisaggResult: ...
+    def assemble(self, pre: tuple[SimulationResult, ...], dec: tuple[SimulationResult, ...],
+                 steps: KvSeries | None = None) -> DisaggResult: ...
 
 ROUNDS = 4
 """Prefill runs after the first before the Python fleet takes over."""
@@ -76,10 +82,10 @@ class _Runner:
         self.groups = core.groups(loop.shape)
         self.wire: FloatArray | None = None
 
-    def run(self, ids: IntArray, at: FloatArray, dis: tuple[Any, ...] | None
-            ) -> tuple[list[np.ndarray], tuple[Any, ...]] | None:
-        """Requests ``ids`` reach the instance at ``at`` (in that order); None if the core
-        gave up on a release guess."""
+    def args(self, ids: IntArray, at: FloatArray, dis: tuple[Any, ...] | None
+             ) -> tuple[list[np.ndarray], tuple[Any, ...]]:
+        """A run's fresh state and the core's arguments: requests ``ids`` reach the instance
+        at ``at`` (in that order)."""
         s, lim, n = self.loop.s, self.loop.limits, self.n
         state = [getattr(s, f).copy() for f in _STATE]
         arrival = np.full(n, np.inf)
@@ -89,11 +95,17 @@ class _Runner:
         zeros = np.zeros(n)
         arrays = (arrival, np.ascontiguousarray(s.prompt), np.ascontiguousarray(s.output),
                   np.zeros(n, dtype=np.uint8), *state, order, zeros, arrival, zeros)
-        out = self.mod.run(arrays, self.keys, self.groups, n, 0, lim.max_num_batched_tokens,
-                           lim.max_num_seqs, self.loop.shape.block_size,
-                           lim.long_prefill_token_threshold, self.loop.pool.num_blocks,
-                           lim.chunked_prefill, self.loop.sched.caching, self.loop.validate,
-                           self.form, None, dis)
+        return state, (arrays, self.keys, self.groups, n, 0, lim.max_num_batched_tokens,
+                       lim.max_num_seqs, self.loop.shape.block_size,
+                       lim.long_prefill_token_threshold, self.loop.pool.num_blocks,
+                       lim.chunked_prefill, self.loop.sched.caching, self.loop.validate,
+                       self.form, None, dis)
+
+    def run(self, ids: IntArray, at: FloatArray, dis: tuple[Any, ...] | None
+            ) -> tuple[list[np.ndarray], tuple[Any, ...]] | None:
+        """One run alone (see ``args``); None if the core gave up on a release guess."""
+        state, args = self.args(ids, at, dis)
+        out = self.mod.run(*args)
         return None if out is None else (state, out)
 
     def install(self, got: tuple[list[np.ndarray], tuple[Any, ...]]) -> SimulationResult:
@@ -106,22 +118,23 @@ class _Runner:
 
 def eligible(fleet: _Fleet) -> bool:
     """The fleets this module runs (see the module docstring)."""
-    return len(fleet.dec) == 1 and (len(fleet.pre) == 1 or not fleet.least)
+    return not fleet.least or (len(fleet.pre) == 1 and len(fleet.dec) == 1)
 
 
 def run(fleet: _Fleet) -> DisaggResult | None:
     """The fleet's result from the compiled core, or None (the caller runs fleet.run())."""
     if not eligible(fleet):
         return None
-    picked = [core.pick(loop) for loop in (*fleet.pre, *fleet.dec)]
-    if any(p is None for p in picked):
+    loops = (*fleet.pre, *fleet.dec)
+    picked = [core.pick(loop) for loop in loops]
+    runners = [_Runner(loop, p) for loop, p in zip(loops, picked, strict=True) if p]
+    if len(runners) < len(loops):
         return None
-    pre = [_Runner(loop, p) for loop, p in zip(fleet.pre, picked, strict=False) if p]
-    dec = _Runner(fleet.dec[0], picked[-1])  # type: ignore[arg-type]
     ids = _route(fleet)
-    for loop in (*fleet.pre, *fleet.dec):
+    for loop in loops:
         loop.s.status[list(fleet.rejected)] = REJECTED
-    return _iterate(fleet, pre, dec, ids)
+    x = len(fleet.pre)
+    return _iterate(fleet, runners[:x], runners[x:], ids)
 
 
 def _route(fleet: _Fleet) -> list[IntArray]:
@@ -134,12 +147,12 @@ def _route(fleet: _Fleet) -> list[IntArray]:
     return [order[inst == p] for p in range(x)]
 
 
-def _iterate(fleet: _Fleet, pre: list[_Runner], dec: _Runner,
+def _iterate(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner],
              ids: list[IntArray]) -> DisaggResult | None:
     at = np.asarray(fleet.engine_at, dtype=np.float64)
     served = np.concatenate(ids)
     rel: FloatArray | None = None
-    fin_prev: FloatArray | None = None
+    seen: tuple[FloatArray, IntArray] | None = None
     d_got = None
     for _ in range(ROUNDS + 1):
         p_got = []
@@ -151,11 +164,15 @@ def _iterate(fleet: _Fleet, pre: list[_Runner], dec: _Runner,
         fin = np.full(len(at), np.nan)
         for got, mine in zip(p_got, ids, strict=True):
             fin[mine] = got[0][_STATE.index("finish_s")][mine]
-        if (d_got is not None and fin_prev is not None
-                and np.array_equal(fin, fin_prev, equal_nan=True)):
-            return _assemble(fleet, pre, dec, p_got, d_got, fin)
-        d_got = _decode(fleet, dec, served, fin)
-        rel, fin_prev = d_got[1][2], fin
+        d_of = _decode_of(p_got, served, len(dec), len(at))
+        if d_of is None:
+            return None
+        if (d_got is not None and seen is not None
+                and np.array_equal(fin, seen[0], equal_nan=True)
+                and np.array_equal(d_of, seen[1])):
+            return _assemble(fleet, pre, dec, p_got, d_got, (fin, d_of))
+        d_got = _decode(fleet, dec, served, fin, d_of)
+        rel, seen = d_got[1][2], (fin, d_of)
     return None
 
 
@@ -165,38 +182,78 @@ def _releases(mine: IntArray, rel: FloatArray) -> tuple[str, FloatArray, IntArra
     return "prefill", np.ascontiguousarray(rel[mine][k]), np.ascontiguousarray(mine[k])
 
 
-def _decode(fleet: _Fleet, dec: _Runner, served: IntArray, fin: FloatArray
-            ) -> tuple[Any, tuple[FloatArray, FloatArray, FloatArray, np.ndarray]]:
-    """The decode instance fed the prefill finish times ``fin`` (arrivals after the API
-    delay, in (time, request) order: DecodeLoop.inbox's heap); link: (admitted, transfer
-    start, transfer end, starved) per request."""
+def _decode_of(p_got: list[Any], served: IntArray, y: int, n: int) -> IntArray | None:
+    """Each request's decode instance (-1: none): the proxy's round robin over the prefill
+    finishes in the order the fleet sees them (fleet._prefill_done). A prefill instance's
+    turn is one step (every request has one output token), started at the turn's time, and
+    the fleet runs turns in time order, ties to the lower instance; a step's finishes come
+    in its plan order, the order its requests' emission runs close (the result's seg_req).
+    So: by the start of the finishing step, the prefill instance, the emission run's place.
+    None if a served request did not finish exactly once (the caller runs Python)."""
+    d_of = np.full(n, -1, dtype=np.int64)
+    if y == 1:
+        d_of[served] = 0
+        return d_of
+    parts = []
+    for p, (_, out) in enumerate(p_got):
+        req = np.frombuffer(out[7], dtype=np.int64)
+        start = np.frombuffer(out[0], dtype=np.float64)[np.frombuffer(out[8], dtype=np.int64)]
+        parts.append((start, np.full(len(req), p), np.arange(len(req)), req))
+    start, inst, place, req = (np.concatenate(c) for c in zip(*parts, strict=True))
+    if len(req) != len(served) or not np.array_equal(np.sort(req), np.sort(served)):
+        return None
+    d_of[req[np.lexsort((place, inst, start))]] = np.arange(len(req)) % y
+    return d_of
+
+
+def _decode(fleet: _Fleet, dec: list[_Runner], served: IntArray, fin: FloatArray,
+            d_of: IntArray) -> tuple[list[Any], tuple[FloatArray, FloatArray, FloatArray,
+                                                      np.ndarray], KvSeries]:
+    """The decode instances fed the prefill finish times ``fin``, each its requests
+    (``d_of``) after the API delay in (time, request) order (DecodeLoop.inbox's heap), run
+    together on one link; link: (admitted, transfer start, transfer end, starved) per
+    request; their step series joined (the client's, result.client_view)."""
     n = len(fin)
-    t = fin[served] + fleet.d_delay[served]
-    k = np.lexsort((served, t))
     cost = fleet.link.cost
-    if dec.wire is None:  # the wire time of each request's KV (LinkQueues.schedule's)
-        dec.wire = np.array([cost.wire_s(b) for b in fleet.nbytes.tolist()], dtype=np.float64)
-    wire = dec.wire
-    p_of = np.maximum(fleet.p_of, 0)
     link = (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan),
             np.zeros(n, dtype=np.uint8))
-    dis = ("decode", wire, p_of, float(cost.latency_s), np.zeros(len(fleet.pre)), *link)
-    got = dec.run(served[k], t[k], dis)
-    return got, link
+    dis = ("decode", _wire(fleet, dec[0]), np.maximum(fleet.p_of, 0), float(cost.latency_s),
+           np.zeros(len(fleet.pre)), *link)  # one egress array: the instances share the NICs
+    states, args = [], []
+    for d, runner in enumerate(dec):
+        mine = served[d_of[served] == d]
+        t = fin[mine] + fleet.d_delay[mine]
+        k = np.lexsort((mine, t))
+        state, a = runner.args(mine[k], t[k], dis)
+        states.append(state)
+        args.append(a)
+    outs, joined = dec[0].mod.run_decodes(args)
+    return list(zip(states, outs, strict=True)), link, core.series(joined)
 
 
-def _assemble(fleet: _Fleet, pre: list[_Runner], dec: _Runner, p_got: list[Any],
-              d_got: Any, fin: FloatArray) -> DisaggResult:
+def _wire(fleet: _Fleet, runner: _Runner) -> FloatArray:
+    """The wire time of each request's KV (LinkQueues.schedule's), computed once."""
+    if runner.wire is None:
+        runner.wire = fleet.link.cost.wire_s_each(fleet.nbytes)
+    return runner.wire
+
+
+def _assemble(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner], p_got: list[Any],
+              d_got: Any, fin_d: tuple[FloatArray, IntArray]) -> DisaggResult:
     """Install the runs on the fleet's loops and books; the fleet's result from them."""
-    got, link = d_got
+    got, link, steps = d_got
+    fin, d_of = fin_d
     pres = tuple(r.install(g) for r, g in zip(pre, p_got, strict=True))
-    loop = dec.loop
-    res = dec.install(got)
-    loop.arrive_s = loop.s.sent_s.copy()
-    loop.admit_s, fleet.t_start, fleet.t_end = link[0], link[1], link[2]
-    loop.starved = link[3].astype(np.bool_)
+    decs = []
+    for d, (runner, g) in enumerate(zip(dec, got, strict=True)):
+        loop, mine = runner.loop, d_of == d
+        decs.append(runner.install(g))
+        loop.arrive_s = loop.s.sent_s.copy()
+        loop.admit_s = np.where(mine, link[0], np.nan)
+        loop.starved = link[3].astype(np.bool_) & mine
+    fleet.t_start, fleet.t_end = link[1], link[2]
     served = fleet.p_of >= 0
-    fleet.d_of[served] = 0
+    fleet.d_of[served] = d_of[served]
     fleet.p_end[served] = fin[served]
     fleet.link.moved_bytes = int(fleet.nbytes[~np.isnan(link[2])].sum())
-    return fleet.assemble(pres, (res,))
+    return fleet.assemble(pres, tuple(decs), steps)

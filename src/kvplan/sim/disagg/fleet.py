@@ -27,7 +27,7 @@ from kvplan.sim.disagg import compiled
 from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
 from kvplan.sim.disagg.link import LinkQueues
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
-from kvplan.sim.result import SimulationResult
+from kvplan.sim.result import KvSeries, SimulationResult
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import REJECTED, FloatArray, IntArray, WorkloadLike
 
@@ -211,9 +211,10 @@ class _Fleet:
         return self.assemble(tuple(p._result() for p in self.pre),
                              tuple(d._result() for d in self.dec))
 
-    def assemble(self, pre: tuple[SimulationResult, ...],
-                 dec: tuple[SimulationResult, ...]) -> DisaggResult:
-        """The fleet's result from its instances' results and its books (either path)."""
+    def assemble(self, pre: tuple[SimulationResult, ...], dec: tuple[SimulationResult, ...],
+                 steps: KvSeries | None = None) -> DisaggResult:
+        """The fleet's result from its instances' results and its books (either path;
+        ``steps``: the decode instances' series joined, where the core joined them)."""
         n = len(self.prompt)
         adm, arr, starved = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.bool_)
         for d, loop in enumerate(self.dec):
@@ -226,7 +227,8 @@ class _Fleet:
                       start_s=self.t_start, end_s=self.t_end,
                       link_bytes=np.where(moved, self.nbytes, 0), waited_for_blocks=starved)
         rejected = {i: self.rejected[i] for i in sorted(self.rejected)}
-        client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected)
+        client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected,
+                             steps)
         return DisaggResult(prefill=pre, decode=dec, transfers=t, client=client,
                             moved_bytes=self.link.moved_bytes)
 

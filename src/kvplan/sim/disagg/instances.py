@@ -42,6 +42,13 @@ class _Instance(_Loop):
     running (prefill: awaiting their transfer; decode: being transferred): the instance
     waits for its next event instead of stepping."""
 
+    def _api_setup(self, timer: object) -> None:
+        """No release plan of its own: the fleet delivers the instance's requests to its
+        inbox, after the API paths it prices itself (fleet._delays)."""
+        self.delay = self.admit = self.order = None
+        self.arrivals = []
+        self.api_free = 0.0
+
     def turn(self) -> None:
         """Release what is due by the clock, then run one turn of the aggregated loop."""
         self.stalled = False

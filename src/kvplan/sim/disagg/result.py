@@ -68,8 +68,10 @@ class DisaggResult:
 
 def client_view(arrival: FloatArray, prompt: IntArray, output: IntArray,
                 prefill: tuple[SimulationResult, ...], decode: tuple[SimulationResult, ...],
-                t: Transfers, rejected: dict[int, str]) -> SimulationResult:
-    """The fleet as one server: per request its decode instance's times, steps appended."""
+                t: Transfers, rejected: dict[int, str],
+                joined: KvSeries | None = None) -> SimulationResult:
+    """The fleet as one server: per request its decode instance's times, steps appended
+    (``joined``: the decode instances' series already appended)."""
     n = len(arrival)
     first, finish = np.full(n, np.nan), np.full(n, np.nan)
     finished = np.zeros(n, dtype=np.bool_)
@@ -79,7 +81,7 @@ def client_view(arrival: FloatArray, prompt: IntArray, output: IntArray,
         first[mine], finish[mine] = res.first_token_s[mine], res.finish_s[mine]
         finished[mine] = res.finished[mine]
         preempt += res.preemptions
-    steps, segs = _appended(decode)
+    steps, segs = _appended(decode, joined)
     hits = sum((p.prefix_hit_tokens for p in prefill), np.zeros(n, dtype=np.int64))
     for p in prefill:
         preempt += p.preemptions
@@ -105,17 +107,24 @@ def _first_of(results: tuple[SimulationResult, ...], name: str, n: int) -> Float
     return out
 
 
-def _appended(results: tuple[SimulationResult, ...]) -> tuple[KvSeries, tuple[IntArray, ...]]:
-    """Every result's step series one after another; emission runs re-indexed to match."""
+def _appended(results: tuple[SimulationResult, ...], joined: KvSeries | None = None
+              ) -> tuple[KvSeries, tuple[IntArray, ...]]:
+    """Every result's step series one after another (``joined`` if given); emission runs
+    re-indexed to match."""
+    if len(results) == 1:  # one instance: its own arrays (results are never written)
+        r = results[0]
+        return r.steps, (r.seg_req.astype(np.int64, copy=False),
+                         r.seg_first.astype(np.int64, copy=False),
+                         r.seg_last.astype(np.int64, copy=False))
     names = ("start_s", "end_s", "used_blocks", "logical_bytes", "running", "waiting",
              "new_tokens")
-    cols = {k: np.concatenate([getattr(r.steps, k) for r in results]) for k in names}
+    steps = joined if joined is not None else KvSeries(
+        **{k: np.concatenate([getattr(r.steps, k) for r in results]) for k in names})
     offsets = np.cumsum([0] + [r.num_steps for r in results])
     req = np.concatenate([r.seg_req for r in results])
     first = np.concatenate([r.seg_first + o for r, o in zip(results, offsets, strict=False)])
     last = np.concatenate([r.seg_last + o for r, o in zip(results, offsets, strict=False)])
-    return KvSeries(**cols), (req.astype(np.int64), first.astype(np.int64),
-                              last.astype(np.int64))
+    return steps, (req.astype(np.int64), first.astype(np.int64), last.astype(np.int64))
 
 
 def served(t: Transfers) -> BoolArray:
