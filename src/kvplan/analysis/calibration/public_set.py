@@ -203,19 +203,25 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
                              output_tokens=int(w["output_len"]))
         predict = _static_predict(timer, shape, engine.max_num_batched_tokens)
         exact = None
-        load = static_load(shape.batch, shape.prompt_tokens, shape.output_tokens)
     else:
         work = _workload(w)
         replay = serving_replay(p["model_config"], p["gpu"], engine, work, res)
         predict = replay.metrics if w["mode"] == "serving" else _offline(replay)
         exact = _simulated(res, work) if w["mode"] == "serving" else None
-        load = workload_load(work)
     return CalPoint(id=p["id"], source=p["source"], family=p["family"], model=p["model_config"],
                     gpu=res.gpu.id, tp=int(p["tp"]),
                     precision=res.compute_precision, measured=_measured(p),
                     predict=predict, engine=engine_key(p["engine"]),
                     served=w["mode"] == "serving",
-                    simulate=exact, floors=point_floors(model, res.gpu, engine, load, res))
+                    simulate=exact, floors=point_floors(model, res.gpu, engine, raw_load(p), res))
+
+
+def raw_load(p: Mapping[str, Any]) -> Load:
+    """A stored point's requests as the floors see them (no simulation)."""
+    w = p["workload"]
+    if w["mode"] == "static_batch":
+        return static_load(int(w["batch_size"]), int(w["input_len"]), int(w["output_len"]))
+    return workload_load(_workload(w))
 
 
 def workload_load(work: Workload) -> Load:
