@@ -3,10 +3,13 @@
     .venv/bin/python benchmarks/calibration_report.py            # print the tables
     .venv/bin/python benchmarks/calibration_report.py --write    # also rewrite default.json
     .venv/bin/python benchmarks/calibration_report.py --dump r.json   # and every residual
+    .venv/bin/python benchmarks/calibration_report.py --help     # this text
 
 Prints, per model family (dense / MoE) and metric, the median |predicted / measured - 1|
 in-sample and leave-one-source-out (each source predicted by a fit without it), the held-out
-error of each source, the fitted factors and the points kvplan cannot price; the bundled
+error of each source, the fitted factors, the points kvplan cannot price and the measured
+values faster than their GPU's datasheet allows (``analysis.calibration.floors``: left out of
+the fit and of every median, each printed with its floor); the bundled
 profile's own in-sample errors (before the fit) are printed beside them. ``--dump PATH``
 writes every point's residuals (bundled, fitted in-sample, held out) as JSON. ``--write``
 stores the fit, its error bands (held-out residuals) and its coverage in
@@ -36,6 +39,9 @@ def pct(x: float | None) -> str:
 
 
 def main() -> None:
+    if "--help" in sys.argv or "-h" in sys.argv:
+        print(__doc__)
+        return
     t0 = time.perf_counter()
     cs = calibration_set()
     pts = cs.points
@@ -51,6 +57,10 @@ def main() -> None:
           f"{len(cs.skipped)} skipped")
     for pid, why in cs.skipped.items():
         print(f"  skipped {pid}: {why}")
+    print(f"{len(cs.below_floor)} measured values below their physical floor, left out of the "
+          "fit and the medians:")
+    for b in cs.below_floor:
+        print(f"  {b.describe()}")
     print("\n| family | metric | values | bundled in-sample | in-sample median abs error | "
           "leave-one-source-out |\n|---|---|---|---|---|---|")
     for r, b in zip(rep.table(ins, held), rep.table(before, before), strict=True):
@@ -90,7 +100,8 @@ def write(fit: Fit, pts: Sequence[CalPoint], held: Sequence[rep.Residual],
     ps = to_profile_set(fit, pts, fitted_on=(
         f"public_calibration.json + latency_calibration.json: {len(pts)} points from "
         f"{n_sources} sources (vLLM/SGLang serving runs replayed through the simulator, "
-        "vllm bench latency and TensorRT-LLM static batches); benchmarks/calibration_report.py"))
+        "vllm bench latency and TensorRT-LLM static batches; values below their physical "
+        "floor left out); benchmarks/calibration_report.py"))
     data = profiles_to_dict(ps)
     data["bands"] = rep.band_groups(held)
     data["coverage"] = rep.coverage(pts)

@@ -42,7 +42,8 @@ def calibrate_cmd(
     )] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Write the profile even if the fit is pinned at a bound, "
-        "underdetermined or leaves a large error.")] = False,
+        "underdetermined or leaves a large error; drop (with a note) measured values faster "
+        "than the GPU's datasheet allows instead of refusing the file.")] = False,
     as_json: fl.JsonOpt = False,
 ) -> None:
     """Fit the latency profile per GPU and precision: serving runs (vllm bench serve results,
@@ -55,7 +56,7 @@ def calibrate_cmd(
     out_file = check_output(out, "--out", (*files, model, gpu))
     serving = [f for f in files if sc.is_serving_file(f)]
     if serving:
-        fit = _calibrate_serving(files, serving, defaults)
+        fit = _calibrate_serving(files, serving, defaults, force)
         _finish_calibration(fit.problems, force, out_file, fit.profiles, as_json)
         if as_json:
             print_json(serving_calibration_json(fit))
@@ -63,7 +64,7 @@ def calibrate_cmd(
             _show_serving_calibration(fit)
         return
     names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
-    result = _calibrate_static(files, defaults, names)
+    result = _calibrate_static(files, defaults, names, force)
     _finish_calibration(sc.static_problems(result, names), force, out_file, result.profiles,
                         as_json)
     if as_json:
@@ -84,26 +85,51 @@ def _defaults(given: dict[str, Any]) -> Any:
                         async_scheduling=engine.async_scheduling)
 
 
-def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...]) -> Any:
+def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...],
+                      force: bool) -> Any:
     from kvplan.analysis.calibration import static_fit as cal
+    from kvplan.analysis.calibration.floor_check import drop_measurements
     from kvplan.errors import TraceError
 
     points = [p for f in files for p in cal.read_measurements(f, defaults)]
     if not points:
         raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
+    points, dropped = drop_measurements(points)
+    _physical(dropped, force)
+    if not points:
+        raise TraceError(f"{files[0]}:1: no measured value is left after --force")
     return cal.fit_profiles(points, fitted_on=", ".join(files), names=names,
                             start=cal.default_profiles().default)
 
 
-def _calibrate_serving(files: list[str], serving: list[str], defaults: Any) -> Any:
+def _calibrate_serving(files: list[str], serving: list[str], defaults: Any,
+                       force: bool) -> Any:
     from kvplan.analysis.calibration import serving_fit as sc
     from kvplan.analysis.calibration import static_fit as cal
+    from kvplan.analysis.calibration.public_set import drop_below_floor
+    from kvplan.errors import TraceError
 
     points = [sc.to_point(r) for f in serving for r in sc.read_serving(f, defaults)]
     for f in files:
         if f not in serving:
             points.extend(sc.static_point(m) for m in cal.read_measurements(f, defaults))
+    points, dropped = drop_below_floor(points)
+    _physical(dropped, force)
+    if not points:
+        raise TraceError(f"{files[0]}:1: no measured value is left after --force")
     return sc.fit_user(points, cal.default_profiles(), fitted_on=", ".join(files))
+
+
+def _physical(dropped: Any, force: bool) -> None:
+    """Refuse measured values faster than the GPU's datasheet allows (exit 2, nothing
+    written), or with --force note each one dropped from the fit."""
+    from kvplan.analysis.calibration.floor_check import drop_note, refusal
+    from kvplan.analysis.calibration.serving_fit import CalibrationRefused
+
+    if dropped and not force:
+        raise CalibrationRefused(refusal(dropped))
+    for b in dropped:
+        typer.echo(drop_note(b), err=True)
 
 
 def _finish_calibration(problems: Any, force: bool, out_file: Any, profiles: Any,

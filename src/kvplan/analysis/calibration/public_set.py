@@ -8,7 +8,7 @@ static-batch points of ``latency_calibration.json``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
@@ -16,6 +16,14 @@ from typing import Any
 import numpy as np
 
 from kvplan import input_file, jsonread
+from kvplan.analysis.calibration.floor_check import BelowFloor, below_floor, without
+from kvplan.analysis.calibration.floors import (
+    Floors,
+    Load,
+    point_floors,
+    served_load,
+    static_load,
+)
 from kvplan.analysis.calibration.replay import Replay, record
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
 from kvplan.costs.step.latency import RequestShape, static_batch_latency
@@ -56,6 +64,9 @@ class CalPoint:
     simulate: Callable[[Profile], dict[str, float]] | None = None
     """The run simulated again under a profile (exact where ``predict`` is a replay that
     approximates the API server's queue); what reported errors use. None = ``predict``."""
+
+    floors: Floors | None = None
+    """The point's physical limits at its GPU's datasheet peaks (``floors``); None: unchecked."""
 
     def exact(self, profile: Profile) -> dict[str, float]:
         """The model's own prediction (the simulator's where the fit uses a replay)."""
@@ -202,7 +213,27 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
                     precision=res.compute_precision, measured=_measured(p),
                     predict=predict, engine=engine_key(p["engine"]),
                     served=w["mode"] == "serving",
-                    simulate=exact)
+                    simulate=exact, floors=point_floors(model, res.gpu, engine, raw_load(p), res))
+
+
+def raw_load(p: Mapping[str, Any]) -> Load:
+    """A stored point's requests as the floors see them (no simulation)."""
+    w = p["workload"]
+    if w["mode"] == "static_batch":
+        return static_load(int(w["batch_size"]), int(w["input_len"]), int(w["output_len"]))
+    return workload_load(_workload(w))
+
+
+def workload_load(work: Workload) -> Load:
+    """A workload's requests as the floors see them (served, at its client's concurrency)."""
+    return served_load(tuple(int(x) for x in work.prompt_tokens),
+                       tuple(int(x) for x in work.output_tokens), work.closed_loop_concurrency)
+
+
+def shape_floors(res: ResolvedDeployment, shape: RequestShape) -> Floors:
+    """A static batch's physical limits on its resolved deployment."""
+    load = static_load(shape.batch, shape.prompt_tokens, shape.output_tokens)
+    return point_floors(res.model, res.gpu, res.engine, load, res)
 
 
 def _simulated(res: ResolvedDeployment,
@@ -244,7 +275,7 @@ def _trtllm_points() -> list[CalPoint]:
                             precision=res.compute_precision, measured=m.measured,
                             predict=_static_predict(timer, m.shape,
                                                     m.engine.max_num_batched_tokens),
-                            engine="trtllm"))
+                            engine="trtllm", floors=shape_floors(res, m.shape)))
     return out
 
 
@@ -260,6 +291,9 @@ class CalibrationSet:
 
     points: tuple[CalPoint, ...]
     skipped: dict[str, str]
+    below_floor: tuple[BelowFloor, ...] = ()
+    """Measured values faster than the datasheet allows: left out of ``points`` (a point
+    with no value left is left out whole)."""
 
 
 @cache
@@ -276,7 +310,20 @@ def calibration_set() -> CalibrationSet:
             points.append(_point(p))
         except KvplanError as exc:
             skipped[p["id"]] = str(exc)
-    return CalibrationSet(points=tuple(points), skipped=skipped)
+    kept, dropped = drop_below_floor(points)
+    return CalibrationSet(points=tuple(kept), skipped=skipped, below_floor=tuple(dropped))
+
+
+def drop_below_floor(points: Sequence[CalPoint]) -> tuple[list[CalPoint], list[BelowFloor]]:
+    """``points`` without their values that beat a physical floor, and those values."""
+    kept, dropped = [], []
+    for p in points:
+        found = below_floor(p.id, p.measured, p.floors) if p.floors is not None else []
+        dropped.extend(found)
+        measured = without(p.measured, found)
+        if measured:
+            kept.append(replace(p, measured=measured) if found else p)
+    return kept, dropped
 
 
 def calibration_points() -> tuple[CalPoint, ...]:

@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from kvplan import input_file, jsonread
+from kvplan.analysis.calibration.floors import point_floors
 from kvplan.analysis.calibration.measurement_checks import on_off
 from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
-from kvplan.analysis.calibration.public_set import CalPoint, serving_replay
+from kvplan.analysis.calibration.public_set import CalPoint, serving_replay, workload_load
 from kvplan.analysis.calibration.separability import separability_problems
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
 from kvplan.costs.step.profile import Profile
@@ -243,7 +244,8 @@ def to_point(r: ServingRun) -> CalPoint:
     return CalPoint(id=r.id, source=r.where, family=family, model=model.name, gpu=hw.id,
                     tp=r.engine.tensor_parallel_size,
                     precision=res.compute_precision, measured=r.measured,
-                    predict=predict, served=True)
+                    predict=predict, served=True,
+                    floors=point_floors(model, hw, r.engine, workload_load(work), res))
 
 
 def _resimulate(res: ResolvedDeployment,
@@ -340,7 +342,7 @@ def _problems(gpu: str, precision: str, fitted: Profile, names: Sequence[str],
 
 def static_point(m: Any) -> CalPoint:
     """A `vllm bench latency` / static-batch measurement as a calibration point."""
-    from kvplan.analysis.calibration.public_set import _static_predict
+    from kvplan.analysis.calibration.public_set import _static_predict, shape_floors
     from kvplan.costs.step.roofline import StepCostModel
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
@@ -354,7 +356,8 @@ def static_point(m: Any) -> CalPoint:
     return CalPoint(id=m.id, source=m.where, family="moe" if model.moe else "dense",
                     model=model.name, gpu=hw.id, tp=m.engine.tensor_parallel_size,
                     precision=res.compute_precision, measured=m.measured,
-                    predict=_static_predict(timer, m.shape, m.engine.max_num_batched_tokens))
+                    predict=_static_predict(timer, m.shape, m.engine.max_num_batched_tokens),
+                    floors=shape_floors(res, m.shape))
 
 
 def static_problems(result: Any, names: Sequence[str]) -> list[str]:
