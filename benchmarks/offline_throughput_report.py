@@ -1,6 +1,7 @@
 """Held-out check of offline max throughput: TensorRT-LLM's perf-overview runs, never fitted.
 
-    .venv/bin/python benchmarks/offline_throughput_report.py [--only 8B] [--points]
+    .venv/bin/python benchmarks/offline_throughput_report.py [--only 8B] [--points] [--kv-auto]
+    .venv/bin/python benchmarks/offline_throughput_report.py --help     # this text
 
 The 60 ``offline_max_throughput`` points of latency_calibration.json (Llama-3.1 8B / 70B /
 405B FP8 on H100 and H200, TP 1-8, ``trtllm-bench throughput``: every request queued at t = 0,
@@ -60,6 +61,9 @@ def _data_text_profile() -> str:
 
 
 def main() -> None:
+    if "--help" in sys.argv or "-h" in sys.argv:
+        print(__doc__)
+        return
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
     t0, rows = time.perf_counter(), []
     for p in offline_points():
