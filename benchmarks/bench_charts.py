@@ -76,8 +76,12 @@ def report(name: str, before: float, after: float) -> None:
 
 
 def main() -> None:
-    output = int(sys.argv[1]) if len(sys.argv) > 1 else 30_000
-    prompts = int(sys.argv[2]) if len(sys.argv) > 2 else 5_000
+    args = sys.argv[1:]
+    if any(not a.isdigit() for a in args) or len(args) > 2:
+        print(__doc__)
+        sys.exit(0 if args in (["--help"], ["-h"]) else 2)
+    output = int(args[0]) if args else 30_000
+    prompts = int(args[1]) if len(args) > 1 else 5_000
     tl = request_timeline(kv_spec(load_model(MODEL)), 2048, output, chunk_tokens=512)
     report(f"request chart, {len(tl.steps):,} steps", png_seconds(naive_staircase(tl)),
            png_seconds(staircase_chart(tl, MODEL)))
