@@ -149,6 +149,32 @@ def test_a_transfer_holds_both_ends(x: int, y: int, start: list[float], decode: 
     assert r.client.first_token_s.tolist() == first
 
 
+def test_decode_instances_take_answers_as_they_come_back() -> None:
+    """2P2D. r0 (t=0, 16 tokens) on p0: prefill [0, 5] (1 + 0.25 x 16); r1 (t=0.5, 4 tokens)
+    on p1: [0.5, 2.5]. r0's step starts first, r1's ends first: the proxy (vLLM's, which
+    awaits each prefill answer, then picks the next decode instance) sends r1 to d0 at 2.5
+    and r0 to d1 at 5.
+    link     r1: 400 B from p1 to d0, admitted at 2.5: [2.5, 4]; r0: 1600 B from p0 to d1,
+             admitted at 5: [5, 9.5]
+    decode   d0: [4, 5.25] r1's first token, [5.25, 6.5] its last;
+             d1: [9.5, 10.75] r0's first token, [10.75, 12] its last"""
+    w = workload([0.0, 0.5], [16, 4], [2, 2])
+    pre = PoolSim(instances=2, timer=TIMER, num_blocks=64, shape=SHAPE, limits=LIMITS)
+    dec = PoolSim(instances=2, timer=TIMER, num_blocks=64, shape=SHAPE, limits=LIMITS)
+    r = simulate_disagg(w, prefill=pre, decode=dec, transfer=COST, validate=True)
+    t = r.transfers
+    assert t.prefill_instance.tolist() == [0, 1]
+    assert t.prefill_end_s.tolist() == [5.0, 2.5]
+    assert t.decode_instance.tolist() == [1, 0]
+    assert t.decode_arrival_s.tolist() == [5.0, 2.5]
+    assert t.start_s.tolist() == [5.0, 2.5]
+    assert t.end_s.tolist() == [9.5, 4.0]
+    assert _steps(r.decode[0]) == [(4.0, 5.25, 1), (5.25, 6.5, 2)]
+    assert _steps(r.decode[1]) == [(9.5, 10.75, 4), (10.75, 12.0, 5)]
+    assert r.client.first_token_s.tolist() == [10.75, 5.25]
+    assert r.client.finish_s.tolist() == [12.0, 6.5]
+
+
 def test_tp4_to_tp8_transfer_arithmetic() -> None:
     """docs/disaggregation.md's example: Llama-3.1-70B-like rank shard, 8 KV heads x 128 x
     2 (K, V) x 2 bytes x 80 layers = 327,680 B/token on all GPUs; at TP8 one decode GPU holds

@@ -7,7 +7,7 @@ requests' blocks. So::
 
     P_0     = each prefill instance run with blocks freed as requests finish (a guess)
     D_k     = the decode instances fed P_k's finishes (the proxy's round robin over them in
-              the fleet's order; the link inside their joint run) -> R_k+1, every
+              the order they end; the link inside their joint run) -> R_k+1, every
               transfer's end
     P_k+1   = each prefill instance with its blocks released at R_k+1
     stop when P_k+1's finishes (times and decode instances) equal P_k's: D_k is then what
@@ -164,7 +164,7 @@ def _iterate(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner],
         fin = np.full(len(at), np.nan)
         for got, mine in zip(p_got, ids, strict=True):
             fin[mine] = got[0][_STATE.index("finish_s")][mine]
-        d_of = _decode_of(p_got, served, len(dec), len(at))
+        d_of = _decode_of(p_got, served, len(dec), fin)
         if d_of is None:
             return None
         if (d_got is not None and seen is not None
@@ -182,27 +182,26 @@ def _releases(mine: IntArray, rel: FloatArray) -> tuple[str, FloatArray, IntArra
     return "prefill", np.ascontiguousarray(rel[mine][k]), np.ascontiguousarray(mine[k])
 
 
-def _decode_of(p_got: list[Any], served: IntArray, y: int, n: int) -> IntArray | None:
+def _decode_of(p_got: list[Any], served: IntArray, y: int, fin: FloatArray
+               ) -> IntArray | None:
     """Each request's decode instance (-1: none): the proxy's round robin over the prefill
-    finishes in the order the fleet sees them (fleet._prefill_done). A prefill instance's
-    turn is one step (every request has one output token), started at the turn's time, and
-    the fleet runs turns in time order, ties to the lower instance; a step's finishes come
-    in its plan order, the order its requests' emission runs close (the result's seg_req).
-    So: by the start of the finishing step, the prefill instance, the emission run's place.
-    None if a served request did not finish exactly once (the caller runs Python)."""
-    d_of = np.full(n, -1, dtype=np.int64)
+    answers in the order they come back (fleet._route_answers): by finish time, then the
+    prefill instance, then the finishing step's plan order, the order its requests'
+    emission runs close (the result's seg_req; an instance's steps end at distinct times,
+    so the run's place in seg_req orders one step's finishes). None if a served request
+    did not finish exactly once (the caller runs Python)."""
+    d_of = np.full(len(fin), -1, dtype=np.int64)
     if y == 1:
         d_of[served] = 0
         return d_of
     parts = []
     for p, (_, out) in enumerate(p_got):
         req = np.frombuffer(out[7], dtype=np.int64)
-        start = np.frombuffer(out[0], dtype=np.float64)[np.frombuffer(out[8], dtype=np.int64)]
-        parts.append((start, np.full(len(req), p), np.arange(len(req)), req))
-    start, inst, place, req = (np.concatenate(c) for c in zip(*parts, strict=True))
+        parts.append((np.full(len(req), p), np.arange(len(req)), req))
+    inst, place, req = (np.concatenate(c) for c in zip(*parts, strict=True))
     if len(req) != len(served) or not np.array_equal(np.sort(req), np.sort(served)):
         return None
-    d_of[req[np.lexsort((place, inst, start))]] = np.arange(len(req)) % y
+    d_of[req[np.lexsort((place, inst, fin[req]))]] = np.arange(len(req)) % y
     return d_of
 
 

@@ -3,7 +3,9 @@
 The proxy (vLLM's disaggregated proxy example, tests/v1/kv_connector/nixl_integration/
 toy_proxy_server.py) sends each request to a prefill instance with max_tokens=1, round
 robin, waits for its answer, then sends it to a decode instance, round robin, and streams
-the decode instance's tokens to the client. The fleet always runs the instance (or the
+the decode instance's tokens to the client: decode instances take the answers in the order
+they come back (prefill finish time, then prefill instance, then the step's plan order).
+The fleet always runs the instance (or the
 proxy's next arrival) that acts first; an instance's turn may hold several steps but
 starts none after the next moment another one acts (its ``horizon``), so no event reaches
 an instance in its past (docs/disaggregation.md, "Event order").
@@ -102,8 +104,8 @@ class _Fleet:
                       prefix_hashes=work.prefix_hashes)
         self.pre = [_loop(PrefillLoop, one, prefill, validate) for _ in range(prefill.instances)]
         self.dec = [_loop(DecodeLoop, full, decode, validate) for _ in range(decode.instances)]
-        for p in self.pre:
-            p.attach(self._prefill_done)
+        for p, loop in enumerate(self.pre):
+            loop.attach(self._done_on(p))
         for d, loop in enumerate(self.dec):
             loop.attach(self._admit_on(d), self._decode_done)
         self.link = LinkQueues(transfer, prefill.instances, decode.instances)
@@ -125,6 +127,7 @@ class _Fleet:
         step = float(timer.step_time_s(one, np.zeros(1, dtype=np.int64)))
         delay = float(self.d_delay.min()) if len(self.d_delay) else 0.0
         self.p_look = max(0.0, step + delay)
+        self.p_step = step
         self.d_look = transfer.latency_s
 
     def _set_up_arrivals(self, router: str) -> None:
@@ -143,17 +146,57 @@ class _Fleet:
         self.p_end = np.full(n, np.nan)
         self.t_start = np.full(n, np.nan)
         self.t_end = np.full(n, np.nan)
+        self.answers: list[tuple[float, int, int, int]] = []
+        """Prefill answers known and not yet routed: (finish, instance, plan order, r)."""
+        self.seq = 0
 
     # ------------------------------------------------------------ callbacks
 
-    def _prefill_done(self, r: int, end: float) -> None:
-        self.out_p.done(int(self.p_of[r]), end)
+    def _done_on(self, p: int) -> Any:
+        def done(r: int, end: float) -> None:
+            self._prefill_done(p, r, end)
+        return done
+
+    def _prefill_done(self, p: int, r: int, end: float) -> None:
+        """r's prefill answer, known when its step is planned (a step's finishes come in
+        its plan order); the proxy routes it when it comes back (``_route_answers``)."""
+        self.out_p.done(p, end)
+        self.p_end[r] = end
+        heapq.heappush(self.answers, (end, p, self.seq, r))
+        self.seq += 1
+
+    def _to_decode(self, r: int, end: float) -> int:
+        """The proxy sends r, answered by prefill at ``end``, to its next decode instance."""
         d = self.out_d.pick(end) if self.least else self.rr_d
         self.rr_d = (d + 1) % len(self.dec)
         self.out_d.add(d)
         self.d_of[r] = d
-        self.p_end[r] = end
         self.dec[d].add(end + float(self.d_delay[r]), r)
+        return d
+
+    def _route_answers(self, tp: list[float], nxt: float) -> None:
+        """Route the known answers, earliest first, while none still unknown can come back
+        before them: an instance's next step starts at its clock at the earliest, and an
+        idle or stalled one's at its next event, the next arrival or a release (at least
+        ``d_look`` after a decode instance acts), and ends at least one 1-token step later.
+        A tie with an unknown answer waits (it might have the lower instance)."""
+        md = math.inf
+        while self.answers:
+            if md == math.inf:
+                md = min(e.next_time() for e in self.dec)
+            woken = min(nxt, md + self.d_look)
+            soonest = min(max(e.s.clock, min(t, woken)) for e, t in zip(self.pre, tp,
+                                                                        strict=True))
+            end, _, _, r = self.answers[0]
+            if end >= soonest + self.p_step:
+                return
+            heapq.heappop(self.answers)
+            md = min(md, self.dec[self._to_decode(r, end)].next_time())
+
+    def _first_answer_at(self) -> float:
+        """The earliest decode arrival among the answers not yet routed."""
+        return min((end + float(self.d_delay[r]) for end, _, _, r in self.answers),
+                   default=math.inf)
 
     def _admit_on(self, d: int) -> Any:
         def admit(r: int, t: float) -> float:
@@ -188,9 +231,10 @@ class _Fleet:
     def run(self) -> DisaggResult:
         pre, dec, inf = self.pre, self.dec, math.inf
         while True:
-            tp = [e.next_time() for e in pre]
+            tp, nxt = [e.next_time() for e in pre], self._next_arrival()
+            self._route_answers(tp, nxt)
             td = [e.next_time() for e in dec]
-            mp, md, nxt = min(tp), min(td), self._next_arrival()
+            mp, md, held = min(tp), min(td), self._first_answer_at()
             t = min(mp, md)
             if nxt <= t:
                 if nxt == inf:
@@ -199,10 +243,10 @@ class _Fleet:
                 continue
             if mp <= md:
                 e = pre[tp.index(mp)]
-                e.horizon = min(md + self.d_look, nxt)
+                e.horizon = min(min(md, held) + self.d_look, nxt)
             else:
                 e = dec[td.index(md)]
-                e.horizon = min(mp, nxt) + self.p_look
+                e.horizon = min(min(mp, nxt) + self.p_look, held)
             e.wake(t)
             e.turn()
         return self._result()
