@@ -94,10 +94,7 @@ def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...],
     points = [p for f in files for p in cal.read_measurements(f, defaults)]
     if not points:
         raise TraceError(f"{files[0]}:1: no static-batch measurement points found")
-    points, dropped = drop_measurements(points)
-    _physical(dropped, force)
-    if not points:
-        raise TraceError(f"{files[0]}:1: no measured value is left after --force")
+    points = _physical(*drop_measurements(points), force, files[0])
     return cal.fit_profiles(points, fitted_on=", ".join(files), names=names,
                             start=cal.default_profiles().default)
 
@@ -107,29 +104,29 @@ def _calibrate_serving(files: list[str], serving: list[str], defaults: Any,
     from kvplan.analysis.calibration import serving_fit as sc
     from kvplan.analysis.calibration import static_fit as cal
     from kvplan.analysis.calibration.public_set import drop_below_floor
-    from kvplan.errors import TraceError
 
     points = [sc.to_point(r) for f in serving for r in sc.read_serving(f, defaults)]
     for f in files:
         if f not in serving:
             points.extend(sc.static_point(m) for m in cal.read_measurements(f, defaults))
-    points, dropped = drop_below_floor(points)
-    _physical(dropped, force)
-    if not points:
-        raise TraceError(f"{files[0]}:1: no measured value is left after --force")
+    points = _physical(*drop_below_floor(points), force, files[0])
     return sc.fit_user(points, cal.default_profiles(), fitted_on=", ".join(files))
 
 
-def _physical(dropped: Any, force: bool) -> None:
-    """Refuse measured values faster than the GPU's datasheet allows (exit 2, nothing
-    written), or with --force note each one dropped from the fit."""
+def _physical(points: list[Any], dropped: list[Any], force: bool, first: str) -> list[Any]:
+    """The points left once measured values faster than the GPU's datasheet allows are
+    refused (exit 2, nothing written) or, with --force, dropped with a note each."""
     from kvplan.analysis.calibration.floor_check import drop_note, refusal
     from kvplan.analysis.calibration.serving_fit import CalibrationRefused
+    from kvplan.errors import TraceError
 
     if dropped and not force:
         raise CalibrationRefused(refusal(dropped))
     for b in dropped:
         typer.echo(drop_note(b), err=True)
+    if not points:
+        raise TraceError(f"{first}:1: no measured value is left after --force")
+    return points
 
 
 def _finish_calibration(problems: Any, force: bool, out_file: Any, profiles: Any,

@@ -5,8 +5,9 @@ deployment (another GPU, prefix-cache hits, wrong units) and would drag the fit 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from kvplan.analysis.calibration.floors import THROUGHPUT, Floors, point_floors, static_load
 from kvplan.analysis.calibration.measurements import Measurement
@@ -127,11 +128,33 @@ def measurement_floors(m: Measurement) -> Floors:
 
 def drop_measurements(points: Sequence[Measurement]) -> tuple[list[Measurement],
                                                                list[BelowFloor]]:
-    """``points`` without their values that beat a physical floor, and those values (a
-    point with no value left is left out whole)."""
+    """``points`` without their values that beat a physical floor, and those values."""
+    return drop_values(points, measurement_floors)
+
+
+class _Point(Protocol):
+    """A measured point of either kind (static-batch ``Measurement``, ``CalPoint``)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def measured(self) -> Mapping[str, float]: ...
+
+
+P = TypeVar("P", bound=_Point)
+
+
+def drop_values(points: Sequence[P], floors_of: Callable[[P], Floors | None]
+                ) -> tuple[list[P], list[BelowFloor]]:
+    """``points`` without their values that beat a physical floor (``floors_of``: a point's
+    floors, None: unchecked), and those values; a point with no value left is left out."""
     kept, dropped = [], []
     for m in points:
-        found = below_floor(m.id, m.measured, measurement_floors(m))
+        floors = floors_of(m)
+        found = below_floor(m.id, m.measured, floors) if floors is not None else []
         dropped.extend(found)
         measured = without(m.measured, found)
         if measured:

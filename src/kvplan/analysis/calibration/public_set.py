@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from kvplan import input_file, jsonread
-from kvplan.analysis.calibration.floor_check import BelowFloor, below_floor, without
+from kvplan.analysis.calibration.floor_check import BelowFloor, drop_values
 from kvplan.analysis.calibration.floors import (
     Floors,
     Load,
@@ -316,14 +316,7 @@ def calibration_set() -> CalibrationSet:
 
 def drop_below_floor(points: Sequence[CalPoint]) -> tuple[list[CalPoint], list[BelowFloor]]:
     """``points`` without their values that beat a physical floor, and those values."""
-    kept, dropped = [], []
-    for p in points:
-        found = below_floor(p.id, p.measured, p.floors) if p.floors is not None else []
-        dropped.extend(found)
-        measured = without(p.measured, found)
-        if measured:
-            kept.append(replace(p, measured=measured) if found else p)
-    return kept, dropped
+    return drop_values(points, lambda p: p.floors)
 
 
 def calibration_points() -> tuple[CalPoint, ...]:

@@ -91,12 +91,16 @@ class TransferCost:
 
     def wire_s(self, link_bytes: float) -> float:
         """Seconds the link is busy moving ``link_bytes`` (latency not included)."""
-        return link_bytes / (min(self.prefill_tp, self.decode_tp) * self.bytes_per_s_per_gpu)
+        return link_bytes / self.link_bytes_per_s
 
     def wire_s_each(self, link_bytes: IntArray) -> FloatArray:
         """``wire_s`` of each element, with its float operations (one division each)."""
-        return np.asarray(link_bytes, dtype=np.float64) / (
-            min(self.prefill_tp, self.decode_tp) * self.bytes_per_s_per_gpu)
+        return np.asarray(link_bytes, dtype=np.float64) / self.link_bytes_per_s
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """The transfer's bandwidth: the GPUs on the narrower side, each at its NIC's rate."""
+        return min(self.prefill_tp, self.decode_tp) * self.bytes_per_s_per_gpu
 
     def transfer_s(self, link_bytes: float) -> float:
         """Wire time plus the link's fixed latency: one transfer on an idle link."""
