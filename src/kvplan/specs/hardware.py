@@ -36,6 +36,9 @@ class HardwareSpec:
     arch: str = ""
     """Architecture as gpus.json names it ("Hopper (GH100)", "Blackwell", "CDNA 3"): picks
     vLLM's kernel backends where they change memory (``kvplan.costs.memory.mxfp4_layout``)."""
+    kernels_of: str = ""
+    """A measured GPU with the same die, clocks and HBM (H800 -> H100 SXM): its kernel tables
+    price this one, collectives scaled to this GPU's own interconnect; "" = none."""
     source: str = ""
 
     def peak_flops_for(self, dtype: str) -> float:
@@ -52,6 +55,9 @@ _ALIASES = {
     "h100-80gb": "H100-SXM-80GB",
     "h100-pcie": "H100-PCIe-80GB",
     "h200": "H200-SXM-141GB",
+    "h800": "H800-SXM-80GB",
+    "h800-sxm": "H800-SXM-80GB",
+    "h800-80gb-hbm3": "H800-SXM-80GB",
     "b200": "B200-SXM-180GB",
     "a100": "A100-80GB-SXM",
     "a100-80gb": "A100-80GB-SXM",
@@ -103,6 +109,7 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
             node_gpus=int(entry.get("node_gpus") or 0),
             scale_out_bytes_per_s=float(entry.get("scale_out_gbps") or 0) * GB,
             arch=str(entry.get("arch", "")),
+            kernels_of=str(entry.get("kernels_of") or ""),
             source=str(entry.get("source", "")),
         )
     except (TypeError, ValueError) as exc:
@@ -179,4 +186,8 @@ def _load_gpu_file(path: Path) -> HardwareSpec:
                           file=str(path)) from None
     if not isinstance(data, dict):
         raise ConfigError("must hold a mapping with id, memory_gb, mem_bw_tbps", file=str(path))
+    if data.get("kernels_of"):
+        raise ConfigError("is read from the bundled catalog only (a GPU described in a file "
+                          "is priced by the roofline): drop it", field="kernels_of",
+                          file=str(path))
     return hardware_from_dict(data, file=str(path))

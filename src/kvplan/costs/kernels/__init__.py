@@ -12,11 +12,18 @@ from kvplan.costs.kernels.attention import (
     decode_attention,
     decode_attention_s,
 )
-from kvplan.costs.kernels.comm import NCCL_OPS, all_gather, all_reduce, all_reduce_s, nccl
+from kvplan.costs.kernels.comm import (
+    NCCL_OPS,
+    all_gather,
+    all_reduce,
+    all_reduce_s,
+    link_scale,
+    nccl,
+)
 from kvplan.costs.kernels.gemm import GEMM_DTYPES, gemm, gemm_s
 from kvplan.costs.kernels.moe import MOE_DTYPES, moe, moe_s  # eager: `moe` names the module too
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
-from kvplan.costs.kernels.tables import manifest, measured_gpus, resolve_gpu
+from kvplan.costs.kernels.tables import has_tables, manifest, measured_gpus, resolve_gpu
 
 if TYPE_CHECKING:  # the lazy names below (X as X: re-exported)
     from kvplan.costs.kernels.donor import Efficiency as Efficiency
@@ -64,6 +71,8 @@ __all__ = [
     "decode_attention_s",
     "gemm",
     "gemm_s",
+    "has_tables",
+    "link_scale",
     "manifest",
     "measured_gpus",
     "mla_context",

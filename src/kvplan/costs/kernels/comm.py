@@ -3,6 +3,8 @@ over the link the GPU's tables were measured on (NVLink; PCIe on L40S)."""
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import numpy.typing as npt
 
@@ -21,7 +23,7 @@ def all_reduce(gpu: str, message_bytes: npt.ArrayLike, num_gpus: int, *,
     that does not take): ``graph`` under CUDA graphs (decode), else eager."""
     table = require(gpu, "allreduce")
     key = ("mode", table.code("mode", "graph" if graph else "eager"))
-    return _collective(table, key, message_bytes, num_gpus)
+    return _collective(gpu, table, key, message_bytes, num_gpus)
 
 
 def nccl(gpu: str, op: str, message_bytes: npt.ArrayLike, num_gpus: int) -> OpTime:
@@ -29,7 +31,7 @@ def nccl(gpu: str, op: str, message_bytes: npt.ArrayLike, num_gpus: int) -> OpTi
     if op not in NCCL_OPS:
         raise UnknownNameError(f"unknown collective {op!r}: choose one of {', '.join(NCCL_OPS)}")
     table = require(gpu, "nccl")
-    return _collective(table, ("op", table.code("op", op)), message_bytes, num_gpus)
+    return _collective(gpu, table, ("op", table.code("op", op)), message_bytes, num_gpus)
 
 
 def all_gather(gpu: str, message_bytes: npt.ArrayLike, num_gpus: int) -> OpTime:
@@ -43,9 +45,33 @@ def all_reduce_s(gpu: str, message_bytes: npt.ArrayLike, num_gpus: int, *,
     return all_reduce(gpu, message_bytes, num_gpus, graph=graph).seconds
 
 
-def _collective(table: Table, key: tuple[str, int], message_bytes: npt.ArrayLike,
+@cache
+def link_scale(gpu: str) -> float:
+    """How many times slower ``gpu``'s scale-up link is than that of the GPU whose tables
+    price it: 1 for a measured GPU; a ``kernels_of`` twin's collectives are read at this many
+    times their bytes (H800: 900 / 400 GB/s NVLink = 2.25), which is the twin's time where
+    the link's bandwidth binds and leaves the latency-bound small messages as measured."""
+    from kvplan.specs.hardware import load_gpu
+
+    try:
+        spec = load_gpu(gpu)
+    except UnknownNameError:
+        return 1.0
+    if not spec.kernels_of or spec.interconnect_bytes_per_s <= 0:
+        return 1.0
+    twin = load_gpu(spec.kernels_of).interconnect_bytes_per_s
+    return max(1.0, twin / spec.interconnect_bytes_per_s)
+
+
+def _collective(gpu: str, table: Table, key: tuple[str, int], message_bytes: npt.ArrayLike,
                 num_gpus: int) -> OpTime:
     size = np.asarray(message_bytes, dtype=np.float64)
+    scale = link_scale(gpu) if table.gpu.lower() != gpu.lower() else 1.0
+    link_notes: tuple[str, ...] = ()
+    if scale != 1.0:
+        size = size * scale
+        link_notes = (f"{gpu}: {table.gpu}'s measured collectives at {scale:.3g}x the bytes "
+                      "(its scale-up link is that much slower)",)
     if num_gpus <= 1:
         return OpTime(seconds=np.zeros(size.shape), status=np.zeros(size.shape, dtype=np.int8),
                       source=table.source(), notes=("one GPU: no collective",))
@@ -64,4 +90,5 @@ def _collective(table: Table, key: tuple[str, int], message_bytes: npt.ArrayLike
         notes = (f"{num_gpus} GPUs not measured: scaled x{factor:.3g} from {ref} "
                  "(ring traffic 2(g-1)/g)",)
     kernels = tuple(table.meta["kernels"]) if isinstance(table.meta["kernels"], list) else ()
-    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)
+    return OpTime(seconds=seconds, status=status, source=table.source(kernels),
+                  notes=link_notes + notes)

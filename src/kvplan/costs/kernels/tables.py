@@ -78,22 +78,34 @@ def measured_gpus() -> tuple[str, ...]:
 
 
 def resolve_gpu(gpu: str) -> str:
-    """A bundled GPU id from an id or alias (case-insensitive); UnknownNameError otherwise."""
+    """A bundled GPU id from an id or alias (case-insensitive), or the measured twin a catalog
+    GPU names in ``kernels_of`` (H800 -> H100 SXM); UnknownNameError otherwise."""
     by_lower = {g.lower(): g for g in measured_gpus()}
     if gpu.lower() in by_lower:
         return by_lower[gpu.lower()]
     from kvplan.specs.hardware import load_gpu
 
     try:
-        spec_id = load_gpu(gpu).id
+        spec = load_gpu(gpu)
+        names = (spec.id, spec.kernels_of)
     except UnknownNameError:
-        spec_id = gpu
-    if spec_id.lower() in by_lower:
-        return by_lower[spec_id.lower()]
+        names = (gpu, "")
+    for name in names:
+        if name and name.lower() in by_lower:
+            return by_lower[name.lower()]
     raise UnknownNameError(
         f"no measured kernel tables for GPU {gpu!r}: measured are {', '.join(measured_gpus())}; "
         "use kvplan.costs.kernels.nearest_measured_gpu for the others"
     )
+
+
+def has_tables(gpu: str) -> bool:
+    """Whether ``gpu`` (an id or alias) is priced from measured tables, its own or its twin's."""
+    try:
+        resolve_gpu(gpu)
+    except UnknownNameError:
+        return False
+    return True
 
 
 def _arrays(gpu: str, family: str) -> dict[str, npt.NDArray[Any]]:

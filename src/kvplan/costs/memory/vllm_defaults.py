@@ -26,6 +26,8 @@ CUDA_TOTAL_BYTES: dict[str, int] = {
     # 79.18 GiB: llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md
     "h100-sxm-80gb": 85_020_000_000,
     "h100-pcie-80gb": 85_020_000_000,
+    # H800 SXM: the same 80 GB HBM3 stack as H100 SXM (no public vLLM log of its own)
+    "h800-sxm-80gb": 85_020_000_000,
     # 23.69 GiB (25,438,715,904 B): RTX 3090 as torch reports it (vLLM issue #10517 era logs)
     "rtx-3090": 25_438_715_904,
     # 79.25 GiB: A100-SXM4-80GB, vLLM v1 "Free memory on device (46.41/79.25 GiB) on startup"

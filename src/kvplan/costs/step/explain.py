@@ -38,8 +38,11 @@ def kernel_basis(timer: StepCostModel) -> str:
         from kvplan.costs import kernels as kn
 
         src = kn.gemm(ms.gpu, 1, 4096, 4096, timer.gemm_dtype).source
-        line = (f"kernels measured on {ms.gpu} ({src.engine} {src.version}; "
+        line = (f"kernels measured on {src.gpu} ({src.engine} {src.version}; "
                 "aiconfigurator-core tables, Apache-2.0)")
+        if src.gpu.lower() != ms.gpu.lower():
+            line += (f"; {ms.gpu} is the same die: its collectives at its own scale-up "
+                     f"link ({kn.link_scale(ms.gpu):.3g}x slower)")
         mla = timer.ops is not None and any(a.kind == "mla" for a in timer.ops.attention)
         if mla and (donor := kn.mla_donor(ms.gpu)) is not None:
             line += (f"; no MLA table on {ms.gpu}: its MLA blocks are {donor}'s x the two "

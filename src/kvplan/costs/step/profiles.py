@@ -116,7 +116,10 @@ def profile_for(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
     covers this GPU, else the bundled set (a user profile adds to the bundled one).
     ``precision``: the deployment's resolved compute precision (None: resolved here)."""
     profiles = merge(default_profiles(), load_profiles(path)) if path else default_profiles()
-    return profiles.pick(hardware.id, precision or compute_precision(model, engine))
+    gpu = hardware.id
+    if hardware.kernels_of and all(p.gpu.lower() != gpu.lower() for p in profiles.profiles):
+        gpu = hardware.kernels_of  # H800: its twin's profile (the same die and tables)
+    return profiles.pick(gpu, precision or compute_precision(model, engine))
 
 
 def merge(base: ProfileSet, user: ProfileSet) -> ProfileSet:

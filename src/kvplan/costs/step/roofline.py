@@ -94,7 +94,7 @@ class StepCostModel:
         profile = profile or Profile()
         self.donor: str | None = None
         if silicon is None:
-            silicon = hardware.id.lower() in {g.lower() for g in kn.measured_gpus()}
+            silicon = kn.has_tables(hardware.id)
             if not silicon:  # the roofline at the nearest measured generation's rates
                 rates = kn.nearest_measured_gpu(hardware)
                 self.donor = rates.donor

@@ -88,7 +88,17 @@ def family_of(model: Any) -> str:
     return "moe" if getattr(model, "moe", None) is not None else "dense"
 
 
+def _twin(gpu: str) -> str:
+    """The measured GPU a catalog GPU is priced as (``kernels_of``: H800 -> H100 SXM), else
+    ``gpu``."""
+    from kvplan.specs.hardware import gpu_catalog
+
+    spec = gpu_catalog().get(gpu.lower())
+    return spec.kernels_of if spec is not None and spec.kernels_of else gpu
+
+
 def _nearest(u: Uncertainty, family: str, gpu: str, tp: int, metric: str) -> BandGroup | None:
+    gpu = _twin(gpu)
     tries = ((family, gpu, str(tp)), (family, gpu, "*"), (family, "*", "*"), ("*", "*", "*"))
     groups = _by_key(u)
     for fam, g, t in tries:
@@ -139,7 +149,11 @@ def coverage_notes(*, model_id: str, gpu: str, tp: int, family: str,
     """Plain sentences for each way this deployment lies outside the fitted data."""
     c = (uncertainty or bundled_uncertainty()).coverage
     notes = []
-    if c.gpus and gpu not in c.gpus:
+    twin = _twin(gpu)
+    if c.gpus and gpu not in c.gpus and twin in c.gpus:
+        notes.append(f"{gpu} is not in the calibration set: it is priced as {twin} (the same "
+                     f"die and kernels, its own interconnect), with {twin}'s band")
+    elif c.gpus and gpu not in c.gpus:
         notes.append(f"{gpu} is not in the calibration set (fitted on {', '.join(c.gpus)}): "
                      "its rates are the median of the fitted GPUs' and the band may not hold")
     if c.models and model_id not in c.models:

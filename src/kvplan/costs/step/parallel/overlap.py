@@ -46,9 +46,10 @@ DEEPEP_SMS = 20
 ("the DeepEP default", vllm/distributed/device_communicators/all2all.py; DeepEP's
 deep_ep/buffer.py Buffer.num_sms = 20)."""
 GPU_SMS = {"A100-40GB-SXM": 108, "A100-80GB-SXM": 108, "H100-SXM-80GB": 132,
-           "H100-PCIe-80GB": 114, "H200-SXM-141GB": 132, "B200-SXM-180GB": 148}
+           "H100-PCIe-80GB": 114, "H800-SXM-80GB": 132, "H200-SXM-141GB": 132,
+           "B200-SXM-180GB": 148}
 """Streaming multiprocessors per GPU (NVIDIA's A100 and H100 architecture whitepapers:
-A100 108, H100 SXM5 132, H100 PCIe 114; H200 is the same GH100 configuration as H100 SXM;
+A100 108, H100 SXM5 132, H100 PCIe 114; H200 and H800 are the same GH100 configuration as H100 SXM;
 B200: 148, NVIDIA Blackwell architecture technical brief)."""
 _MLP_ONLY = ("gate_up_proj", "down_proj")
 """GEMMs of the dense MLP: only in layers without experts."""
