@@ -129,9 +129,12 @@ def test_the_fast_path_prints_what_typer_prints(args: list[str], tmp_path: Path)
             tmp_path / "slow" / "r.json").read_bytes()
 
 
-def test_a_trace_with_its_own_arrivals_imports_no_numpy_random_or_csv_for_random() -> None:
+def test_a_trace_with_its_own_arrivals_imports_no_numpy_random_or_csv_for_random(
+        tmp_path: Path) -> None:
     """azure-conv's arrivals are its own (no generator: numpy.random, secrets, hashlib's
-    OpenSSL); a random workload reads no trace module (csv)."""
+    OpenSSL); a random workload reads no trace module (csv). A cache folder of its own: with
+    the draws already kept (specs/requests/random_cache.py) the random run skips
+    numpy.random, whatever ran before in a shared folder."""
     code = ("import sys; sys.argv = ['kvplan', 'simulate', {m!r}, {extra}, '--num-prompts', "
             "'20', '--json']\nfrom kvplan.cli import main\nmain()\nprint(sorted(m for m in "
             "('numpy.random', 'csv', 'kvplan.specs.requests.traces') if m in sys.modules), "
@@ -139,7 +142,8 @@ def test_a_trace_with_its_own_arrivals_imports_no_numpy_random_or_csv_for_random
     for extra, want in (("'--dataset', 'azure-conv'", "['csv', 'kvplan.specs.requests.traces']"),
                         ("'--dataset', 'random'", "['numpy.random']")):
         p = subprocess.run([sys.executable, "-c", code.format(m=M, extra=extra)],
-                           capture_output=True, text=True, timeout=300, check=True)
+                           capture_output=True, text=True, timeout=300, check=True,
+                           env={**os.environ, "KVPLAN_CACHE_DIR": str(tmp_path)})
         assert p.stderr.strip().splitlines()[-1] == want
 
 
