@@ -68,6 +68,13 @@ def test_a_live_thread_keeps_the_normal_exit_which_waits_for_it() -> None:
     assert got.stderr.endswith("atexit\nteardown\n")
 
 
+def test_a_profiler_still_writes_its_report(tmp_path: Path) -> None:
+    out = tmp_path / "run.prof"
+    got = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "kvplan",
+                          "kv", L1B, "--json"], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and out.stat().st_size > 1000
+
+
 def test_the_dataclass_code_cache_is_still_saved(tmp_path: Path) -> None:
     got = _probe(["kv", L1B], KVPLAN_CACHE_DIR=str(tmp_path))
     assert got.returncode == 0 and "teardown" not in got.stderr

@@ -10,7 +10,8 @@ What still happens, in the order ``Py_FinalizeEx`` does it: the ``atexit`` handl
 dataclass code cache is saved there, ``logging`` flushes its handlers), then stdout and
 stderr are flushed. Where that cannot be done the same way the normal exit runs instead:
 a status that is not an int in 0..255 (Python prints a string status), another Python
-thread still alive (the interpreter would wait for it), or a flush that fails (the
+thread still alive (the interpreter would wait for it), a profiler or tracer set (cProfile,
+coverage: they write their reports at the normal exit), or a flush that fails (the
 interpreter reports it).
 
 Only the console script and ``python -m kvplan`` end this way (``entry.console``); a caller
@@ -28,7 +29,7 @@ def end(status: object) -> None:
     """End the process now with ``status`` (None is 0); returns only where the normal exit
     must run instead (see the module docstring)."""
     code = 0 if status is None else status
-    if not isinstance(code, int) or not 0 <= code <= 255 or _other_threads():
+    if not isinstance(code, int) or not 0 <= code <= 255 or _watched():
         return
     atexit._run_exitfuncs()
     try:
@@ -40,6 +41,8 @@ def end(status: object) -> None:
     os._exit(code)
 
 
-def _other_threads() -> bool:
+def _watched() -> bool:
+    """Another thread alive, or a profiler or tracer that reports at the normal exit."""
     threading = sys.modules.get("threading")
-    return threading is not None and threading.active_count() > 1
+    return ((threading is not None and threading.active_count() > 1)
+            or sys.getprofile() is not None or sys.gettrace() is not None)
