@@ -5,6 +5,7 @@ or an unwritable folder is ignored, and a second run compiles nothing."""
 from __future__ import annotations
 
 import dataclasses
+import marshal
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from kvplan.cli.fast import dataclass_code as dc
 @pytest.fixture
 def cache(monkeypatch: pytest.MonkeyPatch) -> dc.CodeCache:
     """A fresh cache bound as dataclasses' ``exec`` for one test (removed afterwards)."""
-    got = dc.CodeCache({})
+    got = dc.CodeCache()
     monkeypatch.setattr(dataclasses, "exec", got.exec, raising=False)
     return got
 
@@ -67,32 +68,48 @@ def test_file_round_trips_and_bad_files_are_ignored(tmp_path: Path,
     _define("d")
     path = str(tmp_path / "code" / "x.bin")
     assert dc.save(path, cache)
-    assert dc.load(path).keys() == cache.codes.keys()
-    Path(path).write_bytes(dc.MAGIC + b"\x00garbage")
-    assert dc.load(path) == {}
-    Path(path).write_bytes(b"not ours")
-    assert dc.load(path) == {}
-    assert dc.load(str(tmp_path / "missing.bin")) == {}
+    stored = dc.load(path)
+    assert set(stored.entries()) == {t.encode() for t in cache.codes}
+    for text, code in cache.codes.items():
+        assert stored.find(text.encode()) == marshal.dumps(code)
+    for body in (dc.MAGIC + b"\x00garbage", dc.MAGIC + (3).to_bytes(8, "little") + b"\xff" * 9,
+                 dc.MAGIC + (len(listed := marshal.dumps([1]))).to_bytes(8, "little") + listed,
+                 b"not ours"):
+        Path(path).write_bytes(body)
+        assert dc.load(path).entries() == {}
+    assert dc.load(str(tmp_path / "missing.bin")).entries() == {}
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     assert not dc.save(str(blocker / "code" / "x.bin"), cache)  # a file where a folder goes
 
 
+def test_texts_of_one_length_are_told_apart_and_bad_index_entries_skipped() -> None:
+    a, b = b"def f(): return 1", b"def g(): return 2"
+    stored = dc.unpack(dc.pack({a: b"code-a", b: b"code-b"}))
+    assert len(stored.index) == 1  # one length, two entries
+    assert (stored.find(a), stored.find(b), stored.find(b"def h(): return 3")) == (
+        b"code-a", b"code-b", None)
+    broken = dc.Stored({len(a): ("x", 1), 5: (0, -1)}, stored.blob)
+    assert broken.find(a) is None and broken.entries() == {}
+
+
 def test_nothing_new_nothing_written(tmp_path: Path) -> None:
     path = tmp_path / "x.bin"
-    assert dc.save(str(path), dc.CodeCache({})) and not path.exists()
+    assert dc.save(str(path), dc.CodeCache()) and not path.exists()
 
 
-def test_file_keeps_only_this_runs_entries_past_the_cap(monkeypatch: pytest.MonkeyPatch,
-                                                        cache: dc.CodeCache) -> None:
-    monkeypatch.setattr(dc, "MAX_ENTRIES", 2)
-    stale = compile("pass", "<string>", "exec")
-    cache.codes.update({f"# old {i}": stale for i in range(3)})
+def test_file_keeps_only_this_runs_entries_past_the_cap(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    stale = marshal.dumps(compile("pass", "<string>", "exec"))
+    old = dc.unpack(dc.pack({f"# old {i}".encode(): stale for i in range(3)}))
+    cache = dc.CodeCache(old)
+    monkeypatch.setattr(dataclasses, "exec", cache.exec, raising=False)
     _define("e")
-    import marshal
-
-    kept = marshal.loads(cache.payload()[len(dc.MAGIC):])
-    assert set(kept) == cache.used and not any(t.startswith("# old") for t in kept)
+    assert set(dc.unpack(cache.payload()).entries()) == {
+        t.encode() for t in cache.codes} | set(old.entries())  # under the cap: all kept
+    monkeypatch.setattr(dc, "MAX_ENTRIES", 2)
+    kept = dc.unpack(cache.payload()).entries()
+    assert set(kept) == {t.encode() for t in cache.codes} and b"# old 0" not in kept
 
 
 def test_cache_file_follows_kvplan_cache_dir(monkeypatch: pytest.MonkeyPatch,
@@ -100,7 +117,7 @@ def test_cache_file_follows_kvplan_cache_dir(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("KVPLAN_CACHE_DIR", str(tmp_path))
     got = Path(dc.cache_file())
     assert got.parent == tmp_path / "code"
-    assert got.name == f"dataclass-{sys.implementation.cache_tag}-{sys.hexversion:x}.bin"
+    assert got.name == f"dataclass-{sys.implementation.cache_tag}-{sys.hexversion:x}-v3.bin"
 
 
 RUN = ("import sys, builtins\nsys.argv = ['kvplan', 'kv', 'meta-llama/Llama-3.1-8B', '--json']\n"
@@ -126,12 +143,12 @@ def test_entries_are_unmarshalled_when_met_and_a_bad_one_is_compiled_again(
     _define("f")
     path = str(tmp_path / "x.bin")
     assert dc.save(path, cache)
-    raw = dc.load(path)
-    assert raw and all(isinstance(v, bytes) for v in raw.values())
-    text = next(iter(raw))
-    again = dc.CodeCache({**raw, text: b"\x00broken"})
+    raw = dc.load(path).entries()
+    assert len(raw) == len(cache.codes) >= 5
+    text = next(iter(cache.codes))
+    again = dc.CodeCache(dc.unpack(dc.pack({**raw, text.encode(): b"\x00broken"})))
     assert again.code(text) == cache.codes[text] and again.new  # compiled afresh
-    other = next(t for t in raw if t != text)
-    fresh = dc.CodeCache(dict(raw))
+    other = next(t for t in cache.codes if t != text)
+    fresh = dc.CodeCache(dc.load(path))
     assert fresh.code(other) == cache.codes[other] and not fresh.new
-    assert isinstance(fresh.codes[text], bytes)  # never met: never unmarshalled
+    assert list(fresh.codes) == [other]  # the others never met: never unmarshalled

@@ -60,3 +60,25 @@ def test_a_server_that_keeps_up_is_not_called_overloaded() -> None:
 def test_all_at_once_has_no_rate_verdict() -> None:
     r = run_cli("simulate", "meta-llama/Llama-3.2-1B", "--num-prompts", "20", "--json")
     assert r.json()["overload"] is None and r.json()["rejected_by_reason"] == []
+
+
+def test_overload_counts_only_the_served_requests_arrivals() -> None:
+    """Sent at 0..7 s, requests 1 and 6 rejected: the window is (3.5, 7] s, in which 4, 5
+    and 7 arrived (not 6) and 4 and 5 finished (at 4.5 and 5.5 s; 7's answer is at 7.5)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from kvplan.analysis.overload import overload
+
+    sent = np.arange(8, dtype=np.float64)
+    served = np.array([0, 2, 3, 4, 5, 7])
+    r = SimpleNamespace(num_requests=8, rejected={1: "x", 6: "y"}, sent_s=sent, num_steps=2,
+                        finish_s=sent + 0.5, finished=served,
+                        steps=SimpleNamespace(start_s=np.array([0.0, 5.0]),
+                                              waiting=np.array([0, 3])))
+    load = overload(r)  # type: ignore[arg-type]
+    assert load is not None and load.overloaded
+    assert (load.window_start_s, load.window_end_s) == (3.5, 7.0)
+    assert (load.offered_rate_req_s, load.sustained_rate_req_s) == (3 / 3.5, 2 / 3.5)
+    assert (load.waiting_at_mid_arrivals, load.waiting_at_last_arrival) == (0, 3)

@@ -1,5 +1,5 @@
-"""`python -m kvplan` runs the CLI."""
+"""`python -m kvplan` runs the CLI (the console script's entry: kvplan.cli.console)."""
 
-from kvplan.cli import main
+from kvplan.cli import console
 
-main()
+console()

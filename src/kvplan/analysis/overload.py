@@ -61,7 +61,8 @@ def _waiting_at(r: SimulationResult, t: float) -> int:
 
 def overload(r: SimulationResult) -> Overload | None:
     """The verdict for an open-loop run; None when requests were not spread over time."""
-    served = np.array([i not in r.rejected for i in range(r.num_requests)], dtype=bool)
+    served = np.ones(r.num_requests, dtype=bool)
+    served[np.fromiter(r.rejected, dtype=np.int64, count=len(r.rejected))] = False
     sent = r.sent_s[served & ~np.isnan(r.sent_s)]
     if len(sent) < 4 or r.num_steps == 0:
         return None

@@ -1,5 +1,5 @@
 """The `kvplan` command line: builds specs, calls the API, renders. No arithmetic here."""
 
-from kvplan.cli.fast.entry import main
+from kvplan.cli.fast.entry import console, main
 
-__all__ = ["main"]
+__all__ = ["console", "main"]

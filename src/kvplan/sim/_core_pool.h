@@ -163,8 +163,8 @@ static i64 logical_bytes(const Sim *m) {
 
 /* Scheduler._grow: take the blocks, or give back the ones a sliding window left behind */
 static void grow(Sim *m, i64 r, i64 need) {
-    if (need >= 0) take(m, need);
-    else give_anon(m, -need);
+    if (need > 0) take(m, need); /* take(m, 0) and give_anon(m, 0) do nothing */
+    else if (need < 0) give_anon(m, -need);
     m->held[r] += need;
 }
 
@@ -187,12 +187,19 @@ static void close_segment(Sim *m, i64 r) {
 
 static i64 n_shared(const Sim *m, i64 r) { return m->koff[r + 1] - m->koff[r]; }
 
-/* Scheduler.register: cache r's shared-content blocks that are full at `tokens` */
-static void reg(Sim *m, i64 r, i64 tokens) {
+static void reg_keys(Sim *m, i64 r, i64 start, i64 stop);
+
+/* Scheduler.register: cache r's shared-content blocks that are full at `tokens` (the
+ * checks inline: a step's call registers nothing but once in block_size tokens) */
+static inline void reg(Sim *m, i64 r, i64 tokens) {
     if (!m->caching) return;
     i64 start = m->reg_next[r], stop = bdiv(m, tokens), nk = n_shared(m, r);
     if (stop > nk) stop = nk;
-    if (start >= stop) return;
+    if (start < stop) reg_keys(m, r, start, stop);
+}
+
+/* reg's blocks [start, stop) of r's shared keys, start < stop */
+static void reg_keys(Sim *m, i64 r, i64 start, i64 stop) {
     const i64 *keys = m->keys + m->koff[r];
     for (i64 j = start; j < stop; j++) {
         if (m->ref[keys[j]] < 0) { /* BlockPool.register */

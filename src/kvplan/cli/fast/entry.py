@@ -49,6 +49,30 @@ def kv_args(args: list[str]) -> tuple[str, dict[str, Any], bool] | None:
     return None if model is None else (model, settings, as_json)
 
 
+class _Ran:
+    fast = False
+    """Whether this process ran a fast path (kv, simulate): ``console`` may then end it at
+    once (quick_exit)."""
+
+
+def console() -> None:
+    """The console script and ``python -m kvplan``: ``main``, then, after a fast path, the
+    process ends at once with its exit status (cli/fast/quick_exit.py: the interpreter's
+    teardown skipped, its atexit handlers and flushes kept)."""
+    try:
+        main()
+    except SystemExit as stop:
+        if _Ran.fast:
+            from kvplan.cli.fast import quick_exit
+
+            quick_exit.end(stop.code)
+        raise
+    if _Ran.fast:
+        from kvplan.cli.fast import quick_exit
+
+        quick_exit.end(0)
+
+
 def main() -> None:
     """Console-script entry: user errors print one line to stderr and exit 2, no traceback.
 
@@ -90,6 +114,7 @@ def _dispatch(args: list[str]) -> None:
         return
     from kvplan.cli.fast.startup import notes_to_stderr
 
+    _Ran.fast = True
     notes_to_stderr()
     if kv is not None:
         _guarded(lambda: _run_kv(*kv))
