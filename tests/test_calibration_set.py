@@ -130,3 +130,13 @@ def test_an_unknown_workload_mode_is_refused_with_its_name() -> None:
     bad = {**p, "workload": {**p["workload"], "mode": "offlne"}}
     with pytest.raises(InputError, match="'offlne' is none of serving, offline, static_batch"):
         _point(bad)
+
+
+def test_points_with_assumed_lengths_say_so_and_fit_no_throughput() -> None:
+    """GPUStack's quantization page prints no token totals: its points replay assumed lengths,
+    so their output throughput (tokens / time) would be an assumption fitted as a measurement."""
+    assumed = [p for p in raw_points() if p["workload"].get("lengths_assumed")]
+    assert assumed
+    for p in assumed:
+        assert "throughput" not in p["fit_metrics"], p["id"]
+        assert "assumed" in p["workload"]["lengths"] and "assumed" in p["notes"], p["id"]
