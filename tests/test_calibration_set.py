@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from importlib import resources
+from typing import Any
 
 from kvplan.analysis.calibration.public_set import FIT_KEYS, MODES, raw_points
 
@@ -79,7 +80,7 @@ def test_every_point_loads_and_its_deployment_fits() -> None:
     assert all(f"`{pid}`" in SOURCES_MD for pid in rejected), rejected
 
 
-def _operand(p: dict, name: str) -> float:
+def _operand(p: dict[str, Any], name: str) -> float:
     """A printed metric, or a workload field named ``workload.<key>``."""
     if name.startswith("workload."):
         return float(p["workload"][name.removeprefix("workload.")])
