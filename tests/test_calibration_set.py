@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from importlib import resources
+from typing import Any
 
 from kvplan.analysis.calibration.public_set import FIT_KEYS, MODES, raw_points
 
@@ -79,14 +80,36 @@ def test_every_point_loads_and_its_deployment_fits() -> None:
     assert all(f"`{pid}`" in SOURCES_MD for pid in rejected), rejected
 
 
+def _operand(p: dict[str, Any], name: str) -> float:
+    """A printed metric, or a workload field named ``workload.<key>``."""
+    if name.startswith("workload."):
+        return float(p["workload"][name.removeprefix("workload.")])
+    return float(p["metrics"][name])
+
+
 def test_derived_metrics_follow_from_printed_ones_and_never_shadow_them() -> None:
     derived = [p for p in raw_points() if p.get("derived_metrics")]
     assert derived  # vllm-gh-pr28992: output tok/s from the printed tokens and duration
+    ops = {"/": lambda a, b: a / b, "*": lambda a, b: a * b}
     for p in derived:
         for key, value in p["derived_metrics"].items():
             assert key not in p["metrics"], (p["id"], key)
-            num, den = (s.strip() for s in p["derived_from"][key].split("/"))
-            assert value == p["metrics"][num] / p["metrics"][den], (p["id"], key)
+            formula = p["derived_from"][key]
+            (op,) = [o for o in ops if o in formula]
+            left, right = (s.strip() for s in formula.split(op))
+            assert not left.startswith("workload."), (p["id"], key)  # a printed value leads
+            assert value == ops[op](_operand(p, left), _operand(p, right)), (p["id"], key)
+
+
+def test_derived_output_rate_of_a_fixed_length_offline_run() -> None:
+    """vLLM PR #7117's main-branch trials print requests/s and input + output tokens/s; every
+    request generates exactly --output-len 256 tokens, so output tok/s = requests/s x 256."""
+    from kvplan.analysis.calibration.public_set import _measured
+
+    p = next(p for p in raw_points()
+             if p["id"] == "vllm-gh-pr7117-llama3-8b-h100-tp1-offline-256-256-trial1")
+    assert _measured(p) == {"output_throughput_tok_s": 24.32 * 256}
+    assert p["workload"]["mode"] == "offline" and p["workload"]["mean_output_len"] == 256
 
 
 def test_derived_throughput_is_what_the_fit_compares() -> None:
@@ -130,3 +153,13 @@ def test_an_unknown_workload_mode_is_refused_with_its_name() -> None:
     bad = {**p, "workload": {**p["workload"], "mode": "offlne"}}
     with pytest.raises(InputError, match="'offlne' is none of serving, offline, static_batch"):
         _point(bad)
+
+
+def test_points_with_assumed_lengths_say_so_and_fit_no_throughput() -> None:
+    """GPUStack's quantization page prints no token totals: its points replay assumed lengths,
+    so their output throughput (tokens / time) would be an assumption fitted as a measurement."""
+    assumed = [p for p in raw_points() if p["workload"].get("lengths_assumed")]
+    assert assumed
+    for p in assumed:
+        assert "throughput" not in p["fit_metrics"], p["id"]
+        assert "assumed" in p["workload"]["lengths"] and "assumed" in p["notes"], p["id"]

@@ -20,9 +20,12 @@ PR_17004_GENERATED = (197_328, 196_961, 197_190, 197_134)
 
 
 def _sharegpt_runs(min_prompts: int) -> list[dict]:
-    """The calibration set's public ShareGPT runs (printed means) of at least MIN_PROMPTS."""
+    """The calibration set's public ShareGPT runs (printed means) of at least MIN_PROMPTS; runs
+    whose page prints no totals (``workload.lengths_assumed``: GPUStack's quantization page) are
+    not printed means and are left out."""
     return [p["workload"] for p in raw_points()
             if p["workload"].get("dataset") == "sharegpt"
+            and not p["workload"].get("lengths_assumed")
             and p["workload"]["num_prompts"] >= min_prompts]
 
 
