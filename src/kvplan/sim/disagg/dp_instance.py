@@ -35,6 +35,7 @@ from kvplan.sim.dp.lockstep import WAVE_CHECK_STEPS, step_ranks
 from kvplan.sim.dp.merge import DpResult, merge_ranks
 from kvplan.sim.dp.rank import Lockstep
 from kvplan.sim.result import SimulationResult
+from kvplan.sim.state import SimState
 
 
 class PrefillRank(Lockstep, PrefillLoop):
@@ -74,7 +75,7 @@ class DpInstance:
     def __init__(self, ranks: list[Any], timer: Any) -> None:
         self.ranks = ranks
         self.timer = timer
-        self.s = ranks[0].s
+        self.s: SimState = ranks[0].s
         """Rank 0's state: its clock is every rank's (lockstep)."""
         self.reasons = ranks[0].reasons
         self.inbox: list[tuple[float, int]] = []
@@ -110,7 +111,7 @@ class DpInstance:
 
     def next_event(self) -> float:
         t = self.inbox[0][0] if self.inbox else math.inf
-        return min([t, *(e.next_event() for e in self.ranks)])
+        return float(min([t, *(e.next_event() for e in self.ranks)]))
 
     def _due(self, clock: float) -> bool:
         if self.inbox and self.inbox[0][0] <= clock:
@@ -176,8 +177,3 @@ class DpInstance:
                               np.array(self.padded, dtype=np.int64))
         return self.dp.fleet
 
-
-def dp_instance(cls: Any, ranks: int, make: Any, timer: Any) -> DpInstance:
-    """A DP instance of ``ranks`` loops of ``cls`` (PrefillRank or DecodeRank), each built
-    by ``make(cls)``."""
-    return DpInstance([make(cls) for _ in range(ranks)], timer)
