@@ -67,6 +67,9 @@ def test_dp_with_disagg_runs_dp_pools() -> None:
     assert doc["decode"]["enable_expert_parallel"] is True
     assert doc["prefill_data_parallel_size"] == 2 and doc["decode_data_parallel_size"] == 4
     assert doc["completed"] == 4 and doc["kv_transfers"] == 4
+    # 4 prompts of 1,024 tokens, each decode GPU (TP1) receives 48 layers x 4 KV heads x
+    # 128 x (K, V) x 2 B per token, DP adding no bytes: 4 x 1,024 x 98,304 B
+    assert doc["kv_link_bytes"] == 4 * 1024 * 48 * 4 * 128 * 2 * 2 == 402_653_184
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -99,3 +102,16 @@ def test_dp_closed_loop_refused() -> None:
                 "--max-concurrency", "2", "--num-prompts", "4")
     assert_one_line_error(r)
     assert "--max-concurrency" in r.err
+
+
+def test_deepseek_dp_pools_move_the_mla_latent() -> None:
+    """docs/disaggregation.md, "DP / EP pools", measured: DeepSeek-V3 on H200, DP2 x TP8 both
+    pools, 50 prompts of 1,024 tokens: every decode GPU of the receiving rank gets 61 layers x
+    1,024 tokens x 1,152 B (MLA's 576-value latent in bf16, replicated over TP8)."""
+    r = run_cli("simulate", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--disagg",
+                "1P1D", "-dp", "2", "--num-prompts", "50", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["kv_link_bytes"] == 50 * 8 * 61 * 1024 * 1152 == 28_783_411_200
+    assert doc["completed"] == 50
+    assert doc["prefill"]["data_parallel_size"] == doc["decode"]["data_parallel_size"] == 2
