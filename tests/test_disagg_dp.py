@@ -177,7 +177,8 @@ def test_dp_fleet_invariants(case) -> None:
             assert (ranks[served] == 0).all(), side
     done = c.finished
     for a, b in ((c.arrival_s[done], t.prefill_end_s[done]),
-                 (t.prefill_end_s[done], t.admitted_s[done]),
+                 (t.prefill_end_s[done], t.decode_arrival_s[done]),
+                 (t.decode_arrival_s[done], t.admitted_s[done]),
                  (t.admitted_s[done], t.start_s[done]), (t.end_s[done], c.first_token_s[done]),
                  (c.first_token_s[done], c.finish_s[done])):
         assert (a <= b).all()

@@ -112,9 +112,9 @@ def test_moe_grid_pairs_dp_ep_pools() -> None:
     assert wide[0].decode.gpus_per_replica == 8
 
 
-def test_dp_pools_screen_as_their_ranks() -> None:
-    """A DP decode pool's capacity bounds count its ranks (each its own KV pool, NICs and
-    scheduler); its memory drop names the layout."""
+def test_dp_pool_memory_drop_names_its_layout() -> None:
+    """Qwen3-30B-A3B's 57 GiB of weights do not fit an L4 at TP1, nor at DP2 x TP1 EP (half
+    the experts per GPU is still over 24 GB): each drop names the pool's layout."""
     fleets = enumerate_disagg(QWEN, [load_gpu("L4")], EngineConfig(), load_link("ib-ndr"),
                               tps=(1,), max_instances=1, dps=(1, 2))
     got = screen_fleets(fleets, WORK, _slo(5000.0, 100.0), price_table())
