@@ -197,3 +197,5 @@ def test_dp1_pools_match_the_tp_fleet() -> None:
     assert b.transfers.decode_rank is not None
     assert b.transfers.decode_rank.tolist() == [0, 0, 0]
     assert a.prefill_dp == a.decode_dp == ()
+    assert a.transfers.prefill_rank is not None and a.transfers.decode_rank is not None
+    assert a.transfers.prefill_rank.tolist() == a.transfers.decode_rank.tolist() == [0, 0, 0]

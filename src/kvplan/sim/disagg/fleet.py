@@ -297,8 +297,8 @@ class _Fleet:
                       prefill_end_s=self.p_end, decode_arrival_s=arr, admitted_s=adm,
                       start_s=self.t_start, end_s=self.t_end,
                       link_bytes=np.where(moved, self.nbytes, 0), waited_for_blocks=starved,
-                      prefill_rank=np.where(moved, self.p_rank, -1),
-                      decode_rank=np.where(moved, self.d_rank, -1))
+                      prefill_rank=np.where(moved, self.p_rank if self.dp[0] > 1 else 0, -1),
+                      decode_rank=np.where(moved, self.d_rank if self.dp[1] > 1 else 0, -1))
         rejected = {i: self.rejected[i] for i in sorted(self.rejected)}
         client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected,
                              steps)

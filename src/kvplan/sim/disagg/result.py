@@ -31,8 +31,8 @@ class Transfers:
     """Requests that found too few free decode blocks when the decode instance tried to
     admit them (or sat behind one that did)."""
     prefill_rank: IntArray | None = None
-    """The DP rank of its prefill instance the KV left (0 for a TP instance; -1: not moved;
-    None where the path does not record it: the compiled fleet, TP instances only)."""
+    """The DP rank of its prefill instance the KV left (0 for a TP instance; -1: not moved);
+    both paths set it (None: a result built without it)."""
     decode_rank: IntArray | None = None
     """The DP rank of its decode instance the KV landed on (as ``prefill_rank``)."""
 
