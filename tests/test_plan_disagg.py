@@ -76,3 +76,48 @@ def test_loose_slo_keeps_fleets_and_the_serve_lines() -> None:
     assert "NixlConnector" in lines["prefill"] and "NixlConnector" in lines["decode"]
     assert "--no-enable-prefix-caching" in lines["decode"]
     assert lines["prefill"].startswith("1 x: vllm serve")
+
+
+QWEN = load_model("Qwen/Qwen3-30B-A3B")
+"""An MoE model: 128 experts, moe_intermediate_size 768."""
+
+
+def test_pool_layouts_of_an_moe_model() -> None:
+    """DP 1, 2, 4, 8 x TP 1, 2, 4, 8 within one 8-GPU node (dp x tp <= 8): 4 + 3 + 2 + 1
+    layouts, EP on at dp > 1 (the default entry), off at dp 1; a dense model: TP only."""
+    from kvplan.analysis.disagg.plan import pool_layouts
+    from kvplan.analysis.plan.parallel.space import DEFAULT_DP
+
+    h100 = load_gpu("H100")
+    assert pool_layouts(QWEN, h100, (1, 2, 4, 8), DEFAULT_DP) == [
+        (1, 1, False), (2, 1, False), (4, 1, False), (8, 1, False), (1, 2, True),
+        (2, 2, True), (4, 2, True), (1, 4, True), (2, 4, True), (1, 8, True)]
+    assert pool_layouts(QWEN, h100, (2,), (1, 2), (True, False)) == [
+        (2, 1, True), (2, 1, False), (2, 2, True), (2, 2, False)]
+    assert pool_layouts(MODEL, h100, (1, 2, 4, 8), DEFAULT_DP) == [
+        (1, 1, False), (2, 1, False), (4, 1, False), (8, 1, False)]
+
+
+def test_moe_grid_pairs_dp_ep_pools() -> None:
+    """One GPU: of the 10 x 10 layout pairs, 65 have the decode TP a multiple of the prefill
+    TP (prefill TP1: 4 layouts x 10; TP2: 3 x 6; TP4: 2 x 3; TP8: 1 x 1), x 16 counts."""
+    from kvplan.analysis.plan.parallel.space import DEFAULT_DP
+
+    fleets = enumerate_disagg(QWEN, [load_gpu("H100")], ENGINE, load_link("ib-ndr"),
+                              tps=(1, 2, 4, 8), max_instances=4, dps=DEFAULT_DP)
+    assert len(fleets) == 65 * 16
+    wide = [d for d in fleets if d.decode.engine.data_parallel_size == 8]
+    assert len(wide) == 4 * 16  # decode DP8 x TP1 EP behind each TP1 prefill layout
+    assert all(d.decode.engine.enable_expert_parallel for d in wide)
+    assert wide[0].decode.gpus_per_replica == 8
+
+
+def test_dp_pool_memory_drop_names_its_layout() -> None:
+    """Qwen3-30B-A3B's 57 GiB of weights do not fit an L4 at TP1, nor at DP2 x TP1 EP (half
+    the experts per GPU is still over 24 GB): each drop names the pool's layout."""
+    fleets = enumerate_disagg(QWEN, [load_gpu("L4")], EngineConfig(), load_link("ib-ndr"),
+                              tps=(1,), max_instances=1, dps=(1, 2))
+    got = screen_fleets(fleets, WORK, _slo(5000.0, 100.0), price_table())
+    assert {c.reason for c in got.dropped} == {
+        "the prefill pool (L4 TP1) cannot hold one max_model_len request",
+        "the prefill pool (L4 DP2 x TP1 EP) cannot hold one max_model_len request"}

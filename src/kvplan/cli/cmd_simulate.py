@@ -69,6 +69,7 @@ def simulate_cmd(
     prefill_tp: dg.PrefillTpOpt = None, prefill_instances: dg.PrefillNOpt = None,
     decode_gpu: dg.DecodeGpuOpt = None, decode_tp: dg.DecodeTpOpt = None,
     decode_instances: dg.DecodeNOpt = None, kv_link: dg.LinkOpt = None,
+    prefill_dp: dg.PrefillDpOpt = None, decode_dp: dg.DecodeDpOpt = None,
     router: dg.RouterOpt = None, data_parallel_size: fl.DpOpt = None,
     enable_expert_parallel: fl.EpOpt = None, all2all_backend: fl.A2aOpt = None,
     expert_imbalance: fl.ImbalanceOpt = None, enable_dbo: fl.DboOpt = None,

@@ -33,6 +33,10 @@ PrefillGpuOpt = Annotated[str | None, _o("--prefill-gpu", "Prefill GPU (default 
 DecodeGpuOpt = Annotated[str | None, _o("--decode-gpu", "Decode GPU (default --gpu).")]
 PrefillTpOpt = Annotated[int | None, _o("--prefill-tp", "Prefill TP (default -tp).")]
 DecodeTpOpt = Annotated[int | None, _o("--decode-tp", "Decode TP (default -tp).")]
+PrefillDpOpt = Annotated[int | None, _o("--prefill-dp", "Prefill DP ranks per instance "
+                                                         "(default -dp).")]
+DecodeDpOpt = Annotated[int | None, _o("--decode-dp", "Decode DP ranks per instance "
+                                                       "(default -dp).")]
 PrefillNOpt = Annotated[int | None, _o("--prefill-instances", "x of xPyD.")]
 DecodeNOpt = Annotated[int | None, _o("--decode-instances", "y of xPyD.")]
 LinkOpt = Annotated[str | None, _o("--kv-link", "KV link id (default ib-ndr).")]
@@ -59,19 +63,23 @@ def build_deployment(given: dict[str, Any], spec: ModelSpec,
     """The DisaggDeployment the flags describe (shared engine flags, per-pool GPU and TP)."""
     from kvplan.analysis.disagg.answer import Pool, fleet
     from kvplan.cli import flags as fl
+    from kvplan.specs.disagg import pool_flags
     from kvplan.specs.hardware import load_gpu
 
     x, y = counts(given)
     tp = settings.get("tensor_parallel_size", 1)
+    dp = settings.get("data_parallel_size") or 1
     pools = []
     for role, n in (("prefill", x), ("decode", y)):
-        role_tp = given.get(f"{role}_tp") or tp
+        role_tp = tp if given.get(f"{role}_tp") is None else given[f"{role}_tp"]
+        role_dp = dp if given.get(f"{role}_dp") is None else given[f"{role}_dp"]
         try:
-            engine = fl.resolve_engine({**settings, "tensor_parallel_size": role_tp}, spec)
+            engine = fl.resolve_engine({**settings, "tensor_parallel_size": role_tp,
+                                        "data_parallel_size": role_dp}, spec)
         except InputError as exc:
-            if given.get(f"{role}_tp") is None:
+            if given.get(f"{role}_tp") is None and given.get(f"{role}_dp") is None:
                 raise
-            raise InputError(str(exc).replace("--tensor-parallel-size", f"--{role}-tp")) from None
+            raise InputError(pool_flags(str(exc), role)) from None
         gpu = load_gpu(given.get(f"{role}_gpu") or given["gpu"])
         pools.append(Pool(gpu=gpu, engine=engine, instances=n))
     return fleet(spec, pools[0], pools[1], given.get("kv_link"), given.get("router"))
@@ -125,11 +133,13 @@ def render_disagg(run: DisaggRun, m: Metrics, dm: DisaggMetrics, doc: dict[str, 
     render_metrics(m, doc, kv_rows=False)
     d = run.deployment
     t = Table(title=f"{d.label} over {d.link.id}: {d.total_gpus} GPUs", show_header=False)
+    from kvplan.specs.disagg import pool_label
+
     for role, pool, u in (("Prefill", d.prefill, dm.prefill), ("Decode", d.decode, dm.decode)):
-        t.add_row(f"{role} pool", f"{pool.replicas} x {pool.gpu.id} TP"
-                                  f"{pool.engine.tensor_parallel_size}")
+        t.add_row(f"{role} pool", f"{pool.replicas} x {pool.gpu.id} {pool_label(pool)}")
+        each = "per DP rank" if u.dp > 1 else "per instance"
         t.add_row(f"{role} peak KV blocks", f"{u.peak_kv_blocks} / {u.usable_blocks} usable "
-                                            f"per instance ({100 * u.peak_kv_usage:.1f} %)")
+                                            f"{each} ({100 * u.peak_kv_usage:.1f} %)")
         t.add_row(f"{role} engine steps", f"{u.num_steps}")
     t.add_row("KV moved over the link", f"{fmt_bytes(dm.link_bytes)} in {dm.transfers} "
                                         "transfers")

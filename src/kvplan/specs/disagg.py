@@ -59,6 +59,22 @@ class DisaggDeployment:
         return self.prefill.total_gpus + self.decode.total_gpus
 
 
+def pool_label(d: Deployment) -> str:
+    """TP8, or DP2 x TP8 EP for a data-parallel (expert-parallel) instance."""
+    e = d.engine
+    dp = e.data_parallel_size
+    ep = (e.enable_expert_parallel and d.model.moe is not None
+          and e.tensor_parallel_size * dp > 1)  # ep_layout.parallel_layout's rule
+    return (f"DP{dp} x " if dp > 1 else "") + f"TP{e.tensor_parallel_size}" + (
+        " EP" if ep else "")
+
+
+def pool_flags(text: str, role: str) -> str:
+    """An engine message's flags as the pool's own (--tensor-parallel-size -> --decode-tp)."""
+    return (text.replace("--tensor-parallel-size", f"--{role}-tp")
+            .replace("--data-parallel-size", f"--{role}-dp"))
+
+
 def kv_transfer_model(model: ModelSpec) -> ModelSpec:
     """The model as vLLM lays out its KV cache under ``--kv-transfer-config``.
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kvplan.specs.serving import EngineConfig
 
 DISAGG_FIELDS = ("disagg", "prefill_gpu", "decode_gpu", "prefill_tp", "decode_tp",
-                 "prefill_instances", "decode_instances", "kv_link")
+                 "prefill_instances", "decode_instances", "kv_link", "prefill_dp", "decode_dp")
 """The flags that make a simulation disaggregated (any one of them)."""
 DEFAULT_LINK = "ib-ndr"
 _XPYD = re.compile(r"(\d{1,4})P(\d{1,4})D", re.IGNORECASE)

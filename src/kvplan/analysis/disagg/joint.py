@@ -92,10 +92,12 @@ def _priced_out(c: JointCandidate, best: JointCandidate) -> JointCandidate:
 def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                gpus: Sequence[HardwareSpec], tps: Sequence[int], links: Sequence[LinkSpec],
                max_instances: int = 4, search: str = "funnel",
-               workers: int | None = None, async_scheduling: bool = False) -> JointPlan:
+               workers: int | None = None, async_scheduling: bool = False,
+               dps: Sequence[int] = (1,), eps: Sequence[bool | None] = (None,)) -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
-    fleet of ``gpus`` x ``gpus`` (prefill, decode) x TP pairs x 1..``max_instances`` each
-    x ``links``, at ``max_model_len`` = the longest request, as the aggregated planner
+    fleet of ``gpus`` x ``gpus`` (prefill, decode) x layout pairs (TP; DP / EP of ``dps``,
+    ``eps`` for an MoE model: plan.pool_layouts) x 1..``max_instances`` each x ``links``,
+    at ``max_model_len`` = the longest request, as the aggregated planner
     (``async_scheduling``: vLLM --async-scheduling on every pool, as on its candidates)."""
     from kvplan.analysis.disagg.plan import enumerate_disagg
 
@@ -103,5 +105,5 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
     engine = EngineConfig(max_model_len=min(longest, model.max_position_embeddings),
                           async_scheduling=async_scheduling)
     fleets = [f for link in links for f in enumerate_disagg(
-        model, gpus, engine, link, tps=tps, max_instances=max_instances)]
+        model, gpus, engine, link, tps=tps, max_instances=max_instances, dps=dps, eps=eps)]
     return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers)

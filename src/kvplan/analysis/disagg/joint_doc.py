@@ -7,6 +7,8 @@ import math
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from kvplan.specs.disagg import pool_label
+
 if TYPE_CHECKING:
     from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan, JointSide
 
@@ -26,9 +28,9 @@ def describe(c: JointCandidate) -> str:
                 f"{e.tensor_parallel_size}{dp}")
     assert c.disagg is not None
     dd = c.disagg
-    return (f"{c.id} {dd.label}: prefill {dd.prefill.replicas} x {dd.prefill.gpu.id} TP"
-            f"{dd.prefill.engine.tensor_parallel_size}, decode {dd.decode.replicas} x "
-            f"{dd.decode.gpu.id} TP{dd.decode.engine.tensor_parallel_size}, over {dd.link.id}")
+    return (f"{c.id} {dd.label}: prefill {dd.prefill.replicas} x {dd.prefill.gpu.id} "
+            f"{pool_label(dd.prefill)}, decode {dd.decode.replicas} x {dd.decode.gpu.id} "
+            f"{pool_label(dd.decode)}, over {dd.link.id}")
 
 
 def usd(x: float | None) -> str:
@@ -98,7 +100,9 @@ def _one(c: JointCandidate) -> dict[str, Any]:
         d = c.disagg
         row.update({"fleet": d.label, "kv_link": d.link.id, **{role: {
             "gpu": p.gpu.id, "instances": p.replicas,
-            "tensor_parallel_size": p.engine.tensor_parallel_size}
+            "tensor_parallel_size": p.engine.tensor_parallel_size,
+            "data_parallel_size": p.engine.data_parallel_size,
+            "enable_expert_parallel": p.engine.enable_expert_parallel}
             for role, p in (("prefill", d.prefill), ("decode", d.decode))}})
     elif c.aggregated is not None:
         d2 = c.aggregated.deployment

@@ -10,18 +10,23 @@ import numpy as np
 
 from kvplan.analysis.metrics import Stat, kv_usage_series, p_word
 from kvplan.sim.disagg.result import DisaggResult, served
+from kvplan.sim.dp.merge import DpResult
 from kvplan.sim.result import FloatArray, SimulationResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PoolUsage:
-    """One pool's KV blocks: the fullest instance's peak, per-instance pool, engine steps."""
+    """One pool's KV blocks: the fullest engine's peak, one engine's pool, engine steps (an
+    engine: an instance, or one DP rank of a DP instance, each with its own KV pool)."""
 
     instances: int
     peak_kv_blocks: int
     usable_blocks: int
-    """Blocks one instance's requests can hold (num_gpu_blocks less vLLM's null block)."""
+    """Blocks one engine's requests can hold (num_gpu_blocks less vLLM's null block)."""
     num_steps: int
+    """Steps of every instance (a DP instance's lockstep steps count once)."""
+    dp: int = 1
+    """DP ranks per instance."""
 
     @property
     def peak_kv_usage(self) -> float:
@@ -59,11 +64,13 @@ def _stat_ms(x: FloatArray, percentiles: Sequence[float]) -> Stat:
                                      for p in percentiles))
 
 
-def _usage(results: tuple[SimulationResult, ...]) -> PoolUsage:
+def _usage(results: tuple[SimulationResult, ...], dps: tuple[DpResult, ...]) -> PoolUsage:
+    engines = [x for d in dps for x in d.ranks] or list(results)
     return PoolUsage(instances=len(results),
-                     peak_kv_blocks=max(r.peak_kv_blocks for r in results),
-                     usable_blocks=results[0].usable_blocks,
-                     num_steps=sum(r.num_steps for r in results))
+                     peak_kv_blocks=max(r.peak_kv_blocks for r in engines),
+                     usable_blocks=engines[0].usable_blocks,
+                     num_steps=sum(r.num_steps for r in results),
+                     dp=len(dps[0].ranks) if dps else 1)
 
 
 def disagg_metrics(r: DisaggResult, percentiles: Sequence[float] = (99.0,)) -> DisaggMetrics:
@@ -80,7 +87,7 @@ def disagg_metrics(r: DisaggResult, percentiles: Sequence[float] = (99.0,)) -> D
         decode_block_wait=_stat_ms(wait[starved], percentiles),
         admission_wait=_stat_ms(wait, percentiles),
         prefill_hold=_stat_ms(t.prefill_hold_s[moved], percentiles),
-        prefill=_usage(r.prefill), decode=_usage(r.decode))
+        prefill=_usage(r.prefill, r.prefill_dp), decode=_usage(r.decode, r.decode_dp))
 
 
 def disagg_json(m: DisaggMetrics) -> dict[str, Any]:
@@ -97,6 +104,7 @@ def disagg_json(m: DisaggMetrics) -> dict[str, Any]:
             out[f"p{p_word(p)}_{name}_ms"] = v
     for role, u in (("prefill", m.prefill), ("decode", m.decode)):
         out[f"{role}_instances"] = u.instances
+        out[f"{role}_data_parallel_size"] = u.dp
         out[f"{role}_peak_kv_blocks"] = u.peak_kv_blocks
         out[f"{role}_usable_blocks"] = u.usable_blocks
         out[f"{role}_peak_kv_usage"] = u.peak_kv_usage

@@ -30,13 +30,15 @@ from kvplan.costs.pricing import FleetCost, fleet_cost
 from kvplan.errors import KvplanError
 from kvplan.sim.state import FloatArray, IntArray
 from kvplan.specs.deployment import Deployment
-from kvplan.specs.disagg import DisaggDeployment
+from kvplan.specs.disagg import DisaggDeployment, pool_label
 from kvplan.specs.prices import PriceTable
 from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
 
-PairKey = tuple[str, int, str, int, str]
-"""(prefill GPU, TP, decode GPU, TP, link): what the floors and per-request works depend on."""
+PoolKey = tuple[str, str, int, int, bool]
+"""(role, GPU, TP, DP, EP): one pool's instance (its plan, timer and rates)."""
+PairKey = tuple[PoolKey, PoolKey, str]
+"""(prefill pool, decode pool, link): what the floors and per-request works depend on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +54,7 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
     """Each fleet's stage before simulation (``bounds``: apply the floors and work bounds)."""
     kept: list[JointCandidate] = []
     dropped: list[JointCandidate] = []
-    pools: dict[tuple[str, str, int], PoolRun | None] = {}
+    pools: dict[PoolKey, PoolRun | None] = {}
     floors: dict[PairKey, str] = {}
     bursts: dict[tuple[PairKey, str], tuple[Burst, ...]] = {}
     for i, dd in enumerate(fleets):
@@ -67,7 +69,7 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
 
 
 def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
-           pools: dict[tuple[str, str, int], PoolRun | None],
+           pools: dict[PoolKey, PoolRun | None],
            kept: tuple[dict[PairKey, str], dict[tuple[PairKey, str], tuple[Burst, ...]]],
            bounds: bool, unpriced: bool) -> tuple[str, str]:
     """``kept``: each pool pair's zero-load floors and worst bursts, across the fleets."""
@@ -75,9 +77,8 @@ def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
     pre, dec = _pool("prefill", dd.prefill, pools), _pool("decode", dd.decode, pools)
     for role, p, d in (("prefill", pre, dd.prefill), ("decode", dec, dd.decode)):
         if p is None:
-            return "pruned_memory", (f"the {role} pool ({d.gpu.id} TP"
-                                     f"{d.engine.tensor_parallel_size}) cannot hold one "
-                                     "max_model_len request")
+            return "pruned_memory", (f"the {role} pool ({d.gpu.id} {pool_label(d)}) cannot "
+                                     "hold one max_model_len request")
     assert pre is not None and dec is not None
     if unpriced:
         return "pruned_cost", "no price row holds a pool's instance"
@@ -96,19 +97,20 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
               slo: Slo, bursts: dict[tuple[PairKey, str], tuple[Burst, ...]] | None = None
               ) -> str:
     """The first work bound (prefill compute, link, decode) the fleet already misses, or ''
-    (``bursts``: each pool pair's worst bursts, kept across the fleets of one screen)."""
+    (``bursts``: each pool pair's worst bursts, kept across the fleets of one screen).
+    A DP instance counts as its ranks: each its own NICs, scheduler and KV pool."""
     prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
     out = np.asarray(work.output_tokens, dtype=np.int64)
     cost = transfer_cost(dd, dec.plan)
     wire = cost.link_bytes(prompt) / (min(cost.prefill_tp, cost.decode_tp)
                                       * cost.bytes_per_s_per_gpu)
-    lanes = min(dd.prefill.replicas, dd.decode.replicas)
+    lanes = min(_engines(dd.prefill), _engines(dd.decode))
     checks = [("ttft", wire.astype(np.float64), float(lanes), "link-seconds")]
     if work.prefix_hashes is None:  # shared prefixes: the prefill side computes less
-        rate = _rate(pre, "prefill") * dd.prefill.replicas
+        rate = _rate(pre, "prefill") * _engines(dd.prefill)
         checks.insert(0, ("ttft", prompt.astype(np.float64), rate, "prefill tokens"))
     if any(b.metric == "e2el" for b in slo.bounds):
-        rate = _rate(dec, "decode") * dd.decode.replicas
+        rate = _rate(dec, "decode") * _engines(dd.decode)
         checks.append(("e2el", np.maximum(out - 1, 0).astype(np.float64), rate,
                        "decode tokens"))
     kv = _kv_check(dd, dec, work, prompt, wire)
@@ -128,9 +130,19 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
     return ""
 
 
+def _engines(d: Deployment) -> int:
+    """Engines of a pool (instances x DP ranks): each its own scheduler, KV pool, NICs."""
+    return d.replicas * d.engine.data_parallel_size
+
+
+def _key(role: str, d: Deployment) -> PoolKey:
+    e = d.engine
+    return (role, d.gpu.id, e.tensor_parallel_size, e.data_parallel_size,
+            e.enable_expert_parallel)
+
+
 def _pair(dd: DisaggDeployment) -> PairKey:
-    return (dd.prefill.gpu.id, dd.prefill.engine.tensor_parallel_size, dd.decode.gpu.id,
-            dd.decode.engine.tensor_parallel_size, dd.link.id)
+    return (_key("prefill", dd.prefill), _key("decode", dd.decode), dd.link.id)
 
 
 def _kv_check(dd: DisaggDeployment, dec: PoolRun, work: Workload, prompt: IntArray,
@@ -145,29 +157,29 @@ def _kv_check(dd: DisaggDeployment, dec: PoolRun, work: Workload, prompt: IntArr
     t_min = _step_min(dec)
     hold = wire + np.asarray(work.output_tokens, dtype=np.float64) * t_min
     return ("ttft", (blocks * hold).astype(np.float64),
-            float(dd.decode.replicas * dec.plan.num_blocks), "decode block-seconds",
+            float(_engines(dd.decode) * dec.plan.num_blocks), "decode block-seconds",
             float(hold.max()))
 
 
 def _step_min(p: PoolRun) -> float:
     d = p.deployment
-    key = ("decode-step", d.gpu.id, d.engine.tensor_parallel_size, d.model.name,
-           p.limits.max_num_batched_tokens, p.limits.max_num_seqs)
+    key = (_key("decode-step", d), d.model.name, p.limits.max_num_batched_tokens,
+           p.limits.max_num_seqs)
     if key not in _RATES:
         one = np.ones(1, dtype=np.int64)
         _RATES[key] = float(pool_timer(p).step_time_s(one, np.zeros(1, dtype=np.int64)))
     return _RATES[key]
 
 
-_RATES: dict[tuple[str, str, int, str, int, int], float] = {}
-"""Best tokens/s per (role, GPU, TP, model, budget, max_num_seqs), and the decode pool's
-one-sequence step ('decode-step'): fleets share pools."""
+_RATES: dict[tuple[PoolKey, str, int, int], float] = {}
+"""Best tokens/s of one engine per ((role, GPU, TP, DP, EP), model, budget, max_num_seqs),
+and the decode pool's one-sequence step ('decode-step'): fleets share pools."""
 
 
 def _rate(p: PoolRun, role: str) -> float:
     d = p.deployment
-    key = (role, d.gpu.id, d.engine.tensor_parallel_size, d.model.name,
-           p.limits.max_num_batched_tokens, p.limits.max_num_seqs)
+    key = (_key(role, d), d.model.name, p.limits.max_num_batched_tokens,
+           p.limits.max_num_seqs)
     if key not in _RATES:
         timer = pool_timer(p)
         _RATES[key] = (best_tokens_per_s(timer, p.limits.max_num_batched_tokens)
@@ -176,9 +188,9 @@ def _rate(p: PoolRun, role: str) -> float:
     return _RATES[key]
 
 
-def _pool(role: str, d: Deployment, pools: dict[tuple[str, str, int], PoolRun | None]
+def _pool(role: str, d: Deployment, pools: dict[PoolKey, PoolRun | None]
           ) -> PoolRun | None:
-    key = (role, d.gpu.id, d.engine.tensor_parallel_size)
+    key = _key(role, d)
     if key not in pools:
         try:
             pools[key] = plan_pool(role, d)

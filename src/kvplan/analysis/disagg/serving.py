@@ -17,7 +17,13 @@ from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
 from kvplan.sim.disagg.result import DisaggResult
 from kvplan.sim.scheduler import Limits
 from kvplan.specs.deployment import Deployment
-from kvplan.specs.disagg import GPUS_PER_NODE, DisaggDeployment, kv_transfer_model
+from kvplan.specs.disagg import (
+    GPUS_PER_NODE,
+    DisaggDeployment,
+    kv_transfer_model,
+    pool_flags,
+    pool_label,
+)
 from kvplan.specs.links import LinkSpec, link_catalog
 from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload
 from kvplan.units import fmt_bytes
@@ -67,6 +73,8 @@ class DisaggRun:
 def _pool_header(p: PoolRun) -> dict[str, Any]:
     d = p.deployment
     return {"gpu": d.gpu.id, "tensor_parallel_size": d.engine.tensor_parallel_size,
+            "data_parallel_size": d.engine.data_parallel_size,
+            "enable_expert_parallel": d.engine.enable_expert_parallel,
             "instances": d.replicas, "num_gpu_blocks": p.plan.num_blocks,
             "max_num_batched_tokens": p.limits.max_num_batched_tokens,
             "max_num_seqs": p.limits.max_num_seqs,
@@ -76,13 +84,17 @@ def _pool_header(p: PoolRun) -> dict[str, Any]:
 def plan_pool(role: str, d: Deployment) -> PoolRun:
     """The pool's capacity plan (the KV layout vLLM uses with a KV connector,
     ``kv_transfer_model``) and limits; a pool that cannot hold one request says so."""
+    _check_dp_pool(role, d)
     try:
         plan = plan_memory(kv_transfer_model(d.model), d.gpu, d.engine)
     except DoesNotFitError as exc:
-        text = str(exc).replace("--tensor-parallel-size", f"--{role}-tp")
-        raise DoesNotFitError(f"{role} pool ({d.gpu.id}, TP{d.engine.tensor_parallel_size}): "
+        text = pool_flags(str(exc), role)
+        raise DoesNotFitError(f"{role} pool ({d.gpu.id}, {pool_label(d)}): "
                               f"{text}", needed_bytes=exc.needed_bytes,
                               available_bytes=exc.available_bytes) from None
+    except InputError as exc:
+        raise InputError(f"{role} pool ({d.gpu.id}, {pool_label(d)}): "
+                         f"{pool_flags(str(exc), role)}") from None
     limits = scheduler_limits(plan.settings, d.engine)
     if role == "decode":  # the decode side reads every prompt block from the link
         limits = Limits(max_num_batched_tokens=limits.max_num_batched_tokens,
@@ -90,6 +102,18 @@ def plan_pool(role: str, d: Deployment) -> PoolRun:
                         prefix_caching=False,
                         long_prefill_token_threshold=limits.long_prefill_token_threshold)
     return PoolRun(role=role, deployment=d, plan=plan, limits=limits)
+
+
+def _check_dp_pool(role: str, d: Deployment) -> None:
+    """A DP pool needs an MoE model: vLLM runs a dense model's DP ranks as independent
+    engines (analysis/dp_serving.check_dp_model), which here are more instances."""
+    dp = d.engine.data_parallel_size
+    if dp > 1 and d.model.moe is None:
+        n = d.replicas * dp
+        raise InputError(
+            f"--{role}-dp {dp}: {d.model.name} is dense, and vLLM runs its DP ranks as "
+            f"independent engines, not in lockstep; give {n} {role} instances of DP 1 "
+            f"instead (--{role}-instances {n}, --{role}-dp 1)")
 
 
 def transfer_cost(dd: DisaggDeployment, decode_plan: MemoryPlan,
@@ -166,8 +190,10 @@ def pool_sims(pre: PoolRun, dec: PoolRun,
 
 
 def _pool_sim(p: PoolRun, timer: StepCostModel) -> PoolSim:
+    """One pool's simulation inputs; a DP instance's ranks each hold ``num_blocks``."""
     d = p.deployment
     return PoolSim(instances=d.replicas, timer=timer,
                    num_blocks=p.plan.num_blocks,
                    shape=kv_shape_from_groups(p.plan.groups, p.plan.block_size),
-                   limits=p.limits, max_model_len=p.plan.settings.max_model_len)
+                   limits=p.limits, max_model_len=p.plan.settings.max_model_len,
+                   dp=d.engine.data_parallel_size)

@@ -33,6 +33,7 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     from kvplan.analysis.disagg.joint import plan_joint
     from kvplan.analysis.disagg.joint_levers import disagg_levers
     from kvplan.analysis.plan.args import slo_from, space_options, workload_from
+    from kvplan.analysis.plan.parallel.space import EP_WITH_DP, default_dp_sizes
     from kvplan.analysis.plan.space import valid_tp_degrees
     from kvplan.analysis.plan.traffic import plan_traffic
     from kvplan.specs.catalog import load_model
@@ -49,12 +50,15 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     model = args["model"] if isinstance(args["model"], ModelSpec) else load_model(args["model"])
     model_id = args.get("model_id") or args["model"]
     tps = space["tensor_parallel_sizes"] or valid_tp_degrees(model)
+    dps = space["data_parallel_sizes"] or default_dp_sizes(model)
+    eps = space["expert_parallel"] or (EP_WITH_DP,)
     links = [load_link(x.strip()) for x in (args["kv_link"] or DEFAULT_LINK).split(",")]
     slo = slo_from(args)
     joint = plan_joint(plan, model, work, slo, gpus=gpus, tps=tps, links=links,
                        max_instances=MAX_INSTANCES, search=args["search"],
                        workers=args["workers"],
-                       async_scheduling=bool(args.get("async_scheduling")))
+                       async_scheduling=bool(args.get("async_scheduling")),
+                       dps=tuple(dps), eps=tuple(eps))
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
                                                        args["workers"])

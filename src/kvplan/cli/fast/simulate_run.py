@@ -24,7 +24,8 @@ WORKLOAD_FIELDS = (
     "time_scale", "seed",
 )
 DISAGG_FLAGS = ("disagg", "prefill_gpu", "decode_gpu", "prefill_tp", "decode_tp",
-                "prefill_instances", "decode_instances", "kv_link", "router")
+                "prefill_instances", "decode_instances", "kv_link", "prefill_dp", "decode_dp",
+                "router")
 """cmd_simulate_disagg's fields and --router (a test checks them): any given -> its module."""
 
 
@@ -53,18 +54,10 @@ def run_simulate(given: dict[str, Any]) -> None:
 
         if dg.disagg_given(given):
             gc_pause.resume()  # the fleet loop runs in Python
-            _no_dp(settings)
             dg.run_disagg(given, spec, settings, wargs, (pm, pct, slo), outs[0],
                           given["as_json"], render_metrics)
             return
     _one_server(given, spec, resolve_engine(settings), wargs, (pm, pct, slo), outs)
-
-
-def _no_dp(settings: dict[str, Any]) -> None:
-    """A disaggregated fleet's pools are TP engines here: -dp > 1 is refused."""
-    if (settings.get("data_parallel_size") or 1) > 1:
-        raise InputError("--disagg takes TP pools only; drop --data-parallel-size (a DP "
-                         "fleet simulates without --disagg)")
 
 
 def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,

@@ -23,12 +23,15 @@ import numpy.typing as npt
 
 from kvplan.costs.memory.kv_transfer import TransferCost
 from kvplan.costs.step.batch import StepTimer
+from kvplan.costs.step.parallel.dp_pad import padded_step_s
 from kvplan.errors import InputError
 from kvplan.sim.blocks import KvShape
 from kvplan.sim.disagg import compiled
+from kvplan.sim.disagg.dp_instance import DecodeRank, DpInstance, PrefillRank
 from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
 from kvplan.sim.disagg.link import LinkQueues
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
+from kvplan.sim.dp.merge import DpResult
 from kvplan.sim.result import KvSeries, SimulationResult
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import REJECTED, FloatArray, IntArray, WorkloadLike
@@ -46,6 +49,9 @@ class PoolSim:
     shape: KvShape
     limits: Limits
     max_model_len: int | None = None
+    dp: int = 1
+    """DP ranks per instance (vLLM --data-parallel-size): each rank its own scheduler and
+    KV pool of ``num_blocks``, the ranks in lockstep (``timer``: the DP engine's step)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,19 +81,30 @@ def simulate_disagg(workload: WorkloadLike, *, prefill: PoolSim, decode: PoolSim
         raise InputError("--max-concurrency is not modelled for a disaggregated fleet yet; "
                          "give --request-rate instead")
     fleet = _Fleet(workload, prefill, decode, transfer, validate, router)
-    got = compiled.run(fleet)
+    # the compiled fleet runs TP instances only: DP instances run here (docs/disaggregation.md)
+    got = compiled.run(fleet) if prefill.dp == decode.dp == 1 else None
     return got if got is not None else fleet.run()
 
 
 def _loop(cls: Any, work: _Work, pool: PoolSim, validate: bool) -> Any:
+    """One instance: the loop of ``cls``, or ``pool.dp`` of its ranks in lockstep."""
     if pool.num_blocks < 2:
         raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
                          f"block), got {pool.num_blocks}")
-    loop = cls(workload=work, timer=pool.timer, shape=pool.shape, limits=pool.limits,
-               num_blocks=pool.num_blocks, max_model_len=pool.max_model_len,
-               shared_prefix_tokens=0, fast=True, progress=None)
-    loop.validate = validate
-    return loop
+    if pool.dp < 1:
+        raise InputError(f"a pool's --data-parallel-size must be at least 1, got {pool.dp}")
+
+    def make(kind: Any, fast: bool) -> Any:
+        loop = kind(workload=work, timer=pool.timer, shape=pool.shape, limits=pool.limits,
+                    num_blocks=pool.num_blocks, max_model_len=pool.max_model_len,
+                    shared_prefix_tokens=0, fast=fast, progress=None)
+        loop.validate = validate
+        return loop
+
+    if pool.dp == 1:
+        return make(cls, True)
+    rank = PrefillRank if cls is PrefillLoop else DecodeRank
+    return DpInstance([make(rank, False) for _ in range(pool.dp)], pool.timer)
 
 
 class _Fleet:
@@ -108,7 +125,10 @@ class _Fleet:
             loop.attach(self._done_on(p))
         for d, loop in enumerate(self.dec):
             loop.attach(self._admit_on(d), self._decode_done)
-        self.link = LinkQueues(transfer, prefill.instances, decode.instances)
+        # a transfer holds the NICs of the prefill rank's and the decode rank's GPUs
+        self.dp = (prefill.dp, decode.dp)
+        self.link = LinkQueues(transfer, prefill.instances * prefill.dp,
+                               decode.instances * decode.dp)
         self.nbytes = transfer.link_bytes(prompt)
         self.rejected = {**_whole_prompt_reasons(prompt, decode), **self.pre[0].reasons,
                          **self.dec[0].reasons}
@@ -116,15 +136,17 @@ class _Fleet:
         self.d_delay = _delays(decode.timer, prompt)
         self._set_up_arrivals(router)
         self._set_up_books(len(prompt))
-        self._set_up_lookahead(prefill.timer, transfer)
+        self._set_up_lookahead(prefill.timer, transfer, prefill.dp > 1)
 
-    def _set_up_lookahead(self, timer: StepTimer, transfer: TransferCost) -> None:
+    def _set_up_lookahead(self, timer: StepTimer, transfer: TransferCost, dp: bool) -> None:
         """The least time from an instance acting to its next event reaching the other pool:
         a prefill step (at least one 1-token step) plus the decode API delay; a transfer
         (at least the link's latency). Lets a decode run go that far past the prefill side's
         clock and stay exact (step times grow with tokens: the roofline's sums do)."""
         one = np.ones(1, dtype=np.int64)
         step = float(timer.step_time_s(one, np.zeros(1, dtype=np.int64)))
+        if dp:  # a lockstep step is priced padded: take the least of the two forms
+            step = min(step, padded_step_s(timer, one, np.zeros(1, dtype=np.int64), 1))
         delay = float(self.d_delay.min()) if len(self.d_delay) else 0.0
         self.p_look = max(0.0, step + delay)
         self.p_step = step
@@ -143,6 +165,8 @@ class _Fleet:
     def _set_up_books(self, n: int) -> None:
         self.p_of = np.full(n, -1, dtype=np.int64)
         self.d_of = np.full(n, -1, dtype=np.int64)
+        self.p_rank = np.full(n, -1, dtype=np.int64)
+        self.d_rank = np.full(n, -1, dtype=np.int64)
         self.p_end = np.full(n, np.nan)
         self.t_start = np.full(n, np.nan)
         self.t_end = np.full(n, np.nan)
@@ -201,7 +225,10 @@ class _Fleet:
     def _admit_on(self, d: int) -> Any:
         def admit(r: int, t: float) -> float:
             p = int(self.p_of[r])
-            start, end = self.link.schedule(t, p, d, int(self.nbytes[r]))
+            kp, kd = self.pre[p].rank(r), self.dec[d].rank(r)
+            self.p_rank[r], self.d_rank[r] = kp, kd
+            start, end = self.link.schedule(t, p * self.dp[0] + kp, d * self.dp[1] + kd,
+                                            int(self.nbytes[r]))
             self.t_start[r], self.t_end[r] = start, end
             self.pre[p].release(end, r)
             return end
@@ -269,12 +296,15 @@ class _Fleet:
         t = Transfers(prefill_instance=self.p_of, decode_instance=self.d_of,
                       prefill_end_s=self.p_end, decode_arrival_s=arr, admitted_s=adm,
                       start_s=self.t_start, end_s=self.t_end,
-                      link_bytes=np.where(moved, self.nbytes, 0), waited_for_blocks=starved)
+                      link_bytes=np.where(moved, self.nbytes, 0), waited_for_blocks=starved,
+                      prefill_rank=np.where(moved, self.p_rank if self.dp[0] > 1 else 0, -1),
+                      decode_rank=np.where(moved, self.d_rank if self.dp[1] > 1 else 0, -1))
         rejected = {i: self.rejected[i] for i in sorted(self.rejected)}
         client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected,
                              steps)
         return DisaggResult(prefill=pre, decode=dec, transfers=t, client=client,
-                            moved_bytes=self.link.moved_bytes)
+                            moved_bytes=self.link.moved_bytes,
+                            prefill_dp=_dp_results(self.pre), decode_dp=_dp_results(self.dec))
 
 
 class _Outstanding:
@@ -296,6 +326,11 @@ class _Outstanding:
         while self.ends and self.ends[0][0] <= now:
             self.count[heapq.heappop(self.ends)[1]] -= 1
         return self.count.index(min(self.count))
+
+
+def _dp_results(loops: list[Any]) -> tuple[DpResult, ...]:
+    """Each DP instance's ranks (after its _result); empty for a pool of TP instances."""
+    return tuple(e.dp for e in loops if isinstance(e, DpInstance) and e.dp is not None)
 
 
 def _whole_prompt_reasons(prompt: IntArray, decode: PoolSim) -> dict[int, str]:

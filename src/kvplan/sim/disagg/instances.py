@@ -71,6 +71,10 @@ class _Instance(_Loop):
     def next_event(self) -> float:
         return self.inbox[0][0] if self.inbox else _INF
 
+    def rank(self, r: int) -> int:
+        """The DP rank serving r: 0, one engine (a DP instance: dp_instance.py)."""
+        return 0
+
     def wake(self, t: float) -> None:
         """An idle or stalled instance's clock moves to ``t`` (nothing happens in between)."""
         if self.stalled or (not self.s.running and not self.s.waiting):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvplan.sim.dp.merge import DpResult
 from kvplan.sim.result import BoolArray, FloatArray, IntArray, KvSeries, SimulationResult
 
 
@@ -29,6 +30,11 @@ class Transfers:
     waited_for_blocks: BoolArray
     """Requests that found too few free decode blocks when the decode instance tried to
     admit them (or sat behind one that did)."""
+    prefill_rank: IntArray | None = None
+    """The DP rank of its prefill instance the KV left (0 for a TP instance; -1: not moved);
+    both paths set it (None: a result built without it)."""
+    decode_rank: IntArray | None = None
+    """The DP rank of its decode instance the KV landed on (as ``prefill_rank``)."""
 
     @property
     def transfer_s(self) -> FloatArray:
@@ -64,6 +70,9 @@ class DisaggResult:
     decode instances' series one after another), rejections of either pool."""
     moved_bytes: int
     """Bytes the link moved in total (equals transfers.link_bytes summed over moved ones)."""
+    prefill_dp: tuple[DpResult, ...] = ()
+    """Each prefill instance's DP ranks where the pool is data-parallel (else empty)."""
+    decode_dp: tuple[DpResult, ...] = ()
 
 
 def client_view(arrival: FloatArray, prompt: IntArray, output: IntArray,

@@ -18,7 +18,7 @@ picks (``kvplan.sim.dp.balancer``); a rank admits them at its next step.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,7 @@ from kvplan.errors import InputError
 from kvplan.sim.blocks import KvShape
 from kvplan.sim.dp.balancer import DpBalancer
 from kvplan.sim.dp.merge import DpResult, merge_ranks
-from kvplan.sim.dp.rank import RankLoop, RankPlan
+from kvplan.sim.dp.rank import Lockstep, RankLoop, RankPlan
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import REJECTED, WorkloadLike
 
@@ -145,14 +145,7 @@ class _Fleet:
 
     def _step(self, clock: float) -> float:
         """One lockstep step from ``clock``; returns its end."""
-        plans: list[RankPlan | None] = [e.plan_step(clock) for e in self.ranks]
-        pad = max([1, *(p.tokens for p in plans if p is not None)])
-        empty = np.zeros(0, dtype=np.int64)
-        secs = [padded_step_s(self.timer, empty if p is None else p.new,
-                              empty if p is None else p.ctx, pad) for p in plans]
-        end = clock + max(secs)
-        for e, p in zip(self.ranks, plans, strict=True):
-            e.end_step(p, clock, end)
+        secs, pad, end = step_ranks(self.ranks, self.timer, clock)
         self.rank_s.append(secs)
         self.padded.append(pad)
         self.counter += 1
@@ -161,3 +154,19 @@ class _Fleet:
             self.counter = 0
         self.lb.publish(end, tuple(e.counts for e in self.ranks))
         return end
+
+
+def step_ranks(ranks: Sequence[Lockstep], timer: StepTimer, clock: float
+               ) -> tuple[list[float], int, float]:
+    """One lockstep step of ``ranks`` from ``clock`` (module docstring): every rank plans,
+    each is priced at the widest rank's tokens, all end at the slowest rank's end.
+    Returns (each rank's seconds, the padded tokens, the end)."""
+    plans: list[RankPlan | None] = [e.plan_step(clock) for e in ranks]
+    pad = max([1, *(p.tokens for p in plans if p is not None)])
+    empty = np.zeros(0, dtype=np.int64)
+    secs = [padded_step_s(timer, empty if p is None else p.new,
+                          empty if p is None else p.ctx, pad) for p in plans]
+    end = clock + max(secs)
+    for e, p in zip(ranks, plans, strict=True):
+        e.end_step(p, clock, end)
+    return secs, pad, end

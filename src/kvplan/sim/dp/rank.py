@@ -31,34 +31,9 @@ class RankPlan:
     tokens: int
 
 
-class RankLoop(_Loop):
-    """A DP rank: arrivals come from the fleet's balancer (an inbox), steps from the fleet."""
-
-    inbox: list[tuple[float, int]]
-
-    def attach(self) -> None:
-        self.inbox = []
-
-    def add(self, t: float, r: int) -> None:
-        heapq.heappush(self.inbox, (t, r))
-
-    def _release(self) -> None:
-        s = self.s
-        while self.inbox and self.inbox[0][0] <= s.clock:
-            r = heapq.heappop(self.inbox)[1]
-            s.sent_s[r] = s.arrival[r]
-            s.status[r] = WAITING
-            s.waiting.append(r)
-
-    @property
-    def unfinished(self) -> bool:
-        """vLLM's scheduler.has_unfinished_requests: something waiting or running."""
-        return bool(self.s.running or self.s.waiting)
-
-    @property
-    def counts(self) -> tuple[int, int]:
-        """(waiting, running) as the engine publishes them."""
-        return len(self.s.waiting), len(self.s.running)
+class Lockstep(_Loop):
+    """The lockstep part of a rank: plan a step when the fleet asks, apply it when told its
+    end (also a disaggregated fleet's DP ranks: sim/disagg/dp_instance.py)."""
 
     def plan_step(self, clock: float) -> RankPlan | None:
         """Requests due by ``clock`` join; the scheduler's plan (None: nothing scheduled)."""
@@ -86,3 +61,33 @@ class RankLoop(_Loop):
             self._apply_step(p.plan, p.ids, p.new, p.ctx, start, end)
         if self.validate:
             check_books(s, self.pool)
+
+
+class RankLoop(Lockstep):
+    """A DP rank: arrivals come from the fleet's balancer (an inbox), steps from the fleet."""
+
+    inbox: list[tuple[float, int]]
+
+    def attach(self) -> None:
+        self.inbox = []
+
+    def add(self, t: float, r: int) -> None:
+        heapq.heappush(self.inbox, (t, r))
+
+    def _release(self) -> None:
+        s = self.s
+        while self.inbox and self.inbox[0][0] <= s.clock:
+            r = heapq.heappop(self.inbox)[1]
+            s.sent_s[r] = s.arrival[r]
+            s.status[r] = WAITING
+            s.waiting.append(r)
+
+    @property
+    def unfinished(self) -> bool:
+        """vLLM's scheduler.has_unfinished_requests: something waiting or running."""
+        return bool(self.s.running or self.s.waiting)
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(waiting, running) as the engine publishes them."""
+        return len(self.s.waiting), len(self.s.running)
