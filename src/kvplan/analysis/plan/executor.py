@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.analysis.plan.jobs import (
     FleetJob,
@@ -25,6 +25,9 @@ from kvplan.analysis.plan.jobs import (
 from kvplan.errors import InputError
 from kvplan.notes import note
 
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
 EXECUTORS = ("auto", "local", "ray")
 RAY_MIN_SCREENED = 700
 """``--executor auto`` takes Ray only for a cluster (``--ray-address``) and a plan with at least
@@ -39,34 +42,86 @@ class Executor(Protocol):
 
     def run(self, ctx: JobContext, jobs: Sequence[Job]) -> list[Out]: ...
 
+    def offer(self, ctx: JobContext, jobs: Sequence[Job]) -> None:
+        """Jobs a later ``run`` will likely ask for (replacing those offered before): an
+        executor may run them early on workers that would otherwise wait."""
+        ...
+
     def close(self) -> None: ...
 
 
 class LocalExecutor:
-    """Worker processes (fork), one job per task; ``workers=1`` runs in this process."""
+    """Worker processes (fork), one job per task; ``workers=1`` runs in this process. A batch
+    of one job runs here while offered jobs (``offer``) fill the workers; offered jobs run
+    only on a free worker (never more than ``workers`` tasks at once), so they never hold
+    back a job already asked for, and a later ``run`` of an equal job takes the result."""
 
     name = "local"
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self._pool: Any = None
+        self._offered: list[Job] = []
+        self._early: list[tuple[Job, Future[Out]]] = []
+        """Offered jobs handed to a worker, not yet taken by ``run``."""
+        self._busy: set[Future[Out]] = set()
 
     def run(self, ctx: JobContext, jobs: Sequence[Job]) -> list[Out]:
-        if self.workers == 1 or len(jobs) <= 1:
+        if self.workers == 1:
             return run_jobs(ctx, jobs)
+        mine = [self._take(job) for job in jobs]
+        here = len(jobs) == 1 and mine[0] is None
+        if not here:
+            mine = [f or self._submit(ctx, job) for f, job in zip(mine, jobs, strict=True)]
+        self._fill(ctx, self.workers - (1 if here else 0))
+        if here:
+            return run_jobs(ctx, jobs)
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        futures = [f for f in mine if f is not None]
+        while not all(f.done() for f in futures):
+            wait([f for f in futures if not f.done()], return_when=FIRST_COMPLETED)
+            self._fill(ctx, self.workers)
+        return [f.result() for f in futures]
+
+    def offer(self, ctx: JobContext, jobs: Sequence[Job]) -> None:
+        if self.workers == 1:  # one process: nothing runs early
+            return
+        self._offered = [j for j in jobs if not any(j == e for e, _ in self._early)]
+        self._fill(ctx, self.workers)
+
+    def _take(self, job: Job) -> Future[Out] | None:
+        """The result of an equal offered job handed out early (it stays offered no more)."""
+        self._offered = [j for j in self._offered if j != job]
+        for i, (e, f) in enumerate(self._early):
+            if e == job:
+                del self._early[i]
+                return f
+        return None
+
+    def _submit(self, ctx: JobContext, job: Job) -> Future[Out]:
         if self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             self._pool = ProcessPoolExecutor(self.workers,
                                              mp_context=multiprocessing.get_context("fork"))
-        futures = [self._pool.submit(run_job, ctx, job) for job in jobs]
-        return [f.result() for f in futures]
+        f: Future[Out] = self._pool.submit(run_job, ctx, job)
+        self._busy.add(f)
+        return f
+
+    def _fill(self, ctx: JobContext, slots: int) -> None:
+        """Hand offered jobs to workers while fewer than ``slots`` tasks are in flight."""
+        self._busy = {f for f in self._busy if not f.done()}
+        while self._offered and len(self._busy) < slots:
+            job = self._offered.pop(0)
+            self._early.append((job, self._submit(ctx, job)))
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(cancel_futures=True)
             self._pool = None
+        self._offered, self._early, self._busy = [], [], set()
 
 
 class RayExecutor:
@@ -105,6 +160,9 @@ class RayExecutor:
             for j, r in enumerate(batch):
                 out[i + j * n] = r
         return [r for r in out if r is not None]
+
+    def offer(self, ctx: JobContext, jobs: Sequence[Job]) -> None:
+        """Ray runs what it is asked for only."""
 
     def close(self) -> None:
         if self._started:
