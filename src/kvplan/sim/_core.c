@@ -158,6 +158,9 @@ static int bind_groups(Sim *m, PyObject *gt, Py_buffer *v) {
             return -1;
         }
     }
+    m->full_bpt = 0;
+    for (i64 g = 0; g < m->ng; g++)
+        m->full_bpt = m->gkind[g] == G_FULL && m->full_bpt >= 0 ? m->full_bpt + m->gbpt[g] : -1;
     m->simple = m->ng == 1 && m->gkind[0] == G_FULL && m->gweight[0] == 1;
     return 0;
 }
