@@ -123,9 +123,10 @@ def _report(got: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
     med = {k: statistics.median(r["s"] for r in runs) for k, runs in got.items()}
     for (case, tag), runs in got.items():
         s, first = [r["s"] for r in runs], runs[0]
-        cpu = statistics.median(r["cpu_s"] for r in runs)
+        c = [r["cpu_s"] for r in runs]
         print(f"{case:<11} {tag:<7} plan wall median {med[(case, tag)]:6.2f} s "
-              f"(min {min(s):.2f}, max {max(s):.2f}); process CPU median {cpu:.2f} s; "
+              f"(min {min(s):.2f}, max {max(s):.2f}); process CPU median "
+              f"{statistics.median(c):.2f} s (min {min(c):.2f}, max {max(c):.2f}); "
               f"enumerated {first['enumerated']}: {first['stages']}")
         print(f"{'':<20}capacity searches {first['searches']}; winner {first['winner']}; "
               f"plan JSON {first['doc']} (same every round: "

@@ -14,7 +14,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "_core_state.h"
 #include "_core_pool.h"
@@ -156,6 +158,9 @@ static int bind_groups(Sim *m, PyObject *gt, Py_buffer *v) {
             return -1;
         }
     }
+    m->full_bpt = 0;
+    for (i64 g = 0; g < m->ng; g++)
+        m->full_bpt = m->gkind[g] == G_FULL && m->full_bpt >= 0 ? m->full_bpt + m->gbpt[g] : -1;
     m->simple = m->ng == 1 && m->gkind[0] == G_FULL && m->gweight[0] == 1;
     return 0;
 }
@@ -367,7 +372,22 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
 /* KVPLAN_CORE_ABI: bumped whenever the functions or core_run's arguments change; kvplan.sim.core ignores a
    build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
 #define KVPLAN_CORE_ABI 5
+
+/* glibc gives a freed block of 128 KiB or more back to the kernel (munmap, or a trim of the
+ * heap's top), so the next run's step columns (about 0.16 MB each per 20,000 steps), their
+ * bytearrays and numpy's result arrays fault in zeroed pages afresh: a plan's ~500 runs
+ * spent about a sixth of their CPU in the kernel doing so. Freed memory is kept for reuse
+ * instead, up to HEAP_KEEP (only blocks above it are mapped on their own). */
+#define HEAP_KEEP (64 << 20)
+static void keep_freed_memory(void) {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, HEAP_KEEP);
+    mallopt(M_TRIM_THRESHOLD, 2 * HEAP_KEEP);
+#endif
+}
+
 PyMODINIT_FUNC PyInit__core(void) {
+    keep_freed_memory();
     PyObject *m = PyModule_Create(&MODULE);
     if (m != NULL && PyModule_AddIntConstant(m, "ABI", KVPLAN_CORE_ABI) < 0) {
         Py_DECREF(m);

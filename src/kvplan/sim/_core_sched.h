@@ -230,8 +230,13 @@ static int general_step(Sim *m) {
     }
     double start = m->clock;
     double end = start + step_time(&m->f, &q);
+    /* every running request planned (np == nrun) and every group full: the running
+     * requests' computed tokens are the plan's context + new tokens (integers: the sum
+     * logical_bytes takes request by request) */
+    i64 logical = m->full_bpt >= 0 && m->np == m->nrun ? m->full_bpt * (q.ctx + q.tok)
+                                                       : logical_bytes(m);
     if (PUSH(m->st, double, start) || PUSH(m->en, double, end)
-        || PUSH(m->used, i64, m->usable - m->free) || PUSH(m->logical, i64, logical_bytes(m))
+        || PUSH(m->used, i64, m->usable - m->free) || PUSH(m->logical, i64, logical)
         || PUSH(m->nrun_col, i64, m->nrun) || PUSH(m->nwait_col, i64, m->wn)
         || PUSH(m->newtok, i64, q.tok))
         m->oom = 1;

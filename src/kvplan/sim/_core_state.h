@@ -107,6 +107,7 @@ typedef struct {
     /* KV cache groups, equal ones merged (core.py): kind (G_FULL, G_SLIDING, G_STATE),
      * window, pool blocks per block of tokens, bytes per token, state bytes */
     i64 ng, *gkind, *gwin, *gweight, *gbpt, *gstate;
+    i64 full_bpt; /* every group full: their bytes per token summed; else -1 */
     int simple; /* one full group of weight 1: blocks = cdiv(tokens, bs) */
     Form f;
     /* running list, waiting deque (ring of n), closed-loop slots (min-heap) */

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.analysis.plan.jobs import (
     FleetJob,
@@ -25,6 +25,9 @@ from kvplan.analysis.plan.jobs import (
 from kvplan.errors import InputError
 from kvplan.notes import note
 
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
 EXECUTORS = ("auto", "local", "ray")
 RAY_MIN_SCREENED = 700
 """``--executor auto`` takes Ray only for a cluster (``--ray-address``) and a plan with at least
@@ -39,34 +42,119 @@ class Executor(Protocol):
 
     def run(self, ctx: JobContext, jobs: Sequence[Job]) -> list[Out]: ...
 
+    def offer(self, ctx: JobContext, jobs: Sequence[Job]) -> None:
+        """Jobs a later ``run`` will likely ask for (replacing those offered before): an
+        executor may run them early on workers that would otherwise wait."""
+        ...
+
     def close(self) -> None: ...
 
 
 class LocalExecutor:
-    """Worker processes (fork), one job per task; ``workers=1`` runs in this process."""
+    """Worker processes (fork), one job per task; ``workers=1`` runs in this process.
+
+    Jobs are pure, so a job equal to one already run (or started) in this plan takes that
+    result: the lever what-ifs repeat searches and fleets the search ran. A batch of one job
+    runs here while offered jobs (``offer``) fill the workers; offered jobs run only on a
+    free worker (never more than ``workers`` tasks at once), so they never hold back a job
+    already asked for."""
 
     name = "local"
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self._pool: Any = None
+        self._offered: list[Job] = []
+        self._known: dict[tuple[object, ...], list[tuple[Job, Future[Out]]]] = {}
+        """Every job run or started (replica jobs aside), by ``_key``, with its result."""
+        self._busy: set[Future[Out]] = set()
+        self._ctx: JobContext | None = None
 
     def run(self, ctx: JobContext, jobs: Sequence[Job]) -> list[Out]:
-        if self.workers == 1 or len(jobs) <= 1:
+        if self.workers == 1:
             return run_jobs(ctx, jobs)
+        self._use(ctx)
+        mine = [self._take(job) for job in jobs]
+        here = [i for i, f in enumerate(mine) if f is None]
+        if len(here) == 1:  # one job left to run: here, beside the workers
+            self._fill(ctx, self.workers - 1)
+            mine[here[0]] = self._keep(jobs[here[0]], _done(run_job(ctx, jobs[here[0]])))
+        for i in here if len(here) > 1 else ():
+            mine[i] = self._keep(jobs[i], self._submit(ctx, jobs[i]))
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        futures = [f for f in mine if f is not None]
+        self._fill(ctx, self.workers)
+        while not all(f.done() for f in futures):
+            wait([f for f in futures if not f.done()], return_when=FIRST_COMPLETED)
+            self._fill(ctx, self.workers)
+        return [f.result() for f in futures]
+
+    def offer(self, ctx: JobContext, jobs: Sequence[Job]) -> None:
+        if self.workers == 1:  # one process: nothing runs early
+            return
+        self._use(ctx)
+        self._offered = [j for j in jobs if self._find(j) is None]
+        self._fill(ctx, self.workers)
+
+    def _use(self, ctx: JobContext) -> None:
+        """Results are kept for one context (one plan's traffic and SLO)."""
+        if ctx is not self._ctx:
+            self._ctx, self._known, self._offered = ctx, {}, []
+
+    def _find(self, job: Job) -> Future[Out] | None:
+        for e, f in self._known.get(_key(job), ()):
+            if e == job:
+                return f
+        return None
+
+    def _take(self, job: Job) -> Future[Out] | None:
+        """The result (or the running task) of an equal job; it stays offered no more."""
+        self._offered = [j for j in self._offered if j != job]
+        return self._find(job)
+
+    def _keep(self, job: Job, f: Future[Out]) -> Future[Out]:
+        if not isinstance(job, PartJob):  # a replica's latencies: large, never asked twice
+            self._known.setdefault(_key(job), []).append((job, f))
+        return f
+
+    def _submit(self, ctx: JobContext, job: Job) -> Future[Out]:
         if self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             self._pool = ProcessPoolExecutor(self.workers,
                                              mp_context=multiprocessing.get_context("fork"))
-        futures = [self._pool.submit(run_job, ctx, job) for job in jobs]
-        return [f.result() for f in futures]
+        f: Future[Out] = self._pool.submit(run_job, ctx, job)
+        self._busy.add(f)
+        return f
+
+    def _fill(self, ctx: JobContext, slots: int) -> None:
+        """Hand offered jobs to workers while fewer than ``slots`` tasks are in flight."""
+        self._busy = {f for f in self._busy if not f.done()}
+        while self._offered and len(self._busy) < slots:
+            job = self._offered.pop(0)
+            self._keep(job, self._submit(ctx, job))
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(cancel_futures=True)
             self._pool = None
+        self._offered, self._known, self._busy, self._ctx = [], {}, set(), None
+
+
+def _key(job: Job) -> tuple[object, ...]:
+    """A hashable digest of a job (equal jobs share it; equality decides within it)."""
+    d = job.deployment
+    return (type(job), d.gpu.id, d.engine, d.router, getattr(job, "replicas", None))
+
+
+def _done(out: Out) -> Future[Out]:
+    from concurrent.futures import Future
+
+    f: Future[Out] = Future()
+    f.set_result(out)
+    return f
 
 
 class RayExecutor:
@@ -105,6 +193,9 @@ class RayExecutor:
             for j, r in enumerate(batch):
                 out[i + j * n] = r
         return [r for r in out if r is not None]
+
+    def offer(self, ctx: JobContext, jobs: Sequence[Job]) -> None:
+        """Ray runs what it is asked for only."""
 
     def close(self) -> None:
         if self._started:

@@ -18,12 +18,13 @@ from kvplan.analysis.plan.funnel import (
     Limits,
     Progress,
     Tally,
+    capacity_job,
     order_key,
     run_capacity,
     tally,
     usd_per_mtok,
 )
-from kvplan.analysis.plan.jobs import CapacityOut, FleetJob, JobContext
+from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, JobContext
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.costs.pricing import fleet_cost
 from kvplan.specs.prices import PriceTable
@@ -46,17 +47,26 @@ def search(cands: list[Candidate], ex: Executor, ctx: JobContext, prices: PriceT
         if not batch:
             break
         i += len(batch)
+        ex.offer(ctx, _next_round(queue[i:i + ROUND], lim, best))
         outs = run_capacity(ex, ctx, batch, lim, t)
         for c, o in zip(batch, outs, strict=True):
             by_id[c.id] = after_capacity(c, o, prices, lim)
         best = _settle(by_id, ex, ctx, prices, lim, t, best)
         if progress is not None:
             progress("simulate", i, len(queue))
+    ex.offer(ctx, [])
     for c in queue[i:]:
         by_id[c.id] = replace(c, stage="pruned_cost", reason=(
             f"optimistic cost {order_key(c, lim):.2f} is not below the best verified "
             f"{best:.2f}"))
     return [_unverified(by_id[c.id], best) for c in cands]
+
+
+def _next_round(nxt: list[Candidate], lim: Limits, best: float) -> list[CapacityJob]:
+    """The capacity searches the next round will run unless a verification lowers the best
+    cost first: offered to the executor, whose idle workers may start them (the same jobs,
+    so the same answers and counts, whichever process runs them and when)."""
+    return [capacity_job(c, lim) for c in nxt if lim.exhaustive or order_key(c, lim) < best]
 
 
 def _unverified(c: Candidate, best: float) -> Candidate:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy.typing as npt
 
-from kvplan.costs.kernels.grid import lookup
+from kvplan.costs.kernels.grid import lookup, seconds
 from kvplan.costs.kernels.result import FloatArray, OpTime
 from kvplan.costs.kernels.tables import Table, peaks, require
 from kvplan.errors import UnknownNameError
@@ -22,16 +22,22 @@ def gemm(gpu: str, m: npt.ArrayLike, n: npt.ArrayLike, k: npt.ArrayLike,
     features; all broadcast), each element's Status, and the table it stands on."""
     table = require(gpu, "gemm")
     word, notes = gemm_slice(table, dtype)
-    row = int((table.column("dtype") == table.code("dtype", word)).argmax())
-    seconds, status = lookup(table, row, (m, n, k))
+    t, status = lookup(table, _row(table, word), (m, n, k))
     kernels = tuple(table.meta["kernels"].get(word, ()))
-    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)
+    return OpTime(seconds=t, status=status, source=table.source(kernels), notes=notes)
+
+
+def _row(table: Table, word: str) -> int:
+    """The table row of measured dtype ``word``."""
+    return int((table.column("dtype") == table.code("dtype", word)).argmax())
 
 
 def gemm_s(gpu: str, m: npt.ArrayLike, n: npt.ArrayLike, k: npt.ArrayLike,
            dtype: str = "bfloat16") -> FloatArray:
-    """``gemm(...).seconds``."""
-    return gemm(gpu, m, n, k, dtype).seconds
+    """``gemm(...).seconds`` (the same floats, without the per-point Status)."""
+    table = require(gpu, "gemm")
+    word, _ = gemm_slice(table, dtype)
+    return seconds(table, _row(table, word), (m, n, k))
 
 
 def gemm_slice(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:

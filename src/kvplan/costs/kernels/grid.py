@@ -23,25 +23,47 @@ def lookup(table: Table, row: int, coords: tuple[npt.ArrayLike, ...]) -> tuple[F
     non-decreasing along every axis (the derive script makes it so) the answer is
     non-decreasing in every size, inside and outside the measured range.
     """
-    points = [np.asarray(c, dtype=np.float64) for c in coords]
-    shape = np.broadcast_shapes(*(p.shape for p in points))  # each axis at its own size:
-    extra = np.zeros(shape)  # a GEMM's n and k are one value beside 8,192 token counts
-    outside = np.zeros(shape, dtype=bool)
-    lows, weights = [], []
-    for x, lax, exponent in zip(points, table.log_axes, table.exponents, strict=True):
-        lx = np.log(np.maximum(x, _TINY))
-        above, below = lx > lax[-1], lx < lax[0]
-        extra += np.where(above, exponent * (lx - lax[-1]), 0.0)
-        outside |= above | below
-        low, weight = _bracket(lax, np.clip(lx, lax[0], lax[-1]))
-        lows.append(low)
-        weights.append(weight)
-    one_line = len(points) > 1 and all(p.ndim == 0 for p in points[1:])
-    logt, filled = (_line_corners if one_line else _corners)(table, row, lows, weights)
+    logt, extra, outside, weights, filled = _interpolate(table, row, coords, True)
+    assert outside is not None and filled is not None
     on_node = _all([(w < 1e-9) | (w > 1 - 1e-9) for w in weights])
     status = np.where(outside | filled, Status.EXTRAPOLATED,
                       np.where(on_node, Status.MEASURED, Status.INTERPOLATED)).astype(np.int8)
     return np.exp(logt + extra), status
+
+
+def seconds(table: Table, row: int, coords: tuple[npt.ArrayLike, ...]) -> FloatArray:
+    """``lookup``'s seconds alone: the same operations on the same numbers (the same bits),
+    without working out each point's Status (most of a long GEMM line's cost)."""
+    logt, extra, _, _, _ = _interpolate(table, row, coords, False)
+    return np.exp(logt + extra)
+
+
+def _interpolate(table: Table, row: int, coords: tuple[npt.ArrayLike, ...], status: bool
+                 ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_] | None,
+                            list[FloatArray], npt.NDArray[np.bool_] | None]:
+    """(log seconds inside the grid, the log excess past its last nodes, whether each point
+    is outside, the per-axis weights, whether a filled node was used); the masks only when
+    ``status``."""
+    points = [np.asarray(c, dtype=np.float64) for c in coords]
+    shape = np.broadcast_shapes(*(p.shape for p in points))  # each axis at its own size:
+    extra = np.zeros(shape)  # a GEMM's n and k are one value beside 8,192 token counts
+    outside = np.zeros(shape, dtype=bool) if status else None
+    lows, weights = [], []
+    for x, lax, exponent in zip(points, table.log_axes, table.exponents, strict=True):
+        lx = np.log(np.maximum(x, _TINY))
+        above = lx > lax[-1]
+        extra += np.where(above, exponent * (lx - lax[-1]), 0.0)
+        if outside is not None:
+            outside |= above | (lx < lax[0])
+        low, weight = _bracket(lax, np.clip(lx, lax[0], lax[-1]))
+        lows.append(low)
+        weights.append(weight)
+    one_line = len(points) > 1 and all(p.ndim == 0 for p in points[1:])
+    if one_line:
+        logt, filled = _line_corners(table, row, lows, weights, status)
+    else:
+        logt, filled = _corners(table, row, lows, weights)
+    return logt, extra, outside, weights, filled
 
 
 def _bracket(lax: FloatArray, lx: FloatArray) -> tuple[npt.NDArray[np.intp], FloatArray]:
@@ -75,11 +97,13 @@ def _corners(table: Table, row: int, lows: list[npt.NDArray[np.intp]],
 
 
 def _line_corners(table: Table, row: int, lows: list[npt.NDArray[np.intp]],
-                  weights: list[FloatArray]) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+                  weights: list[FloatArray], status: bool = True
+                  ) -> tuple[FloatArray, npt.NDArray[np.bool_] | None]:
     """``_corners`` when every axis but the first is one value (a GEMM's n and k beside a
     line of token counts): the trailing axes are lerped once per node of the first axis, in
     the same order with the same weights, then read at each point's two first-axis nodes.
-    Elementwise the same operations on the same numbers, so the same bits as ``_corners``."""
+    Elementwise the same operations on the same numbers, so the same bits as ``_corners``.
+    The filled mask only when ``status``."""
     grid = table.logt[row].astype(np.float64)
     holes = table.filled[row]
     n0 = grid.shape[0]
@@ -97,6 +121,8 @@ def _line_corners(table: Table, row: int, lows: list[npt.NDArray[np.intp]],
         lines = [_lerp(lo, hi, w) for lo, hi in zip(lines[0::2], lines[1::2], strict=True)]
     at = [np.minimum(lows[0] + b, n0 - 1) for b in (0, 1)]
     w0 = weights[0]
+    if not status:
+        return _lerp(lines[0][at[0]], lines[0][at[1]], w0), None
     filled = np.zeros(lows[0].shape, dtype=bool)
     for b, idx in enumerate(at):
         used0 = (w0 > 1e-12) if b else (w0 < 1 - 1e-12)
