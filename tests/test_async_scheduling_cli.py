@@ -2,11 +2,12 @@
 a pasted `vllm serve` line) and in `kvplan calibrate`'s input files.
 
 The golden: under the bundled profile vLLM's host work per decode step is
-``step_overhead_s + request_overhead_s x R`` = 0 + 148.8 us x R (default.json, ``engines.vllm``,
-the 125-point refit). Synchronously a decode step costs the GPU's stage plus that; with async
-scheduling ``max(stage, host)``, and for Llama-3.1-8B on one H100 the stage (its 16 GB of
-weights streamed, ~7.3 ms) is the longer, so each decode step - and so TPOT - is shorter by
-exactly the host work: 8 requests -> 8 x 148.8 us = 1.1904 ms; one request -> 0.1488 ms.
+``step_overhead_s + request_overhead_s x R`` = 336.9 us + 96.78 us x R (default.json,
+``engines.vllm``, the 139-point refit). Synchronously a decode step costs the GPU's stage plus
+that; with async scheduling ``max(stage, host)``, and for Llama-3.1-8B on one H100 the stage
+(its 16 GB of weights streamed, ~7.3 ms) is the longer, so each decode step - and so TPOT - is
+shorter by exactly the host work: 8 requests -> 336.9 + 8 x 96.78 us = 1.11114 ms; one
+request -> 0.43368 ms.
 """
 
 from __future__ import annotations
@@ -33,15 +34,15 @@ from kvplan.specs.serving import EngineConfig
 from tests.conftest import CliResult, assert_one_line_error, run_cli
 
 M, GPU = "meta-llama/Llama-3.1-8B", "H100-SXM-80GB"
-VLLM_REQUEST_S = 148.8e-6
-"""default.json engines.vllm.request_overhead_s (its step_overhead_s is 0)."""
+VLLM_STEP_S, VLLM_REQUEST_S = 336.9e-6, 96.78e-6
+"""default.json engines.vllm.step_overhead_s and request_overhead_s."""
 LATENCY = ("latency", M, "--gpu", "H100", "--prompt", "1000", "--output", "101", "--batch", "8",
            "--json")
 
 
 def test_the_golden_rests_on_the_bundled_vllm_host_costs() -> None:
     p = default_profiles().pick(GPU, "bfloat16")
-    assert (p.step_overhead_s, p.request_overhead_s) == (0.0, VLLM_REQUEST_S)
+    assert (p.step_overhead_s, p.request_overhead_s) == (VLLM_STEP_S, VLLM_REQUEST_S)
 
 
 def test_latency_tpot_drops_by_one_decode_steps_host_work() -> None:
@@ -50,9 +51,9 @@ def test_latency_tpot_drops_by_one_decode_steps_host_work() -> None:
     assert sync.code == off.code == on.code == 0, (sync.err, on.err)
     assert off.json()["tpot_s"] == sync.json()["tpot_s"]
     tpot_sync, tpot_async = sync.json()["tpot_s"], on.json()["tpot_s"]
-    # 8 decodes: host 0 + 8 x 148.8 us = 1.1904 ms, hidden under a ~7.3 ms GPU stage
-    assert tpot_sync - tpot_async == pytest.approx(1.1904e-3, rel=1e-9)
-    assert tpot_async > 8 * VLLM_REQUEST_S  # the stage is the longer: all the host work hides
+    # 8 decodes: host 336.9 + 8 x 96.78 us = 1.11114 ms, hidden under a ~7.3 ms GPU stage
+    assert tpot_sync - tpot_async == pytest.approx(1.11114e-3, rel=1e-9)
+    assert tpot_async > VLLM_STEP_S + 8 * VLLM_REQUEST_S  # the stage is the longer
 
 
 def _typer_only(*args: str) -> CliResult:
@@ -74,7 +75,7 @@ def test_simulate_tpot_at_concurrency_one_drops_by_one_requests_host_work(fast: 
     sync, on = cli(*args), cli(*args, "--async-scheduling")
     assert sync.code == on.code == 0, on.err
     ms = sync.json()["mean_tpot_ms"] - on.json()["mean_tpot_ms"]
-    assert ms == pytest.approx(0.1488, rel=1e-9)  # one request: 1 x 148.8 us per decode step
+    assert ms == pytest.approx(0.43368, rel=1e-9)  # one request: 336.9 + 96.78 us per step
 
 
 def test_plan_serve_line_carries_the_flag() -> None:
@@ -131,7 +132,7 @@ def test_calibrate_reads_the_flag_from_a_saved_run(tmp_path: Path) -> None:
     (told,) = sc.read_serving(path, Defaults(async_scheduling=True))
     assert not plain.engine.async_scheduling and told.engine.async_scheduling
     off = sc.to_point(plain).exact(profile)["tpot_s"]
-    assert off - tpot == pytest.approx(VLLM_REQUEST_S, rel=1e-6)
+    assert off - tpot == pytest.approx(VLLM_STEP_S + VLLM_REQUEST_S, rel=1e-6)
 
 
 def test_calibrate_reads_the_column_of_csv_sweeps_and_static_points(tmp_path: Path) -> None:
