@@ -31,7 +31,7 @@ import numpy as np
 
 from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
 from kvplan.sim.dp.balancer import DpBalancer
-from kvplan.sim.dp.lockstep import WAVE_CHECK_STEPS, step_ranks
+from kvplan.sim.dp.lockstep import Waves
 from kvplan.sim.dp.merge import DpResult, merge_ranks
 from kvplan.sim.dp.rank import Lockstep
 from kvplan.sim.result import SimulationResult
@@ -39,16 +39,8 @@ from kvplan.sim.state import SimState
 
 
 class PrefillRank(Lockstep, PrefillLoop):
-    """A prefill instance's loop stepped by its DP instance."""
-
-    @property
-    def unfinished(self) -> bool:
-        """vLLM's has_unfinished_requests (held blocks awaiting a transfer are not work)."""
-        return bool(self.s.running or self.s.waiting)
-
-    @property
-    def counts(self) -> tuple[int, int]:
-        return len(self.s.waiting), len(self.s.running)
+    """A prefill instance's loop stepped by its DP instance (Lockstep's ``unfinished`` and
+    ``counts``: held blocks awaiting a transfer are not work)."""
 
 
 class DecodeRank(Lockstep, DecodeLoop):
@@ -66,9 +58,10 @@ class DecodeRank(Lockstep, DecodeLoop):
         return waiting + len(self.ready), len(self.s.running)
 
 
-class DpInstance:
+class DpInstance(Waves):
     """dp ranks (PrefillRank or DecodeRank) behind the instance's DP load balancer."""
 
+    ranks: list[Any]
     horizon: float = math.inf
     """Unused (one lockstep step per turn); the fleet sets it on every instance."""
 
@@ -81,10 +74,7 @@ class DpInstance:
         self.inbox: list[tuple[float, int]] = []
         self.lb = DpBalancer(len(ranks))
         self.rank_of = np.full(len(self.s.arrival), -1, dtype=np.int64)
-        self.wave = False
-        self.counter = 0
-        self.rank_s: list[list[float]] = []
-        self.padded: list[int] = []
+        self._books()
         self.dp: DpResult | None = None
 
     def attach(self, *callbacks: Any) -> None:
@@ -137,14 +127,7 @@ class DpInstance:
                 e._release()
             return
         self.wave = True
-        secs, pad, end = step_ranks(self.ranks, self.timer, clock)
-        self.rank_s.append(secs)
-        self.padded.append(pad)
-        self.counter += 1
-        if self.counter % WAVE_CHECK_STEPS == 0 and not any(e.unfinished for e in self.ranks):
-            self.wave = False
-            self.counter = 0
-        self.lb.publish(end, tuple(e.counts for e in self.ranks))
+        self._step(clock)
 
     # ------------------------------------------------------------ the fleet's books
 

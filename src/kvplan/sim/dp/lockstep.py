@@ -37,6 +37,33 @@ WAVE_CHECK_STEPS = 32
 """DPEngineCoreProc._has_global_unfinished_reqs all-reduces only every 32 steps."""
 
 
+class Waves:
+    """Ranks stepped in lockstep and the wave's books: the aggregated DP fleet's and a
+    disaggregated fleet's DP instance (sim/disagg/dp_instance.py) alike."""
+
+    ranks: Sequence[Lockstep]
+    timer: StepTimer
+    lb: DpBalancer
+
+    def _books(self) -> None:
+        self.wave = False
+        self.counter = 0
+        self.rank_s: list[list[float]] = []
+        self.padded: list[int] = []
+
+    def _step(self, clock: float) -> float:
+        """One lockstep step from ``clock``; returns its end."""
+        secs, pad, end = step_ranks(self.ranks, self.timer, clock)
+        self.rank_s.append(secs)
+        self.padded.append(pad)
+        self.counter += 1
+        if self.counter % WAVE_CHECK_STEPS == 0 and not any(e.unfinished for e in self.ranks):
+            self.wave = False
+            self.counter = 0
+        self.lb.publish(end, tuple(e.counts for e in self.ranks))
+        return end
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankSim:
     """What every DP rank runs with (the ranks are identical engines)."""
@@ -73,8 +100,10 @@ def _rank(workload: WorkloadLike, sim: RankSim, validate: bool) -> RankLoop:
     return loop
 
 
-class _Fleet:
+class _Fleet(Waves):
     """The balancer, the ranks and the wave; the clock is the fleet's (one for all)."""
+
+    ranks: list[RankLoop]
 
     def __init__(self, workload: WorkloadLike, sim: RankSim, validate: bool,
                  progress: Callable[[int, int], None] | None = None) -> None:
@@ -94,10 +123,7 @@ class _Fleet:
         self.at: list[float] = at.tolist()
         self.ptr = 0
         self.rank_of = np.full(len(arrival), -1, dtype=np.int64)
-        self.wave = False
-        self.counter = 0
-        self.rank_s: list[list[float]] = []
-        self.padded: list[int] = []
+        self._books()
 
     def _route(self, clock: float) -> None:
         """Every request reaching the front end by ``clock`` goes to its rank's inbox."""
@@ -143,17 +169,6 @@ class _Fleet:
     def _done(self) -> int:
         return sum(e.done for e in self.ranks) + len(self.rejected)
 
-    def _step(self, clock: float) -> float:
-        """One lockstep step from ``clock``; returns its end."""
-        secs, pad, end = step_ranks(self.ranks, self.timer, clock)
-        self.rank_s.append(secs)
-        self.padded.append(pad)
-        self.counter += 1
-        if self.counter % WAVE_CHECK_STEPS == 0 and not any(e.unfinished for e in self.ranks):
-            self.wave = False
-            self.counter = 0
-        self.lb.publish(end, tuple(e.counts for e in self.ranks))
-        return end
 
 
 def step_ranks(ranks: Sequence[Lockstep], timer: StepTimer, clock: float

@@ -35,6 +35,16 @@ class Lockstep(_Loop):
     """The lockstep part of a rank: plan a step when the fleet asks, apply it when told its
     end (also a disaggregated fleet's DP ranks: sim/disagg/dp_instance.py)."""
 
+    @property
+    def unfinished(self) -> bool:
+        """vLLM's scheduler.has_unfinished_requests: something waiting or running."""
+        return bool(self.s.running or self.s.waiting)
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(waiting, running) as the engine publishes them."""
+        return len(self.s.waiting), len(self.s.running)
+
     def plan_step(self, clock: float) -> RankPlan | None:
         """Requests due by ``clock`` join; the scheduler's plan (None: nothing scheduled)."""
         s = self.s
@@ -82,12 +92,3 @@ class RankLoop(Lockstep):
             s.status[r] = WAITING
             s.waiting.append(r)
 
-    @property
-    def unfinished(self) -> bool:
-        """vLLM's scheduler.has_unfinished_requests: something waiting or running."""
-        return bool(self.s.running or self.s.waiting)
-
-    @property
-    def counts(self) -> tuple[int, int]:
-        """(waiting, running) as the engine publishes them."""
-        return len(self.s.waiting), len(self.s.running)
