@@ -24,6 +24,7 @@ from kvplan.analysis.calibration.floors import (
     served_load,
     static_load,
 )
+from kvplan.analysis.calibration.lengths import drawn_lengths
 from kvplan.analysis.calibration.replay import Replay, record
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
 from kvplan.costs.step.latency import RequestShape, static_batch_latency
@@ -113,7 +114,8 @@ def _measured(p: Mapping[str, Any]) -> dict[str, float]:
 
 def _workload(w: Mapping[str, Any]) -> Workload:
     """The file's own per-request lengths; else vLLM's ShareGPT requests at the printed means
-    for a ShareGPT run; else fixed-length requests at the printed means."""
+    for a ShareGPT run; else the lengths the run's benchmark drew, where its command says
+    (``lengths.drawn_lengths``); else fixed-length requests at the printed means."""
     conc = w.get("max_concurrency")
     if w.get("input_lens"):
         ins = np.asarray(w["input_lens"], dtype=np.int64)
@@ -123,6 +125,10 @@ def _workload(w: Mapping[str, Any]) -> Workload:
     n = w.get("num_prompts") or 10 * int(conc or 1)
     if w.get("dataset") == "sharegpt":
         return _sharegpt_workload(w, int(n), conc)
+    drawn = drawn_lengths(w, int(n))
+    if drawn is not None:
+        return Workload(name="calibration", arrival_s=np.zeros(int(n)), prompt_tokens=drawn[0],
+                        output_tokens=drawn[1], closed_loop_concurrency=conc)
     return build_workload(WorkloadArgs(
         num_prompts=int(n), random_input_len=max(1, round(w["mean_input_len"])),
         random_output_len=max(1, round(w["mean_output_len"])), max_concurrency=conc))
