@@ -71,6 +71,7 @@ def test_capacity_golden() -> None:
 
 def test_kernels_are_its_own_tables() -> None:
     assert kn.resolve_gpu("gb200-nvl72") == "GB200" and kn.link_scale("GB200") == 1.0
+    assert kn.capped_at("gb200") == B200 and kn.capped_at(B200) is None
     answer = kn.gemm("GB200", 1024, 8192, 8192)
     assert answer.source.gpu == "GB200" and "gb200" in answer.source.file
     found = kn.nearest_measured_gpu("GB200")

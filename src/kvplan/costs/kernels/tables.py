@@ -174,7 +174,7 @@ def peaks(gpu: str) -> dict[str, Any]:
 
 
 def capped_at(gpu: str) -> str | None:
-    """The measured GPU whose cells ``gpu``'s (a bundled id) were capped at when the bundle
-    was derived (H200 at H100, GB200 at B200: the same die, never slower), or None."""
-    found = manifest()["gpus"][gpu].get("capped_at")
+    """The measured GPU whose cells the tables pricing ``gpu`` (an id or alias) were capped at
+    when the bundle was derived (H200 at H100, GB200 at B200: the same die, never slower)."""
+    found = manifest()["gpus"][resolve_gpu(gpu)].get("capped_at")
     return str(found) if found else None
