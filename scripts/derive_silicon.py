@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import yaml
+from derive_silicon_caps import CAPS, cap_at_reference
 from derive_silicon_tables import FAMILIES, Family, build_family
 from packaging.version import Version
 
@@ -49,7 +50,8 @@ Modifications by kvplan (scripts/derive_silicon.py): rows restricted to the op f
 dtypes kvplan's step model prices; latencies converted from milliseconds to log(seconds) on
 dense grids; holes filled by roofline extrapolation from the nearest measured edge; each grid
 made non-decreasing along its size axes; raised to the datasheet roofline floor where a point
-ran above it; H200 cells capped at H100's for the same shape. manifest.json counts each.
+ran above it; H200 cells capped at H100's and GB200 cells at B200's for the same shape.
+manifest.json counts each.
 """
 
 
@@ -127,35 +129,6 @@ def _device(source: Path, system: str) -> str:
     return str(frame["device"].iloc[0])
 
 
-def cap_h200(arrays: dict[str, dict[str, np.ndarray]], manifest: dict[str, Any]) -> None:
-    """H200 is H100's GH100 die with more bandwidth: no op may be slower on it. Where a
-    measured H200 cell exceeds H100's for the same key and axes (run-to-run noise), take
-    H100's; count the cells and the largest excess in the manifest."""
-    h100, h200 = arrays["H100-SXM-80GB"], arrays["H200-SXM-141GB"]
-    for family in FAMILIES:
-        name = family.name
-        if f"{name}.logt" not in h100 or f"{name}.logt" not in h200:
-            continue
-        same_axes = all(np.array_equal(h100[f"{name}.axis{i}"], h200[f"{name}.axis{i}"])
-                        for i in range(len(family.axes)))
-        keys100 = {tuple(r): i for i, r in enumerate(h100[f"{name}.keys"].tolist())}
-        capped, worst = 0, 1.0
-        for j, row in enumerate(h200[f"{name}.keys"].tolist()):
-            i = keys100.get(tuple(row))
-            if i is None or not same_axes:
-                continue
-            a, b = h200[f"{name}.logt"][j], h100[f"{name}.logt"][i]
-            over = a > b
-            capped += int(over.sum())
-            if over.any():
-                worst = max(worst, float(np.exp((a - b)[over].max())))
-            h200[f"{name}.logt"][j] = np.minimum(a, b)
-        entry = manifest["gpus"]["H200-SXM-141GB"]["tables"][name]
-        entry["capped_at_h100_cells"] = capped
-        entry["capped_at_h100_max_ratio"] = round(worst, 4)
-        entry["h100_axes_match"] = same_axes
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=Path("/tmp/aic/x/aiconfigurator_core"))
@@ -173,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     for system, kvplan_id in GPUS.items():
         arrays[kvplan_id], manifest["gpus"][kvplan_id] = derive_gpu(system, args.source)
     manifest["families"] = {f.name: f.describe() for f in FAMILIES}
-    cap_h200(arrays, manifest)
+    for gpu in CAPS:  # H200 at H100, GB200 at B200: the same die, never slower
+        cap_at_reference(arrays, manifest, gpu, [f.name for f in FAMILIES])
     write(arrays, manifest, args.license)
     return 0
 

@@ -95,10 +95,9 @@ def test_donors_and_their_efficiencies() -> None:
     mi300 = K.nearest_measured_gpu("MI300X")
     assert mi300.donor == "H200-SXM-141GB" and "no measured GPU of its architecture" in (
         mi300.reason)
-    for gpu in K.measured_gpus():
-        if gpu == "GB200":  # not in kvplan's GPU catalog (nearest_measured_gpu takes its ids)
-            continue
+    for gpu in K.measured_gpus():  # every bundled GPU is a catalog GPU, GB200 included
         found = K.nearest_measured_gpu(gpu)
+        assert (found.donor, found.reason) == (gpu, "measured")
         assert 0.3 < found.compute <= 1.0 and 0.3 < found.memory <= 1.0
 
 

@@ -23,7 +23,13 @@ from kvplan.costs.kernels.comm import (
 from kvplan.costs.kernels.gemm import GEMM_DTYPES, gemm, gemm_s
 from kvplan.costs.kernels.moe import MOE_DTYPES, moe, moe_s  # eager: `moe` names the module too
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
-from kvplan.costs.kernels.tables import has_tables, manifest, measured_gpus, resolve_gpu
+from kvplan.costs.kernels.tables import (
+    capped_at,
+    has_tables,
+    manifest,
+    measured_gpus,
+    resolve_gpu,
+)
 
 if TYPE_CHECKING:  # the lazy names below (X as X: re-exported)
     from kvplan.costs.kernels.donor import Efficiency as Efficiency
@@ -65,6 +71,7 @@ __all__ = [
     "all_gather",
     "all_reduce",
     "all_reduce_s",
+    "capped_at",
     "context_attention",
     "context_attention_s",
     "decode_attention",

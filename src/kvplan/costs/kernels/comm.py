@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from kvplan.costs.kernels.grid import lookup
 from kvplan.costs.kernels.result import FloatArray, OpTime, Status
-from kvplan.costs.kernels.tables import Table, require
+from kvplan.costs.kernels.tables import Table, capped_at, require
 from kvplan.errors import UnknownNameError
 
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
@@ -89,6 +89,24 @@ def _collective(gpu: str, table: Table, key: tuple[str, int], message_bytes: npt
         status = np.maximum(status, Status.EXTRAPOLATED).astype(np.int8)
         notes = (f"{num_gpus} GPUs not measured: scaled x{factor:.3g} from {ref} "
                  "(ring traffic 2(g-1)/g)",)
+        seconds, notes = _at_most_reference(table, key, size, num_gpus, seconds, notes)
     kernels = tuple(table.meta["kernels"]) if isinstance(table.meta["kernels"], list) else ()
     return OpTime(seconds=seconds, status=status, source=table.source(kernels),
                   notes=link_notes + notes)
+
+
+def _at_most_reference(table: Table, key: tuple[str, int], size: FloatArray, num_gpus: int,
+                       seconds: FloatArray, notes: tuple[str, ...]
+                       ) -> tuple[FloatArray, tuple[str, ...]]:
+    """A GPU count its own table lacks, on a GPU the bundle caps at a reference (GB200 at
+    B200: the same die and NVLink 5; its tables stop at 4 GPUs): never slower than the
+    reference's answer at that count, which the derive step could not cap cell by cell."""
+    ref_gpu = capped_at(table.gpu)
+    if ref_gpu is None:
+        return seconds, notes
+    theirs = _collective(ref_gpu, require(ref_gpu, table.family), key, size, num_gpus)
+    if not np.any(theirs.seconds < seconds):
+        return seconds, notes
+    return np.minimum(seconds, theirs.seconds), (*notes, (
+        f"capped at {ref_gpu}'s {num_gpus}-GPU time where that is faster (the same die and "
+        "link: never slower)"))

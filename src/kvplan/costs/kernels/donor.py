@@ -62,9 +62,8 @@ def _donor(spec: HardwareSpec) -> tuple[str, str]:
 
 
 def _family(gpu: str) -> str | None:
-    spec = gpu_catalog().get(gpu.lower())
-    arch = spec.arch if spec else "Blackwell"  # GB200: not in the catalog, a Blackwell part
-    return next((f for f in _FAMILIES if f.lower() in arch.lower()), None)
+    spec = gpu_catalog()[gpu.lower()]  # every bundled GPU is a catalog GPU (tests say so)
+    return next((f for f in _FAMILIES if f.lower() in spec.arch.lower()), None)
 
 
 def _distance(spec: HardwareSpec, gpu: str) -> float:

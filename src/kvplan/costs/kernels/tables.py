@@ -171,3 +171,10 @@ def peaks(gpu: str) -> dict[str, Any]:
     """Datasheet figures the bundle's floors used (FLOP/s per rate, bytes/s)."""
     found: dict[str, Any] = manifest()["gpus"][resolve_gpu(gpu)]["peaks"]
     return found
+
+
+def capped_at(gpu: str) -> str | None:
+    """The measured GPU whose cells the tables pricing ``gpu`` (an id or alias) were capped at
+    when the bundle was derived (H200 at H100, GB200 at B200: the same die, never slower)."""
+    found = manifest()["gpus"][resolve_gpu(gpu)].get("capped_at")
+    return str(found) if found else None

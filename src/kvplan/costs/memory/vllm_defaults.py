@@ -47,6 +47,9 @@ CUDA_TOTAL_BYTES: dict[str, int] = {
     # A10 23,028 MiB) less the ~467 MiB CUDA reserves on the ECC parts measured above
     # (H100 81,559 MiB -> 79.18 GiB: 479 MiB; L4 23,034 MiB -> 22.05 GiB: 455 MiB)
     "l40s": (46_068 - ECC_RESERVE_MIB) * MiB,
+    # GB200: nvidia-smi 189,471 MiB on GB200 NVL72 trays (NVIDIA/aicr conformance evidence,
+    # EKS p6e-gb200) less the same reserve -> 184.57 GiB; no public torch/vLLM log read
+    "gb200": (189_471 - ECC_RESERVE_MIB) * MiB,
     "a10g": (23_028 - ECC_RESERVE_MIB) * MiB,
 }
 _RESERVED_FRACTION = 0.0104

@@ -40,6 +40,8 @@ def kernel_basis(timer: StepCostModel) -> str:
         src = kn.gemm(ms.gpu, 1, 4096, 4096, timer.gemm_dtype).source
         line = (f"kernels measured on {src.gpu} ({src.engine} {src.version}; "
                 "aiconfigurator-core tables, Apache-2.0)")
+        if (ref := kn.capped_at(src.gpu)) is not None:
+            line += f"; its cells slower than {ref}'s capped at {ref}'s (the same die)"
         if src.gpu.lower() != ms.gpu.lower():
             line += (f"; {ms.gpu} is the same die: its collectives at its own scale-up "
                      f"link ({kn.link_scale(ms.gpu):.3g}x slower)")
