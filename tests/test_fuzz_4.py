@@ -1,0 +1,78 @@
+"""fuzz-4 regressions: the disaggregated, DP / EP and web paths found by the fourth fuzz
+run (each test names the command that crashed or printed a wrong number, and what it did)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fuzz2_support import assert_error, run_case, strict_json
+
+L8B = "meta-llama/Llama-3.1-8B"
+SIM = ["simulate", L8B, "--num-prompts", "3", "--json"]
+PLAN = ["plan", L8B, "--gpu", "H100", "-tp", "1", "--disagg", "--num-prompts", "10",
+        "--slo", "ttft:p99:2000"]
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    from fastapi.testclient import TestClient
+
+    from kvplan.web.app import create_app
+    from kvplan.web.settings import WebSettings
+
+    return TestClient(create_app(WebSettings(max_sim_requests=300, max_sim_seconds=30)),
+                      raise_server_exceptions=False)
+
+
+# ------------------------------------------- D1: -pp with --disagg moved half the KV
+
+
+@pytest.mark.parametrize("extra", [["-pp", "2"], ["-pp", "2", "--decode-tp", "2"]])
+def test_pipeline_parallel_fleet_is_refused(extra: list[str], tmp_path: Path) -> None:
+    """Was: exit 0 with kv_link_bytes 201,326,592 for three 1,024-token Llama-3.1-8B
+    prompts (half of 3 x 1,024 x 128 KiB: the link moved only the first stage's layers),
+    pools labelled TP1 / TP2 and a header without a pipeline size, next to '10 GPUs'."""
+    result = run_case(tmp_path, [*SIM, "--disagg", "1P2D", *extra])
+    assert_error(result, "--pipeline-parallel-size 2", "pipeline stages are not modelled")
+
+
+def test_tp_fleet_moves_every_layer(tmp_path: Path) -> None:
+    """The figure the PP fleet got wrong, on the TP fleet it stays right: 3 x 1,024 tokens x
+    128 KiB (32 layers x 8 KV heads x 128 x 2 x 2 B)."""
+    result = run_case(tmp_path, [*SIM, "--disagg", "1P1D"])
+    assert result.code == 0, result.err
+    assert strict_json(result.out)["kv_link_bytes"] == 3 * 1024 * 128 * 1024
+
+
+def test_web_pipeline_parallel_fleet_is_a_422(client: Any) -> None:
+    r = client.get("/api/simulate", params={"model": L8B, "pipeline_parallel_size": "2",
+                                            "disagg": "1P1D", "num_prompts": "3"})
+    assert r.status_code == 422, r.text
+    assert "pipeline stages are not modelled" in r.json()["detail"]
+
+
+# ------------------------------ D2: plan --disagg without an offered load: AssertionError
+
+
+@pytest.mark.parametrize("workload", [
+    ["--request-rate", "inf"],  # the check took inf for a rate
+    ["--dataset", "sharegpt"],  # lengths only: every request at t = 0
+    ["--dataset", "mooncake-conversation"],  # its first 10 requests all have timestamp 0
+])
+def test_plan_disagg_without_arrivals_is_one_line(workload: list[str], tmp_path: Path) -> None:
+    """Was: a traceback ending `assert work is not None` in analysis/disagg/side.py, exit 1,
+    after the whole aggregated plan had run."""
+    result = run_case(tmp_path, [*PLAN, *workload, "--json"])
+    assert_error(result, "--disagg compares fleets at one offered load")
+
+
+def test_web_plan_disagg_at_rate_inf_is_a_422(client: Any) -> None:
+    """Was: 500 Internal Server Error."""
+    r = client.get("/api/plan", params={"model": L8B, "gpu": "H100",
+                                        "tensor_parallel_size": "1", "disagg": "true",
+                                        "num_prompts": "10", "request_rate": "inf"})
+    assert r.status_code == 422, r.text
+    assert "one offered load" in r.json()["detail"]
