@@ -76,3 +76,20 @@ def test_web_plan_disagg_at_rate_inf_is_a_422(client: Any) -> None:
                                         "num_prompts": "10", "request_rate": "inf"})
     assert r.status_code == 422, r.text
     assert "one offered load" in r.json()["detail"]
+
+
+# ------------------------ D3: an MLA fleet's block sizes differ: the advice did not work
+
+
+@pytest.mark.parametrize("gpu,fix", [("MI300X", "64"), ("B200", "128")])
+def test_mla_block_mismatch_names_a_block_both_pools_keep(gpu: str, fix: str,
+                                                          tmp_path: Path) -> None:
+    """Was: 'give both --block-size' (one flag sets both pools, and the H100 decode pool
+    forces FlashMLA's 64 whatever is given, so --block-size 16 failed again). The block
+    named must run."""
+    argv = ["simulate", "deepseek-ai/DeepSeek-V2-Lite", "--disagg", "1P1D", "--prefill-gpu",
+            gpu, "--num-prompts", "2", "--json"]
+    assert_error(run_case(tmp_path, argv), f"give --block-size {fix}, which both pools keep")
+    result = run_case(tmp_path, [*argv, "--block-size", fix])
+    assert result.code == 0, result.err
+    assert strict_json(result.out)["block_size"] == int(fix)

@@ -150,15 +150,25 @@ def check_link_slo(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float
         f"links that fit: {', '.join(fits) or 'none'}; or --max-model-len <= {longest}")
 
 
+def _check_blocks(pre: PoolRun, dec: PoolRun) -> None:
+    """Both pools page the KV alike. vLLM forces an MLA backend's block on some GPUs
+    (costs/memory/settings.mla_block_size), so --block-size can differ per pool: name the
+    one --block-size both keep (a multiple of each pool's block)."""
+    bp, bd = pre.plan.block_size, dec.plan.block_size
+    if bp != bd:
+        raise InputError(f"the prefill pool's block size {bp} ({pre.deployment.gpu.id}) "
+                         f"differs from the decode pool's {bd} ({dec.deployment.gpu.id}): vLLM "
+                         f"forces its MLA backend's block size on some GPUs; give --block-size "
+                         f"{math.lcm(bp, bd)}, which both pools keep")
+
+
 def simulate_disagg_serving(dd: DisaggDeployment,
                             workload: Workload | WorkloadArgs | None = None, *,
                             profile: str | Profile | None = None,
                             ttft_slo_ms: float | None = None) -> DisaggRun:
     """Simulate ``workload`` on the disaggregated fleet ``dd``."""
     pre, dec = plan_pool("prefill", dd.prefill), plan_pool("decode", dd.decode)
-    if pre.plan.block_size != dec.plan.block_size:
-        raise InputError(f"the prefill pool's block size {pre.plan.block_size} differs from "
-                         f"the decode pool's {dec.plan.block_size}; give both --block-size")
+    _check_blocks(pre, dec)
     if ttft_slo_ms is not None:
         check_link_slo(dd, dec.plan, ttft_slo_ms)
     work = workload if isinstance(workload, Workload) else build_workload(
