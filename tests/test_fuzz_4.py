@@ -93,3 +93,37 @@ def test_mla_block_mismatch_names_a_block_both_pools_keep(gpu: str, fix: str,
     result = run_case(tmp_path, [*argv, "--block-size", fix])
     assert result.code == 0, result.err
     assert strict_json(result.out)["block_size"] == int(fix)
+
+
+def test_planner_drops_mla_fleets_whose_pools_page_differently() -> None:
+    """Was: `kvplan plan deepseek-ai/DeepSeek-V2-Lite --gpu H100,L40S -tp 1 --disagg
+    --search exhaustive ...` stopped with that error line (exit 2) when it reached the
+    first H100 / L40S fleet: a fleet the planner chose itself, not the user. Now such a
+    fleet is `invalid` with the reason, and the same-GPU fleets still run."""
+    from kvplan.analysis.disagg.plan import enumerate_disagg
+    from kvplan.analysis.disagg.screen import screen_fleets
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.links import load_link
+    from kvplan.specs.prices import price_table
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+    from kvplan.specs.serving import EngineConfig
+    from kvplan.specs.slo import PercentileBound, Slo
+
+    fleets = enumerate_disagg(load_model("deepseek-ai/DeepSeek-V2-Lite"),
+                              [load_gpu("H100"), load_gpu("L40S")],
+                              EngineConfig(max_model_len=2048), load_link("ib-ndr"),
+                              tps=(1,), max_instances=1)
+    work = build_workload(WorkloadArgs(num_prompts=4, random_input_len=512,
+                                       random_output_len=8, request_rate=2, seed=1))
+    slo = Slo(bounds=(PercentileBound(metric="ttft", percentile=99, limit_ms=5000.0),))
+    got = screen_fleets(fleets, work, slo, price_table())
+    by_pair = {(c.disagg.prefill.gpu.id, c.disagg.decode.gpu.id): c
+               for c in (*got.kept, *got.dropped)}
+    assert len(by_pair) == 4
+    for (p, d), c in by_pair.items():
+        if p == d:
+            assert c.stage != "invalid", c.reason
+        else:
+            assert c.stage == "invalid"
+            assert "give --block-size 64, which both pools keep" in c.reason

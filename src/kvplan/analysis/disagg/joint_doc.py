@@ -50,7 +50,7 @@ def versus(j: JointPlan) -> str:
         return (f"aggregated wins: {describe(win)} at {usd(win.usd_per_hour)}; the cheapest "
                 f"verified disaggregated fleet {describe(dis)} costs {usd(dis.usd_per_hour)}")
     priced = [c for c in j.candidates if c.kind == "disaggregated"
-              and c.usd_per_hour is not None and c.stage not in ("pruned_memory",)]
+              and c.usd_per_hour is not None and c.stage not in ("pruned_memory", "invalid")]
     if not priced:
         return f"aggregated wins: {describe(win)}; no disaggregated fleet fits in memory"
     cheapest = min(priced, key=lambda c: c.key)

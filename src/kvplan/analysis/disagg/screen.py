@@ -17,7 +17,13 @@ import numpy as np
 
 from kvplan.analysis.disagg.candidates import JointCandidate
 from kvplan.analysis.disagg.floors import zero_load_miss
-from kvplan.analysis.disagg.serving import PoolRun, plan_pool, pool_timer, transfer_cost
+from kvplan.analysis.disagg.serving import (
+    PoolRun,
+    block_mismatch,
+    plan_pool,
+    pool_timer,
+    transfer_cost,
+)
 from kvplan.analysis.disagg.work_bounds import (
     Burst,
     best_decode_tokens_per_s,
@@ -80,6 +86,8 @@ def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
             return "pruned_memory", (f"the {role} pool ({d.gpu.id} {pool_label(d)}) cannot "
                                      "hold one max_model_len request")
     assert pre is not None and dec is not None
+    if block_mismatch(pre, dec):  # e.g. FlashMLA's 64 on H100 beside Triton MLA's 16 on L40S
+        return "invalid", block_mismatch(pre, dec)
     if unpriced:
         return "pruned_cost", "no price row holds a pool's instance"
     if not bounds:

@@ -150,16 +150,17 @@ def check_link_slo(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float
         f"links that fit: {', '.join(fits) or 'none'}; or --max-model-len <= {longest}")
 
 
-def _check_blocks(pre: PoolRun, dec: PoolRun) -> None:
-    """Both pools page the KV alike. vLLM forces an MLA backend's block on some GPUs
-    (costs/memory/settings.mla_block_size), so --block-size can differ per pool: name the
-    one --block-size both keep (a multiple of each pool's block)."""
+def block_mismatch(pre: PoolRun, dec: PoolRun) -> str:
+    """Why the pools cannot pair, or '': both pools page the KV alike. vLLM forces an MLA
+    backend's block on some GPUs (costs/memory/settings.mla_block_size), so --block-size
+    can differ per pool: name the one --block-size both keep (a multiple of each block)."""
     bp, bd = pre.plan.block_size, dec.plan.block_size
-    if bp != bd:
-        raise InputError(f"the prefill pool's block size {bp} ({pre.deployment.gpu.id}) "
-                         f"differs from the decode pool's {bd} ({dec.deployment.gpu.id}): vLLM "
-                         f"forces its MLA backend's block size on some GPUs; give --block-size "
-                         f"{math.lcm(bp, bd)}, which both pools keep")
+    if bp == bd:
+        return ""
+    return (f"the prefill pool's block size {bp} ({pre.deployment.gpu.id}) differs from the "
+            f"decode pool's {bd} ({dec.deployment.gpu.id}): vLLM forces its MLA backend's "
+            f"block size on some GPUs; give --block-size {math.lcm(bp, bd)}, which both "
+            f"pools keep")
 
 
 def simulate_disagg_serving(dd: DisaggDeployment,
@@ -168,7 +169,9 @@ def simulate_disagg_serving(dd: DisaggDeployment,
                             ttft_slo_ms: float | None = None) -> DisaggRun:
     """Simulate ``workload`` on the disaggregated fleet ``dd``."""
     pre, dec = plan_pool("prefill", dd.prefill), plan_pool("decode", dd.decode)
-    _check_blocks(pre, dec)
+    why = block_mismatch(pre, dec)
+    if why:
+        raise InputError(why)
     if ttft_slo_ms is not None:
         check_link_slo(dd, dec.plan, ttft_slo_ms)
     work = workload if isinstance(workload, Workload) else build_workload(
