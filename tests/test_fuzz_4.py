@@ -127,3 +127,38 @@ def test_planner_drops_mla_fleets_whose_pools_page_differently() -> None:
         else:
             assert c.stage == "invalid"
             assert "give --block-size 64, which both pools keep" in c.reason
+
+
+# -------------- D5: plan --disagg on pools vLLM or kvplan cannot run: abort or wrong reason
+
+JOINT = ["-tp", "1", "--disagg", "--num-prompts", "10", "--request-rate", "2", "--slo",
+         "ttft:p99:2000", "--json"]
+
+
+def _joint(tmp_path: Path, argv: list[str]) -> dict[str, Any]:
+    result = run_case(tmp_path, ["plan", *argv, *JOINT])
+    assert result.code == 0, result.err
+    return strict_json(result.out)["joint"]  # type: ignore[no-any-return]
+
+
+def test_plan_disagg_skips_dp_pools_on_a_gpu_without_kernel_tables(tmp_path: Path) -> None:
+    """Was: exit 2 'data / expert parallel steps are priced from measured kernel tables,
+    which MI300X lacks' (from the zero-load floors' timer): the whole plan stopped, where the
+    aggregated side marks the same layouts invalid and answers."""
+    joint = _joint(tmp_path, ["Qwen/Qwen3-30B-A3B", "--gpu", "MI300X,H100", "--price",
+                              "MI300X=0.5", "-dp", "1,2"])
+    bad = [c for c in joint["candidates"] if c["stage"] == "invalid"]
+    assert bad and all("MI300X" in c["reason"] and "kernel tables" in c["reason"]
+                       for c in bad)
+    assert joint["winner"] is not None
+
+
+def test_plan_disagg_names_why_a_hybrid_state_model_cannot_run(tmp_path: Path) -> None:
+    """Was: every fleet `pruned_memory`, 'the prefill pool (H200-SXM-141GB TP1) cannot hold
+    one max_model_len request', and 'no disaggregated fleet fits in memory', while the
+    aggregated winner ran on one H200: vLLM refuses a KV connector with state layers."""
+    joint = _joint(tmp_path, ["Qwen/Qwen3-Next-80B-A3B-Thinking", "--gpu", "H200"])
+    fleets = [c for c in joint["candidates"] if c["kind"] == "disaggregated"]
+    assert fleets and {c["stage"] for c in fleets} == {"invalid"}
+    assert all("mixes attention and state layers" in c["reason"] for c in fleets)
+    assert "mixes attention and state layers" in joint["versus"]

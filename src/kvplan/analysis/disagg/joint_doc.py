@@ -52,7 +52,9 @@ def versus(j: JointPlan) -> str:
     priced = [c for c in j.candidates if c.kind == "disaggregated"
               and c.usd_per_hour is not None and c.stage not in ("pruned_memory", "invalid")]
     if not priced:
-        return f"aggregated wins: {describe(win)}; no disaggregated fleet fits in memory"
+        bad = [c for c in j.candidates if c.kind == "disaggregated" and c.stage == "invalid"]
+        why = f" or can run ({bad[0].id}: {bad[0].reason})" if bad else ""
+        return f"aggregated wins: {describe(win)}; no disaggregated fleet fits in memory{why}"
     cheapest = min(priced, key=lambda c: c.key)
     assert cheapest.usd_per_hour is not None and win.usd_per_hour is not None
     if cheapest.usd_per_hour >= win.usd_per_hour:
