@@ -162,3 +162,15 @@ def test_plan_disagg_names_why_a_hybrid_state_model_cannot_run(tmp_path: Path) -
     assert fleets and {c["stage"] for c in fleets} == {"invalid"}
     assert all("mixes attention and state layers" in c["reason"] for c in fleets)
     assert "mixes attention and state layers" in joint["versus"]
+
+
+# ------------------- D6: a TTFT goodput below one page's transfer: '--max-model-len <= 0'
+
+
+def test_link_slo_below_one_page_says_no_length_fits(tmp_path: Path) -> None:
+    """Was: '...; links that fit: none; or --max-model-len <= 0' (a length vLLM refuses),
+    for a TTFT goodput below the link's own 5 us latency plus one page's wire time."""
+    argv = [*SIM, "--disagg", "1P1D", "--random-input-len", "100", "--goodput", "ttft:0.004"]
+    result = run_case(tmp_path, argv)
+    assert_error(result, "no --max-model-len fits either", "raise the TTFT goodput")
+    assert "<= 0" not in result.err

@@ -144,10 +144,13 @@ def check_link_slo(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float
     room_s = ttft_ms / 1000 - cost.latency_s
     block = decode_plan.block_size  # whole pages move: round down to a page
     longest = int(room_s / cost.wire_s(per_token)) // block * block if room_s > 0 else 0
+    shorter = (f"or --max-model-len <= {longest}" if longest > 0 else
+               f"no --max-model-len fits either: one {block}-token page and the link's "
+               f"{1e6 * cost.latency_s:g} us latency take longer; raise the TTFT goodput")
     raise InputError(
         f"--kv-link {dd.link.id} moves one {mml}-token request's KV ({fmt_bytes(nbytes)}) in "
         f"{took_ms:,.1f} ms, over the TTFT SLO of {ttft_ms:g} ms before any compute; "
-        f"links that fit: {', '.join(fits) or 'none'}; or --max-model-len <= {longest}")
+        f"links that fit: {', '.join(fits) or 'none'}; {shorter}")
 
 
 def block_mismatch(pre: PoolRun, dec: PoolRun) -> str:
