@@ -174,3 +174,22 @@ def test_link_slo_below_one_page_says_no_length_fits(tmp_path: Path) -> None:
     result = run_case(tmp_path, argv)
     assert_error(result, "no --max-model-len fits either", "raise the TTFT goodput")
     assert "<= 0" not in result.err
+
+
+# --------------------------- D7: a fleet's step-rule errors name the pool and its own flag
+
+
+def test_dbo_on_a_dp1_pool_names_the_pool_and_its_flag(tmp_path: Path) -> None:
+    """Was: '--enable-dbo needs --data-parallel-size > 1 ...' for a fleet given
+    --prefill-dp 1 --decode-dp 2 (both pools take --enable-dbo; the prefill pool refused)."""
+    argv = ["simulate", "Qwen/Qwen3-30B-A3B", "--disagg", "1P1D", "--prefill-dp", "1",
+            "--decode-dp", "2", "--enable-expert-parallel", "--all2all-backend",
+            "deepep_low_latency", "--enable-dbo", "--num-prompts", "2", "--json"]
+    assert_error(run_case(tmp_path, argv), "prefill pool (H100-SXM-80GB, TP1): ",
+                 "--enable-dbo needs --prefill-dp > 1")
+
+
+def test_zero_instances_in_the_xpyd_form_names_it(tmp_path: Path) -> None:
+    """Was: '--prefill-instances must be at least 1, got 0' for `--disagg 0P1D`."""
+    argv = [*SIM, "--disagg", "0P1D"]
+    assert_error(run_case(tmp_path, argv), "--disagg 0P1D: --prefill-instances must be")

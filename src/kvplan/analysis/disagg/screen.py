@@ -220,7 +220,7 @@ def _pool(role: str, d: Deployment, pools: dict[PoolKey, PoolRun | str]) -> Pool
             cached_timer(run)  # its steps can be priced (the floors use the same timer)
             pools[key] = run
         except KvplanError as exc:
-            pools[key] = f"{role} pool ({d.gpu.id}, {pool_label(d)}): {exc}"
+            pools[key] = str(exc)  # pool_timer names the pool
     return pools[key]
 
 

@@ -192,7 +192,11 @@ def pool_timer(p: PoolRun, profile: str | Profile | None = None) -> StepCostMode
     d = p.deployment
     prof = profile if isinstance(profile, Profile) else pick_profile(d.model, d.gpu, d.engine,
                                                                      profile)
-    return StepCostModel(d.model, d.gpu, d.engine, prof)
+    try:
+        return StepCostModel(d.model, d.gpu, d.engine, prof)
+    except InputError as exc:  # a step rule (DBO, kernel tables) refusing this pool's engine
+        raise InputError(f"{p.role} pool ({d.gpu.id}, {pool_label(d)}): "
+                         f"{pool_flags(str(exc), p.role)}") from None
 
 
 def pool_sims(pre: PoolRun, dec: PoolRun,
