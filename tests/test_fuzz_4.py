@@ -193,3 +193,25 @@ def test_zero_instances_in_the_xpyd_form_names_it(tmp_path: Path) -> None:
     """Was: '--prefill-instances must be at least 1, got 0' for `--disagg 0P1D`."""
     argv = [*SIM, "--disagg", "0P1D"]
     assert_error(run_case(tmp_path, argv), "--disagg 0P1D: --prefill-instances must be")
+
+
+# ------------------- D8: plan --disagg ignored --max-gpus / --max-cost-per-hour for fleets
+
+LOADED = ["plan", L8B, "--gpu", "H100", "-tp", "1", "--disagg", "--num-prompts", "40",
+          "--request-rate", "30", "--slo", "ttft:p99:300", "--slo", "tpot:p99:15", "--json"]
+
+
+@pytest.mark.parametrize("limit,fragment", [(["--max-gpus", "1"], "> --max-gpus 1"),
+                                            (["--max-cost-per-hour", "5"],
+                                             "> --max-cost-per-hour 5")])
+def test_fleet_limits_bind_disaggregated_fleets(limit: list[str], fragment: str,
+                                                tmp_path: Path) -> None:
+    """Was (--max-gpus 1): 'disaggregated wins: d0000 1P1D ...' on 2 GPUs at $7.98/h, while
+    the aggregated side kept to the limit and found nothing."""
+    result = run_case(tmp_path, [*LOADED, *limit])
+    assert result.code in (0, 1), result.err
+    joint = strict_json(result.out)["joint"]
+    fleets = [c for c in joint["candidates"] if c["kind"] == "disaggregated"]
+    assert fleets and all(c["stage"] == "pruned_bound" and fragment in c["reason"]
+                          for c in fleets)
+    assert joint["winner"] is None or joint["winner"]["kind"] == "aggregated"

@@ -67,7 +67,8 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
                        max_instances=MAX_INSTANCES, search=args["search"],
                        workers=args["workers"],
                        async_scheduling=bool(args.get("async_scheduling")),
-                       dps=tuple(dps), eps=tuple(eps))
+                       dps=tuple(dps), eps=tuple(eps),
+                       limits=(args.get("max_gpus"), args.get("max_cost_per_hour")))
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
                                                        args["workers"])
