@@ -215,3 +215,15 @@ def test_fleet_limits_bind_disaggregated_fleets(limit: list[str], fragment: str,
     assert fleets and all(c["stage"] == "pruned_bound" and fragment in c["reason"]
                           for c in fleets)
     assert joint["winner"] is None or joint["winner"]["kind"] == "aggregated"
+
+
+def test_no_fleet_in_the_space_is_not_called_a_memory_miss(tmp_path: Path) -> None:
+    """Was: 'no disaggregated fleet fits in memory' for Llama-3.1-8B on H100 TP8 over
+    nvlink4: no fleet was formed at all (1P1D is 16 GPUs, a node link joins 8)."""
+    result = run_case(tmp_path, ["plan", L8B, "--gpu", "H100", "-tp", "8", "--disagg",
+                                 "--kv-link", "nvlink4", "--num-prompts", "10",
+                                 "--request-rate", "2", "--slo", "ttft:p99:2000", "--json"])
+    assert result.code == 0, result.err
+    joint = strict_json(result.out)["joint"]
+    assert "fits in memory" not in joint["versus"]
+    assert "holds no disaggregated fleet" in joint["versus"]
