@@ -227,3 +227,21 @@ def test_no_fleet_in_the_space_is_not_called_a_memory_miss(tmp_path: Path) -> No
     joint = strict_json(result.out)["joint"]
     assert "fits in memory" not in joint["versus"]
     assert "holds no disaggregated fleet" in joint["versus"]
+
+
+# ------------- D9: a short trace at a huge rate: a fleet of more replicas than requests
+
+
+def test_plan_fleet_has_no_more_replicas_than_requests(tmp_path: Path) -> None:
+    """Was: 'Fleet of 231 verified ... on all 10 requests' at --request-rate 1e4 (the
+    optimistic fleet, 1e4 / 43 req/s, was never capped at the requests), and at 1e9 a fleet
+    of 2.3e7 replicas whose share loop ran for over 30 minutes (the web page's plan too)."""
+    for rate in ("1e4", "1e9"):
+        result = run_case(tmp_path, ["plan", L8B, "--gpu", "H100", "-tp", "1",
+                                     "--num-prompts", "10", "--request-rate", rate,
+                                     "--slo", "ttft:p99:2000", "--slo", "tpot:p99:100",
+                                     "--json"])
+        assert result.code == 0, result.err
+        doc = strict_json(result.out)
+        replicas = [c["replicas"] for c in doc["candidates"] if c.get("replicas")]
+        assert replicas and max(replicas) <= 10, replicas
