@@ -43,6 +43,7 @@ class DisaggDeployment:
             raise InputError(f"--decode-tp {tp_d} must be a multiple of --prefill-tp {tp_p} "
                              f"(vLLM's NixlConnector reads each decode GPU's heads from one "
                              f"prefill GPU); e.g. --decode-tp {fits}")
+        _check_no_pp(self.prefill, self.decode)
         if self.link.scope == "node" and self.total_gpus > GPUS_PER_NODE:
             raise InputError(
                 f"--kv-link {self.link.id} joins GPUs of one node ({GPUS_PER_NODE} GPUs) but "
@@ -57,6 +58,20 @@ class DisaggDeployment:
     @property
     def total_gpus(self) -> int:
         return self.prefill.total_gpus + self.decode.total_gpus
+
+
+def _check_no_pp(prefill: Deployment, decode: Deployment) -> None:
+    """Pipeline stages are not modelled in a fleet: the link moves one TP shard of every
+    layer per GPU (docs/disaggregation.md), so a PP pool would move only its first stage's
+    layers and count too few NICs."""
+    for role, d in (("prefill", prefill), ("decode", decode)):
+        pp = d.engine.pipeline_parallel_size
+        if pp > 1:
+            raise InputError(
+                f"--pipeline-parallel-size {pp}: a disaggregated fleet's {role} pool is "
+                f"modelled with tensor parallelism only (the KV transfer moves one TP shard "
+                f"of every layer per GPU; pipeline stages are not modelled); drop -pp and "
+                f"give --prefill-tp / --decode-tp, or simulate without --disagg")
 
 
 def pool_label(d: Deployment) -> str:

@@ -57,7 +57,8 @@ def xpyd_counts(text: str | None, x: int | None = None, y: int | None = None
     x, y = (1 if x is None else x), (1 if y is None else y)
     for role, n in (("prefill", x), ("decode", y)):
         if n < 1:
-            raise InputError(f"--{role}-instances must be at least 1, got {n}")
+            said = f"--disagg {text.strip()}: " if text is not None else ""
+            raise InputError(f"{said}--{role}-instances must be at least 1, got {n}")
     return x, y
 
 

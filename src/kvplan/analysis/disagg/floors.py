@@ -30,7 +30,8 @@ _TIMERS: dict[int, tuple[PoolRun, StepCostModel]] = {}
 """id(pool) -> (pool, its timer): the search asks for the same pools many times."""
 
 
-def _timer(p: PoolRun) -> StepCostModel:
+def cached_timer(p: PoolRun) -> StepCostModel:
+    """The pool's step timer, kept while the pool is (a search asks for it many times)."""
     got = _TIMERS.get(id(p))
     if got is None or got[0] is not p:
         if len(_TIMERS) > 64:
@@ -83,7 +84,7 @@ def _decode_step_s(timer: StepCostModel, ctx: IntArray) -> FloatArray:
 def floor_latencies(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun,
                     work: Workload) -> Latencies:
     """Every request's zero-load TTFT / TPOT / E2EL floors (no ITL: empty)."""
-    tp, td = _timer(pre), _timer(dec)
+    tp, td = cached_timer(pre), cached_timer(dec)
     prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
     out = np.asarray(work.output_tokens, dtype=np.int64)
     cost = transfer_cost(dd, dec.plan)

@@ -45,11 +45,13 @@ def aggregated_entries(plan: Plan) -> list[JointCandidate]:
 
 def joint_search(plan: Plan, fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
                  prices: PriceTable, *, search: str = "funnel",
-                 workers: int | None = None) -> JointPlan:
-    """Rank ``plan``'s candidates and the ``fleets`` in one space (module docstring)."""
+                 workers: int | None = None, limits: Limits = (None, None)) -> JointPlan:
+    """Rank ``plan``'s candidates and the ``fleets`` in one space (module docstring);
+    ``limits``: --max-gpus and --max-cost-per-hour, which bind a fleet as a replica set."""
     agg = aggregated_entries(plan)
     best = next((c for c in agg if plan.winner is not None and c.id == plan.winner.id), None)
-    screened = screen_fleets(fleets, work, slo, prices, bounds=search != "exhaustive")
+    screened = within(screen_fleets(fleets, work, slo, prices,
+                                    bounds=search != "exhaustive"), limits)
     done, sims = _simulate(screened, work, slo, best, stop=search != "exhaustive",
                            workers=workers)
     every = agg + done
@@ -57,6 +59,28 @@ def joint_search(plan: Plan, fleets: Sequence[DisaggDeployment], work: Workload,
     ok = ([best] if best is not None else []) + [c for c in done if c.verified]
     return JointPlan(candidates=tuple(every), winner=min(ok, key=lambda c: c.key) if ok
                      else None, search=search, simulations=sims, aggregated_best=best)
+
+
+Limits = tuple[int | None, float | None]
+"""(--max-gpus, --max-cost-per-hour), None where not given."""
+
+
+def within(screened: Screened, limits: Limits) -> Screened:
+    """The kept fleets that break --max-gpus or --max-cost-per-hour dropped, as the aggregated
+    funnel drops such candidates (``pruned_bound``, with the limit)."""
+    max_gpus, max_usd = limits
+    kept, dropped = [], list(screened.dropped)
+    for c in screened.kept:
+        why = ""
+        if max_gpus is not None and c.gpus > max_gpus:
+            why = f"needs {c.gpus} GPUs > --max-gpus {max_gpus}"
+        elif max_usd is not None and c.usd_per_hour is not None and c.usd_per_hour > max_usd:
+            why = f"costs ${c.usd_per_hour:.2f}/h > --max-cost-per-hour {max_usd}"
+        if why:
+            dropped.append(replace(c, stage="pruned_bound", reason=why))
+        else:
+            kept.append(c)
+    return Screened(kept=tuple(kept), dropped=tuple(dropped))
 
 
 def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate | None,
@@ -93,7 +117,8 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                gpus: Sequence[HardwareSpec], tps: Sequence[int], links: Sequence[LinkSpec],
                max_instances: int = 4, search: str = "funnel",
                workers: int | None = None, async_scheduling: bool = False,
-               dps: Sequence[int] = (1,), eps: Sequence[bool | None] = (None,)) -> JointPlan:
+               dps: Sequence[int] = (1,), eps: Sequence[bool | None] = (None,),
+               limits: Limits = (None, None)) -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
     fleet of ``gpus`` x ``gpus`` (prefill, decode) x layout pairs (TP; DP / EP of ``dps``,
     ``eps`` for an MoE model: plan.pool_layouts) x 1..``max_instances`` each x ``links``,
@@ -106,4 +131,5 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                           async_scheduling=async_scheduling)
     fleets = [f for link in links for f in enumerate_disagg(
         model, gpus, engine, link, tps=tps, max_instances=max_instances, dps=dps, eps=eps)]
-    return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers)
+    return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers,
+                        limits=limits)

@@ -50,9 +50,15 @@ def versus(j: JointPlan) -> str:
         return (f"aggregated wins: {describe(win)} at {usd(win.usd_per_hour)}; the cheapest "
                 f"verified disaggregated fleet {describe(dis)} costs {usd(dis.usd_per_hour)}")
     priced = [c for c in j.candidates if c.kind == "disaggregated"
-              and c.usd_per_hour is not None and c.stage not in ("pruned_memory",)]
+              and c.usd_per_hour is not None and c.stage not in ("pruned_memory", "invalid")]
+    if not any(c.kind == "disaggregated" for c in j.candidates):
+        return (f"aggregated wins: {describe(win)}; the space holds no disaggregated fleet: "
+                f"every pair of pools breaks a fleet rule (the decode TP a multiple of the "
+                f"prefill TP; a node link such as nvlink4 joins at most 8 GPUs in all)")
     if not priced:
-        return f"aggregated wins: {describe(win)}; no disaggregated fleet fits in memory"
+        bad = [c for c in j.candidates if c.kind == "disaggregated" and c.stage == "invalid"]
+        why = f" or can run ({bad[0].id}: {bad[0].reason})" if bad else ""
+        return f"aggregated wins: {describe(win)}; no disaggregated fleet fits in memory{why}"
     cheapest = min(priced, key=lambda c: c.key)
     assert cheapest.usd_per_hour is not None and win.usd_per_hour is not None
     if cheapest.usd_per_hour >= win.usd_per_hour:

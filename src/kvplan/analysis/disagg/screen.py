@@ -16,8 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvplan.analysis.disagg.candidates import JointCandidate
-from kvplan.analysis.disagg.floors import zero_load_miss
-from kvplan.analysis.disagg.serving import PoolRun, plan_pool, pool_timer, transfer_cost
+from kvplan.analysis.disagg.floors import cached_timer, zero_load_miss
+from kvplan.analysis.disagg.serving import (
+    PoolRun,
+    block_mismatch,
+    plan_pool,
+    pool_timer,
+    transfer_cost,
+)
 from kvplan.analysis.disagg.work_bounds import (
     Burst,
     best_decode_tokens_per_s,
@@ -27,7 +33,7 @@ from kvplan.analysis.disagg.work_bounds import (
     worst_bursts,
 )
 from kvplan.costs.pricing import FleetCost, fleet_cost
-from kvplan.errors import KvplanError
+from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.sim.state import FloatArray, IntArray
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.disagg import DisaggDeployment, pool_label
@@ -54,7 +60,7 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
     """Each fleet's stage before simulation (``bounds``: apply the floors and work bounds)."""
     kept: list[JointCandidate] = []
     dropped: list[JointCandidate] = []
-    pools: dict[PoolKey, PoolRun | None] = {}
+    pools: dict[PoolKey, PoolRun | str] = {}
     floors: dict[PairKey, str] = {}
     bursts: dict[tuple[PairKey, str], tuple[Burst, ...]] = {}
     for i, dd in enumerate(fleets):
@@ -69,17 +75,21 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
 
 
 def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
-           pools: dict[PoolKey, PoolRun | None],
+           pools: dict[PoolKey, PoolRun | str],
            kept: tuple[dict[PairKey, str], dict[tuple[PairKey, str], tuple[Burst, ...]]],
            bounds: bool, unpriced: bool) -> tuple[str, str]:
     """``kept``: each pool pair's zero-load floors and worst bursts, across the fleets."""
     floors, bursts = kept
     pre, dec = _pool("prefill", dd.prefill, pools), _pool("decode", dd.decode, pools)
     for role, p, d in (("prefill", pre, dd.prefill), ("decode", dec, dd.decode)):
-        if p is None:
+        if p == _MEMORY:
             return "pruned_memory", (f"the {role} pool ({d.gpu.id} {pool_label(d)}) cannot "
                                      "hold one max_model_len request")
-    assert pre is not None and dec is not None
+        if isinstance(p, str):
+            return "invalid", p
+    assert isinstance(pre, PoolRun) and isinstance(dec, PoolRun)
+    if block_mismatch(pre, dec):  # e.g. FlashMLA's 64 on H100 beside Triton MLA's 16 on L40S
+        return "invalid", block_mismatch(pre, dec)
     if unpriced:
         return "pruned_cost", "no price row holds a pool's instance"
     if not bounds:
@@ -188,14 +198,29 @@ def _rate(p: PoolRun, role: str) -> float:
     return _RATES[key]
 
 
-def _pool(role: str, d: Deployment, pools: dict[PoolKey, PoolRun | None]
-          ) -> PoolRun | None:
+_MEMORY = "memory"
+"""A pool's mark when it cannot hold one max_model_len request (``pruned_memory``)."""
+
+
+def _pool(role: str, d: Deployment, pools: dict[PoolKey, PoolRun | str]) -> PoolRun | str:
+    """The pool's run, _MEMORY, or why vLLM or kvplan cannot run it (``invalid``, as the
+    aggregated funnel: a KV layout vLLM does not start under a KV connector, DP / EP steps
+    on a GPU without kernel tables)."""
     key = _key(role, d)
     if key not in pools:
         try:
-            pools[key] = plan_pool(role, d)
-        except KvplanError:
-            pools[key] = None
+            run = plan_pool(role, d)
+        except DoesNotFitError:
+            pools[key] = _MEMORY
+            return _MEMORY
+        except KvplanError as exc:
+            pools[key] = str(exc)  # plan_pool names the pool
+            return pools[key]
+        try:
+            cached_timer(run)  # its steps can be priced (the floors use the same timer)
+            pools[key] = run
+        except KvplanError as exc:
+            pools[key] = str(exc)  # pool_timer names the pool
     return pools[key]
 
 

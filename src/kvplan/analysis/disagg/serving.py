@@ -144,10 +144,26 @@ def check_link_slo(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float
     room_s = ttft_ms / 1000 - cost.latency_s
     block = decode_plan.block_size  # whole pages move: round down to a page
     longest = int(room_s / cost.wire_s(per_token)) // block * block if room_s > 0 else 0
+    shorter = (f"or --max-model-len <= {longest}" if longest > 0 else
+               f"no --max-model-len fits either: one {block}-token page and the link's "
+               f"{1e6 * cost.latency_s:g} us latency take longer; raise the TTFT goodput")
     raise InputError(
         f"--kv-link {dd.link.id} moves one {mml}-token request's KV ({fmt_bytes(nbytes)}) in "
         f"{took_ms:,.1f} ms, over the TTFT SLO of {ttft_ms:g} ms before any compute; "
-        f"links that fit: {', '.join(fits) or 'none'}; or --max-model-len <= {longest}")
+        f"links that fit: {', '.join(fits) or 'none'}; {shorter}")
+
+
+def block_mismatch(pre: PoolRun, dec: PoolRun) -> str:
+    """Why the pools cannot pair, or '': both pools page the KV alike. vLLM forces an MLA
+    backend's block on some GPUs (costs/memory/settings.mla_block_size), so --block-size
+    can differ per pool: name the one --block-size both keep (a multiple of each block)."""
+    bp, bd = pre.plan.block_size, dec.plan.block_size
+    if bp == bd:
+        return ""
+    return (f"the prefill pool's block size {bp} ({pre.deployment.gpu.id}) differs from the "
+            f"decode pool's {bd} ({dec.deployment.gpu.id}): vLLM forces its MLA backend's "
+            f"block size on some GPUs; give --block-size {math.lcm(bp, bd)}, which both "
+            f"pools keep")
 
 
 def simulate_disagg_serving(dd: DisaggDeployment,
@@ -156,9 +172,9 @@ def simulate_disagg_serving(dd: DisaggDeployment,
                             ttft_slo_ms: float | None = None) -> DisaggRun:
     """Simulate ``workload`` on the disaggregated fleet ``dd``."""
     pre, dec = plan_pool("prefill", dd.prefill), plan_pool("decode", dd.decode)
-    if pre.plan.block_size != dec.plan.block_size:
-        raise InputError(f"the prefill pool's block size {pre.plan.block_size} differs from "
-                         f"the decode pool's {dec.plan.block_size}; give both --block-size")
+    why = block_mismatch(pre, dec)
+    if why:
+        raise InputError(why)
     if ttft_slo_ms is not None:
         check_link_slo(dd, dec.plan, ttft_slo_ms)
     work = workload if isinstance(workload, Workload) else build_workload(
@@ -176,7 +192,11 @@ def pool_timer(p: PoolRun, profile: str | Profile | None = None) -> StepCostMode
     d = p.deployment
     prof = profile if isinstance(profile, Profile) else pick_profile(d.model, d.gpu, d.engine,
                                                                      profile)
-    return StepCostModel(d.model, d.gpu, d.engine, prof)
+    try:
+        return StepCostModel(d.model, d.gpu, d.engine, prof)
+    except InputError as exc:  # a step rule (DBO, kernel tables) refusing this pool's engine
+        raise InputError(f"{p.role} pool ({d.gpu.id}, {pool_label(d)}): "
+                         f"{pool_flags(str(exc), p.role)}") from None
 
 
 def pool_sims(pre: PoolRun, dec: PoolRun,

@@ -4,6 +4,7 @@ Plan page both call it (their flags are the same dict of `kvplan plan` arguments
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import InputError
@@ -18,10 +19,15 @@ def check_disagg_args(args: dict[str, Any]) -> None:
     """--kv-link needs --disagg; --disagg compares at one offered load."""
     if args.get("kv_link") is not None and not args.get("disagg"):
         raise InputError("--kv-link is the link of --disagg's fleets; give --disagg too")
-    if args.get("disagg") and args["request_rate"] is None and args["trace"] is None \
+    rate = args["request_rate"]
+    no_rate = rate is None or math.isinf(rate)  # inf: every request at once, no offered load
+    if args.get("disagg") and no_rate and args["trace"] is None \
             and args["dataset"] in (None, "random"):
-        raise InputError("--disagg compares fleets at one offered load: give --request-rate "
-                         "(fleet req/s) or a trace")
+        raise InputError(_ONE_LOAD)
+
+
+_ONE_LOAD = ("--disagg compares fleets at one offered load: give --request-rate (fleet req/s, "
+             "finite) or a trace with arrival times")
 
 
 def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
@@ -42,8 +48,11 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     from kvplan.specs.model import ModelSpec
 
     space = space_options(args)
-    work = plan_traffic(workload_from(args)).target  # the requests the plan verified on
-    assert work is not None  # check_disagg_args: a rate or a trace
+    traffic = plan_traffic(workload_from(args))
+    work = traffic.target  # the requests the plan verified on
+    if work is None:  # every request at t = 0: a dataset without arrivals and no rate
+        raise InputError(f"{_ONE_LOAD}; the {traffic.requests} requests of {traffic.name} "
+                         f"all arrive at t = 0")
     names = space["gpus"]
     gpus = ([load_gpu(n) for n in names] if names is not None else
             [g for g in gpu_catalog().values() if plan.prices.for_gpu(g.id)])
@@ -58,7 +67,8 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
                        max_instances=MAX_INSTANCES, search=args["search"],
                        workers=args["workers"],
                        async_scheduling=bool(args.get("async_scheduling")),
-                       dps=tuple(dps), eps=tuple(eps))
+                       dps=tuple(dps), eps=tuple(eps),
+                       limits=(args.get("max_gpus"), args.get("max_cost_per_hour")))
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
                                                        args["workers"])

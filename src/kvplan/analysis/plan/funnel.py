@@ -112,10 +112,22 @@ def _screen_one(cid: str, d: Deployment, prices: PriceTable, ctx: JobContext,
     return _optimistic(c, b.optimistic_rps, prices, lim)
 
 
+def optimistic_replicas(opt_rps: float, lim: Limits) -> int:
+    """The optimistic fleet: --replicas, else the target rate over the optimistic per-replica
+    rate, at most one replica per request of the trace (more give each at most one request,
+    as that many do: 10 requests at 1e9 req/s asked for 2.3e7 replicas, and hung)."""
+    if lim.rate_rps is None:
+        return 1
+    if lim.replicas:
+        return lim.replicas
+    n = max(1, math.ceil(lim.rate_rps / opt_rps))
+    return min(n, lim.target_requests) if lim.target_requests else n
+
+
 def _optimistic(c: Candidate, opt_rps: float, prices: PriceTable, lim: Limits) -> Candidate:
     d = c.deployment
     rows = prices.for_gpu(d.gpu.id)
-    n = 1 if lim.rate_rps is None else lim.replicas or max(1, math.ceil(lim.rate_rps / opt_rps))
+    n = optimistic_replicas(opt_rps, lim)
     cost = fleet_cost(rows, n, d.gpus_per_replica)
     if cost is None:
         return replace(c, stage="pruned_cost", reason=(

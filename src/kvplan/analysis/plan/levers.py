@@ -16,7 +16,7 @@ from dataclasses import replace
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor, run_fleet_jobs
 from kvplan.analysis.plan.fleet import replica
-from kvplan.analysis.plan.funnel import Limits, Tally, run_capacity, tally
+from kvplan.analysis.plan.funnel import Limits, Tally, optimistic_replicas, run_capacity, tally
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, JobContext
 from kvplan.analysis.plan.records import Candidate, Lever
 from kvplan.analysis.plan.search import after_capacity, verify_many
@@ -85,11 +85,8 @@ def _buildable(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable,
 def _screened(i: int, d: Deployment, ctx: JobContext, lim: Limits, prices: PriceTable
               ) -> Candidate:
     """A variant as a funnel candidate: its bounds and optimistic fleet, not pruned."""
-    import math
-
     b = bounds(replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d))
-    n = 1 if lim.rate_rps is None else lim.replicas or max(
-        1, math.ceil(lim.rate_rps / b.optimistic_rps))
+    n = optimistic_replicas(b.optimistic_rps, lim)
     cost = fleet_cost(prices.for_gpu(d.gpu.id), n, d.gpus_per_replica)
     return Candidate(id=f"lever{i}", deployment=d, stage="screened", reason="",
                      ceilings_rps=b.ceilings_rps, zero_load_margins=b.zero_load.margins,
