@@ -3,8 +3,9 @@ a pasted `vllm serve` line) and in `kvplan calibrate`'s input files.
 
 The golden: under the bundled profile vLLM's host work per decode step is
 ``step_overhead_s + request_overhead_s x R`` = 327.1 us + 96.29 us x R (default.json,
-``engines.vllm``, the 139-point refit with lengths as the benchmarks drew them). Synchronously a decode step costs the GPU's stage plus
-that; with async scheduling ``max(stage, host)``, and for Llama-3.1-8B on one H100 the stage
+``engines.vllm``, the 139-point refit with lengths as the benchmarks drew them).
+Synchronously a decode step costs the GPU's stage plus that; with async scheduling
+``max(stage, host)``, and for Llama-3.1-8B on one H100 the stage
 (its 16 GB of weights streamed, ~7.3 ms) is the longer, so each decode step - and so TPOT - is
 shorter by exactly the host work: 8 requests -> 327.1 + 8 x 96.29 us = 1.09742 ms; one
 request -> 0.42339 ms.
