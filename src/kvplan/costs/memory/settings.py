@@ -64,6 +64,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
             f"max_position_embeddings {model.max_position_embeddings}"
         )
     tokens, seqs = vd.default_batch_limits(hw)
+    seqs = _check_batch_limits(engine, max_len, seqs)
     _check_parallel(model, hw, engine)
     return Settings(
         tp=tp,
@@ -83,6 +84,26 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         dp=engine.data_parallel_size,
         expert_parallel=engine.enable_expert_parallel,
     )
+
+
+def _check_batch_limits(engine: EngineConfig, max_len: int, default_seqs: int) -> int:
+    """vLLM's SchedulerConfig checks on the two budgets; returns max_num_seqs's default.
+
+    vLLM refuses to start when max_num_batched_tokens < max_num_seqs, or (chunked prefill
+    off) < max_model_len; a defaulted max_num_seqs is capped at the token budget instead
+    (EngineArgs: ``min(default, max_num_batched_tokens)`` when --max-num-seqs is not given)."""
+    tokens, seqs = engine.max_num_batched_tokens, engine.max_num_seqs
+    if tokens is None:
+        return default_seqs
+    if seqs is not None and tokens < seqs:
+        raise InputError(f"--max-num-batched-tokens {tokens} is below --max-num-seqs {seqs}: "
+                         "vLLM refuses to start (max_num_batched_tokens must be >= "
+                         f"max_num_seqs); raise it to {seqs} or lower --max-num-seqs")
+    if not engine.enable_chunked_prefill and tokens < max_len:
+        raise InputError(f"--max-num-batched-tokens {tokens} is below max_model_len {max_len} "
+                         "with chunked prefill off: vLLM refuses to start; raise it to "
+                         f"{max_len}, lower --max-model-len, or enable chunked prefill")
+    return min(default_seqs, tokens)
 
 
 def _moe_tp(model: ModelSpec, engine: EngineConfig) -> int:
