@@ -45,8 +45,9 @@ def assert_same(a, b) -> None:
     assert a.rejected == b.rejected
     assert segments(a) == segments(b)
     assert (a.num_blocks, a.block_size, a.prefill_claimed_blocks, a.decode_claimed_blocks,
-            a.prefix_query_tokens) == (b.num_blocks, b.block_size, b.prefill_claimed_blocks,
-                                       b.decode_claimed_blocks, b.prefix_query_tokens)
+            a.prefix_query_tokens, a.admission_peak_blocks) == (
+        b.num_blocks, b.block_size, b.prefill_claimed_blocks, b.decode_claimed_blocks,
+        b.prefix_query_tokens, b.admission_peak_blocks)
 
 
 @dataclass(frozen=True, slots=True)

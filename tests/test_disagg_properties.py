@@ -91,3 +91,8 @@ def test_fleet_invariants(case) -> None:
     assert (ttft >= compute + took - 1e-9).all()
     for res in (*r.prefill, *r.decode):
         assert (res.steps.used_blocks <= res.usable_blocks).all()
+    for d, res in enumerate(r.decode):  # a decode instance holds each whole prompt once
+        mine = done & (t.decode_instance == d)
+        held = [dec.shape.blocks_one(int(p), 0) for p in w.prompt_tokens[mine]]
+        assert max(held, default=0) <= res.peak_kv_blocks <= res.usable_blocks
+        assert res.admission_peak_blocks <= res.usable_blocks

@@ -104,6 +104,7 @@ static void admit_pending(Sim *m) {
         m->ph = (m->ph + 1) % m->n;
         m->pn--;
         take(m, need);
+        if (m->usable - m->free > m->admit_peak) m->admit_peak = m->usable - m->free;
         m->held[r] = need;
         m->prefill_blocks += need;
         m->admit_s[r] = m->clock;

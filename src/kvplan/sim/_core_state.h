@@ -134,6 +134,7 @@ typedef struct {
     Buf st, en, used, logical, nrun_col, nwait_col, newtok, sreq, sfirst, slast, psteps;
     i64 query_tokens, prefill_blocks, decode_blocks, ptr, done, step;
     i64 run_steps; /* steps taken in decode runs (_core_run.h) */
+    i64 admit_peak; /* decode instance: most blocks in use right after an admission */
     double clock, next_s, next_send, api_free; /* api_free: the API server's next idle time */
     int oom;
     /* a disaggregated fleet's instance (_core_disagg.h; sim/disagg/compiled.py): mode 0
@@ -169,11 +170,12 @@ static Buf *column(Sim *m, int c) {
 
 /* core_run's result, its seven columns given (new references, NULL after an error) */
 static PyObject *results_with(Sim *m, PyObject *col[NCOL]) {
-    return Py_BuildValue("(NNNNNNNNNNNLLLdL)", col[0], col[1], col[2], col[3], col[4], col[5],
+    return Py_BuildValue("(NNNNNNNNNNNLLLdLL)", col[0], col[1], col[2], col[3], col[4], col[5],
                          col[6], to_bytes(&m->sreq, 8), to_bytes(&m->sfirst, 8),
                          to_bytes(&m->slast, 8), to_bytes(&m->psteps, 8),
                          (long long)m->query_tokens, (long long)m->prefill_blocks,
-                         (long long)m->decode_blocks, m->clock, (long long)m->run_steps);
+                         (long long)m->decode_blocks, m->clock, (long long)m->run_steps,
+                         (long long)m->admit_peak);
 }
 
 static PyObject *results(Sim *m) {

@@ -67,6 +67,7 @@ class _Loop(Protocol):
     query_tokens: int
     prefill_blocks: int
     decode_blocks: int
+    admission_peak: int
 
     def _package(self, steps: KvSeries, segs: tuple[IntArray, IntArray, IntArray],
                  preempt_steps: IntArray) -> SimulationResult: ...
@@ -195,6 +196,7 @@ def package(loop: _Loop, out: tuple[Any, ...]) -> SimulationResult:
     DECODE_RUN_STEPS[0] += out[15]
     loop.s.step = len(steps.end_s)
     loop.query_tokens, loop.prefill_blocks, loop.decode_blocks = out[11], out[12], out[13]
+    loop.admission_peak = out[16]
     return loop._package(steps, (_i64(out[7]), _i64(out[8]), _i64(out[9])), _i64(out[10]))
 
 

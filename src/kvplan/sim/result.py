@@ -57,6 +57,10 @@ class SimulationResult:
     prefill_claimed_blocks: int
     decode_claimed_blocks: int
     prefix_query_tokens: int
+    admission_peak_blocks: int = 0
+    """A disaggregated decode instance: the most blocks in use right after it admitted a
+    transfer (the whole prompt's blocks, held while the KV crosses the link), which a step
+    sample misses when no step runs before a sliding window frees some of them."""
 
     @property
     def num_requests(self) -> int:
@@ -73,7 +77,8 @@ class SimulationResult:
 
     @property
     def peak_kv_blocks(self) -> int:
-        return int(self.steps.used_blocks.max()) if self.num_steps else 0
+        sampled = int(self.steps.used_blocks.max()) if self.num_steps else 0
+        return max(sampled, self.admission_peak_blocks)
 
     @property
     def total_preemptions(self) -> int:

@@ -108,6 +108,8 @@ class _Loop(FastForward, LeanStep):
         self.blocked = False
         self.query_tokens = 0
         self.prefill_blocks = 0
+        self.admission_peak = 0
+        """A decode instance's most blocks in use right after admitting a transfer."""
         self.decode_blocks = 0
         n = len(self.s.arrival)
         conc = workload.closed_loop_concurrency
@@ -375,5 +377,5 @@ class _Loop(FastForward, LeanStep):
             seg_req=segs[0], seg_first=segs[1], seg_last=segs[2],
             num_blocks=self.pool.num_blocks + 1, block_size=self.shape.block_size,
             prefill_claimed_blocks=self.prefill_blocks, decode_claimed_blocks=self.decode_blocks,
-            prefix_query_tokens=self.query_tokens,
+            prefix_query_tokens=self.query_tokens, admission_peak_blocks=self.admission_peak,
         )

@@ -227,6 +227,7 @@ class DecodeLoop(_Instance):
                 return
             self.pending.popleft()
             self.pool.take(need)
+            self.admission_peak = max(self.admission_peak, self.pool.used)
             s.held[r] = need
             self.prefill_blocks += need
             self.admit_s[r] = now

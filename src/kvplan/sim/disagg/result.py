@@ -104,7 +104,8 @@ def client_view(arrival: FloatArray, prompt: IntArray, output: IntArray,
         num_blocks=d0.num_blocks, block_size=d0.block_size,
         prefill_claimed_blocks=sum(r.prefill_claimed_blocks for r in decode),
         decode_claimed_blocks=sum(r.decode_claimed_blocks for r in decode),
-        prefix_query_tokens=sum(p.prefix_query_tokens for p in prefill))
+        prefix_query_tokens=sum(p.prefix_query_tokens for p in prefill),
+        admission_peak_blocks=max(r.admission_peak_blocks for r in decode))
 
 
 def _first_of(results: tuple[SimulationResult, ...], name: str, n: int) -> FloatArray:
