@@ -87,3 +87,17 @@ def test_disagg_leaves_the_aggregated_answer_as_it_was() -> None:
     for d in docs:
         d["search_report"].pop("wall_s")
     assert docs[0] == docs[1]
+
+
+def test_the_fleets_take_the_plans_kv_cache_dtype() -> None:
+    """`--kv-cache-dtype fp8` reaches both pools of every fleet (fuzz-4: the fleets ran vLLM's
+    default 16-bit cache and printed serve lines without the flag); the same 160 fleets."""
+    doc = _plan("--random-input-len", "8000", "--random-output-len", "300",
+                "--request-rate", "4", "--slo", "ttft:p99:3000", "--slo", "tpot:p99:9",
+                "--kv-cache-dtype", "fp8")
+    joint = doc["joint"]
+    fleets = [c for c in joint["candidates"] if c["kind"] == "disaggregated"]
+    assert len(fleets) == 160
+    best = joint["best_disaggregated"]
+    assert "--kv-cache-dtype fp8" in best["serve"]["prefill"]
+    assert "--kv-cache-dtype fp8" in best["serve"]["decode"]

@@ -118,18 +118,21 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                max_instances: int = 4, search: str = "funnel",
                workers: int | None = None, async_scheduling: bool = False,
                dps: Sequence[int] = (1,), eps: Sequence[bool | None] = (None,),
-               limits: Limits = (None, None)) -> JointPlan:
+               limits: Limits = (None, None), kv_cache_dtypes: Sequence[str] = ("auto",),
+               quantizations: Sequence[str | None] = (None,)) -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
     fleet of ``gpus`` x ``gpus`` (prefill, decode) x layout pairs (TP; DP / EP of ``dps``,
     ``eps`` for an MoE model: plan.pool_layouts) x 1..``max_instances`` each x ``links``,
     at ``max_model_len`` = the longest request, as the aggregated planner
-    (``async_scheduling``: vLLM --async-scheduling on every pool, as on its candidates)."""
+    (``async_scheduling``: vLLM --async-scheduling on every pool, as on its candidates), for
+    every KV cache dtype and weight format of the plan's space (both pools the same)."""
     from kvplan.analysis.disagg.plan import enumerate_disagg
 
     longest = int(np.max(work.prompt_tokens + work.output_tokens))
-    engine = EngineConfig(max_model_len=min(longest, model.max_position_embeddings),
-                          async_scheduling=async_scheduling)
-    fleets = [f for link in links for f in enumerate_disagg(
+    engines = [EngineConfig(max_model_len=min(longest, model.max_position_embeddings),
+                            async_scheduling=async_scheduling, kv_cache_dtype=kv,
+                            quantization=q) for kv in kv_cache_dtypes for q in quantizations]
+    fleets = [f for link in links for engine in engines for f in enumerate_disagg(
         model, gpus, engine, link, tps=tps, max_instances=max_instances, dps=dps, eps=eps)]
     return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers,
                         limits=limits)

@@ -68,7 +68,9 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
                        workers=args["workers"],
                        async_scheduling=bool(args.get("async_scheduling")),
                        dps=tuple(dps), eps=tuple(eps),
-                       limits=(args.get("max_gpus"), args.get("max_cost_per_hour")))
+                       limits=(args.get("max_gpus"), args.get("max_cost_per_hour")),
+                       kv_cache_dtypes=tuple(space["kv_cache_dtypes"] or ("auto",)),
+                       quantizations=tuple(space["quantizations"] or (None,)))
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
                                                        args["workers"])
