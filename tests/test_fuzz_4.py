@@ -245,3 +245,17 @@ def test_plan_fleet_has_no_more_replicas_than_requests(tmp_path: Path) -> None:
         doc = strict_json(result.out)
         replicas = [c["replicas"] for c in doc["candidates"] if c.get("replicas")]
         assert replicas and max(replicas) <= 10, replicas
+
+
+# ------------------------------------------- seen: a KV cache smaller than one block
+
+
+def test_kv_cache_below_one_block_says_so(tmp_path: Path) -> None:
+    """Was: 'the largest --max-model-len that fits is 0'. Llama-3.1-8B keeps 128 KiB per token,
+    so a 16-token block is 2 MiB and 1 MiB holds none; 1 GiB holds 512 blocks = 8,192 tokens."""
+    for size, says in (("1MiB", "only 1.00 MiB is available; not even one block of 16 tokens "
+                                "fits"), ("1GiB", "the largest --max-model-len that fits is 8192")):
+        r = run_case(tmp_path, ["capacity", L8B, "--gpu", "H100", "--kv-cache-memory", size])
+        # does not fit: an answer (exit 1, one error line), not bad input
+        assert r.code == 1 and not r.out and r.err.count("\n") == 1, r
+        assert r.err.startswith("error: ") and says in r.err and "fits is 0" not in r.err

@@ -319,10 +319,12 @@ def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: 
     need = needed_bytes(plan.groups, s)
     if need > b.available_kv_bytes:
         longest = largest_max_model_len(plan)
+        fits = (f"the largest --max-model-len that fits is {longest}" if longest > 0 else
+                f"not even one block of {s.block_size} tokens fits")
         raise DoesNotFitError(
             f"one request of {s.max_model_len} tokens needs {fmt_bytes(need)} of KV cache, "
-            f"only {fmt_bytes(b.available_kv_bytes)} is available; the largest "
-            f"--max-model-len that fits is {longest}{_levers(model, hw, engine)}",
+            f"only {fmt_bytes(b.available_kv_bytes)} is available; "
+            f"{fits}{_levers(model, hw, engine)}",
             needed_bytes=need,
             available_bytes=b.available_kv_bytes,
         )
