@@ -124,13 +124,11 @@ def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
     gpu, tp, pp, kv, quant, seqs, tokens, block, prefix, dp, ep = combo
     assert isinstance(gpu, HardwareSpec) and isinstance(tp, int)
     check_tensor_parallel(model, tp)
-    d_tokens, d_seqs = vd.default_batch_limits(gpu)
-    budget = int(str(tokens)) if tokens is not None else d_tokens
+    budget = int(str(tokens)) if tokens is not None else vd.default_batch_limits(gpu)[0]
     engine = EngineConfig(
         tensor_parallel_size=tp, pipeline_parallel_size=int(str(pp)), kv_cache_dtype=str(kv),
         quantization=None if quant is None else str(quant),
-        # vLLM's default max_num_seqs is capped at the token budget (EngineArgs)
-        max_num_seqs=int(str(seqs)) if seqs is not None else min(d_seqs, budget),
+        max_num_seqs=int(str(seqs)) if seqs is not None else vd.default_max_num_seqs(gpu, budget),
         max_num_batched_tokens=budget,
         block_size=mla_block_size(model, gpu, int(str(block))),
         enable_prefix_caching=bool(prefix), data_parallel_size=int(str(dp)),

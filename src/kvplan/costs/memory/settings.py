@@ -63,8 +63,8 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
             f"--max-model-len {max_len} exceeds the model's "
             f"max_position_embeddings {model.max_position_embeddings}"
         )
-    tokens, seqs = vd.default_batch_limits(hw)
-    seqs = _check_batch_limits(engine, max_len, seqs)
+    tokens = vd.default_batch_limits(hw)[0]
+    _check_batch_limits(engine, max_len)
     _check_parallel(model, hw, engine)
     return Settings(
         tp=tp,
@@ -74,7 +74,8 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         gpu_memory_utilization=engine.gpu_memory_utilization,
         max_model_len=max_len,
         max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
-        max_num_seqs=engine.max_num_seqs or seqs,
+        max_num_seqs=engine.max_num_seqs or vd.default_max_num_seqs(
+            hw, engine.max_num_batched_tokens),
         kv_cache_dtype=engine.kv_cache_dtype,
         dtype=engine.dtype,
         quantization=engine.quantization,
@@ -86,15 +87,13 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     )
 
 
-def _check_batch_limits(engine: EngineConfig, max_len: int, default_seqs: int) -> int:
-    """vLLM's SchedulerConfig checks on the two budgets; returns max_num_seqs's default.
-
-    vLLM refuses to start when max_num_batched_tokens < max_num_seqs, or (chunked prefill
-    off) < max_model_len; a defaulted max_num_seqs is capped at the token budget instead
-    (EngineArgs: ``min(default, max_num_batched_tokens)`` when --max-num-seqs is not given)."""
+def _check_batch_limits(engine: EngineConfig, max_len: int) -> None:
+    """vLLM's SchedulerConfig checks on the two budgets: it refuses to start when
+    max_num_batched_tokens < max_num_seqs, or (chunked prefill off) < max_model_len. A
+    defaulted max_num_seqs is capped instead (``vllm_defaults.default_max_num_seqs``)."""
     tokens, seqs = engine.max_num_batched_tokens, engine.max_num_seqs
     if tokens is None:
-        return default_seqs
+        return
     if seqs is not None and tokens < seqs:
         raise InputError(f"--max-num-batched-tokens {tokens} is below --max-num-seqs {seqs}: "
                          "vLLM refuses to start (max_num_batched_tokens must be >= "
@@ -103,7 +102,6 @@ def _check_batch_limits(engine: EngineConfig, max_len: int, default_seqs: int) -
         raise InputError(f"--max-num-batched-tokens {tokens} is below max_model_len {max_len} "
                          "with chunked prefill off: vLLM refuses to start; raise it to "
                          f"{max_len}, lower --max-model-len, or enable chunked prefill")
-    return min(default_seqs, tokens)
 
 
 def _moe_tp(model: ModelSpec, engine: EngineConfig) -> int:

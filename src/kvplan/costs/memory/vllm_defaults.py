@@ -96,6 +96,13 @@ def default_batch_limits(hw: HardwareSpec) -> tuple[int, int]:
     return (8192, 1024) if big else (2048, 256)
 
 
+def default_max_num_seqs(hw: HardwareSpec, max_num_batched_tokens: int | None) -> int:
+    """max_num_seqs when --max-num-seqs is not given: the GPU class's default, capped at a
+    given token budget (EngineArgs: ``min(default, max_num_batched_tokens)``)."""
+    seqs = default_batch_limits(hw)[1]
+    return seqs if max_num_batched_tokens is None else min(seqs, max_num_batched_tokens)
+
+
 # ---------------------------------------------------------------- calibrated constants
 SAMPLER_FP32_BYTES_PER_LOGIT = 36
 """Bytes per (request x vocab) logit alive at the peak of vLLM's dummy sampler run on top of the
