@@ -10,6 +10,7 @@ import numpy as np
 
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import StageOps
+from kvplan.costs.step.records import StepAggregates
 from kvplan.costs.step.roofline import StepCostModel
 from kvplan.costs.step.tables import MeasuredStep, gemm_times, moe_times, op_dtype
 
@@ -79,11 +80,9 @@ def _step(timer: StepCostModel, phase: str, new: object, ctx: object) -> StepOps
     import numpy as np
 
     n, c = np.asarray(new, dtype=np.int64), np.asarray(ctx, dtype=np.int64)
-    pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
     step_s = timer.step_time_s(n, c)  # first: grows the token tables to this step's size
     assert timer.measured is not None and timer.ops is not None
-    ops = op_times(timer.ops, timer.measured, timer.gemm_dtype,
-                   tokens=int(n.sum()), requests=len(n), context=int(c.sum()), pairs=pairs)
+    ops = op_times(timer.ops, timer.measured, timer.gemm_dtype, timer.aggregates(n, c))
     return StepOps(phase=phase, tokens=int(n.sum()), requests=len(n),
                    context_tokens=int(c.sum()), ops=ops, step_s=step_s)
 
@@ -98,12 +97,12 @@ class OpTime:
     seconds: float
 
 
-def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
-             requests: int, context: int, pairs: int) -> tuple[OpTime, ...]:
-    """Where one step's kernel milliseconds go, op by op (``kvplan latency --explain``):
-    ``tokens`` computed by ``requests`` requests over ``context`` cached tokens with
-    ``pairs`` attended (query, key) pairs."""
+def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
+             agg: StepAggregates) -> tuple[OpTime, ...]:
+    """Where one step's kernel milliseconds go, op by op (``kvplan latency --explain``), for
+    the step whose sums are ``agg`` (one step: Python ints)."""
     gpu, out = ms.gpu, []
+    tokens, requests = int(agg.tokens), int(agg.requests)
     m = padded_tokens(np.array([max(1, tokens)]), ops.cudagraph_max_tokens)
     for op in ops.gemms:
         if op.per == "prefill_context":
@@ -121,19 +120,38 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str, *, tokens: int,
                           shape=f"tokens={tokens * e.token_scale} E={e.experts} top-{e.topk} "
                                 f"inter={e.inter}/{e.tp}{where}",
                           seconds=e.count * t))
-    for a, r in ((x, ms.full if x.kind != "sliding" else ms.sliding) for x in ops.attention):
-        if r is None:
-            continue
-        mem = r.per_context_s * context + r.per_request_s * requests
-        secs = r.per_step_s + max(r.per_pair_s * pairs, mem)
-        out.append(OpTime(op=f"attention_{a.kind}", count=a.count,
-                          shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
-                          seconds=secs))
+    out += _attention_rows(ops, ms, agg)
     if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
         out += _comm_rows(ops, ms, tokens, sum(o.seconds for o in out
                                                if not o.op.startswith("attention")
                                                and o.op != "lm_head"))
     return tuple(out)
+
+
+def _attention_rows(ops: StageOps, ms: MeasuredStep, agg: StepAggregates) -> list[OpTime]:
+    """One row per attention kind, each over its own layers' pairs and context (a sliding
+    layer attends at most its window). The step prices every layer's attention as one
+    roofline, max(all scoring, all KV reads): each row takes the side that binds there, so
+    the rows add up to the step's attention (KV writes and state stay in the rest)."""
+    rows = []
+    for a in ops.attention:
+        r = ms.full if a.kind != "sliding" else ms.sliding
+        if r is None:
+            continue
+        if a.kind == "sliding":
+            pairs, ctx = agg.sliding_pairs, agg.sliding_context
+        elif a.kind == "mla":
+            pairs, ctx = agg.prefill_pairs, agg.full_context
+        else:
+            pairs, ctx = agg.full_pairs, agg.full_context
+        work = r.per_pair_s * pairs + (ms.mla_context_s * agg.prefill_context
+                                       if a.kind == "mla" else 0.0)
+        rows.append((a, r.per_step_s, work, r.per_context_s * ctx + r.per_request_s * agg.requests))
+    compute_bound = sum(w for _, _, w, _ in rows) >= sum(m for _, _, _, m in rows)
+    return [OpTime(op=f"attention_{a.kind}", count=a.count,
+                   shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
+                   seconds=float(step + (work if compute_bound else mem)))
+            for a, step, work, mem in rows]
 
 
 def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float
