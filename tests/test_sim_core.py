@@ -70,12 +70,17 @@ MODELS = [("meta-llama/Llama-2-7b-hf", 1, 1), ("meta-llama/Llama-2-7b-hf", 8, 1)
           ("openai/gpt-oss-120b", 1, 1), ("Qwen/Qwen3-Next-80B-A3B-Thinking", 4, 1)]
 
 
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize(("model", "tp", "pp"), MODELS)
-def test_the_form_equals_step_time_agg_to_the_bit(model: str, tp: int, pp: int) -> None:
+def test_the_form_equals_step_time_agg_to_the_bit(model: str, tp: int, pp: int,
+                                                  overlap: bool) -> None:
+    """Sync and async scheduling (--async-scheduling: the host's work overlaps the stage)."""
     t = StepCostModel(load_model(model), load_gpu("H100"),
-                      EngineConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp))
+                      EngineConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                                   async_scheduling=overlap))
     form = t.aggregate_form(2048)
     assert form is not None and (form.allreduce is not None) == (tp > 1)
+    assert form.overlap_host == overlap
     assert (form.p2p is not None) == (pp > 1)
     assert form.mla == bool(t.constants.mla_prefill_pair_delta)
     rng = np.random.default_rng(tp * 10 + pp)
@@ -227,6 +232,23 @@ def test_the_roofline_timer_runs_in_the_core_with_preemptions(core_runs) -> None
     assert r.total_preemptions > 0 and r.finished.all()
     with python_loop():
         assert_same(r, simulate(w, **kw))
+
+
+def test_async_scheduling_runs_in_the_core(core_runs) -> None:
+    """--async-scheduling ran the Python loops (its overlap was not in the form); the core
+    now runs it, to the bit of the Python loop, and its steps are never slower than sync."""
+    m, gpu = load_model("meta-llama/Llama-2-7b-hf"), load_gpu("H100")
+    w = poisson_workload(300, rate=40.0, prompt=(100, 900), output=(20, 300), seed=7)
+    lim = Limits(max_num_batched_tokens=512, max_num_seqs=64)
+    runs = {}
+    for overlap in (False, True):
+        timer = StepCostModel(m, gpu, EngineConfig(async_scheduling=overlap))
+        kw = dict(timer=timer, num_blocks=2000, block_size=16, limits=lim)
+        runs[overlap] = simulate(w, **kw)
+        with python_loop():
+            assert_same(runs[overlap], simulate(w, **kw))
+    assert core_runs[0] == 2 * int(BUILT)
+    assert runs[True].steps.end_s[-1] < runs[False].steps.end_s[-1]
 
 
 def test_every_kv_layout_runs_in_the_core_and_fast_false_in_python(core_runs) -> None:

@@ -94,14 +94,14 @@ static int sim_alloc(Sim *m, i64 slots) {
     return 0;
 }
 
-#define FORM_LEN 22
+#define FORM_LEN 23
 static int parse_form(PyObject *form, Form *f, Py_buffer *tabs, i64 budget) {
     const double **dst[6] = {&f->g, &f->w, &f->s, &f->k, &f->ar, &f->p2p};
     double *sc[13] = {&f->lm_r, &f->attn_p, &f->kv_c, &f->state_r, &f->layer_s, &f->pm1,
                       &f->req_r, &f->ov[0], &f->ov[1], &f->sl_p, &f->sl_c, &f->mla_p,
                       &f->mla_c};
     if (!PyTuple_Check(form) || PyTuple_GET_SIZE(form) != FORM_LEN) {
-        PyErr_SetString(PyExc_TypeError, "kvplan core: the form is a 22-tuple");
+        PyErr_SetString(PyExc_TypeError, "kvplan core: the form is a 23-tuple");
         return -1;
     }
     f->tmax = PyLong_AsLongLong(PyTuple_GET_ITEM(form, 0));
@@ -129,7 +129,8 @@ static int parse_form(PyObject *form, Form *f, Py_buffer *tabs, i64 budget) {
     for (int i = 9; i < 11; i++) *sc[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(form, 8 + i));
     f->mla = PyObject_IsTrue(PyTuple_GET_ITEM(form, 19));
     for (int i = 11; i < 13; i++) *sc[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(form, 9 + i));
-    if (PyErr_Occurred() || f->mla < 0) return -1;
+    f->asy = PyObject_IsTrue(PyTuple_GET_ITEM(form, 22));
+    if (PyErr_Occurred() || f->mla < 0 || f->asy < 0) return -1;
     if (f->win < 0) {
         PyErr_SetString(PyExc_ValueError, "kvplan core: a negative window");
         return -1;

@@ -30,6 +30,7 @@ typedef struct {
     double lm_r, attn_p, kv_c, state_r, layer_s, pm1, req_r, ov[2];
     double sl_p, sl_c;                       /* per sliding pair / sliding context token */
     int mla;
+    int asy;                                 /* async scheduling: host work overlaps the stage */
     double mla_p, mla_c;                     /* MLA prefill path: per pair / context token */
 } Form;
 
@@ -81,6 +82,10 @@ static double step_time(const Form *f, const Sums *q) {
     if (f->ar) stage = stage + f->ar[tok];
     stage = stage + f->layer_s;
     if (f->p2p) stage = stage + f->pm1 * (stage + f->p2p[tok]);
+    if (f->asy) {
+        double host = f->ov[0] + f->req_r * r;
+        return (host > stage ? host : stage) + (f->ov[q->pre] - f->ov[0]);
+    }
     return stage + (f->ov[q->pre] + f->req_r * r);
 }
 

@@ -30,4 +30,5 @@ def roofline_form(model: Any, co: Any, max_tokens: int) -> AggregateForm:
         pp_minus_1=float(co.pp - 1), request_s=co.request_s, overhead_s=co.overhead_s,
         window=co.window, sliding_attn_per_pair=co.sliding_attn_s,
         sliding_kv_per_context=co.sliding_kv_read_s, mla=co.mla,
-        mla_prefill_per_pair=co.mla_prefill_s, mla_context_per_token=co.mla_context_s)
+        mla_prefill_per_pair=co.mla_prefill_s, mla_context_per_token=co.mla_context_s,
+        overlap_host=bool(model._async))

@@ -70,6 +70,8 @@ class AggregateForm:
         stage = stage + allreduce[T] (if given);  stage = stage + layer_s
         stage = stage + pp_minus_1 * (stage + p2p[T])           (if p2p is given)
         step  = stage + (overhead_s[prefill] + request_s * R)
+        step  = max(stage, overhead_s[0] + request_s * R)
+                + (overhead_s[prefill] - overhead_s[0])               (if overlap_host)
 
     The optional sums, per scheduled request i computing n_i tokens over c_i cached
     (W = ``window``; ``kvplan.costs.step.sums``)::
@@ -107,12 +109,16 @@ class AggregateForm:
     """MLA: requests computing more than one token take the prefill path (PP and PC)."""
     mla_prefill_per_pair: float = 0.0
     mla_context_per_token: float = 0.0
+    overlap_host: bool = False
+    """Async scheduling (vLLM --async-scheduling): the host's per-step and per-request work
+    overlaps the stage, ``step = max(stage, overhead_s[0] + request_s * R) + (overhead_s[prefill]
+    - overhead_s[0])`` (``StepCostModel._finish``)."""
 
     def as_tuple(self) -> tuple[object, ...]:
-        """The 22-tuple kvplan.sim._core reads."""
+        """The 23-tuple kvplan.sim._core reads."""
         return (self.max_tokens, self.gemm, self.weights, self.state, self.kv_write,
                 self.allreduce, self.p2p, self.lm_per_request, self.attn_per_pair,
                 self.kv_per_context, self.state_per_request, self.layer_s, self.pp_minus_1,
                 self.request_s, *self.overhead_s, self.window, self.sliding_attn_per_pair,
                 self.sliding_kv_per_context, self.mla, self.mla_prefill_per_pair,
-                self.mla_context_per_token)
+                self.mla_context_per_token, self.overlap_host)

@@ -240,11 +240,11 @@ class StepCostModel:
     def aggregate_form(self, max_tokens: int) -> AggregateForm | None:
         """step_time_s as tables and scalars for steps of up to max_tokens tokens, sliding
         window and MLA sums included (so it also equals step_time_agg where that is exact);
-        kvplan.costs.step.agg_form, kept in step with _stage. None under async scheduling
-        (its overlap is not in the form: such runs take the Python loops)."""
+        kvplan.costs.step.agg_form, kept in step with _stage and _finish (async scheduling's
+        overlap included)."""
         from kvplan.costs.step.agg_form import roofline_form
 
-        return None if self._async else roofline_form(self, self._co, max_tokens)
+        return roofline_form(self, self._co, max_tokens)
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
         """Per-step seconds of ``num_steps`` pure-decode steps (context grows by 1 each step).
