@@ -15,8 +15,7 @@ A flag the page prints (``engine_args.async_scheduling``) wins over the version.
 read from the first ``0.N.M`` in the point's ``engine_version`` (``v0.11.0``,
 ``rocm/vllm:rocm7.0.0_vllm_0.10.2_...``); a run of vLLM's main branch or nightly wheel without
 one is dated by a month in that text ("main at the PR's base (Aug 2025)") or else by the
-point's ``date`` (January 2026 or later: on); a run with neither (e.g. "not stated (2024
-blog)") is taken as before 0.14.
+point's ``date`` (January 2026 or later: on); a run with neither (e.g. "not stated (2024 blog)") is taken as before 0.14.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from kvplan import input_file, jsonread
-from kvplan.analysis.calibration.engine_versions import runs_async
 from kvplan.analysis.calibration.floor_check import BelowFloor, drop_values
 from kvplan.analysis.calibration.floors import (
     Floors,
@@ -25,6 +24,7 @@ from kvplan.analysis.calibration.floors import (
     served_load,
     static_load,
 )
+from kvplan.analysis.calibration.engine_versions import runs_async
 from kvplan.analysis.calibration.lengths import drawn_lengths
 from kvplan.analysis.calibration.replay import Replay, record
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
