@@ -24,7 +24,6 @@ from kvplan.analysis.calibration.floors import (
     served_load,
     static_load,
 )
-from kvplan.analysis.calibration.engine_versions import runs_async
 from kvplan.analysis.calibration.lengths import drawn_lengths
 from kvplan.analysis.calibration.replay import Replay, record
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve
@@ -98,9 +97,7 @@ def _engine(p: Mapping[str, Any]) -> EngineConfig:
                         max_model_len=args.get("max_model_len"),
                         max_num_seqs=args.get("max_num_seqs"),
                         max_num_batched_tokens=args.get("max_num_batched_tokens"),
-                        async_scheduling=runs_async(
-                            engine_key(p["engine"]), str(p.get("engine_version") or ""),
-                            p.get("date"), args.get("async_scheduling")))
+                        async_scheduling=bool(args.get("async_scheduling", False)))
 
 
 def _measured(p: Mapping[str, Any]) -> dict[str, float]:
