@@ -95,7 +95,7 @@ FLAGS: tuple[Flag, ...] = (
          "DBO: steps with a prefill of more tokens are split (vLLM default 512)."),
     Flag("async_scheduling", ("--async-scheduling",), _bool,
          "Schedule step n + 1 while the GPU runs step n: host work overlaps the GPU's "
-         "(vLLM default off)."),
+         "(kvplan follows vLLM 0.11: off; vLLM 0.14+ turns it on by default)."),
 )
 BY_FIELD = {f.field: f for f in FLAGS}
 BY_NAME = {name: f for f in FLAGS for name in f.names}
