@@ -57,11 +57,13 @@ def test_means_match_every_public_run_of_100_prompts_or_more() -> None:
         assert w["mean_output_len"] == pytest.approx(trace.output_tokens[:n].mean(), rel=0.06)
 
 
-def test_the_public_band_is_215_to_233_in_and_194_to_221_out() -> None:
+def test_the_public_band_is_215_to_233_in_and_190_to_221_out() -> None:
+    # The lowest generated mean, 189.963, is vLLM PR 29217's Qwen3-VL-32B-Instruct-FP8 run (one
+    # L40S, /v1/completions): replies end at EOS sooner than the other tokenizers' runs.
     ins = [w["mean_input_len"] for w in _sharegpt_runs(100)]
     outs = [w["mean_output_len"] for w in _sharegpt_runs(100)]
     assert (min(ins), max(ins)) == (215.31, 232.6)
-    assert (min(outs), max(outs)) == (193.98, 220.61)
+    assert (min(outs), max(outs)) == (189.963, 220.61)
 
 
 @pytest.mark.parametrize("n", [100, 1000, 16_384])
