@@ -65,10 +65,12 @@ def test_every_pricing_path_agrees_under_async_scheduling():
     assert asy.with_profile(PROF).step_time_s(np.ones(3, dtype=np.int64), ctx) == steps[0]
 
 
-def test_async_timers_take_the_python_loops_not_the_compiled_form():
+def test_async_timers_run_in_the_compiled_form_with_their_overlap():
+    """They took the Python loops (the form had no overlap); the form now carries it."""
     sync, asy = _pair()
-    assert sync.aggregate_form(64) is not None
-    assert asy.aggregate_form(64) is None
+    f_sync, f_async = sync.aggregate_form(64), asy.aggregate_form(64)
+    assert f_sync is not None and not f_sync.overlap_host
+    assert f_async is not None and f_async.overlap_host
 
 
 def test_async_is_never_slower_than_sync():

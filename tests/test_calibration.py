@@ -82,7 +82,7 @@ def test_held_out_error_on_bundled_points() -> None:
 
 def test_bundled_profile_states_what_it_was_fitted_on() -> None:
     ps = cal.default_profiles()
-    assert "139 points from 14 sources" in ps.fitted_on
+    assert "141 points from 14 sources" in ps.fitted_on
     gpus = {p.gpu for p in ps.profiles}  # B200 too: priced from its measured tables
     assert gpus == {"A100-80GB-SXM", "B200-SXM-180GB", "H100-SXM-80GB", "H200-SXM-141GB",
                     "L40S", "MI300X", "RTX-4090"}
