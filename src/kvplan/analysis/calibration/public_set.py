@@ -200,7 +200,8 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
     engine = _engine(p)
     model = load_model(p["model_config"])
     if p.get("weight_block_size"):  # the checkpoint's block-scaled fp8 on a bf16 config
-        model = replace(model, weight_block_size=tuple(int(x) for x in p["weight_block_size"]))
+        rows, cols = (int(x) for x in p["weight_block_size"])
+        model = replace(model, weight_block_size=(rows, cols))
     res = resolve(model, load_gpu(p["gpu"]), engine)
     w = p["workload"]
     if w["mode"] not in MODES:
