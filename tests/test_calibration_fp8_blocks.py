@@ -43,12 +43,13 @@ def test_block_scaled_points_run_the_block_fp8_kernels(pid: str) -> None:
 
 
 def test_the_loader_applies_the_block_size() -> None:
-    """The H100 Qwen3-235B-FP8 point's decode is priced faster with its block scales than on
-    the per-tensor table (whose MoE kernel is slower at these shapes): a lower TPOT."""
+    """The loader prices the H100 Qwen3-235B-FP8 point with its block scales: its replay
+    differs from the same point read without ``weight_block_size`` (block-fp8 GEMM and MoE
+    tables instead of the per-tensor ones, which are capped at block / bf16 where slower)."""
     p = _points()["gpustack-qwen3-235b-a22b-h100-L193"]
     blocked = ps._point(p)
     plain = ps._point({k: v for k, v in p.items() if k != "weight_block_size"})
     from kvplan.costs.step.profile import Profile
 
     prof = Profile()
-    assert blocked.predict(prof)["tpot_s"] < plain.predict(prof)["tpot_s"]
+    assert blocked.predict(prof)["tpot_s"] != plain.predict(prof)["tpot_s"]
