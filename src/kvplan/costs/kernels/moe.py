@@ -75,10 +75,9 @@ def moe(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts
     return OpTime(seconds=capped, status=got.status, source=got.source, notes=(*got.notes, note))
 
 
-def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, **shape: int) -> tuple[OpTime, str]:
+def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int,
+         num_experts: int, topk: int, tp: int, ep: int) -> tuple[OpTime, str]:
     """(the table's time, the dtype word it was read at) of ``moe``'s arguments."""
-    hidden, inter, num_experts, topk, tp, ep = (shape[k] for k in (
-        "hidden", "inter", "num_experts", "topk", "tp", "ep"))
     table = require(gpu, "moe")
     wanted = _ALIASES.get(dtype.lower(), dtype.lower())
     word, notes = _dtype(table, dtype)
