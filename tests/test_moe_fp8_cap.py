@@ -45,3 +45,15 @@ def test_no_cap_where_the_measured_kernel_is_faster() -> None:
     kw = dict(hidden=4096, inter=1536, num_experts=128, topk=8, tp=4)
     t = kn.moe("B200-SXM-180GB", np.array([64]), dtype="fp8", **kw)
     assert not any("capped" in n for n in t.notes)
+
+
+@pytest.mark.parametrize(("gpu", "capped"), [("H100", True), ("B200", False)])
+def test_the_answer_says_the_cap_binds(gpu: str, capped: bool) -> None:
+    """`latency -q fp8` on an MoE names the cap in the line of tables it stands on."""
+    from tests.conftest import run_cli
+
+    r = run_cli("latency", "Qwen/Qwen3-30B-A3B", "--gpu", gpu, "-q", "fp8", "--prompt", "100",
+                "--output", "4", "--json")
+    assert r.code == 0, r.err
+    said = "per-tensor fp8 experts are capped" in r.json()["kernels"]
+    assert said is capped

@@ -46,6 +46,9 @@ def kernel_basis(timer: StepCostModel) -> str:
         if src.gpu.lower() != ms.gpu.lower():
             line += (f"; {ms.gpu} is the same die: its collectives at its own scale-up "
                      f"link ({kn.link_scale(ms.gpu):.3g}x slower)")
+        if _fp8_moe_capped(timer):
+            line += ("; its per-tensor fp8 experts are capped at its block-fp8 / bf16 experts "
+                     "where those are faster")
         mla = timer.ops is not None and any(a.kind == "mla" for a in timer.ops.attention)
         if mla and (donor := kn.mla_donor(ms.gpu)) is not None:
             line += (f"; no MLA table on {ms.gpu}: its MLA blocks are {donor}'s x the two "
@@ -56,6 +59,20 @@ def kernel_basis(timer: StepCostModel) -> str:
                 f"{timer.donor}'s measured kernels (compute {timer.profile.compute_eff:.0%}, "
                 f"bandwidth {timer.profile.bandwidth_eff:.0%} of peak)")
     return "roofline under the profile's efficiencies"
+
+
+def _fp8_moe_capped(timer: StepCostModel) -> bool:
+    """Whether the step's MoE experts run per-tensor fp8 whose measured time the lookup capped
+    (``kernels.moe``), read at one, 64 and 8,192 tokens."""
+    from kvplan.costs import kernels as kn
+    from kvplan.costs.step.tables import moe_dtype
+
+    e = timer.ops.moe if timer.ops is not None else None
+    if e is None or timer.measured is None or (e.dtype or moe_dtype(timer.gemm_dtype)) != "fp8":
+        return False
+    t = kn.moe(timer.measured.gpu, np.array([1, 64, 8192]), hidden=e.hidden, inter=e.inter,
+               num_experts=e.experts, topk=e.topk, dtype="fp8", tp=e.tp, ep=e.ep)
+    return any("per-tensor fp8 MoE capped" in n for n in t.notes)
 
 
 def explain_steps(timer: StepCostModel, batch: int, prompt: int,

@@ -198,7 +198,7 @@ def moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
     if e.dispatched:
         ep, share = 1, -(-e.experts // e.ep) / e.experts
     t = kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts, topk=e.topk,
-                 dtype=e.dtype or _moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
+                 dtype=e.dtype or moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
     if e.dispatched:
         t = t * share
     return t if e.imbalance == 1.0 else t * e.imbalance
@@ -353,6 +353,6 @@ def _compute_rate(gpu: str, dtype: str) -> float:
     return 2.0 * n ** 3 / float(kn.gemm_s(gpu, np.array([n]), n, n, dtype)[0])
 
 
-def _moe_dtype(gemm_dtype: str) -> str:
+def moe_dtype(gemm_dtype: str) -> str:
     """The MoE table's word for a compute precision (16-bit types share the bf16 kernels)."""
     return {"float16": "bfloat16", "fp4": "nvfp4"}.get(gemm_dtype, gemm_dtype)
