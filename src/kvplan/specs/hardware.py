@@ -39,6 +39,11 @@ class HardwareSpec:
     kernels_of: str = ""
     """A measured GPU with the same die, clocks and HBM (H800 -> H100 SXM): its kernel tables
     price this one, collectives scaled to this GPU's own interconnect; "" = none."""
+    achievable: dict[str, float] = field(default_factory=dict)
+    """The best rates a public benchmark measured on this GPU: FLOP/s by compute dtype
+    ('float16', 'bfloat16', 'fp8') and 'mem_bw' in bytes/s. The roofline of a GPU without
+    kernel tables never runs above them (``kvplan.costs.kernels.donor``); empty = none."""
+    achievable_source: str = ""
     source: str = ""
 
     def peak_flops_for(self, dtype: str) -> float:
@@ -100,6 +105,7 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
         "int8": entry.get("int8_tops_dense"),
         "fp4": entry.get("fp4_tflops_dense"),
     }
+    achieved = _achievable(entry.get("achievable"), rates, entry["mem_bw_tbps"], file)
     try:
         return HardwareSpec(
             id=str(entry["id"]),
@@ -113,10 +119,44 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
             scale_out_bytes_per_s=float(entry.get("scale_out_gbps") or 0) * GB,
             arch=str(entry.get("arch", "")),
             kernels_of=str(entry.get("kernels_of") or ""),
+            achievable=achieved,
+            achievable_source=str((entry.get("achievable") or {}).get("source", "")),
             source=str(entry.get("source", "")),
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"has a non-numeric value ({exc})", file=file) from None
+
+
+_ACHIEVABLE = {"fp16_tflops": "float16", "bf16_tflops": "bfloat16", "fp8_tflops": "fp8",
+               "mem_bw_tbps": "mem_bw"}
+"""Keys of a GPU's ``achievable`` block (TFLOP/s, TB/s) and the rate each bounds."""
+
+
+def _achievable(block: Any, rates: dict[str, Any], mem_bw: Any, file: str) -> dict[str, float]:
+    """The ``achievable`` block -> {rate: per second}; each a number no higher than the
+    datasheet's own figure (a measurement cannot beat the peak it is measured against)."""
+    from kvplan.limits import check_number
+
+    if block is None:
+        return {}
+    if not isinstance(block, dict) or set(block) - {*_ACHIEVABLE, "source"}:
+        raise ConfigError("must map some of " + ", ".join(_ACHIEVABLE) + " (measured TFLOP/s, "
+                          "TB/s) and 'source' to values", field="achievable", file=file)
+    peaks = {**rates, "mem_bw": mem_bw}
+    out: dict[str, float] = {}
+    for key, rate in _ACHIEVABLE.items():
+        if block.get(key) is None:
+            continue
+        try:
+            value = check_number(key, _number_text(block[key]), 0.001, 100_000.0)
+            peak = float(_number_text(peaks.get(rate) or 0))
+        except (KvplanError, TypeError, ValueError) as exc:
+            raise ConfigError(str(exc), field=f"achievable.{key}", file=file) from None
+        if peak and value > peak:
+            raise ConfigError(f"{value:g} is above the datasheet's {peak:g}: a measured rate "
+                              "cannot beat its peak", field=f"achievable.{key}", file=file)
+        out[rate] = value * TERA
+    return out
 
 
 def _check_gpu_numbers(entry: dict[str, Any], file: str) -> None:

@@ -37,15 +37,30 @@ class Efficiency:
     memory: float
     """Median achieved / peak bytes/s over decode attention moving >= 1 GiB."""
     sources: tuple[TableSource, TableSource]
+    capped: tuple[str, ...] = ()
+    """Which of 'compute' / 'memory' the GPU's own measured best rate (its ``achievable``
+    block in gpus.json) lowered below the donor's efficiency."""
 
 
-def nearest_measured_gpu(gpu: HardwareSpec | str) -> Efficiency:
-    """The donor for ``gpu`` (an id, alias or HardwareSpec) and its efficiencies."""
+def nearest_measured_gpu(gpu: HardwareSpec | str, precision: str = "bfloat16") -> Efficiency:
+    """The donor for ``gpu`` (an id, alias or HardwareSpec) and its efficiencies at the
+    ``precision`` compute rate, each no higher than the best rate measured on ``gpu`` itself
+    (AMD's max-achievable FLOP/s on MI300X are 54% of the datasheet, where H200's tables
+    reach 76%: a roofline at the donor's efficiency would run above what the GPU can)."""
     spec = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu)
     donor, reason = _donor(spec)
     compute, memory, sources = _efficiencies(donor)
-    return Efficiency(gpu=spec.id, donor=donor, reason=reason, compute=compute, memory=memory,
-                      sources=sources)
+    own_compute = _own(spec.achievable.get(precision), spec.peak_flops_for(precision))
+    own_memory = _own(spec.achievable.get("mem_bw"), spec.mem_bw_bytes_per_s)
+    capped = tuple(name for name, own, eff in (("compute", own_compute, compute),
+                                                ("memory", own_memory, memory)) if own < eff)
+    return Efficiency(gpu=spec.id, donor=donor, reason=reason, compute=min(compute, own_compute),
+                      memory=min(memory, own_memory), sources=sources, capped=capped)
+
+
+def _own(measured: float | None, peak: float) -> float:
+    """A measured best rate over the datasheet's (1.0 where none was measured)."""
+    return measured / peak if measured and peak > 0 else 1.0
 
 
 def _donor(spec: HardwareSpec) -> tuple[str, str]:

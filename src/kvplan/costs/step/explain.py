@@ -55,10 +55,25 @@ def kernel_basis(timer: StepCostModel) -> str:
                      "GPUs' measured attention ratio")
         return line
     if timer.donor is not None:
-        return (f"roofline: {timer.hardware.id} has no measured kernel tables; rates of "
-                f"{timer.donor}'s measured kernels (compute {timer.profile.compute_eff:.0%}, "
-                f"bandwidth {timer.profile.bandwidth_eff:.0%} of peak)")
+        return (f"roofline: {timer.hardware.id} has no measured kernel tables; compute "
+                f"{timer.profile.compute_eff:.0%}, bandwidth {timer.profile.bandwidth_eff:.0%} "
+                f"of peak: the rates of {timer.donor}'s measured kernels{_own_cap(timer)}")
     return "roofline under the profile's efficiencies"
+
+
+def _own_cap(timer: StepCostModel) -> str:
+    """Where the GPU's own measured best rates (gpus.json ``achievable``) bound the donor's."""
+    from kvplan.costs import kernels as kn
+
+    hw = timer.hardware
+    capped = kn.nearest_measured_gpu(hw, timer.constants.compute_precision).capped
+    if not capped:
+        return ""
+    rate = hw.achievable.get(timer.constants.compute_precision) if "compute" in capped else None
+    parts = ([f"{rate / 1e12:,.0f} TFLOP/s {timer.constants.compute_precision}"] if rate
+             else []) + ([f"{hw.achievable['mem_bw'] / 1e12:.2f} TB/s"]
+                         if "memory" in capped else [])
+    return f", capped at the best measured on {hw.id} itself ({', '.join(parts)})"
 
 
 def _fp8_moe_capped(timer: StepCostModel) -> bool:

@@ -96,7 +96,7 @@ class StepCostModel:
         if silicon is None:
             silicon = kn.has_tables(hardware.id)
             if not silicon:  # the roofline at the nearest measured generation's rates
-                rates = kn.nearest_measured_gpu(hardware)
+                rates = kn.nearest_measured_gpu(hardware, constants.compute_precision)
                 self.donor = rates.donor
                 profile = replace(profile, compute_eff=min(1.0, rates.compute),
                                   bandwidth_eff=min(1.0, rates.memory))
