@@ -123,17 +123,18 @@ def test_long_prompts_tight_tpot_disaggregation_wins() -> None:
 
 
 def test_short_prompts_disaggregation_loses_the_tie() -> None:
-    """200-token prompts at 10 req/s: one L40S TP2 ($2.18/h, 2 x $1.09) meets the SLO; the
-    cheapest disaggregated fleets (1P1D on L40S TP1 + TP1) cost the same two GPUs, so the tie
-    goes to the aggregated server, verified first, and no fleet is simulated. (Under the
+    """200-token prompts at 10 req/s: two L40S TP1 replicas ($2.18/h, 2 x $1.09) meet the SLO;
+    the cheapest disaggregated fleets (1P1D on L40S TP1 + TP1) cost the same two GPUs, so the
+    tie goes to the aggregated servers, verified first, and no fleet is simulated. (Under the
     125-point profile three L40S TP1 replicas at $3.27 won, and the 1P1D fleet was simulated
-    and missed TPOT p99.)"""
+    and missed TPOT p99; under the first 141-point refit, with its 8.2 ms per prefill step,
+    one L40S TP2 at the same $2.18 won.)"""
     joint = _joint("short", "funnel")[0]
     win = joint.winner
     assert win is not None and win.kind == "aggregated" and win.aggregated is not None
     assert win.usd_per_hour == pytest.approx(2.18)
-    assert (win.aggregated.deployment.gpu.id, win.aggregated.deployment.engine
-            .tensor_parallel_size) == ("L40S", 2)
+    d = win.aggregated.deployment
+    assert (d.gpu.id, d.engine.tensor_parallel_size, d.replicas) == ("L40S", 1, 2)
     dis = [c for c in joint.candidates if c.kind == "disaggregated"]
     cheapest = min(dis, key=lambda c: c.key)
     assert cheapest.usd_per_hour == pytest.approx(2.18) and cheapest.gpus == 2

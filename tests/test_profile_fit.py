@@ -36,7 +36,8 @@ def _reference_fit(points: list[CalPoint], rounds: int, grid: int) -> pf.Fit:
     served = {p.engine for p in points if p.served}
     keys = ([("*", k) for k in pf.SHARED] + [(f"engine:{e}", k) for e in fit.per_engine
                                              for k in pf.PER_ENGINE
-                                             if e in served or k not in pf.API]
+                                             if (e in served and k not in pf.FIXED)
+                                             or (e not in served and k not in pf.API)]
             + [(g, k) for g in fit.per_gpu for k in pf.PER_GPU])
     width = {k: (pf.BOUNDS[k[1]][1] - pf.BOUNDS[k[1]][0]) / 2 for k in keys}
     best = pf.fit_loss(fit, points)
@@ -64,3 +65,24 @@ def test_api_path_is_fitted_only_where_points_were_served() -> None:
     assert fit.per_engine["trtllm"]["api_prompt_token_s"] == 0.0
     assert fit.per_engine["trtllm"]["api_admission_s"] == 0.0
     assert fit.per_engine["vllm"]["api_request_s"] > 0.0
+
+
+def test_prefill_overhead_is_held_at_zero_where_an_api_path_carries_it() -> None:
+    """A served engine's step pays its kernels plus its requests' host work: the bundled fit
+    keeps no per-step prefill constant for it, whatever the points would pull it to (their
+    truth here has 3 ms); a static-batch-only engine (no API path) still fits its own."""
+    fit = pf.fit_points(POINTS, rounds=4, grid=5)
+    assert fit.per_engine["vllm"]["prefill_overhead_s"] == 0.0
+    assert fit.per_engine["trtllm"]["prefill_overhead_s"] > 0.0
+    assert "prefill_overhead_s (engine vllm)" not in pf.pinned(fit)
+
+
+def test_a_factor_a_hair_below_its_bound_is_pinned() -> None:
+    """The line search stops short of a bound (1.998 ms for 2 ms): within 1% of the range
+    counts as on it; halfway does not."""
+    hi = pf.BOUNDS["step_overhead_s"][1]  # 20 ms
+    fit = pf.fit_points(POINTS, rounds=1, grid=3)
+    near = pf._with(fit, ("engine:vllm", "step_overhead_s"), hi * 0.999)
+    half = pf._with(fit, ("engine:vllm", "step_overhead_s"), hi * 0.5)
+    assert "step_overhead_s (engine vllm)" in pf.pinned(near)
+    assert "step_overhead_s (engine vllm)" not in pf.pinned(half)

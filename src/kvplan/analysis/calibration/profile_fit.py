@@ -31,6 +31,15 @@ carries vLLM's; the other engines' points still inform the GPU rates and kernel 
 The API server's path (``api_*``) is fitted only for engines with served points (a static
 batch - TensorRT-LLM's tables, ``vllm bench latency`` - has none); it is 0 elsewhere."""
 API = ("api_request_s", "api_prompt_token_s", "api_admission_s")
+FIXED = {"prefill_overhead_s": 0.0}
+"""Held at a physical value, not fitted, for engines with served points. A step holding
+prefill work pays its kernels (priced from the tables) and its requests' host work
+(``request_overhead_s`` each); nothing more is left for a per-step constant to carry. Fitted
+free (up to 10 ms) it took 8.2 ms for vLLM: API-path time, which a client's TTFT includes,
+charged instead to every request sharing the step - and held out it did worse on dense TTFT
+(35.5% against 21.6% at 0, docs/formulas-latency.md). The API path is ``api_*``. An engine
+with static batches only (TensorRT-LLM's tables) has no API path: what its first step costs
+beyond the kernels is its own and stays fitted."""
 PER_GPU: tuple[str, ...] = ()
 """No per-GPU rate is fitted on serving data (issue 16): the silicon tables price kernels."""
 REFERENCE_ENGINE = "vllm"
@@ -40,15 +49,15 @@ BOUNDS = {"bandwidth_eff": (0.05, 0.95), "compute_eff": (0.05, 0.95),
           "allreduce_latency_s": (0.0, 200e-6), "request_overhead_s": (0.0, 500e-6),
           "api_request_s": (0.0, 100e-3), "api_prompt_token_s": (0.0, 20e-6),
           "api_admission_s": (0.0, 20e-3)}
-"""prefill_overhead_s stops at 10 ms: launches and metadata of a prefill step cost a few ms.
-Left free, the fit sets vLLM's to ~42 ms - the OpenAI server's per-request path (HTTP, chat
-template, tokenisation) that the TTFTs measured by a client include and that kvplan does not
-model - and then charges it to every prefill chunk, overpricing long prompts; that path is
-now ``api_request_s`` + ``api_prompt_token_s`` per request. api_request_s stops at 100 ms (a
-local HTTP request, chat template and hand-off to the engine core take milliseconds to tens
-of milliseconds); api_prompt_token_s at 20 us per token (fast tokenizers run at ~1 us/token);
-api_admission_s (the API server's one process per request, serially) at 20 ms: a Python
-request handler with template and tokenisation takes ~1-10 ms of one core."""
+"""prefill_overhead_s: not fitted for served engines (``FIXED``); unbounded, the fit once set
+vLLM's to ~42 ms - the OpenAI server's per-request path (HTTP, chat template, tokenisation)
+that the TTFTs measured by a client include - and charged it to every prefill chunk,
+overpricing long prompts; that path is ``api_request_s`` + ``api_prompt_token_s`` per request.
+api_request_s stops at 100 ms (a local HTTP request, chat template and hand-off to the engine
+core take milliseconds to tens of milliseconds); api_prompt_token_s at 20 us per token (fast
+tokenizers run at ~1 us/token); api_admission_s (the API server's one process per request,
+serially) at 20 ms: a Python request handler with template and tokenisation takes ~1-10 ms
+of one core."""
 SOFT_L1_SCALE = 0.05
 START = Profile(step_overhead_s=0.5e-3, prefill_overhead_s=4e-3, layer_overhead_s=10e-6,
                 moe_layer_overhead_s=50e-6, allreduce_latency_s=10e-6, request_overhead_s=20e-6,
@@ -96,7 +105,8 @@ def _start(points: Sequence[CalPoint]) -> Fit:
     served = {p.engine for p in points if p.served}
     return Fit(shared={k: getattr(START, k) for k in SHARED},
                per_gpu={g: {k: getattr(START, k) for k in PER_GPU} for g in gpus},
-               per_engine={e: {k: getattr(START, k) if e in served or k not in API else 0.0
+               per_engine={e: {k: FIXED[k] if k in FIXED and e in served else getattr(START, k)
+                               if e in served or k not in API else 0.0
                                for k in PER_ENGINE} for e in engines})
 
 
@@ -125,7 +135,9 @@ def fit_points(points: Iterable[CalPoint], rounds: int = 10, grid: int = 9) -> F
     fit = _start(pts)
     served = {p.engine for p in pts if p.served}
     keys = ([("*", k) for k in SHARED] + [(f"engine:{e}", k) for e in fit.per_engine
-                                          for k in PER_ENGINE if e in served or k not in API]
+                                          for k in PER_ENGINE
+                                          if (e in served and k not in FIXED)
+                                          or (e not in served and k not in API)]
             + [(g, k) for g in fit.per_gpu for k in PER_GPU])
     width = {k: (BOUNDS[k[1]][1] - BOUNDS[k[1]][0]) / 2 for k in keys}
     losses = _Losses(pts, fit)
@@ -186,6 +198,11 @@ def _rounded(fit: Fit) -> Fit:
                per_engine={e: sig(r) for e, r in fit.per_engine.items()})
 
 
+PIN_SPAN = 0.01
+"""Within this share of a factor's range of a bound counts as on it: the line search's
+shrinking grid stops a hair short (1.998 ms for a 2 ms bound), which is still the bound."""
+
+
 def pinned(fit: Fit) -> list[str]:
     """Factors sitting on a bound (a fit compensating for something the model lacks)."""
     out = []
@@ -193,8 +210,11 @@ def pinned(fit: Fit) -> list[str]:
               *((f"engine {e}", r) for e, r in fit.per_engine.items())]
     for gpu, rates in groups:
         for name, v in rates.items():
+            if name in FIXED and v == FIXED[name]:
+                continue
             lo, hi = BOUNDS[name]
-            if (v <= lo + 1e-9 and lo > 0) or v >= hi - 1e-9 * max(1.0, hi):
+            near = PIN_SPAN * (hi - lo)
+            if (lo > 0 and v <= lo + near) or v >= hi - near:
                 out.append(f"{name}" + ("" if gpu == "*" else f" ({gpu})"))
     return out
 
