@@ -92,3 +92,14 @@ def test_custom_gpu_with_achievable_block(tmp_path: Path) -> None:
     assert gpu.achievable == {"bfloat16": pytest.approx(400e12), "mem_bw": pytest.approx(3e12)}
     e = nearest_measured_gpu(gpu)
     assert (e.compute, e.memory) == (pytest.approx(0.5), pytest.approx(0.75))
+
+
+def test_gpus_json_shows_the_measured_rates_and_their_source() -> None:
+    r = run_cli("gpus", "--json")
+    assert r.code == 0, r.err
+    by_id = {g["id"]: g for g in r.json()["gpus"]}
+    mi300x = by_id["MI300X"]["achievable"]
+    assert mi300x["rates_per_s"] == {"float16": 654e12, "bfloat16": 708e12, "fp8": 1273e12,
+                                     "mem_bw": 4.29e12}
+    assert "Max-Achievable FLOPs" in mi300x["source"] and "2510.27583" in mi300x["source"]
+    assert "achievable" not in by_id["H100-SXM-80GB"]

@@ -49,6 +49,8 @@ def gpus_json() -> dict[str, Any]:
                 "node_gpus": g.node_gpus or None,
                 "scale_out_bytes_per_s": g.scale_out_bytes_per_s or None,
                 "source": g.source,
+                **({"achievable": {"rates_per_s": g.achievable, "source": g.achievable_source}}
+                   if g.achievable else {}),
             }
             for g in gpu_catalog().values()
         ]
