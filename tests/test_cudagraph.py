@@ -46,6 +46,7 @@ def test_padding_rows_do_not_widen_the_routing() -> None:
     """Qwen3-30B-A3B on H100: the padding rows of a 10-token graph (16) share one routing, so
     the experts are priced at the 10 real tokens (their GEMMs outside the experts at 16)."""
     from kvplan.costs import kernels as kn
+    from kvplan.costs.step.tables import routed_share
 
     m = StepCostModel(load_model("Qwen/Qwen3-30B-A3B"), load_gpu("H100-SXM-80GB"),
                       EngineConfig())
@@ -53,9 +54,11 @@ def test_padding_rows_do_not_widen_the_routing() -> None:
     assert ms is not None and ops is not None and ops.moe is not None
     e = ops.moe
 
-    def experts(t: int) -> float:
-        return e.count * float(kn.moe_s("H100-SXM-80GB", np.array([t]), hidden=e.hidden,
-                                        inter=e.inter, num_experts=e.experts, topk=e.topk)[0])
+    def experts(t: int) -> float:  # the balanced table x random routing's share of experts
+        share = float(routed_share(np.array([t]), e.experts, e.topk)[0])
+        return e.count * share * float(kn.moe_s("H100-SXM-80GB", np.array([t]),
+                                                hidden=e.hidden, inter=e.inter,
+                                                num_experts=e.experts, topk=e.topk)[0])
 
     gap = ms.dense_s[16] - ms.dense_s[10]
     assert gap == pytest.approx(experts(16) - experts(10), rel=1e-9)

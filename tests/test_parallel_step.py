@@ -18,6 +18,7 @@ from kvplan.costs.step.parallel.ep_comm import (
 )
 from kvplan.costs.step.parallel.ep_step import link_of
 from kvplan.costs.step.roofline import StepCostModel
+from kvplan.costs.step.tables import routed_share
 from kvplan.errors import InputError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
@@ -126,8 +127,9 @@ def test_dp8_ep_tables_are_the_terms_by_hand() -> None:
     assert plain.measured is not None and plain.ops is not None and plain.ops.moe is not None
     moe = kn.moe_s(hw.id, t * 8, hidden=2048, inter=768, num_experts=128, topk=8,
                    dtype="bfloat16", tp=1, ep=8) * DEFAULT_IMBALANCE
+    moe = moe * routed_share(t * 8, 128, 8)  # random routing's share of the experts
     moe1 = kn.moe_s(hw.id, t, hidden=2048, inter=768, num_experts=128, topk=8,
-                    dtype="bfloat16", tp=1)
+                    dtype="bfloat16", tp=1) * routed_share(t, 128, 8)
     want = plain.measured.dense_s[t] + 48 * (moe - moe1)
     assert np.allclose(ms.dense_s[t], want, rtol=1e-12)
 

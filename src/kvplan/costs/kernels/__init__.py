@@ -21,7 +21,12 @@ from kvplan.costs.kernels.comm import (
     nccl,
 )
 from kvplan.costs.kernels.gemm import GEMM_DTYPES, gemm, gemm_s
-from kvplan.costs.kernels.moe import MOE_DTYPES, moe, moe_s  # eager: `moe` names the module too
+from kvplan.costs.kernels.moe import (  # eager: `moe` names the module too
+    MOE_DTYPES,
+    moe,
+    moe_routing,
+    moe_s,
+)
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
 from kvplan.costs.kernels.tables import (
     capped_at,
@@ -88,6 +93,7 @@ __all__ = [
     "mla_decode_s",
     "mla_donor",
     "moe",
+    "moe_routing",
     "moe_s",
     "nccl",
     "nearest_measured_gpu",

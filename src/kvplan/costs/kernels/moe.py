@@ -117,6 +117,13 @@ def moe_s(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_exper
                dtype=dtype, tp=tp, ep=ep).seconds
 
 
+def moe_routing(gpu: str) -> str:
+    """How the GPU's MoE rows routed tokens when measured: 'balanced' (aiconfigurator's
+    ``balanced_logits``: T x k rows over min(E, T k) experts) or 'power_law_1.01' (A100's
+    only rows)."""
+    return str(require(gpu, "moe").meta.get("distribution", "balanced"))
+
+
 def _floor(gpu: str, tokens: FloatArray, shape: MoeShape, dtype: str) -> FloatArray:
     figures = peaks(gpu)
     s = shape

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.step.batch import FloatArray, IntArray
@@ -199,9 +200,25 @@ def moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
         ep, share = 1, -(-e.experts // e.ep) / e.experts
     t = kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts, topk=e.topk,
                  dtype=e.dtype or moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
+    if kn.moe_routing(gpu) == "balanced":
+        t = t * routed_share(m, e.experts, e.topk)
     if e.dispatched:
         t = t * share
     return t if e.imbalance == 1.0 else t * e.imbalance
+
+
+def routed_share(tokens: npt.ArrayLike, experts: int, topk: int) -> FloatArray:
+    """Distinct experts ``tokens`` tokens touch under random routing, E (1 - (1 - k/E)^T),
+    over those the tables' balanced routing touches, min(E, T k). aiconfigurator's collector
+    spreads each step's T k routed rows over as many experts as it can (``balanced_logits``),
+    so its small-batch rows read min(E, T k) experts' weights; independent top-k picks repeat
+    experts: 16 tokens of Qwen3-30B-A3B (E 128, top-8) touch 82.4 experts, not 128. A decode
+    step's MoE reads weights (it turns compute-bound only at hundreds of tokens per expert,
+    where both counts are E), so its time scales with the experts it touches. Applied to
+    balanced tables only (A100's power-law rows route otherwise)."""
+    t = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
+    touched = 1.0 - np.power(1.0 - topk / experts, t)
+    return touched / np.minimum(1.0, t * topk / experts)
 
 
 def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
