@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from kvplan.costs.step.coefficients import layer_overhead_s
-from kvplan.costs.step.constants import StepConstants
+from kvplan.costs.step.constants import StepConstants, experts_touched
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.records import BytesMoved, Flops, Seconds, StepAggregates, StepCost
 
@@ -45,8 +45,8 @@ def parts(m: _Model, a: StepAggregates) -> dict[str, Any]:
     weights = k.weight_bytes + 0.0 * tokens  # an array over a run's steps, like the rest
     if k.routed_expert_bytes:
         # distinct experts a step's tokens touch: E * (1 - (1 - k/E)^T)
-        weights = weights + k.routed_expert_bytes * (
-            1.0 - np.power(k.expert_miss_per_token, tokens))
+        weights = weights + k.routed_expert_bytes * experts_touched(
+            k.expert_miss_per_token, tokens)
     p: dict[str, Any] = {
         "tokens": tokens, "requests": requests,
         "f_gemm": k.gemm_flops_per_token * tokens,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from kvplan.memo import Memo
 from kvplan.specs.model import ModelSpec
@@ -247,3 +249,10 @@ def _parallel_experts(model: ModelSpec, engine: EngineConfig, share: float) -> t
                              e.data_parallel_size, e.enable_expert_parallel)
     local = expert_weight_bytes(model, layout, dtype=e.dtype, quantization=e.quantization)
     return local, (1.0 - share) ** layout.dp
+
+
+def experts_touched(miss: float, tokens: Any) -> Any:
+    """Share of the routed experts ``tokens`` tokens touch when each picks its top-k of E
+    independently: 1 - (1 - k/E)^T, with ``miss`` = 1 - k/E (the roofline's weight bytes and
+    the measured tables' routing share both count experts so)."""
+    return 1.0 - np.power(miss, tokens)

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.step.batch import FloatArray, IntArray
+from kvplan.costs.step.constants import experts_touched
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import AttentionOp, GemmOp, MoeOp, StageOps
 
@@ -217,7 +218,7 @@ def routed_share(tokens: npt.ArrayLike, experts: int, topk: int) -> FloatArray:
     where both counts are E), so its time scales with the experts it touches. Applied to
     balanced tables only (A100's power-law rows route otherwise)."""
     t = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
-    touched = 1.0 - np.power(1.0 - topk / experts, t)
+    touched: FloatArray = experts_touched(1.0 - topk / experts, t)
     return touched / np.minimum(1.0, t * topk / experts)
 
 
