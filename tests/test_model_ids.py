@@ -110,3 +110,60 @@ def test_missing_or_empty_cache_falls_through(tmp_path: Path,
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     with pytest.raises(UnknownNameError, match="not in the local Hugging Face cache"):
         load_model("acme/Empty")
+
+
+# ---------------------------------------------------------------- published derivatives
+
+
+@pytest.mark.parametrize(
+    ("typed", "base", "quant"),
+    [
+        ("Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-8B", "fp8"),
+        ("qwen/qwen3-30b-a3b-fp8", "Qwen/Qwen3-30B-A3B", "fp8"),
+        ("Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B", "fp8"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "fp8"),
+        ("deepseek-ai--DeepSeek-R1-0528", "deepseek-ai/DeepSeek-V3", "fp8"),
+        ("deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3", "fp8"),
+    ],
+)
+def test_published_derivatives_take_the_catalog_architecture(typed: str, base: str,
+                                                             quant: str) -> None:
+    spec = load_model(typed)
+    assert spec.name == base
+    assert spec.quantization == quant and spec.weight_block_size == (128, 128)
+
+
+def test_a_qwen_fp8_release_stores_fp8_weights() -> None:
+    """Qwen3-8B, 36 layers: q and o 4,096 x 4,096, k and v 1,024 x 4,096, gate, up and down
+    12,288 x 4,096: 192,937,984 linear weights a layer, 6,945,767,424 in all, one byte each
+    in fp8 instead of two, plus a float32 scale per 128 x 128 block (32x32 + 2 x 8x32 + 32x32
+    + 3 x 96x32 = 11,776 blocks a layer: 1,695,744 bytes). Embeddings, lm_head and norms stay
+    bf16. Saved: 6,945,767,424 - 1,695,744 = 6,944,071,680 bytes."""
+    bf16 = run_cli("capacity", "Qwen/Qwen3-8B", "--gpu", "H100-SXM-80GB", "--json")
+    fp8 = run_cli("capacity", "Qwen/Qwen3-8B-FP8", "--gpu", "H100-SXM-80GB", "--json")
+    assert bf16.code == 0 and fp8.code == 0, fp8.err
+    saved = bf16.json()["weights_bytes"] - fp8.json()["weights_bytes"]
+    assert saved == 6_944_071_680
+    assert fp8.err.strip() == (
+        "note: using the config of Qwen/Qwen3-8B for Qwen/Qwen3-8B-FP8: Qwen's FP8 release of "
+        "that model, its weights in block-scaled fp8 (128 x 128 blocks)")
+
+
+@pytest.mark.parametrize(
+    "typed",
+    ["Qwen/Qwen3-30B-A3B-Instruct-2507-FP8",  # 2507: 262,144-token context, not the base's
+     "deepseek-ai/DeepSeek-V3.2-Exp",  # sparse attention: another architecture
+     "someone/Qwen3-8B-FP8", "meta-llama/Llama-3.1-8B-Instruct-FP8"],
+)
+def test_unlisted_derivatives_are_unknown(typed: str) -> None:
+    r = run_cli("kv", typed)
+    assert_one_line_error(r)
+    assert "unknown model" in r.err
+
+
+def test_the_base_config_file_is_not_changed_by_a_derivative() -> None:
+    path = catalog()["qwen/qwen3-8b"].path
+    before = path.read_bytes()
+    assert load_model("Qwen/Qwen3-8B-FP8").quantization == "fp8"
+    assert load_model("Qwen/Qwen3-8B").quantization is None
+    assert path.read_bytes() == before

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kvplan.errors import UnknownNameError
 from kvplan.notes import note  # for the user: the CLI prints them on stderr as "note: ..."
+from kvplan.specs.catalog.derived import find_derived, with_quantization
 from kvplan.specs.hf_config import load_config_file, parse_config
 from kvplan.specs.model import ModelSpec
 
@@ -140,8 +141,9 @@ def _path_route(name_or_path: str) -> Path | None:
 
 
 def _id_source(name: str) -> tuple[str, Path, str] | None:
-    """(model id, config.json, where: catalog, cache or variant) for a model id, looked up in
-    order: the bundled catalog; the local Hugging Face cache; a catalog model it is an
+    """(model id, config.json, where: catalog, cache, derived or variant) for a model id,
+    looked up in order: the bundled catalog; the local Hugging Face cache; a published
+    checkpoint of a catalog model's architecture (``derived``); a catalog model it is an
     Instruct/chat variant of. None when none has it."""
     entry = find_entry(name)
     if entry is not None:
@@ -151,6 +153,10 @@ def _id_source(name: str) -> tuple[str, Path, str] | None:
     cached = find_cached_config(name)
     if cached is not None:
         return cached[0], cached[1], "cache"
+    derived = find_derived(name)
+    if derived is not None:
+        base = catalog()[derived.base.lower()]
+        return base.hf_id, base.path, "derived"
     variant = find_variant(name)
     return None if variant is None else (variant.hf_id, variant.path, "variant")
 
@@ -164,6 +170,8 @@ def load_model_id(name: str) -> ModelSpec:
         if where == "cache":
             note("using %s's config.json from the local Hugging Face cache (%s)", hf_id, path)
             return parse_config(load_config_file(path), name=hf_id, file=str(path))
+        if where == "derived":
+            return _load_derived(name)
         if where == "variant":
             note("using the config of %s for %s (Instruct/chat variants share the base "
               "model's architecture)", hf_id, name.strip())
@@ -187,6 +195,18 @@ def _probe(check: Callable[[], bool]) -> bool:
         return check()
     except OSError:
         return False
+
+
+def _load_derived(name: str) -> ModelSpec:
+    """A published checkpoint of a catalog architecture (``derived``), with a note saying so."""
+    derived = find_derived(name)
+    assert derived is not None  # _id_source found it
+    entry = catalog()[derived.base.lower()]
+    note("using the config of %s for %s: %s", entry.hf_id, name.strip(), derived.why)
+    if derived.quantization is None:
+        return _load_entry(entry.hf_id)
+    raw = with_quantization(load_config_file(entry.path), derived)
+    return parse_config(raw, name=entry.hf_id, file=entry.path.name)
 
 
 @cache
