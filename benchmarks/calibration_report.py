@@ -61,6 +61,11 @@ def main() -> None:
           "fit and the medians:")
     for b in cs.below_floor:
         print(f"  {b.describe()}")
+    if cs.set_aside:
+        print(f"{len(cs.set_aside)} more values of those pages' metrics set aside, measured by "
+              "the same method:")
+    for a in cs.set_aside:
+        print(f"  {a.describe()}")
     print("\n| family | metric | values | bundled in-sample | in-sample median abs error | "
           "leave-one-source-out |\n|---|---|---|---|---|---|")
     for r, b in zip(rep.table(ins, held), rep.table(before, before), strict=True):

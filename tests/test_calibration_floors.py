@@ -138,6 +138,42 @@ def test_drop_below_floor_keeps_the_other_values() -> None:
     assert "(and 1 more" in refusal(dropped)
 
 
+def test_a_page_with_a_value_below_its_floor_sets_that_metric_aside() -> None:
+    """One TTFT of a page beats its floor: that page's other TTFTs go too (same method), its
+    TPOTs stay, another page's TTFTs stay, and a point with nothing left goes."""
+    from kvplan.analysis.calibration.floor_check import same_method
+    from kvplan.analysis.calibration.public_set import CalPoint
+
+    f = floors(QWEN_MOE, "a100", 1, 4096, 2)
+    x = CalPoint(id="x", source="s", family="moe", model=QWEN_MOE, gpu="A100-80GB-SXM",
+                 tp=1, precision="bfloat16", measured={"ttft_s": 0.05, "tpot_s": 0.5},
+                 predict=lambda _: {}, floors=f, page="p1")
+    y = replace(x, id="y", measured={"ttft_s": 0.3, "tpot_s": 0.5})
+    z = replace(x, id="z", measured={"ttft_s": 0.3})
+    w = replace(x, id="w", measured={"ttft_s": 0.3, "tpot_s": 0.5}, page="p2")
+    kept, dropped = drop_below_floor([x, y, z, w])
+    assert [(b.point, b.metric) for b in dropped] == [("x", "ttft_s")]
+    kept, aside = same_method(kept, dropped, {p.id: p.page for p in (x, y, z, w)})
+    assert [(p.id, p.measured) for p in kept] == [
+        ("x", {"tpot_s": 0.5}), ("y", {"tpot_s": 0.5}), ("w", {"ttft_s": 0.3, "tpot_s": 0.5})]
+    assert [(a.point, a.metric, a.because) for a in aside] == [
+        ("y", "ttft_s", "x"), ("z", "ttft_s", "x")]
+    assert aside[0].describe() == (
+        "y: TTFT set aside (the same page's x is below its floor: the method did not measure "
+        "what kvplan predicts)")
+
+
+def test_the_bundled_set_sets_aside_the_tenstorrent_ttfts() -> None:
+    """tt-inference-server's A100 Qwen3-30B-A3B table: 3 of its 7 TTFTs beat their floors
+    (4096 tokens in 75.2 ms), so its other 4 TTFTs are no cold prefill either."""
+    from kvplan.analysis.calibration.public_set import calibration_set
+
+    cs = calibration_set()
+    assert sorted(a.point for a in cs.set_aside) == [
+        f"tenstorrent-qwen3-30b-a3b-a100-{n}-128-c1" for n in (1024, 128, 2048, 3072)]
+    assert {b.point.split("-")[0] for b in cs.below_floor} == {"tenstorrent"}
+
+
 CSV = ("id,model,gpu,batch,prompt,output,ttft_ms\n"
        f"tt-4096,{QWEN_MOE},a100,1,4096,1,75.2\n"
        f"ok-4096,{QWEN_MOE},a100,1,4096,1,213\n"

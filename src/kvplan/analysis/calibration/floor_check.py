@@ -160,3 +160,42 @@ def drop_values(points: Sequence[P], floors_of: Callable[[P], Floors | None]
         if measured:
             kept.append(replace(m, measured=measured) if found else m)
     return kept, dropped
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A measured value left out because another value of the same metric, read off the same
+    page by the same method, is past its physical floor (``same_method``)."""
+
+    point: str
+    metric: str
+    because: str
+    """The point on that page whose value is below its floor."""
+
+    def describe(self) -> str:
+        return (f"{self.point}: {NAMES.get(self.metric, self.metric)} set aside (the same "
+                f"page's {self.because} is below its floor: the method did not measure what "
+                "kvplan predicts)")
+
+
+def same_method(points: Sequence[P], dropped: Sequence[BelowFloor], pages: Mapping[str, str]
+                ) -> tuple[list[P], list[SetAside]]:
+    """``points`` without the values of a metric that broke its floor elsewhere on the same
+    page (``pages``: point id -> where it was read, every point's). A value faster than the
+    datasheet allows says the page's method measured something else (a prompt served from
+    the prefix cache, a warm run): its other values of that metric, above their floors by
+    chance, are no cold measurement either. A point with no value left is left out."""
+    broken: dict[tuple[str, str], str] = {}
+    for b in dropped:
+        if pages.get(b.point):
+            broken.setdefault((pages[b.point], b.metric), b.point)
+    kept: list[P] = []
+    aside: list[SetAside] = []
+    for m in points:
+        at = pages.get(m.id, "")
+        hits = {k: broken[(at, k)] for k in m.measured if (at, k) in broken}
+        aside.extend(SetAside(m.id, k, why) for k, why in hits.items())
+        measured = {k: v for k, v in m.measured.items() if k not in hits}
+        if measured:
+            kept.append(replace(m, measured=measured) if hits else m)
+    return kept, aside

@@ -31,7 +31,7 @@ carries vLLM's; the other engines' points still inform the GPU rates and kernel 
 The API server's path (``api_*``) is fitted only for engines with served points (a static
 batch - TensorRT-LLM's tables, ``vllm bench latency`` - has none); it is 0 elsewhere."""
 API = ("api_request_s", "api_prompt_token_s", "api_admission_s")
-FIXED = {"prefill_overhead_s": 0.0}
+FIXED = {"prefill_overhead_s": 0.0, "api_prompt_token_s": 0.0}
 """Held at a physical value, not fitted, for engines with served points. A step holding
 prefill work pays its kernels (priced from the tables) and its requests' host work
 (``request_overhead_s`` each); nothing more is left for a per-step constant to carry. Fitted
@@ -39,7 +39,15 @@ free (up to 10 ms) it took 8.2 ms for vLLM: API-path time, which a client's TTFT
 charged instead to every request sharing the step - and held out it did worse on dense TTFT
 (35.5% against 21.6% at 0, docs/formulas-latency.md). The API path is ``api_*``. An engine
 with static batches only (TensorRT-LLM's tables) has no API path: what its first step costs
-beyond the kernels is its own and stays fitted."""
+beyond the kernels is its own and stays fitted.
+
+``api_prompt_token_s`` (the API server's seconds per prompt token: tokenisation) is held at 0:
+a Rust fast tokenizer takes well under a microsecond a token, 0.03-0.3 ms for the 200-1,000
+token prompts of most runs. Fitted free, once Tenstorrent's prefix-cached TTFTs left the set
+(``floor_check.same_method``), it went to its 20 us bound (5 us when bounded there): 0.64 s of
+"tokenisation" for a 32,000-token prompt, standing in for the long-prompt prefill time the
+step model misses (gpt-oss's attention-sink kernels on vLLM 0.10-0.11; docs/formulas-
+latency.md). Held at 0, nothing pins."""
 PER_GPU: tuple[str, ...] = ()
 """No per-GPU rate is fitted on serving data (issue 16): the silicon tables price kernels."""
 REFERENCE_ENGINE = "vllm"

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from kvplan import input_file, jsonread
-from kvplan.analysis.calibration.floor_check import BelowFloor, drop_values
+from kvplan.analysis.calibration.floor_check import BelowFloor, SetAside, drop_values, same_method
 from kvplan.analysis.calibration.floors import (
     Floors,
     Load,
@@ -66,6 +66,9 @@ class CalPoint:
     """The run simulated again under a profile (exact where ``predict`` is a replay that
     approximates the API server's queue); what reported errors use. None = ``predict``."""
 
+    page: str = ""
+    """Where it was read (the source's address without its #fragment): a page's values of
+    one metric share a method (``floor_check.same_method``)."""
     floors: Floors | None = None
     """The point's physical limits at its GPU's datasheet peaks (``floors``); None: unchecked."""
 
@@ -222,7 +225,8 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
                     precision=res.compute_precision, measured=_measured(p),
                     predict=predict, engine=engine_key(p["engine"]),
                     served=w["mode"] == "serving",
-                    simulate=exact, floors=point_floors(model, res.gpu, engine, raw_load(p), res))
+                    simulate=exact, page=str(p.get("url") or "").split("#", 1)[0],
+                    floors=point_floors(model, res.gpu, engine, raw_load(p), res))
 
 
 def raw_load(p: Mapping[str, Any]) -> Load:
@@ -303,6 +307,8 @@ class CalibrationSet:
     below_floor: tuple[BelowFloor, ...] = ()
     """Measured values faster than the datasheet allows: left out of ``points`` (a point
     with no value left is left out whole)."""
+    set_aside: tuple[SetAside, ...] = ()
+    """Values of a metric whose page has one below its floor (``floor_check.same_method``)."""
 
 
 @cache
@@ -320,7 +326,9 @@ def calibration_set() -> CalibrationSet:
         except KvplanError as exc:
             skipped[p["id"]] = str(exc)
     kept, dropped = drop_below_floor(points)
-    return CalibrationSet(points=tuple(kept), skipped=skipped, below_floor=tuple(dropped))
+    kept, aside = same_method(kept, dropped, {p.id: p.page for p in points})
+    return CalibrationSet(points=tuple(kept), skipped=skipped, below_floor=tuple(dropped),
+                          set_aside=tuple(aside))
 
 
 def drop_below_floor(points: Sequence[CalPoint]) -> tuple[list[CalPoint], list[BelowFloor]]:

@@ -36,27 +36,33 @@ _FP8 = "Qwen's FP8 release of that model, its weights in block-scaled fp8 (128 x
 _DEEPSEEK = "a later DeepSeek training run of that network, the same architecture"
 
 _TABLE: dict[str, tuple[str, Mapping[str, Any] | None, str]] = {
-    "qwen/qwen3-8b-fp8": ("Qwen/Qwen3-8B", QWEN_FP8, _FP8),
-    "qwen/qwen3-32b-fp8": ("Qwen/Qwen3-32B", QWEN_FP8, _FP8),
-    "qwen/qwen3-30b-a3b-fp8": ("Qwen/Qwen3-30B-A3B", QWEN_FP8, _FP8),
-    "qwen/qwen3-235b-a22b-fp8": ("Qwen/Qwen3-235B-A22B", QWEN_FP8, _FP8),
-    "deepseek-ai/deepseek-r1": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/deepseek-r1-0528": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/deepseek-r1-zero": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/deepseek-v3-base": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/deepseek-v3-0324": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/deepseek-v3.1": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/deepseek-v3.1-base": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/deepseek-v3.1-terminus": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
+    "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", QWEN_FP8, _FP8),
+    "Qwen/Qwen3-32B-FP8": ("Qwen/Qwen3-32B", QWEN_FP8, _FP8),
+    "Qwen/Qwen3-30B-A3B-FP8": ("Qwen/Qwen3-30B-A3B", QWEN_FP8, _FP8),
+    "Qwen/Qwen3-235B-A22B-FP8": ("Qwen/Qwen3-235B-A22B", QWEN_FP8, _FP8),
+    "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
+    "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
+    "deepseek-ai/DeepSeek-R1-Zero": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
+    "deepseek-ai/DeepSeek-V3-Base": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
+    "deepseek-ai/DeepSeek-V3-0324": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
+    "deepseek-ai/DeepSeek-V3.1": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
+    "deepseek-ai/DeepSeek-V3.1-Base": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
+    "deepseek-ai/DeepSeek-V3.1-Terminus": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
 }
+
+
+def derived_ids() -> list[str]:
+    """The published ids listed here, as their makers spell them."""
+    return list(_TABLE)
 
 
 def find_derived(name: str) -> Derived | None:
     """The entry for a published id (case-insensitive, 'org/name' or 'org--name'), if listed."""
     key = name.strip().lower().replace("--", "/", 1)
-    hit = _TABLE.get(key)
+    table = {k.lower(): v for k, v in _TABLE.items()}
+    hit = table.get(key)
     if hit is None and "/" not in key:
-        hits = [v for k, v in _TABLE.items() if k.split("/", 1)[1] == key]
+        hits = [v for k, v in table.items() if k.split("/", 1)[1] == key]
         hit = hits[0] if len(hits) == 1 else None
     if hit is None:
         return None
