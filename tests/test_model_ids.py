@@ -116,21 +116,24 @@ def test_missing_or_empty_cache_falls_through(tmp_path: Path,
 
 
 @pytest.mark.parametrize(
-    ("typed", "base", "quant"),
+    ("typed", "published", "base"),
     [
-        ("Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-8B", "fp8"),
-        ("qwen/qwen3-30b-a3b-fp8", "Qwen/Qwen3-30B-A3B", "fp8"),
-        ("Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B", "fp8"),
-        ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "fp8"),
-        ("deepseek-ai--DeepSeek-R1-0528", "deepseek-ai/DeepSeek-V3", "fp8"),
-        ("deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3", "fp8"),
+        ("Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-8B"),
+        ("qwen/qwen3-30b-a3b-fp8", "Qwen/Qwen3-30B-A3B-FP8", "Qwen/Qwen3-30B-A3B"),
+        ("Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"),
+        ("deepseek-ai--DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1-0528",
+         "deepseek-ai/DeepSeek-V3"),
+        ("deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3"),
     ],
 )
-def test_published_derivatives_take_the_catalog_architecture(typed: str, base: str,
-                                                             quant: str) -> None:
-    spec = load_model(typed)
-    assert spec.name == base
-    assert spec.quantization == quant and spec.weight_block_size == (128, 128)
+def test_published_derivatives_take_the_catalog_architecture(typed: str, published: str,
+                                                             base: str) -> None:
+    spec, arch = load_model(typed), load_model(base)
+    assert spec.name == published
+    assert spec.quantization == "fp8" and spec.weight_block_size == (128, 128)
+    assert (spec.num_layers, spec.hidden_size, spec.max_position_embeddings) == (
+        arch.num_layers, arch.hidden_size, arch.max_position_embeddings)
 
 
 def test_a_qwen_fp8_release_stores_fp8_weights() -> None:

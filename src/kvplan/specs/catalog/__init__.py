@@ -198,15 +198,14 @@ def _probe(check: Callable[[], bool]) -> bool:
 
 
 def _load_derived(name: str) -> ModelSpec:
-    """A published checkpoint of a catalog architecture (``derived``), with a note saying so."""
+    """A published checkpoint of a catalog architecture (``derived``), named as published (an
+    FP8 release is not its base model), with a note saying whose config it takes."""
     derived = find_derived(name)
     assert derived is not None  # _id_source found it
     entry = catalog()[derived.base.lower()]
-    note("using the config of %s for %s: %s", entry.hf_id, name.strip(), derived.why)
-    if derived.quantization is None:
-        return _load_entry(entry.hf_id)
+    note("using the config of %s for %s: %s", entry.hf_id, derived.id, derived.why)
     raw = with_quantization(load_config_file(entry.path), derived)
-    return parse_config(raw, name=entry.hf_id, file=entry.path.name)
+    return parse_config(raw, name=derived.id, file=entry.path.name)
 
 
 @cache

@@ -27,6 +27,8 @@ class Derived:
     """A published id and what it is: the catalog model's config, and the
     quantization_config its repo replaces (None: the base config's own)."""
 
+    id: str
+    """The published id as its maker spells it (the model's name in kvplan's answers)."""
     base: str
     quantization: Mapping[str, Any] | None
     why: str
@@ -59,15 +61,14 @@ def derived_ids() -> list[str]:
 def find_derived(name: str) -> Derived | None:
     """The entry for a published id (case-insensitive, 'org/name' or 'org--name'), if listed."""
     key = name.strip().lower().replace("--", "/", 1)
-    table = {k.lower(): v for k, v in _TABLE.items()}
-    hit = table.get(key)
-    if hit is None and "/" not in key:
-        hits = [v for k, v in table.items() if k.split("/", 1)[1] == key]
-        hit = hits[0] if len(hits) == 1 else None
-    if hit is None:
+    ids = {k.lower(): k for k in _TABLE}
+    if key not in ids and "/" not in key:
+        hits = [k for k in ids if k.split("/", 1)[1] == key]
+        key = hits[0] if len(hits) == 1 else key
+    if key not in ids:
         return None
-    base, quant, why = hit
-    return Derived(base=base, quantization=quant, why=why)
+    base, quant, why = _TABLE[ids[key]]
+    return Derived(id=ids[key], base=base, quantization=quant, why=why)
 
 
 def with_quantization(raw: Mapping[str, Any], derived: Derived) -> dict[str, Any]:
