@@ -170,3 +170,13 @@ def test_the_base_config_file_is_not_changed_by_a_derivative() -> None:
     assert load_model("Qwen/Qwen3-8B-FP8").quantization == "fp8"
     assert load_model("Qwen/Qwen3-8B").quantization is None
     assert path.read_bytes() == before
+
+
+def test_models_lists_the_derivatives_in_text_and_json() -> None:
+    data = run_cli("models", "--json").json()
+    assert data["derived"]["Qwen/Qwen3-8B-FP8"] == "Qwen/Qwen3-8B"
+    assert data["derived"]["deepseek-ai/DeepSeek-R1"] == "deepseek-ai/DeepSeek-V3"
+    ids = {m["id"] for m in data["models"]}
+    assert set(data["derived"].values()) <= ids and not set(data["derived"]) & ids
+    text = run_cli("models")
+    assert text.code == 0 and "Also accepted" in text.out and "DeepSeek-R1-0528" in text.out
