@@ -180,3 +180,13 @@ def test_models_lists_the_derivatives_in_text_and_json() -> None:
     assert set(data["derived"].values()) <= ids and not set(data["derived"]) & ids
     text = run_cli("models")
     assert text.code == 0 and "Also accepted" in text.out and "DeepSeek-R1-0528" in text.out
+
+
+def test_llama_3_3_70b_is_the_3_1_network_in_bf16() -> None:
+    spec, arch = load_model("meta-llama/Llama-3.3-70B-Instruct"), load_model(
+        "meta-llama/Llama-3.1-70B")
+    assert spec.name == "meta-llama/Llama-3.3-70B-Instruct" and spec.quantization is None
+    assert (spec.num_layers, spec.hidden_size, spec.max_position_embeddings) == (80, 8192,
+                                                                                 131072)
+    assert (arch.num_layers, arch.hidden_size, arch.max_position_embeddings) == (80, 8192,
+                                                                                 131072)

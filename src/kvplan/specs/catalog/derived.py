@@ -6,7 +6,9 @@ Listed one by one, never matched by pattern: a quantized repo's config.json says
 weights are stored, and makers differ (block-scaled, per-channel, per-tensor; which modules
 stay 16-bit), so only repos whose scheme their maker documents are here. Versions that
 change a shape the plan depends on (the Qwen3 ``-2507`` updates raise the context length
-from 40,960 to 262,144 tokens) are not: their own config.json is needed.
+from 40,960 to 262,144 tokens) are not, nor are distillations into another family's network
+(DeepSeek-R1-Distill-*: "we slightly change their configs and tokenizers"): their own
+config.json is needed.
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ class Derived:
 
 _FP8 = "Qwen's FP8 release of that model, its weights in block-scaled fp8 (128 x 128 blocks)"
 _DEEPSEEK = "a later DeepSeek training run of that network, the same architecture"
+_LLAMA33 = "Meta's Llama 3.3 release of the Llama 3.1 70B network, the same architecture"
 
 _TABLE: dict[str, tuple[str, Mapping[str, Any] | None, str]] = {
     "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", QWEN_FP8, _FP8),
     "Qwen/Qwen3-32B-FP8": ("Qwen/Qwen3-32B", QWEN_FP8, _FP8),
     "Qwen/Qwen3-30B-A3B-FP8": ("Qwen/Qwen3-30B-A3B", QWEN_FP8, _FP8),
     "Qwen/Qwen3-235B-A22B-FP8": ("Qwen/Qwen3-235B-A22B", QWEN_FP8, _FP8),
+    "meta-llama/Llama-3.3-70B-Instruct": ("meta-llama/Llama-3.1-70B", None, _LLAMA33),
     "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
     "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
     "deepseek-ai/DeepSeek-R1-Zero": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
