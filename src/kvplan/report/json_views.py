@@ -21,10 +21,10 @@ def models_json() -> dict[str, Any]:
     """`kvplan models --json`: the bundled catalog, and the published checkpoints resolved to
     one of its architectures (``derived``: id -> the catalog id whose config it takes)."""
     from kvplan.analysis.catalog_view import catalog_rows
-    from kvplan.specs.catalog.derived import derived_ids, find_derived
+    from kvplan.specs.catalog.derived import listed
 
-    derived = {i: d.base for i in derived_ids() if (d := find_derived(i)) is not None}
-    return {"models": [r._asdict() for r in catalog_rows()], "derived": derived}
+    return {"models": [r._asdict() for r in catalog_rows()],
+            "derived": {d.id: d.base for d in listed()}}
 
 
 def kv_json(report: KvReport) -> dict[str, Any]:

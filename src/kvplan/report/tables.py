@@ -27,12 +27,12 @@ def models_table(rows: Sequence[ModelRow]) -> Table:
     (``--json`` has the full attention names)."""
     from rich import box
 
-    from kvplan.specs.catalog.derived import derived_ids
+    from kvplan.specs.catalog.derived import listed
 
     table = Table(title="Bundled models (KV cache at the model's own dtype, tp=1)",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   caption="Also accepted: their Instruct/chat variants, and "
-                  + ", ".join(derived_ids()) + " (README: how a MODEL is looked up)")
+                  + ", ".join(d.id for d in listed()) + " (README: how a MODEL is looked up)")
     widest = max((len(r.id) for r in rows), default=5)
     table.add_column("model", no_wrap=True, min_width=widest)
     table.add_column("attention", overflow="fold")

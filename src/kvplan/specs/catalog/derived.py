@@ -39,40 +39,33 @@ class Derived:
 _FP8 = "Qwen's FP8 release of that model, its weights in block-scaled fp8 (128 x 128 blocks)"
 _DEEPSEEK = "a later DeepSeek training run of that network, the same architecture"
 _LLAMA33 = "Meta's Llama 3.3 release of the Llama 3.1 70B network, the same architecture"
+_V3 = "deepseek-ai/DeepSeek-V3"
 
-_TABLE: dict[str, tuple[str, Mapping[str, Any] | None, str]] = {
-    "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", QWEN_FP8, _FP8),
-    "Qwen/Qwen3-32B-FP8": ("Qwen/Qwen3-32B", QWEN_FP8, _FP8),
-    "Qwen/Qwen3-30B-A3B-FP8": ("Qwen/Qwen3-30B-A3B", QWEN_FP8, _FP8),
-    "Qwen/Qwen3-235B-A22B-FP8": ("Qwen/Qwen3-235B-A22B", QWEN_FP8, _FP8),
-    "meta-llama/Llama-3.3-70B-Instruct": ("meta-llama/Llama-3.1-70B", None, _LLAMA33),
-    "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/DeepSeek-R1-Zero": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/DeepSeek-V3-Base": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/DeepSeek-V3-0324": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/DeepSeek-V3.1": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/DeepSeek-V3.1-Base": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-    "deepseek-ai/DeepSeek-V3.1-Terminus": ("deepseek-ai/DeepSeek-V3", None, _DEEPSEEK),
-}
+_LISTED: tuple[Derived, ...] = (
+    *(Derived(id=f"Qwen/Qwen3-{size}-FP8", base=f"Qwen/Qwen3-{size}", quantization=QWEN_FP8,
+              why=_FP8) for size in ("8B", "32B", "30B-A3B", "235B-A22B")),
+    Derived(id="meta-llama/Llama-3.3-70B-Instruct", base="meta-llama/Llama-3.1-70B",
+            quantization=None, why=_LLAMA33),
+    *(Derived(id=f"deepseek-ai/DeepSeek-{name}", base=_V3, quantization=None, why=_DEEPSEEK)
+      for name in ("R1", "R1-0528", "R1-Zero", "V3-Base", "V3-0324", "V3.1", "V3.1-Base",
+                   "V3.1-Terminus")),
+)
+_BY_KEY = {d.id.lower(): d for d in _LISTED}
 
 
-def derived_ids() -> list[str]:
-    """The published ids listed here, as their makers spell them."""
-    return list(_TABLE)
+def listed() -> tuple[Derived, ...]:
+    """Every published checkpoint listed here, in the order shown to users."""
+    return _LISTED
 
 
 def find_derived(name: str) -> Derived | None:
-    """The entry for a published id (case-insensitive, 'org/name' or 'org--name'), if listed."""
+    """The entry for a published id (case-insensitive, 'org/name' or 'org--name'; the org may
+    be left out when the name is unique), as ``catalog.find_entry`` reads catalog ids."""
     key = name.strip().lower().replace("--", "/", 1)
-    ids = {k.lower(): k for k in _TABLE}
-    if key not in ids and "/" not in key:
-        hits = [k for k in ids if k.split("/", 1)[1] == key]
-        key = hits[0] if len(hits) == 1 else key
-    if key not in ids:
-        return None
-    base, quant, why = _TABLE[ids[key]]
-    return Derived(id=ids[key], base=base, quantization=quant, why=why)
+    if key in _BY_KEY or "/" in key:
+        return _BY_KEY.get(key)
+    hits = [d for k, d in _BY_KEY.items() if k.split("/", 1)[1] == key]
+    return hits[0] if len(hits) == 1 else None
 
 
 def with_quantization(raw: Mapping[str, Any], derived: Derived) -> dict[str, Any]:
