@@ -76,7 +76,9 @@ def _moe(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
                               "inter_size": "inter", "moe_tp_size": "tp", "moe_ep_size": "ep",
                               "num_experts": "experts", "num_tokens": "tokens"})
     kept = "balanced" if (f["distribution"] == "balanced").any() else "power_law_1.01"
-    f = f[f["distribution"] == kept]
+    f = f[f["distribution"] == kept].copy()
+    marlin = (f["dtype"] == "w4a16_mxfp4") & f["kernel_source"].str.contains("marlin")
+    f.loc[marlin, "dtype"] = "w4a16_mxfp4_marlin"  # a kernel of its own (vLLM < 0.12, Hopper)
     return f, {"kernels": _kernels(f, "dtype"), "distribution": kept}
 
 

@@ -36,7 +36,7 @@ def latency_cmd(
     tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
     data_parallel_size: fl.DpOpt = None, enable_expert_parallel: fl.EpOpt = None,
     all2all_backend: fl.A2aOpt = None, expert_imbalance: fl.ImbalanceOpt = None,
-    enable_dbo: fl.DboOpt = None, dbo_decode_token_threshold: fl.DboDecodeOpt = None,
+    mxfp4_moe_backend: fl.Mxfp4Opt = None, enable_dbo: fl.DboOpt = None, dbo_decode_token_threshold: fl.DboDecodeOpt = None,
     dbo_prefill_token_threshold: fl.DboPrefillOpt = None, dtype: fl.DtypeOpt = None,
     quantization: fl.QuantOpt = None, kv_cache_dtype: fl.KvDtypeOpt = None,
     max_num_batched_tokens: fl.BatchedOpt = None, async_scheduling: fl.AsyncOpt = None,
@@ -53,7 +53,8 @@ def latency_cmd(
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance}
+    extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance,
+             "mxfp4_moe_backend": mxfp4_moe_backend}
     settings = {**fl.engine_settings(locals()),
                 **{k: v for k, v in extra.items() if v is not None}}
     if plot is not None and sweep is None:

@@ -72,7 +72,8 @@ def simulate_cmd(
     prefill_dp: dg.PrefillDpOpt = None, decode_dp: dg.DecodeDpOpt = None,
     router: dg.RouterOpt = None, data_parallel_size: fl.DpOpt = None,
     enable_expert_parallel: fl.EpOpt = None, all2all_backend: fl.A2aOpt = None,
-    expert_imbalance: fl.ImbalanceOpt = None, enable_dbo: fl.DboOpt = None,
+    expert_imbalance: fl.ImbalanceOpt = None, mxfp4_moe_backend: fl.Mxfp4Opt = None,
+    enable_dbo: fl.DboOpt = None,
     dbo_decode_token_threshold: fl.DboDecodeOpt = None,
     dbo_prefill_token_threshold: fl.DboPrefillOpt = None, async_scheduling: fl.AsyncOpt = None,
 ) -> None:

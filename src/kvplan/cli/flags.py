@@ -65,6 +65,9 @@ A2aOpt = Annotated[str | None, typer.Option(
 ImbalanceOpt = Annotated[float | None, typer.Option(
     "--expert-imbalance", help="EP: busiest GPU's expert load over the mean (default 1.18, "
     "SGLang's measurement).")]
+Mxfp4Opt = Annotated[str | None, typer.Option(
+    "--mxfp4-moe-backend", help="gpt-oss's MXFP4 experts: auto (measured tables' kernel: "
+    "Triton on Hopper) or marlin (vLLM < 0.12 on Hopper; VLLM_MXFP4_USE_MARLIN=1).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object and nothing else.")]
 
 

@@ -38,7 +38,8 @@ IGNORED_EFFECTS: dict[str, str] = {
 each gets one ``warning:`` line saying what it changes (other ignored flags, such as --port,
 are listed in one note)."""
 
-ENV_SETTINGS = {"VLLM_ALL2ALL_BACKEND": "all2all_backend"}
+ENV_SETTINGS = {"VLLM_ALL2ALL_BACKEND": "all2all_backend",
+                "VLLM_MXFP4_USE_MARLIN": "mxfp4_moe_backend"}
 """Environment variables of a pasted line that kvplan reads (EngineConfig field); other
 assignments are listed as ignored, by name."""
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
@@ -89,20 +90,29 @@ def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
 
 def _take_env(tokens: list[str], found: dict[str, Any], ignored: list[str]) -> None:
     """Consume leading ``NAME=value`` assignments: ``VLLM_ALL2ALL_BACKEND`` sets the token
-    exchange kvplan prices (one of its backends, else refused); others are ignored."""
-    from kvplan.errors import InputError
-    from kvplan.specs.serving import ALL2ALL_BACKENDS
-
+    exchange kvplan prices (one of its backends, else refused), ``VLLM_MXFP4_USE_MARLIN``
+    (1 / 0) the MXFP4 MoE kernel; others are ignored."""
     while tokens and _ENV.fullmatch(tokens[0]):
         name, _, value = tokens.pop(0).partition("=")
         field = ENV_SETTINGS.get(name)
         if field is None:
             ignored.append(name)
-        elif value in ALL2ALL_BACKENDS:
-            found[field] = value
         else:
-            raise InputError(f"{name}={value!r}: kvplan prices the token exchanges "
-                             f"{', '.join(ALL2ALL_BACKENDS)}")
+            found[field] = _env_value(name, value)
+
+
+def _env_value(name: str, value: str) -> str:
+    from kvplan.errors import InputError
+    from kvplan.specs.serving import ALL2ALL_BACKENDS
+
+    if name == "VLLM_MXFP4_USE_MARLIN":
+        if value.strip().lower() in ("1", "true", "0", "false"):
+            return "marlin" if value.strip().lower() in ("1", "true") else "auto"
+        raise InputError(f"{name}={value!r}: vLLM reads 1 or 0 (Marlin MXFP4 MoE on or off)")
+    if value in ALL2ALL_BACKENDS:
+        return value
+    raise InputError(f"{name}={value!r}: kvplan prices the token exchanges "
+                     f"{', '.join(ALL2ALL_BACKENDS)}")
 
 
 def _check_serve_model(tokens: list[str]) -> None:

@@ -56,13 +56,15 @@ def vllm_serve_env(d: Deployment) -> list[str]:
     An environment variable, not a flag: vLLM 0.11 (the bundled option table) reads only
     ``VLLM_ALL2ALL_BACKEND``; newer vLLM adds ``--all2all-backend`` and still reads the
     variable. kvplan's ``deepep`` (its earlier name for the low-latency pricing) is written
-    as vLLM's ``deepep_low_latency``.
+    as vLLM's ``deepep_low_latency``. Marlin MXFP4 experts: ``VLLM_MXFP4_USE_MARLIN=1``.
     """
     e = d.engine
+    marlin = (["VLLM_MXFP4_USE_MARLIN=1"] if e.mxfp4_moe_backend == "marlin"
+              and d.model.moe is not None and d.model.quantization == "mxfp4" else [])
     if d.model.moe is None or e.data_parallel_size < 2:
-        return []
+        return marlin
     backend = "deepep_low_latency" if e.all2all_backend == "deepep" else e.all2all_backend
-    return [f"VLLM_ALL2ALL_BACKEND={backend}"]
+    return [f"VLLM_ALL2ALL_BACKEND={backend}", *marlin]
 
 
 def vllm_serve_argv(d: Deployment, model_id: str | None = None,

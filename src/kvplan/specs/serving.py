@@ -16,6 +16,8 @@ ALL2ALL_BACKENDS = ("allgather_reducescatter", "deepep_high_throughput", "deepep
 (high-throughput) kernels send a token once per GPU and node holding its experts, the
 low-latency ones once per (token, expert); ``deepep`` is kvplan's earlier name for the
 low-latency pricing."""
+MXFP4_MOE_BACKENDS = ("auto", "marlin")
+"""MXFP4 MoE kernels kvplan prices (``kvplan.costs.kernels.moe``)."""
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 """``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
 
@@ -69,6 +71,10 @@ class EngineConfig:
     """vLLM --dbo-decode-token-threshold: decode-only steps of more tokens are micro-batched."""
     dbo_prefill_token_threshold: int = 512
     """vLLM --dbo-prefill-token-threshold: steps with a prefill of more tokens are."""
+    mxfp4_moe_backend: str = "auto"
+    """MXFP4 experts' MoE kernel (gpt-oss): auto (the measured tables' vLLM default: Triton
+    on Hopper) or marlin (vLLM before 0.12 on Hopper, where ``triton_kernels`` was not a
+    dependency, or ``VLLM_MXFP4_USE_MARLIN=1``); prices step time only."""
 
     def __post_init__(self) -> None:
         check_engine_bounds(self)  # first: its messages name the vLLM flag
@@ -83,6 +89,9 @@ class EngineConfig:
         if self.all2all_backend not in ALL2ALL_BACKENDS:
             raise InputError(f"--all2all-backend {self.all2all_backend!r}: choose one of "
                              f"{', '.join(ALL2ALL_BACKENDS)}")
+        if self.mxfp4_moe_backend not in MXFP4_MOE_BACKENDS:
+            raise InputError(f"--mxfp4-moe-backend {self.mxfp4_moe_backend!r}: choose one of "
+                             f"{', '.join(MXFP4_MOE_BACKENDS)}")
         if self.expert_imbalance is not None and not 1.0 <= self.expert_imbalance <= 64.0:
             raise InputError("--expert-imbalance is the busiest GPU's load over the mean: "
                              f"a number in [1, 64], got {self.expert_imbalance}")

@@ -33,6 +33,7 @@ from kvplan.errors import InputError
 from kvplan.specs.requests.traces import load_trace
 from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload
 from kvplan.specs.serving import EngineConfig
+from kvplan.specs.vllm_releases import mxfp4_moe_backend
 
 FIT_KEYS = {"ttft": ("mean_ttft_ms", "ttft_s", 1e-3), "tpot": ("mean_tpot_ms", "tpot_s", 1e-3),
             "throughput": ("output_throughput_tok_s", "output_throughput_tok_s", 1.0),
@@ -100,7 +101,9 @@ def _engine(p: Mapping[str, Any]) -> EngineConfig:
                         max_model_len=args.get("max_model_len"),
                         max_num_seqs=args.get("max_num_seqs"),
                         max_num_batched_tokens=args.get("max_num_batched_tokens"),
-                        async_scheduling=bool(args.get("async_scheduling", False)))
+                        async_scheduling=bool(args.get("async_scheduling", False)),
+                        mxfp4_moe_backend=mxfp4_moe_backend(
+                            str(p.get("engine", "")), p.get("engine_version"), str(p["gpu"])))
 
 
 def _measured(p: Mapping[str, Any]) -> dict[str, float]:

@@ -38,6 +38,7 @@ _OWN: dict[str, tuple[str, Kind]] = {
     "--save-detailed": ("save_detailed", FLAG), "--plot": ("plot", Path),
     "--json": ("as_json", FLAG), "--all2all-backend": ("all2all_backend", str),
     "--expert-imbalance": ("expert_imbalance", float),
+    "--mxfp4-moe-backend": ("mxfp4_moe_backend", str),
 }
 
 

@@ -38,7 +38,8 @@ def run_simulate(given: dict[str, Any]) -> None:
     from kvplan.specs.requests.workload import WorkloadArgs
 
     settings = {**engine_settings(given), **{
-        k: given[k] for k in ("all2all_backend", "expert_imbalance") if given[k] is not None}}
+        k: given[k] for k in ("all2all_backend", "expert_imbalance", "mxfp4_moe_backend")
+        if given[k] is not None}}
     wargs = WorkloadArgs(**{k: given[k] for k in WORKLOAD_FIELDS})
     save_result, plot = given["save_result"], given["plot"]
     _check_detailed(given["save_detailed"], save_result)

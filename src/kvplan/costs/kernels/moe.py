@@ -3,7 +3,7 @@ model shape, dtype and tensor/expert parallelism: vLLM's fused-MoE kernels, bala
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +21,13 @@ from kvplan.costs.kernels.work import (
 )
 from kvplan.errors import UnknownNameError
 
-MOE_DTYPES = ("bfloat16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "int4_wo")
+MOE_DTYPES = ("bfloat16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "w4a16_mxfp4_marlin",
+              "int4_wo")
+MARLIN = "w4a16_mxfp4_marlin"
+"""vLLM's Marlin MXFP4 MoE (weights dequantised to bf16 in registers, Ampere-style mma): what
+vLLM before 0.12 ran on Hopper unless ``triton_kernels`` was installed by hand (vLLM PRs
+#27370, #28788 made it a dependency). Measured on H100 / H200 (vLLM 0.24, Kimi-K3's shape);
+elsewhere the GPU's own w4a16 MXFP4 kernel prices it."""
 _ALIASES = {"bf16": "bfloat16", "float16": "bfloat16", "fp16": "bfloat16", "mxfp4":
             "w4a16_mxfp4", "fp4": "nvfp4"}
 _KEYS = ("hidden", "inter", "topk", "experts", "tp", "ep")
@@ -80,6 +86,11 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
     """(the table's time, the dtype word it was read at) of ``moe``'s arguments."""
     table = require(gpu, "moe")
     wanted = _ALIASES.get(dtype.lower(), dtype.lower())
+    if wanted == MARLIN and table.code("dtype", MARLIN) not in set(table.column("dtype").tolist()):
+        got, word = _moe(gpu, tokens, "w4a16_mxfp4", hidden=hidden, inter=inter,
+                         num_experts=num_experts, topk=topk, tp=tp, ep=ep)
+        note = f"Marlin MXFP4 MoE not measured on {table.gpu}: its default w4a16 kernel"
+        return replace(got, notes=(*got.notes, note)), word
     word, notes = _dtype(table, dtype)
     if word != wanted and wanted in wo.WEIGHT_ONLY and resolve_gpu(gpu) != wo.DONOR:
         return _weight_only(gpu, tokens, wanted, hidden=hidden, inter=inter,
@@ -145,15 +156,24 @@ def _dtype(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:
     return "bfloat16", (f"{why}: priced as bfloat16",)
 
 
+EP_WEIGHT = 2.0
+"""Log-distance weight of a different EP degree. An EP slice runs its local experts but
+permutes every token (vLLM's EP-local map): on H100's Marlin rows an EP-32 slice reaches 86
+TFLOP/s where EP 1 reaches 230 at the same tokens per expert, so a slice of another EP
+degree is a different kernel's work, not the same work on fewer experts."""
+
+
 def _nearest(table: Table, word: str, want: MoeShape) -> tuple[int, MoeShape]:
-    """The measured slice of this dtype closest in the local shape (log distance)."""
+    """The measured slice of this dtype closest in the local shape (log distance; a slice of
+    the same EP degree first)."""
     rows = np.flatnonzero(table.column("dtype") == table.code("dtype", word))
     cols = {k: table.column(k)[rows].astype(np.float64) for k in _KEYS}
     cost = (np.abs(np.log(cols["hidden"] / want.hidden))
             + np.abs(np.log(cols["inter"] / cols["tp"] / (want.inter / want.tp)))
             + np.abs(np.log(cols["experts"] / cols["ep"] / (want.experts / want.ep)))
             + np.abs(np.log(cols["topk"] / want.topk))
-            + 0.01 * (np.abs(np.log(cols["tp"] / want.tp)) + np.abs(np.log(cols["ep"] / want.ep))))
+            + 0.01 * np.abs(np.log(cols["tp"] / want.tp))
+            + EP_WEIGHT * np.abs(np.log(cols["ep"] / want.ep)))
     best = int(np.argmin(cost))
     ref = MoeShape(*(int(cols[k][best]) for k in _KEYS))
     return int(rows[best]), ref

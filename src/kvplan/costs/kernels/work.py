@@ -17,6 +17,7 @@ BYTES_PER_ELEMENT = {
     "nvfp4": 0.5,
     "int4_wo": 0.5,
     "w4a16_mxfp4": 0.5,
+    "w4a16_mxfp4_marlin": 0.5,
     "w4a8_mxfp4_mxfp8": 0.5,
 }
 """Bytes per stored element of a weight / KV dtype as the tables name them (scales ignored)."""
@@ -29,6 +30,7 @@ TENSOR_RATE = {
     "nvfp4": "fp4",
     "int4_wo": "bfloat16",
     "w4a16_mxfp4": "bfloat16",
+    "w4a16_mxfp4_marlin": "bfloat16",
     "w4a8_mxfp4_mxfp8": "fp8",
 }
 """Which datasheet tensor rate a dtype's math runs at (weight-only formats compute in bf16)."""

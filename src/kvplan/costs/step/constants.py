@@ -91,7 +91,7 @@ def step_constants(model: ModelSpec, engine: EngineConfig,
     key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
            engine.data_parallel_size, engine.enable_expert_parallel,
            engine.kv_cache_dtype, engine.dtype, engine.quantization,
-           engine.mamba_cache_dtype, engine.mamba_ssm_cache_dtype)
+           engine.mamba_cache_dtype, engine.mamba_ssm_cache_dtype, engine.mxfp4_moe_backend)
     return _MEMO.get(key, lambda: _step_constants(model, engine, resolved))
 
 

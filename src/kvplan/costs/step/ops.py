@@ -107,7 +107,7 @@ def stage_ops(model: ModelSpec, engine: EngineConfig,
     from kvplan.costs.step.cudagraph import max_capture_tokens
 
     key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
-           engine.quantization, max_capture_tokens(engine))
+           engine.quantization, engine.mxfp4_moe_backend, max_capture_tokens(engine))
     return _MEMO.get(key, lambda: _stage_ops(model, engine, resolved))
 
 
@@ -198,12 +198,15 @@ def _moe_op(model: ModelSpec, engine: EngineConfig, stage: range,
 def expert_dtype(model: ModelSpec, engine: EngineConfig,
                  resolved: ResolvedDeployment | None = None) -> str | None:
     """The MoE kernel family of experts stored apart from the rest: MXFP4 experts (gpt-oss)
-    run vLLM's weight-only MXFP4 MoE kernels (16-bit activations); None otherwise."""
+    run vLLM's weight-only MXFP4 MoE kernels (16-bit activations; Triton, or Marlin under
+    ``mxfp4_moe_backend='marlin'``); None otherwise."""
     from kvplan.costs.memory.weight_formats import resolve_format
 
     fmt = (resolve_format(engine.quantization, model.quantization, model.weight_block_size)
            if resolved is None else resolved.weight_format)
-    return "w4a16_mxfp4" if fmt is not None and fmt.name == "mxfp4" else None
+    if fmt is None or fmt.name != "mxfp4":
+        return None
+    return "w4a16_mxfp4_marlin" if engine.mxfp4_moe_backend == "marlin" else "w4a16_mxfp4"
 
 
 def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp, ...]:
