@@ -187,8 +187,8 @@ def _show_latency(model: str, gpu: str, r: LatencyResult, prof: Profile,
     if r.decode is not None:
         console.print(explain("decode", r.decode))
     console.print(f"profile {prof.gpu}/{prof.precision}: step overhead "
-                  f"{prof.step_overhead_s * 1e3:.2f} ms, prefill overhead "
-                  f"{prof.prefill_overhead_s * 1e3:.2f} ms, per layer "
+                  f"{fmt_seconds(prof.step_overhead_s)}, prefill overhead "
+                  f"{fmt_seconds(prof.prefill_overhead_s)}, per layer "
                   f"{prof.layer_overhead_s * 1e6:.1f} us (+{prof.moe_layer_overhead_s * 1e6:.1f}"
                   f" us MoE), per request {prof.request_overhead_s * 1e6:.1f} us, all-reduce "
                   f"latency {prof.allreduce_latency_s * 1e6:.1f} us")

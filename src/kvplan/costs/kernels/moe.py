@@ -86,7 +86,7 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
     """(the table's time, the dtype word it was read at) of ``moe``'s arguments."""
     table = require(gpu, "moe")
     wanted = _ALIASES.get(dtype.lower(), dtype.lower())
-    if wanted == MARLIN and table.code("dtype", MARLIN) not in set(table.column("dtype").tolist()):
+    if wanted == MARLIN and not has_dtype(gpu, MARLIN):
         got, word = _moe(gpu, tokens, "w4a16_mxfp4", hidden=hidden, inter=inter,
                          num_experts=num_experts, topk=topk, tp=tp, ep=ep)
         note = f"Marlin MXFP4 MoE not measured on {table.gpu}: its default w4a16 kernel"
@@ -119,6 +119,12 @@ def _weight_only(gpu: str, tokens: npt.ArrayLike, word: str, **shape: int) -> Op
     return wo.priced_by_ratio(moe(gpu, count, dtype="bfloat16", **shape),
                               moe(wo.DONOR, at, dtype=word, **shape),
                               moe(wo.DONOR, at, dtype="bfloat16", **shape), word, gpu)
+
+
+def has_dtype(gpu: str, dtype: str) -> bool:
+    """Whether the GPU's MoE table measured this dtype word."""
+    table = require(gpu, "moe")
+    return table.code("dtype", dtype) in set(table.column("dtype").tolist())
 
 
 def moe_s(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts: int,

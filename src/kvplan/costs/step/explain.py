@@ -49,6 +49,7 @@ def kernel_basis(timer: StepCostModel) -> str:
         if _fp8_moe_capped(timer):
             line += ("; its per-tensor fp8 experts are capped at its block-fp8 / bf16 experts "
                      "where those are faster")
+        line += _marlin_note(timer, src.gpu)
         mla = timer.ops is not None and any(a.kind == "mla" for a in timer.ops.attention)
         if mla and (donor := kn.mla_donor(ms.gpu)) is not None:
             line += (f"; no MLA table on {ms.gpu}: its MLA blocks are {donor}'s x the two "
@@ -59,6 +60,18 @@ def kernel_basis(timer: StepCostModel) -> str:
                 f"{timer.profile.compute_eff:.0%}, bandwidth {timer.profile.bandwidth_eff:.0%} "
                 f"of peak: the rates of {timer.donor}'s measured kernels{_own_cap(timer)}")
     return "roofline under the profile's efficiencies"
+
+
+def _marlin_note(timer: StepCostModel, gpu: str) -> str:
+    """``--mxfp4-moe-backend marlin``: where the experts' Marlin time comes from."""
+    from kvplan.costs.kernels.moe import MARLIN, has_dtype
+
+    if timer.ops is None or timer.ops.moe is None or timer.ops.moe.dtype != MARLIN:
+        return ""
+    if not has_dtype(gpu, MARLIN):
+        return f"; MXFP4 experts on Marlin: not measured on {gpu}, its default w4a16 kernel"
+    return ("; MXFP4 experts on Marlin (vLLM < 0.12 on Hopper): the measured Marlin rows "
+            "(Kimi-K3's shape) scaled to the model's")
 
 
 def _own_cap(timer: StepCostModel) -> str:
