@@ -10,7 +10,7 @@ import typer
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import check_plot, console, print_json, write_chart
-from kvplan.cli.pasted import parse_vllm_command, warn_ignored
+from kvplan.cli.pasted import is_pasted_start, parse_vllm_command, warn_ignored
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.report.json_views import plan_json
 
@@ -114,7 +114,13 @@ def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], lis
     """Model and settings from the positional model or a pasted command; kvplan flags win."""
     if len(args) == 1:
         return {"model": args[0], **flags}, []
-    pasted, ignored = parse_vllm_command(args)
+    if not is_pasted_start(args[0]):  # MODEL -- vllm serve MODEL ...: one model, both read
+        pasted, ignored = parse_vllm_command(args[1:])
+        if pasted.setdefault("model", args[0]) != args[0]:
+            raise InputError(f"MODEL {args[0]} and the pasted line's {pasted['model']} differ: "
+                             "give one of them")
+    else:
+        pasted, ignored = parse_vllm_command(args)
     for line in warn_ignored(ignored):
         print(line, file=sys.stderr)
     if "model" not in pasted:

@@ -47,6 +47,12 @@ _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 _PREFIX = ("vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server")
 
 
+def is_pasted_start(token: str) -> bool:
+    """Whether a command line starts here: an environment assignment or ``vllm`` /
+    ``python -m ...`` (else the word is a MODEL given before the pasted line)."""
+    return bool(_ENV.fullmatch(token)) or token in _PREFIX or token.startswith("-")
+
+
 def _split_flag(token: str) -> tuple[str, str | None]:
     flag, eq, value = token.partition("=")
     return flag.replace("_", "-") if flag.startswith("--") else flag, (value if eq else None)
