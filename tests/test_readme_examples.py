@@ -43,10 +43,9 @@ def test_report_example_is_a_rate_not_a_burst_and_its_figures_hold() -> None:
     assert r.code == 0, r.err
     data = r.json()
     assert data["preemptions"] == 0 and not data["overload"]["overloaded"]
-    # measured at this commit (kernels from the measured tables; profile refitted a fifth
-    # time on the 141-point set of 2026-12-06, gpt-oss on vLLM < 0.12 priced on Marlin: API
-    # path 42.54 ms + 9.0 ms admission, step 14.65 us, 46.1 us per layer): 99.11 and
-    # 171.08 ms; 5 %
+    # measured at this commit (kernels from the measured tables; profile refitted a sixth
+    # time on the 141-point set of 2026-12-06, per-layer gaps per engine: vLLM's API path
+    # 42.67 ms + 9.0 ms admission, step 0.905 ms, 12.3 us per layer): 98.56 and 165.85 ms; 5 %
     # leaves room for model refinements
     assert abs(data["median_ttft_ms"] / int(cited.group(2)) - 1) < 0.05
     assert abs(data["p99_ttft_ms"] / int(cited.group(3)) - 1) < 0.05

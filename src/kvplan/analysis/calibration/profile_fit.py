@@ -1,8 +1,9 @@
 """Fit one profile set to calibration points of many GPUs and models at once.
 
-Shared by every GPU (they are properties of vLLM's code path, not of the chip): the fixed
-costs ``step_overhead_s``, ``prefill_overhead_s``, ``layer_overhead_s``,
-``moe_layer_overhead_s``, ``allreduce_latency_s`` and ``request_overhead_s``. Nothing is
+Shared by every GPU (they are properties of an engine's code path, not of the chip): the
+fixed costs ``step_overhead_s``, ``prefill_overhead_s``, ``layer_overhead_s`` and
+``request_overhead_s`` per engine, ``moe_layer_overhead_s`` and ``allreduce_latency_s`` by
+all engines. Nothing is
 fitted per GPU: kernels are priced from the GPU's measured tables (``kvplan.costs.kernels``),
 and a GPU without tables takes the achieved rates of its nearest measured generation. The
 loss is the mean over
@@ -22,11 +23,15 @@ from kvplan.analysis.calibration.public_set import CalPoint
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.profiles import ProfileSet
 
-SHARED = ("layer_overhead_s", "moe_layer_overhead_s", "allreduce_latency_s")
-PER_ENGINE = ("step_overhead_s", "prefill_overhead_s", "request_overhead_s", "api_request_s",
-              "api_prompt_token_s", "api_admission_s")
+SHARED = ("moe_layer_overhead_s", "allreduce_latency_s")
+PER_ENGINE = ("step_overhead_s", "prefill_overhead_s", "request_overhead_s", "layer_overhead_s",
+              "api_request_s", "api_prompt_token_s", "api_admission_s")
 """Host-side costs (scheduler, input preparation, sampling) belong to the engine's code:
-TensorRT-LLM's C++ runtime and SGLang pay other amounts than vLLM. The bundled profile
+TensorRT-LLM's C++ runtime and SGLang pay other amounts than vLLM. So do the gaps between a
+layer's kernels (``layer_overhead_s``): shared, it charged TensorRT-LLM's C++ runtime vLLM's
+per-layer gaps (46 us, 1.5 ms on an 8B step); per engine, held out, dense TTFT 28.3 -> 23.7%,
+MoE TPOT 18.8 -> 15.9% and offline max throughput 15.5 -> 12.5% (docs/formulas-latency.md,
+"Sixth refit"). The bundled profile
 carries vLLM's; the other engines' points still inform the GPU rates and kernel costs.
 The API server's path (``api_*``) is fitted only for engines with served points (a static
 batch - TensorRT-LLM's tables, ``vllm bench latency`` - has none); it is 0 elsewhere."""
