@@ -26,8 +26,8 @@ MOE_DTYPES = ("bfloat16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "w4a16_mxf
 MARLIN = "w4a16_mxfp4_marlin"
 """vLLM's Marlin MXFP4 MoE (weights dequantised to bf16 in registers, Ampere-style mma): what
 vLLM before 0.12 ran on Hopper unless ``triton_kernels`` was installed by hand (vLLM PRs
-#27370, #28788 made it a dependency). Measured on H100 / H200 (vLLM 0.24, Kimi-K3's shape);
-elsewhere the GPU's own w4a16 MXFP4 kernel prices it."""
+#27370, #28788 made it a dependency). Measured on H100, H200, B200 and GB200 (vLLM 0.24,
+Kimi-K3's shape); elsewhere the GPU's own w4a16 MXFP4 kernel prices it."""
 _ALIASES = {"bf16": "bfloat16", "float16": "bfloat16", "fp16": "bfloat16", "mxfp4":
             "w4a16_mxfp4", "fp4": "nvfp4"}
 _KEYS = ("hidden", "inter", "topk", "experts", "tp", "ep")

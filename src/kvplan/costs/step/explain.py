@@ -70,8 +70,8 @@ def _marlin_note(timer: StepCostModel, gpu: str) -> str:
         return ""
     if not has_dtype(gpu, MARLIN):
         return f"; MXFP4 experts on Marlin: not measured on {gpu}, its default w4a16 kernel"
-    return ("; MXFP4 experts on Marlin (vLLM < 0.12 on Hopper): the measured Marlin rows "
-            "(Kimi-K3's shape) scaled to the model's")
+    return ("; MXFP4 experts on Marlin (as vLLM < 0.12 ran them on Hopper): the measured "
+            "Marlin rows (Kimi-K3's shape) scaled to the model's")
 
 
 def _own_cap(timer: StepCostModel) -> str:
