@@ -112,8 +112,9 @@ def _env_value(name: str, value: str) -> str:
     from kvplan.specs.serving import ALL2ALL_BACKENDS
 
     if name == "VLLM_MXFP4_USE_MARLIN":
-        if value.strip().lower() in ("1", "true", "0", "false"):
-            return "marlin" if value.strip().lower() in ("1", "true") else "auto"
+        word = value.strip().lower()
+        if word in ("1", "true", "0", "false"):
+            return "marlin" if word in ("1", "true") else "auto"
         raise InputError(f"{name}={value!r}: vLLM reads 1 or 0 (Marlin MXFP4 MoE on or off)")
     if value in ALL2ALL_BACKENDS:
         return value

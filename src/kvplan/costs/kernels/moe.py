@@ -123,8 +123,11 @@ def _weight_only(gpu: str, tokens: npt.ArrayLike, word: str, **shape: int) -> Op
 
 def has_dtype(gpu: str, dtype: str) -> bool:
     """Whether the GPU's MoE table measured this dtype word."""
-    table = require(gpu, "moe")
-    return table.code("dtype", dtype) in set(table.column("dtype").tolist())
+    return _measured(require(gpu, "moe"), dtype)
+
+
+def _measured(table: Table, word: str) -> bool:
+    return table.code("dtype", word) in set(table.column("dtype").tolist())
 
 
 def moe_s(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts: int,
@@ -154,7 +157,7 @@ def _dtype(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:
     if want not in MOE_DTYPES:
         raise UnknownNameError(f"unknown MoE dtype {dtype!r}: choose one of "
                                f"{', '.join(MOE_DTYPES)}")
-    if table.code("dtype", want) in set(table.column("dtype").tolist()):
+    if _measured(table, want):
         return want, ()
     rate = {"nvfp4": "fp4", "fp8": "fp8", "fp8_block": "fp8"}.get(want)
     why = (f"{table.gpu} has no {rate} tensor cores" if rate and not peaks(table.gpu).get(rate)

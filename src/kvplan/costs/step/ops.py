@@ -200,13 +200,14 @@ def expert_dtype(model: ModelSpec, engine: EngineConfig,
     """The MoE kernel family of experts stored apart from the rest: MXFP4 experts (gpt-oss)
     run vLLM's weight-only MXFP4 MoE kernels (16-bit activations; Triton, or Marlin under
     ``mxfp4_moe_backend='marlin'``); None otherwise."""
+    from kvplan.costs.kernels.moe import MARLIN
     from kvplan.costs.memory.weight_formats import resolve_format
 
     fmt = (resolve_format(engine.quantization, model.quantization, model.weight_block_size)
            if resolved is None else resolved.weight_format)
     if fmt is None or fmt.name != "mxfp4":
         return None
-    return "w4a16_mxfp4_marlin" if engine.mxfp4_moe_backend == "marlin" else "w4a16_mxfp4"
+    return MARLIN if engine.mxfp4_moe_backend == "marlin" else "w4a16_mxfp4"
 
 
 def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp, ...]:

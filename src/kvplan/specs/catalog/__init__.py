@@ -11,6 +11,7 @@ from pathlib import Path
 from kvplan.errors import UnknownNameError
 from kvplan.notes import note  # for the user: the CLI prints them on stderr as "note: ..."
 from kvplan.specs.catalog.derived import find_derived, with_quantization
+from kvplan.specs.catalog.ids import lookup
 from kvplan.specs.hf_config import load_config_file, parse_config
 from kvplan.specs.model import ModelSpec
 
@@ -46,12 +47,7 @@ def catalog() -> dict[str, CatalogEntry]:
 
 def find_entry(name: str) -> CatalogEntry | None:
     """Look a name up case-insensitively: 'org/name', 'org--name' or just 'name'."""
-    key = name.strip().lower().replace("--", "/", 1)
-    entries = catalog()
-    if key in entries:
-        return entries[key]
-    matches = [e for k, e in entries.items() if k.split("/", 1)[-1] == key]
-    return matches[0] if len(matches) == 1 else None
+    return lookup(name, catalog())
 
 
 def variant_key(hf_id: str) -> str:

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvplan.specs.catalog.ids import lookup
+
 QWEN_FP8: Mapping[str, Any] = {
     "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
     "weight_block_size": [128, 128]}
@@ -61,11 +63,7 @@ def listed() -> tuple[Derived, ...]:
 def find_derived(name: str) -> Derived | None:
     """The entry for a published id (case-insensitive, 'org/name' or 'org--name'; the org may
     be left out when the name is unique), as ``catalog.find_entry`` reads catalog ids."""
-    key = name.strip().lower().replace("--", "/", 1)
-    if key in _BY_KEY or "/" in key:
-        return _BY_KEY.get(key)
-    hits = [d for k, d in _BY_KEY.items() if k.split("/", 1)[1] == key]
-    return hits[0] if len(hits) == 1 else None
+    return lookup(name, _BY_KEY)
 
 
 def with_quantization(raw: Mapping[str, Any], derived: Derived) -> dict[str, Any]:
