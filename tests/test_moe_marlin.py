@@ -34,6 +34,9 @@ MARLIN = "w4a16_mxfp4_marlin"
     ("vLLM", "v0.12.0", H100, "auto"),   # triton_kernels shipped (vLLM PR #28788)
     ("vLLM", "v0.15.1 (server.log banner)", "H200-SXM-141GB", "auto"),
     ("vLLM", "v0.11.0", "A100-80GB-SXM", "auto"),   # Ampere always ran Marlin: its own rule
+    ("vLLM", "v0.11.0", "H800-SXM-80GB", "marlin"),   # Hopper by its catalog arch
+    ("vLLM", "v0.11.0", "B200-SXM-180GB", "auto"),
+    ("vLLM", "v0.11.0", "my-own-gpu", "auto"),   # not in the catalog: no arch to read
     ("SGLang", "v0.5.4", H100, "auto"),
     ("vLLM", "main at the PR's base (Aug 2025; not printed)", H100, "auto"),
 ])

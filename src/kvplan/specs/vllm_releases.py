@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import re
 
-HOPPER = ("H100-SXM-80GB", "H100-PCIe-80GB", "H800-SXM-80GB", "H200-SXM-141GB")
-"""Catalog GPUs of compute capability 9.0."""
 TRITON_KERNELS_SHIPPED = (0, 12)
 """The first vLLM release whose install carries ``triton_kernels`` (PR #28788)."""
 _RELEASE = re.compile(r"v?(\d+)\.(\d+)")
@@ -29,9 +27,16 @@ def release(text: str | None) -> tuple[int, int] | None:
 
 
 def mxfp4_moe_backend(engine: str, version: str | None, gpu: str) -> str:
-    """'marlin' where that vLLM release ran gpt-oss's MXFP4 experts with Marlin (Hopper,
-    before 0.12), else 'auto' (the measured tables' kernel)."""
+    """'marlin' where that vLLM release ran gpt-oss's MXFP4 experts with Marlin (a Hopper GPU
+    by its catalog ``arch``, before 0.12), else 'auto' (the measured tables' kernel)."""
     seen = release(version)
     old = seen is not None and seen < TRITON_KERNELS_SHIPPED
     is_vllm = engine.strip().lower() == "vllm"
-    return "marlin" if is_vllm and old and gpu in HOPPER else "auto"
+    return "marlin" if is_vllm and old and _is_hopper(gpu) else "auto"
+
+
+def _is_hopper(gpu: str) -> bool:
+    from kvplan.specs.hardware import gpu_catalog
+
+    spec = gpu_catalog().get(gpu.lower())
+    return spec is not None and spec.arch.lower().startswith("hopper")
