@@ -175,9 +175,9 @@ def _apache_text() -> Path:
 DROPPED = [
     "SGLang and TensorRT-LLM tables wherever a vLLM table of the family exists",
     "older vLLM versions of a family (the newest is kept)",
-    "encoder_attention, linear_attention (GDN, Mamba2), kda, mhc, msa, sparse_attention (DSA, "
-    "DeepSeek-V4), quantize, mla_bmm, wideep_*, moe_a2a, dsv4_megamoe: not priced by "
-    "kvplan's step model yet",
+    "encoder_attention, linear_attention's mamba2_perf (TensorRT-LLM only), kda, mhc, msa, "
+    "sparse_attention (DSA, DeepSeek-V4), quantize, mla_bmm, wideep_*, moe_a2a, dsv4_megamoe: "
+    "not priced by kvplan's step model yet",
     "MoE rows with power-law routing where balanced rows exist (the step model prices the "
     "expected distinct experts itself)",
     "NCCL int8 rows; attention rows with attn_dtype other than bfloat16 or beam_width > 1",

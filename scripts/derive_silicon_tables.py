@@ -97,6 +97,22 @@ def _nccl(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     return f, {"kernels": ["NCCL"], "nccl_version_is_the_table_version": True}
 
 
+GDN_KEYS = ("num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim")
+
+
+def _gdn(frame: pd.DataFrame, phase: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """One Gated DeltaNet layer's kernels of a phase summed per measured case (context:
+    causal_conv1d_fn + the chunked delta rule; generation: causal_conv1d_update + the
+    recurrent delta rule); cases of several models at one head shape: the fastest."""
+    f = frame[frame["phase"] == phase]
+    by = ["model_name", *GDN_KEYS, "batch_size", "seq_len"]
+    summed = f.groupby(by, as_index=False)["latency"].sum()
+    summed = summed.rename(columns={"batch_size": "batch"})
+    return summed, {"kernels": sorted(map(str, f["kernel_source"].unique())),
+                    "models": sorted(map(str, f["model_name"].unique())),
+                    "latency": "sum of the phase's kernels per case"}
+
+
 def _peak(peaks: dict[str, Any], dtype: str) -> float:
     rate = work.TENSOR_RATE.get(dtype, "bfloat16")
     return float(peaks.get(rate) or peaks["bfloat16"])
@@ -155,6 +171,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("moe", "moe", "moe_perf.parquet",
            ("dtype", "hidden", "inter", "topk", "experts", "tp", "ep"), ("tokens",), (1.0,),
            _moe, _moe_floor),
+    Family("gdn_ctx", "linear_attention", "gdn_perf.parquet", GDN_KEYS, ("batch", "seq_len"),
+           (1.0, 1.0), lambda f: _gdn(f, "context")),
+    Family("gdn_gen", "linear_attention", "gdn_perf.parquet", GDN_KEYS, ("batch",), (1.0,),
+           lambda f: _gdn(f, "generation")),
     Family("allreduce", "comm", "custom_allreduce_perf.parquet", ("mode", "num_gpus"),
            ("bytes",), (1.0,), _allreduce, _comm_floor),
     Family("nccl", "comm", "nccl_perf.parquet", ("op", "num_gpus"), ("bytes",), (1.0,),

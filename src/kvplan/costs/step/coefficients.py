@@ -120,17 +120,24 @@ def measured_coefficients(k: StepConstants, prof: Profile, ms: MeasuredStep,
     mla = bool(k.mla_prefill_pair_delta or k.mla_context_flops_per_token)
     per_step = (full.per_step_s if full else zero) + (slide.per_step_s if slide else zero)
     per_req = (full.per_request_s if full else zero) + (slide.per_request_s if slide else zero)
+    state_tok = k.state_flops_per_token / ms.compute_flops_per_s
+    state_req = 2.0 * k.state_bytes_per_request / bw
+    if ms.gdn is not None:  # the state layers are GDN, priced from their measured kernels
+        state_tok = ms.gdn.per_token_s
+        state_req = ms.gdn.per_request_s * (k.state_bytes_per_request
+                                            / ms.gdn.measured_state_bytes)
+        per_step = per_step + ms.gdn.per_step_s
     return _Coefficients(
         gemm_s=0.0, lm_s=ms.lm_per_request_s, weights_s=0.0, experts_s=0.0, expert_miss=1.0,
         act_s=0.0, attn_s=zero if mla or full is None else full.per_pair_s, mla=mla,
         mla_prefill_s=full.per_pair_s if mla and full else zero,
         mla_context_s=ms.mla_context_s,
         sliding_attn_s=slide.per_pair_s if slide else zero,
-        state_flops_s=k.state_flops_per_token / ms.compute_flops_per_s,
+        state_flops_s=state_tok,
         kv_read_s=full.per_context_s if full else zero,
         sliding_kv_read_s=slide.per_context_s if slide else zero,
         kv_write_s=(k.kv_bytes_per_token + k.sliding_kv_bytes_per_token) / bw,
-        state_bytes_s=2.0 * k.state_bytes_per_request / bw + per_req,
+        state_bytes_s=state_req + per_req,
         window=k.window if slide else 0, allreduces=k.allreduces, ring_s=0.0,
         p2p_s=k.allreduce_bytes_per_token / link, allreduce_latency_s=prof.allreduce_latency_s,
         pp=k.pp, overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,

@@ -49,7 +49,7 @@ def kernel_basis(timer: StepCostModel) -> str:
         if _fp8_moe_capped(timer):
             line += ("; its per-tensor fp8 experts are capped at its block-fp8 / bf16 experts "
                      "where those are faster")
-        line += _marlin_note(timer, src.gpu)
+        line += _marlin_note(timer, src.gpu) + _gdn_note(timer, src.gpu)
         mla = timer.ops is not None and any(a.kind == "mla" for a in timer.ops.attention)
         if mla and (donor := kn.mla_donor(ms.gpu)) is not None:
             line += (f"; no MLA table on {ms.gpu}: its MLA blocks are {donor}'s x the two "
@@ -72,6 +72,18 @@ def _marlin_note(timer: StepCostModel, gpu: str) -> str:
         return f"; MXFP4 experts on Marlin: not measured on {gpu}, its default w4a16 kernel"
     return ("; MXFP4 experts on Marlin (as vLLM < 0.12 ran them on Hopper): the measured "
             "Marlin rows (Kimi-K3's shape) scaled to the model's")
+
+
+def _gdn_note(timer: StepCostModel, gpu: str) -> str:
+    """Gated DeltaNet layers: from their measured kernels, or from FLOPs and bytes."""
+    op = timer.ops.gdn if timer.ops is not None else None
+    if op is None or timer.measured is None:
+        return ""
+    if timer.measured.gdn is None:
+        return (f"; no GDN table at {op.key_heads} key / {op.value_heads} value heads on "
+                f"{gpu}: its GDN layers priced as state FLOPs and bytes")
+    return ("; GDN layers from the measured GDN kernels (Qwen3.5's fp32 recurrent state: "
+            "decode scaled to this deployment's state bytes)")
 
 
 def _own_cap(timer: StepCostModel) -> str:

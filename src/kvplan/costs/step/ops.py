@@ -72,6 +72,18 @@ class AttentionOp:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GdnOp:
+    """Sequence mixing of ``count`` Gated DeltaNet layers (conv + delta rule), heads as one
+    GPU holds them; its projections are GEMMs (``state_in_proj``, ``state_out_proj``)."""
+
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StageOps:
     """Every op of one step on the fullest pipeline stage."""
 
@@ -94,6 +106,8 @@ class StageOps:
     overlap: DboOverlap | None = None
     """--enable-dbo: the exchange runs under the other micro-batch's compute
     (``kvplan.costs.step.parallel.overlap``)."""
+    gdn: GdnOp | None = None
+    """The stage's Gated DeltaNet layers (Qwen3-Next), priced from measured GDN kernels."""
 
 
 _MEMO: Memo[StageOps] = Memo(512)
@@ -133,7 +147,7 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
         moe=_moe_op(model, engine, stage, resolved), attention=_attention_ops(model, stage, tp),
         allreduces=2 * len(stage) if tp > 1 else 0,
         allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
-        cudagraph_max_tokens=max_capture_tokens(engine))
+        cudagraph_max_tokens=max_capture_tokens(engine), gdn=_gdn_op(model, stage, tp))
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int) -> list[GemmOp]:
@@ -208,6 +222,17 @@ def expert_dtype(model: ModelSpec, engine: EngineConfig,
     if fmt is None or fmt.name != "mxfp4":
         return None
     return MARLIN if engine.mxfp4_moe_backend == "marlin" else "w4a16_mxfp4"
+
+
+def _gdn_op(model: ModelSpec, stage: range, tp: int) -> GdnOp | None:
+    """The stage's GDN layers with their heads split by TP as vLLM splits them."""
+    la = model.linear_attention
+    count = sum(1 for i in stage if model.layer_kinds[i] == "linear_attention")
+    if la is None or not count:
+        return None
+    return GdnOp(key_heads=max(1, la.num_key_heads // tp),
+                 value_heads=max(1, la.num_value_heads // tp), key_dim=la.key_head_dim,
+                 value_dim=la.value_head_dim, count=count)
 
 
 def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp, ...]:

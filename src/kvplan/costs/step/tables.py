@@ -25,6 +25,7 @@ from kvplan.costs import kernels as kn
 from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.constants import experts_touched
 from kvplan.costs.step.cudagraph import padded_tokens
+from kvplan.costs.step.gdn_rates import GdnRates, gdn_rates
 from kvplan.costs.step.ops import AttentionOp, GemmOp, MoeOp, StageOps
 
 _DECODE_B = (1, 4, 16, 64, 256)
@@ -66,6 +67,9 @@ class MeasuredStep:
     """FLOP/s a measured large GEMM (8,192 cubed) reaches: prices recurrent-state math."""
     sources: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
+    gdn: GdnRates | None = None
+    """Gated DeltaNet layers from their measured kernels (None: none, or not measured at
+    their heads on this GPU: priced as recurrent-state FLOPs and bytes)."""
 
     @property
     def max_tokens(self) -> int:
@@ -89,7 +93,8 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
         full=full_r, sliding=slide_r,
         mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
         compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
-        sources=(kn.resolve_gpu(gpu),), notes=())
+        sources=(kn.resolve_gpu(gpu),), notes=(),
+        gdn=gdn_rates(gpu, ops.gdn, chunk) if ops.gdn is not None else None)
 
 
 @lru_cache(maxsize=128)

@@ -1,0 +1,79 @@
+"""A step's Gated DeltaNet layers priced from the measured GDN kernels (``kernels.gdn``), in
+the linear terms the simulator's aggregate step carries::
+
+    prefill, per layer   t = per_token * T            (T tokens of the step)
+    decode,  per layer   t = per_step + per_request * R   (R requests)
+
+``per_token``: the measured prefill of one chunk of the step's token budget cut into prompts
+of ``PREFILL_PROMPT`` tokens; ``per_step`` and ``per_request``: the least-squares line
+(relative error, each at least 0) through the measured decode at 1..1,024 requests.
+
+The tables measure Qwen3.5's layers, whose config keeps the recurrent state in fp32
+(``mamba_ssm_dtype``) and the conv state in bf16: ``measured_state_bytes``. The decode
+slope streams that state (H100, 8 key / 16 value heads, 1,024 requests: 1.07 MB read and
+written per request and layer in 745 us, 2.9 TB/s), so the step scales it by the
+deployment's own state bytes over those (``coefficients.measured_coefficients``).
+
+The chunked kernel's time is bound by the longest sequence as well as by the step's tokens
+(H100, Qwen3-Next at TP2, 8,192 tokens: 186 us per layer as 64 prompts of 128, 469 us as one
+prompt of 8,192): one long prompt's chunk costs up to 2.95x the rate priced here (159 us as 32 prompts of 256).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from kvplan.costs.step.ops import GdnOp
+
+PREFILL_PROMPT = 256
+"""Tokens per prompt the prefill rate is read at (vLLM's ShareGPT first turns: ~220)."""
+CONV_KERNEL_MEASURED = 4
+"""The tables' d_conv (every measured case)."""
+_DECODE_B = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GdnRates:
+    """Seconds of a stage's GDN layers, summed over them."""
+
+    per_token_s: float
+    per_request_s: float
+    """At the measured state (``measured_state_bytes``)."""
+    per_step_s: float
+    measured_state_bytes: int
+    """State bytes per request of these layers as measured: bf16 conv, fp32 recurrent."""
+
+
+@lru_cache(maxsize=64)
+def gdn_rates(gpu: str, op: GdnOp, chunk: int) -> GdnRates | None:
+    """``op``'s layers on ``gpu`` for steps of up to ``chunk`` tokens; None where the GPU has
+    no measured GDN table at these per-GPU heads (the step keeps its roofline)."""
+    from kvplan.costs.kernels.gdn import gdn_decode, gdn_prefill
+
+    shape = {"key_heads": op.key_heads, "value_heads": op.value_heads,
+             "key_dim": op.key_dim, "value_dim": op.value_dim}
+    length = min(PREFILL_PROMPT, max(chunk, 1))
+    seqs = max(1, chunk // length)
+    pre = gdn_prefill(gpu, seqs, length, **shape)
+    dec = gdn_decode(gpu, np.array(_DECODE_B, dtype=np.int64), **shape)
+    if pre is None or dec is None:
+        return None
+    per_token = float(pre.seconds) / (seqs * length)
+    floor, slope = _decode_line(dec.seconds)
+    n = op.count
+    conv = CONV_KERNEL_MEASURED - 1
+    conv_el = conv * (2 * op.key_heads * op.key_dim + op.value_heads * op.value_dim)
+    ssm_el = op.value_heads * op.key_dim * op.value_dim
+    return GdnRates(per_token_s=n * per_token, per_request_s=n * slope, per_step_s=n * floor,
+                    measured_state_bytes=n * (2 * conv_el + 4 * ssm_el))
+
+
+def _decode_line(t: np.ndarray) -> tuple[float, float]:
+    """(floor, per request) of t = floor + slope * B through the measured decode times."""
+    b = np.array(_DECODE_B, dtype=np.float64)
+    rows = np.stack([1.0 / t, b / t], axis=1)
+    coef = np.linalg.lstsq(rows, np.ones(len(b)), rcond=None)[0]
+    return max(0.0, float(coef[0])), max(0.0, float(coef[1]))

@@ -1,0 +1,123 @@
+"""Gated DeltaNet layers (Qwen3-Next) priced from aiconfigurator's measured vLLM 0.24 GDN
+kernels (``gdn_perf.parquet``, both kernels of a phase summed), with goldens read off the
+wheel by hand, and the physics the step keeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvplan.costs import kernels as kn
+from kvplan.costs.kernels.gdn import gdn_decode, gdn_prefill
+from kvplan.costs.kernels.tables import table
+from kvplan.costs.step.explain import kernel_basis
+from kvplan.costs.step.latency import RequestShape, request_latency
+from kvplan.costs.step.roofline import StepCostModel
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.serving import EngineConfig
+
+NEXT = "Qwen/Qwen3-Next-80B-A3B-Thinking"
+TP2 = {"key_heads": 8, "value_heads": 16, "key_dim": 128, "value_dim": 128}
+"""Qwen3-Next's GDN heads on one GPU at TP2 (16 key / 32 value heads of 128)."""
+
+
+def test_the_bundle_keeps_the_gdn_tables_with_their_provenance() -> None:
+    fams = kn.manifest()["families"]
+    assert fams["gdn_ctx"]["axes"] == ["batch", "seq_len"]
+    assert fams["gdn_gen"]["axes"] == ["batch"]
+    h100 = kn.manifest()["gpus"]["H100-SXM-80GB"]["tables"]["gdn_ctx"]
+    assert (h100["engine"], h100["version"]) == ("vllm", "0.24.0")
+    assert h100["file"].endswith("linear_attention/vllm/0.24.0/gdn_perf.parquet")
+    assert h100["kernels"] == ["causal_conv1d_fn", "chunk_gated_delta_rule_flashinfer"]
+    a100 = kn.manifest()["gpus"]["A100-80GB-SXM"]["tables"]["gdn_gen"]
+    assert (a100["engine"], a100["fallback_engine"]) == ("sglang", True)
+
+
+def test_decode_is_the_measured_pair_of_kernels() -> None:
+    """H100, 64 requests, 8 key / 16 value heads: three Qwen3.5 models share that per-GPU
+    shape; the fastest case is Qwen3.5-4B's, causal_conv1d_update 2.945 us +
+    fused_recurrent_gated_delta_rule_packed_decode 50.262 us = 53.207 us."""
+    t = gdn_decode("H100-SXM-80GB", 64, **TP2)
+    assert t is not None
+    assert float(t.seconds) == pytest.approx(53.207e-6, rel=1e-5)
+    assert int(t.status) == kn.Status.MEASURED
+
+
+def test_prefill_is_the_measured_pair_of_kernels() -> None:
+    """H100, 32 prompts of 256 tokens: Qwen3.5-9B's case, causal_conv1d_fn 64.189 us +
+    chunk_gated_delta_rule_flashinfer 94.902 us = 159.091 us; one prompt of 8,192 tokens
+    (the same tokens) takes about three times that: the chain along one sequence."""
+    many = gdn_prefill("H100-SXM-80GB", 32, 256, **TP2)
+    one = gdn_prefill("H100-SXM-80GB", 1, 8192, **TP2)
+    assert many is not None and one is not None
+    assert float(many.seconds) == pytest.approx(159.091e-6, rel=1e-5)
+    assert float(one.seconds) > 2.5 * float(many.seconds)
+
+
+def test_a_shape_the_tables_lack_is_not_guessed() -> None:
+    """A100's GDN rows (SGLang 0.5.10) hold only 16 key heads: TP2's 8 is not there."""
+    assert gdn_decode("A100-80GB-SXM", 8, **TP2) is None
+    assert gdn_prefill("A100-80GB-SXM", 1, 512, **TP2) is None
+
+
+def _timer(gpu: str, **engine: object) -> StepCostModel:
+    return StepCostModel(load_model(NEXT), load_gpu(gpu),
+                         EngineConfig(tensor_parallel_size=2, **engine))  # type: ignore[arg-type]
+
+
+def test_the_step_prices_its_gdn_layers_from_the_tables() -> None:
+    """36 GDN layers at TP2 on H100, steps of 8,192 tokens: prefill read at 32 prompts of 256
+    tokens, 36 x 159.091 us / 8,192 tokens per token. The decode slope is measured at
+    Qwen3.5's state (bf16 conv 3 x 4,096 x 2 B + fp32 recurrent 16 x 128 x 128 x 4 B =
+    1,073,152 B per layer) and scaled to Qwen3-Next's bf16 state (548,864 B per layer)."""
+    t = _timer("H100-SXM-80GB")
+    ms = t.measured
+    assert ms is not None and ms.gdn is not None
+    assert ms.gdn.per_token_s == pytest.approx(36 * 159.091e-6 / 8192, rel=1e-5)
+    assert ms.gdn.measured_state_bytes == 36 * 1_073_152
+    assert t.constants.state_bytes_per_request == 36 * 548_864
+    assert t._co.state_flops_s == ms.gdn.per_token_s
+    ratio = 548_864 / 1_073_152
+    want = ms.gdn.per_request_s * ratio + ms.full.per_request_s  # type: ignore[union-attr]
+    assert t._co.state_bytes_s == pytest.approx(want, rel=1e-12)
+    assert "GDN layers from the measured GDN kernels" in kernel_basis(t)
+
+
+def test_a100_keeps_the_roofline_and_says_so() -> None:
+    t = _timer("A100-80GB-SXM")
+    assert t.measured is not None and t.measured.gdn is None
+    assert "no GDN table at 8 key / 16 value heads" in kernel_basis(t)
+
+
+def test_more_requests_or_tokens_never_make_a_gdn_step_faster() -> None:
+    t = _timer("H100-SXM-80GB")
+    one = np.ones(1, dtype=np.int64)
+    decode = [t.step_time_s(np.ones(r, dtype=np.int64), np.full(r, 500)) for r in
+              (1, 8, 64, 256, 1024)]
+    assert decode == sorted(decode)
+    prefill = [t.step_time_s(one * n, one * 0) for n in (128, 1024, 4096, 8192)]
+    assert prefill == sorted(prefill)
+
+
+def test_an_fp32_state_cache_is_never_faster_than_bf16() -> None:
+    """vLLM 0.11 keeps both GDN states in --mamba-cache-dtype (kvplan.specs.kv_state)."""
+    shape = RequestShape(batch=64, prompt_tokens=512, output_tokens=64)
+    model, gpu = load_model(NEXT), load_gpu("H100")
+    auto = request_latency(model, gpu, EngineConfig(tensor_parallel_size=2,
+                                                    quantization="fp8"), shape)
+    f32 = request_latency(model, gpu, EngineConfig(tensor_parallel_size=2, quantization="fp8",
+                                                   mamba_cache_dtype="float32"), shape)
+    assert f32.tpot_s is not None and auto.tpot_s is not None
+    assert f32.tpot_s > auto.tpot_s
+
+
+def test_h200_gdn_cells_are_never_slower_than_h100s() -> None:
+    """The same die with more bandwidth (the derive step caps H200 at H100 per cell)."""
+    for fam in ("gdn_ctx", "gdn_gen"):
+        h100, h200 = table("H100-SXM-80GB", fam), table("H200-SXM-141GB", fam)
+        assert h100 is not None and h200 is not None
+        rows = {tuple(r): i for i, r in enumerate(h100.keys.tolist())}
+        for j, r in enumerate(h200.keys.tolist()):
+            if tuple(r) in rows:
+                assert np.all(h200.logt[j] <= h100.logt[rows[tuple(r)]])
