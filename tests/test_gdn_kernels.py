@@ -121,3 +121,21 @@ def test_h200_gdn_cells_are_never_slower_than_h100s() -> None:
         for j, r in enumerate(h200.keys.tolist()):
             if tuple(r) in rows:
                 assert np.all(h200.logt[j] <= h100.logt[rows[tuple(r)]])
+
+
+def test_explain_lists_the_gdn_layers_on_the_side_that_binds() -> None:
+    """One prefill step of 64 prompts of 128 tokens binds on scoring: the GDN row is its
+    floor + per-token rate x 8,192 tokens; the decode step of 64 on the state reads."""
+    from kvplan.costs.step.explain import explain_steps
+
+    t = _timer("H100-SXM-80GB", quantization="fp8")
+    gdn = t.measured.gdn  # type: ignore[union-attr]
+    assert gdn is not None
+    pre, dec = explain_steps(t, 64, 128, 8192)
+    row = {o.op: o for o in pre.ops}["gdn"]
+    assert row.count == 36
+    assert row.seconds == pytest.approx(gdn.per_step_s + gdn.per_token_s * 8192, rel=1e-12)
+    ratio = 548_864 / 1_073_152
+    drow = {o.op: o for o in dec.ops}["gdn"]
+    assert drow.seconds == pytest.approx(gdn.per_step_s + gdn.per_request_s * ratio * 64,
+                                         rel=1e-12)

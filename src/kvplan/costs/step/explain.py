@@ -139,7 +139,9 @@ def _step(timer: StepCostModel, phase: str, new: object, ctx: object) -> StepOps
     n, c = np.asarray(new, dtype=np.int64), np.asarray(ctx, dtype=np.int64)
     step_s = timer.step_time_s(n, c)  # first: grows the token tables to this step's size
     assert timer.measured is not None and timer.ops is not None
-    ops = op_times(timer.ops, timer.measured, timer.gemm_dtype, timer.aggregates(n, c))
+    gdn = timer.measured.gdn
+    ratio = timer.constants.state_bytes_per_request / gdn.measured_state_bytes if gdn else 1.0
+    ops = op_times(timer.ops, timer.measured, timer.gemm_dtype, timer.aggregates(n, c), ratio)
     return StepOps(phase=phase, tokens=int(n.sum()), requests=len(n),
                    context_tokens=int(c.sum()), ops=ops, step_s=step_s)
 
@@ -155,9 +157,10 @@ class OpTime:
 
 
 def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
-             agg: StepAggregates) -> tuple[OpTime, ...]:
+             agg: StepAggregates, state_ratio: float = 1.0) -> tuple[OpTime, ...]:
     """Where one step's kernel milliseconds go, op by op (``kvplan latency --explain``), for
-    the step whose sums are ``agg`` (one step: Python ints)."""
+    the step whose sums are ``agg`` (one step: Python ints); ``state_ratio``: the
+    deployment's GDN state bytes over the measured ones (``gdn_rates``)."""
     gpu, out = ms.gpu, []
     tokens, requests = int(agg.tokens), int(agg.requests)
     m = padded_tokens(np.array([max(1, tokens)]), ops.cudagraph_max_tokens)
@@ -177,7 +180,7 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
                           shape=f"tokens={tokens * e.token_scale} E={e.experts} top-{e.topk} "
                                 f"inter={e.inter}/{e.tp}{where}",
                           seconds=e.count * t))
-    out += _attention_rows(ops, ms, agg)
+    out += _attention_rows(ops, ms, agg, state_ratio)
     if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
         out += _comm_rows(ops, ms, tokens, sum(o.seconds for o in out
                                                if not o.op.startswith("attention")
@@ -185,12 +188,14 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
     return tuple(out)
 
 
-def _attention_rows(ops: StageOps, ms: MeasuredStep, agg: StepAggregates) -> list[OpTime]:
+def _attention_rows(ops: StageOps, ms: MeasuredStep, agg: StepAggregates,
+                    state_ratio: float) -> list[OpTime]:
     """One row per attention kind, each over its own layers' pairs and context (a sliding
-    layer attends at most its window). The step prices every layer's attention as one
-    roofline, max(all scoring, all KV reads): each row takes the side that binds there, so
-    the rows add up to the step's attention (KV writes and state stay in the rest)."""
-    rows = []
+    layer attends at most its window), and one for measured GDN layers. The step prices all
+    sequence mixing as one roofline, max(all scoring, all KV / state reads): each row takes
+    the side that binds there, so the rows add up to the step's mixing (KV writes and
+    unmeasured state stay in the rest)."""
+    rows: list[tuple[str, int, str, float, float, float]] = []
     for a in ops.attention:
         r = ms.full if a.kind != "sliding" else ms.sliding
         if r is None:
@@ -203,12 +208,18 @@ def _attention_rows(ops: StageOps, ms: MeasuredStep, agg: StepAggregates) -> lis
             pairs, ctx = agg.full_pairs, agg.full_context
         work = r.per_pair_s * pairs + (ms.mla_context_s * agg.prefill_context
                                        if a.kind == "mla" else 0.0)
-        rows.append((a, r.per_step_s, work, r.per_context_s * ctx + r.per_request_s * agg.requests))
-    compute_bound = sum(w for _, _, w, _ in rows) >= sum(m for _, _, _, m in rows)
-    return [OpTime(op=f"attention_{a.kind}", count=a.count,
-                   shape=f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}",
+        rows.append((f"attention_{a.kind}", a.count,
+                     f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}", r.per_step_s, work,
+                     r.per_context_s * ctx + r.per_request_s * agg.requests))
+    g, rates = ops.gdn, ms.gdn
+    if g is not None and rates is not None:
+        rows.append(("gdn", g.count, f"{g.key_heads} key / {g.value_heads} value heads x "
+                     f"{g.key_dim}", rates.per_step_s, rates.per_token_s * agg.tokens,
+                     rates.per_request_s * state_ratio * agg.requests))
+    compute_bound = sum(r[4] for r in rows) >= sum(r[5] for r in rows)
+    return [OpTime(op=name, count=count, shape=shape,
                    seconds=float(step + (work if compute_bound else mem)))
-            for a, step, work, mem in rows]
+            for name, count, shape, step, work, mem in rows]
 
 
 def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float

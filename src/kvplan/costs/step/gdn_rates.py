@@ -16,7 +16,8 @@ deployment's own state bytes over those (``coefficients.measured_coefficients``)
 
 The chunked kernel's time is bound by the longest sequence as well as by the step's tokens
 (H100, Qwen3-Next at TP2, 8,192 tokens: 186 us per layer as 64 prompts of 128, 469 us as one
-prompt of 8,192): one long prompt's chunk costs up to 2.95x the rate priced here (159 us as 32 prompts of 256).
+prompt of 8,192): one long prompt's chunk costs up to 2.95x the rate priced here (159 us as
+32 prompts of 256).
 """
 
 from __future__ import annotations
