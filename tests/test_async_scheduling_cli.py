@@ -2,13 +2,13 @@
 a pasted `vllm serve` line) and in `kvplan calibrate`'s input files.
 
 The golden: under the bundled profile vLLM's host work per decode step is
-``step_overhead_s + request_overhead_s x R`` = 905.3 us + 94.34 us x R (default.json,
-``engines.vllm``, the sixth 141-point refit of 2026-12-06: per-layer gaps per engine).
+``step_overhead_s + request_overhead_s x R`` = 934.6 us + 94.10 us x R (default.json,
+``engines.vllm``, the seventh 141-point refit of 2026-12-06: GDN layers measured).
 Synchronously a decode step costs the GPU's stage plus that; with async scheduling
 ``max(stage, host)``, and for Llama-3.1-8B on one H100 the stage
 (its 16 GB of weights streamed, ~7.3 ms) is the longer, so each decode step - and so TPOT - is
-shorter by exactly the host work: 8 requests -> 905.3 + 8 x 94.34 us = 1.66002 ms; one
-request -> 0.99964 ms.
+shorter by exactly the host work: 8 requests -> 934.6 + 8 x 94.10 us = 1.6874 ms; one
+request -> 1.0287 ms.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from kvplan.specs.serving import EngineConfig
 from tests.conftest import CliResult, assert_one_line_error, run_cli
 
 M, GPU = "meta-llama/Llama-3.1-8B", "H100-SXM-80GB"
-VLLM_STEP_S, VLLM_REQUEST_S = 905.3e-6, 94.34e-6
+VLLM_STEP_S, VLLM_REQUEST_S = 934.6e-6, 94.10e-6
 """default.json engines.vllm.step_overhead_s and request_overhead_s."""
 LATENCY = ("latency", M, "--gpu", "H100", "--prompt", "1000", "--output", "101", "--batch", "8",
            "--json")
@@ -52,8 +52,8 @@ def test_latency_tpot_drops_by_one_decode_steps_host_work() -> None:
     assert sync.code == off.code == on.code == 0, (sync.err, on.err)
     assert off.json()["tpot_s"] == sync.json()["tpot_s"]
     tpot_sync, tpot_async = sync.json()["tpot_s"], on.json()["tpot_s"]
-    # 8 decodes: host 905.3 + 8 x 94.34 us = 1.66002 ms, hidden under a ~6.6 ms GPU stage
-    assert tpot_sync - tpot_async == pytest.approx(1.66002e-3, rel=1e-9)
+    # 8 decodes: host 934.6 + 8 x 94.10 us = 1.6874 ms, hidden under a ~6.6 ms GPU stage
+    assert tpot_sync - tpot_async == pytest.approx(1.6874e-3, rel=1e-9)
     assert tpot_async > VLLM_STEP_S + 8 * VLLM_REQUEST_S  # the stage is the longer
 
 
@@ -76,7 +76,7 @@ def test_simulate_tpot_at_concurrency_one_drops_by_one_requests_host_work(fast: 
     sync, on = cli(*args), cli(*args, "--async-scheduling")
     assert sync.code == on.code == 0, on.err
     ms = sync.json()["mean_tpot_ms"] - on.json()["mean_tpot_ms"]
-    assert ms == pytest.approx(0.99964, rel=1e-9)  # one request: 905.3 + 94.34 us per step
+    assert ms == pytest.approx(1.0287, rel=1e-9)  # one request: 934.6 + 94.10 us per step
 
 
 def test_plan_serve_line_carries_the_flag() -> None:
