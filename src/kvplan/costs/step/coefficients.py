@@ -124,8 +124,7 @@ def measured_coefficients(k: StepConstants, prof: Profile, ms: MeasuredStep,
     state_req = 2.0 * k.state_bytes_per_request / bw
     if ms.gdn is not None:  # the state layers are GDN, priced from their measured kernels
         state_tok = ms.gdn.per_token_s
-        state_req = ms.gdn.per_request_s * (k.state_bytes_per_request
-                                            / ms.gdn.measured_state_bytes)
+        state_req = ms.gdn.per_request_s * ms.gdn.state_ratio(k.state_bytes_per_request)
         per_step = per_step + ms.gdn.per_step_s
     return _Coefficients(
         gemm_s=0.0, lm_s=ms.lm_per_request_s, weights_s=0.0, experts_s=0.0, expert_miss=1.0,

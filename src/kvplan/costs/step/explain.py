@@ -140,7 +140,7 @@ def _step(timer: StepCostModel, phase: str, new: object, ctx: object) -> StepOps
     step_s = timer.step_time_s(n, c)  # first: grows the token tables to this step's size
     assert timer.measured is not None and timer.ops is not None
     gdn = timer.measured.gdn
-    ratio = timer.constants.state_bytes_per_request / gdn.measured_state_bytes if gdn else 1.0
+    ratio = gdn.state_ratio(timer.constants.state_bytes_per_request) if gdn else 1.0
     ops = op_times(timer.ops, timer.measured, timer.gemm_dtype, timer.aggregates(n, c), ratio)
     return StepOps(phase=phase, tokens=int(n.sum()), requests=len(n),
                    context_tokens=int(c.sum()), ops=ops, step_s=step_s)

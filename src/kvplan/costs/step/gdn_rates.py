@@ -47,6 +47,11 @@ class GdnRates:
     measured_state_bytes: int
     """State bytes per request of these layers as measured: bf16 conv, fp32 recurrent."""
 
+    def state_ratio(self, state_bytes: int) -> float:
+        """A deployment's state bytes per request over the measured ones: the factor on
+        ``per_request_s`` (the decode slope streams the state)."""
+        return state_bytes / self.measured_state_bytes
+
 
 @lru_cache(maxsize=64)
 def gdn_rates(gpu: str, op: GdnOp, chunk: int) -> GdnRates | None:
