@@ -139,3 +139,32 @@ def test_explain_lists_the_gdn_layers_on_the_side_that_binds() -> None:
     drow = {o.op: o for o in dec.ops}["gdn"]
     assert drow.seconds == pytest.approx(gdn.per_step_s + gdn.per_request_s * ratio * 64,
                                          rel=1e-12)
+
+
+def _tpot(*extra: str) -> float:
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "kvplan", "latency", NEXT, "--gpu", "H100", "-tp", "2",
+           "-q", "fp8", "--prompt", "512", "--output", "64", "--batch", "64", "--json", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return float(json.loads(out.stdout)["tpot_s"])
+
+
+def test_latency_reads_the_state_cache_dtype_from_the_command_line() -> None:
+    """`kvplan latency --mamba-cache-dtype float32` doubles Qwen3-Next's GDN state (vLLM 0.11
+    keeps both states in it), so its decode steps stream twice the state: slower."""
+    assert _tpot("--mamba-cache-dtype", "float32") > _tpot()
+
+
+def test_a_bad_state_cache_dtype_is_one_line_and_exit_2() -> None:
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "kvplan", "latency", NEXT, "--gpu", "H100", "-tp", "2",
+           "--prompt", "8", "--output", "8", "--mamba-cache-dtype", "fp16x"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "error: --mamba-cache-dtype must be one of auto, float32, got 'fp16x'"]

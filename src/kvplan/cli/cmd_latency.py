@@ -41,6 +41,7 @@ def latency_cmd(
     dbo_prefill_token_threshold: fl.DboPrefillOpt = None, dtype: fl.DtypeOpt = None,
     quantization: fl.QuantOpt = None, kv_cache_dtype: fl.KvDtypeOpt = None,
     max_num_batched_tokens: fl.BatchedOpt = None, async_scheduling: fl.AsyncOpt = None,
+    mamba_cache_dtype: fl.MambaOpt = None, mamba_ssm_cache_dtype: fl.MambaSsmOpt = None,
     profile: ProfileOpt = None, sweep: SweepOpt = None, as_json: fl.JsonOpt = False,
     plot: Annotated[str | None, typer.Option(
         "--plot", help="With --sweep: write the sweep chart (.png, .svg or .html).")] = None,
