@@ -36,25 +36,22 @@ def gdn_slice(gpu: str, phase: str, *, key_heads: int, value_heads: int, key_dim
 def gdn_prefill(gpu: str, batch: npt.ArrayLike, seq_len: npt.ArrayLike, *, key_heads: int,
                 value_heads: int, key_dim: int, value_dim: int) -> OpTime | None:
     """Seconds of one GDN layer prefilling ``batch`` sequences of ``seq_len`` new tokens."""
-    pick = gdn_slice(gpu, "ctx", key_heads=key_heads, value_heads=value_heads,
-                     key_dim=key_dim, value_dim=value_dim)
-    if pick is None:
-        return None
-    t, row = pick
-    seconds, status = lookup(t, row, (np.asarray(batch, dtype=np.float64),
-                                      np.asarray(seq_len, dtype=np.float64)))
-    return OpTime(seconds=seconds, status=status,
-                  source=t.source(tuple(t.meta.get("kernels", ()))), notes=())
+    return _lookup(gpu, "ctx", (batch, seq_len), (key_heads, value_heads, key_dim, value_dim))
 
 
 def gdn_decode(gpu: str, batch: npt.ArrayLike, *, key_heads: int, value_heads: int,
                key_dim: int, value_dim: int) -> OpTime | None:
     """Seconds of one GDN layer's decode step for ``batch`` requests."""
-    pick = gdn_slice(gpu, "gen", key_heads=key_heads, value_heads=value_heads,
-                     key_dim=key_dim, value_dim=value_dim)
+    return _lookup(gpu, "gen", (batch,), (key_heads, value_heads, key_dim, value_dim))
+
+
+def _lookup(gpu: str, phase: str, coords: tuple[npt.ArrayLike, ...],
+            shape: tuple[int, int, int, int]) -> OpTime | None:
+    k, v, kd, vd = shape
+    pick = gdn_slice(gpu, phase, key_heads=k, value_heads=v, key_dim=kd, value_dim=vd)
     if pick is None:
         return None
     t, row = pick
-    seconds, status = lookup(t, row, (np.asarray(batch, dtype=np.float64),))
+    seconds, status = lookup(t, row, tuple(np.asarray(c, dtype=np.float64) for c in coords))
     return OpTime(seconds=seconds, status=status,
                   source=t.source(tuple(t.meta.get("kernels", ()))), notes=())
