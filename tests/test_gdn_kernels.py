@@ -168,3 +168,56 @@ def test_a_bad_state_cache_dtype_is_one_line_and_exit_2() -> None:
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "error: --mamba-cache-dtype must be one of auto, float32, got 'fp16x'"]
+
+
+def test_one_long_prompt_is_priced_at_its_sequence_not_the_per_token_rate() -> None:
+    """The chunked scan runs along each sequence: one prompt of 8,192 tokens at TP2 on H100
+    takes 36 x 468.964 us = 16.883 ms (the table at batch 1), where 32 prompts of 256 take
+    36 x 159.091 us (the per-token rate). The step prices max(per token x T, sequence(L))."""
+    from kvplan.costs.step.explain import explain_steps
+
+    t = _timer("H100-SXM-80GB", quantization="fp8")
+    ms = t.measured
+    assert ms is not None and ms.gdn is not None and ms.gdn_seq_s is not None
+    assert ms.gdn_seq_s[8192] == pytest.approx(36 * 468.964e-6, rel=1e-5)
+    assert ms.gdn_seq_s[0] == ms.gdn_seq_s[1] == 0.0
+    one, _ = explain_steps(t, 1, 8192, 8192)
+    row = {o.op: o for o in one.ops}["gdn"]
+    assert row.seconds == pytest.approx(ms.gdn.per_step_s + 36 * 468.964e-6, rel=1e-5)
+    many, _ = explain_steps(t, 32, 256, 8192)
+    row = {o.op: o for o in many.ops}["gdn"]
+    assert row.seconds == pytest.approx(ms.gdn.per_step_s + ms.gdn.per_token_s * 8192,
+                                        rel=1e-12)
+
+
+def test_the_sequence_floor_adds_exactly_its_excess_to_a_long_prefill_step() -> None:
+    """One 8,192-token prompt: the step is the per-token pricing plus the sequence floor's
+    excess over it (the step binds on scoring, so the GDN term adds one for one)."""
+    import dataclasses
+
+    t = _timer("H100-SXM-80GB", quantization="fp8")
+    ms = t.measured
+    assert ms is not None and ms.gdn is not None and ms.gdn_seq_s is not None
+    new, ctx = np.array([8192]), np.array([0])
+    with_floor = t.step_time_s(new, ctx)
+    t._co = dataclasses.replace(t._co, gdn_seq_t=None)
+    without = t.step_time_s(new, ctx)
+    excess = float(ms.gdn_seq_s[8192]) - ms.gdn.per_token_s * 8192
+    assert excess > 10e-3
+    assert with_floor - without == pytest.approx(excess, rel=1e-9)
+
+
+def test_recorded_steps_reprice_with_the_sequence_floor() -> None:
+    """times_s (the calibration replay) prices a recorded long-prompt step as step_time_s."""
+    from kvplan.costs.step.records import StepAggregates
+
+    t = _timer("H100-SXM-80GB", quantization="fp8")
+    batches = [(np.array([8192]), np.array([0])), (np.array([1, 1, 4000]), np.array([9, 99, 0])),
+               (np.array([1, 1]), np.array([300, 40]))]
+    aggs = [t.aggregates(n, c) for n, c in batches]
+    assert [a.prefill_longest for a in aggs] == [8192, 4000, 0]
+    stacked = StepAggregates(*(np.array([getattr(a, f) for a in aggs])
+                               for f in StepAggregates.__slots__))
+    got = t.times_s(stacked)
+    want = [t.step_time_s(n, c) for n, c in batches]
+    assert got.tolist() == want

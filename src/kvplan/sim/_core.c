@@ -49,22 +49,9 @@ static void sim_free(Sim *m) {
                    &m->logical, &m->nrun_col, &m->nwait_col, &m->newtok, &m->sreq, &m->sfirst,
                    &m->slast, &m->psteps};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]->p);
-    free(m->run);
-    free(m->wq);
-    free(m->heap);
-    free(m->own);
-    free(m->ref);
-    free(m->key_seg);
-    free(m->hk);
-    free(m->hk_n);
-    free(m->reg_next);
-    free(m->p_id);
-    free(m->p_new);
-    free(m->p_ctx);
-    free(m->pend);
-    free(m->rdy);
-    free(m->tr_t);
-    free(m->tr_r);
+    void *ps[] = {m->run, m->wq, m->heap, m->own, m->ref, m->key_seg, m->hk, m->hk_n,
+                  m->reg_next, m->p_id, m->p_new, m->p_ctx, m->pend, m->rdy, m->tr_t, m->tr_r};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
 }
 
 static int sim_alloc(Sim *m, i64 slots) {
@@ -94,14 +81,14 @@ static int sim_alloc(Sim *m, i64 slots) {
     return 0;
 }
 
-#define FORM_LEN 23
+#define FORM_LEN 24
 static int parse_form(PyObject *form, Form *f, Py_buffer *tabs, i64 budget) {
     const double **dst[6] = {&f->g, &f->w, &f->s, &f->k, &f->ar, &f->p2p};
     double *sc[13] = {&f->lm_r, &f->attn_p, &f->kv_c, &f->state_r, &f->layer_s, &f->pm1,
                       &f->req_r, &f->ov[0], &f->ov[1], &f->sl_p, &f->sl_c, &f->mla_p,
                       &f->mla_c};
     if (!PyTuple_Check(form) || PyTuple_GET_SIZE(form) != FORM_LEN) {
-        PyErr_SetString(PyExc_TypeError, "kvplan core: the form is a 23-tuple");
+        PyErr_SetString(PyExc_TypeError, "kvplan core: the form is a 24-tuple");
         return -1;
     }
     f->tmax = PyLong_AsLongLong(PyTuple_GET_ITEM(form, 0));
@@ -131,6 +118,10 @@ static int parse_form(PyObject *form, Form *f, Py_buffer *tabs, i64 budget) {
     for (int i = 11; i < 13; i++) *sc[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(form, 9 + i));
     f->asy = PyObject_IsTrue(PyTuple_GET_ITEM(form, 22));
     if (PyErr_Occurred() || f->mla < 0 || f->asy < 0) return -1;
+    PyObject *gq = PyTuple_GET_ITEM(form, 23); /* GDN: one sequence's time by its tokens */
+    f->gq = NULL;
+    if (gq != Py_None && get_buf(gq, &tabs[6], f->tmax + 1, 8, 0) < 0) return -1;
+    if (gq != Py_None) f->gq = tabs[6].buf;
     if (f->win < 0) {
         PyErr_SetString(PyExc_ValueError, "kvplan core: a negative window");
         return -1;
@@ -221,7 +212,7 @@ static int bind_keys(Sim *m, PyObject *kt, Py_buffer *v) {
 /* one run's state and the buffers it borrows from its arguments */
 typedef struct {
     Sim m;
-    Py_buffer v[NARR], tabs[6], kv[2], gv[5], dv[7];
+    Py_buffer v[NARR], tabs[7], kv[2], gv[5], dv[7];
     PyObject *progress;
 } Run;
 
@@ -264,7 +255,7 @@ static int run_bind(Run *r, PyObject *args) {
 static void run_unbind(Run *r) {
     sim_free(&r->m);
     release_all(r->v, NARR);
-    release_all(r->tabs, 6);
+    release_all(r->tabs, 7);
     release_all(r->kv, 2);
     release_all(r->gv, 5);
     release_all(r->dv, 7);
@@ -301,7 +292,7 @@ static PyObject *core_eval(PyObject *self, PyObject *args) {
     PyObject *form, *o[4];
     if (!PyArg_ParseTuple(args, "OOOOO", &form, &o[0], &o[1], &o[2], &o[3])) return NULL;
     Form f;
-    Py_buffer tabs[6], v[4];
+    Py_buffer tabs[7], v[4];
     memset(tabs, 0, sizeof tabs);
     memset(v, 0, sizeof v);
     PyObject *ret = NULL;
@@ -330,7 +321,7 @@ static PyObject *core_eval(PyObject *self, PyObject *args) {
     ret = Py_None;
     Py_INCREF(ret);
 done:
-    release_all(tabs, 6);
+    release_all(tabs, 7);
     release_all(v, 4);
     return ret;
 }
@@ -372,7 +363,7 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
 
 /* KVPLAN_CORE_ABI: bumped whenever the functions or core_run's arguments change; kvplan.sim.core ignores a
    build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
-#define KVPLAN_CORE_ABI 5
+#define KVPLAN_CORE_ABI 6
 
 /* glibc gives a freed block of 128 KiB or more back to the kernel (munmap, or a trim of the
  * heap's top), so the next run's step columns (about 0.16 MB each per 20,000 steps), their

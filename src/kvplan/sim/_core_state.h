@@ -32,12 +32,14 @@ typedef struct {
     int mla;
     int asy;                                 /* async scheduling: host work overlaps the stage */
     double mla_p, mla_c;                     /* MLA prefill path: per pair / context token */
+    const double *gq;   /* GDN: the state layers' time for one sequence of L new tokens, or NULL */
 } Form;
 
 /* One step's sums (kvplan.costs.step.batch.AggregateForm): tokens T, requests R, context C,
  * pairs P; under the window: context SC and pairs SP; MLA: pairs PP and context PC of the
- * requests computing > 1 token; pre: the step holds prefill work */
-typedef struct { i64 tok, req, ctx, pairs, sctx, spairs, pp, pc; int pre; } Sums;
+ * requests computing > 1 token; pre: the step holds prefill work; lmax: the most new tokens
+ * of one request computing > 1 (0 if none) */
+typedef struct { i64 tok, req, ctx, pairs, sctx, spairs, pp, pc; int pre; i64 lmax; } Sums;
 
 /* sum_{j=c+1}^{c+n} min(j, w): keys attended under a window of w (step_sums._clipped_pairs) */
 static i64 clipped_pairs(i64 n, i64 c, i64 w) {
@@ -54,6 +56,7 @@ static void sums_add(Sums *s, const Form *f, i64 nw, i64 cx) {
     s->ctx += cx;
     s->pairs += pairs;
     s->pre |= nw > 1 || cx == 0;
+    if (nw > 1 && nw > s->lmax) s->lmax = nw;
     if (f->win) {
         s->sctx += cx < f->win ? cx : f->win;
         s->spairs += clipped_pairs(nw, cx, f->win);
@@ -71,7 +74,12 @@ static double step_time(const Form *f, const Sums *q) {
     double x1 = f->g[tok] + f->lm_r * r;
     double x2 = f->w[tok];
     double dense = x2 > x1 ? x2 : x1;
-    double mc = f->attn_p * (double)q->pairs + f->s[tok];
+    double st = f->s[tok];
+    if (f->gq) {
+        double gl = f->gq[q->lmax];
+        st = gl > st ? gl : st;
+    }
+    double mc = f->attn_p * (double)q->pairs + st;
     if (f->mla) mc = mc + (f->mla_p * (double)q->pp + f->mla_c * (double)q->pc);
     double mm = f->kv_c * (double)q->ctx + (f->k[tok] + f->state_r * r);
     if (f->win) {

@@ -31,4 +31,5 @@ def roofline_form(model: Any, co: Any, max_tokens: int) -> AggregateForm:
         window=co.window, sliding_attn_per_pair=co.sliding_attn_s,
         sliding_kv_per_context=co.sliding_kv_read_s, mla=co.mla,
         mla_prefill_per_pair=co.mla_prefill_s, mla_context_per_token=co.mla_context_s,
-        overlap_host=bool(model._async))
+        overlap_host=bool(model._async),
+        gdn_longest=co.gdn_seq_t[:n].copy() if co.gdn_seq_t is not None else None)

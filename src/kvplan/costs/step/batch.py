@@ -61,7 +61,7 @@ class AggregateForm:
     to right, no fused multiply-add::
 
         dense = max(gemm[T] + lm_per_request * R, weights[T])
-        mix_c = attn_per_pair * P + state[T]
+        mix_c = attn_per_pair * P + max(state[T], gdn_longest[L])   (gdn_longest: if given)
         mix_c = mix_c + (mla_prefill_per_pair * PP + mla_context_per_token * PC)  (if mla)
         mix_m = kv_per_context * C + (kv_write[T] + state_per_request * R)
         mix_c = mix_c + sliding_attn_per_pair * SP                            (if window)
@@ -79,6 +79,7 @@ class AggregateForm:
         SC = sum_i min(c_i, W)                 SP = sum_i sum_{j=c_i+1}^{c_i+n_i} min(j, W)
         PP = sum over n_i > 1 of n_i * c_i + n_i * (n_i + 1) / 2     (MLA's prefill path)
         PC = sum over n_i > 1 of c_i
+        L  = max over n_i > 1 of n_i (0 if none)     (the longest sequence a chunked kernel scans)
 
     max(a, b) is b if b > a else a (Python's). The timer builds its tables with the same
     operations as its step_time_s (and step_time_agg), so the value is equal to the last bit
@@ -113,12 +114,15 @@ class AggregateForm:
     """Async scheduling (vLLM --async-scheduling): the host's per-step and per-request work
     overlaps the stage, ``step = max(stage, overhead_s[0] + request_s * R) + (overhead_s[prefill]
     - overhead_s[0])`` (``StepCostModel._finish``)."""
+    gdn_longest: FloatArray | None = None
+    """[L]: Gated DeltaNet layers' seconds for one sequence of L new tokens (their chunked
+    scan runs along a sequence: a step is no faster than its longest prompt chunk alone)."""
 
     def as_tuple(self) -> tuple[object, ...]:
-        """The 23-tuple kvplan.sim._core reads."""
+        """The 24-tuple kvplan.sim._core reads."""
         return (self.max_tokens, self.gemm, self.weights, self.state, self.kv_write,
                 self.allreduce, self.p2p, self.lm_per_request, self.attn_per_pair,
                 self.kv_per_context, self.state_per_request, self.layer_s, self.pp_minus_1,
                 self.request_s, *self.overhead_s, self.window, self.sliding_attn_per_pair,
                 self.sliding_kv_per_context, self.mla, self.mla_prefill_per_pair,
-                self.mla_context_per_token, self.overlap_host)
+                self.mla_context_per_token, self.overlap_host, self.gdn_longest)

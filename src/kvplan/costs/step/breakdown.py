@@ -28,7 +28,8 @@ class _Model(Protocol):
     def _grow(self, tokens: int) -> Any: ...
 
     def _stage(self, ti: Any, t: Any, r: Any, ctx: Any, pairs: Any, s_ctx: Any, s_pairs: Any,
-               mx: Callable[[Any, Any], Any], p_pairs: Any = 0.0, p_ctx: Any = 0.0) -> Any: ...
+               mx: Callable[[Any, Any], Any], p_pairs: Any = 0.0, p_ctx: Any = 0.0,
+               longest: Any = 0) -> Any: ...
 
     @property
     def ridge_point(self) -> float: ...
@@ -79,7 +80,7 @@ def _measured_seconds(m: _Model, p: dict[str, Any], a: StepAggregates) -> dict[s
     stage_s = m._stage(tok, p["tokens"], p["requests"], a.full_context * 1.0,
                           a.full_pairs * 1.0, a.sliding_context * 1.0,
                           a.sliding_pairs * 1.0, np.maximum, a.prefill_pairs * 1.0,
-                          a.prefill_context * 1.0)
+                          a.prefill_context * 1.0, np.asarray(a.prefill_longest, np.int64))
     comm_s = co.allreduce_t[tok] if co.allreduce_t is not None else 0.0 * stage_s
     roof_s = stage_s - comm_s - co.layer_s
     pipe_s = (co.pp - 1) * (stage_s + (co.p2p_s * p["tokens"] + co.allreduce_latency_s))

@@ -61,6 +61,9 @@ class _Coefficients:
     """[T]: the step's all-reduces (None without tensor parallelism)."""
     measured: MeasuredStep | None = None
     """The kernel measurements the tables stand on (None: the roofline prices the GPU)."""
+    gdn_seq_t: FloatArray | None = None
+    """[L]: the stage's Gated DeltaNet layers for one sequence of L new tokens (measured;
+    None elsewhere): their prefill term is max(state_flops_s * T, gdn_seq_t[L])."""
 
 
 def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
@@ -143,7 +146,7 @@ def measured_coefficients(k: StepConstants, prof: Profile, ms: MeasuredStep,
                              prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
         layer_s=layer_overhead_s(k, prof) + per_step, request_s=prof.request_overhead_s,
         gemm_t=gemm, weights_t=gemm + ms.lm_fixed_s, allreduce_t=ms.allreduce_s,
-        measured=ms)
+        measured=ms, gdn_seq_t=ms.gdn_seq_s)
 
 
 def layer_overhead_s(k: StepConstants, prof: Profile) -> float:

@@ -213,8 +213,12 @@ def _attention_rows(ops: StageOps, ms: MeasuredStep, agg: StepAggregates,
                      r.per_context_s * ctx + r.per_request_s * agg.requests))
     g, rates = ops.gdn, ms.gdn
     if g is not None and rates is not None:
+        seq = ms.gdn_seq_s
+        work = rates.per_token_s * agg.tokens
+        if seq is not None:  # no faster than the longest prompt chunk alone
+            work = max(work, float(seq[min(int(agg.prefill_longest), len(seq) - 1)]))
         rows.append(("gdn", g.count, f"{g.key_heads} key / {g.value_heads} value heads x "
-                     f"{g.key_dim}", rates.per_step_s, rates.per_token_s * agg.tokens,
+                     f"{g.key_dim}", rates.per_step_s, work,
                      rates.per_request_s * state_ratio * agg.requests))
     compute_bound = sum(r[4] for r in rows) >= sum(r[5] for r in rows)
     return [OpTime(op=name, count=count, shape=shape,

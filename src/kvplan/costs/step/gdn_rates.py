@@ -16,8 +16,10 @@ deployment's own state bytes over those (``coefficients.measured_coefficients``)
 
 The chunked kernel's time is bound by the longest sequence as well as by the step's tokens
 (H100, Qwen3-Next at TP2, 8,192 tokens: 186 us per layer as 64 prompts of 128, 469 us as one
-prompt of 8,192): one long prompt's chunk costs up to 2.95x the rate priced here (159 us as
-32 prompts of 256).
+prompt of 8,192; 159 us as 32 prompts of 256, the rate above): its scan runs along each
+sequence, so one long prompt cannot spread over the GPU. ``gdn_sequence_s`` gives the
+measured time of one sequence of L tokens; the step prices its GDN prefill as
+``max(per_token * T, sequence(L))``, L its longest prompt chunk.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from kvplan.costs.step.ops import GdnOp
 
@@ -83,3 +86,22 @@ def _decode_line(t: np.ndarray) -> tuple[float, float]:
     rows = np.stack([1.0 / t, b / t], axis=1)
     coef = np.linalg.lstsq(rows, np.ones(len(b)), rcond=None)[0]
     return max(0.0, float(coef[0])), max(0.0, float(coef[1]))
+
+
+@lru_cache(maxsize=64)
+def gdn_sequence_s(gpu: str, op: GdnOp, max_tokens: int) -> npt.NDArray[np.float64]:
+    """[L], L = 0..max_tokens: ``op``'s layers (summed) prefilling one sequence of L tokens,
+    read off the measured ``gdn_ctx`` table at batch 1 (0 below 2 tokens, where no request
+    takes the chunked path). Read-only: shared by every model priced on it."""
+    from kvplan.costs.kernels.gdn import gdn_prefill
+
+    out = np.zeros(max_tokens + 1, dtype=np.float64)
+    if max_tokens >= 2:
+        lengths = np.arange(2, max_tokens + 1, dtype=np.int64)
+        pre = gdn_prefill(gpu, np.ones(len(lengths), dtype=np.int64), lengths,
+                          key_heads=op.key_heads, value_heads=op.value_heads,
+                          key_dim=op.key_dim, value_dim=op.value_dim)
+        if pre is not None:
+            out[2:] = op.count * np.asarray(pre.seconds, dtype=np.float64)
+    out.setflags(write=False)
+    return out

@@ -96,3 +96,6 @@ class StepAggregates:
     path); 0 for other models."""
     prefill_context: Any = 0
     """MLA: cached context tokens of those requests (up-projected by kv_b_proj)."""
+    prefill_longest: Any = 0
+    """The most new tokens one request computes in the step, where more than one (0 if
+    none): Gated DeltaNet's chunked scan runs along each sequence."""

@@ -45,7 +45,7 @@ from kvplan.costs.step.constants import (
 from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.records import Bound, BytesMoved, Flops, Seconds, StepAggregates, StepCost
-from kvplan.costs.step.sums import _clipped_pairs, _clipped_sum, has_prefill
+from kvplan.costs.step.sums import _clipped_pairs, _clipped_sum, has_prefill, longest_chunk
 from kvplan.costs.step.tables import MeasuredStep, measured_step
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
@@ -188,12 +188,12 @@ class StepCostModel:
         """Seconds for one step: request i computes new_tokens[i] with context_tokens[i] cached."""
         n, c = new_tokens, context_tokens
         co = self._co
-        p_pairs = p_ctx = 0
+        p_pairs = p_ctx = longest = 0
         if co.window or len(n) > _SMALL:
             a = self._aggregates(n, c)
             tokens, ctx, pairs, prefill = a.tokens, a.full_context, a.full_pairs, a.prefill
             s_ctx, s_pairs = a.sliding_context, a.sliding_pairs
-            p_pairs, p_ctx = a.prefill_pairs, a.prefill_context
+            p_pairs, p_ctx, longest = a.prefill_pairs, a.prefill_context, a.prefill_longest
         else:  # a small batch: plain Python on lists beats numpy's per-call overhead
             nl, cl = n.tolist(), c.tolist()
             tokens, ctx, s_ctx = sum(nl), sum(cl), 0
@@ -202,11 +202,13 @@ class StepCostModel:
             prefill = int(bool(nl) and (max(nl) > 1 or min(cl) == 0))
             if co.mla and prefill:
                 p_pairs, p_ctx = _prefill_sums(nl, cl)
+            if co.gdn_seq_t is not None and prefill:
+                longest = longest_chunk(nl)
         t, r = float(tokens), float(len(n))
         if tokens >= len(co.gemm_t):
             self._grow(tokens)
         stage = self._stage(tokens, t, r, float(ctx), float(pairs), float(s_ctx),
-                            float(s_pairs), max, float(p_pairs), float(p_ctx))
+                            float(s_pairs), max, float(p_pairs), float(p_ctx), longest)
         return self._finish(stage, t, r, co.overhead_s[prefill])
 
     def api_delays_s(self, prompt_tokens: IntArray) -> FloatArray:
@@ -222,9 +224,9 @@ class StepCostModel:
 
     @property
     def supports_aggregates(self) -> bool:
-        """step_time_agg is exact unless sliding-window attention or MLA's prefill path needs
-        per-request sums."""
-        return not self._co.window and not self._co.mla
+        """step_time_agg is exact unless sliding-window attention, MLA's prefill path or GDN's
+        longest sequence needs per-request sums."""
+        return not self._co.window and not self._co.mla and self._co.gdn_seq_t is None
 
     def step_time_agg(self, tokens: int, requests: int, context: int, pairs: int,
                       prefill: bool) -> float:
@@ -285,16 +287,21 @@ class StepCostModel:
         return np.asarray(self._finish(stage, t, t, self._co.overhead_s[0]), dtype=np.float64)
 
     def _stage(self, ti: Any, t: Any, r: Any, ctx: X, pairs: X, s_ctx: X, s_pairs: X,
-               mx: Callable[[Any, Any], Any], p_pairs: Any = 0.0, p_ctx: Any = 0.0) -> X:
+               mx: Callable[[Any, Any], Any], p_pairs: Any = 0.0, p_ctx: Any = 0.0,
+               longest: Any = 0) -> X:
         """One pipeline stage's seconds: both kernel families on their rooflines + all-reduces.
 
         t, r: tokens and requests of the step; ctx, pairs, s_ctx, s_pairs: full and sliding
         context sums and attended pairs (floats for one step, arrays over a decode run);
-        p_pairs, p_ctx: MLA prefill requests' pairs and context (0 in a decode run).
+        p_pairs, p_ctx: MLA prefill requests' pairs and context (0 in a decode run);
+        longest: the most new tokens of one request computing > 1 (GDN's sequence floor).
         """
         co = self._co
         dense = mx(co.gemm_t[ti] + co.lm_s * r, co.weights_t[ti])
-        mix_c = co.attn_s * pairs + co.state_flops_s * t
+        state = co.state_flops_s * t
+        if co.gdn_seq_t is not None:
+            state = mx(state, co.gdn_seq_t[longest])
+        mix_c = co.attn_s * pairs + state
         if co.mla:
             mix_c = mix_c + (co.mla_prefill_s * p_pairs + co.mla_context_s * p_ctx)
         mix_m = co.kv_read_s * ctx + (co.kv_write_s * t + co.state_bytes_s * r)
@@ -338,7 +345,8 @@ class StepCostModel:
         stage = self._stage(tok, t, r, np.asarray(a.full_context) * 1.0,
                             np.asarray(a.full_pairs) * 1.0, np.asarray(a.sliding_context) * 1.0,
                             np.asarray(a.sliding_pairs) * 1.0, np.maximum,
-                            np.asarray(a.prefill_pairs) * 1.0, np.asarray(a.prefill_context) * 1.0)
+                            np.asarray(a.prefill_pairs) * 1.0, np.asarray(a.prefill_context) * 1.0,
+                            np.asarray(a.prefill_longest, dtype=np.int64))
         over = np.where(np.asarray(a.prefill) > 0, self._co.overhead_s[1], self._co.overhead_s[0])
         return np.asarray(self._finish(stage, t, r, over), dtype=np.float64)
 
@@ -370,7 +378,7 @@ class StepCostModel:
         if self._co.mla:
             p_pairs, p_ctx = _prefill_sums(n.tolist(), c.tolist())
         return StepAggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
-                              int(has_prefill(n, c)), p_pairs, p_ctx)
+                              int(has_prefill(n, c)), p_pairs, p_ctx, longest_chunk(n.tolist()))
 
     def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> StepAggregates:
         c = np.sort(np.asarray(ctx, dtype=np.int64))

@@ -31,3 +31,10 @@ def _clipped_sum(c_sorted: IntArray, shift: IntArray, w: int) -> IntArray:
     inside = np.searchsorted(c_sorted, w - shift, side="left")  # c_i + s < w
     return np.asarray(prefix[inside] + inside * shift + (len(c_sorted) - inside) * w,
                       dtype=np.int64)
+
+
+def longest_chunk(new: list[int]) -> int:
+    """The most new tokens of one request computing more than one (0 if none): the sequence
+    a Gated DeltaNet layer's chunked scan runs along longest."""
+    top = max(new, default=0)
+    return top if top > 1 else 0

@@ -25,7 +25,7 @@ from kvplan.costs import kernels as kn
 from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.constants import experts_touched
 from kvplan.costs.step.cudagraph import padded_tokens
-from kvplan.costs.step.gdn_rates import GdnRates, gdn_rates
+from kvplan.costs.step.gdn_rates import GdnRates, gdn_rates, gdn_sequence_s
 from kvplan.costs.step.ops import AttentionOp, GemmOp, MoeOp, StageOps
 
 _DECODE_B = (1, 4, 16, 64, 256)
@@ -70,6 +70,9 @@ class MeasuredStep:
     gdn: GdnRates | None = None
     """Gated DeltaNet layers from their measured kernels (None: none, or not measured at
     their heads on this GPU: priced as recurrent-state FLOPs and bytes)."""
+    gdn_seq_s: FloatArray | None = None
+    """[L], L = 0..max_tokens: those layers for one sequence of L new tokens (0 below 2;
+    None with ``gdn``), the floor of a step whose longest prompt chunk is L."""
 
     @property
     def max_tokens(self) -> int:
@@ -88,13 +91,15 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     # attention does not depend on the CUDA-graph sizes (seqs 128 and 256 share its rates)
     full_r, slide_r = _attention_rates(replace(ops, cudagraph_max_tokens=0), gpu,
                                        gemm_dtype if mla else "", kv_dtype, chunk)
+    gdn = gdn_rates(gpu, ops.gdn, chunk) if ops.gdn is not None else None
     return MeasuredStep(
         gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
         full=full_r, sliding=slide_r,
         mla_context_s=mla_ctx, stream_bytes_per_s=_stream_rate(gpu, kv_dtype),
         compute_flops_per_s=_compute_rate(gpu, gemm_dtype),
         sources=(kn.resolve_gpu(gpu),), notes=(),
-        gdn=gdn_rates(gpu, ops.gdn, chunk) if ops.gdn is not None else None)
+        gdn=gdn, gdn_seq_s=gdn_sequence_s(gpu, ops.gdn, max_tokens)
+        if gdn is not None and ops.gdn is not None else None)
 
 
 @lru_cache(maxsize=128)
