@@ -64,3 +64,35 @@ def test_max_num_batched_tokens_human_readable_other_commands(command: list[str]
     bad = run_cli(*command, "--max-num-batched-tokens", "4.5K", "--json")
     assert bad.code == 2
     assert bad.err.startswith("error: --max-num-batched-tokens")
+
+
+# ------------------------------ H3: --dtype sets the KV cache's dtype when it is 'auto'
+# vLLM's --kv-cache-dtype auto is the model's *served* dtype, which --dtype sets. Llama-3.1-8B
+# at --dtype float32: 2 x 32 layers x 8 heads x 128 x 4 bytes = 256 KiB per token, a
+# 16-token block 4 MiB, so 24 GiB hold 6,144 blocks (it was sized at bf16: 12,288).
+
+
+@pytest.mark.parametrize("pasted", [False, True])
+def test_dtype_float32_sizes_the_auto_kv_cache(pasted: bool) -> None:
+    flags = ["--dtype", "float32", "--max-model-len", "8192", "--kv-cache-memory-bytes", "24G"]
+    args = (["capacity", "--gpu", "H100", "--json", "--", "vllm", "serve", L8B, *flags]
+            if pasted else ["capacity", L8B, "--gpu", "H100", "--json", *flags])
+    res = run_cli(*args)
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert doc["page_size_bytes"] == 16 * 8 * 128 * 2 * 4  # one layer's block: 128 KiB
+    assert doc["num_blocks"] == 6_144
+    assert doc["kv_cache_tokens"] == 98_304
+
+
+def test_dtype_float32_kv_in_simulate_and_explicit_kv_dtype_wins() -> None:
+    sim = run_cli("simulate", L8B, "--gpu", "H100", "--dtype", "float32", "--max-model-len",
+                  "8192", "--kv-cache-memory", "24G", "--num-prompts", "2",
+                  "--random-input-len", "64", "--random-output-len", "4", "--json")
+    assert sim.code == 0, sim.err
+    assert sim.json()["num_blocks"] == 6_144
+    fp8 = run_cli("capacity", L8B, "--gpu", "H100", "--json", "--dtype", "float32",
+                  "--kv-cache-dtype", "fp8", "--max-model-len", "8192",
+                  "--kv-cache-memory", "24G")
+    assert fp8.code == 0, fp8.err
+    assert fp8.json()["num_blocks"] == 24_576  # 1-byte cache: 1 MiB blocks
