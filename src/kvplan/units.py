@@ -27,10 +27,14 @@ _SIZE_UNITS = {
     "mb": MB,
     "gb": GB,
     "tb": TB,
-    "k": KiB,
-    "m": MiB,
-    "g": GiB,
-    "t": TiB,
+    "K": KiB,
+    "M": MiB,
+    "G": GiB,
+    "T": TiB,
+    "k": KB,  # vLLM's human_readable_int: a lowercase letter is decimal (24g = 24e9)
+    "m": MB,
+    "g": GB,
+    "t": TB,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -41,9 +45,12 @@ def cdiv(a: int, b: int) -> int:
 
 
 def parse_size(text: str) -> int:
-    """Parse '24GiB', '24 GB', '1.5G' (binary), or a plain byte count into integer bytes."""
+    """Parse '24GiB', '24 GB', '1.5G' (binary), '24g' (decimal, as vLLM reads it), or a plain
+    byte count into integer bytes."""
     match = _SIZE_RE.match(str(text))
-    unit = match.group(2).lower() if match else None
+    unit = match.group(2) if match else None
+    if unit is not None and len(unit) > 1:
+        unit = unit.lower()
     if match is None or unit not in _SIZE_UNITS:
         raise InputError(
             f"cannot read size {text!r}: use bytes or a number with a unit like 24GiB, 512MiB, 80GB"

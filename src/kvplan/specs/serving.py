@@ -18,6 +18,10 @@ low-latency ones once per (token, expert); ``deepep`` is kvplan's earlier name f
 low-latency pricing."""
 MXFP4_MOE_BACKENDS = ("auto", "marlin")
 """MXFP4 MoE kernels kvplan prices (``kvplan.costs.kernels.moe``)."""
+_SERVED_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
+                  "fp16": "float16", "half": "float16", "float32": "float32",
+                  "fp32": "float32", "float": "float32"}
+"""--dtype names -> the dtype vLLM serves in (what --kv-cache-dtype auto then stores)."""
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 """``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
 
@@ -79,6 +83,7 @@ class EngineConfig:
     def __post_init__(self) -> None:
         check_engine_bounds(self)  # first: its messages name the vLLM flag
         check_fields(self)  # then any other type (None for a name, a str for a bool...)
+        self._cache_dtypes_follow_dtype()
         if self.block_size not in VLLM_BLOCK_SIZES:
             sizes = ", ".join(map(str, VLLM_BLOCK_SIZES))
             raise InputError(f"--block-size must be one of vLLM's {sizes}; got {self.block_size}")
@@ -104,6 +109,17 @@ class EngineConfig:
         ):
             if name not in MAMBA_DTYPES:
                 raise InputError(f"{flag} must be one of {', '.join(MAMBA_DTYPES)}, got {name!r}")
+
+    def _cache_dtypes_follow_dtype(self) -> None:
+        """vLLM's cache dtype 'auto' is the served dtype, which --dtype sets: --dtype float32
+        stores a 4-byte KV cache (and Mamba state); auto keeps the model's own."""
+        served = _SERVED_DTYPES.get(self.dtype.strip().lower())
+        if served is None:
+            return
+        if self.kv_cache_dtype.strip().lower() == "auto":
+            object.__setattr__(self, "kv_cache_dtype", served)
+        if served == "float32" and self.mamba_cache_dtype == "auto":
+            object.__setattr__(self, "mamba_cache_dtype", "float32")
 
     @property
     def world_size(self) -> int:
