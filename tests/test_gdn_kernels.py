@@ -221,3 +221,11 @@ def test_recorded_steps_reprice_with_the_sequence_floor() -> None:
     got = t.times_s(stacked)
     want = [t.step_time_s(n, c) for n, c in batches]
     assert got.tolist() == want
+
+
+def test_the_longest_chunk_counts_only_requests_computing_more_than_one_token() -> None:
+    from kvplan.costs.step.sums import longest_chunk
+
+    for new, want in (([], 0), ([1, 1, 1], 0), ([1, 300, 2], 300), ([2], 2), ([1], 0)):
+        assert longest_chunk(new) == want
+        assert longest_chunk(np.array(new, dtype=np.int64)) == want

@@ -378,7 +378,7 @@ class StepCostModel:
         if self._co.mla:
             p_pairs, p_ctx = _prefill_sums(n.tolist(), c.tolist())
         return StepAggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
-                              int(has_prefill(n, c)), p_pairs, p_ctx, longest_chunk(n.tolist()))
+                              int(has_prefill(n, c)), p_pairs, p_ctx, longest_chunk(n))
 
     def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> StepAggregates:
         c = np.sort(np.asarray(ctx, dtype=np.int64))

@@ -33,8 +33,11 @@ def _clipped_sum(c_sorted: IntArray, shift: IntArray, w: int) -> IntArray:
                       dtype=np.int64)
 
 
-def longest_chunk(new: list[int]) -> int:
+def longest_chunk(new: list[int] | IntArray) -> int:
     """The most new tokens of one request computing more than one (0 if none): the sequence
-    a Gated DeltaNet layer's chunked scan runs along longest."""
-    top = max(new, default=0)
+    a Gated DeltaNet layer's chunked scan runs along longest (a list: plain Python; an
+    array: one reduction)."""
+    if not len(new):
+        return 0
+    top = max(new) if isinstance(new, list) else int(new.max())
     return top if top > 1 else 0
