@@ -1,5 +1,6 @@
 """A DP rank's step priced at the widest rank's tokens (costs/step/dp_pad): unpadded it is
-the step timer's own price, padding never makes it cheaper, MLA takes the sums path."""
+the step timer's own price, padding never makes it cheaper, MLA takes the sums path, GDN the
+aggregate path with its longest prompt chunk (300 tokens here, where the sequence binds)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ NEW = np.array([1, 1, 300], dtype=np.int64)
 CTX = np.array([900, 40, 0], dtype=np.int64)
 
 
-@pytest.fixture(scope="module", params=["Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V2-Lite"])
+@pytest.fixture(scope="module", params=["Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V2-Lite",
+                                        "Qwen/Qwen3-Next-80B-A3B-Thinking"])
 def timer(request: pytest.FixtureRequest) -> StepCostModel:
     engine = EngineConfig(data_parallel_size=2, enable_expert_parallel=True)
     return StepCostModel(load_model(request.param), load_gpu("H200"), engine)

@@ -24,7 +24,7 @@ ENGINES = [
     {"async_scheduling": True, "max_num_batched_tokens": 1000},
 ]
 MODELS = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "google/gemma-2-9b-it",
-          "deepseek-ai/DeepSeek-V2-Lite"]
+          "deepseek-ai/DeepSeek-V2-Lite", "Qwen/Qwen3-Next-80B-A3B-Thinking"]
 GPUS = ["H100", "H200", "B200", "A100-80GB", "L40S"]
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.costs.step.roofline import StepCostModel
+from kvplan.costs.step.sums import longest_chunk
 from kvplan.sim import core
 from kvplan.sim.blocks import CacheGroup, KvShape
 from kvplan.sim.scheduler import Limits
@@ -91,11 +92,13 @@ def test_the_form_equals_step_time_agg_to_the_bit(model: str, tp: int, pp: int,
         ctx = np.where(rng.random(k) < 0.1, 0, rng.integers(0, 200_000, k))
         batches.append((new.astype(np.int64), ctx.astype(np.int64)))
     want = [t.step_time_s(n, c) for n, c in batches]
-    if t.supports_aggregates:  # the lean path's sums give the same times
+    if t.supports_aggregates:  # the lean path's sums give the same times (GDN: + longest)
         assert want == [t.step_time_agg(int(n.sum()), len(n), int(c.sum()),
                                         int(n @ c) + int(n @ (n + 1)) // 2,
-                                        bool((n > 1).any() or (c == 0).any()))
+                                        bool((n > 1).any() or (c == 0).any()),
+                                        longest_chunk(n) if t.needs_longest else 0)
                         for n, c in batches]
+    assert t.needs_longest == (model == "Qwen/Qwen3-Next-80B-A3B-Thinking")
     if BUILT:
         assert np.array_equal(eval_steps(form, batches), np.array(want))
     assert BUILT or os.environ.get("KVPLAN_REQUIRE_CORE") != "1"

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from kvplan.costs.step.sums import longest_chunk
 from kvplan.sim.blocks import KvShape
 from kvplan.sim.result import FloatArray, IntArray, KvSeries, SimulationResult
 
@@ -153,7 +154,9 @@ def _agrees(mod: ModuleType, form: tuple[object, ...], timer: Any, max_tokens: i
         if getattr(timer, "supports_aggregates", False):
             pairs = sum(a * b + a * (a + 1) // 2 for a, b in zip(n, c, strict=True))
             pre = any(a > 1 or b == 0 for a, b in zip(n, c, strict=True))
-            if float(timer.step_time_agg(sum(n), len(n), sum(c), pairs, pre)) != got:
+            gdn = getattr(timer, "needs_longest", False)  # GDN: the longest prompt chunk too
+            extra = {"longest": longest_chunk(n)} if gdn else {}
+            if float(timer.step_time_agg(sum(n), len(n), sum(c), pairs, pre, **extra)) != got:
                 return False
     return True
 

@@ -151,7 +151,8 @@ def _priced_at_once(rep: Replica, points: list[int]) -> tuple[FloatArray, FloatA
     one = np.ones(len(n), dtype=np.int64)
     zero = np.zeros(len(n), dtype=np.int64)
     s = timer.times_s(StepAggregates(n, one, c, n * c + n * (n + 1) // 2, zero, zero,
-                                     ((n > 1) | (c == 0)).astype(np.int64))).tolist()
+                                     ((n > 1) | (c == 0)).astype(np.int64),
+                                     prefill_longest=np.where(n > 1, n, 0))).tolist()
     sums, t = [0.0], 0.0
     for x in s[:full]:
         t += x

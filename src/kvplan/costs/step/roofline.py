@@ -62,9 +62,6 @@ _TABLE_TOKENS = 8192
 """Token tables start this long and double when a step is longer (an unchunked prompt)."""
 
 
-# ---------------------------------------------------------------- the model
-
-
 _SMALL = 48
 """Batches up to this many requests are summed in plain Python (faster than numpy there)."""
 
@@ -164,12 +161,9 @@ class StepCostModel:
         """Token tables long enough for a step of ``tokens`` tokens (rebuilt when a step is
         longer than any before: an unchunked prompt)."""
         size = max(tokens, 2 * (len(self._co.gemm_t) - 1))
-        ms = self._co.measured
-        if ms is None:
-            self._co = roofline_tables(self._co, size)
-        else:
-            self._co = measured_coefficients(self.constants, self.profile,
-                                             self._silicon(size), self._link)
+        self._co = (roofline_tables(self._co, size) if self._co.measured is None else
+                    measured_coefficients(self.constants, self.profile, self._silicon(size),
+                                          self._link))
         return self._co
 
     @property
@@ -224,19 +218,26 @@ class StepCostModel:
 
     @property
     def supports_aggregates(self) -> bool:
-        """step_time_agg is exact unless sliding-window attention, MLA's prefill path or GDN's
-        longest sequence needs per-request sums."""
-        return not self._co.window and not self._co.mla and self._co.gdn_seq_t is None
+        """step_time_agg is exact unless sliding-window attention or MLA's prefill path needs
+        per-request sums (with ``longest`` where ``needs_longest``)."""
+        return not self._co.window and not self._co.mla
+
+    @property
+    def needs_longest(self) -> bool:
+        """GDN layers: a step also depends on its longest prompt chunk (``longest`` below)."""
+        return self._co.gdn_seq_t is not None
 
     def step_time_agg(self, tokens: int, requests: int, context: int, pairs: int,
-                      prefill: bool) -> float:
+                      prefill: bool, longest: int = 0) -> float:
         """step_time_s from the batch's sums (no sliding window): tokens = sum(new),
         requests = len(new), context = sum(ctx), pairs = sum(new*ctx + new*(new+1)/2),
-        prefill = has_prefill(new, ctx). The same float operations: equal to the last bit."""
+        prefill = has_prefill(new, ctx), longest = longest_chunk(new) (read only where
+        ``needs_longest``). The same float operations: equal to the last bit."""
         t, r = float(tokens), float(requests)
         if tokens >= len(self._co.gemm_t):
             self._grow(tokens)
-        stage = self._stage(tokens, t, r, float(context), float(pairs), 0.0, 0.0, max)
+        stage = self._stage(tokens, t, r, float(context), float(pairs), 0.0, 0.0, max,
+                            longest=longest)
         return self._finish(stage, t, r, self._co.overhead_s[int(prefill)])
 
     def aggregate_form(self, max_tokens: int) -> AggregateForm | None:

@@ -36,7 +36,11 @@ def padded_step_s(timer: Any, new_tokens: IntArray, context_tokens: IntArray,
     if getattr(timer, "supports_aggregates", False):
         nl, cl = n.tolist(), c.tolist()  # plain Python: faster than numpy on a rank's batch
         pairs = sum(map(mul, nl, cl)) + sum(x * (x + 1) for x in nl) // 2
-        prefill = max(nl) > 1 or min(cl) == 0  # has_prefill
+        top = max(nl)
+        prefill = top > 1 or min(cl) == 0  # has_prefill
+        if getattr(timer, "needs_longest", False):  # GDN: its longest prompt chunk too
+            return float(timer.step_time_agg(padded_tokens, len(nl), sum(cl), pairs, prefill,
+                                             longest=top if top > 1 else 0))
         return float(timer.step_time_agg(padded_tokens, len(nl), sum(cl), pairs, prefill))
     if hasattr(timer, "aggregates"):
         a = replace(timer.aggregates(n, c), tokens=padded_tokens)
