@@ -41,7 +41,8 @@ class AggregateTimer(StepTimer, Protocol):
         pairs  = sum(new * ctx + new * (new + 1) / 2)   prefill = any(new > 1 or ctx == 0)
 
     decode_run_agg(requests, context, k) equals decode_run_s(ctx, k) when sum(ctx) = context
-    and every ctx >= 1.
+    and every ctx >= 1. A timer whose steps also depend on the longest prompt chunk (GDN
+    layers) says so with ``needs_longest`` and takes it as ``step_time_agg(..., longest=L)``.
     """
 
     @property
