@@ -19,7 +19,8 @@ from kvplan.specs.serving import EngineConfig
 
 CASES = [("meta-llama/Llama-3.1-8B", 1), ("meta-llama/Llama-3.1-70B", 8),
          ("Qwen/Qwen3-30B-A3B", 1), ("mistralai/Mixtral-8x7B-v0.1", 2),
-         ("google/gemma-2-9b-it", 1), ("deepseek-ai/DeepSeek-V3", 8)]
+         ("google/gemma-2-9b-it", 1), ("deepseek-ai/DeepSeek-V3", 8),
+         ("Qwen/Qwen3-Next-80B-A3B-Thinking", 4)]
 SHAPES = [RequestShape(batch=1, prompt_tokens=4096, output_tokens=128),
           RequestShape(batch=32, prompt_tokens=1024, output_tokens=64),
           RequestShape(batch=256, prompt_tokens=512, output_tokens=16)]
