@@ -36,3 +36,21 @@ def test_plan_refuses_values_vllm_always_refuses(flag: str, value: str, names: s
     assert_one_line_error(res)
     assert names in res.err
 
+
+
+# ---------------- P2: an invalid candidate's JSON row names the combination vLLM refused
+# It was written with the first GPU and vLLM's default flags: `-tp 1,3 --gpu H100,L40S`
+# listed the L40S TP 3 candidate as "H100-SXM-80GB, tensor_parallel_size 1" beside the
+# reason "--tensor-parallel-size 3 must divide num_attention_heads 32".
+
+
+def test_plan_keeps_a_tp_degree_the_model_refuses_as_an_invalid_candidate() -> None:
+    # Llama-3.1-8B's 32 heads do not split over 3 GPUs: a candidate vLLM refuses for this
+    # model (docs/planner.md: stage `invalid`), while TP 1 of the same list is planned
+    args = [a if a != "H100" else "H100,L40S" for a in PLAN]
+    res = run_cli(*args, "-tp", "1,3", "--max-num-batched-tokens", "default")
+    assert res.code == 0, res.err
+    rows = [(c["gpu"], c["tensor_parallel_size"], c["stage"])
+            for c in res.json()["candidates"]]
+    assert rows == [("H100-SXM-80GB", 1, "simulated"), ("H100-SXM-80GB", 3, "invalid"),
+                    ("L40S", 1, "verified"), ("L40S", 3, "invalid")]
