@@ -54,3 +54,22 @@ def test_plan_keeps_a_tp_degree_the_model_refuses_as_an_invalid_candidate() -> N
             for c in res.json()["candidates"]]
     assert rows == [("H100-SXM-80GB", 1, "simulated"), ("H100-SXM-80GB", 3, "invalid"),
                     ("L40S", 1, "verified"), ("L40S", 3, "invalid")]
+
+
+# ---------------- C1: calibrate names each run of a CSV sweep by its line, not the file
+# Every row of a serving CSV sweep was the point "sweep.csv", so the per-run error table
+# (and JSON `points`) could not say which row a 30 % error belonged to; the static CSV
+# reader names its rows `line-N`. Now each row is `sweep.csv:N` (N: its line in the file).
+SWEEP = ("model,gpu,num_prompts,input_len,output_len,max_concurrency,mean_ttft_ms,"
+         "mean_tpot_ms,mean_itl_ms,output_throughput\n"
+         f"{L8B},H100,100,512,64,1,63.27,7.160,7.160,124.4\n"
+         f"{L8B},H100,100,512,64,8,86.46,8.366,8.366,805.3\n")
+
+
+def test_calibrate_names_each_row_of_a_csv_sweep(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "sweep.csv"
+    path.write_text(SWEEP)
+    res = run_cli("calibrate", str(path), "--force", "--json")
+    assert res.code == 0, res.err
+    ids = [p["id"] for p in res.json()["points"]]
+    assert ids == ["sweep.csv:2"] * 4 + ["sweep.csv:3"] * 4
