@@ -100,13 +100,14 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
         raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
     if p.suffix.lower() != ".csv":
         try:
-            return [_run(jsonread.loads(text), f"{p}:1", d)]
+            return [_run(jsonread.loads(text), f"{p}:1", d, p.name)]
         except json.JSONDecodeError as exc:
             raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     reader = csv.DictReader(text.splitlines())
     try:
         return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
-                     f"{p}:{reader.line_num}", d) for row in reader]
+                     f"{p}:{reader.line_num}", d, f"{p.name}:{reader.line_num}")
+                for row in reader]
     except csv.Error as exc:  # a field over csv's 131,072-character limit
         raise TraceError(f"{p}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
             from None
@@ -165,7 +166,8 @@ def _check(m: Any) -> None:
         raise TraceError(located(m.where, exc)) from None
 
 
-def _run(row: Mapping[str, Any], where: str, d: Defaults) -> ServingRun:
+def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingRun:
+    """One run; ``name`` is its id unless the row has one (a CSV row: file:line)."""
     _validate(row, where, d)
     n = int(_num(row, "completed", where, row.get("num_prompts")))
     ins, outs = _lens(row, where, n)
@@ -181,7 +183,7 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults) -> ServingRun:
         raise TraceError(f"{where}: missing '{'model' if not model else 'gpu'}' (give it in "
                          "the file or as --model / --gpu)")
     return ServingRun(
-        id=str(row.get("id") or Path(where.rsplit(":", 1)[0]).name), where=where,
+        id=str(row.get("id") or name), where=where,
         model=str(model), gpu=str(gpu), engine=_engine(row, where, d), num_prompts=n,
         input_lens=ins, output_lens=outs,
         request_rate=None if str(rate) == "inf" else _num(row, "request_rate", where),

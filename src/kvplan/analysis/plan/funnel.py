@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor, run_fleet_jobs
@@ -70,10 +71,10 @@ def screen(model: ModelSpec, space: SearchSpace, router: str, prices: PriceTable
     the worker processes forked after it find every replica and table it built)."""
     out = []
     seen: dict[tuple[str, object], str] = {}
-    for i, (d, why, _) in enumerate(enumerate_space(model, space, router)):
+    for i, (d, why, flags) in enumerate(enumerate_space(model, space, router)):
         cid = f"c{i:04d}"
         if d is None:
-            out.append(_dummy(cid, model, space, why))
+            out.append(_dummy(cid, model, space, why, flags))
             continue
         first = seen.setdefault((d.gpu.id, d.engine), cid)
         if first != cid:
@@ -85,10 +86,21 @@ def screen(model: ModelSpec, space: SearchSpace, router: str, prices: PriceTable
     return out
 
 
-def _dummy(cid: str, model: ModelSpec, space: SearchSpace, why: str) -> Candidate:
+def _dummy(cid: str, model: ModelSpec, space: SearchSpace, why: str,
+           flags: dict[str, object]) -> Candidate:
+    """A combination vLLM refuses for this model, recorded with its own GPU and flags (the
+    JSON's candidate row names what was refused; vLLM's defaults where a flag cannot be
+    set)."""
     from kvplan.specs.serving import EngineConfig
 
-    d = Deployment(model=model, gpu=space.gpus[0], engine=EngineConfig())
+    gpu = next((g for g in space.gpus if g.id == flags["gpu"]), space.gpus[0])
+    given: dict[str, Any] = {k: v for k, v in flags.items() if k != "gpu" and v is not None}
+    try:
+        engine = EngineConfig(**given, gpu_memory_utilization=space.gpu_memory_utilization,
+                              max_model_len=space.max_model_len or None)
+    except KvplanError:
+        engine = EngineConfig()
+    d = Deployment(model=model, gpu=gpu, engine=engine)
     return Candidate(id=cid, deployment=d, stage="invalid", reason=why)
 
 

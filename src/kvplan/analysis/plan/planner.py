@@ -24,7 +24,13 @@ from kvplan.analysis.plan.parallel.space import (
 )
 from kvplan.analysis.plan.records import STAGES, Candidate, Lever, Plan, SearchReport
 from kvplan.analysis.plan.search import search
-from kvplan.analysis.plan.space import DEFAULT_CHUNKS, SearchSpace, valid_tp_degrees
+from kvplan.analysis.plan.space import (
+    DEFAULT_CHUNKS,
+    ENGINE_LISTS,
+    SearchSpace,
+    check_flag_values,
+    valid_tp_degrees,
+)
 from kvplan.analysis.plan.traffic import DEFAULT_SAMPLE, PlanTraffic, plan_traffic
 from kvplan.analysis.plan.why.advice import advise
 from kvplan.analysis.plan.why.explain import binding
@@ -165,6 +171,12 @@ def _check_options(o: PlanOptions) -> None:
             raise InputError(f"{flag} must be a positive whole number, got {v}")
     if o.max_cost_per_hour is not None:
         check_number("--max-cost-per-hour", o.max_cost_per_hour, *USD_PER_HOUR_CAP)
+    lists = (o.tensor_parallel_sizes or (), o.pipeline_parallel_sizes, o.max_num_seqs,
+             o.max_num_batched_tokens, o.block_sizes)
+    check_flag_values(dict(zip(ENGINE_LISTS, lists, strict=True)), o.kv_cache_dtypes,
+                      o.quantizations, o.router,
+                      gpu_memory_utilization=o.gpu_memory_utilization,
+                      max_model_len=o.max_model_len)
 
 
 def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTraffic

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from kvplan.analysis.plan.parallel.space import EP_WITH_DP, ep_values, left_out
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import mla_block_size
+from kvplan.costs.memory.weight_formats import resolve_format
 from kvplan.errors import InputError, KvplanError
-from kvplan.specs.deployment import Deployment
+from kvplan.specs.deployment import ROUTERS, Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import check_tensor_parallel
+from kvplan.specs.kv_precision import resolve_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
@@ -66,6 +68,31 @@ class SearchSpace:
         default ``expert_parallel`` entry counts once here but gives EP on and off at
         dp > 1, and default DP layouts wider than a node are left out."""
         return math.prod(len(getattr(self, name)) for name in _LISTS)
+
+
+ENGINE_LISTS = ("tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs",
+                "max_num_batched_tokens", "block_size")
+"""EngineConfig fields whose values a plan takes as lists (check_flag_values)."""
+
+
+def check_flag_values(lists: dict[str, Sequence[object]], kv_cache_dtypes: Sequence[str],
+                      quantizations: Sequence[str | None], router: str,
+                      **engine: object) -> None:
+    """One error line for a value vLLM refuses whatever the model and GPU (a degree or limit
+    out of range, a block size it lacks, an unknown KV dtype, weight format or router;
+    ``engine``: single EngineConfig values), before any candidate is built. A TP degree
+    the model's heads refuse stays a candidate of stage ``invalid``."""
+    for field, values in lists.items():
+        for value in values:
+            if value is not None:
+                EngineConfig(**{field: value})  # type: ignore[arg-type]
+    EngineConfig(**engine)  # type: ignore[arg-type]
+    for kv in kv_cache_dtypes:
+        resolve_precision(kv, "bfloat16")
+    for quant in quantizations:
+        resolve_format(quant, None, None)
+    if router not in ROUTERS:
+        raise InputError(f"--router {router!r}: choose one of {', '.join(ROUTERS)}")
 
 
 def valid_tp_degrees(model: ModelSpec, up_to: int = 8) -> tuple[int, ...]:

@@ -34,8 +34,8 @@ def advise(cands: list[Candidate], space: SearchSpace, prices: PriceTable, ex: E
            ctx: JobContext, lim: Limits, t: Tally) -> str:
     """One clause naming the change that helps most, or '' when none can be simulated."""
     found = closest(cands)
-    if not found:
-        return ""
+    if not found or any(c.fleet is not None and c.fleet.ok for c in cands):
+        return ""  # nothing found, or the SLO is met and a budget flag rules it out
     (key, _, _), c = found[0]
     if key == "goodput_share" or c.stage not in ("infeasible", "pruned_bound"):
         return ""

@@ -31,8 +31,10 @@ def _margin(c: Candidate) -> float:
 
 
 def closest_miss(c: Candidate) -> tuple[str, float, float | None]:
-    """(SLO term, relative miss, achieved) of the candidate's nearest failing check."""
-    if c.fleet is not None and not c.fleet.ok:
+    """(SLO term, relative miss, achieved) of the candidate's nearest failing check: its
+    verified fleet's when it has one (a fleet that met the SLO misses nothing, though a
+    budget may rule it out), else the capacity search's failing probe, else zero load."""
+    if c.fleet is not None:
         margins, achieved = c.fleet.margins, dict(c.fleet.achieved)
     elif c.capacity is not None and c.capacity.margins_at_hi:
         margins, achieved = c.capacity.margins_at_hi, dict(c.capacity.achieved_at_hi)
@@ -64,6 +66,10 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
                 " add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
                 "fp8 or a GPU with more memory")
     budget = [c for c in fits if any(f in c.reason for f in BUDGET_FLAGS)]
+    met = sorted((c for c in budget if c.fleet is not None and c.fleet.ok),
+                 key=lambda c: (c.usd_per_hour or 0.0, c.id))
+    if met:
+        return _met_text(met[0])
     misses = closest(cands)
     if not misses and budget:
         return _budget_text(budget, max_gpus)
@@ -97,6 +103,15 @@ def _outside_text(key: str, outside: dict[str, str]) -> str:
     wanted = ("tp", "gpu") if "ttft" in key else ("tp", "gpu", "quantization")
     picks = [outside[k] for k in wanted if k in outside]
     return f"; try {' or '.join(picks)}" if picks else ""
+
+
+def _met_text(c: Candidate) -> str:
+    """The SLO is met, but only by fleets a budget flag rules out: the cheapest of them."""
+    e = c.deployment.engine
+    flag = next(f for f in BUDGET_FLAGS if f in c.reason)
+    return (f"every fleet that meets the SLO breaks the budget: the cheapest, {c.id} "
+            f"({c.deployment.gpu.id} TP {e.tensor_parallel_size}, {c.replicas} replicas), "
+            f"{c.reason.removeprefix('its verified fleet ')}; raise {flag}")
 
 
 def _budget_text(budget: list[Candidate], max_gpus: int | None) -> str:
