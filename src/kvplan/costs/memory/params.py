@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.costs.memory.weight_formats import (
+    FP8_BLOCK,
     FormatArg,
     WeightFormat,
     dtype_bytes,
@@ -310,7 +311,8 @@ class _Pricing:
         count = part.count
         if active is not None and part.role == "experts":
             count = part.count * active[0] // active[1]
-        if self.fmt is not None and part.linear and part.role in self.fmt.roles:
+        if self.fmt is not None and part.linear and part.role in self.fmt.roles and not (
+                self.fmt.block is not None and part.shard == "col" and rows < FP8_BLOCK):
             return count * self.fmt.linear_bytes(rows, cols)
         return count * rows * cols * self.elem_bytes
 

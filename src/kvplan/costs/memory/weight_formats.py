@@ -14,6 +14,13 @@ LINEAR_ROLES = frozenset({"attention", "dense_mlp", "experts", "shared_experts",
 router stay in the model dtype (vLLM builds them with quant_config=None or skips them)."""
 
 
+FP8_BLOCK = 128
+"""Rows of one block-scaled fp8 weight block (128 x 128 in every block fp8 checkpoint vLLM
+serves: DeepSeek-V3, Qwen's -FP8 releases). A column-parallel layer with fewer output rows
+per GPU cannot be sharded in blocks (vLLM's ``validate_fp8_block_shape`` refuses it), so
+such a checkpoint keeps that layer 16-bit (Qwen3-Next's in_proj_ba: 2 x 32 rows)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WeightFormat:
     """How one quantized linear weight is stored: value bits plus scales (and zeros)."""

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kvplan.costs import kernels as kn
+from kvplan.costs.memory.weight_formats import FP8_BLOCK
 from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.constants import experts_touched
 from kvplan.costs.step.cudagraph import padded_tokens
@@ -233,8 +234,14 @@ def routed_share(tokens: npt.ArrayLike, experts: int, topk: int) -> FloatArray:
 
 
 def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
-    """vLLM leaves the MoE router and the lm_head unquantized (16-bit) in fp8/fp4 models."""
-    return "bfloat16" if op.name in ("router", "lm_head") else gemm_dtype
+    """vLLM leaves the MoE router and the lm_head unquantized (16-bit) in fp8/fp4 models. A
+    block-scaled fp8 checkpoint keeps 16-bit any layer with fewer output rows per GPU than
+    one 128-row block: vLLM cannot shard a partial block (``validate_fp8_block_shape``), so
+    Qwen3-Next's in_proj_ba (2 x 32 value heads: 32 rows per GPU at TP2) is bf16
+    (``costs.memory.params`` sizes it so too)."""
+    if op.name in ("router", "lm_head") or (gemm_dtype == "fp8_block" and op.n < FP8_BLOCK):
+        return "bfloat16"
+    return gemm_dtype
 
 
 def gemm_times(gpu: str, m: IntArray, n: int, k: int, dtype: str) -> FloatArray:
