@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kvplan.costs.memory.plan import MemoryPlan, Settings, plan_resolved
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve_deployment
 from kvplan.costs.step.roofline import Profile, StepCostModel
@@ -41,6 +43,9 @@ class ServingRun:
     def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
         """The run's settings, in the keys `vllm bench serve --save-result` uses where it can."""
         rate = None if args is None else args.request_rate
+        w = self.workload  # a trace on its own arrival times has no rate to write
+        timed = (rate is None and w.closed_loop_concurrency is None
+                 and bool(np.any(np.asarray(w.arrival_s) > 0)))
         extra: dict[str, Any] = {"async_scheduling": True} if self.engine.async_scheduling else {}
         if self.dp is not None:
             from kvplan.analysis.dp_serving import dp_header
@@ -49,7 +54,8 @@ class ServingRun:
         return {
             "backend": "kvplan-sim", "model_id": self.model.name, "gpu": self.hardware.id,
             "dataset": self.workload.name, "num_prompts": len(self.workload),
-            "request_rate": "inf" if rate is None or math.isinf(rate) else rate,
+            "request_rate": "trace" if timed else "inf" if rate is None or math.isinf(rate)
+            else rate,
             "burstiness": 1.0 if args is None else args.burstiness,
             "max_concurrency": self.workload.closed_loop_concurrency,
             "max_num_batched_tokens": self.limits.max_num_batched_tokens,

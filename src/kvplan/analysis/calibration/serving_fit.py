@@ -172,6 +172,10 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
     n = int(_num(row, "completed", where, row.get("num_prompts")))
     ins, outs = _lens(row, where, n)
     rate = row.get("request_rate", "inf")
+    if str(rate) == "trace":
+        raise TraceError(f"{where}: request_rate 'trace': a trace replayed on its own arrival "
+                         "times, which the file does not hold; calibrate on runs with a request "
+                         "rate or --max-concurrency (kvplan simulate --request-rate R)")
     conc = row.get("max_concurrency")
     measured = {m: _num(row, k, where) * f for k, (m, f) in SERVING_METRICS.items()
                 if row.get(k) not in (None, "", 0, 0.0)}
