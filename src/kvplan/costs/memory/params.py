@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.costs.memory.weight_formats import (
-    FP8_BLOCK,
     FormatArg,
     WeightFormat,
     dtype_bytes,
@@ -312,7 +311,7 @@ class _Pricing:
         if active is not None and part.role == "experts":
             count = part.count * active[0] // active[1]
         if self.fmt is not None and part.linear and part.role in self.fmt.roles and not (
-                self.fmt.block is not None and part.shard == "col" and rows < FP8_BLOCK):
+                self.fmt.block is not None and part.shard == "col" and rows < self.fmt.block[0]):
             return count * self.fmt.linear_bytes(rows, cols)
         return count * rows * cols * self.elem_bytes
 
