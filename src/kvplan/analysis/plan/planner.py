@@ -261,6 +261,11 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
                      f"({r.age_days(today)} days ago); check {r.source_url}"
                      for r in prices.stale_rows(today))
     serve, bench = serve_and_bench(winner, traffic, slo, o.model_id) if winner else ("", "")
+    if winner is not None and traffic.own_arrivals:
+        warnings += (f"Verify approximates {traffic.name}: vllm bench serve cannot replay a "
+                     "trace's own arrival times and lengths, so it sends random prompts of "
+                     "the trace's median lengths at its mean rate, with --burstiness "
+                     f"{traffic.burstiness:.2g} (its gaps' mean^2 / variance)",)
     why = "" if winner else infeasible_why(cands, lim, o.max_gpus,
                                            outside_space(spec, space, prices), advice)
     if why and o.slo_margin == "band":

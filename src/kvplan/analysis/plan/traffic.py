@@ -37,6 +37,14 @@ class PlanTraffic:
     rate_rps: float | None
     trace_requests: int = 0
     """Requests in the whole trace before any cut (the plan says what share it serves)."""
+    burstiness: float = 1.0
+    """The arrivals' gamma shape (vLLM --burstiness): as given for drawn arrivals; for a
+    trace on its own timestamps, mean^2 / variance of its gaps (1 / CV^2)."""
+    own_arrivals: bool = False
+    """A timed trace replayed on its own timestamps (vllm bench serve cannot replay them)."""
+    given_rate_rps: float | None = None
+    """--request-rate as given, where the arrivals were drawn at it (``rate_rps`` is the
+    draw's realized rate, (requests - 1) / span)."""
 
     @property
     def requests(self) -> int:
@@ -54,7 +62,8 @@ class PlanTraffic:
 
 def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAMPLE,
                  seed: int = 0, burstiness: float = 1.0) -> PlanTraffic:
-    """The fleet workload and the unit-rate sample (see the module docstring)."""
+    """The fleet workload and the unit-rate sample (see the module docstring); ``burstiness``
+    shapes capacity mode's drawn gaps (target mode reads a WorkloadArgs' own)."""
     if sample < 20:
         raise InputError(f"--sample-requests must be at least 20, got {sample}")
     closed = workload.max_concurrency if isinstance(workload, WorkloadArgs) else (
@@ -74,7 +83,20 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
                            rate_rps=None, trace_requests=whole)
     rate = (len(w) - 1) / span
     unit = _with_arrivals(head, (head.arrival_s - head.arrival_s[0]) * rate)
-    return PlanTraffic(name=w.name, target=w, unit=unit, rate_rps=rate, trace_requests=whole)
+    args = workload if isinstance(workload, WorkloadArgs) else None
+    drawn = args is not None and args.request_rate is not None
+    shape = args.burstiness if args is not None and drawn else gap_shape(w.arrival_s)
+    given = args.request_rate if args is not None else None
+    return PlanTraffic(name=w.name, target=w, unit=unit, rate_rps=rate, trace_requests=whole,
+                       burstiness=shape, own_arrivals=not drawn, given_rate_rps=given)
+
+
+def gap_shape(arrival_s: np.ndarray) -> float:
+    """The gamma shape matching the gaps' first two moments: mean^2 / variance (1 for a
+    Poisson process, below 1 for bursts); 1 when the gaps do not vary."""
+    gaps = np.diff(np.sort(arrival_s))
+    var = float(np.var(gaps))
+    return 1.0 if var <= 0 else float(np.mean(gaps)) ** 2 / var
 
 
 def _windowed(args: WorkloadArgs) -> tuple[Workload, int]:

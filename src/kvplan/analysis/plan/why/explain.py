@@ -75,11 +75,20 @@ def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTa
     out.append((f"--max-num-batched-tokens {chunk * 2}",
                 _with(d, max_num_batched_tokens=chunk * 2)))
     if chunk // 2 >= 256:
-        out.append((f"--max-num-batched-tokens {chunk // 2}",
-                    _with(d, max_num_batched_tokens=chunk // 2)))
+        out.append(_halved_chunk(d, chunk // 2))
     flag = "--no-enable-prefix-caching" if e.enable_prefix_caching else "--enable-prefix-caching"
     out.append((flag, _with(d, enable_prefix_caching=not e.enable_prefix_caching)))
     return out + parallel_variants(d) + dbo_variant(d, binding_key)
+
+
+def _halved_chunk(d: Deployment, half: int) -> tuple[str, Deployment]:
+    """Half the token budget; vLLM needs max_num_seqs <= max_num_batched_tokens, so a
+    max_num_seqs above the new budget comes down with it, and the label says so."""
+    seqs = d.engine.max_num_seqs
+    if seqs is not None and seqs > half:
+        return (f"--max-num-batched-tokens {half} --max-num-seqs {half}",
+                _with(d, max_num_batched_tokens=half, max_num_seqs=half))
+    return f"--max-num-batched-tokens {half}", _with(d, max_num_batched_tokens=half)
 
 
 def _with(d: Deployment, **change: object) -> Deployment:

@@ -118,8 +118,9 @@ def _budget_text(budget: list[Candidate], max_gpus: int | None) -> str:
     gpus = [int(c.reason.split("= ")[1].split()[0]) for c in budget
             if "--max-gpus" in c.reason and "= " in c.reason]
     if max_gpus is not None and gpus:
-        return (f"--max-gpus {max_gpus} is below any feasible fleet: the smallest needs at "
-                f"least {min(gpus)} GPUs; raise --max-gpus")
+        return (f"--max-gpus {max_gpus} is below any feasible fleet: the smallest that "
+                f"passes the memory and zero-load checks needs at least {min(gpus)} GPUs "
+                "(not simulated); raise --max-gpus")
     return f"every fleet breaks the budget: {budget[0].reason}; raise --max-cost-per-hour"
 
 
@@ -146,14 +147,16 @@ def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo,
     good = dict(slo.goodput_ms) or {b.metric: b.limit_ms for b in slo.bounds
                                     if b.metric in GOODPUT_METRICS}
     unit = traffic.unit
-    rate = traffic.rate_rps if traffic.rate_rps is not None else (
+    rate = traffic.given_rate_rps or traffic.rate_rps or (
         w.capacity.rate_rps if w.capacity else 1.0)
     argv = ["vllm", "bench", "serve", "--model", model_id,
             "--dataset-name", "random",
             "--random-input-len", str(int(np.median(unit.prompt_tokens))),
             "--random-output-len", str(int(np.median(unit.output_tokens))),
-            "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:.3g}",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
+            "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:.3g}"]
+    if traffic.rate_rps is not None and f"{traffic.burstiness:.2g}" != "1":
+        argv += ["--burstiness", f"{traffic.burstiness:.2g}"]
+    argv += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
     if good:
         argv += ["--goodput", *(f"{k}:{v:g}" for k, v in good.items())]
     return serve, shlex.join(argv)

@@ -1,0 +1,65 @@
+"""The plan's lever rows and Verify line say what vLLM would run (each pinned by a value)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvplan.analysis.plan.traffic import gap_shape
+from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+from tests.conftest import run_cli
+
+L8B = "meta-llama/Llama-3.1-8B"
+BASE = ("plan", L8B, "--gpu", "H100", "-tp", "1", "--num-prompts", "200",
+        "--slo", "ttft:p99:2000", "--json")
+
+
+def _plan(*extra: str) -> dict:
+    r = run_cli(*BASE, *extra)
+    assert r.code == 0, r.err
+    doc: dict = r.json()
+    return doc
+
+
+def test_halving_the_token_budget_brings_max_num_seqs_down_with_it() -> None:
+    # The winner runs --max-num-batched-tokens 512 with the default max-num-seqs capped at
+    # 512. Halving the budget alone (256 < 512) is a server vLLM refuses to start; the row
+    # used to say so. vLLM needs max_num_seqs <= max_num_batched_tokens: both come down.
+    doc = _plan("--max-num-batched-tokens", "512", "--request-rate", "5")
+    assert "--max-num-seqs 512 --max-num-batched-tokens 512" in doc["summary"]["vllm_serve"]
+    rows = {x["change"]: x for x in doc["levers"]}
+    half = rows["--max-num-batched-tokens 256 --max-num-seqs 256"]
+    assert half["verified"] and half["note"] == "" and half["binding_p99_ms"] is not None
+    assert "--max-num-batched-tokens 256" not in rows  # no refused row beside it
+
+
+def test_a_budget_above_max_num_seqs_keeps_the_single_change() -> None:
+    doc = _plan("--max-num-batched-tokens", "2048", "--max-num-seqs", "256",
+                "--request-rate", "5")
+    changes = [x["change"] for x in doc["levers"]]
+    assert "--max-num-batched-tokens 1024" in changes
+
+
+def test_gap_shape_by_hand() -> None:
+    assert gap_shape(np.array([0.0, 1.0, 2.0, 3.0])) == 1.0  # even gaps: no variance
+    assert gap_shape(np.array([0.0, 1.0, 4.0])) == 4.0  # gaps 1, 3: mean 2, variance 1
+    assert gap_shape(np.array([4.0, 0.0, 1.0])) == 4.0  # order does not matter
+
+
+def test_verify_carries_the_given_burstiness() -> None:
+    bursty = _plan("--request-rate", "5", "--burstiness", "0.5")["summary"]["vllm_bench_serve"]
+    assert "--request-rate 5 --burstiness 0.5 " in bursty
+    poisson = _plan("--request-rate", "5")["summary"]["vllm_bench_serve"]
+    assert "--burstiness" not in poisson
+
+
+def test_verify_for_a_timed_trace_names_its_shape_and_says_it_approximates() -> None:
+    doc = _plan("--dataset", "azure-conv")
+    w = build_workload(WorkloadArgs(dataset="azure-conv", num_prompts=200))
+    shape = f"{gap_shape(w.arrival_s):.2g}"
+    rate = f"{(len(w) - 1) / (w.arrival_s[-1] - w.arrival_s[0]):.3g}"
+    bench = doc["summary"]["vllm_bench_serve"]
+    assert f"--request-rate {rate} --burstiness {shape} " in bench
+    assert any(x.startswith("Verify approximates azure-conv") and f"--burstiness {shape}" in x
+               for x in doc["warnings"])
+    random = _plan("--request-rate", "5")
+    assert not any(x.startswith("Verify approximates") for x in random["warnings"])
