@@ -25,7 +25,8 @@ Python API (mirrors the CLI)::
                        slo, gpus=["H100", "L40S"], kv_cache_dtypes=["auto", "fp8"])
     best.winner.deployment, best.winner.usd_per_hour, best.serve_command
 
-Every name loads on first use, so `import kvplan` (and each CLI command) stays light.
+Every name loads on first use, so `import kvplan` (and each CLI command) stays light. In
+Jupyter / IPython each answer above displays as the CLI prints it (``kvplan.report.notebook``).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -115,3 +116,17 @@ def __getattr__(name: str) -> Any:
         value = checked(value, name)
     globals()[name] = value  # later look-ups find it without calling __getattr__
     return value
+
+
+def _show_in_notebooks() -> None:
+    """In IPython / Jupyter, answers display as the CLI's tables (``kvplan.report.notebook``);
+    elsewhere nothing is imported."""
+    import sys
+
+    if "IPython" in sys.modules:
+        from kvplan.report.notebook import enable
+
+        enable()
+
+
+_show_in_notebooks()

@@ -138,73 +138,15 @@ def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:
     return plan_memory(model, load_gpu(gpu), fl.resolve_engine(fields))  # TP: by the plan
 
 
-def _version() -> str:
-    from kvplan.report.json_views import vllm_version
-
-    return vllm_version()
-
-
 def _render(plan: MemoryPlan, ignored: list[str]) -> None:
-    from rich.table import Table
-
-    from kvplan.units import fmt_bytes
-
-    b, s = plan.budget, plan.settings
-    table = Table(title=f"{plan.model} on {plan.gpu} (TP {s.tp}, PP {s.pp}), vLLM {_version()}")
-    table.add_column("per GPU")
-    table.add_column("memory", justify="right")
-    rows = [
-        ("CUDA total", b.cuda_total_bytes),
-        (f"requested (x {s.gpu_memory_utilization})", b.requested_bytes),
-        ("- weights", b.weights_bytes),
-        ("- peak activation", b.activation_bytes),
-        ("- non-torch", b.non_torch_bytes),
-        ("= KV cache", b.available_kv_bytes),
-        ("CUDA graphs (after, not subtracted)", b.cudagraph_bytes),
-    ]
-    for label, value in rows:
-        table.add_row(label, fmt_bytes(value))
-    console.print(table)
-    given = " (given by --kv-cache-memory)" if b.kv_cache_memory_given else ""
-    console.print(f"Available KV cache memory: {fmt_bytes(b.available_kv_bytes)}{given}")
-    console.print(
-        f"{len(plan.groups)} KV cache groups of {plan.layers_per_group} layers "
-        f"({plan.num_padding_layers} padding), block {plan.block_size} tokens, "
-        f"{plan.num_blocks:,} blocks"
-    )
-    if s.block_size_log:  # vLLM's own line: an MLA backend replaced --block-size
-        console.print(s.block_size_log)
-    if plan.hybrid is not None:
-        h = plan.hybrid
-        console.print(
-            f"Setting attention block size to {h.block_size} tokens to ensure that "
-            "attention page size is >= mamba page size."
-        )
-        if h.page_size_padded is not None:
-            console.print(
-                f"Padding mamba page size by {h.padding_pct:.2f}% to ensure that "
-                "mamba page size and attention page size are exactly equal."
-            )
-    _print_tokens(plan)
     from kvplan.cli.pasted import IGNORED_EFFECTS
+    from kvplan.report.capacity_view import capacity_renderables
 
+    for item in capacity_renderables(plan):
+        console.print(item)
     rest = [f for f in ignored if f not in IGNORED_EFFECTS]  # the others warned on stderr
     if rest:
         console.print(f"note: ignored vLLM flags: {', '.join(rest)}")
-
-
-def _print_tokens(plan: MemoryPlan) -> None:
-    """vLLM 0.11's "GPU KV cache size" and concurrency lines (+ the later token count)."""
-    console.print(f"GPU KV cache size: {plan.kv_cache_tokens:,} tokens")
-    if plan.kv_cache_tokens_newer_vllm != plan.kv_cache_tokens:
-        console.print(
-            f"  (later vLLM, v0.24+, prints {plan.kv_cache_tokens_newer_vllm:,} tokens: "
-            "max concurrency x max_model_len)"
-        )
-    console.print(
-        f"Maximum concurrency for {plan.settings.max_model_len:,} tokens per request: "
-        f"{plan.max_concurrency:.2f}x"
-    )
 
 
 @app.command("gpus")

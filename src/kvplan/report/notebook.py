@@ -1,0 +1,132 @@
+"""Jupyter / IPython display: kvplan's answers shown as its CLI prints them, in HTML.
+
+In a notebook ``import kvplan`` registers these formatters (``enable``), so the last value of
+a cell shows itself: a ``MemoryPlan`` (``kvplan.plan_memory``) as `kvplan capacity`'s table
+and vLLM's lines, a ``Plan`` (``kvplan.plan``) as `kvplan plan`'s answer, a ``ServingRun``
+(``kvplan.simulate_serving``) as `kvplan simulate`'s metrics table, a ``LatencyResult``
+(``kvplan.request_latency``) as its TTFT / TPOT / E2E table, and a ``RequestTimeline``
+(``kvplan.request_timeline``) as the claim staircase (an inline SVG chart) above its table.
+``html(obj)`` returns the same HTML anywhere. The formatters are registered by type name, so
+nothing heavy is imported until a value is shown, and everything renders offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+_PRE = ("<pre style=\"font-family:Menlo,'DejaVu Sans Mono',consolas,monospace;"
+        "font-size:12px;line-height:1.35\">{code}</pre>")
+WIDTH = 120
+"""Columns the rich tables are laid out in (a notebook cell's usual width)."""
+
+
+def enable(shell: Any = None) -> bool:
+    """Register the HTML formatters on ``shell`` (default: the running IPython shell);
+    False where there is none (plain Python, or IPython imported but not running)."""
+    if shell is None:
+        shell = _running_shell()
+    if shell is None:
+        return False
+    formatter = shell.display_formatter.formatters["text/html"]
+    for (module, name), render in _RENDERERS.items():
+        formatter.for_type_by_name(module, name, render)
+    return True
+
+
+def html(obj: Any) -> str:
+    """``obj`` as the HTML a notebook shows for it; TypeError for a type kvplan does not
+    render (the registered types: ``RENDERED``)."""
+    key = (type(obj).__module__, type(obj).__name__)
+    if key not in _RENDERERS:
+        raise TypeError(f"kvplan renders no {type(obj).__name__}; it renders "
+                        f"{', '.join(name for _, name in _RENDERERS)}")
+    return _RENDERERS[key](obj)
+
+
+def _running_shell() -> Any:
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None)
+    return get() if get is not None else None
+
+
+def _export(items: list[Any]) -> str:
+    """Rich renderables (and plain lines, printed without markup) as one HTML block."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(record=True, width=WIDTH, file=io.StringIO(), color_system="truecolor")
+    for item in items:
+        if isinstance(item, str):
+            console.print(item, markup=False, highlight=False)
+        else:
+            console.print(item)
+    return console.export_html(inline_styles=True, code_format=_PRE)
+
+
+def _capacity(plan: Any) -> str:
+    from kvplan.report.capacity_view import capacity_renderables
+
+    return _export(capacity_renderables(plan))
+
+
+def _plan(p: Any) -> str:
+    import io
+
+    from rich.console import Console
+
+    from kvplan.report.plan.plan_text import render_plan
+
+    console = Console(record=True, width=WIDTH, file=io.StringIO(), color_system="truecolor")
+    render_plan(p, console)
+    return console.export_html(inline_styles=True, code_format=_PRE)
+
+
+def _serving(run: Any) -> str:
+    from kvplan.analysis.metrics import compute_metrics
+    from kvplan.report.metrics_view import metrics_table
+
+    header = {"model_id": run.model.name, "gpu": run.hardware.id,
+              "dataset": run.workload.name, "num_prompts": len(run.workload)}
+    return _export([metrics_table(compute_metrics(run.result), header)])
+
+
+def _latency(r: Any) -> str:
+    from rich.table import Table
+
+    from kvplan.units import fmt_seconds
+
+    s = r.shape
+    t = Table(title=f"batch {s.batch}, prompt {s.prompt_tokens} tokens, output "
+                    f"{s.output_tokens} tokens")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("TTFT", fmt_seconds(r.ttft_s))
+    t.add_row("TPOT", "-" if r.tpot_s is None else fmt_seconds(r.tpot_s))
+    t.add_row("end-to-end", fmt_seconds(r.e2e_s))
+    t.add_row("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s")
+    t.add_row("prefill bound", str(r.prefill_bound))
+    t.add_row("decode bound", "-" if r.decode_bound is None else str(r.decode_bound))
+    return _export([t])
+
+
+def _timeline(tl: Any) -> str:
+    from kvplan.report.charts import chart_bytes, staircase_chart
+    from kvplan.report.tables import timeline_table
+
+    svg = chart_bytes(staircase_chart(tl, "one request"), ".svg").decode("utf-8")
+    return f"<div>{svg}</div>" + _export([timeline_table(tl)])
+
+
+_RENDERERS: dict[tuple[str, str], Callable[[Any], str]] = {
+    ("kvplan.costs.memory.plan", "MemoryPlan"): _capacity,
+    ("kvplan.analysis.plan.records", "Plan"): _plan,
+    ("kvplan.analysis.serving", "ServingRun"): _serving,
+    ("kvplan.costs.step.latency", "LatencyResult"): _latency,
+    ("kvplan.analysis.timeline", "RequestTimeline"): _timeline,
+}
+RENDERED = tuple(name for _, name in _RENDERERS)
+"""The types ``html`` and the notebook render."""
