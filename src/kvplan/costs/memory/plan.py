@@ -28,9 +28,10 @@ from kvplan.costs.memory.kv_groups import (
     hybrid_block,
     layer_specs,
     needed_bytes,
+    stage_groups,
 )
 from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
-from kvplan.costs.memory.params import stage_weight_bytes, weight_bytes_per_gpu
+from kvplan.costs.memory.params import pp_layer_ranges, stage_weight_bytes, weight_bytes_per_gpu
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve, resolve_deployment
 from kvplan.costs.memory.settings import Settings, resolve_settings
 from kvplan.costs.memory.weight_formats import FormatArg
@@ -190,24 +191,25 @@ def limiting_stage(
     model: ModelSpec, hw: HardwareSpec, s: Settings, kv: ModelKv | None = None,
     fmt: FormatArg = ...,
 ) -> tuple[Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]]:
-    """(budget, layer specs, groups) of the GPU with the fewest blocks: vLLM sizes every
-    pipeline stage's cache and keeps the smallest num_blocks (ties: the later stage).
+    """(budget, the whole model's layer specs, groups) of the GPU with the fewest blocks: vLLM
+    forms the groups from every stage's layers, sizes each stage's cache with its share of
+    each group and keeps the smallest num_blocks (ties: the later stage).
     ``kv``, ``fmt``: the resolved per-GPU layout and weight format (None, ...: from ``s``)."""
+    specs = layer_specs(model, replace(s, pp=1), kv=kv)
+    whole = build_groups(specs, s.block_size, s.max_model_len)
     if s.pp == 1:
-        specs = layer_specs(model, s, kv=kv)
-        return budget(model, hw, s, fmt=fmt), specs, build_groups(specs, s.block_size,
-                                                                  s.max_model_len)
-    best: tuple[int, Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]] | None = None
-    for stage in range(s.pp):
-        b, specs = budget(model, hw, s, stage, fmt), layer_specs(model, s, stage, kv=kv)
-        groups = build_groups(specs, s.block_size, s.max_model_len)
-        if groups:
+        return budget(model, hw, s, fmt=fmt), specs, whole
+    best: tuple[int, Budget, tuple[Group, ...]] | None = None
+    for stage, layers in enumerate(pp_layer_ranges(model.num_layers, s.pp)):
+        groups = stage_groups(whole, layers)
+        if any(g.layer_ids for g in groups):
+            b = budget(model, hw, s, stage, fmt)
             blocks = _blocks(groups, b.available_kv_bytes)[2]
             if best is None or blocks <= best[0]:
-                best = (blocks, b, specs, groups)
+                best = (blocks, b, groups)
     if best is None:
-        return budget(model, hw, s, fmt=fmt), [], ()
-    return best[1], best[2], best[3]
+        return budget(model, hw, s, fmt=fmt), specs, ()
+    return best[1], specs, best[2]
 
 
 # ---------------------------------------------------------------- the plan

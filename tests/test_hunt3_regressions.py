@@ -1,0 +1,61 @@
+"""Third hunt round (kv, capacity, latency --explain): each defect pinned by a hand-checkable
+golden value."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_cli
+
+# -------------------- D1: under pipeline parallelism the KV cache groups are the whole model's
+# vLLM 0.11 (kv_cache_utils.get_kv_cache_configs, vllm#23974) merges every stage's layer specs,
+# forms the groups from the whole model (layers[i::n] per spec), then gives each stage its own
+# layers of every group; a group may be empty on a stage and still takes one block per block
+# of tokens. kvplan grouped each stage's layers on their own, so a stage whose sliding/full
+# (or state/attention) ratio differs from the model's got other groups than vLLM's.
+#
+# gemma-3-27b-it (10 full layers 5, 11, ..., 59; 52 sliding, window 1024), PP 3 -> stages of
+# 21 / 21 / 20 layers; whole model: g = 10, so 6 sliding groups (sliding[i::6]) + 1 full = 7
+# groups. Stage 1 (layers 21-41) holds 4 full layers and 3/3/3/3/3/2 sliding ones: 4 layers
+# per group, the most of any stage (stages 0 and 2 hold 3). Page = 16 tokens x 16 KV heads x
+# 128 x 2 (K, V) x 2 B = 131,072 B; 20 GiB // 131,072 // 4 = 40,960 blocks;
+# tokens = 40,960 // 7 x 16 = 93,616; pages per request = cdiv(4096, 16) = 256 (full) +
+# 6 x (cdiv(min(1023 + 8192, 4096), 16) + 1 = 257) = 1,798; 40,960 / 1,798 = 22.78x.
+# kvplan printed 6 groups, 109,216 tokens and 26.58x.
+#
+# Nemotron-H-56B (10 attention + 54 Mamba2 layers; block 2,080 = 16 x cdiv(8,511,488 state
+# bytes, 16 x 4,096), page 2,080 x 4,096 = 8,519,680 B), PP 4: whole model g = 10, so 1
+# attention group + 6 state groups (mamba[i::6]); every stage holds 3 layers of some group.
+# 40 GiB // 8,519,680 // 3 = 1,680 blocks; tokens = 1,680 // 7 x min(2,080, 8,192) = 499,200;
+# pages per request = cdiv(8192, 2080) = 4 + 6 x 1 = 10; 168.00x (kvplan: 582,400, 186.67x).
+
+
+@pytest.mark.parametrize(("model", "pp", "max_len", "groups", "blocks", "tokens", "conc"), [
+    ("google/gemma-3-27b-it", "3", "4096", 7, 40_960, 93_616, 40_960 / 1_798),
+    ("nvidia/Nemotron-H-56B-Base-8K", "4", "8192", 7, 1_680, 499_200, 168.0),
+])
+def test_pipeline_stages_share_the_whole_models_groups(
+        model: str, pp: str, max_len: str, groups: int, blocks: int, tokens: int,
+        conc: float) -> None:
+    res = run_cli("capacity", model, "--gpu", "H100", "-pp", pp, "--max-model-len", max_len,
+                  "--kv-cache-memory", "20GiB" if "gemma" in model else "40GiB", "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert len(doc["groups"]) == groups
+    assert doc["num_blocks"] == blocks
+    assert doc["kv_cache_tokens"] == tokens
+    assert doc["max_concurrency"] == pytest.approx(conc)
+
+
+def test_a_stage_without_attention_keeps_the_padded_state_page() -> None:
+    # Nemotron-H PP 10: stage 9 (layers 107-117) holds Mamba layers only. vLLM pads the state
+    # page model-wide (HybridAttentionMambaModelConfig) and that stage keeps all 7 groups (the
+    # attention one empty); stage 8 (95-106) holds 2 attention layers: 40 GiB // 8,519,680 // 2
+    # = 2,520 blocks, 2,520 // 7 x 2,080 = 748,800 tokens, 2,520 / 10 = 252x. kvplan priced
+    # stage 9 alone with an unpadded 8,511,488 B page and one group: 1,009 blocks, 1009x.
+    res = run_cli("capacity", "nvidia/Nemotron-H-56B-Base-8K", "--gpu", "H100", "-pp", "10",
+                  "--kv-cache-memory", "40GiB", "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (2_520, 748_800)
+    assert doc["max_concurrency"] == pytest.approx(252.0)
