@@ -3,9 +3,12 @@ golden value."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 # -------------------- D1: under pipeline parallelism the KV cache groups are the whole model's
 # vLLM 0.11 (kv_cache_utils.get_kv_cache_configs, vllm#23974) merges every stage's layer specs,
@@ -59,3 +62,52 @@ def test_a_stage_without_attention_keeps_the_padded_state_page() -> None:
     doc = res.json()
     assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (2_520, 748_800)
     assert doc["max_concurrency"] == pytest.approx(252.0)
+
+
+# ------------------- D2: rope_scaling raises the max_model_len vLLM derives from a config
+# vLLM 0.11 (config._get_and_verify_max_len) multiplies max_position_embeddings by
+# rope_scaling's factor (yarn: original_max_position_embeddings x factor); llama3, longrope/su
+# and Gemma 3 keep the field. Qwen's model cards tell users to add {"type": "yarn", "factor":
+# 4.0, "original_max_position_embeddings": 32768} to Qwen2.5-7B-Instruct's config (32,768
+# positions) and serve --max-model-len 131072: vLLM derives 32,768 x 4 = 131,072. kvplan
+# defaulted to 32,768 and refused 131,072 ("exceeds the model's max_position_embeddings").
+# Qwen2.5-7B: 28 layers x 4 KV heads x 128 x 2 (K, V) x 2 B = 57,344 B/token; a block of 16
+# is 917,504 B; 20 GiB // 917,504 = 23,405 blocks (374,480 tokens); one 131,072-token
+# request needs 131,072 / 16 = 8,192 blocks: 23,405 / 8,192 = 2.86x.
+# lmsys/vicuna-7b-v1.5-16k (Llama-2-7B, 4,096 positions, linear x4): 4,096 x 4 = 16,384.
+
+CATALOG = Path(__file__).resolve().parents[1] / "src/kvplan/specs/catalog/models"
+
+
+def _config(tmp_path: Path, base: str, **fields: object) -> str:
+    cfg = json.loads((CATALOG / f"{base}.json").read_text(encoding="utf-8"))
+    cfg.update(fields)
+    (tmp_path / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("max_len", [None, "131072", "128K"])
+def test_yarn_rope_scaling_raises_the_derived_max_model_len(tmp_path: Path,
+                                                            max_len: str | None) -> None:
+    model = _config(tmp_path, "Qwen--Qwen2.5-7B", max_position_embeddings=32768,
+                    rope_scaling={"type": "yarn", "factor": 4.0,
+                                  "original_max_position_embeddings": 32768})
+    extra = [] if max_len is None else ["--max-model-len", max_len]
+    res = run_cli("capacity", model, "--gpu", "H100", "--kv-cache-memory", "20GiB", "--json",
+                  *extra)
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert doc["max_model_len"] == 131_072
+    assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (23_405, 374_480)
+    assert doc["max_concurrency"] == pytest.approx(23_405 / 8_192)
+
+
+def test_linear_rope_scaling_and_one_token_more_is_refused(tmp_path: Path) -> None:
+    model = _config(tmp_path, "meta-llama--Llama-2-7b-hf",
+                    rope_scaling={"type": "linear", "factor": 4.0})
+    res = run_cli("capacity", model, "--gpu", "H100", "--json")
+    assert res.code == 0, res.err
+    assert res.json()["max_model_len"] == 16_384
+    res = run_cli("capacity", model, "--gpu", "H100", "--max-model-len", "16385")
+    assert_one_line_error(res)
+    assert "16384" in res.err
