@@ -111,3 +111,28 @@ def test_linear_rope_scaling_and_one_token_more_is_refused(tmp_path: Path) -> No
     res = run_cli("capacity", model, "--gpu", "H100", "--max-model-len", "16385")
     assert_one_line_error(res)
     assert "16384" in res.err
+
+
+# ------------------------ D3: --dtype float32 runs the activations and rope cache in fp32
+# vLLM builds the model in the --dtype: hidden states, the MLP intermediates and the rotary
+# cos/sin cache (get_rope's dtype is the default dtype) are fp32, and the lm_head's logits
+# are already the sampler's fp32 logits (logits.to(float32) is no copy). kvplan priced them
+# at 2 bytes whatever --dtype said (only the weights and the KV cache followed it).
+# Llama-3.1-8B on an H100 (8,192 batched tokens, 1,024 sequences):
+#   activation = 2 x 8,192 x 4,096 x 4 (hidden + residual) = 268,435,456
+#              + 1,024 x 128,256 x 36 (sampler; no extra fp32 copy) = 4,728,029,184
+#              = 4,996,464,640                     (was 134,217,728 + 1,024 x 128,256 x 38)
+#   weights    = 2 x 16,060,522,496 (the bf16 bytes) + rope 131,072 x 128 x 4 = 67,108,864
+#              = 32,188,153,856                    (was 32,154,599,424: a 2-byte rope cache)
+
+
+def test_dtype_float32_activations_and_rope_cache() -> None:
+    res = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--dtype",
+                  "float32", "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert doc["activation_bytes"] == 268_435_456 + 1_024 * 128_256 * 36
+    assert doc["weights_bytes"] == 2 * 16_060_522_496 + 131_072 * 128 * 4
+    bf16 = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--json").json()
+    assert bf16["weights_bytes"] == 16_060_522_496 + 131_072 * 128 * 2
+    assert bf16["activation_bytes"] == 134_217_728 + 1_024 * 128_256 * 38
