@@ -136,3 +136,23 @@ def test_dtype_float32_activations_and_rope_cache() -> None:
     bf16 = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--json").json()
     assert bf16["weights_bytes"] == 16_060_522_496 + 131_072 * 128 * 2
     assert bf16["activation_bytes"] == 134_217_728 + 1_024 * 128_256 * 38
+
+
+# ---------------- D4: a plain integer is read as vLLM's human_readable_int falls back to int()
+# vLLM 0.11's human_readable_int matches NUMBER+SUFFIX and otherwise returns int(value), so
+# `--max-model-len +8192` and `--max-model-len 8_192` serve 8,192 tokens; kvplan refused both
+# ("not a whole number"). Other spellings stay refused as vLLM refuses them.
+
+
+@pytest.mark.parametrize("value", ["+8192", "8_192"])
+@pytest.mark.parametrize("flag", ["--max-model-len", "--max-num-batched-tokens"])
+def test_plain_integers_parse_as_python_int(flag: str, value: str) -> None:
+    res = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "H100", flag, value, "--json")
+    assert res.code == 0, res.err
+    assert res.json()[flag[2:].replace("-", "_")] == 8_192
+
+
+@pytest.mark.parametrize("value", ["0x10", "_8192", "1_0k", "8192.0"])
+def test_other_spellings_stay_refused(value: str) -> None:
+    assert_one_line_error(run_cli("capacity", "meta-llama/Llama-3.1-8B", "--max-model-len",
+                                  value))
