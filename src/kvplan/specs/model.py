@@ -137,6 +137,8 @@ class ModelSpec:
     vocab_size: int
     intermediate_size: int
     max_position_embeddings: int
+    """The longest max_model_len vLLM derives: the config's max_position_embeddings, scaled
+    by rope_scaling's factor where vLLM scales it (linear, dynamic, yarn)."""
     tie_word_embeddings: bool
     layer_kinds: tuple[LayerKind, ...]
     sliding_window: int | None = None

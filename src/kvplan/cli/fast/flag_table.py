@@ -22,13 +22,24 @@ def human_readable_int(text: str) -> int:
     value = text.strip()
     match = _HUMAN_INT.fullmatch(value)
     if match is None or len(value) > 30:
-        raise ValueError(f"not a whole number: {text!r} (e.g. 8192, 8k, 32K)")
+        return _plain_int(text, value)
     number, suffix = match.groups()
     if suffix in _DECIMAL:
         return int(float(number) * _DECIMAL[suffix])
     if "." in number:
         raise ValueError(f"decimals need a decimal suffix (k, m, g, t), got {text!r}")
     return int(number) * _BINARY.get(suffix, 1)
+
+
+def _plain_int(text: str, value: str) -> int:
+    """vLLM's fallback, Python's ``int(value)``: ``+8192`` and ``8_192`` are 8,192 (a
+    negative count is refused here, as no flag read with it takes one)."""
+    try:
+        if len(value) <= 30 and not value.startswith("-"):
+            return int(value)
+    except ValueError:
+        pass
+    raise ValueError(f"not a whole number: {text!r} (e.g. 8192, 8k, 32K)")
 
 
 def _bool(text: str) -> bool:

@@ -152,6 +152,15 @@ def build_groups(
     return tuple(groups)
 
 
+def stage_groups(groups: Sequence[Group], layers: range) -> tuple[Group, ...]:
+    """The whole model's groups as one pipeline stage holds them (vLLM 0.11
+    ``get_kv_cache_configs``: groups are formed from every stage's layers, then each worker
+    keeps its own layers of each group; a group may be empty on a stage and still takes a
+    block per block of tokens)."""
+    return tuple(replace(g, layer_ids=tuple(i for i in g.layer_ids if i in layers))
+                 for g in groups)
+
+
 def needed_bytes(groups: Sequence[Group], s: Settings) -> int:
     """vLLM's check_enough_kv_cache_memory: every layer's max usage for one request."""
     return sum(len(g.layer_ids) * g.pages_per_request(s) * g.page_size_bytes for g in groups)

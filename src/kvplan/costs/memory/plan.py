@@ -28,12 +28,13 @@ from kvplan.costs.memory.kv_groups import (
     hybrid_block,
     layer_specs,
     needed_bytes,
+    stage_groups,
 )
 from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
-from kvplan.costs.memory.params import stage_weight_bytes, weight_bytes_per_gpu
+from kvplan.costs.memory.params import pp_layer_ranges, stage_weight_bytes, weight_bytes_per_gpu
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve, resolve_deployment
 from kvplan.costs.memory.settings import Settings, resolve_settings
-from kvplan.costs.memory.weight_formats import FormatArg
+from kvplan.costs.memory.weight_formats import FormatArg, dtype_bytes
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
@@ -77,27 +78,25 @@ class Budget:
     kv_cache_memory_given: bool
 
 
-def _dtype_bytes(model: ModelSpec) -> int:
-    return 4 if model.dtype == "float32" else 2
-
-
-def rope_cache_bytes(model: ModelSpec) -> int:
-    """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, model dtype."""
+def rope_cache_bytes(model: ModelSpec, dtype: str = "auto") -> int:
+    """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, in the --dtype."""
     rotary = model.mla.qk_rope_head_dim if model.mla is not None else model.head_dim
-    return model.max_position_embeddings * rotary * _dtype_bytes(model)
+    return model.max_position_embeddings * rotary * dtype_bytes(dtype, model.dtype)
 
 
 def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:
     """Torch peak during the profiling run: kept hidden states + max(layer, sampler) peak.
 
     The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits. Only the
-    last pipeline stage runs the sampler (``sampler=False`` for the others).
+    last pipeline stage runs the sampler (``sampler=False`` for the others). Activations are
+    in the --dtype (float32: 4 bytes, and its logits are already the sampler's fp32 ones).
     """
-    t, h, b = s.max_num_batched_tokens, model.hidden_size, _dtype_bytes(model)
+    t, h, b = s.max_num_batched_tokens, model.hidden_size, dtype_bytes(s.dtype, model.dtype)
     resident = 2 * t * h * b  # hidden states + residual stream
     reqs = min(s.max_num_seqs, t) if sampler else 0
-    logits = reqs * model.vocab_size * (b + vd.SAMPLER_FP32_BYTES_PER_LOGIT)
-    return resident + max(logits, _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s)))
+    per_logit = vd.SAMPLER_FP32_BYTES_PER_LOGIT + (b if b != 4 else 0)
+    return resident + max(reqs * model.vocab_size * per_logit,
+                          _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s), b))
 
 
 def _moe_tp(model: ModelSpec, s: Settings) -> int:
@@ -109,17 +108,17 @@ def _moe_tp(model: ModelSpec, s: Settings) -> int:
     return parallel_layout(model, s.tp, s.pp, s.dp, s.expert_parallel).moe_tp
 
 
-def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int,
-                           moe_tp: int | None = None) -> int:
+def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int, moe_tp: int,
+                           b: int) -> int:
     """Largest per-layer intermediate: the dense MLP's up projection and activation output,
     or the fused MoE kernel's workspace (``_moe_workspace_bytes``; experts at ``moe_tp``)."""
     inter = model.intermediate_size
     width = inter * (3 if model.mlp_gated else 2)
-    dense = tokens * width // tp * _dtype_bytes(model)
-    return max(dense, _moe_workspace_bytes(model, tokens, tp if moe_tp is None else moe_tp))
+    dense = tokens * width // tp * b
+    return max(dense, _moe_workspace_bytes(model, tokens, moe_tp, b))
 
 
-def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int, b: int) -> int:
     """vLLM 0.11 ``fused_experts_impl``: per chunk of M = min(tokens, 16384) tokens one buffer
     shared by the w13 output and the w2 output, M x topk x max(N, K), and the activation's,
     M x topk x N / 2 (N = 2 x I / tp the w13 width, K = hidden), in the activation dtype."""
@@ -129,7 +128,7 @@ def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
     m = min(tokens, vd.FUSED_MOE_CHUNK_TOKENS)
     n = 2 * cdiv(moe.moe_intermediate_size, tp)
     per_pair = max(n, model.hidden_size) + n // 2
-    return m * moe.experts_per_token * per_pair * _dtype_bytes(model)
+    return m * moe.experts_per_token * per_pair * b
 
 
 def non_torch_bytes(s: Settings) -> int:
@@ -141,8 +140,9 @@ def non_torch_bytes(s: Settings) -> int:
 def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
     """Graph pool estimate: the largest captured batch's layer intermediates (display only)."""
     batch = min(vd.CUDAGRAPH_MAX_CAPTURE, 2 * s.max_num_seqs)
+    b = dtype_bytes(s.dtype, model.dtype)
     moe_tp = _moe_tp(model, s)
-    return _layer_transient_bytes(model, batch, s.tp, moe_tp) + 4 * batch * model.hidden_size * 2
+    return _layer_transient_bytes(model, batch, s.tp, moe_tp, b) + 4 * batch * model.hidden_size * b
 
 
 def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = None,
@@ -176,38 +176,39 @@ def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
     if s.dp > 1 or s.expert_parallel:
         from kvplan.costs.memory.ep_memory import parallel_weights
 
-        return parallel_weights(model, hw, s, stage) + rope_cache_bytes(model)
+        return parallel_weights(model, hw, s, stage) + rope_cache_bytes(model, s.dtype)
     if stage is None:
         w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, fmt=fmt)
     else:
         w = stage_weight_bytes(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp,
                                stage=stage, fmt=fmt)
     pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt)
-    return w + pad + rope_cache_bytes(model)
+    return w + pad + rope_cache_bytes(model, s.dtype)
 
 
 def limiting_stage(
     model: ModelSpec, hw: HardwareSpec, s: Settings, kv: ModelKv | None = None,
     fmt: FormatArg = ...,
 ) -> tuple[Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]]:
-    """(budget, layer specs, groups) of the GPU with the fewest blocks: vLLM sizes every
-    pipeline stage's cache and keeps the smallest num_blocks (ties: the later stage).
+    """(budget, the whole model's layer specs, groups) of the GPU with the fewest blocks: vLLM
+    forms the groups from every stage's layers, sizes each stage's cache with its share of
+    each group and keeps the smallest num_blocks (ties: the later stage).
     ``kv``, ``fmt``: the resolved per-GPU layout and weight format (None, ...: from ``s``)."""
+    specs = layer_specs(model, replace(s, pp=1), kv=kv)
+    whole = build_groups(specs, s.block_size, s.max_model_len)
     if s.pp == 1:
-        specs = layer_specs(model, s, kv=kv)
-        return budget(model, hw, s, fmt=fmt), specs, build_groups(specs, s.block_size,
-                                                                  s.max_model_len)
-    best: tuple[int, Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]] | None = None
-    for stage in range(s.pp):
-        b, specs = budget(model, hw, s, stage, fmt), layer_specs(model, s, stage, kv=kv)
-        groups = build_groups(specs, s.block_size, s.max_model_len)
-        if groups:
+        return budget(model, hw, s, fmt=fmt), specs, whole
+    best: tuple[int, Budget, tuple[Group, ...]] | None = None
+    for stage, layers in enumerate(pp_layer_ranges(model.num_layers, s.pp)):
+        groups = stage_groups(whole, layers)
+        if any(g.layer_ids for g in groups):
+            b = budget(model, hw, s, stage, fmt)
             blocks = _blocks(groups, b.available_kv_bytes)[2]
             if best is None or blocks <= best[0]:
-                best = (blocks, b, specs, groups)
+                best = (blocks, b, groups)
     if best is None:
-        return budget(model, hw, s, fmt=fmt), [], ()
-    return best[1], best[2], best[3]
+        return budget(model, hw, s, fmt=fmt), specs, ()
+    return best[1], specs, best[2]
 
 
 # ---------------------------------------------------------------- the plan

@@ -60,8 +60,9 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     max_len = engine.max_model_len or model.max_position_embeddings
     if max_len > model.max_position_embeddings:
         raise InputError(
-            f"--max-model-len {max_len} exceeds the model's "
-            f"max_position_embeddings {model.max_position_embeddings}"
+            f"--max-model-len {max_len} exceeds the model's derived max_model_len "
+            f"{model.max_position_embeddings} (max_position_embeddings, scaled by "
+            "rope_scaling where vLLM scales it)"
         )
     tokens = vd.default_batch_limits(hw)[0]
     _check_batch_limits(engine, max_len)
