@@ -65,6 +65,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
             "rope_scaling where vLLM scales it)"
         )
     tokens = vd.default_batch_limits(hw)[0]
+    _check_dtype(model, engine.dtype)
     _check_batch_limits(engine, max_len)
     _check_parallel(model, hw, engine)
     return Settings(
@@ -86,6 +87,19 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         dp=engine.data_parallel_size,
         expert_parallel=engine.enable_expert_parallel,
     )
+
+
+FLOAT16_REFUSED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
+"""Model types vLLM will not serve in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS``, vLLM 0.11
+``config/model.py``: "Numerical instability. Please use bfloat16 or float32 instead.")."""
+
+
+def _check_dtype(model: ModelSpec, dtype: str) -> None:
+    if model.model_type in FLOAT16_REFUSED and dtype.strip().lower() in (
+            "float16", "fp16", "half"):
+        raise InputError(f"--dtype {dtype}: vLLM refuses float16 for model type "
+                         f"{model.model_type!r} (numerical instability); use --dtype bfloat16 "
+                         "or float32")
 
 
 def _check_batch_limits(engine: EngineConfig, max_len: int) -> None:
