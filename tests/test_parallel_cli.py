@@ -120,3 +120,16 @@ def test_explain_lists_collectives_of_steps_longer_than_the_first_tables() -> No
     assert ar["layers"] == 160 and ar["shape"] == "268435456 B x 8 GPUs"
     assert ar["seconds"] > 0.05  # 2 per layer x 80 layers of 256 MiB: tens of ms at least
     assert sum(o["seconds"] for o in prefill["ops"]) == pytest.approx(prefill["kernels_s"])
+
+
+def test_explain_all_reduce_shows_the_padded_tokens_its_graph_runs() -> None:
+    """A 100-token prefill replays the 104-token CUDA graph (multiples of 8 below 256): its
+    GEMM rows say m=104 and its all-reduces move 104 x 8,192 x 2 B = 1,703,936 B (they run
+    inside the graph; the row said 100 x 16,384 = 1,638,400 B while pricing 104)."""
+    r = run_cli("latency", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "-tp", "4",
+                "--prompt", "100", "--output", "2", "--json")
+    assert r.code == 0, r.err
+    prefill = next(s for s in r.json()["step_ops"] if s["phase"] == "prefill")
+    rows = {o["op"]: o for o in prefill["ops"]}
+    assert rows["qkv_proj"]["shape"].startswith("m=104 ")
+    assert rows["all_reduce"]["shape"] == "1703936 B x 4 GPUs"

@@ -236,9 +236,10 @@ def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float
     moved = 0.0 if x is None else float(x.seconds(one)[0])
     o = ops.overlap
     split = o is not None and tokens > max(o.threshold, 1)
-    if ops.allreduces:
+    if ops.allreduces:  # inside the CUDA graph: the padded token count, as the GEMMs
+        m = int(padded_tokens(np.array([max(1, tokens)]), ops.cudagraph_max_tokens)[0])
         out.append(OpTime(op="all_reduce", count=ops.allreduces,
-                          shape=f"{tokens * ops.allreduce_bytes_per_token} B x {ops.tp} GPUs",
+                          shape=f"{m * ops.allreduce_bytes_per_token} B x {ops.tp} GPUs",
                           seconds=float(ms.allreduce_s[tokens]) - (0.0 if split else moved)))
     if x is not None:
         out.append(OpTime(op=f"moe_dispatch_combine ({x.backend})", count=2 * x.layers,
