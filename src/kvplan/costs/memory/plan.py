@@ -21,6 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kvplan.costs.memory import vllm_defaults as vd
+from kvplan.costs.memory.activation import (
+    activation_bytes,
+    cudagraph_bytes,
+    non_torch_bytes,
+    rope_cache_bytes,
+)
 from kvplan.costs.memory.kv_groups import (
     Group,
     HybridBlock,
@@ -34,14 +40,14 @@ from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
 from kvplan.costs.memory.params import pp_layer_ranges, stage_weight_bytes, weight_bytes_per_gpu
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve, resolve_deployment
 from kvplan.costs.memory.settings import Settings, resolve_settings
-from kvplan.costs.memory.weight_formats import FormatArg, dtype_bytes
+from kvplan.costs.memory.weight_formats import FormatArg
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import LayerCacheSpec, ModelKv, StateSpec, resolve_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
-from kvplan.units import cdiv, fmt_bytes
+from kvplan.units import fmt_bytes
 
 __all__ = [
     "Budget",
@@ -76,73 +82,6 @@ class Budget:
     """Estimated; vLLM 0.11 captures graphs after sizing the KV cache, so not subtracted."""
     available_kv_bytes: int
     kv_cache_memory_given: bool
-
-
-def rope_cache_bytes(model: ModelSpec, dtype: str = "auto") -> int:
-    """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, in the --dtype."""
-    rotary = model.mla.qk_rope_head_dim if model.mla is not None else model.head_dim
-    return model.max_position_embeddings * rotary * dtype_bytes(dtype, model.dtype)
-
-
-def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:
-    """Torch peak during the profiling run: kept hidden states + max(layer, sampler) peak.
-
-    The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits. Only the
-    last pipeline stage runs the sampler (``sampler=False`` for the others). Activations are
-    in the --dtype (float32: 4 bytes, and its logits are already the sampler's fp32 ones).
-    """
-    t, h, b = s.max_num_batched_tokens, model.hidden_size, dtype_bytes(s.dtype, model.dtype)
-    resident = 2 * t * h * b  # hidden states + residual stream
-    reqs = min(s.max_num_seqs, t) if sampler else 0
-    per_logit = vd.SAMPLER_FP32_BYTES_PER_LOGIT + (b if b != 4 else 0)
-    return resident + max(reqs * model.vocab_size * per_logit,
-                          _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s), b))
-
-
-def _moe_tp(model: ModelSpec, s: Settings) -> int:
-    """The routed experts' TP degree: tp, or tp x dp / 1 under DP / EP (memory/ep_layout.py)."""
-    if s.dp == 1 and not s.expert_parallel:
-        return s.tp
-    from kvplan.costs.memory.ep_layout import parallel_layout
-
-    return parallel_layout(model, s.tp, s.pp, s.dp, s.expert_parallel).moe_tp
-
-
-def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int, moe_tp: int,
-                           b: int) -> int:
-    """Largest per-layer intermediate: the dense MLP's up projection and activation output,
-    or the fused MoE kernel's workspace (``_moe_workspace_bytes``; experts at ``moe_tp``)."""
-    inter = model.intermediate_size
-    width = inter * (3 if model.mlp_gated else 2)
-    dense = tokens * width // tp * b
-    return max(dense, _moe_workspace_bytes(model, tokens, moe_tp, b))
-
-
-def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int, b: int) -> int:
-    """vLLM 0.11 ``fused_experts_impl``: per chunk of M = min(tokens, 16384) tokens one buffer
-    shared by the w13 output and the w2 output, M x topk x max(N, K), and the activation's,
-    M x topk x N / 2 (N = 2 x I / tp the w13 width, K = hidden), in the activation dtype."""
-    moe = model.moe
-    if moe is None:
-        return 0
-    m = min(tokens, vd.FUSED_MOE_CHUNK_TOKENS)
-    n = 2 * cdiv(moe.moe_intermediate_size, tp)
-    per_pair = max(n, model.hidden_size) + n // 2
-    return m * moe.experts_per_token * per_pair * b
-
-
-def non_torch_bytes(s: Settings) -> int:
-    """CUDA context growth plus, with more than one GPU, communication buffers."""
-    comm = vd.COMM_BUFFER_BYTES if s.tp * s.pp * s.dp > 1 else 0  # DP/EP groups talk too
-    return vd.NON_TORCH_BASE_BYTES + comm
-
-
-def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
-    """Graph pool estimate: the largest captured batch's layer intermediates (display only)."""
-    batch = min(vd.CUDAGRAPH_MAX_CAPTURE, 2 * s.max_num_seqs)
-    b = dtype_bytes(s.dtype, model.dtype)
-    moe_tp = _moe_tp(model, s)
-    return _layer_transient_bytes(model, batch, s.tp, moe_tp, b) + 4 * batch * model.hidden_size * b
 
 
 def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = None,
@@ -186,29 +125,34 @@ def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
     return w + pad + rope_cache_bytes(model, s.dtype)
 
 
-def limiting_stage(
+StageCache = tuple[int, Budget, tuple[Group, ...]]
+"""(pipeline stage, its budget, its projection of the model's groups)."""
+
+
+def stage_caches(
     model: ModelSpec, hw: HardwareSpec, s: Settings, kv: ModelKv | None = None,
     fmt: FormatArg = ...,
-) -> tuple[Budget, list[tuple[int, LayerCacheSpec]], tuple[Group, ...]]:
-    """(budget, the whole model's layer specs, groups) of the GPU with the fewest blocks: vLLM
-    forms the groups from every stage's layers, sizes each stage's cache with its share of
-    each group and keeps the smallest num_blocks (ties: the later stage).
-    ``kv``, ``fmt``: the resolved per-GPU layout and weight format (None, ...: from ``s``)."""
+) -> tuple[list[tuple[int, LayerCacheSpec]], tuple[StageCache, ...]]:
+    """(the whole model's layer specs, each GPU's cache): vLLM forms the groups from every
+    stage's layers and sizes each stage's cache with its share of each group; a stage
+    without cache layers is left out. ``kv``, ``fmt``: the resolved per-GPU layout and
+    weight format (None, ...: from ``s``)."""
     specs = layer_specs(model, replace(s, pp=1), kv=kv)
     whole = build_groups(specs, s.block_size, s.max_model_len)
     if s.pp == 1:
-        return budget(model, hw, s, fmt=fmt), specs, whole
-    best: tuple[int, Budget, tuple[Group, ...]] | None = None
+        return specs, ((0, budget(model, hw, s, fmt=fmt), whole),)
+    out = []
     for stage, layers in enumerate(pp_layer_ranges(model.num_layers, s.pp)):
         groups = stage_groups(whole, layers)
         if any(g.layer_ids for g in groups):
-            b = budget(model, hw, s, stage, fmt)
-            blocks = _blocks(groups, b.available_kv_bytes)[2]
-            if best is None or blocks <= best[0]:
-                best = (blocks, b, groups)
-    if best is None:
-        return budget(model, hw, s, fmt=fmt), specs, ()
-    return best[1], specs, best[2]
+            out.append((stage, budget(model, hw, s, stage, fmt), groups))
+    return specs, tuple(out)
+
+
+def _fewest_blocks(stages: tuple[StageCache, ...]) -> StageCache:
+    """The stage with the fewest blocks, whose num_blocks vLLM keeps for every stage (ties:
+    the later stage)."""
+    return min(reversed(stages), key=lambda c: _blocks(c[2], c[1].available_kv_bytes)[2])
 
 
 # ---------------------------------------------------------------- the plan
@@ -232,6 +176,10 @@ class MemoryPlan:
     max_concurrency: float
     hybrid: HybridBlock | None = None
     """Hybrid attention + state models: vLLM's attention block raise and state page padding."""
+    stages: tuple[StageCache, ...] = ()
+    """Under PP, every stage's own cache: vLLM checks each worker's layers against its own
+    memory, so one request must fit on each (``budget`` and ``groups`` are the stage with
+    the fewest blocks); empty at PP 1."""
 
     @property
     def kv_cache_tokens_newer_vllm(self) -> int:
@@ -278,9 +226,10 @@ def unchecked_plan(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> 
 def unchecked_resolved(r: ResolvedDeployment) -> MemoryPlan:
     """``unchecked_plan`` of a resolved deployment."""
     model, hw, s = r.model, r.gpu, r.settings
-    b, specs, groups = limiting_stage(model, hw, s, r.kv, r.weight_format)
-    if not groups:
+    specs, stages = stage_caches(model, hw, s, r.kv, r.weight_format)
+    if not stages or not stages[0][2]:
         raise InputError(f"{model.name} has no cache-holding layers to plan")
+    _, b, groups = _fewest_blocks(stages)
     per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
     pages = sum(g.pages_per_request(s) for g in groups)
     plan = MemoryPlan(
@@ -299,6 +248,7 @@ def unchecked_resolved(r: ResolvedDeployment) -> MemoryPlan:
         pages_per_request=pages,
         max_concurrency=blocks / pages,
         hybrid=hybrid_block([sp for _, sp in specs], s.block_size),
+        stages=stages if s.pp > 1 else (),
     )
     return plan
 
@@ -317,27 +267,35 @@ def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: 
             needed_bytes=b.weights_bytes + b.activation_bytes + b.non_torch_bytes,
             available_bytes=b.requested_bytes,
         )
-    need = needed_bytes(plan.groups, s)
-    if need > b.available_kv_bytes:
-        longest = largest_max_model_len(plan)
-        fits = (f"the largest --max-model-len that fits is {longest}" if longest > 0 else
-                f"not even one block of {s.block_size} tokens fits")
-        raise DoesNotFitError(
-            f"one request of {s.max_model_len} tokens needs {fmt_bytes(need)} of KV cache, "
-            f"only {fmt_bytes(b.available_kv_bytes)} is available; "
-            f"{fits}{_levers(model, hw, engine)}",
-            needed_bytes=need,
-            available_bytes=b.available_kv_bytes,
-        )
+    for stage, sb, groups in plan.stages or ((0, b, plan.groups),):
+        need = needed_bytes(groups, s)
+        if need > sb.available_kv_bytes:
+            longest = largest_max_model_len(plan)
+            fits = (f"the largest --max-model-len that fits is {longest}" if longest > 0 else
+                    f"not even one block of {s.block_size} tokens fits")
+            where = f" on pipeline stage {stage}" if plan.stages else ""
+            raise DoesNotFitError(
+                f"one request of {s.max_model_len} tokens needs {fmt_bytes(need)} of KV cache"
+                f"{where}, only {fmt_bytes(sb.available_kv_bytes)} is available; "
+                f"{fits}{_levers(model, hw, engine)}",
+                needed_bytes=need,
+                available_bytes=sb.available_kv_bytes,
+            )
 
 
 def largest_max_model_len(plan: MemoryPlan) -> int:
-    """Binary search of the largest max_model_len whose one request fits (as vLLM estimates)."""
-    lo, hi = 0, plan.settings.max_model_len
+    """Binary search of the largest max_model_len whose one request fits (as vLLM estimates)
+    on every pipeline stage."""
+    caches = plan.stages or ((0, plan.budget, plan.groups),)
+    return min(_largest(groups, b.available_kv_bytes, plan.settings) for _, b, groups in caches)
+
+
+def _largest(groups: tuple[Group, ...], avail: int, s: Settings) -> int:
+    lo, hi = 0, s.max_model_len
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        need = needed_bytes(plan.groups, replace(plan.settings, max_model_len=mid))
-        lo, hi = (mid, hi) if need <= plan.budget.available_kv_bytes else (lo, mid - 1)
+        need = needed_bytes(groups, replace(s, max_model_len=mid))
+        lo, hi = (mid, hi) if need <= avail else (lo, mid - 1)
     return lo
 
 
@@ -387,10 +345,11 @@ def _smallest_fitting_tp(model: ModelSpec, hw: HardwareSpec, engine: EngineConfi
 def _fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> bool:
     try:
         s = resolve_settings(model, hw, engine)
-        b, _, groups = limiting_stage(model, hw, s)
+        stages = stage_caches(model, hw, s)[1]
     except InputError:
         return False
-    return b.available_kv_bytes > 0 and needed_bytes(groups, s) <= b.available_kv_bytes
+    return bool(stages) and all(b.available_kv_bytes > 0 and needed_bytes(groups, s)
+                                <= b.available_kv_bytes for _, b, groups in stages)
 
 
 def plan_deployment(d: Deployment) -> MemoryPlan:

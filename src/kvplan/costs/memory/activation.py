@@ -1,0 +1,78 @@
+"""The non-KV parts of vLLM 0.11's per-GPU budget: the profiling run's peak activation, the
+non-torch memory, the rotary cache and the CUDA graph pool's estimate (costs/memory/plan.py
+adds the weights and sizes the KV cache from what is left)."""
+
+from __future__ import annotations
+
+from kvplan.costs.memory import vllm_defaults as vd
+from kvplan.costs.memory.settings import Settings
+from kvplan.costs.memory.weight_formats import dtype_bytes
+from kvplan.specs.model import ModelSpec
+from kvplan.units import cdiv
+
+
+def rope_cache_bytes(model: ModelSpec, dtype: str = "auto") -> int:
+    """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, in the --dtype."""
+    rotary = model.mla.qk_rope_head_dim if model.mla is not None else model.head_dim
+    return model.max_position_embeddings * rotary * dtype_bytes(dtype, model.dtype)
+
+
+def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:
+    """Torch peak during the profiling run: kept hidden states + max(layer, sampler) peak.
+
+    The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits. Only the
+    last pipeline stage runs the sampler (``sampler=False`` for the others). Activations are
+    in the --dtype (float32: 4 bytes, and its logits are already the sampler's fp32 ones).
+    """
+    t, h, b = s.max_num_batched_tokens, model.hidden_size, dtype_bytes(s.dtype, model.dtype)
+    resident = 2 * t * h * b  # hidden states + residual stream
+    reqs = min(s.max_num_seqs, t) if sampler else 0
+    per_logit = vd.SAMPLER_FP32_BYTES_PER_LOGIT + (b if b != 4 else 0)
+    return resident + max(reqs * model.vocab_size * per_logit,
+                          _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s), b))
+
+
+def _moe_tp(model: ModelSpec, s: Settings) -> int:
+    """The routed experts' TP degree: tp, or tp x dp / 1 under DP / EP (memory/ep_layout.py)."""
+    if s.dp == 1 and not s.expert_parallel:
+        return s.tp
+    from kvplan.costs.memory.ep_layout import parallel_layout
+
+    return parallel_layout(model, s.tp, s.pp, s.dp, s.expert_parallel).moe_tp
+
+
+def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int, moe_tp: int,
+                           b: int) -> int:
+    """Largest per-layer intermediate: the dense MLP's up projection and activation output,
+    or the fused MoE kernel's workspace (``_moe_workspace_bytes``; experts at ``moe_tp``)."""
+    inter = model.intermediate_size
+    width = inter * (3 if model.mlp_gated else 2)
+    dense = tokens * width // tp * b
+    return max(dense, _moe_workspace_bytes(model, tokens, moe_tp, b))
+
+
+def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int, b: int) -> int:
+    """vLLM 0.11 ``fused_experts_impl``: per chunk of M = min(tokens, 16384) tokens one buffer
+    shared by the w13 output and the w2 output, M x topk x max(N, K), and the activation's,
+    M x topk x N / 2 (N = 2 x I / tp the w13 width, K = hidden), in the activation dtype."""
+    moe = model.moe
+    if moe is None:
+        return 0
+    m = min(tokens, vd.FUSED_MOE_CHUNK_TOKENS)
+    n = 2 * cdiv(moe.moe_intermediate_size, tp)
+    per_pair = max(n, model.hidden_size) + n // 2
+    return m * moe.experts_per_token * per_pair * b
+
+
+def non_torch_bytes(s: Settings) -> int:
+    """CUDA context growth plus, with more than one GPU, communication buffers."""
+    comm = vd.COMM_BUFFER_BYTES if s.tp * s.pp * s.dp > 1 else 0  # DP/EP groups talk too
+    return vd.NON_TORCH_BASE_BYTES + comm
+
+
+def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
+    """Graph pool estimate: the largest captured batch's layer intermediates (display only)."""
+    batch = min(vd.CUDAGRAPH_MAX_CAPTURE, 2 * s.max_num_seqs)
+    b = dtype_bytes(s.dtype, model.dtype)
+    moe_tp = _moe_tp(model, s)
+    return _layer_transient_bytes(model, batch, s.tp, moe_tp, b) + 4 * batch * model.hidden_size * b
