@@ -9,7 +9,6 @@ from typing import Any
 
 from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
-from kvplan.limits import MAX_CONFIG_INT
 from kvplan.specs.config_checks import (
     check_flags,
     check_kv_heads,
@@ -17,6 +16,7 @@ from kvplan.specs.config_checks import (
     config_int,
     weight_block,
 )
+from kvplan.specs.max_len import derived_max_len
 from kvplan.specs.model import (
     LayerKind,
     LinearAttentionSpec,
@@ -143,7 +143,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         v_head_dim=_v_head_dim(f, head_dim, mla),
         vocab_size=f.integer("vocab_size", "padded_vocab_size"),
         intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
-        max_position_embeddings=_derived_max_len(f, model_type),
+        max_position_embeddings=derived_max_len(f, model_type),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
         layer_kinds=kinds,
         sliding_window=sliding,
@@ -159,33 +159,6 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         num_mtp_layers=f.integer("num_nextn_predict_layers", required=False, default=0),
         notes=tuple(dict.fromkeys(f.notes)),
     )
-
-
-_UNSCALED_ROPE = ("su", "longrope", "llama3")
-
-
-def _derived_max_len(f: _Fields, model_type: str) -> int:
-    """vLLM 0.11's derived max_model_len (``config._get_and_verify_max_len``): the config's
-    max_position_embeddings times rope_scaling's factor (yarn: its
-    original_max_position_embeddings x factor); llama3 / longrope / su and Gemma 3 (whose
-    128K is already scaled) keep the field. A linear x4 config of 4,096 positions serves
-    16,384 tokens."""
-    positions = f.integer("max_position_embeddings", "seq_length", "n_positions", default=2048)
-    rope = f.cfg.get("rope_scaling")
-    if not isinstance(rope, Mapping) or "gemma3" in model_type:
-        return positions
-    kind = rope.get("rope_type") or rope.get("type")
-    if kind in _UNSCALED_ROPE or rope.get("factor") is None:
-        return positions
-    if kind == "yarn" and rope.get("original_max_position_embeddings") is not None:
-        positions = config_int("rope_scaling.original_max_position_embeddings",
-                               rope["original_max_position_embeddings"], f.file)
-    derived = int(positions * float(rope["factor"]))
-    if derived != f.integer("max_position_embeddings", "seq_length", "n_positions",
-                            default=2048):
-        f.notes.append(f"rope_scaling {kind} x{float(rope['factor']):g}: max_model_len up to "
-                       f"{derived:,} tokens (as vLLM derives it)")
-    return min(max(1, derived), MAX_CONFIG_INT)
 
 
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:

@@ -1,0 +1,64 @@
+"""The context length vLLM 0.11 derives from a config.json (``_get_and_verify_max_len``):
+the smallest of its length keys, scaled by rope_scaling's factor where vLLM scales it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from kvplan.limits import MAX_CONFIG_INT
+from kvplan.specs.config_checks import config_int
+
+
+class Fields(Protocol):
+    """What is read off a config (``hf_config._Fields``)."""
+
+    cfg: Mapping[str, Any]
+    file: str
+    notes: list[str]
+
+    def get(self, key: str, fallback: Any = None) -> Any: ...
+
+    def integer(self, *keys: str, required: bool = True, default: int | None = None) -> int: ...
+
+
+_UNSCALED_ROPE = ("su", "longrope", "llama3")
+
+
+def derived_max_len(f: Fields, model_type: str) -> int:
+    """vLLM 0.11's derived max_model_len (``config._get_and_verify_max_len``): the config's
+    max_position_embeddings times rope_scaling's factor (yarn: its
+    original_max_position_embeddings x factor); llama3 / longrope / su and Gemma 3 (whose
+    128K is already scaled) keep the field. A linear x4 config of 4,096 positions serves
+    16,384 tokens."""
+    positions = _config_max_len(f)
+    rope = f.cfg.get("rope_scaling")
+    if not isinstance(rope, Mapping) or "gemma3" in model_type:
+        return positions
+    kind = rope.get("rope_type") or rope.get("type")
+    if kind in _UNSCALED_ROPE or rope.get("factor") is None:
+        return positions
+    if kind == "yarn" and rope.get("original_max_position_embeddings") is not None:
+        positions = config_int("rope_scaling.original_max_position_embeddings",
+                               rope["original_max_position_embeddings"], f.file)
+    derived = int(positions * float(rope["factor"]))
+    if derived != _config_max_len(f):
+        f.notes.append(f"rope_scaling {kind} x{float(rope['factor']):g}: max_model_len up to "
+                       f"{derived:,} tokens (as vLLM derives it)")
+    return min(max(1, derived), MAX_CONFIG_INT)
+
+
+_MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                 "model_max_length", "max_target_positions", "max_sequence_length",
+                 "max_seq_length", "seq_len")
+"""vLLM 0.11's ``_get_and_verify_max_len`` keys: the smallest present wins, except that a
+``model_max_length`` (Command-R / Cohere) is taken as it is."""
+
+
+def _config_max_len(f: Fields) -> int:
+    """The config's context length as vLLM reads it, before rope scaling (2,048 when no key
+    is present)."""
+    found = [f.integer(k) for k in _MAX_LEN_KEYS if f.get(k) is not None]
+    if f.get("model_max_length"):
+        return f.integer("model_max_length")
+    return min(found) if found else 2048
