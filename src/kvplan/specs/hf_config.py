@@ -16,7 +16,7 @@ from kvplan.specs.config_checks import (
     config_int,
     weight_block,
 )
-from kvplan.specs.max_len import derived_max_len
+from kvplan.specs.max_len import derived_max_len, rope_cache_positions
 from kvplan.specs.model import (
     LayerKind,
     LinearAttentionSpec,
@@ -144,6 +144,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         vocab_size=f.integer("vocab_size", "padded_vocab_size"),
         intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
         max_position_embeddings=derived_max_len(f, model_type),
+        rope_cache_positions=rope_cache_positions(f, model_type),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
         layer_kinds=kinds,
         sliding_window=sliding,

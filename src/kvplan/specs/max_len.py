@@ -62,3 +62,19 @@ def _config_max_len(f: Fields) -> int:
     if f.get("model_max_length"):
         return f.integer("model_max_length")
     return min(found) if found else 2048
+
+
+def rope_cache_positions(f: Fields, model_type: str) -> int:
+    """Rows of vLLM's rotary caches (0: one cache of max_position_embeddings rows). Gemma 3
+    (``gemma3.py``): the sliding layers get an unscaled rope of max_position_embeddings rows,
+    the global layers get_rope with the config's linear rope_scaling, whose cache
+    (``LinearScalingRotaryEmbedding``) holds max_position_embeddings x factor rows."""
+    rope = f.cfg.get("rope_scaling")
+    if "gemma3" not in model_type or not isinstance(rope, Mapping):
+        return 0
+    kind = rope.get("rope_type") or rope.get("type")
+    factor = rope.get("factor")
+    if kind != "linear" or factor is None:
+        return 0
+    rows = _config_max_len(f)  # Gemma 3's own length: vLLM does not scale it
+    return rows + int(rows * float(factor))

@@ -153,6 +153,10 @@ class ModelSpec:
     mlp_gated: bool = True
     attention_bias: bool = False
     num_mtp_layers: int = 0
+    rope_cache_positions: int = 0
+    """Rows of vLLM's rotary cos/sin caches (0: ``max_position_embeddings``). Gemma 3 builds
+    two: its sliding layers' unscaled one and its global layers' linear-scaled one,
+    max_position_embeddings x (1 + factor) rows (131,072 x 9 for gemma-3-27b-it)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -14,7 +14,8 @@ from kvplan.units import cdiv
 def rope_cache_bytes(model: ModelSpec, dtype: str = "auto") -> int:
     """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, in the --dtype."""
     rotary = model.mla.qk_rope_head_dim if model.mla is not None else model.head_dim
-    return model.max_position_embeddings * rotary * dtype_bytes(dtype, model.dtype)
+    rows = model.rope_cache_positions or model.max_position_embeddings
+    return rows * rotary * dtype_bytes(dtype, model.dtype)
 
 
 def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:
