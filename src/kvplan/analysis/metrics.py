@@ -301,17 +301,28 @@ def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any], *,
     out = dict(header)
     out.update(vllm_result(m))
     if detailed:
-        done = r.finished
-        out["input_lens"] = r.prompt_tokens[done].tolist()
-        out["output_lens"] = r.output_tokens[done].tolist()
-        out["ttfts"] = per_request(r)["ttft"].tolist()
-        out["itls"] = per_request_itls(r)
-        out["errors"] = ["" for _ in range(int(done.sum()))] + list(r.rejected.values())
+        out.update(per_request_lists(r))
     out.update(kvplan_extras(m))
     out["kv_usage"] = kv_usage_series(r)
     if detailed:
         out["rejected"] = rejected_list(r)
     return out
+
+
+def per_request_lists(r: SimulationResult) -> dict[str, list[Any]]:
+    """vLLM's five per-request lists: one entry per request, in request order, failed ones
+    included (vllm/benchmarks/serve.py builds them over every output: a failed request has
+    its prompt_len, output length 0, ttft 0.0, no itls and its error; "" when it succeeded)."""
+    done = r.finished
+    ttfts = np.zeros(r.num_requests)
+    ttfts[done] = per_request(r)["ttft"]
+    itls: list[list[float]] = [[] for _ in range(r.num_requests)]
+    for i, gaps in zip(np.flatnonzero(done).tolist(), per_request_itls(r), strict=True):
+        itls[i] = gaps
+    return {"input_lens": r.prompt_tokens.tolist(),
+            "output_lens": np.where(done, r.output_tokens, 0).tolist(),
+            "ttfts": ttfts.tolist(), "itls": itls,
+            "errors": [r.rejected.get(i, "") for i in range(r.num_requests)]}
 
 
 def rejected_list(r: SimulationResult) -> list[dict[str, Any]]:
