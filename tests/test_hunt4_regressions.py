@@ -40,3 +40,30 @@ def test_calibrate_reads_the_lengths_of_the_completed_requests() -> None:
     row = {"input_lens": [4, 500, 4], "output_lens": [2, 0, 3], "errors": ["", "too long", ""],
            "total_input_tokens": 8, "total_output_tokens": 5}
     assert _lens(row, "r.json", 2) == ((4, 4), (2, 3))
+
+
+# -------------------- S2: --save-result has vLLM's max_output_tokens_per_s (peak output rate)
+# vLLM's calculate_metrics (vllm/benchmarks/serve.py) counts the successful requests' tokens
+# (start_time + ttft, then + each itl) in one-second buckets int(t - min start_time) over
+# int(ceil(max end - min start)) + 1 buckets and saves the fullest as
+# max_output_tokens_per_s, beside max_concurrent_requests (the same BenchmarkMetrics pair;
+# the console prints "Peak output token throughput (tok/s)"). kvplan wrote
+# max_concurrent_requests but not this key.
+# A (4 + 5 tokens) and B (4 + 3) sent at 0, steps of 0.3 s: both prefill in step 0, tokens
+# at 0.3, 0.6, 0.8999999999999999, 1.2, 1.5 (A) and 0.3, 0.6, 0.9 (B): second 0 holds
+# 3 + 3 = 6 tokens, second 1 holds A's last 2 (span int(ceil(1.5)) + 1 = 3 buckets).
+def test_max_output_tokens_per_s_is_the_fullest_second() -> None:
+    from kvplan.analysis.metrics import vllm_result
+
+    r = simulate(workload([0, 0], [4, 4], [5, 3]), timer=LinearTimer(base_s=0.3),
+                 num_blocks=100, block_size=4)
+    doc = vllm_result(compute_metrics(r))
+    assert doc["max_output_tokens_per_s"] == 6.0
+    keys = list(doc)
+    assert keys.index("max_output_tokens_per_s") + 1 == keys.index("max_concurrent_requests")
+
+
+def test_max_output_tokens_per_s_without_completed_requests_is_zero() -> None:
+    r = simulate(workload([0], [500], [2]), timer=LinearTimer(), num_blocks=100, block_size=4,
+                 max_model_len=100)
+    assert compute_metrics(r).max_output_tokens_per_s == 0.0

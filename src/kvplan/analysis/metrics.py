@@ -57,6 +57,8 @@ class Metrics:
     prefill_kv_share: float
     decode_kv_share: float
     num_steps: int
+    max_output_tokens_per_s: float
+    """vLLM's peak: the most output tokens in one whole second since the first send."""
     max_concurrent_requests: int
 
 
@@ -140,9 +142,27 @@ def compute_metrics(
         peak_kv_usage=_rate(r.peak_kv_blocks, r.usable_blocks),
         prefill_kv_share=_rate(r.prefill_claimed_blocks, claimed),
         decode_kv_share=_rate(r.decode_claimed_blocks, claimed),
-        num_steps=r.num_steps,
+        num_steps=r.num_steps, max_output_tokens_per_s=peak_output_tokens_per_s(r),
         max_concurrent_requests=int(r.steps.running.max()) if r.num_steps else 0,
     )
+
+
+def peak_output_tokens_per_s(r: SimulationResult) -> float:
+    """vLLM's ``max_output_tokens_per_s`` (``calculate_metrics``): the completed requests'
+    tokens counted in one-second buckets ``int(token time - first send)``, over
+    ``int(ceil(last finish - first send)) + 1`` buckets; the fullest bucket. A step's tokens
+    are the emission runs covering it (every token lands at its step's end)."""
+    done = r.finished
+    n = r.num_steps
+    if not done.any() or n == 0:
+        return 0.0
+    start = float(r.sent_s[done].min())
+    span = math.ceil(float(r.finish_s[done].max()) - start) + 1
+    tokens = np.cumsum(np.bincount(r.seg_first, minlength=n + 1)
+                       - np.bincount(r.seg_last + 1, minlength=n + 1))[:n]
+    bucket = (r.steps.end_s - start).astype(np.int64)  # int(): truncation, as vLLM's
+    keep = (tokens > 0) & (bucket >= 0) & (bucket < span)
+    return float(np.bincount(bucket[keep], weights=tokens[keep], minlength=span).max())
 
 
 def itl_pairs(r: SimulationResult) -> tuple[FloatArray, IntArray]:
@@ -251,6 +271,7 @@ def vllm_result(m: Metrics) -> dict[str, Any]:
         "request_throughput": m.request_throughput, "request_goodput": m.request_goodput,
         "output_throughput": m.output_throughput,
         "total_token_throughput": m.total_token_throughput,
+        "max_output_tokens_per_s": m.max_output_tokens_per_s,
         "max_concurrent_requests": m.max_concurrent_requests,
     }
     for name, s in m.stats.items():
