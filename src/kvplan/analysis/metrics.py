@@ -57,6 +57,8 @@ class Metrics:
     prefill_kv_share: float
     decode_kv_share: float
     num_steps: int
+    max_output_tokens_per_s: float
+    """vLLM's peak: the most output tokens in one whole second since the first send."""
     max_concurrent_requests: int
 
 
@@ -140,9 +142,27 @@ def compute_metrics(
         peak_kv_usage=_rate(r.peak_kv_blocks, r.usable_blocks),
         prefill_kv_share=_rate(r.prefill_claimed_blocks, claimed),
         decode_kv_share=_rate(r.decode_claimed_blocks, claimed),
-        num_steps=r.num_steps,
+        num_steps=r.num_steps, max_output_tokens_per_s=peak_output_tokens_per_s(r),
         max_concurrent_requests=int(r.steps.running.max()) if r.num_steps else 0,
     )
+
+
+def peak_output_tokens_per_s(r: SimulationResult) -> float:
+    """vLLM's ``max_output_tokens_per_s`` (``calculate_metrics``): the completed requests'
+    tokens counted in one-second buckets ``int(token time - first send)``, over
+    ``int(ceil(last finish - first send)) + 1`` buckets; the fullest bucket. A step's tokens
+    are the emission runs covering it (every token lands at its step's end)."""
+    done = r.finished
+    n = r.num_steps
+    if not done.any() or n == 0:
+        return 0.0
+    start = float(r.sent_s[done].min())
+    span = math.ceil(float(r.finish_s[done].max()) - start) + 1
+    tokens = np.cumsum(np.bincount(r.seg_first, minlength=n + 1)
+                       - np.bincount(r.seg_last + 1, minlength=n + 1))[:n]
+    bucket = (r.steps.end_s - start).astype(np.int64)  # int(): truncation, as vLLM's
+    keep = (tokens > 0) & (bucket >= 0) & (bucket < span)
+    return float(np.bincount(bucket[keep], weights=tokens[keep], minlength=span).max())
 
 
 def itl_pairs(r: SimulationResult) -> tuple[FloatArray, IntArray]:
@@ -251,6 +271,7 @@ def vllm_result(m: Metrics) -> dict[str, Any]:
         "request_throughput": m.request_throughput, "request_goodput": m.request_goodput,
         "output_throughput": m.output_throughput,
         "total_token_throughput": m.total_token_throughput,
+        "max_output_tokens_per_s": m.max_output_tokens_per_s,
         "max_concurrent_requests": m.max_concurrent_requests,
     }
     for name, s in m.stats.items():
@@ -301,17 +322,28 @@ def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any], *,
     out = dict(header)
     out.update(vllm_result(m))
     if detailed:
-        done = r.finished
-        out["input_lens"] = r.prompt_tokens[done].tolist()
-        out["output_lens"] = r.output_tokens[done].tolist()
-        out["ttfts"] = per_request(r)["ttft"].tolist()
-        out["itls"] = per_request_itls(r)
-        out["errors"] = ["" for _ in range(int(done.sum()))] + list(r.rejected.values())
+        out.update(per_request_lists(r))
     out.update(kvplan_extras(m))
     out["kv_usage"] = kv_usage_series(r)
     if detailed:
         out["rejected"] = rejected_list(r)
     return out
+
+
+def per_request_lists(r: SimulationResult) -> dict[str, list[Any]]:
+    """vLLM's five per-request lists: one entry per request, in request order, failed ones
+    included (vllm/benchmarks/serve.py builds them over every output: a failed request has
+    its prompt_len, output length 0, ttft 0.0, no itls and its error; "" when it succeeded)."""
+    done = r.finished
+    ttfts = np.zeros(r.num_requests)
+    ttfts[done] = per_request(r)["ttft"]
+    itls: list[list[float]] = [[] for _ in range(r.num_requests)]
+    for i, gaps in zip(np.flatnonzero(done).tolist(), per_request_itls(r), strict=True):
+        itls[i] = gaps
+    return {"input_lens": r.prompt_tokens.tolist(),
+            "output_lens": np.where(done, r.output_tokens, 0).tolist(),
+            "ttfts": ttfts.tolist(), "itls": itls,
+            "errors": [r.rejected.get(i, "") for i in range(r.num_requests)]}
 
 
 def rejected_list(r: SimulationResult) -> list[dict[str, Any]]:

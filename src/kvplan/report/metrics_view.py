@@ -24,6 +24,7 @@ def metrics_table(m: Metrics, header: dict[str, Any], *, kv_rows: bool = True) -
         ("Duration", fmt_seconds(m.duration_s)),
         ("Request throughput (req/s)", f"{m.request_throughput:.2f}"),
         ("Output token throughput (tok/s)", f"{m.output_throughput:.2f}"),
+        ("Peak output token throughput (tok/s)", f"{m.max_output_tokens_per_s:.2f}"),
         ("Total token throughput (tok/s)", f"{m.total_token_throughput:.2f}"),
     ]
     if m.request_goodput is not None:

@@ -125,7 +125,11 @@ def _num(row: Mapping[str, Any], key: str, where: str, default: Any = None) -> f
 
 
 def _lens(row: Mapping[str, Any], where: str, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    ins, outs = row.get("input_lens"), row.get("output_lens")
+    ins, outs, errs = row.get("input_lens"), row.get("output_lens"), row.get("errors")
+    if (isinstance(ins, list) and isinstance(outs, list) and isinstance(errs, list)
+            and len(ins) == len(outs) == len(errs) != n):  # vLLM lists failed requests too
+        ok = [i for i, e in enumerate(errs) if not e]
+        ins, outs = [ins[i] for i in ok], [outs[i] for i in ok]
     if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) == n:
         return tuple(int(x) for x in ins), tuple(max(1, int(x)) for x in outs)
     if "total_input_tokens" in row:
