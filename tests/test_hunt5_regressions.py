@@ -1,0 +1,43 @@
+"""Fifth hunt round (kvplan plan): each defect pinned by a hand-checkable golden value."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_cli
+
+# Llama-3.1-8B, 200 random prompts of 512 + 128 tokens, no --request-rate: capacity mode.
+CAPACITY = ("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts", "200",
+            "--random-input-len", "512", "--random-output-len", "128",
+            "--sample-requests", "200", "--json")
+
+
+def _winner(*args: str) -> dict[str, object]:
+    res = run_cli(*CAPACITY, *args)
+    assert res.code == 0, res.err
+    s = res.json()["summary"]
+    by_id = {c["id"]: c for c in res.json()["candidates"]}
+    w = by_id[s["best"]]
+    return {"usd": s["usd_per_hour"], "gpu": w["gpu"], "tp": w["tensor_parallel_size"]}
+
+
+# -------------------- D1: capacity mode + --search exhaustive ignored the budget flags
+# In capacity mode a candidate is one replica, priced exactly at screening; the funnel drops
+# the ones over --max-cost-per-hour / --max-gpus there, and exhaustive skipped that check with
+# the rest of stage 3 but has no fleet verification (target mode's budget check) after it, so
+# it answered with a replica over the budget: H100 TP1 at $3.99/h under --max-cost-per-hour 2,
+# L40S TP2 (2 GPUs, $2.18/h) under --max-gpus 1.
+# runpod-secure: H100 $3.99, L40S $1.09 per GPU-hour. Under $2/h only L40S TP1 ($1.09) is
+# within the budget; under --max-gpus 1 only TP1 is. Both searches must agree.
+@pytest.mark.parametrize(("space", "budget", "gpu", "usd"), [
+    (("--gpu", "H100,L40S", "-tp", "1,2", "--slo", "ttft:p99:1500", "tpot:p99:40"),
+     ("--max-cost-per-hour", "2"), "L40S", 1.09),
+    (("--gpu", "L40S", "-tp", "1,2", "--slo", "ttft:p99:1500", "tpot:p99:25"),
+     ("--max-gpus", "1"), "L40S", 1.09),
+])
+def test_capacity_mode_exhaustive_keeps_to_the_budget(
+        space: tuple[str, ...], budget: tuple[str, ...], gpu: str, usd: float) -> None:
+    funnel = _winner(*space, *budget, "--search", "funnel")
+    exhaustive = _winner(*space, *budget, "--search", "exhaustive")
+    assert exhaustive == funnel
+    assert exhaustive == {"usd": pytest.approx(usd), "gpu": gpu, "tp": 1}
