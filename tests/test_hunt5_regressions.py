@@ -41,3 +41,19 @@ def test_capacity_mode_exhaustive_keeps_to_the_budget(
     exhaustive = _winner(*space, *budget, "--search", "exhaustive")
     assert exhaustive == funnel
     assert exhaustive == {"usd": pytest.approx(usd), "gpu": gpu, "tp": 1}
+
+
+# -------------------- D2: a space vLLM refuses whole was called "does not fit in memory"
+# `-tp 3` on Llama-3.1-8B: 32 attention heads do not split over 3 GPUs (32 % 3 = 2), so every
+# candidate is `invalid` and none was memory-checked. The why line said "no configuration in
+# the space fits in memory (--tensor-parallel-size 3 must divide ...); add a larger
+# --tensor-parallel-size, --kv-cache-dtype fp8, --quantization fp8 or a GPU with more memory":
+# a memory verdict and memory levers for a refusal no memory would lift.
+def test_a_space_vllm_refuses_whole_is_not_called_out_of_memory() -> None:
+    res = run_cli(*CAPACITY, "--gpu", "L40S", "-tp", "3", "--slo", "tpot:p99:50")
+    assert res.code == 1, res.err
+    doc = res.json()
+    assert {c["stage"] for c in doc["candidates"]} == {"invalid"}
+    assert doc["summary"]["why"] == (
+        "vLLM refuses every configuration in the space (--tensor-parallel-size 3 must divide "
+        "num_attention_heads 32 (vLLM requires it)); change the flag it names")

@@ -61,7 +61,10 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
     (``advice``: the what-if that moves the missed term most, plan_advice)."""
     fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory")]
     if not fits:
-        first = next((c for c in cands if c.stage == "pruned_memory"), cands[0])
+        first = next((c for c in cands if c.stage == "pruned_memory"), None)
+        if first is None:
+            return (f"vLLM refuses every configuration in the space ({cands[0].reason}); "
+                    "change the flag it names")
         return (f"no configuration in the space fits in memory ({first.reason.split(';')[0]});"
                 " add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
                 "fp8 or a GPU with more memory")
