@@ -57,3 +57,38 @@ def test_a_space_vllm_refuses_whole_is_not_called_out_of_memory() -> None:
     assert doc["summary"]["why"] == (
         "vLLM refuses every configuration in the space (--tensor-parallel-size 3 must divide "
         "num_attention_heads 32 (vLLM requires it)); change the flag it names")
+
+
+# -------------------- D3: a budget refusal named a dearer fleet as "the cheapest"
+# Llama-3.1-8B, 200 random prompts of 512 + 128 tokens at 30 req/s, SLO p99 TTFT 800 ms and
+# p99 TPOT 30 ms, H100 or L40S at TP 1 or 2 (runpod-secure: H100 $3.99, L40S $1.09 per
+# GPU-hour). Without a budget one H100 TP1 replica meets it: $3.99/h.
+# * --max-cost-per-hour 2: every optimistic fleet breaks it: H100 TP1 1 x $3.99, L40S TP1
+#   2 x $1.09 = $2.18 (its bound: 2 replicas), L40S TP2 2 x 2 x $1.09 = $4.36, H100 TP2 $7.98.
+#   The why quoted the first candidate's bound ("costs at least $3.99/h"), so the budget
+#   looked $1.81/h further off than the cheapest bound, $2.18/h.
+# * --max-cost-per-hour 3: L40S TP1 (bound $2.18) is simulated and needs 6 replicas, $6.54/h;
+#   H100 TP1 (bound $3.99 > $3) is never simulated. The why said "the cheapest, c0006 (L40S
+#   TP 1, 6 replicas), costs $6.54/h", though H100 TP1 meets the SLO at $3.99/h (above).
+RATE30 = ("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts", "200",
+          "--random-input-len", "512", "--random-output-len", "128",
+          "--sample-requests", "200", "--gpu", "H100,L40S", "-tp", "1,2",
+          "--request-rate", "30", "--slo", "ttft:p99:800", "tpot:p99:30", "--json")
+
+
+def test_budget_refusal_names_the_cheapest_bound() -> None:
+    free = run_cli(*RATE30)
+    assert free.code == 0, free.err
+    assert (free.json()["summary"]["best"], free.json()["summary"]["usd_per_hour"]) == (
+        "c0000", pytest.approx(3.99))
+    res = run_cli(*RATE30, "--max-cost-per-hour", "2")
+    assert res.code == 1, res.err
+    assert res.json()["summary"]["why"] == (
+        "every fleet breaks the budget: the cheapest, c0006 (L40S TP 1), costs at least "
+        "$2.18/h > --max-cost-per-hour 2.0; raise --max-cost-per-hour")
+    res = run_cli(*RATE30, "--max-cost-per-hour", "3")
+    assert res.code == 1, res.err
+    assert res.json()["summary"]["why"] == (
+        "every fleet that meets the SLO breaks the budget: the cheapest verified, c0006 (L40S "
+        "TP 1, 6 replicas), costs $6.54/h > --max-cost-per-hour; c0000 (H100-SXM-80GB TP 1) "
+        "was not simulated and may cost as little as $3.99/h; raise --max-cost-per-hour")
