@@ -1,7 +1,8 @@
 """Analytic bounds for one replica, from the step-cost model (no simulation).
 
-* zero-load latencies: each request alone on the server (its uncached prompt prefilled in
-  chunks of max_num_batched_tokens, then decode steps with nothing else running). Real
+* zero-load latencies: each request alone on the server (the API server's path, then its
+  uncached prompt prefilled in chunks of max_num_batched_tokens, then decode steps with
+  nothing else running). Real
   latencies are never below these, so when they already break the SLO the candidate is out;
 * optimistic capacity (requests/s), the smallest of four ceilings::
 
@@ -163,10 +164,22 @@ def _priced_at_once(rep: Replica, points: list[int]) -> tuple[FloatArray, FloatA
 
 
 def zero_load(rep: Replica, work: Workload, slo: Slo) -> tuple[Latencies, FloatArray]:
-    """Every request's latencies with the server to itself (lower bounds), and its TPOT0 (s)."""
+    """Every request's latencies with the server to itself (lower bounds), and its TTFT0 (s:
+    the engine's part, what holds a scheduler slot)."""
     g = _grid_of(work, rep.limits.prefix_caching)
     ttft_g, tpot_g = _grid_times(rep, g.points)
-    return _latencies(work, slo, g, ttft_g, tpot_g), ttft_g[g.ttft_at]
+    seen_g = ttft_g + _api_s(rep, g.points)
+    return _latencies(work, slo, g, seen_g, tpot_g), ttft_g[g.ttft_at]
+
+
+def _api_s(rep: Replica, points: IntArray) -> FloatArray:
+    """The API server's parallel path at each grid point (``Profile.api_delay_s``): every
+    served request reaches the engine that long after it was sent (sim.frontend; DP ranks
+    and disaggregated floors alike), so it adds to each TTFT and E2EL. A grid point is at
+    most the request's prompt, so the sum stays a lower bound; the serial admission is left
+    out (a DP group does not queue on it)."""
+    delays = getattr(rep.timer, "api_delays_s", None)
+    return np.zeros(len(points)) if delays is None else np.asarray(delays(points), np.float64)
 
 
 def _latencies(work: Workload, slo: Slo, g: _Grid, ttft_g: FloatArray, tpot_g: FloatArray
@@ -197,12 +210,13 @@ def _zero_verdict(rep: Replica, work: Workload, slo: Slo) -> tuple[Verdict, Floa
     numbers to the bit: ``counted_percentile``), else by judging every request."""
     g = _grid_of(work, rep.limits.prefix_caching)
     ttft_g, tpot_g = _grid_times(rep, g.points)
+    seen_g = ttft_g + _api_s(rep, g.points)
     key = (id(work), rep.limits.prefix_caching, slo)
     got = _COUNTS.get(key)
-    values = {"ttft": ttft_g * 1000, "tpot": tpot_g * 1000}
+    values = {"ttft": seen_g * 1000, "tpot": tpot_g * 1000}
     if got is not None and got[0] is work and all(np.isfinite(v).all() for v in values.values()):
         return _counted(slo, values, got[1], got[2]), ttft_g[g.ttft_at]
-    lat = _latencies(work, slo, g, ttft_g, tpot_g)
+    lat = _latencies(work, slo, g, seen_g, tpot_g)
     if not slo.goodput_ms and all(b.metric in values for b in slo.bounds):
         keep = judged_mask(lat, slo)
         if len(_COUNTS) >= 16:

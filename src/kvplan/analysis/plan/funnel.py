@@ -3,7 +3,8 @@
 A candidate is dropped only when it provably cannot win: it does not fit (exact memory
 plan), its zero-load latencies already break the SLO, its optimistic fleet breaks
 --max-gpus / --max-cost-per-hour, or its optimistic cost is not below the best verified
-cost. ``exhaustive`` simulates every memory-feasible candidate instead.
+cost. ``exhaustive`` simulates every memory-feasible candidate instead (capacity mode:
+every one whose single replica, priced exactly, keeps to the budget).
 """
 
 from __future__ import annotations
@@ -146,7 +147,9 @@ def _optimistic(c: Candidate, opt_rps: float, prices: PriceTable, lim: Limits) -
             f"no {prices.provider} instance holds a {d.gpus_per_replica}-GPU replica of "
             f"{d.gpu.id}"))
     c = replace(c, optimistic_replicas=n, optimistic_usd_per_hour=cost.usd_per_hour)
-    if lim.exhaustive:
+    if lim.exhaustive and lim.rate_rps is not None:
+        # capacity mode prices exactly one replica: its budget check is exact, not a bound,
+        # so exhaustive applies it too (it has no later fleet check that would)
         return c
     if lim.replicas is not None and lim.rate_rps is not None and opt_rps * n < lim.rate_rps:
         return replace(c, stage="pruned_bound", reason=(

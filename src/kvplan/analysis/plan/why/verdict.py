@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -61,7 +62,10 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
     (``advice``: the what-if that moves the missed term most, plan_advice)."""
     fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory")]
     if not fits:
-        first = next((c for c in cands if c.stage == "pruned_memory"), cands[0])
+        first = next((c for c in cands if c.stage == "pruned_memory"), None)
+        if first is None:
+            return (f"vLLM refuses every configuration in the space ({cands[0].reason}); "
+                    "change the flag it names")
         return (f"no configuration in the space fits in memory ({first.reason.split(';')[0]});"
                 " add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
                 "fp8 or a GPU with more memory")
@@ -69,7 +73,7 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
     met = sorted((c for c in budget if c.fleet is not None and c.fleet.ok),
                  key=lambda c: (c.usd_per_hour or 0.0, c.id))
     if met:
-        return _met_text(met[0])
+        return _met_text(met[0], budget)
     misses = closest(cands)
     if not misses and budget:
         return _budget_text(budget, max_gpus)
@@ -105,13 +109,31 @@ def _outside_text(key: str, outside: dict[str, str]) -> str:
     return f"; try {' or '.join(picks)}" if picks else ""
 
 
-def _met_text(c: Candidate) -> str:
-    """The SLO is met, but only by fleets a budget flag rules out: the cheapest of them."""
+def _met_text(c: Candidate, budget: list[Candidate]) -> str:
+    """The SLO is met, but only by fleets a budget flag rules out: the cheapest of them (the
+    cheapest verified, and the cheaper bound of one never simulated, where there is one)."""
     e = c.deployment.engine
     flag = next(f for f in BUDGET_FLAGS if f in c.reason)
-    return (f"every fleet that meets the SLO breaks the budget: the cheapest, {c.id} "
-            f"({c.deployment.gpu.id} TP {e.tensor_parallel_size}, {c.replicas} replicas), "
-            f"{c.reason.removeprefix('its verified fleet ')}; raise {flag}")
+    low = _cheapest_bound(b for b in budget if b.fleet is None and b.capacity is None)
+    below = low is not None and (low.optimistic_usd_per_hour or 0.0) < (c.usd_per_hour or 0.0)
+    text = (f"every fleet that meets the SLO breaks the budget: the cheapest"
+            f"{' verified' if below else ''}, {c.id} ({c.deployment.gpu.id} TP "
+            f"{e.tensor_parallel_size}, {c.replicas} replicas), "
+            f"{c.reason.removeprefix('its verified fleet ')}")
+    if below and low is not None:
+        text += (f"; {_named(low)} was not simulated and may cost as little as "
+                 f"${low.optimistic_usd_per_hour or 0.0:.2f}/h")
+    return f"{text}; raise {flag}"
+
+
+def _cheapest_bound(cands: Iterable[Candidate]) -> Candidate | None:
+    """The candidate with the lowest optimistic fleet cost (ties: id)."""
+    priced = [c for c in cands if c.optimistic_usd_per_hour is not None]
+    return min(priced, key=lambda c: (c.optimistic_usd_per_hour or 0.0, c.id), default=None)
+
+
+def _named(c: Candidate) -> str:
+    return f"{c.id} ({c.deployment.gpu.id} TP {c.deployment.engine.tensor_parallel_size})"
 
 
 def _budget_text(budget: list[Candidate], max_gpus: int | None) -> str:
@@ -121,7 +143,11 @@ def _budget_text(budget: list[Candidate], max_gpus: int | None) -> str:
         return (f"--max-gpus {max_gpus} is below any feasible fleet: the smallest that "
                 f"passes the memory and zero-load checks needs at least {min(gpus)} GPUs "
                 "(not simulated); raise --max-gpus")
-    return f"every fleet breaks the budget: {budget[0].reason}; raise --max-cost-per-hour"
+    low = _cheapest_bound(c for c in budget if "--max-cost-per-hour" in c.reason)
+    if low is None:
+        return f"every fleet breaks the budget: {budget[0].reason}; raise --max-cost-per-hour"
+    return (f"every fleet breaks the budget: the cheapest, {_named(low)}, {low.reason}; "
+            "raise --max-cost-per-hour")
 
 
 def _lever_for(key: str) -> str:
