@@ -63,3 +63,15 @@ def test_verify_for_a_timed_trace_names_its_shape_and_says_it_approximates() -> 
                for x in doc["warnings"])
     random = _plan("--request-rate", "5")
     assert not any(x.startswith("Verify approximates") for x in random["warnings"])
+
+
+def test_replicas_without_an_offered_load_is_refused() -> None:
+    # capacity mode answers one replica's capacity: --replicas 2 was silently ignored (exit 0)
+    from tests.conftest import assert_one_line_error
+
+    r = run_cli("plan", L8B, "--gpu", "H100", "-tp", "1", "--num-prompts", "100",
+                "--slo", "ttft:p99:2000", "--replicas", "2")
+    assert_one_line_error(r)
+    assert "--replicas 2" in r.err and "--request-rate" in r.err
+    assert run_cli("plan", L8B, "--gpu", "H100", "-tp", "1", "--num-prompts", "100",
+                   "--slo", "ttft:p99:2000", "--replicas", "2", "--request-rate", "4").code == 0
