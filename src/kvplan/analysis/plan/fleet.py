@@ -6,9 +6,10 @@ Routers assign every arrival from what a real router sees at that moment:
 * ``least-outstanding``: to the replica with the fewest requests sent and not yet answered
   (ties: lowest index). Answer times come from a first round-robin pass (each request's
   simulated latency there), so the router sees service times the simulator produced;
-* ``prefix-affinity``: cache-aware — the replica already holding the longest run of the
-  request's leading prefix blocks, unless it is BALANCE_REQUESTS requests ahead of the
-  least-loaded one; needs a trace with prefix ids.
+* ``prefix-affinity``: cache-aware, as SGLang's router — the replica already holding the
+  longest run of the request's leading prefix blocks (more than CACHE_THRESHOLD of them,
+  else the replica caching least), by load while the fleet is BALANCE_REQUESTS requests
+  out of balance; needs a trace with prefix ids.
 
 The fleet is verified by simulating every replica on its share; one replica's throughput
 is never multiplied.
@@ -138,14 +139,21 @@ def least_outstanding(arrival_s: npt.NDArray[np.float64], answer_s: npt.NDArray[
 
 
 BALANCE_REQUESTS = 32
-"""prefix-affinity gives up a cache match when that replica already has this many more
-requests than the least-loaded one (SGLang's cache-aware router: balance_abs_threshold 32)."""
+"""prefix-affinity routes by load while the fleet is imbalanced: the busiest replica has more
+than this many requests over the least-loaded one (and more than 1.0001 x its count; SGLang's
+cache-aware router: balance_abs_threshold 32, balance_rel_threshold 1.0001)."""
+CACHE_THRESHOLD = 0.5
+"""A cache match is followed only above this share of the request's prefix blocks; below it
+the request goes to the replica caching least (SGLang's router: cache_threshold 0.5, "the
+worker with the smallest tree")."""
 
 
 def prefix_affinity(w: Workload, replicas: int) -> IntArray:
-    """Cache-aware routing: each request goes to the replica that already holds the longest
-    run of its leading prefix blocks (ties, and no match: the replica with the fewest
-    requests so far), unless that replica is BALANCE_REQUESTS ahead of the least-loaded."""
+    """Cache-aware routing, as SGLang's router: while the fleet is imbalanced
+    (``BALANCE_REQUESTS``) the replica with the fewest requests so far; else the replica
+    holding the longest run of the request's leading prefix blocks when that run is more
+    than ``CACHE_THRESHOLD`` of its blocks, otherwise the replica caching the fewest blocks
+    (ties: fewest requests, then the lowest index)."""
     if w.prefix_hashes is None:
         raise InputError("--router prefix-affinity needs a trace with prefix ids "
                          "(hash_ids); use round-robin or least-outstanding")
@@ -154,9 +162,13 @@ def prefix_affinity(w: Workload, replicas: int) -> IntArray:
     out = np.zeros(len(w), dtype=np.int64)
     for i, h in enumerate(w.prefix_hashes):
         blocks = h.tolist()
-        k = max(range(replicas), key=lambda r: (_matched(blocks, seen[r]), -count[r], -r))
-        if count[k] - min(count) >= BALANCE_REQUESTS:
+        lo, hi = min(count), max(count)
+        if hi - lo > BALANCE_REQUESTS and hi > 1.0001 * lo:
             k = min(range(replicas), key=lambda r: (count[r], r))
+        else:
+            k = max(range(replicas), key=lambda r: (_matched(blocks, seen[r]), -count[r], -r))
+            if _matched(blocks, seen[k]) <= CACHE_THRESHOLD * len(blocks):
+                k = min(range(replicas), key=lambda r: (len(seen[r]), count[r], r))
         seen[k].update(blocks)
         count[k] += 1
         out[i] = k
