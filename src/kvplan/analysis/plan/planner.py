@@ -105,10 +105,7 @@ def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
         opts = replace(opts, model_id=served_name(model) if isinstance(model, str)
                        else spec.name)
     traffic = plan_traffic(workload, sample=opts.sample_requests, seed=opts.seed)
-    if opts.replicas is not None and traffic.rate_rps is None:
-        raise InputError(f"--replicas {opts.replicas} sizes a fleet for an offered load: give "
-                         "--request-rate (fleet req/s) or a timed trace, or drop --replicas "
-                         "to get one replica's capacity")
+    _check_replicas(opts, traffic)
     prices = price_table(opts.provider, prices_file=opts.prices_file,
                          overrides=opts.price_overrides, today=opts.today)
     space = _space(spec, opts, prices, traffic)
@@ -160,6 +157,14 @@ def _unmargined(p: Plan, base: Candidate | None) -> str:
 
 def _tuple(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
+
+
+def _check_replicas(opts: PlanOptions, traffic: PlanTraffic) -> None:
+    """--replicas sizes a fleet for an offered load; capacity mode has none."""
+    if opts.replicas is not None and traffic.rate_rps is None:
+        raise InputError(f"--replicas {opts.replicas} sizes a fleet for an offered load: give "
+                         "--request-rate (fleet req/s) or a timed trace, or drop --replicas "
+                         "to get one replica's capacity")
 
 
 def _check_options(o: PlanOptions) -> None:
