@@ -75,3 +75,15 @@ def test_replicas_without_an_offered_load_is_refused() -> None:
     assert "--replicas 2" in r.err and "--request-rate" in r.err
     assert run_cli("plan", L8B, "--gpu", "H100", "-tp", "1", "--num-prompts", "100",
                    "--slo", "ttft:p99:2000", "--replicas", "2", "--request-rate", "4").code == 0
+
+
+def test_advice_outside_the_space_says_when_it_is_not_enough() -> None:
+    # TP 4 (outside -tp 1,2) lowers the zero-load p99 TTFT 51 -> 49 ms against a 30 ms limit:
+    # the advice said "add it", as if it would meet the limit
+    r = run_cli("plan", L8B, "--gpu", "H100,L40S", "-tp", "1,2", "--num-prompts", "200",
+                "--random-input-len", "512", "--random-output-len", "128", "--request-rate",
+                "10", "--slo", "ttft:p99:30", "tpot:p99:50", "--json")
+    assert r.code == 1
+    advice = r.json()["summary"]["advice"]
+    assert "still misses the 30 ms limit" in advice
+    assert "add it" not in advice and "alone it is not enough" in advice

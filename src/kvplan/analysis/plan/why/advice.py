@@ -172,9 +172,10 @@ def _text(c: Candidate, key: str, label: str, base: float, value: float, limit: 
     if label.startswith("--replicas"):
         label = (f"twice the replicas ({2 * int(at)})" if lim.rate_rps is not None
                  else "half the rate per replica (twice the replicas)")
+    tail = ("" if inside else "; it is outside the searched space: add it" if value <= limit
+            else "; it is outside the searched space, and alone it is not enough")
     return (f"of single changes to {c.id} {where}, {label} lowers {key} the most, "
-            f"{base:.0f} -> {value:.0f} ms ({verdict} the {limit:g} ms limit)"
-            + ("" if inside else "; it is outside the searched space: add it"))
+            f"{base:.0f} -> {value:.0f} ms ({verdict} the {limit:g} ms limit){tail}")
 
 
 def _in_space(label: str, space: SearchSpace) -> bool:
