@@ -43,3 +43,45 @@ def _timeless(doc: Any) -> Any:
     if isinstance(doc, dict):
         return {k: _timeless(v) for k, v in doc.items() if k != "wall_s"}
     return [_timeless(v) for v in doc] if isinstance(doc, list) else doc
+
+
+# -------------------- D2: the API refused the token counts the CLI reads with suffixes
+# --max-model-len and --max-num-batched-tokens are vLLM's human_readable_int on the CLI
+# (8k = 8,000, 16K = 16,384); the API typed them int, so max_model_len=8k was a 422
+# ("Input should be a valid integer"), on capacity, latency, simulate and plan alike.
+# Llama-3.1-8B on H100: 26,302 blocks x 16 = 420,832 tokens; / 8,000 = 52.604 requests.
+@pytest.mark.parametrize(("params", "argv", "key", "value"), [
+    ({"max_model_len": "8k"}, ("--max-model-len", "8k"), "max_model_len", 8000),
+    ({"max_model_len": "8k"}, ("--max-model-len", "8k"), "max_concurrency", 52.604),
+    ({"max_num_batched_tokens": "16K"}, ("--max-num-batched-tokens", "16K"),
+     "max_num_batched_tokens", 16384),
+])
+def test_capacity_reads_token_suffixes_as_the_cli(client: TestClient, params: dict[str, str],
+                                                  argv: tuple[str, ...], key: str,
+                                                  value: float) -> None:
+    r = client.get("/api/capacity", params={"model": M, "gpu": "H100", **params})
+    assert r.status_code == 200, r.text
+    assert r.json()[key] == pytest.approx(value, abs=5e-4)
+    cli = run_cli("capacity", M, "--gpu", "H100", *argv, "--json")
+    assert r.json() == cli.json()
+
+
+def test_simulate_and_plan_read_token_suffixes(client: TestClient) -> None:
+    r = client.get("/api/simulate", params={"model": M, "num_prompts": 20,
+                                            "max_model_len": "2K", "max_num_batched_tokens": "1k"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["max_model_len"], r.json()["max_num_batched_tokens"]) == (2048, 1000)
+    plan = client.get("/api/plan", params={
+        "model": M, "gpu": "H100-SXM-80GB", "tensor_parallel_size": "1", "num_prompts": 50,
+        "request_rate": 2, "slo": "ttft:p99:2000", "max_model_len": "2k",
+        "max_num_batched_tokens": "8K"})
+    assert plan.status_code == 200, plan.text
+    serve = plan.json()["summary"]["vllm_serve"]
+    assert "--max-model-len 2000" in serve and "--max-num-batched-tokens 8192" in serve
+
+
+def test_bad_token_text_is_one_422_line(client: TestClient) -> None:
+    r = client.get("/api/capacity", params={"model": M, "max_model_len": "8.5K"})
+    assert r.status_code == 422
+    assert r.json() == {"detail": "--max-model-len decimals need a decimal suffix (k, m, g, t), "
+                                  "got '8.5K'", "field": "max_model_len"}
