@@ -85,3 +85,25 @@ def test_bad_token_text_is_one_422_line(client: TestClient) -> None:
     assert r.status_code == 422
     assert r.json() == {"detail": "--max-model-len decimals need a decimal suffix (k, m, g, t), "
                                   "got '8.5K'", "field": "max_model_len"}
+
+
+# -------------------- D3: /docs (every page's "API" link) loaded Swagger UI from a CDN
+# FastAPI's /docs pulled swagger-ui-bundle.js and its CSS from cdn.jsdelivr.net and a favicon
+# from fastapi.tiangolo.com (/redoc: fonts.googleapis.com too): offline it was a blank page,
+# though the server fetches nothing from the internet. /docs is now drawn on the server from
+# /openapi.json, with nothing to fetch.
+def test_docs_page_needs_no_network(client: TestClient) -> None:
+    import re
+
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert re.findall(r"https?://", page.text) == []
+    assert "<script" not in page.text and "<link" not in page.text
+    assert "<code>GET /api/capacity</code>" in page.text
+    # a field with its type and default, as /openapi.json has it
+    assert ("<tr><td><code>kv_cache_dtype</code></td><td>query</td><td>string</td><td></td>"
+            "<td>&quot;auto&quot;</td></tr>") in page.text
+    assert "<code>POST /api/simulate/jobs</code>" in page.text  # its body's fields listed
+    assert "<td><code>num_prompts</code></td><td>body (application/json)</td>" in page.text
+    assert client.get("/redoc").status_code == 404
+    assert 'href="/docs"' in client.get("/model").text
