@@ -107,3 +107,36 @@ def test_docs_page_needs_no_network(client: TestClient) -> None:
     assert "<td><code>num_prompts</code></td><td>body (application/json)</td>" in page.text
     assert client.get("/redoc").status_code == 404
     assert 'href="/docs"' in client.get("/model").text
+
+
+# -------------------- D4: the report showed the latency of a batch that does not fit
+# `kvplan report` priced its --batch with the fit check off, so a batch `kvplan latency` (and
+# the page's /api/latency) refuses got a TTFT, TPOT and throughput with nothing saying so.
+# Llama-3.1-8B on H100: 131,072 B/token x 9,216 tokens x 512 = 576.00 GiB of KV cache against
+# 51.37 GiB (420,832 tokens); 420,832 // 9,216 = 45 such requests fit.
+def _report_data(path: Any) -> dict[str, Any]:
+    import json
+    import re
+
+    html = path.read_text()
+    return json.loads(re.search(r'id="kvplan-data">(.*?)</script>', html, re.S).group(1))
+
+
+def test_report_says_the_batch_does_not_fit_as_the_cli(tmp_path: Any) -> None:
+    shape = ("--gpu", "H100", "--prompt", "8192", "--output", "1024")
+    out = tmp_path / "r.html"
+    done = run_cli("report", M, *shape, "--batch", "512", "-o", str(out))
+    assert done.code == 0, done.err
+    latency = _report_data(out)["sections"][3]
+    assert latency["title"] == "Latency at batch 512: does not fit"
+    assert latency["answer"]["latency"] is None
+    why = latency["answer"]["does_not_fit"]
+    assert "needs 576.00 GiB of KV cache per GPU" in why and "at most 45 such" in why
+    cli = run_cli("latency", M, *shape, "--batch", "512", "--json")
+    assert cli.code == 2 and cli.err.strip() == f"error: {why}"
+    assert [r["fits"] for r in latency["answer"]["sweep"]["rows"]][5:7] == [True, False]  # 32, 64
+    fits = run_cli("report", M, *shape, "--batch", "45", "-o", str(out))
+    assert fits.code == 0, fits.err
+    answer = _report_data(out)["sections"][3]["answer"]["latency"]
+    assert answer["ttft_s"] == run_cli("latency", M, *shape, "--batch", "45", "--json").json()[
+        "ttft_s"]
