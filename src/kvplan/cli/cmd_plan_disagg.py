@@ -18,8 +18,9 @@ def check_disagg_args(args: dict[str, Any]) -> None:
 def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     """The joint side of the plan (kvplan.analysis.disagg.side)."""
     from kvplan.analysis.disagg.side import disagg_side as side
+    from kvplan.cli.flags import parse_flag
 
-    return side(args, plan)
+    return side(args, plan, parse_flag)
 
 
 def render_side(side: JointSide, plan: Any, out: Any) -> None:

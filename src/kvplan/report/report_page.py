@@ -88,20 +88,29 @@ def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     """TTFT/TPOT/throughput with the bound, and a batch sweep."""
     from kvplan.costs.step import latency as lat
     from kvplan.costs.step.profiles import profile_for
+    from kvplan.errors import DoesNotFitError
     from kvplan.report.budget_charts import sweep_chart
     from kvplan.report.json_views import latency_answer_json, sweep_json
 
     prof = profile_for(spec, hw, engine, None)
-    r = lat.request_latency(spec, hw, engine, shape, prof, check_fit=False)
     values = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512"]
     rows_ = lat.sweep(spec, hw, engine, shape, "batch", values, prof)
+    chart = chart_spec(sweep_chart("batch", rows_))
+    try:  # as `kvplan latency` does: a batch whose KV cache does not fit has no latency
+        r = lat.request_latency(spec, hw, engine, shape, prof)
+    except DoesNotFitError as exc:
+        why = " ".join(str(exc).split())
+        return Section(id="latency", title=f"Latency at batch {shape.batch}: does not fit",
+                       rows=(("does not fit", why),), charts=(chart,),
+                       answer={"latency": None, "does_not_fit": why,
+                               "sweep": sweep_json("batch", rows_)})
     rows = (("TTFT", f"{fmt_seconds(r.ttft_s)} ({r.prefill_bound}-bound)"),
             ("TPOT", "-" if r.tpot_s is None else f"{fmt_seconds(r.tpot_s)} "
                                                   f"({r.decode_bound}-bound)"),
             ("end-to-end", fmt_seconds(r.e2e_s)),
             ("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s"))
     return Section(id="latency", title=f"Latency at batch {shape.batch}", rows=rows,
-                   charts=(chart_spec(sweep_chart("batch", rows_)),),
+                   charts=(chart,),
                    answer={"latency": latency_answer_json(r, prof),
                            "sweep": sweep_json("batch", rows_)})
 

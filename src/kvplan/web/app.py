@@ -8,7 +8,7 @@ from typing import Any
 from kvplan.web.settings import WebSettings
 
 ROUTERS = ("pages", "routes_model", "routes_request", "routes_capacity", "routes_latency",
-           "routes_simulate", "routes_plan", "routes_jobs")
+           "routes_simulate", "routes_plan", "routes_jobs", "routes_docs")
 
 
 def create_app(settings: WebSettings | None = None) -> Any:
@@ -29,7 +29,8 @@ def create_app(settings: WebSettings | None = None) -> Any:
 
     settings = settings or WebSettings()
     app = FastAPI(title="kvplan", version=__version__,
-                  description="kvplan's answers as JSON: the keys of the CLI's --json output.")
+                  description="kvplan's answers as JSON: the keys of the CLI's --json output.",
+                  docs_url=None, redoc_url=None)  # /docs: routes_docs.py (offline)
     app.state.settings = settings
     app.state.uploads = Uploads(settings.max_uploads)
     app.state.gate = Gate(settings.max_running_sims, settings.max_queued_sims)

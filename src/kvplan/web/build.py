@@ -18,6 +18,7 @@ _ENGINE = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "
            "quantization", "max_num_batched_tokens", "async_scheduling")
 _CAPACITY = ("gpu_memory_utilization", "max_model_len", "block_size", "max_num_seqs",
              "mamba_cache_dtype", "mamba_ssm_cache_dtype")
+_TOKENS = ("max_model_len", "max_num_batched_tokens")
 
 
 def cache_engine(q: KvQuery | RequestQuery, spec: ModelSpec) -> EngineConfig:
@@ -54,10 +55,26 @@ def _engine(q: EngineQuery) -> EngineConfig:
         fields.update({k: getattr(q, k) for k in _CAPACITY})
         if q.kv_cache_memory:
             fields["kv_cache_memory_bytes"] = parse_size(q.kv_cache_memory)
+    for k in _TOKENS:  # 8k / 16K, as the CLI reads them
+        if k in fields:
+            fields[k] = _tokens(k, fields[k])
     if isinstance(q, SimulateQuery):
         fields["enable_prefix_caching"] = q.enable_prefix_caching
         fields["enable_chunked_prefill"] = q.enable_chunked_prefill
     return EngineConfig(**fields)
+
+
+def _tokens(field: str, value: int | str | None) -> int | None:
+    """A token count as the CLI reads it (vLLM's human_readable_int: 8k = 8,000, 16K = 16,384),
+    refused in the CLI's words (``--max-model-len not a whole number: ...``)."""
+    from kvplan.units import human_readable_int
+
+    if not isinstance(value, str):
+        return value
+    try:
+        return human_readable_int(value)
+    except ValueError as exc:
+        raise InputError(f"--{field.replace('_', '-')} {exc}") from None
 
 
 def workload_args(q: SimulateQuery) -> Any:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 Name = Field(min_length=1, max_length=200)
+Tokens = int | str | None
+"""A token count vLLM reads with human_readable_int (8192, 8k = 8,000, 8K = 8,192): kept as
+the text given and read as the CLI reads it (units.human_readable_int; build.py, plan/args.py)."""
 
 
 class Query(BaseModel):
@@ -46,13 +49,13 @@ class EngineQuery(Query):
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"
     quantization: str | None = None
-    max_num_batched_tokens: int | None = None
+    max_num_batched_tokens: Tokens = None
     async_scheduling: bool = False
 
 
 class CapacityQuery(EngineQuery):
     gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
+    max_model_len: Tokens = None
     block_size: int = 16
     max_num_seqs: int | None = None
     kv_cache_memory: str | None = None
@@ -117,7 +120,7 @@ class PlanQuery(Query):
     block_size: str = "16"
     enable_prefix_caching: str = "on"
     gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
+    max_model_len: Tokens = None
     router: str = "round-robin"
     provider: str | None = None
     search: str = "funnel"

@@ -11,6 +11,7 @@ from kvplan.errors import InputError
 
 if TYPE_CHECKING:
     from kvplan.analysis.disagg.candidates import JointSide
+    from kvplan.analysis.plan.args import FlagParser
 
 MAX_INSTANCES = 4
 
@@ -30,10 +31,13 @@ _ONE_LOAD = ("--disagg compares fleets at one offered load: give --request-rate 
              "finite) or a trace with arrival times")
 
 
-def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
+def disagg_side(args: dict[str, Any], plan: Any,
+                parse_flag: FlagParser | None = None) -> JointSide:
     """xPyD fleets on the plan's GPUs, TP degrees, links, workload, SLO and prices, ranked
     with the plan's aggregated candidates (kvplan.analysis.disagg.joint). ``args["model"]``
-    is a name or a resolved spec (then ``args["model_id"]`` names it in the serve lines)."""
+    is a name or a resolved spec (then ``args["model_id"]`` names it in the serve lines).
+    ``parse_flag``: the flag parser the plan's space was read with (plan.args.FlagParser), so
+    a list the plan accepted (``--max-num-batched-tokens 8K``) is read the same here."""
     from kvplan.analysis.disagg.answer import DEFAULT_LINK
     from kvplan.analysis.disagg.candidates import JointSide
     from kvplan.analysis.disagg.joint import plan_joint
@@ -47,7 +51,7 @@ def disagg_side(args: dict[str, Any], plan: Any) -> JointSide:
     from kvplan.specs.links import load_link
     from kvplan.specs.model import ModelSpec
 
-    space = space_options(args)
+    space = space_options(args) if parse_flag is None else space_options(args, parse_flag)
     traffic = plan_traffic(workload_from(args))
     work = traffic.target  # the requests the plan verified on
     if work is None:  # every request at t = 0: a dataset without arrivals and no rate

@@ -30,12 +30,20 @@ DEFAULT_CHUNK_TEXT = "512,2048,default"
 """--max-num-batched-tokens when not given (plan_space.DEFAULT_CHUNKS)."""
 
 FlagParser = Callable[[str, str], Any]
-"""(EngineConfig field, text) -> value; the CLI passes cli/flags.parse_flag (vLLM's parsing:
-8k, 32K, ...); without one, values are plain whole numbers (the web form)."""
+"""(EngineConfig field, text) -> value; the CLI passes cli/flags.parse_flag (its messages);
+without one (the web form), token counts are read as vLLM reads them (8k, 32K, ...) and the
+rest as plain whole numbers."""
+
+TOKEN_FIELDS = ("max_model_len", "max_num_batched_tokens")
+"""The flags vLLM reads with human_readable_int (8k = 8,000, 8K = 8,192)."""
 
 
-def _whole(_field: str, text: str) -> int:
-    return int(text)
+def _whole(field: str, text: str) -> int:
+    from kvplan.units import human_readable_int
+
+    if not isinstance(text, str):  # a number from a JSON body
+        return int(text)
+    return human_readable_int(text) if field in TOKEN_FIELDS else int(text)
 
 
 def _engine(field: str, parse: FlagParser) -> Callable[[str], Any]:

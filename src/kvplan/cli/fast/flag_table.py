@@ -4,42 +4,12 @@ options from it; the typer-free `simulate` path (fast/simulate_args.py) reads it
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import InputError
-
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")
-
-
-def human_readable_int(text: str) -> int:
-    """vLLM's ``human_readable_int`` (0.11): ``8k`` = 8,000, ``8K`` = 8,192, ``25.6k`` = 25,600,
-    ``1m`` = 1,000,000, ``1M`` = 2**20; decimals only with the lowercase (decimal) suffixes."""
-    value = text.strip()
-    match = _HUMAN_INT.fullmatch(value)
-    if match is None or len(value) > 30:
-        return _plain_int(text, value)
-    number, suffix = match.groups()
-    if suffix in _DECIMAL:
-        return int(float(number) * _DECIMAL[suffix])
-    if "." in number:
-        raise ValueError(f"decimals need a decimal suffix (k, m, g, t), got {text!r}")
-    return int(number) * _BINARY.get(suffix, 1)
-
-
-def _plain_int(text: str, value: str) -> int:
-    """vLLM's fallback, Python's ``int(value)``: ``+8192`` and ``8_192`` are 8,192 (a
-    negative count is refused here, as no flag read with it takes one)."""
-    try:
-        if len(value) <= 30 and not value.startswith("-"):
-            return int(value)
-    except ValueError:
-        pass
-    raise ValueError(f"not a whole number: {text!r} (e.g. 8192, 8k, 32K)")
+from kvplan.units import human_readable_int as human_readable_int  # re-exported
 
 
 def _bool(text: str) -> bool:
