@@ -125,6 +125,20 @@ def test_capacity_page_and_error_beside_field(base: str, page: Any) -> None:
     screenshot(page, "capacity-error")
 
 
+def test_capacity_page_takes_vllms_suffixes(base: str, page: Any) -> None:
+    # "8K" in a number input left it empty: the answer was the model's own 131,072 tokens
+    page.goto(f"{base}/capacity")
+    settle(page)
+    page.fill("input[name=max_model_len]", "8K")
+    page.wait_for_function(
+        "JSON.parse(document.querySelector('#capacity').dataset.json || '{}').max_model_len"
+        " === 8192")
+    settle(page)
+    want = api(base, "/api/capacity", model=M, gpu="H100-SXM-80GB", max_model_len="8K")
+    assert want["max_model_len"] == 8192
+    assert_shown_equal(page, "capacity", want)
+
+
 def test_latency_page(base: str, page: Any) -> None:
     page.goto(f"{base}/latency")
     settle(page)

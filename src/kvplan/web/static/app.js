@@ -62,7 +62,7 @@ const RENDER = {
     ["requested", "requested_bytes", bytes], ["- weights", "weights_bytes", bytes], ["- peak activation", "activation_bytes", bytes],
     ["- non-torch", "non_torch_bytes", bytes], ["= KV cache", "available_kv_bytes", bytes], ["CUDA graphs (after, not subtracted)", "cudagraph_bytes", bytes],
     ["blocks", "num_blocks", int], ["block size (tokens)", "block_size", int], ["GPU KV cache size (tokens)", "kv_cache_tokens", int],
-    ["max model len", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${x.toFixed(2)}x`],
+    ["max model len (tokens)", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${x.toFixed(2)}x`],
     ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d) +
     (d.block_size_log ? `<p class="note" id="block-size-log">vLLM: ${esc(d.block_size_log)}</p>` : ""),
   latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TTFT band (10-90%)", "ttft_s_band", secsBand],
