@@ -87,3 +87,15 @@ def test_advice_outside_the_space_says_when_it_is_not_enough() -> None:
     advice = r.json()["summary"]["advice"]
     assert "still misses the 30 ms limit" in advice
     assert "add it" not in advice and "alone it is not enough" in advice
+
+
+def test_a_zero_load_ttft_miss_names_the_api_path() -> None:
+    # the bundled profile's API path (api_request_s 42.71 ms) alone is over a 30 ms TTFT
+    # limit: no GPU or TP can meet it, and the answer says which term that is
+    r = run_cli("plan", L8B, "--gpu", "H100,L40S", "-tp", "1,2", "--num-prompts", "200",
+                "--random-input-len", "512", "--random-output-len", "128", "--request-rate",
+                "10", "--slo", "ttft:p99:30", "tpot:p99:50", "--json")
+    doc = r.json()
+    note = "the API server's path alone is 42.7 ms, a fitted profile term"
+    assert note in doc["summary"]["why"]
+    assert all(note in c["reason"] for c in doc["candidates"] if c["stage"] == "pruned_bound")

@@ -16,7 +16,7 @@ from typing import Any
 
 from kvplan.analysis.plan.bounds import bounds
 from kvplan.analysis.plan.executor import Executor, run_fleet_jobs
-from kvplan.analysis.plan.fleet import replica
+from kvplan.analysis.plan.fleet import Replica, replica
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.analysis.plan.shares import replica_cap
@@ -121,8 +121,19 @@ def _screen_one(cid: str, d: Deployment, prices: PriceTable, ctx: JobContext,
         key = b.zero_load.binding
         return replace(c, stage="pruned_bound", reason=(
             f"at zero load {key} is already {b.zero_load.value(key):.1f}"
-            f"{'' if key == 'goodput_share' else ' ms'}, over the SLO"))
+            f"{'' if key == 'goodput_share' else ' ms'}, over the SLO{_api_part(rep, key)}"))
     return _optimistic(c, b.optimistic_rps, prices, lim)
+
+
+def _api_part(rep: Replica, key: str) -> str:
+    """How much of a zero-load TTFT / E2EL is the API server's fixed path (a fitted profile
+    term, not the GPU's): '' where it has none or the term is another."""
+    api = getattr(rep.timer, "profile", None)
+    ms = 1000 * api.api_request_s if api is not None else 0.0
+    if ms <= 0 or not ("ttft" in key or "e2el" in key):
+        return ""
+    return (f" (the API server's path alone is {ms:.1f} ms, a fitted profile term: "
+            "kvplan calibrate fits your own)")
 
 
 def optimistic_replicas(opt_rps: float, lim: Limits) -> int:

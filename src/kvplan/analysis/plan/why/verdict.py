@@ -90,8 +90,14 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
         " EP" if e.enable_expert_parallel else "")
     return (f"nothing in the space meets the SLO{also}; the closest, {best.id} ({d.gpu.id} TP "
             f"{e.tensor_parallel_size}{dp}, kv {e.kv_cache_dtype}, chunk "
-            f"{d.engine.max_num_batched_tokens}), misses {key} {miss}{seen}{_where(best)}: "
-            f"{lever}{'' if advice else _outside_text(key, outside or {})}")
+            f"{d.engine.max_num_batched_tokens}), misses {key} {miss}{seen}{_where(best)}"
+            f"{_api_note(best)}: {lever}{'' if advice else _outside_text(key, outside or {})}")
+
+
+def _api_note(c: Candidate) -> str:
+    """The zero-load reason's API-path part (funnel._api_part), where it names one."""
+    at = c.reason.find(" (", c.reason.find("over the SLO"))
+    return c.reason[at:] if "the API server's path" in c.reason and at >= 0 else ""
 
 
 def _where(c: Candidate) -> str:
