@@ -44,20 +44,20 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, flag: str = "") -> int:
     """Parse '24GiB', '24 GB', '1.5G' (binary), '24g' (decimal, as vLLM reads it), or a plain
-    byte count into integer bytes."""
+    byte count into integer bytes; ``flag`` (e.g. '--kv-cache-memory') leads the error."""
     match = _SIZE_RE.match(str(text))
     unit = match.group(2) if match else None
     if unit is not None and len(unit) > 1:
         unit = unit.lower()
+    lead = f"{flag}: " if flag else ""
     if match is None or unit not in _SIZE_UNITS:
-        raise InputError(
-            f"cannot read size {text!r}: use bytes or a number with a unit like 24GiB, 512MiB, 80GB"
-        )
+        raise InputError(f"{lead}cannot read size {text!r}: use bytes or a number with a unit "
+                         "like 24GiB, 512MiB, 80GB")
     value = float(match.group(1)) * _SIZE_UNITS[unit]
     if not value < MAX_SIZE_BYTES:  # also inf (1e309) and nan
-        raise InputError(f"size {text!r} is too large: sizes must be below 2^63 bytes")
+        raise InputError(f"{lead}size {text!r} is too large: sizes must be below 2^63 bytes")
     return int(value)
 
 

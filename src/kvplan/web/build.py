@@ -54,7 +54,7 @@ def _engine(q: EngineQuery) -> EngineConfig:
     if isinstance(q, CapacityQuery):
         fields.update({k: getattr(q, k) for k in _CAPACITY})
         if q.kv_cache_memory:
-            fields["kv_cache_memory_bytes"] = parse_size(q.kv_cache_memory)
+            fields["kv_cache_memory_bytes"] = parse_size(q.kv_cache_memory, "--kv-cache-memory")
     for k in _TOKENS:  # 8k / 16K, as the CLI reads them
         if k in fields:
             fields[k] = _tokens(k, fields[k])

@@ -88,7 +88,7 @@ def parse_flag(field: str, value: object) -> Any:
     if field == "kv_cache_memory_bytes":
         from kvplan.units import parse_size
 
-        return parse_size(str(value))
+        return parse_size(str(value), flag.names[0])
     if isinstance(value, str):
         try:
             return flag.parse(value)
