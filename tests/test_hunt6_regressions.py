@@ -56,3 +56,28 @@ def test_quantization_equal_to_the_checkpoints_is_accepted() -> None:
                   "100", "--output", "10", "--json")
     assert bad.code == 2 and "Traceback" not in bad.err and bad.out == ""
     assert bad.err.strip().splitlines()[-1].startswith("error: --quantization awq does not match")
+
+
+# -------------------- D2: latency --explain dropped without a word
+# --plot without --sweep is refused ("--plot draws a sweep"), but --explain with --sweep was
+# silently ignored (the sweep table and no op table), and --explain on a GPU without measured
+# kernel tables (MI300X: the roofline prices the step whole) printed nothing for it: the flag
+# asked for a table the answer neither showed nor said it could not show.
+LAT = ("latency", "meta-llama/Llama-3.1-8B", "--prompt", "10", "--output", "2")
+
+
+def test_explain_with_a_sweep_is_refused() -> None:
+    r = run_cli(*LAT, "--gpu", "H100", "--explain", "--sweep", "batch=1,2")
+    assert_one_line_error(r)
+    assert "--explain lists one answer's ops, not a sweep's" in r.err
+
+
+def test_explain_on_a_roofline_gpu_says_why_there_is_no_op_table() -> None:
+    r = run_cli(*LAT, "--gpu", "MI300X", "--explain")
+    assert r.code == 0, r.err
+    text = " ".join(r.out.split())
+    assert "--explain: no per-op table: MI300X has no measured kernel tables" in text
+    plain = run_cli(*LAT, "--gpu", "MI300X")
+    assert "--explain" not in plain.out  # only when asked
+    measured = run_cli(*LAT, "--gpu", "H100", "--explain")
+    assert "no per-op table" not in measured.out and "one decode step" in measured.out
