@@ -59,10 +59,7 @@ def latency_cmd(
              "mxfp4_moe_backend": mxfp4_moe_backend}
     settings = {**fl.engine_settings(locals()),
                 **{k: v for k, v in extra.items() if v is not None}}
-    if plot is not None and sweep is None:
-        from kvplan.errors import InputError
-
-        raise InputError("--plot draws a sweep; add --sweep LEVER=V1,V2,...")
+    _check_modes(plot, sweep, explain_ops)
     plot_out = check_plot(plot, [model, gpu, profile])
     shape = lat.RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
     spec, hw = load_model(model), load_gpu(gpu)
@@ -77,6 +74,17 @@ def latency_cmd(
         _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
         return
     _answer(spec, hw, engine, shape, prof, (as_json, explain_ops), r)
+
+
+def _check_modes(plot: Any, sweep: str | None, explain_ops: bool) -> None:
+    """--plot needs a sweep; --explain (one answer's ops) refuses one."""
+    from kvplan.errors import InputError
+
+    if plot is not None and sweep is None:
+        raise InputError("--plot draws a sweep; add --sweep LEVER=V1,V2,...")
+    if explain_ops and sweep is not None:
+        raise InputError("--explain lists one answer's ops, not a sweep's: drop --sweep, or "
+                         "run latency at one of its values with --explain")
 
 
 def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
@@ -115,6 +123,10 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
 
         for table in step_ops_tables(steps):
             console.print(table)
+        if not steps:
+            console.print(f"--explain: no per-op table: {hw.id} has no measured kernel tables, "
+                          "so the roofline prices each step whole (the prefill and decode "
+                          "lines above)")
 
 
 def _run_sweep(sweep: str, inputs: tuple[Any, ...], plot_out: Any, as_json: bool,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import TypeAlias
 
-from kvplan.errors import UnknownNameError
+from kvplan.errors import InputError, UnknownNameError
 from kvplan.units import cdiv
 
 LINEAR_ROLES = frozenset({"attention", "dense_mlp", "experts", "shared_experts", "state_layers"})
@@ -94,12 +94,22 @@ def resolve_format(
     """The user's ``--quantization``, else the config's own; None = unquantized.
 
     ``block`` is the config's ``weight_block_size``: fp8 then stores one fp32 scale per block.
+    ``none`` (or empty) is no flag, as vLLM reads ``--quantization None``: the checkpoint's own
+    format. A flag naming another method than a quantized checkpoint's own is refused, as
+    vLLM's ``ModelConfig._verify_quantization`` refuses it ("Quantization method specified in
+    the model config (mxfp4) does not match ... the `quantization` argument (fp8)").
     """
-    name = quantization if quantization is not None else config_quant
-    if name is None or name.strip().lower() in ("none", ""):
+    given, own = _method(quantization), _method(config_quant)
+    if given is not None and own is not None and _key(given) != _key(own):
+        raise InputError(
+            f"--quantization {quantization} does not match the checkpoint's own quantization "
+            f"{config_quant!r}: vLLM refuses to start (the method in the model config must "
+            f"match the --quantization argument); drop --quantization or give {own}"
+        )
+    name = given if given is not None else own
+    if name is None:
         return None
-    key = name.strip().lower().replace("-", "_")
-    key = _QUANT_ALIASES.get(key, key)
+    key = _key(name)
     if key not in QUANTIZATIONS:
         raise UnknownNameError(
             f"unknown --quantization {name!r}: choose one of {', '.join(QUANTIZATIONS)}"
@@ -108,6 +118,20 @@ def resolve_format(
     if key == "fp8" and block is not None:
         return WeightFormat(name="fp8", bits=8, scale_bytes=4, block=block)
     return fmt
+
+
+def _method(name: str | None) -> str | None:
+    """A quantization method as given; None for no method (None, empty, ``none``)."""
+    if name is None or name.strip().lower() in ("none", ""):
+        return None
+    return name.strip()
+
+
+def _key(name: str) -> str:
+    """The QUANTIZATIONS key of a method name (vLLM's Marlin / ModelOpt kernels of one format
+    share it: awq_marlin is awq)."""
+    key = name.strip().lower().replace("-", "_")
+    return _QUANT_ALIASES.get(key, key)
 
 
 FormatArg: TypeAlias = "WeightFormat | EllipsisType | None"
