@@ -38,6 +38,7 @@ from kvplan.costs.kernels.tables import (
 
 if TYPE_CHECKING:  # the lazy names below (X as X: re-exported)
     from kvplan.costs.kernels.donor import Efficiency as Efficiency
+    from kvplan.costs.kernels.donor import dominated_by as dominated_by
     from kvplan.costs.kernels.donor import nearest_measured_gpu as nearest_measured_gpu
     from kvplan.costs.kernels.mla import mla_context as mla_context
     from kvplan.costs.kernels.mla import mla_context_s as mla_context_s
@@ -45,7 +46,8 @@ if TYPE_CHECKING:  # the lazy names below (X as X: re-exported)
     from kvplan.costs.kernels.mla import mla_decode_s as mla_decode_s
     from kvplan.costs.kernels.mla import mla_donor as mla_donor
 
-_LAZY = {"Efficiency": "donor", "nearest_measured_gpu": "donor", "mla_context": "mla",
+_LAZY = {"Efficiency": "donor", "nearest_measured_gpu": "donor", "dominated_by": "donor",
+         "mla_context": "mla",
          "mla_context_s": "mla", "mla_decode": "mla", "mla_decode_s": "mla",
          "mla_donor": "mla"}
 """Names loaded on first use: a dense model on a measured GPU never needs the MLA or donor
@@ -81,6 +83,7 @@ __all__ = [
     "context_attention_s",
     "decode_attention",
     "decode_attention_s",
+    "dominated_by",
     "gemm",
     "gemm_s",
     "has_tables",

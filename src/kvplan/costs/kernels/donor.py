@@ -58,6 +58,22 @@ def nearest_measured_gpu(gpu: HardwareSpec | str, precision: str = "bfloat16") -
                       memory=min(memory, own_memory), sources=sources, capped=capped)
 
 
+def dominated_by(gpu: HardwareSpec, donor: str) -> bool:
+    """Whether the measured GPU ``donor`` beats ``gpu`` on every datasheet figure a step
+    reads - bf16 and fp8 FLOP/s, memory bandwidth, interconnect - within one architecture
+    (H100-SXM over H100-PCIe, A100-80GB over A100-40GB, L40S over L4): then ``gpu`` is never
+    priced faster than ``donor`` (costs/step/coefficients.py ``floored``)."""
+    other = gpu_catalog()[donor.lower()]
+    family = next((f for f in _FAMILIES if f.lower() in gpu.arch.lower()), None)
+    if family is None or family.lower() not in other.arch.lower() or other.id == gpu.id:
+        return False
+    pairs = ((other.peak_flops_for("bfloat16"), gpu.peak_flops_for("bfloat16")),
+             (other.peak_flops_for("fp8"), gpu.peak_flops_for("fp8")),
+             (other.mem_bw_bytes_per_s, gpu.mem_bw_bytes_per_s),
+             (other.interconnect_bytes_per_s, gpu.interconnect_bytes_per_s))
+    return all(theirs >= mine for theirs, mine in pairs)
+
+
 def _own(measured: float | None, peak: float) -> float:
     """A measured best rate over the datasheet's (1.0 where none was measured)."""
     return measured / peak if measured and peak > 0 else 1.0

@@ -154,12 +154,27 @@ def layer_overhead_s(k: StepConstants, prof: Profile) -> float:
     return k.layers * prof.layer_overhead_s + k.moe_layers * prof.moe_layer_overhead_s
 
 
-def _prefill_sums(new: list[int], ctx: list[int]) -> tuple[int, int]:
-    """(attended pairs, cached context) summed over the requests computing > 1 token: the
-    ones vLLM's MLA backends send down the prefill path (decode threshold: query length 1)."""
-    pairs = context = 0
-    for n, c in zip(new, ctx, strict=True):
-        if n > 1:
-            pairs += n * c + n * (n + 1) // 2
-            context += c
-    return pairs, context
+_FLOORED = ("lm_s", "attn_s", "mla_prefill_s", "mla_context_s", "sliding_attn_s",
+            "state_flops_s", "kv_read_s", "sliding_kv_read_s", "kv_write_s", "state_bytes_s",
+            "layer_s")
+
+
+def floored(co: _Coefficients, floor: _Coefficients) -> _Coefficients:
+    """A roofline's ``co`` never below ``floor``, a measured GPU's that beats this one on
+    every datasheet figure (``kernels.dominated_by``): each coefficient and each token
+    table the larger of the two (same length). A step is monotone in every one of them
+    (``StepCostModel._stage``: max and sums of non-negative terms), so no step is priced
+    faster than on that GPU; the roofline keeps what its own rates make slower."""
+    n = len(co.gemm_t)
+    assert len(floor.gemm_t) == n
+    ar = co.allreduce_t
+    if ar is not None and floor.allreduce_t is not None:
+        ar = np.maximum(ar, floor.allreduce_t)
+    gdn = floor.gdn_seq_t if co.gdn_seq_t is None else co.gdn_seq_t
+    if co.gdn_seq_t is not None and floor.gdn_seq_t is not None:
+        gdn = np.maximum(co.gdn_seq_t, floor.gdn_seq_t)
+    scalars = {name: max(getattr(co, name), getattr(floor, name)) for name in _FLOORED}
+    return replace(co, **scalars, mla=co.mla or floor.mla,
+                   gemm_t=np.maximum(co.gemm_t, floor.gemm_t),
+                   weights_t=np.maximum(co.weights_t, floor.weights_t), allreduce_t=ar,
+                   gdn_seq_t=gdn)

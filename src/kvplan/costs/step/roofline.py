@@ -31,7 +31,7 @@ from kvplan.costs.step.batch import AggregateForm, FloatArray, IntArray
 from kvplan.costs.step.coefficients import (
     _Coefficients,
     _coefficients,
-    _prefill_sums,
+    floored,
     measured_coefficients,
     roofline_tables,
 )
@@ -45,7 +45,14 @@ from kvplan.costs.step.constants import (
 from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.records import Bound, BytesMoved, Flops, Seconds, StepAggregates, StepCost
-from kvplan.costs.step.sums import _clipped_pairs, _clipped_sum, has_prefill, longest_chunk
+from kvplan.costs.step.sums import (
+    _clipped_sum,
+    _prefill_sums,
+    decode_aggregates,
+    has_prefill,
+    longest_chunk,
+    step_aggregates,
+)
 from kvplan.costs.step.tables import MeasuredStep, measured_step
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
@@ -69,8 +76,8 @@ _SMALL = 48
 class StepCostModel:
     """Prices engine steps on one GPU; implements ``kvplan.costs.step.batch.StepTimer``."""
 
-    __slots__ = ("_async", "_bw", "_chunk", "_co", "_flops_rate", "_gemm_dtype", "_kv_dtype",
-                 "_link", "_ops",
+    __slots__ = ("_async", "_bw", "_chunk", "_co", "_floor", "_flops_rate", "_gemm_dtype",
+                 "_kv_dtype", "_link", "_ops",
                  "constants", "donor", "hardware", "profile")
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
@@ -90,6 +97,7 @@ class StepCostModel:
                             if resolved is None else resolved.gemm_dtype)
         profile = profile or Profile()
         self.donor: str | None = None
+        self._floor: tuple[str, StageOps] | None = None
         if silicon is None:
             silicon = kn.has_tables(hardware.id)
             if not silicon:  # the roofline at the nearest measured generation's rates
@@ -97,6 +105,10 @@ class StepCostModel:
                 self.donor = rates.donor
                 profile = replace(profile, compute_eff=min(1.0, rates.compute),
                                   bandwidth_eff=min(1.0, rates.memory))
+                if kn.dominated_by(hardware, rates.donor):  # never faster than the donor
+                    from kvplan.costs.step.ops import stage_ops
+
+                    self._floor = (rates.donor, stage_ops(model, engine, resolved))
         from kvplan.costs.step.parallel.ep_step import (
             engine_ops,  # DP / EP / multi-node TP re-layout
         )
@@ -110,7 +122,7 @@ class StepCostModel:
         other = object.__new__(StepCostModel)
         other._ops, other._kv_dtype, other._chunk = self._ops, self._kv_dtype, self._chunk
         other._gemm_dtype, other._async = self._gemm_dtype, self._async
-        other.donor = self.donor
+        other.donor, other._floor = self.donor, self._floor
         if self.donor is not None:  # rates stay the donor's: a profile moves overheads only
             profile = replace(profile, compute_eff=self.profile.compute_eff,
                               bandwidth_eff=self.profile.bandwidth_eff)
@@ -139,8 +151,18 @@ class StepCostModel:
             self._bw = measured.stream_bytes_per_s
             self._co = measured_coefficients(constants, profile, measured, self._link)
         else:
-            self._co = _coefficients(constants, profile, self._flops_rate, self._bw, self._link,
-                                     _TABLE_TOKENS)
+            self._co = self._floored(_coefficients(
+                constants, profile, self._flops_rate, self._bw, self._link, _TABLE_TOKENS))
+
+    def _floored(self, co: _Coefficients) -> _Coefficients:
+        """``co`` never below the donor's measured step where the donor beats this GPU on
+        every figure (``coefficients.floored``)."""
+        if self._floor is None:
+            return co
+        gpu, ops = self._floor
+        ms = measured_step(ops, gpu, self._gemm_dtype, self._kv_dtype, len(co.gemm_t) - 1,
+                           self._chunk)
+        return floored(co, measured_coefficients(self.constants, self.profile, ms, self._link))
 
     @property
     def gemm_dtype(self) -> str:
@@ -161,7 +183,7 @@ class StepCostModel:
         """Token tables long enough for a step of ``tokens`` tokens (rebuilt when a step is
         longer than any before: an unchunked prompt)."""
         size = max(tokens, 2 * (len(self._co.gemm_t) - 1))
-        self._co = (roofline_tables(self._co, size) if self._co.measured is None else
+        self._co = (self._floored(roofline_tables(self._co, size)) if self._co.measured is None else
                     measured_coefficients(self.constants, self.profile, self._silicon(size),
                                           self._link))
         return self._co
@@ -369,30 +391,9 @@ class StepCostModel:
     # -- internals
 
     def _aggregates(self, new: IntArray, ctx: IntArray) -> StepAggregates:
-        n = np.asarray(new, dtype=np.int64)
-        c = np.asarray(ctx, dtype=np.int64)
-        full_pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
-        w = self.constants.window
-        s_ctx = s_pairs = p_pairs = p_ctx = 0
-        if w and self.constants.sliding_flops_per_pair:
-            s_ctx, s_pairs = int(np.minimum(c, w).sum()), _clipped_pairs(n, c, w)
-        if self._co.mla:
-            p_pairs, p_ctx = _prefill_sums(n.tolist(), c.tolist())
-        return StepAggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
-                              int(has_prefill(n, c)), p_pairs, p_ctx, longest_chunk(n))
+        return step_aggregates(self.constants.window, self.constants.sliding_flops_per_pair,
+                               self._co.mla, new, ctx)
 
     def _decode_aggregates(self, ctx: IntArray, num_steps: int) -> StepAggregates:
-        c = np.sort(np.asarray(ctx, dtype=np.int64))
-        r = len(c)
-        k = np.arange(num_steps, dtype=np.int64)
-        full_ctx = int(c.sum()) + r * k
-        w = self.constants.window
-        s_ctx = s_pairs = np.zeros(num_steps, dtype=np.int64)
-        if w and self.constants.sliding_flops_per_pair:
-            s_ctx, s_pairs = _clipped_sum(c, k, w), _clipped_sum(c, k + 1, w)
-        tokens = np.full(num_steps, r, dtype=np.int64)
-        # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
-        prefill = np.zeros(num_steps, dtype=np.int64)
-        if r and num_steps and c[0] == 0:
-            prefill[0] = 1
-        return StepAggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs, prefill)
+        return decode_aggregates(self.constants.window, self.constants.sliding_flops_per_pair,
+                                 ctx, num_steps)

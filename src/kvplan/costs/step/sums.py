@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from kvplan.costs.step.batch import IntArray
+from kvplan.costs.step.records import StepAggregates
 
 
 def has_prefill(new_tokens: IntArray, context_tokens: IntArray) -> bool:
@@ -41,3 +42,48 @@ def longest_chunk(new: list[int] | IntArray) -> int:
         return 0
     top = max(new) if isinstance(new, list) else int(new.max())
     return top if top > 1 else 0
+
+
+def step_aggregates(window: int, sliding_flops: float, mla: bool, new: IntArray,
+                    ctx: IntArray) -> StepAggregates:
+    """One step's sums from its requests' new and cached tokens (``window``: the sliding
+    layers' window, counted where they do work; ``mla``: MLA prefill pairs apart)."""
+    n = np.asarray(new, dtype=np.int64)
+    c = np.asarray(ctx, dtype=np.int64)
+    full_pairs = int(np.dot(n, c)) + int(np.dot(n, n + 1)) // 2
+    s_ctx = s_pairs = p_pairs = p_ctx = 0
+    if window and sliding_flops:
+        s_ctx, s_pairs = int(np.minimum(c, window).sum()), _clipped_pairs(n, c, window)
+    if mla:
+        p_pairs, p_ctx = _prefill_sums(n.tolist(), c.tolist())
+    return StepAggregates(int(n.sum()), len(n), int(c.sum()), full_pairs, s_ctx, s_pairs,
+                          int(has_prefill(n, c)), p_pairs, p_ctx, longest_chunk(n))
+
+
+def decode_aggregates(window: int, sliding_flops: float, ctx: IntArray,
+                      num_steps: int) -> StepAggregates:
+    """The sums of ``num_steps`` pure-decode steps of the requests with cached ``ctx``."""
+    c = np.sort(np.asarray(ctx, dtype=np.int64))
+    r = len(c)
+    k = np.arange(num_steps, dtype=np.int64)
+    full_ctx = int(c.sum()) + r * k
+    s_ctx = s_pairs = np.zeros(num_steps, dtype=np.int64)
+    if window and sliding_flops:
+        s_ctx, s_pairs = _clipped_sum(c, k, window), _clipped_sum(c, k + 1, window)
+    tokens = np.full(num_steps, r, dtype=np.int64)
+    # only step 0 can hold a prefill: a request with nothing cached (a 1-token prompt)
+    prefill = np.zeros(num_steps, dtype=np.int64)
+    if r and num_steps and c[0] == 0:
+        prefill[0] = 1
+    return StepAggregates(tokens, tokens, full_ctx, full_ctx + r, s_ctx, s_pairs, prefill)
+
+
+def _prefill_sums(new: list[int], ctx: list[int]) -> tuple[int, int]:
+    """(attended pairs, cached context) summed over the requests computing > 1 token: the
+    ones vLLM's MLA backends send down the prefill path (decode threshold: query length 1)."""
+    pairs = context = 0
+    for n, c in zip(new, ctx, strict=True):
+        if n > 1:
+            pairs += n * c + n * (n + 1) // 2
+            context += c
+    return pairs, context
