@@ -52,19 +52,24 @@ def _running_shell() -> Any:
     return get() if get is not None else None
 
 
-def _export(items: list[Any]) -> str:
-    """Rich renderables (and plain lines, printed without markup) as one HTML block."""
+def _recording() -> Any:
+    """A rich console that records what is printed to it, laid out ``WIDTH`` columns wide."""
     import io
 
     from rich.console import Console
 
-    console = Console(record=True, width=WIDTH, file=io.StringIO(), color_system="truecolor")
+    return Console(record=True, width=WIDTH, file=io.StringIO(), color_system="truecolor")
+
+
+def _export(items: list[Any]) -> str:
+    """Rich renderables (and plain lines, printed without markup) as one HTML block."""
+    console = _recording()
     for item in items:
         if isinstance(item, str):
             console.print(item, markup=False, highlight=False)
         else:
             console.print(item)
-    return console.export_html(inline_styles=True, code_format=_PRE)
+    return str(console.export_html(inline_styles=True, code_format=_PRE))
 
 
 def _capacity(plan: Any) -> str:
@@ -74,15 +79,11 @@ def _capacity(plan: Any) -> str:
 
 
 def _plan(p: Any) -> str:
-    import io
-
-    from rich.console import Console
-
     from kvplan.report.plan.plan_text import render_plan
 
-    console = Console(record=True, width=WIDTH, file=io.StringIO(), color_system="truecolor")
-    render_plan(p, console)
-    return console.export_html(inline_styles=True, code_format=_PRE)
+    console = _recording()
+    render_plan(p, console)  # `kvplan plan`'s own printing, recorded
+    return str(console.export_html(inline_styles=True, code_format=_PRE))
 
 
 def _serving(run: Any) -> str:
