@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import kvplan
-from kvplan.report import notebook
+from kvplan.report.views import notebook
 from tests.conftest import run_cli
 
 L8B = "meta-llama/Llama-3.1-8B"
@@ -138,6 +138,6 @@ def test_import_in_ipython_enables_and_plain_import_stays_light(tmp_path: Path) 
     """))
     got = _python("import IPython, kvplan; print(len(IPython.seen))", tmp_path)
     assert got == str(len(notebook.RENDERED))
-    plain = _python("import sys, kvplan; print('kvplan.report.notebook' in sys.modules, "
+    plain = _python("import sys, kvplan; print('kvplan.report.views.notebook' in sys.modules, "
                     "'rich' in sys.modules)", tmp_path / "none")
     assert plain == "False False"

@@ -26,7 +26,8 @@ Python API (mirrors the CLI)::
     best.winner.deployment, best.winner.usd_per_hour, best.serve_command
 
 Every name loads on first use, so `import kvplan` (and each CLI command) stays light. In
-Jupyter / IPython each answer above displays as the CLI prints it (``kvplan.report.notebook``).
+Jupyter / IPython each answer above displays as the CLI prints it
+(``kvplan.report.views.notebook``).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -119,12 +120,12 @@ def __getattr__(name: str) -> Any:
 
 
 def _show_in_notebooks() -> None:
-    """In IPython / Jupyter, answers display as the CLI's tables (``kvplan.report.notebook``);
+    """In IPython / Jupyter, answers display as the CLI's tables (``kvplan.report.views.notebook``);
     elsewhere nothing is imported."""
     import sys
 
     if "IPython" in sys.modules:
-        from kvplan.report.notebook import enable
+        from kvplan.report.views.notebook import enable
 
         enable()
 

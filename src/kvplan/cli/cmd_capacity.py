@@ -140,7 +140,7 @@ def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:
 
 def _render(plan: MemoryPlan, ignored: list[str]) -> None:
     from kvplan.cli.pasted import IGNORED_EFFECTS
-    from kvplan.report.capacity_view import capacity_renderables
+    from kvplan.report.views.capacity import capacity_renderables
 
     for item in capacity_renderables(plan):
         console.print(item)

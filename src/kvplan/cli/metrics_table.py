@@ -1,4 +1,4 @@
-"""The `vllm bench serve`-style metrics table of a simulation, printed (report/metrics_view)."""
+"""The `vllm bench serve`-style metrics table of a simulation, printed (report/views/metrics.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,6 @@ if TYPE_CHECKING:
 
 def render_metrics(m: Metrics, header: dict[str, Any], *, kv_rows: bool = True) -> None:
     """The `vllm bench serve`-style table; ``kv_rows``: one server's KV rows too."""
-    from kvplan.report.metrics_view import metrics_table
+    from kvplan.report.views.metrics import metrics_table
 
     console.print(metrics_table(m, header, kv_rows=kv_rows))

@@ -7,8 +7,8 @@ from typing import Any
 
 from kvplan.web.settings import WebSettings
 
-ROUTERS = ("pages", "routes_model", "routes_request", "routes_capacity", "routes_latency",
-           "routes_simulate", "routes_plan", "routes_jobs", "routes_docs")
+ROUTERS = ("pages", "routes.model", "routes.request", "routes.capacity", "routes.latency",
+           "routes.simulate", "routes.plan", "routes.jobs", "routes.docs")
 
 
 def create_app(settings: WebSettings | None = None) -> Any:
@@ -30,7 +30,7 @@ def create_app(settings: WebSettings | None = None) -> Any:
     settings = settings or WebSettings()
     app = FastAPI(title="kvplan", version=__version__,
                   description="kvplan's answers as JSON: the keys of the CLI's --json output.",
-                  docs_url=None, redoc_url=None)  # /docs: routes_docs.py (offline)
+                  docs_url=None, redoc_url=None)  # /docs: routes/docs.py (offline)
     app.state.settings = settings
     app.state.uploads = Uploads(settings.max_uploads)
     app.state.gate = Gate(settings.max_running_sims, settings.max_queued_sims)

@@ -131,7 +131,7 @@ async def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> di
 
 @router.post("/api/simulate/jobs", tags=["simulate"])
 def start(request: Request, q: SimulateQuery, client: Client = None) -> dict[str, Any]:
-    """Start a simulation (one per client); poll GET .../jobs/{job} (routes_jobs.py)."""
+    """Start a simulation (one per client); poll GET .../jobs/{job} (routes/jobs.py)."""
     who = client or (request.client.host if request.client else "local")
     job = request.app.state.jobs.start(who, _work(_prepare(request, q)))
     return job.view()  # type: ignore[no-any-return]

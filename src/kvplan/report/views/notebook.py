@@ -73,7 +73,7 @@ def _export(items: list[Any]) -> str:
 
 
 def _capacity(plan: Any) -> str:
-    from kvplan.report.capacity_view import capacity_renderables
+    from kvplan.report.views.capacity import capacity_renderables
 
     return _export(capacity_renderables(plan))
 
@@ -88,7 +88,7 @@ def _plan(p: Any) -> str:
 
 def _serving(run: Any) -> str:
     from kvplan.analysis.metrics import compute_metrics
-    from kvplan.report.metrics_view import metrics_table
+    from kvplan.report.views.metrics import metrics_table
 
     header = {"model_id": run.model.name, "gpu": run.hardware.id,
               "dataset": run.workload.name, "num_prompts": len(run.workload)}

@@ -1,0 +1,1 @@
+"""The JSON API's routers, one per page's answers (``web/app.py`` mounts each)."""
