@@ -3,11 +3,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from kvplan.costs.memory.activation import rope_cache_bytes
+from kvplan.costs.memory.params import weight_bytes_per_gpu
 from kvplan.costs.memory.plan import plan_memory
+from kvplan.errors import ConfigError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
+from kvplan.specs.hf_config import parse_config
+from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 from kvplan.units import GiB
 from tests.fuzz2_support import assert_error, run_case
@@ -33,3 +42,49 @@ def test_disagg_hopper_and_blackwell_mla_pools_have_no_common_block(tmp_path: Pa
     argv = ["simulate", "deepseek-ai/DeepSeek-V2-Lite", "--disagg", "1P1D", "--prefill-gpu",
             "B200", "--num-prompts", "2", "--block-size", "128", "--json"]
     assert_error(run_case(tmp_path, argv), "no --block-size makes them page alike")
+
+
+# ------------------------------------------- GPTQ / AWQ: bits and group size from the config
+
+
+def _quantized_llama(q: dict[str, Any]) -> ModelSpec:
+    path = Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
+    cfg = json.loads((path / "meta-llama--Llama-3.1-8B.json").read_text())
+    return parse_config({**cfg, "quantization_config": q}, name="q", file="test")
+
+
+# Llama-3.1-8B: 32 layers x (4096 x (4096 + 1024 + 1024 + 4096) + 3 x 4096 x 14336)
+# = 6,979,321,856 linear weights; embedding + lm_head 2 x 128256 x 4096 x 2 B =
+# 2,101,346,304 B; norms (2 x 32 + 1) x 4096 x 2 B = 532,480 B; rope cache 131072 x 128 x 2 B
+# = 33,554,432 B
+LINEAR, REST = 6_979_321_856, 2_101_346_304 + 532_480 + 33_554_432
+
+
+def test_gptq_8bit_checkpoint_is_priced_at_8_bits() -> None:
+    """vLLM GPTQConfig.from_config reads bits (8: qweight packs 4 per int32) and group_size;
+    kvplan priced every GPTQ checkpoint as 4-bit: 5,734,146,048 B for an Int8 export.
+    8 bits: 6,979,321,856 B + one fp16 scale per 128 = 6,979,321,856 / 64 = 109,051,904 B."""
+    m = _quantized_llama({"quant_method": "gptq", "bits": 8, "group_size": 128, "sym": True,
+                          "desc_act": False})
+    w = weight_bytes_per_gpu(m)
+    assert w + rope_cache_bytes(m, "auto") == LINEAR + LINEAR // 64 + REST == 9_223_806_976
+
+
+def test_awq_group_64_and_gptq_per_channel_scales() -> None:
+    """AWQ group_size 64: a fp16 scale and a 4-bit zero per 64 inputs
+    (LINEAR / 2 + LINEAR / 64 x 2 + LINEAR / 64 / 2); GPTQ group_size -1: one fp16 scale per
+    output row (32 x (4096 + 1024 + 1024 + 4096 + 2 x 14336 + 4096) = 1,376,256 rows)."""
+    awq = _quantized_llama({"quant_method": "awq", "bits": 4, "group_size": 64,
+                            "zero_point": True, "version": "gemm"})
+    assert weight_bytes_per_gpu(awq) == LINEAR // 2 + LINEAR // 32 + LINEAR // 128 + REST \
+        - 33_554_432
+    gptq = _quantized_llama({"quant_method": "gptq", "bits": 4, "group_size": -1, "sym": True,
+                             "desc_act": True})
+    assert weight_bytes_per_gpu(gptq) == LINEAR // 2 + 1_376_256 * 2 + REST - 33_554_432
+
+
+def test_awq_other_than_4_bits_is_refused_as_vllm_refuses_it() -> None:
+    """vLLM AWQConfig: 'Currently, only 4-bit weight quantization is supported for AWQ'."""
+    with pytest.raises(ConfigError, match="4-bit weights only"):
+        _quantized_llama({"quant_method": "awq", "bits": 8, "group_size": 128,
+                          "zero_point": True})

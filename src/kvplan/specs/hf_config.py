@@ -14,6 +14,7 @@ from kvplan.specs.config_checks import (
     check_kv_heads,
     check_rope_scaling,
     config_int,
+    int_layout,
     weight_block,
 )
 from kvplan.specs.max_len import derived_max_len, rope_cache_positions
@@ -154,6 +155,8 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mamba=_mamba(f, hidden) if "mamba" in kinds else None,
         quantization=_quantization(raw, cfg),
         weight_block_size=_weight_block(raw, cfg, file),
+        quant_layout=int_layout(cfg.get("quantization_config")
+                                or raw.get("quantization_config"), file),
         hidden_act=_hidden_act(f),
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),

@@ -45,7 +45,8 @@ class Settings:
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
     check_tensor_parallel(model, engine.tensor_parallel_size)
-    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size,
+                         model.quant_layout)
     return settings_for(model, hw, engine, fmt)
 
 
