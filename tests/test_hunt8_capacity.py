@@ -88,3 +88,24 @@ def test_awq_other_than_4_bits_is_refused_as_vllm_refuses_it() -> None:
     with pytest.raises(ConfigError, match="4-bit weights only"):
         _quantized_llama({"quant_method": "awq", "bits": 8, "group_size": 128,
                           "zero_point": True})
+
+
+# ------------------------------------------- hybrid layouts kvplan cannot read are refused
+
+JAMBA = {  # ai21labs/Jamba-v0.1 config.json, the fields kvplan reads
+    "architectures": ["JambaForCausalLM"], "model_type": "jamba", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 65536, "max_position_embeddings": 262144,
+    "attn_layer_offset": 4, "attn_layer_period": 8, "expert_layer_offset": 1,
+    "expert_layer_period": 2, "num_experts": 16, "num_experts_per_tok": 2, "mamba_d_conv": 4,
+    "mamba_d_state": 16, "mamba_expand": 2, "mamba_dt_rank": 256, "torch_dtype": "bfloat16",
+}
+
+
+def test_jamba_is_refused_not_priced_as_32_attention_layers() -> None:
+    """Jamba has 4 attention layers (4, 12, 20, 28: attn_layer_offset 4, period 8) and 28
+    Mamba layers; vLLM caches KV for the 4 (2 x 4 x 8 x 128 x 2 = 16,384 B/token) plus one
+    Mamba state per request. kvplan read no layer kinds from these keys and priced 32 full
+    attention layers: 2 x 32 x 8 x 128 x 2 = 131,072 B/token, 8x too much, no warning."""
+    with pytest.raises(ConfigError, match="attn_layer_period"):
+        parse_config(JAMBA, name="jamba", file="test")

@@ -231,7 +231,28 @@ def _mla(f: _Fields) -> MlaSpec | None:
     )
 
 
+_UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
+                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm", "attn_type_list")
+"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2, Granite-4.0-H,
+MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention."""
+
+
 def _layer_kinds(f: _Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
+    """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
+    kinds = _read_layer_kinds(f, layers, model_type, is_mla)
+    unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
+    if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
+        raise ConfigError(
+            f"has Mamba / linear-attention layers laid out by {', '.join(unread)} "
+            f"(model_type {model_type!r}), which kvplan does not read: it would price every "
+            "layer as full attention; kvplan models hybrids that list layer_types, "
+            "hybrid_override_pattern or full_attention_interval",
+            field=unread[0], file=f.file)
+    return kinds
+
+
+def _read_layer_kinds(f: _Fields, layers: int, model_type: str,
+                      is_mla: bool) -> tuple[LayerKind, ...]:
     """Per-layer attention kind, from the family's own way of saying it."""
     if is_mla:
         return _uniform("mla", layers)
