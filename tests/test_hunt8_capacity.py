@@ -90,6 +90,39 @@ def test_awq_other_than_4_bits_is_refused_as_vllm_refuses_it() -> None:
                           "zero_point": True})
 
 
+def _compressed(weights: dict[str, Any]) -> ModelSpec:
+    return _quantized_llama({"quant_method": "compressed-tensors", "format": "float-quantized",
+                             "ignore": ["lm_head"],
+                             "config_groups": {"group_0": {"targets": ["Linear"],
+                                                           "weights": weights}}})
+
+
+def test_compressed_tensors_checkpoints_are_priced_not_refused() -> None:
+    """vLLM serves compressed-tensors checkpoints (RedHatAI's -FP8-dynamic, -W4A16, NVFP4);
+    kvplan stopped with "unknown --quantization 'compressed-tensors'" though no flag was
+    given. FP8 (channel scales, priced as fp8: 1 byte a weight + one fp32 scale per matrix,
+    6 per layer: q, k, v, o, gate_up, down): LINEAR + 32 x 6 x 4 B = 6,979,322,624 B, + REST =
+    9,114,755,840 B (8.49 GiB); W4A16 group 128 symmetric: as GPTQ 4-bit,
+    LINEAR / 2 + LINEAR / 64."""
+    fp8 = _compressed({"num_bits": 8, "type": "float", "strategy": "channel",
+                       "symmetric": True})
+    assert weight_bytes_per_gpu(fp8) + rope_cache_bytes(fp8, "auto") == \
+        LINEAR + 32 * 6 * 4 + REST == 9_114_755_840
+    w4 = _compressed({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128,
+                      "symmetric": True})
+    assert weight_bytes_per_gpu(w4) == LINEAR // 2 + LINEAR // 64 + REST - 33_554_432
+
+
+def test_bitsandbytes_checkpoint_error_names_the_config_not_a_flag(tmp_path: Path) -> None:
+    """The refusal said "unknown --quantization 'bitsandbytes'" though no flag was given."""
+    path = Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
+    cfg = json.loads((path / "meta-llama--Llama-3.1-8B.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert_error(run_case(tmp_path, ["capacity", str(tmp_path / "config.json")]),
+                 "unknown quant_method 'bitsandbytes' (the checkpoint's quantization_config)")
+
+
 # ------------------------------------------- hybrid layouts kvplan cannot read are refused
 
 JAMBA = {  # ai21labs/Jamba-v0.1 config.json, the fields kvplan reads

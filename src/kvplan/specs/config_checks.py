@@ -106,35 +106,3 @@ def short_repr(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
-
-_INT_METHODS = {"gptq": (("bits",), ("group_size",)),
-                "awq": (("w_bit", "bits"), ("q_group_size", "group_size"))}
-"""quantization_config keys vLLM 0.11 reads (GPTQConfig / AWQConfig.from_config)."""
-
-
-def int_layout(q: Any, file: str) -> tuple[int, int, int] | None:
-    """(bits, group_size, zero-point bits) of a GPTQ / AWQ quantization_config, or None.
-
-    GPTQ: ``bits`` (2, 3, 4, 8), ``group_size`` (-1: one scale per output channel), zero
-    points only when not ``sym`` (gptq_marlin drops a symmetric checkpoint's qzeros); AWQ:
-    ``w_bit``/``bits``, ``q_group_size``/``group_size``, a zero point per group when
-    ``zero_point``."""
-    if not isinstance(q, Mapping):
-        return None
-    method = str(q.get("quant_method") or "").lower().replace("_marlin", "")
-    if method not in _INT_METHODS:
-        return None
-    bits_keys, group_keys = _INT_METHODS[method]
-    bits = next((q[k] for k in bits_keys if q.get(k) is not None), 4)
-    group = next((q[k] for k in group_keys if q.get(k) is not None), 128)
-    where = f"quantization_config.{bits_keys[-1]}"
-    if not isinstance(bits, int) or isinstance(bits, bool) or bits not in (2, 3, 4, 8):
-        raise ConfigError(f"must be 2, 3, 4 or 8, got {short_repr(bits)}", field=where,
-                          file=file)
-    if method == "awq" and bits != 4:
-        raise ConfigError(f"is {bits}: vLLM's AWQ serves 4-bit weights only", field=where,
-                          file=file)
-    if group != -1:
-        group = config_int(f"quantization_config.{group_keys[-1]}", group, file)
-    zeros = q.get("zero_point", True) if method == "awq" else not q.get("sym", True)
-    return bits, group, bits if zeros else 0

@@ -14,8 +14,6 @@ from kvplan.specs.config_checks import (
     check_kv_heads,
     check_rope_scaling,
     config_int,
-    int_layout,
-    weight_block,
 )
 from kvplan.specs.max_len import derived_max_len, rope_cache_positions
 from kvplan.specs.model import (
@@ -26,6 +24,7 @@ from kvplan.specs.model import (
     ModelSpec,
     MoeSpec,
 )
+from kvplan.specs.quant_config import checkpoint_block, quant_layout
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -154,9 +153,10 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden) if "mamba" in kinds else None,
         quantization=_quantization(raw, cfg),
-        weight_block_size=_weight_block(raw, cfg, file),
-        quant_layout=int_layout(cfg.get("quantization_config")
-                                or raw.get("quantization_config"), file),
+        weight_block_size=checkpoint_block(
+            cfg.get("quantization_config") or raw.get("quantization_config"), file),
+        quant_layout=quant_layout(cfg.get("quantization_config")
+                                  or raw.get("quantization_config"), file),
         hidden_act=_hidden_act(f),
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
@@ -382,14 +382,6 @@ def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
     if isinstance(q, Mapping) and q.get("quant_method"):
         return str(q["quant_method"]).lower()
     return None
-
-
-def _weight_block(
-    raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str
-) -> tuple[int, int] | None:
-    q = cfg.get("quantization_config") or raw.get("quantization_config")
-    block = q.get("weight_block_size") if isinstance(q, Mapping) else None
-    return weight_block(block, file)
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:

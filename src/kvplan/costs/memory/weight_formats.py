@@ -91,13 +91,15 @@ def dtype_bytes(dtype: str, model_dtype: str) -> int:
 
 def resolve_format(
     quantization: str | None, config_quant: str | None, block: tuple[int, int] | None,
-    layout: tuple[int, int, int] | None = None,
+    layout: tuple[str, int, int, int] | None = None,
 ) -> WeightFormat | None:
     """The user's ``--quantization``, else the config's own; None = unquantized.
 
     ``block`` is the config's ``weight_block_size``: fp8 then stores one fp32 scale per block.
-    ``layout`` is a GPTQ / AWQ checkpoint's (bits, group_size, zero bits): an 8-bit GPTQ
-    checkpoint stores 8 bits a weight, not the usual 4.
+    ``layout`` is a GPTQ / AWQ / compressed-tensors checkpoint's (method, bits, group_size,
+    zero bits) (``specs.quant_config``): an 8-bit GPTQ checkpoint stores 8 bits a weight, not
+    the usual 4; a compressed-tensors one is priced as the format its scheme is (fp8, nvfp4,
+    int weights as GPTQ's).
     ``none`` (or empty) is no flag, as vLLM reads ``--quantization None``: the checkpoint's own
     format. A flag naming another method than a quantized checkpoint's own is refused, as
     vLLM's ``ModelConfig._verify_quantization`` refuses it ("Quantization method specified in
@@ -114,15 +116,18 @@ def resolve_format(
     if name is None:
         return None
     key = _key(name)
+    if key == "compressed_tensors" and own is not None and layout is not None:
+        key = layout[0]
     if key not in QUANTIZATIONS:
-        raise UnknownNameError(
-            f"unknown --quantization {name!r}: choose one of {', '.join(QUANTIZATIONS)}"
-        )
+        what = (f"--quantization {name!r}" if given is not None else
+                f"quant_method {name!r} (the checkpoint's quantization_config)")
+        raise UnknownNameError(f"unknown {what}: kvplan prices {', '.join(QUANTIZATIONS)} "
+                               "and compressed-tensors (fp8, nvfp4, int4/int8 schemes)")
     fmt = QUANTIZATIONS[key]
     if key == "fp8" and block is not None:
         return WeightFormat(name="fp8", bits=8, scale_bytes=4, block=block)
     if layout is not None and own is not None and key in ("gptq", "awq"):
-        bits, group, zero_bits = layout
+        _, bits, group, zero_bits = layout
         return replace(fmt, bits=bits, group=group, zero_bits=zero_bits)
     return fmt
 
@@ -147,7 +152,7 @@ FormatArg: TypeAlias = "WeightFormat | EllipsisType | None"
 
 def given_format(fmt: FormatArg, quantization: str | None, config_quant: str | None,
                  block: tuple[int, int] | None,
-                 layout: tuple[int, int, int] | None = None) -> WeightFormat | None:
+                 layout: tuple[str, int, int, int] | None = None) -> WeightFormat | None:
     """``fmt`` when the caller resolved it, else ``resolve_format`` of the flags."""
     if isinstance(fmt, EllipsisType):
         return resolve_format(quantization, config_quant, block, layout)
