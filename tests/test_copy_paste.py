@@ -132,14 +132,14 @@ def test_bundled_table_is_the_scripts_output_shape() -> None:
 
 @pytest.mark.parametrize(("gpu", "block", "forced", "line"), [
     ("H100", 16, 64, "Forcing kv cache block size to 64 for FlashMLA backend."),
-    ("H200", 128, 128, ""),  # a multiple of 64 stays
+    ("H200", 128, 64, "Forcing kv cache block size to 64 for FlashMLA backend."),  # != 64
     ("B200", 64, 128, "Forcing kv cache block size to 128 for CUTLASS_MLA backend."),
     ("A100-80GB", 16, 16, ""),  # Triton MLA: no block constraint
 ])
 def test_mla_block_size_as_vllm_forces_and_logs_it(gpu: str, block: int, forced: int,
                                                    line: str) -> None:
     """vllm/platforms/cuda.py (0.11.0) check_and_update_config: FlashMLA on Hopper when
-    block % 64, CUTLASS MLA on SM100 when block % 128; other GPUs keep --block-size."""
+    block != 64, CUTLASS MLA on SM100 when block != 128; other GPUs keep --block-size."""
     model, hw = load_model("deepseek-ai/DeepSeek-V2-Lite"), load_gpu(gpu)
     assert mla_block_size(model, hw, block) == forced
     assert mla_block_log(model, hw, block) == line

@@ -81,7 +81,7 @@ def test_web_plan_disagg_at_rate_inf_is_a_422(client: Any) -> None:
 # ------------------------ D3: an MLA fleet's block sizes differ: the advice did not work
 
 
-@pytest.mark.parametrize("gpu,fix", [("MI300X", "64"), ("B200", "128")])
+@pytest.mark.parametrize("gpu,fix", [("MI300X", "64")])
 def test_mla_block_mismatch_names_a_block_both_pools_keep(gpu: str, fix: str,
                                                           tmp_path: Path) -> None:
     """Was: 'give both --block-size' (one flag sets both pools, and the H100 decode pool

@@ -105,3 +105,4 @@ def short_repr(value: Any) -> str:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+

@@ -14,7 +14,6 @@ from kvplan.specs.config_checks import (
     check_kv_heads,
     check_rope_scaling,
     config_int,
-    weight_block,
 )
 from kvplan.specs.max_len import derived_max_len, rope_cache_positions
 from kvplan.specs.model import (
@@ -25,6 +24,7 @@ from kvplan.specs.model import (
     ModelSpec,
     MoeSpec,
 )
+from kvplan.specs.quant_config import checkpoint_block, quant_layout
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -153,7 +153,10 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden) if "mamba" in kinds else None,
         quantization=_quantization(raw, cfg),
-        weight_block_size=_weight_block(raw, cfg, file),
+        weight_block_size=checkpoint_block(
+            cfg.get("quantization_config") or raw.get("quantization_config"), file),
+        quant_layout=quant_layout(cfg.get("quantization_config")
+                                  or raw.get("quantization_config"), file),
         hidden_act=_hidden_act(f),
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
@@ -228,7 +231,28 @@ def _mla(f: _Fields) -> MlaSpec | None:
     )
 
 
+_UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
+                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm", "attn_type_list")
+"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2, Granite-4.0-H,
+MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention."""
+
+
 def _layer_kinds(f: _Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
+    """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
+    kinds = _read_layer_kinds(f, layers, model_type, is_mla)
+    unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
+    if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
+        raise ConfigError(
+            f"has Mamba / linear-attention layers laid out by {', '.join(unread)} "
+            f"(model_type {model_type!r}), which kvplan does not read: it would price every "
+            "layer as full attention; kvplan models hybrids that list layer_types, "
+            "hybrid_override_pattern or full_attention_interval",
+            field=unread[0], file=f.file)
+    return kinds
+
+
+def _read_layer_kinds(f: _Fields, layers: int, model_type: str,
+                      is_mla: bool) -> tuple[LayerKind, ...]:
     """Per-layer attention kind, from the family's own way of saying it."""
     if is_mla:
         return _uniform("mla", layers)
@@ -358,14 +382,6 @@ def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
     if isinstance(q, Mapping) and q.get("quant_method"):
         return str(q["quant_method"]).lower()
     return None
-
-
-def _weight_block(
-    raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str
-) -> tuple[int, int] | None:
-    q = cfg.get("quantization_config") or raw.get("quantization_config")
-    block = q.get("weight_block_size") if isinstance(q, Mapping) else None
-    return weight_block(block, file)
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:

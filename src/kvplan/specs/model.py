@@ -149,6 +149,9 @@ class ModelSpec:
     quantization: str | None = None
     weight_block_size: tuple[int, int] | None = None
     """quantization_config.weight_block_size (fp8 block scales, e.g. DeepSeek-V3's 128x128)."""
+    quant_layout: tuple[str, int, int, int] | None = None
+    """GPTQ / AWQ / compressed-tensors checkpoints: (the method kvplan prices it as, bits,
+    group_size, zero-point bits) from quantization_config (``specs.quant_config``)."""
     hidden_act: str = "silu"
     mlp_gated: bool = True
     attention_bias: bool = False

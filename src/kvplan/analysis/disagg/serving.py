@@ -10,6 +10,7 @@ from typing import Any
 from kvplan.analysis.serving import pick_profile, scheduler_limits
 from kvplan.costs.memory.kv_transfer import TransferCost, group_pages
 from kvplan.costs.memory.plan import MemoryPlan, plan_memory
+from kvplan.costs.memory.settings import mla_block_size
 from kvplan.costs.step.roofline import Profile, StepCostModel
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.sim.blocks import kv_shape_from_groups
@@ -156,14 +157,20 @@ def check_link_slo(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float
 def block_mismatch(pre: PoolRun, dec: PoolRun) -> str:
     """Why the pools cannot pair, or '': both pools page the KV alike. vLLM forces an MLA
     backend's block on some GPUs (costs/memory/settings.mla_block_size), so --block-size
-    can differ per pool: name the one --block-size both keep (a multiple of each block)."""
+    can differ per pool: name the one --block-size both keep (a multiple of each block), or
+    say that none does (FlashMLA's 64 on Hopper beside CUTLASS MLA's 128 on Blackwell)."""
     bp, bd = pre.plan.block_size, dec.plan.block_size
     if bp == bd:
         return ""
-    return (f"the prefill pool's block size {bp} ({pre.deployment.gpu.id}) differs from the "
-            f"decode pool's {bd} ({dec.deployment.gpu.id}): vLLM forces its MLA backend's "
-            f"block size on some GPUs; give --block-size {math.lcm(bp, bd)}, which both "
-            f"pools keep")
+    why = (f"the prefill pool's block size {bp} ({pre.deployment.gpu.id}) differs from the "
+           f"decode pool's {bd} ({dec.deployment.gpu.id}): vLLM forces its MLA backend's "
+           f"block size on some GPUs; ")
+    both = math.lcm(bp, bd)
+    if all(mla_block_size(r.deployment.model, r.deployment.gpu, both) == both
+           for r in (pre, dec)):
+        return why + f"give --block-size {both}, which both pools keep"
+    return why + ("no --block-size makes them page alike; pair GPUs whose MLA backends use "
+                  "one block size")
 
 
 def simulate_disagg_serving(dd: DisaggDeployment,

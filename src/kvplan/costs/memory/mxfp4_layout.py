@@ -96,7 +96,8 @@ def mxfp4_padding_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str
                         fmt: FormatArg = ...) -> int:
     """Bytes vLLM's mxfp4 MoE layout adds on the fullest GPU, or on pipeline stage ``stage``
     (0 unless mxfp4 experts); ``fmt``: the resolved weight format (``...``: resolved here)."""
-    fmt = given_format(fmt, quantization, model.quantization, model.weight_block_size)
+    fmt = given_format(fmt, quantization, model.quantization, model.weight_block_size,
+                       model.quant_layout)
     moe = model.moe
     if fmt is None or fmt.name != "mxfp4" or moe is None:
         return 0

@@ -318,7 +318,8 @@ class _Pricing:
 
 def _pricing(m: ModelSpec, dtype: str, quantization: str | None,
              fmt: FormatArg = ...) -> _Pricing:
-    fmt = given_format(fmt, quantization, m.quantization, m.weight_block_size)
+    fmt = given_format(fmt, quantization, m.quantization, m.weight_block_size,
+                       m.quant_layout)
     return _Pricing(elem_bytes=dtype_bytes(dtype, m.dtype), fmt=fmt)
 
 

@@ -69,7 +69,8 @@ def resolve_deployment(d: Deployment) -> ResolvedDeployment:
     """Resolve ``d``'s engine flags once, refusing what vLLM refuses (InputError)."""
     model, engine = d.model, d.engine
     check_tensor_parallel(model, engine.tensor_parallel_size)
-    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size,
+                         model.quant_layout)
     settings = settings_for(model, d.gpu, engine, fmt)
     kv = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size,
                  mamba_cache_dtype=engine.mamba_cache_dtype,

@@ -45,7 +45,8 @@ class Settings:
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
     check_tensor_parallel(model, engine.tensor_parallel_size)
-    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size,
+                         model.quant_layout)
     return settings_for(model, hw, engine, fmt)
 
 
@@ -143,8 +144,10 @@ def _check_parallel(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
 
 
 def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
-    """The block an MLA model gets: vLLM 0.11 (``platforms/cuda.py`` check_and_update_config)
-    forces its default MLA backend's block size when --block-size is no multiple of it.
+    """The block an MLA model gets: vLLM 0.11.0 (``platforms/cuda.py`` check_and_update_config)
+    sets its default MLA backend's block size whenever --block-size differs from it
+    (``if ... cache_config.block_size != 64: cache_config.block_size = 64``), a multiple
+    included: --block-size 128 on an H100 runs blocks of 64.
 
     Hopper: FlashMLA, 64 ("Forcing kv cache block size to 64 for FlashMLA backend.");
     Blackwell: CUTLASS MLA, 128. Other GPUs (Triton MLA) keep --block-size.
@@ -152,7 +155,7 @@ def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
     if model.mla is None:
         return block
     need = vd.mla_kernel_block_size(hw)
-    return block if need is None or block % need == 0 else need
+    return block if need is None else need
 
 
 def mla_block_log(model: ModelSpec, hw: HardwareSpec, block: int) -> str:

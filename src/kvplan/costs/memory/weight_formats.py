@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import EllipsisType
 from typing import TypeAlias
 
@@ -28,7 +28,8 @@ class WeightFormat:
     name: str
     bits: int
     group: int | None = None
-    """Values along the input dimension that share one scale; None = per-tensor scale."""
+    """Values along the input dimension that share one scale; None = per-tensor scale, -1 =
+    one scale per output channel (GPTQ/AWQ ``group_size: -1``)."""
     scale_bytes: int = 0
     zero_bits: int = 0
     block: tuple[int, int] | None = None
@@ -42,7 +43,7 @@ class WeightFormat:
             return values + cdiv(rows, self.block[0]) * cdiv(cols, self.block[1]) * self.scale_bytes
         if self.group is None:
             return values + self.scale_bytes
-        groups = rows * cdiv(cols, self.group)
+        groups = rows * (1 if self.group == -1 else cdiv(cols, self.group))
         return values + groups * self.scale_bytes + cdiv(groups * self.zero_bits, 8)
 
 
@@ -89,11 +90,16 @@ def dtype_bytes(dtype: str, model_dtype: str) -> int:
 
 
 def resolve_format(
-    quantization: str | None, config_quant: str | None, block: tuple[int, int] | None
+    quantization: str | None, config_quant: str | None, block: tuple[int, int] | None,
+    layout: tuple[str, int, int, int] | None = None,
 ) -> WeightFormat | None:
     """The user's ``--quantization``, else the config's own; None = unquantized.
 
     ``block`` is the config's ``weight_block_size``: fp8 then stores one fp32 scale per block.
+    ``layout`` is a GPTQ / AWQ / compressed-tensors checkpoint's (method, bits, group_size,
+    zero bits) (``specs.quant_config``): an 8-bit GPTQ checkpoint stores 8 bits a weight, not
+    the usual 4; a compressed-tensors one is priced as the format its scheme is (fp8, nvfp4,
+    int weights as GPTQ's).
     ``none`` (or empty) is no flag, as vLLM reads ``--quantization None``: the checkpoint's own
     format. A flag naming another method than a quantized checkpoint's own is refused, as
     vLLM's ``ModelConfig._verify_quantization`` refuses it ("Quantization method specified in
@@ -110,13 +116,19 @@ def resolve_format(
     if name is None:
         return None
     key = _key(name)
+    if key == "compressed_tensors" and own is not None and layout is not None:
+        key = layout[0]
     if key not in QUANTIZATIONS:
-        raise UnknownNameError(
-            f"unknown --quantization {name!r}: choose one of {', '.join(QUANTIZATIONS)}"
-        )
+        what = (f"--quantization {name!r}" if given is not None else
+                f"quant_method {name!r} (the checkpoint's quantization_config)")
+        raise UnknownNameError(f"unknown {what}: kvplan prices {', '.join(QUANTIZATIONS)} "
+                               "and compressed-tensors (fp8, nvfp4, int4/int8 schemes)")
     fmt = QUANTIZATIONS[key]
     if key == "fp8" and block is not None:
         return WeightFormat(name="fp8", bits=8, scale_bytes=4, block=block)
+    if layout is not None and own is not None and key in ("gptq", "awq"):
+        _, bits, group, zero_bits = layout
+        return replace(fmt, bits=bits, group=group, zero_bits=zero_bits)
     return fmt
 
 
@@ -139,8 +151,9 @@ FormatArg: TypeAlias = "WeightFormat | EllipsisType | None"
 
 
 def given_format(fmt: FormatArg, quantization: str | None, config_quant: str | None,
-                 block: tuple[int, int] | None) -> WeightFormat | None:
+                 block: tuple[int, int] | None,
+                 layout: tuple[str, int, int, int] | None = None) -> WeightFormat | None:
     """``fmt`` when the caller resolved it, else ``resolve_format`` of the flags."""
     if isinstance(fmt, EllipsisType):
-        return resolve_format(quantization, config_quant, block)
+        return resolve_format(quantization, config_quant, block, layout)
     return fmt

@@ -64,7 +64,8 @@ def compute_precision(model: ModelSpec, engine: EngineConfig) -> str:
     from kvplan.costs.memory.resolved import precision_of
     from kvplan.costs.memory.weight_formats import resolve_format
 
-    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size,
+                         model.quant_layout)
     return precision_of(fmt, engine.dtype, model.dtype)
 
 
@@ -74,7 +75,8 @@ def gemm_dtype(model: ModelSpec, engine: EngineConfig, precision: str) -> str:
     from kvplan.costs.memory.resolved import gemm_dtype_of
     from kvplan.costs.memory.weight_formats import resolve_format
 
-    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size)
+    fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size,
+                         model.quant_layout)
     return gemm_dtype_of(fmt, precision)
 
 

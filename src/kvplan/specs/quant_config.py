@@ -1,0 +1,95 @@
+"""A checkpoint's quantization_config as vLLM 0.11 reads it: GPTQ / AWQ bits and groups, and
+compressed-tensors schemes, as (method kvplan prices it as, bits, group, zero-point bits)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvplan.errors import ConfigError
+from kvplan.specs.config_checks import config_int, short_repr, weight_block
+
+QuantLayout = tuple[str, int, int, int]
+"""(kvplan method: gptq / awq / fp8 / nvfp4, bits, group_size (-1: per output channel),
+zero-point bits)."""
+
+_INT_METHODS = {"gptq": (("bits",), ("group_size",)),
+                "awq": (("w_bit", "bits"), ("q_group_size", "group_size"))}
+"""quantization_config keys vLLM 0.11 reads (GPTQConfig / AWQConfig.from_config)."""
+
+
+def quant_layout(q: Any, file: str) -> QuantLayout | None:
+    """The layout of a GPTQ, AWQ or compressed-tensors quantization_config, else None."""
+    if not isinstance(q, Mapping):
+        return None
+    method = str(q.get("quant_method") or "").lower().replace("_marlin", "")
+    if method == "compressed-tensors":
+        return _compressed_tensors(q, file)
+    return _int_layout(q, method, file) if method in _INT_METHODS else None
+
+
+def _int_layout(q: Mapping[str, Any], method: str, file: str) -> QuantLayout:
+    """GPTQ: ``bits`` (2, 3, 4, 8), ``group_size`` (-1: one scale per output channel), zero
+    points only when not ``sym`` (gptq_marlin drops a symmetric checkpoint's qzeros); AWQ:
+    ``w_bit``/``bits`` (4 only, as vLLM's AWQConfig), ``q_group_size``/``group_size``, a zero
+    point per group when ``zero_point``."""
+    bits_keys, group_keys = _INT_METHODS[method]
+    bits = next((q[k] for k in bits_keys if q.get(k) is not None), 4)
+    group = next((q[k] for k in group_keys if q.get(k) is not None), 128)
+    where = f"quantization_config.{bits_keys[-1]}"
+    if not isinstance(bits, int) or isinstance(bits, bool) or bits not in (2, 3, 4, 8):
+        raise ConfigError(f"must be 2, 3, 4 or 8, got {short_repr(bits)}", field=where,
+                          file=file)
+    if method == "awq" and bits != 4:
+        raise ConfigError(f"is {bits}: vLLM's AWQ serves 4-bit weights only", field=where,
+                          file=file)
+    if group != -1:
+        group = config_int(f"quantization_config.{group_keys[-1]}", group, file)
+    zeros = q.get("zero_point", True) if method == "awq" else not q.get("sym", True)
+    return method, bits, group, bits if zeros else 0
+
+
+def compressed_weights(q: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``weights`` scheme of a compressed-tensors config's first config group."""
+    groups = q.get("config_groups")
+    if not isinstance(groups, Mapping) or not groups:
+        return None
+    first = next(iter(groups.values()))
+    weights = first.get("weights") if isinstance(first, Mapping) else None
+    return weights if isinstance(weights, Mapping) else None
+
+
+def _compressed_tensors(q: Mapping[str, Any], file: str) -> QuantLayout:
+    """vLLM's CompressedTensorsConfig schemes by their weights: float 8 bits = fp8 (tensor,
+    channel or block scales), float 4 bits in groups of 16 = nvfp4, int 4 / 8 bits = a GPTQ-
+    like weight-only layout (Marlin) with the scheme's group (channel: -1) and zeros when
+    not symmetric."""
+    w = compressed_weights(q)
+    where = "quantization_config.config_groups"
+    if w is None:
+        raise ConfigError("holds no weights scheme; a compressed-tensors config lists "
+                          "config_groups.<name>.weights", field=where, file=file)
+    bits, kind = w.get("num_bits"), w.get("type")
+    group = w.get("group_size") if w.get("strategy") in ("group", "tensor_group") else -1
+    if kind == "float" and bits == 8:
+        return "fp8", 8, -1, 0
+    if kind == "float" and bits == 4 and group == 16:
+        return "nvfp4", 4, 16, 0
+    if kind == "int" and bits in (4, 8):
+        group = -1 if group in (None, -1) else config_int(f"{where}.weights.group_size",
+                                                          group, file)
+        return "gptq", bits, group, 0 if w.get("symmetric", True) else bits
+    raise ConfigError(f"weights scheme {short_repr(dict(w))} is not one kvplan prices "
+                      "(fp8, nvfp4, int4 / int8)", field=where, file=file)
+
+
+def checkpoint_block(q: Any, file: str) -> tuple[int, int] | None:
+    """fp8 block scales: quantization_config.weight_block_size, or a compressed-tensors
+    scheme's ``block_structure`` under strategy ``block``."""
+    if not isinstance(q, Mapping):
+        return None
+    block = q.get("weight_block_size")
+    scheme = compressed_weights(q)
+    if block is None and scheme is not None and scheme.get("strategy") == "block":
+        block = scheme.get("block_structure")
+    return weight_block(block, file)
