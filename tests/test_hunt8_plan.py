@@ -31,3 +31,21 @@ def test_floored_roofline_grows_past_8192_tokens_with_gdn() -> None:
     slow, fast = pcie.step_time_s(new, ctx), sxm.step_time_s(new, ctx)
     assert pcie.table_tokens == 2 * 8192  # grown: max(9000, 2 x 8192)
     assert slow >= fast > 0  # the floor's promise: never faster than the dominating H100-SXM
+
+
+# -------------------- D2: --sweep max-num-batched-tokens refused what the flag takes
+# `--max-num-batched-tokens 8k` is vLLM's human_readable_int (8k = 8,000, 8K = 8,192), but
+# `--sweep max-num-batched-tokens=512,8k` read each value with int(): "values must be whole
+# numbers, got '8k'", exit 2. Each row must be the plain command's answer at that flag value.
+def test_sweep_reads_the_budget_as_its_flag_does() -> None:
+    from kvplan.costs.step.latency import RequestShape, request_latency, sweep
+
+    m, hw = kvplan.load_model("meta-llama/Llama-3.1-8B"), kvplan.load_gpu("H100")
+    shape = RequestShape(batch=8, prompt_tokens=2048, output_tokens=4)
+    rows = sweep(m, hw, kvplan.EngineConfig(), shape, "max-num-batched-tokens", ["8k", "8K"])
+    for row, budget in zip(rows, (8000, 8192), strict=True):  # 8 x 1000, 8 x 1024
+        alone = request_latency(m, hw, kvplan.EngineConfig(max_num_batched_tokens=budget),
+                                shape)
+        assert row.result.ttft_s == alone.ttft_s
+    # 16,384 prompt tokens: 8k cuts them into 3 steps (8000 + 8000 + 384), 8K into 2
+    assert rows[0].result.prefill.steps == 3 and rows[1].result.prefill.steps == 2
