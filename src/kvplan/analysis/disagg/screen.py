@@ -192,7 +192,8 @@ def _rate(p: PoolRun, role: str) -> float:
            p.limits.max_num_seqs)
     if key not in _RATES:
         timer = pool_timer(p)
-        _RATES[key] = (best_tokens_per_s(timer, p.limits.max_num_batched_tokens)
+        _RATES[key] = (best_tokens_per_s(timer, p.limits.max_num_batched_tokens,
+                                         p.limits.max_num_seqs)
                        if role == "prefill" else
                        best_decode_tokens_per_s(timer, p.limits.max_num_seqs))
     return _RATES[key]

@@ -24,7 +24,8 @@ k judged requests consecutive by arrival (a burst): at most b = n - g of them ma
 
 (the b largest of all bound the b largest of the burst), checked for k = b + 1, b + 2,
 b + 4, ... after the whole-trace bound (``burst_miss``). Rates are the best tokens per
-second over a grid of step sizes at zero context (context and batch-mates only add time).
+second over a grid of step sizes at zero context (context only adds time), each step split
+evenly over 1..max_num_seqs prompts (fewer tokens per prompt: fewer attention pairs).
 """
 
 from __future__ import annotations
@@ -58,12 +59,15 @@ def good_needed(n: int, percentile: float) -> int:
     return min(n, math.floor((n - 1) * percentile / 100) + 1)
 
 
-def best_tokens_per_s(timer: StepCostModel, most: int) -> float:
-    """Best tokens/s of one step of 1..``most`` new tokens (one sequence each) at no context."""
+def best_tokens_per_s(timer: StepCostModel, most: int, max_seqs: int = 1) -> float:
+    """Best tokens/s of one step of 1..``most`` new tokens at no context, each step split
+    evenly over 1..``max_seqs`` prompts (``plan.bounds.split_prefill_s``: several short
+    prompts score fewer attention pairs than one long one)."""
+    from kvplan.analysis.plan.bounds import split_prefill_s
+
     grid = sorted({1, most, *(2 ** k for k in range(1, 20) if 2 ** k < most),
                    *range(256, most, 256)})
-    zero = np.zeros(1, dtype=np.int64)
-    return max(float(n) / float(timer.step_time_s(np.array([n]), zero)) for n in grid)
+    return max(float(n) / split_prefill_s(timer.step_time_s, n, max_seqs) for n in grid)
 
 
 def best_decode_tokens_per_s(timer: StepCostModel, max_seqs: int) -> float:

@@ -107,7 +107,9 @@ def roofline_tables(co: _Coefficients, max_tokens: int) -> _Coefficients:
     else:
         weights = (co.weights_s + 0.0) + co.act_s * t
     ar = co.allreduces * (co.ring_s * t + co.allreduce_latency_s) if co.allreduces else None
-    return replace(co, gemm_t=co.gemm_s * t, weights_t=weights, allreduce_t=ar)
+    # gdn_seq_t is never the roofline's own (only a measured floor's, ``floored``): drop the
+    # old length's, or re-flooring the grown tables would broadcast it against the new one
+    return replace(co, gemm_t=co.gemm_s * t, weights_t=weights, allreduce_t=ar, gdn_seq_t=None)
 
 
 def measured_coefficients(k: StepConstants, prof: Profile, ms: MeasuredStep,

@@ -334,8 +334,11 @@ def _apply(
 ) -> tuple[EngineConfig, RequestShape]:
     if lever == "kv-cache-dtype":
         return replace(engine, kv_cache_dtype=value), shape
-    try:
-        number = int(value)
+    from kvplan.units import human_readable_int
+
+    try:  # the budget as its flag reads it (vLLM's human_readable_int: 8k, 8K)
+        number = (human_readable_int(value) if lever == "max-num-batched-tokens"
+                  else int(value))
     except ValueError:
         raise InputError(f"--sweep {lever} values must be whole numbers, got {value!r}") from None
     if lever == "tensor-parallel-size":
