@@ -271,7 +271,7 @@ def test_unknown_router() -> None:
 
 def test_in_flight_peak_is_the_clients() -> None:
     """The first trace: r0 in flight [0, 9.75], r1 [0.5, 9.75]: 2 at once."""
-    from kvplan.analysis.disagg.metrics import in_flight_peak
+    from kvplan.analysis.metrics import in_flight_peak
 
     assert in_flight_peak(_run([8, 4], [3, 2], 64).client) == 2
     w = workload([0.0, 20.0], [8, 8], [2, 2])  # the second arrives after the first answered

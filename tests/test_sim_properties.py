@@ -91,7 +91,10 @@ def test_invariants(case):
         assert times[0] == r.first_token_s[i] and times[-1] == r.finish_s[i]
         assert r.sent_s[i] <= r.scheduled_s[i] < r.first_token_s[i] <= r.finish_s[i]
     # computed tokens add up: prompts + generated - 1 per request, plus recompute and hits
+    # (prefix_hit_tokens is a request's first admission's hits, vLLM's num_cached_tokens: a
+    # readmission after a preemption may hit blocks others cached since, uncounted there)
     lower = int((w.prompt_tokens[done] + w.output_tokens[done] - 1).sum())
-    assert int(st_.new_tokens.sum()) + int(r.prefix_hit_tokens[done].sum()) >= lower
+    if not cfg["limits"].prefix_caching:
+        assert int(st_.new_tokens.sum()) >= lower
     if r.total_preemptions == 0:
         assert int(st_.new_tokens.sum()) + int(r.prefix_hit_tokens[done].sum()) == lower

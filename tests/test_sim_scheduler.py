@@ -89,10 +89,11 @@ def test_preempted_request_hits_its_own_cached_blocks():
     # 4 usable blocks of 2. Step 1: A takes the last free block, B cannot grow: preempted, its 2
     # full blocks stay cached at the free queue's tail. Step 3: A's new block evicts B's
     # tail block (freed first, vLLM's order); B comes back hitting its first block (2
-    # tokens) and recomputes 3 of its 5 tokens instead of 5.
+    # tokens) and recomputes 3 of its 5 tokens instead of 5. prefix_hit_tokens is each
+    # request's first admission's hits (vLLM's num_cached_tokens): 0 for both.
     r = run(workload([0, 0], [2, 4], [4, 4]), blocks=5, b=2)
     assert r.preemptions.tolist() == [0, 1]
-    assert r.prefix_hit_tokens.tolist() == [0, 2]
+    assert r.prefix_hit_tokens.tolist() == [0, 0]
     assert r.steps.new_tokens.tolist() == [6, 1, 1, 1, 3, 1, 1]
     off = run(workload([0, 0], [2, 4], [4, 4]), blocks=5, b=2, caching=False)
     assert off.steps.new_tokens.tolist()[4] == 5

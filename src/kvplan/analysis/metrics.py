@@ -60,6 +60,7 @@ class Metrics:
     max_output_tokens_per_s: float
     """vLLM's peak: the most output tokens in one whole second since the first send."""
     max_concurrent_requests: int
+    """vLLM's peak: the most requests in flight at the client at once (sent, not answered)."""
 
 
 def parse_goodput(items: Sequence[str]) -> dict[str, float]:
@@ -143,8 +144,23 @@ def compute_metrics(
         prefill_kv_share=_rate(r.prefill_claimed_blocks, claimed),
         decode_kv_share=_rate(r.decode_claimed_blocks, claimed),
         num_steps=r.num_steps, max_output_tokens_per_s=peak_output_tokens_per_s(r),
-        max_concurrent_requests=int(r.steps.running.max()) if r.num_steps else 0,
+        max_concurrent_requests=in_flight_peak(r),
     )
+
+
+def in_flight_peak(r: SimulationResult) -> int:
+    """vLLM's ``max_concurrent_requests`` (``calculate_metrics``): the most completed requests
+    in flight at the client at once, each over ``[sent, finish)``; at equal times an answer
+    counts before a send. Requests waiting in the server count (not only its running set)."""
+    done = r.finished
+    starts, ends = r.sent_s[done], r.finish_s[done]
+    if len(starts) == 0:
+        return 0
+    times = np.concatenate([ends, starts])
+    steps = np.concatenate([-np.ones(len(ends), dtype=np.int64),
+                            np.ones(len(starts), dtype=np.int64)])
+    order = np.lexsort((steps, times))  # at equal times the -1 (an answer) first
+    return int(np.cumsum(steps[order]).max())
 
 
 def peak_output_tokens_per_s(r: SimulationResult) -> float:

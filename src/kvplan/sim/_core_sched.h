@@ -164,12 +164,14 @@ static void schedule_waiting(Sim *m, i64 budget) {
         m->hk_n[r] = nhit;
         m->reg_next[r] = nhit + own;
         m->computed[r] = hit;
-        m->hits[r] += hit;
         m->run[m->nrun++] = r;
         m->status[r] = RUNNING;
         if (isnan(m->scheduled[r])) m->scheduled[r] = m->clock;
         m->prefill_blocks += need;
-        m->query_tokens += total;
+        if (m->preempts[r] == 0) { /* vLLM's hit rate: new requests' lookups only */
+            m->hits[r] = hit;      /* vLLM's num_cached_tokens: set once */
+            m->query_tokens += total;
+        }
         reg(m, r, hit + new);
         plan_add(m, r, new, hit);
         budget -= new;

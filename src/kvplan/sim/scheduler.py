@@ -237,11 +237,13 @@ class Scheduler:
                 plan.head_blocked = True
                 return
             s.waiting.popleft()
+            if s.preemptions[r] == 0:  # vLLM's hit rate: new requests' lookups only
+                plan.hit_tokens += hit
+                plan.query_tokens += total
+                s.hit_tokens[r] = hit  # vLLM's num_cached_tokens: set once
             self._admit(r, keys, own, need, hit)
             self.register(r, hit + new)
             plan.prefill_blocks += need
-            plan.hit_tokens += hit
-            plan.query_tokens += total
             self._add(plan, r, new, hit)
             budget -= new
 
@@ -273,7 +275,6 @@ class Scheduler:
         s.held_keys[r] = list(keys)
         self.reg_next[r] = len(keys) + own
         s.computed[r] = hit
-        s.hit_tokens[r] += hit
         s.running.append(r)
         s.status[r] = RUNNING
         if s.scheduled_s[r] != s.scheduled_s[r]:  # NaN: first time scheduled

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import InputError
@@ -91,13 +91,12 @@ def measure(dd: DisaggDeployment, work: Workload | WorkloadArgs, *,
     """Simulate ``dd`` (the link checked against a TTFT goodput bound), then the client's
     `vllm bench serve` metrics (peak concurrency: requests in flight) and the fleet's."""
     from kvplan.analysis import metrics as mx
-    from kvplan.analysis.disagg.metrics import disagg_metrics, in_flight_peak
+    from kvplan.analysis.disagg.metrics import disagg_metrics
     from kvplan.analysis.disagg.serving import simulate_disagg_serving
 
     run = simulate_disagg_serving(dd, work, profile=profile, ttft_slo_ms=goodput_ms.get("ttft"))
     m = mx.compute_metrics(run.result.client, percentile_metrics=percentile_metrics,
                            percentiles=percentiles, goodput_ms=goodput_ms or None)
-    m = replace(m, max_concurrent_requests=in_flight_peak(run.result.client))
     return run, m, disagg_metrics(run.result, percentiles)
 
 

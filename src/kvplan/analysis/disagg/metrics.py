@@ -112,21 +112,6 @@ def disagg_json(m: DisaggMetrics) -> dict[str, Any]:
     return out
 
 
-def in_flight_peak(client: SimulationResult) -> int:
-    """Most requests in flight at once at the client (sent, not yet answered): vLLM bench's
-    ``max_concurrent_requests``; an answer at the moment of a send counts first."""
-    done = client.finished
-    starts = client.sent_s[done]
-    ends = client.finish_s[done]
-    if len(starts) == 0:
-        return 0
-    times = np.concatenate([ends, starts])
-    steps = np.concatenate([-np.ones(len(ends), dtype=np.int64),
-                            np.ones(len(starts), dtype=np.int64)])
-    order = np.lexsort((steps, times))  # at equal times the -1 (an answer) first
-    return int(np.cumsum(steps[order]).max())
-
-
 def pool_kv_series(r: DisaggResult, max_points: int = 500) -> dict[str, list[dict[str, Any]]]:
     """Both pools' KV usage over time, one binned series per instance (peaks kept)."""
     return {"prefill": [kv_usage_series(x, max_points) for x in r.prefill],
