@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import run_cli
+import pytest
+
+from tests.conftest import assert_one_line_error, run_cli
 
 SMALL = "meta-llama/Llama-3.2-1B"
 
@@ -24,3 +26,18 @@ def test_peak_output_throughput_on_a_long_trace(tmp_path: Path) -> None:
                 "--trace-columns", "arrival=ts,input=p,output=o", "--json")
     assert r.code == 0, r.err
     assert r.json()["max_output_tokens_per_s"] == 7.0
+
+
+# -------------------- D2: --trace-columns hash_block_tokens had no upper bound
+# hash_block_tokens=99999999999999999999 (past int64) died in the trace cache's
+# np.array(..., dtype=int64) with an OverflowError traceback; '²' passed str.isdigit() and
+# died in int(). Tokens per hash block are a token count: 1 .. MAX_TOKENS (10^8), as every
+# other length; one line naming --trace-columns and the range.
+@pytest.mark.parametrize("block", ["99999999999999999999", "²", "0", "100000001"])
+def test_hash_block_tokens_out_of_range_is_one_line(tmp_path: Path, block: str) -> None:
+    trace = tmp_path / "h.csv"
+    trace.write_text("p,o,hh\n10,5,1 2\n10,5,1 2\n")
+    r = run_cli("simulate", SMALL, "--trace", str(trace), "--trace-columns",
+                f"input=p,output=o,hashes=hh,hash_block_tokens={block}")
+    assert_one_line_error(r)
+    assert "--trace-columns: hash_block_tokens" in r.err and "100,000,000" in r.err
