@@ -41,3 +41,22 @@ def test_hash_block_tokens_out_of_range_is_one_line(tmp_path: Path, block: str) 
                 f"input=p,output=o,hashes=hh,hash_block_tokens={block}")
     assert_one_line_error(r)
     assert "--trace-columns: hash_block_tokens" in r.err and "100,000,000" in r.err
+
+
+# -------------------- D3: a recognised layout missing its arrival or hash column
+# A header with Mooncake's input_length/output_length/timestamp but no hash_ids was taken as
+# the Mooncake layout and refused with "no column 'hash_ids' for the prefix-block hash ids;
+# the header has ..." - what is wrong, not what to do. Now the line names the missing column
+# and the --trace-columns that reads the file as it is, and that suggestion works.
+def test_partial_mooncake_header_says_what_to_give(tmp_path: Path) -> None:
+    trace = tmp_path / "m.csv"
+    trace.write_text("timestamp,input_length,output_length\n0,10,5\n1000,20,5\n")
+    r = run_cli("simulate", SMALL, "--trace", str(trace))
+    assert_one_line_error(r)
+    suggested = ("arrival=timestamp,arrival_unit=ms,input=input_length,"
+                 "output=output_length")
+    assert "no 'hash_ids' column" in r.err and f"--trace-columns {suggested}" in r.err
+    ok = run_cli("simulate", SMALL, "--trace", str(trace), "--trace-columns", suggested,
+                 "--json")
+    assert ok.code == 0, ok.err
+    assert ok.json()["total_input_tokens"] == 30  # 10 + 20
