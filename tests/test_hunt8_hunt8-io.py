@@ -60,3 +60,22 @@ def test_partial_mooncake_header_says_what_to_give(tmp_path: Path) -> None:
                  "--json")
     assert ok.code == 0, ok.err
     assert ok.json()["total_input_tokens"] == 30  # 10 + 20
+
+
+# -------------------- D4: a header naming the same column twice
+# "num_prefill_tokens,num_decode_tokens,num_prefill_tokens" was read as the Vidur layout from
+# the first of the two columns, silently: input 10, though the file also says 99. A column in
+# use that the header names twice is ambiguous; one line asks to rename the others. A
+# duplicate that is not read (x,x below) is no matter.
+def test_duplicated_trace_column_is_refused(tmp_path: Path) -> None:
+    twice = tmp_path / "twice.csv"
+    twice.write_text("num_prefill_tokens,num_decode_tokens,num_prefill_tokens\n10,5,99\n")
+    r = run_cli("simulate", SMALL, "--trace", str(twice))
+    assert_one_line_error(r)
+    assert "column 'num_prefill_tokens' 2 times" in r.err
+    unused = tmp_path / "unused.csv"
+    unused.write_text("p,o,x,x\n10,5,1,2\n")
+    ok = run_cli("simulate", SMALL, "--trace", str(unused), "--trace-columns",
+                 "input=p,output=o", "--json")
+    assert ok.code == 0, ok.err
+    assert ok.json()["total_input_tokens"] == 10

@@ -85,6 +85,12 @@ class _Table:
                 f"{self.path}, line 1: no column '{column}' for the {role}; "
                 f"the header has {', '.join(self.header) or 'nothing'}"
             )
+        if self.header.count(column) > 1:
+            raise TraceError(
+                f"{self.path}, line 1: the header names column '{column}' "
+                f"{self.header.count(column)} times; rename the others so the {role} are "
+                "read from one column"
+            )
         return self.header.index(column)
 
 
