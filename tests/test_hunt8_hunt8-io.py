@@ -79,3 +79,19 @@ def test_duplicated_trace_column_is_refused(tmp_path: Path) -> None:
                  "input=p,output=o", "--json")
     assert ok.code == 0, ok.err
     assert ok.json()["total_input_tokens"] == 10
+
+
+# -------------------- D5: a --gpu file without a compute rate
+# id/memory_gb/mem_bw_tbps are the required fields; a file with only those was refused at
+# pricing time with "GPU X has no peak FLOP/s or bandwidth figure": the bandwidth was given,
+# and the line named neither the flag nor the field to add. bf16 is Llama's compute
+# precision; fp8 weights fall back to the bf16 rate, so bf16_tflops_dense is what to add.
+def test_gpu_file_without_rates_names_the_field(tmp_path: Path) -> None:
+    gpu = tmp_path / "g.yaml"
+    gpu.write_text("id: X\nmemory_gb: 80\nmem_bw_tbps: 3\n")
+    r = run_cli("latency", SMALL, "--gpu", str(gpu), "--prompt", "100", "--output", "10")
+    assert_one_line_error(r)
+    assert "no peak bfloat16 FLOP/s: give bf16_tflops_dense in its --gpu file" in r.err
+    gpu.write_text("id: X\nmemory_gb: 80\nmem_bw_tbps: 3\nbf16_tflops_dense: 900\n")
+    ok = run_cli("latency", SMALL, "--gpu", str(gpu), "--prompt", "100", "--output", "10")
+    assert ok.code == 0, ok.err
