@@ -3,10 +3,13 @@ defect pinned by a hand-checkable golden value."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
+from kvplan.costs.step.profiles import default_profiles
 from tests.conftest import assert_one_line_error, run_cli
 
 SMALL = "meta-llama/Llama-3.2-1B"
@@ -95,3 +98,48 @@ def test_gpu_file_without_rates_names_the_field(tmp_path: Path) -> None:
     gpu.write_text("id: X\nmemory_gb: 80\nmem_bw_tbps: 3\nbf16_tflops_dense: 900\n")
     ok = run_cli("latency", SMALL, "--gpu", str(gpu), "--prompt", "100", "--output", "10")
     assert ok.code == 0, ok.err
+
+
+# -------------------- D6: profile entries that were silently never used
+# A profile is picked by exact (GPU id, precision). An entry written "H100" (the alias every
+# --gpu takes) or "bf16" (vLLM's --dtype spelling) matched nothing, and the bundled profile
+# priced the run with no word; of two entries for the same (GPU, precision) the first was
+# used and the second ignored. Now aliases are read as the catalog's id and vLLM's dtype
+# names, an unknown precision and a repeated entry are one-line refusals.
+# Golden: step_overhead_s 10 ms instead of the bundled ~0.93 ms: a 10-token request's TPOT
+# grows by about 9 ms per decode step (bundled 2.43 ms -> 11.49 ms, as with the exact id).
+def _profile(tmp_path: Path, *entries: dict[str, object]) -> str:
+    base = next(p for p in default_profiles().profiles
+                if (p.gpu, p.precision) == ("H100-SXM-80GB", "bfloat16"))
+    doc = {"schema": "kvplan-profile/1",
+           "profiles": [{**asdict(base), **e} for e in entries]}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _tpot(*args: str) -> float:
+    r = run_cli("latency", SMALL, "--gpu", "H100", "--prompt", "100", "--output", "10",
+                "--json", *args)
+    assert r.code == 0, r.err
+    return float(r.json()["tpot_s"])
+
+
+def test_profile_aliases_are_read(tmp_path: Path) -> None:
+    exact = _tpot("--profile", _profile(tmp_path, {"step_overhead_s": 0.01}))
+    assert exact > _tpot() + 0.008  # 9 more ms per step than the bundled profile
+    for spelling in ({"gpu": "H100"}, {"precision": "bf16"}):
+        path = _profile(tmp_path, {"step_overhead_s": 0.01, **spelling})
+        assert _tpot("--profile", path) == exact
+
+
+@pytest.mark.parametrize(("entries", "says"), [
+    (({"precision": "fp64"},), "precision must be one of float16, bfloat16, fp8, fp4"),
+    (({}, {"step_overhead_s": 0.02}), "profiles[1] repeats profiles[0]"),
+])
+def test_profile_entries_never_used_are_refused(
+        tmp_path: Path, entries: tuple[dict[str, object], ...], says: str) -> None:
+    r = run_cli("latency", SMALL, "--gpu", "H100", "--prompt", "100", "--output", "10",
+                "--profile", _profile(tmp_path, *entries))
+    assert_one_line_error(r)
+    assert says in r.err
