@@ -143,3 +143,22 @@ def test_profile_entries_never_used_are_refused(
                 "--profile", _profile(tmp_path, *entries))
     assert_one_line_error(r)
     assert says in r.err
+
+
+# -------------------- D7: the web page showed a too-long --context beside BATCH
+# batch_footprint refused "--batch 1 x --context 99999999999 is absurd; ..." and the API
+# takes the first --flag of a message as its field, so /api/levers answered
+# field "batch" for a bad context. Each bound now has its own line, led by its own flag.
+def test_levers_context_bound_names_context(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from kvplan.web.app import create_app
+    from kvplan.web.settings import WebSettings
+
+    client = TestClient(create_app(WebSettings()))
+    r = client.get("/api/levers", params={"model": SMALL, "batch": 1, "context": 99999999999})
+    assert r.status_code == 422
+    assert r.json()["field"] == "context"
+    cli = run_cli("levers", SMALL, "--batch", "1", "--context", "99999999999")
+    assert_one_line_error(cli)
+    assert cli.err == "error: --context must be at most 100,000,000 tokens, got 99999999999\n"
