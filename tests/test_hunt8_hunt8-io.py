@@ -8,11 +8,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from kvplan.costs.step.profiles import default_profiles
+from kvplan.web.app import create_app
+from kvplan.web.settings import WebSettings
 from tests.conftest import assert_one_line_error, run_cli
 
 SMALL = "meta-llama/Llama-3.2-1B"
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(WebSettings(max_sim_requests=300, max_sim_seconds=60)))
 
 
 # -------------------- D1: max_output_tokens_per_s allocated one float per simulated second
@@ -149,16 +157,26 @@ def test_profile_entries_never_used_are_refused(
 # batch_footprint refused "--batch 1 x --context 99999999999 is absurd; ..." and the API
 # takes the first --flag of a message as its field, so /api/levers answered
 # field "batch" for a bad context. Each bound now has its own line, led by its own flag.
-def test_levers_context_bound_names_context(tmp_path: Path) -> None:
-    from fastapi.testclient import TestClient
-
-    from kvplan.web.app import create_app
-    from kvplan.web.settings import WebSettings
-
-    client = TestClient(create_app(WebSettings()))
+def test_levers_context_bound_names_context(client: TestClient) -> None:
     r = client.get("/api/levers", params={"model": SMALL, "batch": 1, "context": 99999999999})
     assert r.status_code == 422
     assert r.json()["field"] == "context"
     cli = run_cli("levers", SMALL, "--batch", "1", "--context", "99999999999")
     assert_one_line_error(cli)
     assert cli.err == "error: --context must be at most 100,000,000 tokens, got 99999999999\n"
+
+
+# -------------------- D8: --random-range-ratio out of range blamed --num-prompts
+# The token-total bound ran before the ratio's own range check, so --random-range-ratio 1e30
+# (or inf) answered "--num-prompts 5 x up to 1,151,999,...,744 tokens each is 5.76e+33
+# tokens; ..." and the web API's field was num_prompts. The ratio must be in [0, 1), as
+# vLLM's RandomDataset asserts (0 <= range_ratio < 1).
+@pytest.mark.parametrize("ratio", ["1e30", "inf"])
+def test_range_ratio_out_of_range_names_itself(client: TestClient, ratio: str) -> None:
+    r = run_cli("simulate", SMALL, "--num-prompts", "5", "--random-range-ratio", ratio)
+    assert_one_line_error(r)
+    assert r.err.startswith("error: --random-range-ratio must be in [0, 1), got ")
+    w = client.get("/api/simulate", params={"model": SMALL, "num_prompts": 5,
+                                            "random_range_ratio": ratio})
+    assert w.status_code == 422
+    assert w.json()["field"] == "random_range_ratio"
