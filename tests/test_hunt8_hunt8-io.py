@@ -180,3 +180,19 @@ def test_range_ratio_out_of_range_names_itself(client: TestClient, ratio: str) -
                                             "random_range_ratio": ratio})
     assert w.status_code == 422
     assert w.json()["field"] == "random_range_ratio"
+
+
+# -------------------- D9: request's length bound named no flag
+# "prompt + output = 100000000000000000009 tokens is absurd; use lengths up to 100,000,000":
+# no --flag, so /api/request answered field null and the page showed it under no field.
+# Each length past 10^8 tokens now leads with its own flag.
+@pytest.mark.parametrize(("prompt", "output", "field"), [
+    ("99999999999999999999", "10", "prompt"), ("100", "99999999999999999999", "output")])
+def test_request_length_bound_names_its_flag(client: TestClient, prompt: str, output: str,
+                                             field: str) -> None:
+    r = run_cli("request", SMALL, "--prompt", prompt, "--output", output)
+    assert_one_line_error(r)
+    assert r.err.startswith(f"error: --{field} must be at most 100,000,000 tokens, got ")
+    w = client.get("/api/request", params={"model": SMALL, "prompt": prompt, "output": output})
+    assert w.status_code == 422
+    assert w.json()["field"] == field
