@@ -196,3 +196,19 @@ def test_request_length_bound_names_its_flag(client: TestClient, prompt: str, ou
     w = client.get("/api/request", params={"model": SMALL, "prompt": prompt, "output": output})
     assert w.status_code == 422
     assert w.json()["field"] == field
+
+
+# -------------------- D10: an unknown --prefill-gpu / --decode-gpu named no flag
+# "unknown GPU 'x': choose one of ..." for --decode-gpu x: the user cannot tell which of
+# --gpu, --prefill-gpu and --decode-gpu it is about, and /api/simulate answered field "gpu"
+# (the page marked the wrong box). Now the line leads with the flag, the field follows it.
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_unknown_pool_gpu_names_its_flag(client: TestClient, role: str) -> None:
+    r = run_cli("simulate", SMALL, "--disagg", "1P1D", f"--{role}-gpu", "x",
+                "--num-prompts", "5")
+    assert_one_line_error(r)
+    assert r.err.startswith(f"error: --{role}-gpu: unknown GPU 'x'")
+    w = client.get("/api/simulate", params={"model": SMALL, "num_prompts": 5,
+                                            "disagg": "1P1D", f"{role}_gpu": "x"})
+    assert w.status_code == 422
+    assert w.json()["field"] == f"{role}_gpu"
