@@ -212,3 +212,19 @@ def test_unknown_pool_gpu_names_its_flag(client: TestClient, role: str) -> None:
                                             "disagg": "1P1D", f"{role}_gpu": "x"})
     assert w.status_code == 422
     assert w.json()["field"] == f"{role}_gpu"
+
+
+# -------------------- D11: /api/plan's unreadable max_model_len named no flag
+# The CLI says "--max-model-len not a whole number: 'x' (e.g. 8192, 8k, 32K)"; the plan page
+# parsed the same field outside the comma-list reader, so the bare ValueError reached the
+# API: "not a whole number: 'x' ...", field null. Now the CLI's line and field max_model_len.
+def test_plan_api_max_model_len_names_its_flag(client: TestClient) -> None:
+    w = client.get("/api/plan", params={"model": SMALL, "max_model_len": "x",
+                                        "num_prompts": 20})
+    assert w.status_code == 422
+    assert w.json() == {"detail": "--max-model-len not a whole number: 'x' (e.g. 8192, 8k, "
+                                  "32K)", "field": "max_model_len"}
+    r = run_cli("plan", SMALL, "--max-model-len", "x", "--slo", "ttft:p99:1000",
+                "--request-rate", "1", "--num-prompts", "20")
+    assert_one_line_error(r)
+    assert r.err == f"error: {w.json()['detail']}\n"
