@@ -228,3 +228,34 @@ def test_plan_api_max_model_len_names_its_flag(client: TestClient) -> None:
                 "--request-rate", "1", "--num-prompts", "20")
     assert_one_line_error(r)
     assert r.err == f"error: {w.json()['detail']}\n"
+
+
+# -------------------- D12: the notebook and the HTML report dropped the E2EL rows
+# `kvplan simulate` reports ttft,tpot,itl,e2el by default (docs/metrics.md: vLLM's ttft,tpot,itl
+# plus e2el); the notebook's ServingRun display and `kvplan report --dataset`'s simulation
+# called compute_metrics with the Python default (vLLM's three), so neither showed an E2EL
+# row and the report's embedded answer had no *_e2el_ms keys. Golden: the CLI's own p99 E2EL
+# for the same run, as the table prints it.
+def test_notebook_and_report_show_e2el(tmp_path: Path) -> None:
+    import html as entities
+    import re
+
+    import kvplan
+    from kvplan.report.durations import fmt_ms
+    from kvplan.report.views.notebook import html
+
+    cli = run_cli("simulate", SMALL, "--num-prompts", "20", "--request-rate", "5",
+                  "--random-input-len", "2048", "--random-output-len", "256", "--json")
+    assert cli.code == 0, cli.err
+    p99 = fmt_ms(cli.json()["p99_e2el_ms"])
+    run = kvplan.simulate_serving(
+        kvplan.load_model(SMALL), kvplan.load_gpu("H100"), kvplan.EngineConfig(),
+        kvplan.WorkloadArgs(num_prompts=20, request_rate=5, random_input_len=2048,
+                            random_output_len=256))
+    shown = entities.unescape(re.sub(r"<[^>]+>", "", html(run)))
+    assert re.search(r"P99 E2EL\s*│\s*" + re.escape(p99), shown), shown
+    out = tmp_path / "r.html"
+    rep = run_cli("report", SMALL, "--dataset", "random", "--num-prompts", "20",
+                  "--request-rate", "5", "-o", str(out))
+    assert rep.code == 0, rep.err
+    assert f'"p99_e2el_ms": {cli.json()["p99_e2el_ms"]!r}' in out.read_text()
