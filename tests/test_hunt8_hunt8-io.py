@@ -259,3 +259,25 @@ def test_notebook_and_report_show_e2el(tmp_path: Path) -> None:
                   "--request-rate", "5", "-o", str(out))
     assert rep.code == 0, rep.err
     assert f'"p99_e2el_ms": {cli.json()["p99_e2el_ms"]!r}' in out.read_text()
+
+
+# -------------------- D13: --price given twice for one GPU; an unknown --price GPU
+# `--price H100=2 --price H100=3` priced H100 at $3.00 with no word (the last item won), though
+# the two contradict; the project refuses contradictions. And `--price FOO=2` answered "unknown
+# GPU 'FOO': ... or pass a YAML/JSON file ..." without naming --price.
+@pytest.mark.parametrize(("argv", "says"), [
+    (("--price", "H100=2", "--price", "h100-sxm=3"),
+     "error: --price gives H100-SXM-80GB two prices (2 and 3 USD per GPU-hour); keep one"),
+    (("--price", "FOO=2"), "error: --price 'FOO=2': unknown GPU 'FOO'"),
+])
+def test_price_contradiction_and_unknown_gpu(argv: tuple[str, ...], says: str) -> None:
+    r = run_cli("prices", *argv)
+    assert_one_line_error(r)
+    assert r.err.startswith(says)
+
+
+def test_price_same_value_twice_is_fine() -> None:
+    r = run_cli("prices", "--price", "H100=2", "--price", "H100=2", "--json")
+    assert r.code == 0, r.err
+    rows = [x for x in r.json()["rows"] if x["override"]]
+    assert [(x["gpu"], x["usd_per_instance_hour"]) for x in rows] == [("H100-SXM-80GB", 2.0)]
