@@ -281,3 +281,14 @@ def test_price_same_value_twice_is_fine() -> None:
     assert r.code == 0, r.err
     rows = [x for x in r.json()["rows"] if x["override"]]
     assert [(x["gpu"], x["usd_per_instance_hour"]) for x in rows] == [("H100-SXM-80GB", 2.0)]
+
+
+# -------------------- D14: `kvplan prices --price` did not read a comma list
+# `kvplan plan --price H100=2,L40S=1` prices both GPUs; `kvplan prices --price H100=2,L40S=1`
+# (the command to check what plan will use) refused it: "--price 'H100=2,L40S=1': use
+# GPU=USD_PER_GPU_HOUR". Both read --price the same way now.
+def test_prices_reads_price_lists_as_plan_does() -> None:
+    r = run_cli("prices", "--price", "H100=2,L40S=1", "--json")
+    assert r.code == 0, r.err
+    rows = [(x["gpu"], x["usd_per_instance_hour"]) for x in r.json()["rows"] if x["override"]]
+    assert rows == [("H100-SXM-80GB", 2.0), ("L40S", 1.0)]
