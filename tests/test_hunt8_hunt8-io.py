@@ -292,3 +292,35 @@ def test_prices_reads_price_lists_as_plan_does() -> None:
     assert r.code == 0, r.err
     rows = [(x["gpu"], x["usd_per_instance_hour"]) for x in r.json()["rows"] if x["override"]]
     assert rows == [("H100-SXM-80GB", 2.0), ("L40S", 1.0)]
+
+
+# -------------------- D15: CSV files saved with a byte-order mark (Excel's "CSV UTF-8")
+# Traces drop a BOM (utf-8-sig); calibrate's CSVs and --prices did not, so the first column was
+# named '\ufeffmodel' / '\ufeffprovider': "cal.csv:2: missing 'model' (give it in the file or
+# as --model)" and "--prices p.csv: missing price column(s) provider", though both are there.
+CAL = ("model,gpu,batch,prompt,output,ttft_ms,tpot_ms\n"
+       "meta-llama/Llama-3.1-8B,H100,1,1000,100,80,8\n"
+       "meta-llama/Llama-3.1-8B,H100,8,1000,100,300,9\n"
+       "meta-llama/Llama-3.1-8B,H100,32,1000,100,1200,12\n")
+
+
+def test_calibrate_csv_with_bom_reads_as_without(tmp_path: Path) -> None:
+    plain, marked = tmp_path / "plain.csv", tmp_path / "marked.csv"
+    plain.write_text(CAL)
+    marked.write_bytes(b"\xef\xbb\xbf" + CAL.encode())
+    a = run_cli("calibrate", str(plain), "--force", "--json")
+    b = run_cli("calibrate", str(marked), "--force", "--json")
+    assert a.code == 0 and b.code == 0, b.err
+    assert json.dumps(b.json()).replace("marked.csv", "plain.csv") == json.dumps(a.json())
+
+
+def test_prices_csv_with_bom(tmp_path: Path) -> None:
+    p = tmp_path / "p.csv"
+    p.write_bytes(b"\xef\xbb\xbf" + (
+        b"provider,gpu,instance,gpus_per_instance,gpus_per_node,usd_per_instance_hour,"
+        b"source_url,observed_on,transcribed_by\n"
+        b"me,H100,1x H100,1,8,4.29,https://example.com,2026-09-25,me\n"))
+    r = run_cli("prices", "--prices", str(p), "--json")
+    assert r.code == 0, r.err
+    assert [(x["gpu"], x["usd_per_instance_hour"]) for x in r.json()["rows"]] == [
+        ("H100-SXM-80GB", 4.29)]

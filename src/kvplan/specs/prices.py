@@ -131,7 +131,7 @@ def bundled_rows() -> tuple[PriceRow, ...]:
 def load_price_file(path: Path) -> tuple[PriceRow, ...]:
     """A user's price CSV; its rows are marked as overrides."""
     try:
-        text = input_file.read_text(path)
+        text = input_file.read_text(path, "utf-8-sig")
     except OSError as exc:
         raise InputError(f"--prices {path}: cannot read it ({input_file.reason(exc)})") \
             from None

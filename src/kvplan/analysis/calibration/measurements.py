@@ -69,7 +69,7 @@ def read_measurements(path: str | Path, defaults: Defaults | None = None) -> lis
     ``vllm bench serve --save-result`` / ``vllm bench latency --output-json``."""
     p, d = Path(path), defaults or Defaults()
     try:
-        text = input_file.read_text(p)
+        text = input_file.read_text(p, "utf-8-sig")
     except OSError as exc:
         raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
     if p.suffix.lower() == ".csv":

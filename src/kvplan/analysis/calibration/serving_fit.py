@@ -78,7 +78,7 @@ def is_serving_file(path: str | Path) -> bool:
     """A `vllm bench serve` result JSON, or a CSV with a concurrency / rate column."""
     p = Path(path)
     try:
-        text = input_file.read_text(p)
+        text = input_file.read_text(p, "utf-8-sig")
     except OSError:
         return False  # read_measurements then says why
     if p.suffix.lower() == ".csv":
@@ -95,7 +95,7 @@ def is_serving_file(path: str | Path) -> bool:
 def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
     p = Path(path)
     try:
-        text = input_file.read_text(p)
+        text = input_file.read_text(p, "utf-8-sig")
     except OSError as exc:
         raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
     if p.suffix.lower() != ".csv":
