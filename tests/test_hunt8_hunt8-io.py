@@ -324,3 +324,29 @@ def test_prices_csv_with_bom(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert [(x["gpu"], x["usd_per_instance_hour"]) for x in r.json()["rows"]] == [
         ("H100-SXM-80GB", 4.29)]
+
+
+# -------------------- D16: calibrate and --prices CSVs naming a column twice
+# csv.DictReader keeps the last column's cell under a repeated name, so a calibrate CSV with
+# ttft_ms twice (80 and 999) was fitted to 999 ms with no word (median TTFT error 89%), and a
+# price file's second 'provider' column silently replaced the first. As for traces (D4), a
+# repeated column is one line: which, and to keep one.
+@pytest.mark.parametrize(("command", "text", "says"), [
+    ("calibrate", "model,gpu,batch,prompt,output,ttft_ms,tpot_ms,ttft_ms\n"
+                  "meta-llama/Llama-3.1-8B,H100,1,1000,100,80,8,999\n", "'ttft_ms' twice"),
+    ("calibrate", "model,gpu,num_prompts,input_len,output_len,max_concurrency,mean_ttft_ms,"
+                  "mean_ttft_ms\nmeta-llama/Llama-3.1-8B,H100,10,100,10,1,50,60\n",
+     "'mean_ttft_ms' twice"),
+    ("prices", "provider,gpu,instance,gpus_per_instance,gpus_per_node,usd_per_instance_hour,"
+               "source_url,observed_on,transcribed_by,provider\n"
+               "me,H100,1x H100,1,8,4.29,https://example.com,2026-09-25,me,other\n",
+     "'provider' twice"),
+])
+def test_csv_with_a_repeated_column_is_refused(tmp_path: Path, command: str, text: str,
+                                               says: str) -> None:
+    f = tmp_path / "f.csv"
+    f.write_text(text)
+    r = run_cli(command, str(f), "--force") if command == "calibrate" else run_cli(
+        "prices", "--prices", str(f))
+    assert_one_line_error(r)
+    assert f"the header names column {says}; keep one" in r.err

@@ -69,6 +69,8 @@ def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:
     """Price rows from CSV text with the bundled table's columns (``origin`` names the file)."""
     reader = csv.DictReader(io.StringIO(text))
     try:
+        if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
+            raise InputError(f"{origin}: the header names column '{twice}' twice; keep one")
         missing = [c for c in COLUMNS[:-1] if c not in (reader.fieldnames or [])]
         if missing:
             raise InputError(f"{origin}: missing price column(s) {', '.join(missing)}; "

@@ -117,6 +117,8 @@ def _line_of(text: str, row: Any, index: int) -> int:
 def _from_csv(text: str, file: str, d: Defaults) -> list[Measurement]:
     reader = csv.DictReader(text.splitlines())
     try:
+        if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
+            raise TraceError(f"{file}:1: the header names column '{twice}' twice; keep one")
         return _csv_points(reader, file, d)
     except csv.Error as exc:  # a field over csv's 131,072-character limit
         raise TraceError(f"{file}:{reader.line_num + 1}: not a readable CSV row ({exc})") \

@@ -105,6 +105,8 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
             raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     reader = csv.DictReader(text.splitlines())
     try:
+        if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
+            raise TraceError(f"{p}:1: the header names column '{twice}' twice; keep one")
         return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
                      f"{p}:{reader.line_num}", d, f"{p.name}:{reader.line_num}")
                 for row in reader]
