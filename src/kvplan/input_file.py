@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -116,3 +117,14 @@ def package_dir() -> Path:
 def package_file(*parts: str) -> Path:
     """A file bundled with kvplan, e.g. ``package_file("data", "prices", "prices.csv")``."""
     return package_dir().joinpath(*parts)
+
+
+def repeated_column(header: Sequence[str] | None) -> str | None:
+    """The first name a CSV header gives twice (csv.DictReader keeps only the last column's
+    cells under it, silently), or None."""
+    seen: set[str] = set()
+    for name in (h.strip() for h in header or ()):
+        if name in seen:
+            return name
+        seen.add(name)
+    return None

@@ -60,9 +60,10 @@ def batch_footprint(kv: ModelKv, batch: int, context_tokens: int,
         raise InputError(f"--batch must be at least 1, got {batch}")
     if context_tokens < 1:
         raise InputError(f"--context must be at least 1 token, got {context_tokens}")
-    if context_tokens > MAX_TOKENS or batch > MAX_BATCH:
-        raise InputError(f"--batch {batch} x --context {context_tokens} is absurd; use "
-                         f"--batch up to {MAX_BATCH:,} and --context up to {MAX_TOKENS:,}")
+    if context_tokens > MAX_TOKENS:  # the flag first: the web page shows it by its field
+        raise InputError(f"--context must be at most {MAX_TOKENS:,} tokens, got {context_tokens}")
+    if batch > MAX_BATCH:
+        raise InputError(f"--batch must be at most {MAX_BATCH:,} requests, got {batch}")
     if max_tokens is not None and context_tokens > max_tokens:
         raise InputError(f"--context {context_tokens:,} exceeds the model's context of "
                          f"{max_tokens:,} tokens (max_position_embeddings)")

@@ -130,11 +130,12 @@ def _check_lengths(prompt: int, output: int, chunk: int | None, block: int) -> N
         raise InputError(f"--chunk must be at least 1 token, got {chunk}")
     if block < 1:
         raise InputError(f"--block-size must be at least 1 token, got {block}")
+    for flag, value in (("--prompt", prompt), ("--output", output)):
+        if value > MAX_TOKENS:  # the flag first: the web page shows it by its field
+            raise InputError(f"{flag} must be at most {MAX_TOKENS:,} tokens, got {value}")
     if prompt + output > MAX_TOKENS:
-        raise InputError(
-            f"prompt + output = {prompt + output} tokens is absurd; "
-            f"use lengths up to {MAX_TOKENS:,}"
-        )
+        raise InputError(f"--prompt + --output = {prompt + output:,} tokens; kvplan reads "
+                         f"requests of at most {MAX_TOKENS:,} tokens")
 
 
 def _check_context(total: int, limit: int | None) -> None:

@@ -24,6 +24,7 @@ def prices_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
     """GPU prices per provider and instance shape, each with its source page and date."""
+    from kvplan.analysis.plan.args import price_overrides
     from kvplan.report.plan.plan_json import price_row_json
     from kvplan.specs.prices import (
         STALE_AFTER_DAYS,
@@ -35,7 +36,8 @@ def prices_cmd(
 
     rows = load_price_file(prices) if prices is not None else bundled_rows()
     names = [provider] if provider or price else list(providers(rows))
-    tables = [price_table(n, prices_file=prices, overrides=price or ()) for n in names]
+    overrides = price_overrides(price)  # comma lists too, as kvplan plan reads --price
+    tables = [price_table(n, prices_file=prices, overrides=overrides) for n in names]
     shown = [r for t in tables for r in t.rows]
     today = dt.date.today()
     stale = [r for t in tables for r in t.stale_rows(today)]

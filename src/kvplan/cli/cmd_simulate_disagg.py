@@ -61,7 +61,7 @@ def counts(given: dict[str, Any]) -> tuple[int, int]:
 def build_deployment(given: dict[str, Any], spec: ModelSpec,
                      settings: dict[str, Any]) -> DisaggDeployment:
     """The DisaggDeployment the flags describe (shared engine flags, per-pool GPU and TP)."""
-    from kvplan.analysis.disagg.answer import Pool, fleet
+    from kvplan.analysis.disagg.answer import Pool, fleet, role_gpu
     from kvplan.cli import flags as fl
     from kvplan.specs.disagg import pool_flags
     from kvplan.specs.hardware import load_gpu
@@ -80,7 +80,8 @@ def build_deployment(given: dict[str, Any], spec: ModelSpec,
             if given.get(f"{role}_tp") is None and given.get(f"{role}_dp") is None:
                 raise
             raise InputError(pool_flags(str(exc), role)) from None
-        gpu = load_gpu(given.get(f"{role}_gpu") or given["gpu"])
+        name = given.get(f"{role}_gpu")
+        gpu = role_gpu(load_gpu, name, role) if name else load_gpu(given["gpu"])
         pools.append(Pool(gpu=gpu, engine=engine, instances=n))
     return fleet(spec, pools[0], pools[1], given.get("kv_link"), given.get("router"))
 

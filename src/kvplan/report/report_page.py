@@ -122,10 +122,11 @@ def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     from kvplan.analysis.serving import simulate_serving
     from kvplan.report import sim_charts
     from kvplan.report.json_views import simulate_json
+    from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS
 
     run = simulate_serving(spec, hw, engine, workload)
     header, r = run.header(workload), run.result
-    m = compute_metrics(r)
+    m = compute_metrics(r, percentile_metrics=CLI_PERCENTILE_METRICS)
     answer = simulate_json(header, m, r)
     rows = [("requests", f"{m.completed} done, {m.failed} rejected in "
                          f"{fmt_seconds(m.duration_s)}"),

@@ -200,9 +200,7 @@ def load_gpu(name_or_path: str) -> HardwareSpec:
         path = Path(name_or_path)
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
         return _load_gpu_file(path)
-    key = "-".join(name_or_path.strip().lower().replace("nvidia", "").split())
-    key = _ALIASES.get(key, key).lower()
-    found = gpu_catalog().get(key)
+    found = _from_catalog(name_or_path)
     if found is None:
         known = ", ".join(g.id for g in gpu_catalog().values())
         raise UnknownNameError(
@@ -210,6 +208,17 @@ def load_gpu(name_or_path: str) -> HardwareSpec:
             "with id, memory_gb, mem_bw_tbps, bf16_tflops_dense"
         )
     return found
+
+
+def _from_catalog(name: str) -> HardwareSpec | None:
+    key = "-".join(name.strip().lower().replace("nvidia", "").split())
+    return gpu_catalog().get(_ALIASES.get(key, key).lower())
+
+
+def catalog_id(name: str) -> str | None:
+    """The catalog's id for a GPU id or alias ('h100' -> 'H100-SXM-80GB'); None if none."""
+    found = _from_catalog(name)
+    return found.id if found is not None else None
 
 
 def _load_gpu_file(path: Path) -> HardwareSpec:

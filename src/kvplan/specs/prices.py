@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvplan import input_file
-from kvplan.errors import InputError
+from kvplan.errors import InputError, KvplanError, located
 from kvplan.limits import MAX_PARALLEL as MAX_GPUS_PER_NODE
 from kvplan.limits import USD_PER_GPU_HOUR
 
@@ -69,6 +69,8 @@ def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:
     """Price rows from CSV text with the bundled table's columns (``origin`` names the file)."""
     reader = csv.DictReader(io.StringIO(text))
     try:
+        if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
+            raise InputError(f"{origin}: the header names column '{twice}' twice; keep one")
         missing = [c for c in COLUMNS[:-1] if c not in (reader.fieldnames or [])]
         if missing:
             raise InputError(f"{origin}: missing price column(s) {', '.join(missing)}; "
@@ -131,7 +133,7 @@ def bundled_rows() -> tuple[PriceRow, ...]:
 def load_price_file(path: Path) -> tuple[PriceRow, ...]:
     """A user's price CSV; its rows are marked as overrides."""
     try:
-        text = input_file.read_text(path)
+        text = input_file.read_text(path, "utf-8-sig")
     except OSError as exc:
         raise InputError(f"--prices {path}: cannot read it ({input_file.reason(exc)})") \
             from None
@@ -151,7 +153,21 @@ def parse_price(item: str) -> tuple[str, float]:
     if not low <= usd <= high:
         raise InputError(f"--price {item!r}: the price must be in [{low:g}, {high:,.0f}] USD "
                          "per GPU-hour")
-    return _gpu_id(name), usd
+    try:
+        return _gpu_id(name), usd
+    except KvplanError as exc:  # which of several --price items, and that it is a price
+        raise InputError(located(f"--price {item!r}", exc)) from None
+
+
+def _overrides(items: Sequence[str]) -> dict[str, float]:
+    """--price items by GPU id; one GPU given two prices is refused (the last won silently)."""
+    out: dict[str, float] = {}
+    for gpu, usd in (parse_price(o) for o in items):
+        if out.get(gpu, usd) != usd:
+            raise InputError(f"--price gives {gpu} two prices ({out[gpu]:g} and {usd:g} USD "
+                             "per GPU-hour); keep one")
+        out[gpu] = usd
+    return out
 
 
 def price_table(provider: str | None = None, *, prices_file: Path | None = None,
@@ -164,7 +180,7 @@ def price_table(provider: str | None = None, *, prices_file: Path | None = None,
         raise InputError(f"unknown --provider {name!r}: choose one of {', '.join(known)}")
     chosen = [r for r in rows if r.provider == name]
     day = (today or dt.date.today()).isoformat()
-    for gpu, usd in (parse_price(o) for o in overrides):
+    for gpu, usd in _overrides(overrides).items():
         chosen = [r for r in chosen if r.gpu != gpu] + [PriceRow(
             gpu=gpu, provider=name, instance=f"{gpu} (--price)", gpus_per_instance=1,
             gpus_per_node=8, usd_per_instance_hour=usd, source_url="--price",

@@ -98,7 +98,7 @@ def disagg_deployment(q: SimulateQuery, spec: ModelSpec, hw: HardwareSpec,
     ``gpu_of`` resolves a GPU name as the page does."""
     from dataclasses import replace
 
-    from kvplan.analysis.disagg.answer import Pool, disagg_given, fleet, xpyd_counts
+    from kvplan.analysis.disagg.answer import Pool, disagg_given, fleet, role_gpu, xpyd_counts
 
     if not disagg_given(q.model_dump()):
         return None
@@ -116,5 +116,6 @@ def disagg_deployment(q: SimulateQuery, spec: ModelSpec, hw: HardwareSpec,
         except InputError as exc:
             raise InputError(str(exc).replace("--tensor-parallel-size", f"--{role}-tp")) from None
         name = getattr(q, f"{role}_gpu")
-        pools.append(Pool(gpu=gpu_of(name) if name else hw, engine=engine, instances=n))
+        gpu = role_gpu(gpu_of, name, role) if name else hw
+        pools.append(Pool(gpu=gpu, engine=engine, instances=n))
     return fleet(spec, pools[0], pools[1], q.kv_link, q.router)

@@ -69,7 +69,7 @@ def read_measurements(path: str | Path, defaults: Defaults | None = None) -> lis
     ``vllm bench serve --save-result`` / ``vllm bench latency --output-json``."""
     p, d = Path(path), defaults or Defaults()
     try:
-        text = input_file.read_text(p)
+        text = input_file.read_text(p, "utf-8-sig")
     except OSError as exc:
         raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
     if p.suffix.lower() == ".csv":
@@ -117,6 +117,8 @@ def _line_of(text: str, row: Any, index: int) -> int:
 def _from_csv(text: str, file: str, d: Defaults) -> list[Measurement]:
     reader = csv.DictReader(text.splitlines())
     try:
+        if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
+            raise TraceError(f"{file}:1: the header names column '{twice}' twice; keep one")
         return _csv_points(reader, file, d)
     except csv.Error as exc:  # a field over csv's 131,072-character limit
         raise TraceError(f"{file}:{reader.line_num + 1}: not a readable CSV row ({exc})") \

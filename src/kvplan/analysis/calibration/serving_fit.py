@@ -78,7 +78,7 @@ def is_serving_file(path: str | Path) -> bool:
     """A `vllm bench serve` result JSON, or a CSV with a concurrency / rate column."""
     p = Path(path)
     try:
-        text = input_file.read_text(p)
+        text = input_file.read_text(p, "utf-8-sig")
     except OSError:
         return False  # read_measurements then says why
     if p.suffix.lower() == ".csv":
@@ -95,7 +95,7 @@ def is_serving_file(path: str | Path) -> bool:
 def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
     p = Path(path)
     try:
-        text = input_file.read_text(p)
+        text = input_file.read_text(p, "utf-8-sig")
     except OSError as exc:
         raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
     if p.suffix.lower() != ".csv":
@@ -105,6 +105,8 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
             raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     reader = csv.DictReader(text.splitlines())
     try:
+        if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
+            raise TraceError(f"{p}:1: the header names column '{twice}' twice; keep one")
         return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
                      f"{p}:{reader.line_num}", d, f"{p.name}:{reader.line_num}")
                 for row in reader]

@@ -62,6 +62,18 @@ def xpyd_counts(text: str | None, x: int | None = None, y: int | None = None
     return x, y
 
 
+def role_gpu(load: Any, name: str, role: str) -> HardwareSpec:
+    """--prefill-gpu / --decode-gpu NAME through ``load`` (the CLI's load_gpu, the web's
+    resolve_gpu); a refusal leads with its flag (the web page shows it by that field)."""
+    from kvplan.errors import KvplanError, located
+
+    try:
+        gpu: HardwareSpec = load(name)
+    except KvplanError as exc:
+        raise InputError(located(f"--{role}-gpu", exc)) from None
+    return gpu
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pool:
     """One role's GPU, engine flags (its TP included) and instance count."""

@@ -51,6 +51,16 @@ def _engine(field: str, parse: FlagParser) -> Callable[[str], Any]:
     return lambda x: parse(field, x)
 
 
+def _max_model_len(text: str, parse: FlagParser) -> Any:
+    """--max-model-len (one value, not a list): refused in the CLI's words, flag first."""
+    try:
+        return parse("max_model_len", text)
+    except InputError:
+        raise
+    except (ValueError, KeyError) as exc:
+        raise InputError(f"--max-model-len {exc}") from None
+
+
 def _or_default(field: str, parse: FlagParser) -> Callable[[str], Any]:
     one = _engine(field, parse)
     return lambda x: None if x.lower() == "default" else one(x)
@@ -126,8 +136,8 @@ def plan_kwargs(a: dict[str, Any], parse_flag: FlagParser | None = None) -> dict
     parse = parse_flag or _whole
     return {
         **space_options(a, parse), "gpu_memory_utilization": a["gpu_memory_utilization"],
-        "max_model_len": None if a["max_model_len"] is None else _engine("max_model_len", parse)(
-            a["max_model_len"]),
+        "max_model_len": None if a["max_model_len"] is None else _max_model_len(
+            a["max_model_len"], parse),
         "replicas": replicas_option(a["replicas"]),
         "router": a["router"], "provider": a["provider"], "prices_file": a["prices"],
         "price_overrides": price_overrides(a["price"]), "max_gpus": a["max_gpus"],

@@ -7,7 +7,7 @@ would print a TTFT of 10^297 s).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvplan.errors import ConfigError, KvplanError
@@ -36,3 +36,41 @@ def profile_entries(data: Mapping[str, Any], file: str) -> list[Any]:
     if not isinstance(entries, list):
         raise ConfigError("'profiles' must be a list of profile objects", file=file)
     return entries
+
+
+PRECISIONS = ("float16", "bfloat16", "fp8", "fp4")
+"""The compute precisions a profile is picked by (costs.memory.resolved.precision_of)."""
+_PRECISION_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+
+
+def canonical_entry(entry: Mapping[str, Any], where: str, file: str) -> dict[str, Any]:
+    """ENTRY with its GPU as the catalog spells it (an alias such as H100 ->
+    H100-SXM-80GB; an id outside the catalog, a GPU described in a file, as written) and
+    its precision one of PRECISIONS ('bf16' -> 'bfloat16'): a profile is picked by exact
+    id and precision, so another spelling was silently never used."""
+    from kvplan.specs.hardware import catalog_id
+
+    out = dict(entry)
+    gpu = out.get("gpu", "*")
+    if gpu != "*":
+        out["gpu"] = catalog_id(gpu) or gpu
+    precision = out.get("precision", "*")
+    if precision != "*":
+        precision = _PRECISION_ALIASES.get(precision.strip().lower(), precision.strip().lower())
+        if precision not in PRECISIONS:
+            raise ConfigError(f"{where}: precision must be one of {', '.join(PRECISIONS)} "
+                              f"(or '*'), got {out['precision']!r:.40}", file=file)
+        out["precision"] = precision
+    return out
+
+
+def check_unique(entries: Sequence[Any], file: str) -> None:
+    """One profile per (GPU, precision): with two, the first was used and the second
+    silently ignored."""
+    seen: dict[tuple[str, str], int] = {}
+    for i, p in enumerate(entries):
+        key = (p.gpu.lower(), p.precision)
+        if key in seen:
+            raise ConfigError(f"profiles[{i}] repeats profiles[{seen[key]}] ({p.gpu}, "
+                              f"{p.precision}); keep one of them", file=file)
+        seen[key] = i

@@ -13,7 +13,12 @@ from kvplan import input_file, jsonread
 from kvplan.atomic_file import atomic_write
 from kvplan.costs.step.constants import compute_precision
 from kvplan.costs.step.profile import Profile
-from kvplan.costs.step.profile_checks import check_profile_entry, profile_entries
+from kvplan.costs.step.profile_checks import (
+    canonical_entry,
+    check_profile_entry,
+    check_unique,
+    profile_entries,
+)
 from kvplan.errors import ConfigError, KvplanError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
@@ -72,13 +77,15 @@ def profiles_from_dict(data: Any, *, file: str) -> ProfileSet:
         if not isinstance(entry, Mapping) or set(entry) - names:
             raise ConfigError(f"{where} must be an object with keys {sorted(names)}", file=file)
         check_profile_entry(entry, where, file)
+        entry = canonical_entry(entry, where, file)
         try:
             return Profile(**entry)
         except (TypeError, KvplanError) as exc:
             raise ConfigError(f"{where}: {exc}", file=file) from None
 
-    entries = profile_entries(data, file)
-    return ProfileSet(profiles=tuple(one(e, f"profiles[{i}]") for i, e in enumerate(entries)),
+    profiles = tuple(one(e, f"profiles[{i}]") for i, e in enumerate(profile_entries(data, file)))
+    check_unique(profiles, file)
+    return ProfileSet(profiles=profiles,
                       default=one(data.get("default") or {}, "default"),
                       fitted_on=str(data.get("fitted_on", "")))
 

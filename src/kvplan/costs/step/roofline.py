@@ -141,7 +141,8 @@ class StepCostModel:
         self.profile = profile
         peak = hardware.peak_flops_for(self.constants.compute_precision)
         if peak <= 0 or hardware.mem_bw_bytes_per_s <= 0:
-            raise InputError(f"GPU {hardware.id} has no peak FLOP/s or bandwidth figure")
+            raise InputError(f"GPU {hardware.id} has no peak {self.constants.compute_precision}"
+                             " FLOP/s: give bf16_tflops_dense in its --gpu file")
         self._flops_rate = peak * self.profile.compute_eff
         self._bw = hardware.mem_bw_bytes_per_s * self.profile.bandwidth_eff
         link = hardware.interconnect_bytes_per_s / 2 or FALLBACK_LINK_BYTES_PER_S

@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvplan.analysis.metrics import Metrics
 
+CLI_PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+"""`kvplan simulate`'s default --percentile-metrics (vLLM's ttft,tpot,itl plus e2el): what the
+notebook and the HTML report show of a run, as the CLI prints it (docs/metrics.md)."""
+
 
 def metrics_table(m: Metrics, header: dict[str, Any], *, kv_rows: bool = True) -> Any:
     """The table (a rich Table); ``header``: model_id, gpu, dataset, num_prompts;

@@ -88,11 +88,12 @@ def _plan(p: Any) -> str:
 
 def _serving(run: Any) -> str:
     from kvplan.analysis.metrics import compute_metrics
-    from kvplan.report.views.metrics import metrics_table
+    from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS, metrics_table
 
     header = {"model_id": run.model.name, "gpu": run.hardware.id,
               "dataset": run.workload.name, "num_prompts": len(run.workload)}
-    return _export([metrics_table(compute_metrics(run.result), header)])
+    m = compute_metrics(run.result, percentile_metrics=CLI_PERCENTILE_METRICS)
+    return _export([metrics_table(m, header)])
 
 
 def _latency(r: Any) -> str:

@@ -53,6 +53,8 @@ def _check_random_total(a: Any) -> None:
     """A random workload's tokens in all: each costs simulator time (~2.5 s per 10^8)."""
     if a.trace is not None or (a.dataset or "random") != "random":
         return
+    if not 0.0 <= a.random_range_ratio < 1.0:
+        return  # the ratio's own range check names --random-range-ratio
     n = a.num_prompts or DEFAULT_PROMPTS
     each = a.random_prefix_len + (a.random_input_len + a.random_output_len) * (
         1 + a.random_range_ratio)

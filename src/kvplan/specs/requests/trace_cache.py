@@ -25,7 +25,7 @@ from kvplan.errors import TraceError
 from kvplan.raw_arrays import cache_root
 from kvplan.specs.requests.trace_csv import Trace, TraceFormat, read_csv_trace
 
-_VERSION = b"kvplan-trace-cache-1"
+_VERSION = b"kvplan-trace-cache-2"  # 2: a duplicated column in use is refused
 
 
 def cache_dir() -> Path:

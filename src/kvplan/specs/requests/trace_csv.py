@@ -85,6 +85,12 @@ class _Table:
                 f"{self.path}, line 1: no column '{column}' for the {role}; "
                 f"the header has {', '.join(self.header) or 'nothing'}"
             )
+        if self.header.count(column) > 1:
+            raise TraceError(
+                f"{self.path}, line 1: the header names column '{column}' "
+                f"{self.header.count(column)} times; rename the others so the {role} are "
+                "read from one column"
+            )
         return self.header.index(column)
 
 
@@ -140,11 +146,26 @@ def read_csv_trace(path: Path, fmt: TraceFormat | None, name: str,
 def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
     for fmt in known:
         if fmt.input in table.header and fmt.output in table.header:
-            return fmt
+            return _whole_layout(table, fmt)
     raise TraceError(
         f"{table.path}, line 1: unknown trace layout; say which columns to use, e.g. "
         "--trace-columns arrival=COL,input=COL,output=COL"
     )
+
+def _whole_layout(table: _Table, fmt: TraceFormat) -> TraceFormat:
+    """FMT when the header has its arrival and hash columns too; else one line saying which
+    is missing and the --trace-columns that reads the columns the file has."""
+    missing = [c for c in (fmt.arrival, fmt.hashes) if c and c not in table.header]
+    if not missing:
+        return fmt
+    spec = [f"input={fmt.input}", f"output={fmt.output}"]
+    if fmt.arrival and fmt.arrival in table.header:
+        spec[:0] = [f"arrival={fmt.arrival}", f"arrival_unit={fmt.arrival_unit}"]
+    raise TraceError(
+        f"{table.path}, line 1: the header has {fmt.input} and {fmt.output} but no "
+        f"'{missing[0]}' column; to read it without, give --trace-columns {','.join(spec)}"
+    )
+
 
 def _readonly(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import TraceError, UnknownNameError
+from kvplan.limits import MAX_TOKENS
 from kvplan.specs.requests.trace_csv import ARRIVAL_UNITS, ArrivalUnit, Trace, TraceFormat
 
 __all__ = ["BUNDLED_TRACES", "ArrivalUnit", "BundledTrace", "Trace", "TraceFormat",
@@ -197,6 +198,8 @@ def _format_from_pairs(pairs: dict[str, str]) -> TraceFormat:
 def _block_tokens(pairs: dict[str, str]) -> int:
     default = "512" if "hashes" in pairs else "0"
     text = pairs.get("hash_block_tokens", default)
-    if not text.isdigit():
-        raise TraceError(f"--trace-columns: hash_block_tokens must be a whole number, not {text!r}")
-    return int(text)
+    hashed = "hashes" in pairs
+    if not text.isdecimal() or (hashed and not 1 <= int(text) <= MAX_TOKENS):
+        raise TraceError(f"--trace-columns: hash_block_tokens must be a whole number of "
+                         f"tokens in [1, {MAX_TOKENS:,}], not {text[:40]!r}")
+    return int(text) if hashed else 0
