@@ -258,3 +258,17 @@ def experts_touched(miss: float, tokens: Any) -> Any:
     independently: 1 - (1 - k/E)^T, with ``miss`` = 1 - k/E (the roofline's weight bytes and
     the measured tables' routing share both count experts so)."""
     return 1.0 - np.power(miss, tokens)
+
+
+def routed_share(tokens: Any, experts: int, topk: int) -> Any:
+    """Distinct experts ``tokens`` tokens touch under random routing, E (1 - (1 - k/E)^T),
+    over those the tables' balanced routing touches, min(E, T k). aiconfigurator's collector
+    spreads each step's T k routed rows over as many experts as it can (``balanced_logits``),
+    so its small-batch rows read min(E, T k) experts' weights; independent top-k picks repeat
+    experts: 16 tokens of Qwen3-30B-A3B (E 128, top-8) touch 82.4 experts, not 128. A decode
+    step's MoE reads weights (it turns compute-bound only at hundreds of tokens per expert,
+    where both counts are E), so its time scales with the experts it touches. Applied to
+    balanced tables only (A100's power-law rows route otherwise)."""
+    t = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
+    touched = experts_touched(1.0 - topk / experts, t)
+    return touched / np.minimum(1.0, t * topk / experts)

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
-import numpy.typing as npt
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.memory.weight_formats import FP8_BLOCK
 from kvplan.costs.step.batch import FloatArray, IntArray
-from kvplan.costs.step.constants import experts_touched
+from kvplan.costs.step.constants import routed_share
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.gdn_rates import GdnRates, gdn_rates, gdn_sequence_s
 from kvplan.costs.step.ops import AttentionOp, GemmOp, MoeOp, StageOps
@@ -199,23 +198,18 @@ def _attention_rates(ops: StageOps, gpu: str, mla_gemm_dtype: str, kv_dtype: str
 
 def moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
     """One MoE layer's expert GEMMs for steps of ``m`` tokens per DP rank: the experts see
-    every DP rank's tokens (``token_scale``), and the busiest GPU ``imbalance`` x the mean.
-    Never less at T tokens than at any T' < T (the running maximum over 1..T): a step's
-    tokens include any smaller step's, so its experts cannot run faster (the routing share
-    below scales the whole table row, its fixed cost too, and alone is not monotone:
-    gpt-oss-20b at TP8 on H100 priced 34.4 us at 8 tokens against 39.2 us at 1)."""
+    every DP rank's tokens (``token_scale``), and the busiest GPU ``imbalance`` x the mean;
+    the running maximum over 1..T (the routing share scales a row's fixed cost too, so alone
+    it priced gpt-oss-20b TP8 on H100 at 34.4 us for 8 tokens, 39.2 us for 1)."""
     m = np.asarray(m, dtype=np.int64)
-    line = _moe_line(gpu, e, max(int(m.max(initial=1)), 1), gemm_dtype)
-    out: FloatArray = line[np.maximum(m, 1) - 1]
+    out: FloatArray = _moe_line(gpu, e, int(m.max(initial=1)), gemm_dtype)[np.maximum(m, 1) - 1]
     return out
 
 
 @lru_cache(maxsize=64)
 def _moe_line(gpu: str, e: MoeOp, top: int, gemm_dtype: str) -> FloatArray:
-    """``moe_times`` at T = 1..top (index T - 1), as its running maximum. Not to be written."""
-    line = np.maximum.accumulate(_moe_raw(gpu, e, np.arange(1, top + 1, dtype=np.int64),
-                                          gemm_dtype))
-    line.setflags(write=False)
+    line = np.maximum.accumulate(_moe_raw(gpu, e, np.arange(1, top + 1), gemm_dtype))
+    line.setflags(write=False)  # cached: not to be written
     return line
 
 
@@ -238,20 +232,6 @@ def _moe_raw(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
     if e.dispatched:
         t = t * share
     return t if e.imbalance == 1.0 else t * e.imbalance
-
-
-def routed_share(tokens: npt.ArrayLike, experts: int, topk: int) -> FloatArray:
-    """Distinct experts ``tokens`` tokens touch under random routing, E (1 - (1 - k/E)^T),
-    over those the tables' balanced routing touches, min(E, T k). aiconfigurator's collector
-    spreads each step's T k routed rows over as many experts as it can (``balanced_logits``),
-    so its small-batch rows read min(E, T k) experts' weights; independent top-k picks repeat
-    experts: 16 tokens of Qwen3-30B-A3B (E 128, top-8) touch 82.4 experts, not 128. A decode
-    step's MoE reads weights (it turns compute-bound only at hundreds of tokens per expert,
-    where both counts are E), so its time scales with the experts it touches. Applied to
-    balanced tables only (A100's power-law rows route otherwise)."""
-    t = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
-    touched: FloatArray = experts_touched(1.0 - topk / experts, t)
-    return touched / np.minimum(1.0, t * topk / experts)
 
 
 def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
