@@ -33,8 +33,25 @@ def test_heads_that_do_not_split_fall_back_to_other_levers() -> None:
     # Falcon-7B has 71 heads: no TP degree divides them; its ~13.4 GiB of bf16 weights exceed
     # half an L4, so fp8 weights or a higher utilization are the levers that fit
     msg = _error("tiiuae/falcon-7b", "L4", gpu_memory_utilization=0.5)
-    assert "--quantization fp8" in msg and "--gpu-memory-utilization 0.95" in msg
+    assert "--quantization fp8" in msg and "--gpu-memory-utilization 0.62" in msg
     assert "--tensor-parallel-size" not in msg
+
+
+@pytest.mark.parametrize(("model", "gpu", "given", "least"), [
+    # Llama-3.1-8B on H100 (79.18 GiB as CUDA counts it): at 0.45 one 131,072-token request
+    # (16 GiB of KV) does not fit (15.74 GiB left), at 0.46 it does (0.01 x 79.18 = 0.79 GiB more)
+    ("meta-llama/Llama-3.1-8B", "H100", 0.1, 0.46),
+    ("tiiuae/falcon-7b", "L4", 0.5, 0.62),
+])
+def test_utilization_lever_is_the_least_that_fits(model: str, gpu: str, given: float,
+                                                  least: float) -> None:
+    # it said 0.95, true but not what a user needs to know: the least value that fits
+    msg = _error(model, gpu, gpu_memory_utilization=given)
+    assert f"--gpu-memory-utilization {least:.2f}" in msg
+    plan_memory(load_model(model), load_gpu(gpu), EngineConfig(gpu_memory_utilization=least))
+    with pytest.raises(DoesNotFitError):
+        plan_memory(load_model(model), load_gpu(gpu),
+                    EngineConfig(gpu_memory_utilization=round(least - 0.01, 2)))
 
 
 def test_cuda_visible_totals_from_vllm_logs() -> None:

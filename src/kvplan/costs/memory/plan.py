@@ -17,6 +17,7 @@ and the state page is padded up to the attention page.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -305,7 +306,8 @@ MAX_TP_TRIED = 64
 def _levers(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> str:
     """Which single change makes it fit, each one computed; else the smallest combination."""
     singles = _single_levers(model, engine)
-    fits = [label for label, e in singles if _fits(model, hw, e)]
+    fits = [_least_utilization(model, hw, engine) or label if label.startswith(_UTIL) else label
+            for label, e in singles if _fits(model, hw, e)]
     tp = _smallest_fitting_tp(model, hw, engine)
     if tp is not None:
         fits.append(f"--tensor-parallel-size {tp}")
@@ -330,6 +332,22 @@ def _single_levers(model: ModelSpec, engine: EngineConfig) -> list[tuple[str, En
             ("--gpu-memory-utilization 0.95", replace(engine, gpu_memory_utilization=0.95))
         )
     return options
+
+
+_UTIL = "--gpu-memory-utilization"
+
+
+def _least_utilization(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> str | None:
+    """The smallest --gpu-memory-utilization in hundredths (above the given one, at most
+    0.95) with which it fits; None if 0.95 does not fit either (callers check that first)."""
+    lo, hi = math.floor(engine.gpu_memory_utilization * 100 + 1e-9) + 1, 95
+    while lo < hi:  # fitting grows with the utilization: the least hundredth that fits
+        mid = (lo + hi) // 2
+        if _fits(model, hw, replace(engine, gpu_memory_utilization=mid / 100)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return f"{_UTIL} {lo / 100:.2f}" if lo <= 95 else None
 
 
 def _smallest_fitting_tp(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> int | None:
