@@ -80,7 +80,7 @@ def whole(value: Any, name: str) -> int:
     InputError names the field otherwise (infinity, 2.5, 'two', true)."""
     if isinstance(value, str):
         text = value.strip()
-        if text.lstrip("-").isdigit():
+        if text.lstrip("-").isascii() and text.lstrip("-").isdigit():
             return int(text)
         with contextlib.suppress(ValueError):
             value = float(text)

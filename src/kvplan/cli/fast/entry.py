@@ -81,11 +81,21 @@ def main() -> None:
     ``simulate``): typer's commands and a simulation's metrics run with it on again
     (``gc_pause``), and it is restored however main ends (tests call main in-process)."""
     os.environ.setdefault(BLAS_THREADS, "1")  # before numpy is imported (cli.app.BLAS_THREADS)
+    _drop_unreadable_sizes()
     gc_pause.pause()
     try:
         _dispatch(sys.argv[1:])
     finally:
         gc_pause.restore()
+
+
+def _drop_unreadable_sizes() -> None:
+    """A COLUMNS or LINES that is not a number is ignored, as rich ignores 'abc': one of
+    other digits ('²', which str.isdigit accepts and int refuses) crashed rich's Console."""
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and not (value.isascii() and value.isdigit()):
+            del os.environ[name]
 
 
 def _dispatch(args: list[str]) -> None:

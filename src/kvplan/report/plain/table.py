@@ -41,7 +41,7 @@ def plain_width() -> int | None:
     columns = os.environ.get("COLUMNS")
     if columns is None:
         return PIPE_WIDTH
-    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+    return int(columns) if columns.isascii() and columns.isdigit() and int(columns) > 0 else None
 
 
 def plain_text(text: str) -> bool:
