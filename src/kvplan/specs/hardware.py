@@ -172,6 +172,11 @@ def _check_gpu_numbers(entry: dict[str, Any], file: str) -> None:
             check_number(key, _number_text(value), low, high)
         except KvplanError as exc:
             raise ConfigError(str(exc), field=key, file=file) from None
+    if entry.get("node_gpus") and float(_number_text(entry["node_gpus"])) % 1:
+        raise ConfigError("must be a whole number of GPUs", field="node_gpus", file=file)
+    for key in ("id", "arch", "interconnect", "vendor", "source"):
+        if isinstance(entry.get(key), (list, dict, bool)) or entry.get(key) == "":
+            raise ConfigError("must be a name (text)", field=key, file=file)
 
 
 def _number_text(value: Any) -> Any:
