@@ -1,0 +1,118 @@
+"""Which cache each layer holds (full, sliding, MLA, linear attention, Mamba, none), read from
+a config.json the way each family's transformers config class and vLLM model file read it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from kvplan.errors import ConfigError
+from kvplan.specs.model import LayerKind
+
+
+class Fields(Protocol):
+    """What is read off a config (``hf_config._Fields``)."""
+
+    cfg: Mapping[str, Any]
+    file: str
+
+    def has(self, key: str) -> bool: ...
+
+    def get(self, key: str, fallback: Any = None) -> Any: ...
+
+    def integer(self, *keys: str, required: bool = True, default: int | None = None) -> int: ...
+
+
+_UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
+                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm", "attn_type_list")
+"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2, Granite-4.0-H,
+MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention."""
+
+
+def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
+    """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
+    kinds = _read_layer_kinds(f, layers, model_type, is_mla)
+    unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
+    if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
+        raise ConfigError(
+            f"has Mamba / linear-attention layers laid out by {', '.join(unread)} "
+            f"(model_type {model_type!r}), which kvplan does not read: it would price every "
+            "layer as full attention; kvplan models hybrids that list layer_types, "
+            "hybrid_override_pattern or full_attention_interval",
+            field=unread[0], file=f.file)
+    return kinds
+
+
+def _read_layer_kinds(f: Fields, layers: int, model_type: str,
+                      is_mla: bool) -> tuple[LayerKind, ...]:
+    """Per-layer attention kind, from the family's own way of saying it."""
+    if is_mla:
+        return _uniform("mla", layers)
+    if f.has("layer_types"):
+        return _from_layer_types(f, layers)
+    if f.has("hybrid_override_pattern"):
+        return _from_hybrid_pattern(f, layers)
+    if f.has("full_attention_interval"):
+        every = f.integer("full_attention_interval")
+        kinds: list[LayerKind] = [
+            "full" if (i + 1) % every == 0 else "linear_attention" for i in range(layers)
+        ]
+        return tuple(kinds)
+    return _from_sliding_fields(f, layers, model_type)
+
+
+def _from_layer_types(f: Fields, layers: int) -> tuple[LayerKind, ...]:
+    mapping: dict[str, LayerKind] = {
+        "full_attention": "full",
+        "sliding_attention": "sliding",
+        "linear_attention": "linear_attention",
+        "attention": "full",
+        "mamba": "mamba",
+    }
+    types = f.get("layer_types")
+    if not isinstance(types, list) or len(types) != layers or any(
+        not isinstance(t, str) or t not in mapping for t in types
+    ):
+        raise ConfigError(
+            f"must list one of {sorted(mapping)} per layer ({layers} layers)",
+            field="layer_types",
+            file=f.file,
+        )
+    return tuple(mapping[t] for t in types)
+
+
+def _from_hybrid_pattern(f: Fields, layers: int) -> tuple[LayerKind, ...]:
+    mapping: dict[str, LayerKind] = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
+    pattern = str(f.get("hybrid_override_pattern"))
+    if len(pattern) != layers or any(c not in mapping for c in pattern):
+        raise ConfigError(
+            f"must have one of M, *, -, E per layer ({layers} layers), "
+            f"got {len(pattern)} characters",
+            field="hybrid_override_pattern",
+            file=f.file,
+        )
+    return tuple(mapping[c] for c in pattern)
+
+
+def _from_sliding_fields(f: Fields, layers: int, model_type: str) -> tuple[LayerKind, ...]:
+    if model_type == "gemma2":
+        alternating: list[LayerKind] = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
+        return tuple(alternating)
+    if model_type in ("gemma3_text", "gemma3"):
+        every = f.integer("sliding_window_pattern")
+        pattern: list[LayerKind] = [
+            "full" if (i + 1) % every == 0 else "sliding" for i in range(layers)
+        ]
+        return tuple(pattern)
+    window = f.cfg.get("sliding_window")
+    uses = f.cfg.get("use_sliding_window", True)
+    if window and uses:
+        window = f.integer("sliding_window")
+    if window and uses and window < f.integer("max_position_embeddings", default=2**31 - 1):
+        return _uniform("sliding", layers)
+    return _uniform("full", layers)
+
+
+def _uniform(kind: LayerKind, layers: int) -> tuple[LayerKind, ...]:
+    return tuple(kind for _ in range(layers))
+
