@@ -37,7 +37,7 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "head_dim": 256,
         "hidden_activation": "gelu_pytorch_tanh",
     },
-    "gemma2": {"tie_word_embeddings": True, "head_dim": 256},
+    "gemma2": {"tie_word_embeddings": True, "head_dim": 256, "sliding_window": 4096},
     "gemma": {"tie_word_embeddings": True},
     "deepseek_v2": {"vocab_size": 102400, "v_head_dim": 128, "max_position_embeddings": 2048},
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},

@@ -94,16 +94,24 @@ def _from_hybrid_pattern(f: Fields, layers: int) -> tuple[LayerKind, ...]:
     return tuple(mapping[c] for c in pattern)
 
 
+_INTERLEAVED: dict[str, tuple[int, bool]] = {
+    "gemma2": (2, False), "gpt_oss": (2, False), "olmo3": (4, False),
+    "gemma3": (6, True), "gemma3_text": (6, True), "cohere2": (4, True), "exaone4": (4, True),
+}
+"""Families whose transformers config class builds ``layer_types`` when config.json lists none:
+every Nth layer global, the others sliding (``(i + 1) % N``), N read from
+``sliding_window_pattern`` where the class reads it (True) else fixed. vLLM's model files
+(gemma2/gemma3/gpt_oss/commandr/exaone4/olmo2.py) give each layer the window its type says."""
+
+
 def _from_sliding_fields(f: Fields, layers: int, model_type: str) -> tuple[LayerKind, ...]:
-    if model_type == "gemma2":
-        alternating: list[LayerKind] = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
-        return tuple(alternating)
-    if model_type in ("gemma3_text", "gemma3"):
-        every = f.integer("sliding_window_pattern")
-        pattern: list[LayerKind] = [
-            "full" if (i + 1) % every == 0 else "sliding" for i in range(layers)
-        ]
-        return tuple(pattern)
+    if model_type in _INTERLEAVED:
+        every, reads_pattern = _INTERLEAVED[model_type]
+        if reads_pattern:
+            every = f.integer("sliding_window_pattern", default=every)
+        if f.get("sliding_window") is None:  # vLLM: per-layer window None = full attention
+            return _uniform("full", layers)
+        return tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(layers))
     window = f.cfg.get("sliding_window")
     uses = f.cfg.get("use_sliding_window", True)
     if window and uses:

@@ -1,0 +1,65 @@
+"""hunt9-attn: per-layer cache specs and bytes per token, checked against vLLM 0.11.0's source
+(the vllm-0.11.0 wheel from PyPI: v1/kv_cache_interface.py, v1/core/kv_cache_utils.py,
+model_executor/models/*.py) and transformers 4.57.0's config classes (which vLLM reads)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.costs.memory.plan import plan_memory
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.hf_config import parse_config
+from kvplan.specs.kv import kv_spec
+from kvplan.specs.serving import EngineConfig
+from kvplan.units import GiB
+
+
+def _kinds(cfg: dict[str, Any]) -> list[tuple[str, int]]:
+    kv = kv_spec(parse_config(cfg, name="t", file="test"))
+    return [(g.spec.kind, g.num_layers) for g in kv.groups]
+
+
+# ------------------------------------------- interleaved families without layer_types
+
+# CohereForAI/c4ai-command-r7b-12-2024 config.json (fields as published on the Hub, recalled;
+# transformers 4.48 wrote sliding_window_pattern, no layer_types).
+COMMAND_R7B: dict[str, Any] = {
+    "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "head_dim": 128,
+    "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 132000,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "sliding_window": 4096, "sliding_window_pattern": 4, "torch_dtype": "bfloat16",
+    "vocab_size": 256000, "use_embedding_sharing": True,
+}
+
+
+def test_command_r7b_every_fourth_layer_is_global() -> None:
+    """transformers Cohere2Config builds layer_types `sliding if (i + 1) % 4 else full` and
+    vLLM commandr.py gives only "sliding_attention" layers the window: 24 sliding + 8 full.
+    kvplan read sliding_window alone and made all 32 layers sliding."""
+    assert _kinds(COMMAND_R7B) == [("sliding", 24), ("full", 8)]
+
+
+def test_command_r7b_capacity_four_groups() -> None:
+    """20 GiB of KV memory on an H100, max_model_len 132,000, 8,192 batched tokens.
+    page = 16 x 8 x 128 x 2 x 2 = 65,536 B; groups of 8 layers: 3 sliding + 1 full;
+    num_blocks = 20 GiB // 65,536 // 8 = 40,960; tokens = 40,960 // 4 x 16 = 163,840;
+    pages/request = 3 x (cdiv(4095 + 8192, 16) + 1) + cdiv(132000, 16) = 3 x 769 + 8,250 =
+    10,557; concurrency = 40,960 / 10,557 = 3.88x (kvplan said 13.32x: all sliding)."""
+    p = plan_memory(parse_config(COMMAND_R7B, name="t", file="test"), load_gpu("H100"),
+                    EngineConfig(kv_cache_memory_bytes=20 * GiB))
+    assert (p.num_blocks, p.kv_cache_tokens, p.pages_per_request) == (40_960, 163_840, 10_557)
+    assert round(p.max_concurrency, 2) == 3.88
+
+
+def test_gpt_oss_without_layer_types_alternates() -> None:
+    """GptOssConfig's default layer_types alternate sliding / full from layer 0."""
+    cfg = {"model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+           "sliding_window": 128, "vocab_size": 201088, "max_position_embeddings": 131072}
+    assert _kinds(cfg) == [("sliding", 12), ("full", 12)]
+
+
+def test_cohere2_without_window_is_full() -> None:
+    """sliding_window null: vLLM passes per_layer_sliding_window=None, full attention."""
+    cfg = {**COMMAND_R7B, "sliding_window": None}
+    assert _kinds(cfg) == [("full", 32)]
