@@ -63,3 +63,35 @@ def test_cohere2_without_window_is_full() -> None:
     """sliding_window null: vLLM passes per_layer_sliding_window=None, full attention."""
     cfg = {**COMMAND_R7B, "sliding_window": None}
     assert _kinds(cfg) == [("full", 32)]
+
+
+# ------------------------------------------- model-wide sliding_window: Qwen's flag, long windows
+
+QWEN2_7B: dict[str, Any] = {
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+    "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+    "intermediate_size": 18944, "vocab_size": 152064, "max_position_embeddings": 32768,
+    "sliding_window": 4096, "max_window_layers": 28, "torch_dtype": "bfloat16",
+}
+
+
+def test_qwen2_window_without_use_sliding_window_is_off() -> None:
+    """transformers Qwen2Config: use_sliding_window defaults to False and then
+    `self.sliding_window = sliding_window if self.use_sliding_window else None`; vLLM's
+    cache_config.sliding_window is that None, so every layer is full attention. kvplan
+    defaulted the flag to true: 28 sliding layers of window 4096."""
+    assert _kinds(QWEN2_7B) == [("full", 28)]
+    assert _kinds({**QWEN2_7B, "use_sliding_window": True}) == [("sliding", 28)]
+    assert _kinds({**QWEN2_7B, "use_sliding_window": True, "max_window_layers": 0}) == [
+        ("sliding", 28)]
+
+
+def test_qwen2_partial_sliding_is_refused_as_vllm_refuses() -> None:
+    """max_window_layers 20 of 28 layers: layer_types mixes full and sliding, and vLLM 0.11
+    qwen2.py asserts max_window_layers == num_hidden_layers."""
+    import pytest
+
+    from kvplan.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_window_layers"):
+        _kinds({**QWEN2_7B, "use_sliding_window": True, "max_window_layers": 20})

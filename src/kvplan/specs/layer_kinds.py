@@ -112,13 +112,29 @@ def _from_sliding_fields(f: Fields, layers: int, model_type: str) -> tuple[Layer
         if f.get("sliding_window") is None:  # vLLM: per-layer window None = full attention
             return _uniform("full", layers)
         return tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(layers))
-    window = f.cfg.get("sliding_window")
-    uses = f.cfg.get("use_sliding_window", True)
-    if window and uses:
-        window = f.integer("sliding_window")
-    if window and uses and window < f.integer("max_position_embeddings", default=2**31 - 1):
+    if f.cfg.get("sliding_window") and _uses_window(f, layers, model_type) and f.integer(
+            "sliding_window") < f.integer("max_position_embeddings", default=2**31 - 1):
         return _uniform("sliding", layers)
     return _uniform("full", layers)
+
+
+def _uses_window(f: Fields, layers: int, model_type: str) -> bool:
+    """Whether a model-wide sliding_window is in force. The Qwen config classes drop it unless
+    use_sliding_window (default false) is true, and vLLM's qwen2.py refuses the mixed layout
+    max_window_layers makes when 0 < it < layers."""
+    if not model_type.startswith(("qwen2", "qwen3")):
+        return True
+    if not f.cfg.get("use_sliding_window", False):
+        return False
+    full = 0 if f.cfg.get("max_window_layers") == 0 else f.integer(
+        "max_window_layers", default=28)  # Qwen2Config's default
+    if 0 < full < layers:
+        raise ConfigError(
+            f"use_sliding_window with max_window_layers {full} < {layers} layers makes only "
+            "some layers sliding, which vLLM refuses ('Sliding window for some but all layers "
+            "is not supported'); set max_window_layers to 0 or to num_hidden_layers",
+            field="max_window_layers", file=f.file)
+    return True
 
 
 def _uniform(kind: LayerKind, layers: int) -> tuple[LayerKind, ...]:
