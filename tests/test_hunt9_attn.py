@@ -95,3 +95,27 @@ def test_qwen2_partial_sliding_is_refused_as_vllm_refuses() -> None:
 
     with pytest.raises(ConfigError, match="max_window_layers"):
         _kinds({**QWEN2_7B, "use_sliding_window": True, "max_window_layers": 20})
+
+
+def test_window_as_long_as_the_context_is_still_sliding() -> None:
+    """microsoft/Phi-3-mini-128k-instruct: sliding_window 262,144 > max_position_embeddings
+    131,072 (longrope: not scaled). vLLM makes every layer a SlidingWindowSpec(262144), whose
+    request needs cdiv(min(262,143 + 8,192, 131,072), 16) + 1 = 8,193 pages, not 8,192.
+    page = 16 x 32 x 96 x 2 x 2 = 196,608 B; one request needs 32 x 8,193 x 196,608 =
+    51,545,899,008 B (48.01 GiB), so with --kv-cache-memory 48GiB vLLM refuses to start;
+    kvplan (full attention: 32 x 8,192 x 196,608 = exactly 48 GiB) said it fits."""
+    cfg = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+           "intermediate_size": 8192, "vocab_size": 32064, "max_position_embeddings": 131072,
+           "original_max_position_embeddings": 4096, "sliding_window": 262144,
+           "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
+           "torch_dtype": "bfloat16"}
+    assert _kinds(cfg) == [("sliding", 32)]
+    import pytest
+
+    from kvplan.errors import DoesNotFitError
+
+    with pytest.raises(DoesNotFitError) as err:
+        plan_memory(parse_config(cfg, name="t", file="test"), load_gpu("H100"),
+                    EngineConfig(kv_cache_memory_bytes=48 * GiB))
+    assert err.value.needed_bytes == 51_545_899_008

@@ -112,16 +112,18 @@ def _from_sliding_fields(f: Fields, layers: int, model_type: str) -> tuple[Layer
         if f.get("sliding_window") is None:  # vLLM: per-layer window None = full attention
             return _uniform("full", layers)
         return tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(layers))
-    if f.cfg.get("sliding_window") and _uses_window(f, layers, model_type) and f.integer(
-            "sliding_window") < f.integer("max_position_embeddings", default=2**31 - 1):
+    if f.cfg.get("sliding_window") and _uses_window(f, layers, model_type):
+        f.integer("sliding_window")  # checked: a whole positive number
         return _uniform("sliding", layers)
     return _uniform("full", layers)
 
 
 def _uses_window(f: Fields, layers: int, model_type: str) -> bool:
-    """Whether a model-wide sliding_window is in force. The Qwen config classes drop it unless
-    use_sliding_window (default false) is true, and vLLM's qwen2.py refuses the mixed layout
-    max_window_layers makes when 0 < it < layers."""
+    """Whether a model-wide sliding_window is in force. vLLM gives every layer of a model that
+    is not interleaved the config's window, one longer than the context included (still a
+    SlidingWindowSpec: one page more per request than full attention). The Qwen config classes
+    drop it unless use_sliding_window (default false) is true, and vLLM's qwen2.py refuses the
+    mixed layout max_window_layers makes when 0 < it < layers."""
     if not model_type.startswith(("qwen2", "qwen3")):
         return True
     if not f.cfg.get("use_sliding_window", False):
