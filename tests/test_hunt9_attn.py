@@ -119,3 +119,54 @@ def test_window_as_long_as_the_context_is_still_sliding() -> None:
         plan_memory(parse_config(cfg, name="t", file="test"), load_gpu("H100"),
                     EngineConfig(kv_cache_memory_bytes=48 * GiB))
     assert err.value.needed_bytes == 51_545_899_008
+
+
+# ------------------------------------------- DeepSeek-V3.2: fp8_ds_mla latent + indexer keys
+
+
+def _deepseek_v32() -> dict[str, Any]:
+    """deepseek-ai/DeepSeek-V3.2-Exp config.json: DeepSeek-V3's fields plus the indexer's
+    (index_head_dim 128, index_n_heads 64, index_topk 2048), model_type deepseek_v32."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
+    cfg = json.loads((path / "deepseek-ai--DeepSeek-V3.json").read_text())
+    return {**cfg, "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
+            "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
+
+
+def test_deepseek_v32_bytes_per_token() -> None:
+    """vLLM 0.11 DeepseekV32ForCausalLM.verify_and_update_config: 'auto' and fp8 ->
+    "fp8_ds_mla", whose MLAAttentionSpec page is block x 656 (512 fp8 + 4 fp32 scales + 64
+    bf16 rope); each layer also caches its indexer key (DeepseekV32IndexerCache:
+    MLAAttentionSpec(num_kv_heads=1, head_size=128 + 128 // 128 x 4 = 132, uint8)).
+    61 x (656 + 132) = 48,068 B/token (kvplan: 61 x 576 x 2 = 70,272 for auto, 35,136 for
+    fp8); bfloat16: 61 x (1,152 + 132) = 78,324."""
+    model = parse_config(_deepseek_v32(), name="t", file="test")
+    assert kv_spec(model).bytes_per_token == 48_068
+    assert kv_spec(model, "fp8").bytes_per_token == 48_068
+    assert kv_spec(model, "bfloat16").bytes_per_token == 78_324
+    assert kv_spec(model).precision.name == "fp8_ds_mla"
+
+
+def test_deepseek_v32_capacity_one_group_blocks_of_64() -> None:
+    """TP 8 on a B200, 20 GiB of KV memory. vLLM: CUTLASS MLA forces 128, then
+    `if use_sparse and cache_config.block_size != 64` forces 64. Latent + indexer specs differ,
+    so one UniformTypeKVCacheSpecs group, page = 61 x 64 x (656 + 132) = 3,076,352 B;
+    num_blocks = 21,474,836,480 // 3,076,352 = 6,980; tokens 6,980 x 64 = 446,720;
+    concurrency 6,980 / cdiv(163,840, 64) = 6,980 / 2,560 = 2.73x."""
+    p = plan_memory(parse_config(_deepseek_v32(), name="t", file="test"), load_gpu("B200"),
+                    EngineConfig(tensor_parallel_size=8, kv_cache_memory_bytes=20 * GiB))
+    assert (p.block_size, len(p.groups), p.num_blocks, p.kv_cache_tokens) == (
+        64, 1, 6_980, 446_720)
+    assert round(p.max_concurrency, 2) == 2.73
+    assert p.settings.block_size_log == (
+        "Forcing kv cache block size to 64 for FlashMLASparse backend.")
+
+
+def test_deepseek_v3_unchanged() -> None:
+    """No index_topk: plain MLA, 61 x 576 x 2 = 70,272 B/token at bf16."""
+    from kvplan.specs.catalog import load_model
+
+    assert kv_spec(load_model("deepseek-ai/DeepSeek-V3")).bytes_per_token == 70_272

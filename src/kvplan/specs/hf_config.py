@@ -224,6 +224,7 @@ def _mla(f: _Fields) -> MlaSpec | None:
         qk_nope_head_dim=f.integer("qk_nope_head_dim"),
         v_head_dim=f.integer("v_head_dim"),
         q_lora_rank=f.integer("q_lora_rank") if f.has("q_lora_rank") else None,
+        index_head_dim=f.integer("index_head_dim") if f.has("index_topk") else 0,
     )
 
 
