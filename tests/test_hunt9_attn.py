@@ -170,3 +170,40 @@ def test_deepseek_v3_unchanged() -> None:
     from kvplan.specs.catalog import load_model
 
     assert kv_spec(load_model("deepseek-ai/DeepSeek-V3")).bytes_per_token == 70_272
+
+
+# ------------------------------------------- cache layouts priced as plain decoder layers
+
+
+def test_mllama_cross_attention_layers_refused() -> None:
+    """meta-llama/Llama-3.2-11B-Vision text_config: 40 layers of which 8
+    (cross_attention_layers) attend to image tokens. kvplan priced 2 x 40 x 8 x 128 x 2 =
+    163,840 B/token; vLLM 0.11 refuses the architecture (supported until 0.10.2)."""
+    import pytest
+
+    from kvplan.errors import ConfigError
+
+    text = {"model_type": "mllama_text_model", "hidden_size": 4096, "num_hidden_layers": 40,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+            "intermediate_size": 14336, "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]}
+    with pytest.raises(ConfigError, match="cross_attention_layers"):
+        parse_config({"model_type": "mllama", "text_config": text}, name="t", file="test")
+
+
+def test_encoder_decoder_and_kv_sharing_refused() -> None:
+    """T5 (is_encoder_decoder, d_kv 128 != d_model / num_heads = 8 for t5-11b) and Gemma 3n
+    (num_kv_shared_layers: the last 15 of 35 layers reuse earlier layers' KV in vLLM's
+    gemma3n.py, so they hold no cache of their own)."""
+    import pytest
+
+    from kvplan.errors import ConfigError
+
+    t5 = {"model_type": "t5", "d_model": 1024, "d_kv": 128, "num_heads": 128, "num_layers": 24,
+          "vocab_size": 32128, "is_encoder_decoder": True}
+    with pytest.raises(ConfigError, match="is_encoder_decoder"):
+        parse_config(t5, name="t", file="test")
+    g3n = {"model_type": "gemma3n_text", "hidden_size": 2048, "num_hidden_layers": 35,
+           "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+           "vocab_size": 262400, "num_kv_shared_layers": 15, "intermediate_size": 16384}
+    with pytest.raises(ConfigError, match="num_kv_shared_layers"):
+        parse_config(g3n, name="t", file="test")

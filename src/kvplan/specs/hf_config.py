@@ -10,6 +10,7 @@ from typing import Any
 from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import (
+    check_decoder_only,
     check_flags,
     check_kv_heads,
     check_rope_scaling,
@@ -119,6 +120,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     f = _Fields(cfg, file, _FAMILY_DEFAULTS.get(model_type, {}))
     check_rope_scaling(cfg, file)
     check_flags(cfg, file)
+    check_decoder_only(cfg, file)
     hidden = f.integer("hidden_size", "n_embd", "d_model")
     layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
     heads = f.integer("num_attention_heads", "n_head", "num_heads")
