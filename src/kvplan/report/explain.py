@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kvplan.specs.kv import KvGroup, KvPrecision, ModelKv, StateSpec
+from kvplan.specs.kv import KvGroup, KvPrecision, MLASpec, ModelKv, StateSpec
+from kvplan.specs.kv_precision import FP8_DS_MLA
 from kvplan.units import fmt_bytes
 
 
@@ -25,18 +26,27 @@ def group_formula(group: KvGroup, precision: KvPrecision) -> str:
             f"2 (K and V) x {n} layers x {h} KV heads x {d} head_dim x "
             f"{value_bytes_text(precision, d)} = {group.bytes_per_token:,} bytes/token{tail}"
         )
-    if spec.kind == "mla":
-        latent = spec.latent_dim  # type: ignore[union-attr]
-        return (
-            f"{n} layers x {latent} latent (kv_lora_rank + qk_rope_head_dim) x "
-            f"{value_bytes_text(precision, latent)} = {group.bytes_per_token:,} bytes/token "
-            "(no K/V factor of 2)"
-        )
+    if isinstance(spec, MLASpec):
+        return _mla_formula(spec, n, precision, group.bytes_per_token)
     assert isinstance(spec, StateSpec)
     return (
         f"{n} {spec.layer_type} layers x ({spec.formula}) = "
         f"{group.state_bytes:,} bytes per request (constant in length)"
     )
+
+
+def _mla_formula(spec: MLASpec, n: int, precision: KvPrecision, total: int) -> str:
+    """MLA's latent per layer; DeepSeek-V3.2's fp8_ds_mla latent and indexer key written out."""
+    latent = spec.latent_dim
+    if spec.precision.name == FP8_DS_MLA.name:
+        per = f"{spec.latent_bytes} B fp8_ds_mla latent ({latent} values)"
+    else:
+        per = (f"{latent} latent (kv_lora_rank + qk_rope_head_dim) x "
+               f"{value_bytes_text(precision, latent)}")
+    if not spec.indexer_dim:
+        return f"{n} layers x {per} = {total:,} bytes/token (no K/V factor of 2)"
+    return (f"{n} layers x ({per} + {spec.indexer_bytes} B indexer key) = {total:,} "
+            "bytes/token (no K/V factor of 2)")
 
 
 def kv_summary_lines(kv: ModelKv) -> list[str]:

@@ -106,3 +106,22 @@ def short_repr(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
+
+
+_UNMODELLED_LAYOUTS = (
+    ("is_encoder_decoder", "marks an encoder-decoder model (T5, BART, Whisper), whose "
+     "cross-attention caches the encoder's tokens; kvplan sizes decoder-only models"),
+    ("cross_attention_layers", "lists cross-attention layers (Llama-3.2-Vision / mllama, which "
+     "vLLM serves only up to 0.10.1), caching image tokens, not one entry per text token; "
+     "kvplan does not model them"),
+    ("num_kv_shared_layers", "lists layers that reuse an earlier layer's KV cache (Gemma 3n), "
+     "which kvplan does not model: it would cache every layer"),
+)
+"""Config keys of cache layouts kvplan would price as plain decoder layers, wrongly."""
+
+
+def check_decoder_only(cfg: Mapping[str, Any], file: str) -> None:
+    """Refuse, in one line, a config whose cache is not one entry per token per layer."""
+    for key, what in _UNMODELLED_LAYOUTS:
+        if cfg.get(key):
+            raise ConfigError(what, field=key, file=file)

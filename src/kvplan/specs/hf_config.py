@@ -10,14 +10,15 @@ from typing import Any
 from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import (
+    check_decoder_only,
     check_flags,
     check_kv_heads,
     check_rope_scaling,
     config_int,
 )
+from kvplan.specs.layer_kinds import layer_kinds
 from kvplan.specs.max_len import derived_max_len, rope_cache_positions
 from kvplan.specs.model import (
-    LayerKind,
     LinearAttentionSpec,
     MambaSpec,
     MlaSpec,
@@ -37,7 +38,7 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "head_dim": 256,
         "hidden_activation": "gelu_pytorch_tanh",
     },
-    "gemma2": {"tie_word_embeddings": True, "head_dim": 256},
+    "gemma2": {"tie_word_embeddings": True, "head_dim": 256, "sliding_window": 4096},
     "gemma": {"tie_word_embeddings": True},
     "deepseek_v2": {"vocab_size": 102400, "v_head_dim": 128, "max_position_embeddings": 2048},
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
@@ -119,13 +120,14 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     f = _Fields(cfg, file, _FAMILY_DEFAULTS.get(model_type, {}))
     check_rope_scaling(cfg, file)
     check_flags(cfg, file)
+    check_decoder_only(cfg, file)
     hidden = f.integer("hidden_size", "n_embd", "d_model")
     layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
     heads = f.integer("num_attention_heads", "n_head", "num_heads")
     kv_heads = _kv_heads(f, heads, model_type)
     head_dim = _head_dim(f, hidden, heads)
     mla = _mla(f)
-    kinds = _layer_kinds(f, layers, model_type, mla is not None)
+    kinds = layer_kinds(f, layers, model_type, mla is not None)
     sliding = f.integer("sliding_window") if "sliding" in kinds else None
     dtype, config_dtype = _dtype(raw, cfg, f)
     return ModelSpec(
@@ -152,11 +154,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         moe=_moe(f),
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden) if "mamba" in kinds else None,
-        quantization=_quantization(raw, cfg),
-        weight_block_size=checkpoint_block(
-            cfg.get("quantization_config") or raw.get("quantization_config"), file),
-        quant_layout=quant_layout(cfg.get("quantization_config")
-                                  or raw.get("quantization_config"), file),
+        **_quant_fields(raw, cfg, file),
         hidden_act=_hidden_act(f),
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
@@ -228,101 +226,8 @@ def _mla(f: _Fields) -> MlaSpec | None:
         qk_nope_head_dim=f.integer("qk_nope_head_dim"),
         v_head_dim=f.integer("v_head_dim"),
         q_lora_rank=f.integer("q_lora_rank") if f.has("q_lora_rank") else None,
+        index_head_dim=f.integer("index_head_dim") if f.has("index_topk") else 0,
     )
-
-
-_UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
-                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm", "attn_type_list")
-"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2, Granite-4.0-H,
-MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention."""
-
-
-def _layer_kinds(f: _Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
-    """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
-    kinds = _read_layer_kinds(f, layers, model_type, is_mla)
-    unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
-    if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
-        raise ConfigError(
-            f"has Mamba / linear-attention layers laid out by {', '.join(unread)} "
-            f"(model_type {model_type!r}), which kvplan does not read: it would price every "
-            "layer as full attention; kvplan models hybrids that list layer_types, "
-            "hybrid_override_pattern or full_attention_interval",
-            field=unread[0], file=f.file)
-    return kinds
-
-
-def _read_layer_kinds(f: _Fields, layers: int, model_type: str,
-                      is_mla: bool) -> tuple[LayerKind, ...]:
-    """Per-layer attention kind, from the family's own way of saying it."""
-    if is_mla:
-        return _uniform("mla", layers)
-    if f.has("layer_types"):
-        return _from_layer_types(f, layers)
-    if f.has("hybrid_override_pattern"):
-        return _from_hybrid_pattern(f, layers)
-    if f.has("full_attention_interval"):
-        every = f.integer("full_attention_interval")
-        kinds: list[LayerKind] = [
-            "full" if (i + 1) % every == 0 else "linear_attention" for i in range(layers)
-        ]
-        return tuple(kinds)
-    return _from_sliding_fields(f, layers, model_type)
-
-
-def _from_layer_types(f: _Fields, layers: int) -> tuple[LayerKind, ...]:
-    mapping: dict[str, LayerKind] = {
-        "full_attention": "full",
-        "sliding_attention": "sliding",
-        "linear_attention": "linear_attention",
-        "attention": "full",
-        "mamba": "mamba",
-    }
-    types = f.get("layer_types")
-    if not isinstance(types, list) or len(types) != layers or any(
-        not isinstance(t, str) or t not in mapping for t in types
-    ):
-        raise ConfigError(
-            f"must list one of {sorted(mapping)} per layer ({layers} layers)",
-            field="layer_types",
-            file=f.file,
-        )
-    return tuple(mapping[t] for t in types)
-
-
-def _from_hybrid_pattern(f: _Fields, layers: int) -> tuple[LayerKind, ...]:
-    mapping: dict[str, LayerKind] = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
-    pattern = str(f.get("hybrid_override_pattern"))
-    if len(pattern) != layers or any(c not in mapping for c in pattern):
-        raise ConfigError(
-            f"must have one of M, *, -, E per layer ({layers} layers), "
-            f"got {len(pattern)} characters",
-            field="hybrid_override_pattern",
-            file=f.file,
-        )
-    return tuple(mapping[c] for c in pattern)
-
-
-def _from_sliding_fields(f: _Fields, layers: int, model_type: str) -> tuple[LayerKind, ...]:
-    if model_type == "gemma2":
-        alternating: list[LayerKind] = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
-        return tuple(alternating)
-    if model_type in ("gemma3_text", "gemma3"):
-        every = f.integer("sliding_window_pattern")
-        pattern: list[LayerKind] = [
-            "full" if (i + 1) % every == 0 else "sliding" for i in range(layers)
-        ]
-        return tuple(pattern)
-    window = f.cfg.get("sliding_window")
-    uses = f.cfg.get("use_sliding_window", True)
-    if window and uses:
-        window = f.integer("sliding_window")
-    if window and uses and window < f.integer("max_position_embeddings", default=2**31 - 1):
-        return _uniform("sliding", layers)
-    return _uniform("full", layers)
-
-
-def _uniform(kind: LayerKind, layers: int) -> tuple[LayerKind, ...]:
-    return tuple(kind for _ in range(layers))
 
 
 def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[str, str | None]:
@@ -375,6 +280,13 @@ def _mamba(f: _Fields, hidden: int) -> MambaSpec:
         n_groups=f.integer("n_groups"),
         conv_kernel=f.integer("conv_kernel", "d_conv"),
     )
+
+
+def _quant_fields(raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str) -> dict[str, Any]:
+    """ModelSpec's quantization, weight_block_size and quant_layout from quantization_config."""
+    q = cfg.get("quantization_config") or raw.get("quantization_config")
+    return {"quantization": _quantization(raw, cfg), "weight_block_size": checkpoint_block(q, file),
+            "quant_layout": quant_layout(q, file)}
 
 
 def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:

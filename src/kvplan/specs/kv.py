@@ -17,6 +17,8 @@ from kvplan.errors import InputError
 from kvplan.limits import MAX_PARALLEL, check_int
 from kvplan.memo import Memo
 from kvplan.specs.kv_precision import (
+    FP8_DS_MLA,
+    FP8_DS_MLA_TOKEN_BYTES,
     KV_CACHE_DTYPES,
     PRECISIONS,
     KvPrecision,
@@ -40,6 +42,7 @@ __all__ = [
     "check_tensor_parallel",
     "kv_spec",
     "layer_cache_spec",
+    "model_precision",
     "resolve_precision",
 ]
 
@@ -136,19 +139,38 @@ class MLASpec(_PerTokenCache):
     """Multi-head latent attention: one latent vector per token, shared by all heads.
 
     No K/V factor of 2, and not divided by tensor parallelism (every GPU keeps the latent).
+    DeepSeek-V3.2 adds its indexer's key cache (vLLM ``DeepseekV32IndexerCache``, a second
+    ``MLAAttentionSpec`` per layer: ``indexer_dim`` fp8 values + an fp32 scale per 128). vLLM
+    puts both in one group (``UniformTypeKVCacheSpecs``: same block, same tokens, one page the
+    sum of both), which one spec of their summed bytes reproduces.
     """
 
     latent_dim: int
     precision: KvPrecision
+    indexer_dim: int = 0
     kind: CacheKind = "mla"
 
     @property
-    def bytes_per_token(self) -> int:
+    def latent_bytes(self) -> int:
+        if self.precision.name == FP8_DS_MLA.name:
+            return FP8_DS_MLA_TOKEN_BYTES
         return self.precision.vector_bytes(self.latent_dim)
 
     @property
+    def indexer_bytes(self) -> int:
+        """vLLM: head_dim + head_dim // 128 x 4 bytes (uint8); 132 for V3.2's 128."""
+        return self.indexer_dim + self.indexer_dim // 128 * 4
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.latent_bytes + self.indexer_bytes
+
+    @property
     def label(self) -> str:
-        return f"MLA latent {self.latent_dim}"
+        if not self.indexer_dim:
+            return f"MLA latent {self.latent_dim}"
+        return (f"MLA latent {self.latent_dim} ({self.latent_bytes} B) + indexer key "
+                f"{self.indexer_dim} ({self.indexer_bytes} B)")
 
 
 LayerCacheSpec = FullAttentionSpec | SlidingWindowSpec | MLASpec | StateSpec
@@ -250,8 +272,15 @@ def layer_cache_spec(
         )
     if kind == "mla":
         assert model.mla is not None
-        return MLASpec(latent_dim=model.mla.latent_dim, precision=precision)
+        return MLASpec(latent_dim=model.mla.latent_dim, precision=precision,
+                       indexer_dim=model.mla.index_head_dim)
     return state_spec(model, kind, tp, mamba_cache_dtype, mamba_ssm_cache_dtype)
+
+
+def model_precision(model: ModelSpec, kv_cache_dtype: str) -> KvPrecision:
+    """``--kv-cache-dtype`` for this model (DeepSeek-V3.2: fp8_ds_mla for 'auto' and fp8)."""
+    sparse = model.mla is not None and model.mla.index_head_dim > 0
+    return resolve_precision(kv_cache_dtype, model.dtype, sparse_mla=sparse)
 
 
 def group_layers(specs: Sequence[tuple[int, LayerCacheSpec]]) -> tuple[KvGroup, ...]:
@@ -304,7 +333,7 @@ _KV_MEMO: Memo[ModelKv] = Memo(256)
 
 def _kv_spec(model: ModelSpec, kv_cache_dtype: str, tensor_parallel_size: int,
              mamba_cache_dtype: str, mamba_ssm_cache_dtype: str) -> ModelKv:
-    precision = resolve_precision(kv_cache_dtype, model.dtype)
+    precision = model_precision(model, kv_cache_dtype)
     tp = tensor_parallel_size
     check_int("--tensor-parallel-size", tp, 1, MAX_PARALLEL)
     specs = [

@@ -103,9 +103,25 @@ KV_CACHE_DTYPES: tuple[str, ...] = (
 )
 
 
-def resolve_precision(kv_cache_dtype: str, model_dtype: str) -> KvPrecision:
-    """vLLM ``--kv-cache-dtype`` name -> KvPrecision; 'auto' means the model's dtype."""
+FP8_DS_MLA = KvPrecision(
+    name="fp8_ds_mla", value_bits=8,
+    risk="DeepSeek-V3.2's own fp8 cache (vLLM's default for it): fp8 latent with a scale per "
+         "128 values, rope part kept in bf16; the format its sparse FlashMLA kernel reads.")
+"""DeepSeek-V3.2's cache format: vLLM 0.11 ``DeepseekV32ForCausalLM.verify_and_update_config``
+turns 'auto' and every fp8 --kv-cache-dtype into it ('bfloat16' keeps bf16)."""
+FP8_DS_MLA_TOKEN_BYTES = 656
+"""One token of one layer in fp8_ds_mla (``MLAAttentionSpec.page_size_bytes``: block x 656):
+512 fp8 latent values + 4 fp32 scales + 64 bf16 rope values = 512 + 16 + 128."""
+
+
+def resolve_precision(kv_cache_dtype: str, model_dtype: str, *,
+                      sparse_mla: bool = False) -> KvPrecision:
+    """vLLM ``--kv-cache-dtype`` name -> KvPrecision; 'auto' means the model's dtype, except
+    for DeepSeek-V3.2 (``sparse_mla``), where 'auto' and fp8 names mean fp8_ds_mla."""
     name = kv_cache_dtype.strip().lower()
+    if sparse_mla and (name == "auto" or name.startswith("fp8")):
+        resolve_precision(kv_cache_dtype, model_dtype)  # an unknown fp8... name is refused
+        return FP8_DS_MLA
     name = model_dtype if name == "auto" else _ALIASES.get(name, name)
     if name not in PRECISIONS:
         raise UnknownNameError(

@@ -22,6 +22,9 @@ class MlaSpec:
     qk_nope_head_dim: int
     v_head_dim: int
     q_lora_rank: int | None
+    index_head_dim: int = 0
+    """DeepSeek-V3.2's sparse-attention indexer key width (``index_head_dim``, read when the
+    config has ``index_topk``, as vLLM's ``is_v32``); 0 for every other MLA model."""
 
     @property
     def latent_dim(self) -> int:

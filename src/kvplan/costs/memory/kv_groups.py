@@ -17,7 +17,7 @@ from kvplan.specs.kv import (
     SlidingWindowSpec,
     StateSpec,
     layer_cache_spec,
-    resolve_precision,
+    model_precision,
 )
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
@@ -62,7 +62,7 @@ def layer_specs(
     if kv is not None:
         on_stage = set(layers)
         return sorted((i, g.spec) for g in kv.groups for i in g.layer_ids if i in on_stage)
-    precision = resolve_precision(s.kv_cache_dtype, model.dtype)
+    precision = model_precision(model, s.kv_cache_dtype)
     out = []
     for i in layers:
         spec = layer_cache_spec(

@@ -45,7 +45,7 @@ from kvplan.costs.memory.weight_formats import FormatArg
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv import LayerCacheSpec, ModelKv, StateSpec, resolve_precision
+from kvplan.specs.kv import LayerCacheSpec, ModelKv, StateSpec, model_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 from kvplan.units import fmt_bytes
@@ -323,7 +323,7 @@ def _levers(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> str:
 def _single_levers(model: ModelSpec, engine: EngineConfig) -> list[tuple[str, EngineConfig]]:
     """Candidate one-flag changes (TP is searched separately)."""
     options = []
-    if resolve_precision(engine.kv_cache_dtype, model.dtype).value_bits > 8:
+    if model_precision(model, engine.kv_cache_dtype).value_bits > 8:
         options.append(("--kv-cache-dtype fp8", replace(engine, kv_cache_dtype="fp8")))
     if engine.quantization is None and model.quantization is None:
         options.append(("--quantization fp8", replace(engine, quantization="fp8")))

@@ -150,10 +150,14 @@ def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
     included: --block-size 128 on an H100 runs blocks of 64.
 
     Hopper: FlashMLA, 64 ("Forcing kv cache block size to 64 for FlashMLA backend.");
-    Blackwell: CUTLASS MLA, 128. Other GPUs (Triton MLA) keep --block-size.
+    Blackwell: CUTLASS MLA, 128. Other GPUs (Triton MLA) keep --block-size. DeepSeek-V3.2
+    (sparse MLA, ``index_topk``) gets 64 on every GPU, after the rest ("TODO(Chen): remove
+    this hacky code": ``if use_sparse and cache_config.block_size != 64``).
     """
     if model.mla is None:
         return block
+    if model.mla.index_head_dim:  # DeepSeek-V3.2: "... to 64 for FlashMLASparse backend."
+        return vd.FLASHMLA_BLOCK_SIZE
     need = vd.mla_kernel_block_size(hw)
     return block if need is None else need
 
@@ -168,4 +172,6 @@ def mla_block_log(model: ModelSpec, hw: HardwareSpec, block: int) -> str:
     if forced == block:
         return ""
     backend = vd.mla_backend_name(hw)
+    if model.mla and model.mla.index_head_dim and vd.mla_kernel_block_size(hw) != forced:
+        backend = "FlashMLASparse"  # the last of vLLM's lines (FlashMLA's 64 needs no second)
     return f"Forcing kv cache block size to {forced} for {backend} backend."

@@ -56,7 +56,7 @@ from kvplan.costs.step.sums import (
 from kvplan.costs.step.tables import MeasuredStep, measured_step
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv_precision import resolve_precision
+from kvplan.specs.kv import model_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
@@ -89,7 +89,7 @@ class StepCostModel:
         constants = step_constants(model, engine, resolved)
         self._ops: StageOps | None = None
         self._async = engine.async_scheduling
-        kv = (resolve_precision(engine.kv_cache_dtype, model.dtype) if resolved is None
+        kv = (model_precision(model, engine.kv_cache_dtype) if resolved is None
               else resolved.kv.precision)
         self._kv_dtype = "fp8" if kv.value_bits == 8 else "bfloat16"
         self._chunk = engine.max_num_batched_tokens or _TABLE_TOKENS

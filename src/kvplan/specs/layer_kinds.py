@@ -1,0 +1,144 @@
+"""Which cache each layer holds (full, sliding, MLA, linear attention, Mamba, none), read from
+a config.json the way each family's transformers config class and vLLM model file read it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from kvplan.errors import ConfigError
+from kvplan.specs.model import LayerKind
+
+
+class Fields(Protocol):
+    """What is read off a config (``hf_config._Fields``)."""
+
+    cfg: Mapping[str, Any]
+    file: str
+
+    def has(self, key: str) -> bool: ...
+
+    def get(self, key: str, fallback: Any = None) -> Any: ...
+
+    def integer(self, *keys: str, required: bool = True, default: int | None = None) -> int: ...
+
+
+_UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
+                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm", "attn_type_list")
+"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2, Granite-4.0-H,
+MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention."""
+
+
+def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
+    """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
+    kinds = _read_layer_kinds(f, layers, model_type, is_mla)
+    unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
+    if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
+        raise ConfigError(
+            f"has Mamba / linear-attention layers laid out by {', '.join(unread)} "
+            f"(model_type {model_type!r}), which kvplan does not read: it would price every "
+            "layer as full attention; kvplan models hybrids that list layer_types, "
+            "hybrid_override_pattern or full_attention_interval",
+            field=unread[0], file=f.file)
+    return kinds
+
+
+def _read_layer_kinds(f: Fields, layers: int, model_type: str,
+                      is_mla: bool) -> tuple[LayerKind, ...]:
+    """Per-layer attention kind, from the family's own way of saying it."""
+    if is_mla:
+        return _uniform("mla", layers)
+    if f.has("layer_types"):
+        return _from_layer_types(f, layers)
+    if f.has("hybrid_override_pattern"):
+        return _from_hybrid_pattern(f, layers)
+    if f.has("full_attention_interval"):
+        every = f.integer("full_attention_interval")
+        kinds: list[LayerKind] = [
+            "full" if (i + 1) % every == 0 else "linear_attention" for i in range(layers)
+        ]
+        return tuple(kinds)
+    return _from_sliding_fields(f, layers, model_type)
+
+
+def _from_layer_types(f: Fields, layers: int) -> tuple[LayerKind, ...]:
+    mapping: dict[str, LayerKind] = {
+        "full_attention": "full",
+        "sliding_attention": "sliding",
+        "linear_attention": "linear_attention",
+        "attention": "full",
+        "mamba": "mamba",
+    }
+    types = f.get("layer_types")
+    if not isinstance(types, list) or len(types) != layers or any(
+        not isinstance(t, str) or t not in mapping for t in types
+    ):
+        raise ConfigError(
+            f"must list one of {sorted(mapping)} per layer ({layers} layers)",
+            field="layer_types",
+            file=f.file,
+        )
+    return tuple(mapping[t] for t in types)
+
+
+def _from_hybrid_pattern(f: Fields, layers: int) -> tuple[LayerKind, ...]:
+    mapping: dict[str, LayerKind] = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
+    pattern = str(f.get("hybrid_override_pattern"))
+    if len(pattern) != layers or any(c not in mapping for c in pattern):
+        raise ConfigError(
+            f"must have one of M, *, -, E per layer ({layers} layers), "
+            f"got {len(pattern)} characters",
+            field="hybrid_override_pattern",
+            file=f.file,
+        )
+    return tuple(mapping[c] for c in pattern)
+
+
+_INTERLEAVED: dict[str, tuple[int, bool]] = {
+    "gemma2": (2, False), "gpt_oss": (2, False), "olmo3": (4, False),
+    "gemma3": (6, True), "gemma3_text": (6, True), "cohere2": (4, True), "exaone4": (4, True),
+}
+"""Families whose transformers config class builds ``layer_types`` when config.json lists none:
+every Nth layer global, the others sliding (``(i + 1) % N``), N read from
+``sliding_window_pattern`` where the class reads it (True) else fixed. vLLM's model files
+(gemma2/gemma3/gpt_oss/commandr/exaone4/olmo2.py) give each layer the window its type says."""
+
+
+def _from_sliding_fields(f: Fields, layers: int, model_type: str) -> tuple[LayerKind, ...]:
+    if model_type in _INTERLEAVED:
+        every, reads_pattern = _INTERLEAVED[model_type]
+        if reads_pattern:
+            every = f.integer("sliding_window_pattern", default=every)
+        if f.get("sliding_window") is None:  # vLLM: per-layer window None = full attention
+            return _uniform("full", layers)
+        return tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(layers))
+    if f.cfg.get("sliding_window") and _uses_window(f, layers, model_type):
+        f.integer("sliding_window")  # checked: a whole positive number
+        return _uniform("sliding", layers)
+    return _uniform("full", layers)
+
+
+def _uses_window(f: Fields, layers: int, model_type: str) -> bool:
+    """Whether a model-wide sliding_window is in force. vLLM gives every layer of a model that
+    is not interleaved the config's window, one longer than the context included (still a
+    SlidingWindowSpec: one page more per request than full attention). The Qwen config classes
+    drop it unless use_sliding_window (default false) is true, and vLLM's qwen2.py refuses the
+    mixed layout max_window_layers makes when 0 < it < layers."""
+    if not model_type.startswith(("qwen2", "qwen3")):
+        return True
+    if not f.cfg.get("use_sliding_window", False):
+        return False
+    full = 0 if f.cfg.get("max_window_layers") == 0 else f.integer(
+        "max_window_layers", default=28)  # Qwen2Config's default
+    if 0 < full < layers:
+        raise ConfigError(
+            f"use_sliding_window with max_window_layers {full} < {layers} layers makes only "
+            "some layers sliding, which vLLM refuses ('Sliding window for some but all layers "
+            "is not supported'); set max_window_layers to 0 or to num_hidden_layers",
+            field="max_window_layers", file=f.file)
+    return True
+
+
+def _uniform(kind: LayerKind, layers: int) -> tuple[LayerKind, ...]:
+    return tuple(kind for _ in range(layers))
+
