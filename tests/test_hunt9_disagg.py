@@ -1,0 +1,53 @@
+"""hunt9-disagg: regressions found in the disaggregated prefill/decode path."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvplan.analysis.disagg.floors import cached_timer, floor_latencies
+from kvplan.analysis.disagg.plan import enumerate_disagg
+from kvplan.analysis.disagg.serving import plan_pool, simulate_disagg_serving
+from kvplan.analysis.plan.judge import latencies
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.links import load_link
+from kvplan.specs.requests.workload import Workload
+from kvplan.specs.serving import EngineConfig
+
+LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
+
+
+def _fleet_1p1d(model=LLAMA_8B, engine=None, link="ib-ndr"):
+    (dd,) = enumerate_disagg(model, [load_gpu("H100")], engine or EngineConfig(max_model_len=16384),
+                             load_link(link), tps=(1,), max_instances=1)[:1]
+    return dd
+
+
+def test_zero_load_ttft_floor_counts_prefix_cache_hits() -> None:
+    """A trace whose 8,192-token prompts share 15 hashed 512-token blocks (7,680 tokens):
+    the prefill pool caches them, so after the first request only 512 tokens are computed.
+    The floor priced all 8,192 (301.8 ms at p90 on H100 against 129.4 ms simulated) and
+    `kvplan plan --disagg` pruned every fleet that exhaustive search verified.
+    Floor prefill now: 8,192 - 15 x 512 = 512 tokens in one step at no context."""
+    n = 20
+    shared = np.arange(15, dtype=np.int64)
+    work = Workload(name="prefix", arrival_s=np.arange(n) * 0.5,
+                    prompt_tokens=np.full(n, 8192, dtype=np.int64),
+                    output_tokens=np.full(n, 32, dtype=np.int64),
+                    prefix_hashes=(shared,) * n,  # the last 512 tokens: unhashed, own
+                    hash_block_tokens=512)
+    dd = _fleet_1p1d()
+    pre, dec = plan_pool("prefill", dd.prefill), plan_pool("decode", dd.decode)
+    low = floor_latencies(dd, pre, dec, work)
+    sim = latencies(simulate_disagg_serving(dd, work).result.client)
+    assert (sim.ttft_ms < 1e6).all()  # every request served
+    assert (low.ttft_ms <= sim.ttft_ms + 1e-9).all()  # a floor: never above the simulation
+    # the prefill part of the floor is one 512-token step at no context
+    tp, td = cached_timer(pre), cached_timer(dec)
+    p = np.array([8192])
+    api = float(tp.api_delays_s(p)[0] + td.api_delays_s(p)[0])
+    step512 = float(tp.step_time_s(np.array([512]), np.array([0])))
+    # link: 8,192 tokens x 131,072 B (32 layers x 8 heads x 128 x 2 x 2 B) / 50e9 + 5 us
+    moved = 8192 * 131072 / 50e9 + 5e-6
+    first = float(td.step_time_s(np.array([1]), np.array([8191])))
+    assert abs(low.ttft_ms[0] - 1000 * (api + step512 + moved + first)) < 1e-9
