@@ -51,3 +51,26 @@ def test_zero_load_ttft_floor_counts_prefix_cache_hits() -> None:
     moved = 8192 * 131072 / 50e9 + 5e-6
     first = float(td.step_time_s(np.array([1]), np.array([8191])))
     assert abs(low.ttft_ms[0] - 1000 * (api + step512 + moved + first)) < 1e-9
+
+
+def test_sliding_window_model_moves_every_prompt_page() -> None:
+    """Mistral-7B-v0.1 (every layer a 4,096-token window) under NixlConnector: the decode
+    instance allocates cdiv(8,000, 16) = 500 blocks for the prompt and `_read_blocks` reads
+    every one of them on every layer (only Llama 4's chunked layers are clipped). kvplan
+    moved the window's pages only: 500 - (8,000 - 4,096) // 16 = 256.
+    Per layer and page: 16 tokens x 8 KV heads x 128 x 2 (K, V) x 2 B = 65,536 B;
+    32 layers x 500 pages x 65,536 B = 1,048,576,000 B (was 536,870,912);
+    wire 1,048,576,000 / 50e9 = 20.97152 ms, + 5 us latency = 20.97652 ms."""
+    from kvplan.specs.deployment import Deployment
+    from kvplan.specs.disagg import DisaggDeployment
+
+    model = load_model("mistralai/Mistral-7B-v0.1")
+    gpu, engine = load_gpu("H100"), EngineConfig(max_model_len=16384)
+    pool = Deployment(model=model, gpu=gpu, engine=engine, replicas=1)
+    dd = DisaggDeployment(prefill=pool, decode=pool, link=load_link("ib-ndr"))
+    work = Workload(name="one", arrival_s=np.zeros(1), prompt_tokens=np.array([8000]),
+                    output_tokens=np.array([4]))
+    run = simulate_disagg_serving(dd, work)
+    assert run.result.moved_bytes == 32 * 500 * 65_536 == 1_048_576_000
+    t = run.result.transfers
+    assert abs(float(t.transfer_s[0]) - (1_048_576_000 / 50e9 + 5e-6)) < 1e-12
