@@ -74,3 +74,26 @@ def test_sliding_window_model_moves_every_prompt_page() -> None:
     assert run.result.moved_bytes == 32 * 500 * 65_536 == 1_048_576_000
     t = run.result.transfers
     assert abs(float(t.transfer_s[0]) - (1_048_576_000 / 50e9 + 5e-6)) < 1e-12
+
+
+def test_decode_tp_above_kv_heads_needs_a_replicated_prefill() -> None:
+    """Qwen3-30B-A3B has 4 KV heads. Prefill TP1 holds all 4 on one GPU (block of 4 heads);
+    decode TP8 holds one replicated head per GPU. vLLM 0.11's NixlConnector.add_remote_agent
+    (is_kv_replicated = prefill TP // 4 >= 1 is False) asserts the prefill block equals the
+    decode block x tp_ratio: 4 heads != 1 x 8, so vLLM does not start. kvplan simulated it;
+    now it refuses (exit 2) and the planner's grid drops (1, 8) and (2, 8) but keeps (4, 8)
+    (prefill TP4 replicates too: 1 head each side, equal blocks) and (2, 4)."""
+
+    from tests.conftest import assert_one_line_error, run_cli
+
+    model = load_model("Qwen/Qwen3-30B-A3B")
+    r = run_cli("simulate", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--disagg", "1P1D",
+                "--prefill-tp", "1", "--decode-tp", "8", "--num-prompts", "4")
+    assert_one_line_error(r)
+    assert "4 KV heads" in r.err and "--decode-tp <= 4" in r.err, r.err
+    fleets = enumerate_disagg(model, [load_gpu("H100")], EngineConfig(max_model_len=8192),
+                              load_link("ib-ndr"), tps=(1, 2, 4, 8), max_instances=1)
+    pairs = {(d.prefill.engine.tensor_parallel_size, d.decode.engine.tensor_parallel_size)
+             for d in fleets}
+    assert (1, 8) not in pairs and (2, 8) not in pairs
+    assert {(4, 8), (8, 8), (2, 4), (1, 4), (1, 1)} <= pairs
