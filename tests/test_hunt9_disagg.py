@@ -97,3 +97,32 @@ def test_decode_tp_above_kv_heads_needs_a_replicated_prefill() -> None:
              for d in fleets}
     assert (1, 8) not in pairs and (2, 8) not in pairs
     assert {(4, 8), (8, 8), (2, 4), (1, 4), (1, 1)} <= pairs
+
+
+def test_plan_output_rate_is_simulates_output_throughput() -> None:
+    """`kvplan plan --disagg`'s best_disaggregated.output_tokens_per_s divided the output
+    tokens by (last finish - first arrival), while `kvplan simulate --disagg`'s
+    output_throughput and the aggregated fleets' rate divide by vLLM's benchmark duration
+    (t = 0 to the last finish): 1,166.80 against 1,164.59 tok/s for the same fleet and
+    traffic (8,000 / 300 tokens at 4 req/s). Now both are tokens / last finish."""
+    from kvplan.analysis import metrics as mx
+    from kvplan.analysis.disagg.candidates import JointCandidate
+    from kvplan.analysis.disagg.joint_levers import disagg_bands
+    from kvplan.analysis.plan.judge import judge
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+    from kvplan.specs.slo import PercentileBound, Slo
+
+    work = build_workload(WorkloadArgs(num_prompts=40, random_input_len=1000,
+                                       random_output_len=50, request_rate=0.5, seed=2))
+    assert work.arrival_s.min() > 0.1  # the first request is sent after a gap
+    dd = _fleet_1p1d()
+    run = simulate_disagg_serving(dd, work)
+    slo = Slo(bounds=(PercentileBound(metric="ttft", percentile=99, limit_ms=5000.0),))
+    c = JointCandidate(id="d0000", kind="disaggregated", stage="verified", reason="",
+                       gpus=2, usd_per_hour=1.0, index=0, disagg=dd,
+                       verdict=judge(latencies(run.result.client), slo), run=run)
+    client = run.result.client
+    want = mx.compute_metrics(client).output_throughput
+    done = client.finished
+    assert want == float(client.output_tokens[done].sum()) / float(client.finish_s[done].max())
+    assert disagg_bands(c, slo).output_tokens_per_s == want
