@@ -195,15 +195,16 @@ def test_tp4_to_tp8_transfer_arithmetic() -> None:
 
 
 def test_sliding_window_and_state_pages() -> None:
-    """A 10-token window with 4-token pages keeps cdiv(P, 4) - (P - 10) // 4 pages; a state
-    group moves its state once."""
+    """A 10-token window with 4-token pages still moves cdiv(P, 4) pages (the decode side
+    allocates the whole prompt and NixlConnector reads every block); a state group moves its
+    state once."""
     cost = TransferCost(groups=(GroupPages(layers=2, block_size=4, page_bytes=40, window=10),
                                 GroupPages(layers=1, block_size=4, page_bytes=0,
                                            state_bytes=1000)),
                         prefill_tp=1, decode_tp=1, bytes_per_s_per_gpu=1.0, latency_s=0.0)
-    # P = 8: 2 pages; P = 20: 5 - 2 = 3 pages
+    # P = 8: 2 pages; P = 20: 5 pages (not the window's 3)
     assert cost.rank_bytes(np.array([8, 20])).tolist() == [2 * 40 * 2 + 1000,
-                                                           2 * 40 * 3 + 1000]
+                                                           2 * 40 * 5 + 1000]
 
 
 def test_prefill_pool_full_stalls_until_a_transfer_frees_it() -> None:

@@ -43,6 +43,7 @@ class DisaggDeployment:
             raise InputError(f"--decode-tp {tp_d} must be a multiple of --prefill-tp {tp_p} "
                              f"(vLLM's NixlConnector reads each decode GPU's heads from one "
                              f"prefill GPU); e.g. --decode-tp {fits}")
+        _check_replicated_heads(self.prefill.model, tp_p, tp_d)
         _check_no_pp(self.prefill, self.decode)
         if self.link.scope == "node" and self.total_gpus > GPUS_PER_NODE:
             raise InputError(
@@ -58,6 +59,23 @@ class DisaggDeployment:
     @property
     def total_gpus(self) -> int:
         return self.prefill.total_gpus + self.decode.total_gpus
+
+
+def _check_replicated_heads(model: ModelSpec, tp_p: int, tp_d: int) -> None:
+    """vLLM 0.11's NixlConnector (``add_remote_agent``) pairs a decode GPU's KV heads with a
+    slice of one prefill GPU's: with KV heads H, a prefill TP below H shards them, and then
+    the prefill block must be ``tp_d / tp_p`` decode blocks, which fails once a decode TP
+    above H replicates its single head (the assert "Remote P worker KV layer cache must be
+    of shape [2, N, local_kv_heads*tp_ratio, ...]"). MLA's latent is on every GPU: any pair."""
+    heads = model.num_kv_heads
+    if model.mla is not None or not tp_p < heads < tp_d:
+        return
+    fits = sorted({t for t in (heads, tp_d) if t >= heads and tp_d % t == 0})
+    raise InputError(
+        f"--decode-tp {tp_d} with --prefill-tp {tp_p}: {model.name}'s {heads} KV heads are "
+        f"split over the prefill GPUs but replicated on the decode GPUs, which vLLM's "
+        f"NixlConnector cannot pair (add_remote_agent asserts); give --decode-tp <= {heads}, "
+        f"or --prefill-tp {' or '.join(map(str, fits))}")
 
 
 def _check_no_pp(prefill: Deployment, decode: Deployment) -> None:

@@ -1,8 +1,10 @@
 """Zero-load floors of a disaggregated fleet: latencies no load can beat, and the prefill
 pool's token rate; the disaggregated search drops a fleet whose floors already miss.
 
-    TTFT floor(r) = API delays (both hops) + prefill of P_r alone (its chunks, one step each)
+    TTFT floor(r) = API delays (both hops) + prefill of U_r alone (its chunks, one step each)
                     + transfer_s(P_r) on an idle link + one decode step (1 token, P_r - 1)
+    U_r = P_r less its hashed prefix blocks (at least 1) when the prefill pool caches
+          prefixes (plan.bounds.uncached_prompts): a prefix hit skips their compute
     TPOT floor(r) = one decode step of r alone at its first decode context (P_r)
     E2EL floor(r) = TTFT floor + (output_r - 1) x TPOT floor
 Each is at most what the simulation gives r (load adds queueing and batch-mates; step times
@@ -84,15 +86,18 @@ def _decode_step_s(timer: StepCostModel, ctx: IntArray) -> FloatArray:
 def floor_latencies(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun,
                     work: Workload) -> Latencies:
     """Every request's zero-load TTFT / TPOT / E2EL floors (no ITL: empty)."""
+    from kvplan.analysis.plan.bounds import uncached_prompts
+
     tp, td = cached_timer(pre), cached_timer(dec)
     prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
+    computed = uncached_prompts(work, pre.limits.prefix_caching)  # what a prefix hit leaves
     out = np.asarray(work.output_tokens, dtype=np.int64)
     cost = transfer_cost(dd, dec.plan)
     moved = cost.link_bytes(prompt) / (min(cost.prefill_tp, cost.decode_tp)
                                        * cost.bytes_per_s_per_gpu) + cost.latency_s
     api = tp.api_delays_s(prompt) + td.api_delays_s(prompt)
     ttft = (api + _part(pre, work, "prefill", lambda: prefill_alone_s(
-        tp, prompt, pre.limits.max_num_batched_tokens)) + moved
+        tp, computed, pre.limits.max_num_batched_tokens)) + moved
             + _part(dec, work, "first", lambda: _decode_step_s(td, np.maximum(prompt - 1, 0))))
     tpot = np.where(out > 1, _part(dec, work, "decode", lambda: _decode_step_s(td, prompt)),
                     np.nan)

@@ -127,6 +127,8 @@ def disagg_bands(c: JointCandidate, slo: Slo) -> PlanBands:
     assert c.disagg is not None and c.verdict is not None and c.run is not None
     r = c.run.result.client
     done = r.finished
-    span = float(r.finish_s[done].max() - r.arrival_s.min()) if done.any() else 0.0
+    # vLLM's benchmark_duration: from the start (t = 0) to the last answer, as the
+    # aggregated fleets' rate (plan.fleet: duration_s) and simulate's output_throughput
+    span = float(r.finish_s[done].max()) if done.any() else 0.0
     tput = float(r.output_tokens[done].sum()) / span if span > 0 else None
     return plan_bands(slo, disagg_ratios(c.disagg), dict(c.verdict.achieved), None, tput)

@@ -4,8 +4,13 @@ One request with P prompt tokens moves the pages its decode instance allocates f
 every decode GPU receiving its own TP shard (so a TP change between the pools reshards)::
 
     rank_bytes(P)  = sum over KV groups: layers x pages(P) x page_bytes   (one decode GPU)
-                     pages(P) = cdiv(P, B) full attention / MLA, the window's pages for a
-                     sliding window, 1 state page (bytes: state_bytes) for a state group
+                     pages(P) = cdiv(P, B) for every attention group, a sliding window's
+                     too; 1 state page (bytes: state_bytes) for a state group
+
+A sliding window moves every page: the decode instance allocates cdiv(P, B) blocks for the
+whole prompt before the transfer (its window frees the older ones only at its next step),
+and vLLM's NixlConnector reads every allocated block of every layer
+(``_read_blocks``: only Llama 4's chunked-local layers are clipped, ``block_window_per_layer``).
     link_bytes(P)  = decode_tp x rank_bytes(P)                          (all decode GPUs)
     wire_s(P)      = max(link_bytes / prefill_tp, rank_bytes) / bw_per_gpu
                    = link_bytes / (min(prefill_tp, decode_tp) x bw_per_gpu)
@@ -38,7 +43,8 @@ class GroupPages:
     block_size: int
     page_bytes: int
     window: int = 0
-    """Sliding window in tokens; 0 = every token kept."""
+    """Sliding window in tokens; 0 = every token kept. The transfer moves every page of the
+    prompt either way (module docstring)."""
     state_bytes: int = 0
     """Per-layer bytes of a state group (one page per request); 0 for attention."""
 
@@ -78,10 +84,7 @@ class TransferCost:
             if g.state_bytes:
                 total += g.layers * g.state_bytes * (t > 0)
                 continue
-            b = g.block_size
-            pages = -(-t // b)
-            if g.window:
-                pages = pages - np.maximum(t - g.window, 0) // b
+            pages = -(-t // g.block_size)  # every block the decode side allocated
             total += g.layers * g.page_bytes * pages
         return total
 
