@@ -34,7 +34,9 @@ class ClaimStep:
     claimed_bytes: int
     """Logical bytes added by this step (0 once sliding windows and state stop growing)."""
     allocated_blocks: int
-    """Blocks held, summed over layer groups (a block spans every layer of its group)."""
+    """Blocks held during the step, summed over layer groups (a block spans every layer of its
+    group). Sliding windows free on the tokens computed before the step (vLLM's
+    allocate_slots), so a prefill step holds every block it writes until the next step."""
     allocated_bytes: int
 
 
@@ -91,7 +93,7 @@ def request_timeline(
     _check_context(prompt_tokens + output_tokens, max_tokens)
     tokens = _tokens_after_each_step(prompt_tokens, output_tokens, chunk_tokens)
     n_prefill = 1 if chunk_tokens is None else cdiv(prompt_tokens, chunk_tokens)
-    steps, previous = [], 0
+    steps, previous, before = [], 0, 0
     for i, held in enumerate(tokens):
         logical = kv.bytes_for(held)
         steps.append(
@@ -101,11 +103,11 @@ def request_timeline(
                 tokens_in_cache=held,
                 logical_bytes=logical,
                 claimed_bytes=logical - previous,
-                allocated_blocks=kv.blocks_for(held, block_size),
-                allocated_bytes=kv.allocated_bytes_for(held, block_size),
+                allocated_blocks=kv.blocks_for(held, block_size, before),
+                allocated_bytes=kv.allocated_bytes_for(held, block_size, before),
             )
         )
-        previous = logical
+        previous, before = logical, held
     return RequestTimeline(
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,

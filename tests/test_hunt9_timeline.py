@@ -1,0 +1,35 @@
+"""hunt9-timeline: a request's claim schedule against vLLM v1's block rules."""
+
+from kvplan import kv_spec, load_model, request_timeline
+from kvplan.sim.blocks import kv_shape_from
+
+MISTRAL_TOKEN = 131_072  # 2 x 32 layers x 8 KV heads x 128 x 2 bytes; window 4096 everywhere
+
+
+def test_sliding_window_prefill_holds_every_block_it_writes() -> None:
+    """vLLM's allocate_slots frees sliding-window blocks on the tokens computed *before* the
+    step (remove_skipped_blocks(num_computed_tokens): blocks before c - 4096 + 1), then
+    allocates up to the step's end: a one-step 8,000-token prefill holds cdiv(8000, 16) = 500
+    blocks; the next (decode) step frees (8000 - 4095) // 16 = 244 and adds one: 257.
+    Before the fix the prefill step showed 257 - 1 = 256 blocks, as if already trimmed."""
+    kv = kv_spec(load_model("mistralai/Mistral-7B-v0.1"))
+    tl = request_timeline(kv, 8000, 2)
+    assert [s.allocated_blocks for s in tl.steps] == [500, 257, 257]
+    assert tl.steps[0].allocated_bytes == 500 * 16 * MISTRAL_TOKEN  # 1,000 MiB
+    assert tl.steps[0].logical_bytes == 4096 * MISTRAL_TOKEN  # the window's 512 MiB
+
+
+def test_sliding_window_chunk_staircase() -> None:
+    """Chunks of 2,048 (vLLM's chunked prefill): chunk k frees blocks before c - 4095 with
+    c = the tokens the chunks before it computed.
+    chunk 3: c = 4096 -> (4096 - 4095) // 16 = 0 freed; cdiv(6144, 16) = 384 held
+    chunk 4: c = 6144 -> (6144 - 4095) // 16 = 128 freed; cdiv(8000, 16) - 128 = 372
+    decode:  c = 8000 -> 244 freed; cdiv(8001, 16) - 244 = 257."""
+    kv = kv_spec(load_model("mistralai/Mistral-7B-v0.1"))
+    tl = request_timeline(kv, 8000, 1, chunk_tokens=2048)
+    assert [s.allocated_blocks for s in tl.steps] == [128, 256, 384, 372, 257]
+    # the same counts as the simulator's block rule (sim/blocks.py, documented in simulator.md)
+    shape = kv_shape_from(kv, 16)
+    before = [0] + [s.tokens_in_cache for s in tl.steps[:-1]]
+    assert [shape.blocks_one(s.tokens_in_cache, c) for s, c in zip(tl.steps, before, strict=True)
+            ] == [s.allocated_blocks for s in tl.steps]
