@@ -33,3 +33,19 @@ def test_sliding_window_chunk_staircase() -> None:
     before = [0] + [s.tokens_in_cache for s in tl.steps[:-1]]
     assert [shape.blocks_one(s.tokens_in_cache, c) for s, c in zip(tl.steps, before, strict=True)
             ] == [s.allocated_blocks for s in tl.steps]
+
+
+def test_web_request_refuses_what_the_cli_refuses() -> None:
+    """`kvplan request meta-llama/Llama-2-70b-hf --prompt 4000 --output 200` exits 2: 4,200
+    tokens > the model's 4,096 (max_position_embeddings). /api/request answered 200 with a
+    schedule; now 422 with the CLI's one line."""
+    from fastapi.testclient import TestClient
+
+    from kvplan.web.app import create_app
+
+    client = TestClient(create_app())
+    params = {"model": "meta-llama/Llama-2-70b-hf", "prompt": 4000, "output": 200}
+    for url in ("/api/request", "/api/request/chart"):
+        r = client.get(url, params=params)
+        assert r.status_code == 422, url
+        assert "4,200 tokens exceeds the model's context of 4,096" in r.json()["detail"]
