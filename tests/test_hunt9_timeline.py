@@ -49,3 +49,15 @@ def test_web_request_refuses_what_the_cli_refuses() -> None:
         r = client.get(url, params=params)
         assert r.status_code == 422, url
         assert "4,200 tokens exceeds the model's context of 4,096" in r.json()["detail"]
+
+
+def test_report_too_long_request_names_report_flags(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`kvplan report` has --prompt/--output, no --context: its error named `kvplan batch`'s
+    flag ("--context 4,200 exceeds ..."); now the request's own flags, as latency says it."""
+    from tests.conftest import assert_one_line_error, run_cli
+
+    r = run_cli("report", "meta-llama/Llama-2-70b-hf", "--prompt", "4000", "--output", "200",
+                "--batch", "1", "-o", str(tmp_path / "r.html"))
+    assert_one_line_error(r)
+    assert "--prompt + --output = 4200 tokens exceeds" in r.err and "--context" not in r.err
+    assert not (tmp_path / "r.html").exists()
