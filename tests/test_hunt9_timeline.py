@@ -61,3 +61,19 @@ def test_report_too_long_request_names_report_flags(tmp_path) -> None:  # type: 
     assert_one_line_error(r)
     assert "--prompt + --output = 4200 tokens exceeds" in r.err and "--context" not in r.err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_hybrid_request_allocates_in_vllms_raised_block() -> None:
+    """Qwen3-Next (TP1): a state page is 1,097,728 B, an attention token 2 heads x 256 x 2 (K,V)
+    x 2 B = 2,048 B per layer, so vLLM 0.11 raises the attention block to
+    16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens and pads the state page to 544 x 2,048 =
+    1,114,112 B (kvplan capacity logs the same). A 1,000-token prompt then holds
+    cdiv(1000, 544) = 2 blocks in each of 12 attention layers plus one page in each of 36
+    state layers: (24 + 36) x 1,114,112 = 66,846,720 B. Before: blocks of 16 (63 + 1 blocks,
+    64,290,816 B)."""
+    kv = kv_spec(load_model("Qwen/Qwen3-Next-80B-A3B-Thinking"))
+    tl = request_timeline(kv, 1000, 1, block_size=16)
+    assert tl.block_size == 544
+    assert tl.steps[0].allocated_blocks == 2 + 1
+    assert tl.steps[0].allocated_bytes == (12 * 2 + 36) * 544 * 2048 == 66_846_720
+    assert tl.steps[0].logical_bytes == kv.state_bytes_per_request + 1000 * 24_576
