@@ -77,3 +77,20 @@ def test_hybrid_request_allocates_in_vllms_raised_block() -> None:
     assert tl.steps[0].allocated_blocks == 2 + 1
     assert tl.steps[0].allocated_bytes == (12 * 2 + 36) * 544 * 2048 == 66_846_720
     assert tl.steps[0].logical_bytes == kv.state_bytes_per_request + 1000 * 24_576
+
+
+def test_lesson_llama2_70b_is_fp16_by_default() -> None:
+    """The lesson's Llama-2-70B is fp16 (meta-llama/Llama-2-70b-hf's config.json:
+    torch_dtype float16), so vLLM's --dtype auto and --kv-cache-dtype auto cache fp16. kvplan's
+    bundled config came from a bf16 fine-tune and printed bfloat16. The lesson's figures at
+    the default dtype: 2 x 80 x 8 x 128 x 2 B = 327,680 B/token; fp16 batch 64 x 4096 =
+    327,680 x 4096 x 64 = 85,899,345,920 B = 80 GiB."""
+    from tests.conftest import run_cli
+
+    r = run_cli("batch", "meta-llama/Llama-2-70b-hf", "--batch", "64", "--context", "4096",
+                "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["kv_cache_dtype"] == "float16"
+    assert data["bytes_per_token"] == 327_680 and data["total_bytes"] == 85_899_345_920
+    assert load_model("meta-llama/Llama-2-70b-hf").dtype == "float16"
