@@ -34,7 +34,9 @@ class ClaimStep:
     claimed_bytes: int
     """Logical bytes added by this step (0 once sliding windows and state stop growing)."""
     allocated_blocks: int
-    """Blocks held, summed over layer groups (a block spans every layer of its group)."""
+    """Blocks held during the step, summed over layer groups (a block spans every layer of its
+    group). Sliding windows free on the tokens computed before the step (vLLM's
+    allocate_slots), so a prefill step holds every block it writes until the next step."""
     allocated_bytes: int
 
 
@@ -89,9 +91,10 @@ def request_timeline(
     before one step per token is built."""
     _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
     _check_context(prompt_tokens + output_tokens, max_tokens)
+    kv, block_size = _hybrid_block(kv, block_size)
     tokens = _tokens_after_each_step(prompt_tokens, output_tokens, chunk_tokens)
     n_prefill = 1 if chunk_tokens is None else cdiv(prompt_tokens, chunk_tokens)
-    steps, previous = [], 0
+    steps, previous, before = [], 0, 0
     for i, held in enumerate(tokens):
         logical = kv.bytes_for(held)
         steps.append(
@@ -101,11 +104,11 @@ def request_timeline(
                 tokens_in_cache=held,
                 logical_bytes=logical,
                 claimed_bytes=logical - previous,
-                allocated_blocks=kv.blocks_for(held, block_size),
-                allocated_bytes=kv.allocated_bytes_for(held, block_size),
+                allocated_blocks=kv.blocks_for(held, block_size, before),
+                allocated_bytes=kv.allocated_bytes_for(held, block_size, before),
             )
         )
-        previous = logical
+        previous, before = logical, held
     return RequestTimeline(
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
@@ -113,6 +116,29 @@ def request_timeline(
         block_size=block_size,
         steps=tuple(steps),
     )
+
+
+def _hybrid_block(kv: ModelKv, block_size: int) -> tuple[ModelKv, int]:
+    """vLLM 0.11 raises a hybrid (attention + state) model's attention block until one
+    attention page holds a state page, and pads the state page to it
+    (``HybridAttentionMambaModelConfig``; ``kvplan capacity`` logs it): Qwen3-Next at TP1
+    allocates blocks of 544 tokens, not 16. Other models keep ``block_size``."""
+    from dataclasses import replace
+
+    from kvplan.costs.memory.kv_groups import hybrid_block
+    from kvplan.specs.kv_state import StateSpec
+
+    hb = hybrid_block([g.spec for g in kv.groups], block_size)
+    if hb is None:
+        return kv, block_size
+    if hb.block_size != block_size:
+        from kvplan.notes import note
+
+        note("%s: vLLM sets the attention block size to %d tokens so that an attention page "
+             "holds a state page (blocks of %d asked for)", kv.model, hb.block_size, block_size)
+    groups = tuple(replace(g, spec=replace(g.spec, page_size_padded=hb.page_size_padded))
+                   if isinstance(g.spec, StateSpec) else g for g in kv.groups)
+    return replace(kv, groups=groups), hb.block_size
 
 
 def _tokens_after_each_step(prompt: int, output: int, chunk: int | None) -> list[int]:

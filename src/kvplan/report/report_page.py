@@ -146,6 +146,9 @@ def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
 def report_sections(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                     shape: RequestShape, workload: Any | None) -> list[Section]:
     """Every section for one model, GPU, request shape and (optionally) workload."""
+    from kvplan.costs.step.latency import check_context
+
+    check_context(spec, engine, shape)  # before the model section's '--context' wording
     sections = [model_section(spec, engine, shape.batch, shape.prompt_tokens + shape.output_tokens),
                 request_section(spec, engine, shape), capacity_section(spec, hw, engine),
                 latency_section(spec, hw, engine, shape)]

@@ -78,7 +78,9 @@ class _PerTokenCache(ABC):
     def bytes_for(self, tokens: int) -> int:
         return self.tokens_held(tokens) * self.bytes_per_token
 
-    def blocks_for(self, tokens: int, block_size: int) -> int:
+    def blocks_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
+        """Blocks held by a step that brings a request from ``before`` computed tokens
+        (default ``tokens - 1``, a decode step) to ``tokens``; every block for full caches."""
         return cdiv(tokens, block_size)
 
 
@@ -124,10 +126,13 @@ class SlidingWindowSpec(_PerTokenCache):
     def tokens_held(self, tokens: int) -> int:
         return min(tokens, self.window)
 
-    def blocks_for(self, tokens: int, block_size: int) -> int:
-        """Blocks covering the last ``window`` tokens; earlier blocks are freed."""
-        first_needed = max(0, tokens - self.window)
-        return cdiv(tokens, block_size) - first_needed // block_size
+    def blocks_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
+        """Blocks held by a step from ``before`` computed tokens (default ``tokens - 1``: a
+        decode step) to ``tokens``. vLLM's allocate_slots frees the blocks wholly before
+        ``before - window + 1`` (remove_skipped_blocks on the tokens computed *before* the
+        step), then allocates up to ``tokens``: a prefill chunk holds every block it writes."""
+        computed = tokens - 1 if before is None else before
+        return cdiv(tokens, block_size) - max(0, computed - self.window + 1) // block_size
 
     @property
     def label(self) -> str:
@@ -198,12 +203,12 @@ class KvGroup:
     def bytes_for(self, tokens: int) -> int:
         return self.num_layers * self.spec.bytes_for(tokens)
 
-    def blocks_for(self, tokens: int, block_size: int) -> int:
+    def blocks_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
         """Blocks per layer (every layer of the group holds the same number)."""
-        return self.spec.blocks_for(tokens, block_size)
+        return self.spec.blocks_for(tokens, block_size, before)
 
-    def allocated_bytes_for(self, tokens: int, block_size: int) -> int:
-        blocks = self.spec.blocks_for(tokens, block_size)
+    def allocated_bytes_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
+        blocks = self.spec.blocks_for(tokens, block_size, before)
         return self.num_layers * blocks * self.spec.page_size_bytes(block_size)
 
 
@@ -229,13 +234,14 @@ class ModelKv:
         """Logical bytes for one request holding ``tokens`` tokens (windows and state applied)."""
         return sum(g.bytes_for(tokens) for g in self.groups)
 
-    def allocated_bytes_for(self, tokens: int, block_size: int) -> int:
-        """Bytes of whole pages allocated for one request holding ``tokens`` tokens."""
-        return sum(g.allocated_bytes_for(tokens, block_size) for g in self.groups)
+    def allocated_bytes_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
+        """Bytes of whole pages allocated for one request holding ``tokens`` tokens, during the
+        step from ``before`` computed tokens (default ``tokens - 1``, a decode step)."""
+        return sum(g.allocated_bytes_for(tokens, block_size, before) for g in self.groups)
 
-    def blocks_for(self, tokens: int, block_size: int) -> int:
+    def blocks_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
         """Blocks summed over layer groups; one block spans every layer of its group."""
-        return sum(g.blocks_for(tokens, block_size) for g in self.groups)
+        return sum(g.blocks_for(tokens, block_size, before) for g in self.groups)
 
 
 def layer_cache_spec(

@@ -71,7 +71,7 @@ class StateSpec:
     def bytes_for(self, tokens: int) -> int:
         return self.state_bytes if tokens > 0 else 0
 
-    def blocks_for(self, tokens: int, block_size: int) -> int:
+    def blocks_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
         return 1 if tokens > 0 else 0
 
     @property

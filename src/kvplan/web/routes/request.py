@@ -27,7 +27,8 @@ def _timeline(request: Request, q: RequestQuery) -> tuple[Any, Any, Any]:
     spec = resolve_model(q.model, request.app.state.uploads)
     e = cache_engine(q, spec)
     kv = kv_spec(spec, e.kv_cache_dtype, e.tensor_parallel_size)
-    tl = request_timeline(kv, q.prompt, q.output, chunk_tokens=q.chunk, block_size=e.block_size)
+    tl = request_timeline(kv, q.prompt, q.output, chunk_tokens=q.chunk, block_size=e.block_size,
+                          max_tokens=spec.max_position_embeddings)
     return spec, kv, tl
 
 
