@@ -106,9 +106,9 @@ CASES: dict[str, tuple[list[str], Files, tuple[str, ...]]] = {
                          ("exceeds L4's 22.35 GiB",)),
     # F23: batch/levers compare the context with the model's
     "F23-batch": (["batch", "Qwen/Qwen3-8B", "--batch", "100000000", "--context", "100000000",
-                   "--json"], {}, ("--batch up to 1,048,576",)),
+                   "--json"], {}, ("--batch must be at most 1,048,576",)),
     "F23-levers": (["levers", "Qwen/Qwen3-8B", "--batch", "100000000", "--context", "100000000",
-                    "--json"], {}, ("--batch up to 1,048,576",)),
+                    "--json"], {}, ("--batch must be at most 1,048,576",)),
     "F23-context": (["batch", "Qwen/Qwen3-8B", "--batch", "8", "--context", "100000"], {},
                     ("context of 40,960",)),
     "F23-levers-context": (["levers", "Qwen/Qwen3-8B", "--batch", "8", "--context", "100000"],

@@ -83,7 +83,7 @@ BAD = [
     ({"disagg": "0P1D"}, "disagg", "--prefill-instances must be at least 1, got 0"),
     ({"disagg": "1P1D", "kv_link": "carrier-pigeon"}, "kv_link", "carrier-pigeon"),
     ({"disagg": "1P1D", "prefill_tp": 2, "decode_tp": 1}, "decode_tp", "multiple"),
-    ({"disagg": "1P1D", "decode_gpu": "TPU-v9"}, "gpu", "unknown GPU"),
+    ({"disagg": "1P1D", "decode_gpu": "TPU-v9"}, "decode_gpu", "--decode-gpu: unknown GPU"),
     ({"router": "least-outstanding"}, "router", "disaggregated fleet's proxy"),
     ({"disagg": "1P1D", "max_concurrency": 4}, "max_concurrency", "not modelled"),
     ({"disagg": "1P1D", "decode_tp": 3}, "decode_tp", ""),
