@@ -79,7 +79,6 @@ def test_compact_and_long_forms_agree() -> None:
     (("--disagg", "1Q1D"), "write xPyD"),
     (("--disagg", "1P1D", "--prefill-instances", "2"), "give one"),
     (("--disagg", "1P1D", "--decode-gpu", "L4"), "decode pool (L4, TP1)"),
-    (("--disagg", "1P1D", "--goodput", "ttft:1"), "over the TTFT SLO of 1 ms"),
     (("--disagg", "4P5D", "--kv-link", "nvlink4"), "use a network link"),
     (("--disagg", "1P1D", "--decode-tp", "3"), "--decode-tp 3 must divide"),
     (("--disagg", "1P1D", "--max-concurrency", "2"), "--max-concurrency"),
@@ -100,9 +99,19 @@ def test_decode_pool_error_says_what_fits() -> None:
     assert "the largest --max-model-len that fits is" in r.err
 
 
-def test_link_slo_error_names_links_and_length_that_fit() -> None:
-    """One 131,072-token request moves 16 GiB: 343.6 ms on ib-ndr, 171.8 ms on ib-xdr,
-    38.2 ms on nvlink4 (450 GB/s; 1P1D fits one node)."""
-    r = run_cli(*BASE, "--disagg", "1P1D", "--goodput", "ttft:200")
-    assert_one_line_error(r)
-    assert "in 343.6 ms" in r.err and "links that fit: nvlink4, ib-xdr" in r.err, r.err
+def test_a_goodput_the_link_cannot_meet_is_a_note_not_a_refusal() -> None:
+    """The workload's longest prompt, 512 tokens, moves 64 MiB: 1.34 ms + 5 us on ib-ndr
+    (50 GB/s per GPU), over a 1 ms TTFT goodput. vLLM's benchmark runs and counts no request good; the
+    simulation did the same, only refusing to start when one 131,072-token request (16 GiB,
+    343.6 ms), which this workload never sends, missed the goodput."""
+    r = run_cli(*BASE, "--disagg", "1P1D", "--goodput", "ttft:1", "--json")
+    assert r.code == 0, r.err
+    assert "note: --kv-link ib-ndr moves the longest prompt's KV (512 tokens, 64.00 MiB) " \
+           "in 1.3 ms, over the TTFT goodput of 1 ms" in r.err, r.err
+    # (1e-3 - 5e-6) s x 50e9 B/s / 131,072 B = 379.6 tokens: 368 in whole 16-token pages
+    assert "links that fit: nvlink4, ib-xdr; or prompts of at most 368 tokens" in r.err
+    assert json.loads(r.out)["request_goodput"] == 0.0
+    ok = run_cli(*BASE, "--disagg", "1P1D", "--goodput", "ttft:300", "--json")
+    assert ok.code == 0 and "note:" not in ok.err, ok.err
+
+

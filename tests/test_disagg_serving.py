@@ -3,10 +3,12 @@ the pools' plans, and the link-vs-SLO check."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
-from kvplan.analysis.disagg.serving import check_link_slo, plan_pool, transfer_cost
+from kvplan.analysis.disagg.serving import link_slo_note, plan_pool, transfer_cost
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.deployment import Deployment
@@ -53,17 +55,18 @@ def test_decode_pool_uses_no_prefix_cache_and_names_its_role() -> None:
         plan_pool("decode", small)
 
 
-def test_link_slo_check() -> None:
+def test_link_slo_note() -> None:
     """Llama-3.1-8B, 8,192 tokens x 128 KiB = 1 GiB: 21.47 ms + 5 us on ib-ndr. Under 20 ms:
     (0.020 - 5e-6) s / (131,072 B / 50e9 B/s per token) = 7,627.5 tokens, down to whole
     16-token pages: 7,616."""
     dd = _fleet("meta-llama/Llama-3.1-8B", 1, 1)
     plan = plan_pool("decode", dd.decode).plan
-    check_link_slo(dd, plan, 22.0)  # fits: no error
-    with pytest.raises(InputError, match=r"in 21\.5 ms, over the TTFT SLO of 20 ms.*"
-                                         r"links that fit: nvlink4, ib-xdr, pcie5-x16; "
-                                         r"or --max-model-len <= 7616"):
-        check_link_slo(dd, plan, 20.0)
+    assert link_slo_note(dd, plan, 22.0, 8192) is None  # in time: nothing to say
+    msg = link_slo_note(dd, plan, 20.0, 8192)
+    assert msg is not None
+    assert re.search(r"\(8,192 tokens, 1\.00 GiB\) in 21\.5 ms, over the TTFT goodput of 20 ms"
+                     r".*links that fit: nvlink4, ib-xdr, pcie5-x16; "
+                     r"or prompts of at most 7,616 tokens", msg), msg
 
 
 def test_kv_connector_layout_unifies_windows_and_refuses_state_layers() -> None:

@@ -127,31 +127,32 @@ def transfer_cost(dd: DisaggDeployment, decode_plan: MemoryPlan,
                         bytes_per_s_per_gpu=link.bytes_per_s_per_gpu, latency_s=link.latency_s)
 
 
-def check_link_slo(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float) -> None:
-    """InputError when the link alone moves one max_model_len request's KV slower than the
-    TTFT SLO: names the links and the longest --max-model-len that would fit."""
+def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
+                  tokens: int) -> str | None:
+    """Why a ``tokens``-token prompt cannot meet a TTFT goodput of ``ttft_ms`` on the fleet's
+    link alone (its KV's wire time is longer before any compute), naming the links and the
+    longest prompt that would; None when the link is fast enough. A benchmark with such a
+    goodput still runs (vLLM's does): those requests just do not count as good."""
     import numpy as np
 
-    mml = decode_plan.settings.max_model_len
     cost = transfer_cost(dd, decode_plan)
-    nbytes = int(cost.link_bytes(np.array([mml]))[0])
+    nbytes = int(cost.link_bytes(np.array([tokens]))[0])
     took_ms = 1000 * cost.transfer_s(nbytes)
     if took_ms <= ttft_ms:
-        return
+        return None
     one_node = dd.total_gpus <= GPUS_PER_NODE
     fits = [x.id for x in link_catalog() if (x.scope == "network" or one_node)
             and 1000 * transfer_cost(dd, decode_plan, x).transfer_s(nbytes) <= ttft_ms]
-    per_token = nbytes / mml
     room_s = ttft_ms / 1000 - cost.latency_s
     block = decode_plan.block_size  # whole pages move: round down to a page
-    longest = int(room_s / cost.wire_s(per_token)) // block * block if room_s > 0 else 0
-    shorter = (f"or --max-model-len <= {longest}" if longest > 0 else
-               f"no --max-model-len fits either: one {block}-token page and the link's "
-               f"{1e6 * cost.latency_s:g} us latency take longer; raise the TTFT goodput")
-    raise InputError(
-        f"--kv-link {dd.link.id} moves one {mml}-token request's KV ({fmt_bytes(nbytes)}) in "
-        f"{took_ms:,.1f} ms, over the TTFT SLO of {ttft_ms:g} ms before any compute; "
-        f"links that fit: {', '.join(fits) or 'none'}; {shorter}")
+    longest = int(room_s / cost.wire_s(nbytes / tokens)) // block * block if room_s > 0 else 0
+    shorter = (f"or prompts of at most {longest:,} tokens" if longest > 0 else
+               f"no prompt fits: one {block}-token page and the link's "
+               f"{1e6 * cost.latency_s:g} us latency take longer")
+    return (f"--kv-link {dd.link.id} moves the longest prompt's KV ({tokens:,} tokens, "
+            f"{fmt_bytes(nbytes)}) in {took_ms:,.1f} ms, over the TTFT goodput of "
+            f"{ttft_ms:g} ms before any compute: such requests cannot count as good; links "
+            f"that fit: {', '.join(fits) or 'none'}; {shorter}")
 
 
 def block_mismatch(pre: PoolRun, dec: PoolRun) -> str:
@@ -182,10 +183,14 @@ def simulate_disagg_serving(dd: DisaggDeployment,
     why = block_mismatch(pre, dec)
     if why:
         raise InputError(why)
-    if ttft_slo_ms is not None:
-        check_link_slo(dd, dec.plan, ttft_slo_ms)
     work = workload if isinstance(workload, Workload) else build_workload(
         workload or WorkloadArgs())
+    if ttft_slo_ms is not None and len(work.prompt_tokens):
+        why_not = link_slo_note(dd, dec.plan, ttft_slo_ms, int(work.prompt_tokens.max()))
+        if why_not:
+            from kvplan.notes import note
+
+            note(why_not)
     cost = transfer_cost(dd, dec.plan)
     pre_sim, dec_sim = pool_sims(pre, dec, profile)
     result = simulate_disagg(work, prefill=pre_sim, decode=dec_sim, transfer=cost,
