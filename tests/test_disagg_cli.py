@@ -101,9 +101,9 @@ def test_decode_pool_error_says_what_fits() -> None:
 
 def test_a_goodput_the_link_cannot_meet_is_a_note_not_a_refusal() -> None:
     """The workload's longest prompt, 512 tokens, moves 64 MiB: 1.34 ms + 5 us on ib-ndr
-    (50 GB/s per GPU), over a 1 ms TTFT goodput. vLLM's benchmark runs and counts no request good; the
-    simulation did the same, only refusing to start when one 131,072-token request (16 GiB,
-    343.6 ms), which this workload never sends, missed the goodput."""
+    (50 GB/s per GPU), over a 1 ms TTFT goodput. vLLM's benchmark runs and counts no request
+    good; the simulation does the same (it refused to start when one 131,072-token request (16 GiB,
+    343.6 ms), which this workload never sends, missed the goodput)."""
     r = run_cli(*BASE, "--disagg", "1P1D", "--goodput", "ttft:1", "--json")
     assert r.code == 0, r.err
     assert "note: --kv-link ib-ndr moves the longest prompt's KV (512 tokens, 64.00 MiB) " \

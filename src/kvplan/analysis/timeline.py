@@ -75,6 +75,13 @@ class RequestTimeline:
     def final_allocated_bytes(self) -> int:
         return self.steps[-1].allocated_bytes
 
+    @property
+    def vllm_final(self) -> ClaimStep:
+        """Where vLLM's request ends: its prefill step samples the first output token and the
+        last one is never fed back, so O - 1 decode steps cache P + O - 1 tokens (the
+        schedule above, the lesson's, runs one decode step per output token)."""
+        return self.steps[-2] if self.output_tokens else self.steps[-1]
+
 
 def request_timeline(
     kv: ModelKv,

@@ -56,6 +56,8 @@ def timeline_json(model: str, kv: ModelKv, tl: RequestTimeline) -> dict[str, Any
         "final_bytes": tl.final_bytes,
         "final_allocated_bytes": tl.final_allocated_bytes,
         "prefill_share": tl.prefill_share,
+        "vllm_final_tokens": tl.vllm_final.tokens_in_cache,
+        "vllm_final_bytes": tl.vllm_final.logical_bytes,
         "steps": [
             {
                 "step": s.step,
@@ -85,6 +87,13 @@ def render_timeline(console: Console, model: str, kv: ModelKv, tl: RequestTimeli
         f"{fmt_bytes(tl.final_allocated_bytes)} allocated in blocks of {tl.block_size}); "
         f"prefill share {tl.prefill_share:.1%}"
     )
+    if tl.output_tokens:
+        v = tl.vllm_final
+        console.print(
+            f"vLLM samples the first output token in the prefill step and never caches the "
+            f"last: it ends at {v.tokens_in_cache:,} tokens, {fmt_bytes(v.logical_bytes)} "
+            f"({v.logical_bytes:,} bytes), after {tl.output_tokens - 1} decode steps"
+        )
 
 
 def batch_json(model: str, fp: BatchFootprint) -> dict[str, Any]:
