@@ -199,19 +199,31 @@ class KvFit:
     activation_bytes: int = 0
     memory_error: str | None = None
     """Set when weights + activations leave no room at all (vLLM's plan fails): its message."""
+    prefill_extra: tuple[int, int] = (0, 0)
+    """(k, x): at most k requests share a prefill step, each holding x blocks more than at
+    its end there (a sliding window frees its blocks only from the next step)."""
 
     @property
     def weights_fit(self) -> bool:
         return self.memory_error is None
 
+    def _blocks(self, batch: int) -> int:
+        k, extra = self.prefill_extra
+        return batch * self.blocks_per_request + min(batch, k) * extra
+
     @property
     def fits(self) -> bool:
-        return self.batch * self.blocks_per_request <= self.num_blocks
+        return self._blocks(self.batch) <= self.num_blocks
 
     @property
     def max_batch(self) -> int:
         """The largest batch of this shape whose cache fits."""
-        return self.num_blocks // max(1, self.blocks_per_request)
+        k, extra = self.prefill_extra
+        per = max(1, self.blocks_per_request)
+        if min(k, 1) * (per + extra) > self.num_blocks:
+            return 0
+        whole = self.num_blocks // (per + extra)  # every request in the prefill step
+        return whole if whole < k else max(k, (self.num_blocks - k * extra) // per)
 
 
 def kv_fit(
@@ -234,12 +246,31 @@ def kv_fit(
                      blocks_per_request=1, num_blocks=0, batch=shape.batch,
                      memory_error=str(exc))
     blocks = sum(g.spec.blocks_for(shape.total_tokens, g.block_size) for g in plan.groups)
+    chunk = eng.max_num_batched_tokens  # None: the batch's prompts in one step (as priced)
+    extra = sum(_peak_blocks(g.spec, shape, g.block_size, chunk or shape.prompt_tokens)
+                for g in plan.groups) - blocks
+    k = ALL_IN_ONE_STEP if chunk is None else chunk // shape.prompt_tokens + 2
+    fit = KvFit(needed_bytes=0, available_bytes=plan.budget.available_kv_bytes,
+                blocks_per_request=blocks, num_blocks=plan.num_blocks, batch=shape.batch,
+                weights_bytes=plan.budget.weights_bytes,
+                activation_bytes=plan.budget.activation_bytes, prefill_extra=(k, extra))
     block_bytes = plan.page_size_bytes * plan.layers_per_group
-    return KvFit(needed_bytes=shape.batch * blocks * block_bytes,
-                 available_bytes=plan.budget.available_kv_bytes, blocks_per_request=blocks,
-                 num_blocks=plan.num_blocks, batch=shape.batch,
-                 weights_bytes=plan.budget.weights_bytes,
-                 activation_bytes=plan.budget.activation_bytes)
+    return replace(fit, needed_bytes=fit._blocks(shape.batch) * block_bytes)
+
+
+ALL_IN_ONE_STEP = 1 << 62
+"""KvFit.prefill_extra's k when the batch's prompts share one prefill step."""
+
+
+def _peak_blocks(spec: Any, shape: RequestShape, block: int, chunk: int) -> int:
+    """The most blocks one request holds in a layer of ``spec`` over its schedule: at the end,
+    or in a prefill step of ``chunk`` tokens, which holds every block it writes (a sliding
+    window frees blocks only from the next step: ``blocks_for``)."""
+    peak, done = spec.blocks_for(shape.total_tokens, block), 0
+    while done < shape.prompt_tokens and hasattr(spec, "window"):
+        step = min(shape.prompt_tokens, done + chunk)
+        peak, done = max(peak, spec.blocks_for(step, block, before=done)), step
+    return int(peak)
 
 
 def check_batch_fits(

@@ -1,0 +1,44 @@
+"""`kvplan latency`'s fit check holds a sliding window's blocks at their prefill peak: a
+prefill step holds every block it writes (vLLM's allocate_slots frees a window's old blocks
+only at the next step). It counted the end of the request only, so gpt-oss-20b on L40S "fit"
+32 requests of 32,768 + 128 tokens prefilled in one step, which hold twice the KV.
+
+gpt-oss-20b: 12 full + 12 sliding (window 128) layers, one group of 12 each, blocks of 16.
+At the end a request holds cdiv(32,896, 16) = 2,056 full blocks + 2,056 - (32,895 - 128 + 1)
+// 16 = 8 sliding blocks = 2,064. A one-step prefill holds cdiv(32,768, 16) = 2,048 sliding
+blocks (2,040 more); a last 8,192-token chunk (24,576 -> 32,768) holds 2,048 - 24,449 // 16
+= 520 (512 more), and a step of 8,192 tokens touches at most 2 requests' prompts."""
+
+from __future__ import annotations
+
+import kvplan
+from kvplan.costs.step.latency import KvFit, kv_fit
+from kvplan.specs.hardware import load_gpu
+
+
+def _fit(batch: int, chunk: int | None) -> KvFit:
+    return kv_fit(kvplan.load_model("openai/gpt-oss-20b"), load_gpu("L40S"),
+                  kvplan.EngineConfig(max_num_batched_tokens=chunk),
+                  kvplan.RequestShape(batch=batch, prompt_tokens=32768, output_tokens=128))
+
+
+def test_one_step_prefill_holds_every_sliding_block() -> None:
+    f = _fit(17, None)
+    assert f.blocks_per_request == 2064 and f.prefill_extra[1] == 2040
+    assert f.num_blocks == 66679 and f.max_batch == 66679 // (2064 + 2040) == 16
+    assert not f.fits and _fit(16, None).fits  # the end-state count said 32 fit
+    assert _fit(4, None).max_batch == 16
+
+
+def test_chunked_prefill_peak_is_one_chunk_for_two_requests() -> None:
+    f = _fit(32, 8192)
+    assert f.prefill_extra == (2, 512) and f.num_blocks == 66499
+    assert f.max_batch == (66499 - 2 * 512) // 2064 == 31
+    assert not f.fits and _fit(31, 8192).fits
+
+
+def test_full_attention_models_are_unchanged() -> None:
+    f = kv_fit(kvplan.load_model("meta-llama/Llama-3.1-8B"), load_gpu("H100"),
+               kvplan.EngineConfig(), kvplan.RequestShape(batch=4, prompt_tokens=4096,
+                                                          output_tokens=128))
+    assert f.prefill_extra[1] == 0 and f.blocks_per_request == -(-4224 // 16)
