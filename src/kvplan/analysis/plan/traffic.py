@@ -45,6 +45,9 @@ class PlanTraffic:
     given_rate_rps: float | None = None
     """--request-rate as given, where the arrivals were drawn at it (``rate_rps`` is the
     draw's realized rate, (requests - 1) / span)."""
+    args: WorkloadArgs | None = None
+    """The workload flags as given (None: a Workload passed in): the Verify line repeats
+    them where `vllm bench serve` draws the same requests (random, sharegpt)."""
 
     @property
     def requests(self) -> int:
@@ -80,7 +83,8 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     if span <= 0:
         gaps = gamma_arrivals(n, 1.0, burstiness, np.random.default_rng(seed))
         return PlanTraffic(name=w.name, target=None, unit=_with_arrivals(head, gaps),
-                           rate_rps=None, trace_requests=whole)
+                           rate_rps=None, trace_requests=whole,
+                           args=workload if isinstance(workload, WorkloadArgs) else None)
     rate = (len(w) - 1) / span
     unit = _with_arrivals(head, (head.arrival_s - head.arrival_s[0]) * rate)
     args = workload if isinstance(workload, WorkloadArgs) else None
@@ -88,7 +92,8 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     shape = args.burstiness if args is not None and drawn else gap_shape(w.arrival_s)
     given = args.request_rate if args is not None else None
     return PlanTraffic(name=w.name, target=w, unit=unit, rate_rps=rate, trace_requests=whole,
-                       burstiness=shape, own_arrivals=not drawn, given_rate_rps=given)
+                       burstiness=shape, own_arrivals=not drawn, given_rate_rps=given,
+                       args=args)
 
 
 def gap_shape(arrival_s: np.ndarray) -> float:

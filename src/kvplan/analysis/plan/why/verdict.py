@@ -178,13 +178,9 @@ def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo,
     serve = shlex.join([*vllm_serve_env(d), *vllm_serve_argv(d, model_id, block_size=block)])
     good = dict(slo.goodput_ms) or {b.metric: b.limit_ms for b in slo.bounds
                                     if b.metric in GOODPUT_METRICS}
-    unit = traffic.unit
     rate = traffic.given_rate_rps or traffic.rate_rps or (
         w.capacity.rate_rps if w.capacity else 1.0)
-    argv = ["vllm", "bench", "serve", "--model", model_id,
-            "--dataset-name", "random",
-            "--random-input-len", str(int(np.median(unit.prompt_tokens))),
-            "--random-output-len", str(int(np.median(unit.output_tokens))),
+    argv = ["vllm", "bench", "serve", "--model", model_id, *bench_dataset(traffic),
             "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:.3g}"]
     if traffic.rate_rps is not None and f"{traffic.burstiness:.2g}" != "1":
         argv += ["--burstiness", f"{traffic.burstiness:.2g}"]
@@ -192,3 +188,34 @@ def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo,
     if good:
         argv += ["--goodput", *(f"{k}:{v:g}" for k, v in good.items())]
     return serve, shlex.join(argv)
+
+
+SHAREGPT_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
+
+
+def bench_dataset(traffic: PlanTraffic) -> list[str]:
+    """`vllm bench serve`'s dataset flags for the plan's requests: the same ones where vLLM
+    draws them as kvplan does (``random`` with its lengths, range, prefix and seed;
+    ``sharegpt``'s file, whose seed-0 requests kvplan bundles), else random prompts of the
+    workload's median lengths (``replayable`` is False: the plan warns)."""
+    a = traffic.args
+    if a is not None and a.trace is None and a.dataset == "sharegpt":
+        return ["--dataset-name", "sharegpt", "--dataset-path", SHAREGPT_FILE]
+    if a is not None and a.trace is None and a.dataset in (None, "random"):
+        out = ["--dataset-name", "random", "--random-input-len", str(a.random_input_len),
+               "--random-output-len", str(a.random_output_len)]
+        for flag, value, default in (("--random-range-ratio", a.random_range_ratio, 0.0),
+                                     ("--random-prefix-len", a.random_prefix_len, 0),
+                                     ("--seed", a.seed, 0)):
+            out += [flag, f"{value:g}"] if value != default else []
+        return out
+    unit = traffic.unit
+    return ["--dataset-name", "random",
+            "--random-input-len", str(int(np.median(unit.prompt_tokens))),
+            "--random-output-len", str(int(np.median(unit.output_tokens)))]
+
+
+def replayable(traffic: PlanTraffic) -> bool:
+    """Whether the Verify line sends the plan's own requests (``bench_dataset``)."""
+    a = traffic.args
+    return a is not None and a.trace is None and a.dataset in (None, "random", "sharegpt")
