@@ -76,8 +76,9 @@ def test_simulate_resolves_each_flag_once(monkeypatch: pytest.MonkeyPatch,
         "resolve_deployment": 1, "check_tensor_parallel": 1, "resolve_format": 1,
         "settings_for": 1, "kv_spec": 1, "resolve_precision": 1, "precision_of": 1,
     }
-    # the KV dtype is read in kv_spec only (its body, _kv_spec, behind a memo)
-    assert calls["resolve_precision", "_kv_spec"] == 1
+    # the KV dtype is read in kv_spec only (its body, _kv_spec, behind a memo, through
+    # model_precision: DeepSeek-V3.2's sparse MLA turns auto / fp8 into fp8_ds_mla)
+    assert calls["resolve_precision", "model_precision"] == 1
     assert calls["resolve_format", "resolve_deployment"] == 1  # weights, GEMMs: the same one
 
 
