@@ -99,3 +99,33 @@ def test_a_zero_load_ttft_miss_names_the_api_path() -> None:
     note = "the API server's path alone is 42.7 ms, a fitted profile term"
     assert note in doc["summary"]["why"]
     assert all(note in c["reason"] for c in doc["candidates"] if c["stage"] == "pruned_bound")
+
+# The Verify line sends the plan's own requests where `vllm bench serve` can draw them:
+# `--dataset sharegpt` is vLLM's ShareGPT file (kvplan bundles its seed-0 requests), a random
+# workload keeps its range and seed. It sent random prompts of the median lengths for both
+# (87 in / 156 out for 200 ShareGPT requests): another workload than the one verified.
+
+
+def test_sharegpt_is_verified_on_vllms_sharegpt() -> None:
+    doc = _plan("--dataset", "sharegpt", "--request-rate", "20")
+    bench = doc["summary"]["vllm_bench_serve"]
+    assert ("--dataset-name sharegpt --dataset-path ShareGPT_V3_unfiltered_cleaned_split.json "
+            "--num-prompts 200 --request-rate 20 ") in bench
+    assert "--random-input-len" not in bench
+    assert not any(x.startswith("Verify approximates") for x in doc["warnings"])
+
+
+def test_random_keeps_its_range_prefix_and_seed() -> None:
+    bench = _plan("--random-range-ratio", "0.5", "--seed", "3",
+                  "--request-rate", "5")["summary"]["vllm_bench_serve"]
+    assert ("--dataset-name random --random-input-len 1024 --random-output-len 128 "
+            "--random-range-ratio 0.5 --seed 3 --num-prompts 200") in bench
+    plain = _plan("--request-rate", "5")["summary"]["vllm_bench_serve"]
+    assert "--random-input-len 1024 --random-output-len 128 --num-prompts" in plain
+
+
+def test_a_length_trace_is_approximated_and_says_so() -> None:
+    doc = _plan("--dataset", "sharegpt-multiturn", "--request-rate", "5")
+    assert "--dataset-name random --random-input-len" in doc["summary"]["vllm_bench_serve"]
+    assert any(x.startswith("Verify approximates sharegpt-multiturn: vllm bench serve cannot "
+                            "replay its lengths") for x in doc["warnings"]), doc["warnings"]
