@@ -23,3 +23,17 @@ def test_nothing_fits_names_the_memory_miss_and_its_computed_lever() -> None:
     assert why.startswith("no configuration in the space fits in memory (no memory left for "
                           "the KV cache on L40S: weights 131.45 GiB")
     assert why.endswith("exceed the requested 40.08 GiB); fits with --tensor-parallel-size 4")
+
+
+# ---------------- W2: latency --explain described MLA attention as MQA ("1 kv x 192")
+# DeepSeek-V2-Lite caches one latent per token per layer, kv_lora_rank 512 + qk_rope 64 = 576
+# values (30.38 KiB/token over 27 layers: 27 x 576 x 2 B = 31,104 B), read by all 16 query
+# heads of width qk_nope 128 + qk_rope 64 = 192. "16 heads / 1 kv x 192" read as one KV head
+# of 192 values: 27 x 2 x 192 x 2 B = 20,736 B/token, a cache that does not exist.
+def test_explain_names_mlas_latent_not_a_kv_head() -> None:
+    r = run_cli("latency", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", "H100", "--prompt", "256",
+                "--output", "8", "--explain", "--json")
+    assert r.code == 0, r.err
+    shapes = {op["shape"] for step in r.json()["step_ops"] for op in step["ops"]
+              if op["op"] == "attention_mla"}
+    assert shapes == {"16 heads x 192 over one 576-wide latent"}
