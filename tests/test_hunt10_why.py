@@ -37,3 +37,21 @@ def test_explain_names_mlas_latent_not_a_kv_head() -> None:
     shapes = {op["shape"] for step in r.json()["step_ops"] for op in step["ops"]
               if op["op"] == "attention_mla"}
     assert shapes == {"16 heads x 192 over one 576-wide latent"}
+
+
+# ---------------- W3: `kvplan levers` said every model's footprint scales by 1/TP
+# DeepSeek-V3 (MLA): 61 layers x 576 x 2 B = 70,272 B/token on every GPU at TP 1, 2, 4 and 8
+# (the latent is not split), yet the footnote read "GQA/MLA x cache precision x 1/TP".
+# Qwen3-Next (12 attention + 36 state layers): fp8 takes the batch from 8.36 to 5.36 GiB,
+# not 4.18 - 64 x 37.69 MiB of state stays bf16 - and the footnote said nothing of it.
+def test_levers_footnote_follows_the_models_rule() -> None:
+    mla = run_cli("levers", "deepseek-ai/DeepSeek-V3", "--batch", "64", "--context", "4096")
+    assert mla.code == 0, mla.err
+    text = " ".join(mla.out.split())
+    assert "1/TP" not in text and "TP does not divide MLA's latent" in text
+    rows = {x["lever"]: x for x in run_cli("levers", "deepseek-ai/DeepSeek-V3", "--batch", "64",
+                                           "--context", "4096", "--json").json()["levers"]}
+    assert rows["tensor parallel 8"]["bytes_per_token_per_gpu"] == 61 * 576 * 2
+    hybrid = run_cli("levers", "Qwen/Qwen3-Next-80B-A3B-Thinking", "--batch", "64",
+                     "--context", "4096")
+    assert "cache precision shrinks only the attention layers" in " ".join(hybrid.out.split())
