@@ -55,3 +55,19 @@ def test_levers_footnote_follows_the_models_rule() -> None:
     hybrid = run_cli("levers", "Qwen/Qwen3-Next-80B-A3B-Thinking", "--batch", "64",
                      "--context", "4096")
     assert "cache precision shrinks only the attention layers" in " ".join(hybrid.out.split())
+
+
+# ---------------- W4: `kvplan batch` hid why a sliding-window model holds fewer tokens
+# Mistral-7B (sliding_window 4096 on all 32 layers), --context 32768 at TP 2: the line read
+# "65,536 bytes/token x 4,096 tokens x 8 requests" - 4,096 where the user asked 32,768, with
+# no word of the window (a mixed model's terms name it). 2 x 32 x 4 x 128 x 2 B = 65,536 B;
+# x 4,096 x 8 = 2 GiB.
+def test_batch_names_the_window_that_caps_the_context() -> None:
+    r = run_cli("batch", "mistralai/Mistral-7B-v0.1", "--batch", "8", "--context", "32768",
+                "-tp", "2")
+    assert r.code == 0, r.err
+    assert ("(65,536 bytes/token x 4,096 tokens [sliding window 4096, 4 KV heads x 128, "
+            "32 layers]) x 8 requests") in r.out
+    assert "total: 2.00 GiB (2,147,483,648 bytes)" in r.out
+    short = run_cli("batch", "mistralai/Mistral-7B-v0.1", "--batch", "8", "--context", "4096")
+    assert "131,072 bytes/token x 4,096 tokens x 8 requests" in short.out  # window = context
