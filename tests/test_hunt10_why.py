@@ -92,3 +92,21 @@ def test_advice_keeps_the_missed_value_visibly_over_the_limit() -> None:
                  "--request-rate", "10", "--slo", "ttft:p99:2000", "tpot:p99:30", "--replicas",
                  "3", "--json")
     assert "misses p99_tpot_ms by 59 % (47.7 ms) with 3 replicas" in r3.json()["summary"]["why"]
+
+
+# ---------------- W6: "Halves the cache" for a hybrid model whose state is not in fp8
+# Qwen3-Next at TP 2, --kv-cache-dtype fp8: the 12 attention layers' KV goes 12 -> 6 KiB per
+# token (12 x 1 head x 256 x 2 x 1 B = 6,144 B), but the 36 linear-attention layers' state,
+# 36 x (24 + 512) KiB = 19,296 KiB = 18.84 MiB per request, keeps --mamba-cache-dtype (bf16).
+# At 4,096 tokens a request is 18.84 + 48 MiB in bf16 and 18.84 + 24 MiB in fp8: 0.64x, not
+# the half the risk line claimed.
+def test_precision_risk_of_a_hybrid_says_the_state_keeps_its_dtype() -> None:
+    r = run_cli("kv", "Qwen/Qwen3-Next-80B-A3B-Thinking", "--kv-cache-dtype", "fp8", "-tp", "2",
+                "--json")
+    assert r.code == 0, r.err
+    risk = r.json()["precision_risk"]
+    assert "Halves the cache." not in risk
+    assert ("Only the 12 attention layers' KV (6.00 KiB/token here) is stored in fp8_e4m3: "
+            "the 36 state layers' 18.84 MiB per request keep --mamba-cache-dtype.") in risk
+    dense = run_cli("kv", "meta-llama/Llama-3.1-8B", "--kv-cache-dtype", "fp8", "--json")
+    assert dense.json()["precision_risk"].startswith("Halves the cache.")

@@ -34,7 +34,7 @@ def render_kv(console: Console, r: KvReport) -> None:
         for line in kv_summary_lines(r.per_gpu):
             console.print(f"  {line}")
     console.print(kv_groups_table(r.per_gpu, r.block_size))
-    console.print(f"Precision risk: {r.per_gpu.precision.risk}")
+    console.print(f"Precision risk: {r.risk}")
     for note in merged_notes(r.model.notes):
         console.print(f"note: {note}", style="dim", markup=False, highlight=False)
 
