@@ -109,6 +109,22 @@ LEVER_TP_DEGREES = (2, 4, 8)
 """Tensor-parallel degrees the lever table tries (those vLLM would start the model at)."""
 
 
+def levers_note(model: ModelSpec) -> str:
+    """How the table's factors combine for this model (the rule the rows follow)."""
+    from kvplan.specs.model import STATE_KINDS
+
+    if model.mla is not None:
+        text = ("Factors multiply: MLA x cache precision; TP does not divide MLA's latent "
+                "(every GPU holds it whole).")
+    else:
+        text = ("Factors multiply: KV heads (GQA/MQA vs MHA) x cache precision x 1/TP (until TP "
+                "exceeds the KV heads, where heads are replicated instead of split).")
+    if set(model.layer_kinds) & STATE_KINDS:
+        text += (" The state layers' fixed per-request state keeps its own dtype "
+                 "(--mamba-cache-dtype): cache precision shrinks only the attention layers.")
+    return text
+
+
 def servable_tp_degrees(model: ModelSpec, degrees: tuple[int, ...] = LEVER_TP_DEGREES
                         ) -> tuple[int, ...]:
     """The degrees vLLM accepts for this model (heads divide; KV heads split or replicate)."""

@@ -20,13 +20,31 @@ class KvReport:
     per_gpu: ModelKv
     block_size: int
 
+    @property
+    def risk(self) -> str:
+        """The precision's risk line; a hybrid model's fixed state is not in that precision
+        (it keeps --mamba-cache-dtype), so a smaller cache dtype shrinks only its attention
+        layers, and the line says so with the per-GPU figures."""
+        p, kv = self.per_gpu.precision, self.per_gpu
+        state = kv.state_bytes_per_request
+        if not state or p.value_bits >= 16:
+            return p.risk
+        from kvplan.units import fmt_bytes
+
+        attn = sum(g.num_layers for g in kv.groups if g.bytes_per_token)
+        fixed = sum(g.num_layers for g in kv.groups if not g.bytes_per_token)
+        head = p.risk.replace("Halves the cache.", "Halves the attention layers' KV.")
+        return (f"{head} Only the {attn} attention layers' KV ({fmt_bytes(kv.bytes_per_token)}"
+                f"/token here) is stored in {p.name}: the {fixed} state layers' "
+                f"{fmt_bytes(state)} per request keep --mamba-cache-dtype.")
+
     def to_json(self) -> dict[str, Any]:
         """JSON keys other tools read: bytes_per_token, bytes_per_token_per_gpu, groups."""
         return {
             "model": self.model.name,
             "attention": self.model.attention_kind,
             "kv_cache_dtype": self.per_gpu.precision.name,
-            "precision_risk": self.per_gpu.precision.risk,
+            "precision_risk": self.risk,
             "tensor_parallel_size": self.per_gpu.tensor_parallel_size,
             "block_size": self.block_size,
             "bytes_per_token": self.whole.bytes_per_token,

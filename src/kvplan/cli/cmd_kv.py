@@ -137,7 +137,7 @@ def levers_cmd(
     as_json: fl.JsonOpt = False,
 ) -> None:
     """How each lever (MHA vs GQA/MLA, cache dtype, TP) multiplies the footprint; they stack."""
-    from kvplan.analysis.footprint import lever_table, servable_tp_degrees
+    from kvplan.analysis.footprint import lever_table, levers_note, servable_tp_degrees
     from kvplan.specs.catalog import load_model
 
     spec = load_model(model)
@@ -150,10 +150,7 @@ def levers_cmd(
     from kvplan.report.tables import levers_table
 
     console.print(levers_table(rows, batch, context))
-    console.print(
-        "Factors multiply: GQA/MLA x cache precision x 1/TP (until TP exceeds the KV "
-        "heads, where heads are replicated instead of split)."
-    )
+    console.print(levers_note(spec))
 
 
 def _model_engine(model: str, settings: dict[str, Any]) -> tuple[ModelSpec, EngineConfig]:

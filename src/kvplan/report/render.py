@@ -34,7 +34,7 @@ def render_kv(console: Console, r: KvReport) -> None:
         for line in kv_summary_lines(r.per_gpu):
             console.print(f"  {line}")
     console.print(kv_groups_table(r.per_gpu, r.block_size))
-    console.print(f"Precision risk: {r.per_gpu.precision.risk}")
+    console.print(f"Precision risk: {r.risk}")
     for note in merged_notes(r.model.notes):
         console.print(f"note: {note}", style="dim", markup=False, highlight=False)
 
@@ -116,8 +116,8 @@ def batch_equation(fp: BatchFootprint) -> str:
     from kvplan.analysis.footprint import footprint_terms
 
     terms = footprint_terms(fp)
-    if len(terms) == 1 and not terms[0].state_bytes:
-        t = terms[0]
+    if len(terms) == 1 and not terms[0].state_bytes and terms[0].tokens_held == fp.context_tokens:
+        t = terms[0]  # a window shorter than the context is named below, as in a mixed model
         return (f"{t.bytes_per_token:,} bytes/token x {t.tokens_held:,} tokens x "
                 f"{fp.batch} requests")
     parts = [

@@ -208,8 +208,9 @@ def _attention_rows(ops: StageOps, ms: MeasuredStep, agg: StepAggregates,
             pairs, ctx = agg.full_pairs, agg.full_context
         work = r.per_pair_s * pairs + (ms.mla_context_s * agg.prefill_context
                                        if a.kind == "mla" else 0.0)
-        rows.append((f"attention_{a.kind}", a.count,
-                     f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}", r.per_step_s, work,
+        shape = (f"{a.heads} heads x {a.head_dim} over one {a.latent}-wide latent" if a.latent
+                 else f"{a.heads} heads / {a.kv_heads} kv x {a.head_dim}")
+        rows.append((f"attention_{a.kind}", a.count, shape, r.per_step_s, work,
                      r.per_context_s * ctx + r.per_request_s * agg.requests))
     g, rates = ops.gdn, ms.gdn
     if g is not None and rates is not None:

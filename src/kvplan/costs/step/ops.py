@@ -69,6 +69,9 @@ class AttentionOp:
     v_head_dim: int
     window: int
     count: int
+    latent: int = 0
+    """MLA: the cached latent's width per token (kv_lora_rank + qk_rope_head_dim), which
+    every head reads; no KV heads (``kv_heads`` 1 is the latent, not a head)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,7 +250,8 @@ def _attention_ops(model: ModelSpec, stage: range, tp: int) -> tuple[AttentionOp
             a = model.mla
             ops.append(AttentionOp(kind="mla", heads=heads, kv_heads=1,
                                    head_dim=a.qk_nope_head_dim + a.qk_rope_head_dim,
-                                   v_head_dim=a.v_head_dim, window=0, count=count))
+                                   v_head_dim=a.v_head_dim, window=0, count=count,
+                                   latent=a.kv_lora_rank + a.qk_rope_head_dim))
             continue
         ops.append(AttentionOp(kind=kind, heads=heads, kv_heads=kv_heads,
                                head_dim=model.head_dim, v_head_dim=model.v_head_dim,

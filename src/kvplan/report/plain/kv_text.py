@@ -44,7 +44,7 @@ def kv_lines(r: KvReport) -> tuple[list[str], list[str]]:
         head.append(f"Per GPU at tensor parallel {tp} (KV heads per GPU = max(1, kv_heads // "
                     f"{tp}); MLA latents are not split):")
         head += [f"  {line}" for line in kv_summary_lines(r.per_gpu)]
-    tail = [f"Precision risk: {r.per_gpu.precision.risk}"]
+    tail = [f"Precision risk: {r.risk}"]
     tail += [f"note: {note}" for note in merged_notes(r.model.notes)]
     return head, tail
 

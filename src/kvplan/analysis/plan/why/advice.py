@@ -18,7 +18,7 @@ from kvplan.analysis.plan.funnel import Limits, Tally
 from kvplan.analysis.plan.jobs import Job, JobContext, ProbeJob, ProbeOut, ShareJob
 from kvplan.analysis.plan.records import Candidate
 from kvplan.analysis.plan.space import SearchSpace
-from kvplan.analysis.plan.why.verdict import closest
+from kvplan.analysis.plan.why.verdict import closest, ms_text
 from kvplan.errors import KvplanError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
@@ -165,7 +165,7 @@ def _text(c: Candidate, key: str, label: str, base: float, value: float, limit: 
     where = ("at zero load" if at == 0 else f"with {int(at)} replica(s)"
              if lim.rate_rps is not None else f"at {at:.3g} req/s")
     if value >= base:
-        return (f"no single change to {c.id} {where} lowers {key} ({base:.0f} ms; tried "
+        return (f"no single change to {c.id} {where} lowers {key} ({ms_text(base)} ms; tried "
                 "chunk size, TP, GPU, fp8 weights and KV, twice the replicas): loosen the SLO")
     verdict = "meets" if value <= limit else "still misses"
     inside = _in_space(label, space) or (label.startswith("--replicas") and lim.replicas is None)
@@ -175,7 +175,7 @@ def _text(c: Candidate, key: str, label: str, base: float, value: float, limit: 
     tail = ("" if inside else "; it is outside the searched space: add it" if value <= limit
             else "; it is outside the searched space, and alone it is not enough")
     return (f"of single changes to {c.id} {where}, {label} lowers {key} the most, "
-            f"{base:.0f} -> {value:.0f} ms ({verdict} the {limit:g} ms limit){tail}")
+            f"{ms_text(base)} -> {ms_text(value)} ms ({verdict} the {limit:g} ms limit){tail}")
 
 
 def _in_space(label: str, space: SearchSpace) -> bool:

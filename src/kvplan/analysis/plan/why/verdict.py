@@ -60,15 +60,14 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
                    outside: dict[str, str] | None = None, advice: str = "") -> str:
     """One sentence: what the closest candidates miss, by how much, and the lever needed
     (``advice``: the what-if that moves the missed term most, plan_advice)."""
-    fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory")]
-    if not fits:
+    fits = [c for c in cands if c.stage not in ("invalid", "pruned_memory", "duplicate")]
+    if not fits:  # a duplicate was never judged: its reason names its twin, not a limit
         first = next((c for c in cands if c.stage == "pruned_memory"), None)
         if first is None:
-            return (f"vLLM refuses every configuration in the space ({cands[0].reason}); "
+            refused = next((c for c in cands if c.stage == "invalid"), cands[0])
+            return (f"vLLM refuses every configuration in the space ({refused.reason}); "
                     "change the flag it names")
-        return (f"no configuration in the space fits in memory ({first.reason.split(';')[0]});"
-                " add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
-                "fp8 or a GPU with more memory")
+        return _memory_text(first.reason)
     budget = [c for c in fits if any(f in c.reason for f in BUDGET_FLAGS)]
     met = sorted((c for c in budget if c.fleet is not None and c.fleet.ok),
                  key=lambda c: (c.usd_per_hour or 0.0, c.id))
@@ -82,7 +81,7 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
     (key, m, got), best = misses[0]
     d = best.deployment
     miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {100 * abs(m):.0f} %"
-    seen = f" ({got:.0f} ms)" if got is not None and key != "goodput_share" else ""
+    seen = f" ({ms_text(got)} ms)" if got is not None and key != "goodput_share" else ""
     also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
     lever = advice or _lever_for(key)
     e = d.engine
@@ -92,6 +91,23 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
             f"{e.tensor_parallel_size}{dp}, kv {e.kv_cache_dtype}, chunk "
             f"{d.engine.max_num_batched_tokens}), misses {key} {miss}{seen}{_where(best)}"
             f"{_api_note(best)}: {lever}{'' if advice else _outside_text(key, outside or {})}")
+
+
+def _memory_text(reason: str) -> str:
+    """Nothing fits: the first miss, and the levers its memory check computed to fit
+    (costs.memory.plan._levers: '; fits with ...' or '; no combination ... fits')."""
+    head, _, levers = reason.partition(";")
+    levers = levers.strip()
+    if not levers:
+        levers = ("add a larger --tensor-parallel-size, --kv-cache-dtype fp8, --quantization "
+                  "fp8 or a GPU with more memory")
+    return f"no configuration in the space fits in memory ({head}); {levers}"
+
+
+def ms_text(v: float) -> str:
+    """A latency at a precision that keeps a miss visible (22.4 over a 22 ms limit read
+    '22' before, as if it met it): one decimal below 100 ms."""
+    return f"{v:.1f}" if v < 100 else f"{v:.0f}"
 
 
 def _api_note(c: Candidate) -> str:
