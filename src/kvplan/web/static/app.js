@@ -195,6 +195,7 @@ async function draw(id, spec) {
 let seq = 0;
 async function refresh(form) {
   const mine = ++seq;
+  remember(form);
   const answers = (form.getAttribute("data-answers") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
   const charts = (form.getAttribute("data-charts") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
   const got = await Promise.all([...answers, ...charts].map(([id, url]) => getJson(`${url}?${query(fields(form, id))}`)));
@@ -228,6 +229,7 @@ let polls = 0;
 const pollDelay = (n) => Math.min(50 * 2 ** n, 800);
 async function runJob(form) {
   clearErrors();
+  remember(form);
   const r = await fetch(form.getAttribute("data-job"), { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
   const body = await r.json();
   if (!r.ok) { showError(body); return; }
@@ -257,7 +259,30 @@ async function poll(form) {
   document.body.dataset.state = "done";
 }
 
+// ---- the URL holds the form: a reload, back/forward or a shared link shows the same question ----
+function initial(el) {
+  if (el.tagName !== "SELECT") return el.defaultValue;
+  const o = [...el.options].find((x) => x.defaultSelected) || el.options[0];
+  return o ? o.value : "";
+}
+function remember(form) {
+  // each field that differs from the page's default, an emptied one as NAME= (replaceState: no extra history entries)
+  const changed = $$("input[name], select[name]", form).filter((el) => el.type !== "file" && el.value !== initial(el));
+  const q = new URLSearchParams(changed.map((el) => [el.name, el.value])).toString();
+  const url = location.pathname + (q ? `?${q}` : "");
+  if (url !== location.pathname + location.search) history.replaceState(history.state, "", url);
+}
+function restore(form) {
+  for (const [name, value] of new URLSearchParams(location.search)) {
+    const el = $$("input[name], select[name]", form).find((e) => e.name === name && e.type !== "file");
+    if (!el || (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === value))) continue;
+    el.value = value;
+    for (const range of $$("input[data-mirror]", form)) if (range.dataset.mirror === name) range.value = value;
+  }
+}
+
 function wire(form) {
+  restore(form);
   let timer = null;
   const later = () => { clearTimeout(timer); timer = setTimeout(() => refresh(form), 250); };
   for (const range of $$("input[data-mirror]", form)) {

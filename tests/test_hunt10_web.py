@@ -1,0 +1,66 @@
+"""hunt10-web: the web page used as a person would (headless Debian chromium), and its API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.webtools import chromium, web_server
+
+M = "meta-llama/Llama-3.1-8B"
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    with web_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(base: str) -> Iterator[Any]:
+    with chromium() as ctx:
+        pg = ctx.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        yield pg
+        assert errors == []
+
+
+def settle(page: Any, *states: str) -> str:
+    wanted = ", ".join(f"body[data-state={s}]" for s in states or ("done",))
+    page.wait_for_selector(wanted, state="attached", timeout=30_000)
+    return str(page.evaluate("document.body.dataset.state"))
+
+
+def answer(page: Any, section: str) -> Any:
+    return json.loads(page.eval_on_selector(f"#{section}", "e => e.dataset.json || 'null'"))
+
+
+def test_the_url_holds_the_form_across_reload_and_back(base: str, page: Any) -> None:
+    # the URL never held the query: a reload (or back from another page, or a shared link)
+    # showed the defaults again - H100 and the model's own 131,072 tokens
+    page.goto(f"{base}/capacity")
+    settle(page)
+    page.select_option("select[name=gpu]", "A100-80GB-SXM")
+    page.fill("input[name=max_model_len]", "8k")
+    page.wait_for_function("(JSON.parse(document.querySelector('#capacity').dataset.json"
+                           " || '{}').max_model_len) === 8000")  # vLLM's 8k = 8,000
+    settle(page)
+    assert page.url.endswith("/capacity?gpu=A100-80GB-SXM&max_model_len=8k")
+    for move in (page.reload, lambda: (page.goto(f"{base}/model"), settle(page),
+                                       page.go_back())):
+        move()
+        settle(page)
+        got = answer(page, "capacity")
+        assert (got["gpu"], got["max_model_len"]) == ("A100-80GB-SXM", 8000)
+        assert page.eval_on_selector("input[name=max_model_len]", "e => e.value") == "8k"
+    # a job page: the form comes back (an emptied default included); Run is the user's
+    page.goto(f"{base}/plan?gpu=&request_rate=7.5&disagg=on")
+    values = page.eval_on_selector_all(
+        "[name=gpu], [name=request_rate], [name=disagg], [name=slo]",
+        "es => es.map(e => [e.name, e.value])")
+    assert dict(values) == {"gpu": "", "request_rate": "7.5", "disagg": "on",
+                            "slo": "ttft:p99:300 tpot:p99:15"}
