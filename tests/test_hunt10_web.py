@@ -64,3 +64,27 @@ def test_the_url_holds_the_form_across_reload_and_back(base: str, page: Any) -> 
         "es => es.map(e => [e.name, e.value])")
     assert dict(values) == {"gpu": "", "request_rate": "7.5", "disagg": "on",
                             "slo": "ttft:p99:300 tpot:p99:15"}
+
+
+def test_latency_api_checks_the_fit_before_pricing_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GET /api/latency?batch=100000 priced the batch's ops (100,000 x 2,048 tokens in one
+    # prefill step: ~30 GB of step tables) before the fit check: the server was OOM-killed,
+    # where `kvplan latency --batch 100000` refuses at once. Here a batch of 200 stands in
+    # for it (no ops may be priced before the refusal).
+    from fastapi.testclient import TestClient
+
+    import kvplan.report.ops_view as ov
+    from kvplan.web.app import create_app
+
+    priced: list[int] = []
+    real = ov.ops_view
+    monkeypatch.setattr(ov, "ops_view", lambda *a, **k: (priced.append(1), real(*a, **k))[1])
+    client = TestClient(create_app())
+    r = client.get("/api/latency", params={"model": M, "gpu": "H100", "prompt": 2048,
+                                           "output": 256, "batch": 200})
+    assert r.status_code == 422 and priced == []
+    # 26,302 blocks of 16 tokens / 144 blocks per 2,304-token request = 182.6: 182 fit
+    assert "at most 182 such requests fit" in r.json()["detail"]
+    ok = client.get("/api/latency", params={"model": M, "gpu": "H100", "prompt": 2048,
+                                            "output": 256, "batch": 16})
+    assert ok.status_code == 200 and priced == [1] and ok.json()["step_ops"]
