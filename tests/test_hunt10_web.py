@@ -88,3 +88,16 @@ def test_latency_api_checks_the_fit_before_pricing_ops(monkeypatch: pytest.Monke
     ok = client.get("/api/latency", params={"model": M, "gpu": "H100", "prompt": 2048,
                                             "output": 256, "batch": 16})
     assert ok.status_code == 200 and priced == [1] and ok.json()["step_ops"]
+
+
+def test_a_job_refusal_sits_beside_its_field(base: str, page: Any) -> None:
+    # a plan refused once running (an unknown cache dtype in its comma list) showed its line
+    # only after the progress bar, beside no field
+    page.goto(f"{base}/plan")
+    page.fill("input[name=kv_cache_dtype]", "auto,fp9")
+    page.click("#run")
+    assert settle(page, "error") == "error"
+    beside = page.inner_text(".err[data-for=kv_cache_dtype]")
+    assert beside.startswith("unknown --kv-cache-dtype 'fp9'") and "\n" not in beside
+    assert page.eval_on_selector(".err[data-for=kv_cache_dtype]",
+                                 "e => e.closest('.field').classList.contains('bad')")

@@ -248,6 +248,7 @@ async function poll(form) {
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
     $("#progress-text").textContent = `${body.error} (after ${body.done} / ${body.total} requests)`;
+    if (body.field && $(`.err[data-for="${body.field}"]`)) showError({ detail: body.error, field: body.field });
     document.body.dataset.state = body.state;
     return;
   }
