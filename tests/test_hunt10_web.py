@@ -101,3 +101,21 @@ def test_a_job_refusal_sits_beside_its_field(base: str, page: Any) -> None:
     assert beside.startswith("unknown --kv-cache-dtype 'fp9'") and "\n" not in beside
     assert page.eval_on_selector(".err[data-for=kv_cache_dtype]",
                                  "e => e.closest('.field').classList.contains('bad')")
+
+
+def test_plan_page_names_its_bands_and_binding_term(base: str, page: Any) -> None:
+    # the levers' column was headed "binding term (ms; binding_key)", naming no term; the
+    # output throughput band sat over "band basis: dense, 13 held-out points" - the SLO
+    # terms' basis, not the throughput band's (dense on A100-80GB-SXM, 5 held-out points)
+    page.goto(f"{base}/plan?gpu=A100-80GB-SXM&num_prompts=100")
+    page.click("#run")
+    settle(page)
+    doc = answer(page, "plan")
+    s, key = doc["summary"], doc["levers"][0]["binding_key"]
+    assert key == "p99_tpot_ms"
+    heads = page.eval_on_selector_all("#plan table.grid th", "es => es.map(e => e.textContent)")
+    assert f"{key} (ms)" in heads and "band (10-90%, ms)" in heads
+    rows = dict(page.eval_on_selector_all(
+        "#plan table.kv tr", "rs => rs.map(r => [r.cells[0].textContent, r.cells[1].textContent])"))
+    assert rows["output throughput band basis (calibration residuals)"] == \
+        s["output_tokens_per_s_band_basis"] != s["band_basis"]

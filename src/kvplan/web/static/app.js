@@ -82,21 +82,24 @@ const RENDER = {
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
     grid("levers: one change to the best configuration (every row searched and verified as the winner was; the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
       ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
-      ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["binding term (ms; binding_key)", "binding_p99_ms", fixed(2)], ["band (10-90%)", "binding_p99_ms_band", band],
+      ["$ / hour change", "delta_usd_per_hour", fixed(2)], [`${leverKey(d.levers)} (ms)`, "binding_p99_ms", fixed(2)], ["band (10-90%, ms)", "binding_p99_ms_band", band],
       ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.disagg ? disaggTables(d) : "") +
     (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
+// the levers' binding column is one SLO term (the winner's binding_key, e.g. p99_tpot_ms), as the CLI heads it
+const leverKey = (levers) => ((levers || []).find((x) => x.binding_key) || { binding_key: "binding term" }).binding_key;
 function planCard(d) {
   const s = d.summary;
   if (s.status !== "feasible") return infeasible(s);
   return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
     ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
-    ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["band (10-90%)", "output_tokens_per_s_band", band],
-    ["SLO margin", "slo_margin", String], ["band basis (calibration residuals)", "band_basis", String]], s, "summary.") +
+    ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["output throughput band (10-90%, tok/s)", "output_tokens_per_s_band", band],
+    ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
+    ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
     grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["limit", "limit", sig],
       ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", String]],
       s.slo_at_band_edge || [], "summary.slo_at_band_edge") +
