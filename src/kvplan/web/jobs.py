@@ -41,10 +41,14 @@ class Job:
                             "--max-sim-seconds)")
 
     def view(self) -> dict[str, Any]:
-        """The polled state; ``ahead`` counts the jobs and requests queued before this one."""
+        """The polled state; ``ahead`` counts the jobs and requests queued before this one;
+        ``field``: the form field an ``error`` is about (None: none named)."""
+        from kvplan.web.errors import field_of
+
         return {"job": self.id, "state": self.state, "stage": self.stage, "done": self.done,
                 "total": self.total, "ahead": self.ahead, "result": self.result,
-                "error": self.error}
+                "error": self.error,  # a refusal names its form field, as a 422 does
+                "field": field_of(self.error) if self.state == "error" and self.error else None}
 
 
 def deadline(settings: Any) -> float:

@@ -43,8 +43,10 @@ def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, 
     from kvplan.report.ops_view import ops_view, step_ops_json
 
     spec, hw, engine, shape, prof, r = _inputs(request, q, resolved=True)
-    basis, steps = ops_view(spec, hw, engine, prof, shape, r)
+    # the KV fit first, as the CLI checks it: the ops of a batch that does not fit are
+    # priced over all its prompt tokens in one step (--batch 100000: the server was OOM-killed)
     answer = request_latency(spec, hw, engine, shape, prof, resolved=r)
+    basis, steps = ops_view(spec, hw, engine, prof, shape, r)
     return {**latency_answer_json(answer, prof,
                                   (spec, hw.id, engine.tensor_parallel_size)),
             "kernels": basis, "step_ops": step_ops_json(steps)}

@@ -82,21 +82,24 @@ const RENDER = {
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
     grid("levers: one change to the best configuration (every row searched and verified as the winner was; the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
       ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
-      ["$ / hour change", "delta_usd_per_hour", fixed(2)], ["binding term (ms; binding_key)", "binding_p99_ms", fixed(2)], ["band (10-90%)", "binding_p99_ms_band", band],
+      ["$ / hour change", "delta_usd_per_hour", fixed(2)], [`${leverKey(d.levers)} (ms)`, "binding_p99_ms", fixed(2)], ["band (10-90%, ms)", "binding_p99_ms_band", band],
       ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.disagg ? disaggTables(d) : "") +
     (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
+// the levers' binding column is one SLO term (the winner's binding_key, e.g. p99_tpot_ms), as the CLI heads it
+const leverKey = (levers) => ((levers || []).find((x) => x.binding_key) || { binding_key: "binding term" }).binding_key;
 function planCard(d) {
   const s = d.summary;
   if (s.status !== "feasible") return infeasible(s);
   return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
     ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
-    ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["band (10-90%)", "output_tokens_per_s_band", band],
-    ["SLO margin", "slo_margin", String], ["band basis (calibration residuals)", "band_basis", String]], s, "summary.") +
+    ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["output throughput band (10-90%, tok/s)", "output_tokens_per_s_band", band],
+    ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
+    ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
     grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["limit", "limit", sig],
       ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", String]],
       s.slo_at_band_edge || [], "summary.slo_at_band_edge") +
@@ -195,6 +198,7 @@ async function draw(id, spec) {
 let seq = 0;
 async function refresh(form) {
   const mine = ++seq;
+  remember(form);
   const answers = (form.getAttribute("data-answers") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
   const charts = (form.getAttribute("data-charts") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
   const got = await Promise.all([...answers, ...charts].map(([id, url]) => getJson(`${url}?${query(fields(form, id))}`)));
@@ -228,6 +232,7 @@ let polls = 0;
 const pollDelay = (n) => Math.min(50 * 2 ** n, 800);
 async function runJob(form) {
   clearErrors();
+  remember(form);
   const r = await fetch(form.getAttribute("data-job"), { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
   const body = await r.json();
   if (!r.ok) { showError(body); return; }
@@ -246,6 +251,7 @@ async function poll(form) {
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
     $("#progress-text").textContent = `${body.error} (after ${body.done} / ${body.total} requests)`;
+    if (body.field && $(`.err[data-for="${body.field}"]`)) showError({ detail: body.error, field: body.field });
     document.body.dataset.state = body.state;
     return;
   }
@@ -257,7 +263,30 @@ async function poll(form) {
   document.body.dataset.state = "done";
 }
 
+// ---- the URL holds the form: a reload, back/forward or a shared link shows the same question ----
+function initial(el) {
+  if (el.tagName !== "SELECT") return el.defaultValue;
+  const o = [...el.options].find((x) => x.defaultSelected) || el.options[0];
+  return o ? o.value : "";
+}
+function remember(form) {
+  // each field that differs from the page's default, an emptied one as NAME= (replaceState: no extra history entries)
+  const changed = $$("input[name], select[name]", form).filter((el) => el.type !== "file" && el.value !== initial(el));
+  const q = new URLSearchParams(changed.map((el) => [el.name, el.value])).toString();
+  const url = location.pathname + (q ? `?${q}` : "");
+  if (url !== location.pathname + location.search) history.replaceState(history.state, "", url);
+}
+function restore(form) {
+  for (const [name, value] of new URLSearchParams(location.search)) {
+    const el = $$("input[name], select[name]", form).find((e) => e.name === name && e.type !== "file");
+    if (!el || (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === value))) continue;
+    el.value = value;
+    for (const range of $$("input[data-mirror]", form)) if (range.dataset.mirror === name) range.value = value;
+  }
+}
+
 function wire(form) {
+  restore(form);
   let timer = null;
   const later = () => { clearTimeout(timer); timer = setTimeout(() => refresh(form), 250); };
   for (const range of $$("input[data-mirror]", form)) {
