@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from kvplan.costs.step.batch import AggregateForm
+from kvplan.costs.step.coefficients import at
 
 
 def roofline_form(model: Any, co: Any, max_tokens: int) -> AggregateForm:
@@ -20,10 +21,11 @@ def roofline_form(model: Any, co: Any, max_tokens: int) -> AggregateForm:
         co = model._grow(max_tokens)
     n = max_tokens + 1
     t = np.arange(n, dtype=np.float64)
+    i = np.arange(n, dtype=np.int64)  # past the tables' cap: ``at``'s line, as _stage reads
     return AggregateForm(
-        max_tokens=max_tokens, gemm=co.gemm_t[:n].copy(), weights=co.weights_t[:n].copy(),
+        max_tokens=max_tokens, gemm=at(co.gemm_t, i).copy(), weights=at(co.weights_t, i).copy(),
         state=co.state_flops_s * t, kv_write=co.kv_write_s * t,
-        allreduce=co.allreduce_t[:n].copy() if co.allreduce_t is not None else None,
+        allreduce=at(co.allreduce_t, i).copy() if co.allreduce_t is not None else None,
         p2p=co.p2p_s * t + co.allreduce_latency_s if co.pp > 1 else None,
         lm_per_request=co.lm_s, attn_per_pair=co.attn_s, kv_per_context=co.kv_read_s,
         state_per_request=co.state_bytes_s, layer_s=co.layer_s,
@@ -32,4 +34,4 @@ def roofline_form(model: Any, co: Any, max_tokens: int) -> AggregateForm:
         sliding_kv_per_context=co.sliding_kv_read_s, mla=co.mla,
         mla_prefill_per_pair=co.mla_prefill_s, mla_context_per_token=co.mla_context_s,
         overlap_host=bool(model._async),
-        gdn_longest=co.gdn_seq_t[:n].copy() if co.gdn_seq_t is not None else None)
+        gdn_longest=at(co.gdn_seq_t, i).copy() if co.gdn_seq_t is not None else None)

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kvplan.costs.step.coefficients import layer_overhead_s
+from kvplan.costs.step.coefficients import at, layer_overhead_s
 from kvplan.costs.step.constants import StepConstants, experts_touched
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.records import BytesMoved, Flops, Seconds, StepAggregates, StepCost
@@ -81,7 +81,7 @@ def _measured_seconds(m: _Model, p: dict[str, Any], a: StepAggregates) -> dict[s
                           a.full_pairs * 1.0, a.sliding_context * 1.0,
                           a.sliding_pairs * 1.0, np.maximum, a.prefill_pairs * 1.0,
                           a.prefill_context * 1.0, np.asarray(a.prefill_longest, np.int64))
-    comm_s = co.allreduce_t[tok] if co.allreduce_t is not None else 0.0 * stage_s
+    comm_s = at(co.allreduce_t, tok) if co.allreduce_t is not None else 0.0 * stage_s
     roof_s = stage_s - comm_s - co.layer_s
     pipe_s = (co.pp - 1) * (stage_s + (co.p2p_s * p["tokens"] + co.allreduce_latency_s))
     fixed_s = (prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]

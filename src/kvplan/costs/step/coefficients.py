@@ -5,7 +5,7 @@ operations (``kvplan.costs.step.roofline.StepCostModel``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,6 +64,28 @@ class _Coefficients:
     gdn_seq_t: FloatArray | None = None
     """[L]: the stage's Gated DeltaNet layers for one sequence of L new tokens (measured;
     None elsewhere): their prefill term is max(state_flops_s * T, gdn_seq_t[L])."""
+
+
+TABLE_CAP = 1 << 17
+"""Longest step (tokens) the token tables are built for; past it ``at`` extends them along
+their last step, where every kernel table is on its roofline extrapolation (linear in
+tokens: GEMM and MoE rows compute-bound, an all-reduce bandwidth-bound). A static batch's
+one-step prefill of 16,384 x 2,048 tokens held ~5 GB of tables per token count."""
+
+
+def at(table: FloatArray, i: Any) -> Any:
+    """``table[i]``, and past its end the line through its last two entries (``i`` an int
+    or an int array; the same float operations either way)."""
+    last = len(table) - 1
+    if np.ndim(i) == 0:
+        if i <= last:
+            return table[i]
+        return table[last] + (int(i) - last) * (table[last] - table[last - 1])
+    i = np.asarray(i)
+    inside = table[np.minimum(i, last)]
+    if not i.size or int(i.max()) <= last:
+        return inside
+    return np.where(i <= last, inside, table[last] + (i - last) * (table[last] - table[last - 1]))
 
 
 def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,

@@ -10,10 +10,9 @@ state over the cache)::
     total_s    = stage_s + (pp - 1) * (stage_s + p2p_s)
                  + step_overhead_s + prefill_overhead_s * has_prefill(step)
 
-Every per-model constant is computed once in ``StepCostModel.__init__`` and folded into
-per-second coefficients (``_Coefficients``); a step is then a handful of integer sums over the
-per-request arrays and a few float operations, so the simulator can call it often. The
-detailed breakdown (``cost``) evaluates the same formula term by term.
+Per-model constants are folded once into per-second coefficients (``_Coefficients``); a step
+is then a few integer sums and float operations, so the simulator can call it often; ``cost``
+evaluates the same formula term by term.
 """
 
 from __future__ import annotations
@@ -29,8 +28,10 @@ from kvplan.costs import kernels as kn
 from kvplan.costs.memory.resolved import ResolvedDeployment
 from kvplan.costs.step.batch import AggregateForm, FloatArray, IntArray
 from kvplan.costs.step.coefficients import (
+    TABLE_CAP,
     _Coefficients,
     _coefficients,
+    at,
     floored,
     measured_coefficients,
     roofline_tables,
@@ -67,7 +68,6 @@ __all__ = ["FALLBACK_LINK_BYTES_PER_S", "Bound", "BytesMoved", "Flops", "Profile
 X = TypeVar("X", float, FloatArray)
 _TABLE_TOKENS = 8192
 """Token tables start this long and double when a step is longer (an unchunked prompt)."""
-
 
 _SMALL = 48
 """Batches up to this many requests are summed in plain Python (faster than numpy there)."""
@@ -181,9 +181,10 @@ class StepCostModel:
         return self._co.measured
 
     def _grow(self, tokens: int) -> _Coefficients:
-        """Token tables long enough for a step of ``tokens`` tokens (rebuilt when a step is
-        longer than any before: an unchunked prompt)."""
-        size = max(tokens, 2 * (len(self._co.gemm_t) - 1))
+        """Token tables for a step of ``tokens`` tokens, up to TABLE_CAP (``at`` goes on)."""
+        if len(self._co.gemm_t) > TABLE_CAP:
+            return self._co
+        size = min(TABLE_CAP, max(tokens, 2 * (len(self._co.gemm_t) - 1)))
         self._co = (self._floored(roofline_tables(self._co, size)) if self._co.measured is None else
                     measured_coefficients(self.constants, self.profile, self._silicon(size),
                                           self._link))
@@ -241,8 +242,7 @@ class StepCostModel:
 
     @property
     def supports_aggregates(self) -> bool:
-        """step_time_agg is exact unless sliding-window attention or MLA's prefill path needs
-        per-request sums (with ``longest`` where ``needs_longest``)."""
+        """step_time_agg is exact unless a sliding window or MLA's prefill needs sums."""
         return not self._co.window and not self._co.mla
 
     @property
@@ -321,10 +321,10 @@ class StepCostModel:
         longest: the most new tokens of one request computing > 1 (GDN's sequence floor).
         """
         co = self._co
-        dense = mx(co.gemm_t[ti] + co.lm_s * r, co.weights_t[ti])
+        dense = mx(at(co.gemm_t, ti) + co.lm_s * r, at(co.weights_t, ti))
         state = co.state_flops_s * t
         if co.gdn_seq_t is not None:
-            state = mx(state, co.gdn_seq_t[longest])
+            state = mx(state, at(co.gdn_seq_t, longest))
         mix_c = co.attn_s * pairs + state
         if co.mla:
             mix_c = mix_c + (co.mla_prefill_s * p_pairs + co.mla_context_s * p_ctx)
@@ -334,7 +334,7 @@ class StepCostModel:
             mix_m = mix_m + co.sliding_kv_read_s * s_ctx
         stage: X = dense + mx(mix_c, mix_m)
         if co.allreduce_t is not None:
-            stage = stage + co.allreduce_t[ti]
+            stage = stage + at(co.allreduce_t, ti)
         return stage + co.layer_s
 
     def _finish(self, stage: X, t: Any, r: Any, overhead_s: Any) -> X:
