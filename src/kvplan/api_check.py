@@ -6,9 +6,11 @@ instead of an AttributeError from deep inside (``'float' object has no attribute
 ``kvplan.__getattr__`` wraps each public function once, from its own annotations; calls made
 inside the library use the unwrapped functions, so the planner's inner loops pay nothing.
 The check is shallow where that is enough: a class by isinstance, ``X | None`` and unions by
-any member, ``Sequence[str]`` and ``tuple[int, ...]`` element by element, ``Mapping`` and
-``Callable`` by their kind only. ``int`` takes any integer but not a bool; ``float`` takes any
-real number but not a bool. Annotations that cannot be resolved at run time are not checked.
+any member, ``Sequence[str]`` and ``tuple[int, ...]`` element by element (a bare str is no
+``Sequence[str]`` here: ``parse_slo("ttft:p99:2000")`` would read it letter by letter),
+``Mapping`` and ``Callable`` by their kind only. ``int`` takes any integer but not a bool;
+``float`` takes any real number but not a bool. Annotations that cannot be resolved at run
+time are not checked.
 """
 
 from __future__ import annotations
@@ -112,7 +114,9 @@ def _matches(value: Any, hint: Any) -> bool:
 def _generic(value: Any, origin: Any, args: tuple[Any, ...]) -> bool:
     if not isinstance(origin, type) or not isinstance(value, origin):
         return not isinstance(origin, type)  # an origin we cannot test: accept
-    if origin is type or not args or origin not in _ITERATED or isinstance(value, str):
+    if isinstance(value, str) and origin in _ITERATED:
+        return False  # a str is a Sequence of its characters, never the list of items meant
+    if origin is type or not args or origin not in _ITERATED:
         return True
     items: Any = value
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
