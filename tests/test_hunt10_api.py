@@ -31,3 +31,55 @@ def test_a_list_of_strings_still_parses() -> None:
     (bound,) = kvplan.parse_slo(["ttft:p99:2000"])
     assert (bound.metric, bound.percentile, bound.limit_ms) == ("ttft", 99.0, 2000.0)
     assert kvplan.parse_goodput_slo(("ttft:2000",)) == (("ttft", 2000.0),)
+
+
+def _plain(html: str) -> str:
+    """The text of rich's exported HTML (tags dropped, entities read)."""
+    import html as h
+    import re
+
+    return h.unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def _words_after_table(text: str) -> str:
+    """What follows the metrics table's bottom border, whitespace collapsed (the CLI wraps at
+    the pipe's width, the notebook at its own)."""
+    return " ".join(text.rpartition("┘")[2].split())
+
+
+SERVING = {
+    # 200 prompts of 2,000-6,000 tokens (+128) against max_model_len 4,096: 113 rejected; the
+    # rest arrive at ~9.6 req/s on one L4, which finishes none in the second half: overloaded
+    "rejected-overloaded": ("meta-llama/Llama-3.1-8B", "L4", {"max_model_len": 4096},
+                            {"num_prompts": 200, "random_input_len": 4000,
+                             "random_range_ratio": 0.5, "random_output_len": 128,
+                             "request_rate": 20.0},
+                            ["113 request(s) rejected", "overloaded: accepted requests",
+                             "band (10-90%", "note: L4 is not in the calibration set"]),
+    # a MoE model on 2 DP ranks in lockstep: 30 requests each
+    "dp-2": ("Qwen/Qwen3-30B-A3B", "H100", {"data_parallel_size": 2},
+             {"num_prompts": 60, "random_input_len": 512, "random_output_len": 32,
+              "request_rate": 20.0},
+             ["DP 2 ranks in lockstep", "rank 0: 30 requests", "rank 1: 30 requests",
+              "band (10-90%"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SERVING))
+def test_a_serving_run_shows_what_simulate_prints_under_its_table(case: str) -> None:
+    """The notebook showed the metrics table alone: an overloaded run (latencies that grow
+    with the trace, no steady state), rejected requests and a DP fleet's ranks looked like a
+    clean run. Now the lines under the table are the CLI's, word for word."""
+    from kvplan.report.views import notebook
+    from tests.conftest import run_cli
+
+    model, gpu, engine, work, expected = SERVING[case]
+    run = kvplan.simulate_serving(model, gpu, kvplan.EngineConfig(**engine),
+                                  kvplan.WorkloadArgs(**work))
+    shown = _words_after_table(_plain(notebook.html(run)))
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**engine, **work}.items()]
+    cli = run_cli("simulate", model, "--gpu", gpu, *flags)
+    assert cli.code == 0, cli.err
+    assert shown == _words_after_table(cli.out)
+    for fragment in expected:
+        assert fragment in shown, (fragment, shown)

@@ -3,7 +3,8 @@
 In a notebook ``import kvplan`` registers these formatters (``enable``), so the last value of
 a cell shows itself: a ``MemoryPlan`` (``kvplan.plan_memory``) as `kvplan capacity`'s table
 and vLLM's lines, a ``Plan`` (``kvplan.plan``) as `kvplan plan`'s answer, a ``ServingRun``
-(``kvplan.simulate_serving``) as `kvplan simulate`'s metrics table, a ``LatencyResult``
+(``kvplan.simulate_serving``) as `kvplan simulate`'s metrics table and the lines under it (DP
+ranks, rejections, an overload warning, the calibration band), a ``LatencyResult``
 (``kvplan.request_latency``) as its TTFT / TPOT / E2E table, and a ``RequestTimeline``
 (``kvplan.request_timeline``) as the claim staircase (an inline SVG chart) above its table.
 ``html(obj)`` returns the same HTML anywhere. The formatters are registered by type name, so
@@ -87,13 +88,15 @@ def _plan(p: Any) -> str:
 
 
 def _serving(run: Any) -> str:
-    from kvplan.analysis.metrics import compute_metrics
-    from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS, metrics_table
+    from kvplan.analysis.metrics import compute_metrics, vllm_result
+    from kvplan.report.json_views import simulate_bands
+    from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS, metrics_table, run_lines
 
-    header = {"model_id": run.model.name, "gpu": run.hardware.id,
-              "dataset": run.workload.name, "num_prompts": len(run.workload)}
+    header = run.header()  # with a DP fleet's ranks
     m = compute_metrics(run.result, percentile_metrics=CLI_PERCENTILE_METRICS)
-    return _export([metrics_table(m, header)])
+    bands = simulate_bands((run.model, run.hardware.id, run.engine.tensor_parallel_size),
+                           vllm_result(m))
+    return _export([metrics_table(m, header), *run_lines(run.result, header, bands)])
 
 
 def _latency(r: Any) -> str:
