@@ -83,3 +83,34 @@ def test_a_serving_run_shows_what_simulate_prints_under_its_table(case: str) -> 
     assert shown == _words_after_table(cli.out)
     for fragment in expected:
         assert fragment in shown, (fragment, shown)
+
+
+CAPACITY = {
+    # 2 DP ranks of one H100: 417,472 tokens each, 834,944 for the fleet (2 x 417,472)
+    "dp-2": ("meta-llama/Llama-3.1-8B", {"data_parallel_size": 2},
+             ["2 DP ranks x 1 GPUs", "fleet (2 ranks): 834,944 tokens"]),
+    # EP over 2 DP ranks: 128 experts, 64 per GPU
+    "dp-2-ep": ("Qwen/Qwen3-30B-A3B", {"data_parallel_size": 2, "enable_expert_parallel": True},
+                ["routed experts: EP 2: 64 of 128 experts per GPU", "fleet (2 ranks)"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CAPACITY))
+def test_a_dp_memory_plan_shows_the_per_rank_and_fleet_lines(case: str) -> None:
+    """`kvplan capacity --data-parallel-size 2` prints the layout, per-rank and fleet lines
+    under vLLM's; the notebook's MemoryPlan stopped at vLLM's lines."""
+    from kvplan.report.views import notebook
+    from tests.conftest import run_cli
+
+    model, engine, expected = CAPACITY[case]
+    plan = kvplan.plan_memory(kvplan.load_model(model), kvplan.load_gpu("H100"),
+                              kvplan.EngineConfig(**engine))
+    shown = " ".join(_plain(notebook.html(plan)).split())
+    flags = [f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}")
+             for k, v in engine.items()]
+    cli = run_cli("capacity", model, "--gpu", "H100", *flags)
+    assert cli.code == 0, cli.err
+    tail = cli.out.rpartition("Maximum concurrency")[2].partition("\n")[2]
+    assert tail.strip() and " ".join(tail.split()) in shown
+    for fragment in expected:
+        assert fragment in shown, (fragment, shown)

@@ -2,9 +2,10 @@
 
 In a notebook ``import kvplan`` registers these formatters (``enable``), so the last value of
 a cell shows itself: a ``MemoryPlan`` (``kvplan.plan_memory``) as `kvplan capacity`'s table
-and vLLM's lines, a ``Plan`` (``kvplan.plan``) as `kvplan plan`'s answer, a ``ServingRun``
-(``kvplan.simulate_serving``) as `kvplan simulate`'s metrics table and the lines under it (DP
-ranks, rejections, an overload warning, the calibration band), a ``LatencyResult``
+and vLLM's lines (a DP / EP plan's per-rank and fleet lines too), a ``Plan`` (``kvplan.plan``)
+as `kvplan plan`'s answer, a ``ServingRun`` (``kvplan.simulate_serving``) as `kvplan
+simulate`'s metrics table and the lines under it (DP ranks, rejections, an overload warning,
+the calibration band), a ``LatencyResult``
 (``kvplan.request_latency``) as its TTFT / TPOT / E2E table, and a ``RequestTimeline``
 (``kvplan.request_timeline``) as the claim staircase (an inline SVG chart) above its table.
 ``html(obj)`` returns the same HTML anywhere. The formatters are registered by type name, so
@@ -74,9 +75,13 @@ def _export(items: list[Any]) -> str:
 
 
 def _capacity(plan: Any) -> str:
+    from kvplan.report.parallel_view import is_parallel, parallel_lines
     from kvplan.report.views.capacity import capacity_renderables
 
-    return _export(capacity_renderables(plan))
+    items = capacity_renderables(plan)
+    if plan.spec is not None and is_parallel(plan):  # DP ranks / EP, as `kvplan capacity`
+        items += parallel_lines(plan, plan.spec)
+    return _export(items)
 
 
 def _plan(p: Any) -> str:
