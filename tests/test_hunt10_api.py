@@ -114,3 +114,36 @@ def test_a_dp_memory_plan_shows_the_per_rank_and_fleet_lines(case: str) -> None:
     assert tail.strip() and " ".join(tail.split()) in shown
     for fragment in expected:
         assert fragment in shown, (fragment, shown)
+
+
+def _shape(batch: int) -> kvplan.RequestShape:
+    return kvplan.RequestShape(batch=batch, prompt_tokens=2048, output_tokens=128)
+
+
+def test_request_latency_spreads_the_batch_over_dp_ranks_as_the_cli_does() -> None:
+    """`kvplan latency --data-parallel-size 2 --batch 8` prices 4 requests per rank (ceil(8 /
+    2)); kvplan.request_latency priced all 8 on one rank: Llama-3.1-8B on H100, TTFT 328.9 ms
+    where the CLI says 165.8 ms. A dense model's DP ranks are independent engines, so DP 2 at
+    batch 8 is DP 1 at batch 4 with twice the output throughput."""
+    model, gpu = kvplan.load_model("meta-llama/Llama-3.1-8B"), kvplan.load_gpu("H100")
+    dp2 = kvplan.request_latency(model, gpu, kvplan.EngineConfig(data_parallel_size=2),
+                                 _shape(8))
+    one = kvplan.request_latency(model, gpu, kvplan.EngineConfig(), _shape(4))
+    assert (dp2.ttft_s, dp2.tpot_s, dp2.e2e_s) == (one.ttft_s, one.tpot_s, one.e2e_s)
+    assert dp2.shape.batch == 8
+    assert dp2.output_throughput_tok_s == pytest.approx(8 * 128 / dp2.e2e_s)  # the fleet's
+    assert dp2.output_throughput_tok_s == pytest.approx(2 * one.output_throughput_tok_s)
+
+
+def test_request_latency_of_an_ep_fleet_is_the_clis() -> None:
+    from tests.conftest import run_cli
+
+    engine = kvplan.EngineConfig(data_parallel_size=2, enable_expert_parallel=True)
+    r = kvplan.request_latency(kvplan.load_model("Qwen/Qwen3-30B-A3B"), kvplan.load_gpu("H100"),
+                               engine, _shape(4))
+    cli = run_cli("latency", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--batch", "4", "--prompt",
+                  "2048", "--output", "128", "--data-parallel-size", "2",
+                  "--enable-expert-parallel", "--json").json()
+    assert cli["parallel"]["batch_per_rank"] == 2
+    assert (r.ttft_s, r.tpot_s, r.e2e_s) == pytest.approx(
+        (cli["ttft_s"], cli["tpot_s"], cli["e2e_s"]), rel=1e-12)

@@ -37,7 +37,7 @@ from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
-from kvplan.units import fmt_bytes
+from kvplan.units import cdiv, fmt_bytes
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
@@ -171,16 +171,28 @@ def request_latency(
 
     ``profile=None`` uses the bundled profile for this GPU and precision, as the CLI does;
     ``resolved``: (model, hardware, engine)'s flags resolved once (None: resolved here).
+    Under data parallelism the batch is spread over the ranks as `kvplan latency` spreads it:
+    the fullest rank's ceil(B / dp) requests set TTFT, TPOT and E2E, and the output
+    throughput is the fleet's, B x O / E2E (``costs.step.parallel.dp_latency``).
     """
     from kvplan.costs.step.profiles import profile_for
 
+    rank = rank_shape(shape, engine.data_parallel_size)
     if check_fit:
-        check_batch_fits(model, hardware, engine, shape, resolved)
+        check_batch_fits(model, hardware, engine, rank, resolved)
     profile = profile or profile_for(model, hardware, engine, precision=(
         None if resolved is None else resolved.compute_precision))
     timer = StepCostModel(model, hardware, engine, profile, resolved=resolved)
-    return static_batch_latency(timer, shape,
-                                max_num_batched_tokens=engine.max_num_batched_tokens)
+    r = static_batch_latency(timer, rank, max_num_batched_tokens=engine.max_num_batched_tokens)
+    if rank == shape:
+        return r
+    return replace(r, shape=shape,
+                   output_throughput_tok_s=shape.batch * shape.output_tokens / r.e2e_s)
+
+
+def rank_shape(shape: RequestShape, dp: int) -> RequestShape:
+    """The fullest DP rank's share of the batch: ceil(B / dp) requests."""
+    return replace(shape, batch=cdiv(shape.batch, dp))
 
 
 # ---------------------------------------------------------------- does it fit
