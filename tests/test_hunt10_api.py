@@ -147,3 +147,20 @@ def test_request_latency_of_an_ep_fleet_is_the_clis() -> None:
     assert cli["parallel"]["batch_per_rank"] == 2
     assert (r.ttft_s, r.tpot_s, r.e2e_s) == pytest.approx(
         (cli["ttft_s"], cli["tpot_s"], cli["e2e_s"]), rel=1e-12)
+
+
+def test_the_api_functions_pickle_for_a_process_pool() -> None:
+    """The type-checking wrapper kept the wrapped function's module and name, so pickle found
+    the unwrapped function there ("not the same object as kvplan.specs.kv.kv_spec") and
+    ProcessPoolExecutor().submit(kvplan.kv_spec, ...) failed; now it pickles as kvplan.NAME."""
+    import multiprocessing
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    for name in ("kv_spec", "plan_memory", "simulate_serving", "plan"):
+        fn = getattr(kvplan, name)
+        assert pickle.loads(pickle.dumps(fn)) is fn, name
+    model = kvplan.load_model("meta-llama/Llama-3.1-8B")
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        kv = pool.submit(kvplan.kv_spec, model, "fp8").result(timeout=120)
+    assert kv.bytes_per_token == 65536  # 32 layers x (K + V) x 8 heads x 128 x 1 B (fp8)

@@ -45,6 +45,9 @@ def checked(fn: Callable[..., Any], public_name: str) -> Callable[..., Any]:
                                         f"{_describe(hint)}, got {_shown(value)}")
         return fn(*args, **kwargs)
 
+    # pickled by reference as kvplan.NAME (the lazy name resolves to this wrapper), so a
+    # process pool or Ray can ship it; wraps' own module would hold the unwrapped function
+    wrapper.__module__, wrapper.__qualname__ = "kvplan", public_name
     return wrapper
 
 
