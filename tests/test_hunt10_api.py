@@ -164,3 +164,26 @@ def test_the_api_functions_pickle_for_a_process_pool() -> None:
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         kv = pool.submit(kvplan.kv_spec, model, "fp8").result(timeout=120)
     assert kv.bytes_per_token == 65536  # 32 layers x (K + V) x 8 heads x 128 x 1 B (fp8)
+
+
+def test_a_gpus_rates_are_read_only() -> None:
+    """HardwareSpec is frozen, but its peak_flops / achievable dicts were not, and load_gpu
+    hands every caller the same cached spec: gpu.peak_flops["bfloat16"] = 1e13 on A10G (a
+    notebook what-if) made every later load_gpu("A10G") answer 12.5x slower (Llama-3.1-8B,
+    batch 8 x 2,048: TTFT 2.18 s -> 27.2 s). Now the edit is a TypeError naming
+    dataclasses.replace, which still makes a changed copy; pickling keeps working."""
+    import dataclasses
+    import pickle
+
+    gpu = kvplan.load_gpu("A10G")
+    try:
+        with pytest.raises(TypeError, match="read-only"):
+            gpu.peak_flops["bfloat16"] = 1e13
+        with pytest.raises(TypeError, match="read-only"):
+            gpu.achievable.update({"mem_bw": 1.0})
+    finally:  # without the fix the catalog's spec was changed: put it back for other tests
+        dict.__setitem__(gpu.peak_flops, "bfloat16", 125e12)
+    assert kvplan.load_gpu("A10G").peak_flops["bfloat16"] == 125e12  # datasheet 125 TFLOP/s
+    slower = dataclasses.replace(gpu, peak_flops={**gpu.peak_flops, "bfloat16": 1e13})
+    assert slower.peak_flops["bfloat16"] == 1e13 and gpu.peak_flops["bfloat16"] == 125e12
+    assert pickle.loads(pickle.dumps(gpu)) == gpu
