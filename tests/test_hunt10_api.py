@@ -187,3 +187,23 @@ def test_a_gpus_rates_are_read_only() -> None:
     slower = dataclasses.replace(gpu, peak_flops={**gpu.peak_flops, "bfloat16": 1e13})
     assert slower.peak_flops["bfloat16"] == 1e13 and gpu.peak_flops["bfloat16"] == 125e12
     assert pickle.loads(pickle.dumps(gpu)) == gpu
+
+
+def test_a_request_timeline_shows_the_request_commands_totals() -> None:
+    """The notebook showed the claim table alone; `kvplan request` prints the totals under it,
+    among them where vLLM's request ends. Llama-2-70B fp8, 2,048 + 128 tokens in chunks of
+    512: 163,840 B/token x 2,048 = 335,544,320 B of prefill; vLLM ends at 2,048 + 127 = 2,175
+    tokens = 356,352,000 B."""
+    from kvplan.report.views import notebook
+    from tests.conftest import run_cli
+
+    kv = kvplan.kv_spec(kvplan.load_model("meta-llama/Llama-2-70b-hf"), "fp8")
+    tl = kvplan.request_timeline(kv, 2048, 128, chunk_tokens=512)
+    shown = " ".join(_plain(notebook.html(tl).rpartition("</svg>")[2]).split())
+    cli = run_cli("request", "meta-llama/Llama-2-70b-hf", "--prompt", "2048", "--output", "128",
+                  "--chunk", "512", "--kv-cache-dtype", "fp8")
+    assert cli.code == 0, cli.err
+    totals = " ".join(cli.out.partition("bytes/token (fp8_e4m3)")[2].split())
+    assert totals.startswith("prefill claims 320.00 MiB (335,544,320 bytes) in 4 chunked")
+    assert "it ends at 2,175 tokens, 339.84 MiB (356,352,000 bytes)" in totals
+    assert shown.endswith(totals)

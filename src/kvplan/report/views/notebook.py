@@ -7,7 +7,8 @@ as `kvplan plan`'s answer, a ``ServingRun`` (``kvplan.simulate_serving``) as `kv
 simulate`'s metrics table and the lines under it (DP ranks, rejections, an overload warning,
 the calibration band), a ``LatencyResult``
 (``kvplan.request_latency``) as its TTFT / TPOT / E2E table, and a ``RequestTimeline``
-(``kvplan.request_timeline``) as the claim staircase (an inline SVG chart) above its table.
+(``kvplan.request_timeline``) as the claim staircase (an inline SVG chart) above its table
+and `kvplan request`'s totals (prefill, final cache, where vLLM's request ends).
 ``html(obj)`` returns the same HTML anywhere. The formatters are registered by type name, so
 nothing heavy is imported until a value is shown, and everything renders offline.
 """
@@ -125,10 +126,11 @@ def _latency(r: Any) -> str:
 
 def _timeline(tl: Any) -> str:
     from kvplan.report.charts import chart_bytes, staircase_chart
+    from kvplan.report.render import timeline_lines
     from kvplan.report.tables import timeline_table
 
     svg = chart_bytes(staircase_chart(tl, "one request"), ".svg").decode("utf-8")
-    return f"<div>{svg}</div>" + _export([timeline_table(tl)])
+    return f"<div>{svg}</div>" + _export([timeline_table(tl), *timeline_lines(tl)])
 
 
 _RENDERERS: dict[tuple[str, str], Callable[[Any], str]] = {
