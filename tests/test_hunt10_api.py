@@ -207,3 +207,24 @@ def test_a_request_timeline_shows_the_request_commands_totals() -> None:
     assert totals.startswith("prefill claims 320.00 MiB (335,544,320 bytes) in 4 chunked")
     assert "it ends at 2,175 tokens, 339.84 MiB (356,352,000 bytes)" in totals
     assert shown.endswith(totals)
+
+
+DEPLOYMENT_FIELDS = {
+    "model-name": ({"model": "meta-llama/Llama-3.1-8B"}, "field 'model' must be ModelSpec"),
+    "replicas-float": ({"replicas": 2.5}, "field 'replicas' must be int, got float 2.5"),
+    "replicas-str": ({"replicas": "2"}, "field 'replicas' must be int, got str '2'"),
+    "engine-none": ({"engine": None}, "field 'engine' must be EngineConfig, got NoneType"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEPLOYMENT_FIELDS))
+def test_a_deployment_checks_its_field_types(case: str) -> None:
+    """kvplan.Deployment (exported, as EngineConfig and Slo are) checked no types: replicas=2.5
+    made a fleet of 2.5 GPUs, a model name passed and failed later as an AttributeError,
+    replicas="2" was "'<' not supported between 'str' and 'int'"."""
+    given, fragment = DEPLOYMENT_FIELDS[case]
+    fields = {"model": kvplan.load_model("meta-llama/Llama-3.2-1B"),
+              "gpu": kvplan.load_gpu("H100"), "engine": kvplan.EngineConfig(), **given}
+    with pytest.raises(ArgumentTypeError) as caught:
+        kvplan.Deployment(**fields)
+    assert f"Deployment: {fragment}" in str(caught.value), str(caught.value)
