@@ -228,3 +228,24 @@ def test_a_deployment_checks_its_field_types(case: str) -> None:
     with pytest.raises(ArgumentTypeError) as caught:
         kvplan.Deployment(**fields)
     assert f"Deployment: {fragment}" in str(caught.value), str(caught.value)
+
+
+def test_numpy_integers_are_whole_numbers() -> None:
+    """A notebook's batch sizes come from numpy (``for b in np.arange(1, 65)``): the argument
+    checks let np.int64 through as an int, then EngineConfig, kv_spec and RequestShape said
+    "--tensor-parallel-size must be a whole number in [1, 4,096], got np.int64(2)". Now each
+    takes it and keeps a Python int."""
+    import numpy as np
+
+    model = kvplan.load_model("meta-llama/Llama-3.2-1B")
+    engine = kvplan.EngineConfig(tensor_parallel_size=np.int64(2), max_model_len=np.int64(4096))
+    assert (engine.tensor_parallel_size, engine.max_model_len) == (2, 4096)
+    assert type(engine.tensor_parallel_size) is int and type(engine.max_model_len) is int
+    kv = kvplan.kv_spec(model, tensor_parallel_size=np.int64(2))
+    assert kv.bytes_per_token == 16384  # 16 layers x (K + V) x 4 heads per GPU x 64 x 2 B
+    shape = kvplan.RequestShape(batch=np.int64(8), prompt_tokens=np.int32(512),
+                                output_tokens=np.int64(16))
+    assert shape == kvplan.RequestShape(batch=8, prompt_tokens=512, output_tokens=16)
+    assert type(shape.batch) is int
+    with pytest.raises(kvplan.InputError, match="positive whole number, got 8.5"):
+        kvplan.RequestShape(batch=np.float64(8.5), prompt_tokens=512, output_tokens=16)

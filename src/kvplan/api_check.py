@@ -61,6 +61,19 @@ def check_fields(obj: Any) -> None:
                                     f"{_describe(hint)}, got {_shown(value)}")
 
 
+def plain_numbers(obj: Any) -> None:
+    """A frozen dataclass's numpy integers and floats as Python's own (``np.int64(8)`` -> 8),
+    so its checks, its repr and JSON see plain numbers (call first in __post_init__)."""
+    for name in _field_hints(type(obj)):
+        value = getattr(obj, name)
+        if value is None or type(value) in (int, float, bool, str):
+            continue
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            object.__setattr__(obj, name, int(value))
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            object.__setattr__(obj, name, float(value))
+
+
 _FIELD_HINTS: dict[type, dict[str, Any]] = {}
 """Class -> its resolved field annotations (resolved once per class)."""
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvplan.api_check import plain_numbers
 from kvplan.costs.step.batch import IntArray
 from kvplan.costs.step.latency_checks import (
     check_priced_steps,
@@ -52,6 +53,7 @@ class RequestShape:
     output_tokens: int
 
     def __post_init__(self) -> None:
+        plain_numbers(self)  # a numpy integer is a whole number too
         for flag, value in (("--batch", self.batch), ("--prompt", self.prompt_tokens),
                             ("--output", self.output_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
