@@ -249,3 +249,17 @@ def test_numpy_integers_are_whole_numbers() -> None:
     assert type(shape.batch) is int
     with pytest.raises(kvplan.InputError, match="positive whole number, got 8.5"):
         kvplan.RequestShape(batch=np.float64(8.5), prompt_tokens=512, output_tokens=16)
+
+
+def test_docs_name_every_plan_option() -> None:
+    """docs/planner.md lists kvplan.plan's options as PlanOptions' fields; it left out
+    data_parallel_sizes, expert_parallel and async_scheduling."""
+    import dataclasses
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "planner.md").read_text(encoding="utf-8")
+    listed = " ".join(text.partition("The options of `kvplan.plan` are")[2]
+                      .partition("Each verified candidate")[0].split())
+    missing = [f.name for f in dataclasses.fields(kvplan.PlanOptions)
+               if f"`{f.name}`" not in listed]
+    assert missing == []
