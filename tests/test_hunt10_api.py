@@ -247,7 +247,7 @@ def test_numpy_integers_are_whole_numbers() -> None:
                                 output_tokens=np.int64(16))
     assert shape == kvplan.RequestShape(batch=8, prompt_tokens=512, output_tokens=16)
     assert type(shape.batch) is int
-    with pytest.raises(kvplan.InputError, match="positive whole number, got 8.5"):
+    with pytest.raises(kvplan.InputError, match=r"positive whole number, got 8\.5"):
         kvplan.RequestShape(batch=np.float64(8.5), prompt_tokens=512, output_tokens=16)
 
 
