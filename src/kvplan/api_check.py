@@ -6,9 +6,11 @@ instead of an AttributeError from deep inside (``'float' object has no attribute
 ``kvplan.__getattr__`` wraps each public function once, from its own annotations; calls made
 inside the library use the unwrapped functions, so the planner's inner loops pay nothing.
 The check is shallow where that is enough: a class by isinstance, ``X | None`` and unions by
-any member, ``Sequence[str]`` and ``tuple[int, ...]`` element by element, ``Mapping`` and
-``Callable`` by their kind only. ``int`` takes any integer but not a bool; ``float`` takes any
-real number but not a bool. Annotations that cannot be resolved at run time are not checked.
+any member, ``Sequence[str]`` and ``tuple[int, ...]`` element by element (a bare str is no
+``Sequence[str]`` here: ``parse_slo("ttft:p99:2000")`` would read it letter by letter),
+``Mapping`` and ``Callable`` by their kind only. ``int`` takes any integer but not a bool;
+``float`` takes any real number but not a bool. Annotations that cannot be resolved at run
+time are not checked.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ def checked(fn: Callable[..., Any], public_name: str) -> Callable[..., Any]:
                                         f"{_describe(hint)}, got {_shown(value)}")
         return fn(*args, **kwargs)
 
+    # pickled by reference as kvplan.NAME (the lazy name resolves to this wrapper), so a
+    # process pool or Ray can ship it; wraps' own module would hold the unwrapped function
+    wrapper.__module__, wrapper.__qualname__ = "kvplan", public_name
     return wrapper
 
 
@@ -54,6 +59,19 @@ def check_fields(obj: Any) -> None:
         if not _matches(value, hint):
             raise ArgumentTypeError(f"{cls.__name__}: field '{name}' must be "
                                     f"{_describe(hint)}, got {_shown(value)}")
+
+
+def plain_numbers(obj: Any) -> None:
+    """A frozen dataclass's numpy integers and floats as Python's own (``np.int64(8)`` -> 8),
+    so its checks, its repr and JSON see plain numbers (call first in __post_init__)."""
+    for name in _field_hints(type(obj)):
+        value = getattr(obj, name)
+        if value is None or type(value) in (int, float, bool, str):
+            continue
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            object.__setattr__(obj, name, int(value))
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            object.__setattr__(obj, name, float(value))
 
 
 _FIELD_HINTS: dict[type, dict[str, Any]] = {}
@@ -112,7 +130,9 @@ def _matches(value: Any, hint: Any) -> bool:
 def _generic(value: Any, origin: Any, args: tuple[Any, ...]) -> bool:
     if not isinstance(origin, type) or not isinstance(value, origin):
         return not isinstance(origin, type)  # an origin we cannot test: accept
-    if origin is type or not args or origin not in _ITERATED or isinstance(value, str):
+    if isinstance(value, str) and origin in _ITERATED:
+        return False  # a str is a Sequence of its characters, never the list of items meant
+    if origin is type or not args or origin not in _ITERATED:
         return True
     items: Any = value
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):

@@ -38,6 +38,7 @@ rope_scaling factor        0.01 .. 1,024                real ones are 1-64; 1,02
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from kvplan.errors import InputError
@@ -126,8 +127,10 @@ def check_number(name: str, value: Any, low: float, high: float, *, where: str =
 
 
 def check_int(name: str, value: Any, low: int, high: int, *, where: str = "") -> int:
-    """A whole number in [low, high] (no bools); InputError names the field and the range."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    """A whole number in [low, high] (no bools; a numpy integer is one): InputError names the
+    field and the range."""
+    ok = (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+          and low <= int(value) <= high)
     if not ok:
         prefix = f"{where}: " if where else ""
         raise InputError(f"{prefix}{name} must be a whole number in [{low:,}, {high:,}], "

@@ -75,25 +75,30 @@ def timeline_json(model: str, kv: ModelKv, tl: RequestTimeline) -> dict[str, Any
 
 def render_timeline(console: Console, model: str, kv: ModelKv, tl: RequestTimeline) -> None:
     console.print(timeline_table(tl))
-    steps = "1 step" if tl.prefill_steps == 1 else f"{tl.prefill_steps} chunked steps"
     console.print(f"{model}: {kv.bytes_per_token:,} bytes/token ({kv.precision.name})")
-    console.print(
+    for line in timeline_lines(tl):
+        console.print(line)
+
+
+def timeline_lines(tl: RequestTimeline) -> list[str]:
+    """The totals `kvplan request` prints under its table (the notebook shows them too)."""
+    steps = "1 step" if tl.prefill_steps == 1 else f"{tl.prefill_steps} chunked steps"
+    lines = [
         f"prefill claims {fmt_bytes(tl.prefill_bytes)} ({tl.prefill_bytes:,} bytes) "
         f"in {steps}; {tl.output_tokens} decode steps add {fmt_bytes(tl.decode_bytes)} "
-        f"({tl.decode_bytes:,} bytes)"
-    )
-    console.print(
+        f"({tl.decode_bytes:,} bytes)",
         f"final cache {fmt_bytes(tl.final_bytes)} ({tl.final_bytes:,} bytes; "
         f"{fmt_bytes(tl.final_allocated_bytes)} allocated in blocks of {tl.block_size}); "
-        f"prefill share {tl.prefill_share:.1%}"
-    )
+        f"prefill share {tl.prefill_share:.1%}",
+    ]
     if tl.output_tokens:
         v = tl.vllm_final
-        console.print(
+        lines.append(
             f"vLLM samples the first output token in the prefill step and never caches the "
             f"last: it ends at {v.tokens_in_cache:,} tokens, {fmt_bytes(v.logical_bytes)} "
             f"({v.logical_bytes:,} bytes), after {tl.output_tokens - 1} decode steps"
         )
+    return lines
 
 
 def batch_json(model: str, fp: BatchFootprint) -> dict[str, Any]:

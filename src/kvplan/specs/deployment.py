@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.api_check import check_fields
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
@@ -28,6 +29,7 @@ class Deployment:
     router: str = "round-robin"
 
     def __post_init__(self) -> None:
+        check_fields(self)  # a name for the model, a float for replicas: ArgumentTypeError
         if self.replicas < 1:
             raise InputError(f"--replicas must be a positive whole number, got {self.replicas}")
         if self.router not in ROUTERS:

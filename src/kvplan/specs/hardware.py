@@ -5,13 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError, KvplanError, UnknownNameError
 from kvplan.units import GB
 
 TERA = 10**12
+
+
+class ReadOnlyDict(dict[str, float]):
+    """A dict that refuses changes: a GPU's rates. ``load_gpu`` hands every caller the same
+    cached spec, so one caller's edit would reprice every later answer in the process."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a HardwareSpec's rates are read-only; make a changed copy with "
+                        "dataclasses.replace(gpu, peak_flops={**gpu.peak_flops, ...})")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = _refuse
+    setdefault = update = __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:  # unpickled whole, not item by item
+        return ReadOnlyDict, (dict(self),)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +60,10 @@ class HardwareSpec:
     kernel tables never runs above them (``kvplan.costs.kernels.donor``); empty = none."""
     achievable_source: str = ""
     source: str = ""
+
+    def __post_init__(self) -> None:  # frozen all the way down (ReadOnlyDict)
+        for name in ("peak_flops", "achievable"):
+            object.__setattr__(self, name, ReadOnlyDict(getattr(self, name)))
 
     def peak_flops_for(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype; falls back to fp16/bf16 when unsupported."""

@@ -340,8 +340,7 @@ _KV_MEMO: Memo[ModelKv] = Memo(256)
 def _kv_spec(model: ModelSpec, kv_cache_dtype: str, tensor_parallel_size: int,
              mamba_cache_dtype: str, mamba_ssm_cache_dtype: str) -> ModelKv:
     precision = model_precision(model, kv_cache_dtype)
-    tp = tensor_parallel_size
-    check_int("--tensor-parallel-size", tp, 1, MAX_PARALLEL)
+    tp = check_int("--tensor-parallel-size", tensor_parallel_size, 1, MAX_PARALLEL)
     specs = [
         (i, spec)
         for i in range(model.num_layers)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.api_check import check_fields
+from kvplan.api_check import check_fields, plain_numbers
 from kvplan.errors import InputError
 from kvplan.specs.engine_bounds import check_engine_bounds
 
@@ -81,6 +81,7 @@ class EngineConfig:
     dependency, or ``VLLM_MXFP4_USE_MARLIN=1``); prices step time only."""
 
     def __post_init__(self) -> None:
+        plain_numbers(self)  # np.int64(4) -> 4: a whole number, as vLLM's flag would take
         check_engine_bounds(self)  # first: its messages name the vLLM flag
         check_fields(self)  # then any other type (None for a name, a str for a bool...)
         self._cache_dtypes_follow_dtype()

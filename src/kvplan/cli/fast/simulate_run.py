@@ -80,24 +80,11 @@ def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,
         print_json(simulate_json(header, m, result, deployment))
         return
     from kvplan.cli.metrics_table import render_metrics
+    from kvplan.report.views.metrics import run_lines
 
     render_metrics(m, header)
-    _render_ranks(header)
-    _render_verdicts(result)
-    _render_bands(simulate_bands(deployment, mx.vllm_result(m)))
-
-
-def _render_ranks(header: dict[str, Any]) -> None:
-    """A DP fleet: one line per rank (requests routed, peak KV, dummy steps)."""
-    ranks = header.get("dp_ranks")
-    if not ranks:
-        return
-    console.print(f"DP {header['data_parallel_size']} ranks in lockstep, "
-                  f"{header['dp_lockstep_steps']} steps:")
-    for r in ranks:
-        console.print(f"  rank {r['rank']}: {r['requests']} requests, peak KV "
-                      f"{r['peak_kv_blocks']} / {r['num_gpu_blocks'] - 1} blocks "
-                      f"({100 * r['peak_kv_usage']:.1f} %), {r['dummy_steps']} dummy steps")
+    for line in run_lines(result, header, simulate_bands(deployment, mx.vllm_result(m))):
+        console.print(line)  # the DP ranks, rejections, overload and band, as the notebook
 
 
 def _check_detailed(save_detailed: bool, save_result: Path | None) -> None:
@@ -115,23 +102,6 @@ def _save_doc(result: SimulationResult, m: Metrics, header: dict[str, Any],
 
     return {**save_result_json(result, m, header, detailed=detailed),
             **simulate_verdicts(result)}
-
-
-def _render_bands(bands: dict[str, Any]) -> None:
-    from kvplan.report.durations import fmt_ms_range
-
-    parts = []
-    for key, label, unit in (("mean_ttft_ms", "TTFT", "ms"), ("mean_tpot_ms", "TPOT", "ms"),
-                             ("output_throughput", "output throughput", "tok/s")):
-        band = bands.get(f"{key}_band")
-        if band is not None:
-            text = (fmt_ms_range(*band) if unit == "ms"
-                    else f"{band[0]:,.2f}-{band[1]:,.2f} {unit}")
-            parts.append(f"{label} {text}")
-    if parts:
-        console.print(f"band (10-90%, {bands['band_basis']}): " + "; ".join(parts))
-    for note in dict.fromkeys(bands["calibration_notes"]):
-        console.print(f"note: {note}")
 
 
 def _write_outputs(doc: dict[str, Any] | None, result: SimulationResult, header: dict[str, Any],
@@ -206,15 +176,3 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
-
-
-def _render_verdicts(result: SimulationResult) -> None:
-    """Rejections, one line per reason with examples, and an overload warning, if any."""
-    from kvplan.analysis.overload import overload
-    from kvplan.analysis.plan.why.rejections import group_rejections
-
-    for group in group_rejections(result.rejected):
-        console.print(f"[yellow]{group.line()}[/yellow]")
-    load = overload(result)
-    if load is not None and load.overloaded:
-        console.print(f"[bold red]{load.message()}[/bold red]")

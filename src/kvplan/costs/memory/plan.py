@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.activation import (
@@ -181,6 +181,8 @@ class MemoryPlan:
     """Under PP, every stage's own cache: vLLM checks each worker's layers against its own
     memory, so one request must fit on each (``budget`` and ``groups`` are the stage with
     the fewest blocks); empty at PP 1."""
+    spec: ModelSpec | None = field(default=None, repr=False, compare=False)
+    """The model planned: a DP / EP plan's per-rank and fleet lines read its experts."""
 
     @property
     def kv_cache_tokens_newer_vllm(self) -> int:
@@ -250,6 +252,7 @@ def unchecked_resolved(r: ResolvedDeployment) -> MemoryPlan:
         max_concurrency=blocks / pages,
         hybrid=hybrid_block([sp for _, sp in specs], s.block_size),
         stages=stages if s.pp > 1 else (),
+        spec=model,
     )
     return plan
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvplan.api_check import plain_numbers
 from kvplan.costs.step.batch import IntArray
 from kvplan.costs.step.latency_checks import (
     check_priced_steps,
@@ -37,7 +38,7 @@ from kvplan.errors import DoesNotFitError, InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
-from kvplan.units import fmt_bytes
+from kvplan.units import cdiv, fmt_bytes
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
@@ -52,6 +53,7 @@ class RequestShape:
     output_tokens: int
 
     def __post_init__(self) -> None:
+        plain_numbers(self)  # a numpy integer is a whole number too
         for flag, value in (("--batch", self.batch), ("--prompt", self.prompt_tokens),
                             ("--output", self.output_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -171,16 +173,28 @@ def request_latency(
 
     ``profile=None`` uses the bundled profile for this GPU and precision, as the CLI does;
     ``resolved``: (model, hardware, engine)'s flags resolved once (None: resolved here).
+    Under data parallelism the batch is spread over the ranks as `kvplan latency` spreads it:
+    the fullest rank's ceil(B / dp) requests set TTFT, TPOT and E2E, and the output
+    throughput is the fleet's, B x O / E2E (``costs.step.parallel.dp_latency``).
     """
     from kvplan.costs.step.profiles import profile_for
 
+    rank = rank_shape(shape, engine.data_parallel_size)
     if check_fit:
-        check_batch_fits(model, hardware, engine, shape, resolved)
+        check_batch_fits(model, hardware, engine, rank, resolved)
     profile = profile or profile_for(model, hardware, engine, precision=(
         None if resolved is None else resolved.compute_precision))
     timer = StepCostModel(model, hardware, engine, profile, resolved=resolved)
-    return static_batch_latency(timer, shape,
-                                max_num_batched_tokens=engine.max_num_batched_tokens)
+    r = static_batch_latency(timer, rank, max_num_batched_tokens=engine.max_num_batched_tokens)
+    if rank == shape:
+        return r
+    return replace(r, shape=shape,
+                   output_throughput_tok_s=shape.batch * shape.output_tokens / r.e2e_s)
+
+
+def rank_shape(shape: RequestShape, dp: int) -> RequestShape:
+    """The fullest DP rank's share of the batch: ceil(B / dp) requests."""
+    return replace(shape, batch=cdiv(shape.batch, dp))
 
 
 # ---------------------------------------------------------------- does it fit

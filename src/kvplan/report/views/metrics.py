@@ -1,4 +1,5 @@
-"""The `vllm bench serve`-style metrics table of a simulation (one server or a fleet)."""
+"""The `vllm bench serve`-style metrics table of a simulation (one server or a fleet), and
+the lines `kvplan simulate` prints under it (``run_lines``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kvplan.analysis.metrics import Metrics
+    from kvplan.sim.result import SimulationResult
 
 CLI_PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 """`kvplan simulate`'s default --percentile-metrics (vLLM's ttft,tpot,itl plus e2el): what the
@@ -56,3 +58,55 @@ def _kv_rows(m: Metrics) -> list[tuple[str, str]]:
                                            f"{100 * m.decode_kv_share:.0f} %"),
         ("Engine steps", f"{m.num_steps}"),
     ]
+
+
+def run_lines(result: SimulationResult, header: dict[str, Any],
+              bands: dict[str, Any]) -> list[Any]:
+    """What `kvplan simulate` prints under the table, in order: a DP fleet's ranks, the
+    rejections by reason and an overload warning (rich Text, styled), the calibration band
+    and its notes (``bands``: ``json_views.simulate_bands``)."""
+    return [*_rank_lines(header), *_verdict_lines(result), *_band_lines(bands)]
+
+
+def _rank_lines(header: dict[str, Any]) -> list[str]:
+    """A DP fleet: one line per rank (requests routed, peak KV, dummy steps)."""
+    ranks = header.get("dp_ranks")
+    if not ranks:
+        return []
+    return [f"DP {header['data_parallel_size']} ranks in lockstep, "
+            f"{header['dp_lockstep_steps']} steps:"] + [
+        f"  rank {r['rank']}: {r['requests']} requests, peak KV {r['peak_kv_blocks']} / "
+        f"{r['num_gpu_blocks'] - 1} blocks ({100 * r['peak_kv_usage']:.1f} %), "
+        f"{r['dummy_steps']} dummy steps" for r in ranks]
+
+
+def _verdict_lines(result: SimulationResult) -> list[Any]:
+    """Rejections, one line per reason with examples, and an overload warning, if any."""
+    from rich.text import Text
+
+    from kvplan.analysis.overload import overload
+
+    out: list[Any] = []
+    if result.rejected:  # the usual run: the planner's grouping stays unloaded
+        from kvplan.analysis.plan.why.rejections import group_rejections
+
+        out += [Text(g.line(), style="yellow") for g in group_rejections(result.rejected)]
+    load = overload(result)
+    if load is not None and load.overloaded:
+        out.append(Text(load.message(), style="bold red"))
+    return out
+
+
+def _band_lines(bands: dict[str, Any]) -> list[str]:
+    from kvplan.report.durations import fmt_ms_range
+
+    parts = []
+    for key, label, unit in (("mean_ttft_ms", "TTFT", "ms"), ("mean_tpot_ms", "TPOT", "ms"),
+                             ("output_throughput", "output throughput", "tok/s")):
+        band = bands.get(f"{key}_band")
+        if band is not None:
+            text = (fmt_ms_range(*band) if unit == "ms"
+                    else f"{band[0]:,.2f}-{band[1]:,.2f} {unit}")
+            parts.append(f"{label} {text}")
+    out = [f"band (10-90%, {bands['band_basis']}): " + "; ".join(parts)] if parts else []
+    return out + [f"note: {note}" for note in dict.fromkeys(bands.get("calibration_notes", ()))]

@@ -2,10 +2,13 @@
 
 In a notebook ``import kvplan`` registers these formatters (``enable``), so the last value of
 a cell shows itself: a ``MemoryPlan`` (``kvplan.plan_memory``) as `kvplan capacity`'s table
-and vLLM's lines, a ``Plan`` (``kvplan.plan``) as `kvplan plan`'s answer, a ``ServingRun``
-(``kvplan.simulate_serving``) as `kvplan simulate`'s metrics table, a ``LatencyResult``
+and vLLM's lines (a DP / EP plan's per-rank and fleet lines too), a ``Plan`` (``kvplan.plan``)
+as `kvplan plan`'s answer, a ``ServingRun`` (``kvplan.simulate_serving``) as `kvplan
+simulate`'s metrics table and the lines under it (DP ranks, rejections, an overload warning,
+the calibration band), a ``LatencyResult``
 (``kvplan.request_latency``) as its TTFT / TPOT / E2E table, and a ``RequestTimeline``
-(``kvplan.request_timeline``) as the claim staircase (an inline SVG chart) above its table.
+(``kvplan.request_timeline``) as the claim staircase (an inline SVG chart) above its table
+and `kvplan request`'s totals (prefill, final cache, where vLLM's request ends).
 ``html(obj)`` returns the same HTML anywhere. The formatters are registered by type name, so
 nothing heavy is imported until a value is shown, and everything renders offline.
 """
@@ -73,9 +76,13 @@ def _export(items: list[Any]) -> str:
 
 
 def _capacity(plan: Any) -> str:
+    from kvplan.report.parallel_view import is_parallel, parallel_lines
     from kvplan.report.views.capacity import capacity_renderables
 
-    return _export(capacity_renderables(plan))
+    items = capacity_renderables(plan)
+    if plan.spec is not None and is_parallel(plan):  # DP ranks / EP, as `kvplan capacity`
+        items += parallel_lines(plan, plan.spec)
+    return _export(items)
 
 
 def _plan(p: Any) -> str:
@@ -87,13 +94,15 @@ def _plan(p: Any) -> str:
 
 
 def _serving(run: Any) -> str:
-    from kvplan.analysis.metrics import compute_metrics
-    from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS, metrics_table
+    from kvplan.analysis.metrics import compute_metrics, vllm_result
+    from kvplan.report.json_views import simulate_bands
+    from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS, metrics_table, run_lines
 
-    header = {"model_id": run.model.name, "gpu": run.hardware.id,
-              "dataset": run.workload.name, "num_prompts": len(run.workload)}
+    header = run.header()  # with a DP fleet's ranks
     m = compute_metrics(run.result, percentile_metrics=CLI_PERCENTILE_METRICS)
-    return _export([metrics_table(m, header)])
+    bands = simulate_bands((run.model, run.hardware.id, run.engine.tensor_parallel_size),
+                           vllm_result(m))
+    return _export([metrics_table(m, header), *run_lines(run.result, header, bands)])
 
 
 def _latency(r: Any) -> str:
@@ -117,10 +126,11 @@ def _latency(r: Any) -> str:
 
 def _timeline(tl: Any) -> str:
     from kvplan.report.charts import chart_bytes, staircase_chart
+    from kvplan.report.render import timeline_lines
     from kvplan.report.tables import timeline_table
 
     svg = chart_bytes(staircase_chart(tl, "one request"), ".svg").decode("utf-8")
-    return f"<div>{svg}</div>" + _export([timeline_table(tl)])
+    return f"<div>{svg}</div>" + _export([timeline_table(tl), *timeline_lines(tl)])
 
 
 _RENDERERS: dict[tuple[str, str], Callable[[Any], str]] = {

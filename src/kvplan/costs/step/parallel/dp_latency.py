@@ -7,15 +7,14 @@ batch through its own engine (``kvplan.costs.step.parallel.ep_step`` prices the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kvplan.costs.step.latency import LatencyResult, RequestShape, request_latency
+from kvplan.costs.step.latency import LatencyResult, RequestShape, rank_shape, request_latency
 from kvplan.costs.step.profile import Profile
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
-from kvplan.units import cdiv
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
@@ -29,23 +28,13 @@ class FleetLatency:
     rank_shape: RequestShape
 
 
-def rank_shape(shape: RequestShape, dp: int) -> RequestShape:
-    """The fullest DP rank's share of the batch."""
-    return replace(shape, batch=cdiv(shape.batch, dp))
-
-
 def fleet_latency(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
                   shape: RequestShape, profile: Profile,
                   resolved: ResolvedDeployment | None = None) -> FleetLatency:
-    """Latency of ``shape`` spread over the DP ranks (dp = 1: request_latency unchanged)."""
-    dp = engine.data_parallel_size
-    rank = rank_shape(shape, dp)
-    r = request_latency(model, hardware, engine, rank, profile, resolved=resolved)
-    if dp == 1:
-        return FleetLatency(result=r, rank_shape=rank)
-    fleet = replace(r, shape=shape,
-                    output_throughput_tok_s=shape.batch * shape.output_tokens / r.e2e_s)
-    return FleetLatency(result=fleet, rank_shape=rank)
+    """Latency of ``shape`` spread over the DP ranks (request_latency spreads it) and the
+    fullest rank's shape."""
+    r = request_latency(model, hardware, engine, shape, profile, resolved=resolved)
+    return FleetLatency(result=r, rank_shape=rank_shape(shape, engine.data_parallel_size))
 
 
 def parallel_latency_json(model: ModelSpec, engine: EngineConfig,
