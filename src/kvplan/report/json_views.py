@@ -206,7 +206,8 @@ def simulate_bands(deployment: Deployment | None, result: dict[str, Any]) -> dic
         return {}
     from kvplan.costs.step.uncertainty import SIM_KEYS, deployment_bands
 
-    values = {k: result.get(k) for k in SIM_KEYS if k in result}
+    done = bool(result.get("completed"))  # no request finished: no value for a band to bound
+    values = {k: result.get(k) if done else None for k in SIM_KEYS if k in result}
     return deployment_bands(*deployment, values, key_of=SIM_KEYS)
 
 
