@@ -104,6 +104,10 @@ class EngineConfig:
         if self.max_num_partial_prefills > 1 and not self.enable_chunked_prefill:
             raise InputError("--max-num-partial-prefills > 1 needs chunked prefill "
                              "(vLLM's rule); drop --no-enable-chunked-prefill or the flag")
+        if self.async_scheduling and self.pipeline_parallel_size > 1:
+            # vLLM 0.11 engine/arg_utils.py create_engine_config (since PR #19970)
+            raise InputError("--async-scheduling with --pipeline-parallel-size > 1: vLLM 0.11 "
+                             "refuses it; drop --async-scheduling or use -pp 1")
         for flag, name in (
             ("--mamba-cache-dtype", self.mamba_cache_dtype),
             ("--mamba-ssm-cache-dtype", self.mamba_ssm_cache_dtype),
