@@ -10,7 +10,13 @@ import re
 from typing import Any
 
 from kvplan.cli.flags import BY_NAME, parse_flag
-from kvplan.cli.vllm_options import takes_value, vllm_option
+from kvplan.cli.vllm_options import (
+    LIST_OPTIONS,
+    is_option,
+    serve_options,
+    takes_value,
+    vllm_option,
+)
 
 IGNORED_EFFECTS: dict[str, str] = {
     "--cpu-offload-gb": "weights offloaded to CPU free GPU memory for KV cache and slow every "
@@ -68,7 +74,7 @@ def _bool_flag(flag: str) -> tuple[str, bool] | None:
 
 
 def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """A pasted ``vllm serve MODEL --flag value ...`` -> (settings by field, ignored flags)."""
+    """A pasted ``vllm serve MODEL --flag value ...`` line -> (settings by field, ignored flags)."""
     tokens = list(argv)
     found: dict[str, Any] = {}
     ignored: list[str] = []
@@ -76,22 +82,67 @@ def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     _check_serve_model(tokens)
     while tokens and tokens[0] in _PREFIX:
         tokens.pop(0)
-    i = 0
+    i, positional = 0, 0
     while i < len(tokens):
         flag, value = _split_flag(tokens[i])
         i += 1
-        if not flag.startswith("-") or flag == "-":
-            found.setdefault("model", flag)
+        if not is_option(flag):
+            positional += 1
+            _check_positional(tokens, i - 1, positional)
+            found.setdefault("model", tokens[i - 1])
             continue
         flag, value = _vllm_flag(flag, value)
-        boolean = _bool_flag(flag)
-        if boolean is not None and value is None:
-            found[boolean[0]] = boolean[1]
+        if not takes_value(flag):
+            _check_no_value(flag, value)
+            boolean = _bool_flag(flag)
+            if boolean is not None:
+                found[boolean[0]] = boolean[1]
+            else:
+                ignored.append(flag)
             continue
-        if value is None and takes_value(flag) and i < len(tokens) and tokens[i][:1] != "-":
+        if value is None and i < len(tokens) and not is_option(tokens[i]):
             value, i = tokens[i], i + 1
+        i = _skip_more_values(flag, tokens, i)
         _take(flag, value, found, ignored)
     return found, ignored
+
+
+def _check_positional(tokens: list[str], at: int, count: int) -> None:
+    """vLLM's serve parser has one positional, the model: argparse refuses a second word
+    ("unrecognized arguments"), e.g. ``--enable-prefix-caching false`` or a value after a
+    switch, where kvplan used to drop the word and read the switch as on."""
+    from kvplan.errors import InputError
+
+    if count == 1:
+        return
+    word = tokens[at]
+    before = tokens[at - 1] if at > 0 else ""
+    if is_option(before) and not takes_value(_vllm_flag(*_split_flag(before))[0]):
+        why = f"{before} is a switch and takes no value (--no-... turns one off)"
+    elif word != word.strip():
+        why = "the word has spaces around it: a backslash before a space, not a line end?"
+    else:
+        why = "vllm serve takes one MODEL"
+    raise InputError(f"vllm serve refuses {word!r}: unrecognized argument "
+                     f"(vLLM {serve_options().vllm_version}); {why}")
+
+
+def _check_no_value(flag: str, value: str | None) -> None:
+    """argparse refuses ``--switch=value`` ("ignored explicit argument")."""
+    from kvplan.errors import InputError
+
+    if value is not None:
+        raise InputError(f"vllm serve refuses {flag}={value}: ignored explicit argument "
+                         f"{value!r} (vLLM {serve_options().vllm_version}: {flag} takes no "
+                         "value)")
+
+
+def _skip_more_values(flag: str, tokens: list[str], i: int) -> int:
+    """Past the further words of a list option (``--cuda-graph-sizes 1 2 4``, nargs='+')."""
+    if flag in LIST_OPTIONS:
+        while i < len(tokens) and not is_option(tokens[i]):
+            i += 1
+    return i
 
 
 def _take_env(tokens: list[str], found: dict[str, Any], ignored: list[str]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -76,6 +77,23 @@ def vllm_option(flag: str) -> str:
     hint = f"; did you mean {near[0]}?" if near else "; see vllm serve --help"
     raise InputError(f"vllm serve refuses {flag}: unrecognized argument (vLLM {version})"
                      f"{hint}")
+
+
+LIST_OPTIONS = frozenset({
+    "--api-key", "--lora-modules", "--allowed-media-domains", "--served-model-name",
+    "--logits-processors", "--ignore-patterns", "--collect-detailed-traces",
+    "--cuda-graph-sizes"})
+"""Options that take one or more words (``nargs='+'``): vLLM 0.11's ``get_kwargs`` gives every
+list-typed field ``nargs="+"`` (``engine/arg_utils.py``); FrontendArgs' allowed_origins,
+allowed_methods, allowed_headers and middleware have theirs removed (``cli_args.py``)."""
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def is_option(word: str) -> bool:
+    """Whether argparse reads ``word`` as an option, not a value: it starts with ``-``, is not
+    ``-`` alone, and is not a negative number (vLLM's parser has no option that looks like
+    one, so ``-tp -1`` gives -tp the value -1)."""
+    return word.startswith("-") and word != "-" and not _NEGATIVE_NUMBER.match(word)
 
 
 def takes_value(option: str) -> bool:

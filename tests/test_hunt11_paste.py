@@ -1,0 +1,52 @@
+"""Hunt 11: a pasted ``vllm serve`` line read as vLLM 0.11.0's argparse reads it, and the
+vLLM log lines ``kvplan capacity`` prints in vLLM's own format."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.cli.pasted import parse_vllm_command
+from kvplan.errors import InputError
+from tests.conftest import assert_one_line_error, run_cli
+
+M = "meta-llama/Llama-3.1-8B"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    # BooleanOptionalAction takes no value: argparse leaves "false" over -> "unrecognized
+    # arguments: false". kvplan used to drop the word and read prefix caching as ON.
+    (["--enable-prefix-caching", "false"], "refuses 'false': unrecognized argument"),
+    (["--enforce-eager", "true"], "refuses 'true': unrecognized argument"),
+    # one positional (model_tag, nargs='?', cli_args.make_arg_parser): a second is refused
+    (["Qwen/Qwen3-8B"], "refuses 'Qwen/Qwen3-8B': unrecognized argument"),
+    # "\ " (backslash, space) in a pasted multi-line command glues a space to the next word
+    ([" --max-model-len", "4096"], "refuses ' --max-model-len': unrecognized argument"),
+    # argparse: "ignored explicit argument 'false'"; kvplan used to set it off
+    (["--enable-prefix-caching=false"], "ignored explicit argument 'false'"),
+])
+def test_words_vllm_refuses_are_refused(line: list[str], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        parse_vllm_command(["vllm", "serve", M, *line])
+
+
+def test_list_options_take_all_their_words_and_switches_none() -> None:
+    """--cuda-graph-sizes / --served-model-name are nargs='+' (list fields in get_kwargs)."""
+    found, ignored = parse_vllm_command(
+        ["vllm", "serve", "--cuda-graph-sizes", "1", "2", "4", "--max-model-len", "4096", M,
+         "--no-enable-prefix-caching", "--served-model-name", "a", "b"])
+    assert found == {"model": M, "max_model_len": 4096, "enable_prefix_caching": False}
+    assert ignored == ["--cuda-graph-sizes", "--served-model-name"]
+
+
+def test_negative_value_is_a_value_as_in_argparse() -> None:
+    """vLLM's parser has no option like a negative number, so "-tp -1" gives -tp the value -1
+    (which is then out of range), not "-tp needs a value"."""
+    r = run_cli("capacity", "--", "vllm", "serve", M, "-tp", "-1")
+    assert_one_line_error(r)
+    assert "--tensor-parallel-size must be a whole number in [1, 4,096], got -1" in r.err
+
+
+def test_switch_then_value_is_one_clear_error_on_the_cli() -> None:
+    r = run_cli("capacity", "--", "vllm", "serve", M, "--enable-prefix-caching", "false")
+    assert_one_line_error(r)
+    assert "--enable-prefix-caching is a switch and takes no value" in r.err
