@@ -3,6 +3,8 @@ vLLM log lines ``kvplan capacity`` prints in vLLM's own format."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan.cli.pasted import parse_vllm_command
@@ -50,3 +52,39 @@ def test_switch_then_value_is_one_clear_error_on_the_cli() -> None:
     r = run_cli("capacity", "--", "vllm", "serve", M, "--enable-prefix-caching", "false")
     assert_one_line_error(r)
     assert "--enable-prefix-caching is a switch and takes no value" in r.err
+
+
+def test_config_yaml_is_read_as_vllm_inserts_it(tmp_path: Path) -> None:
+    """vLLM's _pull_args_from_config: the file's options go after the MODEL and before the
+    line's own, so -tp 4 on the line beats the file's 2; 'false' adds nothing (prefix caching
+    stays vLLM's default, on). kvplan used to list --config as ignored and size TP 1 at the
+    model's full 131,072 tokens."""
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("max_model_len: 4096\ntensor-parallel-size: 2\nenable-prefix-caching: false"
+                   "\nenforce-eager: true\ncuda-graph-sizes: [1, 2]\n")
+    found, ignored = parse_vllm_command(["vllm", "serve", M, "--config", str(cfg)])
+    assert found == {"model": M, "max_model_len": 4096, "tensor_parallel_size": 2}
+    assert ignored == ["--enforce-eager", "--cuda-graph-sizes"]
+    found, _ = parse_vllm_command(["vllm", "serve", M, "--config", str(cfg), "-tp", "4"])
+    assert found["tensor_parallel_size"] == 4
+
+
+@pytest.mark.parametrize(("tail", "message"), [
+    (["--config", "missing.yaml"], "cannot read it (no such file or directory)"),
+    (["--config", "serve.json"], "vLLM reads a .yaml or .yml file only"),
+])
+def test_config_file_vllm_cannot_read_is_one_error(tail: list[str], message: str) -> None:
+    r = run_cli("capacity", "--", "vllm", "serve", M, *tail)
+    assert_one_line_error(r)
+    assert message in r.err
+
+
+def test_config_after_options_needs_the_model_first_as_in_vllm(tmp_path: Path) -> None:
+    """vllm serve -tp 2 MODEL --config f.yaml: 'No model specified!' (args[1] is an option)."""
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("max-model-len: 4096\n")
+    with pytest.raises(InputError, match="No model specified"):
+        parse_vllm_command(["vllm", "serve", "-tp", "2", M, "--config", str(cfg)])
+    cfg.write_text(f"model: {M}\n")  # the file's model: accepted
+    assert parse_vllm_command(["vllm", "serve", "-tp", "2", "--config", str(cfg)])[0] == {
+        "model": M, "tensor_parallel_size": 2}

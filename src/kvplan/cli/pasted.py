@@ -80,8 +80,10 @@ def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     ignored: list[str] = []
     _take_env(tokens, found, ignored)
     _check_serve_model(tokens)
+    serve = tokens[:2] == ["vllm", "serve"]
     while tokens and tokens[0] in _PREFIX:
         tokens.pop(0)
+    tokens = _expand_config(tokens, serve)
     i, positional = 0, 0
     while i < len(tokens):
         flag, value = _split_flag(tokens[i])
@@ -143,6 +145,62 @@ def _skip_more_values(flag: str, tokens: list[str], i: int) -> int:
         while i < len(tokens) and not is_option(tokens[i]):
             i += 1
     return i
+
+
+def _expand_config(tokens: list[str], serve: bool) -> list[str]:
+    """``--config FILE.yaml`` replaced by its settings as vLLM 0.11 inserts them
+    (``FlexibleArgumentParser._pull_args_from_config``): after a leading positional MODEL,
+    before the other options, so the command line's own options win."""
+    from kvplan.errors import InputError
+
+    if "--config" not in tokens:
+        return tokens
+    at = tokens.index("--config")
+    if tokens.count("--config") > 1 or at == len(tokens) - 1:
+        raise InputError("vllm serve refuses this --config: give exactly one --config FILE "
+                         "(vLLM: 'More than one config file specified!' / 'No config file "
+                         "specified!')")
+    rest, loaded = tokens[:at] + tokens[at + 2:], _config_args(tokens[at + 1])
+    model_first = bool(rest) and not rest[0].startswith("-")
+    if serve and not model_first and "--model" not in loaded:
+        raise InputError("vllm serve refuses this line: with --config, the MODEL must come "
+                         "right after 'vllm serve' or be the file's 'model' (vLLM: 'No model "
+                         "specified!')")
+    if model_first and serve and "--model" in loaded:  # vllm serve: the positional wins
+        cut = loaded.index("--model")
+        loaded = loaded[:cut] + loaded[cut + 2:]
+    head = 1 if model_first else 0
+    return rest[:head] + loaded + rest[head:]
+
+
+def _config_args(path: str) -> list[str]:
+    """vLLM's ``load_config_file``: a flat YAML mapping -> ``--key value`` words; ``true`` is
+    ``--key``, ``false`` adds nothing, a list is ``--key item ...``."""
+    import yaml
+
+    from kvplan import input_file
+    from kvplan.errors import InputError
+
+    if path.split(".")[-1] not in ("yaml", "yml"):
+        raise InputError(f"--config {path}: vLLM reads a .yaml or .yml file only")
+    try:
+        data = yaml.safe_load(input_file.read_text(path))
+    except OSError as exc:
+        raise InputError(f"--config {path}: cannot read it ({input_file.reason(exc)}); kvplan "
+                         "reads the file vLLM would, so it must be on this machine") from None
+    except (RecursionError, ValueError, yaml.YAMLError) as exc:
+        raise InputError(f"--config {path}: not YAML ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"--config {path}: must hold a mapping of option: value")
+    out: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, bool):
+            out += [f"--{key}"] if value else []
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)] if value else []
+        else:
+            out += [f"--{key}", str(value)]
+    return out
 
 
 def _take_env(tokens: list[str], found: dict[str, Any], ignored: list[str]) -> None:
