@@ -39,6 +39,20 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
     "--limit-mm-per-prompt": "multimodal encoder cache memory is not modelled",
     "--swap-space": "CPU swap is not modelled",
+    "--num-gpu-blocks-override": "vLLM then keeps that many KV blocks whatever memory is "
+    "free; kvplan sizes the blocks from memory",
+    "--disable-hybrid-kv-cache-manager": "sliding-window layers then cache every token, as "
+    "full attention; kvplan keeps the windows",
+    "--kv-transfer-config": "a KV connector takes GPU buffers and (vLLM 0.11) turns off the "
+    "hybrid KV cache manager, so sliding-window layers cache every token; kvplan models "
+    "neither here",
+    "--kv-events-config": "turns off vLLM's hybrid KV cache manager: sliding-window layers then "
+    "cache every token; kvplan keeps the windows",
+    "--enable-eplb": "with redundant experts each GPU holds extra expert copies; kvplan "
+    "holds none",
+    "--num-redundant-experts": "redundant expert copies take GPU memory; kvplan holds none",
+    "--eplb-config": "redundant expert copies take GPU memory; kvplan holds none",
+    "--hf-config-path": "the model's config is read from there; kvplan reads MODEL's config",
 }
 """Flags of a pasted ``vllm serve`` line that change memory or latency and that kvplan ignores:
 each gets one ``warning:`` line saying what it changes (other ignored flags, such as --port,
