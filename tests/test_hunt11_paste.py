@@ -106,3 +106,12 @@ def test_flags_that_change_kv_memory_warn_when_ignored(flags: list[str]) -> None
     assert r.code == 0, r.err
     assert f"warning: {flags[0]} ignored:" in r.err
     assert "note: ignored vLLM flags" not in r.out
+
+
+def test_available_kv_memory_line_is_in_gib_as_vllm_prints_it() -> None:
+    """vLLM 0.11 gpu_worker.py: logger.info("Available KV cache memory: %.2f GiB", ...), GiB
+    whatever the size: 512 MiB given is 512 / 1024 = 0.50 GiB (kvplan printed '512.00 MiB')."""
+    r = run_cli("capacity", "Qwen/Qwen3-8B", "--kv-cache-memory", "512MiB",
+                "--max-model-len", "1024")
+    assert r.code == 0, r.err
+    assert "Available KV cache memory: 0.50 GiB (given by --kv-cache-memory)\n" in r.out
