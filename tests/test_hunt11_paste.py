@@ -115,3 +115,24 @@ def test_available_kv_memory_line_is_in_gib_as_vllm_prints_it() -> None:
                 "--max-model-len", "1024")
     assert r.code == 0, r.err
     assert "Available KV cache memory: 0.50 GiB (given by --kv-cache-memory)\n" in r.out
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--kv-cache-dtype", "nvfp4"),  # CacheDType (0.11): auto bfloat16 fp8 fp8_e4m3 fp8_e5m2 fp8_inc
+    ("--kv-cache-dtype", "FP8"),  # argparse choices are case-sensitive
+    ("--dtype", "bf16"),  # ModelDType: auto half float16 bfloat16 float float32
+    ("--block-size", "256"),  # BlockSize (0.11): 1 8 16 32 64 128 (256 came later)
+    ("-q", "none"),  # QuantizationMethods has no 'none'
+])
+def test_values_outside_vllm_choices_are_refused_in_a_pasted_line(flag: str, value: str) -> None:
+    """vLLM 0.11's get_kwargs makes a Literal field an argparse choices list: 'invalid
+    choice'. kvplan used to size these lines (e.g. --kv-cache-dtype nvfp4: 1,496,288 tokens)."""
+    with pytest.raises(InputError, match=f"refuses {flag} {value}: invalid choice"):
+        parse_vllm_command(["vllm", "serve", M, flag, value])
+
+
+def test_values_inside_vllm_choices_still_read() -> None:
+    found, _ = parse_vllm_command(["vllm", "serve", M, "--kv-cache-dtype", "fp8_inc",
+                                   "--dtype", "half", "--block-size", "016", "-q", "fp8"])
+    assert found == {"model": M, "kv_cache_dtype": "fp8_inc", "dtype": "half",
+                     "block_size": 16, "quantization": "fp8"}

@@ -12,6 +12,7 @@ from typing import Any
 from kvplan.cli.flags import BY_NAME, parse_flag
 from kvplan.cli.vllm_options import (
     LIST_OPTIONS,
+    check_value,
     is_option,
     serve_options,
     takes_value,
@@ -281,4 +282,5 @@ def _take(flag: str, value: str | None, found: dict[str, Any], ignored: list[str
         return
     if value is None:
         raise InputError(f"{flag} needs a value")
+    check_value(flag, value)
     found[known.field] = parse_flag(known.field, value)

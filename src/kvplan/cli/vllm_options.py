@@ -99,3 +99,39 @@ def is_option(word: str) -> bool:
 def takes_value(option: str) -> bool:
     """Whether vLLM reads the next word as ``option``'s value (False for switches)."""
     return serve_options().takes_value.get(option, True)
+
+
+_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+_QUANTIZATIONS = (
+    "awq", "deepspeedfp", "tpu_int8", "fp8", "ptpc_fp8", "fbgemm_fp8", "modelopt",
+    "modelopt_fp4", "bitblas", "gguf", "gptq_marlin_24", "gptq_marlin", "gptq_bitblas",
+    "awq_marlin", "gptq", "compressed-tensors", "bitsandbytes", "hqq", "experts_int8", "ipex",
+    "quark", "moe_wna16", "torchao", "auto-round", "rtn", "inc", "mxfp4", "petit_nvfp4")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "--kv-cache-dtype": _KV_DTYPES, "--quantization": _QUANTIZATIONS, "-q": _QUANTIZATIONS,
+    "--dtype": ("auto", "half", "float16", "bfloat16", "float", "float32"),
+    "--block-size": ("1", "8", "16", "32", "64", "128"),
+}
+"""argparse ``choices`` of the options kvplan reads, vLLM 0.11.0 (``get_kwargs`` turns a
+Literal field into choices): config/cache.py CacheDType and BlockSize (an int: ``016`` is 16),
+config/model.py ModelDType, model_executor/layers/quantization QuantizationMethods."""
+
+
+def check_value(option: str, value: str) -> None:
+    """Refuse a value vLLM 0.11's argparse refuses for ``option`` ("invalid choice"), naming
+    the values it takes."""
+    version = serve_options().vllm_version
+    choices = CHOICES.get(option)
+    if choices is not None and _choice(option, value) not in choices:
+        raise InputError(f"vllm serve refuses {option} {value}: invalid choice (vLLM "
+                         f"{version}: {', '.join(choices)}); kvplan's own {option} (before --) "
+                         "also takes kvplan's what-if values")
+
+
+def _choice(option: str, value: str) -> str:
+    if option != "--block-size":
+        return value
+    try:
+        return str(int(value))
+    except ValueError:
+        return value
