@@ -136,3 +136,25 @@ def test_values_inside_vllm_choices_still_read() -> None:
                                    "--dtype", "half", "--block-size", "016", "-q", "fp8"])
     assert found == {"model": M, "kv_cache_dtype": "fp8_inc", "dtype": "half",
                      "block_size": 16, "quantization": "fp8"}
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--kv-cache-memory-bytes", "24GiB"),  # no fullmatch of (\d+(\.\d+)?)([kKmMgGtT]); int() fails
+    ("--kv-cache-memory-bytes", "1.5G"),  # "Decimals are not allowed with binary suffixes"
+    ("--max-model-len", "8.5K"),
+    ("--max-num-batched-tokens", "1t"),  # t/T match the pattern but have no multiplier
+])
+def test_values_vllm_human_readable_int_refuses_are_refused(flag: str, value: str) -> None:
+    """vLLM 0.11 engine/arg_utils.py human_readable_int; kvplan's own flags (before --) keep
+    the wider syntax (24GiB, 1.5G = 1.5 x 2**30)."""
+    with pytest.raises(InputError, match=f"refuses {flag} {value}: invalid human_readable_int"):
+        parse_vllm_command(["vllm", "serve", M, flag, value])
+
+
+def test_human_readable_ints_vllm_reads_still_read() -> None:
+    """8.5k = 8,500; 16K = 16 x 1024 = 16,384; 24G = 24 x 2**30 = 25,769,803,776 B."""
+    found, _ = parse_vllm_command(["vllm", "serve", M, "--max-model-len", "8.5k",
+                                   "--max-num-batched-tokens", "16K",
+                                   "--kv-cache-memory-bytes", "24G"])
+    assert found == {"model": M, "max_model_len": 8500, "max_num_batched_tokens": 16_384,
+                     "kv_cache_memory_bytes": 25_769_803_776}

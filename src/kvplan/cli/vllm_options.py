@@ -115,17 +115,24 @@ CHOICES: dict[str, tuple[str, ...]] = {
 """argparse ``choices`` of the options kvplan reads, vLLM 0.11.0 (``get_kwargs`` turns a
 Literal field into choices): config/cache.py CacheDType and BlockSize (an int: ``016`` is 16),
 config/model.py ModelDType, model_executor/layers/quantization QuantizationMethods."""
+HUMAN_INT = ("--max-model-len", "--max-num-batched-tokens", "--kv-cache-memory-bytes")
+"""Options vLLM 0.11 reads with its ``human_readable_int`` (engine/arg_utils.py)."""
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 
 def check_value(option: str, value: str) -> None:
-    """Refuse a value vLLM 0.11's argparse refuses for ``option`` ("invalid choice"), naming
-    the values it takes."""
+    """Refuse a value vLLM 0.11's argparse refuses for ``option`` ("invalid choice", or not a
+    ``human_readable_int``: ``1.5G``, ``24GiB``, ``1t``), naming the values it takes."""
     version = serve_options().vllm_version
     choices = CHOICES.get(option)
     if choices is not None and _choice(option, value) not in choices:
         raise InputError(f"vllm serve refuses {option} {value}: invalid choice (vLLM "
                          f"{version}: {', '.join(choices)}); kvplan's own {option} (before --) "
                          "also takes kvplan's what-if values")
+    if option in HUMAN_INT and not _human_readable_int(value):
+        raise InputError(f"vllm serve refuses {option} {value}: invalid human_readable_int "
+                         f"value (vLLM {version} reads 8192, 8k = 8,000, 8K = 8,192, 1.5m; "
+                         "no decimals with K/M/G, no T, no GiB / GB)")
 
 
 def _choice(option: str, value: str) -> str:
@@ -135,3 +142,18 @@ def _choice(option: str, value: str) -> str:
         return str(int(value))
     except ValueError:
         return value
+
+
+def _human_readable_int(value: str) -> bool:
+    """Whether vLLM 0.11's ``human_readable_int`` reads ``value``: a number with k/m/g
+    (decimals allowed) or K/M/G (whole), else Python's ``int`` (``t``/``T`` match its pattern
+    but have no multiplier, so they fall through to ``int`` and fail)."""
+    text = value.strip()
+    match = _HUMAN.fullmatch(text)
+    if match is not None and match.group(2) in "kmgKMG":
+        return match.group(2) in "kmg" or "." not in match.group(1)
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
