@@ -10,7 +10,14 @@ import re
 from typing import Any
 
 from kvplan.cli.flags import BY_NAME, parse_flag
-from kvplan.cli.vllm_options import takes_value, vllm_option
+from kvplan.cli.vllm_options import (
+    LIST_OPTIONS,
+    check_value,
+    is_option,
+    serve_options,
+    takes_value,
+    vllm_option,
+)
 
 IGNORED_EFFECTS: dict[str, str] = {
     "--cpu-offload-gb": "weights offloaded to CPU free GPU memory for KV cache and slow every "
@@ -33,6 +40,20 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
     "--limit-mm-per-prompt": "multimodal encoder cache memory is not modelled",
     "--swap-space": "CPU swap is not modelled",
+    "--num-gpu-blocks-override": "vLLM then keeps that many KV blocks whatever memory is "
+    "free; kvplan sizes the blocks from memory",
+    "--disable-hybrid-kv-cache-manager": "sliding-window layers then cache every token, as "
+    "full attention; kvplan keeps the windows",
+    "--kv-transfer-config": "a KV connector takes GPU buffers and (vLLM 0.11) turns off the "
+    "hybrid KV cache manager, so sliding-window layers cache every token; kvplan models "
+    "neither here",
+    "--kv-events-config": "turns off vLLM's hybrid KV cache manager: sliding-window layers then "
+    "cache every token; kvplan keeps the windows",
+    "--enable-eplb": "with redundant experts each GPU holds extra expert copies; kvplan "
+    "holds none",
+    "--num-redundant-experts": "redundant expert copies take GPU memory; kvplan holds none",
+    "--eplb-config": "redundant expert copies take GPU memory; kvplan holds none",
+    "--hf-config-path": "the model's config is read from there; kvplan reads MODEL's config",
 }
 """Flags of a pasted ``vllm serve`` line that change memory or latency and that kvplan ignores:
 each gets one ``warning:`` line saying what it changes (other ignored flags, such as --port,
@@ -68,30 +89,133 @@ def _bool_flag(flag: str) -> tuple[str, bool] | None:
 
 
 def parse_vllm_command(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """A pasted ``vllm serve MODEL --flag value ...`` -> (settings by field, ignored flags)."""
+    """A pasted ``vllm serve MODEL --flag value ...`` line -> (settings by field, ignored flags)."""
     tokens = list(argv)
     found: dict[str, Any] = {}
     ignored: list[str] = []
     _take_env(tokens, found, ignored)
     _check_serve_model(tokens)
+    serve = tokens[:2] == ["vllm", "serve"]
     while tokens and tokens[0] in _PREFIX:
         tokens.pop(0)
-    i = 0
+    tokens = _expand_config(tokens, serve)
+    i, positional = 0, 0
     while i < len(tokens):
         flag, value = _split_flag(tokens[i])
         i += 1
-        if not flag.startswith("-") or flag == "-":
-            found.setdefault("model", flag)
+        if not is_option(flag):
+            positional += 1
+            _check_positional(tokens, i - 1, positional)
+            found.setdefault("model", tokens[i - 1])
             continue
         flag, value = _vllm_flag(flag, value)
-        boolean = _bool_flag(flag)
-        if boolean is not None and value is None:
-            found[boolean[0]] = boolean[1]
+        if not takes_value(flag):
+            _check_no_value(flag, value)
+            boolean = _bool_flag(flag)
+            if boolean is not None:
+                found[boolean[0]] = boolean[1]
+            else:
+                ignored.append(flag)
             continue
-        if value is None and takes_value(flag) and i < len(tokens) and tokens[i][:1] != "-":
+        if value is None and i < len(tokens) and not is_option(tokens[i]):
             value, i = tokens[i], i + 1
+        i = _skip_more_values(flag, tokens, i)
         _take(flag, value, found, ignored)
     return found, ignored
+
+
+def _check_positional(tokens: list[str], at: int, count: int) -> None:
+    """vLLM's serve parser has one positional, the model: argparse refuses a second word
+    ("unrecognized arguments"), e.g. ``--enable-prefix-caching false`` or a value after a
+    switch, where kvplan used to drop the word and read the switch as on."""
+    from kvplan.errors import InputError
+
+    if count == 1:
+        return
+    word = tokens[at]
+    before = tokens[at - 1] if at > 0 else ""
+    if is_option(before) and not takes_value(_vllm_flag(*_split_flag(before))[0]):
+        why = f"{before} is a switch and takes no value (--no-... turns one off)"
+    elif word != word.strip():
+        why = "the word has spaces around it: a backslash before a space, not a line end?"
+    else:
+        why = "vllm serve takes one MODEL"
+    raise InputError(f"vllm serve refuses {word!r}: unrecognized argument "
+                     f"(vLLM {serve_options().vllm_version}); {why}")
+
+
+def _check_no_value(flag: str, value: str | None) -> None:
+    """argparse refuses ``--switch=value`` ("ignored explicit argument")."""
+    from kvplan.errors import InputError
+
+    if value is not None:
+        raise InputError(f"vllm serve refuses {flag}={value}: ignored explicit argument "
+                         f"{value!r} (vLLM {serve_options().vllm_version}: {flag} takes no "
+                         "value)")
+
+
+def _skip_more_values(flag: str, tokens: list[str], i: int) -> int:
+    """Past the further words of a list option (``--cuda-graph-sizes 1 2 4``, nargs='+')."""
+    if flag in LIST_OPTIONS:
+        while i < len(tokens) and not is_option(tokens[i]):
+            i += 1
+    return i
+
+
+def _expand_config(tokens: list[str], serve: bool) -> list[str]:
+    """``--config FILE.yaml`` replaced by its settings as vLLM 0.11 inserts them
+    (``FlexibleArgumentParser._pull_args_from_config``): after a leading positional MODEL,
+    before the other options, so the command line's own options win."""
+    from kvplan.errors import InputError
+
+    if "--config" not in tokens:
+        return tokens
+    at = tokens.index("--config")
+    if tokens.count("--config") > 1 or at == len(tokens) - 1:
+        raise InputError("vllm serve refuses this --config: give exactly one --config FILE "
+                         "(vLLM: 'More than one config file specified!' / 'No config file "
+                         "specified!')")
+    rest, loaded = tokens[:at] + tokens[at + 2:], _config_args(tokens[at + 1])
+    model_first = bool(rest) and not rest[0].startswith("-")
+    if serve and not model_first and "--model" not in loaded:
+        raise InputError("vllm serve refuses this line: with --config, the MODEL must come "
+                         "right after 'vllm serve' or be the file's 'model' (vLLM: 'No model "
+                         "specified!')")
+    if model_first and serve and "--model" in loaded:  # vllm serve: the positional wins
+        cut = loaded.index("--model")
+        loaded = loaded[:cut] + loaded[cut + 2:]
+    head = 1 if model_first else 0
+    return rest[:head] + loaded + rest[head:]
+
+
+def _config_args(path: str) -> list[str]:
+    """vLLM's ``load_config_file``: a flat YAML mapping -> ``--key value`` words; ``true`` is
+    ``--key``, ``false`` adds nothing, a list is ``--key item ...``."""
+    import yaml
+
+    from kvplan import input_file
+    from kvplan.errors import InputError
+
+    if path.split(".")[-1] not in ("yaml", "yml"):
+        raise InputError(f"--config {path}: vLLM reads a .yaml or .yml file only")
+    try:
+        data = yaml.safe_load(input_file.read_text(path))
+    except OSError as exc:
+        raise InputError(f"--config {path}: cannot read it ({input_file.reason(exc)}); kvplan "
+                         "reads the file vLLM would, so it must be on this machine") from None
+    except (RecursionError, ValueError, yaml.YAMLError) as exc:
+        raise InputError(f"--config {path}: not YAML ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"--config {path}: must hold a mapping of option: value")
+    out: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, bool):
+            out += [f"--{key}"] if value else []
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)] if value else []
+        else:
+            out += [f"--{key}", str(value)]
+    return out
 
 
 def _take_env(tokens: list[str], found: dict[str, Any], ignored: list[str]) -> None:
@@ -158,4 +282,5 @@ def _take(flag: str, value: str | None, found: dict[str, Any], ignored: list[str
         return
     if value is None:
         raise InputError(f"{flag} needs a value")
+    check_value(flag, value)
     found[known.field] = parse_flag(known.field, value)

@@ -14,7 +14,7 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
     from rich.table import Table
 
     from kvplan.report.json_views import vllm_version
-    from kvplan.units import fmt_bytes
+    from kvplan.units import GiB, fmt_bytes
 
     b, s = plan.budget, plan.settings
     table = Table(title=f"{plan.model} on {plan.gpu} (TP {s.tp}, PP {s.pp}), "
@@ -33,8 +33,8 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
     for label, value in rows:
         table.add_row(label, fmt_bytes(value))
     given = " (given by --kv-cache-memory)" if b.kv_cache_memory_given else ""
-    lines: list[Any] = [
-        table, f"Available KV cache memory: {fmt_bytes(b.available_kv_bytes)}{given}",
+    lines: list[Any] = [  # vLLM's gpu_worker.py: "Available KV cache memory: %.2f GiB"
+        table, f"Available KV cache memory: {b.available_kv_bytes / GiB:.2f} GiB{given}",
         f"{len(plan.groups)} KV cache groups of {plan.layers_per_group} layers "
         f"({plan.num_padding_layers} padding), block {plan.block_size} tokens, "
         f"{plan.num_blocks:,} blocks"]
