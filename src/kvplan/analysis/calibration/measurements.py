@@ -58,8 +58,8 @@ class Defaults:
     """vLLM --async-scheduling for points that do not say (their ``async_scheduling``)."""
 
 
-ENGINE_KEYS = ("tensor_parallel_size", "dtype", "quantization", "kv_cache_dtype",
-               "async_scheduling")
+ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "dtype", "quantization",
+               "kv_cache_dtype", "async_scheduling")
 """Engine flags a `vllm bench serve` result (or kvplan simulate's) may carry beside vLLM's
 keys; each overrides its ``Defaults`` entry."""
 
