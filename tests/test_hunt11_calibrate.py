@@ -16,6 +16,7 @@ from kvplan.analysis.serving import simulate_serving
 from kvplan.costs.step.profiles import default_profiles
 from kvplan.specs.requests.workload import WorkloadArgs
 from kvplan.specs.serving import EngineConfig
+from tests.conftest import assert_one_line_error, run_cli
 
 MODEL, GPU = "meta-llama/Llama-3.1-8B", "H100-SXM-80GB"
 RUNS = [dict(num_prompts=8, random_input_len=2000, random_output_len=100, max_concurrency=1),
@@ -60,3 +61,36 @@ def test_simulated_tp_and_pp_runs_keep_their_parallelism(tmp_path: Path) -> None
     measured = run.measured["ttft_s"]
     assert sc.to_point(run).predict(default_profiles().pick(GPU, "bfloat16"))["ttft_s"] == \
         pytest.approx(measured, rel=1e-9)
+
+
+# ------------------------------------------------ runs the replay cannot reproduce: refused
+
+
+def _vllm_file(tmp: Path, name: str, **extra: object) -> Path:
+    """A `vllm bench serve --save-result` summary (vLLM 0.11 keys) of a simulated run."""
+    src = json.loads(_save(tmp / "src.json", EngineConfig(), **RUNS[1]).read_text())
+    keep = ("num_prompts", "request_rate", "burstiness", "max_concurrency", "duration",
+            "completed", "failed", "total_input_tokens", "total_output_tokens",
+            "output_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms")
+    doc = {"backend": "vllm", "model_id": MODEL, **{k: src[k] for k in keep}, **extra}
+    path = tmp / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_ramp_up_run_is_refused_not_replayed_as_rate_inf(tmp_path: Path) -> None:
+    """vLLM writes request_rate 'inf' for a --ramp-up-strategy run (the rate climbs from
+    ramp_up_start_rps to ramp_up_end_rps: vllm/benchmarks/serve.py main_async, 'Traffic');
+    calibrate replayed every request as sent at t = 0 and fitted that."""
+    f = _vllm_file(tmp_path, "ramp.json", ramp_up_strategy="linear", ramp_up_start_rps=1,
+                   ramp_up_end_rps=20)
+    r = run_cli("calibrate", str(f), "--gpu", "h100", "--out", str(tmp_path / "p.json"))
+    assert_one_line_error(r)
+    assert "ramp-up" in r.err and not (tmp_path / "p.json").exists()
+
+
+def test_data_parallel_run_is_refused_not_replayed_on_one_engine(tmp_path: Path) -> None:
+    f = _vllm_file(tmp_path, "dp.json", data_parallel_size=2, gpu=GPU)
+    r = run_cli("calibrate", str(f), "--out", str(tmp_path / "p.json"))
+    assert_one_line_error(r)
+    assert "data-parallel" in r.err and not (tmp_path / "p.json").exists()

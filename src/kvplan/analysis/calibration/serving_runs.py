@@ -1,6 +1,7 @@
 """Serving runs for `kvplan calibrate`: read `vllm bench serve --save-result` JSON (and
 kvplan simulate's, which adds the engine flags vLLM's file lacks) and CSV sweeps with one run
-per row into ``ServingRun`` values, refusing runs the replay cannot reproduce (a trace)."""
+per row into ``ServingRun`` values, refusing runs the replay cannot reproduce (a trace, a
+ramp-up of the request rate, a data-parallel or disaggregated fleet)."""
 
 from __future__ import annotations
 
@@ -169,11 +170,19 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
 
 
 def _check_replayable(row: Mapping[str, Any], where: str) -> None:
-    """TraceError for a run whose sends the replay cannot reproduce."""
+    """TraceError for a run whose sends or engines the replay cannot reproduce."""
     if str(row.get("request_rate", "inf")) == "trace":
         raise TraceError(f"{where}: request_rate 'trace': a trace replayed on its own arrival "
                          "times, which the file does not hold; calibrate on runs with a request "
                          "rate or --max-concurrency (kvplan simulate --request-rate R)")
+    if row.get("ramp_up_strategy") not in (None, ""):
+        raise TraceError(f"{where}: a --ramp-up-strategy run (its request rate climbs from "
+                         f"{row.get('ramp_up_start_rps')} to {row.get('ramp_up_end_rps')} req/s; "
+                         "the file's request_rate 'inf' is not when requests were sent); "
+                         "calibrate on runs with a fixed --request-rate or --max-concurrency")
+    if "disagg" in row or str(row.get("data_parallel_size", 1)) not in ("1", "1.0"):
+        raise TraceError(f"{where}: a data-parallel or disaggregated run; kvplan calibrate "
+                         "replays one engine: calibrate on runs of one engine (-dp 1)")
 
 
 def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
