@@ -94,3 +94,31 @@ def test_data_parallel_run_is_refused_not_replayed_on_one_engine(tmp_path: Path)
     r = run_cli("calibrate", str(f), "--out", str(tmp_path / "p.json"))
     assert_one_line_error(r)
     assert "data-parallel" in r.err and not (tmp_path / "p.json").exists()
+
+
+# ------------------------------------------------ the flags against what the file names
+
+
+def test_model_flag_names_a_vllm_file_whose_model_id_is_a_local_folder(tmp_path: Path) -> None:
+    """vLLM's model_id is what `vllm bench serve --model` was given (often a local folder);
+    --model could not name it: 'unknown model /models/Llama-3.1-8B', exit 2, whatever --model
+    said. Now --model says what the run served; fitted on the bundled profile's own run, the
+    step overhead comes back as the bundled 0.9346 ms."""
+    f = _vllm_file(tmp_path, "v.json", model_id="/models/Llama-3.1-8B")
+    (run,) = sc.read_serving(f, Defaults(model=MODEL, gpu="h100"))
+    assert run.model == MODEL
+    fit = sc.fit_user([sc.to_point(run)], default_profiles(), names=("step_overhead_s",))
+    bundled = default_profiles().pick(GPU, "bfloat16").step_overhead_s  # 0.0009346 s
+    assert fit.profiles.profiles[0].step_overhead_s == pytest.approx(bundled, rel=0.02)
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--model", "meta-llama/Llama-3.1-70B"),
+                                             ("--gpu", "a100")])
+def test_a_flag_naming_another_model_or_gpu_than_the_file_is_refused(
+        tmp_path: Path, flag: str, value: str) -> None:
+    """A kvplan file names H100 (and the 8B model); --gpu a100 was silently ignored."""
+    f = _vllm_file(tmp_path, "k.json", gpu=GPU)
+    args = ("--gpu", "h100") if flag == "--model" else ()
+    r = run_cli("calibrate", str(f), flag, value, *args, "--out", str(tmp_path / "p.json"))
+    assert_one_line_error(r)
+    assert f"but {flag} says {value}" in r.err and not (tmp_path / "p.json").exists()

@@ -18,8 +18,11 @@ if TYPE_CHECKING:
 FilesArg = Annotated[
     list[str], typer.Argument(help="Measurement files: CSV, JSON, vllm bench output.")
 ]
-MaybeGpu = Annotated[str | None, typer.Option("--gpu", help="GPU for files that name none.")]
-MaybeModel = Annotated[str | None, typer.Option("--model", help="Model for files that name none.")]
+MaybeGpu = Annotated[str | None, typer.Option(
+    "--gpu", help="GPU the runs were measured on (a file naming another is refused).")]
+MaybeModel = Annotated[str | None, typer.Option(
+    "--model", help="Model the runs served, e.g. for a vLLM model_id that is a local folder "
+    "(a file naming another model is refused).")]
 OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan import input_file, jsonread
-from kvplan.analysis.calibration.measurement_checks import on_off
+from kvplan.analysis.calibration.measurement_checks import on_off, pick_name
 from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
 from kvplan.errors import KvplanError, TraceError, located
 from kvplan.specs.serving import EngineConfig
@@ -154,7 +154,8 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
     if not measured:
         raise TraceError(f"{where}: no measured mean_ttft_ms, mean_tpot_ms, mean_itl_ms or "
                          "output_throughput")
-    model, gpu = row.get("model_id") or row.get("model") or d.model, row.get("gpu") or d.gpu
+    model = pick_name(row.get("model_id") or row.get("model"), d.model, "model", where)
+    gpu = pick_name(row.get("gpu"), d.gpu, "gpu", where)
     if not model or not gpu:
         raise TraceError(f"{where}: missing '{'model' if not model else 'gpu'}' (give it in "
                          "the file or as --model / --gpu)")
