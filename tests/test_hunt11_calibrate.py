@@ -122,3 +122,28 @@ def test_a_flag_naming_another_model_or_gpu_than_the_file_is_refused(
     r = run_cli("calibrate", str(f), flag, value, *args, "--out", str(tmp_path / "p.json"))
     assert_one_line_error(r)
     assert f"but {flag} says {value}" in r.err and not (tmp_path / "p.json").exists()
+
+
+# ------------------------------------------------ a term fitted to its floor is reported
+
+
+def test_overhead_fitted_to_its_floor_is_refused(tmp_path: Path) -> None:
+    """Runs 25% faster than the bundled profile's own simulation of them (every latency x 0.75,
+    throughput / 0.75): no overhead >= 0 explains them, so the step overhead went to the
+    search's floor, 1e-06 s, and the fit was written with 'problems: []' (median error ~12%,
+    under the 20% limit). Now: pinned at its lower bound, refused unless --force."""
+    files = []
+    for i, w in enumerate(RUNS):
+        doc = json.loads(_save(tmp_path / f"s{i}.json", EngineConfig(), **w).read_text())
+        for k in ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms"):
+            doc[k] *= 0.75
+        doc["output_throughput"] /= 0.75
+        files.append(tmp_path / f"f{i}.json")
+        files[-1].write_text(json.dumps(doc))
+    out = tmp_path / "p.json"
+    r = run_cli("calibrate", *map(str, files), "--out", str(out))
+    assert_one_line_error(r)
+    assert "step_overhead_s pinned at its lower bound 1e-06" in r.err and not out.exists()
+    forced = run_cli("calibrate", *map(str, files), "--out", str(out), "--force", "--json")
+    assert forced.code == 0 and out.exists()
+    assert json.loads(out.read_text())["profiles"][0]["step_overhead_s"] == 1e-06

@@ -49,6 +49,10 @@ different prompt lengths)."""
 USER_BOUNDS = {"step_overhead_s": (0.0, 20e-3), "prefill_overhead_s": (0.0, 50e-3),
                "request_overhead_s": (0.0, 500e-6), "layer_overhead_s": (0.0, 200e-6),
                "moe_layer_overhead_s": (0.0, 1e-3), "api_request_s": (0.0, 200e-3)}
+LOG_FLOOR_S = 1e-6
+"""The least a fitted overhead can take (its log-scale search starts there): a term fitted to
+it wants 0 or less - every one of them is host time vLLM always spends - so the runs are
+faster than the step model explains and the term is compensating; reported as pinned."""
 MAX_MEDIAN_ERROR = 0.20
 """A fit whose median |error| stays above this is refused (unless --force)."""
 
@@ -139,7 +143,7 @@ def _search(points: Sequence[CalPoint], start: Profile, names: Sequence[str]) ->
         return replace(start, **kw)
 
     bounds = [USER_BOUNDS[n] for n in names]
-    floors = [None if n.endswith("_eff") else 1e-6 for n in names]
+    floors = [None if n.endswith("_eff") else LOG_FLOOR_S for n in names]
     x = nelder_mead(lambda v: _loss(points, trial(v)), [getattr(start, n) for n in names],
                     bounds, floors)
     x = nelder_mead(lambda v: _loss(points, trial(v)), x, bounds, floors, step=0.03)
@@ -181,6 +185,9 @@ def _problems(gpu: str, precision: str, fitted: Profile, names: Sequence[str],
         v = getattr(fitted, name)
         if v >= hi * (1 - 1e-6) or (lo > 0 and v <= lo * (1 + 1e-6)):
             out.append(f"{where}: {name} pinned at its bound {v:g}")
+        elif not name.endswith("_eff") and v <= max(lo, LOG_FLOOR_S) * (1 + 1e-6):
+            out.append(f"{where}: {name} pinned at its lower bound {v:g} s (the runs are "
+                       "faster than the step model explains even without it)")
     med = median(abs(pred / meas - 1) for *_, meas, pred in errs) if errs else 0.0
     if med > MAX_MEDIAN_ERROR:
         out.append(f"{where}: median error {med:.0%} after fitting (limit "
