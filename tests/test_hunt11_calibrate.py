@@ -147,3 +147,15 @@ def test_overhead_fitted_to_its_floor_is_refused(tmp_path: Path) -> None:
     forced = run_cli("calibrate", *map(str, files), "--out", str(out), "--force", "--json")
     assert forced.code == 0 and out.exists()
     assert json.loads(out.read_text())["profiles"][0]["step_overhead_s"] == 1e-06
+
+
+def test_text_output_shows_the_fitted_terms(tmp_path: Path) -> None:
+    """The text table showed compute_eff 0.600 / bandwidth_eff 0.800 (never fitted) and only
+    one of the three fitted terms. Runs simulated on the bundled H100 profile fit back to it:
+    step 0.0009346 s = 0.935 ms, per request 9.41e-05 s = 94.1 us, API path 0.04271 s =
+    42.71 ms."""
+    files = [_save(tmp_path / f"b{i}.json", EngineConfig(), **w) for i, w in enumerate(RUNS)]
+    r = run_cli("calibrate", *map(str, files), "--force")
+    assert r.code == 0, r.err
+    assert "compute_eff" not in r.out
+    assert all(v in r.out for v in ("0.935 ms", "94.1 us", "42.71 ms")), r.out

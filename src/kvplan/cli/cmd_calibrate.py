@@ -167,11 +167,12 @@ def _show_serving_calibration(fit: Any) -> None:
     from rich.table import Table
 
     table = Table(title="fitted profiles (serving runs replayed in the simulator)")
-    for col in ("GPU", "precision", "compute_eff", "bandwidth_eff", "step overhead"):
+    # the terms the fit moved (serving_fit.USER_FITTED); the rest stay the bundled profile's
+    for col in ("GPU", "precision", "step overhead", "per-request overhead", "API path"):
         table.add_column(col)
     for p in fit.profiles.profiles:
-        table.add_row(p.gpu, p.precision, f"{p.compute_eff:.3f}", f"{p.bandwidth_eff:.3f}",
-                      f"{p.step_overhead_s * 1e3:.2f} ms")
+        table.add_row(p.gpu, p.precision, f"{p.step_overhead_s * 1e3:.3f} ms",
+                      f"{p.request_overhead_s * 1e6:.1f} us", f"{p.api_request_s * 1e3:.2f} ms")
     console.print(table)
     points = Table(title="per-run error")
     for col in ("run", "GPU", "metric", "measured", "simulated", "error"):
