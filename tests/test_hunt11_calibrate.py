@@ -159,3 +159,26 @@ def test_text_output_shows_the_fitted_terms(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert "compute_eff" not in r.out
     assert all(v in r.out for v in ("0.935 ms", "94.1 us", "42.71 ms")), r.out
+
+
+# ------------------------------------------------ a term fitted to 0 is still seen
+
+
+def test_static_fit_of_kvplan_latencys_own_numbers_is_not_refused(tmp_path: Path) -> None:
+    """Static batches priced by `kvplan latency` (bundled H100 profile: step 0.9346 ms,
+    prefill overhead 0) fit back to that profile, but the fit was refused: 'prefill_overhead_s
+    does not change any prediction' - a term at 0 was probed at 1 us, and 1 us / 11.6 ms of
+    TTFT = 9e-5 is under the 1e-4 'unseen' threshold. Probed at 100 us it is seen."""
+    rows = ["model,gpu,batch,prompt,output,ttft_ms,tpot_ms"]
+    for b, p, o in ((1, 512, 64), (32, 2048, 128), (8, 1024, 128)):
+        d = run_cli("latency", MODEL, "--gpu", "h100", "--batch", str(b), "--prompt", str(p),
+                    "--output", str(o), "--json").json()
+        rows.append(f"{MODEL},h100,{b},{p},{o},{d['ttft_s'] * 1e3!r},{d['tpot_s'] * 1e3!r}")
+    csv = tmp_path / "static.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "p.json"
+    r = run_cli("calibrate", str(csv), "--out", str(out), "--json")
+    assert r.code == 0, r.err
+    (p,) = json.loads(out.read_text())["profiles"]
+    assert p["step_overhead_s"] == pytest.approx(0.0009346, rel=1e-3)
+    assert p["prefill_overhead_s"] == pytest.approx(0.0, abs=1e-6)
