@@ -182,3 +182,19 @@ def test_static_fit_of_kvplan_latencys_own_numbers_is_not_refused(tmp_path: Path
     (p,) = json.loads(out.read_text())["profiles"]
     assert p["step_overhead_s"] == pytest.approx(0.0009346, rel=1e-3)
     assert p["prefill_overhead_s"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_fit_step_overhead_does_not_count_the_step_overhead_twice(tmp_path: Path) -> None:
+    """The static fit already holds step_overhead_s; --fit-step-overhead appended it again:
+    one point with TTFT and TPOT (2 values, 2 terms) was refused as 'underdetermined, 2
+    measured values for 3 factors' and 'cannot separate step_overhead_s from
+    step_overhead_s'. Golden: kvplan latency's own numbers for batch 8, 1,024 / 128."""
+    d = run_cli("latency", MODEL, "--gpu", "h100", "--batch", "8", "--prompt", "1024",
+                "--output", "128", "--json").json()
+    csv = tmp_path / "one.csv"
+    csv.write_text("model,gpu,batch,prompt,output,ttft_ms,tpot_ms\n"
+                   f"{MODEL},h100,8,1024,128,{d['ttft_s'] * 1e3!r},{d['tpot_s'] * 1e3!r}\n")
+    plain = run_cli("calibrate", str(csv), "--json")
+    flagged = run_cli("calibrate", str(csv), "--fit-step-overhead", "--json")
+    assert (plain.code, flagged.code) == (0, 0), flagged.err
+    assert flagged.json()["profiles"] == plain.json()["profiles"]

@@ -41,7 +41,7 @@ def calibrate_cmd(
     async_scheduling: fl.AsyncOpt = None,
     out: OutOpt = None,
     fit_step_overhead: Annotated[bool, typer.Option(
-        "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
+        "--fit-step-overhead", help="Fit the per-step overhead (static fits always do now)."
     )] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Write the profile even if the fit is pinned at a bound, "
@@ -66,7 +66,8 @@ def calibrate_cmd(
         else:
             _show_serving_calibration(fit)
         return
-    names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
+    names = tuple(dict.fromkeys((*cal.FITTED, "step_overhead_s"))) if fit_step_overhead \
+        else cal.FITTED  # FITTED holds the step overhead already: never count a term twice
     result = _calibrate_static(files, defaults, names, force)
     _finish_calibration(sc.static_problems(result, names), force, out_file, result.profiles,
                         as_json)
