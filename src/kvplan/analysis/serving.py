@@ -47,6 +47,8 @@ class ServingRun:
         timed = (rate is None and w.closed_loop_concurrency is None
                  and bool(np.any(np.asarray(w.arrival_s) > 0)))
         extra: dict[str, Any] = {"async_scheduling": True} if self.engine.async_scheduling else {}
+        if self.engine.quantization:
+            extra["quantization"] = self.engine.quantization
         if self.dp is not None:
             from kvplan.analysis.dp_serving import dp_header
 
@@ -60,7 +62,11 @@ class ServingRun:
             "max_concurrency": self.workload.closed_loop_concurrency,
             "max_num_batched_tokens": self.limits.max_num_batched_tokens,
             "max_num_seqs": self.limits.max_num_seqs, "block_size": self.plan.block_size,
-            "max_model_len": self.plan.settings.max_model_len, **extra,
+            "max_model_len": self.plan.settings.max_model_len,
+            # the flags `kvplan calibrate` replays the run with (vLLM's file has none of them)
+            "tensor_parallel_size": self.engine.tensor_parallel_size,
+            "pipeline_parallel_size": self.engine.pipeline_parallel_size,
+            "dtype": self.engine.dtype, "kv_cache_dtype": self.engine.kv_cache_dtype, **extra,
         }
 
 

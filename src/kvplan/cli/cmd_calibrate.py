@@ -18,8 +18,11 @@ if TYPE_CHECKING:
 FilesArg = Annotated[
     list[str], typer.Argument(help="Measurement files: CSV, JSON, vllm bench output.")
 ]
-MaybeGpu = Annotated[str | None, typer.Option("--gpu", help="GPU for files that name none.")]
-MaybeModel = Annotated[str | None, typer.Option("--model", help="Model for files that name none.")]
+MaybeGpu = Annotated[str | None, typer.Option(
+    "--gpu", help="GPU the runs were measured on (a file naming another is refused).")]
+MaybeModel = Annotated[str | None, typer.Option(
+    "--model", help="Model the runs served, e.g. for a vLLM model_id that is a local folder "
+    "(a file naming another model is refused).")]
 OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
 
 
@@ -38,7 +41,7 @@ def calibrate_cmd(
     async_scheduling: fl.AsyncOpt = None,
     out: OutOpt = None,
     fit_step_overhead: Annotated[bool, typer.Option(
-        "--fit-step-overhead", help="Also fit the per-step overhead (needs small-batch TPOT)."
+        "--fit-step-overhead", help="Fit the per-step overhead (static fits always do now)."
     )] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Write the profile even if the fit is pinned at a bound, "
@@ -63,7 +66,8 @@ def calibrate_cmd(
         else:
             _show_serving_calibration(fit)
         return
-    names = (*cal.FITTED, "step_overhead_s") if fit_step_overhead else cal.FITTED
+    names = tuple(dict.fromkeys((*cal.FITTED, "step_overhead_s"))) if fit_step_overhead \
+        else cal.FITTED  # FITTED holds the step overhead already: never count a term twice
     result = _calibrate_static(files, defaults, names, force)
     _finish_calibration(sc.static_problems(result, names), force, out_file, result.profiles,
                         as_json)
@@ -164,11 +168,12 @@ def _show_serving_calibration(fit: Any) -> None:
     from rich.table import Table
 
     table = Table(title="fitted profiles (serving runs replayed in the simulator)")
-    for col in ("GPU", "precision", "compute_eff", "bandwidth_eff", "step overhead"):
+    # the terms the fit moved (serving_fit.USER_FITTED); the rest stay the bundled profile's
+    for col in ("GPU", "precision", "step overhead", "per-request overhead", "API path"):
         table.add_column(col)
     for p in fit.profiles.profiles:
-        table.add_row(p.gpu, p.precision, f"{p.compute_eff:.3f}", f"{p.bandwidth_eff:.3f}",
-                      f"{p.step_overhead_s * 1e3:.2f} ms")
+        table.add_row(p.gpu, p.precision, f"{p.step_overhead_s * 1e3:.3f} ms",
+                      f"{p.request_overhead_s * 1e6:.1f} us", f"{p.api_request_s * 1e3:.2f} ms")
     console.print(table)
     points = Table(title="per-run error")
     for col in ("run", "GPU", "metric", "measured", "simulated", "error"):

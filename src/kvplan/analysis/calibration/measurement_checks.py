@@ -89,3 +89,39 @@ def whole(value: Any, name: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     raise InputError(f"'{name}' must be a whole number, got {value!r:.40}")
+
+
+def pick_name(in_file: Any, flag: str | None, kind: str, where: str) -> Any:
+    """The model (``kind`` 'model') or GPU ('gpu') a point is priced on: the file's, or the
+    flag's when the flag names one. vLLM's ``model_id`` is whatever `vllm bench serve --model`
+    was given - often a local folder or a served name that cannot be resolved here - so the
+    flag says what it is; a file naming another model or GPU kvplan knows is refused."""
+    if in_file in (None, ""):
+        return flag
+    if not flag:
+        return in_file
+    mine, theirs = _identity(str(in_file), kind), _identity(flag, kind)
+    if mine is not None and theirs is not None and mine != theirs:
+        raise TraceError(f"{where}: the file's {kind} is {str(in_file)[:80]} but --{kind} "
+                         f"says {flag[:80]}; drop --{kind}, or calibrate on files of that {kind}")
+    return flag
+
+
+def _identity(name: str, kind: str) -> str | None:
+    """What a name resolves to (catalog model / GPU id), None for a path or an unknown name."""
+    from pathlib import Path
+
+    from kvplan.errors import KvplanError
+
+    try:
+        if kind == "gpu":
+            from kvplan.specs.hardware import load_gpu
+
+            return load_gpu(name).id
+        if "/" in name.strip().lstrip("~")[:1] or name.endswith(".json") or Path(name).exists():
+            return None  # a local folder or config.json: its name says nothing to compare
+        from kvplan.specs.catalog import load_model
+
+        return load_model(name).name.lower()
+    except (KvplanError, OSError, ValueError):
+        return None

@@ -16,6 +16,7 @@ from kvplan.analysis.calibration.measurement_checks import (
     check_measured,
     mapping_field,
     on_off,
+    pick_name,
     whole,
     whole_count,
 )
@@ -58,8 +59,8 @@ class Defaults:
     """vLLM --async-scheduling for points that do not say (their ``async_scheduling``)."""
 
 
-ENGINE_KEYS = ("tensor_parallel_size", "dtype", "quantization", "kv_cache_dtype",
-               "async_scheduling")
+ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "dtype", "quantization",
+               "kv_cache_dtype", "async_scheduling")
 """Engine flags a `vllm bench serve` result (or kvplan simulate's) may carry beside vLLM's
 keys; each overrides its ``Defaults`` entry."""
 
@@ -156,8 +157,8 @@ def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str) -> Measu
     shape = _shape(row.get("batch", d.batch), row.get("prompt", d.prompt),
                    row.get("output", d.output), where)
     engine = _engine(row, where, d)
-    model = _need(row.get("model", d.model), "model", where)
-    gpu = _need(row.get("gpu", d.gpu), "gpu", where)
+    model = _need(pick_name(row.get("model"), d.model, "model", where), "model", where)
+    gpu = _need(pick_name(row.get("gpu"), d.gpu, "gpu", where), "gpu", where)
     return Measurement(id=ident, where=where, model=model, gpu=gpu, engine=engine, shape=shape,
                        measured=measured)
 

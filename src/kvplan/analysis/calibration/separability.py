@@ -13,16 +13,23 @@ from kvplan.costs.step.profile import Profile
 COLLINEAR = 0.995
 """|cosine| between two terms' sensitivity vectors above which they are inseparable."""
 _STEP = 0.05
+PROBE_FLOOR_S = 100e-6
+"""A fixed cost fitted to 0 (the bundled prefill overhead) or to the serving search's 1 us
+floor is probed here, not at 1 us: its log
+derivative at 0 is 0 by construction, so probed at 1 us a term every TTFT depends on read as
+one 'no point sees' (1 us / 11.6 ms = 9e-5 < 1e-4) and a correct fit was refused. The
+directions (cosines) do not depend on where a term that adds linearly is probed."""
 
 
 def sensitivities(predict: Callable[[Profile], Sequence[float]], fitted: Profile,
                   names: Sequence[str]) -> dict[str, list[float]]:
     """d log(prediction) / d log(term) for each term in ``names`` at ``fitted``, over every
-    prediction ``predict`` returns (central differences of +-5%; a term at 0 is probed at
-    1 microsecond)."""
+    prediction ``predict`` returns (central differences of +-5%; a fixed cost at 0 or
+    1 us is probed at ``PROBE_FLOOR_S``)."""
     out: dict[str, list[float]] = {}
     for name in names:
-        v = float(getattr(fitted, name) or 1e-6)
+        v = float(getattr(fitted, name))
+        v = PROBE_FLOOR_S if v <= 1.000001e-6 and not name.endswith("_eff") else v
         up = predict(_with(fitted, name, v * (1 + _STEP)))
         down = predict(_with(fitted, name, v * (1 - _STEP)))
         out[name] = [(math.log(a) - math.log(b)) / (2 * _STEP) if a > 0 and b > 0 else 0.0

@@ -1,0 +1,205 @@
+"""Serving runs for `kvplan calibrate`: read `vllm bench serve --save-result` JSON (and
+kvplan simulate's, which adds the engine flags vLLM's file lacks) and CSV sweeps with one run
+per row into ``ServingRun`` values, refusing runs the replay cannot reproduce (a trace, a
+ramp-up of the request rate, a data-parallel or disaggregated fleet)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvplan import input_file, jsonread
+from kvplan.analysis.calibration.measurement_checks import on_off, pick_name
+from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
+from kvplan.errors import KvplanError, TraceError, located
+from kvplan.specs.serving import EngineConfig
+
+SERVING_METRICS = {"mean_ttft_ms": ("ttft_s", 1e-3), "mean_tpot_ms": ("tpot_s", 1e-3),
+                   "mean_itl_ms": ("itl_s", 1e-3),
+                   "output_throughput": ("output_throughput_tok_s", 1.0)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingRun:
+    """One measured serving run: deployment, workload, measured means (SI units)."""
+
+    id: str
+    where: str
+    model: str
+    gpu: str
+    engine: EngineConfig
+    num_prompts: int
+    input_lens: tuple[int, ...]
+    output_lens: tuple[int, ...]
+    request_rate: float | None
+    """None = inf (every prompt at t = 0)."""
+    burstiness: float
+    max_concurrency: int | None
+    measured: dict[str, float]
+
+
+def is_serving_file(path: str | Path) -> bool:
+    """A `vllm bench serve` result JSON, or a CSV with a concurrency / rate column."""
+    p = Path(path)
+    try:
+        text = input_file.read_text(p, "utf-8-sig")
+    except OSError:
+        return False  # read_measurements then says why
+    if p.suffix.lower() == ".csv":
+        header = text.splitlines()[0] if text else ""
+        cols = {c.strip() for c in header.split(",")}
+        return bool(cols & {"max_concurrency", "request_rate"})
+    try:
+        data = jsonread.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(data, Mapping) and "mean_ttft_ms" in data
+
+
+def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
+    p = Path(path)
+    try:
+        text = input_file.read_text(p, "utf-8-sig")
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
+    if p.suffix.lower() != ".csv":
+        try:
+            return [_run(jsonread.loads(text), f"{p}:1", d, p.name)]
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    reader = csv.DictReader(text.splitlines())
+    try:
+        if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
+            raise TraceError(f"{p}:1: the header names column '{twice}' twice; keep one")
+        return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
+                     f"{p}:{reader.line_num}", d, f"{p.name}:{reader.line_num}")
+                for row in reader]
+    except csv.Error as exc:  # a field over csv's 131,072-character limit
+        raise TraceError(f"{p}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
+            from None
+
+
+def _num(row: Mapping[str, Any], key: str, where: str, default: Any = None) -> float:
+    value = row.get(key, default)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TraceError(f"{where}: '{key}' must be a number, got {value!r}") from None
+    if not math.isfinite(number) or number <= 0:
+        raise TraceError(f"{where}: '{key}' must be positive, got {value!r}")
+    return number
+
+
+def _lens(row: Mapping[str, Any], where: str, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    ins, outs, errs = row.get("input_lens"), row.get("output_lens"), row.get("errors")
+    if (isinstance(ins, list) and isinstance(outs, list) and isinstance(errs, list)
+            and len(ins) == len(outs) == len(errs) != n):  # vLLM lists failed requests too
+        ok = [i for i, e in enumerate(errs) if not e]
+        ins, outs = [ins[i] for i in ok], [outs[i] for i in ok]
+    if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) == n:
+        return tuple(int(x) for x in ins), tuple(max(1, int(x)) for x in outs)
+    if "total_input_tokens" in row:
+        i = round(_num(row, "total_input_tokens", where) / n)
+        o = round(_num(row, "total_output_tokens", where) / n)
+    else:
+        i, o = round(_num(row, "input_len", where)), round(_num(row, "output_len", where))
+    return (max(1, i),) * n, (max(1, o),) * n
+
+
+def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
+    """The static reader's checks on the same fields (whole counts, lengths within the
+    model's context, sane ranges): the same one-line errors for a bad file."""
+    from kvplan.analysis.calibration import measurements as ms
+
+    if "mean_ttft_ms" in row and "completed" in row:
+        _check(ms._from_bench_serve(row, where, d))
+        return
+    simple = {"model": row.get("model"), "gpu": row.get("gpu"),
+              "batch": row.get("max_concurrency") or row.get("num_prompts"),
+              "prompt": row.get("input_len"), "output": row.get("output_len"),
+              "ttft_ms": row.get("mean_ttft_ms") or row.get("mean_tpot_ms") or 1}
+    for key in ENGINE_KEYS:
+        if row.get(key) not in (None, ""):
+            simple[key] = row[key]
+    _check(ms._point({k: v for k, v in simple.items() if v not in (None, "")}, where, d, "run"))
+
+
+def _check(m: Any) -> None:
+    """kvplan latency's rules for the deployment and one request (context, TP, stages)."""
+    from kvplan.analysis.calibration.measurement_checks import check_point
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+
+    try:
+        check_point(load_model(m.model), load_gpu(m.gpu), m.engine, m.shape)
+    except KvplanError as exc:
+        raise TraceError(located(m.where, exc)) from None
+
+
+def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingRun:
+    """One run; ``name`` is its id unless the row has one (a CSV row: file:line)."""
+    _validate(row, where, d)
+    n = int(_num(row, "completed", where, row.get("num_prompts")))
+    ins, outs = _lens(row, where, n)
+    _check_replayable(row, where)
+    rate = row.get("request_rate", "inf")
+    conc = row.get("max_concurrency")
+    measured = {m: _num(row, k, where) * f for k, (m, f) in SERVING_METRICS.items()
+                if row.get(k) not in (None, "", 0, 0.0)}
+    if not measured:
+        raise TraceError(f"{where}: no measured mean_ttft_ms, mean_tpot_ms, mean_itl_ms or "
+                         "output_throughput")
+    model = pick_name(row.get("model_id") or row.get("model"), d.model, "model", where)
+    gpu = pick_name(row.get("gpu"), d.gpu, "gpu", where)
+    if not model or not gpu:
+        raise TraceError(f"{where}: missing '{'model' if not model else 'gpu'}' (give it in "
+                         "the file or as --model / --gpu)")
+    return ServingRun(
+        id=str(row.get("id") or name), where=where,
+        model=str(model), gpu=str(gpu), engine=_engine(row, where, d), num_prompts=n,
+        input_lens=ins, output_lens=outs,
+        request_rate=None if str(rate) == "inf" else _num(row, "request_rate", where),
+        burstiness=float(row.get("burstiness") or 1.0),
+        max_concurrency=None if conc in (None, "", "None") else int(_num(row, "max_concurrency",
+                                                                          where)),
+        measured=measured)
+
+
+def _check_replayable(row: Mapping[str, Any], where: str) -> None:
+    """TraceError for a run whose sends or engines the replay cannot reproduce."""
+    if str(row.get("request_rate", "inf")) == "trace":
+        raise TraceError(f"{where}: request_rate 'trace': a trace replayed on its own arrival "
+                         "times, which the file does not hold; calibrate on runs with a request "
+                         "rate or --max-concurrency (kvplan simulate --request-rate R)")
+    if row.get("ramp_up_strategy") not in (None, ""):
+        raise TraceError(f"{where}: a --ramp-up-strategy run (its request rate climbs from "
+                         f"{row.get('ramp_up_start_rps')} to {row.get('ramp_up_end_rps')} req/s; "
+                         "the file's request_rate 'inf' is not when requests were sent); "
+                         "calibrate on runs with a fixed --request-rate or --max-concurrency")
+    if "disagg" in row or str(row.get("data_parallel_size", 1)) not in ("1", "1.0"):
+        raise TraceError(f"{where}: a data-parallel or disaggregated run; kvplan calibrate "
+                         "replays one engine: calibrate on runs of one engine (-dp 1)")
+
+
+def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
+    def opt(key: str) -> int | None:
+        return int(_num(row, key, where)) if row.get(key) not in (None, "") else None
+
+    try:
+        return EngineConfig(
+            tensor_parallel_size=int(row.get("tensor_parallel_size", d.tensor_parallel_size)),
+            pipeline_parallel_size=int(row.get("pipeline_parallel_size", 1)),
+            dtype=str(row.get("dtype", d.dtype)), kv_cache_dtype=str(row.get(
+                "kv_cache_dtype", d.kv_cache_dtype)),
+            quantization=row.get("quantization", d.quantization) or None,
+            max_num_batched_tokens=opt("max_num_batched_tokens"),
+            max_num_seqs=opt("max_num_seqs"), max_model_len=opt("max_model_len"),
+            async_scheduling=on_off(row.get("async_scheduling", d.async_scheduling),
+                                    "async_scheduling"))
+    except (ValueError, TypeError, KvplanError) as exc:
+        raise TraceError(located(where, exc)) from None
