@@ -71,8 +71,11 @@ MODELS = [("meta-llama/Llama-2-7b-hf", 1, 1), ("meta-llama/Llama-2-7b-hf", 8, 1)
           ("openai/gpt-oss-120b", 1, 1), ("Qwen/Qwen3-Next-80B-A3B-Thinking", 4, 1)]
 
 
-@pytest.mark.parametrize("overlap", [False, True])
-@pytest.mark.parametrize(("model", "tp", "pp"), MODELS)
+# async scheduling with pp > 1 is refused, as vLLM 0.11 refuses it: pp models run sync only
+FORMS = [(*m, overlap) for m in MODELS for overlap in (False, True) if not (overlap and m[2] > 1)]
+
+
+@pytest.mark.parametrize(("model", "tp", "pp", "overlap"), FORMS)
 def test_the_form_equals_step_time_agg_to_the_bit(model: str, tp: int, pp: int,
                                                   overlap: bool) -> None:
     """Sync and async scheduling (--async-scheduling: the host's work overlaps the stage)."""
