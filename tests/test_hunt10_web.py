@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.webtools import chromium, web_server
+from tests.webtools import watched_page, web_server
 
 M = "meta-llama/Llama-3.1-8B"
 
@@ -21,12 +21,8 @@ def base() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def page(base: str) -> Iterator[Any]:
-    with chromium() as ctx:
-        pg = ctx.new_page()
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
+    with watched_page() as pg:
         yield pg
-        assert errors == []
 
 
 def settle(page: Any, *states: str) -> str:

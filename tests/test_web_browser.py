@@ -11,7 +11,7 @@ from urllib.request import urlopen
 
 import pytest
 
-from tests.webtools import chromium, screenshot, web_server
+from tests.webtools import screenshot, watched_page, web_server
 
 M = "meta-llama/Llama-3.1-8B"
 
@@ -24,12 +24,8 @@ def base() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def page(base: str) -> Iterator[Any]:
-    with chromium() as ctx:
-        pg = ctx.new_page()
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
+    with watched_page() as pg:
         yield pg
-        assert errors == []
 
 
 def api(base: str, path: str, **params: Any) -> Any:

@@ -81,3 +81,14 @@ def screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@contextmanager
+def watched_page() -> Iterator[Any]:
+    """A chromium page for a test module; the module fails if any page script raised."""
+    with chromium() as ctx:
+        pg = ctx.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        yield pg
+        assert errors == []

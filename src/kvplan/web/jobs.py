@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvplan.errors import InputError, KvplanError
-from kvplan.web.gate import Busy, Gate, Left, Ticket, spawn
+from kvplan.web.gate import Busy, Gate, Left, Ticket, gated, spawn
 
 
 class Cancelled(Exception):
@@ -116,3 +116,25 @@ class Jobs:
         done = [k for k, j in self._jobs.items() if j.state not in ("queued", "running")]
         for k in done[: max(0, len(self._jobs) - self.keep)]:
             del self._jobs[k]
+
+
+async def run_now(request: Any, work: Work, what: str) -> dict[str, Any]:
+    """``work`` answered at once (GET /api/simulate, /api/plan): it takes its turn in the gate
+    the jobs share (503 with Retry-After when full), then runs on a thread of its own; a
+    deadline hit is the one-line refusal ``--num-prompts: {what} ...``."""
+    def run() -> dict[str, Any]:
+        job = Job("sync", "sync", deadline(request.app.state.settings))
+        try:
+            result, _charts = work(job)
+        except Cancelled as exc:
+            raise InputError(f"--num-prompts: {what} {exc}") from None
+        return result
+
+    return await gated(request.app.state.gate, run)
+
+
+def start_job(request: Any, client: str | None, work: Work) -> dict[str, Any]:
+    """``work`` started as the client's job (one per client); its view to poll."""
+    who = client or (request.client.host if request.client else "local")
+    view: dict[str, Any] = request.app.state.jobs.start(who, work).view()
+    return view

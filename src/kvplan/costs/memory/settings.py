@@ -151,8 +151,8 @@ def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
 
     Hopper: FlashMLA, 64 ("Forcing kv cache block size to 64 for FlashMLA backend.");
     Blackwell: CUTLASS MLA, 128. Other GPUs (Triton MLA) keep --block-size. DeepSeek-V3.2
-    (sparse MLA, ``index_topk``) gets 64 on every GPU, after the rest ("TODO(Chen): remove
-    this hacky code": ``if use_sparse and cache_config.block_size != 64``).
+    (sparse MLA, ``index_topk``) gets 64 on every GPU, after the rest (vLLM's own comment
+    calls it a stopgap: ``if use_sparse and cache_config.block_size != 64``).
     """
     if model.mla is None:
         return block

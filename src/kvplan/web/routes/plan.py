@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import HTMLResponse
 
 from kvplan.errors import InputError
-from kvplan.web.jobs import Job
+from kvplan.web.jobs import Job, Work
 from kvplan.web.pages import page
 from kvplan.web.queries import PlanQuery
 from kvplan.web.resolve import resolve_gpu, resolve_model, served_model_id
 
 router = APIRouter()
 Client = Annotated[str | None, Header(alias="x-kvplan-client", max_length=64)]
-Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
 _PAGE_ONLY = {"trace": None, "trace_columns": None, "prices": None, "profile": None,
               "executor": "local", "ray_address": None, "workers": 1, "price": None,
               "warmup": 0.1, "goodput": None, "goodput_target": 0.99, "burstiness": 1.0,
@@ -83,23 +81,14 @@ def _work(args: dict[str, Any]) -> Work:
 async def plan_now(request: Request, q: Annotated[PlanQuery, Query()]) -> dict[str, Any]:
     """`kvplan plan MODEL [flags] --json`: queued with the simulations (503 with Retry-After when
     the queue is full), then run on a thread of its own."""
-    from kvplan.web.gate import gated
-    from kvplan.web.jobs import Cancelled, deadline
+    from kvplan.web.jobs import run_now
 
-    def run() -> dict[str, Any]:
-        job = Job("sync", "sync", deadline(request.app.state.settings))
-        try:
-            result, _charts = _work(_args(request, q))(job)
-        except Cancelled as exc:
-            raise InputError(f"--num-prompts: plan {exc}") from None
-        return result
-
-    return await gated(request.app.state.gate, run)
+    return await run_now(request, _work(_args(request, q)), "plan")
 
 
 @router.post("/api/plan/jobs", tags=["plan"])
 def start(request: Request, q: PlanQuery, client: Client = None) -> dict[str, Any]:
     """Start a plan (one job per client); poll GET /api/simulate/jobs/{job} style endpoints."""
-    who = client or (request.client.host if request.client else "local")
-    job = request.app.state.jobs.start(who, _work(_args(request, q)))
-    return job.view()  # type: ignore[no-any-return]
+    from kvplan.web.jobs import start_job
+
+    return start_job(request, client, _work(_args(request, q)))

@@ -3,7 +3,6 @@ or synchronously; both wait their turn at the server's one gate (gate.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -11,7 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from kvplan.errors import InputError
 from kvplan.web.build import deployment, disagg_deployment, workload_args
-from kvplan.web.jobs import Job
+from kvplan.web.jobs import Job, Work
 from kvplan.web.pages import page
 from kvplan.web.queries import SimulateQuery
 from kvplan.web.resolve import resolve_gpu, resolve_model
@@ -48,7 +47,6 @@ def _prepare(request: Request, q: SimulateQuery) -> Any:
             disagg_deployment(q, spec, hw, resolve_gpu))
 
 
-Work = Callable[[Job], tuple[dict[str, Any], dict[str, Any]]]
 
 
 def _work(prepared: Any, charts: bool = True) -> Work:
@@ -115,23 +113,14 @@ def _charts(r: Any, header: dict[str, Any]) -> dict[str, Any]:
 async def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> dict[str, Any]:
     """`kvplan simulate MODEL --gpu GPU [workload flags] --json`: takes its turn in the queue the
     jobs share (503 with Retry-After when it is full), then runs on a thread of its own."""
-    from kvplan.web.gate import gated
-    from kvplan.web.jobs import Cancelled, deadline
+    from kvplan.web.jobs import run_now
 
-    def run() -> dict[str, Any]:
-        job = Job("sync", "sync", deadline(request.app.state.settings))
-        try:
-            result, _ = _work(_prepare(request, q), charts=False)(job)
-        except Cancelled as exc:
-            raise InputError(f"--num-prompts: simulation {exc}") from None
-        return result
-
-    return await gated(request.app.state.gate, run)
+    return await run_now(request, _work(_prepare(request, q), charts=False), "simulation")
 
 
 @router.post("/api/simulate/jobs", tags=["simulate"])
 def start(request: Request, q: SimulateQuery, client: Client = None) -> dict[str, Any]:
     """Start a simulation (one per client); poll GET .../jobs/{job} (routes/jobs.py)."""
-    who = client or (request.client.host if request.client else "local")
-    job = request.app.state.jobs.start(who, _work(_prepare(request, q)))
-    return job.view()  # type: ignore[no-any-return]
+    from kvplan.web.jobs import start_job
+
+    return start_job(request, client, _work(_prepare(request, q)))
