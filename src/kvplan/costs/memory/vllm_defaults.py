@@ -43,6 +43,12 @@ CUDA_TOTAL_BYTES: dict[str, int] = {
     "rtx-4090": round(23.64 * GiB),
     # 178.35 GiB: B200, torch "Total VRAM: 178.35 GB" (GiB) (unslothai/unsloth#3411)
     "b200-sxm-180gb": round(178.35 * GiB),
+    # 191.98 GiB: MI300X (192 GiB of HBM3), vLLM 0.28 on ROCm "Free memory 191.46/191.98 GiB"
+    # and PyTorch "HIP out of memory ... GPU 0 has a total capacity of 191.98 GiB"
+    "mi300x": round(191.98 * GiB),
+    # 255.98 GiB: MI325X (256 GiB of HBM3e), vLLM ROCm issue reports "AMD MI325X x 8
+    # (255.98 GiB HBM each)" and "HIP out of memory ... total capacity of 255.98 GiB"
+    "mi325x": round(255.98 * GiB),
     # Derived, no log: nvidia-smi's total (modal-labs/modal-client#2797: L40S 46,068 MiB,
     # A10 23,028 MiB) less the ~467 MiB CUDA reserves on the ECC parts measured above
     # (H100 81,559 MiB -> 79.18 GiB: 479 MiB; L4 23,034 MiB -> 22.05 GiB: 455 MiB)
