@@ -1,0 +1,36 @@
+"""`kvplan report` against the CLI's answers to the same questions (hunt 12)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import run_cli
+
+M = "meta-llama/Llama-3.1-8B"
+
+
+def _sections(path: Path) -> dict[str, Any]:
+    """The report's answers, by section id, from its kvplan-data script."""
+    raw = re.search(r'id="kvplan-data">(.*?)</script>', path.read_text(), re.S)
+    assert raw is not None
+    data = json.loads(raw.group(1).replace("<\\/", "</"))
+    return {s["id"]: s for s in data["sections"]}
+
+
+def test_report_simulates_a_bundled_trace_like_simulate(tmp_path: Path) -> None:
+    # Before: every --dataset other than random failed with "--random-input-len applies only
+    # to --dataset random", a flag the user never gave (--prompt was always passed as it).
+    out = tmp_path / "r.html"
+    r = run_cli("report", M, "--dataset", "sharegpt", "--num-prompts", "20",
+                "--request-rate", "4", "-o", str(out))
+    assert r.code == 0, r.err
+    sim = _sections(out)["simulate"]["answer"]
+    cli = json.loads(run_cli("simulate", M, "--dataset", "sharegpt", "--num-prompts", "20",
+                             "--request-rate", "4", "--json").out)
+    assert sim["dataset"] == "sharegpt" and sim["completed"] == 20
+    for key in ("total_input_tokens", "total_output_tokens", "median_ttft_ms", "p99_ttft_ms"):
+        assert sim[key] == cli[key], key
+
