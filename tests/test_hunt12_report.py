@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 M = "meta-llama/Llama-3.1-8B"
 
@@ -34,3 +34,12 @@ def test_report_simulates_a_bundled_trace_like_simulate(tmp_path: Path) -> None:
     for key in ("total_input_tokens", "total_output_tokens", "median_ttft_ms", "p99_ttft_ms"):
         assert sim[key] == cli[key], key
 
+
+def test_report_request_rate_without_a_simulation_is_refused(tmp_path: Path) -> None:
+    # Before: --request-rate 4 with neither --num-prompts nor --dataset wrote a report with
+    # no simulation at all and said nothing: the flag was dropped.
+    out = tmp_path / "r.html"
+    r = run_cli("report", M, "--request-rate", "4", "-o", str(out))
+    assert_one_line_error(r)
+    assert "--num-prompts" in r.err
+    assert not out.exists()

@@ -161,7 +161,12 @@ def _workload(dataset: str | None, num_prompts: int | None, rate: float | None, 
               output: int) -> object | None:
     """A workload only when one was asked for (--dataset or --num-prompts); --prompt and
     --output size the random dataset's requests (a trace brings its own lengths)."""
+    from kvplan.errors import InputError
+
     if dataset is None and num_prompts is None:
+        if rate is not None:  # else it would be dropped without a word
+            raise InputError("--request-rate paces a simulation: give --num-prompts N (or "
+                             "--dataset D) too, or drop --request-rate")
         return None
     from kvplan.specs.requests.workload import WorkloadArgs
 
