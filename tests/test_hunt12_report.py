@@ -43,3 +43,20 @@ def test_report_request_rate_without_a_simulation_is_refused(tmp_path: Path) -> 
     assert_one_line_error(r)
     assert "--num-prompts" in r.err
     assert not out.exists()
+
+
+def test_report_request_is_chunked_by_the_gpus_default_budget(tmp_path: Path) -> None:
+    # A100-40GB: vLLM's default --max-num-batched-tokens is 2048 (under 70 GiB), the figure the
+    # capacity section prints. A 5000-token prompt is prefilled in ceil(5000 / 2048) = 3 chunks
+    # (2048 + 2048 + 904), as `kvplan request --chunk 2048` says. Before: 1 step, chunk None.
+    out = tmp_path / "r.html"
+    r = run_cli("report", M, "--gpu", "A100-40GB-SXM", "--prompt", "5000", "--output", "100",
+                "--batch", "1", "-o", str(out))
+    assert r.code == 0, r.err
+    s = _sections(out)
+    assert s["capacity"]["answer"]["max_num_batched_tokens"] == 2048
+    req = s["request"]["answer"]
+    assert (req["chunk_tokens"], req["prefill_steps"]) == (2048, 3)
+    cli = json.loads(run_cli("request", M, "--prompt", "5000", "--output", "100",
+                             "--chunk", "2048", "--json").out)
+    assert req == cli
