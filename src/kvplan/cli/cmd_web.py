@@ -159,13 +159,20 @@ def _plan_report(path: str, target: OutputTarget) -> None:
 
 def _workload(dataset: str | None, num_prompts: int | None, rate: float | None, prompt: int,
               output: int) -> object | None:
-    """A workload only when one was asked for (--dataset or --num-prompts)."""
+    """A workload only when one was asked for (--dataset or --num-prompts); --prompt and
+    --output size the random dataset's requests (a trace brings its own lengths)."""
+    from kvplan.errors import InputError
+
     if dataset is None and num_prompts is None:
+        if rate is not None:  # else it would be dropped without a word
+            raise InputError("--request-rate paces a simulation: give --num-prompts N (or "
+                             "--dataset D) too, or drop --request-rate")
         return None
     from kvplan.specs.requests.workload import WorkloadArgs
 
-    return WorkloadArgs(dataset=dataset, num_prompts=num_prompts, request_rate=rate,
-                        random_input_len=prompt, random_output_len=output)
+    lens = ({"random_input_len": prompt, "random_output_len": output}
+            if dataset in (None, "random") else {})
+    return WorkloadArgs(dataset=dataset, num_prompts=num_prompts, request_rate=rate, **lens)
 
 
 def _check_html_out(out: str, model: str) -> OutputTarget:

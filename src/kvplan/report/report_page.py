@@ -45,16 +45,22 @@ def model_section(spec: ModelSpec, engine: EngineConfig, batch: int, context: in
                    lines=tuple(kv["formula"]))
 
 
-def request_section(spec: ModelSpec, engine: EngineConfig, shape: RequestShape) -> Section:
-    """One request's claim schedule (chunked by the engine's token budget when given)."""
+def request_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
+                    shape: RequestShape) -> Section:
+    """One request's claim schedule, chunked as vLLM chunks it on ``hw``: by the token budget
+    (--max-num-batched-tokens, else vLLM's default for the GPU, as the capacity section
+    shows), unless chunked prefill is off."""
     from kvplan.analysis.timeline import request_timeline
+    from kvplan.costs.memory.vllm_defaults import default_batch_limits
     from kvplan.report.charts import staircase_chart
     from kvplan.report.render import timeline_json
     from kvplan.specs.kv import kv_spec
 
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
+    chunk = (engine.max_num_batched_tokens or default_batch_limits(hw)[0]
+             if engine.enable_chunked_prefill else None)
     tl = request_timeline(kv, shape.prompt_tokens, shape.output_tokens,
-                          chunk_tokens=engine.max_num_batched_tokens, block_size=engine.block_size)
+                          chunk_tokens=chunk, block_size=engine.block_size)
     rows = (("prefill claims", f"{fmt_bytes(tl.prefill_bytes)} in {tl.prefill_steps} step(s)"),
             ("decode adds", fmt_bytes(tl.decode_bytes)), ("final cache", fmt_bytes(tl.final_bytes)),
             ("prefill share", f"{tl.prefill_share:.1%}"))
@@ -150,7 +156,7 @@ def report_sections(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
 
     check_context(spec, engine, shape)  # before the model section's '--context' wording
     sections = [model_section(spec, engine, shape.batch, shape.prompt_tokens + shape.output_tokens),
-                request_section(spec, engine, shape), capacity_section(spec, hw, engine),
+                request_section(spec, hw, engine, shape), capacity_section(spec, hw, engine),
                 latency_section(spec, hw, engine, shape)]
     if workload is not None:
         sections.append(simulate_section(spec, hw, engine, workload))
