@@ -49,6 +49,8 @@ def gpus_json() -> dict[str, Any]:
                 "mem_bw_bytes_per_s": g.mem_bw_bytes_per_s,
                 "peak_flops": g.peak_flops,
                 "interconnect": g.interconnect,
+                "interconnect_bytes_per_s": round(g.interconnect_bytes_per_s) or None,
+                "arch": g.arch or None,
                 "node_gpus": g.node_gpus or None,
                 "scale_out_bytes_per_s": g.scale_out_bytes_per_s or None,
                 "source": g.source,
