@@ -14,6 +14,7 @@ from kvplan.analysis.calibration.measurements import Defaults
 from kvplan.analysis.metrics import compute_metrics, save_result_json
 from kvplan.analysis.serving import simulate_serving
 from kvplan.costs.step.profiles import default_profiles
+from kvplan.errors import TraceError
 from kvplan.specs.requests.workload import WorkloadArgs
 from kvplan.specs.serving import EngineConfig
 from tests.conftest import assert_one_line_error, run_cli
@@ -198,3 +199,25 @@ def test_fit_step_overhead_does_not_count_the_step_overhead_twice(tmp_path: Path
     flagged = run_cli("calibrate", str(csv), "--fit-step-overhead", "--json")
     assert (plain.code, flagged.code) == (0, 0), flagged.err
     assert flagged.json()["profiles"] == plain.json()["profiles"]
+
+
+# ------------------------------------- `vllm bench serve --append-result`: one JSON per line
+
+
+def test_appended_results_are_read_as_one_run_per_line(tmp_path: Path) -> None:
+    """--append-result writes each run's object on a line of its own (a newline, then
+    json.dump: vllm/benchmarks/serve.py); calibrate said "not valid JSON (line 2)". The
+    lines read as the separate files do, each named by its line."""
+    files = [_save(tmp_path / f"r{i}.json", EngineConfig(), **w) for i, w in enumerate(RUNS)]
+    joined = tmp_path / "appended.json"
+    joined.write_text("\n".join(f.read_text() for f in files))
+    assert sc.is_serving_file(joined)
+    runs = sc.read_serving(joined, Defaults())
+    alone = [r for f in files for r in sc.read_serving(f, Defaults())]
+    assert [r.where for r in runs] == [f"{joined}:{n}" for n in range(1, len(files) + 1)]
+    assert [(r.measured, r.input_lens, r.engine) for r in runs] == \
+        [(r.measured, r.input_lens, r.engine) for r in alone]
+    bad = tmp_path / "bad.json"
+    bad.write_text(files[0].read_text() + "\n{not json")
+    with pytest.raises(TraceError, match="not valid JSON"):
+        sc.read_serving(bad, Defaults())

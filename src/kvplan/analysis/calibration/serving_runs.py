@@ -55,10 +55,27 @@ def is_serving_file(path: str | Path) -> bool:
         cols = {c.strip() for c in header.split(",")}
         return bool(cols & {"max_concurrency", "request_rate"})
     try:
-        data = jsonread.loads(text)
+        objects = json_objects(text)
     except json.JSONDecodeError:
         return False
-    return isinstance(data, Mapping) and "mean_ttft_ms" in data
+    return all(isinstance(o, Mapping) and "mean_ttft_ms" in o for _, o in objects)
+
+
+def json_objects(text: str) -> list[tuple[int, Any]]:
+    """(line, value) of a JSON file, or of each line of a JSON-lines file: `vllm bench serve
+    --append-result` adds each run's object on a line of its own. JSONDecodeError (the whole
+    text's) when it is neither."""
+    try:
+        return [(1, jsonread.loads(text))]
+    except json.JSONDecodeError as whole:
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        try:
+            objects = [(n, jsonread.loads(line)) for n, line in lines]
+        except json.JSONDecodeError:
+            raise whole from None
+        if len(objects) < 2 or not all(isinstance(o, Mapping) for _, o in objects):
+            raise whole from None
+        return objects
 
 
 def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
@@ -69,9 +86,12 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
         raise TraceError(f"{p}: cannot read the file ({input_file.reason(exc)})") from None
     if p.suffix.lower() != ".csv":
         try:
-            return [_run(jsonread.loads(text), f"{p}:1", d, p.name)]
+            objects = json_objects(text)
         except json.JSONDecodeError as exc:
             raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        if len(objects) == 1:
+            return [_run(objects[0][1], f"{p}:1", d, p.name)]
+        return [_run(o, f"{p}:{n}", d, f"{p.name}:{n}") for n, o in objects]
     reader = csv.DictReader(text.splitlines())
     try:
         if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
