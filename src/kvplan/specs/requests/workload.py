@@ -217,6 +217,9 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     if args.trace is None and args.dataset_name == "random":
         return _random(args, rate, rng)
     trace = _load_for(args)
+    if args.time_scale != 1.0 and trace.arrival_s is None:  # a --trace file without times
+        raise InputError(f"--time-scale rescales a trace's own arrival times and '{trace.name}' "
+                         "has none; use --request-rate to draw arrivals")
     n = _take(trace, args.num_prompts if args.num_prompts is not None else _default_prompts(args))
     if args.has_own_arrivals and trace.arrival_s is not None:
         arrivals = trace.arrival_s[:n] * args.time_scale

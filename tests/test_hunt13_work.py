@@ -1,0 +1,33 @@
+"""Hunt 13, workloads: --time-scale, plan's trace size, the saved request_rate, help words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import InputError
+from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+
+
+def _csv(tmp_path: Path, text: str, name: str = "t.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_time_scale_on_a_trace_file_without_arrivals_is_refused(tmp_path: Path) -> None:
+    # a Vidur layout (lengths only) has no times to rescale: --time-scale 2 was dropped
+    # without a word and every request sent at t=0
+    path = _csv(tmp_path, "num_prefill_tokens,num_decode_tokens\n100,10\n200,20\n")
+    with pytest.raises(InputError, match="--time-scale"):
+        build_workload(WorkloadArgs(trace=path, time_scale=2.0))
+    assert list(build_workload(WorkloadArgs(trace=path)).arrival_s) == [0.0, 0.0]
+
+
+def test_time_scale_on_a_timed_trace_file_still_scales(tmp_path: Path) -> None:
+    path = _csv(tmp_path, "ts,p,o\n10,100,10\n11,100,10\n13,100,10\n")
+    w = build_workload(
+        WorkloadArgs(trace=path, trace_columns="arrival=ts,input=p,output=o", time_scale=2.0)
+    )
+    assert list(w.arrival_s) == [0.0, 2.0, 6.0]
