@@ -31,3 +31,22 @@ def test_time_scale_on_a_timed_trace_file_still_scales(tmp_path: Path) -> None:
         WorkloadArgs(trace=path, trace_columns="arrival=ts,input=p,output=o", time_scale=2.0)
     )
     assert list(w.arrival_s) == [0.0, 2.0, 6.0]
+
+
+def _header(**kw: object) -> dict[str, object]:
+    from kvplan.analysis.serving import simulate_serving
+
+    args = WorkloadArgs(**kw)
+    run = simulate_serving("meta-llama/Llama-3.1-8B", "H100", workload=args)
+    return {"rate": run.header(args)["request_rate"], "end": float(run.result.finish_s.max())}
+
+
+def test_a_trace_under_max_concurrency_is_saved_as_trace_not_inf(tmp_path: Path) -> None:
+    # the closed loop still sends each request no earlier than its trace time (the run lasts
+    # past the last arrival, 3 s); 'inf' told `kvplan calibrate` to send all at t=0
+    path = _csv(tmp_path, "ts,p,o\n0,100,10\n1,100,10\n1,100,10\n3,100,10\n")
+    cols = "arrival=ts,input=p,output=o"
+    got = _header(trace=path, trace_columns=cols, max_concurrency=2)
+    assert got["rate"] == "trace" and got["end"] > 3.0  # type: ignore[operator]
+    assert _header(num_prompts=4, max_concurrency=2)["rate"] == "inf"  # a burst at t=0
+    assert _header(num_prompts=4, max_concurrency=2, request_rate=2)["rate"] == 2.0

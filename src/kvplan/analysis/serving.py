@@ -44,8 +44,8 @@ class ServingRun:
         """The run's settings, in the keys `vllm bench serve --save-result` uses where it can."""
         rate = None if args is None else args.request_rate
         w = self.workload  # a trace on its own arrival times has no rate to write
-        timed = (rate is None and w.closed_loop_concurrency is None
-                 and bool(np.any(np.asarray(w.arrival_s) > 0)))
+        # a closed loop still waits for each trace time (sim.frontend), so it is timed too
+        timed = rate is None and bool(np.any(np.asarray(w.arrival_s) > 0))
         extra: dict[str, Any] = {"async_scheduling": True} if self.engine.async_scheduling else {}
         if self.engine.quantization:
             extra["quantization"] = self.engine.quantization
