@@ -50,3 +50,22 @@ def test_a_trace_under_max_concurrency_is_saved_as_trace_not_inf(tmp_path: Path)
     assert got["rate"] == "trace" and got["end"] > 3.0  # type: ignore[operator]
     assert _header(num_prompts=4, max_concurrency=2)["rate"] == "inf"  # a burst at t=0
     assert _header(num_prompts=4, max_concurrency=2, request_rate=2)["rate"] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("kw", "verified", "rows"),
+    [
+        ({"dataset": "sharegpt", "request_rate": 10}, 1000, 16384),  # was 1000
+        ({"dataset": "sharegpt", "request_rate": 10, "num_prompts": 2000}, 2000, 16384),  # 2000
+        ({"dataset": "azure-code", "num_prompts": 2000}, 2000, 8819),
+        ({"request_rate": 5}, 1000, 1000),  # random: no trace beyond the draws
+    ],
+)
+def test_plan_counts_every_row_of_the_trace(
+    kw: dict[str, object], verified: int, rows: int
+) -> None:
+    # sharegpt holds 16,384 requests; the plan said "all 1,000 requests of the trace"
+    from kvplan.analysis.plan.traffic import plan_traffic
+
+    t = plan_traffic(WorkloadArgs(**kw))
+    assert (t.requests, t.trace_requests) == (verified, rows)

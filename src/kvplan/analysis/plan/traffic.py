@@ -16,13 +16,19 @@ capacity mode's rate search replays it at scaled rates, which is exact for such 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from kvplan.analysis.plan.fleet import subset
 from kvplan.errors import InputError
-from kvplan.specs.requests.workload import Workload, WorkloadArgs, build_workload, gamma_arrivals
+from kvplan.specs.requests.workload import (
+    Workload,
+    WorkloadArgs,
+    build_workload,
+    gamma_arrivals,
+    trace_rows,
+)
 
 DEFAULT_PLAN_PROMPTS = 10000
 """A longer trace is cut to its first this many requests (the answer says what share)."""
@@ -106,15 +112,14 @@ def gap_shape(arrival_s: np.ndarray) -> float:
 
 def _windowed(args: WorkloadArgs) -> tuple[Workload, int]:
     """The workload, cut to its first DEFAULT_PLAN_PROMPTS requests unless --num-prompts
-    (and the size of the whole trace, for the answer's "verified on x of y requests")."""
+    (and the size of the whole trace, for the answer's "verified on x of y requests": every
+    row, also where the dataset's own default takes fewer, as sharegpt's 1000)."""
     w = build_workload(args)
-    if args.num_prompts is not None:
-        traced = args.trace is not None or args.dataset not in (None, "random")
-        whole = len(build_workload(replace(args, num_prompts=None))) if traced else len(w)
-        return w, max(whole, len(w))
-    if len(w) <= DEFAULT_PLAN_PROMPTS:
-        return w, len(w)
-    return subset(w, np.arange(DEFAULT_PLAN_PROMPTS, dtype=np.int64)), len(w)
+    traced = args.trace is not None or args.dataset not in (None, "random")
+    whole = max(trace_rows(args), len(w)) if traced else len(w)
+    if args.num_prompts is not None or len(w) <= DEFAULT_PLAN_PROMPTS:
+        return w, whole
+    return subset(w, np.arange(DEFAULT_PLAN_PROMPTS, dtype=np.int64)), whole
 
 
 def _with_arrivals(w: Workload, arrival_s: np.ndarray) -> Workload:

@@ -32,7 +32,7 @@ __all__ = ["DATASETS", "DEFAULT_NUM_PROMPTS", "LENGTH_TRACES", "PREFIX_HASH_BLOC
            "TIMED_TRACES", "RequestSpec", "Workload", "WorkloadArgs", "build_workload",
            "dataset_names", "gamma_arrivals", "length_bounds", "random_lengths",
            "random_workload", "shared_prefix_hashes", "synthetic_workload",
-           "workload_from_trace"]
+           "trace_rows", "workload_from_trace"]
 
 TIMED_TRACES = ("azure-code", "azure-conv", "mooncake-conversation", "mooncake-synthetic")
 LENGTH_TRACES = ("sharegpt", "sharegpt-multiturn", "arxiv-summarization", "bwb")
@@ -258,6 +258,11 @@ def _load_for(args: WorkloadArgs) -> Trace:
     if args.trace is None:
         return load_trace(args.dataset_name)
     return load_csv_trace(args.trace, args.trace_columns)
+
+
+def trace_rows(args: WorkloadArgs) -> int:
+    """Requests in the trace ARGS reads (every row, whatever --num-prompts takes)."""
+    return len(_load_for(args))
 
 
 def _default_prompts(args: WorkloadArgs) -> int | None:
