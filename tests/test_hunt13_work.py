@@ -69,3 +69,15 @@ def test_plan_counts_every_row_of_the_trace(
 
     t = plan_traffic(WorkloadArgs(**kw))
     assert (t.requests, t.trace_requests) == (verified, rows)
+
+
+def test_plan_help_gives_the_trace_cut_it_applies() -> None:
+    # the help said "default: first 2000"; a longer trace is cut to its first 10,000
+    from kvplan.analysis.plan.traffic import DEFAULT_PLAN_PROMPTS
+    from kvplan.cli.cmd_plan import NUM_HELP
+
+    assert f"first {DEFAULT_PLAN_PROMPTS}" in NUM_HELP and "2000" not in NUM_HELP
+    args = WorkloadArgs(dataset="azure-conv", request_rate=None)
+    from kvplan.analysis.plan.traffic import plan_traffic
+
+    assert plan_traffic(args).requests == DEFAULT_PLAN_PROMPTS == 10000

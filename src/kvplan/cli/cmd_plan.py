@@ -23,6 +23,8 @@ def _o(*names: str, help_: str = "") -> Any:
     return typer.Option(*names, help=help_)
 
 
+NUM_HELP = "default: a trace's first 10000; random, sharegpt: 1000"
+"""--num-prompts' default (analysis.plan.traffic.DEFAULT_PLAN_PROMPTS; the datasets' own)."""
 DisaggO = Annotated[bool, _o("--disagg", help_="also search xPyD prefill/decode fleets")]
 LinkO = Annotated[Str, _o("--kv-link", help_="their KV link (default ib-ndr)")]
 DpO = Annotated[Str, _o("--data-parallel-size", "-dp",
@@ -53,7 +55,7 @@ def plan_cmd(
     dataset: Annotated[Str, _o("--dataset", help_="random or a bundled trace")] = None,
     trace: Annotated[Path | None, _o("--trace", help_="CSV trace file.")] = None,
     trace_columns: Annotated[Str, _o("--trace-columns")] = None,
-    num_prompts: Annotated[int | None, _o("--num-prompts", help_="default: first 2000")] = None,
+    num_prompts: Annotated[int | None, _o("--num-prompts", help_=NUM_HELP)] = None,
     random_input_len: Annotated[int, _o("--random-input-len")] = 1024,
     random_output_len: Annotated[int, _o("--random-output-len")] = 128,
     random_range_ratio: Annotated[float, _o("--random-range-ratio")] = 0.0,
