@@ -81,3 +81,13 @@ def test_plan_help_gives_the_trace_cut_it_applies() -> None:
     from kvplan.analysis.plan.traffic import plan_traffic
 
     assert plan_traffic(args).requests == DEFAULT_PLAN_PROMPTS == 10000
+
+
+def test_a_role_given_twice_in_trace_columns_is_refused() -> None:
+    # "input=a,input=b" read column b for the prompts without a word
+    from kvplan.errors import TraceError
+    from kvplan.specs.requests.traces import parse_trace_columns
+
+    with pytest.raises(TraceError, match="input= twice"):
+        parse_trace_columns("input=a,input=b,output=c")
+    assert parse_trace_columns("input=a,output=c").input == "a"

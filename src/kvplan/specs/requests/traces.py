@@ -170,7 +170,11 @@ def parse_trace_columns(spec: str) -> TraceFormat:
                 f"--trace-columns item {item!r} is not role=column; "
                 "write e.g. arrival=TIMESTAMP,input=ContextTokens,output=GeneratedTokens"
             )
-        pairs[key.strip()] = value.strip()
+        role = key.strip()
+        if role in pairs:
+            raise TraceError(f"--trace-columns gives {role}= twice ({pairs[role]!r} and "
+                             f"{value.strip()!r}); give each role once")
+        pairs[role] = value.strip()
     return _format_from_pairs(pairs)
 
 
