@@ -91,3 +91,19 @@ def test_a_role_given_twice_in_trace_columns_is_refused() -> None:
     with pytest.raises(TraceError, match="input= twice"):
         parse_trace_columns("input=a,input=b,output=c")
     assert parse_trace_columns("input=a,output=c").input == "a"
+
+
+@pytest.mark.parametrize(
+    "spec", ["input=a,output=c,arrival_unit=ms", "input=a,output=c,hash_block_tokens=64"]
+)
+def test_a_column_option_without_its_column_is_refused(spec: str) -> None:
+    # both were dropped without a word (arrival_unit=ms with no arrival column: all at t=0)
+    from kvplan.errors import TraceError
+    from kvplan.specs.requests.traces import parse_trace_columns
+
+    with pytest.raises(TraceError, match="applies to the"):
+        parse_trace_columns(spec)
+    fmt = parse_trace_columns(
+        "arrival=t,arrival_unit=ms,input=a,output=c,hashes=h,hash_block_tokens=64"
+    )
+    assert (fmt.arrival_unit, fmt.hash_block_tokens) == ("ms", 64)

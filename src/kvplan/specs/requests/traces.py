@@ -189,6 +189,10 @@ def _format_from_pairs(pairs: dict[str, str]) -> TraceFormat:
     unit = pairs.get("arrival_unit", "s")
     if unit not in ARRIVAL_UNITS:
         raise TraceError(f"--trace-columns: arrival_unit must be s, ms or datetime, not {unit!r}")
+    for option, column in (("arrival_unit", "arrival"), ("hash_block_tokens", "hashes")):
+        if option in pairs and column not in pairs:
+            raise TraceError(f"--trace-columns: {option} applies to the {column} column; "
+                             f"add {column}=COLUMN or drop {option}")
     return TraceFormat(
         arrival=pairs.get("arrival"),
         arrival_unit=unit,  # type: ignore[arg-type]
