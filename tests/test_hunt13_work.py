@@ -107,3 +107,15 @@ def test_a_column_option_without_its_column_is_refused(spec: str) -> None:
         "arrival=t,arrival_unit=ms,input=a,output=c,hashes=h,hash_block_tokens=64"
     )
     assert (fmt.arrival_unit, fmt.hash_block_tokens) == ("ms", 64)
+
+
+def test_a_json_lines_trace_is_named_as_json(tmp_path: Path) -> None:
+    # Mooncake's own JSONL was told "unknown trace layout; give --trace-columns", which
+    # cannot help: the header row was the first JSON object
+    from kvplan.errors import TraceError
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    line = '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [0]}\n'
+    path = _csv(tmp_path, line * 2, "mooncake.jsonl")
+    with pytest.raises(TraceError, match="this is JSON, not CSV"):
+        load_csv_trace(path)

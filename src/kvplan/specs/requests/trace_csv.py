@@ -115,6 +115,9 @@ def _read_table(path: Path) -> _Table:
         ) from None
     if not header:
         raise TraceError(f"{path}, line 1: the file is empty; expected a CSV header row")
+    if header[0].startswith(("{", "[")):  # Mooncake publishes its traces as JSON lines
+        raise TraceError(f"{path}, line 1: this is JSON, not CSV; write the trace as CSV with a "
+                         "header row (Mooncake's: timestamp,input_length,output_length,hash_ids)")
     if not rows:
         raise TraceError(f"{path}, line 2: no requests after the header row")
     return _Table(path, header, rows, lines)
