@@ -119,3 +119,13 @@ def test_a_json_lines_trace_is_named_as_json(tmp_path: Path) -> None:
     path = _csv(tmp_path, line * 2, "mooncake.jsonl")
     with pytest.raises(TraceError, match="this is JSON, not CSV"):
         load_csv_trace(path)
+
+
+def test_too_many_sharegpt_prompts_does_not_say_omit_it_for_all() -> None:
+    # omitting --num-prompts gives sharegpt's 1000 (vLLM's default), not all 16,384 rows
+    with pytest.raises(InputError) as e:
+        build_workload(WorkloadArgs(dataset="sharegpt", num_prompts=20000))
+    assert "give at most 16384" in str(e.value) and "omit" not in str(e.value)
+    with pytest.raises(InputError, match="or omit it to use all"):
+        build_workload(WorkloadArgs(dataset="azure-code", num_prompts=9000))
+    assert len(build_workload(WorkloadArgs(dataset="sharegpt"))) == 1000

@@ -220,7 +220,7 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     if args.time_scale != 1.0 and trace.arrival_s is None:  # a --trace file without times
         raise InputError(f"--time-scale rescales a trace's own arrival times and '{trace.name}' "
                          "has none; use --request-rate to draw arrivals")
-    n = _take(trace, args.num_prompts if args.num_prompts is not None else _default_prompts(args))
+    n = _take(trace, args.num_prompts, _default_prompts(args))
     if args.has_own_arrivals and trace.arrival_s is not None:
         arrivals = trace.arrival_s[:n] * args.time_scale
     else:
@@ -272,16 +272,20 @@ def _default_prompts(args: WorkloadArgs) -> int | None:
     return None if args.trace is not None else BUNDLED_TRACES[args.dataset_name].default_num_prompts
 
 
-def _take(trace: Trace, num_prompts: int | None) -> int:
-    if num_prompts is None:
+def _take(trace: Trace, num_prompts: int | None, default: int | None) -> int:
+    """Requests taken: --num-prompts, else the dataset's DEFAULT, else every row."""
+    if num_prompts is None and default is None:
         check_trace_size(trace.name, len(trace))
         return len(trace)
-    if num_prompts > len(trace):
+    n = num_prompts if num_prompts is not None else default
+    assert n is not None
+    if n > len(trace):
+        omit = " or omit it to use all" if default is None else ""
         raise InputError(
-            f"--num-prompts {num_prompts} is more than the {len(trace):,} requests "
-            f"in '{trace.name}'; give at most {len(trace)} or omit it to use all"
+            f"--num-prompts {n} is more than the {len(trace):,} requests "
+            f"in '{trace.name}'; give at most {len(trace)}{omit}"
         )
-    return num_prompts
+    return n
 
 
 def workload_from_trace(
