@@ -129,3 +129,35 @@ def test_too_many_sharegpt_prompts_does_not_say_omit_it_for_all() -> None:
     with pytest.raises(InputError, match="or omit it to use all"):
         build_workload(WorkloadArgs(dataset="azure-code", num_prompts=9000))
     assert len(build_workload(WorkloadArgs(dataset="sharegpt"))) == 1000
+
+
+def test_a_disaggregated_trace_replay_is_saved_as_trace_not_inf(tmp_path: Path) -> None:
+    # the aggregated header said 'trace' (f0b65c3); the xPyD one still said 'inf' for a
+    # 3-second replay, which `kvplan calibrate` would read as every request at t=0
+    import json
+    import subprocess
+    import sys
+
+    path = _csv(tmp_path, "ts,p,o\n0,100,10\n1,100,10\n3,100,10\n")
+    argv = [
+        sys.executable,
+        "-m",
+        "kvplan",
+        "simulate",
+        "meta-llama/Llama-3.1-8B",
+        "--disagg",
+        "1P1D",
+        "--trace",
+        str(path),
+        "--trace-columns",
+        "arrival=ts,input=p,output=o",
+        "--json",
+    ]
+    doc = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
+    assert doc["request_rate"] == "trace" and doc["duration"] > 3.0
+    doc = json.loads(
+        subprocess.run(
+            [*argv, "--request-rate", "2"], check=True, capture_output=True, text=True
+        ).stdout
+    )
+    assert doc["request_rate"] == 2.0

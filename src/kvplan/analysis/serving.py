@@ -42,10 +42,6 @@ class ServingRun:
 
     def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
         """The run's settings, in the keys `vllm bench serve --save-result` uses where it can."""
-        rate = None if args is None else args.request_rate
-        w = self.workload  # a trace on its own arrival times has no rate to write
-        # a closed loop still waits for each trace time (sim.frontend), so it is timed too
-        timed = rate is None and bool(np.any(np.asarray(w.arrival_s) > 0))
         extra: dict[str, Any] = {"async_scheduling": True} if self.engine.async_scheduling else {}
         if self.engine.quantization:
             extra["quantization"] = self.engine.quantization
@@ -56,8 +52,7 @@ class ServingRun:
         return {
             "backend": "kvplan-sim", "model_id": self.model.name, "gpu": self.hardware.id,
             "dataset": self.workload.name, "num_prompts": len(self.workload),
-            "request_rate": "trace" if timed else "inf" if rate is None or math.isinf(rate)
-            else rate,
+            "request_rate": saved_rate(args, self.workload),
             "burstiness": 1.0 if args is None else args.burstiness,
             "max_concurrency": self.workload.closed_loop_concurrency,
             "max_num_batched_tokens": self.limits.max_num_batched_tokens,
@@ -68,6 +63,16 @@ class ServingRun:
             "pipeline_parallel_size": self.engine.pipeline_parallel_size,
             "dtype": self.engine.dtype, "kv_cache_dtype": self.engine.kv_cache_dtype, **extra,
         }
+
+
+def saved_rate(args: WorkloadArgs | None, w: Workload) -> str | float:
+    """``request_rate`` as a result file writes it: the rate drawn at, ``"inf"`` (every
+    request at t=0), or ``"trace"``: a trace on its own arrival times has no rate to write (a
+    closed loop still waits for each trace time, sim.frontend, so it is timed too)."""
+    rate = None if args is None else args.request_rate
+    if rate is None and bool(np.any(np.asarray(w.arrival_s) > 0)):
+        return "trace"
+    return "inf" if rate is None or math.isinf(rate) else rate
 
 
 def pick_profile(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.analysis.serving import pick_profile, scheduler_limits
+from kvplan.analysis.serving import pick_profile, saved_rate, scheduler_limits
 from kvplan.costs.memory.kv_transfer import TransferCost, group_pages
 from kvplan.costs.memory.plan import MemoryPlan, plan_memory
 from kvplan.costs.memory.settings import mla_block_size
@@ -53,13 +53,12 @@ class DisaggRun:
 
     def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
         """`vllm bench serve`-style settings plus both pools and the link."""
-        rate = None if args is None else args.request_rate
         d = self.deployment
         return {
             "backend": "kvplan-sim-disagg", "model_id": d.prefill.model.name,
             "gpu": f"{d.prefill.gpu.id} / {d.decode.gpu.id}",
             "dataset": self.workload.name, "num_prompts": len(self.workload),
-            "request_rate": "inf" if rate is None or math.isinf(rate) else rate,
+            "request_rate": saved_rate(args, self.workload),
             "burstiness": 1.0 if args is None else args.burstiness,
             "max_concurrency": None, "disagg": d.label, "router": d.router,
             "kv_link": d.link.id,
