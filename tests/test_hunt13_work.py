@@ -161,3 +161,12 @@ def test_a_disaggregated_trace_replay_is_saved_as_trace_not_inf(tmp_path: Path) 
         ).stdout
     )
     assert doc["request_rate"] == 2.0
+
+
+def test_an_empty_dataset_name_is_refused_not_read_as_random() -> None:
+    # --dataset "" (an unset shell variable) ran 1000 random prompts without a word
+    from kvplan.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="unknown dataset ''"):
+        WorkloadArgs(dataset="")
+    assert WorkloadArgs().dataset_name == "random"

@@ -51,7 +51,7 @@ def check_workload_bounds(a: Any) -> None:
 
 def _check_random_total(a: Any) -> None:
     """A random workload's tokens in all: each costs simulator time (~2.5 s per 10^8)."""
-    if a.trace is not None or (a.dataset or "random") != "random":
+    if a.trace is not None or (a.dataset if a.dataset is not None else "random") != "random":
         return
     if not 0.0 <= a.random_range_ratio < 1.0:
         return  # the ratio's own range check names --random-range-ratio

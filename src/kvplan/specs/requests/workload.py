@@ -125,7 +125,7 @@ class WorkloadArgs:
         """The dataset actually used: the --dataset name, 'random', or the --trace file's stem."""
         if self.trace is not None:
             return self.trace.stem
-        return self.dataset or "random"
+        return self.dataset if self.dataset is not None else "random"
 
     @property
     def has_own_arrivals(self) -> bool:
