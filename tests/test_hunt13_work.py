@@ -170,3 +170,14 @@ def test_an_empty_dataset_name_is_refused_not_read_as_random() -> None:
     with pytest.raises(UnknownNameError, match="unknown dataset ''"):
         WorkloadArgs(dataset="")
     assert WorkloadArgs().dataset_name == "random"
+
+
+def test_a_bad_millisecond_arrival_is_not_called_seconds(tmp_path: Path) -> None:
+    from kvplan.errors import TraceError
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    path = _csv(tmp_path, "ts,p,o\n0,10,5\nsoon,10,5\n")
+    with pytest.raises(TraceError, match="'soon' is not a number of milliseconds"):
+        load_csv_trace(path, "arrival=ts,arrival_unit=ms,input=p,output=o")
+    with pytest.raises(TraceError, match="'soon' is not a number of seconds"):
+        load_csv_trace(path, "arrival=ts,input=p,output=o")

@@ -215,13 +215,13 @@ def _arrival_column(table: _Table, fmt: TraceFormat) -> np.ndarray:
     if fmt.arrival_unit == "datetime":
         seconds = _datetime_seconds(table, cells, fmt.arrival)
     else:
-        seconds = _float_cells(table, cells, fmt.arrival)
+        seconds = _float_cells(table, cells, fmt.arrival, fmt.arrival_unit)
         seconds = seconds / 1000.0 if fmt.arrival_unit == "ms" else seconds
     _check_sorted(table, seconds, cells, fmt.arrival)
     return _readonly(seconds - seconds[0])
 
 
-def _float_cells(table: _Table, cells: list[str], column: str) -> np.ndarray:
+def _float_cells(table: _Table, cells: list[str], column: str, unit: str) -> np.ndarray:
     try:
         values = np.array(cells, dtype=np.float64)
     except ValueError:
@@ -232,8 +232,9 @@ def _float_cells(table: _Table, cells: list[str], column: str) -> np.ndarray:
     if bad.size:
         i = int(bad[0])
         raise TraceError(
-            f"{table.where(i, column)}: arrival {cells[i].strip()!r} is not a "
-            "number of seconds; fix the cell or set arrival_unit=datetime"
+            f"{table.where(i, column)}: arrival {cells[i].strip()!r} is not a number of "
+            f"{'milliseconds' if unit == 'ms' else 'seconds'}; fix the cell or set "
+            "arrival_unit=datetime"
         )
     return values
 
