@@ -181,3 +181,32 @@ def test_a_bad_millisecond_arrival_is_not_called_seconds(tmp_path: Path) -> None
         load_csv_trace(path, "arrival=ts,arrival_unit=ms,input=p,output=o")
     with pytest.raises(TraceError, match="'soon' is not a number of seconds"):
         load_csv_trace(path, "arrival=ts,input=p,output=o")
+
+
+def test_the_verify_line_sends_whole_outputs_with_ignore_eos() -> None:
+    # kvplan verifies the fleet with every request generating all its output tokens; the
+    # `vllm bench serve` line lacked --ignore-eos, so EOS could end outputs early there
+    from tests.conftest import run_cli
+
+    r = run_cli(
+        "plan",
+        "meta-llama/Llama-3.1-8B",
+        "--gpu",
+        "H100",
+        "-tp",
+        "1",
+        "--num-prompts",
+        "100",
+        "--request-rate",
+        "5",
+        "--random-input-len",
+        "256",
+        "--random-output-len",
+        "32",
+        "--slo",
+        "ttft:p99:2000",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    bench = r.json()["summary"]["vllm_bench_serve"]
+    assert " --request-rate 5 --ignore-eos --percentile-metrics " in bench

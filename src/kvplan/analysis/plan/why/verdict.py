@@ -200,7 +200,9 @@ def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo,
             "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:.3g}"]
     if traffic.rate_rps is not None and f"{traffic.burstiness:.2g}" != "1":
         argv += ["--burstiness", f"{traffic.burstiness:.2g}"]
-    argv += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
+    # every request generates its whole output, as kvplan simulated (else EOS cuts it short)
+    argv += ["--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
+             "--metric-percentiles", "50,90,99"]
     if good:
         argv += ["--goodput", *(f"{k}:{v:g}" for k, v in good.items())]
     return serve, shlex.join(argv)
