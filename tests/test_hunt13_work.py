@@ -210,3 +210,19 @@ def test_the_verify_line_sends_whole_outputs_with_ignore_eos() -> None:
     assert r.code == 0, r.err
     bench = r.json()["summary"]["vllm_bench_serve"]
     assert " --request-rate 5 --ignore-eos --percentile-metrics " in bench
+
+
+def test_plan_takes_num_prompts_from_a_trace_longer_than_the_run_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # plan counted the whole trace by building it without --num-prompts, which refuses a trace
+    # over the 1,000,000-request cap: "give --num-prompts 1,000,000 or fewer" when it was given
+    from kvplan.analysis.plan.traffic import plan_traffic
+    from kvplan.specs.requests import bounds
+
+    monkeypatch.setattr(bounds, "MAX_PROMPTS", 4)  # the cap, scaled down: a 6-row trace
+    rows = "".join(f"{i},100,10\n" for i in range(6))
+    path = _csv(tmp_path, "ts,p,o\n" + rows)
+    args = WorkloadArgs(trace=path, trace_columns="arrival=ts,input=p,output=o", num_prompts=3)
+    t = plan_traffic(args)
+    assert (t.requests, t.trace_requests) == (3, 6)
