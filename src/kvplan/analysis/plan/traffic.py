@@ -16,7 +16,7 @@ capacity mode's rate search replays it at scaled rates, which is exact for such 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -87,6 +87,7 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     head = subset(w, np.arange(n, dtype=np.int64))
     span = float(w.arrival_s[-1] - w.arrival_s[0])
     if span <= 0:
+        head = _drawn_head(workload, head, n)
         gaps = gamma_arrivals(n, 1.0, burstiness, np.random.default_rng(seed))
         return PlanTraffic(name=w.name, target=None, unit=_with_arrivals(head, gaps),
                            rate_rps=None, trace_requests=whole,
@@ -100,6 +101,17 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     return PlanTraffic(name=w.name, target=w, unit=unit, rate_rps=rate, trace_requests=whole,
                        burstiness=shape, own_arrivals=not drawn, given_rate_rps=given,
                        args=args)
+
+
+def _drawn_head(workload: Workload | WorkloadArgs, head: Workload, n: int) -> Workload:
+    """Random prompts of varying length are drawn for N requests at once (vLLM draws every
+    input length, then every output length), so the first n of more requests are not the n
+    `vllm bench serve --num-prompts n` sends: draw n, as the Verify line does."""
+    if not isinstance(workload, WorkloadArgs) or workload.dataset_name != "random":
+        return head
+    if workload.random_range_ratio == 0 or workload.num_prompts == n:
+        return head
+    return build_workload(replace(workload, num_prompts=n))
 
 
 def gap_shape(arrival_s: np.ndarray) -> float:
