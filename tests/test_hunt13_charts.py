@@ -1,0 +1,69 @@
+"""Hunt 13, charts and machine-readable outputs: each chart plots the numbers its command
+prints, and every JSON field carries its unit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kvplan.analysis.metrics import compute_metrics
+from kvplan.analysis.serving import simulate_serving
+from kvplan.report import sim_charts
+from kvplan.report.charts import chart_spec
+from kvplan.sim.result import SimulationResult
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+from kvplan.specs.serving import EngineConfig
+
+M = "meta-llama/Llama-3.1-8B"
+
+
+def _sim(n: int, rate: float = float("inf")) -> SimulationResult:
+    work = build_workload(WorkloadArgs(num_prompts=n, random_input_len=1024,
+                                       random_output_len=128, request_rate=rate, seed=0))
+    return simulate_serving(load_model(M), load_gpu("H100"), EngineConfig(), work).result
+
+
+def _cdf(r: SimulationResult, metric: str) -> list[tuple[float, float]]:
+    rows = chart_spec(sim_charts.latency_cdf_chart(r))["data"]["values"]
+    return [(x["ms"], x["fraction"]) for x in rows if x["metric"] == metric]
+
+
+def test_one_request_cdf_ends_at_one() -> None:
+    # before: one value gave one quantile (q = linspace(0, 1, 1) = [0]): the curve sat at
+    # fraction 0 and never reached 1. Golden: TTFT of one 1024-token prompt = 72.17 ms.
+    r = _sim(1)
+    for metric in ("TTFT", "TPOT", "E2EL"):
+        pts = _cdf(r, metric)
+        assert pts[0][1] == 0.0 and pts[-1][1] == 1.0, (metric, pts)
+        assert len({x for x, _ in pts}) == 1  # one value: a vertical step
+    assert _cdf(r, "TTFT")[-1][0] == pytest.approx(72.174, abs=1e-3)
+
+
+def test_cdf_passes_through_the_printed_median_and_p99() -> None:
+    # before: 400 evenly spaced quantiles; a step-after line read at 0.99 gave the next grid
+    # point (ITL 23.63 ms against the printed p99 23.49 ms on 200 requests at 8 req/s)
+    r = _sim(200, rate=8.0)
+    m = compute_metrics(r, percentiles=[50, 99])
+    for metric, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl")):
+        at = dict((f, x) for x, f in _cdf(r, metric))
+        p = dict(m.stats[key].percentiles_ms)
+        assert at[0.5] == p[50.0] and at[0.99] == p[99.0], metric
+    assert dict((f, x) for x, f in _cdf(r, "ITL"))[0.99] == pytest.approx(23.4918, abs=1e-3)
+
+
+def test_itl_cdf_never_expands_one_float_per_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: the ITL panel called SimulationResult.itl_s(), one float per output token
+    # (kvplan report --num-prompts 100000: 591 MiB for this chart alone); now the
+    # (value, count) pairs the ITL statistics use
+    r = _sim(20, rate=20.0)
+
+    def expanded(self: Any) -> Any:
+        raise AssertionError("itl_s() expands every gap")
+
+    monkeypatch.setattr(SimulationResult, "itl_s", expanded)
+    pts = _cdf(r, "ITL")
+    assert pts[-1][1] == 1.0 and all(np.diff([x for x, _ in pts]) >= 0)
