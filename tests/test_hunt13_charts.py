@@ -67,3 +67,21 @@ def test_itl_cdf_never_expands_one_float_per_token(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(SimulationResult, "itl_s", expanded)
     pts = _cdf(r, "ITL")
     assert pts[-1][1] == 1.0 and all(np.diff([x for x, _ in pts]) >= 0)
+
+
+def test_sweep_chart_draws_no_tpot_for_one_output_token() -> None:
+    # before: TPOT None (one output token: no gap) was drawn as 0.0 ms while the table
+    # prints '-'; golden: output 2 on H100 batch 1 gives TPOT 7.23 ms
+    from kvplan.cli.engine import resolve_engine
+    from kvplan.costs.step import latency as lat
+    from kvplan.costs.step.profiles import profile_for
+    from kvplan.report.budget_charts import sweep_chart
+
+    spec, hw, engine = load_model(M), load_gpu("H100"), resolve_engine({})
+    shape = lat.RequestShape(prompt_tokens=2048, output_tokens=1, batch=1)
+    rows = lat.sweep(spec, hw, engine, shape, "output", ["1", "2"],
+                     profile_for(spec, hw, engine, None))
+    data = chart_spec(sweep_chart("output", rows))["data"]["values"]
+    tpot = {d["value"]: d["TPOT (ms)"] for d in data}
+    assert tpot["1"] is None
+    assert tpot["2"] == pytest.approx(7.23, abs=0.01)
