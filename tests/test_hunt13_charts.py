@@ -85,3 +85,20 @@ def test_sweep_chart_draws_no_tpot_for_one_output_token() -> None:
     tpot = {d["value"]: d["TPOT (ms)"] for d in data}
     assert tpot["1"] is None
     assert tpot["2"] == pytest.approx(7.23, abs=0.01)
+
+
+def test_saved_kv_usage_series_holds_integer_blocks_and_bytes() -> None:
+    # before: every kv_usage list was floats ("logical_bytes": [134217728.0, ...]); bytes and
+    # counts are integers in kvplan's JSON. Golden: one 1024-token prompt of Llama-3.1-8B
+    # (131,072 bytes/token, blocks of 16) holds 64 blocks = 134,217,728 bytes after step 1.
+    import json
+
+    from kvplan.analysis.metrics import kv_usage_series
+    from kvplan.report.json_out import dumps
+
+    series = json.loads(dumps(kv_usage_series(_sim(1))))
+    for key in ("used_blocks", "logical_bytes", "running", "waiting"):
+        assert all(type(x) is int for x in series[key]), key
+    assert series["used_blocks"][0] == 64
+    assert series["logical_bytes"][0] == 1024 * 131072 == 134217728
+    assert series["running"][0] == 1

@@ -315,8 +315,9 @@ def kvplan_extras(m: Metrics) -> dict[str, Any]:
     }
 
 
-def kv_usage_series(r: SimulationResult, max_points: int = 2000) -> dict[str, list[float]]:
-    """The per-step KV series cut to at most ``max_points`` bins, keeping each bin's peak."""
+def kv_usage_series(r: SimulationResult, max_points: int = 2000) -> dict[str, list[Any]]:
+    """The per-step KV series cut to at most ``max_points`` bins, keeping each bin's peak
+    (counts and bytes as integers, times in seconds)."""
     st = r.steps
     n = r.num_steps
     if n == 0:
@@ -324,8 +325,8 @@ def kv_usage_series(r: SimulationResult, max_points: int = 2000) -> dict[str, li
     edges = np.linspace(0, n, min(n, max_points) + 1).astype(np.int64)
     starts = edges[:-1]
 
-    def peak(a: npt.NDArray[Any]) -> list[float]:
-        return [float(x) for x in np.maximum.reduceat(a, starts)]
+    def peak(a: npt.NDArray[Any]) -> list[int]:
+        return [int(x) for x in np.maximum.reduceat(a, starts)]
 
     return {"time_s": [float(x) for x in st.start_s[starts]], "used_blocks": peak(st.used_blocks),
             "logical_bytes": peak(st.logical_bytes), "running": peak(st.running),
