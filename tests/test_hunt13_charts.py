@@ -102,3 +102,22 @@ def test_saved_kv_usage_series_holds_integer_blocks_and_bytes() -> None:
     assert series["used_blocks"][0] == 64
     assert series["logical_bytes"][0] == 1024 * 131072 == 134217728
     assert series["running"][0] == 1
+
+
+def test_dp_fleet_num_blocks_is_the_ranks_sum(tmp_path: Any) -> None:
+    # before: a DP 2 fleet reported num_blocks 48,159 (usable + 1) and the chart said
+    # "vLLM's 48,159 less its null block"; vLLM has 24,080 blocks per rank (2 x = 48,160),
+    # each rank with its own null block: 48,158 usable
+    from tests.conftest import run_cli
+
+    args = ("simulate", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "-dp", "2",
+            "--enable-expert-parallel", "--num-prompts", "20", "--request-rate", "10")
+    r = run_cli(*args, "--json", "--plot", str(tmp_path / "kv.html"))
+    assert r.code == 0, r.err
+    doc = r.json()
+    per_rank = [x["num_gpu_blocks"] for x in doc["dp_ranks"]]
+    assert per_rank == [24080, 24080]
+    assert doc["num_blocks"] == 48160
+    assert doc["peak_kv_usage"] == pytest.approx(doc["peak_kv_blocks"] / 48158)
+    html = (tmp_path / "kv.html").read_text()
+    assert "vLLM's 48,160 less 2 null blocks, one per DP rank" in html

@@ -53,6 +53,8 @@ class Metrics:
     prefix_cache_hit_rate: float
     peak_kv_blocks: int
     num_blocks: int
+    usable_blocks: int
+    """``num_blocks`` less vLLM's null block (one per DP rank)."""
     peak_kv_usage: float
     prefill_kv_share: float
     decode_kv_share: float
@@ -139,7 +141,7 @@ def compute_metrics(
                for m in percentile_metrics},
         preemptions=r.total_preemptions,
         prefix_cache_hit_rate=_rate(int(r.prefix_hit_tokens.sum()), r.prefix_query_tokens),
-        peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks,
+        peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks, usable_blocks=r.usable_blocks,
         peak_kv_usage=_rate(r.peak_kv_blocks, r.usable_blocks),
         prefill_kv_share=_rate(r.prefill_claimed_blocks, claimed),
         decode_kv_share=_rate(r.decode_claimed_blocks, claimed),
