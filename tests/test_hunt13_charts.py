@@ -121,3 +121,25 @@ def test_dp_fleet_num_blocks_is_the_ranks_sum(tmp_path: Any) -> None:
     assert doc["peak_kv_usage"] == pytest.approx(doc["peak_kv_blocks"] / 48158)
     html = (tmp_path / "kv.html").read_text()
     assert "vLLM's 48,160 less 2 null blocks, one per DP rank" in html
+
+
+def test_decode_instance_chart_states_the_peak_held_between_steps() -> None:
+    # before: the web's decode-pool KV chart of a 1P1D fleet topped at 257 of 1,023 blocks
+    # (25.1 %) while --json says decode_peak_kv_blocks 500 (48.9 %): 8,000 prompt tokens =
+    # 500 blocks held from admission until the KV crossed the link, freed (sliding window)
+    # before the first step sample. Now the subtitle states the peak and why the line misses it.
+    from kvplan.analysis.disagg.serving import simulate_disagg_serving
+    from kvplan.specs.deployment import Deployment
+    from kvplan.specs.disagg import DisaggDeployment
+    from kvplan.specs.links import load_link
+
+    m, g = load_model("mistralai/Mistral-7B-v0.1"), load_gpu("H100")
+    pool = Deployment(model=m, gpu=g, engine=EngineConfig(kv_cache_memory_bytes=2 * 2**30))
+    dd = DisaggDeployment(prefill=pool, decode=pool, link=load_link("ib-ndr"))
+    work = build_workload(WorkloadArgs(num_prompts=1, random_input_len=8000,
+                                       random_output_len=50, seed=0))
+    decode = simulate_disagg_serving(dd, work).result.decode[0]
+    sub = chart_spec(sim_charts.kv_usage_chart(decode, "t"))["title"]["subtitle"]
+    assert decode.peak_kv_blocks == 500 and decode.usable_blocks == 1023
+    assert "peak 500 (48.9 %), held between steps during a KV transfer" in sub
+    assert "the line's steps reach 257" in sub

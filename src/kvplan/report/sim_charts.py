@@ -38,15 +38,24 @@ def kv_usage_chart(r: SimulationResult, title: str) -> Any:
     events = _ticks(
         {"arrival": (r.sent_s[~np.isnan(r.sent_s)], 0.0), "preemption": (r.preemption_s, 100.0)}
     )
+    return alt.layer(line, events).properties(
+        title=alt.TitleParams(title, subtitle=_pool_subtitle(r)), width=720, height=300
+    )
+
+
+def _pool_subtitle(r: SimulationResult) -> str:
+    """The pool, its peak (as --json's peak_kv_blocks), and what the ticks mean. A decode
+    instance's peak may be held between two steps (a transferred prompt's whole blocks,
+    admitted while its KV crosses the link), where no step sample, so no line, reaches it."""
     nulls = ("its null block" if r.null_blocks == 1
              else f"{r.null_blocks} null blocks, one per DP rank")
-    subtitle = (
-        f"pool {r.usable_blocks:,} usable blocks (vLLM's {r.num_blocks:,} less {nulls}); "
-        "ticks: arrivals (bottom), preemptions (top)"
-    )
-    return alt.layer(line, events).properties(
-        title=alt.TitleParams(title, subtitle=subtitle), width=720, height=300
-    )
+    peak = r.peak_kv_blocks
+    sampled = int(r.steps.used_blocks.max()) if r.num_steps else 0
+    between = (f", held between steps during a KV transfer (the line's steps reach "
+               f"{sampled:,})" if peak > sampled else "")
+    return (f"pool {r.usable_blocks:,} usable blocks (vLLM's {r.num_blocks:,} less {nulls}); "
+            f"peak {peak:,} ({100 * peak / max(r.usable_blocks, 1):.1f} %){between}; "
+            "ticks: arrivals (bottom), preemptions (top)")
 
 
 def _usage(r: SimulationResult) -> tuple[np.ndarray, np.ndarray]:
