@@ -143,3 +143,19 @@ def test_decode_instance_chart_states_the_peak_held_between_steps() -> None:
     assert decode.peak_kv_blocks == 500 and decode.usable_blocks == 1023
     assert "peak 500 (48.9 %), held between steps during a KV transfer" in sub
     assert "the line's steps reach 257" in sub
+
+
+def test_request_under_tp_says_its_bytes_are_per_gpu(tmp_path: Any) -> None:
+    # before: `kvplan request -tp 2` printed "65,536 bytes/token" and drew "KV cache held (MiB)"
+    # where `kvplan kv` says 131,072 bytes/token for the model: the figures are one GPU's
+    # half (8 KV heads split over 2 GPUs), and now say so (as `kvplan batch` does)
+    from tests.conftest import run_cli
+
+    out = tmp_path / "st.html"
+    r = run_cli("request", M, "--prompt", "100", "--output", "1", "-tp", "2", "--plot", str(out))
+    assert r.code == 0, r.err
+    assert "65,536 bytes/token per GPU at TP 2 (bfloat16)" in r.out
+    assert "KV cache held per GPU (TP 2) (MiB)" in out.read_text()
+    r1 = run_cli("request", M, "--prompt", "100", "--output", "1", "--plot", str(out))
+    assert "131,072 bytes/token (bfloat16)" in r1.out
+    assert '"KV cache held (MiB)"' in out.read_text()
