@@ -159,3 +159,21 @@ def test_request_under_tp_says_its_bytes_are_per_gpu(tmp_path: Any) -> None:
     r1 = run_cli("request", M, "--prompt", "100", "--output", "1", "--plot", str(out))
     assert "131,072 bytes/token (bfloat16)" in r1.out
     assert '"KV cache held (MiB)"' in out.read_text()
+
+
+def test_sweep_row_whose_kv_cache_holds_no_request_is_not_a_weights_failure() -> None:
+    # before: Llama-3.1-70B at TP 2 on H100 (weights 65.7 GiB per GPU fit; 86.24 MiB left for
+    # a KV cache, one 1,088-token request needs 170 MiB) was "weights do not fit: no latency"
+    # (JSON weights_fit false) and `latency -tp 2` said "does not fit before any KV cache"
+    from tests.conftest import run_cli
+
+    args = ("latency", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--prompt", "1024",
+            "--output", "64")
+    doc = run_cli(*args, "--sweep", "tensor-parallel-size=1,2", "--json").json()
+    tp1, tp2 = doc["rows"]
+    assert tp1["weights_fit"] is False and "weights 131.45 GiB" in tp1["does_not_fit"]
+    assert (tp2["weights_fit"], tp2["fits"], tp2["max_batch"]) == (True, False, 0)
+    assert tp2["ttft_s"] > 0 and doc["kv_no_longer_fits_at"] == "2"
+    err = run_cli(*args, "-tp", "2").err
+    assert "cannot hold one request: one request of 1088 tokens needs 170.00 MiB" in err
+    assert "86.24 MiB is available" in err and "before any KV cache" not in err
