@@ -42,6 +42,11 @@ class DoesNotFitError(KvplanError):
         self.available_bytes = available_bytes
 
 
+class KvTooSmallError(DoesNotFitError):
+    """The model fits but its KV cache holds less than one request of max_model_len (vLLM
+    refuses to start): the KV cache is what does not fit, not the weights."""
+
+
 class TraceError(KvplanError):
     """A trace or measurement file is malformed; names the file, line and column."""
 

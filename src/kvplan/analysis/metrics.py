@@ -53,6 +53,8 @@ class Metrics:
     prefix_cache_hit_rate: float
     peak_kv_blocks: int
     num_blocks: int
+    usable_blocks: int
+    """``num_blocks`` less vLLM's null block (one per DP rank)."""
     peak_kv_usage: float
     prefill_kv_share: float
     decode_kv_share: float
@@ -139,7 +141,7 @@ def compute_metrics(
                for m in percentile_metrics},
         preemptions=r.total_preemptions,
         prefix_cache_hit_rate=_rate(int(r.prefix_hit_tokens.sum()), r.prefix_query_tokens),
-        peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks,
+        peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks, usable_blocks=r.usable_blocks,
         peak_kv_usage=_rate(r.peak_kv_blocks, r.usable_blocks),
         prefill_kv_share=_rate(r.prefill_claimed_blocks, claimed),
         decode_kv_share=_rate(r.decode_claimed_blocks, claimed),
@@ -315,8 +317,9 @@ def kvplan_extras(m: Metrics) -> dict[str, Any]:
     }
 
 
-def kv_usage_series(r: SimulationResult, max_points: int = 2000) -> dict[str, list[float]]:
-    """The per-step KV series cut to at most ``max_points`` bins, keeping each bin's peak."""
+def kv_usage_series(r: SimulationResult, max_points: int = 2000) -> dict[str, list[Any]]:
+    """The per-step KV series cut to at most ``max_points`` bins, keeping each bin's peak
+    (counts and bytes as integers, times in seconds)."""
     st = r.steps
     n = r.num_steps
     if n == 0:
@@ -324,8 +327,8 @@ def kv_usage_series(r: SimulationResult, max_points: int = 2000) -> dict[str, li
     edges = np.linspace(0, n, min(n, max_points) + 1).astype(np.int64)
     starts = edges[:-1]
 
-    def peak(a: npt.NDArray[Any]) -> list[float]:
-        return [float(x) for x in np.maximum.reduceat(a, starts)]
+    def peak(a: npt.NDArray[Any]) -> list[int]:
+        return [int(x) for x in np.maximum.reduceat(a, starts)]
 
     return {"time_s": [float(x) for x in st.start_s[starts]], "used_blocks": peak(st.used_blocks),
             "logical_bytes": peak(st.logical_bytes), "running": peak(st.running),

@@ -49,6 +49,8 @@ class RequestTimeline:
     chunk_tokens: int | None
     block_size: int
     steps: tuple[ClaimStep, ...]
+    tensor_parallel_size: int = 1
+    """Bytes are one GPU's share at this TP degree (the whole model's at 1)."""
 
     @property
     def prefill_steps(self) -> int:
@@ -122,6 +124,7 @@ def request_timeline(
         chunk_tokens=chunk_tokens,
         block_size=block_size,
         steps=tuple(steps),
+        tensor_parallel_size=kv.tensor_parallel_size,
     )
 
 

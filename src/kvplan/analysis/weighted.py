@@ -77,12 +77,20 @@ def counted_percentile(values: FloatArray, counts: IntArray, p: float) -> float:
     """np.percentile(x, p) of ``values`` each repeated ``counts`` times, to the bit (at least
     one count, no NaN value): the order statistics read off the sorted values' running
     counts, as ``summarize`` does."""
+    return counted_percentiles(values, counts, [p])[0]
+
+
+def counted_percentiles(values: FloatArray, counts: IntArray, ps: Sequence[float]) -> list[float]:
+    """``counted_percentile`` for each p in ``ps``, the values sorted once."""
     keep = counts > 0
     v, c = values[keep], counts[keep]
     order = np.argsort(v)  # ties are equal values: any order of them gives the same kth
     sv, cum = v[order], np.cumsum(c[order])
-    return kth_percentile(lambda k: float(sv[int(np.searchsorted(cum, k, side="right"))]),
-                          int(cum[-1]), p)
+
+    def kth(k: int) -> float:
+        return float(sv[int(np.searchsorted(cum, k, side="right"))])
+
+    return [kth_percentile(kth, int(cum[-1]), float(p)) for p in ps]
 
 
 def linear_ranks(n: int, p: float) -> tuple[int, int, float]:

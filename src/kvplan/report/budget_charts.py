@@ -58,7 +58,8 @@ def sweep_chart(lever: str, rows: Sequence[SweepRow]) -> Any:
     the KV cache stops fitting are marked."""
     import altair as alt
 
-    data = [{"value": r.value, "order": i, "TPOT (ms)": (r.result.tpot_s or 0.0) * 1e3,
+    data = [{"value": r.value, "order": i,  # no TPOT (one output token): no point, not 0 ms
+             "TPOT (ms)": None if r.result.tpot_s is None else r.result.tpot_s * 1e3,
              "TTFT (ms)": r.result.ttft_s * 1e3,
              "throughput (tok/s)": r.result.output_throughput_tok_s,
              "decode bound": r.result.decode_bound or "-",

@@ -78,7 +78,7 @@ def staircase_chart(tl: RequestTimeline, model_name: str) -> Any:
     lines = base.mark_line(interpolate="step-after").encode(
         x=alt.X("step:Q", title="engine step" + (" (symlog axis)" if long else ""), scale=scale,
                 axis=axis),
-        y=alt.Y("MiB:Q", title="KV cache held (MiB)"),
+        y=alt.Y("MiB:Q", title=f"KV cache held{_per_gpu(tl)} (MiB)"),
         color=alt.Color("series:N", legend=alt.Legend(title="cache", orient="bottom")),
         strokeDash=alt.StrokeDash("series:N", legend=None),
     )
@@ -94,6 +94,12 @@ def staircase_chart(tl: RequestTimeline, model_name: str) -> Any:
     )
     chart = (lines + marks).resolve_legend(color="independent", shape="independent")
     return chart.properties(title=title, width=640, height=320)
+
+
+def _per_gpu(tl: RequestTimeline) -> str:
+    """' per GPU (TP 2)' when the bytes are one GPU's share, else ''."""
+    tp = tl.tensor_parallel_size
+    return f" per GPU (TP {tp})" if tp > 1 else ""
 
 
 def _symlog_ticks(tl: RequestTimeline) -> list[int]:

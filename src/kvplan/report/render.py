@@ -75,7 +75,8 @@ def timeline_json(model: str, kv: ModelKv, tl: RequestTimeline) -> dict[str, Any
 
 def render_timeline(console: Console, model: str, kv: ModelKv, tl: RequestTimeline) -> None:
     console.print(timeline_table(tl))
-    console.print(f"{model}: {kv.bytes_per_token:,} bytes/token ({kv.precision.name})")
+    per_gpu = f" per GPU at TP {kv.tensor_parallel_size}" if kv.tensor_parallel_size > 1 else ""
+    console.print(f"{model}: {kv.bytes_per_token:,} bytes/token{per_gpu} ({kv.precision.name})")
     for line in timeline_lines(tl):
         console.print(line)
 

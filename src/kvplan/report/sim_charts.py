@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from kvplan.analysis.metrics import per_request
+from kvplan.analysis.metrics import itl_pairs, per_request
+from kvplan.analysis.weighted import counted_percentiles
 from kvplan.report.charts import save_chart as _save_chart
 from kvplan.report.downsample import downsample, even_sample
 from kvplan.sim.result import SimulationResult
@@ -37,13 +38,24 @@ def kv_usage_chart(r: SimulationResult, title: str) -> Any:
     events = _ticks(
         {"arrival": (r.sent_s[~np.isnan(r.sent_s)], 0.0), "preemption": (r.preemption_s, 100.0)}
     )
-    subtitle = (
-        f"pool {r.usable_blocks:,} usable blocks (vLLM's {r.num_blocks:,} less its null "
-        "block); ticks: arrivals (bottom), preemptions (top)"
-    )
     return alt.layer(line, events).properties(
-        title=alt.TitleParams(title, subtitle=subtitle), width=720, height=300
+        title=alt.TitleParams(title, subtitle=_pool_subtitle(r)), width=720, height=300
     )
+
+
+def _pool_subtitle(r: SimulationResult) -> str:
+    """The pool, its peak (as --json's peak_kv_blocks), and what the ticks mean. A decode
+    instance's peak may be held between two steps (a transferred prompt's whole blocks,
+    admitted while its KV crosses the link), where no step sample, so no line, reaches it."""
+    nulls = ("its null block" if r.null_blocks == 1
+             else f"{r.null_blocks} null blocks, one per DP rank")
+    peak = r.peak_kv_blocks
+    sampled = int(r.steps.used_blocks.max()) if r.num_steps else 0
+    between = (f", held between steps during a KV transfer (the line's steps reach "
+               f"{sampled:,})" if peak > sampled else "")
+    return (f"pool {r.usable_blocks:,} usable blocks (vLLM's {r.num_blocks:,} less {nulls}); "
+            f"peak {peak:,} ({100 * peak / max(r.usable_blocks, 1):.1f} %){between}; "
+            "ticks: arrivals (bottom), preemptions (top)")
 
 
 def _usage(r: SimulationResult) -> tuple[np.ndarray, np.ndarray]:
@@ -96,29 +108,45 @@ def queue_chart(r: SimulationResult) -> Any:
 
 
 _CDF_POINTS = 400
+_CDF_MARKS = (50.0, 90.0, 99.0)
+"""Percentiles always drawn, exactly as the tables print them (numpy's linear percentile)."""
 
 
 def latency_cdf_chart(r: SimulationResult) -> Any:
-    """CDFs of TTFT, TPOT, ITL and E2EL (ms), one panel each, 400 quantiles at most."""
+    """CDFs of TTFT, TPOT, ITL and E2EL (ms), one panel each: about 400 percentiles of each
+    (0 and 100 included, so every curve ends at 1) plus the median, p90 and p99 exactly."""
     import altair as alt
 
     req = per_request(r)
-    values = {"TTFT": req["ttft"], "TPOT": req["tpot"], "ITL": r.itl_s(), "E2EL": req["e2el"]}
-    rows = []
-    for name, v in values.items():
-        v = np.sort(np.asarray(v, dtype=np.float64)[~np.isnan(v)]) * 1e3
-        if len(v) == 0:
-            continue
-        q = np.linspace(0.0, 1.0, min(len(v), _CDF_POINTS))
-        rows += [{"metric": name, "ms": float(x), "fraction": float(p)}
-                 for x, p in zip(np.quantile(v, q), q, strict=True)]
+    samples = {"TTFT": _each_once(req["ttft"]), "TPOT": _each_once(req["tpot"]),
+               "ITL": itl_pairs(r), "E2EL": _each_once(req["e2el"])}
+    rows = [row for name, (v, c) in samples.items() for row in _cdf_rows(name, v, c)]
     return alt.Chart(alt.Data(values=rows)).mark_line(  # type: ignore[no-untyped-call]
         interpolate="step-after").encode(
-        x=alt.X("ms:Q", title="ms"), y=alt.Y("fraction:Q", title="fraction of requests"),
+        x=alt.X("ms:Q", title="ms"),
+        y=alt.Y("fraction:Q", title="fraction of requests (ITL: of token gaps)"),
         color=alt.Color("metric:N", legend=None),
     ).properties(width=170, height=160).facet(
-        facet=alt.Facet("metric:N", sort=list(values), title=None), columns=4,
+        facet=alt.Facet("metric:N", sort=list(samples), title=None), columns=4,
     ).resolve_scale(x="independent").properties(title="latency distributions (CDF)")
+
+
+def _each_once(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request values (NaN: no such value) as (value, count) pairs of count 1."""
+    v = np.asarray(v, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    return v, np.ones(len(v), dtype=np.int64)
+
+
+def _cdf_rows(name: str, values_s: np.ndarray, counts: np.ndarray) -> list[dict[str, Any]]:
+    """One panel's points: percentiles of the sample (seconds, never expanded) in ms."""
+    n = int(counts.sum())
+    if n == 0:
+        return []
+    ps = np.union1d(np.linspace(0.0, 100.0, max(min(n, _CDF_POINTS), 2)), _CDF_MARKS)
+    xs = counted_percentiles(values_s, counts, ps.tolist())
+    return [{"metric": name, "ms": x * 1000, "fraction": float(p) / 100}
+            for x, p in zip(xs, ps, strict=True)]
 
 
 def save_chart(chart: Any, path: Path) -> None:

@@ -52,7 +52,7 @@ class SimulationResult:
     preemption_s: FloatArray
     """When each preemption happened (start of the step that preempted)."""
     num_blocks: int
-    """vLLM's num_gpu_blocks, the null block included."""
+    """vLLM's num_gpu_blocks, the null block included (a DP fleet: the ranks' sum)."""
     block_size: int
     prefill_claimed_blocks: int
     decode_claimed_blocks: int
@@ -61,6 +61,8 @@ class SimulationResult:
     """A disaggregated decode instance: the most blocks in use right after it admitted a
     transfer (the whole prompt's blocks, held while the KV crosses the link), which a step
     sample misses when no step runs before a sliding window frees some of them."""
+    null_blocks: int = 1
+    """vLLM's null blocks in ``num_blocks``: one per pool (a DP fleet: one per rank)."""
 
     @property
     def num_requests(self) -> int:
@@ -69,7 +71,7 @@ class SimulationResult:
     @property
     def usable_blocks(self) -> int:
         """Blocks requests can hold: ``num_blocks`` less vLLM's null block (block_pool.py)."""
-        return self.num_blocks - 1
+        return self.num_blocks - self.null_blocks
 
     @property
     def num_steps(self) -> int:

@@ -42,7 +42,7 @@ from kvplan.costs.memory.params import pp_layer_ranges, stage_weight_bytes, weig
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve, resolve_deployment
 from kvplan.costs.memory.settings import Settings, resolve_settings
 from kvplan.costs.memory.weight_formats import FormatArg
-from kvplan.errors import DoesNotFitError, InputError
+from kvplan.errors import DoesNotFitError, InputError, KvTooSmallError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import LayerCacheSpec, ModelKv, StateSpec, model_precision
@@ -278,7 +278,7 @@ def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: 
             fits = (f"the largest --max-model-len that fits is {longest}" if longest > 0 else
                     f"not even one block of {s.block_size} tokens fits")
             where = f" on pipeline stage {stage}" if plan.stages else ""
-            raise DoesNotFitError(
+            raise KvTooSmallError(
                 f"one request of {s.max_model_len} tokens needs {fmt_bytes(need)} of KV cache"
                 f"{where}, only {fmt_bytes(sb.available_kv_bytes)} is available; "
                 f"{fits}{_levers(model, hw, engine)}",

@@ -34,7 +34,7 @@ from kvplan.costs.step.roofline import (
     StepCost,
     StepCostModel,
 )
-from kvplan.errors import DoesNotFitError, InputError
+from kvplan.errors import DoesNotFitError, InputError, KvTooSmallError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
@@ -212,14 +212,17 @@ class KvFit:
     weights_bytes: int = 0
     activation_bytes: int = 0
     memory_error: str | None = None
-    """Set when weights + activations leave no room at all (vLLM's plan fails): its message."""
+    """Set when vLLM's plan fails (weights + activations leave no room, or the KV cache holds
+    less than one request of max_model_len): its message."""
+    kv_too_small: bool = False
+    """The plan failed on the KV cache alone (the weights fit)."""
     prefill_extra: tuple[int, int] = (0, 0)
     """(k, x): at most k requests share a prefill step, each holding x blocks more than at
     its end there (a sliding window frees its blocks only from the next step)."""
 
     @property
     def weights_fit(self) -> bool:
-        return self.memory_error is None
+        return self.memory_error is None or self.kv_too_small
 
     def _blocks(self, batch: int) -> int:
         k, extra = self.prefill_extra
@@ -258,7 +261,7 @@ def kv_fit(
     except DoesNotFitError as exc:
         return KvFit(needed_bytes=exc.needed_bytes, available_bytes=exc.available_bytes,
                      blocks_per_request=1, num_blocks=0, batch=shape.batch,
-                     memory_error=str(exc))
+                     memory_error=str(exc), kv_too_small=isinstance(exc, KvTooSmallError))
     blocks = sum(g.spec.blocks_for(shape.total_tokens, g.block_size) for g in plan.groups)
     chunk = eng.max_num_batched_tokens  # None: the batch's prompts in one step (as priced)
     extra = sum(_peak_blocks(g.spec, shape, g.block_size, chunk or shape.prompt_tokens)
@@ -295,8 +298,9 @@ def check_batch_fits(
     check_context(model, engine, shape)
     fit = kv_fit(model, hardware, engine, shape, resolved)
     if fit.memory_error is not None:
+        what = "cannot hold one request" if fit.kv_too_small else "does not fit before any KV cache"
         raise DoesNotFitError(
-            f"{model.name} does not fit before any KV cache: {fit.memory_error}",
+            f"{model.name} {what}: {fit.memory_error}",
             needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
         )
     if not fit.fits:
