@@ -25,7 +25,7 @@ from kvplan.specs.model import (
     ModelSpec,
     MoeSpec,
 )
-from kvplan.specs.quant_config import checkpoint_block, quant_layout
+from kvplan.specs.quant_config import checkpoint_block, quant_layout, quant_method
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -290,10 +290,7 @@ def _quant_fields(raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str) -> 
 
 
 def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
-    q = cfg.get("quantization_config") or raw.get("quantization_config")
-    if isinstance(q, Mapping) and q.get("quant_method"):
-        return str(q["quant_method"]).lower()
-    return None
+    return quant_method(cfg.get("quantization_config") or raw.get("quantization_config"))
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:

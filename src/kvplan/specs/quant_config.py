@@ -18,6 +18,21 @@ _INT_METHODS = {"gptq": (("bits",), ("group_size",)),
 """quantization_config keys vLLM 0.11 reads (GPTQConfig / AWQConfig.from_config)."""
 
 
+def quant_method(q: Any) -> str | None:
+    """The checkpoint's method as vLLM 0.11 resolves it: ``quant_method`` lower-cased, but a
+    ModelOpt checkpoint (``quant_method: modelopt``) whose ``quant_algo`` names FP4 (NVFP4) is
+    ``modelopt_fp4`` (``ModelOptNvFp4Config.override_quantization_method``), not ModelOpt's
+    per-tensor fp8: 4 bits + an fp8 scale per 16 weights, not 8 bits."""
+    if not isinstance(q, Mapping) or not q.get("quant_method"):
+        return None
+    method = str(q["quant_method"]).lower()
+    nested = q.get("quantization")
+    algo = nested.get("quant_algo") if isinstance(nested, Mapping) else q.get("quant_algo")
+    if method == "modelopt" and "FP4" in str(algo or "").upper():
+        return "modelopt_fp4"
+    return method
+
+
 def quant_layout(q: Any, file: str) -> QuantLayout | None:
     """The layout of a GPTQ, AWQ or compressed-tensors quantization_config, else None."""
     if not isinstance(q, Mapping):

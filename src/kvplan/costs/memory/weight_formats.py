@@ -106,6 +106,8 @@ def resolve_format(
     the model config (mxfp4) does not match ... the `quantization` argument (fp8)").
     """
     given, own = _method(quantization), _method(config_quant)
+    if own == "modelopt_fp4" and given is not None and _key(given) == "fp8":
+        given = own  # vLLM's ModelOpt FP4 override turns --quantization modelopt into it
     if given is not None and own is not None and _key(given) != _key(own):
         raise InputError(
             f"--quantization {quantization} does not match the checkpoint's own quantization "

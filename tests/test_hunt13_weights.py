@@ -1,0 +1,65 @@
+"""hunt13: weight bytes and parameter counts, hand-checked against vLLM 0.11's arithmetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kvplan.costs.memory.params import weight_bytes
+from kvplan.specs.catalog import catalog, load_model
+from tests.conftest import run_cli
+
+LLAMA8B_LINEAR = 32 * (4096 * 4096 * 2 + 2 * 1024 * 4096 + 3 * 14336 * 4096)  # 6,979,321,856
+LLAMA8B_OTHER = 2 * 128256 * 4096 + 32 * 2 * 4096 + 4096  # embedding, lm_head, norms
+
+
+def _config(tmp_path: Path, hf_id: str, **extra: Any) -> str:
+    raw = json.loads(catalog()[hf_id.lower()].path.read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**raw, **extra}))
+    return str(path)
+
+
+MODELOPT_NVFP4 = {
+    "quant_method": "modelopt",
+    "quant_algo": "NVFP4",
+    "producer": {"name": "modelopt"},
+    "ignore": ["lm_head"],
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 4, "type": "float", "group_size": 16},
+        }
+    },
+}
+
+
+def test_modelopt_nvfp4_checkpoint_is_priced_as_nvfp4_not_fp8(tmp_path: Path) -> None:
+    # nvidia's FP4 checkpoints say quant_method "modelopt" + quant_algo "NVFP4"; vLLM 0.11
+    # resolves them to modelopt_fp4 (ModelOptNvFp4Config.override_quantization_method).
+    # Linear weights: 4 bits + an fp8 scale per 16 = 9/16 B each; the rest stays bf16:
+    # 6,979,321,856 x 9 / 16 + 2 x 1,050,939,392 = 6,027,747,328 B (kvplan said fp8: 9.08e9).
+    path = _config(tmp_path, "meta-llama/Llama-3.1-8B", quantization_config=MODELOPT_NVFP4)
+    golden = LLAMA8B_LINEAR * 9 // 16 + 2 * LLAMA8B_OTHER
+    assert golden == 6_027_747_328
+    assert weight_bytes(load_model(path)) == golden
+    r = run_cli("capacity", path, "--json")
+    assert r.code == 0, r.err
+    assert r.json()["weights_bytes"] == golden + 131072 * 128 * 2  # + the rope cache
+
+
+def test_modelopt_flag_on_an_nvfp4_checkpoint_is_its_own_method(tmp_path: Path) -> None:
+    # vLLM's override sets --quantization modelopt to modelopt_fp4: not a mismatch
+    path = _config(tmp_path, "meta-llama/Llama-3.1-8B", quantization_config=MODELOPT_NVFP4)
+    r = run_cli("capacity", path, "-q", "modelopt", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["weights_bytes"] == 6_027_747_328 + 131072 * 128 * 2
+
+
+def test_modelopt_fp8_checkpoint_stays_fp8(tmp_path: Path) -> None:
+    q = {"quant_method": "modelopt", "quant_algo": "FP8", "producer": {"name": "modelopt"}}
+    path = _config(tmp_path, "meta-llama/Llama-3.1-8B", quantization_config=q)
+    # 1 B a linear weight (+ a few fp32 per-tensor scales), the rest bf16
+    got = weight_bytes(load_model(path)) - (LLAMA8B_LINEAR + 2 * LLAMA8B_OTHER)
+    assert 0 <= got < 1024
