@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kvplan.costs.memory.activation import rope_cache_bytes
 from kvplan.costs.memory.params import weight_bytes
 from kvplan.specs.catalog import catalog, load_model
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 LLAMA8B_LINEAR = 32 * (4096 * 4096 * 2 + 2 * 1024 * 4096 + 3 * 14336 * 4096)  # 6,979,321,856
 LLAMA8B_OTHER = 2 * 128256 * 4096 + 32 * 2 * 4096 + 4096  # embedding, lm_head, norms
@@ -63,3 +64,29 @@ def test_modelopt_fp8_checkpoint_stays_fp8(tmp_path: Path) -> None:
     # 1 B a linear weight (+ a few fp32 per-tensor scales), the rest bf16
     got = weight_bytes(load_model(path)) - (LLAMA8B_LINEAR + 2 * LLAMA8B_OTHER)
     assert 0 <= got < 1024
+
+
+def test_rope_cache_keeps_only_the_partial_rotary_share() -> None:
+    # Qwen3-Next: partial_rotary_factor 0.25 of head_dim 256 -> get_rope caches 64 dims:
+    # 262,144 x 64 x 2 B = 32 MiB (kvplan cached the whole head, 128 MiB). Nemotron-H's
+    # attention layers have no rotary embedding at all (nemotron_h.py): 0, was 2 MiB.
+    assert rope_cache_bytes(load_model("Qwen/Qwen3-Next-80B-A3B-Thinking")) == 262144 * 64 * 2
+    assert rope_cache_bytes(load_model("nvidia/Nemotron-H-56B-Base-8K")) == 0
+    assert rope_cache_bytes(load_model("meta-llama/Llama-3.1-8B")) == 131072 * 128 * 2
+
+
+def test_qwen3_next_tp2_model_loading_matches_the_vllm_log() -> None:
+    # vLLM 0.10.2, Qwen3-Next-80B-A3B TP2 on H200 (the log tests/test_memory_hybrid.py cites):
+    # "Model loading took 74.2812 GiB"; kvplan said 74.3747 (the 96 MiB of rope), now 74.2810
+    r = run_cli(
+        "capacity", "Qwen/Qwen3-Next-80B-A3B-Thinking", "--gpu", "H200", "-tp", "2", "--json"
+    )
+    assert r.code == 0, r.err
+    assert abs(r.json()["weights_bytes"] / 2**30 - 74.2812) < 0.001
+
+
+def test_partial_rotary_factor_out_of_range_is_one_error_line(tmp_path: Path) -> None:
+    path = _config(tmp_path, "meta-llama/Llama-3.1-8B", partial_rotary_factor=1.5)
+    r = run_cli("capacity", path)
+    assert_one_line_error(r)
+    assert "partial_rotary_factor" in r.err

@@ -17,7 +17,7 @@ from kvplan.specs.config_checks import (
     config_int,
 )
 from kvplan.specs.layer_kinds import layer_kinds
-from kvplan.specs.max_len import derived_max_len, rope_cache_positions
+from kvplan.specs.max_len import derived_max_len, rope_cache_positions, rotary_dim
 from kvplan.specs.model import (
     LinearAttentionSpec,
     MambaSpec,
@@ -147,6 +147,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
         max_position_embeddings=derived_max_len(f, model_type),
         rope_cache_positions=rope_cache_positions(f, model_type),
+        rotary_dim=rotary_dim(f, model_type, head_dim),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
         layer_kinds=kinds,
         sliding_window=sliding,
