@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.costs.memory.activation import rope_cache_bytes
-from kvplan.costs.memory.params import weight_bytes
+from kvplan.costs.memory.params import layer_parts, stage_weight_bytes, weight_bytes
 from kvplan.specs.catalog import catalog, load_model
 from tests.conftest import assert_one_line_error, run_cli
 
@@ -90,3 +90,31 @@ def test_partial_rotary_factor_out_of_range_is_one_error_line(tmp_path: Path) ->
     r = run_cli("capacity", path)
     assert_one_line_error(r)
     assert "partial_rotary_factor" in r.err
+
+
+def test_pp_stages_of_qwen3_moe_each_hold_the_vocab_tables() -> None:
+    # vLLM 0.11's qwen3_moe.py builds embed_tokens, norm and lm_head on every pipeline rank
+    # (no PPMissingLayer), so each of PP 2's stages loads 24 layers + both 151,936 x 2,048
+    # tables + the final norm: (61,064,245,248 - 1,244,659,712 - 4,096) / 2 + 1,244,659,712
+    # + 4,096 = 31,154,454,528 B (kvplan gave stage 0 the embedding only: 30,532,120,576).
+    m = load_model("Qwen/Qwen3-30B-A3B")
+    tables = 2 * 151936 * 2048 * 2
+    golden = (weight_bytes(m) - tables - 2048 * 2) // 2 + tables + 2048 * 2
+    assert golden == 31_154_454_528
+    assert [stage_weight_bytes(m, pp=2, stage=s) for s in (0, 1)] == [golden, golden]
+
+
+def test_pp_middle_stage_of_gemma3_holds_the_tied_table() -> None:
+    # gemma3.py: embed_tokens on every rank (lm_head tied to it): stage 1 of PP 3 (21 layers)
+    # carries 262,208 x 5,376 x 2 B = 2,819,260,416 B more than its layers and its norm
+    m = load_model("google/gemma-3-27b-it")
+    layers = sum(p.params for i in range(21, 42) for p in layer_parts(m, i)) * 2
+    table = 262208 * 5376 * 2
+    assert stage_weight_bytes(m, pp=3, stage=1) == layers + table + 5376 * 2
+
+
+def test_pp_llama_keeps_embedding_first_and_head_last() -> None:
+    # llama.py guards both with PPMissingLayer: stage 0 = embedding + 16 layers
+    m = load_model("meta-llama/Llama-3.1-8B")
+    layers = sum(p.params for i in range(16) for p in layer_parts(m, i)) * 2
+    assert stage_weight_bytes(m, pp=2, stage=0) == layers + 128256 * 4096 * 2

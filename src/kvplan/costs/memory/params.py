@@ -282,17 +282,8 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     active = (
         0 if model.moe is None else (experts * model.moe.experts_per_token // model.moe.num_experts)
     )
-    roles = (
-        "embedding",
-        "lm_head",
-        "attention",
-        "dense_mlp",
-        "experts",
-        "shared_experts",
-        "router",
-        "norms",
-        "state_layers",
-    )
+    roles = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts",
+             "router", "norms", "state_layers")
     return ParamCounts(active_experts=active, **{r: by_role.get(r, 0) for r in roles})
 
 
@@ -332,13 +323,22 @@ def pp_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
     return tuple(range(s, s + n) for s, n in zip(starts, sizes, strict=True))
 
 
+VOCAB_ON_EVERY_STAGE = frozenset({"gemma2", "gemma3", "gemma3_text", "qwen3_moe", "qwen3_next",
+                                  "nemotron_h"})
+"""Families whose vLLM 0.11 modules build embed_tokens, lm_head and the final norm on every
+pipeline stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only). The others
+(Llama, Qwen2/3, DeepSeek) keep the embedding on the first stage, the head on the last."""
+
+
 def _stage_parts(m: ModelSpec, pp: int, stage: int) -> Iterator[Part]:
-    if stage == 0:
+    every = pp > 1 and m.model_type in VOCAB_ON_EVERY_STAGE
+    if stage == 0 or every:
         yield from embedding_parts(m)
     for layer in pp_layer_ranges(m.num_layers, pp)[stage]:
         yield from layer_parts(m, layer)
-    if stage == pp - 1:
-        yield from head_parts(m, separate_copy=pp > 1)
+    if stage == pp - 1 or every:
+        head = head_parts(m, separate_copy=pp > 1 and not every)
+        yield from head[1:] if stage < pp - 1 and m.model_type == "qwen3_next" else head
 
 
 def _sum_bytes(
