@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.costs.memory.activation import rope_cache_bytes
+from kvplan.costs.memory.mla_absorb import mla_absorbed_bytes
 from kvplan.costs.memory.params import layer_parts, stage_weight_bytes, weight_bytes
 from kvplan.specs.catalog import catalog, load_model
 from tests.conftest import assert_one_line_error, run_cli
@@ -118,3 +119,41 @@ def test_pp_llama_keeps_embedding_first_and_head_last() -> None:
     m = load_model("meta-llama/Llama-3.1-8B")
     layers = sum(p.params for i in range(16) for p in layer_parts(m, i)) * 2
     assert stage_weight_bytes(m, pp=2, stage=0) == layers + 128256 * 4096 * 2
+
+
+def test_fp8_mla_keeps_a_bf16_copy_of_kv_b_proj() -> None:
+    # MLACommonImpl.process_weights_after_loading dequantizes an fp8 kv_b_proj into bf16
+    # W_UK_T / W_UV ("we just store fp16/bf16 copies"): DeepSeek-R1-0528 TP 8 holds
+    # 61 x 512 x 16 heads x (128 + 128) x 2 B = 255,852,544 B more. vLLM 0.11.2 logs "Model
+    # loading took 79.7390 GiB" on an H200; kvplan said 79.3124, now 79.5507.
+    golden = 61 * 512 * 16 * 256 * 2
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    assert mla_absorbed_bytes(m, dtype="auto", quantization=None, tp=8, pp=1) == golden
+    r = run_cli(
+        "capacity",
+        "deepseek-ai/DeepSeek-R1-0528",
+        "--gpu",
+        "H200",
+        "-tp",
+        "8",
+        "--max-model-len",
+        "8192",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    want = stage_weight_bytes(m, tp=8) + rope_cache_bytes(m) + golden
+    assert r.json()["weights_bytes"] == want
+    assert abs(want / 2**30 - 79.5507) < 0.0001
+
+
+def test_mla_copy_only_for_a_quantized_kv_b_proj() -> None:
+    lite = load_model("deepseek-ai/DeepSeek-V2-Lite")  # bf16: W_UK / W_UV are views
+    assert mla_absorbed_bytes(lite, dtype="auto", quantization=None, tp=1, pp=1) == 0
+    # -q fp8 on it: 27 layers x 512 x 16 x 256 x 2 B; DP attention (tp 1) on V3: 128 heads
+    assert mla_absorbed_bytes(lite, dtype="auto", quantization="fp8", tp=1, pp=1) == (
+        27 * 512 * 16 * 256 * 2
+    )
+    v3 = load_model("deepseek-ai/DeepSeek-V3")
+    assert mla_absorbed_bytes(v3, dtype="auto", quantization=None, tp=1, pp=2, stage=1) == (
+        30 * 512 * 128 * 256 * 2
+    )
