@@ -157,3 +157,33 @@ def test_mla_copy_only_for_a_quantized_kv_b_proj() -> None:
     assert mla_absorbed_bytes(v3, dtype="auto", quantization=None, tp=1, pp=2, stage=1) == (
         30 * 512 * 128 * 256 * 2
     )
+
+
+FP8_CHANNEL = {
+    "quant_method": "compressed-tensors",
+    "format": "float-quantized",
+    "ignore": ["lm_head"],
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+            "input_activations": {"num_bits": 8, "type": "float", "dynamic": True},
+        }
+    },
+}
+
+
+def test_compressed_tensors_fp8_channel_scales_per_output_row(tmp_path: Path) -> None:
+    # CompressedTensorsW8A8Fp8 (strategy channel): one fp32 scale per output row of every
+    # linear layer, not one per matrix. Llama-3.3-70B-Instruct-FP8-dynamic TP 4 on an H200:
+    # per GPU and layer (8192 + 2 x 1024) / 4 + 8192 (o) + 57344 / 4 + 8192 (down) = 33,280
+    # rows x 4 B x 80 layers = 10,649,600 B; vLLM 0.11.2 logs "Model loading took 16.9619
+    # GiB", kvplan said 16.9497, now 16.9596.
+    path = _config(tmp_path, "meta-llama/Llama-3.1-70B", quantization_config=FP8_CHANNEL)
+    m = load_model(path)
+    fp8 = sum(p.params for i in range(80) for p in layer_parts(m, i) if p.linear) // 4
+    bf16 = stage_weight_bytes(m, tp=4, fmt=None)  # every weight 2 B: linear ones 2 x fp8
+    assert stage_weight_bytes(m, tp=4) == bf16 - fp8 + 80 * 33280 * 4
+    r = run_cli("capacity", path, "--gpu", "H200", "-tp", "4", "--max-model-len", "8192", "--json")
+    assert r.code == 0, r.err
+    assert abs(r.json()["weights_bytes"] / 2**30 - 16.9596) < 0.0001

@@ -1,5 +1,6 @@
 """A checkpoint's quantization_config as vLLM 0.11 reads it: GPTQ / AWQ bits and groups, and
-compressed-tensors schemes, as (method kvplan prices it as, bits, group, zero-point bits)."""
+compressed-tensors schemes, as (method kvplan prices it as, bits, group, zero-point bits);
+fp8's group is -1 for per-channel scales, 0 for one per tensor."""
 
 from __future__ import annotations
 
@@ -86,8 +87,8 @@ def _compressed_tensors(q: Mapping[str, Any], file: str) -> QuantLayout:
                           "config_groups.<name>.weights", field=where, file=file)
     bits, kind = w.get("num_bits"), w.get("type")
     group = w.get("group_size") if w.get("strategy") in ("group", "tensor_group") else -1
-    if kind == "float" and bits == 8:
-        return "fp8", 8, -1, 0
+    if kind == "float" and bits == 8:  # channel: an fp32 scale per output row; tensor: one
+        return "fp8", 8, -1 if w.get("strategy") == "channel" else 0, 0
     if kind == "float" and bits == 4 and group == 16:
         return "nvfp4", 4, 16, 0
     if kind == "int" and bits in (4, 8):

@@ -128,6 +128,8 @@ def resolve_format(
     fmt = QUANTIZATIONS[key]
     if key == "fp8" and block is not None:
         return WeightFormat(name="fp8", bits=8, scale_bytes=4, block=block)
+    if key == "fp8" and own is not None and layout is not None and layout[2] == -1:
+        return replace(fmt, group=-1)  # compressed-tensors channel: fp32 scale per out row
     if layout is not None and own is not None and key in ("gptq", "awq"):
         _, bits, group, zero_bits = layout
         return replace(fmt, bits=bits, group=group, zero_bits=zero_bits)
