@@ -8,7 +8,12 @@ from typing import Any
 
 from kvplan.costs.memory.activation import rope_cache_bytes
 from kvplan.costs.memory.mla_absorb import mla_absorbed_bytes
-from kvplan.costs.memory.params import layer_parts, stage_weight_bytes, weight_bytes
+from kvplan.costs.memory.params import (
+    layer_parts,
+    stage_weight_bytes,
+    weight_bytes,
+    weight_bytes_per_gpu,
+)
 from kvplan.specs.catalog import catalog, load_model
 from tests.conftest import assert_one_line_error, run_cli
 
@@ -187,3 +192,12 @@ def test_compressed_tensors_fp8_channel_scales_per_output_row(tmp_path: Path) ->
     r = run_cli("capacity", path, "--gpu", "H200", "-tp", "4", "--max-model-len", "8192", "--json")
     assert r.code == 0, r.err
     assert abs(r.json()["weights_bytes"] / 2**30 - 16.9596) < 0.0001
+
+
+def test_pp_step_reads_skip_the_tables_a_stage_never_uses() -> None:
+    # The vocab tables every Qwen3-MoE stage allocates are read by the first (lookup rows) and
+    # last (lm_head) stage only: a step's weight reads on the fullest GPU stay the last
+    # stage's 24 layers + lm_head + norm = 29,909,790,720 + 622,329,856 + 4,096 B.
+    m = load_model("Qwen/Qwen3-30B-A3B")
+    assert weight_bytes_per_gpu(m, pp=2, reads=True) == 30_532_124_672
+    assert weight_bytes_per_gpu(m, pp=2) == 31_154_454_528  # memory: both tables

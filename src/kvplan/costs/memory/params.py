@@ -330,8 +330,9 @@ pipeline stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only). The 
 (Llama, Qwen2/3, DeepSeek) keep the embedding on the first stage, the head on the last."""
 
 
-def _stage_parts(m: ModelSpec, pp: int, stage: int) -> Iterator[Part]:
-    every = pp > 1 and m.model_type in VOCAB_ON_EVERY_STAGE
+def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False) -> Iterator[Part]:
+    """Stage ``stage``'s weights as allocated (``reads``: as a forward pass reads them)."""
+    every = pp > 1 and not reads and m.model_type in VOCAB_ON_EVERY_STAGE
     if stage == 0 or every:
         yield from embedding_parts(m)
     for layer in pp_layer_ranges(m.num_layers, pp)[stage]:
@@ -358,10 +359,11 @@ def weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | N
 
 def weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
                          quantization: str | None = None, tp: int = 1, pp: int = 1,
-                         fmt: FormatArg = ...) -> int:
+                         fmt: FormatArg = ..., reads: bool = False) -> int:
     """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers.
-    ``fmt``: the weight format the caller resolved (``...``: resolved from the flags)."""
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None, fmt)
+    ``fmt``: the weight format the caller resolved (``...``: resolved from the flags);
+    ``reads``: only the tables a stage's forward pass uses (a step's weight reads)."""
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None, fmt, reads)
 
 
 def stage_weight_bytes(
@@ -380,16 +382,18 @@ def active_weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
     """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only)."""
     moe = model.moe
     active = None if moe is None else (moe.experts_per_token, moe.num_experts)
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active, fmt)
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active, fmt, True)
 
 
 def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None, tp: int,
-                         pp: int, active: tuple[int, int] | None, fmt: FormatArg) -> int:
+                         pp: int, active: tuple[int, int] | None, fmt: FormatArg,
+                         reads: bool) -> int:
     """The largest pipeline stage's bytes on one GPU (``active``: keep k of n routed experts)."""
 
     def compute() -> int:
         pricing = _pricing(model, dtype, quantization, fmt)
-        return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp, active)
+        return max(_sum_bytes(_stage_parts(model, pp, s, reads), pricing, tp, active)
                    for s in range(pp))
 
-    return WEIGHT_MEMO.get(("fullest", model, dtype, quantization, tp, pp, active, fmt), compute)
+    key = ("fullest", model, dtype, quantization, tp, pp, active, fmt, reads)
+    return WEIGHT_MEMO.get(key, compute)
