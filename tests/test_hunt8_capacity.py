@@ -100,14 +100,14 @@ def _compressed(weights: dict[str, Any]) -> ModelSpec:
 def test_compressed_tensors_checkpoints_are_priced_not_refused() -> None:
     """vLLM serves compressed-tensors checkpoints (RedHatAI's -FP8-dynamic, -W4A16, NVFP4);
     kvplan stopped with "unknown --quantization 'compressed-tensors'" though no flag was
-    given. FP8 (channel scales, priced as fp8: 1 byte a weight + one fp32 scale per matrix,
-    6 per layer: q, k, v, o, gate_up, down): LINEAR + 32 x 6 x 4 B = 6,979,322,624 B, + REST =
-    9,114,755,840 B (8.49 GiB); W4A16 group 128 symmetric: as GPTQ 4-bit,
+    given. FP8 channel scales: 1 byte a weight + one fp32 scale per output row (hunt13: was
+    one per matrix, 9,114,755,840 B): 32 x (4096 + 2 x 1024 + 4096 + 28672 + 4096) x 4 B =
+    5,505,024 B, + LINEAR + REST = 9,120,260,096 B; W4A16 group 128 symmetric: as GPTQ 4-bit,
     LINEAR / 2 + LINEAR / 64."""
     fp8 = _compressed({"num_bits": 8, "type": "float", "strategy": "channel",
                        "symmetric": True})
     assert weight_bytes_per_gpu(fp8) + rope_cache_bytes(fp8, "auto") == \
-        LINEAR + 32 * 6 * 4 + REST == 9_114_755_840
+        LINEAR + 32 * 43008 * 4 + REST == 9_120_260_096
     w4 = _compressed({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128,
                       "symmetric": True})
     assert weight_bytes_per_gpu(w4) == LINEAR // 2 + LINEAR // 64 + REST - 33_554_432

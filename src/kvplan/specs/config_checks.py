@@ -99,6 +99,15 @@ def _check_real(key: str, value: Any, bounds: tuple[float, float], file: str) ->
                           field=key, file=file)
 
 
+def real_fraction(key: str, value: Any, file: str) -> float:
+    """A config share in (0, 1] (partial_rotary_factor), as a float."""
+    number = real_number(value)
+    if number is None or not 0 < number <= 1:
+        raise ConfigError(f"must be a number in (0, 1], got {short_repr(value)}", field=key,
+                          file=file)
+    return float(number)
+
+
 def short_repr(value: Any) -> str:
     """repr() for messages, safe for 5,000-digit integers and long strings."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:

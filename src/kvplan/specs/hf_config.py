@@ -17,7 +17,7 @@ from kvplan.specs.config_checks import (
     config_int,
 )
 from kvplan.specs.layer_kinds import layer_kinds
-from kvplan.specs.max_len import derived_max_len, rope_cache_positions
+from kvplan.specs.max_len import derived_max_len, rope_cache_positions, rotary_dim
 from kvplan.specs.model import (
     LinearAttentionSpec,
     MambaSpec,
@@ -25,7 +25,7 @@ from kvplan.specs.model import (
     ModelSpec,
     MoeSpec,
 )
-from kvplan.specs.quant_config import checkpoint_block, quant_layout
+from kvplan.specs.quant_config import checkpoint_block, quant_layout, quant_method
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -147,6 +147,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
         max_position_embeddings=derived_max_len(f, model_type),
         rope_cache_positions=rope_cache_positions(f, model_type),
+        rotary_dim=rotary_dim(f, model_type, head_dim),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
         layer_kinds=kinds,
         sliding_window=sliding,
@@ -290,10 +291,7 @@ def _quant_fields(raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str) -> 
 
 
 def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
-    q = cfg.get("quantization_config") or raw.get("quantization_config")
-    if isinstance(q, Mapping) and q.get("quant_method"):
-        return str(q["quant_method"]).lower()
-    return None
+    return quant_method(cfg.get("quantization_config") or raw.get("quantization_config"))
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:

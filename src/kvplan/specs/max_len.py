@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kvplan.limits import MAX_CONFIG_INT
-from kvplan.specs.config_checks import config_int
+from kvplan.specs.config_checks import config_int, real_fraction
 
 
 class Fields(Protocol):
@@ -78,3 +78,22 @@ def rope_cache_positions(f: Fields, model_type: str) -> int:
         return 0
     rows = _config_max_len(f)  # Gemma 3's own length: vLLM does not scale it
     return rows + int(rows * float(factor))
+
+
+NO_ROPE = frozenset({"nemotron_h"})
+"""Families whose attention layers vLLM builds without a rotary embedding (``nemotron_h.py``:
+no position encoding in its few attention layers), so no cos/sin cache is allocated."""
+
+
+def rotary_dim(f: Fields, model_type: str, head_dim: int) -> int | None:
+    """Dimensions vLLM's rotary cache holds per position (None: the whole head, 0: no cache):
+    ``get_rope`` keeps int(head_dim x partial_rotary_factor) when the factor is below 1
+    (Qwen3-Next: 256 x 0.25 = 64); GPT-NeoX names it ``rotary_pct``."""
+    if model_type in NO_ROPE:
+        return 0
+    for key in ("partial_rotary_factor", "rotary_pct"):
+        value = f.get(key)
+        if value is not None:
+            factor = real_fraction(key, value, f.file)
+            return int(head_dim * factor) if factor < 1 else None
+    return None

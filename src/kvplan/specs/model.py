@@ -163,6 +163,9 @@ class ModelSpec:
     """Rows of vLLM's rotary cos/sin caches (0: ``max_position_embeddings``). Gemma 3 builds
     two: its sliding layers' unscaled one and its global layers' linear-scaled one,
     max_position_embeddings x (1 + factor) rows (131,072 x 9 for gemma-3-27b-it)."""
+    rotary_dim: int | None = None
+    """Per-position width of the rotary cache (None: the head dim, MLA's rope dim; 0: the
+    family has no rotary embedding): int(head_dim x partial_rotary_factor) below 1."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

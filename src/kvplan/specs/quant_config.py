@@ -1,5 +1,6 @@
 """A checkpoint's quantization_config as vLLM 0.11 reads it: GPTQ / AWQ bits and groups, and
-compressed-tensors schemes, as (method kvplan prices it as, bits, group, zero-point bits)."""
+compressed-tensors schemes, as (method kvplan prices it as, bits, group, zero-point bits);
+fp8's group is -1 for per-channel scales, 0 for one per tensor."""
 
 from __future__ import annotations
 
@@ -16,6 +17,21 @@ zero-point bits)."""
 _INT_METHODS = {"gptq": (("bits",), ("group_size",)),
                 "awq": (("w_bit", "bits"), ("q_group_size", "group_size"))}
 """quantization_config keys vLLM 0.11 reads (GPTQConfig / AWQConfig.from_config)."""
+
+
+def quant_method(q: Any) -> str | None:
+    """The checkpoint's method as vLLM 0.11 resolves it: ``quant_method`` lower-cased, but a
+    ModelOpt checkpoint (``quant_method: modelopt``) whose ``quant_algo`` names FP4 (NVFP4) is
+    ``modelopt_fp4`` (``ModelOptNvFp4Config.override_quantization_method``), not ModelOpt's
+    per-tensor fp8: 4 bits + an fp8 scale per 16 weights, not 8 bits."""
+    if not isinstance(q, Mapping) or not q.get("quant_method"):
+        return None
+    method = str(q["quant_method"]).lower()
+    nested = q.get("quantization")
+    algo = nested.get("quant_algo") if isinstance(nested, Mapping) else q.get("quant_algo")
+    if method == "modelopt" and "FP4" in str(algo or "").upper():
+        return "modelopt_fp4"
+    return method
 
 
 def quant_layout(q: Any, file: str) -> QuantLayout | None:
@@ -71,8 +87,8 @@ def _compressed_tensors(q: Mapping[str, Any], file: str) -> QuantLayout:
                           "config_groups.<name>.weights", field=where, file=file)
     bits, kind = w.get("num_bits"), w.get("type")
     group = w.get("group_size") if w.get("strategy") in ("group", "tensor_group") else -1
-    if kind == "float" and bits == 8:
-        return "fp8", 8, -1, 0
+    if kind == "float" and bits == 8:  # channel: an fp32 scale per output row; tensor: one
+        return "fp8", 8, -1 if w.get("strategy") == "channel" else 0, 0
     if kind == "float" and bits == 4 and group == 16:
         return "nvfp4", 4, 16, 0
     if kind == "int" and bits in (4, 8):

@@ -12,8 +12,11 @@ from kvplan.units import cdiv
 
 
 def rope_cache_bytes(model: ModelSpec, dtype: str = "auto") -> int:
-    """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, in the --dtype."""
+    """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, in the --dtype
+    (rotary_dim: the head dim, MLA's rope dim, or the partial_rotary_factor share of it)."""
     rotary = model.mla.qk_rope_head_dim if model.mla is not None else model.head_dim
+    if model.rotary_dim is not None:
+        rotary = model.rotary_dim
     rows = model.rope_cache_positions or model.max_position_embeddings
     return rows * rotary * dtype_bytes(dtype, model.dtype)
 

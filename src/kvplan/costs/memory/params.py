@@ -282,17 +282,8 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     active = (
         0 if model.moe is None else (experts * model.moe.experts_per_token // model.moe.num_experts)
     )
-    roles = (
-        "embedding",
-        "lm_head",
-        "attention",
-        "dense_mlp",
-        "experts",
-        "shared_experts",
-        "router",
-        "norms",
-        "state_layers",
-    )
+    roles = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts",
+             "router", "norms", "state_layers")
     return ParamCounts(active_experts=active, **{r: by_role.get(r, 0) for r in roles})
 
 
@@ -332,13 +323,23 @@ def pp_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
     return tuple(range(s, s + n) for s, n in zip(starts, sizes, strict=True))
 
 
-def _stage_parts(m: ModelSpec, pp: int, stage: int) -> Iterator[Part]:
-    if stage == 0:
+VOCAB_ON_EVERY_STAGE = frozenset({"gemma2", "gemma3", "gemma3_text", "qwen3_moe", "qwen3_next",
+                                  "nemotron_h"})
+"""Families whose vLLM 0.11 modules build embed_tokens, lm_head and the final norm on every
+pipeline stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only). The others
+(Llama, Qwen2/3, DeepSeek) keep the embedding on the first stage, the head on the last."""
+
+
+def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False) -> Iterator[Part]:
+    """Stage ``stage``'s weights as allocated (``reads``: as a forward pass reads them)."""
+    every = pp > 1 and not reads and m.model_type in VOCAB_ON_EVERY_STAGE
+    if stage == 0 or every:
         yield from embedding_parts(m)
     for layer in pp_layer_ranges(m.num_layers, pp)[stage]:
         yield from layer_parts(m, layer)
-    if stage == pp - 1:
-        yield from head_parts(m, separate_copy=pp > 1)
+    if stage == pp - 1 or every:
+        head = head_parts(m, separate_copy=pp > 1 and not every)
+        yield from head[1:] if stage < pp - 1 and m.model_type == "qwen3_next" else head
 
 
 def _sum_bytes(
@@ -358,10 +359,11 @@ def weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | N
 
 def weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
                          quantization: str | None = None, tp: int = 1, pp: int = 1,
-                         fmt: FormatArg = ...) -> int:
+                         fmt: FormatArg = ..., reads: bool = False) -> int:
     """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers.
-    ``fmt``: the weight format the caller resolved (``...``: resolved from the flags)."""
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None, fmt)
+    ``fmt``: the weight format the caller resolved (``...``: resolved from the flags);
+    ``reads``: only the tables a stage's forward pass uses (a step's weight reads)."""
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None, fmt, reads)
 
 
 def stage_weight_bytes(
@@ -380,16 +382,18 @@ def active_weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
     """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only)."""
     moe = model.moe
     active = None if moe is None else (moe.experts_per_token, moe.num_experts)
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active, fmt)
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active, fmt, True)
 
 
 def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None, tp: int,
-                         pp: int, active: tuple[int, int] | None, fmt: FormatArg) -> int:
+                         pp: int, active: tuple[int, int] | None, fmt: FormatArg,
+                         reads: bool) -> int:
     """The largest pipeline stage's bytes on one GPU (``active``: keep k of n routed experts)."""
 
     def compute() -> int:
         pricing = _pricing(model, dtype, quantization, fmt)
-        return max(_sum_bytes(_stage_parts(model, pp, s), pricing, tp, active)
+        return max(_sum_bytes(_stage_parts(model, pp, s, reads), pricing, tp, active)
                    for s in range(pp))
 
-    return WEIGHT_MEMO.get(("fullest", model, dtype, quantization, tp, pp, active, fmt), compute)
+    key = ("fullest", model, dtype, quantization, tp, pp, active, fmt, reads)
+    return WEIGHT_MEMO.get(key, compute)

@@ -37,6 +37,7 @@ from kvplan.costs.memory.kv_groups import (
     needed_bytes,
     stage_groups,
 )
+from kvplan.costs.memory.mla_absorb import mla_absorbed_bytes
 from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
 from kvplan.costs.memory.params import pp_layer_ranges, stage_weight_bytes, weight_bytes_per_gpu
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve, resolve_deployment
@@ -111,19 +112,22 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = 
 
 def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
              fmt: FormatArg) -> int:
-    """"Model loading took": weights (+ mxfp4 layout padding) and the rope cache."""
+    """"Model loading took": weights (+ mxfp4 layout padding), the rope cache and MLA's
+    dequantized kv_b_proj copy."""
     q, pp = s.quantization, s.pp
+    extra = rope_cache_bytes(model, s.dtype) + mla_absorbed_bytes(
+        model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt)
     if s.dp > 1 or s.expert_parallel:
         from kvplan.costs.memory.ep_memory import parallel_weights
 
-        return parallel_weights(model, hw, s, stage) + rope_cache_bytes(model, s.dtype)
+        return parallel_weights(model, hw, s, stage) + extra
     if stage is None:
         w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, fmt=fmt)
     else:
         w = stage_weight_bytes(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp,
                                stage=stage, fmt=fmt)
     pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt)
-    return w + pad + rope_cache_bytes(model, s.dtype)
+    return w + pad + extra
 
 
 StageCache = tuple[int, Budget, tuple[Group, ...]]

@@ -106,6 +106,8 @@ def resolve_format(
     the model config (mxfp4) does not match ... the `quantization` argument (fp8)").
     """
     given, own = _method(quantization), _method(config_quant)
+    if own == "modelopt_fp4" and given is not None and _key(given) == "fp8":
+        given = own  # vLLM's ModelOpt FP4 override turns --quantization modelopt into it
     if given is not None and own is not None and _key(given) != _key(own):
         raise InputError(
             f"--quantization {quantization} does not match the checkpoint's own quantization "
@@ -126,6 +128,8 @@ def resolve_format(
     fmt = QUANTIZATIONS[key]
     if key == "fp8" and block is not None:
         return WeightFormat(name="fp8", bits=8, scale_bytes=4, block=block)
+    if key == "fp8" and own is not None and layout is not None and layout[2] == -1:
+        return replace(fmt, group=-1)  # compressed-tensors channel: fp32 scale per out row
     if layout is not None and own is not None and key in ("gptq", "awq"):
         _, bits, group, zero_bits = layout
         return replace(fmt, bits=bits, group=group, zero_bits=zero_bits)

@@ -233,7 +233,7 @@ def _weight_coefficients(model: ModelSpec, engine: EngineConfig,
         return active - lookup, 0, 1.0
     share = model.moe.experts_per_token / model.moe.num_experts
     every = weight_bytes_per_gpu(model, dtype=engine.dtype, quantization=engine.quantization,
-                                 tp=tp, pp=pp, fmt=fmt)
+                                 tp=tp, pp=pp, fmt=fmt, reads=True)
     routed = round((every - active) / (1.0 - share)) if share < 1 else 0
     base = active - lookup - round(routed * share)
     if engine.data_parallel_size > 1 or engine.enable_expert_parallel:
