@@ -1,0 +1,38 @@
+"""Hunt 13, the serving simulator against vLLM 0.11.0's v1 scheduler (exact step traces by
+hand, 1 s per step; vllm/v1/core/sched/scheduler.py). Each trace runs on the compiled core
+(where built), the Python fast path and the step-by-step reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.sim.testing import workload
+from tests.test_sim_scheduler import run, tokens
+
+
+@pytest.fixture(params=["core", "python"])
+def loop(request, monkeypatch):
+    if request.param == "python":
+        monkeypatch.setenv("KVPLAN_SIM_CORE", "python")
+    return request.param
+
+
+def test_chunked_prefill_off_skips_a_prompt_over_the_budget_left(loop):
+    # Budget 8, chunked prefill off. Step 0: A (6) leaves 2; vLLM 0.11.0 skips B (5 > 2) and
+    # admits C (2): 8 tokens, C's first token at 1.0. Step 1: A and C decode, B's 5 fit the 6
+    # left: 7 tokens. Before: B stopped the queue, C waited behind it ([6, 8, 2]).
+    r = run(workload([0, 0, 0], [6, 5, 2], [2, 2, 2]), budget=8, chunked=False)
+    assert r.steps.new_tokens.tolist() == [8, 7, 1]
+    assert tokens(r, 2) == [1.0, 2.0]
+    assert tokens(r, 1) == [2.0, 3.0]
+
+
+def test_chunked_prefill_off_skipped_requests_go_back_in_reverse_order(loop):
+    # Step 0: A (6) leaves 2: B (5) and C (4) skipped, D (2) admitted. vLLM 0.11.0 prepends
+    # the skipped queue reversed (FCFSRequestQueue.prepend_requests), so WAITING is C, B.
+    # Step 1: A + D decode (2), C's 4 fit the 6 left, B's 5 not: 6 tokens. Step 2: C decodes,
+    # B prefills: 6. Step 3: B decodes.
+    r = run(workload([0, 0, 0, 0], [6, 5, 4, 2], [2, 2, 2, 2]), budget=8, chunked=False)
+    assert r.steps.new_tokens.tolist() == [8, 6, 6, 1]
+    assert [tokens(r, i) for i in range(4)] == [[1.0, 2.0], [3.0, 4.0], [2.0, 3.0],
+                                                 [1.0, 2.0]]
