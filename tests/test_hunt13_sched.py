@@ -36,3 +36,18 @@ def test_chunked_prefill_off_skipped_requests_go_back_in_reverse_order(loop):
     assert r.steps.new_tokens.tolist() == [8, 6, 6, 1]
     assert [tokens(r, i) for i in range(4)] == [[1.0, 2.0], [3.0, 4.0], [2.0, 3.0],
                                                  [1.0, 2.0]]
+
+
+def test_max_concurrent_requests_counts_requests_in_flight_in_the_same_second(loop):
+    # vllm bench serve's calculate_metrics counts each completed request in every one-second
+    # bucket int(t - first send) from its send to its answer, and reports the fullest bucket.
+    # Three requests (prompt 2, output 1, one 0.1 s step each) sent at 0, 0.3 and 0.6 s are
+    # never in flight together, but all three fall in bucket 0: 3 (before: 1, the peak of
+    # requests in flight at one instant). A fourth sent at 1.5 s is alone in bucket 1.
+    from kvplan.analysis.metrics import compute_metrics
+    from kvplan.sim.testing import LinearTimer
+
+    r = run(workload([0, 0.3, 0.6, 1.5], [2, 2, 2, 2], [1, 1, 1, 1]),
+            timer=LinearTimer(base_s=0.1))
+    assert r.finish_s.tolist() == pytest.approx([0.1, 0.4, 0.7, 1.6])
+    assert compute_metrics(r).max_concurrent_requests == 3
