@@ -51,3 +51,21 @@ def test_max_concurrent_requests_counts_requests_in_flight_in_the_same_second(lo
             timer=LinearTimer(base_s=0.1))
     assert r.finish_s.tolist() == pytest.approx([0.1, 0.4, 0.7, 1.6])
     assert compute_metrics(r).max_concurrent_requests == 3
+
+
+def test_preempted_blocks_are_freed_tail_first_duplicates_in_place(loop):
+    # B = 2, 6 usable blocks, X (prompt 5, output 5) and Y (prompt 4, output 5, at 0.5 s)
+    # share their first two blocks. Step 1: Y hits block 0 only (never its last prompt
+    # token) and computes block 1 again: a duplicate of X's cached block. Steps 2-3: Y's
+    # block 2 fills with its own tokens 4-5. Step 4: X needs a block, none free: Y (newest)
+    # is preempted. vLLM frees in reverse block order, so the free queue holds Y's own
+    # block 2, then the duplicate 1; X's allocation takes the head and evicts block 2. X
+    # finishes. Step 5: Y (7 tokens) hits blocks 0-1 (X's, freed) but not 2: it recomputes
+    # 3 tokens. Before: the duplicate was queued first and evicted, Y hit its block 2 and
+    # recomputed 1 token ([5, 3, 2, 2, 1, 1, 1]).
+    w = workload([0, 0.5], [5, 4], [5, 5], hashes=[[10, 11], [10, 11]], hash_tokens=2)
+    r = run(w, blocks=7, b=2)
+    assert r.steps.new_tokens.tolist() == [5, 3, 2, 2, 1, 3, 1]
+    assert r.steps.used_blocks.tolist() == [3, 4, 6, 6, 5, 4, 4]
+    assert r.preemptions.tolist() == [0, 1] and r.prefix_hit_tokens.tolist() == [0, 2]
+    assert tokens(r, 1) == [2.0, 3.0, 4.0, 6.0, 7.0]

@@ -278,7 +278,10 @@ static int books_ok(const Sim *m) {
     if (!holders) return 0;
     for (i64 r = 0; r < m->n; r++) {
         held += m->held[r];
-        for (i64 i = 0; i < m->hk_n[r]; i++) holders[m->hk[m->koff[r] + i]]++;
+        for (i64 i = 0; i < m->hk_n[r]; i++) {
+            i64 k = m->hk[m->koff[r] + i];
+            if (k >= 0) holders[k]++; /* -1: a duplicate block */
+        }
     }
     int ok = 1;
     for (i64 k = 0; k < m->nkeys; k++) {

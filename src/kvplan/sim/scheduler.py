@@ -21,6 +21,9 @@ from kvplan.sim.state import RUNNING, WAITING, IntArray, SimState
 from kvplan.specs.serving import EngineConfig
 
 _sum = np.add.reduce  # ndarray.sum without its Python-level wrapper (small arrays, often)
+DUP = -(1 << 62)
+"""In ``SimState.held_keys``: a block of shared content another request had cached already
+(computed again, held without content); never a key (trace keys >= 0, prefix keys > -2**31)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,9 +301,8 @@ class Scheduler:
         if start >= stop:
             return
         held = self.state.held_keys.setdefault(r, [])
-        for j in range(start, stop):
-            if self.pool.register(mine[j]):
-                held.append(mine[j])
+        for j in range(start, stop):  # a duplicate keeps its place (freed in block order)
+            held.append(mine[j] if self.pool.register(mine[j]) else DUP)
         self.reg_next[r] = stop
 
     @staticmethod
@@ -323,7 +325,8 @@ class Scheduler:
         s.waiting.appendleft(r)
 
     def free(self, r: int, *, keep_own: bool) -> None:
-        """Return r's blocks, tail first: partial/duplicate blocks, own full blocks, shared."""
+        """Return r's blocks tail first, as vLLM frees them (reversed block order): the
+        partial tail, own full blocks, then the shared-key blocks (duplicates in place)."""
         s = self.state
         keys = s.held_keys.pop(r, [])
         self.reg_next.pop(r, None)
@@ -333,5 +336,8 @@ class Scheduler:
         self.pool.give_anon(int(s.held[r]) - len(keys) - own)
         self.pool.give_own(r, own)
         for k in reversed(keys):
-            self.pool.release_key(k)
+            if k == DUP:
+                self.pool.give_anon(1)
+            else:
+                self.pool.release_key(k)
         s.held[r] = 0
