@@ -202,15 +202,18 @@ static inline void reg(Sim *m, i64 r, i64 tokens) {
 static void reg_keys(Sim *m, i64 r, i64 start, i64 stop) {
     const i64 *keys = m->keys + m->koff[r];
     for (i64 j = start; j < stop; j++) {
+        i64 got = -1; /* -1: a duplicate (content cached already), kept in its place */
         if (m->ref[keys[j]] < 0) { /* BlockPool.register */
             m->ref[keys[j]] = 1;
-            m->hk[m->koff[r] + m->hk_n[r]++] = keys[j];
+            got = keys[j];
         }
+        m->hk[m->koff[r] + m->hk_n[r]++] = got;
     }
     m->reg_next[r] = stop;
 }
 
-/* Scheduler.free: partial/duplicate blocks, own full blocks, then shared keys tail first */
+/* Scheduler.free, tail first: the partial tail, own full blocks, then the shared-key blocks
+ * (duplicates in place) */
 static void sched_free(Sim *m, i64 r, int keep_own) {
     i64 own = 0, nh = m->hk_n[r];
     if (keep_own && m->caching) {
@@ -219,7 +222,11 @@ static void sched_free(Sim *m, i64 r, int keep_own) {
     }
     give_anon(m, m->held[r] - nh - own);
     give_own(m, r, own);
-    for (i64 i = nh - 1; i >= 0; i--) release_key(m, m->hk[m->koff[r] + i]);
+    for (i64 i = nh - 1; i >= 0; i--) {
+        i64 k = m->hk[m->koff[r] + i];
+        if (k < 0) give_anon(m, 1);
+        else release_key(m, k);
+    }
     m->hk_n[r] = 0;
     m->reg_next[r] = 0;
     m->held[r] = 0;

@@ -140,22 +140,42 @@ static i64 lookup(const Sim *m, i64 r, i64 total, i64 *nhit, i64 *evictable) {
     return own < limit - h ? own : limit - h;
 }
 
-/* Scheduler._schedule_waiting (+ _admit) */
+/* r leaves the waiting ring from behind the k skipped requests at its front: they move up */
+static void wq_take(Sim *m, i64 k) {
+    for (i64 j = k; j > 0; j--) m->wq[(m->wh + j) % m->n] = m->wq[(m->wh + j - 1) % m->n];
+    m->wh = (m->wh + 1) % m->n;
+    m->wn--;
+}
+
+/* vLLM 0.11.0 puts skipped requests back at the front in reverse order */
+static void wq_reverse_front(Sim *m, i64 k) {
+    for (i64 a = 0, b = k - 1; a < b; a++, b--) {
+        i64 *x = &m->wq[(m->wh + a) % m->n], *y = &m->wq[(m->wh + b) % m->n], t = *x;
+        *x = *y;
+        *y = t;
+    }
+}
+
+/* Scheduler._schedule_waiting (+ _admit); chunked prefill off, a request whose tokens
+ * exceed the budget left is skipped (k of them stay at the ring's front) */
 static void schedule_waiting(Sim *m, i64 budget) {
-    while (m->wn && budget > 0 && m->nrun < m->max_seqs) {
-        i64 r = m->wq[m->wh];
+    i64 k = 0;
+    while (m->wn > k && budget > 0 && m->nrun < m->max_seqs) {
+        i64 r = m->wq[(m->wh + k) % m->n];
         i64 total = m->prompt[r] + m->generated[r];
         i64 nhit, evictable;
         i64 own = lookup(m, r, total, &nhit, &evictable);
         i64 hit = (nhit + own) * m->bs;
         i64 new = cap(m, total - hit);
-        if (!m->chunked && new > budget) return;
+        if (!m->chunked && new > budget) {
+            k++;
+            continue;
+        }
         if (new > budget) new = budget;
         /* vLLM (0.11) frees skipped blocks on request.num_computed_tokens, 0 here */
         i64 need = blocks_of(m, hit + new, 0) - nhit - own;
-        if (need + evictable + own > m->free) return;
-        m->wh = (m->wh + 1) % m->n;
-        m->wn--;
+        if (need + evictable + own > m->free) break;
+        wq_take(m, k);
         touch(m, r, nhit, own);
         forget_own(m, r);
         take(m, need);
@@ -176,6 +196,7 @@ static void schedule_waiting(Sim *m, i64 budget) {
         plan_add(m, r, new, hit);
         budget -= new;
     }
+    wq_reverse_front(m, k);
 }
 
 /* _Loop._finish */
@@ -257,7 +278,10 @@ static int books_ok(const Sim *m) {
     if (!holders) return 0;
     for (i64 r = 0; r < m->n; r++) {
         held += m->held[r];
-        for (i64 i = 0; i < m->hk_n[r]; i++) holders[m->hk[m->koff[r] + i]]++;
+        for (i64 i = 0; i < m->hk_n[r]; i++) {
+            i64 k = m->hk[m->koff[r] + i];
+            if (k >= 0) holders[k]++; /* -1: a duplicate block */
+        }
     }
     int ok = 1;
     for (i64 k = 0; k < m->nkeys; k++) {

@@ -139,7 +139,7 @@ typedef struct {
     i64 nkeys;
     i64 *ref;      /* key -> requests holding its cached block, or -1 if not cached */
     i64 *key_seg;  /* key -> its queued shared segment, or -1 */
-    i64 *hk, *hk_n; /* r's held keys: hk[koff[r] ..], hk_n[r] of them */
+    i64 *hk, *hk_n; /* r's held keys: hk[koff[r] ..], hk_n[r] of them (-1: a duplicate) */
     i64 *reg_next; /* r's next key index to register */
     /* plan scratch */
     i64 *p_id, *p_new, *p_ctx, np;

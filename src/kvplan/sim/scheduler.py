@@ -6,8 +6,8 @@
                         preempt the newest running request (it may be this one) and retry
     WAITING, FCFS, only if nobody was preempted this step and running < max_num_seqs:
                         prefix hits -> computed; new = min(rest, threshold, budget)
-                        (no chunking: wait if rest > budget); no blocks -> stop (no
-                        skipping ahead)
+                        (no chunking: skip it if rest > budget, vLLM 0.11.0); no blocks
+                        -> stop (no skipping ahead)
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from kvplan.sim.state import RUNNING, WAITING, IntArray, SimState
 from kvplan.specs.serving import EngineConfig
 
 _sum = np.add.reduce  # ndarray.sum without its Python-level wrapper (small arrays, often)
+DUP = -(1 << 62)
+"""In ``SimState.held_keys``: a block of shared content another request had cached already
+(computed again, held without content); never a key (trace keys >= 0, prefix keys > -2**31)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,6 +225,7 @@ class Scheduler:
     def _schedule_waiting(self, plan: StepPlan, budget: int) -> None:
         s = self.state
         b = self.shape.block_size
+        skipped: list[int] = []
         while s.waiting and budget > 0 and len(s.running) < self.limits.max_num_seqs:
             r = s.waiting[0]
             total = int(s.prompt[r] + s.generated[r])
@@ -229,13 +233,16 @@ class Scheduler:
             hit = (len(keys) + own) * b
             new = self.limits.cap(total - hit)
             if not self.limits.chunked_prefill and new > budget:
-                return
+                skipped.append(s.waiting.popleft())  # vLLM 0.11.0 skips it, tries the next
+                continue
             new = min(new, budget)
             # vLLM (0.11) frees skipped blocks on request.num_computed_tokens, 0 here
             need = self.shape.blocks_one(hit + new, 0) - len(keys) - own
             if need + self.pool.evictable_hits(keys) + own > self.pool.free:
-                plan.head_blocked = True
-                return
+                # blocked until blocks are freed; after a skip a later step's budget may
+                # let a skipped request in first, so the fast paths may not count on it
+                plan.head_blocked = not skipped
+                break
             s.waiting.popleft()
             if s.preemptions[r] == 0:  # vLLM's hit rate: new requests' lookups only
                 plan.hit_tokens += hit
@@ -246,6 +253,9 @@ class Scheduler:
             plan.prefill_blocks += need
             self._add(plan, r, new, hit)
             budget -= new
+        # vLLM 0.11.0 puts the skipped ones back at the front in reverse order
+        # (FCFSRequestQueue.prepend_requests reverses twice; fixed after 0.11 by vLLM PR 32173)
+        s.waiting.extendleft(skipped)
 
     def _lookup(self, r: int, total: int) -> tuple[list[int], int]:
         """Cached leading blocks of r: shared keys, then its own blocks (after preemption).
@@ -291,9 +301,8 @@ class Scheduler:
         if start >= stop:
             return
         held = self.state.held_keys.setdefault(r, [])
-        for j in range(start, stop):
-            if self.pool.register(mine[j]):
-                held.append(mine[j])
+        for j in range(start, stop):  # a duplicate keeps its place (freed in block order)
+            held.append(mine[j] if self.pool.register(mine[j]) else DUP)
         self.reg_next[r] = stop
 
     @staticmethod
@@ -316,7 +325,8 @@ class Scheduler:
         s.waiting.appendleft(r)
 
     def free(self, r: int, *, keep_own: bool) -> None:
-        """Return r's blocks, tail first: partial/duplicate blocks, own full blocks, shared."""
+        """Return r's blocks tail first, as vLLM frees them (reversed block order): the
+        partial tail, own full blocks, then the shared-key blocks (duplicates in place)."""
         s = self.state
         keys = s.held_keys.pop(r, [])
         self.reg_next.pop(r, None)
@@ -326,5 +336,8 @@ class Scheduler:
         self.pool.give_anon(int(s.held[r]) - len(keys) - own)
         self.pool.give_own(r, own)
         for k in reversed(keys):
-            self.pool.release_key(k)
+            if k == DUP:
+                self.pool.give_anon(1)
+            else:
+                self.pool.release_key(k)
         s.held[r] = 0
