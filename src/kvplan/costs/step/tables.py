@@ -33,6 +33,12 @@ _DECODE_B = (1, 4, 16, 64, 256)
 _DECODE_L = (128, 1024, 4096, 16384, 32768)
 """Cached lengths the decode-attention line is read at."""
 _PREFILL_CAP = 16384
+MLA_GEMM = "bfloat16"
+"""GEMM family of the MLA blocks the attention core is read off, and of the projections
+subtracted from them: one family, so the difference is the attention kernel. (Blocks read
+at bf16 less block-fp8 projections - the standalone fp8_block table is 2-3x slower at small
+m than the GEMMs inside the measured block - left B200's decode core at 10% of its block:
+DeepSeek-V3 TP8, 64 x 4,096 fp8 KV read at 18 TB/s on an 8 TB/s GPU.)"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,10 +93,9 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     read at that length)."""
     dense, ar, lm_fixed, lm_slope, mla_ctx = _dense_tables(ops, gpu, gemm_dtype, max_tokens)
     chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
-    mla = any(a.kind == "mla" for a in ops.attention)
     # attention does not depend on the CUDA-graph sizes (seqs 128 and 256 share its rates)
-    full_r, slide_r = _attention_rates(replace(ops, cudagraph_max_tokens=0), gpu,
-                                       gemm_dtype if mla else "", kv_dtype, chunk)
+    full_r, slide_r = _attention_rates(replace(ops, cudagraph_max_tokens=0), gpu, kv_dtype,
+                                       chunk)
     gdn = gdn_rates(gpu, ops.gdn, chunk) if ops.gdn is not None else None
     return MeasuredStep(
         gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
@@ -184,13 +189,13 @@ def _allreduce_line(gpu: str, bytes_per_token: int, tp: int, top: int) -> FloatA
 
 
 @lru_cache(maxsize=128)
-def _attention_rates(ops: StageOps, gpu: str, mla_gemm_dtype: str, kv_dtype: str, chunk: int
+def _attention_rates(ops: StageOps, gpu: str, kv_dtype: str, chunk: int
                      ) -> tuple[AttentionRates | None, AttentionRates | None]:
-    """(full or MLA, sliding) attention rates; the GEMM dtype matters only to MLA (its
-    measured blocks include projections priced from the GEMM tables), "" otherwise."""
+    """(full or MLA, sliding) attention rates. MLA's measured blocks include projections:
+    the core is the block less them, both read at the block's GEMM family (``MLA_GEMM``)."""
     by_kind = {a.kind: a for a in ops.attention}
     full = by_kind.get("full") or by_kind.get("mla")
-    proj = _MlaProjections(ops, gpu, mla_gemm_dtype) if "mla" in by_kind else None
+    proj = _MlaProjections(ops, gpu, MLA_GEMM) if "mla" in by_kind else None
     full_r = _rates(gpu, full, kv_dtype, chunk, proj) if full else None
     slide = by_kind.get("sliding")
     return full_r, _rates(gpu, slide, kv_dtype, chunk) if slide else None
@@ -355,7 +360,7 @@ def _decode_s(gpu: str, a: AttentionOp, kv_dtype: str, batch: int, kv_len: int) 
     """One layer's measured decode attention (MLA: vLLM's MLA decode module)."""
     if a.kind == "mla":
         return float(kn.mla_decode_s(gpu, batch, kv_len, num_heads=a.heads,
-                                     kv_dtype=kv_dtype)[()].sum())
+                                     kv_dtype=kv_dtype, gemm_dtype=MLA_GEMM)[()].sum())
     return float(kn.decode_attention_s(gpu, batch, kv_len, num_heads=a.heads,
                                        num_kv_heads=a.kv_heads, head_dim=a.head_dim,
                                        kv_dtype=kv_dtype, window=a.window)[()])
@@ -365,7 +370,7 @@ def _prefill_s(gpu: str, a: AttentionOp, kv_dtype: str, isl: int) -> float:
     """One layer's measured causal prefill attention of one ``isl``-token sequence."""
     if a.kind == "mla":
         return float(kn.mla_context_s(gpu, 1, isl, num_heads=a.heads,
-                                      kv_dtype=kv_dtype)[()].sum())
+                                      kv_dtype=kv_dtype, gemm_dtype=MLA_GEMM)[()].sum())
     return float(kn.context_attention_s(gpu, 1, isl, num_heads=a.heads,
                                         num_kv_heads=a.kv_heads, head_dim=a.head_dim,
                                         kv_dtype=kv_dtype, window=a.window)[()])
