@@ -4,6 +4,7 @@ op must keep, hand-checked."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from kvplan.costs.step.explain import op_times
 from kvplan.costs.step.roofline import StepCostModel
@@ -34,3 +35,34 @@ def test_mla_decode_core_reads_the_latent_below_the_datasheet_bandwidth() -> Non
     assert latent_bytes == 9_210_691_584
     assert rows["attention_mla"] >= latent_bytes / 8e12
     assert 2.9e-3 < rows["attention_mla"] < 3.2e-3  # block less bf16 projections: 3.03 ms
+
+
+def test_same_die_ops_never_slower_than_the_die_they_were_capped_at() -> None:
+    # H200's cells are capped at H100's, GB200's at B200's (docs/silicon.md steps 5-6); the
+    # lines fitted to them on each GPU alone were not: H200's sliding-window decode floor for
+    # Phi-3-mini (one decode over 100 tokens, 32 layers) came out 0.363 ms against H100's
+    # 0.325; DeepSeek-V3's block-fp8 q_b_proj at 8 tokens 376.5 against 362.3 us; Qwen3-Next's
+    # GDN decode 201.4 against 198.0 us.
+    phi = "microsoft/Phi-3-mini-4k-instruct"
+    h100, h200 = (_rows(phi, g, 1, [1], [100]) for g in ("H100", "H200"))
+    assert h100["attention_sliding"] * 1e3 == pytest.approx(0.3251, abs=1e-4)
+    assert h200["attention_sliding"] <= h100["attention_sliding"]
+    ds = "deepseek-ai/DeepSeek-V3"
+    h100, h200 = (_rows(ds, g, 8, [1] * 8, [4000] * 8) for g in ("H100", "H200"))
+    assert h200["mla_q_b_proj"] <= h100["mla_q_b_proj"]
+    nxt = "Qwen/Qwen3-Next-80B-A3B-Thinking"
+    h100, h200 = (_rows(nxt, g, 4, [1], [100]) for g in ("H100", "H200"))
+    assert h200["gdn"] <= h100["gdn"]
+
+
+def test_gb200_mla_prefill_step_never_slower_than_b200() -> None:
+    # DeepSeek-V3 TP8, a 2,048-token chunk over 6,000 cached: B200 81.06 ms; GB200 was 81.51
+    # (its faster bf16 projections subtracted from B200's capped MLA block left a larger core)
+    def step(gpu: str) -> float:
+        timer = StepCostModel(load_model("deepseek-ai/DeepSeek-V3"), load_gpu(gpu),
+                              EngineConfig(tensor_parallel_size=8))
+        return timer.step_time_s(np.array([2048]), np.array([6000]))
+
+    b200, gb200 = step("B200"), step("GB200")
+    assert b200 * 1e3 == pytest.approx(81.06, abs=0.01)
+    assert gb200 <= b200

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvplan.costs.kernels.gemm import served_gemm_s as gemm_times
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.records import StepAggregates
 from kvplan.costs.step.roofline import StepCostModel
-from kvplan.costs.step.tables import MeasuredStep, gemm_times, moe_times, op_dtype
+from kvplan.costs.step.tables import MeasuredStep, moe_times, op_dtype
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,12 +21,14 @@ from functools import lru_cache
 import numpy as np
 
 from kvplan.costs import kernels as kn
+from kvplan.costs.kernels.gemm import served_gemm_s as gemm_times
 from kvplan.costs.memory.weight_formats import FP8_BLOCK
 from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.constants import routed_share
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.gdn_rates import GdnRates, gdn_rates, gdn_sequence_s
 from kvplan.costs.step.ops import AttentionOp, GemmOp, MoeOp, StageOps
+from kvplan.costs.step.records import at_most
 
 _DECODE_B = (1, 4, 16, 64, 256)
 """Decode batches the decode-attention line is read at."""
@@ -198,7 +200,12 @@ def _attention_rates(ops: StageOps, gpu: str, kv_dtype: str, chunk: int
     proj = _MlaProjections(ops, gpu, MLA_GEMM) if "mla" in by_kind else None
     full_r = _rates(gpu, full, kv_dtype, chunk, proj) if full else None
     slide = by_kind.get("sliding")
-    return full_r, _rates(gpu, slide, kv_dtype, chunk) if slide else None
+    slide_r = _rates(gpu, slide, kv_dtype, chunk) if slide else None
+    if (ref := kn.capped_at(gpu)) is None:
+        return full_r, slide_r
+    # the same die as ref (H200: H100's): its fitted lines never above ref's (docs/silicon.md)
+    theirs = _attention_rates(ops, ref, kv_dtype, chunk)
+    return at_most(full_r, theirs[0]), at_most(slide_r, theirs[1])
 
 
 def moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
@@ -248,29 +255,6 @@ def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
     if op.name in ("router", "lm_head") or (gemm_dtype == "fp8_block" and op.n < FP8_BLOCK):
         return "bfloat16"
     return gemm_dtype
-
-
-def gemm_times(gpu: str, m: IntArray, n: int, k: int, dtype: str) -> FloatArray:
-    """Measured GEMM seconds. Block-scaled fp8 tables carry a constant floor per call (55 us
-    on H100/H200, 154 us on B200 at m = 1, against 11 us for the per-tensor fp8 kernel on the
-    same shape): host-side time of the measuring harness that a CUDA-graph replay does not
-    pay. Block fp8 is priced at its measured time less that excess floor, and never below
-    the per-tensor fp8 kernel's time on the same shape."""
-    t = kn.gemm_s(gpu, m, n, k, dtype)
-    if dtype != "fp8_block":
-        return t
-    fp8 = kn.gemm_s(gpu, m, n, k, "fp8")
-    return np.maximum(fp8, t - _block_excess(gpu, n, k, dtype))
-
-
-@lru_cache(maxsize=1024)
-def _block_excess(gpu: str, n: int, k: int, dtype: str) -> float:
-    """The block-scaled kernel's excess floor at m = 1 over per-tensor fp8 (at least 0), once
-    per shape: a model's projections ask it for every batch size of the decode line."""
-    one = np.array([1])
-    excess = float(kn.gemm_s(gpu, one, n, k, dtype)[0]) - float(kn.gemm_s(gpu, one, n, k,
-                                                                          "fp8")[0])
-    return max(excess, 0.0)
 
 
 def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
