@@ -11,6 +11,7 @@ from kvplan.costs.step.roofline import StepCostModel
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.serving import EngineConfig
+from tests.conftest import run_cli
 
 
 def _rows(model: str, gpu: str, tp: int, new: list[int], ctx: list[int],
@@ -66,3 +67,19 @@ def test_gb200_mla_prefill_step_never_slower_than_b200() -> None:
     b200, gb200 = step("B200"), step("GB200")
     assert b200 * 1e3 == pytest.approx(81.06, abs=0.01)
     assert gb200 <= b200
+
+
+def test_explain_says_which_ops_stand_past_the_measured_range() -> None:
+    # Llama-3.1-70B TP8, 64 prompts of 2,048 in one step: the GEMMs at m = 131,072 and the
+    # all-reduces of 2 GiB lie past the H100 tables (GEMM m to 32,768), priced by the
+    # roofline from the edge; the answer said nothing of it. The decode step's are measured.
+    args = ["latency", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "-tp", "8", "--prompt",
+            "2048", "--output", "2", "--batch", "64", "--explain"]
+    out = run_cli(*args, "--json")
+    assert out.code == 0, out.err
+    pre, dec = out.json()["step_ops"]
+    flagged = {o["op"] for o in pre["ops"] if o["extrapolated"]}
+    assert flagged == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "all_reduce"}
+    assert not any(o["extrapolated"] for o in dec["ops"])
+    text = run_cli(*args).out
+    assert "1.618 s *" in text and "* past the measured range" in text
