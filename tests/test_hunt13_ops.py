@@ -83,3 +83,33 @@ def test_explain_says_which_ops_stand_past_the_measured_range() -> None:
     assert not any(o["extrapolated"] for o in dec["ops"])
     text = run_cli(*args).out
     assert "1.618 s *" in text and "* past the measured range" in text
+
+
+WORKED = [  # docs/formulas-latency.md's three worked steps: (heading start, CLI args, step)
+    ("**meta-llama/Llama-3.1-8B on H100-SXM-80GB TP1, one prefill step",
+     ["meta-llama/Llama-3.1-8B", "--gpu", "H100", "--prompt", "4096"], 0),
+    ("**meta-llama/Llama-3.1-70B on H100-SXM-80GB TP8, one decode step",
+     ["meta-llama/Llama-3.1-70B", "--gpu", "H100", "-tp", "8", "--prompt", "2048", "--batch",
+      "64"], 1),
+    ("**deepseek-ai/DeepSeek-V3 on H200-SXM-141GB TP8, one decode step",
+     ["deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--prompt", "2048", "--batch",
+      "64"], 1),
+]
+
+
+@pytest.mark.parametrize(("heading", "args", "step"), WORKED, ids=["8b", "70b", "v3"])
+def test_docs_worked_steps_are_what_explain_prints(heading: str, args: list[str],
+                                                   step: int) -> None:
+    # the docs showed the 8B prefill's attention at 7.420 ms (kernels 77.129) and the 70B
+    # decode's at 2.910 (kernels 12.249) where `latency --explain` prints 7.662 and 2.727
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "formulas-latency.md").read_text()
+    block = text[text.index(heading):].split("\n\n")[1]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines()[2:]]
+    out = run_cli("latency", *args, "--output", "2", "--explain", "--json")
+    assert out.code == 0, out.err
+    got = out.json()["step_ops"][step]
+    want = [(o["op"], f"{o['seconds'] * 1e3:.3f} ms") for o in got["ops"]]
+    want.append(("kernels", f"{got['kernels_s'] * 1e3:.3f} ms"))
+    assert [(r[0], r[3]) for r in rows] == want
