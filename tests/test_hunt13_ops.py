@@ -113,3 +113,102 @@ def test_docs_worked_steps_are_what_explain_prints(heading: str, args: list[str]
     want = [(o["op"], f"{o['seconds'] * 1e3:.3f} ms") for o in got["ops"]]
     want.append(("kernels", f"{got['kernels_s'] * 1e3:.3f} ms"))
     assert [(r[0], r[3]) for r in rows] == want
+
+
+# ---- hypothesis: physics over the catalog's models and the measured GPUs
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+DEPLOYMENTS = [("meta-llama/Llama-3.1-8B", 1), ("Qwen/Qwen3-30B-A3B", 1),
+               ("meta-llama/Llama-3.1-70B", 8),
+               ("Qwen/Qwen3-30B-A3B", 4), ("mistralai/Mixtral-8x7B-v0.1", 2),
+               ("google/gemma-2-9b-it", 1), ("deepseek-ai/DeepSeek-V2-Lite", 1),
+               ("deepseek-ai/DeepSeek-V3", 8), ("openai/gpt-oss-20b", 1),
+               ("microsoft/Phi-3-mini-4k-instruct", 1), ("Qwen/Qwen3-Next-80B-A3B-Thinking", 4)]
+_TIMERS: dict[tuple[str, int, str, str], StepCostModel] = {}
+BATCH = st.lists(st.tuples(st.integers(1, 3000), st.integers(0, 20000)), min_size=1,
+                 max_size=24).map(lambda rs: ([1 if n % 3 == 0 else n for n, _ in rs],
+                                              [c for _, c in rs]))
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _timer(model: str, tp: int, gpu: str, kv: str) -> StepCostModel:
+    key = (model, tp, gpu, kv)
+    if key not in _TIMERS:
+        _TIMERS[key] = StepCostModel(load_model(model), load_gpu(gpu), EngineConfig(
+            tensor_parallel_size=tp, kv_cache_dtype=kv))
+    return _TIMERS[key]
+
+
+def _ops(t: StepCostModel, new: list[int], ctx: list[int]) -> tuple[float, dict[str, float]]:
+    n, c = np.array(new, dtype=np.int64), np.array(ctx, dtype=np.int64)
+    step = t.step_time_s(n, c)
+    assert t.measured is not None and t.ops is not None
+    rows = op_times(t.ops, t.measured, t.gemm_dtype, t.aggregates(n, c))
+    return step, {f"{o.op} {o.shape}": o.seconds for o in rows}
+
+
+@SETTINGS
+@given(dep=st.sampled_from(DEPLOYMENTS), pair=st.sampled_from([("H100", "H200"),
+                                                               ("B200", "GB200")]),
+       kv=st.sampled_from(["auto", "fp8"]), batch=BATCH)
+def test_same_die_more_bandwidth_never_slower_op_by_op(dep: tuple[str, int],
+                                                        pair: tuple[str, str], kv: str,
+                                                        batch: tuple[list[int], list[int]]
+                                                        ) -> None:
+    slow, fast = (_ops(_timer(*dep, gpu, kv), *batch) for gpu in pair)
+    assert fast[0] <= slow[0] * (1 + 1e-9)
+    for op, seconds in fast[1].items():
+        assert seconds <= slow[1][op] * (1 + 1e-9) + 1e-12, op
+
+
+@SETTINGS
+@given(dep=st.sampled_from(DEPLOYMENTS), gpu=st.sampled_from(
+    ["H100", "H200", "B200", "A100", "L40S", "L4", "MI300X", "H100-PCIe-80GB"]),
+    kv=st.sampled_from(["auto", "fp8"]), batch=BATCH, which=st.integers(0, 99),
+    grow=st.sampled_from(["new", "ctx", "request"]), by=st.integers(1, 4000))
+def test_more_work_is_never_faster(dep: tuple[str, int], gpu: str, kv: str,
+                                   batch: tuple[list[int], list[int]], which: int, grow: str,
+                                   by: int) -> None:
+    t = _timer(*dep, gpu, kv)
+    new, ctx = batch
+    base = t.step_time_s(np.array(new), np.array(ctx))
+    i = which % len(new)
+    n2, c2 = list(new), list(ctx)
+    if grow == "new":
+        n2[i] += by
+    elif grow == "ctx":
+        c2[i] += by
+    else:
+        n2, c2 = [*n2, 1], [*c2, by]
+    assert t.step_time_s(np.array(n2), np.array(c2)) >= base * (1 - 1e-12)
+
+
+@SETTINGS
+@given(dep=st.sampled_from(DEPLOYMENTS), gpu=st.sampled_from(
+    ["H100", "H200", "B200", "GB200", "A100", "L40S"]), kv=st.sampled_from(["auto", "fp8"]),
+    b=st.integers(1, 256), ctx=st.integers(128, 32768))
+def test_no_decode_attention_row_reads_faster_than_the_datasheet(
+        dep: tuple[str, int], gpu: str, kv: str, b: int, ctx: int) -> None:
+    t = _timer(*dep, gpu, kv)
+    _, rows = _ops(t, [1] * b, [ctx] * b)
+    assert t.ops is not None
+    width = 1 if kv == "fp8" else 2
+    for a in t.ops.attention:
+        per_token = (a.latent if a.kind == "mla"
+                     else a.kv_heads * (a.head_dim + a.v_head_dim)) * width
+        seen = min(ctx, a.window) if a.window else ctx
+        row = next(s for op, s in rows.items() if op.startswith(f"attention_{a.kind} "))
+        # L40S's fp8 line for Llama-3.1-70B TP8 read at 1.11x its 864 GB/s (a free slope)
+        assert b * seen * per_token * a.count / row <= t.hardware.mem_bw_bytes_per_s * 1.000001
+
+
+def test_l40s_fp8_decode_line_reads_no_faster_than_864_gbps() -> None:
+    # Llama-3.1-70B TP8 on L40S, fp8 KV: 1 KV head x (128 + 128) x 1 B = 256 B per cached
+    # token per layer, 80 layers: at 864 GB/s at least 80 x 256 / 864e9 = 23.70 ns per token
+    # (the free least-squares slope was 21.37 ns: 1.11x the datasheet)
+    timer = StepCostModel(load_model("meta-llama/Llama-3.1-70B"), load_gpu("L40S"),
+                          EngineConfig(tensor_parallel_size=8, kv_cache_dtype="fp8"))
+    assert timer.measured is not None and timer.measured.full is not None
+    assert timer.measured.full.per_context_s * 1e9 == pytest.approx(80 * 256 / 864, rel=1e-9)

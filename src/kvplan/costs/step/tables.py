@@ -307,7 +307,9 @@ def _decode_line(gpu: str, a: AttentionOp, kv_dtype: str,
                  proj: _MlaProjections | None) -> tuple[float, float, float]:
     """(floor, per request, per cached token) of one layer's decode attention: the line
     t = floor + g B + d B L through the measured grid (B 1..256, L 128..32,768), least
-    squares in relative error, each coefficient at least 0. A sliding layer reads at most
+    squares in relative error, each coefficient at least 0, the slope at least the cached
+    bytes per token over the datasheet bandwidth (fitted freely, L40S's fp8 line for
+    Llama-3.1-70B at TP8 read at 1.11x its 864 GB/s). A sliding layer reads at most
     its window, so its line is fitted on L clipped to the window, the context the step
     prices it at (fitted on the raw L, the flat part past the window made the slope about
     6x too shallow: Gemma-2-9B's 4,096-token window read at ~20 TB/s on H100)."""
@@ -322,7 +324,12 @@ def _decode_line(gpu: str, a: AttentionOp, kv_dtype: str,
             seen = min(ln, a.window) if a.window else ln
             rows.append([1.0 / t, b / t, b * seen / t])
             want.append(1.0)
-    coef = np.linalg.lstsq(np.array(rows), np.array(want), rcond=None)[0]
+    x, y = np.array(rows), np.array(want)
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    width = (a.latent if a.kind == "mla" else a.kv_heads * (a.head_dim + a.v_head_dim))
+    least = width * (1 if kv_dtype == "fp8" else 2) / float(kn.tables.peaks(gpu)["mem_bw"])
+    if coef[2] < least:  # never faster than the datasheet's bandwidth: the rest refitted at it
+        coef = [*np.linalg.lstsq(x[:, :2], y - least * x[:, 2], rcond=None)[0], least]
     floor, per_req, per_ctx = (max(0.0, float(c)) for c in coef)
     return floor, per_req, per_ctx
 
