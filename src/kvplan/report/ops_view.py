@@ -22,12 +22,13 @@ def ops_view(spec: Any, hw: Any, engine: Any, prof: Any, shape: Any,
 
 
 def step_ops_json(steps: tuple[StepOps, ...]) -> list[dict[str, Any]]:
-    """Each step's ops with their seconds (JSON: seconds in ``_s`` fields)."""
+    """Each step's ops with their seconds (JSON: seconds in ``_s`` fields; ``extrapolated``:
+    the op's time stands past the measured range)."""
     return [{"phase": s.phase, "tokens": s.tokens, "requests": s.requests,
              "context_tokens": s.context_tokens, "step_s": s.step_s,
              "kernels_s": s.kernels_s,
-             "ops": [{"op": o.op, "layers": o.count, "shape": o.shape, "seconds": o.seconds}
-                     for o in s.ops]} for s in steps]
+             "ops": [{"op": o.op, "layers": o.count, "shape": o.shape, "seconds": o.seconds,
+                      "extrapolated": o.extrapolated} for o in s.ops]} for s in steps]
 
 
 def step_ops_tables(steps: tuple[StepOps, ...]) -> list[Any]:
@@ -43,8 +44,12 @@ def step_ops_tables(steps: tuple[StepOps, ...]) -> list[Any]:
         for col in ("op", "layers", "shape (per GPU)", "time", "share"):
             table.add_column(col)
         for o in s.ops:
-            table.add_row(o.op, str(o.count), o.shape, fmt_seconds(o.seconds),
+            table.add_row(o.op, str(o.count), o.shape,
+                          fmt_seconds(o.seconds) + (" *" if o.extrapolated else ""),
                           f"{o.seconds / s.step_s:.0%}")
+        if any(o.extrapolated for o in s.ops):
+            table.caption = ("* past the measured range: the roofline from the nearest "
+                             "measured edge (docs/silicon.md)")
         rest = s.step_s - s.kernels_s
         table.add_row("overheads + rest", "", "step, per-request, layer gaps, elementwise",
                       fmt_seconds(rest), f"{rest / s.step_s:.0%}")

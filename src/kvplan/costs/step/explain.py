@@ -8,11 +8,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvplan.costs import kernels as kn
+from kvplan.costs.kernels.gemm import served_gemm_s as gemm_times
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.records import StepAggregates
 from kvplan.costs.step.roofline import StepCostModel
-from kvplan.costs.step.tables import MeasuredStep, gemm_times, moe_times, op_dtype
+from kvplan.costs.step.tables import (
+    _DECODE_B,
+    _DECODE_L,
+    MeasuredStep,
+    moe_dtype,
+    moe_times,
+    op_dtype,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +163,10 @@ class OpTime:
     count: int
     shape: str
     seconds: float
+    extrapolated: bool = False
+    """Read past the measured range (the roofline from the nearest measured edge,
+    docs/silicon.md): the table's GEMM / MoE / all-reduce lookup at this shape, or attention
+    past its line's measured grid (more than 256 requests or 32,768 cached tokens each)."""
 
 
 def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
@@ -168,10 +181,11 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
         if op.per == "prefill_context":
             continue
         rows = requests if op.per == "request" else int(m[0])
-        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k,
-                             op_dtype(op, gemm_dtype))[0])
+        dtype = op_dtype(op, gemm_dtype)
+        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k, dtype)[0])
         out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
-                          seconds=op.count * t))
+                          seconds=op.count * t,
+                          extrapolated=_past(kn.gemm(gpu, max(1, rows), op.n, op.k, dtype))))
     if ops.moe is not None:
         e = ops.moe
         t = float(moe_times(gpu, e, np.array([max(1, tokens)]), gemm_dtype)[0])  # real rows
@@ -179,7 +193,11 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
         out.append(OpTime(op="moe_experts", count=e.count,
                           shape=f"tokens={tokens * e.token_scale} E={e.experts} top-{e.topk} "
                                 f"inter={e.inter}/{e.tp}{where}",
-                          seconds=e.count * t))
+                          seconds=e.count * t, extrapolated=_past(kn.moe(
+                              gpu, max(1, tokens) * e.token_scale, hidden=e.hidden,
+                              inter=e.inter, num_experts=e.experts, topk=e.topk,
+                              dtype=e.dtype or moe_dtype(gemm_dtype), tp=e.tp,
+                              ep=1 if e.dispatched else e.ep))))
     out += _attention_rows(ops, ms, agg, state_ratio)
     if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
         out += _comm_rows(ops, ms, tokens, sum(o.seconds for o in out
@@ -222,8 +240,10 @@ def _attention_rows(ops: StageOps, ms: MeasuredStep, agg: StepAggregates,
                      f"{g.key_dim}", rates.per_step_s, work,
                      rates.per_request_s * state_ratio * agg.requests))
     compute_bound = sum(r[4] for r in rows) >= sum(r[5] for r in rows)
+    past = agg.requests > _DECODE_B[-1] or agg.full_context > _DECODE_L[-1] * agg.requests
     return [OpTime(op=name, count=count, shape=shape,
-                   seconds=float(step + (work if compute_bound else mem)))
+                   seconds=float(step + (work if compute_bound else mem)),
+                   extrapolated=bool(past) and name.startswith("attention"))
             for name, count, shape, step, work, mem in rows]
 
 
@@ -239,8 +259,10 @@ def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float
     split = o is not None and tokens > max(o.threshold, 1)
     if ops.allreduces:  # inside the CUDA graph: the padded token count, as the GEMMs
         m = int(padded_tokens(np.array([max(1, tokens)]), ops.cudagraph_max_tokens)[0])
+        size = m * ops.allreduce_bytes_per_token
+        past = ops.allreduce_link is None and _past(kn.all_reduce(ms.gpu, size, ops.tp))
         out.append(OpTime(op="all_reduce", count=ops.allreduces,
-                          shape=f"{m * ops.allreduce_bytes_per_token} B x {ops.tp} GPUs",
+                          shape=f"{size} B x {ops.tp} GPUs", extrapolated=past,
                           seconds=float(ms.allreduce_s[tokens]) - (0.0 if split else moved)))
     if x is not None:
         out.append(OpTime(op=f"moe_dispatch_combine ({x.backend})", count=2 * x.layers,
@@ -253,3 +275,8 @@ def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float
                           shape=f"2 micro-batches of {-(-tokens // 2)} + {tokens // 2} tokens",
                           seconds=hidden))
     return out
+
+
+def _past(t: kn.OpTime) -> bool:
+    """Whether a kernel lookup stands past the measured range (``Status.EXTRAPOLATED``)."""
+    return bool(np.any(t.status >= kn.Status.EXTRAPOLATED))

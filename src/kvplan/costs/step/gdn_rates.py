@@ -30,7 +30,9 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.costs.kernels.tables import capped_at
 from kvplan.costs.step.ops import GdnOp
+from kvplan.costs.step.records import at_most
 
 PREFILL_PROMPT = 256
 """Tokens per prompt the prefill rate is read at (vLLM's ShareGPT first turns: ~220)."""
@@ -76,8 +78,10 @@ def gdn_rates(gpu: str, op: GdnOp, chunk: int) -> GdnRates | None:
     conv = CONV_KERNEL_MEASURED - 1
     conv_el = conv * (2 * op.key_heads * op.key_dim + op.value_heads * op.value_dim)
     ssm_el = op.value_heads * op.key_dim * op.value_dim
-    return GdnRates(per_token_s=n * per_token, per_request_s=n * slope, per_step_s=n * floor,
-                    measured_state_bytes=n * (2 * conv_el + 4 * ssm_el))
+    rates = GdnRates(per_token_s=n * per_token, per_request_s=n * slope, per_step_s=n * floor,
+                     measured_state_bytes=n * (2 * conv_el + 4 * ssm_el))
+    ref = capped_at(gpu)  # the same die (H200: H100): never slower than its rates
+    return rates if ref is None else at_most(rates, gdn_rates(ref, op, chunk))
 
 
 def _decode_line(t: np.ndarray) -> tuple[float, float]:
@@ -103,5 +107,7 @@ def gdn_sequence_s(gpu: str, op: GdnOp, max_tokens: int) -> npt.NDArray[np.float
                           key_dim=op.key_dim, value_dim=op.value_dim)
         if pre is not None:
             out[2:] = op.count * np.asarray(pre.seconds, dtype=np.float64)
+        if (ref := capped_at(gpu)) is not None:  # the same die: never slower than its table
+            out = np.minimum(out, gdn_sequence_s(ref, op, max_tokens))
     out.setflags(write=False)
     return out

@@ -21,18 +21,26 @@ from functools import lru_cache
 import numpy as np
 
 from kvplan.costs import kernels as kn
+from kvplan.costs.kernels.gemm import served_gemm_s as gemm_times
 from kvplan.costs.memory.weight_formats import FP8_BLOCK
 from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.constants import routed_share
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.gdn_rates import GdnRates, gdn_rates, gdn_sequence_s
 from kvplan.costs.step.ops import AttentionOp, GemmOp, MoeOp, StageOps
+from kvplan.costs.step.records import at_most
 
 _DECODE_B = (1, 4, 16, 64, 256)
 """Decode batches the decode-attention line is read at."""
 _DECODE_L = (128, 1024, 4096, 16384, 32768)
 """Cached lengths the decode-attention line is read at."""
 _PREFILL_CAP = 16384
+MLA_GEMM = "bfloat16"
+"""GEMM family of the MLA blocks the attention core is read off, and of the projections
+subtracted from them: one family, so the difference is the attention kernel. (Blocks read
+at bf16 less block-fp8 projections - the standalone fp8_block table is 2-3x slower at small
+m than the GEMMs inside the measured block - left B200's decode core at 10% of its block:
+DeepSeek-V3 TP8, 64 x 4,096 fp8 KV read at 18 TB/s on an 8 TB/s GPU.)"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,10 +95,9 @@ def measured_step(ops: StageOps, gpu: str, gemm_dtype: str, kv_dtype: str,
     read at that length)."""
     dense, ar, lm_fixed, lm_slope, mla_ctx = _dense_tables(ops, gpu, gemm_dtype, max_tokens)
     chunk = min(max(prefill_tokens, 512), _PREFILL_CAP)
-    mla = any(a.kind == "mla" for a in ops.attention)
     # attention does not depend on the CUDA-graph sizes (seqs 128 and 256 share its rates)
-    full_r, slide_r = _attention_rates(replace(ops, cudagraph_max_tokens=0), gpu,
-                                       gemm_dtype if mla else "", kv_dtype, chunk)
+    full_r, slide_r = _attention_rates(replace(ops, cudagraph_max_tokens=0), gpu, kv_dtype,
+                                       chunk)
     gdn = gdn_rates(gpu, ops.gdn, chunk) if ops.gdn is not None else None
     return MeasuredStep(
         gpu=gpu, dense_s=dense, allreduce_s=ar, lm_fixed_s=lm_fixed, lm_per_request_s=lm_slope,
@@ -184,16 +191,21 @@ def _allreduce_line(gpu: str, bytes_per_token: int, tp: int, top: int) -> FloatA
 
 
 @lru_cache(maxsize=128)
-def _attention_rates(ops: StageOps, gpu: str, mla_gemm_dtype: str, kv_dtype: str, chunk: int
+def _attention_rates(ops: StageOps, gpu: str, kv_dtype: str, chunk: int
                      ) -> tuple[AttentionRates | None, AttentionRates | None]:
-    """(full or MLA, sliding) attention rates; the GEMM dtype matters only to MLA (its
-    measured blocks include projections priced from the GEMM tables), "" otherwise."""
+    """(full or MLA, sliding) attention rates. MLA's measured blocks include projections:
+    the core is the block less them, both read at the block's GEMM family (``MLA_GEMM``)."""
     by_kind = {a.kind: a for a in ops.attention}
     full = by_kind.get("full") or by_kind.get("mla")
-    proj = _MlaProjections(ops, gpu, mla_gemm_dtype) if "mla" in by_kind else None
+    proj = _MlaProjections(ops, gpu, MLA_GEMM) if "mla" in by_kind else None
     full_r = _rates(gpu, full, kv_dtype, chunk, proj) if full else None
     slide = by_kind.get("sliding")
-    return full_r, _rates(gpu, slide, kv_dtype, chunk) if slide else None
+    slide_r = _rates(gpu, slide, kv_dtype, chunk) if slide else None
+    if (ref := kn.capped_at(gpu)) is None:
+        return full_r, slide_r
+    # the same die as ref (H200: H100's): its fitted lines never above ref's (docs/silicon.md)
+    theirs = _attention_rates(ops, ref, kv_dtype, chunk)
+    return at_most(full_r, theirs[0]), at_most(slide_r, theirs[1])
 
 
 def moe_times(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
@@ -243,29 +255,6 @@ def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
     if op.name in ("router", "lm_head") or (gemm_dtype == "fp8_block" and op.n < FP8_BLOCK):
         return "bfloat16"
     return gemm_dtype
-
-
-def gemm_times(gpu: str, m: IntArray, n: int, k: int, dtype: str) -> FloatArray:
-    """Measured GEMM seconds. Block-scaled fp8 tables carry a constant floor per call (55 us
-    on H100/H200, 154 us on B200 at m = 1, against 11 us for the per-tensor fp8 kernel on the
-    same shape): host-side time of the measuring harness that a CUDA-graph replay does not
-    pay. Block fp8 is priced at its measured time less that excess floor, and never below
-    the per-tensor fp8 kernel's time on the same shape."""
-    t = kn.gemm_s(gpu, m, n, k, dtype)
-    if dtype != "fp8_block":
-        return t
-    fp8 = kn.gemm_s(gpu, m, n, k, "fp8")
-    return np.maximum(fp8, t - _block_excess(gpu, n, k, dtype))
-
-
-@lru_cache(maxsize=1024)
-def _block_excess(gpu: str, n: int, k: int, dtype: str) -> float:
-    """The block-scaled kernel's excess floor at m = 1 over per-tensor fp8 (at least 0), once
-    per shape: a model's projections ask it for every batch size of the decode line."""
-    one = np.array([1])
-    excess = float(kn.gemm_s(gpu, one, n, k, dtype)[0]) - float(kn.gemm_s(gpu, one, n, k,
-                                                                          "fp8")[0])
-    return max(excess, 0.0)
 
 
 def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
@@ -318,7 +307,9 @@ def _decode_line(gpu: str, a: AttentionOp, kv_dtype: str,
                  proj: _MlaProjections | None) -> tuple[float, float, float]:
     """(floor, per request, per cached token) of one layer's decode attention: the line
     t = floor + g B + d B L through the measured grid (B 1..256, L 128..32,768), least
-    squares in relative error, each coefficient at least 0. A sliding layer reads at most
+    squares in relative error, each coefficient at least 0, the slope at least the cached
+    bytes per token over the datasheet bandwidth (fitted freely, L40S's fp8 line for
+    Llama-3.1-70B at TP8 read at 1.11x its 864 GB/s). A sliding layer reads at most
     its window, so its line is fitted on L clipped to the window, the context the step
     prices it at (fitted on the raw L, the flat part past the window made the slope about
     6x too shallow: Gemma-2-9B's 4,096-token window read at ~20 TB/s on H100)."""
@@ -333,7 +324,12 @@ def _decode_line(gpu: str, a: AttentionOp, kv_dtype: str,
             seen = min(ln, a.window) if a.window else ln
             rows.append([1.0 / t, b / t, b * seen / t])
             want.append(1.0)
-    coef = np.linalg.lstsq(np.array(rows), np.array(want), rcond=None)[0]
+    x, y = np.array(rows), np.array(want)
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    width = (a.latent if a.kind == "mla" else a.kv_heads * (a.head_dim + a.v_head_dim))
+    least = width * (1 if kv_dtype == "fp8" else 2) / float(kn.tables.peaks(gpu)["mem_bw"])
+    if coef[2] < least:  # never faster than the datasheet's bandwidth: the rest refitted at it
+        coef = [*np.linalg.lstsq(x[:, :2], y - least * x[:, 2], rcond=None)[0], least]
     floor, per_req, per_ctx = (max(0.0, float(c)) for c in coef)
     return floor, per_req, per_ctx
 
@@ -355,7 +351,7 @@ def _decode_s(gpu: str, a: AttentionOp, kv_dtype: str, batch: int, kv_len: int) 
     """One layer's measured decode attention (MLA: vLLM's MLA decode module)."""
     if a.kind == "mla":
         return float(kn.mla_decode_s(gpu, batch, kv_len, num_heads=a.heads,
-                                     kv_dtype=kv_dtype)[()].sum())
+                                     kv_dtype=kv_dtype, gemm_dtype=MLA_GEMM)[()].sum())
     return float(kn.decode_attention_s(gpu, batch, kv_len, num_heads=a.heads,
                                        num_kv_heads=a.kv_heads, head_dim=a.head_dim,
                                        kv_dtype=kv_dtype, window=a.window)[()])
@@ -365,7 +361,7 @@ def _prefill_s(gpu: str, a: AttentionOp, kv_dtype: str, isl: int) -> float:
     """One layer's measured causal prefill attention of one ``isl``-token sequence."""
     if a.kind == "mla":
         return float(kn.mla_context_s(gpu, 1, isl, num_heads=a.heads,
-                                      kv_dtype=kv_dtype)[()].sum())
+                                      kv_dtype=kv_dtype, gemm_dtype=MLA_GEMM)[()].sum())
     return float(kn.context_attention_s(gpu, 1, isl, num_heads=a.heads,
                                         num_kv_heads=a.kv_heads, head_dim=a.head_dim,
                                         kv_dtype=kv_dtype, window=a.window)[()])
