@@ -6,7 +6,7 @@ from typing import Any
 
 from kvplan.analysis.plan.levers import load_per_replica
 from kvplan.analysis.plan.records import Candidate, Lever, Plan
-from kvplan.analysis.plan.why.verdict import closest_miss
+from kvplan.analysis.plan.why.verdict import closest, closest_miss
 from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
 from kvplan.report.plan.plan_band_text import achieved_text, band_lines, edge_word, margin_line
 
@@ -22,6 +22,8 @@ def ranked_rows(p: Plan) -> list[Candidate]:
     lim = Limits(rate_rps=p.target_rate_rps, replicas=None, max_gpus=None,
                  max_cost_per_hour=None, mean_output_tokens=0.0, exhaustive=False)
     ok = rank(list(p.candidates), lim)[: 1 + RUNNERS_UP]
+    if not ok:  # nothing feasible: the closest misses, as the why line and JSON name them
+        return [c for _, c in closest(p.candidates)[:INFEASIBLE_SHOWN]]
     bad = [c for c in p.candidates if c.stage == "infeasible"
            or (c.stage == "pruned_bound" and closest_miss(c)[1] < 0)]
     bad.sort(key=lambda c: (c.usd_per_hour or c.optimistic_usd_per_hour or 0.0, c.id))
