@@ -79,3 +79,21 @@ def test_nothing_feasible_table_shows_the_closest() -> None:
             if line.startswith("│ infeasible")]
     assert rows == ["c0009", "c0011", "c0010"]
     assert "misses p99_ttft_ms by 5 %" in " ".join(text.out.split())
+
+
+# -------------------- D3: the sampling-error line had no unit and misnamed goodput's method
+# Llama-3.1-8B on H100 TP1, 200 random requests at 10 req/s, ttft:p99:1000 itl:p99:40 and
+# goodput ttft:500 >= 95 %: the line read "Sampling error (95 %, order statistics over 180
+# judged requests): p99 TTFT 100.7 - unbounded; p99 ITL 24.4 - 24.6; goodput share 0.979 -
+# 1.000": latencies without "ms", and the share's interval is Wilson's (180 of 180 good:
+# 180 / (180 + 1.96^2) = 0.979), not an order statistic.
+def test_sampling_error_line_has_units_and_methods() -> None:
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-tp", "1",
+                "--max-num-batched-tokens", "2048", "--dataset", "random", "--num-prompts",
+                "200", "--request-rate", "10", "--slo", "ttft:p99:1000", "itl:p99:40",
+                "--goodput", "ttft:500", "--goodput-target", "0.95")
+    assert r.code == 0, r.err
+    text = " ".join(r.out.split())
+    assert ("Sampling error (95 %, percentiles by order statistics, goodput by Wilson's score "
+            "interval, over 180 judged requests): p99 TTFT 100.72 ms - unbounded; p99 ITL "
+            "24.43 ms - 24.57 ms; goodput share 0.979 - 1.000") in text

@@ -161,9 +161,13 @@ def noise_lines(p: Plan, w: Candidate) -> list[str]:
     f = w.fleet
     if f is None or not f.intervals:
         return []
-    cis = "; ".join(f"{term_label(k)} {_edge(lo)} - {_edge(hi)}" for k, (lo, hi) in f.intervals)
-    out = [f"Sampling error (95 %, order statistics over {f.judged_requests:,} judged "
-           f"requests): {cis}"]
+    cis = "; ".join(f"{term_label(k)} {_edge(k, lo)} - {_edge(k, hi)}"
+                    for k, (lo, hi) in f.intervals)
+    how = ", ".join(w for w, on in (
+        ("percentiles by order statistics", any(k != "goodput_share" for k, _ in f.intervals)),
+        ("goodput by Wilson's score interval", any(k == "goodput_share" for k, _ in f.intervals)))
+        if on)
+    out = [f"Sampling error (95 %, {how}, over {f.judged_requests:,} judged requests): {cis}"]
     for k in f.within_noise:
         out.append(f"  {term_label(k)}: the limit lies inside the interval - the pass is "
                    "within sampling noise; another sample of the same traffic could miss it"
@@ -172,8 +176,11 @@ def noise_lines(p: Plan, w: Candidate) -> list[str]:
     return out
 
 
-def _edge(v: float | None) -> str:
-    return "unbounded" if v is None else (f"{v:.3f}" if v <= 1.0 else f"{v:.1f}")
+def _edge(key: str, v: float | None) -> str:
+    """One end of an interval: a share as a fraction, a latency with its unit."""
+    if v is None:
+        return "unbounded"
+    return f"{v:.3f}" if key == "goodput_share" else fmt_ms(v)
 
 
 def _band(band: tuple[float, float] | None) -> str:
