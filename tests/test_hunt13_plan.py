@@ -97,3 +97,22 @@ def test_sampling_error_line_has_units_and_methods() -> None:
     assert ("Sampling error (95 %, percentiles by order statistics, goodput by Wilson's score "
             "interval, over 180 judged requests): p99 TTFT 100.72 ms - unbounded; p99 ITL "
             "24.43 ms - 24.57 ms; goodput share 0.979 - 1.000") in text
+
+
+# -------------------- D4: the Verify line could not check the SLO it was printed for
+# ttft:p99.9:1000 tpot:p95:30: the line asked vLLM for --metric-percentiles 50,90,99, so its
+# output has no p99.9 TTFT or p95 TPOT to hold against the limits; now 50,90,95,99,99.9.
+# Capacity mode, 200 random prompts (range 0.5): the rate was written to 3 digits,
+# 39.779 req/s as "--request-rate 39.8" (above the capacity; 1234.5 would read "1.23e+03").
+def test_verify_line_asks_for_the_slo_percentiles_and_the_exact_rate() -> None:
+    base = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-tp", "1",
+            "--max-num-batched-tokens", "2048", "--dataset", "random", "--num-prompts", "200",
+            "--json")
+    r = run_cli(*base, "--request-rate", "10", "--slo", "ttft:p99.9:1000", "tpot:p95:30")
+    assert r.code == 0, r.err
+    assert "--metric-percentiles 50,90,95,99,99.9 " in r.json()["summary"]["vllm_bench_serve"]
+    cap = run_cli(*base, "--random-range-ratio", "0.5", "--slo", "ttft:p99:1000")
+    assert cap.code == 0, cap.err
+    s = cap.json()["summary"]
+    assert f"--request-rate {s['capacity_rps_per_replica']:g} " in s["vllm_bench_serve"]
+    assert "--request-rate 39.7795 " in s["vllm_bench_serve"]
