@@ -60,6 +60,24 @@ def test_window_floor_by_hand() -> None:
     assert window_replicas(w, _slo("e2el:p100:10000"))[0] == 1
 
 
+
+def test_replica_search_reaches_past_a_weak_deadline_floor() -> None:
+    # a TPOT-only SLO sets the floor at 1 replica; the search still reaches GROWTH (64) x the
+    # steady-state estimate ceil(100 / 1) = 100 -> 6,400 (at most the trace's 10,000
+    # requests), not 64 x the floor (65: a fleet of 200 would have read "infeasible")
+    import kvplan
+    from kvplan.analysis.plan.funnel import Limits, capacity_job
+    from kvplan.analysis.plan.records import Candidate
+
+    d = kvplan.Deployment(model=kvplan.load_model("meta-llama/Llama-3.1-8B"),
+                          gpu=kvplan.load_gpu("H100"), engine=kvplan.EngineConfig())
+    c = Candidate(id="c0000", deployment=d, stage="screened", reason="",
+                  ceilings_rps=(("decode_bandwidth", 1.0),), optimistic_replicas=1)
+    lim = Limits(rate_rps=100.0, replicas=None, max_gpus=None, max_cost_per_hour=None,
+                 mean_output_tokens=128.0, exhaustive=False, target_requests=10_000)
+    job = capacity_job(c, lim)
+    assert (job.floor_replicas, job.cap_replicas) == (1, 6_400)
+
 # -------------------- D2: a nothing-feasible table showed other rows than the closest
 # Llama-3.1-70B on H100 / A100-80GB, 300 sharegpt requests at 5 req/s, ttft:p99:80
 # tpot:p99:20: nothing meets it. The why line and summary.closest name c0009 (H100 TP8 chunk

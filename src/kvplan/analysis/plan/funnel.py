@@ -203,13 +203,18 @@ def capacity_job(c: Candidate, lim: Limits) -> CapacityJob:
     opt = min(v for _, v in c.ceilings_rps)
     guess = GUESS_SHARE * opt
     floor = c.optimistic_replicas or 1
+    steady = floor
     if lim.rate_rps is not None:
         guess = min(opt, lim.rate_rps / floor)
+        # the search's reach: GROWTH x the steady-state estimate, not x the deadline floor
+        # (a p90 term's floor may be 1 where 200 replicas are needed)
+        steady = max(floor, math.ceil(lim.rate_rps / opt))
     return CapacityJob(deployment=c.deployment, guess_rps=guess, ceiling_rps=opt,
                        target_rps=None if lim.replicas is not None else lim.rate_rps,
                        floor_replicas=floor, fixed_replicas=lim.replicas,
-                       cap_replicas=replica_cap(floor, lim.target_requests,
-                                                lim.max_replicas(c.deployment.gpus_per_replica)))
+                       cap_replicas=max(floor, replica_cap(
+                           steady, lim.target_requests,
+                           lim.max_replicas(c.deployment.gpus_per_replica))))
 
 
 def fleet_jobs(c: Candidate, sizes: list[int]) -> list[FleetJob]:
