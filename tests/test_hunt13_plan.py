@@ -37,6 +37,12 @@ def test_a_loose_e2el_limit_is_met_by_one_replica() -> None:
     tight = run_cli(*BURST, "--slo", "e2el:p99:20000")
     assert tight.code == 0, tight.err
     assert tight.json()["summary"]["replicas"] == 2
+    # 5 s: one replica's compute cannot hold the work due by then; the refusal says so
+    short = run_cli(*BURST, "--slo", "e2el:p99:5000", "--replicas", "1")
+    assert short.code == 1
+    assert short.json()["candidates"][0]["reason"] == (
+        "--replicas 1 cannot serve the trace: p99_e2el_ms (compute) needs at least 2 replicas "
+        "for the work of the requests that must meet it")
 
 
 def _slo(*terms: str) -> Slo:

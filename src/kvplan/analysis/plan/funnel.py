@@ -166,8 +166,8 @@ def _optimistic(c: Candidate, b: Bounds, prices: PriceTable, lim: Limits) -> Can
         return c
     if lim.replicas is not None and lim.rate_rps is not None and b.window_replicas > n:
         return replace(c, stage="pruned_bound", reason=(
-            f"{n} replicas cannot serve the trace: {b.window_why} needs at least "
-            f"{b.window_replicas}"))
+            f"--replicas {n} cannot serve the trace: {b.window_why} needs at least "
+            f"{b.window_replicas} replicas for the work of the requests that must meet it"))
     return _limits_check(c, n, cost.usd_per_hour, lim)
 
 
