@@ -140,3 +140,19 @@ def test_verify_line_asks_for_the_slo_percentiles_and_the_exact_rate() -> None:
     s = cap.json()["summary"]
     assert f"--request-rate {s['capacity_rps_per_replica']:g} " in s["vllm_bench_serve"]
     assert "--request-rate 39.7795 " in s["vllm_bench_serve"]
+
+
+# -------------------- D5: the nothing-feasible advice quoted two figures for one miss
+# Llama-3.1-8B on one L40S TP1 (--replicas 1), 600 sharegpt requests at 60 req/s,
+# ttft:p90:800 tpot:p99:60. The fixed fleet is judged on every request: p90 TTFT 12,184 ms.
+# The what-ifs re-ran it on the busiest 500 (the sample), so the same sentence read "misses
+# p90_ttft_ms by 1423 % (12184 ms) ... twice the replicas (2) lowers p90_ttft_ms the most,
+# 7352 -> 502 ms". They now run on the whole trace where the miss was judged there.
+def test_advice_starts_from_the_miss_it_quotes() -> None:
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "1", "--dataset",
+                "sharegpt", "--num-prompts", "600", "--request-rate", "60", "--slo",
+                "ttft:p90:800", "tpot:p99:60", "--replicas", "1", "--json")
+    assert r.code == 1
+    why = r.json()["summary"]["why"]
+    assert "misses p90_ttft_ms by 1423 % (12184 ms) with 1 replicas" in why
+    assert "twice the replicas (2) lowers p90_ttft_ms the most, 12184 -> 502 ms" in why
