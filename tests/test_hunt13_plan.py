@@ -156,3 +156,22 @@ def test_advice_starts_from_the_miss_it_quotes() -> None:
     why = r.json()["summary"]["why"]
     assert "misses p90_ttft_ms by 1423 % (12184 ms) with 1 replicas" in why
     assert "twice the replicas (2) lowers p90_ttft_ms the most, 12184 -> 502 ms" in why
+
+
+# -------------------- D6: a fleet was priced on one instance shape only
+# Lambda sells H100 as 8x ($31.92/h) and 1x ($4.29/h). 9 TP1 replicas: one 8x + one 1x =
+# $36.21/h; the planner took the cheaper single shape, nine 1x = $38.61/h (two 8x: $63.84).
+def test_a_fleet_may_mix_instance_shapes() -> None:
+    from kvplan.costs.pricing import fleet_cost
+    from kvplan.specs.prices import bundled_rows
+
+    rows = tuple(r for r in bundled_rows()
+                 if r.provider == "lambda" and r.gpu == "H100-SXM-80GB")
+    c = fleet_cost(rows, 9, 1)
+    assert c is not None and c.usd_per_hour == pytest.approx(31.92 + 4.29)
+    assert (c.row.instance, c.instances, [(r.instance, n) for r, n in c.also]) == (
+        "8x H100 SXM", 1, [("1x H100 SXM", 1)])
+    assert c.idle_gpus == 0
+    # 7 replicas: seven 1x ($30.03) beat one 8x ($31.92); 8: one 8x; 17: two 8x + one 1x
+    assert [round(fleet_cost(rows, n, 1).usd_per_hour, 2) for n in (7, 8, 17)] == [  # type: ignore[union-attr]
+        30.03, 31.92, 68.13]
