@@ -53,7 +53,8 @@ def plan_cmd(
     dataset: Annotated[Str, _o("--dataset", help_="random or a bundled trace")] = None,
     trace: Annotated[Path | None, _o("--trace", help_="CSV trace file.")] = None,
     trace_columns: Annotated[Str, _o("--trace-columns")] = None,
-    num_prompts: Annotated[int | None, _o("--num-prompts", help_="default: first 2000")] = None,
+    num_prompts: Annotated[int | None, _o("--num-prompts", help_=(
+        "default: random and sharegpt 1000 (vLLM's); a trace its first 10000"))] = None,
     random_input_len: Annotated[int, _o("--random-input-len")] = 1024,
     random_output_len: Annotated[int, _o("--random-output-len")] = 128,
     random_range_ratio: Annotated[float, _o("--random-range-ratio")] = 0.0,
