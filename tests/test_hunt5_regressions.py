@@ -83,9 +83,12 @@ def test_budget_refusal_names_the_cheapest_bound() -> None:
         "c0000", pytest.approx(3.99))
     res = run_cli(*RATE30, "--max-cost-per-hour", "2")
     assert res.code == 1, res.err
+    # (hunt 13: the optimistic fleet is the deadline-window floor, 1 L40S at $1.09/h, so
+    # L40S TP1 is simulated under a $2 budget too; L40S TP2's floor is 1 x 2 x $1.09)
     assert res.json()["summary"]["why"] == (
-        "every fleet breaks the budget: the cheapest, c0006 (L40S TP 1), costs at least "
-        "$2.18/h > --max-cost-per-hour 2.0; raise --max-cost-per-hour")
+        "every fleet that meets the SLO breaks the budget: the cheapest verified, c0006 (L40S "
+        "TP 1, 6 replicas), costs $6.54/h > --max-cost-per-hour; c0009 (L40S TP 2) was not "
+        "simulated and may cost as little as $2.18/h; raise --max-cost-per-hour")
     res = run_cli(*RATE30, "--max-cost-per-hour", "3")
     assert res.code == 1, res.err
     assert res.json()["summary"]["why"] == (

@@ -79,7 +79,11 @@ def test_nothing_feasible_exits_1_names_the_miss_and_the_what_if() -> None:
 
 
 def test_max_gpus_too_low() -> None:
-    r = run_cli(*BASE, *SLO, "--request-rate", "400", "--max-gpus", "1")
+    # 150 requests in 0.37 s: one H100 meets ttft:p99:2000 (p99 TTFT 1.47 s; hunt 13: the
+    # steady-state ceiling had called it infeasible), not 500 ms: its 150 prefills need
+    # more than one GPU inside their 0.37 + 0.5 s window
+    r = run_cli(*BASE, "--slo", "ttft:p99:500", "tpot:p99:100", "--request-rate", "400",
+                "--max-gpus", "1")
     assert r.code == 1
     assert "--max-gpus 1 is below any feasible fleet" in " ".join(r.out.split())
 

@@ -17,6 +17,9 @@ class FleetCost:
     gpus_rented: int
     idle_gpus: int
     usd_per_hour: float
+    also: tuple[tuple[PriceRow, int], ...] = ()
+    """Other shapes rented beside ``row`` (shape, instances): the replicas a whole ``row``
+    instance would leave mostly idle (9 TP1 replicas: one 8-GPU instance and one 1-GPU)."""
 
 
 def shape_cost(row: PriceRow, replicas: int, gpus_per_replica: int) -> FleetCost | None:
@@ -40,6 +43,32 @@ def shape_cost(row: PriceRow, replicas: int, gpus_per_replica: int) -> FleetCost
 
 def fleet_cost(rows: tuple[PriceRow, ...], replicas: int, gpus_per_replica: int
                ) -> FleetCost | None:
-    """The cheapest shape among ``rows`` for this fleet (ties: table order); None if none fits."""
+    """The cheapest rental among ``rows`` for this fleet (ties: table order, one shape before
+    a mix); None if none fits. Besides one shape for the whole fleet, k whole instances of a
+    multi-replica shape with the rest on another (``_mixed``): on Lambda, 9 TP1 H100
+    replicas are one 8x ($31.92) and one 1x ($4.29), $36.21/h, not nine 1x ($38.61)."""
     costs = [c for r in rows if (c := shape_cost(r, replicas, gpus_per_replica)) is not None]
+    costs += _mixed(rows, replicas, gpus_per_replica)
     return min(costs, key=lambda c: c.usd_per_hour) if costs else None
+
+
+def _mixed(rows: tuple[PriceRow, ...], replicas: int, need: int) -> list[FleetCost]:
+    """Each bulk shape holding several replicas per instance, 1..(enough - 1) instances of
+    it, and the remaining replicas on the cheapest other shape."""
+    out = []
+    for bulk in rows:
+        per = bulk.gpus_per_instance // need
+        if per < 2 or replicas <= per:
+            continue
+        for k in range(1, cdiv(replicas, per)):
+            rest = [c for r in rows if r is not bulk
+                    and (c := shape_cost(r, replicas - k * per, need)) is not None]
+            if not rest:
+                break
+            fill = min(rest, key=lambda c: c.usd_per_hour)
+            rented = k * bulk.gpus_per_instance + fill.gpus_rented
+            out.append(FleetCost(
+                row=bulk, instances=k, gpus_rented=rented, idle_gpus=rented - replicas * need,
+                usd_per_hour=k * bulk.usd_per_instance_hour + fill.usd_per_hour,
+                also=((fill.row, fill.instances),)))
+    return out

@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from kvplan.analysis.plan.fleet import Replica
 from kvplan.analysis.plan.judge import Latencies, Verdict, judge, judged_mask
+from kvplan.analysis.plan.window import Works, window_replicas
 from kvplan.analysis.weighted import counted_percentile
 from kvplan.costs.step.records import StepAggregates
 from kvplan.memo import Memo
@@ -49,6 +50,12 @@ class Bounds:
     zero_load: Verdict
     """Achieved values and margins only (no sampling intervals: the bound is analytic)."""
     ceilings_rps: tuple[tuple[str, float], ...]
+    window_replicas: int = 1
+    """The fewest replicas the trace's TTFT / E2EL deadline windows allow (``window``): the
+    optimistic fleet in target mode (the ceilings are steady-state rates, not a bound on a
+    finite trace)."""
+    window_why: str = ""
+    """The term and resource that set ``window_replicas`` ('' when it is 1)."""
 
     @property
     def optimistic_rps(self) -> float:
@@ -281,8 +288,33 @@ def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
         ("scheduler_cap", _ratio(seqs, float(np.mean(ttft0 + (out - 1) * t_min)))),
     )
     dp = rep.ranks
+    keep = _judged(work, slo)
+    order = np.argsort(work.arrival_s[keep], kind="stable")
+
+    def per(x: FloatArray) -> FloatArray:
+        out: FloatArray = np.asarray(x, np.float64)[keep][order]
+        return out
+
+    hold = (out - 1) * t_min
+    works = Works(arrival_s=per(work.arrival_s),
+                  ttft=(("compute", per(c_min * unc), dp),
+                        ("scheduler slots", per(ttft0), seqs * dp)),
+                  e2el=(("compute", per(c_min * (unc + out - 1)), dp),
+                        ("scheduler slots", per(ttft0 + hold), seqs * dp),
+                        ("batch slot-steps", per(out), seqs / t_dec * dp),
+                        ("KV blocks", per(blocks * hold), usable * dp)))
+    n, why = window_replicas(works, slo)
     return Bounds(zero_load=verdict,
-                  ceilings_rps=ceilings if dp == 1 else tuple((k, v * dp) for k, v in ceilings))
+                  ceilings_rps=ceilings if dp == 1 else tuple((k, v * dp) for k, v in ceilings),
+                  window_replicas=n, window_why=why)
+
+
+def _judged(work: Workload, slo: Slo) -> npt.NDArray[np.bool_]:
+    """The requests the SLO judges (all but the warm-up ones by arrival)."""
+    a = np.asarray(work.arrival_s, dtype=np.float64)
+    lat = Latencies(arrival_s=a, ttft_ms=a, tpot_ms=a, e2el_ms=a, itl_ms=None, itl_req=None,
+                    output_tokens=np.asarray(work.output_tokens))
+    return judged_mask(lat, slo)
 
 
 def _ratio(a: float, b: float) -> float:

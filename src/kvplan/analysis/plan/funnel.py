@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvplan.analysis.plan.bounds import bounds
+from kvplan.analysis.plan.bounds import Bounds, bounds
 from kvplan.analysis.plan.executor import Executor, run_fleet_jobs
 from kvplan.analysis.plan.fleet import Replica, replica
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetOut, JobContext
@@ -122,7 +122,7 @@ def _screen_one(cid: str, d: Deployment, prices: PriceTable, ctx: JobContext,
         return replace(c, stage="pruned_bound", reason=(
             f"at zero load {key} is already {b.zero_load.value(key):.1f}"
             f"{'' if key == 'goodput_share' else ' ms'}, over the SLO{_api_part(rep, key)}"))
-    return _optimistic(c, b.optimistic_rps, prices, lim)
+    return _optimistic(c, b, prices, lim)
 
 
 def _api_part(rep: Replica, key: str) -> str:
@@ -136,22 +136,24 @@ def _api_part(rep: Replica, key: str) -> str:
             "kvplan calibrate fits your own)")
 
 
-def optimistic_replicas(opt_rps: float, lim: Limits) -> int:
-    """The optimistic fleet: --replicas, else the target rate over the optimistic per-replica
-    rate, at most one replica per request of the trace (more give each at most one request,
-    as that many do: 10 requests at 1e9 req/s asked for 2.3e7 replicas, and hung)."""
+def optimistic_replicas(b: Bounds, lim: Limits) -> int:
+    """The optimistic fleet: --replicas, else the fewest replicas the trace's deadline
+    windows allow (``window``: the steady-state ceilings bound no finite trace — 200
+    requests in 2 s under e2el:p99:600000 asked for 7 L40S where 1 serves them), at most
+    one replica per request of the trace (more give each at most one request, as that many
+    do: 10 requests at 1e9 req/s asked for 2.3e7 replicas, and hung)."""
     if lim.rate_rps is None:
         return 1
     if lim.replicas:
         return lim.replicas
-    n = max(1, math.ceil(lim.rate_rps / opt_rps))
+    n = max(1, b.window_replicas)
     return min(n, lim.target_requests) if lim.target_requests else n
 
 
-def _optimistic(c: Candidate, opt_rps: float, prices: PriceTable, lim: Limits) -> Candidate:
+def _optimistic(c: Candidate, b: Bounds, prices: PriceTable, lim: Limits) -> Candidate:
     d = c.deployment
     rows = prices.for_gpu(d.gpu.id)
-    n = optimistic_replicas(opt_rps, lim)
+    n = optimistic_replicas(b, lim)
     cost = fleet_cost(rows, n, d.gpus_per_replica)
     if cost is None:
         return replace(c, stage="pruned_cost", reason=(
@@ -162,9 +164,10 @@ def _optimistic(c: Candidate, opt_rps: float, prices: PriceTable, lim: Limits) -
         # capacity mode prices exactly one replica: its budget check is exact, not a bound,
         # so exhaustive applies it too (it has no later fleet check that would)
         return c
-    if lim.replicas is not None and lim.rate_rps is not None and opt_rps * n < lim.rate_rps:
+    if lim.replicas is not None and lim.rate_rps is not None and b.window_replicas > n:
         return replace(c, stage="pruned_bound", reason=(
-            f"{n} replicas carry at most {opt_rps * n:.2f} req/s < {lim.rate_rps:.2f}"))
+            f"--replicas {n} cannot serve the trace: {b.window_why} needs at least "
+            f"{b.window_replicas} replicas for the work of the requests that must meet it"))
     return _limits_check(c, n, cost.usd_per_hour, lim)
 
 
@@ -200,13 +203,18 @@ def capacity_job(c: Candidate, lim: Limits) -> CapacityJob:
     opt = min(v for _, v in c.ceilings_rps)
     guess = GUESS_SHARE * opt
     floor = c.optimistic_replicas or 1
+    steady = floor
     if lim.rate_rps is not None:
         guess = min(opt, lim.rate_rps / floor)
+        # the search's reach: GROWTH x the steady-state estimate, not x the deadline floor
+        # (a p90 term's floor may be 1 where 200 replicas are needed)
+        steady = max(floor, math.ceil(lim.rate_rps / opt))
     return CapacityJob(deployment=c.deployment, guess_rps=guess, ceiling_rps=opt,
                        target_rps=None if lim.replicas is not None else lim.rate_rps,
                        floor_replicas=floor, fixed_replicas=lim.replicas,
-                       cap_replicas=replica_cap(floor, lim.target_requests,
-                                                lim.max_replicas(c.deployment.gpus_per_replica)))
+                       cap_replicas=max(floor, replica_cap(
+                           steady, lim.target_requests,
+                           lim.max_replicas(c.deployment.gpus_per_replica))))
 
 
 def fleet_jobs(c: Candidate, sizes: list[int]) -> list[FleetJob]:

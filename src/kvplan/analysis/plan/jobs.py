@@ -105,6 +105,9 @@ class ShareJob:
 
     deployment: Deployment
     replicas: int
+    whole: bool = False
+    """Every share of the whole trace (as a fixed --replicas or a verified fleet was judged),
+    not the busiest stretch of the sample."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,7 +153,8 @@ def run_job(ctx: JobContext, job: Job) -> Out:
         return PartOut(part=part, sim_requests=0 if part is None else len(part.ids))
     if isinstance(job, ShareJob):
         assert ctx.target is not None and ctx.rate_rps is not None
-        sp = share_probe(rep, ctx.target, slo, job.replicas, len(ctx.unit), ctx.rate_rps)
+        sp = share_probe(rep, ctx.target, slo, job.replicas,
+                         len(ctx.target) if job.whole else len(ctx.unit), ctx.rate_rps)
         return ProbeOut(achieved=sp.probe.verdict.achieved, sim_requests=sp.requests)
     if isinstance(job, ProbeJob):
         v = probe(rep, ctx.unit, slo, job.rate_rps).verdict

@@ -86,7 +86,7 @@ def _screened(i: int, d: Deployment, ctx: JobContext, lim: Limits, prices: Price
               ) -> Candidate:
     """A variant as a funnel candidate: its bounds and optimistic fleet, not pruned."""
     b = bounds(replica(d, ctx.profile), ctx.bounds_work, ctx.slo_for(d))
-    n = optimistic_replicas(b.optimistic_rps, lim)
+    n = optimistic_replicas(b, lim)
     cost = fleet_cost(prices.for_gpu(d.gpu.id), n, d.gpus_per_replica)
     return Candidate(id=f"lever{i}", deployment=d, stage="screened", reason="",
                      ceilings_rps=b.ceilings_rps, zero_load_margins=b.zero_load.margins,

@@ -183,7 +183,10 @@ def _cost(x: FleetCost) -> dict[str, Any]:
             "gpus_per_instance": x.row.gpus_per_instance,
             "usd_per_instance_hour": x.row.usd_per_instance_hour,
             "gpus_rented": x.gpus_rented, "idle_gpus": x.idle_gpus,
-            "source_url": x.row.source_url, "observed_on": x.row.observed_on}
+            "source_url": x.row.source_url, "observed_on": x.row.observed_on,
+            "also": [{"instance": r.instance, "instances": n,
+                      "gpus_per_instance": r.gpus_per_instance,
+                      "usd_per_instance_hour": r.usd_per_instance_hour} for r, n in x.also]}
 
 
 def _fleet(x: FleetInfo) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from kvplan.analysis.plan.levers import load_per_replica
 from kvplan.analysis.plan.records import Candidate, Lever, Plan
-from kvplan.analysis.plan.why.verdict import closest_miss
+from kvplan.analysis.plan.why.verdict import closest, closest_miss
 from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
 from kvplan.report.plan.plan_band_text import achieved_text, band_lines, edge_word, margin_line
 
@@ -22,6 +22,8 @@ def ranked_rows(p: Plan) -> list[Candidate]:
     lim = Limits(rate_rps=p.target_rate_rps, replicas=None, max_gpus=None,
                  max_cost_per_hour=None, mean_output_tokens=0.0, exhaustive=False)
     ok = rank(list(p.candidates), lim)[: 1 + RUNNERS_UP]
+    if not ok:  # nothing feasible: the closest misses, as the why line and JSON name them
+        return [c for _, c in closest(p.candidates)[:INFEASIBLE_SHOWN]]
     bad = [c for c in p.candidates if c.stage == "infeasible"
            or (c.stage == "pruned_bound" and closest_miss(c)[1] < 0)]
     bad.sort(key=lambda c: (c.usd_per_hour or c.optimistic_usd_per_hour or 0.0, c.id))
@@ -159,9 +161,13 @@ def noise_lines(p: Plan, w: Candidate) -> list[str]:
     f = w.fleet
     if f is None or not f.intervals:
         return []
-    cis = "; ".join(f"{term_label(k)} {_edge(lo)} - {_edge(hi)}" for k, (lo, hi) in f.intervals)
-    out = [f"Sampling error (95 %, order statistics over {f.judged_requests:,} judged "
-           f"requests): {cis}"]
+    cis = "; ".join(f"{term_label(k)} {_edge(k, lo)} - {_edge(k, hi)}"
+                    for k, (lo, hi) in f.intervals)
+    how = ", ".join(w for w, on in (
+        ("percentiles by order statistics", any(k != "goodput_share" for k, _ in f.intervals)),
+        ("goodput by Wilson's score interval", any(k == "goodput_share" for k, _ in f.intervals)))
+        if on)
+    out = [f"Sampling error (95 %, {how}, over {f.judged_requests:,} judged requests): {cis}"]
     for k in f.within_noise:
         out.append(f"  {term_label(k)}: the limit lies inside the interval - the pass is "
                    "within sampling noise; another sample of the same traffic could miss it"
@@ -170,8 +176,11 @@ def noise_lines(p: Plan, w: Candidate) -> list[str]:
     return out
 
 
-def _edge(v: float | None) -> str:
-    return "unbounded" if v is None else (f"{v:.3f}" if v <= 1.0 else f"{v:.1f}")
+def _edge(key: str, v: float | None) -> str:
+    """One end of an interval: a share as a fraction, a latency with its unit."""
+    if v is None:
+        return "unbounded"
+    return f"{v:.3f}" if key == "goodput_share" else fmt_ms(v)
 
 
 def _band(band: tuple[float, float] | None) -> str:

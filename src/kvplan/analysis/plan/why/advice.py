@@ -45,8 +45,9 @@ def advise(cands: list[Candidate], space: SearchSpace, prices: PriceTable, ex: E
         return ""
     variants = [(label, d) for label, d in what_ifs(c.deployment, space, prices)
                 if _fits(d) and not (zero and label.startswith("--replicas"))]
+    whole = lim.replicas is not None or c.fleet is not None  # how its miss was judged
     values = (_zero_load(c.deployment, variants, ctx, key) if zero
-              else _simulated(c.deployment, variants, at, ex, ctx, lim, t, key))
+              else _simulated(c.deployment, variants, at, ex, ctx, lim, t, key, whole))
     base, tried = values[0], [(v, label) for v, (label, _) in zip(values[1:], variants,
                                                                    strict=True)]
     pairs = [(v, label) for v, label in tried if v is not None]
@@ -58,10 +59,12 @@ def advise(cands: list[Candidate], space: SearchSpace, prices: PriceTable, ex: E
 
 
 def _simulated(d0: Deployment, variants: list[tuple[str, Deployment]], at: float,
-               ex: Executor, ctx: JobContext, lim: Limits, t: Tally, key: str
-               ) -> list[float | None]:
-    """The missed term of the candidate, then of each variant, at the failing load."""
-    jobs = [_job(d0, at, lim)] + [_job(d, at, lim, label) for label, d in variants]
+               ex: Executor, ctx: JobContext, lim: Limits, t: Tally, key: str,
+               whole: bool) -> list[float | None]:
+    """The missed term of the candidate, then of each variant, at the failing load (on the
+    whole trace where the candidate's miss was judged there: the sentence quotes both)."""
+    jobs = [_job(d0, at, lim, "", whole)] + [_job(d, at, lim, label, whole)
+                                              for label, d in variants]
     outs = [o for o in ex.run(ctx, jobs) if isinstance(o, ProbeOut)]
     t.sim_requests += sum(o.sim_requests for o in outs)
     return [dict(o.achieved).get(key) for o in outs]
@@ -92,11 +95,11 @@ def _failing_load(c: Candidate, lim: Limits) -> float | None:
     return None if cap is None or cap.bracket_rps[1] is None else cap.bracket_rps[1]
 
 
-def _job(d: Deployment, at: float, lim: Limits, label: str = "") -> Job:
+def _job(d: Deployment, at: float, lim: Limits, label: str = "", whole: bool = False) -> Job:
     more = label.startswith("--replicas")
     if lim.rate_rps is None:
         return ProbeJob(deployment=d, rate_rps=at / 2 if more else at)
-    return ShareJob(deployment=d, replicas=int(at) * (2 if more else 1))
+    return ShareJob(deployment=d, replicas=int(at) * (2 if more else 1), whole=whole)
 
 
 def _fits(d: Deployment) -> bool:

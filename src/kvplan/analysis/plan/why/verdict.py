@@ -197,12 +197,13 @@ def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo,
     rate = traffic.given_rate_rps or traffic.rate_rps or (
         w.capacity.rate_rps if w.capacity else 1.0)
     argv = ["vllm", "bench", "serve", "--model", model_id, *bench_dataset(traffic),
-            "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:.3g}"]
+            "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:g}"]
     if traffic.rate_rps is not None and f"{traffic.burstiness:.2g}" != "1":
         argv += ["--burstiness", f"{traffic.burstiness:.2g}"]
     # every request generates its whole output, as kvplan simulated (else EOS cuts it short)
+    pcts = sorted({50.0, 90.0, 99.0, *(b.percentile for b in slo.bounds)})
     argv += ["--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
-             "--metric-percentiles", "50,90,99"]
+             "--metric-percentiles", ",".join(f"{p:g}" for p in pcts)]
     if good:
         argv += ["--goodput", *(f"{k}:{v:g}" for k, v in good.items())]
     return serve, shlex.join(argv)
