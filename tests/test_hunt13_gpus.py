@@ -19,3 +19,32 @@ def test_kv_cache_memory_is_bounded_by_the_cuda_total_not_the_datasheet_gb() -> 
     bad = run_cli("capacity", L1B, "--gpu", "H100", "--kv-cache-memory", "80GiB")
     assert_one_line_error(bad)
     assert "exceeds H100-SXM-80GB's 79.18 GiB" in bad.err
+
+
+def _ring_s(gpu: str, tp: int) -> float:
+    from kvplan.costs.step.profiles import Profile
+    from kvplan.costs.step.roofline import StepCostModel
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.serving import EngineConfig
+
+    model = StepCostModel(load_model("meta-llama/Llama-3.1-70B"), load_gpu(gpu),
+                          EngineConfig(tensor_parallel_size=tp), Profile(comm_eff=1.0))
+    return model._co.ring_s
+
+
+def test_a_tp_group_wider_than_an_nvlink_bridge_all_reduces_over_pcie() -> None:
+    from kvplan.specs.hardware import load_gpu
+
+    # H100 PCIe: a 2-way NVLink bridge (600 GB/s) joins a pair; TP4 / TP8 all-reduce over
+    # PCIe Gen5 x16 (128 GB/s bidirectional, the datasheet). kvplan priced every TP at 600.
+    pcie = load_gpu("H100-PCIe-80GB")
+    assert [pcie.tp_link_bytes_per_s(tp) for tp in (1, 2, 4, 8)] == [600e9, 600e9, 128e9,
+                                                                        128e9]
+    assert load_gpu("RTX-3090").tp_link_bytes_per_s(4) == 64e9  # PCIe Gen4 x16
+    assert load_gpu("H100").tp_link_bytes_per_s(8) == 900e9  # NVSwitch joins all 8
+    # Llama-3.1-70B (hidden 8192, bf16): ring all-reduce of one token = 2 (tp-1)/tp x 16,384 B
+    # over one direction of the link: TP2 2 x 1/2 x 16,384 / 300e9 = 54.61 ns;
+    # TP4 2 x 3/4 x 16,384 / 64e9 = 384.0 ns (was 81.92 ns at 300 GB/s)
+    assert abs(_ring_s("H100-PCIe-80GB", 2) - 16_384 / 300e9) < 1e-15
+    assert abs(_ring_s("H100-PCIe-80GB", 4) - 1.5 * 16_384 / 64e9) < 1e-15

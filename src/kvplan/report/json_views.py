@@ -50,6 +50,8 @@ def gpus_json() -> dict[str, Any]:
                 "peak_flops": g.peak_flops,
                 "interconnect": g.interconnect,
                 "interconnect_bytes_per_s": round(g.interconnect_bytes_per_s) or None,
+                "bridge_gpus": g.bridge_gpus or None,
+                "pcie_bytes_per_s": round(g.pcie_bytes_per_s) or None,
                 "arch": g.arch or None,
                 "node_gpus": g.node_gpus or None,
                 "scale_out_bytes_per_s": g.scale_out_bytes_per_s or None,
