@@ -48,3 +48,16 @@ def test_a_tp_group_wider_than_an_nvlink_bridge_all_reduces_over_pcie() -> None:
     # TP4 2 x 3/4 x 16,384 / 64e9 = 384.0 ns (was 81.92 ns at 300 GB/s)
     assert abs(_ring_s("H100-PCIe-80GB", 2) - 16_384 / 300e9) < 1e-15
     assert abs(_ring_s("H100-PCIe-80GB", 4) - 1.5 * 16_384 / 64e9) < 1e-15
+
+
+def test_a_tp_group_in_a_switchless_mesh_reaches_its_peers_over_tp_minus_1_links() -> None:
+    from kvplan.specs.hardware import load_gpu
+
+    # MI300X: 7 Infinity Fabric links of 128 GB/s (bidirectional) join 8 GPUs directly, no
+    # switch (896 GB/s is their sum). A TP2 pair shares one link: 128 GB/s, not 896.
+    mi = load_gpu("MI300X")
+    assert [mi.tp_link_bytes_per_s(tp) for tp in (2, 4, 8)] == [128e9, 384e9, 896e9]
+    # Llama-3.1-70B TP2 ring all-reduce, one token: 2 x 1/2 x 16,384 B / 64 GB/s = 256 ns
+    # (was 16,384 / 448e9 = 36.57 ns, 7x too fast); TP8 keeps 448 GB/s one way
+    assert abs(_ring_s("MI300X", 2) - 16_384 / 64e9) < 1e-15
+    assert abs(_ring_s("MI300X", 8) - 1.75 * 16_384 / 448e9) < 1e-15
