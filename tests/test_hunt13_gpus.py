@@ -61,3 +61,29 @@ def test_a_tp_group_in_a_switchless_mesh_reaches_its_peers_over_tp_minus_1_links
     # (was 16,384 / 448e9 = 36.57 ns, 7x too fast); TP8 keeps 448 GB/s one way
     assert abs(_ring_s("MI300X", 2) - 16_384 / 64e9) < 1e-15
     assert abs(_ring_s("MI300X", 8) - 1.75 * 16_384 / 448e9) < 1e-15
+
+
+def test_capacity_mode_fills_a_node_only_instance_with_replicas() -> None:
+    from kvplan.costs.pricing import filled_cost
+    from kvplan.specs.prices import price_table
+
+    # AWS rents H100s only as the 8-GPU p5.48xlarge ($55.04/h): 8 TP1 replicas fill one,
+    # $6.88 each. Capacity mode priced one TP1 replica at the whole $55.04/h (7 GPUs idle),
+    # so $/M tokens came out 8x too high and TP8 won ($1.56/M tok against ~$0.32).
+    rows = price_table("aws").for_gpu("H100-SXM-80GB")
+    one = filled_cost(rows, 1)
+    assert one is not None and (one.replicas, one.instances, one.usd_per_hour) == (8, 1, 55.04)
+    three = filled_cost(rows, 3)  # floor(8 / 3) = 2 replicas, 2 GPUs idle
+    assert three is not None and (three.replicas, three.idle_gpus) == (2, 2)
+    capped = filled_cost(rows, 1, most=2)  # --max-gpus 2
+    assert capped is not None and (capped.replicas, capped.usd_per_hour) == (2, 55.04)
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "-tp", "1,8",
+                "--provider", "aws", "--num-prompts", "200", "--slo", "ttft:p99:2000",
+                "tpot:p90:50", "--workers", "1", "--json")
+    assert r.code == 0, r.err
+    s = r.json()["summary"]
+    assert "--tensor-parallel-size 1 " in s["vllm_serve"]
+    assert (s["replicas"], s["gpus"], s["usd_per_hour"]) == (8, 8, 55.04)
+    # 128 output tokens a request: $55.04 / (8 x rate x 128 x 3600) x 1e6
+    want = 55.04 / (8 * s["capacity_rps_per_replica"] * 128 * 3600) * 1e6
+    assert abs(s["usd_per_million_output_tokens"] - want) < 1e-9

@@ -17,6 +17,8 @@ class FleetCost:
     gpus_rented: int
     idle_gpus: int
     usd_per_hour: float
+    replicas: int = 1
+    """Replicas the rented instances hold."""
 
 
 def shape_cost(row: PriceRow, replicas: int, gpus_per_replica: int) -> FleetCost | None:
@@ -35,7 +37,7 @@ def shape_cost(row: PriceRow, replicas: int, gpus_per_replica: int) -> FleetCost
     rented = instances * g
     return FleetCost(row=row, instances=instances, gpus_rented=rented,
                      idle_gpus=rented - replicas * need,
-                     usd_per_hour=instances * row.usd_per_instance_hour)
+                     usd_per_hour=instances * row.usd_per_instance_hour, replicas=replicas)
 
 
 def fleet_cost(rows: tuple[PriceRow, ...], replicas: int, gpus_per_replica: int
@@ -43,3 +45,19 @@ def fleet_cost(rows: tuple[PriceRow, ...], replicas: int, gpus_per_replica: int
     """The cheapest shape among ``rows`` for this fleet (ties: table order); None if none fits."""
     costs = [c for r in rows if (c := shape_cost(r, replicas, gpus_per_replica)) is not None]
     return min(costs, key=lambda c: c.usd_per_hour) if costs else None
+
+
+def filled_cost(rows: tuple[PriceRow, ...], gpus_per_replica: int, most: int | None = None
+                ) -> FleetCost | None:
+    """One rented unit filled with replicas, the cheapest per replica among ``rows`` (ties:
+    table order): an instance of g >= G GPUs holds floor(g / G) replicas (8 TP1 replicas on
+    one 8-GPU p5.48xlarge, $55.04/h: $6.88 each, not $55.04 for one replica and 7 idle
+    GPUs); a smaller one is cdiv(G, g) instances per replica. ``most``: at most that many
+    replicas (--max-gpus). None if no row holds a replica."""
+    best: tuple[float, FleetCost] | None = None
+    for row in rows:
+        k = max(1, row.gpus_per_instance // gpus_per_replica)
+        cost = shape_cost(row, k if most is None else max(1, min(k, most)), gpus_per_replica)
+        if cost is not None and (best is None or cost.usd_per_hour / cost.replicas < best[0]):
+            best = (cost.usd_per_hour / cost.replicas, cost)
+    return None if best is None else best[1]
