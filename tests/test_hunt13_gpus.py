@@ -87,3 +87,23 @@ def test_capacity_mode_fills_a_node_only_instance_with_replicas() -> None:
     # 128 output tokens a request: $55.04 / (8 x rate x 128 x 3600) x 1e6
     want = 55.04 / (8 * s["capacity_rps_per_replica"] * 128 * 3600) * 1e6
     assert abs(s["usd_per_million_output_tokens"] - want) < 1e-9
+
+
+_HEAD = "gpu,provider,instance,gpus_per_instance,gpus_per_node,usd_per_instance_hour," \
+        "source_url,observed_on\n"
+
+
+def test_price_file_row_errors_say_what_is_wrong(tmp_path) -> None:
+    # an unknown GPU named only that, not the date / count hint meant for other fields
+    bad = tmp_path / "gpu.csv"
+    bad.write_text(_HEAD + "V100,me,x,8,8,20,u,2026-12-01\n")
+    r = run_cli("prices", "--prices", str(bad))
+    assert_one_line_error(r)
+    assert "line 2: unknown GPU 'V100'" in r.err and "observed_on is" not in r.err
+    # a row shorter than the header: the missing column, not "'NoneType' object has no
+    # attribute 'strip'"
+    short = tmp_path / "short.csv"
+    short.write_text(_HEAD + "H100,me,x,8,8,20,u\n")
+    r = run_cli("prices", "--prices", str(short))
+    assert_one_line_error(r)
+    assert "line 2: the row has no observed_on" in r.err and "NoneType" not in r.err
