@@ -107,3 +107,13 @@ def test_price_file_row_errors_say_what_is_wrong(tmp_path) -> None:
     r = run_cli("prices", "--prices", str(short))
     assert_one_line_error(r)
     assert "line 2: the row has no observed_on" in r.err and "NoneType" not in r.err
+
+
+def test_a_price_observed_in_the_future_is_refused(tmp_path) -> None:
+    # observed_on 2099-01-01 was accepted: its age is negative, so the 90-day staleness
+    # warning could never fire for it
+    f = tmp_path / "future.csv"
+    f.write_text(_HEAD + "H100,me,x,8,8,20,u,2099-01-01\n")
+    r = run_cli("prices", "--prices", str(f))
+    assert_one_line_error(r)
+    assert "observed_on 2099-01-01 is in the future" in r.err

@@ -102,10 +102,13 @@ def _row(line: dict[str, str], origin: str, lineno: int) -> PriceRow:
             usd_per_instance_hour=float(line["usd_per_instance_hour"]),
             source_url=line["source_url"].strip(), observed_on=line["observed_on"].strip(),
             transcribed_by=(line.get("transcribed_by") or "").strip())
-        dt.date.fromisoformat(row.observed_on)
+        day = dt.date.fromisoformat(row.observed_on)
     except (ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"{where}: {exc}; observed_on is YYYY-MM-DD, counts whole numbers"
                          ) from None
+    if day > dt.date.today() + dt.timedelta(days=1):  # a day's slack for time zones
+        raise InputError(f"{where}: observed_on {row.observed_on} is in the future; give the "
+                         "day the price was read (a future day is never stale)")
     _check_row(row, where)
     return row
 
