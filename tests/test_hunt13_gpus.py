@@ -77,6 +77,11 @@ def test_capacity_mode_fills_a_node_only_instance_with_replicas() -> None:
     assert three is not None and (three.replicas, three.idle_gpus) == (2, 2)
     capped = filled_cost(rows, 1, most=2)  # --max-gpus 2
     assert capped is not None and (capped.replicas, capped.usd_per_hour) == (2, 55.04)
+    # Lambda: 8x H100 at $31.92 ($3.99 a replica) beats 1x at $4.29, unless
+    # --max-cost-per-hour 10 rules the 8x unit out (the 1x row then, as before)
+    lam = price_table("lambda").for_gpu("H100-SXM-80GB")
+    assert (filled_cost(lam, 1) or one).usd_per_hour == 31.92
+    assert (filled_cost(lam, 1, budget=10.0) or one).usd_per_hour == 4.29
     r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "-tp", "1,8",
                 "--provider", "aws", "--num-prompts", "200", "--slo", "ttft:p99:2000",
                 "tpot:p90:50", "--workers", "1", "--json")

@@ -47,17 +47,21 @@ def fleet_cost(rows: tuple[PriceRow, ...], replicas: int, gpus_per_replica: int
     return min(costs, key=lambda c: c.usd_per_hour) if costs else None
 
 
-def filled_cost(rows: tuple[PriceRow, ...], gpus_per_replica: int, most: int | None = None
-                ) -> FleetCost | None:
+def filled_cost(rows: tuple[PriceRow, ...], gpus_per_replica: int, most: int | None = None,
+                budget: float | None = None) -> FleetCost | None:
     """One rented unit filled with replicas, the cheapest per replica among ``rows`` (ties:
     table order): an instance of g >= G GPUs holds floor(g / G) replicas (8 TP1 replicas on
     one 8-GPU p5.48xlarge, $55.04/h: $6.88 each, not $55.04 for one replica and 7 idle
     GPUs); a smaller one is cdiv(G, g) instances per replica. ``most``: at most that many
-    replicas (--max-gpus). None if no row holds a replica."""
-    best: tuple[float, FleetCost] | None = None
+    replicas (--max-gpus); ``budget``: units of at most that many $/hour first
+    (--max-cost-per-hour), else the cheapest unit. None if no row holds a replica."""
+    best: tuple[tuple[bool, float], FleetCost] | None = None
     for row in rows:
         k = max(1, row.gpus_per_instance // gpus_per_replica)
         cost = shape_cost(row, k if most is None else max(1, min(k, most)), gpus_per_replica)
-        if cost is not None and (best is None or cost.usd_per_hour / cost.replicas < best[0]):
-            best = (cost.usd_per_hour / cost.replicas, cost)
+        if cost is None:
+            continue
+        key = (budget is not None and cost.usd_per_hour > budget, cost.usd_per_hour / cost.replicas)
+        if best is None or key < best[0]:
+            best = (key, cost)
     return None if best is None else best[1]

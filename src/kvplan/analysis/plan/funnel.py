@@ -151,10 +151,12 @@ def optimistic_replicas(opt_rps: float, lim: Limits) -> int:
 def unit_cost(rows: tuple[PriceRow, ...], n: int, gpus_per_replica: int, lim: Limits
               ) -> FleetCost | None:
     """Target mode: ``n`` replicas on the cheapest shape. Capacity mode: one rented unit
-    filled with replicas (``pricing.filled_cost``; at most --max-gpus), each at capacity."""
+    filled with replicas (``pricing.filled_cost``; within --max-gpus and, where a unit
+    can, --max-cost-per-hour), each at capacity."""
     if lim.rate_rps is not None:
         return fleet_cost(rows, n, gpus_per_replica)
-    return filled_cost(rows, gpus_per_replica, lim.max_replicas(gpus_per_replica))
+    return filled_cost(rows, gpus_per_replica, lim.max_replicas(gpus_per_replica),
+                       lim.max_cost_per_hour)
 
 
 def _optimistic(c: Candidate, opt_rps: float, prices: PriceTable, lim: Limits) -> Candidate:
