@@ -122,3 +122,18 @@ def test_a_price_observed_in_the_future_is_refused(tmp_path) -> None:
     r = run_cli("prices", "--prices", str(f))
     assert_one_line_error(r)
     assert "observed_on 2099-01-01 is in the future" in r.err
+
+
+def test_a_pipeline_hop_in_a_switchless_mesh_crosses_one_link() -> None:
+    from kvplan.costs.step.profiles import Profile
+    from kvplan.costs.step.roofline import StepCostModel
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.serving import EngineConfig
+
+    # MI300X at TP1 PP2: stage 0 sends its hidden states to stage 1 over the one Infinity
+    # Fabric link between them (64 GB/s one way), not all 7 (448)
+    assert load_gpu("MI300X").tp_link_bytes_per_s(1) == 128e9
+    m = StepCostModel(load_model("meta-llama/Llama-3.1-70B"), load_gpu("MI300X"),
+                      EngineConfig(pipeline_parallel_size=2), Profile(comm_eff=1.0))
+    assert abs(m._co.p2p_s - 16_384 / 64e9) < 1e-15  # was 16,384 / 448e9 = 36.57 ns

@@ -75,11 +75,12 @@ class HardwareSpec:
     def tp_link_bytes_per_s(self, tp: int) -> float:
         """The scale-up bandwidth (bidirectional) a TP group of ``tp`` GPUs all-reduces over:
         the vendor's figure through a switch; PCIe where the group is wider than one NVLink
-        bridge's pair; in a switchless mesh, the tp - 1 direct links to the group's peers."""
+        bridge's pair; in a switchless mesh, the tp - 1 direct links to the group's peers
+        (one at TP1, where only a pipeline hop crosses the link)."""
         if self.bridge_gpus and tp > self.bridge_gpus and self.pcie_bytes_per_s:
             return self.pcie_bytes_per_s
-        if self.mesh_links and 1 < tp <= self.mesh_links:
-            return self.interconnect_bytes_per_s * (tp - 1) / self.mesh_links
+        if self.mesh_links and tp <= self.mesh_links:  # tp 1: a PP hop's one link
+            return self.interconnect_bytes_per_s * max(1, tp - 1) / self.mesh_links
         return self.interconnect_bytes_per_s
 
     def peak_flops_for(self, dtype: str) -> float:
