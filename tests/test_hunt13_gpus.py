@@ -137,3 +137,16 @@ def test_a_pipeline_hop_in_a_switchless_mesh_crosses_one_link() -> None:
     m = StepCostModel(load_model("meta-llama/Llama-3.1-70B"), load_gpu("MI300X"),
                       EngineConfig(pipeline_parallel_size=2), Profile(comm_eff=1.0))
     assert abs(m._co.p2p_s - 16_384 / 64e9) < 1e-15  # was 16,384 / 448e9 = 36.57 ns
+
+
+def test_gpus_names_the_kernel_tables_docs_send_users_to_it_for() -> None:
+    # docs/parallelism.md: "DP / EP steps of MoE models need the measured kernel tables
+    # (`kvplan gpus`; ...)" - but `kvplan gpus` did not say which GPUs have them
+    r = run_cli("gpus", "--json")
+    assert r.code == 0, r.err
+    tables = {g["id"]: g["kernel_tables"] for g in r.json()["gpus"]}
+    assert tables["H100-SXM-80GB"] == "H100-SXM-80GB"
+    assert tables["H800-SXM-80GB"] == "H100-SXM-80GB"  # its kernels_of twin
+    assert tables["MI300X"] is None and tables["H100-PCIe-80GB"] is None
+    text = run_cli("gpus")
+    assert "kernel tables" in text.out and "none (roofline)" in text.out
