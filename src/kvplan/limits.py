@@ -78,6 +78,9 @@ GPU_RANGES: dict[str, tuple[float, float]] = {
     "fp4_tflops_dense": (0.1, 100_000.0),
     "interconnect_gbps": (0.0, 100_000.0),
     "node_gpus": (1.0, 1_024.0),
+    "bridge_gpus": (1.0, 1_024.0),
+    "mesh_links": (1.0, 1_024.0),
+    "pcie_gbps": (0.0, 100_000.0),
     "scale_out_gbps": (0.0, 100_000.0),
 }
 """GPU-file fields: (lowest, highest) accepted, in the file's own units."""

@@ -151,7 +151,8 @@ def _render(plan: MemoryPlan, ignored: list[str]) -> None:
 
 @app.command("gpus")
 def gpus_cmd(as_json: fl.JsonOpt = False) -> None:
-    """List the bundled GPU catalog (memory, bandwidth, dense bf16 FLOP/s, interconnect)."""
+    """List the bundled GPU catalog (memory, bandwidth, dense bf16 FLOP/s, interconnect,
+    whose measured kernel tables price each GPU)."""
     if as_json:
         from kvplan.report.json_views import gpus_json
 
@@ -160,11 +161,13 @@ def gpus_cmd(as_json: fl.JsonOpt = False) -> None:
     from rich.table import Table
 
     from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
+    from kvplan.report.json_views import kernel_tables_of
     from kvplan.specs.hardware import gpu_catalog
 
     gpus = list(gpu_catalog().values())
     table = Table(title="GPUs")
-    for col in ("id", "memory", "CUDA total", "bandwidth", "bf16 dense", "interconnect"):
+    for col in ("id", "memory", "CUDA total", "bandwidth", "bf16 dense", "interconnect",
+                "kernel tables"):
         table.add_column(col)
     for g in gpus:
         table.add_row(
@@ -174,5 +177,13 @@ def gpus_cmd(as_json: fl.JsonOpt = False) -> None:
             f"{g.mem_bw_bytes_per_s / 1e12:.2f} TB/s",
             f"{g.peak_flops_for('bfloat16') / 1e12:.0f} TFLOP/s",
             g.interconnect,
+            _tables_word(g.id, kernel_tables_of(g.id)),
         )
     console.print(table)
+
+
+def _tables_word(gpu_id: str, tables: str | None) -> str:
+    """'measured', a twin's ('H100-SXM-80GB's'), or 'none (roofline)'."""
+    if tables is None:
+        return "none (roofline)"
+    return "measured" if tables == gpu_id else f"{tables}'s"

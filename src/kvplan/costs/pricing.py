@@ -20,6 +20,8 @@ class FleetCost:
     also: tuple[tuple[PriceRow, int], ...] = ()
     """Other shapes rented beside ``row`` (shape, instances): the replicas a whole ``row``
     instance would leave mostly idle (9 TP1 replicas: one 8-GPU instance and one 1-GPU)."""
+    replicas: int = 1
+    """Replicas the rented instances hold."""
 
 
 def shape_cost(row: PriceRow, replicas: int, gpus_per_replica: int) -> FleetCost | None:
@@ -38,7 +40,7 @@ def shape_cost(row: PriceRow, replicas: int, gpus_per_replica: int) -> FleetCost
     rented = instances * g
     return FleetCost(row=row, instances=instances, gpus_rented=rented,
                      idle_gpus=rented - replicas * need,
-                     usd_per_hour=instances * row.usd_per_instance_hour)
+                     usd_per_hour=instances * row.usd_per_instance_hour, replicas=replicas)
 
 
 def fleet_cost(rows: tuple[PriceRow, ...], replicas: int, gpus_per_replica: int
@@ -70,5 +72,25 @@ def _mixed(rows: tuple[PriceRow, ...], replicas: int, need: int) -> list[FleetCo
             out.append(FleetCost(
                 row=bulk, instances=k, gpus_rented=rented, idle_gpus=rented - replicas * need,
                 usd_per_hour=k * bulk.usd_per_instance_hour + fill.usd_per_hour,
-                also=((fill.row, fill.instances),)))
+                replicas=replicas, also=((fill.row, fill.instances),)))
     return out
+
+
+def filled_cost(rows: tuple[PriceRow, ...], gpus_per_replica: int, most: int | None = None,
+                budget: float | None = None) -> FleetCost | None:
+    """One rented unit filled with replicas, the cheapest per replica among ``rows`` (ties:
+    table order): an instance of g >= G GPUs holds floor(g / G) replicas (8 TP1 replicas on
+    one 8-GPU p5.48xlarge, $55.04/h: $6.88 each, not $55.04 for one replica and 7 idle
+    GPUs); a smaller one is cdiv(G, g) instances per replica. ``most``: at most that many
+    replicas (--max-gpus); ``budget``: units of at most that many $/hour first
+    (--max-cost-per-hour), else the cheapest unit. None if no row holds a replica."""
+    best: tuple[tuple[bool, float], FleetCost] | None = None
+    for row in rows:
+        k = max(1, row.gpus_per_instance // gpus_per_replica)
+        cost = shape_cost(row, k if most is None else max(1, min(k, most)), gpus_per_replica)
+        if cost is None:
+            continue
+        key = (budget is not None and cost.usd_per_hour > budget, cost.usd_per_hour / cost.replicas)
+        if best is None or key < best[0]:
+            best = (key, cost)
+    return None if best is None else best[1]

@@ -35,6 +35,18 @@ def kv_json(report: KvReport) -> dict[str, Any]:
             "formula_per_gpu": kv_summary_lines(report.per_gpu)}
 
 
+def kernel_tables_of(gpu_id: str) -> str | None:
+    """The measured GPU whose kernel tables price ``gpu_id`` (itself, or its ``kernels_of``
+    twin); None: the roofline prices it (and DP / EP steps are refused on it)."""
+    from kvplan.costs.kernels.tables import resolve_gpu
+    from kvplan.errors import UnknownNameError
+
+    try:
+        return resolve_gpu(gpu_id)
+    except UnknownNameError:
+        return None
+
+
 def gpus_json() -> dict[str, Any]:
     """`kvplan gpus --json`: the bundled hardware catalog."""
     from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
@@ -50,9 +62,12 @@ def gpus_json() -> dict[str, Any]:
                 "peak_flops": g.peak_flops,
                 "interconnect": g.interconnect,
                 "interconnect_bytes_per_s": round(g.interconnect_bytes_per_s) or None,
+                "bridge_gpus": g.bridge_gpus or None,
+                "pcie_bytes_per_s": round(g.pcie_bytes_per_s) or None,
                 "arch": g.arch or None,
                 "node_gpus": g.node_gpus or None,
                 "scale_out_bytes_per_s": g.scale_out_bytes_per_s or None,
+                "kernel_tables": kernel_tables_of(g.id),
                 "source": g.source,
                 **({"achievable": {"rates_per_s": g.achievable, "source": g.achievable_source}}
                    if g.achievable else {}),

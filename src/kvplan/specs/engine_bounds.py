@@ -49,13 +49,15 @@ def check_engine_bounds(engine: Any) -> None:
         )
 
 
-def check_kv_cache_memory(given: int | None, gpu_memory_bytes: int, gpu_id: str) -> None:
-    """--kv-cache-memory is per GPU (vLLM's kv_cache_memory_bytes): it cannot exceed the GPU's
-    own memory, or vLLM would fail to allocate it."""
-    if given is not None and given > gpu_memory_bytes:
+def check_kv_cache_memory(given: int | None, cuda_total_bytes: int, gpu_id: str) -> None:
+    """--kv-cache-memory is per GPU (vLLM's kv_cache_memory_bytes): it cannot exceed the
+    memory CUDA reports on the GPU (``vllm_defaults.cuda_total_bytes``: H100 79.18 GiB, not
+    the datasheet's 80 GB = 74.51 GiB), or vLLM would fail to allocate it."""
+    if given is not None and given > cuda_total_bytes:
         from kvplan.units import fmt_bytes
 
         raise InputError(
             f"--kv-cache-memory {fmt_bytes(given)} exceeds {gpu_id}'s "
-            f"{fmt_bytes(gpu_memory_bytes)} of memory; it is per GPU, so give at most that"
+            f"{fmt_bytes(cuda_total_bytes)} of memory (CUDA total); it is per GPU, so give "
+            "at most that"
         )

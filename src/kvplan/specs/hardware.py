@@ -42,6 +42,13 @@ class HardwareSpec:
     interconnect: str = ""
     interconnect_bytes_per_s: float = 0.0
     """Per-GPU scale-up bandwidth as the vendor quotes it (NVLink: total bidirectional)."""
+    bridge_gpus: int = 0
+    """GPUs an NVLink bridge joins (2 on H100 PCIe, RTX 3090); 0 = the link joins the node."""
+    pcie_bytes_per_s: float = 0.0
+    """PCIe x16 bandwidth (bidirectional) a TP group wider than a bridge all-reduces over."""
+    mesh_links: int = 0
+    """Direct GPU-to-GPU links the interconnect figure sums, with no switch (MI300X: 7 x 128
+    GB/s in an 8-GPU mesh): a TP group of k GPUs reaches its peers over k - 1 of them."""
     vendor: str = ""
     node_gpus: int = 0
     """GPUs one node joins over the scale-up link (NVLink); 0 = not given (8 assumed)."""
@@ -64,6 +71,17 @@ class HardwareSpec:
     def __post_init__(self) -> None:  # frozen all the way down (ReadOnlyDict)
         for name in ("peak_flops", "achievable"):
             object.__setattr__(self, name, ReadOnlyDict(getattr(self, name)))
+
+    def tp_link_bytes_per_s(self, tp: int) -> float:
+        """The scale-up bandwidth (bidirectional) a TP group of ``tp`` GPUs all-reduces over:
+        the vendor's figure through a switch; PCIe where the group is wider than one NVLink
+        bridge's pair; in a switchless mesh, the tp - 1 direct links to the group's peers
+        (one at TP1, where only a pipeline hop crosses the link)."""
+        if self.bridge_gpus and tp > self.bridge_gpus and self.pcie_bytes_per_s:
+            return self.pcie_bytes_per_s
+        if self.mesh_links and tp <= self.mesh_links:  # tp 1: a PP hop's one link
+            return self.interconnect_bytes_per_s * max(1, tp - 1) / self.mesh_links
+        return self.interconnect_bytes_per_s
 
     def peak_flops_for(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype; falls back to fp16/bf16 when unsupported."""
@@ -133,6 +151,9 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
             peak_flops={k: float(v) * TERA for k, v in rates.items() if v},
             interconnect=str(entry.get("interconnect", "")),
             interconnect_bytes_per_s=float(entry.get("interconnect_gbps") or 0) * GB,
+            bridge_gpus=int(entry.get("bridge_gpus") or 0),
+            pcie_bytes_per_s=float(entry.get("pcie_gbps") or 0) * GB,
+            mesh_links=int(entry.get("mesh_links") or 0),
             vendor=str(entry.get("vendor", "")),
             node_gpus=int(entry.get("node_gpus") or 0),
             scale_out_bytes_per_s=float(entry.get("scale_out_gbps") or 0) * GB,
@@ -191,8 +212,9 @@ def _check_gpu_numbers(entry: dict[str, Any], file: str) -> None:
             check_number(key, _number_text(value), low, high)
         except KvplanError as exc:
             raise ConfigError(str(exc), field=key, file=file) from None
-    if entry.get("node_gpus") and float(_number_text(entry["node_gpus"])) % 1:
-        raise ConfigError("must be a whole number of GPUs", field="node_gpus", file=file)
+    for key in ("node_gpus", "bridge_gpus", "mesh_links"):
+        if entry.get(key) and float(_number_text(entry[key])) % 1:
+            raise ConfigError("must be a whole number of GPUs", field=key, file=file)
     for key in ("id", "arch", "interconnect", "vendor", "source"):
         if isinstance(entry.get(key), (list, dict, bool)) or entry.get(key) == "":
             raise ConfigError("must be a name (text)", field=key, file=file)

@@ -86,18 +86,29 @@ def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:
 
 def _row(line: dict[str, str], origin: str, lineno: int) -> PriceRow:
     where = f"{origin} line {lineno}"
+    short = [c for c in COLUMNS[:-1] if line.get(c) is None]
+    if short:  # csv leaves the columns past a short row's last comma as None
+        raise InputError(f"{where}: the row has no {', '.join(short)} (fewer fields than the "
+                         "header); fill every column")
+    try:  # an unknown GPU's own message (the date and count hint below is not about it)
+        gpu = _gpu_id(line["gpu"] or "")
+    except KvplanError as exc:
+        raise InputError(located(where, exc)) from None
     try:
         row = PriceRow(
-            gpu=_gpu_id(line["gpu"]), provider=line["provider"].strip(),
+            gpu=gpu, provider=line["provider"].strip(),
             instance=line["instance"].strip(), gpus_per_instance=int(line["gpus_per_instance"]),
             gpus_per_node=int(line["gpus_per_node"]),
             usd_per_instance_hour=float(line["usd_per_instance_hour"]),
             source_url=line["source_url"].strip(), observed_on=line["observed_on"].strip(),
             transcribed_by=(line.get("transcribed_by") or "").strip())
-        dt.date.fromisoformat(row.observed_on)
+        day = dt.date.fromisoformat(row.observed_on)
     except (ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"{where}: {exc}; observed_on is YYYY-MM-DD, counts whole numbers"
                          ) from None
+    if day > dt.date.today() + dt.timedelta(days=1):  # a day's slack for time zones
+        raise InputError(f"{where}: observed_on {row.observed_on} is in the future; give the "
+                         "day the price was read (a future day is never stale)")
     _check_row(row, where)
     return row
 

@@ -21,11 +21,11 @@ from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, FleetO
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.analysis.plan.shares import replica_cap
 from kvplan.analysis.plan.space import SearchSpace, enumerate_space
-from kvplan.costs.pricing import fleet_cost
+from kvplan.costs.pricing import FleetCost, filled_cost, fleet_cost
 from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.model import ModelSpec
-from kvplan.specs.prices import PriceTable
+from kvplan.specs.prices import PriceRow, PriceTable
 
 ROUND = 4
 """Candidates simulated per round: fixed, so the plan does not depend on the worker count."""
@@ -150,15 +150,27 @@ def optimistic_replicas(b: Bounds, lim: Limits) -> int:
     return min(n, lim.target_requests) if lim.target_requests else n
 
 
+def unit_cost(rows: tuple[PriceRow, ...], n: int, gpus_per_replica: int, lim: Limits
+              ) -> FleetCost | None:
+    """Target mode: ``n`` replicas on the cheapest shape. Capacity mode: one rented unit
+    filled with replicas (``pricing.filled_cost``; within --max-gpus and, where a unit
+    can, --max-cost-per-hour), each at capacity."""
+    if lim.rate_rps is not None:
+        return fleet_cost(rows, n, gpus_per_replica)
+    return filled_cost(rows, gpus_per_replica, lim.max_replicas(gpus_per_replica),
+                       lim.max_cost_per_hour)
+
+
 def _optimistic(c: Candidate, b: Bounds, prices: PriceTable, lim: Limits) -> Candidate:
     d = c.deployment
     rows = prices.for_gpu(d.gpu.id)
     n = optimistic_replicas(b, lim)
-    cost = fleet_cost(rows, n, d.gpus_per_replica)
+    cost = unit_cost(rows, n, d.gpus_per_replica, lim)
     if cost is None:
         return replace(c, stage="pruned_cost", reason=(
             f"no {prices.provider} instance holds a {d.gpus_per_replica}-GPU replica of "
             f"{d.gpu.id}"))
+    n = cost.replicas
     c = replace(c, optimistic_replicas=n, optimistic_usd_per_hour=cost.usd_per_hour)
     if lim.exhaustive and lim.rate_rps is not None:
         # capacity mode prices exactly one replica: its budget check is exact, not a bound,
@@ -187,7 +199,7 @@ def order_key(c: Candidate, lim: Limits) -> float:
     assert c.optimistic_usd_per_hour is not None
     if lim.rate_rps is not None:
         return c.optimistic_usd_per_hour
-    opt = min(v for _, v in c.ceilings_rps)
+    opt = min(v for _, v in c.ceilings_rps) * (c.optimistic_replicas or 1)
     return usd_per_mtok(c.optimistic_usd_per_hour, opt, lim.mean_output_tokens)
 
 

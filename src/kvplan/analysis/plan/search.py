@@ -22,6 +22,7 @@ from kvplan.analysis.plan.funnel import (
     order_key,
     run_capacity,
     tally,
+    unit_cost,
     usd_per_mtok,
 )
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, JobContext
@@ -115,12 +116,14 @@ def after_capacity(c: Candidate, o: CapacityOut, prices: PriceTable, lim: Limits
                  else f"even at {cap.bracket_rps[1] or 0:.3g} req/s per replica")
         return replace(c, stage="infeasible", reason=_miss_text(cap.margins_at_hi, where))
     rows, gpr = prices.for_gpu(c.deployment.gpu.id), c.deployment.gpus_per_replica
-    if lim.rate_rps is None:
-        cost = fleet_cost(rows, 1, gpr)
+    if lim.rate_rps is None:  # one rented unit filled with replicas, each at capacity
+        cost = unit_cost(rows, 1, gpr, lim)
         assert cost is not None
-        mtok = usd_per_mtok(cost.usd_per_hour, cap.rate_rps, lim.mean_output_tokens)
-        return replace(c, stage="verified", replicas=1, cost=cost,
-                       usd_per_million_output_tokens=mtok, reason="")
+        n = cost.replicas
+        mtok = usd_per_mtok(cost.usd_per_hour, cap.rate_rps * n, lim.mean_output_tokens)
+        return replace(c, stage="verified", replicas=n, cost=cost,
+                       usd_per_million_output_tokens=mtok, reason="",
+                       deployment=c.deployment.with_replicas(n))
     n = lim.replicas or cap.replicas or max(1, math.ceil(lim.rate_rps / cap.rate_rps))
     return replace(c, stage="simulated", replicas=n, cost=fleet_cost(rows, n, gpr))
 

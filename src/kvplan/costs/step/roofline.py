@@ -145,7 +145,7 @@ class StepCostModel:
                              " FLOP/s: give bf16_tflops_dense in its --gpu file")
         self._flops_rate = peak * self.profile.compute_eff
         self._bw = hardware.mem_bw_bytes_per_s * self.profile.bandwidth_eff
-        link = hardware.interconnect_bytes_per_s / 2 or FALLBACK_LINK_BYTES_PER_S
+        link = hardware.tp_link_bytes_per_s(constants.tp) / 2 or FALLBACK_LINK_BYTES_PER_S
         self._link = link * self.profile.comm_eff
         if measured is not None:
             self._flops_rate = measured.compute_flops_per_s
