@@ -1,0 +1,38 @@
+"""hunt13 (kvprec): --kv-cache-dtype as a lever of its own, against vLLM's attention backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_one_line_error, run_cli
+
+
+@pytest.mark.parametrize("gpu", ["A100-80GB", "L40S"])
+def test_mla_fp8_cache_refused_where_vllm_runs_triton_mla(gpu: str) -> None:
+    # vLLM 0.11 picks FlashMLA on Hopper, CUTLASS MLA on Blackwell (block 128), else Triton
+    # MLA, whose __init__ raises "TritonMLA V1 with FP8 KV cache not yet supported". kvplan
+    # printed 2,829,104 tokens (A100) for a server that does not start.
+    r = run_cli("capacity", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", gpu,
+                "--kv-cache-dtype", "fp8")
+    assert_one_line_error(r)
+    assert "TRITON_MLA" in r.err and "--kv-cache-dtype auto" in r.err
+
+
+def test_mla_fp8_cache_still_accepted_on_hopper_flashmla() -> None:
+    # FlashMLA reads an fp8 latent (descale_k): 27 layers x 576 B = 15,552 B/token, blocks of 64
+    r = run_cli("capacity", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", "H100",
+                "--kv-cache-dtype", "fp8", "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["block_size"] == 64
+    assert d["num_blocks"] == d["available_kv_bytes"] // (64 * 27 * 576)
+
+
+@pytest.mark.parametrize("dtype", ["int8_per_token_head", "fp8_per_token_head", "nvfp4"])
+def test_mla_cache_refuses_formats_no_mla_backend_stores(dtype: str) -> None:
+    # No vLLM MLA backend lists these (FlashMLA: auto/fp8/fp8_e4m3; CUTLASS MLA: auto/
+    # bfloat16/fp8/fp8_e4m3); kvplan priced DeepSeek-V3's latent at 580 B (int8) / 324 B.
+    r = run_cli("capacity", "deepseek-ai/DeepSeek-V3", "--gpu", "B200",
+                "--tensor-parallel-size", "8", "--kv-cache-dtype", dtype)
+    assert_one_line_error(r)
+    assert "MLA" in r.err
