@@ -36,3 +36,21 @@ def test_mla_cache_refuses_formats_no_mla_backend_stores(dtype: str) -> None:
                 "--tensor-parallel-size", "8", "--kv-cache-dtype", dtype)
     assert_one_line_error(r)
     assert "MLA" in r.err
+
+
+@pytest.mark.parametrize("gpu", ["H100", "A100-80GB", "L40S"])
+def test_nvfp4_cache_refused_off_blackwell(gpu: str) -> None:
+    # kvplan's own words ("needs Blackwell-class FP4 support") and vLLM's nvfp4 cache kernel
+    # (SM100 / SM120 builds only) agree; capacity priced H100 at 1,496,288 tokens.
+    r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", gpu, "--kv-cache-dtype", "nvfp4")
+    assert_one_line_error(r)
+    assert "Blackwell" in r.err
+
+
+def test_nvfp4_cache_priced_on_blackwell() -> None:
+    # 32 layers x 8 heads x 2 x (64 + 8) B = 36,864 B/token, blocks of 16
+    r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "B200",
+                "--kv-cache-dtype", "nvfp4", "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["num_blocks"] == d["available_kv_bytes"] // (16 * 36_864)

@@ -21,10 +21,15 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
     - MLA on a GPU without FlashMLA (Hopper) or CUTLASS MLA (Blackwell) runs Triton MLA, which
       raises "TritonMLA V1 with FP8 KV cache not yet supported" for any quantized cache
       (vLLM 0.11 ``v1/attention/backends/mla/triton_mla.py``).
+    - nvfp4 (a later vLLM's name) is written by a cache kernel built for SM100 / SM120 only
+      (``ENABLE_NVFP4_SM100`` / ``_SM120`` in csrc/cache_kernels.cu): Blackwell.
     """
     if p.value_bits >= 16 or p.name == FP8_DS_MLA.name:
         return
     flag = f"--kv-cache-dtype {kv_cache_dtype}"
+    if p.name == "nvfp4" and not hw.arch.lower().startswith("blackwell"):
+        raise InputError(f"{flag}: vLLM's nvfp4 KV cache kernels run on Blackwell only, not "
+                         f"{hw.id} ({hw.arch}); use --kv-cache-dtype fp8 or a Blackwell GPU")
     if model.mla is None:
         return
     if p.scale_bytes or p.value_bits < 8:
