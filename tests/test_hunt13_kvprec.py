@@ -54,3 +54,39 @@ def test_nvfp4_cache_priced_on_blackwell() -> None:
     assert r.code == 0, r.err
     d = r.json()
     assert d["num_blocks"] == d["available_kv_bytes"] // (16 * 36_864)
+
+
+def _per_context_s(gpu: str, kv_cache_dtype: str) -> float:
+    from kvplan.costs.step.roofline import StepCostModel
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.serving import EngineConfig
+
+    m = StepCostModel(load_model("meta-llama/Llama-3.1-8B"), load_gpu(gpu),
+                      EngineConfig(kv_cache_dtype=kv_cache_dtype))
+    full = m._silicon(64).full
+    assert full is not None
+    return full.per_context_s
+
+
+def test_decode_attention_reads_each_precisions_own_bytes() -> None:
+    # The kernel tables hold bf16 and fp8 caches; nvfp4 (value_bits 4) was priced on the
+    # bf16 line (2 B/value: Llama-3.1-8B B200, 32 x 32,000 tokens, TPOT 25.89 ms = auto's,
+    # fp8 17.06 ms). nvfp4 reads 64 + 8 B per 128 values: the fp8 line x 72/128; float32
+    # reads 4 B/value: the bf16 line x 2; a per-token-head format the fp8 line x 132/128.
+    fp8 = _per_context_s("B200", "fp8")
+    assert _per_context_s("B200", "nvfp4") == pytest.approx(fp8 * 0.5625, rel=1e-12)
+    assert _per_context_s("B200", "int8_per_token_head") == pytest.approx(fp8 * 132 / 128)
+    bf16 = _per_context_s("H100", "bfloat16")
+    assert _per_context_s("H100", "float32") == pytest.approx(bf16 * 2, rel=1e-12)
+
+
+def test_nvfp4_tpot_below_fp8_on_blackwell() -> None:
+    def tpot(dtype: str) -> float:
+        r = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "B200", "--kv-cache-dtype",
+                    dtype, "--prompt", "32000", "--output", "100", "--batch", "32", "--json")
+        assert r.code == 0, r.err
+        return float(r.json()["tpot_s"])
+
+    assert tpot("nvfp4") < tpot("fp8") < tpot("auto")
+
