@@ -90,3 +90,18 @@ def test_nvfp4_tpot_below_fp8_on_blackwell() -> None:
 
     assert tpot("nvfp4") < tpot("fp8") < tpot("auto")
 
+
+def test_precision_risk_words_say_what_vllm_does_and_no_more() -> None:
+    # Before: fp8 "small accuracy loss ... more on long-context retrieval" and per-token-head
+    # "accuracy close to fp16" were claims with no source; the default scale of 1.0 was not
+    # tied to --calculate-kv-scales; bfloat16 was "Lossless" even for an fp16 model.
+    from kvplan.specs.kv_precision import PRECISIONS
+
+    fp8 = PRECISIONS["fp8_e4m3"].risk
+    assert "--calculate-kv-scales" in fp8 and "1.0" in fp8 and "+-448" in fp8
+    assert "long-context" not in fp8
+    for name in ("int8_per_token_head", "fp8_per_token_head"):
+        assert "close to fp16" not in PRECISIONS[name].risk
+    assert "Lossless" not in PRECISIONS["bfloat16"].risk
+    r = run_cli("kv", "meta-llama/Llama-3.1-8B", "--kv-cache-dtype", "fp8", "--json")
+    assert r.json()["precision_risk"] == fp8
