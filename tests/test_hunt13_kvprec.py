@@ -105,3 +105,19 @@ def test_precision_risk_words_say_what_vllm_does_and_no_more() -> None:
     assert "Lossless" not in PRECISIONS["bfloat16"].risk
     r = run_cli("kv", "meta-llama/Llama-3.1-8B", "--kv-cache-dtype", "fp8", "--json")
     assert r.json()["precision_risk"] == fp8
+
+
+def test_levers_offer_an_mla_model_only_formats_an_mla_backend_stores() -> None:
+    # DeepSeek-V3's lever table listed int8/fp8_per_token_head (580 B/layer) and nvfp4
+    # (324 B/layer: 61 x 324 = 19,764 B/token) latents that no vLLM MLA backend stores.
+    r = run_cli("levers", "deepseek-ai/DeepSeek-V3", "--batch", "8", "--context", "4096",
+                "--json")
+    assert r.code == 0, r.err
+    dtypes = [row["precision"] for row in r.json()["levers"]]
+    assert "fp8_e4m3" in dtypes
+    assert not {"nvfp4", "int8_per_token_head", "fp8_per_token_head"} & set(dtypes)
+    fp8 = next(row for row in r.json()["levers"] if row["precision"] == "fp8_e4m3")
+    assert fp8["bytes_per_token_per_gpu"] == 61 * 576
+    dense = run_cli("levers", "meta-llama/Llama-3.1-8B", "--batch", "8", "--context", "4096",
+                    "--json")
+    assert "nvfp4" in [row["precision"] for row in dense.json()["levers"]]

@@ -32,7 +32,7 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
                          f"{hw.id} ({hw.arch}); use --kv-cache-dtype fp8 or a Blackwell GPU")
     if model.mla is None:
         return
-    if p.scale_bytes or p.value_bits < 8:
+    if not mla_stores(p):
         raise InputError(f"{flag}: no vLLM MLA backend stores the latent cache as {p.name} "
                          "(MLA takes auto, bfloat16 or fp8); use --kv-cache-dtype fp8 or auto")
     backend = vd.mla_backend_name(hw)
@@ -41,3 +41,9 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
                          "quantized KV cache (\"TritonMLA V1 with FP8 KV cache not yet "
                          "supported\"); use --kv-cache-dtype auto, or a Hopper or Blackwell "
                          "GPU (FlashMLA, CUTLASS MLA: fp8)")
+
+
+def mla_stores(p: KvPrecision) -> bool:
+    """Whether some vLLM MLA backend keeps its latent cache in ``p``: 16 bits or per-tensor
+    fp8 (no per-token-head scales, no 4-bit values)."""
+    return not p.scale_bytes and p.value_bits >= 8
