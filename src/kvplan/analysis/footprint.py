@@ -152,6 +152,11 @@ def lever_table(
     """Rows: MHA baseline, the model's own heads, each precision, each TP, and all stacked."""
     baseline = mha_counterfactual(model)
     heads = "MLA latent" if model.mla else f"{model.num_kv_heads} ({model.attention_kind})"
+    if model.mla is not None:  # only what a vLLM MLA backend stores (no per-head / fp4)
+        from kvplan.costs.memory.kv_dtype_check import mla_stores
+        from kvplan.specs.kv import model_precision
+
+        precisions = tuple(p for p in precisions if mla_stores(model_precision(model, p)))
     configs = [
         (
             "MHA counterfactual (kv heads = attention heads)",

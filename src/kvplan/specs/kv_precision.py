@@ -34,29 +34,37 @@ class KvPrecision:
 
 
 _RISKS = {
-    "float32": "Lossless reference; twice the memory of fp16/bf16 for no serving benefit.",
-    "float16": "Lossless for serving; 5 exponent bits, so very large activations can overflow.",
-    "bfloat16": "Lossless for serving; fp32's range with 8 bits of mantissa.",
+    "float32": "Exact for every 16-bit model; twice the memory of fp16/bf16 for no accuracy gain.",
+    "float16": (
+        "Exact for fp16 models. A bf16 model's values keep their bits within fp16's range, "
+        "but magnitudes above 65,504 overflow (5 exponent bits) and below 6.1e-5 lose bits."
+    ),
+    "bfloat16": (
+        "Exact for bf16 models (fp32's range, 8 significant bits); an fp16 model's values "
+        "lose 3 of their 11 significant bits."
+    ),
     "fp8_e4m3": (
-        "Halves the cache. 3 mantissa bits: good precision, range only +-448, so per-tensor "
-        "scales (calibrated k/v scales, or 1.0 by default) matter; small accuracy loss on most "
-        "benchmarks when scaled, more on long-context retrieval."
+        "Halves the cache. 3 mantissa bits, range +-448 (ROCm's e4m3fnuz: +-240), so the "
+        "per-tensor k/v scales matter: vLLM loads them from the checkpoint, computes them with "
+        "--calculate-kv-scales, else uses 1.0 (uncalibrated). vLLM's docs: fp8 e4m3 "
+        "'typically only minimally degrades inference accuracy'."
     ),
     "fp8_e5m2": (
-        "Halves the cache. Wide range (+-57344) without scales but only 2 mantissa bits: "
-        "coarser values, usually a larger accuracy hit than e4m3."
+        "Halves the cache. Range +-57344 needs no calibrated scale, but only 2 mantissa bits: "
+        "lower precision than e4m3 (vLLM's docs: 'The E4M3 format offers higher precision')."
     ),
     "int8_per_token_head": (
-        "1 byte per value plus one fp32 scale per token per head (K and V): dynamic scales "
-        "track outliers, accuracy close to fp16; scales cost 4 bytes per head per token."
+        "1 byte per value plus one fp32 scale per token per head (K and V), computed as each "
+        "token is written: no calibration; scales cost 4 bytes per head per token."
     ),
     "fp8_per_token_head": (
-        "fp8 e4m3 values with one fp32 scale per token per head: no calibration needed, "
-        "accuracy close to fp16; scales cost 4 bytes per head per token."
+        "fp8 e4m3 values with one fp32 scale per token per head, computed as each token is "
+        "written: no calibration; scales cost 4 bytes per head per token."
     ),
     "nvfp4": (
-        "4-bit values with an fp8 scale per 16 values (~0.5625 bytes/value): about 3.6x smaller "
-        "than fp16, the largest accuracy risk here; needs Blackwell-class FP4 support."
+        "4-bit values (e2m1: 1 mantissa bit) with an fp8 scale per 16 values (~0.5625 "
+        "bytes/value): about 3.6x smaller than fp16 and the coarsest format here; needs "
+        "Blackwell (vLLM's nvfp4 cache kernels are built for SM100 / SM120 only)."
     ),
 }
 

@@ -28,6 +28,7 @@ from kvplan.costs.kernels.moe import (  # eager: `moe` names the module too
     moe_s,
 )
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
+from kvplan.costs.kernels.slices import kv_table
 from kvplan.costs.kernels.tables import (
     capped_at,
     has_tables,
@@ -87,6 +88,7 @@ __all__ = [
     "gemm",
     "gemm_s",
     "has_tables",
+    "kv_table",
     "link_scale",
     "manifest",
     "measured_gpus",

@@ -85,3 +85,17 @@ def _heads(table: Table, rows: np.ndarray, num_heads: int, num_kv_heads: int, de
         notes.append(f"heads {num_heads}/{num_kv_heads} priced as measured {h_ref}/{kv_ref} "
                      f"with batch x{scale:.3g}")
     return int(rows[best]), scale
+
+
+def kv_table(precision: str, width: int) -> tuple[str, float]:
+    """(measured KV dtype table, cached bytes per token over that table's) for a cache
+    precision (``KvPrecision.name``) and head width: the tables hold bfloat16 and fp8 caches
+    only, so nvfp4 (72 B per 128 values) reads the fp8 line at 0.5625x its per-token bytes,
+    float32 the bfloat16 line at 2x, a per-token-head format the fp8 line at 132/128."""
+    from kvplan.specs.kv_precision import PRECISIONS
+
+    p = PRECISIONS.get(precision)
+    if p is None:  # fp8_ds_mla: the fp8 MLA line
+        return ("fp8" if precision.startswith("fp8") else "bfloat16"), 1.0
+    word, per_value = ("fp8", 1) if p.value_bits <= 8 else ("bfloat16", 2)
+    return word, p.vector_bytes(width) / (width * per_value)

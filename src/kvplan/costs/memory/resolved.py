@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kvplan.costs.memory.kv_dtype_check import check_kv_dtype
 from kvplan.costs.memory.settings import Settings, settings_for
 from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
 from kvplan.specs.deployment import Deployment
@@ -75,6 +76,7 @@ def resolve_deployment(d: Deployment) -> ResolvedDeployment:
     kv = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size,
                  mamba_cache_dtype=engine.mamba_cache_dtype,
                  mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype)
+    check_kv_dtype(model, d.gpu, kv.precision, engine.kv_cache_dtype)
     precision = precision_of(fmt, engine.dtype, model.dtype)
     return ResolvedDeployment(deployment=d, settings=settings, weight_format=fmt, kv=kv,
                               compute_precision=precision,

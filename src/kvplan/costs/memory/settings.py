@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.fp8_blocks import check_fp8_blocks
+from kvplan.costs.memory.kv_dtype_check import check_kv_dtype
 from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
 from kvplan.errors import InputError
 from kvplan.specs.engine_bounds import check_kv_cache_memory
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv import check_tensor_parallel
+from kvplan.specs.kv import check_tensor_parallel, model_precision
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
@@ -45,6 +46,8 @@ class Settings:
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
     """Fill vLLM 0.11 defaults and reject what vLLM would reject."""
     check_tensor_parallel(model, engine.tensor_parallel_size)
+    check_kv_dtype(model, hw, model_precision(model, engine.kv_cache_dtype),
+                   engine.kv_cache_dtype)
     fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size,
                          model.quant_layout)
     return settings_for(model, hw, engine, fmt)

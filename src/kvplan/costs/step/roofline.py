@@ -91,7 +91,7 @@ class StepCostModel:
         self._async = engine.async_scheduling
         kv = (model_precision(model, engine.kv_cache_dtype) if resolved is None
               else resolved.kv.precision)
-        self._kv_dtype = "fp8" if kv.value_bits == 8 else "bfloat16"
+        self._kv_dtype = kv.name  # the tables read: costs.kernels.slices.kv_table
         self._chunk = engine.max_num_batched_tokens or _TABLE_TOKENS
         self._gemm_dtype = (gemm_dtype(model, engine, constants.compute_precision)
                             if resolved is None else resolved.gemm_dtype)

@@ -290,7 +290,9 @@ class _MlaProjections:
 
 def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int,
            proj: _MlaProjections | None = None) -> AttentionRates:
-    """Per-pair, per-context, per-request and per-step seconds of ``a.count`` layers."""
+    """Per-pair, per-context, per-request and per-step seconds of ``a.count`` layers; a cache
+    precision the tables lack reads its table's per-token line at its own bytes."""
+    kv_dtype, kv_scale = kn.kv_table(kv_dtype, a.latent if a.kind == "mla" else a.head_dim)
     floor, per_req, per_ctx = _decode_line(gpu, a, kv_dtype, proj)
     pairs = chunk * (chunk + 1) // 2
     if a.window:
@@ -299,7 +301,7 @@ def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int,
     if proj is not None:
         prefill = proj.core(prefill, chunk, True)
     n = a.count
-    return AttentionRates(per_pair_s=n * prefill / pairs, per_context_s=n * per_ctx,
+    return AttentionRates(per_pair_s=n * prefill / pairs, per_context_s=n * per_ctx * kv_scale,
                           per_request_s=n * per_req, per_step_s=n * floor)
 
 

@@ -1,0 +1,49 @@
+"""--kv-cache-dtype values vLLM's attention backend on a GPU refuses (checked per deployment;
+``kvplan kv`` alone stays lenient, so the cache arithmetic can still be explored)."""
+
+from __future__ import annotations
+
+from kvplan.costs.memory import vllm_defaults as vd
+from kvplan.errors import InputError
+from kvplan.specs.hardware import HardwareSpec
+from kvplan.specs.kv_precision import FP8_DS_MLA, KvPrecision
+from kvplan.specs.model import ModelSpec
+
+
+def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
+                   kv_cache_dtype: str) -> None:
+    """Refuse ``p`` (``--kv-cache-dtype kv_cache_dtype`` resolved for ``model``) where the
+    default attention backend on ``hw`` cannot store it.
+
+    - MLA latent caches hold the model's dtype or per-tensor fp8 only: no vLLM MLA backend
+      lists a per-token-head or nvfp4 format (FlashMLA: auto, fp8, fp8_e4m3; CUTLASS MLA:
+      auto, bfloat16, fp8, fp8_e4m3; Triton MLA: auto, bfloat16).
+    - MLA on a GPU without FlashMLA (Hopper) or CUTLASS MLA (Blackwell) runs Triton MLA, which
+      raises "TritonMLA V1 with FP8 KV cache not yet supported" for any quantized cache
+      (vLLM 0.11 ``v1/attention/backends/mla/triton_mla.py``).
+    - nvfp4 (a later vLLM's name) is written by a cache kernel built for SM100 / SM120 only
+      (``ENABLE_NVFP4_SM100`` / ``_SM120`` in csrc/cache_kernels.cu): Blackwell.
+    """
+    if p.value_bits >= 16 or p.name == FP8_DS_MLA.name:
+        return
+    flag = f"--kv-cache-dtype {kv_cache_dtype}"
+    if p.name == "nvfp4" and not hw.arch.lower().startswith("blackwell"):
+        raise InputError(f"{flag}: vLLM's nvfp4 KV cache kernels run on Blackwell only, not "
+                         f"{hw.id} ({hw.arch}); use --kv-cache-dtype fp8 or a Blackwell GPU")
+    if model.mla is None:
+        return
+    if not mla_stores(p):
+        raise InputError(f"{flag}: no vLLM MLA backend stores the latent cache as {p.name} "
+                         "(MLA takes auto, bfloat16 or fp8); use --kv-cache-dtype fp8 or auto")
+    backend = vd.mla_backend_name(hw)
+    if backend == "TRITON_MLA":
+        raise InputError(f"{flag}: on {hw.id} vLLM runs MLA with {backend}, which refuses a "
+                         "quantized KV cache (\"TritonMLA V1 with FP8 KV cache not yet "
+                         "supported\"); use --kv-cache-dtype auto, or a Hopper or Blackwell "
+                         "GPU (FlashMLA, CUTLASS MLA: fp8)")
+
+
+def mla_stores(p: KvPrecision) -> bool:
+    """Whether some vLLM MLA backend keeps its latent cache in ``p``: 16 bits or per-tensor
+    fp8 (no per-token-head scales, no 4-bit values)."""
+    return not p.scale_bytes and p.value_bits >= 8
