@@ -38,8 +38,9 @@ def kv_usage_chart(r: SimulationResult, title: str) -> Any:
         {"arrival": (r.sent_s[~np.isnan(r.sent_s)], 0.0), "preemption": (r.preemption_s, 100.0)}
     )
     subtitle = (
-        f"pool {r.usable_blocks:,} usable blocks (vLLM's {r.num_blocks:,} less its null "
-        "block); ticks: arrivals (bottom), preemptions (top)"
+        f"pool {r.usable_blocks:,} usable blocks (vLLM's {r.num_blocks:,} less "
+        f"{'its null block' if r.null_blocks == 1 else f'{r.null_blocks} null blocks'}); "
+        "ticks: arrivals (bottom), preemptions (top)"
     )
     return alt.layer(line, events).properties(
         title=alt.TitleParams(title, subtitle=subtitle), width=720, height=300

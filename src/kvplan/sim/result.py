@@ -61,6 +61,8 @@ class SimulationResult:
     """A disaggregated decode instance: the most blocks in use right after it admitted a
     transfer (the whole prompt's blocks, held while the KV crosses the link), which a step
     sample misses when no step runs before a sliding window frees some of them."""
+    null_blocks: int = 1
+    """vLLM's null blocks in ``num_blocks``: one per engine (a DP fleet's result, one per rank)."""
 
     @property
     def num_requests(self) -> int:
@@ -68,8 +70,9 @@ class SimulationResult:
 
     @property
     def usable_blocks(self) -> int:
-        """Blocks requests can hold: ``num_blocks`` less vLLM's null block (block_pool.py)."""
-        return self.num_blocks - 1
+        """Blocks requests can hold: ``num_blocks`` less vLLM's null block (block_pool.py),
+        one per engine."""
+        return self.num_blocks - self.null_blocks
 
     @property
     def num_steps(self) -> int:

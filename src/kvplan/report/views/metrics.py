@@ -52,7 +52,7 @@ def metrics_table(m: Metrics, header: dict[str, Any], *, kv_rows: bool = True) -
 
 def _kv_rows(m: Metrics) -> list[tuple[str, str]]:
     return [
-        ("Peak KV blocks", f"{m.peak_kv_blocks} / {m.num_blocks - 1} usable "
+        ("Peak KV blocks", f"{m.peak_kv_blocks} / {m.usable_blocks} usable "
                            f"({100 * m.peak_kv_usage:.1f} %)"),
         ("KV claimed by prefill / decode", f"{100 * m.prefill_kv_share:.0f} % / "
                                            f"{100 * m.decode_kv_share:.0f} %"),

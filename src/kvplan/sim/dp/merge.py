@@ -57,7 +57,8 @@ def merge_ranks(ranks: list[SimulationResult], rank_of: IntArray, rejected: dict
                     steps=_steps(ranks), seg_req=segs[0], seg_first=segs[1],
                     seg_last=segs[2],
                     preemption_s=np.sort(np.concatenate([r.preemption_s for r in ranks])),
-                    num_blocks=sum(r.usable_blocks for r in ranks) + 1,
+                    num_blocks=sum(r.num_blocks for r in ranks),
+                    null_blocks=sum(r.null_blocks for r in ranks),
                     prefill_claimed_blocks=sum(r.prefill_claimed_blocks for r in ranks),
                     decode_claimed_blocks=sum(r.decode_claimed_blocks for r in ranks),
                     prefix_query_tokens=sum(r.prefix_query_tokens for r in ranks))
