@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import run_cli
 
 Q30 = "Qwen/Qwen3-30B-A3B"
@@ -26,3 +28,29 @@ def test_dp_simulate_num_blocks_is_the_ranks_vllm_blocks_summed() -> None:
     text = run_cli("simulate", Q30, "--gpu", "H100", *flags, "--num-prompts", "4",
                    "--random-input-len", "1000", "--random-output-len", "10")
     assert f"{doc['peak_kv_blocks']} / 2728 usable" in text.out
+
+
+def test_unset_budget_prices_the_prefill_chunk_vllm_runs_on_the_gpu() -> None:
+    # L40S (48 GB): vLLM 0.11's default budget is 2048 tokens, so a 3000-token prompt runs as
+    # chunks of 2048 + 952 with or without --max-num-batched-tokens 2048. The simulator, with
+    # the flag unset, read the attention rate at an 8192-token chunk: its engine TTFT was
+    # 232.21 ms against `kvplan latency --max-num-batched-tokens 2048`'s 237.73 ms.
+    import numpy as np
+
+    import kvplan
+    from kvplan.costs.step.profiles import profile_for
+    from kvplan.specs.requests.workload import Workload
+
+    spec, hw = kvplan.load_model("google/gemma-2-9b-it"), kvplan.load_gpu("L40S")
+    unset, given = kvplan.EngineConfig(), kvplan.EngineConfig(max_num_batched_tokens=2048)
+    new, ctx = np.array([952]), np.array([2048])
+    timers = [kvplan.StepCostModel(spec, hw, e, profile_for(spec, hw, e)) for e in (unset, given)]
+    assert timers[0].step_time_s(new, ctx) == timers[1].step_time_s(new, ctx)
+    shape = kvplan.RequestShape(batch=1, prompt_tokens=3000, output_tokens=50)
+    lat = kvplan.request_latency(spec, hw, given, shape)
+    assert lat.prefill.steps == 2
+    one = Workload(name="one", arrival_s=np.zeros(1), prompt_tokens=np.array([3000]),
+                   output_tokens=np.array([50]))
+    r = kvplan.simulate_serving(spec, hw, unset, one).result
+    assert r.first_token_s[0] - r.scheduled_s[0] == pytest.approx(lat.ttft_s, rel=1e-9)
+    assert lat.ttft_s == pytest.approx(0.2377, abs=5e-5)
