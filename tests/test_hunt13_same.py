@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from tests.conftest import run_cli
@@ -54,3 +59,25 @@ def test_unset_budget_prices_the_prefill_chunk_vllm_runs_on_the_gpu() -> None:
     r = kvplan.simulate_serving(spec, hw, unset, one).result
     assert r.first_token_s[0] - r.scheduled_s[0] == pytest.approx(lat.ttft_s, rel=1e-9)
     assert lat.ttft_s == pytest.approx(0.2377, abs=5e-5)
+
+
+def _report_sections(path: Path) -> dict[str, Any]:
+    raw = re.search(r'id="kvplan-data">(.*?)</script>', path.read_text(), re.S)
+    assert raw is not None
+    doc = json.loads(raw.group(1).replace("<\\/", "</"))
+    return {s["id"]: s["answer"] for s in doc["sections"]}
+
+
+def test_report_request_allocates_in_the_block_its_capacity_section_forces(tmp_path: Path) -> None:
+    # DeepSeek-V2-Lite on H100: FlashMLA forces blocks of 64 (the Capacity section logs it);
+    # the Request section allocated blocks of 16. 1,000 + 30 tokens x 31,104 B (27 layers x
+    # 576 x 2 B): cdiv(1030, 64) = 17 blocks x 64 = 1,088 tokens = 33,841,152 B, not
+    # 65 x 16 = 1,040 tokens = 32,348,160 B.
+    out = tmp_path / "r.html"
+    res = run_cli("report", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", "H100", "--prompt", "1000",
+                  "--output", "30", "--batch", "1", "-o", str(out))
+    assert res.code == 0, res.err
+    s = _report_sections(out)
+    assert s["capacity"]["block_size"] == 64
+    assert s["request"]["block_size"] == 64
+    assert s["request"]["final_allocated_bytes"] == 33_841_152

@@ -49,8 +49,10 @@ def request_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                     shape: RequestShape) -> Section:
     """One request's claim schedule, chunked as vLLM chunks it on ``hw``: by the token budget
     (--max-num-batched-tokens, else vLLM's default for the GPU, as the capacity section
-    shows), unless chunked prefill is off."""
+    shows), unless chunked prefill is off; in the blocks vLLM allocates there (an MLA
+    backend's forced block, as the capacity section logs it)."""
     from kvplan.analysis.timeline import request_timeline
+    from kvplan.costs.memory.settings import mla_block_size
     from kvplan.costs.memory.vllm_defaults import default_batch_limits
     from kvplan.report.charts import staircase_chart
     from kvplan.report.render import timeline_json
@@ -59,8 +61,9 @@ def request_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
     chunk = (engine.max_num_batched_tokens or default_batch_limits(hw)[0]
              if engine.enable_chunked_prefill else None)
+    block = mla_block_size(spec, hw, engine.block_size)
     tl = request_timeline(kv, shape.prompt_tokens, shape.output_tokens,
-                          chunk_tokens=chunk, block_size=engine.block_size)
+                          chunk_tokens=chunk, block_size=block)
     rows = (("prefill claims", f"{fmt_bytes(tl.prefill_bytes)} in {tl.prefill_steps} step(s)"),
             ("decode adds", fmt_bytes(tl.decode_bytes)), ("final cache", fmt_bytes(tl.final_bytes)),
             ("prefill share", f"{tl.prefill_share:.1%}"))
