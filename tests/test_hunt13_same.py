@@ -81,3 +81,19 @@ def test_report_request_allocates_in_the_block_its_capacity_section_forces(tmp_p
     assert s["capacity"]["block_size"] == 64
     assert s["request"]["block_size"] == 64
     assert s["request"]["final_allocated_bytes"] == 33_841_152
+
+
+def test_request_allocates_vllm_group_padding_like_simulate() -> None:
+    # Gemma-3-27B at TP2: 52 sliding + 10 full layers -> vLLM groups of 10 layers, 6 sliding
+    # groups (8 padding layers) + 1 full; a block is 10 layers x 16 tokens x 8 KV heads x 128
+    # x 2 x 2 B = 10 x 65,536 B. P = 5000 in chunks of 1024, last chunk (4096 computed before,
+    # window 1024): full cdiv(5000, 16) = 313 blocks, each sliding group 313 - 3073 // 16 = 121,
+    # so 313 + 6 x 121 = 1,039 blocks = 680,919,040 B, as the simulator's pool holds them;
+    # `request` said 434 blocks, 617,480,192 B (per spec, padding layers left out).
+    res = run_cli("request", "google/gemma-3-27b-it", "--prompt", "5000", "--output", "30",
+                  "-tp", "2", "--chunk", "1024", "--json")
+    assert res.code == 0, res.err
+    peak = res.json()["steps"][4]
+    assert (peak["phase"], peak["tokens_in_cache"]) == ("prefill", 5000)
+    assert peak["allocated_blocks"] == 1_039
+    assert peak["allocated_bytes"] == 1_039 * 10 * 65_536 == 680_919_040

@@ -34,9 +34,10 @@ class ClaimStep:
     claimed_bytes: int
     """Logical bytes added by this step (0 once sliding windows and state stop growing)."""
     allocated_blocks: int
-    """Blocks held during the step, summed over layer groups (a block spans every layer of its
-    group). Sliding windows free on the tokens computed before the step (vLLM's
-    allocate_slots), so a prefill step holds every block it writes until the next step."""
+    """vLLM's blocks held during the step, summed over its KV cache groups (a block spans
+    every layer of its group, padding layers included: ``ModelKv.blocks_for``). Sliding
+    windows free on the tokens computed before the step (vLLM's allocate_slots), so a prefill
+    step holds every block it writes until the next step."""
     allocated_bytes: int
 
 
