@@ -97,3 +97,18 @@ def test_request_allocates_vllm_group_padding_like_simulate() -> None:
     assert (peak["phase"], peak["tokens_in_cache"]) == ("prefill", 5000)
     assert peak["allocated_blocks"] == 1_039
     assert peak["allocated_bytes"] == 1_039 * 10 * 65_536 == 680_919_040
+
+
+def test_kv_pages_a_hybrid_model_in_the_block_request_and_capacity_use() -> None:
+    # Qwen3-Next at TP4: an attention token is 1 KV head x 256 x (K+V) x 2 B = 1,024 B per layer;
+    # the GDN state page is 268 KiB, so vLLM raises the block to 16 x cdiv(274,432, 16 x 1,024)
+    # = 272 tokens: an attention page of 272 x 1,024 = 278,528 B, the state page padded to it.
+    # `kv --block-size 16` printed pages of 16,384 B (attention) and 274,432 B (state).
+    m = "Qwen/Qwen3-Next-80B-A3B-Thinking"
+    kv = run_cli("kv", m, "-tp", "4", "--json")
+    cap = run_cli("capacity", m, "-tp", "4", "--gpu", "H200", "--json")
+    req = run_cli("request", m, "-tp", "4", "--prompt", "100", "--output", "1", "--json")
+    assert kv.code == cap.code == req.code == 0, (kv.err, cap.err, req.err)
+    assert kv.json()["block_size"] == cap.json()["block_size"] == req.json()["block_size"] == 272
+    pages = {g["kind"]: g["page_size_bytes"] for g in kv.json()["groups"]}
+    assert pages == {"full": 278_528, "state": 278_528} and cap.json()["page_size_bytes"] == 278_528
