@@ -112,3 +112,25 @@ def test_kv_pages_a_hybrid_model_in_the_block_request_and_capacity_use() -> None
     assert kv.json()["block_size"] == cap.json()["block_size"] == req.json()["block_size"] == 272
     pages = {g["kind"]: g["page_size_bytes"] for g in kv.json()["groups"]}
     assert pages == {"full": 278_528, "state": 278_528} and cap.json()["page_size_bytes"] == 278_528
+
+
+def test_report_latency_prefills_under_the_budget_its_capacity_section_shows(
+        tmp_path: Path) -> None:
+    # H100: vLLM's default budget is 8192 tokens (the Capacity section's max_num_batched_tokens,
+    # the Request section's chunk); 16 prompts of 2048 tokens are 32,768 tokens: 4 prefill
+    # steps, not the one unbounded step the Latency section priced (TTFT 1.910 s -> 2.067 s,
+    # `kvplan latency --max-num-batched-tokens 8192`'s figure).
+    out = tmp_path / "r.html"
+    m = "meta-llama/Llama-3.1-70B"
+    flags = ["--gpu", "H100", "-tp", "4", "--kv-cache-dtype", "fp8"]
+    res = run_cli("report", m, *flags, "--prompt", "2048", "--output", "256", "--batch", "16",
+                  "-o", str(out))
+    assert res.code == 0, res.err
+    s = _report_sections(out)
+    assert s["capacity"]["max_num_batched_tokens"] == s["request"]["chunk_tokens"] == 8192
+    got = s["latency"]["latency"]
+    assert got["phases"]["prefill"]["steps"] == 32_768 // 8192 == 4
+    cli = run_cli("latency", m, *flags, "--prompt", "2048", "--output", "256", "--batch", "16",
+                  "--max-num-batched-tokens", "8192", "--json")
+    assert cli.code == 0, cli.err
+    assert got["ttft_s"] == cli.json()["ttft_s"] and got["tpot_s"] == cli.json()["tpot_s"]
