@@ -134,3 +134,32 @@ def test_report_latency_prefills_under_the_budget_its_capacity_section_shows(
                   "--max-num-batched-tokens", "8192", "--json")
     assert cli.code == 0, cli.err
     assert got["ttft_s"] == cli.json()["ttft_s"] and got["tpot_s"] == cli.json()["tpot_s"]
+
+
+def test_latency_fit_is_simulate_pool_less_the_null_block() -> None:
+    # Llama-3.1-8B: a block is 16 tokens x 128 KiB = 2 MiB; 1,440 x 2 MiB of KV cache is vLLM's
+    # 1,440 blocks, 1,439 usable (the null block). 10 requests of 2048 + 256 tokens end at
+    # 2,303 tokens = 144 blocks each = 1,440 blocks: they do not fit (simulate preempts one),
+    # but latency said they fit (it compared with 1,440). At 1,441 blocks they fit, also with
+    # 257 output tokens (2,304 tokens cached, still 144 blocks; it counted 2,305 = 145).
+    import numpy as np
+
+    import kvplan
+    from kvplan.costs.step.latency import kv_fit
+    from kvplan.specs.requests.workload import Workload
+
+    spec, hw = kvplan.load_model("meta-llama/Llama-3.1-8B"), kvplan.load_gpu("H100")
+
+    def both(blocks: int, output: int) -> tuple[bool, int, bool]:
+        eng = kvplan.EngineConfig(kv_cache_memory_bytes=blocks * 2 * 2**20,
+                                  max_model_len=2048 + output, enable_prefix_caching=False)
+        fit = kv_fit(spec, hw, eng, kvplan.RequestShape(batch=10, prompt_tokens=2048,
+                                                        output_tokens=output))
+        w = Workload(name="b", arrival_s=np.zeros(10), prompt_tokens=np.full(10, 2048),
+                     output_tokens=np.full(10, output))
+        r = kvplan.simulate_serving(spec, hw, eng, w).result
+        return fit.fits, fit.max_batch, bool(r.preemptions.sum() == 0)
+
+    assert both(1440, 256) == (False, 9, False)
+    assert both(1441, 256) == (True, 10, True)
+    assert both(1441, 257) == (True, 10, True)

@@ -226,18 +226,23 @@ class KvFit:
         return batch * self.blocks_per_request + min(batch, k) * extra
 
     @property
+    def usable_blocks(self) -> int:
+        """Blocks requests can hold: ``num_blocks`` less vLLM's null block (block_pool.py)."""
+        return max(0, self.num_blocks - 1)
+
+    @property
     def fits(self) -> bool:
-        return self._blocks(self.batch) <= self.num_blocks
+        return self._blocks(self.batch) <= self.usable_blocks
 
     @property
     def max_batch(self) -> int:
         """The largest batch of this shape whose cache fits."""
         k, extra = self.prefill_extra
-        per = max(1, self.blocks_per_request)
-        if min(k, 1) * (per + extra) > self.num_blocks:
+        per, pool = max(1, self.blocks_per_request), self.usable_blocks
+        if min(k, 1) * (per + extra) > pool:
             return 0
-        whole = self.num_blocks // (per + extra)  # every request in the prefill step
-        return whole if whole < k else max(k, (self.num_blocks - k * extra) // per)
+        whole = pool // (per + extra)  # every request in the prefill step
+        return whole if whole < k else max(k, (pool - k * extra) // per)
 
 
 def kv_fit(
@@ -259,7 +264,8 @@ def kv_fit(
         return KvFit(needed_bytes=exc.needed_bytes, available_bytes=exc.available_bytes,
                      blocks_per_request=1, num_blocks=0, batch=shape.batch,
                      memory_error=str(exc))
-    blocks = sum(g.spec.blocks_for(shape.total_tokens, g.block_size) for g in plan.groups)
+    end = shape.total_tokens - 1  # vLLM never caches the last output token
+    blocks = sum(g.spec.blocks_for(end, g.block_size) for g in plan.groups)
     chunk = eng.max_num_batched_tokens  # None: the batch's prompts in one step (as priced)
     extra = sum(_peak_blocks(g.spec, shape, g.block_size, chunk or shape.prompt_tokens)
                 for g in plan.groups) - blocks
@@ -280,7 +286,7 @@ def _peak_blocks(spec: Any, shape: RequestShape, block: int, chunk: int) -> int:
     """The most blocks one request holds in a layer of ``spec`` over its schedule: at the end,
     or in a prefill step of ``chunk`` tokens, which holds every block it writes (a sliding
     window frees blocks only from the next step: ``blocks_for``)."""
-    peak, done = spec.blocks_for(shape.total_tokens, block), 0
+    peak, done = spec.blocks_for(shape.total_tokens - 1, block), 0
     while done < shape.prompt_tokens and hasattr(spec, "window"):
         step = min(shape.prompt_tokens, done + chunk)
         peak, done = max(peak, spec.blocks_for(step, block, before=done)), step
