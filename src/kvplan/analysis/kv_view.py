@@ -88,13 +88,18 @@ def kv_report(
     block_size: int = 16,
 ) -> KvReport:
     """Load ``model`` (an id, a path or a spec) and size its cache at a precision and TP degree."""
+    from kvplan.analysis.timeline import hybrid_block_layout
+
     EngineConfig(block_size=block_size)  # vLLM's block sizes, as capacity and simulate check
     spec = model if isinstance(model, ModelSpec) else load_model(model)
+    # a hybrid model's pages in vLLM's raised attention block, as request and capacity use
+    per_gpu, block = hybrid_block_layout(kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
+                                         block_size)
     return KvReport(
         model=spec,
         whole=kv_spec(spec, kv_cache_dtype, 1),
-        per_gpu=kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
-        block_size=block_size,
+        per_gpu=per_gpu,
+        block_size=block,
     )
 
 

@@ -53,8 +53,9 @@ class Metrics:
     prefix_cache_hit_rate: float
     peak_kv_blocks: int
     num_blocks: int
+    """vLLM's num_gpu_blocks (a DP fleet: summed over its ranks, one null block each)."""
     usable_blocks: int
-    """``num_blocks`` less vLLM's null block (one per DP rank)."""
+    """``num_blocks`` less the null blocks: what requests can hold."""
     peak_kv_usage: float
     prefill_kv_share: float
     decode_kv_share: float
@@ -141,8 +142,8 @@ def compute_metrics(
                for m in percentile_metrics},
         preemptions=r.total_preemptions,
         prefix_cache_hit_rate=_rate(int(r.prefix_hit_tokens.sum()), r.prefix_query_tokens),
-        peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks, usable_blocks=r.usable_blocks,
-        peak_kv_usage=_rate(r.peak_kv_blocks, r.usable_blocks),
+        peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks,
+        usable_blocks=r.usable_blocks, peak_kv_usage=_rate(r.peak_kv_blocks, r.usable_blocks),
         prefill_kv_share=_rate(r.prefill_claimed_blocks, claimed),
         decode_kv_share=_rate(r.decode_claimed_blocks, claimed),
         num_steps=r.num_steps, max_output_tokens_per_s=peak_output_tokens_per_s(r),

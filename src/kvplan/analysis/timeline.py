@@ -34,9 +34,10 @@ class ClaimStep:
     claimed_bytes: int
     """Logical bytes added by this step (0 once sliding windows and state stop growing)."""
     allocated_blocks: int
-    """Blocks held during the step, summed over layer groups (a block spans every layer of its
-    group). Sliding windows free on the tokens computed before the step (vLLM's
-    allocate_slots), so a prefill step holds every block it writes until the next step."""
+    """vLLM's blocks held during the step, summed over its KV cache groups (a block spans
+    every layer of its group, padding layers included: ``ModelKv.blocks_for``). Sliding
+    windows free on the tokens computed before the step (vLLM's allocate_slots), so a prefill
+    step holds every block it writes until the next step."""
     allocated_bytes: int
 
 
@@ -100,7 +101,7 @@ def request_timeline(
     before one step per token is built."""
     _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
     _check_context(prompt_tokens + output_tokens, max_tokens)
-    kv, block_size = _hybrid_block(kv, block_size)
+    kv, block_size = hybrid_block_layout(kv, block_size)
     tokens = _tokens_after_each_step(prompt_tokens, output_tokens, chunk_tokens)
     n_prefill = 1 if chunk_tokens is None else cdiv(prompt_tokens, chunk_tokens)
     steps, previous, before = [], 0, 0
@@ -128,7 +129,7 @@ def request_timeline(
     )
 
 
-def _hybrid_block(kv: ModelKv, block_size: int) -> tuple[ModelKv, int]:
+def hybrid_block_layout(kv: ModelKv, block_size: int) -> tuple[ModelKv, int]:
     """vLLM 0.11 raises a hybrid (attention + state) model's attention block until one
     attention page holds a state page, and pads the state page to it
     (``HybridAttentionMambaModelConfig``; ``kvplan capacity`` logs it): Qwen3-Next at TP1

@@ -49,18 +49,20 @@ def request_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                     shape: RequestShape) -> Section:
     """One request's claim schedule, chunked as vLLM chunks it on ``hw``: by the token budget
     (--max-num-batched-tokens, else vLLM's default for the GPU, as the capacity section
-    shows), unless chunked prefill is off."""
+    shows), unless chunked prefill is off; in the blocks vLLM allocates there (an MLA
+    backend's forced block, as the capacity section logs it)."""
     from kvplan.analysis.timeline import request_timeline
-    from kvplan.costs.memory.vllm_defaults import default_batch_limits
+    from kvplan.costs.memory.resolved import step_token_budget
+    from kvplan.costs.memory.settings import mla_block_size
     from kvplan.report.charts import staircase_chart
     from kvplan.report.render import timeline_json
     from kvplan.specs.kv import kv_spec
 
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
-    chunk = (engine.max_num_batched_tokens or default_batch_limits(hw)[0]
-             if engine.enable_chunked_prefill else None)
+    chunk = step_token_budget(engine, hw) if engine.enable_chunked_prefill else None
+    block = mla_block_size(spec, hw, engine.block_size)
     tl = request_timeline(kv, shape.prompt_tokens, shape.output_tokens,
-                          chunk_tokens=chunk, block_size=engine.block_size)
+                          chunk_tokens=chunk, block_size=block)
     rows = (("prefill claims", f"{fmt_bytes(tl.prefill_bytes)} in {tl.prefill_steps} step(s)"),
             ("decode adds", fmt_bytes(tl.decode_bytes)), ("final cache", fmt_bytes(tl.final_bytes)),
             ("prefill share", f"{tl.prefill_share:.1%}"))
@@ -91,13 +93,20 @@ def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
 
 def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                     shape: RequestShape) -> Section:
-    """TTFT/TPOT/throughput with the bound, and a batch sweep."""
+    """TTFT/TPOT/throughput with the bound, and a batch sweep, the prefill chunked by the
+    token budget the Request and Capacity sections show (vLLM's default for the GPU when
+    --max-num-batched-tokens is not given), as vLLM runs it."""
+    from dataclasses import replace
+
+    from kvplan.costs.memory.resolved import step_token_budget
     from kvplan.costs.step import latency as lat
     from kvplan.costs.step.profiles import profile_for
     from kvplan.errors import DoesNotFitError
     from kvplan.report.budget_charts import sweep_chart
     from kvplan.report.json_views import latency_answer_json, sweep_json
 
+    if engine.enable_chunked_prefill:
+        engine = replace(engine, max_num_batched_tokens=step_token_budget(engine, hw))
     prof = profile_for(spec, hw, engine, None)
     values = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512"]
     rows_ = lat.sweep(spec, hw, engine, shape, "batch", values, prof)

@@ -70,7 +70,8 @@ class SimulationResult:
 
     @property
     def usable_blocks(self) -> int:
-        """Blocks requests can hold: ``num_blocks`` less vLLM's null block (block_pool.py)."""
+        """Blocks requests can hold: ``num_blocks`` less vLLM's null block (block_pool.py),
+        one per engine."""
         return self.num_blocks - self.null_blocks
 
     @property

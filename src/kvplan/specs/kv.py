@@ -236,12 +236,28 @@ class ModelKv:
 
     def allocated_bytes_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
         """Bytes of whole pages allocated for one request holding ``tokens`` tokens, during the
-        step from ``before`` computed tokens (default ``tokens - 1``, a decode step)."""
-        return sum(g.allocated_bytes_for(tokens, block_size, before) for g in self.groups)
+        step from ``before`` computed tokens (default ``tokens - 1``, a decode step): each of
+        vLLM's blocks spans ``size`` layers' pages, padding layers included."""
+        size = vllm_group_size([g.num_layers for g in self.groups])
+        return sum(cdiv(g.num_layers, size) * size * g.blocks_for(tokens, block_size, before)
+                   * g.spec.page_size_bytes(block_size) for g in self.groups)
 
     def blocks_for(self, tokens: int, block_size: int, before: int | None = None) -> int:
-        """Blocks summed over layer groups; one block spans every layer of its group."""
-        return sum(g.blocks_for(tokens, block_size, before) for g in self.groups)
+        """vLLM's blocks, summed over its KV cache groups (a spec's layers form
+        cdiv(layers, size) of them, ``vllm_group_size``); one block spans every layer of its
+        group."""
+        size = vllm_group_size([g.num_layers for g in self.groups])
+        return sum(cdiv(g.num_layers, size) * g.blocks_for(tokens, block_size, before)
+                   for g in self.groups)
+
+
+def vllm_group_size(layers_per_spec: Sequence[int]) -> int:
+    """Layers in each of vLLM 0.11's KV cache groups (``_get_kv_cache_groups_uniform_page_size``):
+    one spec is one group; several specs are cut into groups of the smallest spec's count (the
+    largest when every count is within 1.25x of the smallest), the last group of a spec padded:
+    Gemma-3-27B's 52 sliding + 10 full layers make 6 + 1 groups of 10 layers (8 padding)."""
+    size = min(layers_per_spec)
+    return max(layers_per_spec) if max(layers_per_spec) < size * 1.25 else size
 
 
 def layer_cache_spec(

@@ -18,6 +18,7 @@ from kvplan.specs.kv import (
     StateSpec,
     layer_cache_spec,
     model_precision,
+    vllm_group_size,
 )
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
@@ -138,10 +139,7 @@ def build_groups(
         if isinstance(spec, StateSpec) and hybrid is not None:
             spec = replace(spec, page_size_padded=hybrid.page_size_padded)
         by_spec.setdefault(spec, []).append(layer)
-    sizes = [len(v) for v in by_spec.values()]
-    size = min(sizes)
-    if max(sizes) < size * 1.25:
-        size = max(sizes)
+    size = vllm_group_size([len(v) for v in by_spec.values()])
     groups = []
     for spec, layers in by_spec.items():
         n = cdiv(len(layers), size)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.costs.memory.kv_dtype_check import check_kv_dtype
 from kvplan.costs.memory.settings import Settings, settings_for
+from kvplan.costs.memory.vllm_defaults import default_batch_limits
 from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
@@ -95,3 +96,10 @@ def with_engine(r: ResolvedDeployment, engine: EngineConfig) -> ResolvedDeployme
         return r
     settings = settings_for(r.model, r.gpu, engine, r.weight_format)
     return replace(r, deployment=replace(r.deployment, engine=engine), settings=settings)
+
+
+def step_token_budget(engine: EngineConfig, gpu: HardwareSpec) -> int:
+    """The tokens one engine step may schedule: --max-num-batched-tokens, else vLLM's
+    default for the GPU (8192 on >= 70 GiB non-A100 parts, else 2048), as ``Settings`` has
+    it; a prefill chunk is at most this long."""
+    return engine.max_num_batched_tokens or default_batch_limits(gpu)[0]

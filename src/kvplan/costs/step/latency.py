@@ -229,28 +229,31 @@ class KvFit:
         return batch * self.blocks_per_request + min(batch, k) * extra
 
     @property
+    def usable_blocks(self) -> int:
+        """Blocks requests can hold: ``num_blocks`` less vLLM's null block (block_pool.py)."""
+        return max(0, self.num_blocks - 1)
+
+    @property
     def fits(self) -> bool:
-        return self._blocks(self.batch) <= self.num_blocks
+        return self._blocks(self.batch) <= self.usable_blocks
 
     @property
     def max_batch(self) -> int:
         """The largest batch of this shape whose cache fits."""
         k, extra = self.prefill_extra
-        per = max(1, self.blocks_per_request)
-        if min(k, 1) * (per + extra) > self.num_blocks:
+        per, pool = max(1, self.blocks_per_request), self.usable_blocks
+        if min(k, 1) * (per + extra) > pool:
             return 0
-        whole = self.num_blocks // (per + extra)  # every request in the prefill step
-        return whole if whole < k else max(k, (self.num_blocks - k * extra) // per)
+        whole = pool // (per + extra)  # every request in the prefill step
+        return whole if whole < k else max(k, (pool - k * extra) // per)
 
 
 def kv_fit(
     model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
     resolved: ResolvedDeployment | None = None,
 ) -> KvFit:
-    """B requests of P+O tokens against ``kvplan.costs.memory.plan``'s block pool.
-
-    max_model_len defaults to P+O here (not the model's limit), as one would serve this shape.
-    """
+    """B requests of P+O tokens against ``costs.memory.plan``'s block pool; max_model_len
+    defaults to P+O here (not the model's limit), as one would serve this shape."""
     from kvplan.costs.memory.plan import plan_memory, plan_resolved
     from kvplan.costs.memory.resolved import with_engine
 
@@ -262,7 +265,8 @@ def kv_fit(
         return KvFit(needed_bytes=exc.needed_bytes, available_bytes=exc.available_bytes,
                      blocks_per_request=1, num_blocks=0, batch=shape.batch,
                      memory_error=str(exc), kv_too_small=isinstance(exc, KvTooSmallError))
-    blocks = sum(g.spec.blocks_for(shape.total_tokens, g.block_size) for g in plan.groups)
+    end = shape.total_tokens - 1  # vLLM never caches the last output token
+    blocks = sum(g.spec.blocks_for(end, g.block_size) for g in plan.groups)
     chunk = eng.max_num_batched_tokens  # None: the batch's prompts in one step (as priced)
     extra = sum(_peak_blocks(g.spec, shape, g.block_size, chunk or shape.prompt_tokens)
                 for g in plan.groups) - blocks
@@ -275,15 +279,13 @@ def kv_fit(
     return replace(fit, needed_bytes=fit._blocks(shape.batch) * block_bytes)
 
 
-ALL_IN_ONE_STEP = 1 << 62
-"""KvFit.prefill_extra's k when the batch's prompts share one prefill step."""
+ALL_IN_ONE_STEP = 1 << 62  # KvFit.prefill_extra's k when the prompts share one prefill step
 
 
 def _peak_blocks(spec: Any, shape: RequestShape, block: int, chunk: int) -> int:
-    """The most blocks one request holds in a layer of ``spec`` over its schedule: at the end,
-    or in a prefill step of ``chunk`` tokens, which holds every block it writes (a sliding
-    window frees blocks only from the next step: ``blocks_for``)."""
-    peak, done = spec.blocks_for(shape.total_tokens, block), 0
+    """A request's most blocks in a layer of ``spec``: at the end, or in a prefill step of
+    ``chunk`` tokens, which holds every block it writes (a window frees them next step)."""
+    peak, done = spec.blocks_for(shape.total_tokens - 1, block), 0
     while done < shape.prompt_tokens and hasattr(spec, "window"):
         step = min(shape.prompt_tokens, done + chunk)
         peak, done = max(peak, spec.blocks_for(step, block, before=done)), step

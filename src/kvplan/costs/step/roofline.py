@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from kvplan.costs import kernels as kn
-from kvplan.costs.memory.resolved import ResolvedDeployment
+from kvplan.costs.memory.resolved import ResolvedDeployment, step_token_budget
 from kvplan.costs.step.batch import AggregateForm, FloatArray, IntArray
 from kvplan.costs.step.coefficients import (
     TABLE_CAP,
@@ -92,7 +92,7 @@ class StepCostModel:
         kv = (model_precision(model, engine.kv_cache_dtype) if resolved is None
               else resolved.kv.precision)
         self._kv_dtype = kv.name  # the tables read: costs.kernels.slices.kv_table
-        self._chunk = engine.max_num_batched_tokens or _TABLE_TOKENS
+        self._chunk = step_token_budget(engine, hardware)  # the prefill chunk vLLM runs
         self._gemm_dtype = (gemm_dtype(model, engine, constants.compute_precision)
                             if resolved is None else resolved.gemm_dtype)
         profile = profile or Profile()
