@@ -159,8 +159,19 @@ def test_same_die_more_bandwidth_never_slower_op_by_op(dep: tuple[str, int],
                                                         ) -> None:
     slow, fast = (_ops(_timer(*dep, gpu, kv), *batch) for gpu in pair)
     assert fast[0] <= slow[0] * (1 + 1e-9)
-    for op, seconds in fast[1].items():
-        assert seconds <= slow[1][op] * (1 + 1e-9) + 1e-12, op
+    fast_ops, slow_ops = _mixing_as_one(fast[1]), _mixing_as_one(slow[1])
+    for op, seconds in fast_ops.items():
+        assert seconds <= slow_ops[op] * (1 + 1e-9) + 1e-12, op
+
+
+def _mixing_as_one(rows: dict[str, float]) -> dict[str, float]:
+    """The sequence-mixing rows split one roofline, max(all scoring, all KV reads), by the
+    side that binds over the whole step (which can differ between two GPUs): their sum."""
+    out: dict[str, float] = {}
+    for op, seconds in rows.items():
+        key = "sequence mixing" if op.startswith(("attention", "gdn")) else op
+        out[key] = out.get(key, 0.0) + seconds
+    return out
 
 
 @SETTINGS
