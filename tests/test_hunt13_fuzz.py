@@ -1,0 +1,42 @@
+"""Hunt 13, fuzz: defects the fuzzer found on the surfaces added since fuzz-4 (calibrate's
+inputs, disaggregated fleets, pasted lines, profiles, prices, sweeps, report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fuzz2_support import assert_error, run_case, strict_json
+
+L1B = "meta-llama/Llama-3.2-1B"
+_HEAD = "model,gpu,batch,prompt,output,ttft_ms\n"
+
+
+def test_calibrate_points_of_two_files_are_told_apart(tmp_path: Path) -> None:
+    """Was: every unnamed CSV row got the id 'line-N', so two files' per-point errors in
+    --json were 'line-2', 'line-3', 'line-2', 'line-3' (which file?)."""
+    files = {"a.csv": _HEAD + f"{L1B},H100,1,512,64,12\n{L1B},H100,4,1024,64,30\n",
+             "b.csv": _HEAD + f"{L1B},H100,1,2048,64,40\n{L1B},H100,8,256,64,25\n"}
+    result = run_case(tmp_path, ["calibrate", "a.csv", "b.csv", "--force", "--json"], files)
+    assert result.code == 0, result.err
+    ids = [p["id"] for p in strict_json(result.out)["points"]]
+    assert ids == ["a.csv:2", "a.csv:3", "b.csv:2", "b.csv:3"]
+
+
+def test_calibrate_floor_refusal_names_the_file_and_line(tmp_path: Path) -> None:
+    """Was: 'error: line-2: measured E2E 5.00 ms is below its physical floor 11.83 ms' (a CSV
+    row) and 'error: point-0: ...' (a JSON point): no file, so the user could not find it.
+    The floor: 16 steps (1 prefill + 15 decode), each reading the 1B model's 2.47 GB of bf16
+    weights at 3.35 TB/s: 16 x 0.739 ms."""
+    files = {"e.csv": "model,gpu,batch,prompt,output,e2e_ms\n" f"{L1B},H100,1,128,16,5\n"}
+    assert_error(run_case(tmp_path, ["calibrate", "e.csv"], files),
+                 "error: e.csv:2: measured E2E 5.00 ms is below its physical floor 11.83 ms")
+    files = {"p.json": f'[{{"model": "{L1B}", "gpu": "H100", "batch": 1, "prompt": 128,'
+                       ' "output": 16, "e2e_ms": 5}]'}
+    assert_error(run_case(tmp_path, ["calibrate", "p.json"], files), "error: p.json:1: ")
+
+
+def test_calibrate_own_ids_are_kept(tmp_path: Path) -> None:
+    files = {"a.csv": "id," + _HEAD + f"run-a,{L1B},H100,1,512,64,12\n"
+                      f"run-b,{L1B},H100,4,1024,64,30\n"}
+    result = run_case(tmp_path, ["calibrate", "a.csv", "--force", "--json"], files)
+    assert [p["id"] for p in strict_json(result.out)["points"]] == ["run-a", "run-b"]
