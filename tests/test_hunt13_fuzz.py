@@ -40,3 +40,22 @@ def test_calibrate_own_ids_are_kept(tmp_path: Path) -> None:
                       f"run-b,{L1B},H100,4,1024,64,30\n"}
     result = run_case(tmp_path, ["calibrate", "a.csv", "--force", "--json"], files)
     assert [p["id"] for p in strict_json(result.out)["points"]] == ["run-a", "run-b"]
+
+
+def test_pasted_line_given_quoted_as_one_word_is_read(tmp_path: Path) -> None:
+    """Was: `kvplan capacity -- "vllm serve openai/gpt-oss-20b --max-model-len 8192"` (the line
+    quoted, e.g. from a shell variable) -> error: unknown model 'vllm serve openai/gpt-oss-20b
+    --max-model-len 8192'. Now read as the unquoted line is: the same JSON."""
+    line = ["CUDA_VISIBLE_DEVICES=0", "vllm", "serve", "openai/gpt-oss-20b", "--max-model-len",
+            "8192", "--kv-cache-dtype", "fp8"]
+    words = run_case(tmp_path, ["capacity", "--json", "--", *line])
+    quoted = run_case(tmp_path, ["capacity", "--json", "--",
+                                 " ".join(line[:4]) + " \\\n  " + " ".join(line[4:])])
+    assert quoted.code == 0, quoted.err
+    assert strict_json(quoted.out) == strict_json(words.out)
+    assert strict_json(quoted.out)["max_model_len"] == 8192
+
+
+def test_pasted_line_with_an_unclosed_quote_is_one_error(tmp_path: Path) -> None:
+    result = run_case(tmp_path, ["capacity", "--", "vllm serve 'openai/gpt-oss-20b"])
+    assert_error(result, "cannot split the pasted line", "No closing quotation")
