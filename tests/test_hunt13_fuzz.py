@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.fuzz2_support import assert_error, run_case, strict_json
 
 L1B = "meta-llama/Llama-3.2-1B"
@@ -59,3 +61,35 @@ def test_pasted_line_given_quoted_as_one_word_is_read(tmp_path: Path) -> None:
 def test_pasted_line_with_an_unclosed_quote_is_one_error(tmp_path: Path) -> None:
     result = run_case(tmp_path, ["capacity", "--", "vllm serve 'openai/gpt-oss-20b"])
     assert_error(result, "cannot split the pasted line", "No closing quotation")
+
+
+_PRICE_HEAD = ("gpu,provider,instance,gpus_per_instance,gpus_per_node,usd_per_instance_hour,"
+               "source_url,observed_on,transcribed_by\n")
+
+
+def _price_row(**cells: str) -> str:
+    row = {"gpu": "H100", "provider": "me", "instance": "8x", "gpus_per_instance": "8",
+           "gpus_per_node": "8", "usd_per_instance_hour": "20", "source_url": "https://x",
+           "observed_on": "2026-01-01", "transcribed_by": "me", **cells}
+    return _PRICE_HEAD + ",".join(row.values()) + "\n"
+
+
+@pytest.mark.parametrize(("cells", "said"), [
+    ({"gpus_per_instance": "abc"}, "gpus_per_instance must be a whole number, got 'abc'"),
+    ({"gpus_per_node": ""}, "gpus_per_node must be a whole number, got ''"),
+    ({"usd_per_instance_hour": "abc"}, "usd_per_instance_hour must be a number, got 'abc'"),
+    ({"observed_on": "01/02/2026"}, "observed_on must be a date YYYY-MM-DD, got '01/02/2026'"),
+])
+def test_price_file_bad_cell_names_its_column(cells: dict[str, str], said: str,
+                                               tmp_path: Path) -> None:
+    """Was: 'error: --prices p.csv line 2: invalid literal for int() with base 10: 'abc';
+    observed_on is YYYY-MM-DD, counts whole numbers' (Python's words; which column?)."""
+    result = run_case(tmp_path, ["prices", "--prices", "p.csv"], {"p.csv": _price_row(**cells)})
+    assert_error(result, f"error: --prices p.csv line 2: {said}")
+
+
+def test_price_file_good_row_still_read(tmp_path: Path) -> None:
+    result = run_case(tmp_path, ["prices", "--prices", "p.csv", "--json"],
+                      {"p.csv": _price_row(gpus_per_instance=" 8 ")})
+    row = strict_json(result.out)["rows"][0]
+    assert (row["usd_per_gpu_hour"], row["observed_on"]) == (2.5, "2026-01-01")
