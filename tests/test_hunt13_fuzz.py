@@ -93,3 +93,27 @@ def test_price_file_good_row_still_read(tmp_path: Path) -> None:
                       {"p.csv": _price_row(gpus_per_instance=" 8 ")})
     row = strict_json(result.out)["rows"][0]
     assert (row["usd_per_gpu_hour"], row["observed_on"]) == (2.5, "2026-01-01")
+
+
+def test_request_timeline_steps_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: request_timeline(kv, 10**7, 1, chunk_tokens=1) built 10^7 step objects (still
+    running after 120 s; 10^6 steps took 24 s and 350 MB); a 10M-context config.json let
+    `kvplan request` do the same. Now at most MAX_TIMELINE_STEPS: steps = cdiv(P, C) + O."""
+    import kvplan
+    from kvplan import limits
+    from kvplan.errors import InputError
+
+    kv = kvplan.kv_spec(kvplan.load_model(L1B))
+    monkeypatch.setattr(limits, "MAX_TIMELINE_STEPS", 1000, raising=False)
+    assert len(kvplan.request_timeline(kv, 100, 999, chunk_tokens=100).steps) == 1000
+    with pytest.raises(InputError, match="1,001 steps"):
+        kvplan.request_timeline(kv, 101, 999, chunk_tokens=100)  # 2 chunks + 999 tokens
+
+
+def test_request_on_a_ten_million_token_context_is_refused_at_once(tmp_path: Path) -> None:
+    from tests.fuzz2_support import config
+
+    files = {"config.json": config(max_position_embeddings=10_000_000)}
+    result = run_case(tmp_path, ["request", "config.json", "--prompt", "1", "--output",
+                                 "9000000", "--json"], files)
+    assert_error(result, "9,000,001 steps", "at most 1,000,000")
