@@ -117,3 +117,18 @@ def test_request_on_a_ten_million_token_context_is_refused_at_once(tmp_path: Pat
     result = run_case(tmp_path, ["request", "config.json", "--prompt", "1", "--output",
                                  "9000000", "--json"], files)
     assert_error(result, "9,000,001 steps", "at most 1,000,000")
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("mean_tpot_ms", -1, "'mean_tpot_ms' must be positive, got -1"),
+    ("output_throughput", -300.0, "'output_throughput' must be positive, got -300.0"),
+    ("mean_ttft_ms", "abc", "'mean_ttft_ms' must be a number, got 'abc'"),
+])
+def test_bench_serve_bad_value_is_named_as_in_the_file(key: str, value: object, said: str,
+                                                       tmp_path: Path) -> None:
+    """Was: a `vllm bench serve` result with mean_tpot_ms -1 read "'tpot_ms' must be
+    positive" (and output_throughput: 'output_throughput_tok_s'): keys not in the file."""
+    from tests.fuzz2_support import bench
+
+    files = {"b.json": bench(**{key: value})}
+    assert_error(run_case(tmp_path, ["calibrate", "b.json"], files), f"error: b.json:1: {said}")

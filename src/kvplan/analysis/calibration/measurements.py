@@ -170,6 +170,9 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
     done = whole_count(_num(data.get("completed") or data.get("num_prompts"), "completed",
                             where), "completed", where)
     batch = data.get("max_concurrency") or done
+    for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput"):  # named as in the file
+        if key == "mean_ttft_ms" or data.get(key) not in (None, 0):
+            _num(data.get(key), key, where)
     prompt = round(_num(data.get("total_input_tokens"), "total_input_tokens", where) / done)
     output = round(_num(data.get("total_output_tokens"), "total_output_tokens", where) / done)
     row = {"model": data.get("model_id"), "gpu": data.get("gpu"), "batch": batch,
