@@ -132,3 +132,19 @@ def test_bench_serve_bad_value_is_named_as_in_the_file(key: str, value: object, 
 
     files = {"b.json": bench(**{key: value})}
     assert_error(run_case(tmp_path, ["calibrate", "b.json"], files), f"error: b.json:1: {said}")
+
+
+def test_report_of_an_infeasible_plan_says_why_not_none() -> None:
+    """Was: `kvplan report --plan` on a plan that found nothing (exit 1, status infeasible)
+    showed 'best None', 'None replica(s), None GPU(s)', 'binds first None' and 'why None',
+    though the saved summary holds the why."""
+    from kvplan.report.plan.plan_report import plan_sections
+
+    why = "nothing in the space meets the SLO; the closest, c0007, misses p50_e2el_ms"
+    plan = {"summary": {"status": "infeasible", "best": None, "usd_per_hour": None,
+                        "replicas": None, "gpus": None, "binding": None, "why": why},
+            "candidates": [], "inputs": {"model": L1B, "workload": "random"}}
+    card = dict(plan_sections(plan)[0].rows)
+    assert card["why"] == why
+    assert (card["best"], card["replicas x GPUs"], card["binds first"]) == ("-", "-", "-")
+    assert not any("None" in v for v in card.values()), card
