@@ -148,3 +148,20 @@ def test_report_of_an_infeasible_plan_says_why_not_none() -> None:
     assert card["why"] == why
     assert (card["best"], card["replicas x GPUs"], card["binds first"]) == ("-", "-", "-")
     assert not any("None" in v for v in card.values()), card
+
+
+_PREFIX_RUN = ["simulate", "--gpu", "H200", "--num-prompts", "10", "--random-input-len", "1024",
+               "--random-prefix-len", "512", "--random-output-len", "4", "--json"]
+
+
+def test_sliding_window_shared_prefix_says_hits_are_not_modelled(tmp_path: Path) -> None:
+    """Was: Mistral-7B-v0.1 (every layer a 4,096-token window) with a 512-token shared prefix
+    printed prefix_cache_hit_rate 0.0 without a word, where vLLM 0.11's sliding-window
+    manager hits the 32 shared blocks (the hit Llama-3.1-8B shows: 9 x 512 / 15,360 = 0.3)."""
+    run = run_case(tmp_path, [_PREFIX_RUN[0], "mistralai/Mistral-7B-v0.1", *_PREFIX_RUN[1:]])
+    assert run.code == 0, run.err
+    assert strict_json(run.out)["prefix_cache_hit_rate"] == 0.0
+    assert "note: prefix-cache hits are not modelled for sliding-window KV groups" in run.err
+    full = run_case(tmp_path, [_PREFIX_RUN[0], "meta-llama/Llama-3.1-8B", *_PREFIX_RUN[1:]])
+    assert strict_json(full.out)["prefix_cache_hit_rate"] == pytest.approx(9 * 512 / 15360)
+    assert "not modelled" not in full.err
