@@ -11,6 +11,8 @@ static batch (--batch)     1 .. 2^20 (1,048,576)        vLLM's max_num_seqs is ~
 prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token budget;
                            a sweep, 10^3 per calibrate  ~35 us each, a fit prices each
                            point                        point hundreds of times
+request timeline steps     10^6 (request: one a chunk   one object each: 10^6 is ~25 s and
+                           and one an output token)     ~350 MB
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
 trace rows read            10^7; 10^6 simulated         (the bundled traces have < 35,000)
 layers                     1 .. 1,024                   the largest models have ~130
@@ -48,6 +50,7 @@ MAX_BATCH = 2**20
 MAX_PRICED_STEPS = 100_000
 MAX_SWEEP_STEPS = 200_000
 MAX_CALIBRATION_STEPS = 1_000
+MAX_TIMELINE_STEPS = 1_000_000
 MAX_PROMPTS = 1_000_000
 MAX_TRACE_ROWS = 10 * MAX_PROMPTS
 MAX_LAYERS = 1024

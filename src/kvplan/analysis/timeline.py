@@ -101,6 +101,7 @@ def request_timeline(
     before one step per token is built."""
     _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
     _check_context(prompt_tokens + output_tokens, max_tokens)
+    _check_steps(prompt_tokens, output_tokens, chunk_tokens)
     kv, block_size = hybrid_block_layout(kv, block_size)
     tokens = _tokens_after_each_step(prompt_tokens, output_tokens, chunk_tokens)
     n_prefill = 1 if chunk_tokens is None else cdiv(prompt_tokens, chunk_tokens)
@@ -173,6 +174,17 @@ def _check_lengths(prompt: int, output: int, chunk: int | None, block: int) -> N
     if prompt + output > MAX_TOKENS:
         raise InputError(f"--prompt + --output = {prompt + output:,} tokens; kvplan reads "
                          f"requests of at most {MAX_TOKENS:,} tokens")
+
+
+def _check_steps(prompt: int, output: int, chunk: int | None) -> None:
+    """One step object per prefill chunk and per output token: a timeline is built whole, so
+    its length is bounded (10^7 steps took minutes and gigabytes)."""
+    steps = (1 if chunk is None else cdiv(prompt, chunk)) + output
+    if steps > limits.MAX_TIMELINE_STEPS:
+        raise InputError(f"this request is {steps:,} steps (one per --chunk of the prompt, one "
+                         f"per output token); kvplan draws at most "
+                         f"{limits.MAX_TIMELINE_STEPS:,}: use a larger --chunk or a shorter "
+                         "--output")
 
 
 def _check_context(total: int, limit: int | None) -> None:

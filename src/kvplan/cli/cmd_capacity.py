@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -112,6 +113,7 @@ def _does_not_fit(exc: DoesNotFitError, settings: dict[str, Any], gpu: str, igno
 
 def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Model and settings from the positional model or a pasted command; kvplan flags win."""
+    args = _split_quoted_line(args)
     if len(args) == 1:
         return {"model": args[0], **flags}, []
     if not is_pasted_start(args[0]):  # MODEL -- vllm serve MODEL ...: one model, both read
@@ -126,6 +128,18 @@ def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], lis
     if "model" not in pasted:
         raise InputError("give a MODEL, or a vLLM command line after -- (vllm serve MODEL ...)")
     return {**pasted, **flags}, ignored
+
+
+def _split_quoted_line(args: list[str]) -> list[str]:
+    """A pasted line given quoted, as one word (``-- "vllm serve M --flag v"``), split as the
+    shell would have (backslash-newline continuations dropped); other words are kept."""
+    if len(args) != 1 or not args[0].split() or not is_pasted_start(args[0].split()[0]):
+        return args
+    try:
+        return [w for w in shlex.split(args[0]) if w.strip()]
+    except ValueError as exc:  # an unclosed quote
+        raise InputError(f"cannot split the pasted line into words ({exc}); paste it after "
+                         "-- without quotes around it") from None
 
 
 def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:

@@ -70,11 +70,28 @@ def simulate(
     shape = _shape(kv, b)
     lim = limits or default_limits(engine)
     mml = max_model_len if max_model_len is not None else engine.max_model_len
+    _note_unmodelled_hits(shape, lim, workload, shared_prefix_tokens)
     loop = _Loop(workload=workload, timer=timer, shape=shape, limits=lim, num_blocks=num_blocks,
                  max_model_len=mml, shared_prefix_tokens=shared_prefix_tokens, fast=fast,
                  progress=progress)
     loop.validate = validate
     return loop.run()
+
+
+def _note_unmodelled_hits(shape: KvShape, lim: Limits, workload: WorkloadLike,
+                          shared_prefix_tokens: int) -> None:
+    """Prefix-cache hits are modelled for one full-attention group (Scheduler.simple): say so
+    where a shared prefix would hit in vLLM 0.11 (sliding windows; it turns prefix caching off
+    for state layers) but reads 0 here (docs/simulator.md)."""
+    kinds = {g.kind for g in shape.groups}
+    if not lim.prefix_caching or "sliding" not in kinds or "state" in kinds:
+        return
+    if shared_prefix_tokens or getattr(workload, "prefix_hashes", None) is not None:
+        from kvplan.notes import note
+
+        note("prefix-cache hits are not modelled for sliding-window KV groups: the shared "
+             "prefix is recomputed, the hit rate reads 0 and TTFT is that of uncached prompts "
+             "(vLLM 0.11 would hit it)")
 
 
 def _shape(kv: ModelKv | KvShape | None, block_size: int) -> KvShape:

@@ -6,15 +6,17 @@ import csv
 import datetime as dt
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from kvplan import input_file
 from kvplan.errors import InputError, KvplanError, located
 from kvplan.limits import MAX_PARALLEL as MAX_GPUS_PER_NODE
 from kvplan.limits import USD_PER_GPU_HOUR
 
+T = TypeVar("T")
 DEFAULT_PROVIDER = "runpod-secure"
 STALE_AFTER_DAYS = 90
 COLUMNS = ("gpu", "provider", "instance", "gpus_per_instance", "gpus_per_node",
@@ -97,20 +99,34 @@ def _row(line: dict[str, str], origin: str, lineno: int) -> PriceRow:
     try:
         row = PriceRow(
             gpu=gpu, provider=line["provider"].strip(),
-            instance=line["instance"].strip(), gpus_per_instance=int(line["gpus_per_instance"]),
-            gpus_per_node=int(line["gpus_per_node"]),
-            usd_per_instance_hour=float(line["usd_per_instance_hour"]),
-            source_url=line["source_url"].strip(), observed_on=line["observed_on"].strip(),
+            instance=line["instance"].strip(),
+            gpus_per_instance=_cell(line, "gpus_per_instance", int, "a whole number"),
+            gpus_per_node=_cell(line, "gpus_per_node", int, "a whole number"),
+            usd_per_instance_hour=_cell(line, "usd_per_instance_hour", float, "a number"),
+            source_url=line["source_url"].strip(),
+            observed_on=_cell(line, "observed_on", _date, "a date YYYY-MM-DD").isoformat(),
             transcribed_by=(line.get("transcribed_by") or "").strip())
         day = dt.date.fromisoformat(row.observed_on)
     except (ValueError, TypeError, AttributeError) as exc:
-        raise InputError(f"{where}: {exc}; observed_on is YYYY-MM-DD, counts whole numbers"
-                         ) from None
+        raise InputError(f"{where}: {exc}") from None
     if day > dt.date.today() + dt.timedelta(days=1):  # a day's slack for time zones
         raise InputError(f"{where}: observed_on {row.observed_on} is in the future; give the "
                          "day the price was read (a future day is never stale)")
     _check_row(row, where)
     return row
+
+
+def _date(text: str) -> dt.date:
+    return dt.date.fromisoformat(text)
+
+
+def _cell(line: dict[str, str], name: str, read: Callable[[str], T], what: str) -> T:
+    """One cell read by ``read``; ValueError names the column and the value."""
+    text = (line[name] or "").strip()
+    try:
+        return read(text)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name} must be {what}, got {text!r}") from None
 
 
 def _check_row(row: PriceRow, where: str) -> None:

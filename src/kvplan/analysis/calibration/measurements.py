@@ -85,7 +85,7 @@ def read_measurements(path: str | Path, defaults: Defaults | None = None) -> lis
 
 def _from_json(data: Any, text: str, file: str, d: Defaults) -> list[Measurement]:
     if isinstance(data, Mapping) and "avg_latency" in data:
-        return [_point({"e2e_s": data["avg_latency"]}, f"{file}:1", d, "vllm-bench-latency")]
+        return [_point({"e2e_s": data["avg_latency"]}, f"{file}:1", d)]
     if isinstance(data, Mapping) and "mean_ttft_ms" in data:
         return [_from_bench_serve(data, f"{file}:1", d)]
     rows = data.get("points") if isinstance(data, Mapping) else data
@@ -101,7 +101,7 @@ def _from_json(data: Any, text: str, file: str, d: Defaults) -> list[Measurement
                     "static_batch"):
                 out.append(_from_calibration_point(row, where, d))
         else:
-            out.append(_point(row, where, d, str(row.get("id", f"point-{i}"))))
+            out.append(_point(row, where, d, str(row.get("id", where))))
     return out
 
 
@@ -134,7 +134,7 @@ def _csv_points(reader: csv.DictReader[str], file: str, d: Defaults) -> list[Mea
             width = len(reader.fieldnames or [])
             raise TraceError(f"{where}: wrong number of columns (the header has {width})")
         clean = {k.strip(): v.strip() for k, v in row.items() if v is not None and v.strip()}
-        out.append(_point(clean, where, d, clean.get("id", f"line-{reader.line_num}")))
+        out.append(_point(clean, where, d, clean.get("id", where)))
     if not out:
         raise TraceError(f"{file}:1: no measurement rows (need a header and at least one row)")
     return out
@@ -146,8 +146,9 @@ _S_FIELDS = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "e2e_s": "e2e_s",
              "output_throughput": "output_throughput_tok_s"}
 
 
-def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str) -> Measurement:
-    """A simple point: model, gpu, batch, prompt, output + any of the metric columns."""
+def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str = "") -> Measurement:
+    """A simple point: model, gpu, batch, prompt, output + any of the metric columns; its id
+    is the row's own or, unnamed, where it was read (file:line: unique across files)."""
     measured = {m: _num(row[k], k, where) / 1000 for k, m in _MS_FIELDS.items() if k in row}
     measured |= {m: _num(row[k], k, where) for k, m in _S_FIELDS.items() if k in row}
     if not measured:
@@ -159,8 +160,8 @@ def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str) -> Measu
     engine = _engine(row, where, d)
     model = _need(pick_name(row.get("model"), d.model, "model", where), "model", where)
     gpu = _need(pick_name(row.get("gpu"), d.gpu, "gpu", where), "gpu", where)
-    return Measurement(id=ident, where=where, model=model, gpu=gpu, engine=engine, shape=shape,
-                       measured=measured)
+    return Measurement(id=ident or where, where=where, model=model, gpu=gpu, engine=engine,
+                       shape=shape, measured=measured)
 
 
 def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measurement:
@@ -169,6 +170,9 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
     done = whole_count(_num(data.get("completed") or data.get("num_prompts"), "completed",
                             where), "completed", where)
     batch = data.get("max_concurrency") or done
+    for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput"):  # named as in the file
+        if key == "mean_ttft_ms" or data.get(key) not in (None, 0):
+            _num(data.get(key), key, where)
     prompt = round(_num(data.get("total_input_tokens"), "total_input_tokens", where) / done)
     output = round(_num(data.get("total_output_tokens"), "total_output_tokens", where) / done)
     row = {"model": data.get("model_id"), "gpu": data.get("gpu"), "batch": batch,
@@ -179,7 +183,7 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
     for key in ENGINE_KEYS:
         if data.get(key) is not None:
             row[key] = data[key]
-    return _point({k: v for k, v in row.items() if v is not None}, where, d, "vllm-bench-serve")
+    return _point({k: v for k, v in row.items() if v is not None}, where, d)
 
 
 def _from_calibration_point(row: Mapping[str, Any], where: str, d: Defaults) -> Measurement:

@@ -46,11 +46,13 @@ def _dp(c: dict[str, Any]) -> str:
 def plan_sections(plan: dict[str, Any]) -> list[Section]:
     """The answer card, the ranked candidates with a cost chart, and the lever what-ifs."""
     s, cands = plan["summary"], list(plan.get("candidates") or [])
-    card = [("status", str(s.get("status"))), ("best", str(s.get("best"))),
+    fleet = (f"{s.get('replicas')} replica(s), {s.get('gpus')} GPU(s)"
+             if s.get("replicas") is not None else "-")
+    card = [("status", str(s.get("status"))), ("best", _text(s.get("best"))),
             ("$ / hour", _num(s.get("usd_per_hour"), 2)),
             ("$ / million output tokens", _num(s.get("usd_per_million_output_tokens"), 3)),
-            ("replicas x GPUs", f"{s.get('replicas')} replica(s), {s.get('gpus')} GPU(s)"),
-            ("binds first", str(s.get("binding"))), ("why", str(s.get("one_line_why"))),
+            ("replicas x GPUs", fleet), ("binds first", _text(s.get("binding"))),
+            ("why", _text(s.get("one_line_why") or s.get("why"))),  # infeasible: why only
             *_band_rows(s)]
     rows = [(f"{c.get('id')} {c.get('gpu')} TP{c.get('tensor_parallel_size')}{_dp(c)} "
              f"{c.get('kv_cache_dtype')}", f"{c.get('stage')}: "
@@ -70,6 +72,11 @@ def plan_sections(plan: dict[str, Any]) -> list[Section]:
         Section(id="levers", title="Levers: one change to the best configuration",
                 rows=tuple(levers), charts=(), answer={"levers": plan.get("levers") or []}),
     ]
+
+
+def _text(value: Any) -> str:
+    """A card value; '-' where the plan has none (an infeasible plan has no best)."""
+    return "-" if value is None else str(value)
 
 
 def _band_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
