@@ -165,3 +165,12 @@ def test_sliding_window_shared_prefix_says_hits_are_not_modelled(tmp_path: Path)
     full = run_case(tmp_path, [_PREFIX_RUN[0], "meta-llama/Llama-3.1-8B", *_PREFIX_RUN[1:]])
     assert strict_json(full.out)["prefix_cache_hit_rate"] == pytest.approx(9 * 512 / 15360)
     assert "not modelled" not in full.err
+
+
+def test_provider_is_matched_without_case() -> None:
+    """--provider LAMBDA was refused ('unknown --provider'), unlike --gpu h100."""
+    from kvplan.specs.prices import price_table
+
+    assert price_table("LAMBDA").provider == "lambda"
+    assert price_table(" Lambda ").provider == "lambda"
+    assert price_table("lambda").rows == price_table("LAMBDA").rows

@@ -203,8 +203,10 @@ def price_table(provider: str | None = None, *, prices_file: Path | None = None,
     rows = load_price_file(prices_file) if prices_file is not None else bundled_rows()
     known = tuple(dict.fromkeys(r.provider for r in rows))
     name = provider or (DEFAULT_PROVIDER if DEFAULT_PROVIDER in known else known[0])
-    if name not in known:
+    folded = [k for k in known if k.casefold() == name.strip().casefold()]
+    if name not in known and len(folded) != 1:  # case-insensitive, as --gpu and model names
         raise InputError(f"unknown --provider {name!r}: choose one of {', '.join(known)}")
+    name = name if name in known else folded[0]
     chosen = [r for r in rows if r.provider == name]
     day = (today or dt.date.today()).isoformat()
     for gpu, usd in _overrides(overrides).items():
