@@ -28,3 +28,28 @@ def test_plan_help_states_the_searched_expert_parallel_default() -> None:
     assert "(default: both when DP > 1, off at DP 1)" in " ".join(r.out.split())
     assert "on exactly when" not in r.out
     assert "both on and off when dp > 1, off at dp 1" in _doc("docs/planner.md")
+
+
+SAVE_SIZES = [
+    # (document, the words it quotes, --save-detailed?, bytes the file has today)
+    ("README.md", "Llama-3.1-8B: 146 KiB, 109 MiB with `--save-detailed`", False, 146 * 1024),
+    ("README.md", "Llama-3.1-8B: 146 KiB, 109 MiB with `--save-detailed`", True, 109 * 2**20),
+    ("docs/metrics.md", "is 146 KiB as a summary and 109 MiB detailed", False, 146 * 1024),
+    ("docs/metrics.md", "is 146 KiB as a summary and 109 MiB detailed", True, 109 * 2**20),
+]
+
+
+def test_azure_conv_save_result_sizes_the_docs_quote(tmp_path: Path) -> None:
+    """Before: both documents said 166,082 bytes and 114,335,395 detailed; the files are
+    149,995 (146 KiB) and 114,484,759 (109 MiB) bytes. Quoted rounded, checked to 1 %."""
+    sizes: dict[bool, int] = {}
+    for detailed in (False, True):
+        out = tmp_path / f"run{int(detailed)}.json"
+        r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--dataset",
+                    "azure-conv", "--save-result", str(out), "--json",
+                    *(("--save-detailed",) if detailed else ()))
+        assert r.code == 0, r.err
+        sizes[detailed] = out.stat().st_size
+    for doc, quote, detailed, quoted in SAVE_SIZES:
+        assert quote in _doc(doc), (doc, quote)
+        assert abs(sizes[detailed] / quoted - 1) < 0.01, (doc, detailed, sizes[detailed])
