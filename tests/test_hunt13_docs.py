@@ -53,3 +53,27 @@ def test_azure_conv_save_result_sizes_the_docs_quote(tmp_path: Path) -> None:
     for doc, quote, detailed, quoted in SAVE_SIZES:
         assert quote in _doc(doc), (doc, quote)
         assert abs(sizes[detailed] / quoted - 1) < 0.01, (doc, detailed, sizes[detailed])
+
+
+DSV3_EP72 = ("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "H100", "-dp", "72",
+             "--enable-expert-parallel", "--all2all-backend", "deepep_low_latency", "--prompt",
+             "2000", "--output", "32", "--batch", "18432", "--max-num-batched-tokens", "16384")
+
+JSON_FIGURES = [
+    # (document, the words it quotes, command, JSON key, the value quoted, relative tolerance)
+    ("docs/parallelism.md", "gives TPOT 168.4 ms", DSV3_EP72, "tpot_s", 0.1684, 0.0005),
+    ("docs/parallelism.md", "gives 132.4 ms against the 168.4 ms in series",
+     (*DSV3_EP72, "--enable-dbo"), "tpot_s", 0.1324, 0.0005),
+]
+
+
+def test_json_figures_the_docs_quote() -> None:
+    """Before: docs/parallelism.md quoted TPOT 171.5 ms (11,941 tok/s per node) and, with
+    --enable-dbo, 145.8 against 181.7 ms (a 24.7 % gain); today 168.4 ms (12,165 tok/s)
+    and 132.4 against 168.4 ms (27.2 %)."""
+    for doc, quote, argv, key, quoted, rel in JSON_FIGURES:
+        assert quote in _doc(doc), (doc, quote)
+        r = run_cli(*argv, "--json")
+        assert r.code == 0, r.err
+        got = float(r.json()[key])
+        assert abs(got / quoted - 1) <= rel, (doc, quote, got)
