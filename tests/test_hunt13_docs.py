@@ -111,3 +111,27 @@ def test_json_figures_the_docs_quote() -> None:
             answers[argv] = r.json()
         got = float(answers[argv][key])
         assert abs(got / quoted - 1) <= rel, (doc, quote, got)
+
+
+def test_simulator_md_step_worked_example() -> None:
+    """Before: docs/simulator.md worked Llama-2-7B's 128 decodes over 60,000 tokens to
+    17.4187 ms (gemm 2.7927 ms, weights 4.9559, no per-request terms); the bundled profile
+    and measured tables give 30.4175 ms: weights[128] 5.1328 ms, mix 11.5604 ms, layer
+    0.7449 ms, step overhead 0.9346 ms and 94.1 us per request."""
+    import kvplan
+    from kvplan.analysis.serving import pick_profile
+    from kvplan.costs.step.roofline import StepCostModel
+
+    model, gpu, engine = (kvplan.load_model("meta-llama/Llama-2-7b-hf"),
+                          kvplan.load_gpu("H100"), kvplan.EngineConfig())
+    timer = StepCostModel(model, gpu, engine, pick_profile(model, gpu, engine, None))
+    step = float(timer.step_time_agg(128, 128, 60000, 60128, False))
+    f = timer.aggregate_form(8192)
+    assert f is not None
+    doc = _doc("docs/simulator.md")
+    assert f"the same {step!r} s `step_time_agg(128, 128, 60000, 60128, False)` gives" in doc
+    mix = f.kv_per_context * 60000 + f.kv_write[128] + f.state_per_request * 128
+    for words in (f"weights[128] {f.weights[128] * 1e3:.4f} ms)", f"= {mix * 1e3:.4f} ms",
+                  f"layer {f.layer_s * 1e3:.4f}", f"= {step * 1e3:.4f} ms",
+                  f"+ {f.request_s * 1e6:.1f} us x 128)"):
+        assert words in doc, words
