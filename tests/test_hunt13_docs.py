@@ -72,6 +72,10 @@ QWEN_TEXT = ("1P1D TP1 / TP1 median TPOT 30.2 ms (compiled fleet, 0.26 CPU-s for
              "command); 1P1D TP1 / DP2 EP 19.5 ms (Python fleet, 2.2 CPU-s); 1P1D DP2 EP / "
              "DP2 EP 19.5 ms (2.4 CPU-s); aggregated DP2 EP 21.7 ms")
 DISAGG = "docs/disaggregation.md"
+CLOSED = ("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-concurrency", "25",
+          "--num-prompts", "500", "--random-input-len", "4000", "--random-output-len", "128",
+          "--random-range-ratio")
+CLOSED_TEXT = "mean TTFT 753 ms with ratio 0 against 251 ms with ratio 0.5"
 
 JSON_FIGURES = [
     # (document, the words it quotes, command, JSON key, the value quoted, relative tolerance)
@@ -93,6 +97,8 @@ JSON_FIGURES = [
     (DISAGG, QWEN_TEXT, (*QWEN_2000, "--disagg", "1P1D", "-dp", "2", *EP),
      "median_tpot_ms", 19.5, 0.003),
     (DISAGG, QWEN_TEXT, (*QWEN_2000, "-dp", "2", *EP), "median_tpot_ms", 21.7, 0.003),
+    ("docs/simulator.md", CLOSED_TEXT, (*CLOSED, "0"), "mean_ttft_ms", 753, 0.0007),
+    ("docs/simulator.md", CLOSED_TEXT, (*CLOSED, "0.5"), "mean_ttft_ms", 251, 0.002),
 ]
 
 
@@ -101,7 +107,8 @@ def test_json_figures_the_docs_quote() -> None:
     --enable-dbo, 145.8 against 181.7 ms (a 24.7 % gain); today 168.4 ms (12,165 tok/s)
     and 132.4 against 168.4 ms (27.2 %). docs/disaggregation.md's DP / EP pools: DeepSeek-V3
     1P1D quoted median TPOT 28.5 / 31.6 / 30.5 ms (today 25.3 / 26.3 / 25.6), Qwen3-30B-A3B
-    34.4 / 22.2 / 22.2 / 25.6 ms (today 30.2 / 19.5 / 19.5 / 21.7)."""
+    34.4 / 22.2 / 22.2 / 25.6 ms (today 30.2 / 19.5 / 19.5 / 21.7). docs/simulator.md's
+    closed loop at concurrency 25: 203 vs 118 ms TTFT quoted, 753 vs 251 ms today."""
     answers: dict[tuple[str, ...], dict[str, float]] = {}
     for doc, quote, argv, key, quoted, rel in JSON_FIGURES:
         assert quote in _doc(doc), (doc, quote)
