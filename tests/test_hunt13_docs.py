@@ -142,3 +142,27 @@ def test_simulator_md_step_worked_example() -> None:
                   f"layer {f.layer_s * 1e3:.4f}", f"= {step * 1e3:.4f} ms",
                   f"+ {f.request_s * 1e6:.1f} us x 128)"):
         assert words in doc, words
+
+
+def test_marlin_backend_stores_gpt_oss_experts_in_marlins_layout_on_hopper() -> None:
+    """vLLM 0.11 picks Marlin on Hopper under VLLM_MXFP4_USE_MARLIN=1 (get_mxfp4_backend),
+    and Marlin pads the experts its own way (vLLM 0.10.1 on that path, H100: 65.97 GiB,
+    vllm#23278). Before: --mxfp4-moe-backend marlin changed the kernels only, the weights
+    stayed 64.57 GiB (Triton) and row 19's KV 3.23 GiB; after: 65.91 GiB and 1.88 GiB, the
+    figures docs/formulas-capacity.md gives for the Marlin layout."""
+    import kvplan
+    from kvplan.costs.memory.plan import unchecked_plan
+
+    model, h100 = kvplan.load_model("openai/gpt-oss-120b"), kvplan.load_gpu("H100")
+    marlin = kvplan.EngineConfig(mxfp4_moe_backend="marlin")
+    a100 = unchecked_plan(model, kvplan.load_gpu("A100-80GB"), kvplan.EngineConfig())
+    on_h100 = unchecked_plan(model, h100, marlin)
+    assert on_h100.budget.weights_bytes == a100.budget.weights_bytes
+    assert round(on_h100.budget.weights_bytes / 2**30, 2) == 65.91
+    triton = unchecked_plan(model, h100, kvplan.EngineConfig())
+    assert round(triton.budget.weights_bytes / 2**30, 2) == 64.57
+    assert "Triton layout: 3.23; Marlin layout: 1.88" in _doc("docs/formulas-capacity.md")
+    r = run_cli("capacity", "--gpu", "H100", "--", "VLLM_MXFP4_USE_MARLIN=1", "vllm", "serve",
+                "openai/gpt-oss-120b", "--gpu-memory-utilization", "0.95",
+                "--max-num-batched-tokens", "1024")
+    assert r.code == 1 and "only 1.88 GiB is available" in r.err, r.err  # 1: does not fit
