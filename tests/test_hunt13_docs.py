@@ -75,6 +75,8 @@ DISAGG = "docs/disaggregation.md"
 CLOSED = ("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-concurrency", "25",
           "--num-prompts", "500", "--random-input-len", "4000", "--random-output-len", "128",
           "--random-range-ratio")
+OSS_120B = ("capacity", "openai/gpt-oss-120b", "--gpu", "H100", "--block-size", "128",
+            "--max-model-len", "16000", "--gpu-memory-utilization", "0.95")
 CLOSED_TEXT = "mean TTFT 753 ms with ratio 0 against 251 ms with ratio 0.5"
 
 JSON_FIGURES = [
@@ -97,6 +99,10 @@ JSON_FIGURES = [
     (DISAGG, QWEN_TEXT, (*QWEN_2000, "--disagg", "1P1D", "-dp", "2", *EP),
      "median_tpot_ms", 19.5, 0.003),
     (DISAGG, QWEN_TEXT, (*QWEN_2000, "-dp", "2", *EP), "median_tpot_ms", 21.7, 0.003),
+    ("docs/formulas-capacity.md", "64.57 / 7.38 / 0.13 / **3.15** |", OSS_120B, "weights_bytes",
+     64.57 * 2**30, 0.0001),
+    ("docs/formulas-capacity.md", "64.57 / 7.38 / 0.13 / **3.15** |", OSS_120B,
+     "available_kv_bytes", 3.15 * 2**30, 0.002),
     ("docs/simulator.md", CLOSED_TEXT, (*CLOSED, "0"), "mean_ttft_ms", 753, 0.0007),
     ("docs/simulator.md", CLOSED_TEXT, (*CLOSED, "0.5"), "mean_ttft_ms", 251, 0.002),
 ]
@@ -108,7 +114,8 @@ def test_json_figures_the_docs_quote() -> None:
     and 132.4 against 168.4 ms (27.2 %). docs/disaggregation.md's DP / EP pools: DeepSeek-V3
     1P1D quoted median TPOT 28.5 / 31.6 / 30.5 ms (today 25.3 / 26.3 / 25.6), Qwen3-30B-A3B
     34.4 / 22.2 / 22.2 / 25.6 ms (today 30.2 / 19.5 / 19.5 / 21.7). docs/simulator.md's
-    closed loop at concurrency 25: 203 vs 118 ms TTFT quoted, 753 vs 251 ms today."""
+    closed loop at concurrency 25: 203 vs 118 ms TTFT quoted, 753 vs 251 ms today.
+    docs/formulas-capacity.md: gpt-oss-120b's KV at util 0.95 quoted 3.14 GiB, is 3.15."""
     answers: dict[tuple[str, ...], dict[str, float]] = {}
     for doc, quote, argv, key, quoted, rel in JSON_FIGURES:
         assert quote in _doc(doc), (doc, quote)
