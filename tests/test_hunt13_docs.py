@@ -178,3 +178,21 @@ def test_marlin_backend_stores_gpt_oss_experts_in_marlins_layout_on_hopper() -> 
                 "openai/gpt-oss-120b", "--gpu-memory-utilization", "0.95",
                 "--max-num-batched-tokens", "1024")
     assert r.code == 1 and "only 1.88 GiB is available" in r.err, r.err  # 1: does not fit
+
+
+def test_gemma3_worked_example_block_count_follows_from_the_bytes_it_names() -> None:
+    """Before: docs/formulas-capacity.md wrote "109.86 GiB // 128 KiB // 10 = 89,994", but
+    109.86 GiB // 128 KiB // 10 is 89,997; 89,994 needs the 109.8566 GiB test_memory.py uses
+    (vLLM's printed 109.86 is rounded)."""
+    doc = _doc("docs/formulas-capacity.md")
+    page, gib = 16 * 16 * 128 * 2 * 2, 2**30
+    assert "109.8566 GiB // 128 KiB // 10 = **89,994** blocks" in doc
+    assert int(109.8566 * gib) // page // 10 == 89_994
+    assert "(109.86 GiB exactly gives 89,997," in doc
+    assert int(109.86 * gib) // page // 10 == 89_997
+    assert 89_994 // 7 * 16 == 89_997 // 7 * 16 == 205_696
+    assert f"{89_994 / 1798:.2f}" == f"{89_997 / 1798:.2f}" == "50.05"
+    r = run_cli("capacity", "google/gemma-3-27b-it", "--gpu", "H200", "--max-model-len", "4096",
+                "--kv-cache-memory", "109.86GiB", "--json")
+    assert r.code == 0, r.err
+    assert (r.json()["num_blocks"], r.json()["kv_cache_tokens"]) == (89_997, 205_696)
