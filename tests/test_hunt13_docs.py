@@ -196,3 +196,18 @@ def test_gemma3_worked_example_block_count_follows_from_the_bytes_it_names() -> 
                 "--kv-cache-memory", "109.86GiB", "--json")
     assert r.code == 0, r.err
     assert (r.json()["num_blocks"], r.json()["kv_cache_tokens"]) == (89_997, 205_696)
+
+
+def test_readme_states_capacitys_does_not_fit_exit_status() -> None:
+    """Before: the README said only that bad input exits 2; `kvplan capacity` exits 1 when
+    the configuration does not fit (cmd_capacity.DOES_NOT_FIT), latency and simulate 2."""
+    readme = _doc("README.md")
+    assert "exits 2 from `latency`, `simulate` and the others, but 1 from `kvplan capacity`" \
+        in readme
+    small = ("openai/gpt-oss-120b", "--gpu", "L4")
+    cap = run_cli("capacity", *small, "--json")
+    assert cap.code == 1 and cap.json()["fits"] is False
+    for key in ("why", "needed_bytes", "largest_max_model_len", "fits_with"):
+        assert key in cap.json() and f"`{key}`" in readme
+    assert run_cli("latency", *small, "--prompt", "10", "--output", "2").code == 2
+    assert run_cli("simulate", *small, "--num-prompts", "2").code == 2
