@@ -211,3 +211,23 @@ def test_readme_states_capacitys_does_not_fit_exit_status() -> None:
         assert key in cap.json() and f"`{key}`" in readme
     assert run_cli("latency", *small, "--prompt", "10", "--output", "2").code == 2
     assert run_cli("simulate", *small, "--num-prompts", "2").code == 2
+
+
+def test_readme_simulate_keys_and_where_kv_usage_is(tmp_path: Path) -> None:
+    """Before: the README's command table listed `kv_usage` among `kvplan simulate --json`'s
+    keys; --json never prints it (report/json_views.simulate_json), the --save-result file
+    does (analysis/metrics.save_result_json)."""
+    readme = _doc("README.md")
+    assert ("`peak_kv_blocks` (the `--save-result` file adds the `kv_usage` series)"
+            in readme)
+    out = tmp_path / "r.json"
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--num-prompts", "5", "--json",
+                "--save-result", str(out))
+    assert r.code == 0, r.err
+    for key in ("preemptions", "prefix_cache_hit_rate", "peak_kv_blocks"):
+        assert key in r.json()
+    assert "kv_usage" not in r.json()
+    import json
+
+    assert set(json.loads(out.read_text())["kv_usage"]) == {
+        "time_s", "used_blocks", "logical_bytes", "running", "waiting"}
