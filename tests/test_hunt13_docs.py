@@ -231,3 +231,38 @@ def test_readme_simulate_keys_and_where_kv_usage_is(tmp_path: Path) -> None:
 
     assert set(json.loads(out.read_text())["kv_usage"]) == {
         "time_s", "used_blocks", "logical_bytes", "running", "waiting"}
+
+
+STEP_TABLES = [
+    # (the table's bold title in docs/formulas-latency.md, the latency command, the phase)
+    ("meta-llama/Llama-3.1-8B on H100-SXM-80GB TP1, one prefill step: 4096 tokens",
+     ("meta-llama/Llama-3.1-8B", "--gpu", "H100", "--prompt", "4096", "--output", "2"),
+     "prefill"),
+    ("meta-llama/Llama-3.1-70B on H100-SXM-80GB TP8, one decode step: 64 tokens",
+     ("meta-llama/Llama-3.1-70B", "--gpu", "H100", "-tp", "8", "--prompt", "2048", "--output",
+      "2", "--batch", "64"), "decode"),
+    ("deepseek-ai/DeepSeek-V3 on H200-SXM-141GB TP8, one decode step: 64 tokens",
+     ("deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--prompt", "2048", "--output",
+      "2", "--batch", "64"), "decode"),
+]
+
+
+def _doc_table(title: str) -> list[tuple[str, str]]:
+    """(op, 'N.NNN ms') rows of the table under ``title`` in docs/formulas-latency.md."""
+    text = (ROOT / "docs/formulas-latency.md").read_text(encoding="utf-8")
+    block = text.split(title, 1)[1].split("\n\n", 2)[1]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines()]
+    return [(r[0], r[-1]) for r in rows[2:]]
+
+
+def test_formulas_latency_worked_steps_are_the_explain_rows() -> None:
+    """Before: the three worked steps' attention rows read 7.420 / 2.910 / 5.961 ms (kernels
+    77.129 / 12.249 / 34.414 ms); `latency --explain --json` gives 7.662 / 2.727 / 3.105 ms
+    (77.372 / 12.067 / 31.559 ms). Every row is compared."""
+    for title, argv, phase in STEP_TABLES:
+        r = run_cli("latency", *argv, "--explain", "--json")
+        assert r.code == 0, r.err
+        step = next(s for s in r.json()["step_ops"] if s["phase"] == phase)
+        want = [(o["op"], f"{o['seconds'] * 1e3:.3f} ms") for o in step["ops"]]
+        want.append(("kernels", f"{step['kernels_s'] * 1e3:.3f} ms"))
+        assert _doc_table(title) == want, title
