@@ -266,3 +266,17 @@ def test_formulas_latency_worked_steps_are_the_explain_rows() -> None:
         want = [(o["op"], f"{o['seconds'] * 1e3:.3f} ms") for o in step["ops"]]
         want.append(("kernels", f"{step['kernels_s'] * 1e3:.3f} ms"))
         assert _doc_table(title) == want, title
+
+
+def test_silicon_md_bundle_sizes() -> None:
+    """Before: docs/silicon.md said the bundle holds 3,333,058 bytes, the GPU files 586-657 K,
+    A100's 88 K and the manifest 36 K; the files hold 3,394,614 bytes, 581-651 KiB, 89 KiB
+    and 47 KiB."""
+    folder = ROOT / "src/kvplan/data/silicon"
+    sizes = {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file()}
+    doc = _doc("docs/silicon.md")
+    assert f"holds 3.2 MiB ({sum(sizes.values()):,} bytes; budget 20 MiB)" in doc
+    big = [v for k, v in sizes.items() if k.endswith(".npz") and not k.startswith("A100")]
+    assert f"| {round(min(big) / 1024)}–{round(max(big) / 1024)} KiB each |" in doc
+    assert f"| `A100-80GB-SXM.npz` | {round(sizes['A100-80GB-SXM.npz'] / 1024)} KiB |" in doc
+    assert f"| `manifest.json` | {round(sizes['manifest.json'] / 1024)} KiB |" in doc
