@@ -280,3 +280,53 @@ def test_silicon_md_bundle_sizes() -> None:
     assert f"| {round(min(big) / 1024)}–{round(max(big) / 1024)} KiB each |" in doc
     assert f"| `A100-80GB-SXM.npz` | {round(sizes['A100-80GB-SXM.npz'] / 1024)} KiB |" in doc
     assert f"| `manifest.json` | {round(sizes['manifest.json'] / 1024)} KiB |" in doc
+
+
+PUBLIC_ROWS = [
+    # (the start of the row in docs/disaggregation.md, point id, metric family)
+    ("SGLang DeepSeek-V3 prefill, 4 x 8 H100, EP32, 1K", "lmsys-prefill-1k", "prefill"),
+    ("same, 2K prompts", "lmsys-prefill-2k", "prefill"),
+    ("same, 4K prompts (16,384", "lmsys-prefill-4k", "prefill"),
+    ("same, 4K, simulated perfect EPLB", "lmsys-prefill-4k-perfect-eplb", "prefill"),
+    ("DeepSeek's profile prefill", "deepseek-profile-prefill-4k", "prefill"),
+    ("SGLang decode, 9 x 8 H100", "lmsys-decode-2k", "decode"),
+    ("same, TBO ablation row", "lmsys-decode-tbo-256", "decode"),
+    ("vLLM #26072 Llama-3.1-8B 1P1D", "vllm-26072-1p1d", "disagg ITL"),
+    ("same: P50 TTFT (ms)", "vllm-26072-1p1d", "disagg TTFT"),
+    ("same: output tok/s", "vllm-26072-1p1d", "disagg output tok/s"),
+]
+
+
+def _four_digits(x: float) -> str:
+    """A value as the table prints it: four significant digits, thousands separated."""
+    import math
+
+    d = 3 - math.floor(math.log10(x))
+    return f"{round(round(x, d)):,}" if d <= 0 else f"{x:.{d}f}"
+
+
+def test_disaggregation_md_public_points_table() -> None:
+    """Before: the table's kvplan column read 51,770 / 50,470 / 48,010 / 55,380 / 48,010 /
+    15,460 / 15,460 and vLLM 1P1D 17.5 ms / 1,314 ms / 1,313 tok/s (the other fleets 74-420 %
+    off); benchmarks/compare_disagg_public.py gives 51,970 / 50,650 / 48,170 / 55,590 /
+    48,170 / 15,480 / 15,480 and 17.74 / 1,118 / 1,380 (78-419 %)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "compare_disagg_public", ROOT / "benchmarks" / "compare_disagg_public.py")
+    assert spec is not None and spec.loader is not None
+    cdp = importlib.util.module_from_spec(spec)
+    sys.modules["compare_disagg_public"] = cdp
+    spec.loader.exec_module(cdp)
+    rows, _, _ = cdp.compare(cdp.load_points())
+    text = (ROOT / "docs/disaggregation.md").read_text(encoding="utf-8")
+    table = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:5]]
+             for line in text.splitlines() if line.startswith("| ")}
+    for start, point, family in PUBLIC_ROWS:
+        label = next(k for k in table if k.startswith(start))
+        row = next(r for r in rows if r.point == point and family in r.family)
+        assert table[label][1:] == [_four_digits(row.predicted), f"{row.error:.0%}"], label
+    rest = [r.error for r in rows if r.point.startswith("vllm-") and r.point != "vllm-26072-1p1d"]
+    label = next(k for k in table if k.startswith("2P1D, 3P1D, 1P2D, 2P2D"))
+    assert table[label][2] == f"{min(rest):.0%}".rstrip("%") + f"-{max(rest):.0%}"
