@@ -330,3 +330,39 @@ def test_disaggregation_md_public_points_table() -> None:
     rest = [r.error for r in rows if r.point.startswith("vllm-") and r.point != "vllm-26072-1p1d"]
     label = next(k for k in table if k.startswith("2P1D, 3P1D, 1P2D, 2P2D"))
     assert table[label][2] == f"{min(rest):.0%}".rstrip("%") + f"-{max(rest):.0%}"
+
+
+V3_PLAN = ("plan", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--max-num-batched-tokens",
+           "default", "--dataset", "random", "--num-prompts", "400", "--random-input-len", "256",
+           "--random-output-len", "1024", "--request-rate", "30", "--sample-requests", "200",
+           "--slo", "ttft:p99:5000", "--slo", "tpot:p99:150", "--json")
+
+
+def test_planner_md_deepseek_v3_dp_example() -> None:
+    """Before: docs/planner.md's DP / EP example said 626.94 GiB of weights, pools of 626,304
+    (TP8) and 402,880 (DP8) tokens, p99 TPOT 71.1 (DP8 + EP) and 52.3 ms (winner); the plan
+    gives 628.85 GiB (MLA's bf16 kv_b_proj copy), 622,656 and 373,760 tokens, 71.3 and
+    52.0 ms."""
+    doc = _doc("docs/planner.md")
+    r = run_cli(*V3_PLAN)
+    assert r.code == 0, r.err
+    d = r.json()
+    by_layout = {(c["tensor_parallel_size"], c["data_parallel_size"]): c for c in d["candidates"]}
+    weights = by_layout[(1, 1)]["reason"].split("weights ")[1].split(" GiB")[0]
+    tp8, dp8 = by_layout[(8, 1)]["kv_cache_tokens"], by_layout[(1, 8)]["kv_cache_tokens"]
+    assert (f"DeepSeek-V3's {weights} GiB of weights need 8 H200s however they are split). TP8 "
+            f"holds one MLA pool of {tp8:,} tokens per replica; DP8 holds 8 pools of {dp8:,}"
+            ) in doc
+    levers = {lv["change"]: lv for lv in d["levers"]}
+    winner = f"| **{d['summary']['replicas']}** | **{d['summary']['usd_per_hour']:.2f}** | "
+    assert f"{winner}{d['summary']['p99_tpot_ms']:.1f} |" in doc
+    ep = levers["--enable-expert-parallel"]
+    assert f"| TP1 DP8 + EP | {ep['replicas']} | {ep['usd_per_hour']:.2f} | " \
+           f"{ep['binding_p99_ms']:.1f} |" in doc
+    tp = levers["--data-parallel-size 1 --tensor-parallel-size 8"]
+    assert f"({tp['binding_p99_ms']:.1f} as the lever below)" in doc
+    alone = run_cli(*V3_PLAN, "-dp", "1")
+    assert alone.code == 0, alone.err
+    s = alone.json()["summary"]
+    assert (f"| TP8 (the TP-only space's winner, `-dp 1`) | {s['replicas']} | "
+            f"{s['usd_per_hour']:.2f} | {s['p99_tpot_ms']:.1f} (") in doc
