@@ -390,3 +390,17 @@ def test_planner_md_dbo_lever_figures() -> None:
     alone = dict(simulate_fleet(replica(ll), target, 1, SLO).verdict.achieved)["p99_tpot_ms"]
     assert (f"{before:.2f} -> {after:.2f} ms. DBO does not pay here: the low-latency exchange "
             f"alone gives {alone:.2f} ms") in _doc("docs/planner.md")
+
+
+def test_kv_cache_memory_bound_is_the_memory_cuda_reports() -> None:
+    """Before: --kv-cache-memory was capped at memory_gb x 10^9 (H100: 74.51 GiB), below the
+    79.18 GiB CUDA reports and vLLM can allocate, so `--kv-cache-memory 76GiB` for a 1B model
+    (2.3 GiB of weights) was refused; the cap is now cuda_total_bytes."""
+    m = "meta-llama/Llama-3.2-1B"
+    ok = run_cli("capacity", m, "--gpu", "H100", "--kv-cache-memory", "76GiB", "--json")
+    assert ok.code == 0, ok.err
+    assert ok.json()["available_kv_bytes"] == 76 * 2**30
+    over = run_cli("capacity", m, "--gpu", "H100", "--kv-cache-memory", "80GiB")
+    assert over.code == 2 and "H100-SXM-80GB's 79.18 GiB of memory (as CUDA reports it)" \
+        in over.err, over.err
+    assert "(`cuda_total_bytes`: H100 79.18 GiB, not `memory_gb`'s 74.51)" in _doc("README.md")

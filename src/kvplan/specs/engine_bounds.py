@@ -51,11 +51,13 @@ def check_engine_bounds(engine: Any) -> None:
 
 def check_kv_cache_memory(given: int | None, gpu_memory_bytes: int, gpu_id: str) -> None:
     """--kv-cache-memory is per GPU (vLLM's kv_cache_memory_bytes): it cannot exceed the GPU's
-    own memory, or vLLM would fail to allocate it."""
+    own memory as CUDA reports it (``vllm_defaults.cuda_total_bytes``: an H100 80GB's 79.18
+    GiB, not the datasheet's 80 GB = 74.51 GiB), or vLLM would fail to allocate it."""
     if given is not None and given > gpu_memory_bytes:
         from kvplan.units import fmt_bytes
 
         raise InputError(
             f"--kv-cache-memory {fmt_bytes(given)} exceeds {gpu_id}'s "
-            f"{fmt_bytes(gpu_memory_bytes)} of memory; it is per GPU, so give at most that"
+            f"{fmt_bytes(gpu_memory_bytes)} of memory (as CUDA reports it); it is per GPU, "
+            "so give at most that"
         )

@@ -57,7 +57,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     """``resolve_settings`` with TP checked and the weight format resolved by the caller."""
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     check_fp8_blocks(model, None if fmt is None else fmt.block, tp, _moe_tp(model, engine))
-    check_kv_cache_memory(engine.kv_cache_memory_bytes, hw.memory_bytes, hw.id)
+    check_kv_cache_memory(engine.kv_cache_memory_bytes, vd.cuda_total_bytes(hw), hw.id)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
     max_len = engine.max_model_len or model.max_position_embeddings
