@@ -404,3 +404,15 @@ def test_kv_cache_memory_bound_is_the_memory_cuda_reports() -> None:
     assert over.code == 2 and "H100-SXM-80GB's 79.18 GiB of memory (as CUDA reports it)" \
         in over.err, over.err
     assert "(`cuda_total_bytes`: H100 79.18 GiB, not `memory_gb`'s 74.51)" in _doc("README.md")
+
+
+def test_readme_calibration_set_size() -> None:
+    """Before: the README said the bundled profile is fitted on 139 points; the set it is
+    fitted on (docs/formulas-latency.md's seventh refit) holds 141 points from 14 sources."""
+    from kvplan.analysis.calibration.public_set import calibration_set
+
+    points = calibration_set().points
+    sources = len({p.source for p in points})
+    assert f"a public calibration set ({len(points)} points, {sources} sources" in _doc("README.md")
+    assert "is fitted on **the public calibration set**: 141 points" in _doc(
+        "docs/formulas-latency.md")
