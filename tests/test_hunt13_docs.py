@@ -411,8 +411,18 @@ def test_readme_calibration_set_size() -> None:
     fitted on (docs/formulas-latency.md's seventh refit) holds 141 points from 14 sources."""
     from kvplan.analysis.calibration.public_set import calibration_set
 
-    points = calibration_set().points
-    sources = len({p.source for p in points})
-    assert f"a public calibration set ({len(points)} points, {sources} sources" in _doc("README.md")
-    assert "is fitted on **the public calibration set**: 141 points" in _doc(
-        "docs/formulas-latency.md")
+    cal = calibration_set()
+    sources = len({p.source for p in cal.points})
+    assert f"a public calibration set ({len(cal.points)} points, {sources} sources" in _doc(
+        "README.md")
+    latency_md = _doc("docs/formulas-latency.md")
+    assert f"the public calibration set**: {len(cal.points)} points" in latency_md
+    # and the points it skips (was "Twelve" / "12": the RTX 4090 point and two more)
+    skipped = list(cal.skipped)
+    kinds = [sum(k in s for s in skipped) for k in ("qwen3-32b", "rtx4090", "gpt-oss-120b")]
+    assert (len(skipped), kinds) == (15, [9, 1, 5])
+    assert ("Fifteen more points are in the file but skipped: kvplan's memory plan does not fit "
+            "Qwen3-32B's default 40,960-token context on one GPU (9 points) nor Qwen3-8B's in "
+            "bf16 on an RTX 4090 (1), nor gpt-oss-120b on one H100 at 0.9 in vLLM's mxfp4 "
+            "layout (5;") in latency_md
+    assert "kvplan cannot price 15 points, because its memory plan rejects them" in latency_md
