@@ -426,3 +426,24 @@ def test_readme_calibration_set_size() -> None:
             "bf16 on an RTX 4090 (1), nor gpt-oss-120b on one H100 at 0.9 in vLLM's mxfp4 "
             "layout (5;") in latency_md
     assert "kvplan cannot price 15 points, because its memory plan rejects them" in latency_md
+
+
+def test_disaggregation_md_plans_table() -> None:
+    """Before: docs/disaggregation.md's plans table gave the long-prompt 1P1D fleet p99 TPOT
+    8.53 ms and the short-prompt H100 + L40S winner as 1 x L40S TP2; the plan gives 8.44 ms
+    (tests/test_plan_disagg_cli.py's command) and 2 x L40S TP1 (tests/test_plan_joint.py)."""
+    from tests.test_plan_joint import _joint
+
+    doc = _doc(DISAGG)
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts", "300",
+                "--random-input-len", "8000", "--random-output-len", "300", "--request-rate",
+                "4", "--slo", "ttft:p99:3000", "--slo", "tpot:p99:9", "--disagg", "--json")
+    assert r.code == 0, r.err
+    best = r.json()["joint"]["best_disaggregated"]
+    assert (f"H100 TP2 decode, $11.97/h, p99 TPOT {best['achieved']['p99_tpot_ms']:.2f} ms "
+            "(on the seventh, 141-point refit;") in doc
+    win = _joint("short", "funnel")[0].winner
+    assert win is not None and win.aggregated is not None
+    d = win.aggregated.deployment
+    assert (f"| the same, H100 + L40S | the same | {d.replicas} x {d.gpu.id} TP"
+            f"{d.engine.tensor_parallel_size}, 2 x $1.09 = ${win.usd_per_hour:.2f}/h |") in doc
