@@ -447,3 +447,14 @@ def test_disaggregation_md_plans_table() -> None:
     d = win.aggregated.deployment
     assert (f"| the same, H100 + L40S | the same | {d.replicas} x {d.gpu.id} TP"
             f"{d.engine.tensor_parallel_size}, 2 x $1.09 = ${win.usd_per_hour:.2f}/h |") in doc
+
+
+def test_formulas_latency_md_quotes_the_does_not_fit_line() -> None:
+    """Before: docs/formulas-latency.md quoted "... needs 1.01 TiB of KV cache per GPU but
+    A100-80GB-SXM has 58.25 GiB for it (7455 blocks) ..."; the line reads "..., but ... has
+    58.32 GiB left for it (7465 blocks) after weights 12.55 GiB and activations 328.88 MiB"."""
+    r = run_cli("latency", "meta-llama/Llama-2-7b-hf", "--gpu", "A100-80GB", "--prompt", "2000",
+                "--output", "128", "--batch", "1000")
+    assert r.code == 2
+    quoted = r.err.split("the KV cache does not fit: ", 1)[1].split(" (lower --batch", 1)[0]
+    assert f"Llama-2-7B's `{quoted}`" in _doc("docs/formulas-latency.md"), quoted
