@@ -458,3 +458,19 @@ def test_formulas_latency_md_quotes_the_does_not_fit_line() -> None:
     assert r.code == 2
     quoted = r.err.split("the KV cache does not fit: ", 1)[1].split(" (lower --batch", 1)[0]
     assert f"Llama-2-7B's `{quoted}`" in _doc("docs/formulas-latency.md"), quoted
+
+
+def test_planner_md_disagg_benchmark_winner() -> None:
+    """Before: docs/planner.md called benchmarks/bench_plan_disagg.py's workload one where
+    disaggregation wins (d1264, $20.74/h, against the aggregated $23.94/h); its space's
+    aggregated winner is now one B200 TP2 replica at $13.58/h, below every fleet."""
+    r = run_cli("plan", "meta-llama/Llama-3.1-70B", "--dataset", "azure-conv", "--gpu",
+                "H100,H200,B200,A100-80GB,L40S", "-tp", "2,4,8", "--kv-cache-dtype", "auto,fp8",
+                "--max-num-seqs", "64,128,256,512,default", "--max-num-batched-tokens",
+                "default", "--slo", "ttft:p99:2000", "tpot:p99:100", "--json")
+    assert r.code == 0, r.err
+    s = r.json()["summary"]
+    win = next(c for c in r.json()["candidates"] if c["id"] == s["best"])
+    assert (win["gpu"], win["tensor_parallel_size"], s["replicas"]) == ("B200-SXM-180GB", 2, 1)
+    assert (f"one B200 TP2 replica, {s['best']} at ${s['usd_per_hour']:.2f}/h, wins outright"
+            in _doc("docs/planner.md"))
