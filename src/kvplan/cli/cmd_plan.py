@@ -30,7 +30,7 @@ LinkO = Annotated[Str, _o("--kv-link", help_="their KV link (default ib-ndr)")]
 DpO = Annotated[Str, _o("--data-parallel-size", "-dp",
                         help_="MoE: e.g. 1,2,4,8 (default: those within one node)")]
 EpO = Annotated[Str, _o("--enable-expert-parallel",
-                        help_="MoE: on,off (default: on exactly when DP > 1)")]
+                        help_="MoE: on,off (default: both when DP > 1, off at DP 1)")]
 
 
 @app.command("plan")

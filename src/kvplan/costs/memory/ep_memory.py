@@ -29,7 +29,7 @@ def expert_padding_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
     """mxfp4_padding_bytes pads every one of E experts at the experts' TP degree; a GPU
     holding ``local_experts`` of them pads only those (the same bytes per expert)."""
     every = mxfp4_padding_bytes(model, hw, quantization=s.quantization, tp=layout.moe_tp,
-                                pp=s.pp, stage=stage)
+                                pp=s.pp, stage=stage, backend=s.mxfp4_moe_backend)
     if not every or not layout.num_experts:
         return every
     return every // layout.num_experts * layout.local_experts

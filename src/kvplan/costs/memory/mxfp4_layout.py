@@ -65,11 +65,13 @@ def round_up(x: int, align: int) -> int:
     return cdiv(x, align) * align
 
 
-def mxfp4_backend(hw: HardwareSpec) -> Mxfp4Backend | None:
-    """The backend vLLM 0.11 picks for this GPU; None where kvplan does not know the arch."""
+def mxfp4_backend(hw: HardwareSpec, choice: str = "auto") -> Mxfp4Backend | None:
+    """The backend vLLM 0.11 picks for this GPU; None where kvplan does not know the arch.
+    ``choice`` 'marlin' (``VLLM_MXFP4_USE_MARLIN=1``) puts Hopper on Marlin: vLLM 0.11's
+    ``get_mxfp4_backend`` checks it before Triton; Blackwell's FlashInfer comes first."""
     arch = hw.arch.lower()
     if arch.startswith("hopper"):
-        return _BACKENDS["hopper"]
+        return _BACKENDS["marlin" if choice == "marlin" else "hopper"]
     if arch.startswith("blackwell"):
         return _BACKENDS["blackwell"]
     if arch.startswith(("ampere", "ada")):
@@ -93,19 +95,20 @@ def _expert_bytes(inter: int, hidden: int, b: Mxfp4Backend | None) -> int:
 
 def mxfp4_padding_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str | None,
                         tp: int, pp: int, stage: int | None = None,
-                        fmt: FormatArg = ...) -> int:
+                        fmt: FormatArg = ..., backend: str = "auto") -> int:
     """Bytes vLLM's mxfp4 MoE layout adds on the fullest GPU, or on pipeline stage ``stage``
-    (0 unless mxfp4 experts); ``fmt``: the resolved weight format (``...``: resolved here)."""
+    (0 unless mxfp4 experts); ``fmt``: the resolved weight format (``...``: resolved here);
+    ``backend``: --mxfp4-moe-backend."""
     fmt = given_format(fmt, quantization, model.quantization, model.weight_block_size,
                        model.quant_layout)
     moe = model.moe
     if fmt is None or fmt.name != "mxfp4" or moe is None:
         return 0
-    backend = mxfp4_backend(hw)
-    if backend is None:
+    layout = mxfp4_backend(hw, backend)
+    if layout is None:
         return 0
     inter = cdiv(moe.moe_intermediate_size, tp)
-    extra = (_expert_bytes(inter, model.hidden_size, backend)
+    extra = (_expert_bytes(inter, model.hidden_size, layout)
              - _expert_bytes(inter, model.hidden_size, None))
     ranges = pp_layer_ranges(model.num_layers, pp)
     layers = max(len(r) for r in ranges) if stage is None else len(ranges[stage])

@@ -126,7 +126,8 @@ def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
     else:
         w = stage_weight_bytes(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp,
                                stage=stage, fmt=fmt)
-    pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt)
+    pad = mxfp4_padding_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt,
+                              backend=s.mxfp4_moe_backend)
     return w + pad + extra
 
 

@@ -41,6 +41,8 @@ class Settings:
     """vLLM --enable-expert-parallel as given (in effect only on MoE models)."""
     block_size_log: str = ""
     """vLLM's INFO line when it overrides --block-size for the MLA backend, else empty."""
+    mxfp4_moe_backend: str = "auto"
+    """--mxfp4-moe-backend: 'marlin' stores gpt-oss's experts in Marlin's layout on Hopper."""
 
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
@@ -90,6 +92,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype,
         dp=engine.data_parallel_size,
         expert_parallel=engine.enable_expert_parallel,
+        mxfp4_moe_backend=engine.mxfp4_moe_backend,
     )
 
 
