@@ -401,7 +401,7 @@ def test_kv_cache_memory_bound_is_the_memory_cuda_reports() -> None:
     assert ok.code == 0, ok.err
     assert ok.json()["available_kv_bytes"] == 76 * 2**30
     over = run_cli("capacity", m, "--gpu", "H100", "--kv-cache-memory", "80GiB")
-    assert over.code == 2 and "H100-SXM-80GB's 79.18 GiB of memory (as CUDA reports it)" \
+    assert over.code == 2 and "H100-SXM-80GB's 79.18 GiB of memory (CUDA total)" \
         in over.err, over.err
     assert "(`cuda_total_bytes`: H100 79.18 GiB, not `memory_gb`'s 74.51)" in _doc("README.md")
 

@@ -123,7 +123,7 @@ def test_long_prompts_tight_tpot_disaggregation_wins() -> None:
 
 
 def test_short_prompts_disaggregation_loses_the_tie() -> None:
-    """200-token prompts at 10 req/s: two L40S TP1 replicas ($2.18/h, 2 x $1.09) meet the SLO;
+    """200-token prompts at 10 req/s: two L40S GPUs ($2.18/h, 2 x $1.09) meet the SLO;
     the cheapest disaggregated fleets (1P1D on L40S TP1 + TP1) cost the same two GPUs, so the
     tie goes to the aggregated servers, verified first, and no fleet is simulated. (Under the
     125-point profile three L40S TP1 replicas at $3.27 won, and the 1P1D fleet was simulated
@@ -134,7 +134,9 @@ def test_short_prompts_disaggregation_loses_the_tie() -> None:
     assert win is not None and win.kind == "aggregated" and win.aggregated is not None
     assert win.usd_per_hour == pytest.approx(2.18)
     d = win.aggregated.deployment
-    assert (d.gpu.id, d.engine.tensor_parallel_size, d.replicas) == ("L40S", 1, 2)
+    # two L40S either way, $2.18: TP1 x 2 and TP2 x 1 tie on cost; since equal-cost
+    # candidates are simulated too, the larger SLO margin (TP2) wins the tie
+    assert (d.gpu.id, d.engine.tensor_parallel_size, d.replicas) == ("L40S", 2, 1)
     dis = [c for c in joint.candidates if c.kind == "disaggregated"]
     cheapest = min(dis, key=lambda c: c.key)
     assert cheapest.usd_per_hour == pytest.approx(2.18) and cheapest.gpus == 2
