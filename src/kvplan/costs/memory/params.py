@@ -324,10 +324,11 @@ def pp_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
 
 
 VOCAB_ON_EVERY_STAGE = frozenset({"gemma2", "gemma3", "gemma3_text", "qwen3_moe", "qwen3_next",
-                                  "nemotron_h"})
+                                  "nemotron_h", "mixtral", "gpt_oss", "falcon"})
 """Families whose vLLM 0.11 modules build embed_tokens, lm_head and the final norm on every
-pipeline stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only). The others
-(Llama, Qwen2/3, DeepSeek) keep the embedding on the first stage, the head on the last."""
+pipeline stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only; Falcon ties its
+lm_head to that stage's table). The others (Llama, Qwen2/3, DeepSeek) keep the embedding on
+the first stage, the head on the last."""
 
 
 def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False) -> Iterator[Part]:

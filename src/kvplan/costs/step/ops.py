@@ -111,6 +111,9 @@ class StageOps:
     (``kvplan.costs.step.parallel.overlap``)."""
     gdn: GdnOp | None = None
     """The stage's Gated DeltaNet layers (Qwen3-Next), priced from measured GDN kernels."""
+    lm_head_share: float = 1.0
+    """The lm_head op's share in the stage's seconds: 1 / pp, as a step prices the fullest
+    stage pp times and the last stage alone runs the lm_head, once a step."""
 
 
 _MEMO: Memo[StageOps] = Memo(512)
@@ -134,23 +137,22 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
     from kvplan.costs.step.cudagraph import max_capture_tokens
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
-    stages = pp_layer_ranges(model.num_layers, pp)
-    stage = max(stages, key=len)
+    stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
     gemms: dict[tuple[str, int, int, str], int] = {}
     for layer in stage:
         for op in _layer_gemms(model, layer, tp):
             key = (op.name, op.n, op.k, op.per)
             gemms[key] = gemms.get(key, 0) + op.count
-    if stage is stages[-1] or pp == 1:
-        vocab = -(-model.vocab_size // 64) * 64 // tp
-        gemms[("lm_head", vocab, model.hidden_size, "request")] = 1
+    vocab = -(-model.vocab_size // 64) * 64 // tp
+    gemms[("lm_head", vocab, model.hidden_size, "request")] = 1
     return StageOps(
         gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p)  # type: ignore[arg-type]
                     for (n, a, b, p), c in gemms.items()),
         moe=_moe_op(model, engine, stage, resolved), attention=_attention_ops(model, stage, tp),
         allreduces=2 * len(stage) if tp > 1 else 0,
         allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
-        cudagraph_max_tokens=max_capture_tokens(engine), gdn=_gdn_op(model, stage, tp))
+        cudagraph_max_tokens=max_capture_tokens(engine), gdn=_gdn_op(model, stage, tp),
+        lm_head_share=1.0 / pp)
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int) -> list[GemmOp]:

@@ -125,7 +125,8 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
             line = _gemm_line(gpu, op.n, op.k, op_dtype(op, gemm_dtype), top)
             dense[1:] += op.count * line[m[1:] - 1]
         elif op.per == "request":
-            lm_fixed, lm_slope = _lm_head(gpu, op.n, op.k, op_dtype(op, gemm_dtype))
+            lm_fixed, lm_slope = (ops.lm_head_share * x for x in _lm_head(
+                gpu, op.n, op.k, op_dtype(op, gemm_dtype)))
         else:
             mla_ctx = op.count * float(kn.gemm_s(gpu, np.array([4096]), op.n, op.k,
                                                  gemm_dtype)[0]) / 4096
