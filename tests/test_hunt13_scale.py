@@ -1,0 +1,70 @@
+"""Hunt 13, scale: time and memory at the edges of what kvplan accepts (limits.py)."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvplan.errors import TraceError
+from kvplan.specs.requests import trace_csv as tc
+
+ROWS = 200_000
+
+
+def _trace(tmp_path: Path, rows: int = ROWS) -> Path:
+    """arrival k/4 s, input k % 50 + 1, output k % 7 + 1 for k = 0 .. rows - 1."""
+    path = tmp_path / "t.csv"
+    with path.open("w") as f:
+        f.write("t,i,o\n")
+        f.writelines(f"{k / 4},{k % 50 + 1},{k % 7 + 1}\n" for k in range(rows))
+    return path
+
+
+FMT = tc.TraceFormat(input="i", output="o", arrival="t")
+
+
+def test_a_big_trace_is_read_without_holding_every_cell(tmp_path: Path) -> None:
+    # every row was kept as a list of str cells (~400 B a row: a 2M-row trace took 795 MB, a
+    # 10^7-row one, inside MAX_TRACE_ROWS, ~4 GB); now the cells of one chunk at a time
+    path = _trace(tmp_path)
+    tracemalloc.start()
+    try:
+        trace = tc.read_csv_trace(path, FMT, "t")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 25e6  # the columns are 4.8 MB; all the cells at once took 53 MB
+    k = np.arange(ROWS)
+    assert trace.arrival_s is not None
+    assert trace.arrival_s.tolist() == (k / 4).tolist()
+    assert trace.prompt_tokens.sum() == 5_100_000  # 4,000 x (1 + ... + 50)
+    assert trace.output_tokens.tolist() == (k % 7 + 1).tolist()
+
+
+def _dates(tmp_path: Path, cells: list[str]) -> Path:
+    path = tmp_path / "d.csv"
+    path.write_text("t,i,o\n" + "".join(f"{c},10,2\n" for c in cells))
+    return path
+
+
+def test_dates_read_in_chunks_are_those_of_one_read(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    fmt = tc.TraceFormat(input="i", output="o", arrival="t", arrival_unit="datetime")
+    cells = [f"2023-11-16 18:17:{s:02d}.9799600" for s in range(10)]
+    cells[7] = "20231116T181707.97996"  # numpy cannot read it: every cell is read per cell
+    path = _dates(tmp_path, cells)
+    whole = tc.read_csv_trace(path, fmt, "d").arrival_s
+    monkeypatch.setattr(tc, "_CHUNK_ROWS", 3, raising=False)
+    chunked = tc.read_csv_trace(path, fmt, "d").arrival_s
+    assert whole is not None and chunked is not None
+    assert whole.tobytes() == chunked.tobytes()
+    assert chunked[9] == pytest.approx(9.0, abs=1e-6)
+    cells[7] = "2023-11-16 18:17:07.9799600"
+    cells[3] = cells[1]  # back in time, in the second chunk's first row
+    with pytest.raises(TraceError, match=r"line 5, column 't': arrival 2023-11-16 "
+                                         r"18:17:01.9799600 is earlier than the row before "
+                                         r"\(2023-11-16 18:17:02.9799600\)"):
+        tc.read_csv_trace(_dates(tmp_path, cells), fmt, "d")
