@@ -68,3 +68,32 @@ def test_dates_read_in_chunks_are_those_of_one_read(tmp_path: Path,
                                          r"18:17:01.9799600 is earlier than the row before "
                                          r"\(2023-11-16 18:17:02.9799600\)"):
         tc.read_csv_trace(_dates(tmp_path, cells), fmt, "d")
+
+
+def test_save_detailed_itls_are_written_a_chunk_at_a_time() -> None:
+    # --save-detailed built every gap as a Python float in lists of lists, then the whole
+    # text (1e7 output tokens: 25 s, 1.68 GB RSS; 1e8, inside the limits, ~16 GB): now the
+    # itls stay as the emission runs and are written ~65k tokens at a time, byte for byte
+    from kvplan.analysis.metrics import compute_metrics, save_result_json
+    from kvplan.analysis.serving import simulate_serving
+    from kvplan.report.json_out import dumps, dumps_chunks
+    from kvplan.specs.requests.workload import WorkloadArgs
+
+    args = WorkloadArgs(num_prompts=1000, random_input_len=32, random_output_len=1000)
+    r = simulate_serving("Qwen/Qwen3-8B", "H100", workload=args).result
+    m = compute_metrics(r)
+    tracemalloc.start()
+    try:
+        doc = save_result_json(r, m, {}, flat_itls=True)
+        size = sum(len(piece) for piece in dumps_chunks(doc))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16e6  # the 999,000 gaps as lists and text: ~80 MB
+    whole = save_result_json(r, m, {})
+    assert "".join(dumps_chunks(doc)) == dumps(whole) + "\n"
+    assert size == len(dumps(whole)) + 1
+    itls = whole["itls"]
+    assert [len(row) for row in itls] == [999] * 1000  # 1000 tokens, 999 gaps each
+    e2el_minus_ttft = (r.finish_s - r.first_token_s)[0]
+    assert sum(itls[0]) == pytest.approx(e2el_minus_ttft, rel=1e-9)
