@@ -99,7 +99,7 @@ def test_save_detailed_itls_are_written_a_chunk_at_a_time() -> None:
     assert sum(itls[0]) == pytest.approx(e2el_minus_ttft, rel=1e-9)
 
 
-def _moe_run(budget: int) -> tuple[float, int]:
+def _moe_run(budget: int, seqs: int | None = None) -> tuple[float, int]:
     """100 random 1024/128 requests on Qwen3-30B-A3B (MI300X, 20 GiB of KV): the duration,
     and how many tokens the compiled core's step-time tables hold."""
     from kvplan.analysis.serving import simulate_serving
@@ -107,7 +107,8 @@ def _moe_run(budget: int) -> tuple[float, int]:
     from kvplan.specs.requests.workload import WorkloadArgs
     from kvplan.specs.serving import EngineConfig
 
-    engine = EngineConfig(kv_cache_memory_bytes=20 * 2**30, max_num_batched_tokens=budget)
+    engine = EngineConfig(kv_cache_memory_bytes=20 * 2**30, max_num_batched_tokens=budget,
+                          max_num_seqs=seqs)
     run = simulate_serving("Qwen/Qwen3-30B-A3B", "MI300X", engine,
                            WorkloadArgs(num_prompts=100))
     form = next(reversed(core._FORMS.values()))[1]
@@ -118,8 +119,11 @@ def _moe_run(budget: int) -> tuple[float, int]:
 def test_a_huge_token_budget_builds_tables_the_workload_can_use() -> None:
     # the core's step-time tables were built for every token count up to
     # --max-num-batched-tokens (10^8, inside MAX_TOKENS: 40 s, 4.8 GB RSS for 100 requests);
-    # no step holds more than the workload's prompt + output tokens, 100 x (1024 + 128)
+    # no step holds more than max_num_seqs requests' prompt + output tokens, 1024 + 128 each
     pytest.importorskip("kvplan.sim._core")
     end, table_tokens = _moe_run(10**7)
     assert table_tokens == 100 * (1024 + 128) + 1
     assert _moe_run(115_201) == (end, table_tokens)  # the same schedule, to the bit
+    end, table_tokens = _moe_run(10**7, seqs=10)
+    assert table_tokens == 10 * (1024 + 128) + 1
+    assert _moe_run(11_521, seqs=10) == (end, table_tokens)

@@ -107,13 +107,15 @@ def pick(loop: _Loop) -> tuple[ModuleType, tuple[object, ...]] | None:
 
 
 def token_budget(loop: _Loop) -> int:
-    """The core's token budget: max_num_batched_tokens, or one more than every request's
-    prompt and output tokens together where that is less. No step holds more (a recompute
-    is at most a request's prompt + output), so the budget never binds and the schedule is
-    the same; the form's ~9 tables of 8 B a token stop at the workload's size, not at a
+    """The core's token budget: max_num_batched_tokens, or one more than the max_num_seqs
+    largest prompt + output sums where that is less. No step holds more (at most that many
+    requests, a recompute at most a request's prompt + output), so the budget never binds and
+    the schedule is the same; the form's ~9 tables of 8 B a token stop there, not at a
     --max-num-batched-tokens of 10^8 (4.8 GB and 40 s for 100 requests before)."""
-    bound = int(loop.s.prompt.sum()) + int(loop.s.output.sum()) + 1
-    return min(loop.limits.max_num_batched_tokens, bound)
+    sizes = loop.s.prompt + loop.s.output
+    k = min(loop.limits.max_num_seqs, len(sizes))
+    top = np.partition(sizes, len(sizes) - k)[len(sizes) - k:] if k else sizes[:0]
+    return min(loop.limits.max_num_batched_tokens, int(top.sum()) + 1)
 
 
 def _form(mod: ModuleType, timer: Any, max_tokens: int) -> tuple[object, ...] | None:
