@@ -127,3 +127,32 @@ def test_a_huge_token_budget_builds_tables_the_workload_can_use() -> None:
     end, table_tokens = _moe_run(10**7, seqs=10)
     assert table_tokens == 10 * (1024 + 128) + 1
     assert _moe_run(11_521, seqs=10) == (end, table_tokens)
+
+
+def test_a_plan_space_of_millions_is_refused_at_once() -> None:
+    # every flag list was taken whole: --max-num-seqs 1..3000 x --max-num-batched-tokens of
+    # 3,000 values = 9,000,000 configurations, screened at ~5 ms each (12+ hours, growing RSS)
+    from tests.conftest import assert_one_line_error, run_cli
+
+    seqs = ",".join(str(n) for n in range(1, 3001))
+    chunks = ",".join(str(n) for n in range(2048, 5048))
+    r = run_cli("plan", "Qwen/Qwen3-8B", "--gpu", "H100", "-tp", "1", "--max-num-seqs", seqs,
+                "--max-num-batched-tokens", chunks, "--request-rate", "20",
+                "--slo", "ttft:p99:2000", "--num-prompts", "50", "--json")
+    assert_one_line_error(r)
+    assert "9,000,000 configurations (--max-num-seqs 3000, --max-num-batched-tokens 3000" in r.err
+    assert "at most 100,000" in r.err
+
+
+def test_a_plan_space_at_the_limit_is_accepted() -> None:
+    from kvplan.analysis.plan.space import SearchSpace
+    from kvplan.errors import InputError
+    from kvplan.specs.hardware import load_gpu
+
+    h100 = (load_gpu("H100"),)
+    seqs = tuple(range(1, 101))
+    assert SearchSpace(gpus=h100, tensor_parallel_sizes=(1,), max_num_seqs=seqs,
+                       max_num_batched_tokens=tuple(range(1000, 2000))).size == 100_000
+    with pytest.raises(InputError, match="100,100 configurations"):
+        SearchSpace(gpus=h100, tensor_parallel_sizes=(1,), max_num_seqs=seqs,
+                    max_num_batched_tokens=tuple(range(1000, 2001)))

@@ -12,6 +12,8 @@ prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token b
                            a sweep, 10^3 per calibrate  ~35 us each, a fit prices each
                            point                        point hundreds of times
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
+plan search space          10^5 configurations (the     real searches are 10..10^3; each is
+                           product of the flag lists)   screened in ~5 ms (10^5: ~8 min)
 trace rows read            10^7; 10^6 simulated         (the bundled traces have < 35,000)
 layers                     1 .. 1,024                   the largest models have ~130
 config integers            1 .. 2^31 - 1                int32 tensor shapes (torch, vLLM)
@@ -57,6 +59,9 @@ MAX_KV_CACHE_BYTES = 2**50
 MIN_REQUEST_RATE = 1e-6
 MAX_REQUEST_RATE = 1e9
 MAX_SWEEP_VALUES = 64
+MAX_PLAN_CONFIGS = 100_000
+"""Configurations a plan's flag lists may multiply to (a 3,000 x 3,000 list pair was 9
+million: hours of screening, gigabytes of candidates)."""
 SLO_LIMIT_MS = (1e-3, 86_400_000.0)
 """An SLO or goodput bound (ms): 1 us .. 24 hours."""
 USD_PER_GPU_HOUR = (1e-4, 1e4)
