@@ -156,3 +156,21 @@ def test_a_plan_space_at_the_limit_is_accepted() -> None:
     with pytest.raises(InputError, match="100,100 configurations"):
         SearchSpace(gpus=h100, tensor_parallel_sizes=(1,), max_num_seqs=seqs,
                     max_num_batched_tokens=tuple(range(1000, 2001)))
+
+
+def test_a_disaggregated_fleet_no_machine_holds_is_refused_at_once() -> None:
+    # every engine keeps every request's state and its own KV pool: --prefill-instances 100000
+    # with 10 requests passed 7 GB in 30 s; 64P64D x 10^6 requests needs ~27 GB
+    from tests.conftest import assert_one_line_error, run_cli
+
+    base = ("simulate", "Qwen/Qwen3-8B", "--random-input-len", "128", "--random-output-len",
+            "16", "--request-rate", "1000", "--json")
+    r = run_cli(*base, "--prefill-instances", "100000", "--num-prompts", "10")
+    assert_one_line_error(r)
+    assert "100000P1D has 100,001 engines" in r.err and "at most 1,024" in r.err
+    r = run_cli(*base, "--disagg", "64P64D", "--num-prompts", "1000000")
+    assert_one_line_error(r)
+    assert "128 engines x 1,000,000 requests = 128,000,000 request states" in r.err
+    assert "give at most 156,250 requests" in r.err  # 2 x 10^7 / 128
+    r = run_cli(*base, "--disagg", "64P64D", "--num-prompts", "1000")
+    assert r.code == 0 and r.json()["completed"] == 1000

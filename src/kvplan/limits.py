@@ -14,6 +14,9 @@ prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token b
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
 plan search space          10^5 configurations (the     real searches are 10..10^3; each is
                            product of the flag lists)   screened in ~5 ms (10^5: ~8 min)
+disaggregated fleet        1,024 engines (instances x   real xPyD fleets have < 100; each
+                           DP ranks); engines x         engine keeps every request's state
+                           requests 2x10^7              (~200 B: 2x10^7 is ~4 GB)
 trace rows read            10^7; 10^6 simulated         (the bundled traces have < 35,000)
 layers                     1 .. 1,024                   the largest models have ~130
 config integers            1 .. 2^31 - 1                int32 tensor shapes (torch, vLLM)
@@ -60,6 +63,10 @@ MIN_REQUEST_RATE = 1e-6
 MAX_REQUEST_RATE = 1e9
 MAX_SWEEP_VALUES = 64
 MAX_PLAN_CONFIGS = 100_000
+MAX_FLEET_ENGINES = 1024
+MAX_FLEET_STATES = 20_000_000
+"""A disaggregated fleet's engines x requests (--prefill-instances 100000 with 10 requests
+took 7 GB and minutes; 64P64D x 10^6 requests ~27 GB)."""
 """Configurations a plan's flag lists may multiply to (a 3,000 x 3,000 list pair was 9
 million: hours of screening, gigabytes of candidates)."""
 SLO_LIMIT_MS = (1e-3, 86_400_000.0)
