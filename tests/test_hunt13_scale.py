@@ -174,3 +174,16 @@ def test_a_disaggregated_fleet_no_machine_holds_is_refused_at_once() -> None:
     assert "give at most 156,250 requests" in r.err  # 2 x 10^7 / 128
     r = run_cli(*base, "--disagg", "64P64D", "--num-prompts", "1000")
     assert r.code == 0 and r.json()["completed"] == 1000
+
+
+def test_dp_ranks_times_requests_past_the_state_limit_is_refused() -> None:
+    # each DP rank keeps every request's state: DeepSeek-V3 -dp 256 x 10^5 requests took
+    # 12 s and 6.6 GB (x 10^6, inside --num-prompts' limit: ~66 GB)
+    from tests.conftest import assert_one_line_error, run_cli
+
+    r = run_cli("simulate", "deepseek-ai/DeepSeek-V3", "-dp", "256", "--enable-expert-parallel",
+                "--num-prompts", "100000", "--random-input-len", "128",
+                "--random-output-len", "16", "--request-rate", "1000", "--json")
+    assert_one_line_error(r)
+    assert "--data-parallel-size 256 x 100,000 requests = 25,600,000 request states" in r.err
+    assert "give at most 78,125 requests" in r.err  # 2 x 10^7 / 256

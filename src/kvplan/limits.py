@@ -14,9 +14,9 @@ prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token b
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
 plan search space          10^5 configurations (the     real searches are 10..10^3; each is
                            product of the flag lists)   screened in ~5 ms (10^5: ~8 min)
-disaggregated fleet        1,024 engines (instances x   real xPyD fleets have < 100; each
-                           DP ranks); engines x         engine keeps every request's state
-                           requests 2x10^7              (~200 B: 2x10^7 is ~4 GB)
+disaggregated fleet, DP    1,024 engines (instances x   real xPyD fleets have < 100; each
+                           DP ranks); engines (or DP    engine keeps every request's state
+                           ranks) x requests 2x10^7     (~200 B: 2x10^7 is ~4-5 GB)
 trace rows read            10^7; 10^6 simulated         (the bundled traces have < 35,000)
 layers                     1 .. 1,024                   the largest models have ~130
 config integers            1 .. 2^31 - 1                int32 tensor shapes (torch, vLLM)
