@@ -187,3 +187,31 @@ def test_dp_ranks_times_requests_past_the_state_limit_is_refused() -> None:
     assert_one_line_error(r)
     assert "--data-parallel-size 256 x 100,000 requests = 25,600,000 request states" in r.err
     assert "give at most 78,125 requests" in r.err  # 2 x 10^7 / 256
+
+
+def test_a_claim_schedule_past_a_million_steps_is_refused(tmp_path: Path) -> None:
+    # `kvplan request` builds one ClaimStep per step (~350 B; --json ~2.5 KB): a config.json
+    # with a 10^8-token context let --output 10^8 - 100 build ~35 GB of them
+    import json
+
+    from kvplan.analysis.timeline import request_timeline
+    from kvplan.errors import InputError
+    from kvplan.input_file import package_file
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.kv import kv_spec
+
+    config = json.loads(package_file("specs", "catalog", "models",
+                                     "meta-llama--Llama-3.2-1B.json").read_text())
+    config["max_position_embeddings"] = 100_000_000
+    config.pop("rope_scaling", None)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = load_model(str(tmp_path / "config.json"))
+    kv = kv_spec(spec, "auto", 1)
+    with pytest.raises(InputError, match=r"1 prefill step \+ 1,000,000 decode steps = "
+                                         r"1,000,001; kvplan lists at most 1,000,000"):
+        request_timeline(kv, 100, 1_000_000, max_tokens=spec.max_position_embeddings)
+    with pytest.raises(InputError, match=r"5,000,000 prefill chunks \+ 10 decode steps"):
+        request_timeline(kv, 5_000_000, 10, chunk_tokens=1,
+                         max_tokens=spec.max_position_embeddings)
+    tl = request_timeline(kv, 100, 1000, max_tokens=spec.max_position_embeddings)
+    assert len(tl.steps) == 1001 and tl.steps[-1].logical_bytes == 1100 * 32_768

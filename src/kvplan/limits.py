@@ -14,6 +14,8 @@ prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token b
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
 plan search space          10^5 configurations (the     real searches are 10..10^3; each is
                            product of the flag lists)   screened in ~5 ms (10^5: ~8 min)
+request claim schedule     10^6 steps (prefill chunks  the longest catalog context is
+                           + decode steps)              ~164k; one step is ~350 B
 disaggregated fleet, DP    1,024 engines (instances x   real xPyD fleets have < 100; each
                            DP ranks); engines (or DP    engine keeps every request's state
                            ranks) x requests 2x10^7     (~200 B: 2x10^7 is ~4-5 GB)
@@ -63,6 +65,9 @@ MIN_REQUEST_RATE = 1e-6
 MAX_REQUEST_RATE = 1e9
 MAX_SWEEP_VALUES = 64
 MAX_PLAN_CONFIGS = 100_000
+MAX_TIMELINE_STEPS = 1_000_000
+"""Steps one request's claim schedule lists (`kvplan request`, its web page, the report):
+every catalog model's whole context fits; 10^8 steps would be ~35 GB."""
 MAX_FLEET_ENGINES = 1024
 MAX_FLEET_STATES = 20_000_000
 """A disaggregated fleet's engines x requests (--prefill-instances 100000 with 10 requests

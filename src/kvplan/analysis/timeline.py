@@ -100,6 +100,7 @@ def request_timeline(
     before one step per token is built."""
     _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
     _check_context(prompt_tokens + output_tokens, max_tokens)
+    _check_steps(prompt_tokens, output_tokens, chunk_tokens)
     kv, block_size = _hybrid_block(kv, block_size)
     tokens = _tokens_after_each_step(prompt_tokens, output_tokens, chunk_tokens)
     n_prefill = 1 if chunk_tokens is None else cdiv(prompt_tokens, chunk_tokens)
@@ -180,3 +181,15 @@ def _check_context(total: int, limit: int | None) -> None:
             f"--prompt + --output = {total:,} tokens exceeds the model's context of {limit:,} "
             "tokens (max_position_embeddings); shorten the request"
         )
+
+
+def _check_steps(prompt: int, output: int, chunk: int | None) -> None:
+    """One ClaimStep per step (~350 B; ~2.5 KB as --json): a model whose context passes 10^6
+    tokens (a custom config.json) could ask for 10^8 of them, ~35 GB."""
+    steps = (1 if chunk is None else cdiv(prompt, chunk)) + output
+    if steps > limits.MAX_TIMELINE_STEPS:
+        chunks = "1 prefill step" if chunk is None else f"{cdiv(prompt, chunk):,} prefill chunks"
+        raise InputError(
+            f"the claim schedule has one step per token: {chunks} + {output:,} decode steps = "
+            f"{steps:,}; kvplan lists at most {limits.MAX_TIMELINE_STEPS:,} (~350 MB); give a "
+            "shorter --output or a larger --chunk (kvplan batch prices any length)")
