@@ -106,7 +106,7 @@ def test_request_timeline_steps_are_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     kv = kvplan.kv_spec(kvplan.load_model(L1B))
     monkeypatch.setattr(limits, "MAX_TIMELINE_STEPS", 1000, raising=False)
     assert len(kvplan.request_timeline(kv, 100, 999, chunk_tokens=100).steps) == 1000
-    with pytest.raises(InputError, match="1,001 steps"):
+    with pytest.raises(InputError, match="= 1,001;"):
         kvplan.request_timeline(kv, 101, 999, chunk_tokens=100)  # 2 chunks + 999 tokens
 
 
@@ -116,7 +116,7 @@ def test_request_on_a_ten_million_token_context_is_refused_at_once(tmp_path: Pat
     files = {"config.json": config(max_position_embeddings=10_000_000)}
     result = run_case(tmp_path, ["request", "config.json", "--prompt", "1", "--output",
                                  "9000000", "--json"], files)
-    assert_error(result, "9,000,001 steps", "at most 1,000,000")
+    assert_error(result, "= 9,000,001", "at most 1,000,000")
 
 
 @pytest.mark.parametrize(("key", "value", "said"), [

@@ -6,20 +6,23 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 TMP_PREFIX = ".kvplan-"
 
 
-def atomic_write(target: str | Path, payload: bytes) -> None:
-    """Write ``payload`` to ``target`` atomically; OSError (disk full...) leaves no temp file."""
+def atomic_write(target: str | Path, payload: bytes | Iterable[bytes]) -> None:
+    """Write ``payload`` (or its pieces, in order) to ``target`` atomically; OSError (disk
+    full...) leaves no temp file."""
     target = Path(target)
     import tempfile  # a write only (shutil, random: not on every run that imports this)
 
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TMP_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
+            for piece in [payload] if isinstance(payload, bytes) else payload:
+                fh.write(piece)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_for(target))

@@ -23,7 +23,7 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 _READ: dict[tuple[int, int, int, int], set[str]] = {}
 """(device, inode, size, mtime in ns) of every file read -> the real paths it was read by."""
@@ -53,6 +53,16 @@ def read_bytes(path: str | Path) -> bytes:
         data = f.read()
     _remember(path, st)
     return data
+
+
+def hash_into(path: str | Path, digest: Any) -> None:
+    """Feed a regular file's bytes to ``digest`` (a hashlib object) 1 MiB at a time: a
+    10^7-row trace is hashed without holding its ~200 MB in memory."""
+    fd, st = _open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    _remember(path, st)
 
 
 def read_text(path: str | Path, encoding: str = "utf-8") -> str:

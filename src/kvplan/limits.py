@@ -14,6 +14,11 @@ prefill steps priced       10^5 (latency), 2x10^5 in    batch x prompt / token b
 request timeline steps     10^6 (request: one a chunk   one object each: 10^6 is ~25 s and
                            and one an output token)     ~350 MB
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
+plan search space          10^5 configurations (the     real searches are 10..10^3; each is
+                           product of the flag lists)   screened in ~5 ms (10^5: ~8 min)
+disaggregated fleet, DP    1,024 engines (instances x   real xPyD fleets have < 100; each
+                           DP ranks); engines (or DP    engine keeps every request's state
+                           ranks) x requests 2x10^7     (~200 B: 2x10^7 is ~4-5 GB)
 trace rows read            10^7; 10^6 simulated         (the bundled traces have < 35,000)
 layers                     1 .. 1,024                   the largest models have ~130
 config integers            1 .. 2^31 - 1                int32 tensor shapes (torch, vLLM)
@@ -50,7 +55,6 @@ MAX_BATCH = 2**20
 MAX_PRICED_STEPS = 100_000
 MAX_SWEEP_STEPS = 200_000
 MAX_CALIBRATION_STEPS = 1_000
-MAX_TIMELINE_STEPS = 1_000_000
 MAX_PROMPTS = 1_000_000
 MAX_TRACE_ROWS = 10 * MAX_PROMPTS
 MAX_LAYERS = 1024
@@ -60,6 +64,16 @@ MAX_KV_CACHE_BYTES = 2**50
 MIN_REQUEST_RATE = 1e-6
 MAX_REQUEST_RATE = 1e9
 MAX_SWEEP_VALUES = 64
+MAX_PLAN_CONFIGS = 100_000
+MAX_TIMELINE_STEPS = 1_000_000
+"""Steps one request's claim schedule lists (`kvplan request`, its web page, the report):
+every catalog model's whole context fits; 10^8 steps would be ~35 GB."""
+MAX_FLEET_ENGINES = 1024
+MAX_FLEET_STATES = 20_000_000
+"""A disaggregated fleet's engines x requests (--prefill-instances 100000 with 10 requests
+took 7 GB and minutes; 64P64D x 10^6 requests ~27 GB)."""
+"""Configurations a plan's flag lists may multiply to (a 3,000 x 3,000 list pair was 9
+million: hours of screening, gigabytes of candidates)."""
 SLO_LIMIT_MS = (1e-3, 86_400_000.0)
 """An SLO or goodput bound (ms): 1 us .. 24 hours."""
 USD_PER_GPU_HOUR = (1e-4, 1e4)

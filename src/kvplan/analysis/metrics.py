@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.analysis.itl_rows import itl_rows
 from kvplan.analysis.weighted import sorted_percentile, summarize
 from kvplan.errors import InputError
 from kvplan.limits import SLO_LIMIT_MS
@@ -347,13 +348,14 @@ PER_REQUEST_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "errors", "rej
 
 
 def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any], *,
-                     detailed: bool = True) -> dict[str, Any]:
+                     detailed: bool = True, flat_itls: bool = False) -> dict[str, Any]:
     """The whole --save-result object: header, vLLM keys, kvplan extras, and with
-    ``detailed`` the per-request lists (PER_REQUEST_KEYS), as ``--save-detailed`` asks."""
+    ``detailed`` the per-request lists (PER_REQUEST_KEYS), as ``--save-detailed`` asks;
+    ``flat_itls``: the itls as ItlRows (json_out.dumps_chunks writes them a chunk at a time)."""
     out = dict(header)
     out.update(vllm_result(m))
     if detailed:
-        out.update(per_request_lists(r))
+        out.update(per_request_lists(r, flat_itls=flat_itls))
     out.update(kvplan_extras(m))
     out["kv_usage"] = kv_usage_series(r)
     if detailed:
@@ -361,19 +363,17 @@ def save_result_json(r: SimulationResult, m: Metrics, header: dict[str, Any], *,
     return out
 
 
-def per_request_lists(r: SimulationResult) -> dict[str, list[Any]]:
+def per_request_lists(r: SimulationResult, *, flat_itls: bool = False) -> dict[str, Any]:
     """vLLM's five per-request lists: one entry per request, in request order, failed ones
     included (vllm/benchmarks/serve.py builds them over every output: a failed request has
     its prompt_len, output length 0, ttft 0.0, no itls and its error; "" when it succeeded)."""
     done = r.finished
     ttfts = np.zeros(r.num_requests)
     ttfts[done] = per_request(r)["ttft"]
-    itls: list[list[float]] = [[] for _ in range(r.num_requests)]
-    for i, gaps in zip(np.flatnonzero(done).tolist(), per_request_itls(r), strict=True):
-        itls[i] = gaps
+    itls = itl_rows(r)
     return {"input_lens": r.prompt_tokens.tolist(),
             "output_lens": np.where(done, r.output_tokens, 0).tolist(),
-            "ttfts": ttfts.tolist(), "itls": itls,
+            "ttfts": ttfts.tolist(), "itls": itls if flat_itls else itls.tolist(),
             "errors": [r.rejected.get(i, "") for i in range(r.num_requests)]}
 
 
@@ -383,16 +383,6 @@ def rejected_list(r: SimulationResult) -> list[dict[str, Any]]:
 
 
 def per_request_itls(r: SimulationResult) -> list[list[float]]:
-    """Gaps between consecutive tokens of each completed request (vLLM's ``itls``), in order.
-
-    One pass: every token time in request order, one diff, the gaps across two requests cut.
-    """
-    times = r.all_token_times()
-    counts = np.fromiter((len(t) for t in times), dtype=np.int64, count=len(times))
-    flat = np.concatenate(times) if times else np.zeros(0)
-    gaps = np.diff(flat)
-    ends = np.cumsum(counts)
-    keep = np.ones(len(gaps), dtype=bool)
-    keep[ends[(counts > 0) & (ends < len(flat))] - 1] = False  # last token -> next request
-    per = np.split(gaps[keep], np.cumsum(np.maximum(counts - 1, 0))[:-1])
-    return [per[i].tolist() for i in np.flatnonzero(r.finished).tolist()]
+    """Gaps between consecutive tokens of each completed request (vLLM's ``itls``), in order."""
+    rows = itl_rows(r).tolist()
+    return [rows[i] for i in np.flatnonzero(r.finished).tolist()]

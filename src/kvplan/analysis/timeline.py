@@ -176,20 +176,21 @@ def _check_lengths(prompt: int, output: int, chunk: int | None, block: int) -> N
                          f"requests of at most {MAX_TOKENS:,} tokens")
 
 
-def _check_steps(prompt: int, output: int, chunk: int | None) -> None:
-    """One step object per prefill chunk and per output token: a timeline is built whole, so
-    its length is bounded (10^7 steps took minutes and gigabytes)."""
-    steps = (1 if chunk is None else cdiv(prompt, chunk)) + output
-    if steps > limits.MAX_TIMELINE_STEPS:
-        raise InputError(f"this request is {steps:,} steps (one per --chunk of the prompt, one "
-                         f"per output token); kvplan draws at most "
-                         f"{limits.MAX_TIMELINE_STEPS:,}: use a larger --chunk or a shorter "
-                         "--output")
-
-
 def _check_context(total: int, limit: int | None) -> None:
     if limit is not None and total > limit:
         raise InputError(
             f"--prompt + --output = {total:,} tokens exceeds the model's context of {limit:,} "
             "tokens (max_position_embeddings); shorten the request"
         )
+
+
+def _check_steps(prompt: int, output: int, chunk: int | None) -> None:
+    """One ClaimStep per step (~350 B; ~2.5 KB as --json): a model whose context passes 10^6
+    tokens (a custom config.json) could ask for 10^8 of them, ~35 GB."""
+    steps = (1 if chunk is None else cdiv(prompt, chunk)) + output
+    if steps > limits.MAX_TIMELINE_STEPS:
+        chunks = "1 prefill step" if chunk is None else f"{cdiv(prompt, chunk):,} prefill chunks"
+        raise InputError(
+            f"the claim schedule has one step per token: {chunks} + {output:,} decode steps = "
+            f"{steps:,}; kvplan lists at most {limits.MAX_TIMELINE_STEPS:,} (~350 MB); give a "
+            "shorter --output or a larger --chunk (kvplan batch prices any length)")

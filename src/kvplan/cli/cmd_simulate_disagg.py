@@ -102,25 +102,21 @@ def run_disagg(given: dict[str, Any], spec: ModelSpec, settings: dict[str, Any],
                          profile=given.get("profile"))
     doc = disagg_doc(run, m, dm, wargs)
     if save_out is not None:
-        from kvplan.report.json_out import dumps
+        from kvplan.report.json_out import dumps_chunks
 
-        saved = {**doc, **_detailed(run, m)} if given.get("save_detailed") else doc
-        write_output(save_out, dumps(saved) + "\n", as_json=as_json)
+        saved = {**doc, **_detailed(run)} if given.get("save_detailed") else doc
+        write_output(save_out, dumps_chunks(saved), as_json=as_json)
     if as_json:
         print_json(doc)
         return
     render_disagg(run, m, dm, doc)
 
 
-PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "errors")
-
-
-def _detailed(run: DisaggRun, m: Metrics) -> dict[str, Any]:
+def _detailed(run: DisaggRun) -> dict[str, Any]:
     """--save-detailed's per-request lists (vLLM's keys) of the client's view."""
-    from kvplan.analysis.metrics import save_result_json
+    from kvplan.analysis.metrics import per_request_lists
 
-    full = save_result_json(run.result.client, m, {}, detailed=True)
-    return {k: full[k] for k in PER_REQUEST}
+    return per_request_lists(run.result.client, flat_itls=True)
 
 
 def render_disagg(run: DisaggRun, m: Metrics, dm: DisaggMetrics, doc: dict[str, Any]) -> None:

@@ -68,7 +68,7 @@ def check_output(path: str | Path | None, flag: str,
     return check(path, flag, input_files(*inputs))
 
 
-def write_output(out: OutputTarget, data: bytes | str, *, as_json: bool) -> None:
+def write_output(out: OutputTarget, data: bytes | str | Iterable[str], *, as_json: bool) -> None:
     """Write atomically and say ``wrote FILE`` (on stderr under --json, so stdout stays JSON)."""
     from kvplan.report.outputs import write_output as write
 

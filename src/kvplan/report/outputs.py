@@ -165,10 +165,13 @@ def _probe_folder(folder: Path, where: str) -> None:
     os.unlink(tmp)
 
 
-def write_output(out: OutputTarget, data: bytes | str) -> str:
+def write_output(out: OutputTarget, data: bytes | str | Iterable[str]) -> str:
     """Write atomically (temporary file in the same folder, then rename); returns the notice
-    ``wrote FILE`` or ``wrote FILE (replaced)``. OSError -> InputError with one line."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    ``wrote FILE`` or ``wrote FILE (replaced)``. OSError -> InputError with one line. Text
+    given in pieces is written piece by piece, never joined."""
+    payload: bytes | Iterable[bytes] = (
+        data.encode("utf-8") if isinstance(data, str) else data if isinstance(data, bytes)
+        else (piece.encode("utf-8") for piece in data))
     _check_not_read(out.target, f"{out.flag} {out.path}")  # read during the work
     replaced = out.exists
     try:

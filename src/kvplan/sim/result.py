@@ -95,29 +95,26 @@ class SimulationResult:
                                                 strict=True)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
-    def all_token_times(self) -> list[FloatArray]:
-        """token_times(i) for every request at once (one pass over the emission runs)."""
+    def emission_runs(self) -> tuple[IntArray, IntArray, IntArray]:
+        """The token emission runs (request, first step, last step), by request then step:
+        request i's token times are ``steps.end_s`` over its runs' steps, in this order."""
         order = np.lexsort((self.seg_first, self.seg_req))
-        req, first, last = self.seg_req[order], self.seg_first[order], self.seg_last[order]
-        flat = self.steps.end_s[_ranges(first, last - first + 1)]
-        counts = np.bincount(req, weights=last - first + 1, minlength=self.num_requests)
-        return np.split(flat, np.cumsum(counts.astype(np.int64))[:-1])
+        return self.seg_req[order], self.seg_first[order], self.seg_last[order]
 
     def itl_s(self) -> FloatArray:
         """Every gap between consecutive tokens of the same request, all requests together."""
-        order = np.lexsort((self.seg_first, self.seg_req))
-        req, first, last = self.seg_req[order], self.seg_first[order], self.seg_last[order]
+        req, first, last = self.emission_runs()
         ends = self.steps.end_s
         gaps = np.diff(ends)
         lens = last - first
-        inner = _ranges(first, lens)
+        inner = concat_ranges(first, lens)
         within = gaps[inner]
         same = req[1:] == req[:-1]
         between = ends[first[1:][same]] - ends[last[:-1][same]]
         return np.concatenate([within, between])
 
 
-def _ranges(starts: IntArray, lens: IntArray) -> IntArray:
+def concat_ranges(starts: IntArray, lens: IntArray) -> IntArray:
     """Concatenation of arange(s, s + n) for every (s, n) pair, without a Python loop."""
     total = int(lens.sum())
     if total == 0:

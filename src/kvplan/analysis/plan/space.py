@@ -12,6 +12,7 @@ from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import mla_block_size
 from kvplan.costs.memory.weight_formats import resolve_format
 from kvplan.errors import InputError, KvplanError
+from kvplan.limits import MAX_PLAN_CONFIGS
 from kvplan.specs.deployment import ROUTERS, Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import check_tensor_parallel
@@ -31,6 +32,12 @@ _LISTS = ("gpus", "tensor_parallel_sizes", "pipeline_parallel_sizes", "kv_cache_
           "prefix_caching", "data_parallel_sizes", "expert_parallel")
 """The space's flag lists: each must be non-empty; the space is their product (less the
 default DP layouts wider than a node: parallel/space.py)."""
+
+
+_FLAGS = dict(zip(_LISTS, ("--gpu", "-tp", "-pp", "--kv-cache-dtype", "-q", "--max-num-seqs",
+                           "--max-num-batched-tokens", "--block-size",
+                           "--enable-prefix-caching", "-dp", "--enable-expert-parallel"),
+                  strict=True))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +68,12 @@ class SearchSpace:
             if not getattr(self, name):
                 raise InputError(f"the {name.replace('_', '-')} list is empty; give at "
                                  "least one value")
+        if self.size > MAX_PLAN_CONFIGS:
+            lists = ", ".join(f"{_FLAGS[name]} {len(getattr(self, name))}" for name in _LISTS
+                              if len(getattr(self, name)) > 1)
+            raise InputError(f"the search space has {self.size:,} configurations ({lists} "
+                             f"values); kvplan plan searches at most {MAX_PLAN_CONFIGS:,} "
+                             "(each takes ~5 ms to screen): shorten the longest lists")
 
     @property
     def size(self) -> int:

@@ -100,7 +100,7 @@ def _save_doc(result: SimulationResult, m: Metrics, header: dict[str, Any],
     from kvplan.analysis.metrics import save_result_json
     from kvplan.report.json_views import simulate_verdicts
 
-    return {**save_result_json(result, m, header, detailed=detailed),
+    return {**save_result_json(result, m, header, detailed=detailed, flat_itls=True),
             **simulate_verdicts(result)}
 
 
@@ -109,9 +109,9 @@ def _write_outputs(doc: dict[str, Any] | None, result: SimulationResult, header:
                    as_json: bool) -> None:
     save_out, plot_out = outs
     if save_out is not None and doc is not None:
-        from kvplan.report.json_out import dumps
+        from kvplan.report.json_out import dumps_chunks
 
-        write_output(save_out, dumps(doc) + "\n", as_json=as_json)
+        write_output(save_out, dumps_chunks(doc), as_json=as_json)
     if plot_out is not None:
         from kvplan.report.charts import chart_bytes
         from kvplan.report.sim_charts import kv_usage_chart

@@ -95,7 +95,7 @@ class _Runner:
         zeros = np.zeros(n)
         arrays = (arrival, np.ascontiguousarray(s.prompt), np.ascontiguousarray(s.output),
                   np.zeros(n, dtype=np.uint8), *state, order, zeros, arrival, zeros)
-        return state, (arrays, self.keys, self.groups, n, 0, lim.max_num_batched_tokens,
+        return state, (arrays, self.keys, self.groups, n, 0, core.token_budget(self.loop),
                        lim.max_num_seqs, self.loop.shape.block_size,
                        lim.long_prefill_token_threshold, self.loop.pool.num_blocks,
                        lim.chunked_prefill, self.loop.sched.caching, self.loop.validate,

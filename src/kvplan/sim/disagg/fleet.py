@@ -25,6 +25,7 @@ from kvplan.costs.memory.kv_transfer import TransferCost
 from kvplan.costs.step.batch import StepTimer
 from kvplan.costs.step.parallel.dp_pad import padded_step_s
 from kvplan.errors import InputError
+from kvplan.limits import MAX_FLEET_ENGINES, MAX_FLEET_STATES
 from kvplan.sim.blocks import KvShape
 from kvplan.sim.disagg import compiled
 from kvplan.sim.disagg.dp_instance import DecodeRank, DpInstance, PrefillRank
@@ -80,10 +81,27 @@ def simulate_disagg(workload: WorkloadLike, *, prefill: PoolSim, decode: PoolSim
     if workload.closed_loop_concurrency:
         raise InputError("--max-concurrency is not modelled for a disaggregated fleet yet; "
                          "give --request-rate instead")
+    _check_size(len(workload.prompt_tokens), prefill, decode)
     fleet = _Fleet(workload, prefill, decode, transfer, validate, router)
     # the compiled fleet runs TP instances only: DP instances run here (docs/disaggregation.md)
     got = compiled.run(fleet) if prefill.dp == decode.dp == 1 else None
     return got if got is not None else fleet.run()
+
+
+def _check_size(requests: int, prefill: PoolSim, decode: PoolSim) -> None:
+    """Every engine (an instance, or each of its DP ranks) holds every request's state and
+    its own KV pool: refuse fleets whose engines x requests no machine holds, before any."""
+    engines = prefill.instances * prefill.dp + decode.instances * decode.dp
+    fleet = f"{prefill.instances}P{decode.instances}D"
+    if engines > MAX_FLEET_ENGINES:
+        raise InputError(f"{fleet} has {engines:,} engines (instances x DP ranks); kvplan "
+                         f"simulates at most {MAX_FLEET_ENGINES:,}: give fewer instances")
+    if engines * requests > MAX_FLEET_STATES:
+        raise InputError(
+            f"{fleet}: {engines:,} engines x {requests:,} requests = "
+            f"{engines * requests:,} request states (each engine keeps every request's, "
+            f"~200 B); kvplan simulates at most {MAX_FLEET_STATES:,}: give at most "
+            f"{MAX_FLEET_STATES // engines:,} requests (--num-prompts) or fewer instances")
 
 
 def _loop(cls: Any, work: _Work, pool: PoolSim, validate: bool) -> Any:

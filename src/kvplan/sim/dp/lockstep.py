@@ -26,6 +26,7 @@ import numpy as np
 from kvplan.costs.step.batch import StepTimer
 from kvplan.costs.step.parallel.dp_pad import padded_step_s
 from kvplan.errors import InputError
+from kvplan.limits import MAX_FLEET_STATES
 from kvplan.sim.blocks import KvShape
 from kvplan.sim.dp.balancer import DpBalancer
 from kvplan.sim.dp.merge import DpResult, merge_ranks
@@ -88,6 +89,13 @@ def simulate_dp(workload: WorkloadLike, sim: RankSim, *, validate: bool = False,
     if workload.closed_loop_concurrency:
         raise InputError("--max-concurrency is not modelled for a data-parallel fleet yet; "
                          "give --request-rate instead")
+    n = len(workload.prompt_tokens)
+    if sim.ranks * n > MAX_FLEET_STATES:  # each rank keeps every request's state (~260 B)
+        raise InputError(
+            f"--data-parallel-size {sim.ranks} x {n:,} requests = {sim.ranks * n:,} request "
+            f"states (each DP rank keeps every request's, ~260 B); kvplan simulates at most "
+            f"{MAX_FLEET_STATES:,}: give at most {MAX_FLEET_STATES // sim.ranks:,} requests "
+            "(--num-prompts) or fewer ranks")
     return _Fleet(workload, sim, validate, progress).run()
 
 

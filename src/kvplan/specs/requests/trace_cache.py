@@ -37,10 +37,9 @@ def cached_csv_trace(path: Path, fmt: TraceFormat | None, name: str,
                      known: Sequence[TraceFormat] = ()) -> Trace:
     """read_csv_trace(path, fmt, name, known), from the cache when the file was seen before."""
     try:
-        data = input_file.read_bytes(path)
+        key = _key(path, fmt, known)
     except OSError:
         return read_csv_trace(path, fmt, name, known)  # it reports the error as a TraceError
-    key = _key(data, fmt, known)
     entry = cache_dir() / f"{key}.npz"
     trace = _load(entry, path, name)
     if trace is None:
@@ -49,10 +48,10 @@ def cached_csv_trace(path: Path, fmt: TraceFormat | None, name: str,
     return trace
 
 
-def _key(data: bytes, fmt: TraceFormat | None, known: Sequence[TraceFormat]) -> str:
+def _key(path: Path, fmt: TraceFormat | None, known: Sequence[TraceFormat]) -> str:
     h = hashlib.sha256(_VERSION)
     h.update(repr((fmt, tuple(known))).encode())
-    h.update(data)
+    input_file.hash_into(path, h)
     return h.hexdigest()[:32]
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import warnings
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,33 +95,56 @@ class _Table:
         return self.header.index(column)
 
 
-def _read_table(path: Path) -> _Table:
+_CHUNK_ROWS = 1 << 14
+"""Rows parsed at a time. A row's cells are Python objects (~400 B a row with its list and
+line number); only the columns' numpy arrays (8 B a cell) outlive a chunk, so a 10^7-row trace
+is read in ~0.3 GB instead of ~4 GB (tests/test_hunt13_scale.py)."""
+
+
+class _SlowDates(Exception):
+    """A date-time numpy cannot read after the first chunk: the column is read again per cell,
+    as a one-chunk file would be (the same floats whatever the chunking)."""
+
+
+def _tables(path: Path) -> Generator[_Table, None, None]:
+    """The CSV's non-blank rows, _CHUNK_ROWS at a time, each chunk with the header."""
     try:
         with input_file.open_text(path, encoding="utf-8-sig") as f:
             reader = csv.reader(f)
-            header = [h.strip() for h in next(reader, [])]
-            rows, lines = [], []
+            header = _checked_header(path, [h.strip() for h in next(reader, [])])
+            rows: list[list[str]] = []
+            lines: list[int] = []
+            seen = 0
             for row in reader:
                 if row and any(cell.strip() for cell in row):
                     rows.append(row)
                     lines.append(reader.line_num)
-                    if len(rows) > MAX_TRACE_ROWS:
+                    seen += 1
+                    if seen > MAX_TRACE_ROWS:
                         raise TraceError(
                             f"{path}: more than {MAX_TRACE_ROWS:,} requests; kvplan reads at "
                             "most that many (cut the trace, then use --num-prompts)"
                         )
+                    if len(rows) == _CHUNK_ROWS:
+                        yield _Table(path, header, rows, lines)
+                        rows, lines = [], []
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceError(
             f"{path}: cannot read the trace ({_reason(exc)}); give a readable UTF-8 CSV file"
         ) from None
+    if not seen:
+        raise TraceError(f"{path}, line 2: no requests after the header row")
+    if rows:
+        yield _Table(path, header, rows, lines)
+
+
+def _checked_header(path: Path, header: list[str]) -> list[str]:
     if not header:
         raise TraceError(f"{path}, line 1: the file is empty; expected a CSV header row")
     if header[0].startswith(("{", "[")):  # Mooncake publishes its traces as JSON lines
         raise TraceError(f"{path}, line 1: this is JSON, not CSV; write the trace as CSV with a "
                          "header row (Mooncake's: timestamp,input_length,output_length,hash_ids)")
-    if not rows:
-        raise TraceError(f"{path}, line 2: no requests after the header row")
-    return _Table(path, header, rows, lines)
+    return header
 
 
 def _reason(exc: Exception) -> str:
@@ -132,17 +156,37 @@ def _reason(exc: Exception) -> str:
 def read_csv_trace(path: Path, fmt: TraceFormat | None, name: str,
                    known: Sequence[TraceFormat] = ()) -> Trace:
     """Parse the CSV at PATH; FMT None: the first of KNOWN whose columns the header has."""
-    table = _read_table(path)
-    fmt = fmt or _detect_format(table, known)
-    hashes = _hash_column(table, fmt.hashes) if fmt.hashes else None
+    try:
+        return _parse(path, fmt, name, known, slow_dates=False)
+    except _SlowDates:
+        return _parse(path, fmt, name, known, slow_dates=True)
+
+
+def _parse(path: Path, fmt: TraceFormat | None, name: str, known: Sequence[TraceFormat], *,
+           slow_dates: bool) -> Trace:
+    prompt: list[np.ndarray] = []
+    output: list[np.ndarray] = []
+    hashes: list[np.ndarray] = []
+    arrivals: _Arrivals | None = None
+    with contextlib.closing(_tables(path)) as tables:
+        for table in tables:
+            fmt = fmt or _detect_format(table, known)
+            if fmt.hashes:
+                hashes.extend(_hash_column(table, fmt.hashes))
+            if fmt.arrival:
+                arrivals = arrivals or _Arrivals(fmt.arrival, fmt.arrival_unit, slow_dates)
+                arrivals.add(table)
+            prompt.append(_count_column(table, fmt.input, "input tokens"))
+            output.append(_count_column(table, fmt.output, "output tokens"))
+    assert fmt is not None
     return Trace(
         name=name,
         path=str(path),
-        arrival_s=_arrival_column(table, fmt) if fmt.arrival else None,
-        prompt_tokens=_count_column(table, fmt.input, "input tokens"),
-        output_tokens=_count_column(table, fmt.output, "output tokens"),
-        prefix_hashes=hashes,
-        hash_block_tokens=fmt.hash_block_tokens if hashes else 0,
+        arrival_s=arrivals.column() if arrivals else None,
+        prompt_tokens=_readonly(np.concatenate(prompt)),
+        output_tokens=_readonly(np.concatenate(output)),
+        prefix_hashes=tuple(hashes) if fmt.hashes else None,
+        hash_block_tokens=fmt.hash_block_tokens if fmt.hashes else 0,
     )
 
 
@@ -209,16 +253,41 @@ def _slow_ints(table: _Table, cells: list[str], column: str) -> np.ndarray:
     return out
 
 
-def _arrival_column(table: _Table, fmt: TraceFormat) -> np.ndarray:
-    assert fmt.arrival is not None
-    cells = table.cells(fmt.arrival, "arrival time")
-    if fmt.arrival_unit == "datetime":
-        seconds = _datetime_seconds(table, cells, fmt.arrival)
-    else:
-        seconds = _float_cells(table, cells, fmt.arrival, fmt.arrival_unit)
-        seconds = seconds / 1000.0 if fmt.arrival_unit == "ms" else seconds
-    _check_sorted(table, seconds, cells, fmt.arrival)
-    return _readonly(seconds - seconds[0])
+class _Arrivals:
+    """The arrival column, chunk by chunk: each chunk is checked sorted from the last row
+    before it, and the seconds are those the whole column read at once gives."""
+
+    def __init__(self, column: str, unit: ArrivalUnit, slow_dates: bool) -> None:
+        self.name, self.unit, self.slow = column, unit, slow_dates
+        self.parts: list[np.ndarray] = []
+        self.first_ns: int | None = None
+        self.before: tuple[float, str] | None = None
+
+    def add(self, table: _Table) -> None:
+        cells = table.cells(self.name, "arrival time")
+        seconds = self._seconds(table, cells)
+        _check_sorted(table, seconds, cells, self.name, self.before)
+        self.parts.append(seconds)
+        self.before = (float(seconds[-1]), cells[-1])
+
+    def _seconds(self, table: _Table, cells: list[str]) -> np.ndarray:
+        if self.unit != "datetime":
+            seconds = _float_cells(table, cells, self.name, self.unit)
+            return seconds / 1000.0 if self.unit == "ms" else seconds
+        if not self.slow:
+            ns = _datetime_ns(cells)
+            if ns is not None:  # ns since the first row, exactly, then to seconds
+                self.first_ns = int(ns[0]) if self.first_ns is None else self.first_ns
+                since: np.ndarray = (ns - self.first_ns) / 1e9
+                return since
+            if self.parts:
+                raise _SlowDates
+            self.slow = True
+        return _slow_datetimes(table, cells, self.name)
+
+    def column(self) -> np.ndarray:
+        seconds = np.concatenate(self.parts)
+        return _readonly(seconds - seconds[0])
 
 
 def _float_cells(table: _Table, cells: list[str], column: str, unit: str) -> np.ndarray:
@@ -246,18 +315,15 @@ def _float_or_nan(cell: str) -> float:
         return float("nan")
 
 
-def _datetime_seconds(table: _Table, cells: list[str], column: str) -> np.ndarray:
+def _datetime_ns(cells: list[str]) -> np.ndarray | None:
+    """The cells as int64 ns since 1970 when numpy reads every one, else None."""
     try:
         with warnings.catch_warnings():  # numpy warns on '+00:00' offsets, then applies them
             warnings.simplefilter("ignore", (UserWarning, DeprecationWarning))
             stamps = np.array(cells, dtype="datetime64[ns]")
     except ValueError:
-        return _slow_datetimes(table, cells, column)
-    missing = np.flatnonzero(np.isnat(stamps))
-    if missing.size:
-        return _slow_datetimes(table, cells[: int(missing[0]) + 1], column)
-    seconds: np.ndarray = (stamps - stamps[0]).astype(np.int64) / 1e9
-    return seconds
+        return None
+    return None if np.isnat(stamps).any() else stamps.astype(np.int64)
 
 
 def _slow_datetimes(table: _Table, cells: list[str], column: str) -> np.ndarray:
@@ -275,14 +341,21 @@ def _slow_datetimes(table: _Table, cells: list[str], column: str) -> np.ndarray:
     return out
 
 
-def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: str) -> None:
-    back = np.flatnonzero(np.diff(seconds) < 0)
-    if back.size:
-        i = int(back[0]) + 1
-        raise TraceError(
-            f"{table.where(i, column)}: arrival {cells[i].strip()} is earlier than "
-            f"the row before ({cells[i - 1].strip()}); sort the file by arrival"
-        )
+def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: str,
+                  before: tuple[float, str] | None) -> None:
+    """Arrivals never go back; ``before`` is the last (seconds, cell) of the chunk before."""
+    back = np.flatnonzero(np.diff(seconds) < 0) + 1
+    if before is not None and seconds[0] < before[0]:
+        i, earlier = 0, before[1]
+    elif back.size:
+        i = int(back[0])
+        earlier = cells[i - 1]
+    else:
+        return
+    raise TraceError(
+        f"{table.where(i, column)}: arrival {cells[i].strip()} is earlier than "
+        f"the row before ({earlier.strip()}); sort the file by arrival"
+    )
 
 
 def _hash_column(table: _Table, column: str) -> tuple[np.ndarray, ...]:
