@@ -35,14 +35,9 @@ class KvPrecision:
 
 _RISKS = {
     "float32": "Exact for every 16-bit model; twice the memory of fp16/bf16 for no accuracy gain.",
-    "float16": (
-        "Exact for fp16 models. A bf16 model's values keep their bits within fp16's range, "
-        "but magnitudes above 65,504 overflow (5 exponent bits) and below 6.1e-5 lose bits."
-    ),
-    "bfloat16": (
-        "Exact for bf16 models (fp32's range, 8 significant bits); an fp16 model's values "
-        "lose 3 of their 11 significant bits."
-    ),
+    # one line each (kvplan kv prints the model's own on one line)
+    "float16": "Exact for fp16 models; bf16 values above 65,504 overflow, below 6.1e-5 lose bits.",
+    "bfloat16": "Exact for bf16 models; fp16 model values lose 3 of their 11 significant bits.",
     "fp8_e4m3": (
         "Halves the cache. 3 mantissa bits, range +-448 (ROCm's e4m3fnuz: +-240), so the "
         "per-tensor k/v scales matter: vLLM loads them from the checkpoint, computes them with "
