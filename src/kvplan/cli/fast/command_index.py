@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("cmd_capacity", "How many requests fit: vLLM 0.11's memory budget, KV blocks, "
                                  "tokens and concurrency."),
     "gpus": ("cmd_capacity", "List the bundled GPU catalog (memory, bandwidth, dense bf16 FLOP/s,"
-                             " interconnect)."),
+                             " interconnect, whose measured kernel tables price each GPU)."),
     "latency": ("cmd_latency", "TTFT, TPOT, end-to-end time and throughput of a static batch, "
                                "priced op by op from measured kernels (the roofline where a GPU "
                                "has no tables)."),
