@@ -17,7 +17,8 @@ import kvplan
 from kvplan.analysis.disagg.joint import joint_search
 from kvplan.analysis.disagg.joint_levers import disagg_levers, faster_link, variants
 from kvplan.analysis.disagg.plan import enumerate_disagg
-from kvplan.analysis.disagg.work_bounds import good_needed, window_miss
+from kvplan.analysis.disagg.work_bounds import window_miss
+from kvplan.analysis.plan.judge import good_needed
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.links import load_link

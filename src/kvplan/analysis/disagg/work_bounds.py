@@ -30,13 +30,12 @@ evenly over 1..max_num_seqs prompts (fewer tokens per prompt: fewer attention pa
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.analysis.plan.judge import judged_mask
+from kvplan.analysis.plan.judge import good_needed, judged_mask
 from kvplan.costs.step.roofline import StepCostModel
 from kvplan.sim.state import FloatArray
 from kvplan.specs.requests.workload import Workload
@@ -50,13 +49,6 @@ class WorkCeilings:
     prefill_tokens_per_s: float
     decode_tokens_per_s: float
     transfer_lanes: int
-
-
-def good_needed(n: int, percentile: float) -> int:
-    """Judged values that must be <= the limit for the percentile to be (0 when n is 0)."""
-    if n <= 0:
-        return 0
-    return min(n, math.floor((n - 1) * percentile / 100) + 1)
 
 
 def best_tokens_per_s(timer: StepCostModel, most: int, max_seqs: int = 1) -> float:

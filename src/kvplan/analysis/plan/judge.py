@@ -7,6 +7,7 @@ consecutive tokens. A request that never finished counts as failing every bound.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -207,3 +208,10 @@ def goodput_share(lat: Latencies, keep: npt.NDArray[np.bool_],
     for name, ms in bounds_ms:
         good &= np.nan_to_num(getattr(lat, f"{name}_ms"), nan=0.0) <= ms
     return float(good.sum()) / max(1, int(keep.sum()))
+
+
+def good_needed(n: int, percentile: float) -> int:
+    """Judged values that must be <= the limit for the percentile to be (0 when n is 0)."""
+    if n <= 0:
+        return 0
+    return min(n, math.floor((n - 1) * percentile / 100) + 1)

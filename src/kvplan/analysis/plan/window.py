@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.analysis.plan.judge import good_needed
 from kvplan.specs.slo import Slo
 
 FloatArray = npt.NDArray[np.float64]
@@ -44,8 +45,7 @@ class Works:
 
 def _terms(slo: Slo, n: int) -> list[tuple[str, str, float, int]]:
     """(key, metric, limit s, good needed) of every TTFT / E2EL term."""
-    out = [(b.key, b.metric, b.limit_ms / 1000,
-            min(n, math.floor((n - 1) * b.percentile / 100) + 1))
+    out = [(b.key, b.metric, b.limit_ms / 1000, good_needed(n, b.percentile))
            for b in slo.bounds if b.metric in ("ttft", "e2el")]
     good = min(n, math.ceil(slo.goodput_target * n - 1e-9))
     out += [("goodput_share", m, ms / 1000, good) for m, ms in slo.goodput_ms
