@@ -16,6 +16,7 @@ import pytest
 import kvplan
 from kvplan.analysis.plan.fleet import subset
 from kvplan.analysis.plan.judge import judge, latencies, merge
+from kvplan.analysis.plan.records import Candidate, Plan
 from kvplan.analysis.plan.traffic import plan_traffic
 from kvplan.report.plan.plan_json import plan_json
 from kvplan.specs.deployment import Deployment
@@ -80,11 +81,28 @@ def test_azure_code_answer_is_one_verified_fleet() -> None:
     again = fleet_verdict(w.deployment, work, w.replicas, s)
     assert again == pytest.approx(dict(w.fleet.achieved))
     assert w.fleet_one_fewer is not None and not w.fleet_one_fewer.ok
+    _one_fewer_line_counts(p, w)
     # TP16 would span two 8-GPU nodes: the lever row says so instead of "no fleet"
     if w.deployment.engine.tensor_parallel_size == 8:
         tp16 = next(x for x in doc["levers"] if x["change"] == "--tensor-parallel-size 16")
         assert "more than one 8-GPU" in tp16["note"]
     _intervals_hold(sm, dict(w.fleet.achieved), s)
+
+
+def _one_fewer_line_counts(p: Plan, w: Candidate) -> None:
+    """'With 1 replica', not 'With 1 replicas' (the line printed 'With 1 replicas: misses')."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from kvplan.report.plan.plan_text import _winner
+
+    fewer = w.fleet_one_fewer
+    assert fewer is not None
+    for n, words in ((1, "With 1 replica: misses"), (3, "With 3 replicas: misses")):
+        c = Console(record=True, width=300)
+        _winner(p, replace(w, fleet_one_fewer=replace(fewer, replicas=n)), c)
+        assert words in c.export_text()
 
 
 def _intervals_hold(sm: dict[str, object], achieved: dict[str, float], s: Slo) -> None:

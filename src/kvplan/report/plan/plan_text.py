@@ -104,7 +104,8 @@ def _winner(p: Plan, w: Candidate, console: Any) -> None:
     if w.fleet_one_fewer is not None:
         f = w.fleet_one_fewer
         worst = min(f.margins, key=lambda kv: kv[1])
-        console.print(f"With {f.replicas} replicas: {'meets' if f.ok else 'misses'} the SLO "
+        noun = "replica" if f.replicas == 1 else "replicas"
+        console.print(f"With {f.replicas} {noun}: {'meets' if f.ok else 'misses'} the SLO "
                       f"({worst[0]} margin {100 * worst[1]:.0f} %)")
     if p.levers:
         _levers(p, console)
