@@ -8,14 +8,24 @@ from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
-from kvplan.web.queries import CapacityQuery, EngineQuery, KvQuery, RequestQuery, SimulateQuery
+from kvplan.web.queries import (
+    CapacityQuery,
+    EngineQuery,
+    KvQuery,
+    MoeQuery,
+    RequestQuery,
+    SimulateQuery,
+)
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
     from kvplan.specs.disagg import DisaggDeployment
 
-_ENGINE = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
-           "quantization", "max_num_batched_tokens", "async_scheduling")
+_ENGINE = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+           "enable_expert_parallel", "kv_cache_dtype", "dtype", "quantization",
+           "max_num_batched_tokens", "async_scheduling")
+_MOE = ("all2all_backend", "expert_imbalance")
+"""Given only when set, as the CLI passes them (None: EngineConfig's default)."""
 _CAPACITY = ("gpu_memory_utilization", "max_model_len", "block_size", "max_num_seqs",
              "mamba_cache_dtype", "mamba_ssm_cache_dtype")
 _TOKENS = ("max_model_len", "max_num_batched_tokens")
@@ -55,6 +65,8 @@ def _engine(q: EngineQuery) -> EngineConfig:
         fields.update({k: getattr(q, k) for k in _CAPACITY})
         if q.kv_cache_memory:
             fields["kv_cache_memory_bytes"] = parse_size(q.kv_cache_memory, "--kv-cache-memory")
+    if isinstance(q, MoeQuery):
+        fields.update({k: getattr(q, k) for k in _MOE if getattr(q, k) is not None})
     for k in _TOKENS:  # 8k / 16K, as the CLI reads them
         if k in fields:
             fields[k] = _tokens(k, fields[k])

@@ -31,6 +31,7 @@ def choices() -> dict[str, Any]:
     from kvplan.specs.hardware import gpu_catalog, load_gpu
     from kvplan.specs.links import link_catalog
     from kvplan.specs.requests.workload import dataset_names
+    from kvplan.specs.serving import ALL2ALL_BACKENDS
 
     return {
         "models": sorted(e.hf_id for e in catalog().values()),
@@ -39,6 +40,7 @@ def choices() -> dict[str, Any]:
         "kv_dtypes": KV_DTYPES,
         "datasets": dataset_names(),
         "links": [x.id for x in link_catalog()],
+        "all2all": [b for b in ALL2ALL_BACKENDS if b != "deepep"],  # deepep: an old alias
     }
 
 

@@ -46,6 +46,8 @@ class EngineQuery(Query):
     gpu: str = "H100"
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"
     quantization: str | None = None
@@ -63,7 +65,14 @@ class CapacityQuery(EngineQuery):
     mamba_ssm_cache_dtype: str = "auto"
 
 
-class LatencyQuery(EngineQuery):
+class MoeQuery(Query):
+    """The CLI's MoE exchange flags (latency and simulate; None = kvplan's default)."""
+
+    all2all_backend: str | None = Field(default=None, max_length=64)
+    expert_imbalance: float | None = None
+
+
+class LatencyQuery(MoeQuery, EngineQuery):
     prompt: int
     output: int
     batch: int = 1
@@ -73,7 +82,7 @@ class SweepQuery(LatencyQuery):
     sweep: str = "batch=1,2,4,8,16,32,64,128,256,512"
 
 
-class SimulateQuery(CapacityQuery):
+class SimulateQuery(MoeQuery, CapacityQuery):
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     dataset: str = "random"

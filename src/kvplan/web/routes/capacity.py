@@ -21,18 +21,26 @@ def capacity_page(request: Request) -> HTMLResponse:
 
 
 def _plan(request: Request, q: CapacityQuery) -> Any:
+    return _model_plan(request, q)[1]
+
+
+def _model_plan(request: Request, q: CapacityQuery) -> tuple[Any, Any]:
     from kvplan.costs.memory.plan import plan_resolved
 
     spec = resolve_model(q.model, request.app.state.uploads)
-    return plan_resolved(deployment(q, spec, resolve_gpu(q.gpu)))
+    return spec, plan_resolved(deployment(q, spec, resolve_gpu(q.gpu)))
 
 
 @router.get("/api/capacity", tags=["capacity"])
 def capacity(request: Request, q: Annotated[CapacityQuery, Query()]) -> dict[str, Any]:
-    """`kvplan capacity MODEL --gpu GPU --json`: the budget, blocks, tokens, concurrency."""
+    """`kvplan capacity MODEL --gpu GPU --json`: the budget, blocks, tokens, concurrency, and
+    under DP / EP the CLI's ``parallel`` object (per DP rank and fleet totals)."""
     from kvplan.report.json_views import plan_json
+    from kvplan.report.parallel_view import is_parallel, parallel_json
 
-    return {**plan_json(_plan(request, q)), "ignored_vllm_flags": []}
+    spec, plan = _model_plan(request, q)
+    extra = {"parallel": parallel_json(plan, spec)} if is_parallel(plan) else {}
+    return {**plan_json(plan), **extra, "ignored_vllm_flags": []}
 
 
 @router.get("/api/capacity/chart", tags=["charts"])

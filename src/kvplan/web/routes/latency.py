@@ -37,25 +37,30 @@ def _inputs(request: Request, q: LatencyQuery,
 
 @router.get("/api/latency", tags=["latency"])
 def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, Any]:
-    """`kvplan latency MODEL --gpu GPU --prompt P --output O --json`."""
-    from kvplan.costs.step.latency import request_latency
+    """`kvplan latency MODEL --gpu GPU --prompt P --output O --json` (under DP / EP with the
+    CLI's ``parallel`` object, the ops priced on the fullest DP rank's batch)."""
+    from kvplan.costs.step.parallel import dp_latency as dpl
     from kvplan.report.json_views import latency_answer_json
     from kvplan.report.ops_view import ops_view, step_ops_json
 
     spec, hw, engine, shape, prof, r = _inputs(request, q, resolved=True)
     # the KV fit first, as the CLI checks it: the ops of a batch that does not fit are
     # priced over all its prompt tokens in one step (--batch 100000: the server was OOM-killed)
-    answer = request_latency(spec, hw, engine, shape, prof, resolved=r)
-    basis, steps = ops_view(spec, hw, engine, prof, shape, r)
-    return {**latency_answer_json(answer, prof,
+    fleet = dpl.fleet_latency(spec, hw, engine, shape, prof, r)
+    basis, steps = ops_view(spec, hw, engine, prof, fleet.rank_shape, r)
+    extra = ({"parallel": dpl.parallel_latency_json(spec, engine, fleet.rank_shape)}
+             if engine.data_parallel_size > 1 or engine.enable_expert_parallel else {})
+    return {**latency_answer_json(fleet.result, prof,
                                   (spec, hw.id, engine.tensor_parallel_size)),
-            "kernels": basis, "step_ops": step_ops_json(steps)}
+            **extra, "kernels": basis, "step_ops": step_ops_json(steps)}
 
 
 def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any, Any]:
     from kvplan.costs.step import latency as lat
+    from kvplan.costs.step.parallel.dp_latency import check_sweep_plain
 
     spec, hw, engine, shape, prof, _ = _inputs(request, q)
+    check_sweep_plain(engine)  # as `kvplan latency --sweep` refuses DP / EP
     lever, values = lat.parse_sweep(q.sweep)
     return (lever, lat.sweep(spec, hw, engine, shape, lever, values, prof),
             (spec, hw.id, engine.tensor_parallel_size))

@@ -1,0 +1,86 @@
+"""hunt14-web: the web API answers as the CLI does (same inputs, same numbers), bad input is
+one 422 line, and the pages keep the user's inputs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from kvplan.cli.app import _register, app
+from kvplan.web.app import create_app
+from kvplan.web.settings import WebSettings
+
+MOE = "Qwen/Qwen3-30B-A3B"
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(WebSettings(max_sim_requests=300, max_sim_seconds=60)))
+
+
+def cli_json(*args: str, code: int = 0) -> Any:
+    _register()
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout)
+
+
+def test_capacity_takes_dp_and_ep_as_the_cli(client: TestClient) -> None:
+    # the page had no --data-parallel-size / --enable-expert-parallel: the API refused them (422)
+    q = {"model": MOE, "gpu": "H100", "data_parallel_size": 2, "enable_expert_parallel": "on"}
+    r = client.get("/api/capacity", params=q)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc == cli_json("capacity", MOE, "--gpu", "H100", "-dp", "2",
+                           "--enable-expert-parallel")
+    par = doc["parallel"]
+    assert par["local_experts_per_gpu"] == 64  # 128 routed experts over EP = dp x tp = 2
+    # two DP ranks, each its own KV cache: the fleet holds twice one rank's tokens
+    assert par["kv_cache_tokens_fleet"] == 2 * doc["kv_cache_tokens"]
+
+
+def test_latency_takes_dp_ep_and_the_exchange_flags_as_the_cli(client: TestClient) -> None:
+    q = {"model": MOE, "gpu": "H100", "prompt": 1024, "output": 128, "batch": 8,
+         "data_parallel_size": 2, "enable_expert_parallel": "on",
+         "all2all_backend": "deepep_low_latency", "expert_imbalance": 1.5}
+    r = client.get("/api/latency", params=q)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc == cli_json("latency", MOE, "--gpu", "H100", "--prompt", "1024", "--output",
+                           "128", "--batch", "8", "-dp", "2", "--enable-expert-parallel",
+                           "--all2all-backend", "deepep_low_latency",
+                           "--expert-imbalance", "1.5")
+    assert doc["parallel"]["batch_per_rank"] == 4  # batch 8 over 2 DP ranks
+    assert doc["parallel"]["expert_imbalance"] == 1.5
+
+
+def test_latency_sweep_refuses_dp_as_the_cli_does(client: TestClient) -> None:
+    q = {"model": MOE, "gpu": "H100", "prompt": 1024, "output": 128,
+         "data_parallel_size": 2, "sweep": "batch=1,2"}
+    r = client.get("/api/latency/sweep", params=q)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "sweep"
+    assert r.json()["detail"].startswith("--sweep prices TP deployments only")
+
+
+def test_api_docs_list_the_model_first_for_latency_and_simulate(client: TestClient) -> None:
+    # with the MoE flags mixed in, /docs listed all2all_backend and expert_imbalance before
+    # the model (pydantic takes a mixin's fields in reverse MRO order)
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in ("/api/latency", "/api/simulate"):
+        assert paths[path]["get"]["parameters"][0]["name"] == "model", path
+
+def test_simulate_takes_dp_and_ep_as_the_cli(client: TestClient) -> None:
+    q = {"model": MOE, "gpu": "H100", "num_prompts": 40, "request_rate": 10,
+         "data_parallel_size": 2, "enable_expert_parallel": "on"}
+    r = client.get("/api/simulate", params=q)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc == cli_json("simulate", MOE, "--gpu", "H100", "--num-prompts", "40",
+                           "--request-rate", "10", "-dp", "2", "--enable-expert-parallel")
+    assert doc["completed"] == 40 and doc["data_parallel_size"] == 2
+    assert len(doc["dp_ranks"]) == 2
