@@ -84,3 +84,31 @@ def test_simulate_takes_dp_and_ep_as_the_cli(client: TestClient) -> None:
                            "--request-rate", "10", "-dp", "2", "--enable-expert-parallel")
     assert doc["completed"] == 40 and doc["data_parallel_size"] == 2
     assert len(doc["dp_ranks"]) == 2
+
+
+PLAN = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "tensor_parallel_size": "1",
+        "dataset": "azure-code", "num_prompts": 100, "max_num_batched_tokens": "default",
+        "slo": "ttft:p99:2000"}
+PLAN_ARGV = ["plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-tp", "1", "--dataset",
+             "azure-code", "--num-prompts", "100", "--max-num-batched-tokens", "default",
+             "--slo", "ttft:p99:2000", "--workers", "1"]
+
+
+def _no_wall(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["search_report"].pop("wall_s")
+    return doc
+
+
+def test_plan_replays_a_timed_traces_arrivals_unless_a_rate_is_given(client: TestClient) -> None:
+    # the API (and the page) defaulted to --request-rate 5, which drew Poisson arrivals at
+    # 5 req/s over azure-code instead of replaying its own (`kvplan plan --dataset azure-code`)
+    r = client.get("/api/plan", params=PLAN)
+    assert r.status_code == 200, r.text
+    mine = _no_wall(r.json())
+    assert mine == _no_wall(cli_json(*PLAN_ARGV))
+    # the trace's own rate: its first 100 requests, 99 gaps over their span (about 0.515 req/s)
+    assert mine["inputs"]["target_rate_rps"] == pytest.approx(0.5152, abs=1e-4)
+    # a rate the user sets still wins: Poisson arrivals drawn at 5 req/s (realised 4.98)
+    given = _no_wall(client.get("/api/plan", params={**PLAN, "request_rate": 5}).json())
+    assert given == _no_wall(cli_json(*PLAN_ARGV, "--request-rate", "5"))
+    assert given["inputs"]["target_rate_rps"] == pytest.approx(5, rel=0.01)

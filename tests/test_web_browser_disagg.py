@@ -64,12 +64,13 @@ def test_plan_page_disagg_shows_the_joint_answer(base: str, page: Any) -> None:
     page.fill("input[name=num_prompts]", "60")
     page.fill("input[name=random_input_len]", "512")
     page.fill("input[name=random_output_len]", "32")
+    page.fill("input[name=request_rate]", "5")  # --disagg needs one offered load (the CLI's)
     page.select_option("select[name=disagg]", "on")
     page.click("#run")
     page.wait_for_selector("body[data-state=done]", state="attached", timeout=120_000)
     q = {"model": M, "gpu": "H100-SXM-80GB", "slo": slo, "tensor_parallel_size": "1",
          "num_prompts": 60, "random_input_len": 512, "random_output_len": 32,
-         "disagg": "on"}
+         "request_rate": 5, "disagg": "on"}
     with urlopen(f"{base}/api/plan?{urlencode(q)}", timeout=120) as r:
         want = json.loads(r.read())
     assert page.inner_text("#joint-versus") == want["joint"]["versus"]

@@ -138,7 +138,9 @@ class PlanQuery(Query):
     num_prompts: int = 200
     random_input_len: int = 1024
     random_output_len: int = 128
-    request_rate: float | None = 5.0
+    request_rate: float | None = None
+    """Fleet req/s, as `kvplan plan --request-rate` (None: a timed trace's own arrivals;
+    random or a length-only trace: one replica at its capacity)."""
     seed: int = 0
     disagg: bool = False
     """`kvplan plan --disagg`: also search xPyD prefill/decode fleets (the `joint` key)."""
