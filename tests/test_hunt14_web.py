@@ -112,3 +112,18 @@ def test_plan_replays_a_timed_traces_arrivals_unless_a_rate_is_given(client: Tes
     given = _no_wall(client.get("/api/plan", params={**PLAN, "request_rate": 5}).json())
     assert given == _no_wall(cli_json(*PLAN_ARGV, "--request-rate", "5"))
     assert given["inputs"]["target_rate_rps"] == pytest.approx(5, rel=0.01)
+
+
+L8B = "meta-llama/Llama-3.1-8B"
+SIM = {"model": L8B, "gpu": "H100", "num_prompts": 20, "request_rate": 5, "disagg": "1P1D"}
+
+
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_simulate_refuses_a_pool_tp_of_0_as_the_cli(client: TestClient, role: str) -> None:
+    # `--decode-tp 0` was read as "not given" (0 or -tp): a 1P1D fleet at TP 1 answered 200,
+    # where `kvplan simulate --disagg 1P1D --decode-tp 0` says the line below and exits 2
+    r = client.get("/api/simulate", params={**SIM, f"{role}_tp": 0})
+    assert r.status_code == 422, r.text
+    assert r.json() == {"detail": f"--{role}-tp must be a whole number in [1, 4,096], got 0",
+                        "field": f"{role}_tp"}
+

@@ -111,6 +111,7 @@ def disagg_deployment(q: SimulateQuery, spec: ModelSpec, hw: HardwareSpec,
     from dataclasses import replace
 
     from kvplan.analysis.disagg.answer import Pool, disagg_given, fleet, role_gpu, xpyd_counts
+    from kvplan.specs.disagg import pool_flags
 
     if not disagg_given(q.model_dump()):
         return None
@@ -122,11 +123,12 @@ def disagg_deployment(q: SimulateQuery, spec: ModelSpec, hw: HardwareSpec,
                          f"--disagg {q.disagg}: {text}") from None
     pools = []
     for role, n in (("prefill", x), ("decode", y)):
-        tp = getattr(q, f"{role}_tp") or q.tensor_parallel_size
+        given = getattr(q, f"{role}_tp")  # 0 is refused as the CLI refuses it, not -tp's
+        tp = q.tensor_parallel_size if given is None else given
         try:
             engine = _checked(replace(_engine(q), tensor_parallel_size=tp), spec)
-        except InputError as exc:
-            raise InputError(str(exc).replace("--tensor-parallel-size", f"--{role}-tp")) from None
+        except InputError as exc:  # -tp itself was checked first (deployment())
+            raise InputError(pool_flags(str(exc), role)) from None
         name = getattr(q, f"{role}_gpu")
         gpu = role_gpu(gpu_of, name, role) if name else hw
         pools.append(Pool(gpu=gpu, engine=engine, instances=n))
