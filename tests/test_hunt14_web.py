@@ -127,3 +127,19 @@ def test_simulate_refuses_a_pool_tp_of_0_as_the_cli(client: TestClient, role: st
     assert r.json() == {"detail": f"--{role}-tp must be a whole number in [1, 4,096], got 0",
                         "field": f"{role}_tp"}
 
+
+
+@pytest.mark.parametrize(("body", "want"), [
+    (b'{"model": "x",', "request body is not valid JSON (Expecting property name enclosed in "
+                        "double quotes, at character 14)"),
+    (b"[]", "request body is not a JSON object"),
+    (b"", "request body is empty"),
+])
+def test_a_job_body_that_is_no_json_object_is_one_clear_line(client: TestClient, body: bytes,
+                                                             want: str) -> None:
+    # was '--14: JSON decode error' with field '14' (the error's character position read as
+    # a form field), or 'request: Input should be a valid dictionary or object ...'
+    r = client.post("/api/plan/jobs", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json() == {"detail": f"{want}: send one JSON object of the form's fields "
+                                  '({"model": ..., ...})', "field": None}

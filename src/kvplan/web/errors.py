@@ -34,12 +34,25 @@ def validation_message(errors: list[Any]) -> tuple[str, str | None]:
     """FastAPI's validation error list -> one line naming the vLLM flag, and the field."""
     first = errors[0]
     loc = [str(p) for p in first.get("loc", ()) if p not in ("query", "body", "path")]
+    if first.get("loc", ())[:1] == ("body",) and (first.get("type") == "json_invalid"
+                                                  or len(first.get("loc", ())) == 1):
+        return _body_message(first), None  # the body itself, not a field (loc: a position)
     field = loc[0] if loc else None
     flag = "--" + field.replace("_", "-") if field else "request"
     msg = str(first.get("msg", "invalid value"))
     given = first.get("input")
     tail = f", got {given!r}" if given is not None and not isinstance(given, dict) else ""
     return f"{flag}: {msg}{tail}", field
+
+
+def _body_message(error: Any) -> str:
+    """A POST body that is no JSON object: say so, and what to send."""
+    want = "send one JSON object of the form's fields ({\"model\": ..., ...})"
+    if error.get("type") == "json_invalid":
+        why = (error.get("ctx") or {}).get("error", "JSON decode error")
+        return f"request body is not valid JSON ({why}, at character {error['loc'][-1]}): {want}"
+    what = "empty" if error.get("type") == "missing" else "not a JSON object"
+    return f"request body is {what}: {want}"
 
 
 def install(app: Any) -> None:
