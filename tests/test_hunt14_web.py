@@ -143,3 +143,20 @@ def test_a_job_body_that_is_no_json_object_is_one_clear_line(client: TestClient,
     assert r.status_code == 422, r.text
     assert r.json() == {"detail": f"{want}: send one JSON object of the form's fields "
                                   '({"model": ..., ...})', "field": None}
+
+
+def test_plan_without_an_slo_is_refused_as_the_cli(client: TestClient) -> None:
+    # the API planned against 'ttft:p99:2000 tpot:p99:100' when no SLO came: an emptied SLO
+    # field on the Plan page (not sent) was judged by an SLO nobody saw; the CLI refuses
+    q = {"model": L8B, "gpu": "H100", "tensor_parallel_size": "1", "num_prompts": 20}
+    r = client.get("/api/plan", params=q)
+    assert r.status_code == 422, r.text
+    assert r.json() == {"detail": "give an SLO: --slo ttft:p99:2000 ... and/or --goodput "
+                                  "ttft:MS ...", "field": "slo"}
+    argv = ["plan", L8B, "--gpu", "H100", "-tp", "1", "--num-prompts", "20",
+            "--max-num-batched-tokens", "default", "--workers", "1", "--goodput", "ttft:2000"]
+    # --goodput alone is an SLO, on the page as on the CLI (the line above names it)
+    mine = client.get("/api/plan", params={**q, "max_num_batched_tokens": "default",
+                                           "goodput": "ttft:2000"})
+    assert mine.status_code == 200, mine.text
+    assert _no_wall(mine.json()) == _no_wall(cli_json(*argv))

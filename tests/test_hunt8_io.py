@@ -220,7 +220,7 @@ def test_unknown_pool_gpu_names_its_flag(client: TestClient, role: str) -> None:
 # API: "not a whole number: 'x' ...", field null. Now the CLI's line and field max_model_len.
 def test_plan_api_max_model_len_names_its_flag(client: TestClient) -> None:
     w = client.get("/api/plan", params={"model": SMALL, "max_model_len": "x",
-                                        "num_prompts": 20})
+                                        "slo": "ttft:p99:1000", "num_prompts": 20})
     assert w.status_code == 422
     assert w.json() == {"detail": "--max-model-len not a whole number: 'x' (e.g. 8192, 8k, "
                                   "32K)", "field": "max_model_len"}

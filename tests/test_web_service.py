@@ -17,7 +17,7 @@ from kvplan.web.settings import WebSettings
 M = "meta-llama/Llama-3.2-1B"
 SIM = {"model": M, "num_prompts": 4, "random_input_len": 64, "random_output_len": 8}
 PLAN = {"model": M, "gpu": "H100", "tensor_parallel_size": "1", "num_prompts": 10,
-        "request_rate": 5}
+        "request_rate": 5, "slo": "ttft:p99:2000 tpot:p99:100"}
 TOKEN = "k" * 40
 
 

@@ -113,7 +113,10 @@ class PlanQuery(Query):
     """`kvplan plan`'s flags the page offers (comma lists as text, as on the command line)."""
 
     model: str = Name
-    slo: str = "ttft:p99:2000 tpot:p99:100"
+    slo: str | None = None
+    """`--slo` terms, space-separated (None: refused unless goodput, as `kvplan plan`)."""
+    goodput: str | None = None
+    """`--goodput` terms, space-separated (ttft:MS tpot:MS e2el:MS), as on the CLI."""
     gpu: str | None = None
     tensor_parallel_size: str | None = None
     pipeline_parallel_size: str = "1"
