@@ -160,3 +160,48 @@ def test_plan_without_an_slo_is_refused_as_the_cli(client: TestClient) -> None:
                                            "goodput": "ttft:2000"})
     assert mine.status_code == 200, mine.text
     assert _no_wall(mine.json()) == _no_wall(cli_json(*argv))
+
+
+# ---------------------------------------------------------------- the pages, in one browser
+
+
+def _shown(page: Any, section: str) -> dict[str, Any]:
+    cells = page.eval_on_selector_all(
+        f"#{section} [data-key]", "els => els.map(e => [e.dataset.key, e.dataset.value])")
+    return {k: json.loads(v) for k, v in cells}
+
+
+def _settle(page: Any, *states: str) -> str:
+    wanted = ", ".join(f"body[data-state={s}]" for s in states)
+    page.wait_for_selector(wanted, state="attached", timeout=60_000)
+    return str(page.evaluate("document.body.dataset.state"))
+
+
+def test_pages_ask_and_show_dp_ep_and_plan_replays_a_trace() -> None:
+    from urllib.parse import urlencode
+
+    from tests.webtools import watched_page, web_server
+
+    dp = {"model": MOE, "data_parallel_size": 2, "enable_expert_parallel": "on"}
+    with web_server() as base, watched_page() as page:
+        page.goto(f"{base}/capacity?{urlencode(dp)}")  # the fields exist: the URL fills them
+        _settle(page, "done")
+        cells = _shown(page, "capacity")
+        # per DP rank 385,280 tokens (H100, Qwen3-30B-A3B); the fleet of 2 ranks twice that
+        assert cells["parallel.kv_cache_tokens_fleet"] == 2 * cells["kv_cache_tokens"] == 770560
+        assert cells["parallel.local_experts_per_gpu"] == 64
+        page.goto(f"{base}/latency?{urlencode({**dp, 'batch': 8})}")
+        assert _settle(page, "done", "error") == "error"  # the sweep: TP only, as the CLI
+        assert _shown(page, "latency")["parallel.batch_per_rank"] == 4
+        assert page.inner_text(".err[data-for=sweep]").startswith("--sweep prices TP")
+        assert page.input_value("input[name=data_parallel_size]") == "2"  # kept
+        page.goto(f"{base}/plan")
+        assert page.input_value("input[name=request_rate]") == ""  # no 5 req/s imposed
+        for name, value in (("gpu", "H100"), ("tensor_parallel_size", "1"),
+                            ("slo", "ttft:p99:2000"), ("num_prompts", "100")):
+            page.fill(f"input[name={name}]", value)
+        page.select_option("select[name=dataset]", "azure-code")
+        page.click("#run")
+        _settle(page, "done")
+        doc = json.loads(page.eval_on_selector("#plan", "e => e.dataset.json"))
+        assert doc["inputs"]["target_rate_rps"] == pytest.approx(0.5152, abs=1e-4)

@@ -26,6 +26,7 @@ const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig
 const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
 const fixedBand = (d) => (b) => (b === null || b === undefined ? "-" : `${fixed(d)(b[0])} - ${fixed(d)(b[1])}`);
 const notes = (items) => (items || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("");
+const onOff = (x) => (x === null || x === undefined ? "-" : x ? "on" : "off");
 const yesNo = (m) => (m === null || m === undefined ? "-" : m ? "yes" : "NO: missed");
 const esc = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 function cell(key, value, fmt) {
@@ -64,13 +65,20 @@ const RENDER = {
     ["blocks", "num_blocks", int], ["block size (tokens)", "block_size", int], ["GPU KV cache size (tokens)", "kv_cache_tokens", int],
     ["max model len (tokens)", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${x.toFixed(2)}x`],
     ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d) +
-    (d.block_size_log ? `<p class="note" id="block-size-log">vLLM: ${esc(d.block_size_log)}</p>` : ""),
+    (d.block_size_log ? `<p class="note" id="block-size-log">vLLM: ${esc(d.block_size_log)}</p>` : "") +
+    (d.parallel ? table(`data / expert parallel: ${d.parallel.data_parallel_size} DP ranks x ${d.parallel.gpus_per_rank} GPUs`, [["total GPUs", "total_gpus", int],
+      ["expert parallel", "expert_parallel", onOff], ["EP size", "expert_parallel_size", int], ["routed experts per GPU", "local_experts_per_gpu", int],
+      ["expert weights per GPU", "expert_weights_bytes_per_gpu", bytes], ["other weights per GPU", "non_expert_weights_bytes_per_gpu", bytes],
+      ["KV cache per DP rank", "kv_cache_bytes_per_rank", bytes], ["KV cache tokens per DP rank", "kv_cache_tokens_per_rank", int],
+      ["KV cache tokens (fleet)", "kv_cache_tokens_fleet", int], ["maximum concurrency (fleet)", "max_concurrency_fleet", (x) => `${x.toFixed(2)}x`]], d.parallel, "parallel.") : ""),
   latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TTFT band (10-90%)", "ttft_s_band", secsBand],
     ["TPOT", "tpot_s", secs], ["TPOT band (10-90%)", "tpot_s_band", secsBand], ["end-to-end", "e2e_s", secs], ["end-to-end band (10-90%)", "e2e_s_band", secsBand],
     ["output throughput (tok/s)", "output_throughput_tok_s", fixed(0)], ["output throughput band (10-90%)", "output_throughput_tok_s_band", fixedBand(0)],
     ["prefill bound", "prefill_bound", String], ["decode bound", "decode_bound", String]], d) +
     (d.band_basis ? `<p class="note" id="band-basis">band: calibration residuals of ${esc(d.band_basis)}</p>` : "") + notes(d.calibration_notes) +
-    why("prefill", d.phases.prefill) + (d.phases.decode ? why("decode", d.phases.decode) : ""),
+    why("prefill", d.phases.prefill) + (d.phases.decode ? why("decode", d.phases.decode) : "") +
+    (d.parallel ? table("data / expert parallel", [["DP ranks", "data_parallel_size", int], ["requests per DP rank (fullest)", "batch_per_rank", int],
+      ["expert parallel", "enable_expert_parallel", onOff], ["token exchange", "all2all_backend", String], ["expert imbalance", "expert_imbalance", fixed(3)]], d.parallel, "parallel.") : ""),
   sweep: (d) => `<p>decode turns compute-bound at <b data-key="decode_compute_bound_from" data-value='${esc(JSON.stringify(d.decode_compute_bound_from))}'>${esc(d.decode_compute_bound_from ?? "never")}</b>;
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
     grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
@@ -86,6 +94,8 @@ const RENDER = {
       ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.disagg ? disaggTables(d) : "") +
+    (d.dp_ranks ? grid(`DP ${d.data_parallel_size} ranks in lockstep, ${d.dp_lockstep_steps} steps`, [["rank", "rank", int], ["requests", "requests", int],
+      ["KV blocks", "num_gpu_blocks", int], ["peak KV blocks", "peak_kv_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["dummy steps", "dummy_steps", int]], d.dp_ranks, "dp_ranks") : "") +
     (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
