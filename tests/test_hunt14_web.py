@@ -190,6 +190,13 @@ def test_pages_ask_and_show_dp_ep_and_plan_replays_a_trace() -> None:
         # per DP rank 385,280 tokens (H100, Qwen3-30B-A3B); the fleet of 2 ranks twice that
         assert cells["parallel.kv_cache_tokens_fleet"] == 2 * cells["kv_cache_tokens"] == 770560
         assert cells["parallel.local_experts_per_gpu"] == 64
+        # the sweep was asked without the form's batch (batch 1): TPOT 7.16 ms at prompt 512
+        sweep = {"model": L8B, "batch": 16, "sweep": "prompt=512,4096"}
+        page.goto(f"{base}/latency?{urlencode(sweep)}")
+        _settle(page, "done")
+        cli = cli_json("latency", L8B, "--gpu", "H100", "--prompt", "2048", "--output", "256",
+                       "--batch", "16", "--sweep", "prompt=512,4096")
+        assert _shown(page, "sweep")["rows.0.tpot_s"] == cli["rows"][0]["tpot_s"]
         page.goto(f"{base}/latency?{urlencode({**dp, 'batch': 8})}")
         assert _settle(page, "done", "error") == "error"  # the sweep: TP only, as the CLI
         assert _shown(page, "latency")["parallel.batch_per_rank"] == 4
