@@ -212,3 +212,13 @@ def test_pages_ask_and_show_dp_ep_and_plan_replays_a_trace() -> None:
         _settle(page, "done")
         doc = json.loads(page.eval_on_selector("#plan", "e => e.dataset.json"))
         assert doc["inputs"]["target_rate_rps"] == pytest.approx(0.5152, abs=1e-4)
+
+
+def test_simulate_pages_rate_hint_says_what_empty_does(client: TestClient) -> None:
+    # the hint said 'empty = all at once'; an azure-code run with no rate replays the trace
+    # (request_rate 'trace', 50 requests over 36.8 s), as the CLI does
+    html = client.get("/simulate").text
+    assert "empty: a timed trace&#39;s own arrivals, else all at once" in html
+    doc = client.get("/api/simulate", params={"model": L8B, "dataset": "azure-code",
+                                              "num_prompts": 50}).json()
+    assert doc["request_rate"] == "trace" and doc["duration"] > 30
