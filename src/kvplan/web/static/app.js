@@ -289,7 +289,10 @@ function remember(form) {
 function restore(form) {
   for (const [name, value] of new URLSearchParams(location.search)) {
     const el = $$("input[name], select[name]", form).find((e) => e.name === name && e.type !== "file");
-    if (!el || (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === value))) continue;
+    if (!el) continue;
+    // a value the list lacks (a GPU alias such as A100, fp8_e4m3): kept as one more choice, for
+    // the API to read or refuse beside the field, never silently replaced by the default
+    if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === value)) el.add(new Option(value, value));
     el.value = value;
     for (const range of $$("input[data-mirror]", form)) if (range.dataset.mirror === name) range.value = value;
   }
