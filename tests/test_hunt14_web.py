@@ -230,3 +230,18 @@ def test_simulate_pages_rate_hint_says_what_empty_does(client: TestClient) -> No
     doc = client.get("/api/simulate", params={"model": L8B, "dataset": "azure-code",
                                               "num_prompts": 50}).json()
     assert doc["request_rate"] == "trace" and doc["duration"] > 30
+
+
+def test_plan_takes_async_scheduling_as_the_cli(client: TestClient) -> None:
+    # `kvplan plan --async-scheduling` had no field on the page: the API refused it (422)
+    q = {"model": L8B, "gpu": "H100", "tensor_parallel_size": "1", "num_prompts": 60,
+         "request_rate": 5, "max_num_batched_tokens": "default", "slo": "ttft:p99:2000",
+         "async_scheduling": "on"}
+    r = client.get("/api/plan", params=q)
+    assert r.status_code == 200, r.text
+    mine = _no_wall(r.json())
+    argv = ["plan", L8B, "--gpu", "H100", "-tp", "1", "--num-prompts", "60", "--request-rate",
+            "5", "--max-num-batched-tokens", "default", "--slo", "ttft:p99:2000", "--workers",
+            "1", "--async-scheduling"]
+    assert mine == _no_wall(cli_json(*argv))
+    assert "--async-scheduling" in mine["summary"]["vllm_serve"]

@@ -149,3 +149,5 @@ class PlanQuery(Query):
     """`kvplan plan --disagg`: also search xPyD prefill/decode fleets (the `joint` key)."""
     kv_link: str | None = Field(default=None, max_length=200)
     """Their KV links, a comma list (default ib-ndr)."""
+    async_scheduling: bool = False
+    """`kvplan plan --async-scheduling`: every candidate schedules ahead (vLLM 0.11: off)."""
