@@ -310,6 +310,8 @@ function wire(form) {
   const file = $("input[type=file]", form);
   if (file) file.addEventListener("change", () => upload(form, file));
   if (form.getAttribute("data-job")) {
+    // the URL keeps the form as it changes, so a reload before Run keeps the user's inputs
+    for (const ev of ["input", "change"]) form.addEventListener(ev, (e) => { if (e.target.type !== "file") remember(form); });
     form.addEventListener("submit", (e) => { e.preventDefault(); runJob(form); });
     $("#cancel").addEventListener("click", () => fetch(`${form.getAttribute("data-job")}/${job}`, { method: "DELETE" }));
     return;
