@@ -216,9 +216,17 @@ def test_pages_ask_and_show_dp_ep_and_plan_replays_a_trace() -> None:
                             ("slo", "ttft:p99:2000"), ("num_prompts", "100")):
             page.fill(f"input[name={name}]", value)
         page.select_option("select[name=dataset]", "azure-code")
+        page.fill("input[name=num_prompts]", "1")
         page.reload()  # before Run: the inputs were lost (the URL was written only at Run)
         assert page.input_value("input[name=slo]") == "ttft:p99:2000"
         assert page.input_value("select[name=dataset]") == "azure-code"
+        page.click("#run")
+        _settle(page, "error")  # was '... in the workload (after 0 / 0 requests)', no field
+        line = ("plan needs at least 2 requests in the workload: give --num-prompts 2 or more "
+                "(or a trace with more rows)")
+        assert page.inner_text("#progress-text") == line
+        assert page.inner_text(".err[data-for=num_prompts]") == line
+        page.fill("input[name=num_prompts]", "100")
         page.click("#run")
         _settle(page, "done")
         doc = json.loads(page.eval_on_selector("#plan", "e => e.dataset.json"))

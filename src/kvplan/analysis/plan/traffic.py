@@ -82,7 +82,8 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     w, whole = (workload, len(workload)) if isinstance(workload, Workload) else _windowed(
         workload)
     if len(w) < 2:
-        raise InputError("plan needs at least 2 requests in the workload")
+        raise InputError("plan needs at least 2 requests in the workload: give --num-prompts "
+                         "2 or more (or a trace with more rows)")
     n = min(sample, len(w))
     head = subset(w, np.arange(n, dtype=np.int64))
     span = float(w.arrival_s[-1] - w.arrival_s[0])

@@ -260,7 +260,9 @@ async function poll(form) {
   if (body.state === "running" || body.state === "queued") { setTimeout(() => poll(form), pollDelay(polls++)); return; }
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
-    $("#progress-text").textContent = `${body.error} (after ${body.done} / ${body.total} requests)`;
+    // a plan counts candidates, a simulation requests; nothing counted yet: the line alone
+    const unit = form.getAttribute("data-render") === "plan" ? "candidates" : "requests";
+    $("#progress-text").textContent = body.error + (body.total ? ` (after ${body.done} / ${body.total} ${unit})` : "");
     if (body.field && $(`.err[data-for="${body.field}"]`)) showError({ detail: body.error, field: body.field });
     document.body.dataset.state = body.state;
     return;
