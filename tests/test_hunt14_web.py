@@ -256,3 +256,11 @@ def test_plan_takes_async_scheduling_as_the_cli(client: TestClient) -> None:
             "1", "--async-scheduling"]
     assert mine == _no_wall(cli_json(*argv))
     assert "--async-scheduling" in mine["summary"]["vllm_serve"]
+
+
+def test_upload_without_a_file_part_says_what_to_send(client: TestClient) -> None:
+    # was '--file: Field required' (there is no --file flag), field 'file' (no such field)
+    r = client.post("/api/upload", files={"wrong": ("config.json", b"{}")})
+    assert r.status_code == 422, r.text
+    assert r.json() == {"detail": "upload a config.json as the multipart form field 'file' "
+                                  "(curl -F file=@config.json)", "field": "config"}

@@ -38,6 +38,9 @@ def validation_message(errors: list[Any]) -> tuple[str, str | None]:
                                                   or len(first.get("loc", ())) == 1):
         return _body_message(first), None  # the body itself, not a field (loc: a position)
     field = loc[0] if loc else None
+    if field == "file":  # /api/upload: a multipart part, not a flag
+        return ("upload a config.json as the multipart form field 'file' (curl -F "
+                "file=@config.json)", "config")
     flag = "--" + field.replace("_", "-") if field else "request"
     msg = str(first.get("msg", "invalid value"))
     given = first.get("input")
