@@ -264,3 +264,11 @@ def test_upload_without_a_file_part_says_what_to_send(client: TestClient) -> Non
     assert r.status_code == 422, r.text
     assert r.json() == {"detail": "upload a config.json as the multipart form field 'file' "
                                   "(curl -F file=@config.json)", "field": "config"}
+
+
+def test_an_unknown_plan_job_is_named_a_plan_job(client: TestClient) -> None:
+    # was "no simulation 'nope' (finished ones are kept a while)" on the plan endpoints too
+    r = client.get("/api/plan/jobs/nope")
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == ("no plan job 'nope': start one with POST /api/plan/jobs "
+                                  "(the last 32 finished are kept)")

@@ -105,11 +105,12 @@ class Jobs:
         job.ahead = self.gate.ahead(ticket)
         return job.cancel.is_set()
 
-    def get(self, job_id: str) -> Job:
+    def get(self, job_id: str, what: str = "simulate") -> Job:
         with self._lock:
             job = self._jobs.get(job_id)
         if job is None:
-            raise InputError(f"no simulation {job_id!r} (finished ones are kept a while)")
+            raise InputError(f"no {what} job {job_id!r}: start one with POST /api/{what}/jobs "
+                             f"(the last {self.keep} finished are kept)")
         return job
 
     def _trim(self) -> None:
