@@ -31,3 +31,32 @@ def test_the_table_prints_the_configured_rate_as_vllm_does() -> None:
     lines = _table_lines("--request-rate", "2")
     assert "Request rate configured (RPS) 2.00" in lines
     assert not any(x.startswith("Maximum request concurrency") for x in lines)
+
+
+def _verify_line(*flags: str) -> str:
+    from tests.conftest import run_cli
+
+    r = run_cli("plan", "meta-llama/Llama-3.2-1B", "--gpu", "H100", "--num-prompts", "50",
+                "--random-input-len", "200", "--random-output-len", "20", "--slo",
+                "ttft:p99:2000", "--price", "H100=2", *flags, "--json")
+    assert r.code == 0, r.err
+    line: str = r.json()["summary"]["vllm_bench_serve"]
+    return line + " "
+
+
+def test_plan_verify_repeats_the_drawn_flags_digit_for_digit() -> None:
+    # The plan simulated --burstiness 0.125 (gamma shape 1/8, CV sqrt(8) = 2.83) and range
+    # ratio 0.3333333, but its `vllm bench serve` line said --burstiness 0.12 (2 significant
+    # digits, CV 2.89: other gaps) and --random-range-ratio 0.333333; and %g turned --seed
+    # 1234567 into "1.23457e+06", which vLLM's int flag refuses. Now the drawn values as given.
+    line = _verify_line("--request-rate", "5", "--burstiness", "0.125", "--random-range-ratio",
+                        "0.3333333", "--seed", "1234567")
+    assert "--burstiness 0.125 " in line
+    assert "--random-range-ratio 0.3333333 " in line
+    assert "--seed 1234567 " in line
+    assert "--request-rate 5 " in line
+
+
+def test_plan_verify_keeps_a_given_burstiness_near_one() -> None:
+    # --burstiness 1.04 is not a Poisson process; ".2g" printed it "1" and dropped the flag.
+    assert "--burstiness 1.04 " in _verify_line("--request-rate", "5", "--burstiness", "1.04")
