@@ -27,10 +27,13 @@ def metrics_table(m: Metrics, header: dict[str, Any], *, kv_rows: bool = True) -
                     f"{header['num_prompts']} requests", show_header=False)
     rows = [
         ("Successful requests", f"{m.completed}"), ("Failed (rejected)", f"{m.failed}"),
-        ("Duration", fmt_seconds(m.duration_s)),
+        *_traffic_rows(header), ("Duration", fmt_seconds(m.duration_s)),
+        ("Total input tokens", f"{m.total_input_tokens}"),
+        ("Total generated tokens", f"{m.total_output_tokens}"),
         ("Request throughput (req/s)", f"{m.request_throughput:.2f}"),
         ("Output token throughput (tok/s)", f"{m.output_throughput:.2f}"),
         ("Peak output token throughput (tok/s)", f"{m.max_output_tokens_per_s:.2f}"),
+        ("Peak concurrent requests", f"{m.max_concurrent_requests}"),
         ("Total token throughput (tok/s)", f"{m.total_token_throughput:.2f}"),
     ]
     if m.request_goodput is not None:
@@ -48,6 +51,17 @@ def metrics_table(m: Metrics, header: dict[str, Any], *, kv_rows: bool = True) -
     for k, v in rows:
         t.add_row(k, v)
     return t
+
+
+def _traffic_rows(header: dict[str, Any]) -> list[tuple[str, str]]:
+    """vLLM's rows for the client's settings: printed only when set, as vLLM prints them."""
+    rows = []
+    if header.get("max_concurrency") is not None:
+        rows.append(("Maximum request concurrency", f"{header['max_concurrency']}"))
+    rate = header.get("request_rate")
+    if isinstance(rate, int | float) and rate != float("inf"):
+        rows.append(("Request rate configured (RPS)", f"{rate:.2f}"))
+    return rows
 
 
 def _kv_rows(m: Metrics) -> list[tuple[str, str]]:

@@ -197,8 +197,11 @@ def serve_and_bench(w: Candidate, traffic: PlanTraffic, slo: Slo,
     rate = traffic.given_rate_rps or traffic.rate_rps or (
         w.capacity.rate_rps if w.capacity else 1.0)
     argv = ["vllm", "bench", "serve", "--model", model_id, *bench_dataset(traffic),
-            "--num-prompts", str(traffic.requests), "--request-rate", f"{rate:g}"]
-    if traffic.rate_rps is not None and f"{traffic.burstiness:.2g}" != "1":
+            "--num-prompts", str(traffic.requests), "--request-rate", flag_number(rate)
+            if traffic.given_rate_rps else f"{rate:g}"]
+    if traffic.given_rate_rps and traffic.burstiness != 1.0:  # drawn: the shape as given
+        argv += ["--burstiness", flag_number(traffic.burstiness)]
+    elif traffic.rate_rps is not None and f"{traffic.burstiness:.2g}" != "1":  # a trace's fit
         argv += ["--burstiness", f"{traffic.burstiness:.2g}"]
     # every request generates its whole output, as kvplan simulated (else EOS cuts it short)
     pcts = sorted({50.0, 90.0, 99.0, *(b.percentile for b in slo.bounds)})
@@ -226,12 +229,22 @@ def bench_dataset(traffic: PlanTraffic) -> list[str]:
         for flag, value, default in (("--random-range-ratio", a.random_range_ratio, 0.0),
                                      ("--random-prefix-len", a.random_prefix_len, 0),
                                      ("--seed", a.seed, 0)):
-            out += [flag, f"{value:g}"] if value != default else []
+            out += [flag, flag_number(value)] if value != default else []
         return out
     unit = traffic.unit
     return ["--dataset-name", "random",
             "--random-input-len", str(int(np.median(unit.prompt_tokens))),
             "--random-output-len", str(int(np.median(unit.output_tokens)))]
+
+
+def flag_number(x: float) -> str:
+    """A flag's value as vLLM must read it to draw what kvplan drew: a whole number in full
+    (``%g`` wrote seed 1234567 as 1.23457e+06, which an int flag refuses), a float by %g
+    where that is exact, else every digit (0.3333333, not 0.333333)."""
+    if isinstance(x, int):
+        return str(x)
+    short = f"{x:g}"
+    return short if float(short) == x else repr(float(x))
 
 
 def replayable(traffic: PlanTraffic) -> bool:
