@@ -3,6 +3,9 @@ regressions found checking kvplan against vLLM 0.11's arithmetic."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,6 +16,7 @@ from kvplan.costs.step.tables import MLA_GEMM, measured_step
 from kvplan.specs.catalog import load_model
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.serving import EngineConfig
+from tests.conftest import assert_one_line_error, run_cli
 
 
 def _gemm(gpu: str, m: int, n: int, k: int) -> float:
@@ -42,3 +46,34 @@ def test_mla_prefill_core_keeps_the_new_tokens_kv_b_up_projection() -> None:
     assert kv_b > 0
     pairs = s * (s + 1) // 2
     assert ms.full.per_pair_s * pairs == pytest.approx(61 * (block - per_token), rel=1e-9)
+
+
+def _v32_config(tmp_path: Path) -> str:
+    """deepseek-ai/DeepSeek-V3.2-Exp's config.json: DeepSeek-V3's fields plus its indexer."""
+    src = Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
+    cfg = json.loads((src / "deepseek-ai--DeepSeek-V3.json").read_text())
+    cfg.update({"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
+                "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048})
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_fp8_ds_mla_is_a_kv_cache_dtype_deepseek_v32_takes(tmp_path: Path) -> None:
+    # vLLM 0.11's CacheDType lists "fp8_ds_mla", and DeepseekV32ForCausalLM.
+    # verify_and_update_config keeps it (it starts with "fp8"): the same cache as 'auto'/fp8,
+    # 61 layers x (656 B latent + 132 B indexer key) = 48,068 B/token. kvplan answered
+    # "unknown --kv-cache-dtype 'fp8_ds_mla'" (exit 2).
+    r = run_cli("kv", _v32_config(tmp_path), "--kv-cache-dtype", "fp8_ds_mla", "--json")
+    assert r.code == 0, r.err
+    auto = run_cli("kv", _v32_config(tmp_path), "--json")
+    assert r.json()["bytes_per_token"] == auto.json()["bytes_per_token"] == 61 * (656 + 132)
+
+
+def test_fp8_ds_mla_on_dense_mla_says_what_it_is() -> None:
+    # DeepSeek-V3 has no sparse indexer: its FlashMLA / CUTLASS MLA latent is bf16 or fp8, so
+    # fp8_ds_mla is refused, now naming the format's model instead of calling it unknown.
+    r = run_cli("capacity", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8",
+                "--kv-cache-dtype", "fp8_ds_mla")
+    assert_one_line_error(r)
+    assert "DeepSeek-V3.2" in r.err and "unknown" not in r.err
