@@ -57,15 +57,17 @@ def test_same_die_ops_never_slower_than_the_die_they_were_capped_at() -> None:
 
 
 def test_gb200_mla_prefill_step_never_slower_than_b200() -> None:
-    # DeepSeek-V3 TP8, a 2,048-token chunk over 6,000 cached: B200 81.06 ms; GB200 was 81.51
-    # (its faster bf16 projections subtracted from B200's capped MLA block left a larger core)
+    # DeepSeek-V3 TP8, a 2,048-token chunk over 6,000 cached: B200 81.72 ms; GB200 was 81.51
+    # against 81.06 (its faster bf16 projections subtracted from B200's capped MLA block left
+    # a larger core). 81.06 -> 81.72: the MLA prefill core keeps the new tokens' kv_b_proj
+    # (test_hunt14_mla).
     def step(gpu: str) -> float:
         timer = StepCostModel(load_model("deepseek-ai/DeepSeek-V3"), load_gpu(gpu),
                               EngineConfig(tensor_parallel_size=8))
         return timer.step_time_s(np.array([2048]), np.array([6000]))
 
     b200, gb200 = step("B200"), step("GB200")
-    assert b200 * 1e3 == pytest.approx(81.06, abs=0.01)
+    assert b200 * 1e3 == pytest.approx(81.72, abs=0.01)
     assert gb200 <= b200
 
 

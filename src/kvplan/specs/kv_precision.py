@@ -120,11 +120,18 @@ FP8_DS_MLA_TOKEN_BYTES = 656
 def resolve_precision(kv_cache_dtype: str, model_dtype: str, *,
                       sparse_mla: bool = False) -> KvPrecision:
     """vLLM ``--kv-cache-dtype`` name -> KvPrecision; 'auto' means the model's dtype, except
-    for DeepSeek-V3.2 (``sparse_mla``), where 'auto' and fp8 names mean fp8_ds_mla."""
+    for DeepSeek-V3.2 (``sparse_mla``), where 'auto', fp8 names and vLLM's own 'fp8_ds_mla'
+    mean fp8_ds_mla (a name only that model takes)."""
     name = kv_cache_dtype.strip().lower()
     if sparse_mla and (name == "auto" or name.startswith("fp8")):
-        resolve_precision(kv_cache_dtype, model_dtype)  # an unknown fp8... name is refused
+        if name != FP8_DS_MLA.name:  # vLLM's own name for the format is one of its choices
+            resolve_precision(kv_cache_dtype, model_dtype)  # an unknown fp8... name is refused
         return FP8_DS_MLA
+    if name == FP8_DS_MLA.name:
+        raise UnknownNameError(
+            f"--kv-cache-dtype {kv_cache_dtype!r} is DeepSeek-V3.2's sparse-MLA cache format "
+            "(models whose config has index_topk); this model has none: use fp8 or auto"
+        )
     name = model_dtype if name == "auto" else _ALIASES.get(name, name)
     if name not in PRECISIONS:
         raise UnknownNameError(

@@ -100,8 +100,8 @@ def check_flag_values(lists: dict[str, Sequence[object]], kv_cache_dtypes: Seque
             if value is not None:
                 EngineConfig(**{field: value})  # type: ignore[arg-type]
     EngineConfig(**engine)  # type: ignore[arg-type]
-    for kv in kv_cache_dtypes:
-        resolve_precision(kv, "bfloat16")
+    for kv in kv_cache_dtypes:  # fp8_ds_mla: checked per model (DeepSeek-V3.2 only)
+        resolve_precision(kv, "bfloat16", sparse_mla=kv.strip().lower() == "fp8_ds_mla")
     for quant in quantizations:
         resolve_format(quant, None, None)
     if router not in ROUTERS:

@@ -266,26 +266,32 @@ def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
 
 
 class _MlaProjections:
-    """The GEMMs of one MLA layer (q_a/kv_a, q_b, kv_b, o_proj): the measured MLA blocks
+    """The per-token GEMMs of one MLA layer (q_a/kv_a, q_b, o_proj): the measured MLA blocks
     include them, and the step prices them from the GEMM tables, so the attention core is
-    the block less its projections (at least a tenth of the block)."""
+    the block less them (at least a tenth of the block).
+
+    kv_b_proj stays in the core: the step prices it only on a prefill's cached context
+    (``mla_context_s``), while the measured prefill block also up-projects its new tokens
+    (vLLM's ``_forward_prefill``: ``kv_b_proj(kv_c_normed)``), and the decode block runs its
+    absorbed form (the W_UK_T / W_UV BMMs). Subtracted from the prefill block, the new
+    tokens' up-projection was priced nowhere."""
 
     def __init__(self, ops: StageOps, gpu: str, dtype: str) -> None:
-        names = ("mla_a_proj", "mla_q_b_proj", "mla_kv_b_proj", "o_proj")
-        self.ops = [g for g in ops.gemms if g.name in names]
+        names = ("mla_a_proj", "mla_q_b_proj", "o_proj")
+        self.ops = [g for g in ops.gemms if g.name in names and g.per == "token"]
         self.gpu, self.dtype = gpu, dtype
         self.layers = max((g.count for g in self.ops), default=1)
-        self._proj: dict[tuple[int, bool], float] = {}
-        """(m, prefill) -> the projections' seconds: the decode line asks each batch size
-        at five context lengths (the same sum: looked up once, not five times)."""
+        self._proj: dict[int, float] = {}
+        """m -> the projections' seconds: the decode line asks each batch size at five
+        context lengths (the same sum: looked up once, not five times)."""
 
-    def core(self, block_s: float, m: int, prefill: bool) -> float:
-        proj = self._proj.get((m, prefill))
+    def core(self, block_s: float, m: int) -> float:
+        proj = self._proj.get(m)
         if proj is None:
             proj = sum(g.count / self.layers * float(gemm_times(self.gpu, np.array([m]), g.n,
                                                                   g.k, self.dtype)[0])
-                       for g in self.ops if prefill or g.per == "token")
-            self._proj[(m, prefill)] = proj
+                       for g in self.ops)
+            self._proj[m] = proj
         return max(block_s - proj, 0.1 * block_s)
 
 
@@ -300,7 +306,7 @@ def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int,
         pairs = sum(min(j, a.window) for j in range(1, chunk + 1))
     prefill = _prefill_s(gpu, a, kv_dtype, chunk)
     if proj is not None:
-        prefill = proj.core(prefill, chunk, True)
+        prefill = proj.core(prefill, chunk)
     n = a.count
     return AttentionRates(per_pair_s=n * prefill / pairs, per_context_s=n * per_ctx * kv_scale,
                           per_request_s=n * per_req, per_step_s=n * floor)
@@ -323,7 +329,7 @@ def _decode_line(gpu: str, a: AttentionOp, kv_dtype: str,
             t = grid[i * len(_DECODE_L) + j] if grid is not None else _decode_s(
                 gpu, a, kv_dtype, b, ln)
             if proj is not None:
-                t = proj.core(t, b, False)
+                t = proj.core(t, b)
             seen = min(ln, a.window) if a.window else ln
             rows.append([1.0 / t, b / t, b * seen / t])
             want.append(1.0)
