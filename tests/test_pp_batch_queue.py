@@ -206,3 +206,42 @@ def test_llama70b_four_h100_batch_queue_raises_throughput(pp):
     r = simulate_serving("llama-3.1-70b", "H100", e, w).result
     tok_s = float(r.output_tokens[r.finished].sum() / r.finish_s.max())
     assert tok_s == pytest.approx({2: 2081, 4: 1771}[pp], rel=0.01)
+
+
+def test_busy_seconds_of_a_loaded_pipeline():
+    """max(host, stage): 8 prompt tokens, stage 1 + 8/8 = 2.0 s, host 0.5 -> 2.0; host 3.0
+    -> 3.0; one stage: the whole step (2.0 + 0.5)."""
+    new, ctx = np.array([8]), np.array([0])
+    assert pipeline.busy_s(TIMER, 8)(new, ctx) == 2.0
+    assert pipeline.busy_s(PipeTimer(pp=2, per_token_s=0.125, host_s=3.0), 8)(new, ctx) == 3.0
+    one = PipeTimer(pp=1, per_token_s=0.125, host_s=0.5)
+    assert pipeline.busy_s(one, 8)(new, ctx) == 2.5
+
+
+@pytest.mark.parametrize("tp,pp", [(2, 2), (1, 4)])
+def test_planner_ceilings_stay_above_the_pipelined_simulation(tp, pp):
+    """The planner's optimistic ceilings (analysis/plan/bounds.py; its capacity search never
+    probes above them) priced -pp one batch at a time: Llama-3.1-70B on 4 H100, 400
+    1024/256 prompts at once, prefill_compute 7.89 req/s at TP2 PP2 and 4.54 at PP4, below
+    the 8.13 and 6.92 the simulator sustains. A loaded pipeline passes a batch per
+    max(host, stage): 15.92 and 18.26."""
+    from kvplan.analysis.plan import bounds as bd
+    from kvplan.analysis.plan.fleet import Replica
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.deployment import Deployment
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.requests.workload import Workload
+    from kvplan.specs.serving import EngineConfig
+    from kvplan.specs.slo import Slo, parse_slo
+
+    n = 400
+    work = Workload(name="burst", arrival_s=np.zeros(n), prompt_tokens=np.full(n, 1024),
+                    output_tokens=np.full(n, 256))
+    rep = Replica(Deployment(model=load_model("meta-llama/Llama-3.1-70B"), gpu=load_gpu("H100"),
+                             engine=EngineConfig(tensor_parallel_size=tp,
+                                                 pipeline_parallel_size=pp)))
+    b = bd.bounds(rep, work, Slo(bounds=parse_slo(["e2el:p99:10000000"])))
+    sustained = n / float(rep.simulate(work).finish_s.max())
+    assert min(v for _, v in b.ceilings_rps) >= sustained
+    assert dict(b.ceilings_rps)["prefill_compute"] == pytest.approx(
+        {2: 15.92, 4: 18.26}[pp], abs=0.01)

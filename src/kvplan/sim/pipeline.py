@@ -79,6 +79,12 @@ class Split:
     overhead_s: tuple[float, float]
     request_s: float
 
+    def parts(self, step_s: float, new: IntArray, ctx: IntArray) -> tuple[float, float, float]:
+        """(host, hop, stage) seconds of a batch whose step alone takes ``step_s``."""
+        host = self.overhead_s[int(has_prefill(new, ctx))] + self.request_s * len(new)
+        hop = float(self.p2p[min(int(new.sum()), len(self.p2p) - 1)])
+        return host, hop, (step_s - host - (self.pp - 1) * hop) / self.pp
+
 
 def split(timer: Any, max_tokens: int) -> Split | None:
     """The timer's pipeline pieces, or None when it has one stage (or does not say):
@@ -91,6 +97,25 @@ def split(timer: Any, max_tokens: int) -> Split | None:
         return None
     return Split(pp=int(form.pp_minus_1) + 1, p2p=form.p2p, overhead_s=form.overhead_s,
                  request_s=form.request_s)
+
+
+def busy_s(timer: Any, max_tokens: int) -> Callable[[IntArray, IntArray], float]:
+    """Seconds a batch holds the busier of the host and a stage, max(host, stage) (the
+    timer's step_time_s where it has one stage): each serves one batch at a time, so a
+    loaded pipeline passes no more than a batch in that time, whatever the hops add to each
+    batch's own trip (split into micro-batches, the host's and a stage's seconds do not
+    shrink: each is a fixed part plus rates over tokens, requests and pairs; the planner's
+    ceilings price it at a few batch shapes, as they price the step)."""
+    sp = split(timer, max_tokens)
+    step: Callable[[IntArray, IntArray], float] = timer.step_time_s
+    if sp is None:
+        return step
+
+    def busy(new: IntArray, ctx: IntArray) -> float:
+        host, _, stage = sp.parts(float(step(new, ctx)), new, ctx)
+        return max(host, stage)
+
+    return busy
 
 
 @dataclass(slots=True)
@@ -180,10 +205,7 @@ class Pipeline:
     def _time(self, new: IntArray, ctx: IntArray) -> float:
         """When a batch scheduled now is back (the stages' clocks move on)."""
         sp = self.sp
-        whole = float(self.loop.timer.step_time_s(new, ctx))
-        host = sp.overhead_s[int(has_prefill(new, ctx))] + sp.request_s * len(new)
-        hop = float(sp.p2p[min(int(new.sum()), len(sp.p2p) - 1)])
-        stage = (whole - host - (sp.pp - 1) * hop) / sp.pp
+        host, hop, stage = sp.parts(float(self.loop.timer.step_time_s(new, ctx)), new, ctx)
         self.host_free = max(self.loop.s.clock, self.host_free) + host
         end = self.host_free
         free = self.stage_free
