@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from kvplan.costs.step.sums import has_prefill
 from kvplan.sim.books import check_books
 from kvplan.sim.result import BoolArray, IntArray, KvSeries, SimulationResult
 
@@ -81,7 +80,8 @@ class Split:
 
     def parts(self, step_s: float, new: IntArray, ctx: IntArray) -> tuple[float, float, float]:
         """(host, hop, stage) seconds of a batch whose step alone takes ``step_s``."""
-        host = self.overhead_s[int(has_prefill(new, ctx))] + self.request_s * len(new)
+        prefill = int(new.max()) > 1 or int(ctx.min()) == 0  # costs.step.sums.has_prefill
+        host = self.overhead_s[int(prefill)] + self.request_s * len(new)
         hop = float(self.p2p[min(int(new.sum()), len(self.p2p) - 1)])
         return host, hop, (step_s - host - (self.pp - 1) * hop) / self.pp
 
@@ -139,6 +139,8 @@ class Pipeline:
         self.queue: deque[Batch] = deque()
         self.stage_free = [0.0] * sp.pp
         self.host_free = 0.0
+        self.flying: set[int] = set()
+        """Requests whose last token is in flight (nothing to compute until it is back)."""
         self.runs: list[tuple[IntArray, IntArray, IntArray]] = []
         """Closed emission runs (requests, first batches, last batches), a chunk a batch."""
         self.trace: list[tuple[list[int], float, float]] | None = None
@@ -182,6 +184,8 @@ class Pipeline:
         """Schedule a batch at the clock's time: blocks and computed tokens now."""
         lp, s = self.loop, self.loop.s
         s.step = lp.series.n
+        if not s.waiting and all(r in self.flying for r in s.running):
+            return self._empty()  # every request's token is in flight (no plan to walk)
         plan = lp.sched.plan()
         new = np.array(plan.new, dtype=np.int64)
         keep = new > 0  # in flight: nothing new to compute (vLLM skips it)
@@ -189,18 +193,25 @@ class Pipeline:
         ctx = np.array(plan.ctx, dtype=np.int64)[keep]
         new = new[keep]
         lp._account(plan)
-        if len(ids) == 0:  # empty: back when the batches before it are
-            last = self.queue[-1].back_s if self.queue else s.clock
-            return Batch(ids, keep[:0], ids, -1, max(s.clock, last))
+        if len(ids) == 0:
+            return self._empty()
         done = ctx + new
         s.computed[ids] = done
         caught = s.prompt[ids] + s.generated[ids] == done
+        self.flying.update(ids[caught].tolist())
         back = self._time(new, ctx)
         lp.series.add(s.clock, back, lp.pool.used, lp._logical(None), len(s.running),
                       len(s.waiting), int(new.sum()))
         if self.trace is not None:
             self.trace.append((ids.tolist(), s.clock, back))
         return Batch(ids, caught, s.preemptions[ids].copy(), lp.series.n - 1, back)
+
+    def _empty(self) -> Batch:
+        """An empty batch: back when the batches queued before it are."""
+        s = self.loop.s
+        last = self.queue[-1].back_s if self.queue else s.clock
+        none = np.zeros(0, dtype=np.int64)
+        return Batch(none, none > 0, none, -1, max(s.clock, last))
 
     def _time(self, new: IntArray, ctx: IntArray) -> float:
         """When a batch scheduled now is back (the stages' clocks move on)."""
@@ -220,6 +231,7 @@ class Pipeline:
         if b.index < 0:
             return
         s = self.loop.s
+        self.flying.difference_update(b.ids[b.caught].tolist())
         ok = b.caught & (s.preemptions[b.ids] == b.epoch)
         if ok.any():
             self._tokens(b.ids[ok], b.index, b.back_s)
