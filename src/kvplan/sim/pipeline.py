@@ -12,7 +12,9 @@ The scheduler advances a request's computed tokens and allocates its blocks when
 schedules it; a running request whose last token is in flight has nothing new to compute
 and is skipped, so the next batch is built from the other requests (waiting prompts, later
 arrivals, the next chunk of a prompt). Tokens, finishes and frees happen when the batch's
-result comes back. A request preempted while in flight gets no token from that batch.
+result comes back. A request preempted while in flight gets no token from that batch (it
+samples it again after its recompute; vLLM's update_from_output keeps it: docs/simulator.md,
+*Simplifications*).
 
 Timing: the step model prices a batch as ``host + stage + (pp - 1) x (stage + hop)``
 (``kvplan.costs.step.batch.AggregateForm``: host = overhead_s[prefill] + request_s x R,
