@@ -14,7 +14,7 @@ import numpy as np
 
 from kvplan.costs.step.batch import StepTimer
 from kvplan.errors import InputError
-from kvplan.sim import core
+from kvplan.sim import core, pipeline
 from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
@@ -75,7 +75,8 @@ def simulate(
                  max_model_len=mml, shared_prefix_tokens=shared_prefix_tokens, fast=fast,
                  progress=progress)
     loop.validate = validate
-    return loop.run()
+    sp = pipeline.split(timer, core.token_budget(loop))  # pp > 1: batches in flight
+    return loop.run() if sp is None else pipeline.run(loop, sp)
 
 
 def _note_unmodelled_hits(shape: KvShape, lim: Limits, workload: WorkloadLike,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -57,6 +57,39 @@ class LinearTimer:
 
     def _t(self, new: int, ctx: int) -> float:
         return self.base_s + self.per_token_s * float(new) + self.per_context_s * float(ctx)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipeTimer:
+    """``pp`` pipeline stages (hand-checkable): a stage takes stage_s + per_token_s x sum(new),
+    the hop between two stages hop_s, the host host_s; a step alone takes
+    ``stage + (pp - 1) x (stage + hop) + host``, the step model's shape (roofline._finish)."""
+
+    pp: int = 2
+    stage_s: float = 1.0
+    per_token_s: float = 0.0
+    hop_s: float = 0.0
+    host_s: float = 0.0
+
+    @property
+    def pipeline_stages(self) -> int:
+        return self.pp
+
+    def step_time_s(self, new_tokens: IntArray, context_tokens: IntArray) -> float:
+        stage = self.stage_s + self.per_token_s * float(new_tokens.sum())
+        return stage + (self.pp - 1) * (stage + self.hop_s) + self.host_s
+
+    def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
+        one = self.step_time_s(np.ones(len(context_tokens), dtype=np.int64), context_tokens)
+        return np.full(num_steps, one)
+
+    def aggregate_form(self, max_tokens: int) -> AggregateForm:
+        """The hop table, the stage count and the host; the stage tables as a linear timer's
+        (the pipelined loop reads only the first three)."""
+        form = LinearTimer(base_s=self.stage_s, per_token_s=self.per_token_s).aggregate_form(
+            max_tokens)
+        return replace(form, p2p=np.full(max_tokens + 1, self.hop_s),
+                       pp_minus_1=float(self.pp - 1), overhead_s=(self.host_s, self.host_s))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

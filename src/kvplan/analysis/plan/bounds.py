@@ -13,7 +13,8 @@
 
   t_min = one decode step of one request; c_min = the cheapest of a full- and a half-budget
   prefill step, each split evenly over 1..S prompts (``split_prefill_s``), and S decodes;
-  the argmin is the preliminary binding resource.
+  the argmin is the preliminary binding resource. With pp > 1 (one engine) c_min and
+  t_decode price a batch at max(host, stage) (sim.pipeline.busy_s: batches in flight).
 
 A DP group of dp lockstep ranks (parallel/): each rank's step is priced by the DP timer
 (experts at dp x T tokens, the exchange), a rank alone runs at its own tokens (the others'
@@ -35,6 +36,7 @@ from kvplan.analysis.plan.window import Works, window_replicas
 from kvplan.analysis.weighted import counted_percentile
 from kvplan.costs.step.records import StepAggregates
 from kvplan.memo import Memo
+from kvplan.sim.pipeline import busy_s
 from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
 
@@ -272,8 +274,9 @@ def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
     verdict, ttft0 = _zero_verdict(rep, work, slo)
     seqs = rep.limits.max_num_seqs
     budget = rep.limits.max_num_batched_tokens
-    step = rep.timer.step_time_s
-    t_min = step(_ints([1]), _ints([1]))
+    t_min = rep.timer.step_time_s(_ints([1]), _ints([1]))
+    # loaded, -pp > 1 keeps batches in flight (sim.pipeline): a batch per max(host, stage)
+    step = busy_s(rep.timer, budget) if rep.ranks == 1 else rep.timer.step_time_s
     c_min = min(split_prefill_s(step, k, seqs) / k for k in (budget, max(1, budget // 2)))
     c_min = min(c_min, step(np.ones(seqs, dtype=np.int64), np.ones(seqs, dtype=np.int64)) / seqs)
     t_dec = step(np.ones(seqs, dtype=np.int64), np.ones(seqs, dtype=np.int64))
