@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.costs.memory.params import weight_bytes_per_gpu
-from kvplan.costs.memory.plan import rope_cache_bytes
+from kvplan.costs.memory.plan import MemoryPlan, plan_memory, rope_cache_bytes
 from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import load_gpu
 from kvplan.specs.hf_config import parse_config
 from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
 from kvplan.units import GiB
 from tests.conftest import run_cli
 
@@ -92,3 +94,51 @@ def test_qwen25_7b_instruct_awq_weights_hold_a_32768_row_rope_cache() -> None:
     weights = weight_bytes_per_gpu(m, quantization="awq") + rope_cache_bytes(m, "auto")
     assert weights == 5_570_747_392 + 32768 * 128 * 2 == 5_579_136_000
     assert f"{weights / GiB:.2f}" == "5.20"
+
+
+# ------------------------------------------------ 3. cited logs: blocks, tokens, concurrency
+
+
+def _given(model: str, gpu: str, blocks: int, page: int, **flags: Any) -> MemoryPlan:
+    """Plan with vLLM's printed KV memory: ``blocks`` whole blocks of ``page`` bytes (all a
+    stage's layers) and half a block more, a byte count inside the printed 0.01 GiB."""
+    engine = EngineConfig(kv_cache_memory_bytes=blocks * page + page // 2, **flags)
+    return plan_memory(load_model(model), load_gpu(gpu), engine)
+
+
+def test_deepseek_v2_lite_tp2_pp2_on_l4_vllm_20665() -> None:
+    # vllm-project/vllm/pull/20665 (v0.9.2 dev, 4 x L4), `vllm serve deepseek-ai/DeepSeek-V2-
+    # Lite --max-model-len=1024 --enforce-eager --tensor-parallel-size=2
+    # --pipeline-parallel-size=2`: ranks 0/1 "Available KV cache memory: 12.13 GiB", ranks 2/3
+    # "11.33 GiB"; "GPU KV cache size: 807,792 tokens"; "Maximum concurrency for 1,024 tokens
+    # per request: 788.86x". PP 2 splits 27 layers 14 / 13 (the remainder to the first stage);
+    # MLA keeps the whole 576-value latent on every TP rank; on an L4 (TRITON_MLA) blocks stay
+    # 16 tokens (Hopper's FlashMLA would force 64). Stage 0: 16 x 576 x 2 B x 14 layers =
+    # 258,048 B a block; 12.13 GiB holds 50,487 (13,028,069,376 B = 12.1333 GiB): 807,792 tokens,
+    # 50,487 / (1024 / 16) = 788.86x. Stage 1, 13 layers at 11.33 GiB, has 50,770: stage 0's
+    # count is kept.
+    p = _given("deepseek-ai/DeepSeek-V2-Lite", "L4", 50_487, 16 * 576 * 2 * 14,
+               tensor_parallel_size=2, pipeline_parallel_size=2, max_model_len=1024)
+    assert f"{p.budget.available_kv_bytes / GiB:.2f}" == "12.13"
+    assert [len(g.layer_ids) for _, _, groups in p.stages for g in groups] == [14, 13]
+    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (16, 50_487, 807_792)
+    assert f"{p.max_concurrency:.2f}" == "788.86"
+
+
+def test_qwen3_8b_on_a100_40gb_vllm_092_log() -> None:
+    # Public notes file (code index id 58028398527): vLLM 0.9.2, `vllm serve Qwen/Qwen3-8B`
+    # (no other flags) on one A100-SXM4-40GB: "Model loading took 15.2683 GiB", "Available
+    # KV cache memory: 18.69 GiB", "GPU KV cache size: 136,080 tokens", "Maximum concurrency
+    # for 40,960 tokens per request: 3.32x", and later "num_gpu_blocks is: 8505".
+    # 36 x 8 x 128 x 2 x 2 = 147,456 B a token, 2,359,296 B (2.25 MiB) a block: 8,505 blocks
+    # = 18.6877 GiB ("18.69"), 136,080 tokens, 8,505 / 2,560 = 3.32x. Weights: 8,190,735,360
+    # bf16 parameters + the 40,960 x 128 x 2 B rope cache = 15.2662 GiB (the log's 2.1 MiB
+    # more is unexplained; vllm#17327's Qwen3-30B-A3B shows the same 0.0021 GiB).
+    p = _given("Qwen/Qwen3-8B", "A100-40GB", 8_505, 16 * 147_456)
+    assert f"{p.budget.available_kv_bytes / GiB:.2f}" == "18.69"
+    assert (p.settings.max_model_len, p.num_blocks, p.kv_cache_tokens) == (40960, 8505, 136_080)
+    assert f"{p.max_concurrency:.2f}" == "3.32"
+    m = load_model("Qwen/Qwen3-8B")
+    weights = weight_bytes_per_gpu(m) + rope_cache_bytes(m, "auto")
+    assert weights == 2 * 8_190_735_360 + 40960 * 128 * 2
+    assert abs(weights / GiB - 15.2683) < 0.0025
