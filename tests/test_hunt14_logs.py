@@ -142,3 +142,25 @@ def test_qwen3_8b_on_a100_40gb_vllm_092_log() -> None:
     weights = weight_bytes_per_gpu(m) + rope_cache_bytes(m, "auto")
     assert weights == 2 * 8_190_735_360 + 40960 * 128 * 2
     assert abs(weights / GiB - 15.2683) < 0.0025
+
+
+# ------------------------------------------------ 4. gpt-oss's float32 rotary cache
+
+
+def test_gpt_oss_rope_cache_is_float32() -> None:
+    # vLLM's gpt_oss.py builds its rotary embedding with get_rope(..., dtype=torch.float32)
+    # (0.10 through 0.13): yarn, original 4,096 x factor 32 = 131,072 rows x 64 x 4 B =
+    # 32 MiB; kvplan priced it in bf16 (16 MiB). Logs: gpt-oss-20b, vLLM 0.11.0, H100, block
+    # 128, max_model_len 16000 (llm-d/llm-d-benchmark empirical-vllm-memory-results.md):
+    # weights 13.47, activation 7.38, non-torch 0.13, "Available KV cache memory" 50.28 GiB:
+    # kvplan 13.4777 / 7.38 / 0.13 / 50.28 (was 13.4621 / 50.30). On Marlin (A100, vLLM
+    # 0.19.0, util 0.65, len 131072, myoceane.fr "ai-vllm-a100-gemma-4"): "Model loading took
+    # 13.72 GiB"; kvplan 13.6867 -> 13.7023.
+    m = load_model("openai/gpt-oss-20b")
+    assert rope_cache_bytes(m, "auto") == 131_072 * 64 * 4
+    assert rope_cache_bytes(m, "float16") == 131_072 * 64 * 4  # whatever the --dtype
+    p = plan_memory(m, load_gpu("H100"), EngineConfig(block_size=128, max_model_len=16000))
+    assert f"{p.budget.available_kv_bytes / GiB:.2f}" == "50.28"
+    a100 = plan_memory(m, load_gpu("A100-80GB"), EngineConfig(max_model_len=131072,
+                                                                gpu_memory_utilization=0.65))
+    assert a100.budget.weights_bytes == 14_696_004_736 + 16 * 2**20
