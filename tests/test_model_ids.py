@@ -31,7 +31,6 @@ def _fake_cache(root: Path, repo_id: str, config: dict[str, object], *, ref: boo
     ("typed", "base"),
     [
         ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
-        ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B"),
         ("mistralai/Mistral-7B-Instruct-v0.1", "mistralai/Mistral-7B-v0.1"),
         ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistralai/Mixtral-8x7B-v0.1"),
         ("meta-llama/Llama-2-7b-chat-hf", "meta-llama/Llama-2-7b-hf"),

@@ -33,7 +33,7 @@ def test_gpt_oss_20b_weights_match_vllm_log_on_h100() -> None:
     # vLLM 0.11.0 "Model loading took 13.47 GiB" (llm-d empirical-vllm-memory-results.md)
     p = plan_memory(load_model("openai/gpt-oss-20b"), load_gpu("H100"),
                     EngineConfig(block_size=128, max_model_len=16000))
-    assert round(p.budget.weights_bytes / GiB, 2) == 13.46
+    assert round(p.budget.weights_bytes / GiB, 2) == 13.48  # + 32 MiB float32 rope cache
     assert abs(p.budget.available_kv_bytes / GiB - 50.28) < 0.05
 
 

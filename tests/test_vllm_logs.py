@@ -332,17 +332,18 @@ def test_qwen3_06b_llm_d() -> None:
 
 def test_gpt_oss_120b_util_095_llm_d() -> None:
     # openai/gpt-oss-120b TP1 (util 0.95: 75.22 - 64.38 - 7.38 - 0.13 = 3.33 GiB, as logged).
-    # kvplan's Hopper mxfp4 layout gives 64.57 GiB of weights, 0.19 GiB over (gpt-oss-20b's
-    # 13.46 is 0.01 under): the KV estimate is 0.19 GiB short (docs: what still differs)
+    # kvplan's Hopper mxfp4 layout gives 64.58 GiB of weights, 0.20 GiB over (gpt-oss-20b's
+    # 13.48 is 0.01 over; both include the 32 MiB float32 rope cache since hunt 14): the KV
+    # estimate is 0.20 GiB short (docs: what still differs)
     p = plan_memory(
         load_model("openai/gpt-oss-120b"), H100,
         EngineConfig(gpu_memory_utilization=0.95, max_model_len=16000),
     )
     b = p.budget
     assert _printed(b.requested_bytes) == "75.22"
-    assert 0.0 < _gib(b.weights_bytes) - 64.38 < 0.2
+    assert 0.0 < _gib(b.weights_bytes) - 64.38 < 0.21
     assert abs(_gib(b.activation_bytes) - 7.38) < 0.01
-    assert 0.0 < 3.33 - _gib(b.available_kv_bytes) < 0.2
+    assert 0.0 < 3.33 - _gib(b.available_kv_bytes) < 0.21
 
 
 # ---------------------------------------------------------------- CUDA-visible totals

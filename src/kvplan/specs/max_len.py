@@ -80,6 +80,11 @@ def rope_cache_positions(f: Fields, model_type: str) -> int:
     return rows + int(rows * float(factor))
 
 
+FP32_ROPE = frozenset({"gpt_oss"})
+"""Families whose rotary cache vLLM builds in float32 whatever the --dtype: ``gpt_oss.py``
+calls ``get_rope(..., dtype=torch.float32)`` (0.10 through 0.13 alike), so gpt-oss's 131,072
+yarn rows x 64 hold 32 MiB, not 16."""
+
 NO_ROPE = frozenset({"nemotron_h"})
 """Families whose attention layers vLLM builds without a rotary embedding (``nemotron_h.py``:
 no position encoding in its few attention layers), so no cos/sin cache is allocated."""

@@ -11,8 +11,14 @@ from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import config_int, short_repr, weight_block
 
 QuantLayout = tuple[str, int, int, int]
-"""(kvplan method: gptq / awq / fp8 / nvfp4, bits, group_size (-1: per output channel),
-zero-point bits)."""
+"""(kvplan method: gptq / awq / fp8 / nvfp4 / w8a8_int8, bits, group_size (-1: per output
+channel), zero-point bits)."""
+
+W8A8_INT8 = "w8a8_int8"
+"""compressed-tensors int8 weights and int8 activations: CompressedTensorsW8A8Int8 keeps the
+int8 weight and a float32 scale per output row (strategy channel; a fused layer's per-tensor
+scales are spread to its rows too, ``convert_to_channelwise``), where the weight-only int
+schemes keep their scales in the model dtype."""
 
 _INT_METHODS = {"gptq": (("bits",), ("group_size",)),
                 "awq": (("w_bit", "bits"), ("q_group_size", "group_size"))}
@@ -79,7 +85,7 @@ def _compressed_tensors(q: Mapping[str, Any], file: str) -> QuantLayout:
     """vLLM's CompressedTensorsConfig schemes by their weights: float 8 bits = fp8 (tensor,
     channel or block scales), float 4 bits in groups of 16 = nvfp4, int 4 / 8 bits = a GPTQ-
     like weight-only layout (Marlin) with the scheme's group (channel: -1) and zeros when
-    not symmetric."""
+    not symmetric; int8 weights with int8 activations = W8A8 (float32 scales)."""
     w = compressed_weights(q)
     where = "quantization_config.config_groups"
     if w is None:
@@ -91,12 +97,22 @@ def _compressed_tensors(q: Mapping[str, Any], file: str) -> QuantLayout:
         return "fp8", 8, -1 if w.get("strategy") == "channel" else 0, 0
     if kind == "float" and bits == 4 and group == 16:
         return "nvfp4", 4, 16, 0
+    if kind == "int" and bits == 8 and _int8_activations(q):
+        return W8A8_INT8, 8, -1, 0
     if kind == "int" and bits in (4, 8):
         group = -1 if group in (None, -1) else config_int(f"{where}.weights.group_size",
                                                           group, file)
         return "gptq", bits, group, 0 if w.get("symmetric", True) else bits
     raise ConfigError(f"weights scheme {short_repr(dict(w))} is not one kvplan prices "
                       "(fp8, nvfp4, int4 / int8)", field=where, file=file)
+
+
+def _int8_activations(q: Mapping[str, Any]) -> bool:
+    """Whether the first config group quantizes activations to int8 too (W8A8: vLLM's
+    CompressedTensorsW8A8Int8, not the weight-only Marlin scheme)."""
+    first = next(iter(q["config_groups"].values()))
+    act = first.get("input_activations") if isinstance(first, Mapping) else None
+    return isinstance(act, Mapping) and act.get("type") == "int" and act.get("num_bits") == 8
 
 
 def checkpoint_block(q: Any, file: str) -> tuple[int, int] | None:

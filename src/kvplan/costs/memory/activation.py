@@ -7,18 +7,21 @@ from __future__ import annotations
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import Settings
 from kvplan.costs.memory.weight_formats import dtype_bytes
+from kvplan.specs.max_len import FP32_ROPE
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
 
 
 def rope_cache_bytes(model: ModelSpec, dtype: str = "auto") -> int:
     """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim, in the --dtype
-    (rotary_dim: the head dim, MLA's rope dim, or the partial_rotary_factor share of it)."""
+    (rotary_dim: the head dim, MLA's rope dim, or the partial_rotary_factor share of it;
+    float32 for the families that ask get_rope for it, ``FP32_ROPE``)."""
     rotary = model.mla.qk_rope_head_dim if model.mla is not None else model.head_dim
     if model.rotary_dim is not None:
         rotary = model.rotary_dim
     rows = model.rope_cache_positions or model.max_position_embeddings
-    return rows * rotary * dtype_bytes(dtype, model.dtype)
+    width = 4 if model.model_type in FP32_ROPE else dtype_bytes(dtype, model.dtype)
+    return rows * rotary * width
 
 
 def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:

@@ -18,9 +18,9 @@ matrix to 256 bytes = 512 fp4 values: w13 multiplies along H, w2 along I. gpt-os
 H = I = 2880, so every expert matrix grows 3072 / 2880 = 1.0667x at TP1. Checked against vLLM
 0.11.0's "Model loading took 13.47 GiB" for gpt-oss-20b on H100 (llm-d/llm-d-benchmark
 ``config_explorer/empirical-vllm-memory-results.md``): 12.83 GiB of checkpoint shapes + 0.63 GiB
-of padding = 13.46 GiB. gpt-oss-120b on H100: 60.78 + 3.78 = 64.56 GiB (vLLM 0.14.1 logs 64.38,
-vllm#33155; on the Marlin path vLLM 0.10.1 logged 65.97, vllm#23278, and this table's Marlin
-row gives 65.91).
+of padding = 13.46 GiB (+ the 32 MiB float32 rope cache: 13.48). gpt-oss-120b on H100: 60.78 +
+3.78 = 64.56 GiB (vLLM 0.14.1 logs 64.38, vllm#33155; on the Marlin path vLLM 0.10.1 logged
+65.97, vllm#23278, and this table's Marlin row gives 65.91, 65.93 with the rope cache).
 
 Each expert also holds bf16 biases of 2I' (w13) and H' (w2) values, and one e8m0 scale per 32
 values along the contraction axis. Only the extra bytes are computed here; the checkpoint's

@@ -7,6 +7,7 @@ from types import EllipsisType
 from typing import TypeAlias
 
 from kvplan.errors import InputError, UnknownNameError
+from kvplan.specs.quant_config import W8A8_INT8
 from kvplan.units import cdiv
 
 LINEAR_ROLES = frozenset({"attention", "dense_mlp", "experts", "shared_experts", "state_layers"})
@@ -119,6 +120,8 @@ def resolve_format(
         return None
     key = _key(name)
     if key == "compressed_tensors" and own is not None and layout is not None:
+        if layout[0] == W8A8_INT8:  # CompressedTensorsW8A8Int8: a float32 scale per row
+            return WeightFormat(name="int8", bits=8, group=-1, scale_bytes=4)
         key = layout[0]
     if key not in QUANTIZATIONS:
         what = (f"--quantization {name!r}" if given is not None else

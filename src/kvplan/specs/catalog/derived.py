@@ -1,6 +1,8 @@
 """Published checkpoints that are a catalog model's architecture under another name: a
-maker's own FP8 re-release of the same weights (Qwen's ``-FP8`` repos), or a later training
-run of the same network (DeepSeek-R1 and the V3 updates on DeepSeek-V3's config.json).
+maker's own FP8 re-release of the same weights (Qwen's ``-FP8`` repos), a later training
+run of the same network (DeepSeek-R1 and the V3 updates on DeepSeek-V3's config.json), or an
+Instruct release whose config.json differs in a field the plan reads (Qwen2.5's: 32,768
+positions against the base model's 131,072).
 
 Listed one by one, never matched by pattern: a quantized repo's config.json says how its
 weights are stored, and makers differ (block-scaled, per-channel, per-tensor; which modules
@@ -36,12 +38,16 @@ class Derived:
     base: str
     quantization: Mapping[str, Any] | None
     why: str
+    fields: Mapping[str, Any] | None = None
+    """config.json fields the repo's own file sets otherwise than the base model's."""
 
 
 _FP8 = "Qwen's FP8 release of that model, its weights in block-scaled fp8 (128 x 128 blocks)"
 _DEEPSEEK = "a later DeepSeek training run of that network, the same architecture"
 _LLAMA33 = "Meta's Llama 3.3 release of the Llama 3.1 70B network, the same architecture"
 _V3 = "deepseek-ai/DeepSeek-V3"
+_QWEN25 = ("Qwen's instruction-tuned release of that network, whose config.json holds 32,768 "
+           "positions (the base model's 131,072 need YaRN there, its model card)")
 
 _LISTED: tuple[Derived, ...] = (
     *(Derived(id=f"Qwen/Qwen3-{size}-FP8", base=f"Qwen/Qwen3-{size}", quantization=QWEN_FP8,
@@ -51,6 +57,11 @@ _LISTED: tuple[Derived, ...] = (
     *(Derived(id=f"deepseek-ai/DeepSeek-{name}", base=_V3, quantization=None, why=_DEEPSEEK)
       for name in ("R1", "R1-0528", "R1-Zero", "V3-Base", "V3-0324", "V3.1", "V3.1-Base",
                    "V3.1-Terminus")),
+    # vLLM serves Qwen/Qwen2.5-7B-Instruct at max_seq_len=32768 when no --max-model-len is
+    # given (v0.9.0, v0.13.0, v0.18.0 logs), and its rope cache holds 32,768 rows
+    *(Derived(id=f"Qwen/Qwen2.5-{size}-Instruct", base=f"Qwen/Qwen2.5-{size}",
+              quantization=None, why=_QWEN25, fields={"max_position_embeddings": 32768})
+      for size in ("7B", "72B")),
 )
 _BY_KEY = {d.id.lower(): d for d in _LISTED}
 
@@ -67,8 +78,8 @@ def find_derived(name: str) -> Derived | None:
 
 
 def with_quantization(raw: Mapping[str, Any], derived: Derived) -> dict[str, Any]:
-    """The base config.json with the derived repo's quantization_config in place."""
-    out = dict(raw)
+    """The base config.json with the derived repo's own fields and quantization_config."""
+    out = dict(raw) | dict(derived.fields or {})
     if derived.quantization is not None:
         out["quantization_config"] = dict(derived.quantization)
     return out
