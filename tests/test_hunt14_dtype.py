@@ -3,9 +3,14 @@ parallelism, hand-checked against vLLM 0.11 and the datasheets."""
 
 from __future__ import annotations
 
+import pytest
+
+from kvplan.analysis.plan.space import check_flag_values
 from kvplan.costs.step.constants import step_constants
+from kvplan.errors import InputError
 from kvplan.specs.catalog import load_model
 from kvplan.specs.serving import EngineConfig
+from tests.conftest import run_cli
 
 
 def test_roofline_pp2_reads_and_multiplies_the_lm_head_once_a_step() -> None:
@@ -24,3 +29,21 @@ def test_roofline_pp2_reads_and_multiplies_the_lm_head_once_a_step() -> None:
                        EngineConfig(pipeline_parallel_size=2))
     assert k.weight_bytes == golden
     assert k.lm_head_flops_per_request == 2.0 * 128256 * 4096 / 2
+
+
+def test_kv_cache_dtype_float32_refused_as_vllm_refuses_it() -> None:
+    # vLLM 0.11 vllm/config/cache.py CacheDType: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2,
+    # fp8_inc, fp8_ds_mla (later versions add float16 and scaled formats, never float32);
+    # a float32 cache is what auto stores under --dtype float32. Before: accepted, and
+    # Llama-3.1-8B on an H100 got 210,416 tokens at 256 KiB a token.
+    for name in ("float32", "fp32", "float"):
+        out = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--kv-cache-dtype", name)
+        assert out.code == 2 and out.err.count("\n") == 1
+        assert out.err.startswith(f"error: --kv-cache-dtype {name}: vLLM has no float32")
+    with pytest.raises(InputError):
+        check_flag_values({}, ["auto", "float32"], [None], "round-robin")
+    # --dtype float32 keeps auto's 4-byte cache: a layer's block of 16 tokens holds
+    # 16 x 2 (K, V) x 8 heads x 128 x 4 B = 131,072 B
+    wide = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--dtype", "float32", "--json")
+    assert wide.code == 0, wide.err
+    assert wide.json()["page_size_bytes"] == 131_072
