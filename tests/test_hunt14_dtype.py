@@ -47,3 +47,37 @@ def test_kv_cache_dtype_float32_refused_as_vllm_refuses_it() -> None:
     wide = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--dtype", "float32", "--json")
     assert wide.code == 0, wide.err
     assert wide.json()["page_size_bytes"] == 131_072
+
+
+def _ttft_s(gpu: str, *flags: str) -> float:
+    out = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", gpu, "--prompt", "2000",
+                  "--output", "20", "--batch", "8", "--json", *flags)
+    assert out.code == 0, out.err
+    return float(out.json()["ttft_s"])
+
+
+def test_dtype_float32_runs_fp32_gemms_at_the_fp32_rate() -> None:
+    # PyTorch leaves torch.backends.cuda.matmul.allow_tf32 False and vLLM 0.11 sets no TF32,
+    # so --dtype float32 GEMMs are IEEE fp32 SGEMMs on the CUDA cores: H100 SXM's datasheet
+    # FP32 67 TFLOP/s against 989.4 bf16 (14.8x). Before, the bf16 kernel tables priced
+    # them: TTFT of 8 x 2,000 tokens 321 ms at float32 and at bf16 alike; now ~4.6 s.
+    from kvplan.costs.step.roofline import StepCostModel
+    from kvplan.specs.hardware import load_gpu
+
+    m, h100 = load_model("meta-llama/Llama-3.1-8B"), load_gpu("H100")
+    t = StepCostModel(m, h100, EngineConfig(dtype="float32"))
+    assert t.measured is None and t.constants.compute_precision == "float32"
+    assert t._flops_rate == 67e12 * t.profile.compute_eff
+    # hidden states (and TP all-reduces) in fp32: 2 x 4,096 x 4 B x 32 layers a token
+    assert t.constants.activation_bytes_per_token == 2 * 4096 * 4 * 32
+    assert t.constants.allreduce_bytes_per_token == 4096 * 4
+    assert _ttft_s("H100", "--dtype", "float32") > 10 * _ttft_s("H100")
+
+
+def test_dtype_float32_refused_on_a_gpu_without_an_fp32_rate() -> None:
+    # TPU v5e publishes no fp32 matmul rate; falling back to its bf16 197 TFLOP/s would
+    # price fp32 math at a 16-bit rate (before: Llama-3.2-1B priced as bf16 compute)
+    out = run_cli("latency", "meta-llama/Llama-3.2-1B", "--gpu", "TPU-v5e", "--prompt", "100",
+                  "--output", "10", "--dtype", "float32")
+    assert out.code == 2
+    assert "has no peak float32 FLOP/s: give fp32_tflops_dense" in out.err

@@ -103,10 +103,11 @@ def step_constants(model: ModelSpec, engine: EngineConfig,
 def _step_constants(model: ModelSpec, engine: EngineConfig,
                     resolved: ResolvedDeployment | None = None) -> StepConstants:
     from kvplan.costs.memory.params import pp_layer_ranges
+    from kvplan.costs.memory.weight_formats import dtype_bytes
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
-    act_bytes = 2
+    act_bytes = dtype_bytes(engine.dtype, model.dtype)  # hidden states in the served dtype
     kv = _kv_coefficients(model, engine, stage, resolved)
     fmt = ... if resolved is None else resolved.weight_format
     weights, experts, miss = _weight_coefficients(model, engine, fmt)
