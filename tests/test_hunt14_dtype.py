@@ -81,3 +81,19 @@ def test_dtype_float32_refused_on_a_gpu_without_an_fp32_rate() -> None:
                   "--output", "10", "--dtype", "float32")
     assert out.code == 2
     assert "has no peak float32 FLOP/s: give fp32_tflops_dense" in out.err
+
+
+def test_quantized_weights_refuse_the_dtypes_vllm_refuses() -> None:
+    # vLLM 0.11 VllmConfig._get_quantization_config: the served dtype must be in the
+    # format's get_supported_act_dtypes (fp8: bf16, fp16; Mxfp4Config: bf16 only), or
+    # "ValueError: torch.float16 is not supported for quantization method mxfp4".
+    # Before: gpt-oss-20b --dtype float16 fitted 15.76x, Llama-3.1-8B -q fp8 --dtype
+    # float32 229,376 tokens.
+    for args in (("openai/gpt-oss-20b", "--dtype", "float16"),
+                 ("openai/gpt-oss-20b", "--dtype", "float32"),
+                 ("meta-llama/Llama-3.1-8B", "-q", "fp8", "--dtype", "float32")):
+        out = run_cli("capacity", *args)
+        assert out.code == 2 and out.err.count("\n") == 1, args
+        assert "is not supported for quantization method" in out.err
+    assert run_cli("capacity", "meta-llama/Llama-3.1-8B", "-q", "fp8", "--dtype",
+                   "float16").code == 0
