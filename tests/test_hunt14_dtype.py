@@ -97,3 +97,16 @@ def test_quantized_weights_refuse_the_dtypes_vllm_refuses() -> None:
         assert "is not supported for quantization method" in out.err
     assert run_cli("capacity", "meta-llama/Llama-3.1-8B", "-q", "fp8", "--dtype",
                    "float16").code == 0
+
+
+def test_pp_hop_sends_hidden_states_and_residual() -> None:
+    # vLLM's decoder models end a non-last PP stage with IntermediateTensors({"hidden_states",
+    # "residual"}): 2 tensors x 4,096 x 2 B = 16,384 B a token of Llama-3.1-8B cross each hop
+    # (before: 8,192 B, the hidden states alone), on the roofline and the measured path.
+    from kvplan.costs.step.roofline import StepCostModel
+    from kvplan.specs.hardware import load_gpu
+
+    m = load_model("meta-llama/Llama-3.1-8B")
+    for gpu in ("L40S", "L4"):
+        t = StepCostModel(m, load_gpu(gpu), EngineConfig(pipeline_parallel_size=2))
+        assert t._co.p2p_s * t._link == pytest.approx(16_384, rel=1e-12)
