@@ -110,3 +110,13 @@ def test_pp_hop_sends_hidden_states_and_residual() -> None:
     for gpu in ("L40S", "L4"):
         t = StepCostModel(m, load_gpu(gpu), EngineConfig(pipeline_parallel_size=2))
         assert t._co.p2p_s * t._link == pytest.approx(16_384, rel=1e-12)
+
+
+def test_dp_ep_float32_refusal_names_the_precision_not_the_gpu() -> None:
+    # DP / EP steps need the measured MoE tables, which hold no fp32 kernels; the refusal
+    # said "which H100-SXM-80GB lacks", but the H100 has tables: the precision lacks them.
+    out = run_cli("latency", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "-dp", "2",
+                  "--enable-expert-parallel", "--prompt", "100", "--output", "5",
+                  "--dtype", "float32")
+    assert out.code == 2 and out.err.count("\n") == 1
+    assert "hold no float32 kernels" in out.err and "lacks" not in out.err
