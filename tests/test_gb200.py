@@ -27,7 +27,7 @@ def test_catalog_entry_and_aliases() -> None:
     assert (gpu.id, gpu.arch, gpu.kernels_of) == ("GB200", "Blackwell", "")
     assert (gpu.memory_bytes, gpu.mem_bw_bytes_per_s) == (186 * 10**9, 8e12)
     assert gpu.peak_flops == {"float16": 2.5e15, "bfloat16": 2.5e15, "fp8": 5e15,
-                              "int8": 5e15, "fp4": 1e16}
+                              "int8": 5e15, "fp4": 1e16, "float32": 8e13}
     assert (gpu.interconnect_bytes_per_s, gpu.node_gpus, gpu.scale_out_bytes_per_s) == (
         1.8e12, 72, 50e9)
     # B200's HBM and NVLink, more tensor throughput: the catalog says "never slower"

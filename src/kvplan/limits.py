@@ -93,6 +93,7 @@ GPU_RANGES: dict[str, tuple[float, float]] = {
     "fp8_tflops_dense": (0.1, 100_000.0),
     "int8_tops_dense": (0.1, 100_000.0),
     "fp4_tflops_dense": (0.1, 100_000.0),
+    "fp32_tflops_dense": (0.1, 100_000.0),
     "interconnect_gbps": (0.0, 100_000.0),
     "node_gpus": (1.0, 1_024.0),
     "bridge_gpus": (1.0, 1_024.0),

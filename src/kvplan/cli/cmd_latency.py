@@ -124,9 +124,10 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
         for table in step_ops_tables(steps):
             console.print(table)
         if not steps:
-            console.print(f"--explain: no per-op table: {hw.id} has no measured kernel tables, "
-                          "so the roofline prices each step whole (the prefill and decode "
-                          "lines above)")
+            why = (f"{hw.id} has no measured kernel tables" if basis.startswith("roofline: "
+                   f"{hw.id}") else "no measured kernel table holds this precision")
+            console.print(f"--explain: no per-op table: {why}, so the roofline prices each "
+                          "step whole (the prefill and decode lines above)")
 
 
 def _run_sweep(sweep: str, inputs: tuple[Any, ...], plot_out: Any, as_json: bool,

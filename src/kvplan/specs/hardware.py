@@ -38,7 +38,8 @@ class HardwareSpec:
     """Advertised capacity (memory_gb x 10^9)."""
     mem_bw_bytes_per_s: float
     peak_flops: dict[str, float] = field(default_factory=dict)
-    """Dense tensor FLOP/s by compute dtype: 'float16', 'bfloat16', 'fp8', 'int8', 'fp4'."""
+    """Dense tensor FLOP/s by compute dtype: 'float16', 'bfloat16', 'fp8', 'int8', 'fp4';
+    'float32': IEEE fp32 math (NVIDIA's CUDA-core FP32, not TF32; AMD's FP32 matrix)."""
     interconnect: str = ""
     interconnect_bytes_per_s: float = 0.0
     """Per-GPU scale-up bandwidth as the vendor quotes it (NVLink: total bidirectional)."""
@@ -84,10 +85,12 @@ class HardwareSpec:
         return self.interconnect_bytes_per_s
 
     def peak_flops_for(self, dtype: str) -> float:
-        """Peak dense FLOP/s for a compute dtype; falls back to fp16/bf16 when unsupported."""
+        """Peak dense FLOP/s for a compute dtype; falls back to fp16/bf16 when unsupported
+        (weights the GPU cannot multiply at their width run 16-bit), except float32: 0.0
+        where the GPU gives no fp32 rate (fp32 math never runs at a 16-bit rate)."""
         rate = self.peak_flops.get(dtype)
-        if rate:
-            return rate
+        if rate or dtype == "float32":
+            return rate or 0.0
         return self.peak_flops.get("bfloat16") or self.peak_flops.get("float16") or 0.0
 
 
@@ -141,6 +144,7 @@ def hardware_from_dict(entry: dict[str, Any], *, file: str = "gpus.json") -> Har
         "fp8": entry.get("fp8_tflops_dense"),
         "int8": entry.get("int8_tops_dense"),
         "fp4": entry.get("fp4_tflops_dense"),
+        "float32": entry.get("fp32_tflops_dense"),
     }
     achieved = _achievable(entry.get("achievable"), rates, entry["mem_bw_tbps"], file)
     try:

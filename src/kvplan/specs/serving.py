@@ -22,6 +22,8 @@ _SERVED_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float1
                   "fp16": "float16", "half": "float16", "float32": "float32",
                   "fp32": "float32", "float": "float32"}
 """--dtype names -> the dtype vLLM serves in (what --kv-cache-dtype auto then stores)."""
+_FLOAT32_NAMES = ("float32", "fp32", "float")
+"""Names kvplan reads as float32 (vLLM's --kv-cache-dtype takes none of them)."""
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 """``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
 
@@ -84,6 +86,7 @@ class EngineConfig:
         plain_numbers(self)  # np.int64(4) -> 4: a whole number, as vLLM's flag would take
         check_engine_bounds(self)  # first: its messages name the vLLM flag
         check_fields(self)  # then any other type (None for a name, a str for a bool...)
+        self._refuse_float32_cache()
         self._cache_dtypes_follow_dtype()
         if self.block_size not in VLLM_BLOCK_SIZES:
             sizes = ", ".join(map(str, VLLM_BLOCK_SIZES))
@@ -114,6 +117,17 @@ class EngineConfig:
         ):
             if name not in MAMBA_DTYPES:
                 raise InputError(f"{flag} must be one of {', '.join(MAMBA_DTYPES)}, got {name!r}")
+
+    def _refuse_float32_cache(self) -> None:
+        """vLLM's --kv-cache-dtype has no float32 (0.11 ``CacheDType``: auto, bfloat16, fp8,
+        fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla; later ones add float16 and scaled formats):
+        a 4-byte cache is what auto stores under --dtype float32, the one case let through
+        (``_cache_dtypes_follow_dtype`` writes it so, and a copied config carries it)."""
+        name = self.kv_cache_dtype.strip().lower()
+        if name in _FLOAT32_NAMES and _SERVED_DTYPES.get(self.dtype.strip().lower()) != "float32":
+            raise InputError(f"--kv-cache-dtype {self.kv_cache_dtype}: vLLM has no float32 KV "
+                             "cache; use auto (with --dtype float32 it stores float32), "
+                             "bfloat16 or fp8")
 
     def _cache_dtypes_follow_dtype(self) -> None:
         """vLLM's cache dtype 'auto' is the served dtype, which --dtype sets: --dtype float32

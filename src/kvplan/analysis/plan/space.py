@@ -102,6 +102,7 @@ def check_flag_values(lists: dict[str, Sequence[object]], kv_cache_dtypes: Seque
     EngineConfig(**engine)  # type: ignore[arg-type]
     for kv in kv_cache_dtypes:  # fp8_ds_mla: checked per model (DeepSeek-V3.2 only)
         resolve_precision(kv, "bfloat16", sparse_mla=kv.strip().lower() == "fp8_ds_mla")
+        EngineConfig(kv_cache_dtype=kv)  # vLLM's own refusals (float32)
     for quant in quantizations:
         resolve_format(quant, None, None)
     if router not in ROUTERS:

@@ -49,7 +49,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("kv_cache_dtype", ("--kv-cache-dtype",), str,
          "auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2, int8_per_token_head, "
          "fp8_per_token_head, nvfp4."),
-    Flag("dtype", ("--dtype",), str, "auto, bfloat16, float16."),
+    Flag("dtype", ("--dtype",), str, "auto, bfloat16, float16, float32."),
     Flag("quantization", ("--quantization", "-q"), str, "Weight format: fp8, awq, gptq, ..."),
     Flag("block_size", ("--block-size",), int, "Tokens per KV block (vLLM default 16)."),
     Flag("max_num_batched_tokens", ("--max-num-batched-tokens",), human_readable_int,

@@ -331,24 +331,22 @@ lm_head to that stage's table). The others (Llama, Qwen2/3, DeepSeek) keep the e
 the first stage, the head on the last."""
 
 
-def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False) -> Iterator[Part]:
-    """Stage ``stage``'s weights as allocated (``reads``: as a forward pass reads them)."""
+def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False,
+                 vocab: bool = True) -> Iterator[Part]:
+    """Stage ``stage``'s weights as allocated (``reads``: as a forward pass reads them;
+    ``vocab`` False: without the embedding and lm_head tables)."""
     every = pp > 1 and not reads and m.model_type in VOCAB_ON_EVERY_STAGE
-    if stage == 0 or every:
+    if (stage == 0 or every) and vocab:
         yield from embedding_parts(m)
     for layer in pp_layer_ranges(m.num_layers, pp)[stage]:
         yield from layer_parts(m, layer)
     if stage == pp - 1 or every:
-        head = head_parts(m, separate_copy=pp > 1 and not every)
+        head = head_parts(m, separate_copy=pp > 1 and not every)[:2 if vocab else 1]
         yield from head[1:] if stage < pp - 1 and m.model_type == "qwen3_next" else head
 
 
-def _sum_bytes(
-    parts: Sequence[Part] | Iterator[Part],
-    pricing: _Pricing,
-    tp: int,
-    active: tuple[int, int] | None = None,
-) -> int:
+def _sum_bytes(parts: Sequence[Part] | Iterator[Part], pricing: _Pricing, tp: int,
+               active: tuple[int, int] | None = None) -> int:
     return sum(pricing.bytes_of(p, tp, active) for p in parts)
 
 
@@ -360,11 +358,12 @@ def weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | N
 
 def weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
                          quantization: str | None = None, tp: int = 1, pp: int = 1,
-                         fmt: FormatArg = ..., reads: bool = False) -> int:
+                         fmt: FormatArg = ..., reads: bool = False, vocab: bool = True) -> int:
     """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers.
     ``fmt``: the weight format the caller resolved (``...``: resolved from the flags);
-    ``reads``: only the tables a stage's forward pass uses (a step's weight reads)."""
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None, fmt, reads)
+    ``reads``: only the tables a stage's forward pass uses (a step's weight reads);
+    ``vocab`` False: without the embedding and lm_head tables."""
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None, fmt, reads, vocab)
 
 
 def stage_weight_bytes(
@@ -379,22 +378,23 @@ def stage_weight_bytes(
 
 def active_weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
                                 quantization: str | None = None, tp: int = 1, pp: int = 1,
-                                fmt: FormatArg = ...) -> int:
-    """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only)."""
+                                fmt: FormatArg = ..., vocab: bool = True) -> int:
+    """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only;
+    ``vocab`` False: without the embedding and lm_head tables)."""
     moe = model.moe
     active = None if moe is None else (moe.experts_per_token, moe.num_experts)
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active, fmt, True)
+    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active, fmt, True, vocab)
 
 
 def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None, tp: int,
                          pp: int, active: tuple[int, int] | None, fmt: FormatArg,
-                         reads: bool) -> int:
+                         reads: bool, vocab: bool) -> int:
     """The largest pipeline stage's bytes on one GPU (``active``: keep k of n routed experts)."""
 
     def compute() -> int:
         pricing = _pricing(model, dtype, quantization, fmt)
-        return max(_sum_bytes(_stage_parts(model, pp, s, reads), pricing, tp, active)
+        return max(_sum_bytes(_stage_parts(model, pp, s, reads, vocab), pricing, tp, active)
                    for s in range(pp))
 
-    key = ("fullest", model, dtype, quantization, tp, pp, active, fmt, reads)
+    key = ("fullest", model, dtype, quantization, tp, pp, active, fmt, reads, vocab)
     return WEIGHT_MEMO.get(key, compute)

@@ -15,8 +15,9 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 _ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16",
-            "float32": "bfloat16", "fp32": "bfloat16", "float": "bfloat16"}
-"""--dtype names -> the 16-bit dtype tensor cores run (fp32 weights run bf16 GEMMs)."""
+            "float32": "float32", "fp32": "float32", "float": "float32"}
+"""--dtype names -> the dtype GEMMs run at: float32 runs IEEE fp32 GEMMs (PyTorch's default
+``allow_tf32 = False``; vLLM 0.11 enables no TF32), not bf16 tensor-core ones."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,7 +33,7 @@ class ResolvedDeployment:
     kv: ModelKv
     """The per-GPU KV cache layout (at --kv-cache-dtype, TP and the Mamba state dtypes)."""
     compute_precision: str
-    """The dtype tensor cores run at (fp8, fp4, bfloat16, float16)."""
+    """The dtype GEMMs run at (fp8, fp4, bfloat16, float16, float32)."""
     gemm_dtype: str
     """The measured-kernel family a GEMM runs (fp8_block apart from per-tensor fp8)."""
 

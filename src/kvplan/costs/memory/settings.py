@@ -72,6 +72,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         )
     tokens = vd.default_batch_limits(hw)[0]
     _check_dtype(model, engine.dtype)
+    _check_act_dtype(model, engine.dtype, fmt)
     _check_batch_limits(engine, max_len)
     _check_parallel(model, hw, engine)
     return Settings(
@@ -107,6 +108,26 @@ def _check_dtype(model: ModelSpec, dtype: str) -> None:
         raise InputError(f"--dtype {dtype}: vLLM refuses float16 for model type "
                          f"{model.model_type!r} (numerical instability); use --dtype bfloat16 "
                          "or float32")
+
+
+def _check_act_dtype(model: ModelSpec, dtype: str, fmt: WeightFormat | None) -> None:
+    """vLLM 0.11 ``VllmConfig._get_quantization_config`` refuses a served dtype outside the
+    format's ``get_supported_act_dtypes``: fp8, awq / gptq (Marlin), nvfp4 take float16 and
+    bfloat16, mxfp4 bfloat16 only; none takes float32."""
+    if fmt is None:
+        return
+    name = dtype.strip().lower()
+    served = model.dtype if name == "auto" else _SERVED.get(name, name)
+    allowed = ("bfloat16",) if fmt.name == "mxfp4" else ("bfloat16", "float16")
+    if served not in allowed:
+        raise InputError(f"--dtype {dtype}: vLLM refuses {served} for {fmt.name} weights "
+                         f"(\"torch.{served} is not supported for quantization method\"; "
+                         f"its kernels take {' or '.join(allowed)}); use --dtype {allowed[0]}")
+
+
+_SERVED = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
+           "float": "float32"}
+"""--dtype aliases -> the dtype vLLM serves in."""
 
 
 def _check_batch_limits(engine: EngineConfig, max_len: int) -> None:

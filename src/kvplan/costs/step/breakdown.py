@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kvplan.costs.step.coefficients import at, layer_overhead_s
+from kvplan.costs.step.coefficients import PP_TENSORS, at, layer_overhead_s
 from kvplan.costs.step.constants import StepConstants, experts_touched
 from kvplan.costs.step.profile import Profile
 from kvplan.costs.step.records import BytesMoved, Flops, Seconds, StepAggregates, StepCost
@@ -106,7 +106,7 @@ def _seconds(m: _Model, p: dict[str, Any]) -> dict[str, Any]:
     comm_s = k.allreduces * ring
     layer_s = layer_overhead_s(k, prof)
     stage_s = roof_s + comm_s + layer_s
-    pipe_s = (k.pp - 1) * (stage_s + act / m._link + prof.allreduce_latency_s)
+    pipe_s = (k.pp - 1) * (stage_s + PP_TENSORS * act / m._link + prof.allreduce_latency_s)
     fixed_s = (prof.step_overhead_s + prof.prefill_overhead_s * p["prefill"]
                + prof.request_overhead_s * p["requests"])
     overhead_s = layer_s + fixed_s

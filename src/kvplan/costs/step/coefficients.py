@@ -66,6 +66,10 @@ class _Coefficients:
     None elsewhere): their prefill term is max(state_flops_s * T, gdn_seq_t[L])."""
 
 
+PP_TENSORS = 2
+"""Per-token tensors one pipeline stage sends the next: vLLM's IntermediateTensors carry
+``hidden_states`` and ``residual`` (Llama, Qwen, Mixtral, DeepSeek, Gemma ... models), each
+hidden x the served dtype's bytes."""
 TABLE_CAP = 1 << 17
 """Longest step (tokens) the token tables are built for; past it ``at`` extends them along
 their last step, where every kernel table is on its roofline extrapolation (linear in
@@ -108,7 +112,7 @@ def _coefficients(k: StepConstants, prof: Profile, flops_rate: float, bw: float,
         state_bytes_s=2.0 * k.state_bytes_per_request / bw, window=window,
         allreduces=k.allreduces,
         ring_s=2.0 * (k.tp - 1) / k.tp * k.allreduce_bytes_per_token / link,
-        p2p_s=k.allreduce_bytes_per_token / link,
+        p2p_s=PP_TENSORS * k.allreduce_bytes_per_token / link,
         allreduce_latency_s=prof.allreduce_latency_s, pp=k.pp,
         overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,
                     prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
@@ -165,9 +169,10 @@ def measured_coefficients(k: StepConstants, prof: Profile, ms: MeasuredStep,
         kv_write_s=(k.kv_bytes_per_token + k.sliding_kv_bytes_per_token) / bw,
         state_bytes_s=state_req + per_req,
         window=k.window if slide else 0, allreduces=k.allreduces, ring_s=0.0,
-        p2p_s=k.allreduce_bytes_per_token / link, allreduce_latency_s=prof.allreduce_latency_s,
-        pp=k.pp, overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,
-                             prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
+        p2p_s=PP_TENSORS * k.allreduce_bytes_per_token / link,
+        allreduce_latency_s=prof.allreduce_latency_s, pp=k.pp,
+        overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,
+                    prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
         layer_s=layer_overhead_s(k, prof) + per_step, request_s=prof.request_overhead_s,
         gemm_t=gemm, weights_t=gemm + ms.lm_fixed_s, allreduce_t=ms.allreduce_s,
         measured=ms, gdn_seq_t=ms.gdn_seq_s)

@@ -25,6 +25,8 @@ class StepConstants:
 
     gemm_flops_per_token: float
     lm_head_flops_per_request: float
+    """The lm_head's FLOPs per request in the priced stage: 1/pp of them, as the last stage
+    alone runs it, once a step (a step prices the fullest stage pp times)."""
     attn_flops_per_pair: float
     """Full-attention and MLA layers: FLOPs per (query token, attended token) pair (MLA: the
     absorbed decode kernel's width)."""
@@ -43,7 +45,8 @@ class StepConstants:
     state_bytes_per_request: int
     activation_bytes_per_token: int
     weight_bytes: int
-    """Weights every step reads (non-expert weights + the active experts of one token)."""
+    """Weights every step reads (non-expert weights + the active experts of one token; the
+    lm_head's 1/pp, as ``lm_head_flops_per_request``)."""
     routed_expert_bytes: int
     """All routed experts on this GPU; a step touches the share its tokens route to."""
     expert_miss_per_token: float
@@ -100,10 +103,11 @@ def step_constants(model: ModelSpec, engine: EngineConfig,
 def _step_constants(model: ModelSpec, engine: EngineConfig,
                     resolved: ResolvedDeployment | None = None) -> StepConstants:
     from kvplan.costs.memory.params import pp_layer_ranges
+    from kvplan.costs.memory.weight_formats import dtype_bytes
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
-    act_bytes = 2
+    act_bytes = dtype_bytes(engine.dtype, model.dtype)  # hidden states in the served dtype
     kv = _kv_coefficients(model, engine, stage, resolved)
     fmt = ... if resolved is None else resolved.weight_format
     weights, experts, miss = _weight_coefficients(model, engine, fmt)
@@ -111,7 +115,7 @@ def _step_constants(model: ModelSpec, engine: EngineConfig,
     hidden = model.hidden_size
     return StepConstants(
         gemm_flops_per_token=_gemm_flops_per_token(model, tp, stage),
-        lm_head_flops_per_request=2.0 * model.vocab_size * hidden / tp,
+        lm_head_flops_per_request=2.0 * model.vocab_size * hidden / tp / pp,  # last stage
         attn_flops_per_pair=_attention_coefficient(model, tp, stage, ("full", "mla")),
         mla_prefill_pair_delta=mla[0], mla_context_flops_per_token=mla[1],
         sliding_flops_per_pair=_attention_coefficient(model, tp, stage, ("sliding",)),
@@ -223,19 +227,18 @@ def _weight_coefficients(model: ModelSpec, engine: EngineConfig,
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     active = active_weight_bytes_per_gpu(model, dtype=engine.dtype,
                                          quantization=engine.quantization, tp=tp, pp=pp,
-                                         fmt=fmt)
-    lookup = 0
-    if pp == 1 and not model.tie_word_embeddings:
-        # an embedding lookup reads T rows, not the table (a tied table is read by lm_head)
-        rows, cols = embedding_parts(model)[0].shape_on_gpu(tp)
-        lookup = rows * cols * dtype_bytes(engine.dtype, model.dtype)
+                                         fmt=fmt, vocab=False)
+    # the lm_head (or the tied table) is read once a step, by the last stage: 1/pp of it in
+    # the priced stage, which a step runs pp times (an embedding lookup reads T rows only)
+    rows, cols = embedding_parts(model)[0].shape_on_gpu(tp)
+    head = round(rows * cols * dtype_bytes(engine.dtype, model.dtype) / pp)
     if model.moe is None:
-        return active - lookup, 0, 1.0
+        return active + head, 0, 1.0
     share = model.moe.experts_per_token / model.moe.num_experts
     every = weight_bytes_per_gpu(model, dtype=engine.dtype, quantization=engine.quantization,
-                                 tp=tp, pp=pp, fmt=fmt, reads=True)
+                                 tp=tp, pp=pp, fmt=fmt, reads=True, vocab=False)
     routed = round((every - active) / (1.0 - share)) if share < 1 else 0
-    base = active - lookup - round(routed * share)
+    base = active + head - round(routed * share)
     if engine.data_parallel_size > 1 or engine.enable_expert_parallel:
         return (base, *_parallel_experts(model, engine, share))
     return base, routed, 1.0 - share

@@ -59,16 +59,30 @@ def kernel_basis(timer: StepCostModel) -> str:
             line += ("; its per-tensor fp8 experts are capped at its block-fp8 / bf16 experts "
                      "where those are faster")
         line += _marlin_note(timer, src.gpu) + _gdn_note(timer, src.gpu)
+        if timer.constants.compute_precision == "float16":
+            line += "; float16 priced on its bfloat16 kernels (the same tensor-core rate)"
         mla = timer.ops is not None and any(a.kind == "mla" for a in timer.ops.attention)
         if mla and (donor := kn.mla_donor(ms.gpu)) is not None:
             line += (f"; no MLA table on {ms.gpu}: its MLA blocks are {donor}'s x the two "
                      "GPUs' measured attention ratio")
         return line
+    if timer.donor is not None and timer.constants.compute_precision == "float32":
+        return _fp32_basis(timer)
     if timer.donor is not None:
         return (f"roofline: {timer.hardware.id} has no measured kernel tables; compute "
                 f"{timer.profile.compute_eff:.0%}, bandwidth {timer.profile.bandwidth_eff:.0%} "
                 f"of peak: the rates of {timer.donor}'s measured kernels{_own_cap(timer)}")
     return "roofline under the profile's efficiencies"
+
+
+def _fp32_basis(timer: StepCostModel) -> str:
+    """--dtype float32: IEEE fp32 GEMMs at the GPU's FP32 rate, which no table measures."""
+    hw, p = timer.hardware, timer.profile
+    return (f"roofline: --dtype float32 runs IEEE fp32 GEMMs (PyTorch's default: no TF32) at "
+            f"{hw.id}'s FP32 rate, {hw.peak_flops_for('float32') / 1e12:,.1f} TFLOP/s, and "
+            f"reads 4 B a weight; no kernel table measures fp32: compute "
+            f"{p.compute_eff:.0%}, bandwidth {p.bandwidth_eff:.0%} of peak, the rates of "
+            f"{timer.donor}'s measured bf16 kernels{_own_cap(timer)}")
 
 
 def _marlin_note(timer: StepCostModel, gpu: str) -> str:

@@ -98,20 +98,19 @@ class StepCostModel:
         profile = profile or Profile()
         self.donor: str | None = None
         self._floor: tuple[str, StageOps] | None = None
-        if silicon is None:
-            silicon = kn.has_tables(hardware.id)
+        fp32 = constants.compute_precision == "float32"  # no table measures fp32 GEMMs
+        if silicon is None or (silicon and fp32):
+            silicon = kn.has_tables(hardware.id) and not fp32
             if not silicon:  # the roofline at the nearest measured generation's rates
                 rates = kn.nearest_measured_gpu(hardware, constants.compute_precision)
                 self.donor = rates.donor
                 profile = replace(profile, compute_eff=min(1.0, rates.compute),
                                   bandwidth_eff=min(1.0, rates.memory))
-                if kn.dominated_by(hardware, rates.donor):  # never faster than the donor
+                if not fp32 and kn.dominated_by(hardware, rates.donor):  # never faster
                     from kvplan.costs.step.ops import stage_ops
 
                     self._floor = (rates.donor, stage_ops(model, engine, resolved))
-        from kvplan.costs.step.parallel.ep_step import (
-            engine_ops,  # DP / EP / multi-node TP re-layout
-        )
+        from kvplan.costs.step.parallel.ep_step import engine_ops  # DP / EP / multi-node TP
 
         self._ops = engine_ops(model, engine, hardware, profile, silicon, resolved)
         self._setup(constants, hardware, profile,
@@ -139,10 +138,11 @@ class StepCostModel:
         self.constants = constants
         self.hardware = hardware
         self.profile = profile
-        peak = hardware.peak_flops_for(self.constants.compute_precision)
+        peak = hardware.peak_flops_for(precision := self.constants.compute_precision)
         if peak <= 0 or hardware.mem_bw_bytes_per_s <= 0:
-            raise InputError(f"GPU {hardware.id} has no peak {self.constants.compute_precision}"
-                             " FLOP/s: give bf16_tflops_dense in its --gpu file")
+            field = "fp32" if precision == "float32" else "bf16"
+            raise InputError(f"GPU {hardware.id} has no peak {precision} FLOP/s: give "
+                             f"{field}_tflops_dense in its --gpu file")
         self._flops_rate = peak * self.profile.compute_eff
         self._bw = hardware.mem_bw_bytes_per_s * self.profile.bandwidth_eff
         link = hardware.tp_link_bytes_per_s(constants.tp) / 2 or FALLBACK_LINK_BYTES_PER_S

@@ -42,11 +42,15 @@ def needs_parallel_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec)
     return moe or engine.tensor_parallel_size > node
 
 
-def check_silicon(hw: HardwareSpec, silicon: bool) -> None:
+def check_silicon(hw: HardwareSpec, silicon: bool, precision: str = "bfloat16") -> None:
     """DP / EP steps stand on the measured MoE and collective tables; refuse the roofline."""
     if not silicon:
         from kvplan.costs import kernels as kn
 
+        if precision == "float32":  # no table holds fp32 GEMMs, whatever the GPU
+            raise InputError("data / expert parallel steps are priced from measured kernel "
+                             "tables, which hold no float32 kernels; use --dtype auto, "
+                             "bfloat16 or float16")
         raise InputError(
             f"data / expert parallel steps are priced from measured kernel tables, which "
             f"{hw.id} lacks; use one of {', '.join(sorted(kn.measured_gpus()))}")
@@ -77,6 +81,7 @@ def engine_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec, profile
                silicon: bool, resolved: ResolvedDeployment | None = None) -> StageOps | None:
     """The step's ops for ``StepCostModel`` (None on the roofline path): the plain TP ops,
     re-laid out when DP, EP or a multi-node TP group is asked for."""
+    from kvplan.costs.step.constants import compute_precision
     from kvplan.costs.step.ops import stage_ops
 
     if engine.enable_dbo and model.moe is None:
@@ -86,7 +91,7 @@ def engine_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec, profile
         dbo_overlap(engine, hw)  # vLLM's rules for --enable-dbo, checked for every layout
     if not needs_parallel_ops(model, engine, hw):
         return stage_ops(model, engine, resolved) if silicon else None
-    check_silicon(hw, silicon)
+    check_silicon(hw, silicon, compute_precision(model, engine))
     imbalance = DEFAULT_IMBALANCE if engine.expert_imbalance is None else engine.expert_imbalance
     return parallel_ops(stage_ops(model, engine, resolved), model, engine, hw, profile,
                         backend=engine.all2all_backend, imbalance=imbalance)
