@@ -50,6 +50,7 @@ class DisaggDeployment:
                 f"--kv-link {self.link.id} joins GPUs of one node ({GPUS_PER_NODE} GPUs) but "
                 f"{self.label} needs {self.total_gpus}; use a network link (ib-ndr, ib-xdr, "
                 f"roce-400g, eth-200g, eth-100g) or at most {GPUS_PER_NODE} GPUs in all")
+        _check_link_gpus(self.link, self.prefill.gpu.id, self.decode.gpu.id)
 
     @property
     def label(self) -> str:
@@ -59,6 +60,26 @@ class DisaggDeployment:
     @property
     def total_gpus(self) -> int:
         return self.prefill.total_gpus + self.decode.total_gpus
+
+
+def link_usable(link: LinkSpec, gpu_ids: tuple[str, ...], total_gpus: int) -> bool:
+    """Whether ``link`` can join a fleet of ``total_gpus`` GPUs of these ids: a node link
+    within one node, and every GPU one the link joins at its rate (``LinkSpec.gpus``)."""
+    return ((link.scope == "network" or total_gpus <= GPUS_PER_NODE)
+            and all(link.joins(g) for g in gpu_ids))
+
+
+def _check_link_gpus(link: LinkSpec, *gpu_ids: str) -> None:
+    """A link that only some GPUs have (NVLink 4, a PCIe Gen5 host link) is refused on the
+    others: its bandwidth would be a figure the GPU cannot reach (450 GB/s on an L40S)."""
+    from kvplan.specs.links import link_catalog
+
+    bad = sorted({g for g in gpu_ids if not link.joins(g)})
+    if bad:
+        ok = [x.id for x in link_catalog() if all(x.joins(g) for g in gpu_ids)]
+        raise InputError(
+            f"--kv-link {link.id} does not join {', '.join(bad)} (it joins only "
+            f"{', '.join(link.gpus)}); use one of {', '.join(ok)}")
 
 
 def _check_replicated_heads(model: ModelSpec, tp_p: int, tp_d: int) -> None:

@@ -25,6 +25,13 @@ class LinkSpec:
     """Fixed cost added once to every transfer."""
     scope: str
     source: str
+    gpus: tuple[str, ...] = ()
+    """GPU ids the link can join (NVLink 4: the SXM H100 and H200; PCIe Gen5: GPUs with a
+    Gen5 x16 host interface); () = any GPU (a network NIC)."""
+
+    def joins(self, gpu_id: str) -> bool:
+        """Whether a GPU of this id has this link at this rate."""
+        return not self.gpus or gpu_id in self.gpus
 
     def __post_init__(self) -> None:
         if not self.bytes_per_s_per_gpu > 0 or not self.latency_s >= 0:
@@ -41,7 +48,8 @@ def link_catalog() -> tuple[LinkSpec, ...]:
     return tuple(LinkSpec(id=r["id"], name=r["name"],
                           bytes_per_s_per_gpu=float(r["bytes_per_s_per_gpu"]),
                           latency_s=float(r["latency_s"]), scope=r["scope"],
-                          source=r["source"]) for r in rows)
+                          source=r["source"], gpus=tuple(r.get("gpus", ())))
+                 for r in rows)
 
 
 def load_link(name: str) -> LinkSpec:

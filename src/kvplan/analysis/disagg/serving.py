@@ -19,9 +19,9 @@ from kvplan.sim.disagg.result import DisaggResult
 from kvplan.sim.scheduler import Limits
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.disagg import (
-    GPUS_PER_NODE,
     DisaggDeployment,
     kv_transfer_model,
+    link_usable,
     pool_flags,
     pool_label,
 )
@@ -139,8 +139,8 @@ def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
     took_ms = 1000 * cost.transfer_s(nbytes)
     if took_ms <= ttft_ms:
         return None
-    one_node = dd.total_gpus <= GPUS_PER_NODE
-    fits = [x.id for x in link_catalog() if (x.scope == "network" or one_node)
+    gpus = (dd.prefill.gpu.id, dd.decode.gpu.id)
+    fits = [x.id for x in link_catalog() if link_usable(x, gpus, dd.total_gpus)
             and 1000 * transfer_cost(dd, decode_plan, x).transfer_s(nbytes) <= ttft_ms]
     room_s = ttft_ms / 1000 - cost.latency_s
     block = decode_plan.block_size  # whole pages move: round down to a page

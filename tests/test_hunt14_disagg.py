@@ -1,0 +1,50 @@
+"""hunt14-disagg: regressions found in the disaggregated prefill/decode path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.analysis.disagg.joint_levers import faster_link
+from kvplan.specs.links import load_link
+from tests.conftest import assert_one_line_error, run_cli
+
+SIM = ("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--random-input-len",
+       "1000", "--random-output-len", "10", "--num-prompts", "1", "--disagg", "1P1D")
+
+
+@pytest.mark.parametrize(("gpus", "link"), [
+    (("--gpu", "L40S"), "nvlink4"),          # no NVLink at all (PCIe Gen4 card)
+    (("--gpu", "A100-80GB"), "nvlink4"),     # NVLink 3: 300 GB/s a direction, not 450
+    (("--gpu", "B200"), "nvlink4"),          # NVLink 5: 900 GB/s a direction
+    (("--gpu", "H100", "--decode-gpu", "L40S"), "pcie5-x16"),  # L40S is PCIe Gen4 x16
+])
+def test_a_node_link_the_gpus_do_not_have_is_refused(gpus: tuple[str, ...], link: str) -> None:
+    """`--kv-link nvlink4` (450e9 B/s a GPU: the SXM H100/H200's NVLink 4) was accepted on
+    any GPU, so an L40S fleet moved KV at 450 GB/s; pcie5-x16 (63e9 B/s) on a Gen4 card
+    (31.5e9 at most). Now one line, exit 2, naming the links these GPUs have."""
+    r = run_cli(*SIM, *gpus, "--kv-link", link)
+    assert_one_line_error(r)
+    assert f"--kv-link {link} does not join" in r.err
+    assert "use one of ib-ndr" in r.err
+
+
+def test_nvlink4_on_h100_keeps_its_figure() -> None:
+    """Llama-3.1-8B, 1,000 prompt tokens: cdiv(1000, 16) = 63 pages x 16 tokens x 131,072 B
+    = 132,120,576 B; / 450e9 B/s = 0.29360128 ms + 2 us latency = 0.29560128 ms."""
+    r = run_cli(*SIM, "--gpu", "H100", "--kv-link", "nvlink4", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["kv_link_bytes"] == 132_120_576
+    assert doc["mean_kv_transfer_ms"] == pytest.approx(0.29560128)
+
+
+def test_faster_link_what_if_stays_on_links_the_gpus_have() -> None:
+    """The planner's 'faster link' what-if: past ib-xdr (the fastest network link) it offered
+    nvlink4 to any fleet of <= 8 GPUs, L40S included; now only to H100/H200 SXM fleets."""
+    xdr = load_link("ib-xdr")
+    assert faster_link(xdr, 2, ("L40S", "L40S")) is None
+    assert faster_link(xdr, 2, ("H100-SXM-80GB", "H100-SXM-80GB")).id == "nvlink4"
+    pcie = load_link("pcie5-x16")
+    assert faster_link(pcie, 2, ("B200-SXM-180GB", "B200-SXM-180GB")).id == "ib-xdr"
