@@ -48,3 +48,26 @@ def test_faster_link_what_if_stays_on_links_the_gpus_have() -> None:
     assert faster_link(xdr, 2, ("H100-SXM-80GB", "H100-SXM-80GB")).id == "nvlink4"
     pcie = load_link("pcie5-x16")
     assert faster_link(pcie, 2, ("B200-SXM-180GB", "B200-SXM-180GB")).id == "ib-xdr"
+
+
+@pytest.mark.parametrize(("args", "rate", "ms"), [
+    # L40S (PCIe Gen4 x16, 64 GB/s both ways): 32e9 x 128/130 = 31,507,692,307.7 B/s a GPU;
+    # TP2 <-> TP2: 132,120,576 B / (2 x 31.5077e9) = 2.09664 ms + 5 us (was 50e9: 1.32621)
+    (("--gpu", "L40S", "-tp", "2"), 64e9 / 2 * 128 / 130, 2.10164),
+    # ib-xdr (100e9) into an H100 (Gen5 x16: 63.0154e9): 132,120,576 / 63.0154e9 = 2.09664 ms
+    # + 5 us (was 1.32621 ms at 100e9)
+    (("--gpu", "H100", "--kv-link", "ib-xdr"), 128e9 / 2 * 128 / 130, 2.10164),
+    # ib-ndr's 50e9 is below an H100's PCIe: unchanged, 132,120,576 / 50e9 + 5 us
+    (("--gpu", "H100"), 50e9, 2.64741152),
+])
+def test_a_network_link_is_capped_by_the_gpus_pcie(args: tuple[str, ...], rate: float,
+                                                    ms: float) -> None:
+    """A NIC reaches GPU memory over the GPU's PCIe x16 (GPUDirect RDMA): no GPU moves KV
+    faster than one direction of it. kvplan moved 50e9 B/s (InfiniBand NDR) into an L40S and
+    100e9 (XDR) into an H100, above their PCIe links (31.5e9, 63.0e9)."""
+    r = run_cli(*SIM, *args, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["kv_link_bytes"] == 132_120_576
+    assert doc["kv_link_bytes_per_s_per_gpu"] == pytest.approx(rate)
+    assert doc["mean_kv_transfer_ms"] == pytest.approx(ms)

@@ -61,6 +61,13 @@ class DisaggDeployment:
     def total_gpus(self) -> int:
         return self.prefill.total_gpus + self.decode.total_gpus
 
+    def link_rate(self, link: LinkSpec | None = None) -> float:
+        """One GPU's bytes/s over ``link`` (default: the fleet's) between these pools' GPUs:
+        the link's rate, capped by each GPU's PCIe where the link crosses it (an L40S's
+        Gen4 x16 carries 31.5e9 B/s a direction, not InfiniBand NDR's 50e9)."""
+        return (link or self.link).rate_on(self.prefill.gpu.pcie_bytes_per_s,
+                                           self.decode.gpu.pcie_bytes_per_s)
+
 
 def link_usable(link: LinkSpec, gpu_ids: tuple[str, ...], total_gpus: int) -> bool:
     """Whether ``link`` can join a fleet of ``total_gpus`` GPUs of these ids: a node link

@@ -71,7 +71,7 @@ def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
     changes: list[tuple[str, dict[str, object]]] = [
         ("+1 prefill instance", {"prefill": dd.prefill.with_replicas(dd.prefill.replicas + 1)}),
         ("+1 decode instance", {"decode": dd.decode.with_replicas(dd.decode.replicas + 1)})]
-    if link is not None:
+    if link is not None and dd.link_rate(link) > dd.link_rate():  # not capped by PCIe
         changes.append((f"--kv-link {link.id}", {"link": link}))
     out = [("none (the winner)", dd)]
     for change, fields in changes:
