@@ -71,3 +71,22 @@ def test_a_network_link_is_capped_by_the_gpus_pcie(args: tuple[str, ...], rate: 
     assert doc["kv_link_bytes"] == 132_120_576
     assert doc["kv_link_bytes_per_s_per_gpu"] == pytest.approx(rate)
     assert doc["mean_kv_transfer_ms"] == pytest.approx(ms)
+
+
+def test_a100_fleets_have_their_own_nvlink() -> None:
+    """A100's NVLink 3 (600 GB/s both ways, 300e9 a direction) had no catalog entry: the public
+    A100 1P1D point (vLLM #26072) was simulated over nvlink4, which is now refused on A100.
+    Llama-3.1-8B, 1,000 tokens = 132,120,576 B / 300e9 = 0.44040192 ms + 2 us."""
+    r = run_cli(*SIM, "--gpu", "A100-80GB", "--kv-link", "nvlink3", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["mean_kv_transfer_ms"] == pytest.approx(0.44240192)
+
+
+def test_public_a100_point_asks_a_link_kvplan_accepts() -> None:
+    """benchmarks/compare_disagg_public.py asked `--kv-link nvlink4` of every served point,
+    A100 included; it now asks the fastest in-node link of the point's GPU."""
+    import benchmarks.compare_disagg_public as cdp
+
+    p = next(x for x in cdp.load_points() if x["id"] == "vllm-26072-1p1d")
+    argv = cdp.question(p).argv
+    assert argv[argv.index("--kv-link") + 1] == "nvlink3"
