@@ -90,3 +90,17 @@ def test_public_a100_point_asks_a_link_kvplan_accepts() -> None:
     p = next(x for x in cdp.load_points() if x["id"] == "vllm-26072-1p1d")
     argv = cdp.question(p).argv
     assert argv[argv.index("--kv-link") + 1] == "nvlink3"
+
+
+def test_plan_says_why_an_nvlink4_space_on_l40s_has_no_fleet() -> None:
+    """`kvplan plan --disagg --kv-link nvlink4` on L40S forms no fleet (L40S has no NVLink);
+    the answer named only the TP and the 8-GPU rules, not the GPUs a node link joins."""
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "1",
+                "--num-prompts", "20", "--random-input-len", "200", "--random-output-len", "20",
+                "--request-rate", "2", "--slo", "ttft:p99:3000", "--disagg", "--kv-link",
+                "nvlink4", "--json")
+    assert r.code == 0, r.err
+    joint = json.loads(r.out)["joint"]
+    assert not [c for c in joint["candidates"] if c["kind"] == "disaggregated"]
+    assert joint["versus"].endswith("joins at most 8 GPUs in all, and only the GPUs that "
+                                    "have it)")
