@@ -104,3 +104,31 @@ def test_plan_says_why_an_nvlink4_space_on_l40s_has_no_fleet() -> None:
     assert not [c for c in joint["candidates"] if c["kind"] == "disaggregated"]
     assert joint["versus"].endswith("joins at most 8 GPUs in all, and only the GPUs that "
                                     "have it)")
+
+
+@pytest.mark.parametrize("path", ["core", "python"])
+def test_a_refused_request_takes_its_prefill_round_robin_turn(path: str) -> None:
+    """vLLM's toy_proxy_server.py picks the next prefill client (itertools.cycle) before it
+    sends the request, so a request the prefill server refuses (here 40 prompt tokens over a
+    32-token max_model_len) still used p0's turn: r1 goes to p1, r2 to p0. kvplan skipped
+    the refused request's turn (r1 on p0, r2 on p1).
+    Trace set-up of tests/test_disagg_trace.py; 2P1D; arrivals 0, 0.5, 1.0."""
+    from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
+    from kvplan.sim.testing import workload
+    from tests.core_helpers import python_loop
+    from tests.test_disagg_trace import COST, LIMITS, SHAPE, TIMER
+
+    w = workload([0.0, 0.5, 1.0], [40, 8, 8], [2, 2, 2])
+    pre = PoolSim(instances=2, timer=TIMER, num_blocks=64, shape=SHAPE, limits=LIMITS,
+                  max_model_len=32)
+    dec = PoolSim(instances=1, timer=TIMER, num_blocks=64, shape=SHAPE, limits=LIMITS,
+                  max_model_len=32)
+    if path == "python":
+        with python_loop():
+            r = simulate_disagg(w, prefill=pre, decode=dec, transfer=COST, validate=True)
+    else:
+        r = simulate_disagg(w, prefill=pre, decode=dec, transfer=COST, validate=True)
+    assert list(r.client.rejected) == [0]
+    assert r.transfers.prefill_instance.tolist()[1:] == [1, 0]
+    # each alone on its instance: r1 [0.5, 3.5], r2 [1.0, 4.0] (1 + 0.25 x 8 s)
+    assert r.transfers.prefill_end_s.tolist()[1:] == [3.5, 4.0]
