@@ -113,12 +113,20 @@ def _decode_question(p: Mapping[str, Any]) -> Question:
     return Question(argv=tuple(argv), readers={"output_throughput_tok_s_per_node": per_node})
 
 
+def _node_link(gpu: str) -> str:
+    """The fastest in-node KV link of the catalog that joins ``gpu`` (A100: nvlink3)."""
+    from kvplan.specs.links import link_catalog
+
+    ok = [x for x in link_catalog() if x.scope == "node" and x.joins(gpu)]
+    return max(ok, key=lambda x: x.bytes_per_s_per_gpu).id
+
+
 def _serving_question(p: Mapping[str, Any]) -> Question:
     w, par = p["workload"], p["parallelism"]
     pre, dec = par["prefill"], par["decode"]
     argv = ["simulate", p["model_config"], "--gpu", p["gpu"],
             "--disagg", par["disagg"], "--prefill-tp", str(pre["tp"]),
-            "--decode-tp", str(dec["tp"]), "--kv-link", "nvlink4",
+            "--decode-tp", str(dec["tp"]), "--kv-link", _node_link(p["gpu"]),
             "--dataset", "random", "--num-prompts", str(w["num_prompts"]),
             "--random-input-len", str(w["input_len"]),
             "--random-output-len", str(w["output_len"]),

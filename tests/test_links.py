@@ -17,6 +17,7 @@ def test_every_link_has_a_source_and_a_sane_rate() -> None:
 
 @pytest.mark.parametrize(("name", "rate"), [
     ("nvlink4", 900e9 / 2),          # 900 GB/s both directions per H100/H200 GPU
+    ("nvlink3", 600e9 / 2),          # 600 GB/s both directions per A100 SXM GPU
     ("ib-ndr", 400e9 / 8),           # 400 Gb/s
     ("IB-XDR", 800e9 / 8),           # 800 Gb/s (names are case-insensitive)
     ("roce-400g", 400e9 / 8),
@@ -34,4 +35,5 @@ def test_unknown_link_lists_the_ids() -> None:
 
 
 def test_node_links_are_node_scoped() -> None:
-    assert {x.id for x in link_catalog() if x.scope == "node"} == {"nvlink4", "pcie5-x16"}
+    assert {x.id for x in link_catalog() if x.scope == "node"} == {"nvlink4", "pcie5-x16",
+                                                                          "nvlink3"}

@@ -50,6 +50,7 @@ class DisaggDeployment:
                 f"--kv-link {self.link.id} joins GPUs of one node ({GPUS_PER_NODE} GPUs) but "
                 f"{self.label} needs {self.total_gpus}; use a network link (ib-ndr, ib-xdr, "
                 f"roce-400g, eth-200g, eth-100g) or at most {GPUS_PER_NODE} GPUs in all")
+        _check_link_gpus(self.link, self.prefill.gpu.id, self.decode.gpu.id)
 
     @property
     def label(self) -> str:
@@ -59,6 +60,33 @@ class DisaggDeployment:
     @property
     def total_gpus(self) -> int:
         return self.prefill.total_gpus + self.decode.total_gpus
+
+    def link_rate(self, link: LinkSpec | None = None) -> float:
+        """One GPU's bytes/s over ``link`` (default: the fleet's) between these pools' GPUs:
+        the link's rate, capped by each GPU's PCIe where the link crosses it (an L40S's
+        Gen4 x16 carries 31.5e9 B/s a direction, not InfiniBand NDR's 50e9)."""
+        return (link or self.link).rate_on(self.prefill.gpu.pcie_bytes_per_s,
+                                           self.decode.gpu.pcie_bytes_per_s)
+
+
+def link_usable(link: LinkSpec, gpu_ids: tuple[str, ...], total_gpus: int) -> bool:
+    """Whether ``link`` can join a fleet of ``total_gpus`` GPUs of these ids: a node link
+    within one node, and every GPU one the link joins at its rate (``LinkSpec.gpus``)."""
+    return ((link.scope == "network" or total_gpus <= GPUS_PER_NODE)
+            and all(link.joins(g) for g in gpu_ids))
+
+
+def _check_link_gpus(link: LinkSpec, *gpu_ids: str) -> None:
+    """A link that only some GPUs have (NVLink 4, a PCIe Gen5 host link) is refused on the
+    others: its bandwidth would be a figure the GPU cannot reach (450 GB/s on an L40S)."""
+    from kvplan.specs.links import link_catalog
+
+    bad = sorted({g for g in gpu_ids if not link.joins(g)})
+    if bad:
+        ok = [x.id for x in link_catalog() if all(x.joins(g) for g in gpu_ids)]
+        raise InputError(
+            f"--kv-link {link.id} does not join {', '.join(bad)} (it joins only "
+            f"{', '.join(link.gpus)}); use one of {', '.join(ok)}")
 
 
 def _check_replicated_heads(model: ModelSpec, tp_p: int, tp_d: int) -> None:

@@ -25,6 +25,24 @@ class LinkSpec:
     """Fixed cost added once to every transfer."""
     scope: str
     source: str
+    gpus: tuple[str, ...] = ()
+    """GPU ids the link can join (NVLink 4: the SXM H100 and H200; PCIe Gen5: GPUs with a
+    Gen5 x16 host interface); () = any GPU (a network NIC)."""
+
+    over_pcie: bool = True
+    """The link reaches GPU memory over the GPU's PCIe x16 link (a NIC's GPUDirect RDMA, or
+    host memory): no GPU moves faster than its PCIe (``rate_on``). NVLink: False."""
+
+    def rate_on(self, *pcie_bytes_per_s: float) -> float:
+        """One GPU's bytes/s on this link between GPUs of these PCIe x16 rates (both
+        directions, as vendors quote them; 0 = unknown, not capped): the link's rate, or one
+        direction of the slowest PCIe after 128b/130b coding (Gen4 64e9 -> 31.5e9)."""
+        caps = [b / 2 * 128 / 130 for b in pcie_bytes_per_s if b > 0] if self.over_pcie else []
+        return min([self.bytes_per_s_per_gpu, *caps])
+
+    def joins(self, gpu_id: str) -> bool:
+        """Whether a GPU of this id has this link at this rate."""
+        return not self.gpus or gpu_id in self.gpus
 
     def __post_init__(self) -> None:
         if not self.bytes_per_s_per_gpu > 0 or not self.latency_s >= 0:
@@ -41,7 +59,9 @@ def link_catalog() -> tuple[LinkSpec, ...]:
     return tuple(LinkSpec(id=r["id"], name=r["name"],
                           bytes_per_s_per_gpu=float(r["bytes_per_s_per_gpu"]),
                           latency_s=float(r["latency_s"]), scope=r["scope"],
-                          source=r["source"]) for r in rows)
+                          source=r["source"], gpus=tuple(r.get("gpus", ())),
+                          over_pcie=bool(r.get("over_pcie", True)))
+                 for r in rows)
 
 
 def load_link(name: str) -> LinkSpec:

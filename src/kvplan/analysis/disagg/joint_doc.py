@@ -54,7 +54,8 @@ def versus(j: JointPlan) -> str:
     if not any(c.kind == "disaggregated" for c in j.candidates):
         return (f"aggregated wins: {describe(win)}; the space holds no disaggregated fleet: "
                 f"every pair of pools breaks a fleet rule (the decode TP a multiple of the "
-                f"prefill TP; a node link such as nvlink4 joins at most 8 GPUs in all)")
+                f"prefill TP; a node link such as nvlink4 joins at most 8 GPUs in all, and "
+                f"only the GPUs that have it)")
     if not priced:
         bad = [c for c in j.candidates if c.kind == "disaggregated" and c.stage == "invalid"]
         why = f" or can run ({bad[0].id}: {bad[0].reason})" if bad else ""

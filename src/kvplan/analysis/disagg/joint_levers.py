@@ -23,7 +23,7 @@ from kvplan.analysis.disagg.screen import pool_costs
 from kvplan.analysis.plan.bands import PlanBands, Ratios, plan_bands, ratios_for
 from kvplan.analysis.plan.judge import Verdict, judged_mask, latencies
 from kvplan.errors import InputError
-from kvplan.specs.disagg import GPUS_PER_NODE, DisaggDeployment
+from kvplan.specs.disagg import DisaggDeployment, link_usable
 from kvplan.specs.links import LinkSpec, link_catalog
 from kvplan.specs.prices import PriceTable
 from kvplan.specs.requests.workload import Workload
@@ -53,11 +53,13 @@ def binding_phase(c: JointCandidate, slo: Slo) -> tuple[str, str]:
     return top, f"{key} binds; its slowest 1 % spend, on average: {split}"
 
 
-def faster_link(link: LinkSpec, total_gpus: int) -> LinkSpec | None:
-    """The slowest catalog link faster than ``link`` that the fleet can use, of the same
-    scope when one is (ib-ndr -> ib-xdr, not a node's PCIe), else of any."""
+def faster_link(link: LinkSpec, total_gpus: int,
+                gpu_ids: tuple[str, ...] = ()) -> LinkSpec | None:
+    """The slowest catalog link faster than ``link`` that the fleet (``total_gpus`` GPUs of
+    ``gpu_ids``) can use, of the same scope when one is (ib-ndr -> ib-xdr, not a node's
+    PCIe), else of any."""
     ok = [x for x in link_catalog() if x.bytes_per_s_per_gpu > link.bytes_per_s_per_gpu
-          and (x.scope == "network" or total_gpus <= GPUS_PER_NODE)]
+          and link_usable(x, gpu_ids, total_gpus)]
     same = [x for x in ok if x.scope == link.scope] or ok
     return min(same, key=lambda x: (x.bytes_per_s_per_gpu, x.id)) if same else None
 
@@ -65,11 +67,11 @@ def faster_link(link: LinkSpec, total_gpus: int) -> LinkSpec | None:
 def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
     """The winner itself, then one more prefill instance, one more decode, a faster link
     (a variant the fleet's rules refuse, e.g. a node link past 8 GPUs, is left out)."""
-    link = faster_link(dd.link, dd.total_gpus)
+    link = faster_link(dd.link, dd.total_gpus, (dd.prefill.gpu.id, dd.decode.gpu.id))
     changes: list[tuple[str, dict[str, object]]] = [
         ("+1 prefill instance", {"prefill": dd.prefill.with_replicas(dd.prefill.replicas + 1)}),
         ("+1 decode instance", {"decode": dd.decode.with_replicas(dd.decode.replicas + 1)})]
-    if link is not None:
+    if link is not None and dd.link_rate(link) > dd.link_rate():  # not capped by PCIe
         changes.append((f"--kv-link {link.id}", {"link": link}))
     out = [("none (the winner)", dd)]
     for change, fields in changes:

@@ -19,9 +19,9 @@ from kvplan.sim.disagg.result import DisaggResult
 from kvplan.sim.scheduler import Limits
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.disagg import (
-    GPUS_PER_NODE,
     DisaggDeployment,
     kv_transfer_model,
+    link_usable,
     pool_flags,
     pool_label,
 )
@@ -62,7 +62,7 @@ class DisaggRun:
             "burstiness": 1.0 if args is None else args.burstiness,
             "max_concurrency": None, "disagg": d.label, "router": d.router,
             "kv_link": d.link.id,
-            "kv_link_bytes_per_s_per_gpu": d.link.bytes_per_s_per_gpu,
+            "kv_link_bytes_per_s_per_gpu": d.link_rate(),
             "kv_link_latency_s": d.link.latency_s,
             "prefill": _pool_header(self.prefill), "decode": _pool_header(self.decode),
             "block_size": self.decode.plan.block_size,
@@ -123,7 +123,7 @@ def transfer_cost(dd: DisaggDeployment, decode_plan: MemoryPlan,
     return TransferCost(groups=group_pages(decode_plan.groups),
                         prefill_tp=dd.prefill.engine.tensor_parallel_size,
                         decode_tp=dd.decode.engine.tensor_parallel_size,
-                        bytes_per_s_per_gpu=link.bytes_per_s_per_gpu, latency_s=link.latency_s)
+                        bytes_per_s_per_gpu=dd.link_rate(link), latency_s=link.latency_s)
 
 
 def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
@@ -139,8 +139,8 @@ def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
     took_ms = 1000 * cost.transfer_s(nbytes)
     if took_ms <= ttft_ms:
         return None
-    one_node = dd.total_gpus <= GPUS_PER_NODE
-    fits = [x.id for x in link_catalog() if (x.scope == "network" or one_node)
+    gpus = (dd.prefill.gpu.id, dd.decode.gpu.id)
+    fits = [x.id for x in link_catalog() if link_usable(x, gpus, dd.total_gpus)
             and 1000 * transfer_cost(dd, decode_plan, x).transfer_s(nbytes) <= ttft_ms]
     room_s = ttft_ms / 1000 - cost.latency_s
     block = decode_plan.block_size  # whole pages move: round down to a page

@@ -139,10 +139,12 @@ def run(fleet: _Fleet) -> DisaggResult | None:
 
 def _route(fleet: _Fleet) -> list[IntArray]:
     """Each prefill instance's requests in the order they reach it (round robin over the
-    proxy's order, rejected requests skipped: fleet._route)."""
-    order = np.array([r for r in fleet.order if r not in fleet.rejected], dtype=np.int64)
+    proxy's order; a rejected request takes its turn and is not sent: fleet._route)."""
+    order = np.array(fleet.order, dtype=np.int64)
     x = len(fleet.pre)
     inst = np.arange(len(order)) % x
+    sent = np.array([r not in fleet.rejected for r in fleet.order], dtype=np.bool_)
+    order, inst = order[sent], inst[sent]
     fleet.p_of[order] = inst
     return [order[inst == p] for p in range(x)]
 

@@ -263,12 +263,12 @@ class _Fleet:
     def _route(self) -> None:
         r = self.order[self.ptr]
         self.ptr += 1
-        if r in self.rejected:
+        p = self.out_p.pick(self.engine_at[r]) if self.least else self.rr_p
+        self.rr_p = (p + 1) % len(self.pre)  # a refused request used its turn: vLLM's
+        if r in self.rejected:               # proxy picks the prefill server before sending
             for loop in (*self.pre, *self.dec):
                 loop.s.status[r] = REJECTED
             return
-        p = self.out_p.pick(self.engine_at[r]) if self.least else self.rr_p
-        self.rr_p = (p + 1) % len(self.pre)
         self.out_p.add(p)
         self.p_of[r] = p
         self.pre[p].add(self.engine_at[r], r)
