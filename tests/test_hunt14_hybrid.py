@@ -7,6 +7,7 @@ from kvplan.costs.step.constants import step_constants
 from kvplan.costs.step.ops import stage_ops
 from kvplan.specs.catalog import load_model
 from kvplan.specs.serving import EngineConfig
+from tests.conftest import assert_one_line_error, run_cli
 
 NEMOTRON = "nvidia/Nemotron-H-56B-Base-8K"
 QWEN_NEXT = "Qwen/Qwen3-Next-80B-A3B-Thinking"
@@ -26,3 +27,14 @@ def test_nemotron_h_runs_one_all_reduce_per_layer() -> None:
     assert stage_ops(qwen, tp4).allreduces == 96
     assert step_constants(qwen, tp4).allreduces == 96
     assert stage_ops(nemotron, EngineConfig()).allreduces == 0
+
+
+def test_nemotron_h_tp_that_splits_its_mamba_groups_is_refused() -> None:
+    """vLLM 0.11's MambaMixer2 asserts ``n_groups % tp == 0 or n_groups == 1``: Nemotron-H's
+    n_groups 8 allows TP 1, 2, 4, 8; TP 16 divides the 64 attention and 256 Mamba2 heads but
+    not the 8 groups, so vLLM does not start (kvplan printed a capacity for it)."""
+    for cmd in ("capacity", "kv"):
+        r = run_cli(cmd, NEMOTRON, "-tp", "16")
+        assert_one_line_error(r)
+        assert "n_groups 8" in r.err
+    assert run_cli("capacity", NEMOTRON, "-tp", "8", "--json").code == 0
