@@ -60,3 +60,21 @@ def test_flags_that_turn_the_hybrid_kv_cache_manager_off_are_modelled() -> None:
         bad = run_cli("capacity", "--", "vllm", "serve", QWEN_NEXT, "-tp", "4", *flag)
         assert_one_line_error(bad)
         assert "refuses to start" in bad.err
+
+
+def test_cuda_graph_sizes_are_vllm_0_11_0s() -> None:
+    """vLLM 0.11.0 _set_cudagraph_sizes: [1, 2, 4] + range(8, 513, 8) (67 graphs), so 257
+    tokens replay the 264-token graph (kvplan padded to 272, a later vLLM's 16-step list).
+    gpt-oss's GptOssForCausalLMConfig (run before the sizes are set) captures range(8, 256, 8)
+    + range(256, 993, 16) (81 graphs) whatever --max-num-seqs: 513 tokens replay the 528-token
+    graph and 992 the 992 one (kvplan stopped at 512 and ran them unpadded)."""
+    import numpy as np
+
+    from kvplan.costs.step.cudagraph import padded_tokens
+
+    llama = stage_ops(load_model("meta-llama/Llama-3.1-8B"), EngineConfig())
+    oss = stage_ops(load_model("openai/gpt-oss-20b"), EngineConfig(max_num_seqs=64))
+    assert (llama.cudagraph_max_tokens, oss.cudagraph_max_tokens) == (512, 992)
+    t = np.array([257, 513, 600, 992, 993])
+    assert padded_tokens(t, llama.cudagraph_max_tokens).tolist() == [264, 513, 600, 992, 993]
+    assert padded_tokens(t, oss.cudagraph_max_tokens).tolist() == [272, 528, 608, 992, 993]

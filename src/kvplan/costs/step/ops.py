@@ -127,7 +127,7 @@ def stage_ops(model: ModelSpec, engine: EngineConfig,
     from kvplan.costs.step.cudagraph import max_capture_tokens
 
     key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
-           engine.quantization, engine.mxfp4_moe_backend, max_capture_tokens(engine))
+           engine.quantization, engine.mxfp4_moe_backend, max_capture_tokens(engine, model))
     return _MEMO.get(key, lambda: _stage_ops(model, engine, resolved))
 
 
@@ -151,7 +151,7 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
         moe=_moe_op(model, engine, stage, resolved), attention=_attention_ops(model, stage, tp),
         allreduces=tp_allreduces(model, stage, tp),
         allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
-        cudagraph_max_tokens=max_capture_tokens(engine), gdn=_gdn_op(model, stage, tp),
+        cudagraph_max_tokens=max_capture_tokens(engine, model), gdn=_gdn_op(model, stage, tp),
         lm_head_share=1.0 / pp)
 
 
