@@ -21,7 +21,8 @@ from kvplan.limits import (
 
 TIME_SCALE_RANGE = (1e-6, 1e6)
 BURSTINESS_RANGE = (1e-3, 1e3)
-MAX_SEED = 2**63 - 1
+MAX_SEED = 2**32 - 1
+"""vllm bench serve seeds numpy's legacy stream (np.random.seed), which takes 0 .. 2**32 - 1."""
 MAX_SIMULATED_TOKENS = 2e9
 """Tokens a random workload may hold in all (10^8 took ~5 s of simulator time)."""
 DEFAULT_PROMPTS = 1000

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kvplan.specs.requests.arrays import Workload
 from kvplan.specs.requests.random_cache import Draws
+
+if TYPE_CHECKING:  # np.random is imported where something is drawn, not at import
+    from typing import TypeAlias
+
+    Rng: TypeAlias = np.random.Generator | np.random.RandomState
 
 PREFIX_HASH_BLOCK_TOKENS = 16
 """Tokens per hash block for `--random-prefix-len` (vLLM's default KV block size)."""
@@ -43,9 +49,15 @@ def random_lengths(
     return inputs + prefix_len, outputs
 
 
-def gamma_arrivals(
-    n: int, request_rate: float, burstiness: float, rng: np.random.Generator
-) -> np.ndarray:
+def vllm_arrival_rng(seed: int | None) -> np.random.RandomState:
+    """The stream `vllm bench serve` draws its arrival gaps from: numpy's global legacy
+    RandomState, seeded by ``np.random.seed(--seed)`` in its main_async. get_request's gammas
+    are its first draws (the random dataset draws from its own default_rng(seed), ShareGPT
+    shuffles with Python's random), so the same seed gives vLLM's very send times."""
+    return np.random.RandomState(seed)
+
+
+def gamma_arrivals(n: int, request_rate: float, burstiness: float, rng: Rng) -> np.ndarray:
     """Arrival times as `vllm bench serve` sends them (its get_request without ramp-up).
 
     Gaps are Gamma(shape=burstiness, scale=1/(rate*burstiness)): mean 1/rate, coefficient of
@@ -89,12 +101,15 @@ def random_workload(
     request_rate: float = math.inf,
     burstiness: float = 1.0,
     max_concurrency: int | None = None,
+    arrival_rng: Rng | None = None,
 ) -> Workload:
-    """`vllm bench serve --dataset-name random`: lengths first, then arrivals, from one rng."""
+    """`vllm bench serve --dataset-name random`: lengths from ``rng``, then arrivals from
+    ``arrival_rng`` (vLLM: ``vllm_arrival_rng(seed)``; None: the same ``rng``)."""
     prompts, outputs = random_lengths(
         num_prompts, input_len, output_len, range_ratio, prefix_len, rng
     )
-    arrivals = gamma_arrivals(num_prompts, request_rate, burstiness, rng)
+    arrivals = gamma_arrivals(num_prompts, request_rate, burstiness,
+                              rng if arrival_rng is None else arrival_rng)
     return drawn_workload(Draws(prompts, outputs, arrivals), prefix_len, max_concurrency)
 
 

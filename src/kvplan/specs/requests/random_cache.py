@@ -21,7 +21,7 @@ import numpy as np
 
 from kvplan import raw_arrays
 
-MAGIC = b"kvplan-random-draws-1\n"
+MAGIC = b"kvplan-random-draws-2\n"
 MAX_REQUESTS = 200_000
 KEEP = 16
 

@@ -22,6 +22,7 @@ from kvplan.specs.requests.generators import (
     random_workload,
     shared_prefix_hashes,
     synthetic_workload,
+    vllm_arrival_rng,
 )
 from kvplan.specs.requests.lax_fields import FieldError, as_float, as_int, as_path, as_str, optional
 
@@ -211,8 +212,10 @@ def _check_random_flags(a: WorkloadArgs) -> None:
 
 
 def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -> Workload:
-    """The workload `vllm bench serve` would send for ARGS (default rng: seeded by --seed;
-    made only where it draws: a trace's own arrivals need no numpy.random import)."""
+    """The workload `vllm bench serve` would send for ARGS (default: lengths from
+    default_rng(--seed), arrivals from vLLM's legacy stream ``vllm_arrival_rng(--seed)``; an
+    ``rng`` given draws both; made only where it draws: a trace's own arrivals need no
+    numpy.random import)."""
     rate = args.request_rate if args.request_rate is not None else math.inf
     if args.trace is None and args.dataset_name == "random":
         return _random(args, rate, rng)
@@ -224,8 +227,8 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     if args.has_own_arrivals and trace.arrival_s is not None:
         arrivals = trace.arrival_s[:n] * args.time_scale
     else:
-        rng = rng if rng is not None else np.random.default_rng(args.seed)
-        arrivals = gamma_arrivals(n, rate, args.burstiness, rng)
+        arrivals = gamma_arrivals(n, rate, args.burstiness,
+                                  rng if rng is not None else vllm_arrival_rng(args.seed))
     return workload_from_trace(trace, n, arrivals, args.max_concurrency)
 
 
@@ -245,7 +248,8 @@ def _random(args: WorkloadArgs, rate: float, rng: np.random.Generator | None) ->
         num_prompts=n, input_len=args.random_input_len, output_len=args.random_output_len,
         range_ratio=args.random_range_ratio, prefix_len=args.random_prefix_len,
         request_rate=rate, burstiness=args.burstiness, max_concurrency=args.max_concurrency,
-        rng=rng if rng is not None else np.random.default_rng(args.seed))
+        rng=rng if rng is not None else np.random.default_rng(args.seed),
+        arrival_rng=None if rng is not None else vllm_arrival_rng(args.seed))
     if entry is not None:
         random_cache.save(entry, random_cache.Draws(w.prompt_tokens, w.output_tokens,
                                                     w.arrival_s))
