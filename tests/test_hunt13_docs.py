@@ -441,7 +441,7 @@ def test_disaggregation_md_plans_table() -> None:
     assert r.code == 0, r.err
     best = r.json()["joint"]["best_disaggregated"]
     assert (f"H100 TP2 decode, $11.97/h, p99 TPOT {best['achieved']['p99_tpot_ms']:.2f} ms "
-            "(on the seventh, 141-point refit;") in doc
+            "(arrivals drawn as `vllm bench serve` draws them, since 2026-12-07;") in doc
     win = _joint("short", "funnel")[0].winner
     assert win is not None and win.aggregated is not None
     d = win.aggregated.deployment

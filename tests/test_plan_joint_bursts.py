@@ -99,13 +99,17 @@ def test_a_fleet_the_burst_bound_drops_misses_when_simulated(rate: float, bursti
 
 
 def test_the_burst_bound_drops_fleets_the_whole_trace_keeps() -> None:
-    """At 4 req/s with burstiness 0.1 the bound is not idle: the 1- and 2-prefill-instance
-    fleets are dropped by a burst (the whole trace keeps them), the 3-instance ones kept;
-    the dropped ones do miss when simulated."""
+    """At 4 req/s with burstiness 0.1 the bound is not idle: the 1-prefill-instance fleets
+    are dropped by a burst (20 requests in 0.2 s from 60.7 s, 16 of which must meet 1.5 s:
+    32,000 prompt tokens; the whole trace keeps them), the 2- and 3-instance ones kept (and
+    pass when simulated); the dropped ones do miss when simulated. (Before arrivals were
+    drawn from vLLM bench's own np.random.seed(--seed) stream the seed-0 trace's burst also
+    dropped the 2-instance fleets.)"""
     work, cands = _screened(4.0, 0.1, 0)
     burst = {c.disagg.label for c in cands if "requests arriving in" in c.reason}
-    assert burst == {"1P1D", "1P2D", "1P3D", "2P1D", "2P2D", "2P3D"}
-    assert {c.disagg.label for c in cands if c.stage == "screened"} == {"3P1D", "3P2D", "3P3D"}
+    assert burst == {"1P1D", "1P2D", "1P3D"}
+    assert {c.disagg.label for c in cands if c.stage == "screened"} == {
+        "2P1D", "2P2D", "2P3D", "3P1D", "3P2D", "3P3D"}
     for c in cands:
-        if c.disagg.label in ("1P1D", "2P3D"):
+        if c.disagg.label in ("1P1D", "1P3D"):
             assert not simulate_one(c.disagg, work, SLO)[0].ok
