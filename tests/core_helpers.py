@@ -45,9 +45,9 @@ def assert_same(a, b) -> None:
     assert a.rejected == b.rejected
     assert segments(a) == segments(b)
     assert (a.num_blocks, a.block_size, a.prefill_claimed_blocks, a.decode_claimed_blocks,
-            a.prefix_query_tokens, a.admission_peak_blocks) == (
+            a.prefix_query_tokens, a.prefix_lookup_hits, a.admission_peak_blocks) == (
         b.num_blocks, b.block_size, b.prefill_claimed_blocks, b.decode_claimed_blocks,
-        b.prefix_query_tokens, b.admission_peak_blocks)
+        b.prefix_query_tokens, b.prefix_lookup_hits, b.admission_peak_blocks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,7 +111,7 @@ def test_simulator_matches_an_independent_model_of_vllm_0_11(loop, fast):
     # first token, finish and preemptions equal tests/vllm_v1_reference.py's.
     for seed in range(150):
         case, e = _random_case(seed)
-        steps, reqs = replay(**case, **e)
+        steps, reqs, stats = replay(**case, **e)
         hashes = [[1000 * g + j for j in range(s // e["b"])] if g is not None else []
                   for g, s in zip(case["groups"], case["shared"], strict=True)]
         w = workload(case["arrivals"], case["prompts"], case["outputs"], hashes=hashes,
@@ -127,3 +127,5 @@ def test_simulator_matches_an_independent_model_of_vllm_0_11(loop, fast):
         assert r.first_token_s.tolist() == [q.first for q in reqs], seed
         assert r.finish_s.tolist() == [q.finish for q in reqs], seed
         assert r.preemptions.tolist() == [q.preemptions for q in reqs], seed
+        if e["caching"]:  # vLLM counts no lookup with caching off (kvplan: hits 0)
+            assert (r.prefix_query_tokens, r.prefix_lookup_hits) == stats, seed

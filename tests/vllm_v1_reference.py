@@ -48,6 +48,7 @@ class Engine:
         self.cached = {}
         self.running, self.waiting = [], deque()
         self.steps = []  # (tokens computed, blocks in use)
+        self.queries = self.hits = 0  # PrefixCacheStats of new requests (not preempted)
 
     def _lookup(self, r):
         hits = []
@@ -116,6 +117,9 @@ class Engine:
         while not preempted and self.waiting and budget > 0 and len(self.running) < self.seqs:
             r = self.waiting[0]
             hits = self._lookup(r)
+            if self.caching and r.preemptions == 0:  # get_computed_blocks counts each lookup
+                self.queries += r.num_tokens
+                self.hits += len(hits) * self.b
             new = self._cap(r.num_tokens - len(hits) * self.b)
             if not self.chunked and new > budget:
                 skipped.append(self.waiting.popleft())
@@ -144,7 +148,8 @@ class Engine:
 
 
 def replay(arrivals, prompts, outputs, groups, shared, **engine):
-    """Every request's (first token, finish, preemptions) and the steps, 1 s a step."""
+    """The steps (1 s each), every request (first token, finish, preemptions) and the
+    prefix-cache (queries, hits) of new requests' lookups."""
     e = Engine(**engine)
     rows = zip(prompts, outputs, groups, shared, strict=True)
     reqs = [Request(i, *x) for i, x in enumerate(rows)]
@@ -156,7 +161,7 @@ def replay(arrivals, prompts, outputs, groups, shared, **engine):
             k += 1
         if not e.running and not e.waiting:
             if k == len(order):
-                return e.steps, reqs
+                return e.steps, reqs, (e.queries, e.hits)
             clock = max(clock, arrivals[order[k]])
         elif e.step(clock):
             clock += 1.0

@@ -142,7 +142,7 @@ def compute_metrics(
         stats={m: itl_stat(r, percentiles) if m == "itl" else _stat(values[m], percentiles)
                for m in percentile_metrics},
         preemptions=r.total_preemptions,
-        prefix_cache_hit_rate=_rate(int(r.prefix_hit_tokens.sum()), r.prefix_query_tokens),
+        prefix_cache_hit_rate=_rate(r.prefix_lookup_hits, r.prefix_query_tokens),
         peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks,
         usable_blocks=r.usable_blocks, peak_kv_usage=_rate(r.peak_kv_blocks, r.usable_blocks),
         prefill_kv_share=_rate(r.prefill_claimed_blocks, claimed),

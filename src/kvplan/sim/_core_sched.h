@@ -166,6 +166,10 @@ static void schedule_waiting(Sim *m, i64 budget) {
         i64 nhit, evictable;
         i64 own = lookup(m, r, total, &nhit, &evictable);
         i64 hit = (nhit + own) * m->bs;
+        if (m->preempts[r] == 0) { /* vLLM 0.11 counts every lookup, failed ones too */
+            m->p_query += total;
+            m->p_hits += hit;
+        }
         i64 new = cap(m, total - hit);
         if (!m->chunked && new > budget) {
             k++;
@@ -188,10 +192,7 @@ static void schedule_waiting(Sim *m, i64 budget) {
         m->status[r] = RUNNING;
         if (isnan(m->scheduled[r])) m->scheduled[r] = m->clock;
         m->prefill_blocks += need;
-        if (m->preempts[r] == 0) { /* vLLM's hit rate: new requests' lookups only */
-            m->hits[r] = hit;      /* vLLM's num_cached_tokens: set once */
-            m->query_tokens += total;
-        }
+        if (m->preempts[r] == 0) m->hits[r] = hit; /* vLLM's num_cached_tokens: set once */
         reg(m, r, hit + new);
         plan_add(m, r, new, hit);
         budget -= new;
@@ -241,10 +242,12 @@ static i64 emit(Sim *m, double end) {
  * nothing happened (Python asserts this never occurs) */
 static int general_step(Sim *m) {
     int preempted = 0;
-    m->np = 0;
+    m->np = m->p_query = m->p_hits = 0;
     i64 budget = schedule_running(m, m->budget, &preempted);
     if (!preempted) schedule_waiting(m, budget);
     if (m->np == 0) return preempted ? 0 : -1;
+    m->query_tokens += m->p_query; /* a step's lookups count where it runs (_account) */
+    m->lookup_hits += m->p_hits;
     Sums q;
     memset(&q, 0, sizeof q);
     for (i64 j = 0; j < m->np; j++) {

@@ -142,10 +142,10 @@ typedef struct {
     i64 *hk, *hk_n; /* r's held keys: hk[koff[r] ..], hk_n[r] of them (-1: a duplicate) */
     i64 *reg_next; /* r's next key index to register */
     /* plan scratch */
-    i64 *p_id, *p_new, *p_ctx, np;
+    i64 *p_id, *p_new, *p_ctx, np, p_query, p_hits; /* p_query, p_hits: its lookups */
     /* outputs */
     Buf st, en, used, logical, nrun_col, nwait_col, newtok, sreq, sfirst, slast, psteps;
-    i64 query_tokens, prefill_blocks, decode_blocks, ptr, done, step;
+    i64 query_tokens, lookup_hits, prefill_blocks, decode_blocks, ptr, done, step;
     i64 run_steps; /* steps taken in decode runs (_core_run.h) */
     i64 admit_peak; /* decode instance: most blocks in use right after an admission */
     double clock, next_s, next_send, api_free; /* api_free: the API server's next idle time */
@@ -183,12 +183,12 @@ static Buf *column(Sim *m, int c) {
 
 /* core_run's result, its seven columns given (new references, NULL after an error) */
 static PyObject *results_with(Sim *m, PyObject *col[NCOL]) {
-    return Py_BuildValue("(NNNNNNNNNNNLLLdLL)", col[0], col[1], col[2], col[3], col[4], col[5],
+    return Py_BuildValue("(NNNNNNNNNNNLLLdLLL)", col[0], col[1], col[2], col[3], col[4], col[5],
                          col[6], to_bytes(&m->sreq, 8), to_bytes(&m->sfirst, 8),
                          to_bytes(&m->slast, 8), to_bytes(&m->psteps, 8),
                          (long long)m->query_tokens, (long long)m->prefill_blocks,
                          (long long)m->decode_blocks, m->clock, (long long)m->run_steps,
-                         (long long)m->admit_peak);
+                         (long long)m->admit_peak, (long long)m->lookup_hits);
 }
 
 static PyObject *results(Sim *m) {

@@ -66,6 +66,7 @@ class _Loop(Protocol):
     admit: Any
     done: int
     query_tokens: int
+    lookup_hits: int
     prefill_blocks: int
     decode_blocks: int
     admission_peak: int
@@ -75,7 +76,7 @@ class _Loop(Protocol):
 
 ENV = "KVPLAN_SIM_CORE"
 """Set to "python" to force the pure-Python loop (the reference the core is tested against)."""
-CORE_ABI = 9
+CORE_ABI = 10
 """The extension's ``ABI`` constant this code calls (_core.c KVPLAN_CORE_ABI)."""
 _FORMS: OrderedDict[int, tuple[Any, tuple[object, ...] | None]] = OrderedDict()
 """id(timer) -> (timer, form tuple or None), the last few timers (the planner reuses one)."""
@@ -211,7 +212,7 @@ def package(loop: _Loop, out: tuple[Any, ...]) -> SimulationResult:
     DECODE_RUN_STEPS[0] += out[15]
     loop.s.step = len(steps.end_s)
     loop.query_tokens, loop.prefill_blocks, loop.decode_blocks = out[11], out[12], out[13]
-    loop.admission_peak = out[16]
+    loop.admission_peak, loop.lookup_hits = out[16], out[17]
     return loop._package(steps, (_i64(out[7]), _i64(out[8]), _i64(out[9])), _i64(out[10]))
 
 

@@ -42,6 +42,8 @@ class FastForward:
     steady: bool
     blocked: bool
     decode_blocks: int
+    query_tokens: int
+    lookup_hits: int
     _step_no: IntArray
     _opens: IntArray
     _claimed: IntArray
@@ -59,6 +61,24 @@ class FastForward:
         n = len(s.running)
         return n < self.limits.max_num_seqs and n < self.limits.max_num_batched_tokens
 
+    def _run_lookups(self, first_tokens: bool) -> tuple[int, int] | None:
+        """(hits, queried tokens) one step of a decode run adds to the prefix-cache stats:
+        a blocked FCFS head is looked up at every step (vLLM 0.11 counts each lookup).
+        None if the run must not start: its first step may cache a block the head hits
+        (``first_tokens``: a request computes its last prompt token) or evict one."""
+        s = self.s
+        n = len(s.running)
+        if not (self.blocked and s.waiting and n < self.limits.max_num_seqs
+                and n < self.limits.max_num_batched_tokens):
+            return 0, 0
+        if first_tokens and self.sched.caching:
+            return None
+        return self.sched.blocked_lookup()
+
+    def _count_lookups(self, look: tuple[int, int], k: int) -> None:
+        self.lookup_hits += k * look[0]
+        self.query_tokens += k * look[1]
+
     def _fast_forward(self) -> bool:
         """Run k identical pure-decode steps at once; False if this step is not one."""
         s = self.s
@@ -69,6 +89,9 @@ class FastForward:
             return False
         ids = np.array(s.running, dtype=np.int64)
         ctx, gen = s.computed[ids], s.generated[ids]
+        look = self._run_lookups(int(_min(gen)) == 0)
+        if look is None:
+            return False
         left = s.output[ids] - gen
         k = k_fin = int(_min(left))
         if not self.simple:
@@ -92,6 +115,7 @@ class FastForward:
                 if k == 0:
                     return False
                 need, logical = need[:k], logical[:k]
+        self._count_lookups(look, k)
         self._apply_run(ids, ctx, gen, left if k == k_fin else None, need, logical,
                         times[:k + 1])
         return True

@@ -42,6 +42,8 @@ class LeanStep:
     if TYPE_CHECKING:  # hooks the simulator loop (simulator._Loop) implements
         def _finish(self, fin: IntArray, end: float) -> bool: ...
         def _admission_possible(self) -> bool: ...
+        def _run_lookups(self, first_tokens: bool) -> tuple[int, int] | None: ...
+        def _count_lookups(self, look: tuple[int, int], k: int) -> None: ...
         def _next_arrival(self) -> float: ...
         def _run_times(self, dur: np.ndarray) -> np.ndarray: ...
         def _account(self, plan: StepPlan) -> None: ...
@@ -224,6 +226,9 @@ class LeanStep:
         if (not self.steady or self.tail is not None or n == 0
                 or n > self.limits.max_num_batched_tokens or self._admission_possible()):
             return False
+        look = self._run_lookups(False)  # decoders have sampled: none caches a block
+        if look is None:
+            return False
         t = s.step
         k = k_fin = c.next_finish() - t + 1
         if k < _RUN_MIN:  # and still at every step up to that finish
@@ -243,6 +248,7 @@ class LeanStep:
             if k == 0:
                 return False
             need = need[:k]
+        self._count_lookups(look, k)
         self._lean_apply_run(need, times[:k + 1], k == k_fin)
         return True
 

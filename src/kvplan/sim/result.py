@@ -57,6 +57,10 @@ class SimulationResult:
     prefill_claimed_blocks: int
     decode_claimed_blocks: int
     prefix_query_tokens: int
+    """Tokens of every prefix-cache lookup of a new request (vLLM 0.11's
+    ``PrefixCacheStats.queries``: a request looked up again after it got no blocks counts
+    again); ``prefix_lookup_hits`` the cached tokens those lookups found (``hits``)."""
+    prefix_lookup_hits: int
     admission_peak_blocks: int = 0
     """A disaggregated decode instance: the most blocks in use right after it admitted a
     transfer (the whole prompt's blocks, held while the KV crosses the link), which a step

@@ -231,6 +231,9 @@ class Scheduler:
             total = int(s.prompt[r] + s.generated[r])
             keys, own = self._lookup(r, total)
             hit = (len(keys) + own) * b
+            if s.preemptions[r] == 0:  # vLLM 0.11 counts every lookup (get_computed_blocks),
+                plan.hit_tokens += hit  # one that then gets no blocks or is skipped too;
+                plan.query_tokens += total  # a preempted request's ones apart (not here)
             new = self.limits.cap(total - hit)
             if not self.limits.chunked_prefill and new > budget:
                 skipped.append(s.waiting.popleft())  # vLLM 0.11.0 skips it, tries the next
@@ -244,9 +247,7 @@ class Scheduler:
                 plan.head_blocked = not skipped
                 break
             s.waiting.popleft()
-            if s.preemptions[r] == 0:  # vLLM's hit rate: new requests' lookups only
-                plan.hit_tokens += hit
-                plan.query_tokens += total
+            if s.preemptions[r] == 0:
                 s.hit_tokens[r] = hit  # vLLM's num_cached_tokens: set once
             self._admit(r, keys, own, need, hit)
             self.register(r, hit + new)
@@ -275,6 +276,20 @@ class Scheduler:
         if len(hit) < len(keys) or len(hit) >= limit:
             return hit, 0
         return hit, min(self.pool.own_cached(r), limit - len(hit))
+
+    def blocked_lookup(self) -> tuple[int, int] | None:
+        """(hit tokens, tokens) the blocked FCFS head's lookup counts at each step of a
+        decode run ((0, 0) for a preempted one); None where a step of the run may evict one
+        of its hit blocks (a cached free one), so its hits may change: step one by one."""
+        s = self.state
+        r = s.waiting[0]
+        if s.preemptions[r]:
+            return 0, 0
+        total = int(s.prompt[r] + s.generated[r])
+        keys, _ = self._lookup(r, total)
+        if self.pool.evictable_hits(keys):
+            return None
+        return len(keys) * self.shape.block_size, total
 
     def _admit(self, r: int, keys: list[int], own: int, need: int, hit: int) -> None:
         s = self.state

@@ -124,7 +124,7 @@ class _Loop(FastForward, LeanStep):
         self.ptr = 0
         self.done = 0
         self.blocked = False
-        self.query_tokens = 0
+        self.query_tokens = self.lookup_hits = 0
         self.prefill_blocks = 0
         self.admission_peak = 0
         """A decode instance's most blocks in use right after admitting a transfer."""
@@ -318,6 +318,7 @@ class _Loop(FastForward, LeanStep):
 
     def _account(self, plan: StepPlan) -> None:
         self.query_tokens += plan.query_tokens
+        self.lookup_hits += plan.hit_tokens
         self.prefill_blocks += plan.prefill_blocks
         self.decode_blocks += plan.decode_blocks
 
@@ -395,5 +396,5 @@ class _Loop(FastForward, LeanStep):
             seg_req=segs[0], seg_first=segs[1], seg_last=segs[2],
             num_blocks=self.pool.num_blocks + 1, block_size=self.shape.block_size,
             prefill_claimed_blocks=self.prefill_blocks, decode_claimed_blocks=self.decode_blocks,
-            prefix_query_tokens=self.query_tokens, admission_peak_blocks=self.admission_peak,
-        )
+            prefix_query_tokens=self.query_tokens, prefix_lookup_hits=self.lookup_hits,
+            admission_peak_blocks=self.admission_peak)

@@ -105,6 +105,7 @@ def client_view(arrival: FloatArray, prompt: IntArray, output: IntArray,
         prefill_claimed_blocks=sum(r.prefill_claimed_blocks for r in decode),
         decode_claimed_blocks=sum(r.decode_claimed_blocks for r in decode),
         prefix_query_tokens=sum(p.prefix_query_tokens for p in prefill),
+        prefix_lookup_hits=sum(p.prefix_lookup_hits for p in prefill),
         admission_peak_blocks=max(r.admission_peak_blocks for r in decode))
 
 

@@ -61,7 +61,8 @@ def merge_ranks(ranks: list[SimulationResult], rank_of: IntArray, rejected: dict
                     null_blocks=sum(r.null_blocks for r in ranks),
                     prefill_claimed_blocks=sum(r.prefill_claimed_blocks for r in ranks),
                     decode_claimed_blocks=sum(r.decode_claimed_blocks for r in ranks),
-                    prefix_query_tokens=sum(r.prefix_query_tokens for r in ranks))
+                    prefix_query_tokens=sum(r.prefix_query_tokens for r in ranks),
+                    prefix_lookup_hits=sum(r.prefix_lookup_hits for r in ranks))
     return DpResult(fleet=fleet, ranks=tuple(ranks), rank_of=rank_of,
                     rank_step_s=rank_step_s, padded_tokens=padded)
 
