@@ -93,3 +93,44 @@ def test_latency_equals_simulate(pp: int, batch: int, prompt: int, output: int,
     assert want.tpot_s is not None
     assert np.abs(tpot - want.tpot_s).max() < 1e-6
     assert np.abs(r.finish_s - want.e2e_s).max() < 1e-6
+
+
+def _pp_replica(pp: int):
+    from kvplan.analysis.plan.fleet import Replica
+    from kvplan.specs.deployment import Deployment
+
+    engine = EngineConfig(max_num_batched_tokens=1024, pipeline_parallel_size=pp,
+                          max_model_len=4096)
+    return Replica(Deployment(model=kvplan.load_model("meta-llama/Llama-3.1-8B"),
+                              gpu=kvplan.load_gpu("H100"), engine=engine))
+
+
+@pytest.mark.parametrize(("pp", "ms"), [(1, 68.61), (2, 45.40), (4, 34.97)])
+def test_plan_zero_load_prefill_under_pp(pp: int, ms: float):
+    """The planner's zero-load bound ("real latencies are never below these") prefilled a
+    PP engine's chunks one at a time: 68.93 ms at PP2 and 69.56 at PP4 for a lone
+    3,000-token prompt at budget 1,024, above the 45.40 / 34.97 ms the simulator gives it
+    (so it pruned PP candidates that meet the SLO). Now the same as `kvplan latency`."""
+    from kvplan.analysis.plan import bounds as bd
+
+    rep = _pp_replica(pp)
+    assert bd.prefill_alone_s(rep, 3000) * 1e3 == pytest.approx(ms, abs=0.005)
+    points = bd._grid(3000)
+    got = bd._priced_at_once(rep, points.tolist())
+    ttft = got[0] if got is not None else [bd.prefill_alone_s(rep, int(p)) for p in points]
+    assert ttft[-1] * 1e3 == pytest.approx(ms, abs=0.005)
+
+
+def test_plan_keeps_a_pp_candidate_that_meets_the_slo():
+    """Llama-3.1-8B on H100, TP1 PP2, budget 1,024, 20 prompts of 3,000 tokens at 0.5 req/s,
+    SLO ttft:p50:105 ms: `simulate` gives a median TTFT of 97.1 ms (51.7 ms of API path +
+    45.4 ms of engine), but the zero-load bound read 111.64 ms (its API path 42.71 ms +
+    68.93 ms of chunks one at a time) and `kvplan plan` pruned the candidate ("nothing
+    feasible"). Now 42.71 + 45.40 = 88.11 ms, below the simulator's, and the bound passes."""
+    from kvplan.analysis.plan import bounds as bd
+    from tests.plan_helpers import poisson_workload, slo
+
+    work = poisson_workload(20, 0.5, prompt=3000, output=32, seed=0, spread=0.0)
+    b = bd.bounds(_pp_replica(2), work, slo("ttft:p50:105"))
+    assert dict(b.zero_load.achieved)["p50_ttft_ms"] == pytest.approx(88.11, abs=0.01)
+    assert b.zero_load.ok

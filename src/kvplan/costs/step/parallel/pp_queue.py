@@ -103,11 +103,12 @@ def prefill_back_s(timer: Any, steps: list[tuple[IntArray, IntArray]]) -> float:
     """When the last of a static batch's prefill steps (new, context) is back, from time 0:
     with one stage the steps' sum, one after another; with ``pp`` stages they go in flight
     together (``queued_backs``: every step holds a prompt's next chunk or other prompts)."""
-    tokens = max(int(new.sum()) for new, _ in steps)
+    tokens = max((int(new.sum()) for new, _ in steps), default=1)
     sp = split(timer, min(tokens, TABLE_CAP))  # the hop past TABLE_CAP: at's line
     if sp is None:
         total = 0.0
         for new, ctx in steps:
             total += timer.step_time_s(new, ctx)
         return total
-    return queued_backs(sp, ((float(timer.step_time_s(n, c)), n, c) for n, c in steps))[-1]
+    backs = queued_backs(sp, ((float(timer.step_time_s(n, c)), n, c) for n, c in steps))
+    return backs[-1] if backs else 0.0
