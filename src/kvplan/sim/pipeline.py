@@ -16,16 +16,11 @@ result comes back. A request preempted while in flight gets no token from that b
 samples it again after its recompute; vLLM's update_from_output keeps it: docs/simulator.md,
 *Simplifications*).
 
-Timing: the step model prices a batch as ``host + stage + (pp - 1) x (stage + hop)``
-(``kvplan.costs.step.batch.AggregateForm``: host = overhead_s[prefill] + request_s x R,
-hop = p2p[T]). Here the engine's host work runs one batch at a time, then the batch passes
-the stages, each busy with one batch at a time::
-
-    host_k  = [max(scheduled_k, host end of k-1), + host]
-    stage 0 = from max(host_k end, k-1's end on stage 0)           for stage seconds
-    stage j = from max(end on stage j-1 + hop, k-1's end on stage j)  for stage seconds
-
-The batch is back at its end on the last stage; a batch alone takes the one-batch step time.
+Timing: ``kvplan.costs.step.parallel.pp_queue`` (shared with `kvplan latency`'s static
+batch): the step model prices a batch alone as ``host + stage + (pp - 1) x (stage + hop)``;
+in flight the host runs one batch at a time and each stage holds one batch at a time
+(``pass_stages``). The batch is back at its end on the last stage; a batch alone takes the
+one-batch step time.
 """
 
 from __future__ import annotations
@@ -38,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from kvplan.costs.step.parallel.pp_queue import Split, pass_stages, split
 from kvplan.sim.books import check_books
 from kvplan.sim.result import BoolArray, IntArray, KvSeries, SimulationResult
 
@@ -68,37 +64,6 @@ class _Loop(Protocol):
     def _finish(self, fin: IntArray, end: float) -> bool: ...
     def _package(self, steps: KvSeries, segs: tuple[IntArray, IntArray, IntArray],
                  preempt_steps: IntArray) -> SimulationResult: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Split:
-    """The step model's pieces of one batch: ``pp`` stages, the hop table ``p2p[T]`` between
-    two stages, the host's fixed seconds (without, with prefill) and seconds per request."""
-
-    pp: int
-    p2p: np.ndarray
-    overhead_s: tuple[float, float]
-    request_s: float
-
-    def parts(self, step_s: float, new: IntArray, ctx: IntArray) -> tuple[float, float, float]:
-        """(host, hop, stage) seconds of a batch whose step alone takes ``step_s``."""
-        prefill = int(new.max()) > 1 or int(ctx.min()) == 0  # costs.step.sums.has_prefill
-        host = self.overhead_s[int(prefill)] + self.request_s * len(new)
-        hop = float(self.p2p[min(int(new.sum()), len(self.p2p) - 1)])
-        return host, hop, (step_s - host - (self.pp - 1) * hop) / self.pp
-
-
-def split(timer: Any, max_tokens: int) -> Split | None:
-    """The timer's pipeline pieces, or None when it has one stage (or does not say):
-    ``pipeline_stages``, else the step model's ``constants.pp``, then its AggregateForm."""
-    pp = int(getattr(timer, "pipeline_stages", 0) or getattr(
-        getattr(timer, "constants", None), "pp", 1))
-    make = getattr(timer, "aggregate_form", None) if pp > 1 else None
-    form = make(max_tokens) if make is not None else None
-    if form is None or form.p2p is None or form.pp_minus_1 < 1 or form.overlap_host:
-        return None
-    return Split(pp=int(form.pp_minus_1) + 1, p2p=form.p2p, overhead_s=form.overhead_s,
-                 request_s=form.request_s)
 
 
 def busy_s(timer: Any, max_tokens: int) -> Callable[[IntArray, IntArray], float]:
@@ -139,8 +104,8 @@ class Pipeline:
     def __init__(self, loop: _Loop, sp: Split) -> None:
         self.loop, self.sp = loop, sp
         self.queue: deque[Batch] = deque()
-        self.stage_free = [0.0] * sp.pp
-        self.host_free = 0.0
+        self.free = sp.idle()
+        """When the host and each stage are next free (pp_queue.pass_stages)."""
         self.flying: set[int] = set()
         """Requests whose last token is in flight (nothing to compute until it is back)."""
         self.runs: list[tuple[IntArray, IntArray, IntArray]] = []
@@ -216,16 +181,10 @@ class Pipeline:
         return Batch(none, none > 0, none, -1, max(s.clock, last))
 
     def _time(self, new: IntArray, ctx: IntArray) -> float:
-        """When a batch scheduled now is back (the stages' clocks move on)."""
-        sp = self.sp
-        host, hop, stage = sp.parts(float(self.loop.timer.step_time_s(new, ctx)), new, ctx)
-        self.host_free = max(self.loop.s.clock, self.host_free) + host
-        end = self.host_free
-        free = self.stage_free
-        for j in range(sp.pp):
-            start = max(end + hop if j else end, free[j])
-            end = free[j] = start + stage
-        return end
+        """When a batch scheduled now is back (the host's and stages' clocks move on)."""
+        step_s = float(self.loop.timer.step_time_s(new, ctx))
+        self.free = pass_stages(self.free, self.loop.s.clock, *self.sp.parts(step_s, new, ctx))
+        return self.free[-1]
 
     def _apply(self, b: Batch) -> None:
         """The batch is back: requests that caught up (and were not preempted since) sample

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kvplan.costs.step.batch import StepTimer
+from kvplan.costs.step.parallel import pp_queue
 from kvplan.errors import InputError
 from kvplan.sim import core, pipeline
 from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
@@ -75,7 +76,7 @@ def simulate(
                  max_model_len=mml, shared_prefix_tokens=shared_prefix_tokens, fast=fast,
                  progress=progress)
     loop.validate = validate
-    sp = pipeline.split(timer, core.token_budget(loop))  # pp > 1: batches in flight
+    sp = pp_queue.split(timer, core.token_budget(loop))  # pp > 1: batches in flight
     return loop.run() if sp is None else pipeline.run(loop, sp)
 
 

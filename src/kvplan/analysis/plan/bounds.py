@@ -34,6 +34,7 @@ from kvplan.analysis.plan.fleet import Replica
 from kvplan.analysis.plan.judge import Latencies, Verdict, judge, judged_mask
 from kvplan.analysis.plan.window import Works, window_replicas
 from kvplan.analysis.weighted import counted_percentile
+from kvplan.costs.step.parallel.pp_queue import Split, prefill_back_s, queued_backs, split
 from kvplan.costs.step.records import StepAggregates
 from kvplan.memo import Memo
 from kvplan.sim.pipeline import busy_s
@@ -113,12 +114,16 @@ def _round_down(x: IntArray, grid: IntArray) -> IntArray:
 
 
 def prefill_alone_s(rep: Replica, prompt: int) -> float:
-    """Seconds to prefill ``prompt`` tokens alone, in chunks of the token budget."""
-    budget, done, t = rep.limits.max_num_batched_tokens, 0, 0.0
-    while done < prompt:
-        chunk = min(budget, prompt - done)
-        t += rep.timer.step_time_s(_ints([chunk]), _ints([done]))
-        done += chunk
+    """Seconds to prefill ``prompt`` tokens alone, in chunks of the token budget; with pp > 1
+    (one engine) the chunks go in flight together, as the simulator runs them
+    (costs.step.parallel.pp_queue); lockstep DP ranks run one batch at a time."""
+    budget = rep.limits.max_num_batched_tokens
+    steps = [(_ints([min(budget, prompt - d)]), _ints([d])) for d in range(0, prompt, budget)]
+    if rep.ranks == 1:
+        return prefill_back_s(rep.timer, steps)
+    t = 0.0
+    for new, ctx in steps:
+        t += rep.timer.step_time_s(new, ctx)
     return t
 
 
@@ -164,9 +169,9 @@ def _priced_at_once(rep: Replica, points: list[int]) -> tuple[FloatArray, FloatA
     full chunks (shared by every point: the same prefix of each prompt), each point's last
     partial chunk and its decode step. For a one-request step ``times_s`` does the float
     operations of ``step_time_s`` (its small-batch path) and the chunks are summed in the
-    loop's order, so the values are the loop's to the bit. None where that is not so: a
-    sliding window or MLA (per-request sums), or a step past the tables (the loop would
-    grow them part-way)."""
+    loop's order (with pp > 1 on one engine, in flight as ``prefill_alone_s`` runs them), so
+    the values are the loop's to the bit. None where that is not so: a sliding window or MLA
+    (per-request sums), or a step past the tables (the loop would grow them part-way)."""
     timer, budget = rep.timer, rep.limits.max_num_batched_tokens
     full = max(points) // budget
     new, ctx, last = [budget] * full, [j * budget for j in range(full)], []
@@ -184,6 +189,9 @@ def _priced_at_once(rep: Replica, points: list[int]) -> tuple[FloatArray, FloatA
     s = timer.times_s(StepAggregates(n, one, c, n * c + n * (n + 1) // 2, zero, zero,
                                      ((n > 1) | (c == 0)).astype(np.int64),
                                      prefill_longest=np.where(n > 1, n, 0))).tolist()
+    sp = split(timer, max(new, default=1)) if rep.ranks == 1 else None
+    if sp is not None:
+        return np.array(_in_flight(sp, points, budget, s, last)), np.array(s[len(new):])
     sums, t = [0.0], 0.0
     for x in s[:full]:
         t += x
@@ -191,6 +199,19 @@ def _priced_at_once(rep: Replica, points: list[int]) -> tuple[FloatArray, FloatA
     ttft = [sums[p // budget] + s[i] if i >= 0 else sums[p // budget]
             for p, i in zip(points, last, strict=True)]
     return np.array(ttft), np.array(s[len(new):])
+
+
+def _in_flight(sp: Split, points: list[int], budget: int, s: list[float],
+               last: list[int]) -> list[float]:
+    """Each point's prefill alone from its chunks' seconds ``s`` (the full chunks first,
+    ``last``: its partial chunk's index or -1), the chunks in flight together."""
+    full = [(s[j], _ints([budget]), _ints([j * budget])) for j in range(max(points) // budget)]
+    out = []
+    for p, i in zip(points, last, strict=True):
+        k, r = divmod(p, budget)
+        tail = [(s[i], _ints([r]), _ints([k * budget]))] if i >= 0 else []
+        out.append(queued_backs(sp, full[:k] + tail)[-1])
+    return out
 
 
 def zero_load(rep: Replica, work: Workload, slo: Slo) -> tuple[Latencies, FloatArray]:

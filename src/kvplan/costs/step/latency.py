@@ -8,11 +8,15 @@ A static batch of B identical requests (prompt P, output O), as vLLM runs it::
 
     TTFT = sum(prefill steps)   TPOT = mean(decode steps) = (E2E - TTFT) / (O - 1)
     E2E  = TTFT + sum(decode steps)   throughput = B * O / E2E (whole deployment)
+
+With pp stages the prefill steps go in flight together, up to pp at once, as vLLM's batch
+queue runs them (costs.step.parallel.pp_queue); a decode step waits for the last one's tokens.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +29,7 @@ from kvplan.costs.step.latency_checks import (
     check_sweep_size,
     check_sweep_steps,
 )
+from kvplan.costs.step.parallel.pp_queue import prefill_back_s
 from kvplan.costs.step.roofline import (
     Bound,
     BytesMoved,
@@ -114,7 +119,7 @@ def prefill_steps(
 def add_costs(costs: list[StepCost]) -> StepCost:
     """The sum of several step costs (one phase); the ridge point is shared."""
     def total(get: str) -> float:
-        return sum(float(_dig(c, get)) for c in costs)
+        return sum(float(attrgetter(get)(c)) for c in costs)
 
     return StepCost(
         steps=sum(c.steps for c in costs), tokens=sum(c.tokens for c in costs),
@@ -129,12 +134,6 @@ def add_costs(costs: list[StepCost]) -> StepCost:
     )
 
 
-def _dig(obj: Any, dotted: str) -> Any:
-    for name in dotted.split("."):
-        obj = getattr(obj, name)
-    return obj
-
-
 # ---------------------------------------------------------------- latency
 
 
@@ -144,9 +143,7 @@ def static_batch_latency(
     """TTFT, TPOT, E2E and throughput of a static batch, priced step by step by ``timer``."""
     check_priced_steps(shape.batch, shape.prompt_tokens, max_num_batched_tokens)
     steps = prefill_steps(shape, max_num_batched_tokens)
-    ttft = 0.0
-    for new, ctx in steps:
-        ttft += timer.step_time_s(new, ctx)
+    ttft = prefill_back_s(timer, steps)  # pp > 1: the steps in flight together (pp_queue)
     prefill = add_costs([timer.cost(new, ctx) for new, ctx in steps])
     n_decode = shape.output_tokens - 1
     if n_decode == 0:

@@ -1,1 +1,2 @@
-"""Step costs of expert parallelism and data-parallel attention (token exchange, DP padding)."""
+"""Step costs of expert parallelism, data-parallel attention (token exchange, DP padding)
+and pipeline parallelism's batch queue (pp_queue)."""
