@@ -12,7 +12,9 @@ from kvplan.cli.app import app
 from kvplan.cli.common import write_output
 
 if TYPE_CHECKING:
+    from kvplan.costs.step.latency import RequestShape
     from kvplan.report.outputs import OutputTarget
+    from kvplan.specs.serving import EngineConfig
 
 
 TOKEN_ENV = "KVPLAN_WEB_TOKEN"
@@ -109,7 +111,10 @@ def report_cmd(
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request.")] = 2048,
     output: Annotated[int, typer.Option("--output", help="Output tokens per request.")] = 256,
     batch: Annotated[int, typer.Option("--batch", help="Requests started together.")] = 16,
-    tensor_parallel_size: fl.TpOpt = None, kv_cache_dtype: fl.KvDtypeOpt = None,
+    tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    data_parallel_size: fl.DpOpt = None, enable_expert_parallel: fl.EpOpt = None,
+    all2all_backend: fl.A2aOpt = None, expert_imbalance: fl.ImbalanceOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None,
     max_model_len: fl.MaxLenOpt = None, block_size: fl.BlockOpt = None,
     gpu_memory_utilization: fl.GpuUtilOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
     dataset: Annotated[str | None, typer.Option(
@@ -120,10 +125,6 @@ def report_cmd(
     """One self-contained HTML file (data, charts, scripts inline) that opens offline."""
     from kvplan.costs.step.latency import RequestShape
     from kvplan.errors import InputError
-    from kvplan.report.html import render_report
-    from kvplan.report.report_page import report_sections
-    from kvplan.specs.catalog import load_model
-    from kvplan.specs.hardware import load_gpu
 
     if not out:
         raise InputError("give -o FILE.html (where to write the report)")
@@ -133,16 +134,43 @@ def report_cmd(
     if model is None:
         raise InputError("give a MODEL, or --plan FILE (a saved 'kvplan plan --json')")
     target = _check_html_out(out, model)
-    spec, hw = load_model(model), load_gpu(gpu)
-    engine = fl.resolve_engine(fl.engine_settings(locals()), spec)
+    extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance}
+    settings = {**fl.engine_settings(locals()),
+                **{k: v for k, v in extra.items() if v is not None}}
     shape = RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
     workload = _workload(dataset, num_prompts, request_rate, prompt, output)
+    _model_report(target, (model, gpu), settings, shape, workload)
+
+
+def _model_report(target: OutputTarget, names: tuple[str, str], settings: dict[str, object],
+                  shape: RequestShape, workload: object | None) -> None:
+    """Build and write one model's report: the engine as capacity/latency/simulate resolve it
+    from the same flags (TP, PP, DP, EP and the rest)."""
+    from kvplan.report.html import render_report
+    from kvplan.report.report_page import report_sections
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+
+    spec, hw = load_model(names[0]), load_gpu(names[1])
+    engine = fl.resolve_engine(settings, spec)
     sections = report_sections(spec, hw, engine, shape, workload)
     html = render_report(f"kvplan report: {spec.name} on {hw.id}",
-                         f"batch {batch}, prompt {prompt}, output {output} tokens; "
-                         f"TP {engine.tensor_parallel_size}, KV cache {engine.kv_cache_dtype}",
-                         sections)
+                         f"batch {shape.batch}, prompt {shape.prompt_tokens}, output "
+                         f"{shape.output_tokens} tokens; {_parallel_words(engine)}, KV cache "
+                         f"{engine.kv_cache_dtype}", sections)
     write_output(target, html, as_json=False)
+
+
+def _parallel_words(engine: EngineConfig) -> str:
+    """'TP 1', or with more: 'TP 1, PP 2, DP 2, EP'."""
+    words = [f"TP {engine.tensor_parallel_size}"]
+    if engine.pipeline_parallel_size > 1:
+        words.append(f"PP {engine.pipeline_parallel_size}")
+    if engine.data_parallel_size > 1:
+        words.append(f"DP {engine.data_parallel_size}")
+    if engine.enable_expert_parallel:
+        words.append("EP")
+    return ", ".join(words)
 
 
 def _plan_report(path: str, target: OutputTarget) -> None:

@@ -77,9 +77,13 @@ def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
     from kvplan.costs.memory.plan import plan_memory
     from kvplan.report.budget_charts import budget_chart
     from kvplan.report.json_views import plan_json
+    from kvplan.report.parallel_view import is_parallel, parallel_json, parallel_lines
 
     plan = plan_memory(spec, hw, engine)
     b = plan.budget
+    answer = plan_json(plan)
+    if is_parallel(plan):  # as `capacity --json` adds it: per DP rank and fleet figures
+        answer["parallel"] = parallel_json(plan, spec)
     rows = (("requested", fmt_bytes(b.requested_bytes)), ("weights", fmt_bytes(b.weights_bytes)),
             ("peak activation", fmt_bytes(b.activation_bytes)),
             ("non-torch", fmt_bytes(b.non_torch_bytes)),
@@ -88,46 +92,67 @@ def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
             ("maximum concurrency", f"{plan.max_concurrency:.2f}x at "
                                     f"{plan.settings.max_model_len:,} tokens"))
     return Section(id="capacity", title=f"Capacity on {hw.id}", rows=rows,
-                   charts=(chart_spec(budget_chart(plan)),), answer=plan_json(plan))
+                   charts=(chart_spec(budget_chart(plan)),), answer=answer,
+                   lines=tuple(parallel_lines(plan, spec)) if is_parallel(plan) else ())
 
 
 def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                     shape: RequestShape) -> Section:
     """TTFT/TPOT/throughput with the bound, and a batch sweep, the prefill chunked by the
     token budget the Request and Capacity sections show (vLLM's default for the GPU when
-    --max-num-batched-tokens is not given), as vLLM runs it."""
+    --max-num-batched-tokens is not given), as vLLM runs it; under DP / EP the batch spread
+    over the ranks as `kvplan latency` spreads it (and no sweep: it prices TP only)."""
     from dataclasses import replace
 
-    from kvplan.costs.memory.resolved import step_token_budget
-    from kvplan.costs.step import latency as lat
+    from kvplan.costs.memory.resolved import resolve, step_token_budget
+    from kvplan.costs.step.parallel import dp_latency as dpl
     from kvplan.costs.step.profiles import profile_for
     from kvplan.errors import DoesNotFitError
-    from kvplan.report.budget_charts import sweep_chart
-    from kvplan.report.json_views import latency_answer_json, sweep_json
+    from kvplan.report.json_views import latency_answer_json
 
     if engine.enable_chunked_prefill:
         engine = replace(engine, max_num_batched_tokens=step_token_budget(engine, hw))
-    prof = profile_for(spec, hw, engine, None)
-    values = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512"]
-    rows_ = lat.sweep(spec, hw, engine, shape, "batch", values, prof)
-    chart = chart_spec(sweep_chart("batch", rows_))
+    resolved = resolve(spec, hw, engine)
+    prof = profile_for(spec, hw, engine, None, precision=resolved.compute_precision)
+    sweep, charts, lines = _latency_sweep(spec, hw, engine, shape, prof)
     try:  # as `kvplan latency` does: a batch whose KV cache does not fit has no latency
-        r = lat.request_latency(spec, hw, engine, shape, prof)
+        fleet = dpl.fleet_latency(spec, hw, engine, shape, prof, resolved)
     except DoesNotFitError as exc:
         why = " ".join(str(exc).split())
         return Section(id="latency", title=f"Latency at batch {shape.batch}: does not fit",
-                       rows=(("does not fit", why),), charts=(chart,),
-                       answer={"latency": None, "does_not_fit": why,
-                               "sweep": sweep_json("batch", rows_)})
+                       rows=(("does not fit", why),), charts=charts, lines=lines,
+                       answer={"latency": None, "does_not_fit": why, **sweep})
+    r = fleet.result
+    answer = latency_answer_json(r, prof, (spec, hw.id, engine.tensor_parallel_size))
+    if engine.data_parallel_size > 1 or engine.enable_expert_parallel:
+        from kvplan.report.parallel_view import parallel_latency_line
+
+        answer["parallel"] = dpl.parallel_latency_json(spec, engine, fleet.rank_shape)
+        lines = (parallel_latency_line(answer["parallel"]), *lines)
     rows = (("TTFT", f"{fmt_seconds(r.ttft_s)} ({r.prefill_bound}-bound)"),
             ("TPOT", "-" if r.tpot_s is None else f"{fmt_seconds(r.tpot_s)} "
                                                   f"({r.decode_bound}-bound)"),
             ("end-to-end", fmt_seconds(r.e2e_s)),
             ("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s"))
     return Section(id="latency", title=f"Latency at batch {shape.batch}", rows=rows,
-                   charts=(chart,),
-                   answer={"latency": latency_answer_json(r, prof),
-                           "sweep": sweep_json("batch", rows_)})
+                   charts=charts, lines=lines, answer={"latency": answer, **sweep})
+
+
+def _latency_sweep(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
+                   shape: RequestShape, prof: Any) -> tuple[dict[str, Any],
+                                                            tuple[dict[str, Any], ...],
+                                                            tuple[str, ...]]:
+    """The batch sweep's JSON and chart; none under DP / EP (`latency --sweep` refuses them)."""
+    from kvplan.costs.step import latency as lat
+    from kvplan.report.budget_charts import sweep_chart
+    from kvplan.report.json_views import sweep_json
+
+    if engine.data_parallel_size > 1 or engine.enable_expert_parallel:
+        return {"sweep": None}, (), ("no batch sweep: it prices TP deployments only, as "
+                                     "'kvplan latency --sweep' does",)
+    values = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512"]
+    rows = lat.sweep(spec, hw, engine, shape, "batch", values, prof)
+    return {"sweep": sweep_json("batch", rows)}, (chart_spec(sweep_chart("batch", rows)),), ()
 
 
 def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
@@ -142,7 +167,7 @@ def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     run = simulate_serving(spec, hw, engine, workload)
     header, r = run.header(workload), run.result
     m = compute_metrics(r, percentile_metrics=CLI_PERCENTILE_METRICS)
-    answer = simulate_json(header, m, r)
+    answer = simulate_json(header, m, r, (spec, header["gpu"], engine.tensor_parallel_size))
     rows = [("requests", f"{m.completed} done, {m.failed} rejected in "
                          f"{fmt_seconds(m.duration_s)}"),
             ("output throughput", f"{m.output_throughput:,.1f} tok/s")]

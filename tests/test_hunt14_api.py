@@ -1,0 +1,51 @@
+"""Python API and `kvplan report` against the CLI's answers to the same questions (hunt 14)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import run_cli
+
+MOE = "Qwen/Qwen3-30B-A3B"
+
+
+def _sections(path: Path) -> dict[str, Any]:
+    """The report's answers, by section id, from its kvplan-data script."""
+    raw = re.search(r'id="kvplan-data">(.*?)</script>', path.read_text(), re.S)
+    assert raw is not None
+    data = json.loads(raw.group(1).replace("<\\/", "</"))
+    return {s["id"]: s for s in data["sections"]}
+
+
+def test_report_takes_dp_and_ep_and_agrees_with_the_commands(tmp_path: Path) -> None:
+    # Before: `kvplan report` had no -dp / --enable-expert-parallel ("No such option"), so a
+    # DP=2 + EP deployment could not be reported while capacity, latency and simulate take it.
+    # Qwen3-30B-A3B on H100, DP 2 + EP: 128 experts / EP 2 = 64 per GPU; each rank holds
+    # 385,280 tokens (capacity), the fleet 2 x 385,280 = 770,560; latency's batch 16 is
+    # ceil(16 / 2) = 8 requests per rank. The budget is given so latency prefills as the
+    # report does (the report chunks by vLLM's default budget, 8192 on H100).
+    par = ["-dp", "2", "--enable-expert-parallel", "--max-num-batched-tokens", "8192"]
+    out = tmp_path / "r.html"
+    r = run_cli("report", MOE, "--prompt", "2048", "--output", "64", "--batch", "16",
+                "--num-prompts", "12", "--request-rate", "4", *par, "-o", str(out))
+    assert r.code == 0, r.err
+    s = _sections(out)
+    cap = json.loads(run_cli("capacity", MOE, *par, "--json").out)
+    cap.pop("ignored_vllm_flags")
+    assert s["capacity"]["answer"] == cap
+    assert cap["parallel"]["local_experts_per_gpu"] == 64
+    assert cap["parallel"]["kv_cache_tokens_fleet"] == 2 * cap["kv_cache_tokens"] == 770_560
+    lat = json.loads(run_cli("latency", MOE, "--gpu", "H100", "--prompt", "2048", "--output",
+                             "64", "--batch", "16", *par, "--json").out)
+    for key in ("kernels", "step_ops"):
+        lat.pop(key)
+    assert s["latency"]["answer"]["latency"] == lat
+    assert lat["parallel"]["batch_per_rank"] == 8
+    sim = json.loads(run_cli("simulate", MOE, "--num-prompts", "12", "--request-rate", "4",
+                             "--random-input-len", "2048", "--random-output-len", "64", *par,
+                             "--json").out)
+    assert s["simulate"]["answer"] == sim
+    assert sim["completed"] == 12
