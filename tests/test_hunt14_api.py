@@ -49,3 +49,27 @@ def test_report_takes_dp_and_ep_and_agrees_with_the_commands(tmp_path: Path) -> 
                              "--json").out)
     assert s["simulate"]["answer"] == sim
     assert sim["completed"] == 12
+
+
+def test_report_takes_quantization_and_the_other_capacity_flags(tmp_path: Path) -> None:
+    # Before: `kvplan report M -q fp8` failed with "No such option: -q" (likewise --dtype,
+    # --max-num-seqs, --kv-cache-memory-bytes, --[no-]enable-chunked-prefill,
+    # --[no-]enable-prefix-caching), flags capacity and simulate take: an fp8 deployment
+    # could not be reported. Llama-3.1-8B -q fp8: the 32 layers' linear weights,
+    # 32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336) = 6,979,321,856 B, go from 2 bytes
+    # to 1 (+ 32 x 6 fp32 scales = 768 B): 16,094,076,928 - 6,979,321,856 + 768
+    # = 9,114,755,840 B, as `kvplan capacity -q fp8` says.
+    flags = ["-q", "fp8", "--max-num-seqs", "64", "--max-num-batched-tokens", "8192"]
+    out = tmp_path / "r.html"
+    r = run_cli("report", "meta-llama/Llama-3.1-8B", "--batch", "4", *flags, "-o", str(out))
+    assert r.code == 0, r.err
+    s = _sections(out)
+    cap = json.loads(run_cli("capacity", "meta-llama/Llama-3.1-8B", *flags, "--json").out)
+    cap.pop("ignored_vllm_flags")
+    assert s["capacity"]["answer"] == cap
+    assert (cap["weights_bytes"], cap["max_num_seqs"]) == (9_114_755_840, 64)
+    lat = json.loads(run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--prompt",
+                             "2048", "--output", "256", "--batch", "4", "-q", "fp8",
+                             "--max-num-batched-tokens", "8192", "--json").out)
+    assert s["latency"]["answer"]["latency"]["ttft_s"] == lat["ttft_s"]
+    assert s["latency"]["answer"]["latency"]["profile"] == lat["profile"]
