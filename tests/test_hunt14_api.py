@@ -73,3 +73,39 @@ def test_report_takes_quantization_and_the_other_capacity_flags(tmp_path: Path) 
                              "--max-num-batched-tokens", "8192", "--json").out)
     assert s["latency"]["answer"]["latency"]["ttft_s"] == lat["ttft_s"]
     assert s["latency"]["answer"]["latency"]["profile"] == lat["profile"]
+
+
+def _five_requests() -> Any:
+    import kvplan
+
+    return kvplan.simulate_serving("meta-llama/Llama-3.1-8B", "H100",
+                                   workload=kvplan.WorkloadArgs(num_prompts=5)).result
+
+
+def test_compute_metrics_refuses_bad_arguments_naming_them() -> None:
+    # Before: percentile_metrics=["bogus"] -> KeyError: 'bogus' (metrics.py), goodput_ms=
+    # {"bogus": 5} -> KeyError, percentiles=[nan] -> ValueError from math.floor deep in
+    # weighted.py, and percentiles=[101] / goodput_ms={"ttft": -5} were accepted (vLLM's
+    # np.percentile refuses p > 100; `simulate --metric-percentiles 101` and `--goodput
+    # ttft:-5` are refused). Now each is one InputError naming the argument.
+    import pytest
+
+    import kvplan
+    from kvplan.errors import InputError
+
+    r = _five_requests()
+    bad = [({"percentile_metrics": ["bogus"]}, "percentile_metrics 'bogus'"),
+           ({"percentiles": [101.0]}, "percentiles 101.0"),
+           ({"percentiles": [float("nan")]}, "percentiles nan"),
+           ({"goodput_ms": {"bogus": 5.0}}, "goodput_ms 'bogus'"),
+           ({"goodput_ms": {"ttft": -5.0}}, "goodput_ms['ttft'] -5.0")]
+    for kwargs, words in bad:
+        with pytest.raises(InputError) as caught:
+            kvplan.compute_metrics(r, **kwargs)
+        assert words in str(caught.value), (kwargs, str(caught.value))
+    # the good ones still work: p100 of 5 requests is the largest TTFT
+    m = kvplan.compute_metrics(r, percentile_metrics=["ttft"], percentiles=[0.0, 100.0],
+                               goodput_ms={"ttft": 0.0})
+    (p0, low), (p100, high) = m.stats["ttft"].percentiles_ms
+    assert (p0, p100) == (0.0, 100.0) and low <= m.stats["ttft"].median_ms <= high
+    assert m.request_goodput == 0.0  # no request has a TTFT of 0 ms
