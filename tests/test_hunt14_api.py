@@ -109,3 +109,20 @@ def test_compute_metrics_refuses_bad_arguments_naming_them() -> None:
     (p0, low), (p100, high) = m.stats["ttft"].percentiles_ms
     assert (p0, p100) == (0.0, 100.0) and low <= m.stats["ttft"].median_ms <= high
     assert m.request_goodput == 0.0  # no request has a TTFT of 0 ms
+
+
+def test_plan_names_an_unknown_option_as_a_kvplan_error() -> None:
+    # Before: kvplan.plan(..., gpu=["H100"]) (the CLI's --gpu, where the option is `gpus`)
+    # raised a bare TypeError "PlanOptions.__init__() got an unexpected keyword argument
+    # 'gpu'", no KvplanError, naming a class the caller never called. Now one
+    # ArgumentTypeError (a KvplanError and a TypeError) naming plan(), the option and `gpus`.
+    import pytest
+
+    import kvplan
+    from kvplan.errors import ArgumentTypeError
+
+    slo = kvplan.Slo(bounds=kvplan.parse_slo(["ttft:p99:2000"]))
+    with pytest.raises(ArgumentTypeError) as caught:
+        kvplan.plan("meta-llama/Llama-3.1-8B", kvplan.WorkloadArgs(num_prompts=5), slo,
+                    gpu=["H100"])
+    assert "kvplan.plan(): unknown option 'gpu' (did you mean 'gpus'?)" in str(caught.value)
