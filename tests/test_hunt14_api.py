@@ -53,8 +53,8 @@ def test_report_takes_dp_and_ep_and_agrees_with_the_commands(tmp_path: Path) -> 
 
 def test_report_takes_quantization_and_the_other_capacity_flags(tmp_path: Path) -> None:
     # Before: `kvplan report M -q fp8` failed with "No such option: -q" (likewise --dtype,
-    # --max-num-seqs, --kv-cache-memory-bytes, --[no-]enable-chunked-prefill,
-    # --[no-]enable-prefix-caching), flags capacity and simulate take: an fp8 deployment
+    # --max-num-seqs, --kv-cache-memory-bytes, --[no-]enable-prefix-caching), flags
+    # capacity and simulate take: an fp8 deployment
     # could not be reported. Llama-3.1-8B -q fp8: the 32 layers' linear weights,
     # 32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336) = 6,979,321,856 B, go from 2 bytes
     # to 1 (+ 32 x 6 fp32 scales = 768 B): 16,094,076,928 - 6,979,321,856 + 768

@@ -118,8 +118,7 @@ def report_cmd(
     quantization: fl.QuantOpt = None, max_model_len: fl.MaxLenOpt = None,
     block_size: fl.BlockOpt = None, gpu_memory_utilization: fl.GpuUtilOpt = None,
     max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
-    kv_cache_memory_bytes: fl.KvMemOpt = None, enable_chunked_prefill: fl.ChunkedOpt = None,
-    enable_prefix_caching: fl.PrefixOpt = None,
+    kv_cache_memory_bytes: fl.KvMemOpt = None, enable_prefix_caching: fl.PrefixOpt = None,
     dataset: Annotated[str | None, typer.Option(
         "--dataset", help="Also simulate: random or a bundled trace.")] = None,
     num_prompts: Annotated[int | None, typer.Option("--num-prompts")] = None,
