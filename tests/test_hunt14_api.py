@@ -126,3 +126,34 @@ def test_plan_names_an_unknown_option_as_a_kvplan_error() -> None:
         kvplan.plan("meta-llama/Llama-3.1-8B", kvplan.WorkloadArgs(num_prompts=5), slo,
                     gpu=["H100"])
     assert "kvplan.plan(): unknown option 'gpu' (did you mean 'gpus'?)" in str(caught.value)
+
+
+def test_report_takes_a_calibrated_profile_as_latency_and_simulate_do(tmp_path: Path) -> None:
+    # Before: `kvplan report M --profile FILE` failed with "No such option: --profile", so a
+    # report could only price with the bundled profile while latency and simulate take a
+    # calibrated one. The H100 bf16 step overhead raised from 0.93 ms to 5 ms: the report's
+    # latency answer is `latency --profile`'s (its TPOT grows by about 4 ms per decode step),
+    # and -o naming the profile is refused (an input).
+    from kvplan.costs.step.profiles import default_profiles, profiles_to_dict
+
+    doc = profiles_to_dict(default_profiles())
+    for p in doc["profiles"]:
+        if (p["gpu"], p["precision"]) == ("H100-SXM-80GB", "bfloat16"):
+            p["step_overhead_s"] = 0.005
+    prof = tmp_path / "prof.html"  # an .html name: -o could name it
+    prof.write_text(json.dumps(doc))
+    m, out = "meta-llama/Llama-3.1-8B", tmp_path / "r.html"
+    common = ["--prompt", "2048", "--output", "64", "--batch", "4",
+              "--max-num-batched-tokens", "8192"]
+    r = run_cli("report", m, *common, "--profile", str(prof), "-o", str(out))
+    assert r.code == 0, r.err
+    got = _sections(out)["latency"]["answer"]["latency"]
+    lat = json.loads(run_cli("latency", m, "--gpu", "H100", *common, "--profile", str(prof),
+                             "--json").out)
+    plain = json.loads(run_cli("latency", m, "--gpu", "H100", *common, "--json").out)
+    assert got["profile"]["step_overhead_s"] == 0.005
+    assert (got["ttft_s"], got["tpot_s"]) == (lat["ttft_s"], lat["tpot_s"])
+    assert 3.5e-3 < lat["tpot_s"] - plain["tpot_s"] < 4.5e-3  # 5 - 0.93 ms per step
+    refused = run_cli("report", m, "--profile", str(prof), "-o", str(prof))
+    assert refused.code == 2 and "is the input" in refused.err
+    assert json.loads(prof.read_text()) == doc

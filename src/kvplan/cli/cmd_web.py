@@ -119,6 +119,9 @@ def report_cmd(
     block_size: fl.BlockOpt = None, gpu_memory_utilization: fl.GpuUtilOpt = None,
     max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
     kv_cache_memory_bytes: fl.KvMemOpt = None, enable_prefix_caching: fl.PrefixOpt = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", help="Profile JSON from 'kvplan calibrate' (latency and simulation).")]
+    = None,
     dataset: Annotated[str | None, typer.Option(
         "--dataset", help="Also simulate: random or a bundled trace.")] = None,
     num_prompts: Annotated[int | None, typer.Option("--num-prompts")] = None,
@@ -135,16 +138,17 @@ def report_cmd(
         return
     if model is None:
         raise InputError("give a MODEL, or --plan FILE (a saved 'kvplan plan --json')")
-    target = _check_html_out(out, model)
+    target = _check_html_out(out, model, profile)
     extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance}
     settings = {**fl.engine_settings(locals()),
                 **{k: v for k, v in extra.items() if v is not None}}
     shape = RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
     workload = _workload(dataset, num_prompts, request_rate, prompt, output)
-    _model_report(target, (model, gpu), settings, shape, workload)
+    _model_report(target, (model, gpu, profile), settings, shape, workload)
 
 
-def _model_report(target: OutputTarget, names: tuple[str, str], settings: dict[str, object],
+def _model_report(target: OutputTarget, names: tuple[str, str, str | None],
+                  settings: dict[str, object],
                   shape: RequestShape, workload: object | None) -> None:
     """Build and write one model's report: the engine as capacity/latency/simulate resolve it
     from the same flags (TP, PP, DP, EP and the rest)."""
@@ -155,7 +159,7 @@ def _model_report(target: OutputTarget, names: tuple[str, str], settings: dict[s
 
     spec, hw = load_model(names[0]), load_gpu(names[1])
     engine = fl.resolve_engine(settings, spec)
-    sections = report_sections(spec, hw, engine, shape, workload)
+    sections = report_sections(spec, hw, engine, shape, workload, profile=names[2])
     html = render_report(f"kvplan report: {spec.name} on {hw.id}",
                          f"batch {shape.batch}, prompt {shape.prompt_tokens}, output "
                          f"{shape.output_tokens} tokens; {_parallel_words(engine)}, KV cache "
@@ -205,13 +209,13 @@ def _workload(dataset: str | None, num_prompts: int | None, rate: float | None, 
     return WorkloadArgs(dataset=dataset, num_prompts=num_prompts, request_rate=rate, **lens)
 
 
-def _check_html_out(out: str, model: str) -> OutputTarget:
+def _check_html_out(out: str, *inputs: str | None) -> OutputTarget:
     """Refuse a bad output before any work: not .html, a folder, a missing folder, an input."""
     from kvplan.cli.common import check_output
     from kvplan.errors import InputError
 
     if Path(out).suffix.lower() not in (".html", ".htm"):
         raise InputError(f"-o {out}: the report is HTML; use a name ending in .html")
-    target = check_output(out, "-o", [model])
+    target = check_output(out, "-o", inputs)
     assert target is not None
     return target

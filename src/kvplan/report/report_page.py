@@ -97,7 +97,7 @@ def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
 
 
 def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
-                    shape: RequestShape) -> Section:
+                    shape: RequestShape, profile: str | None = None) -> Section:
     """TTFT/TPOT/throughput with the bound, and a batch sweep, the prefill chunked by the
     token budget the Request and Capacity sections show (vLLM's default for the GPU when
     --max-num-batched-tokens is not given), as vLLM runs it; under DP / EP the batch spread
@@ -113,7 +113,7 @@ def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     if engine.enable_chunked_prefill:
         engine = replace(engine, max_num_batched_tokens=step_token_budget(engine, hw))
     resolved = resolve(spec, hw, engine)
-    prof = profile_for(spec, hw, engine, None, precision=resolved.compute_precision)
+    prof = profile_for(spec, hw, engine, profile, precision=resolved.compute_precision)
     sweep, charts, lines = _latency_sweep(spec, hw, engine, shape, prof)
     try:  # as `kvplan latency` does: a batch whose KV cache does not fit has no latency
         fleet = dpl.fleet_latency(spec, hw, engine, shape, prof, resolved)
@@ -156,7 +156,7 @@ def _latency_sweep(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
 
 
 def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
-                     workload: Any) -> Section:
+                     workload: Any, profile: str | None = None) -> Section:
     """A serving simulation: KV usage with arrivals and preemptions, queue depth, CDFs."""
     from kvplan.analysis.metrics import compute_metrics
     from kvplan.analysis.serving import simulate_serving
@@ -164,7 +164,7 @@ def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     from kvplan.report.json_views import simulate_json
     from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS
 
-    run = simulate_serving(spec, hw, engine, workload)
+    run = simulate_serving(spec, hw, engine, workload, profile=profile)
     header, r = run.header(workload), run.result
     m = compute_metrics(r, percentile_metrics=CLI_PERCENTILE_METRICS)
     answer = simulate_json(header, m, r, (spec, header["gpu"], engine.tensor_parallel_size))
@@ -184,14 +184,16 @@ def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
 
 
 def report_sections(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
-                    shape: RequestShape, workload: Any | None) -> list[Section]:
-    """Every section for one model, GPU, request shape and (optionally) workload."""
+                    shape: RequestShape, workload: Any | None, *,
+                    profile: str | None = None) -> list[Section]:
+    """Every section for one model, GPU, request shape and (optionally) workload; ``profile``:
+    a 'kvplan calibrate' file for the latency and simulation (None: the bundled one)."""
     from kvplan.costs.step.latency import check_context
 
     check_context(spec, engine, shape)  # before the model section's '--context' wording
     sections = [model_section(spec, engine, shape.batch, shape.prompt_tokens + shape.output_tokens),
                 request_section(spec, hw, engine, shape), capacity_section(spec, hw, engine),
-                latency_section(spec, hw, engine, shape)]
+                latency_section(spec, hw, engine, shape, profile)]
     if workload is not None:
-        sections.append(simulate_section(spec, hw, engine, workload))
+        sections.append(simulate_section(spec, hw, engine, workload, profile))
     return sections
