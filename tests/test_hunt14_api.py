@@ -157,3 +157,10 @@ def test_report_takes_a_calibrated_profile_as_latency_and_simulate_do(tmp_path: 
     refused = run_cli("report", m, "--profile", str(prof), "-o", str(prof))
     assert refused.code == 2 and "is the input" in refused.err
     assert json.loads(prof.read_text()) == doc
+
+
+def test_report_help_explains_its_simulation_flags() -> None:
+    # Before: `kvplan report --help` listed --num-prompts and --request-rate with no words.
+    text = " ".join(run_cli("report", "--help").out.split())
+    assert "--num-prompts <int> Also simulate this many requests" in text
+    assert "--request-rate <float> The simulation's arrivals in requests/s" in text

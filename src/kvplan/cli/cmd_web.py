@@ -124,8 +124,12 @@ def report_cmd(
     = None,
     dataset: Annotated[str | None, typer.Option(
         "--dataset", help="Also simulate: random or a bundled trace.")] = None,
-    num_prompts: Annotated[int | None, typer.Option("--num-prompts")] = None,
-    request_rate: Annotated[float | None, typer.Option("--request-rate")] = None,
+    num_prompts: Annotated[int | None, typer.Option("--num-prompts", help=(
+        "Also simulate this many requests (default with --dataset: a trace's every row; "
+        "random, sharegpt: 1000)."))] = None,
+    request_rate: Annotated[float | None, typer.Option("--request-rate", help=(
+        "The simulation's arrivals in requests/s (default: all at once, or a trace's own "
+        "times)."))] = None,
 ) -> None:
     """One self-contained HTML file (data, charts, scripts inline) that opens offline."""
     from kvplan.costs.step.latency import RequestShape
