@@ -164,3 +164,15 @@ def test_report_help_explains_its_simulation_flags() -> None:
     text = " ".join(run_cli("report", "--help").out.split())
     assert "--num-prompts <int> Also simulate this many requests" in text
     assert "--request-rate <float> The simulation's arrivals in requests/s" in text
+
+
+def test_report_warns_that_ep_does_nothing_on_a_dense_model(tmp_path: Path) -> None:
+    # `kvplan capacity meta-llama/Llama-3.1-8B --enable-expert-parallel` warns that vLLM
+    # applies EP to MoE layers only; the report (EP flag added this hunt) said nothing.
+    out = tmp_path / "r.html"
+    r = run_cli("report", "meta-llama/Llama-3.1-8B", "--enable-expert-parallel", "--batch", "1",
+                "-o", str(out))
+    assert r.code == 0, r.err
+    cap = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--enable-expert-parallel")
+    warning = next(line for line in cap.err.splitlines() if line.startswith("warning: "))
+    assert warning in _sections(out)["capacity"]["lines"]
