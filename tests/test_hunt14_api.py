@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 MOE = "Qwen/Qwen3-30B-A3B"
 
@@ -176,3 +176,21 @@ def test_report_warns_that_ep_does_nothing_on_a_dense_model(tmp_path: Path) -> N
     cap = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--enable-expert-parallel")
     warning = next(line for line in cap.err.splitlines() if line.startswith("warning: "))
     assert warning in _sections(out)["capacity"]["lines"]
+
+
+def test_report_of_a_saved_plan_refuses_model_flags_it_would_drop(tmp_path: Path) -> None:
+    # Before: `kvplan report MODEL --plan saved.json --gpu L4 -dp 2 -o r.html` wrote the saved
+    # plan's report and dropped MODEL, --gpu and -dp without a word. Now one error line
+    # naming them, nothing written.
+    saved = tmp_path / "plan.json"
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--num-prompts", "20", "--slo",
+                "ttft:p99:2000", "--gpu", "H100", "-tp", "1", "--workers", "1", "--json")
+    assert r.code == 0, r.err
+    saved.write_text(r.out)
+    out = tmp_path / "r.html"
+    bad = run_cli("report", "meta-llama/Llama-3.1-8B", "--plan", str(saved), "--gpu", "L4",
+                  "-dp", "2", "-o", str(out))
+    assert_one_line_error(bad)
+    assert "MODEL, --gpu, --data-parallel-size would be ignored" in bad.err
+    assert not out.exists()
+    assert run_cli("report", "--plan", str(saved), "-o", str(out)).code == 0

@@ -138,6 +138,7 @@ def report_cmd(
     if not out:
         raise InputError("give -o FILE.html (where to write the report)")
     if plan is not None:
+        _plan_alone(dict(locals()))
         _plan_report(plan, _check_html_out(out, plan))
         return
     if model is None:
@@ -181,6 +182,27 @@ def _parallel_words(engine: EngineConfig) -> str:
     if engine.enable_expert_parallel:
         words.append("EP")
     return ", ".join(words)
+
+
+_MODEL_REPORT_DEFAULTS = {"gpu": "H100", "prompt": 2048, "output": 256, "batch": 16,
+                          "dataset": None, "num_prompts": None, "request_rate": None,
+                          "profile": None, "all2all_backend": None, "expert_imbalance": None}
+"""report_cmd's options for a model report that are no engine flag, at their defaults."""
+
+
+def _plan_alone(values: dict[str, object]) -> None:
+    """--plan reports a saved answer as it stands: a MODEL or a flag for one (``values``:
+    report_cmd's parameters) is refused, not dropped without a word."""
+    from kvplan.errors import InputError
+
+    names = ["MODEL"] if values["model"] is not None else []
+    names += ["--" + k.replace("_", "-") for k, v in _MODEL_REPORT_DEFAULTS.items()
+              if values[k] != v]
+    names += [fl.BY_FIELD[k].names[0] for k, v in values.items()
+              if k in fl.BY_FIELD and v not in (None, False)]
+    if names:
+        raise InputError(f"--plan reports a saved plan as it stands; {', '.join(names)} would "
+                         "be ignored: drop them, or drop --plan to report a model")
 
 
 def _plan_report(path: str, target: OutputTarget) -> None:
