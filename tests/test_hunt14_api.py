@@ -194,3 +194,21 @@ def test_report_of_a_saved_plan_refuses_model_flags_it_would_drop(tmp_path: Path
     assert "MODEL, --gpu, --data-parallel-size would be ignored" in bad.err
     assert not out.exists()
     assert run_cli("report", "--plan", str(saved), "-o", str(out)).code == 0
+
+
+def test_report_model_section_shows_the_per_gpu_bytes_its_other_sections_hold(
+        tmp_path: Path) -> None:
+    # Llama-3.1-8B at TP 4: 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B/token for the
+    # whole model, 8 / 4 = 2 KV heads per GPU -> 32,768 B/token, what the Request section's
+    # 2048-token prefill claims (2048 x 32,768 = 67,108,864 B). Before: the Model section
+    # showed only "bytes per token 131,072" (unlabelled, 4x the per-GPU figure) and the
+    # whole-model formula.
+    out = tmp_path / "r.html"
+    r = run_cli("report", "meta-llama/Llama-3.1-8B", "-tp", "4", "--batch", "1", "-o", str(out))
+    assert r.code == 0, r.err
+    s = _sections(out)
+    rows = dict(s["model"]["rows"])
+    assert rows["bytes per token (whole model)"] == "131,072"
+    assert rows["bytes per token per GPU (TP 4)"] == "32,768"
+    assert any("2 KV heads" in line and "32,768" in line for line in s["model"]["lines"])
+    assert s["request"]["answer"]["prefill_bytes"] == 2048 * 32_768

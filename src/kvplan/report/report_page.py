@@ -38,11 +38,15 @@ def model_section(spec: ModelSpec, engine: EngineConfig, batch: int, context: in
     levers = lever_table(spec, batch, context, tp_degrees=servable_tp_degrees(spec))
     rows = tuple((r.lever, f"{fmt_bytes(r.total_bytes_per_gpu)} ({r.factor_vs_baseline:.3g}x MHA)")
                  for r in levers)
+    tp = engine.tensor_parallel_size
+    per_gpu = ((f"bytes per token per GPU (TP {tp})", f"{kv['bytes_per_token_per_gpu']:,}"),
+               ) if tp > 1 else ()  # what the Request and Capacity sections hold, as `kv`
     return Section(id="model", title=f"Model: {spec.name} ({spec.attention_kind})",
-                   rows=(("bytes per token", f"{kv['bytes_per_token']:,}"), *rows),
+                   rows=(("bytes per token (whole model)", f"{kv['bytes_per_token']:,}"),
+                         *per_gpu, *rows),
                    charts=(chart_spec(levers_chart(levers, spec.name)),),
                    answer={"kv": kv, "levers": levers_json(spec.name, batch, context, levers)},
-                   lines=tuple(kv["formula"]))
+                   lines=tuple(kv["formula"] + (kv["formula_per_gpu"] if tp > 1 else [])))
 
 
 def request_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
