@@ -212,3 +212,15 @@ def test_report_model_section_shows_the_per_gpu_bytes_its_other_sections_hold(
     assert rows["bytes per token per GPU (TP 4)"] == "32,768"
     assert any("2 KV heads" in line and "32,768" in line for line in s["model"]["lines"])
     assert s["request"]["answer"]["prefill_bytes"] == 2048 * 32_768
+
+
+def test_report_request_section_says_its_bytes_span_the_pipeline(tmp_path: Path) -> None:
+    # Qwen3-30B-A3B at PP 2: the Request section prices all 48 layers (2048 prompt tokens x
+    # 98,304 B = 201,326,592 B) where each stage's GPU holds 24 of them; before it said so
+    # nowhere, so the figure read as one GPU's, twice what a stage holds.
+    out = tmp_path / "r.html"
+    r = run_cli("report", "Qwen/Qwen3-30B-A3B", "-pp", "2", "--batch", "1", "-o", str(out))
+    assert r.code == 0, r.err
+    req = _sections(out)["request"]
+    assert req["answer"]["prefill_bytes"] == 2048 * 98_304
+    assert any("all 48 layers" in line and "PP 2" in line for line in req["lines"])

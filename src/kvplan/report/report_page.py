@@ -70,8 +70,11 @@ def request_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     rows = (("prefill claims", f"{fmt_bytes(tl.prefill_bytes)} in {tl.prefill_steps} step(s)"),
             ("decode adds", fmt_bytes(tl.decode_bytes)), ("final cache", fmt_bytes(tl.final_bytes)),
             ("prefill share", f"{tl.prefill_share:.1%}"))
+    pp = engine.pipeline_parallel_size
+    lines = (f"bytes of all {spec.num_layers} layers on one GPU of the TP group: under PP {pp} "
+             "each stage's GPUs hold only their own layers' share",) if pp > 1 else ()
     return Section(id="request", title=f"Request: {shape.prompt_tokens} prompt + "
-                   f"{shape.output_tokens} output tokens", rows=rows,
+                   f"{shape.output_tokens} output tokens", rows=rows, lines=lines,
                    charts=(chart_spec(staircase_chart(tl, spec.name)),),
                    answer=timeline_json(spec.name, kv, tl))
 
