@@ -224,3 +224,17 @@ def test_report_request_section_says_its_bytes_span_the_pipeline(tmp_path: Path)
     req = _sections(out)["request"]
     assert req["answer"]["prefill_bytes"] == 2048 * 98_304
     assert any("all 48 layers" in line and "PP 2" in line for line in req["lines"])
+
+
+def test_report_latency_says_which_budget_cut_its_prefill(tmp_path: Path) -> None:
+    # The report prefills 16 x 2048 = 32,768 tokens in 32,768 / 8192 = 4 steps (vLLM's
+    # default budget on H100) where `kvplan latency` without --max-num-batched-tokens prices
+    # one step (TTFT 0.663 s vs 0.632 s); before, the section did not say which, so the two
+    # answers disagreed with no word. Now a line names the budget and the matching command.
+    out = tmp_path / "r.html"
+    r = run_cli("report", "meta-llama/Llama-3.1-8B", "-o", str(out))
+    assert r.code == 0, r.err
+    lat = _sections(out)["latency"]
+    assert lat["answer"]["latency"]["phases"]["prefill"]["steps"] == 4
+    assert ("prefill priced in steps of 8,192 tokens, the budget the Capacity section shows: "
+            "as 'kvplan latency --max-num-batched-tokens 8192'") in lat["lines"]

@@ -124,6 +124,10 @@ def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     resolved = resolve(spec, hw, engine)
     prof = profile_for(spec, hw, engine, profile, precision=resolved.compute_precision)
     sweep, charts, lines = _latency_sweep(spec, hw, engine, shape, prof)
+    budget = engine.max_num_batched_tokens
+    if budget is not None:  # why `kvplan latency` without the flag (one step) differs
+        lines = (f"prefill priced in steps of {budget:,} tokens, the budget the Capacity "
+                 f"section shows: as 'kvplan latency --max-num-batched-tokens {budget}'", *lines)
     try:  # as `kvplan latency` does: a batch whose KV cache does not fit has no latency
         fleet = dpl.fleet_latency(spec, hw, engine, shape, prof, resolved)
     except DoesNotFitError as exc:
