@@ -238,3 +238,20 @@ def test_report_latency_says_which_budget_cut_its_prefill(tmp_path: Path) -> Non
     assert lat["answer"]["latency"]["phases"]["prefill"]["steps"] == 4
     assert ("prefill priced in steps of 8,192 tokens, the budget the Capacity section shows: "
             "as 'kvplan latency --max-num-batched-tokens 8192'") in lat["lines"]
+
+
+def test_engine_config_takes_a_numpy_bool_as_it_takes_numpy_numbers() -> None:
+    # EngineConfig turns np.int64(2) into 2, but np.bool_(True) (a pandas column's value) was
+    # refused with the self-contradicting "field 'enable_expert_parallel' must be bool, got
+    # bool np.True_". Now it is Python's True; a plain int 1 is still refused.
+    import numpy as np
+    import pytest
+
+    import kvplan
+    from kvplan.errors import ArgumentTypeError
+
+    e = kvplan.EngineConfig(enable_expert_parallel=np.bool_(True), data_parallel_size=np.int64(2))
+    assert e == kvplan.EngineConfig(enable_expert_parallel=True, data_parallel_size=2)
+    assert type(e.enable_expert_parallel) is bool
+    with pytest.raises(ArgumentTypeError, match="must be bool, got int 1"):
+        kvplan.EngineConfig(enable_expert_parallel=1)
