@@ -255,3 +255,24 @@ def test_engine_config_takes_a_numpy_bool_as_it_takes_numpy_numbers() -> None:
     assert type(e.enable_expert_parallel) is bool
     with pytest.raises(ArgumentTypeError, match="must be bool, got int 1"):
         kvplan.EngineConfig(enable_expert_parallel=1)
+
+
+def test_report_simulation_carries_the_overload_warning_simulate_prints(tmp_path: Path) -> None:
+    # 60 prompts of 4000 (+128) tokens at 20 req/s on one L4: the server finishes none in the
+    # second half of the arrivals. `kvplan simulate` prints "overloaded: ..." (and the band)
+    # under its table; before, the report's Simulation section showed the latencies with no
+    # such word. Now its lines are simulate's lines.
+    m = "meta-llama/Llama-3.1-8B"
+    eng = ["--gpu", "L4", "--max-model-len", "4200", "--num-prompts", "60",
+           "--request-rate", "20"]
+    out = tmp_path / "r.html"
+    r = run_cli("report", m, *eng, "--prompt", "4000", "--output", "128", "--batch", "1",
+                "-o", str(out))
+    assert r.code == 0, r.err
+    lines = _sections(out)["simulate"]["lines"]
+    sim = run_cli("simulate", m, *eng, "--random-input-len", "4000", "--random-output-len",
+                  "128")
+    said = " ".join(sim.out.split())
+    assert any(line.startswith("overloaded: ") for line in lines)
+    for line in lines:
+        assert " ".join(line.split()) in said, line

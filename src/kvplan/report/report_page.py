@@ -171,16 +171,19 @@ def _latency_sweep(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
 def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                      workload: Any, profile: str | None = None) -> Section:
     """A serving simulation: KV usage with arrivals and preemptions, queue depth, CDFs."""
-    from kvplan.analysis.metrics import compute_metrics
+    from kvplan.analysis.metrics import compute_metrics, vllm_result
     from kvplan.analysis.serving import simulate_serving
     from kvplan.report import sim_charts
-    from kvplan.report.json_views import simulate_json
-    from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS
+    from kvplan.report.json_views import simulate_bands, simulate_json
+    from kvplan.report.views.metrics import CLI_PERCENTILE_METRICS, run_lines
 
     run = simulate_serving(spec, hw, engine, workload, profile=profile)
     header, r = run.header(workload), run.result
     m = compute_metrics(r, percentile_metrics=CLI_PERCENTILE_METRICS)
-    answer = simulate_json(header, m, r, (spec, header["gpu"], engine.tensor_parallel_size))
+    deployment = (spec, header["gpu"], engine.tensor_parallel_size)
+    answer = simulate_json(header, m, r, deployment)
+    lines = tuple(str(x) for x in run_lines(r, header, simulate_bands(deployment,
+                                                                      vllm_result(m))))
     rows = [("requests", f"{m.completed} done, {m.failed} rejected in "
                          f"{fmt_seconds(m.duration_s)}"),
             ("output throughput", f"{m.output_throughput:,.1f} tok/s")]
@@ -193,7 +196,7 @@ def simulate_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
               chart_spec(sim_charts.queue_chart(r)), chart_spec(sim_charts.latency_cdf_chart(r)))
     return Section(id="simulate", title=f"Simulation: {header['dataset']}, "
                    f"{header['num_prompts']} requests", rows=tuple(rows), charts=charts,
-                   answer=answer)
+                   answer=answer, lines=lines)  # as `simulate` prints under its table
 
 
 def report_sections(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
