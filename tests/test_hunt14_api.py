@@ -276,3 +276,23 @@ def test_report_simulation_carries_the_overload_warning_simulate_prints(tmp_path
     assert any(line.startswith("overloaded: ") for line in lines)
     for line in lines:
         assert " ".join(line.split()) in said, line
+
+
+def test_report_latency_shows_the_band_and_notes_latency_prints(tmp_path: Path) -> None:
+    # `kvplan latency` on an L4 (not in the calibration set) prints each figure's 10-90% band,
+    # its basis and a note that the band may not hold there; the report showed the bare
+    # figures only. Now the same band, basis and note lines (the band from latency --json).
+    m = "meta-llama/Llama-3.1-8B"
+    out = tmp_path / "r.html"
+    r = run_cli("report", m, "--gpu", "L4", "--max-model-len", "8192", "--batch", "4",
+                "-o", str(out))
+    assert r.code == 0, r.err
+    lines = _sections(out)["latency"]["lines"]
+    lat = run_cli("latency", m, "--gpu", "L4", "--prompt", "2048", "--output", "256",
+                  "--batch", "4", "--max-num-batched-tokens", "2048")
+    said = " ".join(lat.out.split())
+    assert "band (10-90%): TTFT 1.056 s - 2.826 s; TPOT 69.95 ms - 98.42 ms" in lines[1]
+    assert "1.056 s - 2.826 s" in said and "69.95 ms - 98.42 ms" in said
+    for line in lines[2:]:
+        assert " ".join(line.split()) in said, line
+    assert any(line.startswith("note: L4 is not in the calibration set") for line in lines)

@@ -148,7 +148,22 @@ def latency_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
             ("end-to-end", fmt_seconds(r.e2e_s)),
             ("output throughput", f"{r.output_throughput_tok_s:,.0f} tok/s"))
     return Section(id="latency", title=f"Latency at batch {shape.batch}", rows=rows,
-                   charts=charts, lines=lines, answer={"latency": answer, **sweep})
+                   charts=charts, lines=(*lines, *_band_lines(answer)),
+                   answer={"latency": answer, **sweep})
+
+
+def _band_lines(answer: dict[str, Any]) -> list[str]:
+    """`kvplan latency`'s band column and lines: the 10-90% calibration band of each figure,
+    its basis and its notes."""
+    def band(key: str, fmt: Any) -> str:
+        b = answer[key]
+        return "-" if b is None else f"{fmt(b[0])} - {fmt(b[1])}"
+
+    return [f"band (10-90%): TTFT {band('ttft_s_band', fmt_seconds)}; TPOT "
+            f"{band('tpot_s_band', fmt_seconds)}; end-to-end {band('e2e_s_band', fmt_seconds)}"
+            f"; output throughput {band('output_throughput_tok_s_band', '{:,.0f}'.format)} "
+            "tok/s", f"band: calibration residuals of {answer['band_basis']}",
+            *(f"note: {note}" for note in answer["calibration_notes"])]
 
 
 def _latency_sweep(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
