@@ -296,3 +296,20 @@ def test_report_latency_shows_the_band_and_notes_latency_prints(tmp_path: Path) 
     for line in lines[2:]:
         assert " ".join(line.split()) in said, line
     assert any(line.startswith("note: L4 is not in the calibration set") for line in lines)
+
+
+def test_report_capacity_shows_the_block_size_vllm_forces(tmp_path: Path) -> None:
+    # DeepSeek-V2-Lite on H100: vLLM's FlashMLA backend forces 64-token blocks (capacity
+    # prints "Forcing kv cache block size to 64 for FlashMLA backend." and "block 64 tokens,
+    # 20,542 blocks"), and the Request section allocates in them; before, the Capacity
+    # section showed "blocks 20,542" with no block size and none of vLLM's lines.
+    m = "deepseek-ai/DeepSeek-V2-Lite"
+    out = tmp_path / "r.html"
+    r = run_cli("report", m, "--batch", "1", "-o", str(out))
+    assert r.code == 0, r.err
+    lines = _sections(out)["capacity"]["lines"]
+    cap = " ".join(run_cli("capacity", m).out.split())
+    assert "Forcing kv cache block size to 64 for FlashMLA backend." in lines
+    assert any("block 64 tokens, 20,542 blocks" in line for line in lines)
+    for line in lines:
+        assert line in cap, line

@@ -85,6 +85,7 @@ def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
     from kvplan.report.budget_charts import budget_chart
     from kvplan.report.json_views import plan_json
     from kvplan.report.parallel_view import ep_warning, is_parallel, parallel_json, parallel_lines
+    from kvplan.report.views.capacity import capacity_renderables
 
     plan = plan_memory(spec, hw, engine)
     b = plan.budget
@@ -98,7 +99,8 @@ def capacity_section(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
             ("GPU KV cache size", f"{plan.kv_cache_tokens:,} tokens"),
             ("maximum concurrency", f"{plan.max_concurrency:.2f}x at "
                                     f"{plan.settings.max_model_len:,} tokens"))
-    lines = parallel_lines(plan, spec) if is_parallel(plan) else []
+    lines = [x for x in capacity_renderables(plan) if isinstance(x, str)]  # vLLM's log lines
+    lines += parallel_lines(plan, spec) if is_parallel(plan) else []
     warning = ep_warning(plan, spec)  # as `capacity` warns: EP on a dense model, on one GPU
     return Section(id="capacity", title=f"Capacity on {hw.id}", rows=rows,
                    charts=(chart_spec(budget_chart(plan)),), answer=answer,
