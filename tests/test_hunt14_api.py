@@ -313,3 +313,31 @@ def test_report_capacity_shows_the_block_size_vllm_forces(tmp_path: Path) -> Non
     assert any("block 64 tokens, 20,542 blocks" in line for line in lines)
     for line in lines:
         assert line in cap, line
+
+
+def test_report_of_a_disagg_plan_says_disaggregation_won(tmp_path: Path) -> None:
+    # tests/test_plan_disagg_cli.py's case: 8,000-token prompts at 4 req/s under TPOT p99 <= 9
+    # ms on H100: the aggregated best is 3 x TP2 = 6 x $3.99 = $23.94/h, the answer of
+    # `plan --disagg` a 1P1D fleet (TP1 prefill + TP2 decode) on 3 GPUs = $11.97/h. Before:
+    # `report --plan` showed only the aggregated card ($23.94/h and its vllm serve line) and
+    # dropped the saved `joint` answer. Now the card names the disaggregated answer and a
+    # section shows the joint ranking, its what-ifs and the prefill/decode serve lines.
+    saved, out = tmp_path / "plan.json", tmp_path / "r.html"
+    r = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts", "300",
+                "--random-input-len", "8000", "--random-output-len", "300", "--request-rate",
+                "4", "--slo", "ttft:p99:3000", "--slo", "tpot:p99:9", "--disagg", "--json")
+    assert r.code == 0, r.err
+    saved.write_text(r.out)
+    joint = json.loads(r.out)["joint"]
+    assert run_cli("report", "--plan", str(saved), "-o", str(out)).code == 0
+    s = _sections(out)
+    card = dict(s["plan"]["rows"])
+    assert card["$ / hour"] == "23.94"
+    win = joint["winner"]
+    assert card["answer (--disagg)"].startswith(
+        f"disaggregated {win['id']} 1P1D at 11.97 $/h")
+    j = s["joint"]
+    assert j["title"].endswith("disaggregation wins") and j["answer"]["joint"] == joint
+    assert dict(j["rows"])["versus"] == joint["versus"]
+    assert any(line.startswith("decode: ") and "--tensor-parallel-size 2" in line
+               for line in j["lines"])
