@@ -341,3 +341,22 @@ def test_report_of_a_disagg_plan_says_disaggregation_won(tmp_path: Path) -> None
     assert dict(j["rows"])["versus"] == joint["versus"]
     assert any(line.startswith("decode: ") and "--tensor-parallel-size 2" in line
                for line in j["lines"])
+
+
+def test_slo_refuses_a_goodput_metric_vllm_has_not() -> None:
+    # vllm bench serve's --goodput takes ttft, tpot and e2el; parse_goodput_slo refuses the
+    # rest, but Slo(goodput_ms=(("bogus", 5.0),)) was accepted and kvplan.plan then failed
+    # deep in analysis/plan/judge.py with AttributeError "'Latencies' object has no
+    # attribute 'bogus_ms'" (("itl", 5.0): TypeError '<=' between None and float). Now one
+    # InputError naming the metric at construction; a metric given twice is refused too.
+    import pytest
+
+    import kvplan
+    from kvplan.errors import InputError
+
+    for goodput, name in (((("bogus", 5.0),), "'bogus'"), ((("itl", 5.0),), "'itl'"),
+                          ((("ttft", 5.0), ("ttft", 6.0)), "'ttft'")):
+        with pytest.raises(InputError, match=f"Slo goodput_ms {name}: each of ttft, tpot, "
+                                             "e2el at most once"):
+            kvplan.Slo(goodput_ms=goodput)
+    assert kvplan.Slo(goodput_ms=(("ttft", 5.0), ("e2el", 9.0))).goodput_ms[1] == ("e2el", 9.0)
