@@ -360,3 +360,29 @@ def test_slo_refuses_a_goodput_metric_vllm_has_not() -> None:
                                              "e2el at most once"):
             kvplan.Slo(goodput_ms=goodput)
     assert kvplan.Slo(goodput_ms=(("ttft", 5.0), ("e2el", 9.0))).goodput_ms[1] == ("e2el", 9.0)
+
+
+def test_report_takes_the_step_pricing_flags_latency_and_simulate_take(tmp_path: Path) -> None:
+    # Before: --async-scheduling, --mxfp4-moe-backend and the DBO flags, which change
+    # `kvplan latency` and `kvplan simulate`'s figures, were "No such option" for the report.
+    # gpt-oss-20b with Marlin MXFP4 experts and async scheduling: the report's latency and
+    # simulation answers are the commands' own.
+    m = "openai/gpt-oss-20b"
+    flags = ["--async-scheduling", "--mxfp4-moe-backend", "marlin",
+             "--max-num-batched-tokens", "8192"]
+    out = tmp_path / "r.html"
+    r = run_cli("report", m, "--prompt", "1024", "--output", "64", "--batch", "8",
+                "--num-prompts", "10", "--request-rate", "5", *flags, "-o", str(out))
+    assert r.code == 0, r.err
+    s = _sections(out)
+    lat = json.loads(run_cli("latency", m, "--gpu", "H100", "--prompt", "1024", "--output",
+                             "64", "--batch", "8", *flags, "--json").out)
+    plain = json.loads(run_cli("latency", m, "--gpu", "H100", "--prompt", "1024", "--output",
+                               "64", "--batch", "8", "--json").out)
+    got = s["latency"]["answer"]["latency"]
+    assert (got["ttft_s"], got["tpot_s"]) == (lat["ttft_s"], lat["tpot_s"])
+    assert got["tpot_s"] != plain["tpot_s"]
+    sim = json.loads(run_cli("simulate", m, "--num-prompts", "10", "--request-rate", "5",
+                             "--random-input-len", "1024", "--random-output-len", "64",
+                             *flags, "--json").out)
+    assert s["simulate"]["answer"] == sim

@@ -99,14 +99,26 @@ def access_lines(host: str, port: int, token: str | None, no_auth: bool) -> list
             f"cookie); API clients send 'Authorization: Bearer {token}'; Ctrl-C stops"]
 
 
+ReportModel = Annotated[str | None, typer.Argument(
+    help="Catalog id or config.json path (or give --plan).")]
+ReportOut = Annotated[str, typer.Option("-o", "--output-file", help="The HTML file to write.")]
+ReportPlan = Annotated[str | None, typer.Option(
+    "--plan", help="A saved 'kvplan plan --json' answer to report instead.")]
+ReportProfile = Annotated[str | None, typer.Option(
+    "--profile", help="Profile JSON from 'kvplan calibrate' (latency and simulation).")]
+ReportDataset = Annotated[str | None, typer.Option(
+    "--dataset", help="Also simulate: random or a bundled trace.")]
+ReportPrompts = Annotated[int | None, typer.Option("--num-prompts", help=(
+    "Also simulate this many requests (default with --dataset: a trace's every row; "
+    "random, sharegpt: 1000)."))]
+ReportRate = Annotated[float | None, typer.Option("--request-rate", help=(
+    "The simulation's arrivals in requests/s (default: all at once, or a trace's own "
+    "times)."))]
+
+
 @app.command("report")
 def report_cmd(
-    model: Annotated[str | None, typer.Argument(
-        help="Catalog id or config.json path (or give --plan).")] = None,
-    out: Annotated[str, typer.Option("-o", "--output-file", help="The HTML file to write.")]
-    = "",
-    plan: Annotated[str | None, typer.Option(
-        "--plan", help="A saved 'kvplan plan --json' answer to report instead.")] = None,
+    model: ReportModel = None, out: ReportOut = "", plan: ReportPlan = None,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id from 'kvplan gpus'.")] = "H100",
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request.")] = 2048,
     output: Annotated[int, typer.Option("--output", help="Output tokens per request.")] = 256,
@@ -119,17 +131,11 @@ def report_cmd(
     block_size: fl.BlockOpt = None, gpu_memory_utilization: fl.GpuUtilOpt = None,
     max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
     kv_cache_memory_bytes: fl.KvMemOpt = None, enable_prefix_caching: fl.PrefixOpt = None,
-    profile: Annotated[str | None, typer.Option(
-        "--profile", help="Profile JSON from 'kvplan calibrate' (latency and simulation).")]
-    = None,
-    dataset: Annotated[str | None, typer.Option(
-        "--dataset", help="Also simulate: random or a bundled trace.")] = None,
-    num_prompts: Annotated[int | None, typer.Option("--num-prompts", help=(
-        "Also simulate this many requests (default with --dataset: a trace's every row; "
-        "random, sharegpt: 1000)."))] = None,
-    request_rate: Annotated[float | None, typer.Option("--request-rate", help=(
-        "The simulation's arrivals in requests/s (default: all at once, or a trace's own "
-        "times)."))] = None,
+    async_scheduling: fl.AsyncOpt = None, mxfp4_moe_backend: fl.Mxfp4Opt = None,
+    enable_dbo: fl.DboOpt = None, dbo_decode_token_threshold: fl.DboDecodeOpt = None,
+    dbo_prefill_token_threshold: fl.DboPrefillOpt = None, profile: ReportProfile = None,
+    dataset: ReportDataset = None, num_prompts: ReportPrompts = None,
+    request_rate: ReportRate = None,
 ) -> None:
     """One self-contained HTML file (data, charts, scripts inline) that opens offline."""
     from kvplan.costs.step.latency import RequestShape
@@ -144,7 +150,8 @@ def report_cmd(
     if model is None:
         raise InputError("give a MODEL, or --plan FILE (a saved 'kvplan plan --json')")
     target = _check_html_out(out, model, profile)
-    extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance}
+    extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance,
+             "mxfp4_moe_backend": mxfp4_moe_backend}
     settings = {**fl.engine_settings(locals()),
                 **{k: v for k, v in extra.items() if v is not None}}
     shape = RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
@@ -186,7 +193,8 @@ def _parallel_words(engine: EngineConfig) -> str:
 
 _MODEL_REPORT_DEFAULTS = {"gpu": "H100", "prompt": 2048, "output": 256, "batch": 16,
                           "dataset": None, "num_prompts": None, "request_rate": None,
-                          "profile": None, "all2all_backend": None, "expert_imbalance": None}
+                          "profile": None, "all2all_backend": None, "expert_imbalance": None,
+                          "mxfp4_moe_backend": None}
 """report_cmd's options for a model report that are no engine flag, at their defaults."""
 
 
