@@ -192,6 +192,9 @@ def test_report_of_a_saved_plan_refuses_model_flags_it_would_drop(tmp_path: Path
                   "-dp", "2", "-o", str(out))
     assert_one_line_error(bad)
     assert "MODEL, --gpu, --data-parallel-size would be ignored" in bad.err
+    off = run_cli("report", "--plan", str(saved), "--no-enable-prefix-caching", "-o", str(out))
+    assert_one_line_error(off)  # a --no-X flag is given too
+    assert "--enable-prefix-caching would be ignored" in off.err
     assert not out.exists()
     assert run_cli("report", "--plan", str(saved), "-o", str(out)).code == 0
 

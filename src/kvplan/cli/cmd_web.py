@@ -207,7 +207,7 @@ def _plan_alone(values: dict[str, object]) -> None:
     names += ["--" + k.replace("_", "-") for k, v in _MODEL_REPORT_DEFAULTS.items()
               if values[k] != v]
     names += [fl.BY_FIELD[k].names[0] for k, v in values.items()
-              if k in fl.BY_FIELD and v not in (None, False)]
+              if k in fl.BY_FIELD and v is not None]  # --no-X (False) was given too
     if names:
         raise InputError(f"--plan reports a saved plan as it stands; {', '.join(names)} would "
                          "be ignored: drop them, or drop --plan to report a model")
