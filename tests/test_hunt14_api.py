@@ -389,3 +389,20 @@ def test_report_takes_the_step_pricing_flags_latency_and_simulate_take(tmp_path:
                              "--random-input-len", "1024", "--random-output-len", "64",
                              *flags, "--json").out)
     assert s["simulate"]["answer"] == sim
+
+
+def test_lever_table_lists_the_tp_degrees_levers_lists() -> None:
+    # falcon-7b has 71 attention heads: vLLM serves it at no TP of 2, 4 or 8 (71 is prime),
+    # and `kvplan levers` lists no TP row. kvplan.lever_table(model, 4, 2000) listed
+    # "tensor parallel 2/4/8" (65,536,000 B each: the single KV head replicated) and
+    # "stacked: fp8 + TP 2" by default. Now its default is the servable degrees, as the CLI.
+    import kvplan
+
+    m = kvplan.load_model("tiiuae/falcon-7b")
+    api = [(r.lever, r.total_bytes_per_gpu) for r in kvplan.lever_table(m, 4, 2000)]
+    cli = json.loads(run_cli("levers", "tiiuae/falcon-7b", "--batch", "4", "--context", "2000",
+                             "--json").out)
+    assert api == [(r["lever"], r["total_bytes_per_gpu"]) for r in cli["levers"]]
+    assert not any(label.startswith(("tensor parallel", "stacked")) for label, _ in api)
+    # 4 x 2000 tokens x 32 layers x 1 KV head x 64 x 2 (K, V) x 2 B = 65,536,000 B
+    assert dict(api)["model as configured"] == 65_536_000
