@@ -62,16 +62,25 @@ def check_fields(obj: Any) -> None:
 
 
 def plain_numbers(obj: Any) -> None:
-    """A frozen dataclass's numpy integers and floats as Python's own (``np.int64(8)`` -> 8),
-    so its checks, its repr and JSON see plain numbers (call first in __post_init__)."""
+    """A frozen dataclass's numpy booleans, integers and floats as Python's own
+    (``np.int64(8)`` -> 8, ``np.bool_(True)`` -> True), so its checks, its repr and JSON see
+    plain values (call first in __post_init__)."""
     for name in _field_hints(type(obj)):
         value = getattr(obj, name)
         if value is None or type(value) in (int, float, bool, str):
             continue
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if _numpy_bool(value):
+            object.__setattr__(obj, name, bool(value))
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
             object.__setattr__(obj, name, int(value))
         elif isinstance(value, numbers.Real) and not isinstance(value, bool):
             object.__setattr__(obj, name, float(value))
+
+
+def _numpy_bool(value: Any) -> bool:
+    """A numpy boolean (``np.bool_``; numpy 2 names its type ``bool``), without importing
+    numpy: a pandas column's True, say."""
+    return type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")
 
 
 _FIELD_HINTS: dict[type, dict[str, Any]] = {}
@@ -120,6 +129,8 @@ def _matches(value: Any, hint: Any) -> bool:
         return any(value == a and type(value) is type(a) for a in args)
     if origin is not None:
         return _generic(value, origin, args)
+    if hint is bool:
+        return _numpy_bool(value)  # a Python bool matched above (type(value) is hint)
     if hint is float:
         return isinstance(value, numbers.Real) and not isinstance(value, bool)
     if hint is int:

@@ -147,9 +147,12 @@ def lever_table(
     context_tokens: int,
     *,
     precisions: tuple[str, ...] = LEVER_PRECISIONS,
-    tp_degrees: tuple[int, ...] = (2, 4, 8),
+    tp_degrees: tuple[int, ...] | None = None,
 ) -> tuple[LeverRow, ...]:
-    """Rows: MHA baseline, the model's own heads, each precision, each TP, and all stacked."""
+    """Rows: MHA baseline, the model's own heads, each precision, each TP, and all stacked;
+    ``tp_degrees`` None: those of 2, 4, 8 vLLM serves the model at, as `kvplan levers` shows."""
+    if tp_degrees is None:
+        tp_degrees = servable_tp_degrees(model)
     baseline = mha_counterfactual(model)
     heads = "MLA latent" if model.mla else f"{model.num_kv_heads} ({model.attention_kind})"
     if model.mla is not None:  # only what a vLLM MLA backend stores (no per-head / fp4)

@@ -11,14 +11,16 @@ import numpy as np
 import numpy.typing as npt
 
 from kvplan.analysis.itl_rows import itl_rows
+from kvplan.analysis.metric_args import METRIC_NAMES as METRIC_NAMES  # re-exported
+from kvplan.analysis.metric_args import check_metric_args
+from kvplan.analysis.metric_args import parse_goodput as parse_goodput
+from kvplan.analysis.metric_args import parse_percentile_metrics as parse_percentile_metrics
+from kvplan.analysis.metric_args import parse_percentiles as parse_percentiles
 from kvplan.analysis.weighted import sorted_percentile, summarize
-from kvplan.errors import InputError
-from kvplan.limits import SLO_LIMIT_MS
 from kvplan.sim.result import IntArray, SimulationResult
 
 FloatArray = npt.NDArray[np.float64]
 
-METRIC_NAMES = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")
 """vllm bench serve's default --percentile-metrics."""
 DEFAULT_PERCENTILES = (99.0,)
@@ -67,43 +69,6 @@ class Metrics:
     """vLLM's peak: the most requests in flight at the client at once (sent, not answered)."""
 
 
-def parse_goodput(items: Sequence[str]) -> dict[str, float]:
-    """``["ttft:200", "tpot:50"]`` -> {"ttft": 200.0, ...} in ms (vllm bench --goodput)."""
-    out: dict[str, float] = {}
-    for item in items:
-        for part in item.split():
-            name, sep, value = part.partition(":")
-            if not sep or name not in ("ttft", "tpot", "e2el"):
-                raise InputError(f"--goodput {part!r}: use ttft:MS, tpot:MS or e2el:MS")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                raise InputError(f"--goodput {part!r}: {value!r} is not a number of ms") from None
-            high = SLO_LIMIT_MS[1]
-            if not 0 <= out[name] <= high:  # vllm bench accepts 0 (nothing meets it)
-                raise InputError(f"--goodput {part!r}: the SLO must be in [0, {high:,.0f}] ms "
-                                 "(at most 24 hours)")
-    return out
-
-
-def parse_percentile_metrics(text: str) -> tuple[str, ...]:
-    names = tuple(x.strip() for x in text.split(",") if x.strip())
-    bad = [x for x in names if x not in METRIC_NAMES]
-    if bad or not names:
-        raise InputError(f"--percentile-metrics {text!r}: choose from {','.join(METRIC_NAMES)}")
-    return names
-
-
-def parse_percentiles(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise InputError(f"--metric-percentiles {text!r}: use numbers like 50,90,99") from None
-    if not values or any(not 0 <= v <= 100 for v in values):
-        raise InputError(f"--metric-percentiles {text!r}: each must be in [0, 100]")
-    return values
-
-
 def per_request(r: SimulationResult) -> dict[str, FloatArray]:
     """ttft, tpot, e2el per completed request in seconds (tpot NaN for 1-token outputs)."""
     done = r.finished
@@ -123,7 +88,11 @@ def compute_metrics(
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
     goodput_ms: dict[str, float] | None = None,
 ) -> Metrics:
-    """Aggregate a simulation exactly as vLLM's ``calculate_metrics`` aggregates a benchmark."""
+    """Aggregate a simulation exactly as vLLM's ``calculate_metrics`` aggregates a benchmark.
+
+    ``percentile_metrics`` from ttft, tpot, itl, e2el; ``percentiles`` each in [0, 100];
+    ``goodput_ms``: SLOs in ms for ttft, tpot, e2el (InputError naming a bad one)."""
+    check_metric_args(percentile_metrics, percentiles, goodput_ms)
     done = r.finished
     req = per_request(r)
     values = {"ttft": req["ttft"], "tpot": req["tpot"][~np.isnan(req["tpot"])],

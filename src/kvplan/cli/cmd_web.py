@@ -12,7 +12,9 @@ from kvplan.cli.app import app
 from kvplan.cli.common import write_output
 
 if TYPE_CHECKING:
+    from kvplan.costs.step.latency import RequestShape
     from kvplan.report.outputs import OutputTarget
+    from kvplan.specs.serving import EngineConfig
 
 
 TOKEN_ENV = "KVPLAN_WEB_TOKEN"
@@ -97,52 +99,118 @@ def access_lines(host: str, port: int, token: str | None, no_auth: bool) -> list
             f"cookie); API clients send 'Authorization: Bearer {token}'; Ctrl-C stops"]
 
 
+ReportModel = Annotated[str | None, typer.Argument(
+    help="Catalog id or config.json path (or give --plan).")]
+ReportOut = Annotated[str, typer.Option("-o", "--output-file", help="The HTML file to write.")]
+ReportPlan = Annotated[str | None, typer.Option(
+    "--plan", help="A saved 'kvplan plan --json' answer to report instead.")]
+ReportProfile = Annotated[str | None, typer.Option(
+    "--profile", help="Profile JSON from 'kvplan calibrate' (latency and simulation).")]
+ReportDataset = Annotated[str | None, typer.Option(
+    "--dataset", help="Also simulate: random or a bundled trace.")]
+ReportPrompts = Annotated[int | None, typer.Option("--num-prompts", help=(
+    "Also simulate this many requests (default with --dataset: a trace's every row; "
+    "random, sharegpt: 1000)."))]
+ReportRate = Annotated[float | None, typer.Option("--request-rate", help=(
+    "The simulation's arrivals in requests/s (default: all at once, or a trace's own "
+    "times)."))]
+
+
 @app.command("report")
 def report_cmd(
-    model: Annotated[str | None, typer.Argument(
-        help="Catalog id or config.json path (or give --plan).")] = None,
-    out: Annotated[str, typer.Option("-o", "--output-file", help="The HTML file to write.")]
-    = "",
-    plan: Annotated[str | None, typer.Option(
-        "--plan", help="A saved 'kvplan plan --json' answer to report instead.")] = None,
+    model: ReportModel = None, out: ReportOut = "", plan: ReportPlan = None,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id from 'kvplan gpus'.")] = "H100",
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request.")] = 2048,
     output: Annotated[int, typer.Option("--output", help="Output tokens per request.")] = 256,
     batch: Annotated[int, typer.Option("--batch", help="Requests started together.")] = 16,
-    tensor_parallel_size: fl.TpOpt = None, kv_cache_dtype: fl.KvDtypeOpt = None,
-    max_model_len: fl.MaxLenOpt = None, block_size: fl.BlockOpt = None,
-    gpu_memory_utilization: fl.GpuUtilOpt = None, max_num_batched_tokens: fl.BatchedOpt = None,
-    dataset: Annotated[str | None, typer.Option(
-        "--dataset", help="Also simulate: random or a bundled trace.")] = None,
-    num_prompts: Annotated[int | None, typer.Option("--num-prompts")] = None,
-    request_rate: Annotated[float | None, typer.Option("--request-rate")] = None,
+    tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
+    data_parallel_size: fl.DpOpt = None, enable_expert_parallel: fl.EpOpt = None,
+    all2all_backend: fl.A2aOpt = None, expert_imbalance: fl.ImbalanceOpt = None,
+    kv_cache_dtype: fl.KvDtypeOpt = None, dtype: fl.DtypeOpt = None,
+    quantization: fl.QuantOpt = None, max_model_len: fl.MaxLenOpt = None,
+    block_size: fl.BlockOpt = None, gpu_memory_utilization: fl.GpuUtilOpt = None,
+    max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
+    kv_cache_memory_bytes: fl.KvMemOpt = None, enable_prefix_caching: fl.PrefixOpt = None,
+    async_scheduling: fl.AsyncOpt = None, mxfp4_moe_backend: fl.Mxfp4Opt = None,
+    enable_dbo: fl.DboOpt = None, dbo_decode_token_threshold: fl.DboDecodeOpt = None,
+    dbo_prefill_token_threshold: fl.DboPrefillOpt = None, profile: ReportProfile = None,
+    dataset: ReportDataset = None, num_prompts: ReportPrompts = None,
+    request_rate: ReportRate = None,
 ) -> None:
     """One self-contained HTML file (data, charts, scripts inline) that opens offline."""
     from kvplan.costs.step.latency import RequestShape
     from kvplan.errors import InputError
+
+    if not out:
+        raise InputError("give -o FILE.html (where to write the report)")
+    if plan is not None:
+        _plan_alone(dict(locals()))
+        _plan_report(plan, _check_html_out(out, plan))
+        return
+    if model is None:
+        raise InputError("give a MODEL, or --plan FILE (a saved 'kvplan plan --json')")
+    target = _check_html_out(out, model, profile)
+    extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance,
+             "mxfp4_moe_backend": mxfp4_moe_backend}
+    settings = {**fl.engine_settings(locals()),
+                **{k: v for k, v in extra.items() if v is not None}}
+    shape = RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
+    workload = _workload(dataset, num_prompts, request_rate, prompt, output)
+    _model_report(target, (model, gpu, profile), settings, shape, workload)
+
+
+def _model_report(target: OutputTarget, names: tuple[str, str, str | None],
+                  settings: dict[str, object],
+                  shape: RequestShape, workload: object | None) -> None:
+    """Build and write one model's report: the engine as capacity/latency/simulate resolve it
+    from the same flags (TP, PP, DP, EP and the rest)."""
     from kvplan.report.html import render_report
     from kvplan.report.report_page import report_sections
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    if not out:
-        raise InputError("give -o FILE.html (where to write the report)")
-    if plan is not None:
-        _plan_report(plan, _check_html_out(out, plan))
-        return
-    if model is None:
-        raise InputError("give a MODEL, or --plan FILE (a saved 'kvplan plan --json')")
-    target = _check_html_out(out, model)
-    spec, hw = load_model(model), load_gpu(gpu)
-    engine = fl.resolve_engine(fl.engine_settings(locals()), spec)
-    shape = RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
-    workload = _workload(dataset, num_prompts, request_rate, prompt, output)
-    sections = report_sections(spec, hw, engine, shape, workload)
+    spec, hw = load_model(names[0]), load_gpu(names[1])
+    engine = fl.resolve_engine(settings, spec)
+    sections = report_sections(spec, hw, engine, shape, workload, profile=names[2])
     html = render_report(f"kvplan report: {spec.name} on {hw.id}",
-                         f"batch {batch}, prompt {prompt}, output {output} tokens; "
-                         f"TP {engine.tensor_parallel_size}, KV cache {engine.kv_cache_dtype}",
-                         sections)
+                         f"batch {shape.batch}, prompt {shape.prompt_tokens}, output "
+                         f"{shape.output_tokens} tokens; {_parallel_words(engine)}, KV cache "
+                         f"{engine.kv_cache_dtype}", sections)
     write_output(target, html, as_json=False)
+
+
+def _parallel_words(engine: EngineConfig) -> str:
+    """'TP 1', or with more: 'TP 1, PP 2, DP 2, EP'."""
+    words = [f"TP {engine.tensor_parallel_size}"]
+    if engine.pipeline_parallel_size > 1:
+        words.append(f"PP {engine.pipeline_parallel_size}")
+    if engine.data_parallel_size > 1:
+        words.append(f"DP {engine.data_parallel_size}")
+    if engine.enable_expert_parallel:
+        words.append("EP")
+    return ", ".join(words)
+
+
+_MODEL_REPORT_DEFAULTS = {"gpu": "H100", "prompt": 2048, "output": 256, "batch": 16,
+                          "dataset": None, "num_prompts": None, "request_rate": None,
+                          "profile": None, "all2all_backend": None, "expert_imbalance": None,
+                          "mxfp4_moe_backend": None}
+"""report_cmd's options for a model report that are no engine flag, at their defaults."""
+
+
+def _plan_alone(values: dict[str, object]) -> None:
+    """--plan reports a saved answer as it stands: a MODEL or a flag for one (``values``:
+    report_cmd's parameters) is refused, not dropped without a word."""
+    from kvplan.errors import InputError
+
+    names = ["MODEL"] if values["model"] is not None else []
+    names += ["--" + k.replace("_", "-") for k, v in _MODEL_REPORT_DEFAULTS.items()
+              if values[k] != v]
+    names += [fl.BY_FIELD[k].names[0] for k, v in values.items()
+              if k in fl.BY_FIELD and v is not None]  # --no-X (False) was given too
+    if names:
+        raise InputError(f"--plan reports a saved plan as it stands; {', '.join(names)} would "
+                         "be ignored: drop them, or drop --plan to report a model")
 
 
 def _plan_report(path: str, target: OutputTarget) -> None:
@@ -175,13 +243,13 @@ def _workload(dataset: str | None, num_prompts: int | None, rate: float | None, 
     return WorkloadArgs(dataset=dataset, num_prompts=num_prompts, request_rate=rate, **lens)
 
 
-def _check_html_out(out: str, model: str) -> OutputTarget:
+def _check_html_out(out: str, *inputs: str | None) -> OutputTarget:
     """Refuse a bad output before any work: not .html, a folder, a missing folder, an input."""
     from kvplan.cli.common import check_output
     from kvplan.errors import InputError
 
     if Path(out).suffix.lower() not in (".html", ".htm"):
         raise InputError(f"-o {out}: the report is HTML; use a name ending in .html")
-    target = check_output(out, "-o", [model])
+    target = check_output(out, "-o", inputs)
     assert target is not None
     return target

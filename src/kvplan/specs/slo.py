@@ -78,7 +78,12 @@ class Slo:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        names = [metric for metric, _ in self.goodput_ms]
         for metric, ms in self.goodput_ms:
+            if metric not in GOODPUT_METRICS or names.count(metric) > 1:
+                raise InputError(f"Slo goodput_ms {metric!r}: each of "
+                                 f"{', '.join(GOODPUT_METRICS)} at most once (vllm bench "
+                                 "serve's --goodput metrics)")
             _check_limit(ms, f"goodput {metric} limit")
         if not self.bounds and not self.goodput_ms:
             raise InputError("give an SLO: --slo ttft:p99:2000 ... and/or --goodput ttft:MS ...")

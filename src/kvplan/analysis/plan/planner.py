@@ -97,6 +97,7 @@ class PlanOptions:
 def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
          progress: Progress | None = None, **options: Any) -> Plan:
     """Plan a deployment of ``model`` for ``workload`` under ``slo`` (options: PlanOptions)."""
+    _check_option_names(options)
     opts = PlanOptions(**{k: _tuple(v) for k, v in options.items()})
     t0 = time.perf_counter()
     spec = load_model(model) if isinstance(model, str) else model
@@ -153,6 +154,22 @@ def _unmargined(p: Plan, base: Candidate | None) -> str:
     return (f"{p.infeasible_why}; without the margin {base.id} ({base.deployment.gpu.id} "
             f"TP{e.tensor_parallel_size}, {base.replicas} replica(s), "
             f"${base.usd_per_hour or 0.0:.2f}/h) meets the SLO as predicted")
+
+
+def _check_option_names(options: dict[str, Any]) -> None:
+    """An unknown option is an ArgumentTypeError naming it (a KvplanError), with a near name."""
+    import difflib
+    from dataclasses import fields
+
+    from kvplan.errors import ArgumentTypeError
+
+    known = [f.name for f in fields(PlanOptions)]
+    for name in options:
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ArgumentTypeError(f"kvplan.plan(): unknown option {name!r}{hint}; the "
+                                    f"options are PlanOptions' fields: {', '.join(known)}")
 
 
 def _tuple(v: Any) -> Any:

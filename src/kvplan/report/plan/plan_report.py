@@ -62,16 +62,53 @@ def plan_sections(plan: dict[str, Any]) -> list[Section]:
                f"({_num(x.get('delta_capacity_pct'), 1)} %), {_num(x.get('usd_per_hour'), 2)} $/h")
               for x in plan.get("levers") or []]
     inputs = plan.get("inputs") or {}
+    joint = _joint_section(_obj(plan.get("joint")))
+    if joint and _obj(plan.get("joint")).get("winner_kind") == "disaggregated":
+        card.insert(1, ("answer (--disagg)", f"{joint[0].rows[0][1]}; the card below is the "
+                                             "best aggregated configuration"))
     return [
         Section(id="plan", title=f"Plan: {inputs.get('model')} for {inputs.get('workload')}",
                 rows=tuple(card), charts=_pareto(plan), answer={"summary": s, "inputs": inputs},
                 lines=tuple(x for x in (s.get("vllm_serve"), s.get("vllm_bench_serve")) if x)),
+        *joint,
         Section(id="candidates", title="Candidates (stage reached, and why it stopped there)",
                 rows=tuple(rows), charts=(_cost_chart(cands),) if cands else (),
                 answer={"candidates": cands}),
         Section(id="levers", title="Levers: one change to the best configuration",
                 rows=tuple(levers), charts=(), answer={"levers": plan.get("levers") or []}),
     ]
+
+
+def _joint_section(j: dict[str, Any]) -> list[Section]:
+    """`plan --disagg`'s one ranking (the saved ``joint``), as `kvplan plan --disagg` prints it:
+    which kind wins at what cost, the best disaggregated fleet, its what-ifs and serve lines."""
+    if not j:
+        return []
+    win, dis = _obj(j.get("winner")), _obj(j.get("best_disaggregated"))
+    rows = [("winner", f"{_text(j.get('winner_kind'))} {_text(win.get('id'))} "
+                       f"{win.get('fleet') or ''} at {_num(win.get('usd_per_hour'), 2)} $/h"),
+            ("versus", _text(j.get("versus")))]
+    if dis:
+        bind = _obj(dis.get("binding"))
+        rows += [("best disaggregated", f"{dis.get('id')} {dis.get('fleet')} on "
+                                        f"{dis.get('gpus')} GPU(s), "
+                                        f"{_num(dis.get('usd_per_hour'), 2)} $/h"),
+                 ("binds", f"{bind.get('primary')}: {bind.get('why')}")]
+        rows += [(f"what-if {_obj(r).get('change')}",
+                  f"{_obj(r).get('fleet')} {_num(_obj(r).get('usd_per_hour'), 2)} $/h, "
+                  f"{_obj(r).get('binding_key')} {_sig(_obj(r).get('binding_ms'))} ms, "
+                  f"{'meets' if _obj(r).get('meets_slo') else 'misses'} the SLO")
+                 for r in j.get("levers") or []]
+    lines = [f"{role}: {line}" for role, line in _obj(dis.get("serve")).items()]
+    kind = "disaggregation" if j.get("winner_kind") == "disaggregated" else "aggregation"
+    return [Section(id="joint", title=f"Aggregated and disaggregated (plan --disagg): {kind} "
+                    "wins", rows=tuple(rows), charts=(), answer={"joint": j},
+                    lines=(*lines, f"pricing: {_text(j.get('price_note'))}"))]
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """A saved plan's object, or {} where the file holds something else there."""
+    return value if isinstance(value, dict) else {}
 
 
 def _text(value: Any) -> str:
