@@ -1,0 +1,81 @@
+"""Weight quantization formats priced in step times: weight-only kernels (AWQ / GPTQ Marlin,
+fp8 Marlin on Ampere, nvfp4 Marlin before Blackwell) read their quantized bytes; int8 W8A8
+runs on int8 tensor cores (hunt 14, ``quant``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvplan.costs.kernels.gemm import served_gemm_s
+from kvplan.costs.step.explain import explain_steps
+from kvplan.costs.step.roofline import StepCostModel
+from kvplan.specs.catalog import load_model
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.serving import EngineConfig
+
+LLAMA8 = "meta-llama/Llama-3.1-8B"
+GPUS = ("A100-80GB-SXM", "H100-SXM-80GB", "H200-SXM-141GB", "L40S", "B200-SXM-180GB", "GB200")
+
+
+def _decode_rows(gpu: str, quantization: str | None) -> dict[str, float]:
+    """Seconds of each op of one decode step (batch 1, 1,024 cached), Llama-3.1-8B TP1."""
+    t = StepCostModel(load_model(LLAMA8), load_gpu(gpu), EngineConfig(quantization=quantization))
+    _, dec = explain_steps(t, 1, 1024, 8192)
+    return {o.op: o.seconds for o in dec.ops}
+
+
+def test_awq_decode_gate_up_reads_the_int4_bytes_h100() -> None:
+    """Llama-3.1-8B gate_up_proj at m = 1 on H100: n = 28,672, k = 4,096.
+    AWQ (4 bits, fp16 scale + 4-bit zero per 128 inputs):
+      values 28,672 x 4,096 / 2 = 58,720,256 B; groups 28,672 x 32 = 917,504:
+      scales 1,835,008 B, zeros 458,752 B -> W_q = 61,014,016 B.
+    Bytes moved at m = 1: 16-bit 2 x 28,672 x 4,096 + 2 x (4,096 + 28,672) = 234,946,560;
+      AWQ W_q + 2 x 4,096 + 2 x 28,672 = 61,079,552.
+    Both memory-bound (F = 234,881,024 FLOP: 0.24 us at 989.4 TFLOP/s, against 70 us at
+    3.35 TB/s), so AWQ = bf16 x 61,079,552 / 234,946,560 = bf16 x 0.25997.
+    Before: the bf16 GEMM's time itself (16-bit weights read)."""
+    bf16 = _decode_rows("H100", None)["gate_up_proj"]
+    awq = _decode_rows("H100", "awq")["gate_up_proj"]
+    assert bf16 == pytest.approx(
+        32 * float(served_gemm_s("H100-SXM-80GB", np.array([1]), 28672, 4096, "bfloat16")[0]))
+    assert awq == pytest.approx(bf16 * 61_079_552 / 234_946_560, rel=1e-9)
+
+
+def test_fp8_on_a100_runs_weight_only_marlin() -> None:
+    """A100 has no fp8 tensor cores: vLLM's Fp8LinearMethod runs fp8 Marlin (weight-only).
+    o_proj m = 1, n = k = 4,096: fp8 = 16,777,216 B + one fp32 scale = 16,777,220 B; moved
+    16,777,220 + 2 x 4,096 + 2 x 4,096 = 16,793,604 B against bf16's 33,554,432 + 16,384 =
+    33,570,816 B (memory-bound: 0.1 us of compute at 312 TFLOP/s, 16 us at 2.039 TB/s)."""
+    bf16 = _decode_rows("A100-80GB-SXM", None)["o_proj"]
+    fp8 = _decode_rows("A100-80GB-SXM", "fp8")["o_proj"]
+    assert fp8 == pytest.approx(bf16 * 16_793_604 / 33_570_816, rel=1e-9)
+
+
+def test_weight_only_prefill_stays_at_the_16_bit_rate() -> None:
+    """A 1,024-token prefill chunk is compute-bound on every GPU (gate_up: 2 x 1,024 x 28,672
+    x 4,096 FLOP over 2 x 28,672 x 4,096 + 2 x 1,024 x 32,768 B = 808 FLOP/B, above H100's
+    ridge 295): the weight-only kernel multiplies in 16-bit, so it takes the bf16 time."""
+    model = load_model(LLAMA8)
+    for quant in ("awq", "gptq"):
+        a = StepCostModel(model, load_gpu("H100"), EngineConfig())
+        b = StepCostModel(model, load_gpu("H100"), EngineConfig(quantization=quant))
+        pre_a, _ = explain_steps(a, 1, 1024, 8192)
+        pre_b, _ = explain_steps(b, 1, 1024, 8192)
+        rows_a = {o.op: o.seconds for o in pre_a.ops}
+        rows_b = {o.op: o.seconds for o in pre_b.ops}
+        assert rows_b["gate_up_proj"] == pytest.approx(rows_a["gate_up_proj"], rel=1e-12)
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_w4a16_decode_never_slower_and_reads_fewer_bytes(gpu: str) -> None:
+    """Physics: a w4a16 (GPTQ 4-bit g128) decode step at batch 1 reads about a quarter of the
+    bf16 weights, its compute is the same 16-bit math: never slower than bf16's, and its
+    linear layers at most 0.3 x bf16's (4.125 / 16 bits = 0.258 plus activations)."""
+    model = load_model(LLAMA8)
+    step = {q: StepCostModel(model, load_gpu(gpu), EngineConfig(quantization=q)).step_time_s(
+        np.array([1]), np.array([1024])) for q in (None, "gptq")}
+    assert step["gptq"] <= step[None]
+    bf16, q = _decode_rows(gpu, None), _decode_rows(gpu, "gptq")
+    linear = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+    assert sum(q[o] for o in linear) <= 0.3 * sum(bf16[o] for o in linear)
