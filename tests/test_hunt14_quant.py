@@ -79,3 +79,70 @@ def test_w4a16_decode_never_slower_and_reads_fewer_bytes(gpu: str) -> None:
     bf16, q = _decode_rows(gpu, None), _decode_rows(gpu, "gptq")
     linear = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
     assert sum(q[o] for o in linear) <= 0.3 * sum(bf16[o] for o in linear)
+
+
+# ------------------------------------------- int8 W8A8 (compressed-tensors) on int8 tensor cores
+
+W8A8_INT8 = {  # neuralmagic/Meta-Llama-3.1-*-Instruct-quantized.w8a8's quantization_config
+    "quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
+    "config_groups": {"group_0": {
+        "targets": ["Linear"],
+        "weights": {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True,
+                    "dynamic": False},
+        "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
+                              "symmetric": True, "dynamic": True}}}}
+
+
+def _w8a8_rows(gpu: str) -> tuple[dict[str, float], dict[str, float], StepCostModel]:
+    """(prefill rows of one 1,024-token prompt, decode rows, timer) of a W8A8 Llama-3.1-8B."""
+    from dataclasses import replace
+
+    model = replace(load_model(LLAMA8), quantization="compressed-tensors",
+                    quant_layout=("w8a8_int8", 8, -1, 0))
+    t = StepCostModel(model, load_gpu(gpu), EngineConfig())
+    pre, dec = explain_steps(t, 1, 1024, 8192)
+    return {o.op: o.seconds for o in pre.ops}, {o.op: o.seconds for o in dec.ops}, t
+
+
+def _rows(gpu: str, quantization: str | None) -> tuple[dict[str, float], dict[str, float]]:
+    t = StepCostModel(load_model(LLAMA8), load_gpu(gpu), EngineConfig(quantization=quantization))
+    pre, dec = explain_steps(t, 1, 1024, 8192)
+    return {o.op: o.seconds for o in pre.ops}, {o.op: o.seconds for o in dec.ops}
+
+
+def test_w8a8_int8_on_hopper_runs_the_fp8_cutlass_rate() -> None:
+    """H100: int8 dense 1,978.9 TOPS = fp8 1,978.9 TFLOP/s (2 x bf16's 989.4); vLLM runs
+    W8A8 int8 on CUTLASS scaled_mm, the per-tensor fp8 table's kernel family, with the same
+    1-byte operands: every linear op takes the fp8 table's time (before: bf16's)."""
+    pre, dec, t = _w8a8_rows("H100")
+    pre8, dec8 = _rows("H100", "fp8")
+    assert t.constants.compute_precision == "int8"
+    for op in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
+        assert pre[op] == pre8[op] and dec[op] == dec8[op]
+    assert pre["gate_up_proj"] < 0.7 * _rows("H100", None)[0]["gate_up_proj"]
+
+
+def test_w8a8_int8_on_a100_doubles_the_bf16_rate_and_halves_the_bytes() -> None:
+    """A100: int8 624 TOPS = 2 x bf16 312 TFLOP/s; no fp8 table. o_proj, n = k = 4,096:
+    prefill m = 1,024: F = 2 x 1,024 x 4,096^2 = 34,359,738,368 FLOP: 110.1 us at 312 T against
+    B_16 = 33,554,432 + 2 x 1,024 x 8,192 = 50,331,648 B at 2.039 TB/s = 24.7 us; int8 55.1 us
+    at 624 T against 16,793,600 + 1,024 x (4,096 + 8,192) = 29,376,512 B = 14.4 us: ratio 0.5.
+    Decode m = 1: memory-bound both; W_q = 16,777,216 + 4,096 x 4 (fp32 scale per row) =
+    16,793,600; moved 16,793,600 + 4,096 + 8,192 = 16,805,888 B against 33,570,816 B."""
+    pre, dec, _ = _w8a8_rows("A100-80GB-SXM")
+    pre16, dec16 = _rows("A100-80GB-SXM", None)
+    assert pre["o_proj"] == pytest.approx(0.5 * pre16["o_proj"], rel=1e-9)
+    assert dec["o_proj"] == pytest.approx(dec16["o_proj"] * 16_805_888 / 33_570_816, rel=1e-9)
+
+
+def test_w8a8_int8_roofline_runs_at_the_int8_peak() -> None:
+    """A10G (no tables: the roofline): int8 250 TOPS, bf16 125 TFLOP/s, the same bandwidth
+    and efficiencies: the W8A8 ridge point is twice bf16's."""
+    from dataclasses import replace
+
+    model = replace(load_model(LLAMA8), quantization="compressed-tensors",
+                    quant_layout=("w8a8_int8", 8, -1, 0))
+    w8a8 = StepCostModel(model, load_gpu("A10G"), EngineConfig())
+    bf16 = StepCostModel(load_model(LLAMA8), load_gpu("A10G"), EngineConfig())
+    assert w8a8.measured is None
+    assert w8a8.ridge_point == pytest.approx(2 * bf16.ridge_point, rel=1e-12)

@@ -22,7 +22,7 @@ from kvplan.costs.kernels.work import (
 from kvplan.errors import UnknownNameError
 
 MOE_DTYPES = ("bfloat16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "w4a16_mxfp4_marlin",
-              "int4_wo")
+              "int4_wo", "int8")
 MARLIN = "w4a16_mxfp4_marlin"
 """vLLM's Marlin MXFP4 MoE (weights dequantised to bf16 in registers, Ampere-style mma): what
 vLLM before 0.12 ran on Hopper unless ``triton_kernels`` was installed by hand (vLLM PRs
@@ -159,6 +159,13 @@ def _dtype(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:
                                f"{', '.join(MOE_DTYPES)}")
     if _measured(table, want):
         return want, ()
+    if want == "int8":  # vLLM's Triton fused-MoE runs int8 W8A8 as it runs fp8 W8A8
+        from kvplan.costs.kernels.gemm import int8_rate
+
+        same = _measured(table, "fp8") and int8_rate(table.gpu) == peaks(table.gpu).get("fp8")
+        return ("fp8", ("int8 W8A8 experts priced on the fp8 MoE table (the same rate)",)
+                ) if same else ("bfloat16", (f"int8 MoE not measured on {table.gpu}: priced "
+                                             "as bfloat16",))
     rate = {"nvfp4": "fp4", "fp8": "fp8", "fp8_block": "fp8"}.get(want)
     why = (f"{table.gpu} has no {rate} tensor cores" if rate and not peaks(table.gpu).get(rate)
            else f"{want} MoE not measured on {table.gpu}")
