@@ -146,3 +146,21 @@ def test_w8a8_int8_roofline_runs_at_the_int8_peak() -> None:
     bf16 = StepCostModel(load_model(LLAMA8), load_gpu("A10G"), EngineConfig())
     assert w8a8.measured is None
     assert w8a8.ridge_point == pytest.approx(2 * bf16.ridge_point, rel=1e-12)
+
+
+def test_compressed_tensors_moe_prices_without_a_resolved_deployment() -> None:
+    """StepCostModel(model, gpu, engine) resolves the weight format itself; for a MoE
+    checkpoint the experts' kernel family was resolved without the compressed-tensors scheme
+    (``quant_layout``) and raised UnknownNameError ("unknown quant_method
+    'compressed-tensors'"). A W8A8 Qwen3-30B-A3B now prices like the resolved path."""
+    from dataclasses import replace
+
+    from kvplan.costs.memory.resolved import resolve
+
+    model = replace(load_model("Qwen/Qwen3-30B-A3B"), quantization="compressed-tensors",
+                    quant_layout=("w8a8_int8", 8, -1, 0))
+    gpu, engine = load_gpu("H100"), EngineConfig()
+    n, c = np.array([1]), np.array([1024])
+    own = StepCostModel(model, gpu, engine).step_time_s(n, c)
+    given = StepCostModel(model, gpu, engine, resolved=resolve(model, gpu, engine))
+    assert own == given.step_time_s(n, c)

@@ -240,10 +240,8 @@ def expert_dtype(model: ModelSpec, engine: EngineConfig,
     run vLLM's weight-only MXFP4 MoE kernels (16-bit activations; Triton, or Marlin under
     ``mxfp4_moe_backend='marlin'``); None otherwise."""
     from kvplan.costs.kernels.moe import MARLIN
-    from kvplan.costs.memory.weight_formats import resolve_format
 
-    fmt = (resolve_format(engine.quantization, model.quantization, model.weight_block_size)
-           if resolved is None else resolved.weight_format)
+    fmt = _weight_format(model, engine, resolved)
     if fmt is None or fmt.name != "mxfp4":
         return None
     return MARLIN if engine.mxfp4_moe_backend == "marlin" else "w4a16_mxfp4"
