@@ -238,10 +238,14 @@ def expert_dtype(model: ModelSpec, engine: EngineConfig,
                  resolved: ResolvedDeployment | None = None) -> str | None:
     """The MoE kernel family of experts stored apart from the rest: MXFP4 experts (gpt-oss)
     run vLLM's weight-only MXFP4 MoE kernels (16-bit activations; Triton, or Marlin under
-    ``mxfp4_moe_backend='marlin'``); None otherwise."""
+    ``mxfp4_moe_backend='marlin'``); 4-bit AWQ / GPTQ / compressed-tensors wNa16 experts run
+    Marlin MoE (``int4_wo``: GPTQMarlinMoEMethod, AWQMoEMethod, the wNa16 Marlin MoE); None
+    otherwise (the step's compute precision)."""
     from kvplan.costs.kernels.moe import MARLIN
 
     fmt = _weight_format(model, engine, resolved)
+    if fmt is not None and fmt.name in ("awq", "gptq") and fmt.bits == 4:
+        return "int4_wo"
     if fmt is None or fmt.name != "mxfp4":
         return None
     return MARLIN if engine.mxfp4_moe_backend == "marlin" else "w4a16_mxfp4"
