@@ -91,6 +91,12 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
                          num_experts=num_experts, topk=topk, tp=tp, ep=ep)
         note = f"Marlin MXFP4 MoE not measured on {table.gpu}: its default w4a16 kernel"
         return replace(got, notes=(*got.notes, note)), word
+    if wanted == "nvfp4" and not _measured(table, wanted) and not peaks(table.gpu).get("fp4"):
+        got, word = _moe(gpu, tokens, "int4_wo", hidden=hidden, inter=inter,
+                         num_experts=num_experts, topk=topk, tp=tp, ep=ep)
+        note = (f"{table.gpu} has no fp4 tensor cores: nvfp4 experts run vLLM's Marlin MoE, "
+                "priced on its measured 4-bit Marlin MoE (int4_wo)")
+        return replace(got, notes=(*got.notes, note)), word
     word, notes = _dtype(table, dtype)
     if word != wanted and wanted in wo.WEIGHT_ONLY and resolve_gpu(gpu) != wo.DONOR:
         return _weight_only(gpu, tokens, wanted, hidden=hidden, inter=inter,
