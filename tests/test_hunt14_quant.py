@@ -215,3 +215,35 @@ def test_nvfp4_experts_without_fp4_tensor_cores_run_marlin_moe(gpu: str) -> None
     fp4, _ = _experts_decode_s(gpu, "modelopt_fp4")
     assert fp4 == _experts_decode_s(gpu, "gptq")[0]
     assert fp4 <= 0.5 * _experts_decode_s(gpu, None)[0]
+
+
+# ------------------------------------- fp8 on GPUs without tables: the donor's fp8 efficiency
+
+def test_fp8_roofline_efficiency_is_the_donors_fp8_gemms() -> None:
+    """A GPU without tables runs the roofline at its donor's efficiency. fp8 took the donor's
+    bf16 GEMM efficiency (H100: 741 TFLOP/s median over 4,096-16,384 cubed GEMMs / 989.4 =
+    0.749), though the donor's fp8 GEMMs reach 1,170 / 1,978.9 = 0.591 of their rate: H100-PCIe
+    fp8 was priced at 1,513 x 0.749 = 1,133 TFLOP/s, near the SXM's measured 1,170 on 1.31x
+    its datasheet. Now 1,513 x 0.591 = 894 TFLOP/s."""
+    from kvplan.costs.kernels import gemm
+    from kvplan.costs.kernels import nearest_measured_gpu as nearest
+    from kvplan.costs.kernels.donor import GEMM_SIZES
+
+    m, n, k = (a.ravel() for a in np.meshgrid(GEMM_SIZES, GEMM_SIZES, GEMM_SIZES, indexing="ij"))
+    sxm = float(np.median(2.0 * m * n * k / gemm("H100-SXM-80GB", m, n, k, "fp8").seconds))
+    assert nearest("H100-PCIe-80GB", "fp8").compute == pytest.approx(sxm / 1978.9e12, rel=1e-9)
+    assert nearest("H100-PCIe-80GB", "fp8").compute == pytest.approx(0.591, abs=0.001)
+    assert nearest("H100-PCIe-80GB").compute == pytest.approx(0.749, abs=0.001)  # bf16 kept
+    assert nearest("L4", "fp8").compute < nearest("L4").compute  # L40S: 0.476 against 0.587
+
+
+def test_h100_pcie_fp8_prefill_slower_than_the_sxm() -> None:
+    """Physics: H100-PCIe has 1,513 fp8 TFLOP/s and 2.0 TB/s against the SXM's 1,978.9 and
+    3.35: its fp8 prefill step cannot be as fast as the SXM's measured one (before: the
+    roofline ran faster and the same-die floor gave exactly the SXM's time, TTFT 15.67 ms
+    for both on Llama-3.1-8B, 1,024 tokens; now 18.23 ms on the PCIe)."""
+    model, engine = load_model(LLAMA8), EngineConfig(quantization="fp8")
+    n, c = np.array([1024]), np.array([0])
+    pcie = StepCostModel(model, load_gpu("H100-PCIe-80GB"), engine).step_time_s(n, c)
+    sxm = StepCostModel(model, load_gpu("H100"), engine).step_time_s(n, c)
+    assert pcie > 1.1 * sxm
