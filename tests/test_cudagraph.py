@@ -13,17 +13,20 @@ from kvplan.specs.serving import EngineConfig
 
 
 def test_capture_sizes_are_vllms() -> None:
-    # vLLM 0.11 set_cudagraph_sizes: [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)
+    # vLLM 0.11.0 _set_cudagraph_sizes: [1, 2, 4] + range(8, max + 1, 8) - 67 graphs at 512
+    # (gpt_oss's config comment: "increase the number of CUDA graphs from 67 to 81")
     sizes = capture_sizes(512)
     assert sizes[:6] == (1, 2, 4, 8, 16, 24)
-    assert sizes[32:36] == (240, 248, 256, 272)
-    assert sizes[-1] == 512 and len(sizes) == 3 + 31 + 17
+    assert sizes[32:36] == (240, 248, 256, 264)
+    assert sizes[-1] == 512 and len(sizes) == 3 + 64 == 67
     assert capture_sizes(16) == (1, 2, 4, 8, 16)
+    # gpt-oss (GptOssForCausalLMConfig): range(8, 256, 8) + range(256, 993, 16), 81 graphs
+    assert len(capture_sizes(992)) == 3 + 31 + 47 == 81 and capture_sizes(992)[34:36] == (256, 272)
 
 
 def test_padding_by_hand() -> None:
     t = np.array([0, 1, 3, 5, 9, 250, 257, 512, 513, 8192])
-    assert padded_tokens(t, 512).tolist() == [0, 1, 4, 8, 16, 256, 272, 512, 513, 8192]
+    assert padded_tokens(t, 512).tolist() == [0, 1, 4, 8, 16, 256, 264, 512, 513, 8192]
     # max_num_seqs 8 -> largest graph 16 tokens: 17 runs unpadded
     assert max_capture_tokens(EngineConfig(max_num_seqs=8)) == 16
     assert max_capture_tokens(EngineConfig()) == 512
@@ -38,7 +41,7 @@ def test_a_padded_step_costs_its_graph() -> None:
     ms = m.measured
     assert ms is not None
     assert ms.dense_s[9] == ms.dense_s[16]
-    assert ms.dense_s[257] == ms.dense_s[272] > ms.dense_s[256]
+    assert ms.dense_s[257] == ms.dense_s[264] > ms.dense_s[256]
     assert ms.dense_s[513] < ms.dense_s[520]
 
 
@@ -71,9 +74,13 @@ def test_stage_ops_memo_keys_the_captured_size_and_expert_kernels() -> None:
     from kvplan.specs.catalog import load_model
     from kvplan.specs.serving import EngineConfig
 
-    model = load_model("openai/gpt-oss-20b")
     engines = [EngineConfig(max_num_seqs=8), EngineConfig(max_num_seqs=256), EngineConfig()]
-    for engine in engines + engines[::-1]:
-        assert stage_ops(model, engine) == _stage_ops(model, engine)
+    for name in ("openai/gpt-oss-20b", "meta-llama/Llama-3.1-8B"):
+        model = load_model(name)
+        for engine in engines + engines[::-1]:
+            assert stage_ops(model, engine) == _stage_ops(model, engine)
     assert stage_ops(model, engines[0]).cudagraph_max_tokens == 16
     assert stage_ops(model, engines[1]).cudagraph_max_tokens == 512
+    # gpt-oss captures up to 992 whatever --max-num-seqs (GptOssForCausalLMConfig)
+    oss = load_model("openai/gpt-oss-20b")
+    assert stage_ops(oss, engines[0]).cudagraph_max_tokens == 992

@@ -92,16 +92,15 @@ def test_config_after_options_needs_the_model_first_as_in_vllm(tmp_path: Path) -
 
 @pytest.mark.parametrize("flags", [
     ["--num-gpu-blocks-override", "1000", M],  # vLLM: num_blocks = 1000, 16,000 tokens
-    ["--disable-hybrid-kv-cache-manager", "google/gemma-3-27b-it"],  # sliding layers in full
     ["--kv-transfer-config", '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}', M],
     # vLLM's ParallelConfig: EPLB needs expert parallelism and TP x DP > 1
     ["--enable-eplb", "--num-redundant-experts", "32", "Qwen/Qwen3-30B-A3B", "-tp", "2",
      "--enable-expert-parallel"],
 ])
 def test_flags_that_change_kv_memory_warn_when_ignored(flags: list[str]) -> None:
-    """Each changes vLLM's KV blocks or memory (kv_cache_utils.may_override_num_blocks;
-    VllmConfig.__post_init__ turns the hybrid manager off under a connector or KV events;
-    redundant experts take memory): a warning, not the harmless-flags note."""
+    """Each changes vLLM's KV blocks or memory (kv_cache_utils.may_override_num_blocks; a
+    connector's buffers; redundant experts take memory): a warning, not the harmless-flags
+    note. (--disable-hybrid-kv-cache-manager is modelled: test_hunt14_hybrid.py.)"""
     r = run_cli("capacity", "--max-model-len", "4096", "--", "vllm", "serve", *flags)
     assert r.code == 0, r.err
     assert f"warning: {flags[0]} ignored:" in r.err

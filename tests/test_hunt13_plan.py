@@ -154,8 +154,10 @@ def test_advice_starts_from_the_miss_it_quotes() -> None:
                 "ttft:p90:800", "tpot:p99:60", "--replicas", "1", "--json")
     assert r.code == 1
     why = r.json()["summary"]["why"]
-    assert "misses p90_ttft_ms by 1423 % (12184 ms) with 1 replicas" in why
-    assert "twice the replicas (2) lowers p90_ttft_ms the most, 12184 -> 502 ms" in why
+    # (12184 -> 502 ms until hunt14 padded steps of 257-511 tokens to vLLM 0.11.0's
+    # multiples of 8, not 16: this plan's 512-token chunks shift its queueing)
+    assert "misses p90_ttft_ms by 1423 % (12182 ms) with 1 replicas" in why
+    assert "twice the replicas (2) lowers p90_ttft_ms the most, 12182 -> 524 ms" in why
 
 
 # -------------------- D6: a fleet was priced on one instance shape only

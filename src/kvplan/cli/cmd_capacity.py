@@ -11,12 +11,19 @@ import typer
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import check_plot, console, print_json, write_chart
-from kvplan.cli.pasted import is_pasted_start, parse_vllm_command, warn_ignored
+from kvplan.cli.pasted import (
+    HYBRID_MANAGER_OFF,
+    IGNORED_EFFECTS,
+    is_pasted_start,
+    parse_vllm_command,
+    warn_ignored,
+)
 from kvplan.errors import DoesNotFitError, InputError
 from kvplan.report.json_views import plan_json
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.plan import MemoryPlan
+    from kvplan.specs.model import ModelSpec
 
 
 @app.command("capacity", context_settings={"ignore_unknown_options": True})
@@ -65,9 +72,7 @@ def capacity_cmd(
 
 
 def _model(settings: dict[str, Any]) -> Any:
-    from kvplan.specs.catalog import load_model
-
-    return load_model(settings["model"])
+    return _load(settings)[0]
 
 
 def _parallel_extra(plan: MemoryPlan, settings: dict[str, Any]) -> dict[str, Any]:
@@ -94,11 +99,9 @@ def _does_not_fit(exc: DoesNotFitError, settings: dict[str, Any], gpu: str, igno
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         sys.exit(DOES_NOT_FIT)
     from kvplan.costs.memory.plan import largest_max_model_len, unchecked_plan
-    from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    fields = dict(settings)
-    model = load_model(fields.pop("model"))
+    model, fields = _load(settings)
     plan = unchecked_plan(model, load_gpu(gpu), fl.resolve_engine(fields))
     levers = str(exc).partition("; fits with ")[2]
     doc = plan_json(plan)
@@ -127,7 +130,27 @@ def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], lis
         print(line, file=sys.stderr)
     if "model" not in pasted:
         raise InputError("give a MODEL, or a vLLM command line after -- (vllm serve MODEL ...)")
+    off = [f for f in ignored if f in HYBRID_MANAGER_OFF]
+    if off:  # modelled (kv_transfer_model): no longer ignored, but for a connector's buffers
+        pasted[_MANAGER_OFF] = off[0]
+        ignored = [f for f in ignored if f not in off or f in IGNORED_EFFECTS]
     return {**pasted, **flags}, ignored
+
+
+_MANAGER_OFF = "hybrid_kv_cache_manager_off_by"
+"""Settings key: the pasted flag that turns vLLM's hybrid KV cache manager off."""
+
+
+def _load(settings: dict[str, Any]) -> tuple[ModelSpec, dict[str, Any]]:
+    """The model as vLLM lays out its cache (with the hybrid KV cache manager off, if a
+    pasted flag turned it off) and the engine fields."""
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.disagg import kv_transfer_model
+
+    fields = dict(settings)
+    model = load_model(fields.pop("model"))
+    off = fields.pop(_MANAGER_OFF, None)
+    return (model if off is None else kv_transfer_model(model, off)), fields
 
 
 def _split_quoted_line(args: list[str]) -> list[str]:
@@ -144,16 +167,13 @@ def _split_quoted_line(args: list[str]) -> list[str]:
 
 def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:
     from kvplan.costs.memory.plan import plan_memory
-    from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    fields = dict(settings)
-    model = load_model(fields.pop("model"))
+    model, fields = _load(settings)
     return plan_memory(model, load_gpu(gpu), fl.resolve_engine(fields))  # TP: by the plan
 
 
 def _render(plan: MemoryPlan, ignored: list[str]) -> None:
-    from kvplan.cli.pasted import IGNORED_EFFECTS
     from kvplan.report.views.capacity import capacity_renderables
 
     for item in capacity_renderables(plan):

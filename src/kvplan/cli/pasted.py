@@ -42,13 +42,8 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--swap-space": "CPU swap is not modelled",
     "--num-gpu-blocks-override": "vLLM then keeps that many KV blocks whatever memory is "
     "free; kvplan sizes the blocks from memory",
-    "--disable-hybrid-kv-cache-manager": "sliding-window layers then cache every token, as "
-    "full attention; kvplan keeps the windows",
-    "--kv-transfer-config": "a KV connector takes GPU buffers and (vLLM 0.11) turns off the "
-    "hybrid KV cache manager, so sliding-window layers cache every token; kvplan models "
-    "neither here",
-    "--kv-events-config": "turns off vLLM's hybrid KV cache manager: sliding-window layers then "
-    "cache every token; kvplan keeps the windows",
+    "--kv-transfer-config": "a KV connector takes GPU buffers, which kvplan does not model "
+    "(it does model the connector turning off vLLM's hybrid KV cache manager)",
     "--enable-eplb": "with redundant experts each GPU holds extra expert copies; kvplan "
     "holds none",
     "--num-redundant-experts": "redundant expert copies take GPU memory; kvplan holds none",
@@ -58,6 +53,13 @@ IGNORED_EFFECTS: dict[str, str] = {
 """Flags of a pasted ``vllm serve`` line that change memory or latency and that kvplan ignores:
 each gets one ``warning:`` line saying what it changes (other ignored flags, such as --port,
 are listed in one note)."""
+
+HYBRID_MANAGER_OFF = ("--disable-hybrid-kv-cache-manager", "--kv-transfer-config",
+                      "--kv-events-config")
+"""Flags with which vLLM 0.11 (``VllmConfig.__post_init__``) turns its hybrid KV cache manager
+off: sliding-window layers beside full ones then cache every token, and a model with state
+layers beside attention does not start (``specs.disagg.kv_transfer_model``). kvplan models
+that; the connector's own buffers stay unmodelled (``IGNORED_EFFECTS``)."""
 
 ENV_SETTINGS = {"VLLM_ALL2ALL_BACKEND": "all2all_backend",
                 "VLLM_MXFP4_USE_MARLIN": "mxfp4_moe_backend"}

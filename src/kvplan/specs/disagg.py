@@ -136,22 +136,25 @@ def pool_flags(text: str, role: str) -> str:
             .replace("--data-parallel-size", f"--{role}-dp"))
 
 
-def kv_transfer_model(model: ModelSpec) -> ModelSpec:
-    """The model as vLLM lays out its KV cache under ``--kv-transfer-config``.
+def kv_transfer_model(model: ModelSpec, flag: str = "--kv-transfer-config") -> ModelSpec:
+    """The model as vLLM lays out its KV cache without its hybrid KV cache manager.
 
-    vLLM 0.11 (config/vllm.py) disables the hybrid KV cache manager with a KV connector,
-    and ``unify_hybrid_kv_cache_specs`` then turns sliding-window layers into full attention
-    when full-attention layers exist (attention itself stays windowed: only the cache
-    grows). State layers (Mamba, linear attention) beside attention cannot be unified:
-    vLLM refuses to start, and so does kvplan.
+    vLLM 0.11 (config/vllm.py) disables that manager with a KV connector
+    (``--kv-transfer-config``), with ``--kv-events-config`` and with
+    ``--disable-hybrid-kv-cache-manager`` (``flag``: the one given); ``unify_hybrid_kv_cache_
+    specs`` then turns sliding-window layers into full attention when full-attention layers
+    exist (attention itself stays windowed: only the cache grows). State layers (Mamba,
+    linear attention) beside attention cannot be unified: vLLM refuses to start ("failed to
+    convert the KV cache specs to one unified type"), and so does kvplan.
     """
     kinds = set(model.layer_kinds)
     cached = kinds & {"full", "sliding", "mla"}
     if cached and kinds & {"mamba", "linear_attention"}:
+        serve = "serve it aggregated" if flag == "--kv-transfer-config" else f"drop {flag}"
         raise InputError(
-            f"{model.name} mixes attention and state layers: vLLM disables its hybrid KV "
-            f"cache manager under --kv-transfer-config and cannot unify them (it refuses to "
-            f"start); serve it aggregated")
+            f"{model.name} mixes attention and state layers: vLLM 0.11 disables its hybrid "
+            f"KV cache manager under {flag} and cannot unify them (it refuses to start); "
+            f"{serve}")
     if "sliding" in kinds and "full" in kinds:
         return replace(model, layer_kinds=tuple("full" if k == "sliding" else k
                                                 for k in model.layer_kinds))

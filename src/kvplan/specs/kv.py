@@ -332,6 +332,24 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
             f"--tensor-parallel-size {tp} must divide the {kv} KV heads or be a "
             "multiple of them (vLLM requires it)"
         )
+    _check_state_tensor_parallel(model, tp)
+
+
+def _check_state_tensor_parallel(model: ModelSpec, tp: int) -> None:
+    """vLLM 0.11's state mixers split their heads over TP: ``MambaMixer2`` asserts that tp
+    divides the Mamba2 heads and n_groups (it replicates groups only when n_groups is 1);
+    Gated DeltaNet splits its key and value heads (``divide``)."""
+    m, la = model.mamba, model.linear_attention
+    if m is not None and (m.num_heads % tp or (m.n_groups % tp and m.n_groups != 1)):
+        raise InputError(
+            f"--tensor-parallel-size {tp} must divide the {m.num_heads} Mamba2 heads and "
+            f"n_groups {m.n_groups} (vLLM's MambaMixer2 asserts it unless n_groups is 1)"
+        )
+    if la is not None and (la.num_key_heads % tp or la.num_value_heads % tp):
+        raise InputError(
+            f"--tensor-parallel-size {tp} must divide the linear-attention layers' "
+            f"{la.num_key_heads} key and {la.num_value_heads} value heads (vLLM requires it)"
+        )
 
 
 def kv_spec(

@@ -104,6 +104,7 @@ def _step_constants(model: ModelSpec, engine: EngineConfig,
                     resolved: ResolvedDeployment | None = None) -> StepConstants:
     from kvplan.costs.memory.params import pp_layer_ranges
     from kvplan.costs.memory.weight_formats import dtype_bytes
+    from kvplan.costs.step.ops import tp_allreduces
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
@@ -125,7 +126,7 @@ def _step_constants(model: ModelSpec, engine: EngineConfig,
         activation_bytes_per_token=2 * hidden * act_bytes * len(stage),
         weight_bytes=weights, routed_expert_bytes=experts, expert_miss_per_token=miss,
         layers=len(stage), moe_layers=_moe_layers(model, stage),
-        allreduces=2 * len(stage) if tp > 1 else 0, allreduce_bytes_per_token=hidden * act_bytes,
+        allreduces=tp_allreduces(model, stage, tp), allreduce_bytes_per_token=hidden * act_bytes,
         tp=tp, pp=pp, compute_precision=(compute_precision(model, engine) if resolved is None
                                            else resolved.compute_precision),
     )

@@ -98,7 +98,7 @@ class StageOps:
     moe: MoeOp | None
     attention: tuple[AttentionOp, ...]
     allreduces: int
-    """All-reduces per step (2 per layer under tensor parallelism, else 0)."""
+    """All-reduces per step under tensor parallelism (``tp_allreduces``), else 0."""
     allreduce_bytes_per_token: int
     tp: int
     layers: int
@@ -131,7 +131,7 @@ def stage_ops(model: ModelSpec, engine: EngineConfig,
     from kvplan.costs.step.cudagraph import max_capture_tokens
 
     key = (model, engine.tensor_parallel_size, engine.pipeline_parallel_size,
-           engine.quantization, engine.mxfp4_moe_backend, max_capture_tokens(engine))
+           engine.quantization, engine.mxfp4_moe_backend, max_capture_tokens(engine, model))
     return _MEMO.get(key, lambda: _stage_ops(model, engine, resolved))
 
 
@@ -154,10 +154,19 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
         gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p,  # type: ignore[arg-type]
                            weight_bytes=w) for (n, a, b, p, w), c in gemms.items()),
         moe=_moe_op(model, engine, stage, resolved), attention=_attention_ops(model, stage, tp),
-        allreduces=2 * len(stage) if tp > 1 else 0,
+        allreduces=tp_allreduces(model, stage, tp),
         allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
-        cudagraph_max_tokens=max_capture_tokens(engine), gdn=_gdn_op(model, stage, tp),
+        cudagraph_max_tokens=max_capture_tokens(engine, model), gdn=_gdn_op(model, stage, tp),
         lm_head_share=1.0 / pp)
+
+
+def tp_allreduces(model: ModelSpec, stage: range, tp: int) -> int:
+    """All-reduces one step runs on ``stage`` under TP: one per row-parallel block output.
+    A decoder layer is two blocks (mixer, then MLP / MoE); a Nemotron-H layer is one (a
+    mamba, attention or MLP block: vLLM nemotron_h.py), so one all-reduce per layer."""
+    if tp <= 1:
+        return 0
+    return (1 if model.model_type == "nemotron_h" else 2) * len(stage)
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int,

@@ -35,7 +35,7 @@ class Profile:
     * ``moe_layer_overhead_s`` - extra per MoE layer: router GEMM, top-k, token permutation /
       alignment, two grouped GEMM launches over many small expert tiles, un-permute + reduce;
     * ``allreduce_latency_s`` - the small-message latency of one tensor-parallel all-reduce
-      (2 per layer), on top of its bytes / bandwidth;
+      (2 per layer, 1 per Nemotron-H layer), on top of its bytes / bandwidth;
     * ``request_overhead_s`` - CPU work per scheduled request per step (scheduling bookkeeping,
       input/metadata preparation, sampling and detokenisation), so it grows with the batch.
 
