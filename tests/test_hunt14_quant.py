@@ -247,3 +247,32 @@ def test_h100_pcie_fp8_prefill_slower_than_the_sxm() -> None:
     pcie = StepCostModel(model, load_gpu("H100-PCIe-80GB"), engine).step_time_s(n, c)
     sxm = StepCostModel(model, load_gpu("H100"), engine).step_time_s(n, c)
     assert pcie > 1.1 * sxm
+
+
+# ------------------------------ 8-bit MoE kernels no table measures: fp8 Marlin MoE, int8 MoE
+
+def test_fp8_experts_on_a100_read_one_byte_a_weight() -> None:
+    """A100 has no fp8 tensor cores: vLLM's Fp8MoEMethod runs fp8 Marlin MoE (1-byte weights,
+    16-bit math). Qwen3-30B-A3B (E 128, top-8, hidden 2,048, inter 768), one decode token:
+    the tables' routing touches min(1, 8 / 128) = 1/16 of the experts' 16-bit weights,
+    128 x 3 x 2,048 x 768 x 2 B / 16 = 75,497,472 B, plus 4 x 2,048 B of hidden states in
+    and out: 75,505,664 B against 37,748,736 + 8,192 = 37,756,928 B at fp8; 75,497,472 FLOP
+    take 0.24 us at 312 TFLOP/s, the bytes 37 us at 2.039 TB/s: memory-bound, so the fp8
+    experts are the bf16 experts x 37,756,928 / 75,505,664 (before: the bf16 time itself)."""
+    bf16, _ = _experts_decode_s("A100-80GB-SXM", None)
+    fp8, _ = _experts_decode_s("A100-80GB-SXM", "fp8")
+    assert fp8 == pytest.approx(bf16 * 37_756_928 / 75_505_664, rel=1e-9)
+
+
+def test_8bit_experts_on_a100_never_slower_than_bf16() -> None:
+    """Physics: fp8 Marlin MoE and int8 W8A8 MoE read half the bytes of bf16 experts and
+    multiply at the bf16 (fp8 Marlin) or twice the bf16 rate (int8, 624 TOPS): no token count
+    makes them slower than the bf16 experts on A100."""
+    from kvplan.costs import kernels as kn
+
+    shape = {"hidden": 2048, "inter": 768, "num_experts": 128, "topk": 8}
+    tokens = np.array([1, 16, 256, 4096, 16384])
+    bf16 = kn.moe("A100-80GB-SXM", tokens, dtype="bfloat16", **shape).seconds
+    for dtype in ("fp8", "fp8_block", "int8"):
+        got = kn.moe("A100-80GB-SXM", tokens, dtype=dtype, **shape).seconds
+        assert np.all(got <= bf16) and got[0] < 0.51 * bf16[0], dtype

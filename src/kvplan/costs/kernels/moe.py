@@ -97,6 +97,9 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
         note = (f"{table.gpu} has no fp4 tensor cores: nvfp4 experts run vLLM's Marlin MoE, "
                 "priced on its measured 4-bit Marlin MoE (int4_wo)")
         return replace(got, notes=(*got.notes, note)), word
+    if (how := _derived(table, wanted)) is not None:
+        return _by_roofline(gpu, tokens, how, hidden=hidden, inter=inter,
+                            num_experts=num_experts, topk=topk, tp=tp, ep=ep), "bfloat16"
     word, notes = _dtype(table, dtype)
     if word != wanted and wanted in wo.WEIGHT_ONLY and resolve_gpu(gpu) != wo.DONOR:
         return _weight_only(gpu, tokens, wanted, hidden=hidden, inter=inter,
@@ -116,6 +119,37 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
                   f"(time x{time_scale:.3g}, tokens x{token_scale:.3g})",)
     kernels = tuple(table.meta["kernels"].get(word, ()))
     return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes), word
+
+
+def _derived(table: Table, wanted: str) -> tuple[float, float, str] | None:
+    """(weight bytes, int8-or-16-bit rate over bf16's, what) of an 8-bit MoE kernel vLLM runs
+    where the GPU measures none: fp8 experts without fp8 tensor cores run fp8 Marlin MoE
+    (16-bit math), int8 W8A8 experts without a same-rate fp8 table the Triton int8 MoE."""
+    from kvplan.costs.kernels.gemm import int8_rate
+
+    figures = peaks(table.gpu)
+    if wanted in ("fp8", "fp8_block") and not figures.get("fp8"):
+        return 1.0, 1.0, f"{table.gpu} has no fp8 tensor cores: fp8 experts run Marlin MoE"
+    if wanted == "int8" and _dtype(table, "int8")[0] == "bfloat16":
+        return 1.0, int8_rate(table.gpu) / float(figures["bfloat16"]), "int8 W8A8 experts"
+    return None
+
+
+def _by_roofline(gpu: str, tokens: npt.ArrayLike, how: tuple[float, float, str], **shape: int
+                 ) -> OpTime:
+    """The bf16 MoE times the datasheet roofline ratio of the derived kernel
+    (``moe_weight_only.roofline_ratio``)."""
+    width, rate, what = how
+    base = moe(gpu, tokens, dtype="bfloat16", **shape)
+    s = MoeShape(shape["hidden"], shape["inter"], shape["topk"], shape["num_experts"],
+                 shape["tp"], shape["ep"])
+    count = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
+    ratio = wo.roofline_ratio(gpu, count, local_bytes=s.weight_bytes(2.0),
+                              flops_per_token=s.flops_per_token(),
+                              touched=np.minimum(1.0, count * s.topk / s.experts),
+                              hidden=s.hidden, width=width, rate=rate)
+    note = f"{what}: its bf16 MoE x the datasheet roofline ratio at {width:g} B a weight"
+    return replace(base, seconds=base.seconds * ratio, notes=(*base.notes, note))
 
 
 def _weight_only(gpu: str, tokens: npt.ArrayLike, word: str, **shape: int) -> OpTime:
