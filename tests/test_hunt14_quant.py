@@ -276,3 +276,19 @@ def test_8bit_experts_on_a100_never_slower_than_bf16() -> None:
     for dtype in ("fp8", "fp8_block", "int8"):
         got = kn.moe("A100-80GB-SXM", tokens, dtype=dtype, **shape).seconds
         assert np.all(got <= bf16) and got[0] < 0.51 * bf16[0], dtype
+
+
+@pytest.mark.parametrize("gpu", ("H100-PCIe-80GB", "A100-40GB-SXM"))
+def test_w4a16_decode_on_a_floored_roofline_gpu(gpu: str) -> None:
+    """A GPU without tables whose measured donor beats it on every figure is never priced
+    faster than the donor's measured step (H100-PCIe under H100-SXM, A100-40GB under
+    A100-80GB). That floor priced the donor's GEMMs at bf16 weights, so an AWQ decode on the
+    PCIe card was floored at the SXM's bf16-weight step: TPOT 7.21 ms against 9.98 ms bf16
+    (Llama-3.1-8B, 1,024 in / 128 out; A100-40GB 11.82 against 13.94). The donor's
+    weight-only GEMMs now read the AWQ bytes: 4.40 and 5.76 ms. Physics: the weights are
+    0.27x the bytes, so the AWQ decode step is at most 0.6x bf16's."""
+    model, hw = load_model(LLAMA8), load_gpu(gpu)
+    n, c = np.array([1]), np.array([1024])
+    bf16 = StepCostModel(model, hw, EngineConfig()).step_time_s(n, c)
+    awq = StepCostModel(model, hw, EngineConfig(quantization="awq")).step_time_s(n, c)
+    assert awq <= 0.6 * bf16
