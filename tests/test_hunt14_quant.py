@@ -292,3 +292,15 @@ def test_w4a16_decode_on_a_floored_roofline_gpu(gpu: str) -> None:
     bf16 = StepCostModel(model, hw, EngineConfig()).step_time_s(n, c)
     awq = StepCostModel(model, hw, EngineConfig(quantization="awq")).step_time_s(n, c)
     assert awq <= 0.6 * bf16
+
+
+def test_explain_names_the_table_w8a8_int8_stands_on() -> None:
+    """--explain's basis line said nothing of int8 W8A8 being read off the fp8 table (H100)
+    or derived from bf16 (A100)."""
+    from kvplan.costs.step.explain import kernel_basis
+
+    _, _, h100 = _w8a8_rows("H100")
+    _, _, a100 = _w8a8_rows("A100-80GB-SXM")
+    assert "int8 W8A8 GEMMs on its per-tensor fp8 table" in kernel_basis(h100)
+    assert "int8 W8A8 GEMMs: its bfloat16 GEMMs x the datasheet roofline ratio" in (
+        kernel_basis(a100))

@@ -96,6 +96,9 @@ def derived_gemm_s(gpu: str, m: npt.NDArray[np.int64], n: int, k: int, weight_by
 def basis_note(gpu: str, dtype: str, weight_bytes: int) -> str:
     """``kvplan latency --explain``'s words where ``quantized_gemm_s`` derives the GEMMs."""
     how = _derivation(gpu, dtype, weight_bytes)
+    if how is None and dtype.lower() == "int8":
+        return ("; int8 W8A8 GEMMs on its per-tensor fp8 table (CUTLASS scaled_mm at the same "
+                "datasheet rate and operand bytes)")
     if how is None:
         return ""
     kind = "int8 W8A8" if how[1] == 1 else "weight-only (Marlin)"
