@@ -11,9 +11,9 @@ from functools import cache
 import numpy as np
 
 from kvplan.costs.kernels.attention import decode_attention
-from kvplan.costs.kernels.gemm import gemm
+from kvplan.costs.kernels.gemm import gemm, gemm_slice
 from kvplan.costs.kernels.result import Status, TableSource
-from kvplan.costs.kernels.tables import measured_gpus, peaks
+from kvplan.costs.kernels.tables import measured_gpus, peaks, require
 from kvplan.costs.kernels.work import decode_attention_bytes, gemm_flops
 from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
 
@@ -33,7 +33,8 @@ class Efficiency:
     """kvplan id of the measured GPU the figures come from (``gpu`` itself when measured)."""
     reason: str
     compute: float
-    """Median achieved / peak bf16 FLOP/s over large bf16 GEMMs (``GEMM_SIZES``)."""
+    """Median achieved / peak FLOP/s over large GEMMs (``GEMM_SIZES``) at the precision's
+    measured family and rate (bf16 where the donor measures none)."""
     memory: float
     """Median achieved / peak bytes/s over decode attention moving >= 1 GiB."""
     sources: tuple[TableSource, TableSource]
@@ -49,7 +50,7 @@ def nearest_measured_gpu(gpu: HardwareSpec | str, precision: str = "bfloat16") -
     reach 76%: a roofline at the donor's efficiency would run above what the GPU can)."""
     spec = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu)
     donor, reason = _donor(spec)
-    compute, memory, sources = _efficiencies(donor)
+    compute, memory, sources = _efficiencies(donor, precision)
     own_compute = _own(spec.achievable.get(precision), spec.peak_flops_for(precision))
     own_memory = _own(spec.achievable.get("mem_bw"), spec.mem_bw_bytes_per_s)
     capped = tuple(name for name, own, eff in (("compute", own_compute, compute),
@@ -109,12 +110,24 @@ def _log_gap(own: float, measured: float) -> float:
     return abs(math.log(own / measured)) if own > 0 and measured > 0 else 0.0
 
 
+_TABLE_RATE = {"fp8": "fp8", "nvfp4": "fp4"}
+"""A measured GEMM family's datasheet tensor rate (anything else: bfloat16)."""
+
+
 @cache
-def _efficiencies(gpu: str) -> tuple[float, float, tuple[TableSource, TableSource]]:
+def _efficiencies(gpu: str, precision: str = "bfloat16"
+                  ) -> tuple[float, float, tuple[TableSource, TableSource]]:
+    """The measured ``gpu``'s compute efficiency at ``precision`` - its GEMMs of the family
+    that prices it (fp8 and int8: the per-tensor fp8 table where measured; fp4: nvfp4) over
+    that family's datasheet rate; bf16's where it measures none (H100: fp8 0.59, bf16 0.75)
+    - and its memory efficiency."""
     m, n, k = np.meshgrid(GEMM_SIZES, GEMM_SIZES, GEMM_SIZES, indexing="ij")
-    answer = gemm(gpu, m.ravel(), n.ravel(), k.ravel(), "bfloat16")
+    word = "bfloat16"
+    if precision in ("fp8", "int8", "fp4"):
+        word = gemm_slice(require(gpu, "gemm"), precision)[0]
+    answer = gemm(gpu, m.ravel(), n.ravel(), k.ravel(), word)
     rate = gemm_flops(m.ravel(), n.ravel(), k.ravel()) / answer.seconds
-    compute = float(np.median(rate)) / peaks(gpu)["bfloat16"]
+    compute = float(np.median(rate)) / peaks(gpu)[_TABLE_RATE.get(word, "bfloat16")]
     b, t = np.meshgrid(DECODE_BATCHES, DECODE_KV, indexing="ij")
     moved = decode_attention_bytes(b.ravel(), t.ravel(), 8, 128, "bfloat16")
     decode = decode_attention(gpu, b.ravel(), t.ravel(), num_heads=32, num_kv_heads=8,

@@ -12,9 +12,11 @@ from kvplan.costs.kernels.result import FloatArray, OpTime
 from kvplan.costs.kernels.tables import Table, capped_at, peaks, require
 from kvplan.errors import UnknownNameError
 
-GEMM_DTYPES = ("bfloat16", "float16", "fp8", "fp8_block", "nvfp4")
+GEMM_DTYPES = ("bfloat16", "float16", "fp8", "fp8_block", "nvfp4", "int8")
 """bfloat16/float16 (unquantized), fp8 (per-tensor scales), fp8_block (128x128 block scales,
-DeepSeek-style), nvfp4 (Blackwell only)."""
+DeepSeek-style), nvfp4 (Blackwell only), int8 (W8A8: int8 weights and activations; no table
+measures it: read off the per-tensor fp8 table where the datasheet int8 rate is the fp8
+rate, else derived from bfloat16, ``kernels.quantized``)."""
 _ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp4": "nvfp4",
             "fp8_e4m3": "fp8"}
 
@@ -54,6 +56,8 @@ def gemm_slice(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:
         return "bfloat16", ("float16 priced on the bfloat16 table (same tensor-core rate)",)
     if want in have:
         return want, ()
+    if want == "int8":
+        return _int8_slice(table, have)
     rate = "fp4" if want == "nvfp4" else "fp8"
     if not peaks(table.gpu).get(rate):
         return "bfloat16", (f"{table.gpu} has no {rate} tensor cores: {want} priced as "
@@ -61,6 +65,28 @@ def gemm_slice(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:
     if want == "fp8_block" and "fp8" in have:
         return "fp8", ("fp8_block not measured: priced on the per-tensor fp8 table",)
     return "bfloat16", (f"{want} not measured on {table.gpu}: priced as bfloat16",)
+
+
+def _int8_slice(table: Table, have: set[str]) -> tuple[str, tuple[str, ...]]:
+    """int8 W8A8 (vLLM's CUTLASS ``scaled_mm`` on int8 tensor cores): the per-tensor fp8
+    CUTLASS table where the datasheet int8 rate equals the fp8 rate (the same kernel family
+    at the same rate and operand bytes), else the bfloat16 table that ``kernels.quantized``
+    scales to the int8 rate and bytes."""
+    fp8 = float(peaks(table.gpu).get("fp8") or 0.0)
+    if "fp8" in have and fp8 > 0 and int8_rate(table.gpu) == fp8:
+        return "fp8", (f"int8 W8A8 priced on {table.gpu}'s per-tensor fp8 table (CUTLASS "
+                       "scaled_mm: the same datasheet rate and operand bytes)",)
+    return "bfloat16", (f"int8 W8A8 on {table.gpu}: its bfloat16 GEMMs at int8 bytes and "
+                        "the datasheet int8 / bf16 rate",)
+
+
+@lru_cache(maxsize=64)
+def int8_rate(gpu: str) -> float:
+    """The GPU's datasheet dense int8 tensor-core rate, ops/s (its 16-bit rate if none)."""
+    from kvplan.costs.kernels.tables import resolve_gpu
+    from kvplan.specs.hardware import load_gpu
+
+    return load_gpu(resolve_gpu(gpu)).peak_flops_for("int8")
 
 
 def served_gemm_s(gpu: str, m: npt.NDArray[np.int64], n: int, k: int, dtype: str) -> FloatArray:

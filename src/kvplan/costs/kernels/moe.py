@@ -22,7 +22,7 @@ from kvplan.costs.kernels.work import (
 from kvplan.errors import UnknownNameError
 
 MOE_DTYPES = ("bfloat16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "w4a16_mxfp4_marlin",
-              "int4_wo")
+              "int4_wo", "int8")
 MARLIN = "w4a16_mxfp4_marlin"
 """vLLM's Marlin MXFP4 MoE (weights dequantised to bf16 in registers, Ampere-style mma): what
 vLLM before 0.12 ran on Hopper unless ``triton_kernels`` was installed by hand (vLLM PRs
@@ -91,6 +91,15 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
                          num_experts=num_experts, topk=topk, tp=tp, ep=ep)
         note = f"Marlin MXFP4 MoE not measured on {table.gpu}: its default w4a16 kernel"
         return replace(got, notes=(*got.notes, note)), word
+    if wanted == "nvfp4" and not _measured(table, wanted) and not peaks(table.gpu).get("fp4"):
+        got, word = _moe(gpu, tokens, "int4_wo", hidden=hidden, inter=inter,
+                         num_experts=num_experts, topk=topk, tp=tp, ep=ep)
+        note = (f"{table.gpu} has no fp4 tensor cores: nvfp4 experts run vLLM's Marlin MoE, "
+                "priced on its measured 4-bit Marlin MoE (int4_wo)")
+        return replace(got, notes=(*got.notes, note)), word
+    if (how := _derived(table, wanted)) is not None:
+        return _by_roofline(gpu, tokens, how, hidden=hidden, inter=inter,
+                            num_experts=num_experts, topk=topk, tp=tp, ep=ep), "bfloat16"
     word, notes = _dtype(table, dtype)
     if word != wanted and wanted in wo.WEIGHT_ONLY and resolve_gpu(gpu) != wo.DONOR:
         return _weight_only(gpu, tokens, wanted, hidden=hidden, inter=inter,
@@ -110,6 +119,37 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
                   f"(time x{time_scale:.3g}, tokens x{token_scale:.3g})",)
     kernels = tuple(table.meta["kernels"].get(word, ()))
     return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes), word
+
+
+def _derived(table: Table, wanted: str) -> tuple[float, float, str] | None:
+    """(weight bytes, int8-or-16-bit rate over bf16's, what) of an 8-bit MoE kernel vLLM runs
+    where the GPU measures none: fp8 experts without fp8 tensor cores run fp8 Marlin MoE
+    (16-bit math), int8 W8A8 experts without a same-rate fp8 table the Triton int8 MoE."""
+    from kvplan.costs.kernels.gemm import int8_rate
+
+    figures = peaks(table.gpu)
+    if wanted in ("fp8", "fp8_block") and not figures.get("fp8"):
+        return 1.0, 1.0, f"{table.gpu} has no fp8 tensor cores: fp8 experts run Marlin MoE"
+    if wanted == "int8" and _dtype(table, "int8")[0] == "bfloat16":
+        return 1.0, int8_rate(table.gpu) / float(figures["bfloat16"]), "int8 W8A8 experts"
+    return None
+
+
+def _by_roofline(gpu: str, tokens: npt.ArrayLike, how: tuple[float, float, str], **shape: int
+                 ) -> OpTime:
+    """The bf16 MoE times the datasheet roofline ratio of the derived kernel
+    (``moe_weight_only.roofline_ratio``)."""
+    width, rate, what = how
+    base = moe(gpu, tokens, dtype="bfloat16", **shape)
+    s = MoeShape(shape["hidden"], shape["inter"], shape["topk"], shape["num_experts"],
+                 shape["tp"], shape["ep"])
+    count = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
+    ratio = wo.roofline_ratio(gpu, count, local_bytes=s.weight_bytes(2.0),
+                              flops_per_token=s.flops_per_token(),
+                              touched=np.minimum(1.0, count * s.topk / s.experts),
+                              hidden=s.hidden, width=width, rate=rate)
+    note = f"{what}: its bf16 MoE x the datasheet roofline ratio at {width:g} B a weight"
+    return replace(base, seconds=base.seconds * ratio, notes=(*base.notes, note))
 
 
 def _weight_only(gpu: str, tokens: npt.ArrayLike, word: str, **shape: int) -> OpTime:
@@ -159,6 +199,13 @@ def _dtype(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:
                                f"{', '.join(MOE_DTYPES)}")
     if _measured(table, want):
         return want, ()
+    if want == "int8":  # vLLM's Triton fused-MoE runs int8 W8A8 as it runs fp8 W8A8
+        from kvplan.costs.kernels.gemm import int8_rate
+
+        same = _measured(table, "fp8") and int8_rate(table.gpu) == peaks(table.gpu).get("fp8")
+        return ("fp8", ("int8 W8A8 experts priced on the fp8 MoE table (the same rate)",)
+                ) if same else ("bfloat16", (f"int8 MoE not measured on {table.gpu}: priced "
+                                             "as bfloat16",))
     rate = {"nvfp4": "fp4", "fp8": "fp8", "fp8_block": "fp8"}.get(want)
     why = (f"{table.gpu} has no {rate} tensor cores" if rate and not peaks(table.gpu).get(rate)
            else f"{want} MoE not measured on {table.gpu}")

@@ -50,3 +50,25 @@ def priced_by_ratio(base: OpTime, donor_w4: OpTime, donor_bf16: OpTime, word: st
             f"ratio at {token_scale(gpu):.3g}x the tokens (same place against each ridge)")
     return OpTime(seconds=base.seconds * ratio, status=base.status, source=base.source,
                   notes=(*base.notes, note))
+
+
+def roofline_ratio(gpu: str, tokens: npt.ArrayLike, *, local_bytes: float, flops_per_token: float,
+                   touched: npt.ArrayLike, hidden: int, width: float, rate: float
+                   ) -> npt.NDArray[np.float64]:
+    """A MoE kernel no table measures on ``gpu`` (fp8 Marlin MoE without fp8 tensor cores,
+    int8 W8A8 on Ampere) over the bf16 MoE the tables measure, by the two kernels'
+    datasheet rooflines: ``max(F / Rq, B_q / BW) / max(F / R16, B_16 / BW)``, F the experts'
+    FLOPs at ``tokens``, B the ``touched`` share of the local experts' weights (``local_bytes``
+    at 2 B a weight) at 2 or ``width`` bytes a weight plus the tokens' hidden states in and
+    out, ``rate`` = Rq / R16. Memory-bound decode reads ``width`` / 2 of the bytes;
+    compute-bound prefill keeps the bf16 time (``rate`` 1: Marlin multiplies in 16-bit)."""
+    figures = peaks(gpu)
+    r16, bw = float(figures["bfloat16"]), float(figures["mem_bw"])
+    t = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
+    flops = flops_per_token * t
+    act = 4.0 * t * hidden
+    weights = local_bytes * np.asarray(touched, dtype=np.float64)
+    b16, bq = weights + act, weights * width / 2.0 + act
+    out: npt.NDArray[np.float64] = (np.maximum(flops / (rate * r16), bq / bw)
+                                    / np.maximum(flops / r16, b16 / bw))
+    return out

@@ -301,8 +301,7 @@ class _Pricing:
         count = part.count
         if active is not None and part.role == "experts":
             count = part.count * active[0] // active[1]
-        if self.fmt is not None and part.linear and part.role in self.fmt.roles and not (
-                self.fmt.block is not None and part.shard == "col" and rows < self.fmt.block[0]):
+        if self.fmt is not None and self.fmt.converts(part.role, part.linear, part.shard, rows):
             return count * self.fmt.linear_bytes(rows, cols)
         return count * rows * cols * self.elem_bytes
 

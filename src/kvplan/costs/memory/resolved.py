@@ -33,7 +33,7 @@ class ResolvedDeployment:
     kv: ModelKv
     """The per-GPU KV cache layout (at --kv-cache-dtype, TP and the Mamba state dtypes)."""
     compute_precision: str
-    """The dtype GEMMs run at (fp8, fp4, bfloat16, float16, float32)."""
+    """The dtype GEMMs run at (fp8, fp4, int8, bfloat16, float16, float32)."""
     gemm_dtype: str
     """The measured-kernel family a GEMM runs (fp8_block apart from per-tensor fp8)."""
 
@@ -51,9 +51,10 @@ class ResolvedDeployment:
 
 
 def precision_of(fmt: WeightFormat | None, dtype: str, model_dtype: str) -> str:
-    """The dtype tensor cores run at: fp8/fp4 for those weight+activation formats, else 16-bit."""
-    if fmt is not None and fmt.name == "fp8":
-        return "fp8"
+    """The dtype tensor cores run at: fp8/fp4/int8 for those weight+activation formats (int8:
+    compressed-tensors W8A8, vLLM's CUTLASS int8 ``scaled_mm``), else 16-bit."""
+    if fmt is not None and fmt.name in ("fp8", "int8"):
+        return fmt.name
     if fmt is not None and fmt.name == "nvfp4":
         return "fp4"
     name = dtype.strip().lower()

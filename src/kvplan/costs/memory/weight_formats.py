@@ -37,6 +37,13 @@ class WeightFormat:
     """2-D block scales (rows x cols), e.g. DeepSeek-V3 fp8 128x128: one fp32 scale per block."""
     roles: frozenset[str] = LINEAR_ROLES
 
+    def converts(self, role: str, linear: bool, shard: str, rows: int) -> bool:
+        """Whether this format stores a weight (``rows`` output rows on one GPU): a linear
+        layer of a role the method converts, and not a column-parallel block-fp8 layer with
+        fewer rows per GPU than one block (vLLM cannot shard a partial block: 16-bit)."""
+        return linear and role in self.roles and not (
+            self.block is not None and shard == "col" and rows < self.block[0])
+
     def linear_bytes(self, rows: int, cols: int) -> int:
         """Bytes of one quantized (rows x cols) weight matrix, scales and zeros included."""
         values = cdiv(rows * cols * self.bits, 8)

@@ -63,7 +63,7 @@ class StepConstants:
 
 
 def compute_precision(model: ModelSpec, engine: EngineConfig) -> str:
-    """The dtype tensor cores run at: fp8/fp4 for those weight+activation formats, else 16-bit."""
+    """The dtype tensor cores run at: fp8/fp4/int8 for weight+activation formats, else 16-bit."""
     from kvplan.costs.memory.resolved import precision_of
     from kvplan.costs.memory.weight_formats import resolve_format
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvplan.costs import kernels as kn
-from kvplan.costs.kernels.gemm import served_gemm_s as gemm_times
+from kvplan.costs.kernels.quantized import basis_note, quantized_gemm_s
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.records import StepAggregates
@@ -58,7 +58,9 @@ def kernel_basis(timer: StepCostModel) -> str:
         if _fp8_moe_capped(timer):
             line += ("; its per-tensor fp8 experts are capped at its block-fp8 / bf16 experts "
                      "where those are faster")
-        line += _marlin_note(timer, src.gpu) + _gdn_note(timer, src.gpu)
+        line += _marlin_note(timer, src.gpu) + _gdn_note(timer, src.gpu) + basis_note(
+            src.gpu, timer.gemm_dtype, max((g.weight_bytes for g in timer.ops.gemms), default=0)
+            if timer.ops is not None else 0)
         if timer.constants.compute_precision == "float16":
             line += "; float16 priced on its bfloat16 kernels (the same tensor-core rate)"
         mla = timer.ops is not None and any(a.kind == "mla" for a in timer.ops.attention)
@@ -196,7 +198,8 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
             continue
         rows = requests if op.per == "request" else int(m[0])
         dtype = op_dtype(op, gemm_dtype)
-        t = float(gemm_times(gpu, np.array([max(1, rows)]), op.n, op.k, dtype)[0])
+        t = float(quantized_gemm_s(gpu, np.array([max(1, rows)]), op.n, op.k, dtype,
+                                   op.weight_bytes)[0])
         out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
                           seconds=op.count * t,
                           extrapolated=_past(kn.gemm(gpu, max(1, rows), op.n, op.k, dtype))))

@@ -14,6 +14,7 @@ from kvplan.specs.serving import EngineConfig
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
+    from kvplan.costs.memory.weight_formats import WeightFormat
     from kvplan.costs.step.parallel.ep_comm import DboOverlap, Link, MoeExchange
 
 PerWhat = Literal["token", "request", "prefill_context"]
@@ -29,6 +30,9 @@ class GemmOp:
     k: int
     count: int
     per: PerWhat = "token"
+    weight_bytes: int = 0
+    """Bytes of one quantized weight matrix on this GPU, scales and zeros included (0: a
+    16-bit weight): what a weight-only or int8 kernel reads (``kernels.quantized``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,16 +142,17 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
-    gemms: dict[tuple[str, int, int, str], int] = {}
+    fmt = _weight_format(model, engine, resolved)
+    gemms: dict[tuple[str, int, int, str, int], int] = {}
     for layer in stage:
-        for op in _layer_gemms(model, layer, tp):
-            key = (op.name, op.n, op.k, op.per)
+        for op in _layer_gemms(model, layer, tp, fmt):
+            key = (op.name, op.n, op.k, op.per, op.weight_bytes)
             gemms[key] = gemms.get(key, 0) + op.count
     vocab = -(-model.vocab_size // 64) * 64 // tp
-    gemms[("lm_head", vocab, model.hidden_size, "request")] = 1
+    gemms[("lm_head", vocab, model.hidden_size, "request", 0)] = 1
     return StageOps(
-        gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p)  # type: ignore[arg-type]
-                    for (n, a, b, p), c in gemms.items()),
+        gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p,  # type: ignore[arg-type]
+                           weight_bytes=w) for (n, a, b, p, w), c in gemms.items()),
         moe=_moe_op(model, engine, stage, resolved), attention=_attention_ops(model, stage, tp),
         allreduces=tp_allreduces(model, stage, tp),
         allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
@@ -164,26 +169,41 @@ def tp_allreduces(model: ModelSpec, stage: range, tp: int) -> int:
     return (1 if model.model_type == "nemotron_h" else 2) * len(stage)
 
 
-def _layer_gemms(model: ModelSpec, layer: int, tp: int) -> list[GemmOp]:
-    """One layer's GEMMs from its weight parts (``kvplan.costs.memory.params``), fused as vLLM does:
-    q/k/v into one QKV projection, gate/up into one merged column-parallel layer."""
+def _layer_gemms(model: ModelSpec, layer: int, tp: int,
+                 fmt: WeightFormat | None = None) -> list[GemmOp]:
+    """One layer's GEMMs from its weight parts (``kvplan.costs.memory.params``), fused as vLLM
+    does: q/k/v into one QKV projection, gate/up into one merged column-parallel layer; each
+    with its quantized bytes where ``fmt`` stores it (``GemmOp.weight_bytes``)."""
     from kvplan.costs.memory.params import layer_parts
 
     ops: list[GemmOp] = []
-    qkv_n, qkv_k = 0, 0
+    qkv_n, qkv_k, qkv_bytes = 0, 0, 0
     for part in layer_parts(model, layer):
         if not part.linear or part.role == "experts":
             continue
         rows, cols = part.shape_on_gpu(tp)
+        wb = (fmt.linear_bytes(rows, cols)
+              if fmt is not None and fmt.converts(part.role, True, part.shard, rows) else 0)
         if part.role == "attention" and part.shard in ("col", "kv") and model.mla is None:
-            qkv_n, qkv_k = qkv_n + rows, cols
+            qkv_n, qkv_k, qkv_bytes = qkv_n + rows, cols, qkv_bytes + wb
             continue
         ops.append(GemmOp(name=_gemm_name(model, part.role, part.shard, rows, cols),
                           n=rows, k=cols, count=part.count,
-                          per=_per(model, part.role, rows, cols)))
+                          per=_per(model, part.role, rows, cols), weight_bytes=wb))
     if qkv_n:
-        ops.insert(0, GemmOp(name="qkv_proj", n=qkv_n, k=qkv_k, count=1))
+        ops.insert(0, GemmOp(name="qkv_proj", n=qkv_n, k=qkv_k, count=1, weight_bytes=qkv_bytes))
     return ops
+
+
+def _weight_format(model: ModelSpec, engine: EngineConfig,
+                   resolved: ResolvedDeployment | None) -> WeightFormat | None:
+    """The deployment's weight format (None: 16-bit weights)."""
+    from kvplan.costs.memory.weight_formats import resolve_format
+
+    if resolved is not None:
+        return resolved.weight_format
+    return resolve_format(engine.quantization, model.quantization, model.weight_block_size,
+                          model.quant_layout)
 
 
 def _gemm_name(model: ModelSpec, role: str, shard: str, rows: int, cols: int) -> str:
@@ -227,12 +247,14 @@ def expert_dtype(model: ModelSpec, engine: EngineConfig,
                  resolved: ResolvedDeployment | None = None) -> str | None:
     """The MoE kernel family of experts stored apart from the rest: MXFP4 experts (gpt-oss)
     run vLLM's weight-only MXFP4 MoE kernels (16-bit activations; Triton, or Marlin under
-    ``mxfp4_moe_backend='marlin'``); None otherwise."""
+    ``mxfp4_moe_backend='marlin'``); 4-bit AWQ / GPTQ / compressed-tensors wNa16 experts run
+    Marlin MoE (``int4_wo``: GPTQMarlinMoEMethod, AWQMoEMethod, the wNa16 Marlin MoE); None
+    otherwise (the step's compute precision)."""
     from kvplan.costs.kernels.moe import MARLIN
-    from kvplan.costs.memory.weight_formats import resolve_format
 
-    fmt = (resolve_format(engine.quantization, model.quantization, model.weight_block_size)
-           if resolved is None else resolved.weight_format)
+    fmt = _weight_format(model, engine, resolved)
+    if fmt is not None and fmt.name in ("awq", "gptq") and fmt.bits == 4:
+        return "int4_wo"
     if fmt is None or fmt.name != "mxfp4":
         return None
     return MARLIN if engine.mxfp4_moe_backend == "marlin" else "w4a16_mxfp4"

@@ -22,6 +22,7 @@ import numpy as np
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.kernels.gemm import served_gemm_s as gemm_times
+from kvplan.costs.kernels.quantized import quantized_gemm_s, table_gemm_s
 from kvplan.costs.memory.weight_formats import FP8_BLOCK
 from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.constants import routed_share
@@ -122,14 +123,14 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
     lm_fixed = lm_slope = mla_ctx = 0.0
     for op in ops.gemms:
         if op.per == "token":
-            line = _gemm_line(gpu, op.n, op.k, op_dtype(op, gemm_dtype), top)
+            line = _gemm_line(gpu, op.n, op.k, op_dtype(op, gemm_dtype), top, op.weight_bytes)
             dense[1:] += op.count * line[m[1:] - 1]
         elif op.per == "request":
             lm_fixed, lm_slope = (ops.lm_head_share * x for x in _lm_head(
                 gpu, op.n, op.k, op_dtype(op, gemm_dtype)))
         else:
-            mla_ctx = op.count * float(kn.gemm_s(gpu, np.array([4096]), op.n, op.k,
-                                                 gemm_dtype)[0]) / 4096
+            mla_ctx = op.count * float(table_gemm_s(gpu, np.array([4096]), op.n, op.k,
+                                                    gemm_dtype, op.weight_bytes)[0]) / 4096
     if ops.moe is not None:
         # the graph's padding rows share one routing (at most top-k more experts): the
         # experts are priced at the real tokens, not the padded count
@@ -165,10 +166,11 @@ def _overlap(ops: StageOps, gpu: str, gemm_dtype: str, real: IntArray, m: IntArr
     if not len(sel):
         return
     moe, top = ops.moe, int(m.max())
+    stored = {(g.name, g.n, g.k): g.weight_bytes for g in ops.gemms}
 
     def line(n: int, k: int, name: str, rows: IntArray) -> FloatArray:
         dtype = op_dtype(GemmOp(name=name, n=n, k=k, count=1), gemm_dtype)
-        return _gemm_line(gpu, n, k, dtype, top)[rows - 1]
+        return _gemm_line(gpu, n, k, dtype, top, stored.get((name, n, k), 0))[rows - 1]
 
     def experts(tokens: IntArray) -> FloatArray:
         return moe_times(gpu, moe, tokens, gemm_dtype)
@@ -178,11 +180,10 @@ def _overlap(ops: StageOps, gpu: str, gemm_dtype: str, real: IntArray, m: IntArr
 
 
 @lru_cache(maxsize=256)
-def _gemm_line(gpu: str, n: int, k: int, dtype: str, top: int) -> FloatArray:
-    """``gemm_times`` at m = 1..top (index m - 1), read at each table's padded counts: the
-    same line for every CUDA-graph size (max-num-seqs) a plan tries (the lookup is
-    elementwise, so the values are those of a call at the padded counts). Not to be written."""
-    return gemm_times(gpu, np.arange(1, top + 1, dtype=np.int64), n, k, dtype)
+def _gemm_line(gpu: str, n: int, k: int, dtype: str, top: int, wbytes: int = 0) -> FloatArray:
+    """``quantized_gemm_s`` at m = 1..top (index m - 1): one line for every CUDA-graph size a
+    plan tries (elementwise: a call at the padded counts gives these values). Not written."""
+    return quantized_gemm_s(gpu, np.arange(1, top + 1, dtype=np.int64), n, k, dtype, wbytes)
 
 
 @lru_cache(maxsize=64)
