@@ -1,0 +1,51 @@
+"""Hunt 14, docs: figures and help texts for what changed on 2026-12-07 (PP batches in flight,
+CUDA-graph sizes, fp8_ds_mla, vLLM bench's own arrival stream), checked against the command
+that prints them today."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _doc(name: str) -> str:
+    """The document's text with line breaks folded to spaces (quotes may wrap)."""
+    return " ".join((ROOT / name).read_text(encoding="utf-8").split())
+
+
+def _help(*cmd: str) -> str:
+    r = run_cli(*cmd, "--help")
+    assert r.code == 0, r.err
+    return " ".join(r.out.split())
+
+
+PP_BURST = ("simulate", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--num-prompts", "400",
+            "--random-input-len", "1024", "--random-output-len", "256", "--json")
+PP_ROWS = [
+    # (layout flags, the row docs/simulator.md quotes; its figures are the run's
+    # output_throughput tok/s, mean TTFT in s and mean TPOT in ms, rounded as quoted)
+    (("-tp", "4"), "| TP4 | 1,922.05 tok/s, TTFT 13.67 s, TPOT 135.7 ms | unchanged |"),
+    (("-tp", "2", "-pp", "2"), "| 2,080.20 tok/s, TTFT 12.33 s, TPOT 119.2 ms |"),
+    (("-pp", "4"), "| 1,770.56 tok/s, TTFT 11.86 s, TPOT 132.0 ms |"),
+]
+
+
+def test_simulator_pp_table_is_what_simulate_prints_today() -> None:
+    """Before: docs/simulator.md's batch-queue table said TP4 1,920.94 tok/s, TTFT 13.68 s,
+    TPOT 135.8 ms; TP2 PP2 2,080.87 tok/s; PP4 1,771.32 tok/s. Since vLLM 0.11.0's CUDA-graph
+    sizes (89027fd: decode batches of 257..512 pad to a multiple of 8, not 16) simulate
+    prints 1,922.05 / 2,080.20 / 1,770.56 tok/s and TPOT 135.67 ms at TP4; TP4's mean TTFT
+    is 13,674.5 ms, i.e. 13.67 s (13.68 was mis-rounded)."""
+    doc = _doc("docs/simulator.md")
+    for flags, row in PP_ROWS:
+        assert row in doc, row
+        r = run_cli(*PP_BURST, *flags)
+        assert r.code == 0, r.err
+        d = r.json()
+        got = (f"{d['output_throughput']:,.2f} tok/s, TTFT {d['mean_ttft_ms'] / 1e3:.2f} s, "
+               f"TPOT {d['mean_tpot_ms']:.1f} ms")
+        assert got in row, (flags, got)
+    assert "709 at PP4 against 1,922 at TP4; now 2,080 and 1,771)" in doc
