@@ -49,3 +49,14 @@ def test_simulator_pp_table_is_what_simulate_prints_today() -> None:
                f"TPOT {d['mean_tpot_ms']:.1f} ms")
         assert got in row, (flags, got)
     assert "709 at PP4 against 1,922 at TP4; now 2,080 and 1,771)" in doc
+
+
+def test_kv_cache_dtype_help_names_fp8_ds_mla() -> None:
+    """Before: every command's --kv-cache-dtype help (and README's list) stopped at nvfp4,
+    though b826d7f made fp8_ds_mla (vLLM 0.11's CacheDType) a value DeepSeek-V3.2 takes."""
+    for cmd in ("capacity", "latency", "simulate", "report", "calibrate"):
+        assert "nvfp4; fp8_ds_mla (DeepSeek-V3.2 only)." in _help(cmd), cmd
+    assert "`fp8_ds_mla` only for DeepSeek-V3.2" in _doc("README.md")
+    r = run_cli("capacity", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8",
+                "--kv-cache-dtype", "fp8_ds_mla")
+    assert r.code == 2 and "DeepSeek-V3.2's sparse-MLA cache format" in r.err

@@ -48,7 +48,7 @@ FLAGS: tuple[Flag, ...] = (
          "Longest request in tokens, as vLLM reads it: 8192, 8k (8,000), 8K (8,192)."),
     Flag("kv_cache_dtype", ("--kv-cache-dtype",), str,
          "auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2, int8_per_token_head, "
-         "fp8_per_token_head, nvfp4."),
+         "fp8_per_token_head, nvfp4; fp8_ds_mla (DeepSeek-V3.2 only)."),
     Flag("dtype", ("--dtype",), str, "auto, bfloat16, float16, float32."),
     Flag("quantization", ("--quantization", "-q"), str, "Weight format: fp8, awq, gptq, ..."),
     Flag("block_size", ("--block-size",), int, "Tokens per KV block (vLLM default 16)."),
