@@ -60,3 +60,15 @@ def test_kv_cache_dtype_help_names_fp8_ds_mla() -> None:
     r = run_cli("capacity", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8",
                 "--kv-cache-dtype", "fp8_ds_mla")
     assert r.code == 2 and "DeepSeek-V3.2's sparse-MLA cache format" in r.err
+
+
+def test_seed_help_says_what_it_seeds() -> None:
+    """Before: simulate's and plan's --seed had no help text ('[default: 0]' only), though
+    since c039dfd it seeds the lengths and vLLM bench serve's own arrival stream and takes
+    0 .. 2**32 - 1 (2**32 is refused)."""
+    assert ("--seed <int> 0 .. 2**32 - 1: random lengths and arrival times, as vllm bench "
+            "serve --seed draws them.") in _help("simulate")
+    assert "--seed <int> 0 .. 2**32 - 1: drawn lengths and arrivals" in _help("plan")
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts", "5",
+                "--request-rate", "2", "--seed", str(2**32))
+    assert r.code == 2 and "[0, 4,294,967,295]" in r.err

@@ -62,7 +62,7 @@ def plan_cmd(
     request_rate: Annotated[float | None, _o("--request-rate", help_="fleet req/s")] = None,
     burstiness: Annotated[float, _o("--burstiness")] = 1.0,
     time_scale: Annotated[float, _o("--time-scale")] = 1.0,
-    seed: Annotated[int, _o("--seed")] = 0,
+    seed: Annotated[int, _o("--seed", help_="0 .. 2**32 - 1: drawn lengths and arrivals")] = 0,
     slo: Annotated[list[str] | None, _o("--slo", help_="ttft:p99:2000 tpot:p90:50 ...")] = None,
     goodput: Annotated[list[str] | None, _o("--goodput", help_="ttft:MS tpot:MS e2el:MS")] = None,
     goodput_target: Annotated[float, _o("--goodput-target")] = 0.99,
