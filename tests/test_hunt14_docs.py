@@ -72,3 +72,18 @@ def test_seed_help_says_what_it_seeds() -> None:
     r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts", "5",
                 "--request-rate", "2", "--seed", str(2**32))
     assert r.code == 2 and "[0, 4,294,967,295]" in r.err
+
+
+def test_workloads_doc_names_the_arrival_stream() -> None:
+    """Before: docs/workloads.md's *Drawn once* said the lengths and then the arrival times
+    came from numpy's generator seeded by --seed; since c039dfd the arrivals come from
+    numpy's legacy stream (np.random.RandomState(seed)), as vllm bench serve draws them."""
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+
+    doc = _doc("docs/workloads.md")
+    assert "arrival times from its legacy stream seeded by `--seed`" in doc
+    assert "then arrival times, from numpy's generator" not in doc
+    # vLLM's send times at --request-rate 2, 5 prompts, seed 0 (commit c039dfd): the
+    # legacy stream's gammas, rescaled so the last is at 5 / 2 = 2.5 s.
+    w = build_workload(WorkloadArgs(num_prompts=5, request_rate=2.0, seed=0))
+    assert [round(float(t), 4) for t in w.arrival_s] == [0.4613, 1.1892, 1.7243, 2.1806, 2.5]
