@@ -87,3 +87,27 @@ def test_workloads_doc_names_the_arrival_stream() -> None:
     # legacy stream's gammas, rescaled so the last is at 5 / 2 = 2.5 s.
     w = build_workload(WorkloadArgs(num_prompts=5, request_rate=2.0, seed=0))
     assert [round(float(t), 4) for t in w.arrival_s] == [0.4613, 1.1892, 1.7243, 2.1806, 2.5]
+
+
+PP2_STAGES = [
+    # (model, parameters a stage the doc quotes, max positions: rope cache x 128 x 2 B)
+    ("mistralai/Mixtral-8x7B-v0.1", 46_964_940_800, 32_768),
+    ("Qwen/Qwen3-30B-A3B", 31_154_454_528, 40_960),
+]
+
+
+def test_pp2_stage_bytes_say_parameters_and_name_capacitys_figure() -> None:
+    """Before: docs/formulas-capacity.md said Mixtral-8x7B PP 2 holds 46,964,940,800 B 'a
+    stage' and Qwen3-30B-A3B 'loads 31,154,454,528 B', but `capacity -pp 2` prints
+    weights_bytes 46,973,329,408 and 31,164,940,288: the parameters plus vLLM's rope cache
+    (cos/sin, max positions x head dim 128 x 2 B = 8 MiB and 10 MiB). The doc now says
+    parameters and quotes capacity's figure too."""
+    doc = _doc("docs/formulas-capacity.md")
+    assert "Mixtral-8x7B PP 2: 46,964,940,800 B of parameters a stage" in doc
+    assert "Qwen3-30B-A3B PP 2 loads 31,154,454,528 B of parameters on each stage" in doc
+    for model, params, positions in PP2_STAGES:
+        r = run_cli("capacity", model, "--gpu", "H100", "-pp", "2", "--json")
+        assert r.code == 0, r.err
+        weights = r.json()["weights_bytes"]
+        assert weights == params + positions * 128 * 2
+        assert f"{weights:,}" in doc, model
