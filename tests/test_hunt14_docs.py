@@ -111,3 +111,29 @@ def test_pp2_stage_bytes_say_parameters_and_name_capacitys_figure() -> None:
         weights = r.json()["weights_bytes"]
         assert weights == params + positions * 128 * 2
         assert f"{weights:,}" in doc, model
+
+
+def test_calibrate_doc_says_rated_runs_replay_vllms_seed_0_send_times() -> None:
+    """Before: docs/formulas-latency.md said a rated run is replayed with Poisson/gamma
+    arrivals because 'the exact send times are not in the file'; since 18c0a88 calibrate
+    draws them as `vllm bench serve --seed 0` does (numpy's legacy stream), so a run at
+    vLLM's default seed is replayed at its very send times (5 prompts at 2 req/s: 0.4613,
+    1.1892, 1.7243, 2.1806, 2.5 s; tests/test_calibrate_arrivals.py)."""
+    import numpy as np
+
+    from kvplan.analysis.calibration.serving_fit import run_workload
+    from kvplan.analysis.calibration.serving_runs import ServingRun
+    from kvplan.specs.requests.generators import vllm_arrival_rng
+    from kvplan.specs.requests.workload import gamma_arrivals
+    from kvplan.specs.serving import EngineConfig
+
+    doc = _doc("docs/formulas-latency.md")
+    assert "the exact send times are not in the file)" not in doc
+    assert ("drawn as `vllm bench serve` draws them at its default `--seed 0`, numpy's legacy "
+            "stream") in doc
+    run = ServingRun(id="r", where="f", model="meta-llama/Llama-3.1-8B", gpu="H100",
+                     engine=EngineConfig(), num_prompts=5, input_lens=(100,) * 5,
+                     output_lens=(10,) * 5, request_rate=2.0, burstiness=1.0,
+                     max_concurrency=None, measured={})
+    assert np.array_equal(run_workload(run).arrival_s,
+                          gamma_arrivals(5, 2.0, 1.0, vllm_arrival_rng(0)))
