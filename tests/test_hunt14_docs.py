@@ -137,3 +137,26 @@ def test_calibrate_doc_says_rated_runs_replay_vllms_seed_0_send_times() -> None:
                      max_concurrency=None, measured={})
     assert np.array_equal(run_workload(run).arrival_s,
                           gamma_arrivals(5, 2.0, 1.0, vllm_arrival_rng(0)))
+
+
+def test_roofline_formulas_carry_fp32_hidden_states_under_float32() -> None:
+    """Before: docs/formulas-latency.md's roofline wrote the activations, the TP all-reduce
+    and the PP hop at 2 B a hidden value, but since 24e4fde --dtype float32 carries 4 B:
+    Llama-3.1-8B (hidden 4,096, 32 layers) on an L40S at PP2 hops 2 x 4,096 x 4 = 32,768 B a
+    token (16,384 at bf16), all-reduces 16,384 B (8,192) and a stage of 16 layers moves
+    2 x 4,096 x 4 x 16 = 524,288 B of activations a token (262,144)."""
+    from kvplan.costs.step.roofline import StepCostModel
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.serving import EngineConfig
+
+    doc = _doc("docs/formulas-latency.md")
+    assert "2 x hidden x a B per token per layer" in doc
+    assert "a = 2, 4 under --dtype float32" in doc
+    assert "x T x hidden x 2 B" not in doc
+    m, gpu = load_model("meta-llama/Llama-3.1-8B"), load_gpu("L40S")
+    for dtype, a in (("auto", 2), ("float32", 4)):
+        t = StepCostModel(m, gpu, EngineConfig(dtype=dtype, pipeline_parallel_size=2))
+        assert t._co.p2p_s * t._link == 2 * 4096 * a
+        assert t.constants.allreduce_bytes_per_token == 4096 * a
+        assert t.constants.activation_bytes_per_token == 2 * 4096 * a * 16
