@@ -160,3 +160,22 @@ def test_roofline_formulas_carry_fp32_hidden_states_under_float32() -> None:
         assert t._co.p2p_s * t._link == 2 * 4096 * a
         assert t.constants.allreduce_bytes_per_token == 4096 * a
         assert t.constants.activation_bytes_per_token == 2 * 4096 * a * 16
+
+
+def test_metrics_doc_places_the_rejected_row_where_simulate_prints_it() -> None:
+    """Before: docs/metrics.md said the table has vLLM's summary rows, 'then kvplan's
+    "Failed (rejected)" and KV rows', but simulate prints "Failed (rejected)" second, right
+    under "Successful requests", and its own rows after the latencies."""
+    doc = _doc("docs/metrics.md")
+    assert ("kvplan's \"Failed (rejected)\" right after the successful requests, the latencies, "
+            "then kvplan's preemption, prefix-cache, KV and engine-step rows.") in doc
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts", "5",
+                "--random-input-len", "100", "--random-output-len", "10",
+                "--max-concurrency", "2", "--request-rate", "2")
+    assert r.code == 0, r.err
+    rows = [line.split("│")[1].strip() for line in r.out.splitlines() if line.count("│") == 3]
+    order = ["Successful requests", "Failed (rejected)", "Maximum request concurrency",
+             "Request rate configured (RPS)", "Total input tokens", "Total generated tokens",
+             "Peak concurrent requests", "P99 E2EL", "Preemptions", "Prefix cache hit rate",
+             "Peak KV blocks", "Engine steps"]
+    assert [rows.index(name) for name in order] == sorted(rows.index(name) for name in order)
