@@ -16,10 +16,11 @@ from kvplan.costs.step.batch import StepTimer
 from kvplan.costs.step.parallel import pp_queue
 from kvplan.errors import InputError
 from kvplan.sim import core, pipeline
-from kvplan.sim.blocks import BlockPool, KvShape, kv_shape_from
+from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
 from kvplan.sim.frontend import plan_front_end
+from kvplan.sim.inputs import kv_shape, note_unmodelled_hits
 from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
@@ -31,6 +32,8 @@ from kvplan.specs.kv import ModelKv
 from kvplan.specs.serving import EngineConfig
 
 _sum, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce  # no Python wrappers
+
+
 def simulate(
     workload: WorkloadLike,
     *,
@@ -68,42 +71,16 @@ def simulate(
     if num_blocks < 2:
         raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
                          f"block), got {num_blocks}")
-    shape = _shape(kv, b)
+    shape = kv_shape(kv, b)
     lim = limits or default_limits(engine)
     mml = max_model_len if max_model_len is not None else engine.max_model_len
-    _note_unmodelled_hits(shape, lim, workload, shared_prefix_tokens)
+    note_unmodelled_hits(shape, lim, workload, shared_prefix_tokens)
     loop = _Loop(workload=workload, timer=timer, shape=shape, limits=lim, num_blocks=num_blocks,
                  max_model_len=mml, shared_prefix_tokens=shared_prefix_tokens, fast=fast,
                  progress=progress)
     loop.validate = validate
     sp = pp_queue.split(timer, core.token_budget(loop))  # pp > 1: batches in flight
     return loop.run() if sp is None else pipeline.run(loop, sp)
-
-
-def _note_unmodelled_hits(shape: KvShape, lim: Limits, workload: WorkloadLike,
-                          shared_prefix_tokens: int) -> None:
-    """Prefix-cache hits are modelled for one full-attention group (Scheduler.simple): say so
-    where a shared prefix would hit in vLLM 0.11 (sliding windows; it turns prefix caching off
-    for state layers) but reads 0 here (docs/simulator.md)."""
-    kinds = {g.kind for g in shape.groups}
-    if not lim.prefix_caching or "sliding" not in kinds or "state" in kinds:
-        return
-    if shared_prefix_tokens or getattr(workload, "prefix_hashes", None) is not None:
-        from kvplan.notes import note
-
-        note("prefix-cache hits are not modelled for sliding-window KV groups: the shared "
-             "prefix is recomputed, the hit rate reads 0 and TTFT is that of uncached prompts "
-             "(vLLM 0.11 would hit it)")
-
-
-def _shape(kv: ModelKv | KvShape | None, block_size: int) -> KvShape:
-    if kv is None:
-        return KvShape(block_size=block_size)
-    if isinstance(kv, KvShape):
-        if kv.block_size != block_size:
-            raise InputError(f"KvShape block size {kv.block_size} != --block-size {block_size}")
-        return kv
-    return kv_shape_from(kv, block_size)
 
 
 class _Loop(FastForward, LeanStep):

@@ -1,0 +1,37 @@
+"""simulate()'s inputs: the KV shape a model's cache takes in the pool, and the note where a
+shared prefix would hit in vLLM but is not modelled here."""
+
+from __future__ import annotations
+
+from kvplan.errors import InputError
+from kvplan.sim.blocks import KvShape, kv_shape_from
+from kvplan.sim.scheduler import Limits
+from kvplan.sim.state import WorkloadLike
+from kvplan.specs.kv import ModelKv
+
+
+def note_unmodelled_hits(shape: KvShape, lim: Limits, workload: WorkloadLike,
+                         shared_prefix_tokens: int) -> None:
+    """Prefix-cache hits are modelled for one full-attention group (Scheduler.simple): say so
+    where a shared prefix would hit in vLLM 0.11 (sliding windows; it turns prefix caching off
+    for state layers) but reads 0 here (docs/simulator.md)."""
+    kinds = {g.kind for g in shape.groups}
+    if not lim.prefix_caching or "sliding" not in kinds or "state" in kinds:
+        return
+    if shared_prefix_tokens or getattr(workload, "prefix_hashes", None) is not None:
+        from kvplan.notes import note
+
+        note("prefix-cache hits are not modelled for sliding-window KV groups: the shared "
+             "prefix is recomputed, the hit rate reads 0 and TTFT is that of uncached prompts "
+             "(vLLM 0.11 would hit it)")
+
+
+def kv_shape(kv: ModelKv | KvShape | None, block_size: int) -> KvShape:
+    """How many pool blocks a request takes: one full-attention group by default."""
+    if kv is None:
+        return KvShape(block_size=block_size)
+    if isinstance(kv, KvShape):
+        if kv.block_size != block_size:
+            raise InputError(f"KvShape block size {kv.block_size} != --block-size {block_size}")
+        return kv
+    return kv_shape_from(kv, block_size)
