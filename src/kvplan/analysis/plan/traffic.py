@@ -22,6 +22,7 @@ import numpy as np
 
 from kvplan.analysis.plan.fleet import subset
 from kvplan.errors import InputError
+from kvplan.specs.requests.generators import vllm_arrival_rng
 from kvplan.specs.requests.workload import (
     Workload,
     WorkloadArgs,
@@ -89,7 +90,9 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     span = float(w.arrival_s[-1] - w.arrival_s[0])
     if span <= 0:
         head = _drawn_head(workload, head, n)
-        gaps = gamma_arrivals(n, 1.0, burstiness, np.random.default_rng(seed))
+        # vLLM bench's own stream: at the found rate R these are the send times of the
+        # Verify line's `vllm bench serve --request-rate R --seed SEED` (gaps scale as 1 / R)
+        gaps = gamma_arrivals(n, 1.0, burstiness, vllm_arrival_rng(seed))
         return PlanTraffic(name=w.name, target=None, unit=_with_arrivals(head, gaps),
                            rate_rps=None, trace_requests=whole,
                            args=workload if isinstance(workload, WorkloadArgs) else None)
