@@ -51,3 +51,13 @@ def test_report_plan_hand_edited_values_are_one_error_line(tmp_path: Path, edit,
     res = run_cli("report", "--plan", str(bad), "-o", str(out))
     assert_one_line_error(res)
     assert words in res.err and not out.exists()
+
+
+def test_quantization_compressed_tensors_without_a_checkpoint_config_says_why() -> None:
+    """-q compressed-tensors on a model whose config.json has no quantization_config was
+    refused with a line that contradicted itself: "unknown --quantization 'compressed-tensors':
+    kvplan prices fp8, awq, gptq, mxfp4, nvfp4 and compressed-tensors". vLLM reads the scheme
+    from the checkpoint's own config (and cannot start without one); the line now says that."""
+    res = run_cli("capacity", "meta-llama/Llama-3.1-8B", "-q", "compressed-tensors")
+    assert_one_line_error(res)
+    assert "unknown" not in res.err and "checkpoint's own quantization_config" in res.err
