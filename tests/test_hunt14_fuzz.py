@@ -61,3 +61,22 @@ def test_quantization_compressed_tensors_without_a_checkpoint_config_says_why() 
     res = run_cli("capacity", "meta-llama/Llama-3.1-8B", "-q", "compressed-tensors")
     assert_one_line_error(res)
     assert "unknown" not in res.err and "checkpoint's own quantization_config" in res.err
+
+
+@pytest.mark.parametrize("value", ["{bad json", "[]", ""])
+def test_pasted_kv_transfer_config_must_be_a_json_object(value: str) -> None:
+    """A pasted 'vllm serve ... --kv-transfer-config VALUE' was taken as a KV connector (and
+    vLLM's hybrid KV cache manager turned off: gemma-2-9b-it then caches every token in its
+    sliding-window layers) whatever VALUE was, exit 0. vLLM 0.11 parses it as a JSON object
+    (parse_dataclass) and argparse stops on bad JSON, a list or no value: now one line, exit 2."""
+    res = run_cli("capacity", "--", "vllm", "serve", "google/gemma-2-9b-it",
+                  "--kv-transfer-config", value)
+    assert_one_line_error(res)
+    assert "takes a JSON object" in res.err
+
+
+def test_pasted_kv_transfer_config_json_object_still_taken() -> None:
+    """The well-formed connector stays accepted (a warning, exit 0)."""
+    res = run_cli("capacity", "--", "vllm", "serve", "google/gemma-2-9b-it",
+                  "--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}')
+    assert res.code == 0 and "--kv-transfer-config ignored" in res.err
