@@ -279,6 +279,8 @@ def _take(flag: str, value: str | None, found: dict[str, Any], ignored: list[str
         found["model"] = value
         return
     known = BY_NAME.get(flag)
+    if flag in HYBRID_MANAGER_OFF[1:]:
+        _check_json_object(flag, value)
     if known is None:
         ignored.append(flag)
         return
@@ -286,3 +288,21 @@ def _take(flag: str, value: str | None, found: dict[str, Any], ignored: list[str
         raise InputError(f"{flag} needs a value")
     check_value(flag, value)
     found[known.field] = parse_flag(known.field, value)
+
+
+def _check_json_object(flag: str, value: str | None) -> None:
+    """vLLM 0.11 reads --kv-transfer-config / --kv-events-config as a JSON object (its
+    ``parse_dataclass``): no value, bad JSON or another JSON type stops argparse, where kvplan
+    used to take it as a connector and turn the hybrid KV cache manager off."""
+    import json
+
+    from kvplan.errors import InputError
+
+    try:
+        ok = value is not None and isinstance(json.loads(value), dict)
+    except (ValueError, RecursionError):
+        ok = False
+    if not ok:
+        raise InputError(f"vllm serve refuses {flag} {value or '(no value)'}: it takes a JSON "
+                         "object, e.g. '{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
+                         "\"kv_both\"}'")

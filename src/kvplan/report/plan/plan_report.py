@@ -34,7 +34,44 @@ def load_plan_json(path: str | Path) -> dict[str, Any]:
             and isinstance(data.get("summary"), dict)):
         raise InputError(f"--plan {path}: not a saved plan (expected \"schema\": "
                          f"\"{SCHEMA}\" from kvplan plan --json)")
+    _check_shape(path, data)
     return data
+
+
+_LISTS_OF_OBJECTS = (("candidates",), ("levers",), ("summary", "slo_at_band_edge"))
+"""Where a saved plan holds lists of objects that the report reads key by key."""
+
+
+def _check_shape(path: str | Path, data: dict[str, Any]) -> None:
+    """Refuse (one line) a hand-edited plan whose parts the report would trip over: inputs
+    not an object, a list of objects holding something else, or NaN / Infinity (kvplan plan
+    --json writes null for an unknown number; the page's JSON cannot carry them)."""
+    bad = [] if isinstance(data.get("inputs"), dict | None) else ["inputs is not an object"]
+    for keys in _LISTS_OF_OBJECTS:
+        parent = data if len(keys) == 1 else data.get(keys[0])
+        value = parent.get(keys[-1]) if isinstance(parent, dict) else None
+        if value is not None and not (isinstance(value, list)
+                                      and all(isinstance(v, dict) for v in value)):
+            bad.append(f"{'.'.join(keys)} is not a list of objects")
+    if _has_nonfinite(data):
+        bad.append("it holds NaN or Infinity (kvplan writes null for an unknown number)")
+    if bad:
+        raise InputError(f"--plan {path}: not a saved plan as kvplan plan --json writes it: "
+                         f"{'; '.join(bad)}; save it again with kvplan plan --json")
+
+
+def _has_nonfinite(obj: Any) -> bool:
+    """Whether any number in the document is NaN or +-Infinity (walked without recursion)."""
+    import math
+
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        stack.extend(item.values() if isinstance(item, dict) else
+                     item if isinstance(item, list) else ())
+    return False
 
 
 def _dp(c: dict[str, Any]) -> str:
@@ -44,7 +81,16 @@ def _dp(c: dict[str, Any]) -> str:
 
 
 def plan_sections(plan: dict[str, Any]) -> list[Section]:
-    """The answer card, the ranked candidates with a cost chart, and the lever what-ifs."""
+    """The answer card, the ranked candidates with a cost chart, and the lever what-ifs; a
+    hand-edited plan with a value of the wrong kind is one InputError, not a traceback."""
+    try:
+        return _sections(plan)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise InputError(f"--plan: a value in the saved plan is not what kvplan plan --json "
+                         f"writes ({exc!r}); save it again with kvplan plan --json") from None
+
+
+def _sections(plan: dict[str, Any]) -> list[Section]:
     s, cands = plan["summary"], list(plan.get("candidates") or [])
     fleet = (f"{s.get('replicas')} replica(s), {s.get('gpus')} GPU(s)"
              if s.get("replicas") is not None else "-")
