@@ -130,12 +130,7 @@ def resolve_format(
         if layout[0] == W8A8_INT8:  # CompressedTensorsW8A8Int8: a float32 scale per row
             return WeightFormat(name="int8", bits=8, group=-1, scale_bytes=4)
         key = layout[0]
-    if key == "compressed_tensors" and own is None:
-        raise InputError("--quantization compressed-tensors reads its scheme from a "
-                         "checkpoint's own quantization_config, and this model's config.json "
-                         "has none (vLLM cannot find the compressed-tensors config): give the "
-                         "quantized checkpoint's config.json, or one of "
-                         f"{', '.join(QUANTIZATIONS)}")
+    _needs_own_config(key, own)
     if key not in QUANTIZATIONS:
         what = (f"--quantization {name!r}" if given is not None else
                 f"quant_method {name!r} (the checkpoint's quantization_config)")
@@ -150,6 +145,16 @@ def resolve_format(
         _, bits, group, zero_bits = layout
         return replace(fmt, bits=bits, group=group, zero_bits=zero_bits)
     return fmt
+
+
+def _needs_own_config(key: str, own: str | None) -> None:
+    """compressed-tensors reads its scheme from the checkpoint: refused without one."""
+    if key == "compressed_tensors" and own is None:
+        raise InputError("--quantization compressed-tensors reads its scheme from a "
+                         "checkpoint's own quantization_config, and this model's config.json "
+                         "has none (vLLM cannot find the compressed-tensors config): give the "
+                         "quantized checkpoint's config.json, or one of "
+                         f"{', '.join(QUANTIZATIONS)}")
 
 
 def _method(name: str | None) -> str | None:
