@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import assert_one_line_error, run_cli
+from tests.test_hunt12_report import _sections
 
 MOE = "Qwen/Qwen3-30B-A3B"
-
-
-def _sections(path: Path) -> dict[str, Any]:
-    """The report's answers, by section id, from its kvplan-data script."""
-    raw = re.search(r'id="kvplan-data">(.*?)</script>', path.read_text(), re.S)
-    assert raw is not None
-    data = json.loads(raw.group(1).replace("<\\/", "</"))
-    return {s["id"]: s for s in data["sections"]}
 
 
 def test_report_takes_dp_and_ep_and_agrees_with_the_commands(tmp_path: Path) -> None:

@@ -83,14 +83,7 @@ def test_w4a16_decode_never_slower_and_reads_fewer_bytes(gpu: str) -> None:
 
 # ------------------------------------------- int8 W8A8 (compressed-tensors) on int8 tensor cores
 
-W8A8_INT8 = {  # neuralmagic/Meta-Llama-3.1-*-Instruct-quantized.w8a8's quantization_config
-    "quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
-    "config_groups": {"group_0": {
-        "targets": ["Linear"],
-        "weights": {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True,
-                    "dynamic": False},
-        "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
-                              "symmetric": True, "dynamic": True}}}}
+# W8A8_INT8: neuralmagic/Meta-Llama-3.1-*-Instruct-quantized.w8a8's quantization_config
 
 
 def _w8a8_rows(gpu: str) -> tuple[dict[str, float], dict[str, float], StepCostModel]:
