@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kvplan.analysis.plan.parallel.space import EP_WITH_DP, ep_values, left_out
 from kvplan.costs.memory import vllm_defaults as vd
-from kvplan.costs.memory.settings import mla_block_size
+from kvplan.costs.memory.settings import mla_block_size, prefix_caching_runs
 from kvplan.costs.memory.weight_formats import resolve_format
 from kvplan.errors import InputError, KvplanError
 from kvplan.limits import MAX_PLAN_CONFIGS
@@ -128,7 +128,8 @@ def enumerate_space(model: ModelSpec, space: SearchSpace, router: str
     """Every combination as (Deployment or None if vLLM refuses it, why, its flag values).
 
     Unset scheduler limits are written as the GPU's vLLM defaults, and the block size as the
-    one vLLM will use (an MLA backend forces 64 or 128: costs/settings.mla_block_size), so each
+    one vLLM will use (an MLA backend forces 64 or 128: costs/settings.mla_block_size), prefix
+    caching as vLLM runs it (off for a model with state layers: prefix_caching_runs), so each
     deployment's ``vllm serve`` line states every simulated knob and configurations vLLM runs
     alike are one (the later ones ``duplicate``).
     """
@@ -172,7 +173,8 @@ def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
         max_num_seqs=int(str(seqs)) if seqs is not None else vd.default_max_num_seqs(gpu, budget),
         max_num_batched_tokens=budget,
         block_size=mla_block_size(model, gpu, int(str(block))),
-        enable_prefix_caching=bool(prefix), data_parallel_size=int(str(dp)),
+        enable_prefix_caching=prefix_caching_runs(model, bool(prefix)),
+        data_parallel_size=int(str(dp)),
         enable_expert_parallel=bool(ep),
         gpu_memory_utilization=space.gpu_memory_utilization,
         max_model_len=space.max_model_len or None, async_scheduling=space.async_scheduling)

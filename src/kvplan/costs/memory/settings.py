@@ -189,6 +189,14 @@ def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:
     return block if need is None else need
 
 
+def prefix_caching_runs(model: ModelSpec, requested: bool) -> bool:
+    """Whether vLLM 0.11.0 runs prefix caching: a model with state layers (Mamba, Gated
+    DeltaNet: Nemotron-H, Qwen3-Next) has it turned off whatever the flag says
+    (MambaModelConfig: "Hybrid or mamba-based model detected: disabling prefix caching since
+    it is not yet supported."); every other model runs what was asked."""
+    return requested and not model.state_layers
+
+
 def mla_block_log(model: ModelSpec, hw: HardwareSpec, block: int) -> str:
     """The line vLLM 0.11 logs when it replaces ``block`` (platforms/cuda.py), else ''.
 

@@ -76,8 +76,10 @@ def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTa
                 _with(d, max_num_batched_tokens=chunk * 2)))
     if chunk // 2 >= 256:
         out.append(_halved_chunk(d, chunk // 2))
-    flag = "--no-enable-prefix-caching" if e.enable_prefix_caching else "--enable-prefix-caching"
-    out.append((flag, _with(d, enable_prefix_caching=not e.enable_prefix_caching)))
+    if not d.model.state_layers:  # vLLM 0.11 runs a state model without it, either flag
+        flag = ("--no-enable-prefix-caching" if e.enable_prefix_caching
+                else "--enable-prefix-caching")
+        out.append((flag, _with(d, enable_prefix_caching=not e.enable_prefix_caching)))
     return out + parallel_variants(d) + dbo_variant(d, binding_key)
 
 
