@@ -159,7 +159,7 @@ def test_advice_starts_from_the_miss_it_quotes() -> None:
     # (12184 -> 502 ms until hunt14 padded steps of 257-511 tokens to vLLM 0.11.0's
     # multiples of 8, not 16: this plan's 512-token chunks shift its queueing; 12182 -> 524 ms
     # until arrivals were drawn from vLLM bench's own stream, np.random.seed(--seed))
-    assert "misses p90_ttft_ms by 1452 % (12420 ms) with 1 replicas" in why
+    assert "misses p90_ttft_ms by 1452 % (12420 ms) with 1 replica" in why
     assert "twice the replicas (2) lowers p90_ttft_ms the most, 12420 -> 375 ms" in why
 
 

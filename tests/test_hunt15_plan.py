@@ -45,3 +45,34 @@ def test_a_dense_model_keeps_its_prefix_caching_lever() -> None:
     assert "--enable-prefix-caching" in doc["summary"]["vllm_serve"].split()
     assert [x["change"] for x in doc["levers"] if "prefix-caching" in x["change"]] == [
         "--no-enable-prefix-caching"]
+
+
+# -------------------- D2: "with 1 replicas" / "1 replica(s)" and a budget with no figure
+# Llama-3.1-8B on L40S at 10 req/s (200 random prompts of 1024 + 128), ttft:p99:2000
+# tpot:p90:50: one TP1 replica misses p99 TTFT (2674 ms, 34 % over), two ($2.18/h) meet it.
+# With --max-gpus 1 the refusal read "... with 1 replicas: of single changes to c0000 with 1
+# replica(s), ..."; with --max-cost-per-hour 1.5 it read "costs $2.18/h >
+# --max-cost-per-hour; raise ..." (the limit left out, while the bound refusal names it).
+L40S = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "--request-rate", "10",
+        "--num-prompts", "200", "--slo", "ttft:p99:2000", "--slo", "tpot:p90:50", "--json")
+
+
+def test_refusals_count_replicas_in_words() -> None:
+    res = run_cli(*L40S, "--max-gpus", "1")
+    assert res.code == 1
+    why = res.json()["summary"]["why"]
+    assert "misses p99_ttft_ms by 34 % (2674 ms) with 1 replica: " in why
+    assert "of single changes to c0000 with 1 replica, --gpu H100-SXM-80GB" in why
+    assert "replicas:" not in why and "replica(s)" not in why
+    budget = run_cli(*L40S, "--max-cost-per-hour", "1.5")
+    assert budget.code == 1
+    assert ("the cheapest, c0000 (L40S TP 1, 2 replicas), costs $2.18/h > "
+            "--max-cost-per-hour 1.5; raise --max-cost-per-hour") in budget.json()["summary"]["why"]
+
+
+def test_counted() -> None:
+    from kvplan.units import counted
+
+    assert [counted(n, "replica") for n in (1, 2, 0)] == ["1 replica", "2 replicas",
+                                                          "0 replicas"]
+    assert counted(1, "GPU") == "1 GPU" and counted(8, "GPU") == "8 GPUs"

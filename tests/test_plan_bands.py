@@ -120,7 +120,8 @@ def test_margin_band_changes_the_winner_and_says_what_it_costs(
     extra = (held.winner.usd_per_hour or 0.0) - (raw.winner.usd_per_hour or 0.0)
     assert margin_line(held).endswith(
         f"without it the winner would be {raw.winner.id} (L40S TP1 kv auto), "
-        f"{raw.winner.replicas} replica(s), ${raw.winner.usd_per_hour:.2f}/h: "
+        f"{raw.winner.replicas} replica{'' if raw.winner.replicas == 1 else 's'}, "
+        f"${raw.winner.usd_per_hour:.2f}/h: "
         f"the margin costs +${extra:.2f}/h")
     # the Pareto chart's error bar is the binding value's band (TTFT: none in this profile)
     for pt in chart_points(raw):
@@ -136,7 +137,8 @@ def test_margin_band_changes_the_winner_and_says_what_it_costs(
         alone.infeasible_why
     base = alone.without_margin
     assert base is not None and base.replicas == raw.winner.replicas
-    assert f"without the margin {base.id} (L40S TP1, {base.replicas} replica(s)" in \
+    noun = "replica" if base.replicas == 1 else "replicas"
+    assert f"without the margin {base.id} (L40S TP1, {base.replicas} {noun}" in \
         alone.infeasible_why
     # the funnel's pruning stays sound under the margin: exhaustive search agrees
     full = kvplan.plan(M8, work, s, explain=False, slo_margin="band", search="exhaustive",

@@ -39,6 +39,11 @@ _SIZE_UNITS = {
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
+def counted(n: int | None, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun in its number: 1 replica, 3 replicas (0 and None take the plural)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division of non-negative integers (vLLM's ``cdiv``)."""
     return -(-a // b)

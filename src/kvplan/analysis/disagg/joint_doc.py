@@ -8,6 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kvplan.specs.disagg import pool_label
+from kvplan.units import counted
 
 if TYPE_CHECKING:
     from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan, JointSide
@@ -64,7 +65,7 @@ def versus(j: JointPlan) -> str:
     assert cheapest.usd_per_hour is not None and win.usd_per_hour is not None
     if cheapest.usd_per_hour >= win.usd_per_hour:
         return (f"aggregated wins: {describe(win)} at {usd(win.usd_per_hour)} on "
-                f"{win.gpus} GPU(s); every disaggregated fleet costs at least "
+                f"{counted(win.gpus, 'GPU')}; every disaggregated fleet costs at least "
                 f"{usd(cheapest.usd_per_hour)} ({cheapest.gpus} GPUs, {cheapest.id})")
     missed = [c for c in priced if c.usd_per_hour is not None
               and c.usd_per_hour < win.usd_per_hour]

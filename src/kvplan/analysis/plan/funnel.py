@@ -26,6 +26,7 @@ from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.prices import PriceRow, PriceTable
+from kvplan.units import counted
 
 ROUND = 4
 """Candidates simulated per round: fixed, so the plan does not depend on the worker count."""
@@ -179,7 +180,8 @@ def _optimistic(c: Candidate, b: Bounds, prices: PriceTable, lim: Limits) -> Can
     if lim.replicas is not None and lim.rate_rps is not None and b.window_replicas > n:
         return replace(c, stage="pruned_bound", reason=(
             f"--replicas {n} cannot serve the trace: {b.window_why} needs at least "
-            f"{b.window_replicas} replicas for the work of the requests that must meet it"))
+            f"{counted(b.window_replicas, 'replica')} for the work of the requests that must "
+            "meet it"))
     return _limits_check(c, n, cost.usd_per_hour, lim)
 
 
@@ -187,7 +189,8 @@ def _limits_check(c: Candidate, n: int, usd: float, lim: Limits) -> Candidate:
     gpus = n * c.deployment.gpus_per_replica
     if lim.max_gpus is not None and gpus > lim.max_gpus:
         return replace(c, stage="pruned_bound", reason=(
-            f"needs at least {n} replicas = {gpus} GPUs > --max-gpus {lim.max_gpus}"))
+            f"needs at least {counted(n, 'replica')} = {counted(gpus, 'GPU')} > "
+            f"--max-gpus {lim.max_gpus}"))
     if lim.max_cost_per_hour is not None and usd > lim.max_cost_per_hour:
         return replace(c, stage="pruned_bound", reason=(
             f"costs at least ${usd:.2f}/h > --max-cost-per-hour {lim.max_cost_per_hour}"))

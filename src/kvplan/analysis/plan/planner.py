@@ -45,6 +45,7 @@ from kvplan.specs.model import ModelSpec
 from kvplan.specs.prices import PriceTable, price_table
 from kvplan.specs.requests.workload import Workload, WorkloadArgs
 from kvplan.specs.slo import Slo
+from kvplan.units import counted
 
 SEARCHES = ("funnel", "exhaustive")
 
@@ -152,7 +153,7 @@ def _unmargined(p: Plan, base: Candidate | None) -> str:
         return p.infeasible_why
     e = base.deployment.engine
     return (f"{p.infeasible_why}; without the margin {base.id} ({base.deployment.gpu.id} "
-            f"TP{e.tensor_parallel_size}, {base.replicas} replica(s), "
+            f"TP{e.tensor_parallel_size}, {counted(base.replicas, 'replica')}, "
             f"${base.usd_per_hour or 0.0:.2f}/h) meets the SLO as predicted")
 
 

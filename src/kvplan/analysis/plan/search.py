@@ -29,6 +29,7 @@ from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, JobCon
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.costs.pricing import fleet_cost
 from kvplan.specs.prices import PriceTable
+from kvplan.units import counted
 
 TIE = 1 + 1e-9
 """A candidate whose optimistic cost equals the best verified one is still simulated: at
@@ -116,7 +117,7 @@ def after_capacity(c: Candidate, o: CapacityOut, prices: PriceTable, lim: Limits
     cap = o.info
     c = replace(c, capacity=cap)
     if cap.rate_rps <= 0:
-        where = (f"even with {cap.replicas_failing} replicas "
+        where = (f"even with {counted(cap.replicas_failing, 'replica')} "
                  f"({cap.bracket_rps[1] or 0:.3g} req/s each)" if cap.replicas_failing
                  else f"even at {cap.bracket_rps[1] or 0:.3g} req/s per replica")
         return replace(c, stage="infeasible", reason=_miss_text(cap.margins_at_hi, where))
@@ -197,7 +198,7 @@ def _verify_steps(c: Candidate, prices: PriceTable, lim: Limits) -> Steps:
         return _verified(c, found, res, prices, lim)
     worst = max(res)
     return replace(c, stage="infeasible", replicas=worst, fleet=res[worst], reason=_miss_text(
-        res[worst].margins, f"with {worst} replicas at the target rate"))
+        res[worst].margins, f"with {counted(worst, 'replica')} at the target rate"))
 
 
 def _grow(res: dict[int, FleetInfo], n: int, top: int
@@ -262,8 +263,10 @@ def _verified(c: Candidate, n: int, res: dict[int, FleetInfo], prices: PriceTabl
                 deployment=c.deployment.with_replicas(n))
     if lim.max_cost_per_hour is not None and cost.usd_per_hour > lim.max_cost_per_hour:
         return replace(c, stage="infeasible", reason=(
-            f"its verified fleet costs ${cost.usd_per_hour:.2f}/h > --max-cost-per-hour"))
+            f"its verified fleet costs ${cost.usd_per_hour:.2f}/h > --max-cost-per-hour "
+            f"{lim.max_cost_per_hour}"))
     if lim.max_gpus is not None and n * c.deployment.gpus_per_replica > lim.max_gpus:
         return replace(c, stage="infeasible", reason=(
-            f"its verified fleet needs {n * c.deployment.gpus_per_replica} GPUs > --max-gpus"))
+            f"its verified fleet needs {counted(n * c.deployment.gpus_per_replica, 'GPU')} > "
+            f"--max-gpus {lim.max_gpus}"))
     return c

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvplan.analysis.plan.bands import PlanBands, SloCheck
 from kvplan.analysis.plan.records import Candidate, Plan
+from kvplan.units import counted
 
 
 def term_name(key: str) -> str:
@@ -96,7 +97,7 @@ def _brief(c: Candidate) -> str:
     e = c.deployment.engine
     usd = "-" if c.usd_per_hour is None else f"${c.usd_per_hour:.2f}/h"
     return (f"{c.id} ({c.deployment.gpu.id} TP{e.tensor_parallel_size} kv {e.kv_cache_dtype}),"
-            f" {c.replicas} replica(s), {usd}")
+            f" {counted(c.replicas, 'replica')}, {usd}")
 
 
 def _extra(p: Plan, w: Candidate, base: Candidate) -> str:

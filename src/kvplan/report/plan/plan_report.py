@@ -8,6 +8,7 @@ from typing import Any
 from kvplan.errors import InputError
 from kvplan.report.charts import chart_spec
 from kvplan.report.report_page import Section
+from kvplan.units import counted
 
 SCHEMA = "kvplan.plan/v1"
 MAX_DEPTH = 64
@@ -92,7 +93,7 @@ def plan_sections(plan: dict[str, Any]) -> list[Section]:
 
 def _sections(plan: dict[str, Any]) -> list[Section]:
     s, cands = plan["summary"], list(plan.get("candidates") or [])
-    fleet = (f"{s.get('replicas')} replica(s), {s.get('gpus')} GPU(s)"
+    fleet = (f"{counted(s.get('replicas'), 'replica')}, {counted(s.get('gpus'), 'GPU')}"
              if s.get("replicas") is not None else "-")
     card = [("status", str(s.get("status"))), ("best", _text(s.get("best"))),
             ("$ / hour", _num(s.get("usd_per_hour"), 2)),
@@ -137,7 +138,7 @@ def _joint_section(j: dict[str, Any]) -> list[Section]:
     if dis:
         bind = _obj(dis.get("binding"))
         rows += [("best disaggregated", f"{dis.get('id')} {dis.get('fleet')} on "
-                                        f"{dis.get('gpus')} GPU(s), "
+                                        f"{counted(dis.get('gpus'), 'GPU')}, "
                                         f"{_num(dis.get('usd_per_hour'), 2)} $/h"),
                  ("binds", f"{bind.get('primary')}: {bind.get('why')}")]
         rows += [(f"what-if {_obj(r).get('change')}",

@@ -24,6 +24,7 @@ from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import check_tensor_parallel
 from kvplan.specs.prices import PriceTable
+from kvplan.units import counted
 
 MIN_CHUNK = 512
 MAX_GPUS_AHEAD = 2
@@ -165,7 +166,7 @@ def _with(d: Deployment, **change: object) -> Deployment:
 
 def _text(c: Candidate, key: str, label: str, base: float, value: float, limit: float,
           at: float, lim: Limits, space: SearchSpace) -> str:
-    where = ("at zero load" if at == 0 else f"with {int(at)} replica(s)"
+    where = ("at zero load" if at == 0 else f"with {counted(int(at), 'replica')}"
              if lim.rate_rps is not None else f"at {at:.3g} req/s")
     if value >= base:
         return (f"no single change to {c.id} {where} lowers {key} ({ms_text(base)} ms; tried "

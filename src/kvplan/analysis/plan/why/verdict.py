@@ -13,6 +13,7 @@ from kvplan.analysis.plan.traffic import PlanTraffic
 from kvplan.costs.memory.settings import mla_block_size
 from kvplan.specs.deployment import vllm_serve_argv, vllm_serve_env
 from kvplan.specs.slo import GOODPUT_METRICS, Slo
+from kvplan.units import counted
 
 
 def rank(cands: list[Candidate], lim: Limits) -> list[Candidate]:
@@ -119,9 +120,11 @@ def _api_note(c: Candidate) -> str:
 def _where(c: Candidate) -> str:
     """' with 16 replicas' where the miss was judged on a fleet."""
     if c.fleet is not None:
-        return f" with {c.fleet.replicas} replicas"
+        return f" with {counted(c.fleet.replicas, 'replica')}"
     cap = c.capacity
-    return f" with {cap.replicas_failing} replicas" if cap and cap.replicas_failing else ""
+    if cap and cap.replicas_failing:
+        return f" with {counted(cap.replicas_failing, 'replica')}"
+    return ""
 
 
 def _outside_text(key: str, outside: dict[str, str]) -> str:
@@ -140,7 +143,7 @@ def _met_text(c: Candidate, budget: list[Candidate]) -> str:
     below = low is not None and (low.optimistic_usd_per_hour or 0.0) < (c.usd_per_hour or 0.0)
     text = (f"every fleet that meets the SLO breaks the budget: the cheapest"
             f"{' verified' if below else ''}, {c.id} ({c.deployment.gpu.id} TP "
-            f"{e.tensor_parallel_size}, {c.replicas} replicas), "
+            f"{e.tensor_parallel_size}, {counted(c.replicas, 'replica')}), "
             f"{c.reason.removeprefix('its verified fleet ')}")
     if below and low is not None:
         text += (f"; {_named(low)} was not simulated and may cost as little as "
