@@ -41,3 +41,21 @@ def test_given_kv_cache_memory_with_weights_larger_than_the_gpu() -> None:
     ok = run_cli(*args, "-tp", "4")
     assert ok.code == 0 and "warning" not in ok.err, ok.err
 
+
+def test_utilization_one_is_refused_as_vllm_refuses_it() -> None:
+    """vLLM 0.11's gpu_worker.init_device raises "Free memory on device (F/T GiB) on startup is
+    less than desired GPU memory utilization (1.0, T GiB)": the worker's own CUDA context is
+    never free, so F < T = 1.0 x T always. kvplan used to plan 30,356 blocks (3.71x) for
+    Llama-3.1-8B on an H100 at 1.0; now one error line, exit 2. 0.999 is still planned."""
+    from tests.conftest import assert_one_line_error
+
+    for value in ("1", "1.0"):
+        r = run_cli("capacity", LLAMA8, "--gpu-memory-utilization", value)
+        assert_one_line_error(r)
+        assert r.err.startswith("error: --gpu-memory-utilization 1.0: vLLM refuses to start")
+    pasted = run_cli("capacity", "--", "vllm", "serve", LLAMA8, "--gpu-memory-utilization", "1")
+    assert pasted.code == 2 and "refuses to start" in pasted.err
+    ok = run_cli("capacity", LLAMA8, "--gpu-memory-utilization", "0.999", "--json")
+    assert ok.code == 0, ok.err
+    # 0.999 x 85,020,000,000 = 84,934,980,000 B requested
+    assert ok.json()["requested_bytes"] == 84_934_980_000
