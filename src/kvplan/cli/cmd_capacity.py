@@ -55,6 +55,7 @@ def capacity_cmd(
         plan = _plan(settings, gpu)
     except DoesNotFitError as exc:
         _does_not_fit(exc, settings, gpu, ignored, as_json)
+    _warn_given_kv(plan)
     if plot_out is not None:
         from kvplan.report.budget_charts import budget_chart
 
@@ -69,6 +70,15 @@ def capacity_cmd(
 
         for line in parallel_lines(plan, _model(settings)):
             console.print(line)
+
+
+def _warn_given_kv(plan: MemoryPlan) -> None:
+    """--kv-cache-memory that cannot sit beside the weights on the GPU: a stderr warning."""
+    from kvplan.costs.memory.given_kv import given_kv_warning
+
+    warning = given_kv_warning([b for _, b, _ in plan.stages] or [plan.budget], plan.gpu)
+    if warning is not None:
+        print(warning, file=sys.stderr)
 
 
 def _model(settings: dict[str, Any]) -> Any:

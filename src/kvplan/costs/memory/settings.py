@@ -74,6 +74,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     _check_dtype(model, engine.dtype)
     _check_act_dtype(model, engine.dtype, fmt)
     _check_batch_limits(engine, max_len)
+    _check_whole_gpu(engine, hw)
     _check_parallel(model, hw, engine)
     return Settings(
         tp=tp,
@@ -145,6 +146,19 @@ def _check_batch_limits(engine: EngineConfig, max_len: int) -> None:
         raise InputError(f"--max-num-batched-tokens {tokens} is below max_model_len {max_len} "
                          "with chunked prefill off: vLLM refuses to start; raise it to "
                          f"{max_len}, lower --max-model-len, or enable chunked prefill")
+
+
+def _check_whole_gpu(engine: EngineConfig, hw: HardwareSpec) -> None:
+    """vLLM 0.11's worker refuses to start when the free memory at startup is below
+    utilization x the CUDA total ("Free memory on device ... is less than desired GPU memory
+    utilization"); the process's own CUDA context is never free, so 1.0 always fails."""
+    if engine.gpu_memory_utilization >= 1.0:
+        from kvplan.units import fmt_bytes
+
+        raise InputError(
+            f"--gpu-memory-utilization {engine.gpu_memory_utilization}: vLLM refuses to start: "
+            f"the free memory at startup ({hw.id}'s {fmt_bytes(vd.cuda_total_bytes(hw))} less "
+            "the CUDA context) is below all of it; give less, e.g. 0.95")
 
 
 def _moe_tp(model: ModelSpec, engine: EngineConfig) -> int:

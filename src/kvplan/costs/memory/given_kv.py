@@ -1,0 +1,58 @@
+"""--kv-cache-memory (vLLM's ``kv_cache_memory_bytes``) against the GPU's whole memory.
+
+vLLM 0.11 then skips the budget (``gpu_memory_utilization`` is not applied) but still loads
+the weights, runs the profiling pass and allocates exactly that much KV cache: the given
+size has to fit beside them on the GPU, or vLLM runs out of memory while starting::
+
+    weights + non_torch + max(peak activation, kv_cache_memory) <= cuda_total
+
+(the profiling pass's activations are freed before the KV cache is allocated)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from kvplan.units import fmt_bytes
+
+
+class _Budget(Protocol):
+    """The fields of ``costs.memory.plan.Budget`` read here (read-only)."""
+
+    @property
+    def cuda_total_bytes(self) -> int: ...
+    @property
+    def weights_bytes(self) -> int: ...
+    @property
+    def activation_bytes(self) -> int: ...
+    @property
+    def non_torch_bytes(self) -> int: ...
+    @property
+    def available_kv_bytes(self) -> int: ...
+    @property
+    def kv_cache_memory_given(self) -> bool: ...
+
+
+def given_kv_overflow(b: _Budget) -> int:
+    """Bytes by which a given --kv-cache-memory overflows the GPU (0: it fits, or not given)."""
+    if not b.kv_cache_memory_given:
+        return 0
+    peak = b.weights_bytes + b.non_torch_bytes + max(b.activation_bytes, b.available_kv_bytes)
+    return max(0, peak - b.cuda_total_bytes)
+
+
+def given_kv_warning(budgets: Iterable[_Budget], gpu_id: str) -> str | None:
+    """One ``warning:`` line when a given --kv-cache-memory does not fit beside the weights
+    on some GPU (the fullest one is named), else None."""
+    worst = max(budgets, key=given_kv_overflow)
+    if given_kv_overflow(worst) == 0:
+        return None
+    room = worst.cuda_total_bytes - worst.weights_bytes - worst.non_torch_bytes
+    most = (f"at most {fmt_bytes(room)} of KV cache fits beside them" if room > 0 else
+            "the weights alone do not fit")
+    return (f"warning: --kv-cache-memory {fmt_bytes(worst.available_kv_bytes)} does not fit on "
+            f"{gpu_id}: weights {fmt_bytes(worst.weights_bytes)} + non-torch "
+            f"{fmt_bytes(worst.non_torch_bytes)} + max(KV cache, peak activation "
+            f"{fmt_bytes(worst.activation_bytes)}) exceed its "
+            f"{fmt_bytes(worst.cuda_total_bytes)} (CUDA total), so vLLM runs out of memory "
+            f"starting; {most}")
