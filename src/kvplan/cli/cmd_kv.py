@@ -92,8 +92,9 @@ def request_cmd(
 
 
 def _mla_block_note(spec: Any, block_size: int | None) -> None:
-    """``request`` knows no GPU: say which block size vLLM forces for MLA where it does."""
-    if spec.mla is None or block_size is not None:
+    """``request`` knows no GPU: say which block size vLLM forces for MLA where it does
+    (DeepSeek-V3.2's 64 on every GPU is applied, and noted, by the timeline itself)."""
+    if spec.mla is None or spec.mla.index_head_dim or block_size is not None:
         return
     from kvplan.notes import note
 
