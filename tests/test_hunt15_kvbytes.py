@@ -48,3 +48,14 @@ def test_request_claims_deepseek_v32_blocks_of_64(tmp_path: Path) -> None:
     assert tl.block_size == 64
     assert tl.steps[0].allocated_blocks == 2
     assert tl.steps[0].allocated_bytes == 2 * 64 * 788 * 61 == 6_152_704
+
+
+def test_kv_says_mla_pages_are_forced_to_64_or_128_where_no_block_size_is_given() -> None:
+    # kvplan kv DeepSeek-V3 prints pages of 16 tokens x 1,152 B = 18,432 B per layer; vLLM
+    # 0.11 runs 64 x 1,152 = 73,728 B on an H100 (FlashMLA) and 128 x 1,152 = 147,456 B on a
+    # B200 (CUTLASS MLA). request said so; kv printed the 16-token page silently.
+    result = run_cli("kv", "deepseek-ai/DeepSeek-V3")
+    assert result.code == 0, result.err
+    assert "forces 64 on Hopper" in result.err and "128 on Blackwell" in result.err
+    given = run_cli("kv", "deepseek-ai/DeepSeek-V3", "--block-size", "64")
+    assert given.code == 0 and "forces" not in given.err
