@@ -103,6 +103,20 @@ def kv_report(
     )
 
 
+def mla_block_note(spec: ModelSpec, block_size: int | None) -> None:
+    """``kv`` and ``request`` know no GPU: where no --block-size was given, say which block
+    size vLLM forces for MLA (DeepSeek-V3.2's 64 on every GPU is applied, and noted, by
+    ``timeline.hybrid_block_layout`` itself)."""
+    if spec.mla is None or spec.mla.index_head_dim or block_size is not None:
+        return
+    from kvplan.notes import note
+
+    note(
+        "blocks of 16 tokens (vLLM's default); for MLA vLLM 0.11 forces 64 on Hopper "
+        "(FlashMLA) and 128 on Blackwell (CUTLASS MLA): pass --block-size 64 or 128 to see "
+        "the claims there (kvplan capacity/simulate pick it from --gpu)")
+
+
 def kv_report_for(
     spec: ModelSpec, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1,
     block_size: int = 16,

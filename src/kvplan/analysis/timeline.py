@@ -131,15 +131,19 @@ def request_timeline(
 
 
 def hybrid_block_layout(kv: ModelKv, block_size: int) -> tuple[ModelKv, int]:
-    """vLLM 0.11 raises a hybrid (attention + state) model's attention block until one
-    attention page holds a state page, and pads the state page to it
-    (``HybridAttentionMambaModelConfig``; ``kvplan capacity`` logs it): Qwen3-Next at TP1
-    allocates blocks of 544 tokens, not 16. Other models keep ``block_size``."""
+    """The block vLLM 0.11 runs whatever the GPU. It raises a hybrid (attention + state)
+    model's attention block until one attention page holds a state page, and pads the state
+    page to it (``HybridAttentionMambaModelConfig``; ``kvplan capacity`` logs it): Qwen3-Next
+    at TP1 allocates blocks of 544 tokens, not 16. DeepSeek-V3.2 (sparse MLA) runs blocks of
+    64 on every GPU (``sparse_mla_block``). Other models keep ``block_size``."""
     from dataclasses import replace
 
     from kvplan.costs.memory.kv_groups import hybrid_block
     from kvplan.specs.kv_state import StateSpec
 
+    sparse = sparse_mla_block(kv, block_size)
+    if sparse is not None:
+        return kv, sparse
     hb = hybrid_block([g.spec for g in kv.groups], block_size)
     if hb is None:
         return kv, block_size
@@ -151,6 +155,24 @@ def hybrid_block_layout(kv: ModelKv, block_size: int) -> tuple[ModelKv, int]:
     groups = tuple(replace(g, spec=replace(g.spec, page_size_padded=hb.page_size_padded))
                    if isinstance(g.spec, StateSpec) else g for g in kv.groups)
     return replace(kv, groups=groups), hb.block_size
+
+
+def sparse_mla_block(kv: ModelKv, block_size: int) -> int | None:
+    """DeepSeek-V3.2's block (None for other models): vLLM 0.11 platforms/cuda.py sets 64
+    whatever --block-size and GPU ("Forcing kv cache block size to 64 for FlashMLASparse
+    backend."), as ``costs.memory.settings.mla_block_size`` does for capacity."""
+    from kvplan.costs.memory.vllm_defaults import FLASHMLA_BLOCK_SIZE
+    from kvplan.specs.kv import MLASpec
+
+    if not any(isinstance(g.spec, MLASpec) and g.spec.indexer_dim for g in kv.groups):
+        return None
+    if block_size != FLASHMLA_BLOCK_SIZE:
+        from kvplan.notes import note
+
+        note("%s: vLLM runs DeepSeek-V3.2's sparse MLA (FlashMLASparse) in blocks of %d "
+             "tokens on every GPU (blocks of %d asked for)", kv.model, FLASHMLA_BLOCK_SIZE,
+             block_size)
+    return FLASHMLA_BLOCK_SIZE
 
 
 def _tokens_after_each_step(prompt: int, output: int, chunk: int | None) -> list[int]:

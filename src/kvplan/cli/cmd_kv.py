@@ -93,14 +93,9 @@ def request_cmd(
 
 def _mla_block_note(spec: Any, block_size: int | None) -> None:
     """``request`` knows no GPU: say which block size vLLM forces for MLA where it does."""
-    if spec.mla is None or block_size is not None:
-        return
-    from kvplan.notes import note
+    from kvplan.analysis.kv_view import mla_block_note
 
-    note(
-        "blocks of 16 tokens (vLLM's default); for MLA vLLM 0.11 forces 64 on Hopper "
-        "(FlashMLA) and 128 on Blackwell (CUTLASS MLA): pass --block-size 64 or 128 to see "
-        "the claims there (kvplan capacity/simulate pick it from --gpu)")
+    mla_block_note(spec, block_size)
 
 
 @app.command("batch")

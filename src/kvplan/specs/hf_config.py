@@ -247,10 +247,14 @@ def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[
 
 
 def _moe(f: _Fields) -> MoeSpec | None:
-    experts = f.integer("num_local_experts", "num_experts", "n_routed_experts", required=False)
+    keys = ("num_local_experts", "num_experts", "n_routed_experts")
+    if any(f.get(k) == 0 for k in keys):  # Granite-4.0(-H) dense models say 0 experts
+        return None
+    experts = f.integer(*keys, required=False)
     if experts == 0:
         return None
-    shared = f.integer("shared_expert_intermediate_size", required=False)
+    shared = f.integer("shared_expert_intermediate_size", "shared_intermediate_size",
+                       required=False)
     if shared == 0 and f.has("n_shared_experts"):
         shared = f.integer("n_shared_experts") * f.integer("moe_intermediate_size")
     return MoeSpec(
@@ -273,13 +277,16 @@ def _linear_attention(f: _Fields) -> LinearAttentionSpec:
 
 
 def _mamba(f: _Fields, hidden: int) -> MambaSpec:
-    heads = f.integer("mamba_num_heads")
+    """Mamba2 mixer sizes under Nemotron-H's names or Granite-4.0-H's (``mamba_n_heads``,
+    ``mamba_d_head``, ... as vLLM's granitemoehybrid.py reads them)."""
+    heads = f.integer("mamba_num_heads", "mamba_n_heads")
+    head_dim = f.integer("mamba_head_dim", "mamba_d_head", required=False)
     return MambaSpec(
         num_heads=heads,
-        head_dim=f.integer("mamba_head_dim", default=f.integer("expand") * hidden // heads),
-        state_size=f.integer("ssm_state_size", "state_size"),
-        n_groups=f.integer("n_groups"),
-        conv_kernel=f.integer("conv_kernel", "d_conv"),
+        head_dim=head_dim or f.integer("expand", "mamba_expand") * hidden // heads,
+        state_size=f.integer("ssm_state_size", "state_size", "mamba_d_state"),
+        n_groups=f.integer("n_groups", "mamba_n_groups"),
+        conv_kernel=f.integer("conv_kernel", "d_conv", "mamba_d_conv"),
     )
 
 

@@ -25,8 +25,10 @@ class Fields(Protocol):
 
 _UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
                       "mamba_d_state", "mamba_n_heads", "mamba_d_ssm", "attn_type_list")
-"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2, Granite-4.0-H,
-MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention."""
+"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2,
+MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention.
+Granite-4.0-H shares Bamba's ``mamba_*`` names but lists ``layer_types`` ("mamba" /
+"attention"), which kvplan reads (``hf_config._mamba`` takes its names)."""
 
 
 def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
