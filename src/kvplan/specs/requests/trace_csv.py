@@ -191,9 +191,14 @@ def _parse(path: Path, fmt: TraceFormat | None, name: str, known: Sequence[Trace
 
 
 def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
-    for fmt in known:
-        if fmt.input in table.header and fmt.output in table.header:
-            return _whole_layout(table, fmt)
+    """The first of KNOWN whose every column the header has (Vidur's arrived_at read where
+    present); else the first with the token columns, which names the column it lacks."""
+    fits = [f for f in known if f.input in table.header and f.output in table.header]
+    for fmt in fits:
+        if all(c in table.header for c in (fmt.arrival, fmt.hashes) if c):
+            return fmt
+    if fits:
+        return _whole_layout(table, fits[0])
     raise TraceError(
         f"{table.path}, line 1: unknown trace layout; say which columns to use, e.g. "
         "--trace-columns arrival=COL,input=COL,output=COL"
