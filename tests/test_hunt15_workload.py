@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from kvplan.specs.requests.workload import WorkloadArgs, build_workload
 
@@ -27,3 +30,18 @@ def test_vidur_replay_trace_keeps_its_arrived_at_times(tmp_path: Path) -> None:
     # the lengths-only layout still reads without arrivals
     plain = _csv(tmp_path, "num_prefill_tokens,num_decode_tokens\n100,10\n200,20\n", "p.csv")
     assert list(build_workload(WorkloadArgs(trace=plain)).arrival_s) == [0.0, 0.0]
+
+
+def test_sharegpt_with_another_seed_says_vllm_would_send_other_requests(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # vLLM's ShareGPTDataset shuffles with random.seed(--seed): --seed 5 samples other
+    # conversations, but kvplan's bundled sharegpt is the seed-0 sample and --seed moved only
+    # the arrivals, without a word (a plan's Verify line even claimed the same requests)
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        w = build_workload(WorkloadArgs(dataset="sharegpt", num_prompts=3, seed=5))
+    assert list(w.prompt_tokens) == [13, 25, 27]  # the seed-0 rows (SOURCES.md: Lambda's run)
+    assert "vllm bench serve --seed 5 also samples other conversations" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        build_workload(WorkloadArgs(dataset="sharegpt", num_prompts=3))
+    assert "other conversations" not in caplog.text
