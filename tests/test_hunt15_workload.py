@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.errors import TraceError
 from kvplan.specs.requests.workload import WorkloadArgs, build_workload
 
 
@@ -45,3 +46,22 @@ def test_sharegpt_with_another_seed_says_vllm_would_send_other_requests(
     with caplog.at_level(logging.INFO, logger="kvplan"):
         build_workload(WorkloadArgs(dataset="sharegpt", num_prompts=3))
     assert "other conversations" not in caplog.text
+
+
+@pytest.mark.parametrize("cell", ["1700000000", "2020", "now", "-5"])
+def test_a_number_in_a_datetime_arrival_column_is_refused(tmp_path: Path, cell: str) -> None:
+    # numpy reads a bare number as a year: epoch seconds 1700000000 then 1700000001 were
+    # arrivals 31,622,400 s (366 days) apart instead of 1 s, and 'now' read the clock
+    second = str(int(cell) + 1) if cell.isdigit() else cell
+    path = _csv(tmp_path, f"ts,p,o\n{cell},100,10\n{second},100,10\n")
+    cols = "arrival=ts,arrival_unit=datetime,input=p,output=o"
+    with pytest.raises(TraceError, match=r"line 2, column 'ts': .* arrival_unit=s"):
+        build_workload(WorkloadArgs(trace=path, trace_columns=cols))
+    # seconds as seconds, and real date-times, still read
+    seconds = build_workload(WorkloadArgs(trace=path, trace_columns=cols.replace(
+        "datetime", "s"))) if cell.isdigit() else None
+    assert seconds is None or list(seconds.arrival_s) == [0.0, 1.0]
+    dates = _csv(tmp_path, "ts,p,o\n2023-11-16 18:17:03.5,100,10\n2023-11-16 18:17:05,100,10\n",
+                 "d.csv")
+    assert list(build_workload(WorkloadArgs(trace=dates, trace_columns=cols)).arrival_s) == [
+        0.0, 1.5]

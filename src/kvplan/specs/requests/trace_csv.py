@@ -279,6 +279,7 @@ class _Arrivals:
         if self.unit != "datetime":
             seconds = _float_cells(table, cells, self.name, self.unit)
             return seconds / 1000.0 if self.unit == "ms" else seconds
+        _check_dates(table, cells, self.name)
         if not self.slow:
             ns = _datetime_ns(cells)
             if ns is not None:  # ns since the first row, exactly, then to seconds
@@ -318,6 +319,24 @@ def _float_or_nan(cell: str) -> float:
         return float(cell)
     except ValueError:
         return float("nan")
+
+
+def _check_dates(table: _Table, cells: list[str], column: str) -> None:
+    """No cell is a bare number or a word: numpy reads a number as a year (epoch seconds
+    1700000000 and 1700000001 became arrivals a year apart) and 'now' or 'today' as the
+    clock; ISO dates (2023-11-16 ..., 20231116T18...) have a '-' or a 'T', not in front."""
+    bad = next((i for i, cell in enumerate(cells) if _not_a_date(cell)), None)
+    if bad is not None:
+        raise TraceError(
+            f"{table.where(bad, column)}: {cells[bad].strip()[:40]!r} is not a date-time like "
+            "2023-11-16 18:17:03.97; for a number of seconds or milliseconds give "
+            "arrival_unit=s or arrival_unit=ms"
+        )
+
+
+def _not_a_date(cell: str) -> bool:
+    c = cell.strip()
+    return c[:1] in ("-", "+", "") or ("-" not in c and "T" not in c)
 
 
 def _datetime_ns(cells: list[str]) -> np.ndarray | None:
