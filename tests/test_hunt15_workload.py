@@ -65,3 +65,19 @@ def test_a_number_in_a_datetime_arrival_column_is_refused(tmp_path: Path, cell: 
                  "d.csv")
     assert list(build_workload(WorkloadArgs(trace=dates, trace_columns=cols)).arrival_s) == [
         0.0, 1.5]
+
+
+def test_trace_columns_with_spaces_keep_the_arrival_column(tmp_path: Path) -> None:
+    # the --trace-columns parser strips spaces around '=', but has_own_arrivals looked for the
+    # text 'arrival=': 'arrival = ts' read the column and then sent every request at t=0
+    # (and --time-scale was refused as if the file had no times)
+    path = _csv(tmp_path, "ts,p,o\n10,100,10\n11,100,10\n13,100,10\n")
+    cols = "arrival = ts, input = p, output = o"
+    assert list(build_workload(WorkloadArgs(trace=path, trace_columns=cols)).arrival_s) == [
+        0.0, 1.0, 3.0]  # seconds since the first row, 10
+    w = build_workload(WorkloadArgs(trace=path, trace_columns=cols, time_scale=2.0))
+    assert list(w.arrival_s) == [0.0, 2.0, 6.0]
+    # no arrival role: lengths only, every request at t=0
+    plain = WorkloadArgs(trace=path, trace_columns="input = p, output = o")
+    assert not plain.has_own_arrivals
+    assert list(build_workload(plain).arrival_s) == [0.0, 0.0, 0.0]

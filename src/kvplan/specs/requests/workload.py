@@ -132,9 +132,17 @@ class WorkloadArgs:
     def has_own_arrivals(self) -> bool:
         """True when arrivals come from the trace (timed dataset and no --request-rate)."""
         timed = self.dataset_name in TIMED_TRACES or (
-            self.trace is not None and "arrival=" in (self.trace_columns or "arrival=")
+            self.trace is not None and _names_arrival(self.trace_columns)
         )
         return timed and self.request_rate is None
+
+
+def _names_arrival(trace_columns: str | None) -> bool:
+    """Whether --trace-columns maps an arrival column (None: the layout read from the header
+    may have one); spaces around '=' are allowed there, as the parser allows them."""
+    if trace_columns is None:
+        return True
+    return any(item.partition("=")[0].strip() == "arrival" for item in trace_columns.split(","))
 
 
 def _check_source(a: WorkloadArgs) -> None:
