@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kvplan.errors import TraceError
@@ -81,3 +82,29 @@ def test_trace_columns_with_spaces_keep_the_arrival_column(tmp_path: Path) -> No
     plain = WorkloadArgs(trace=path, trace_columns="input = p, output = o")
     assert not plain.has_own_arrivals
     assert list(build_workload(plain).arrival_s) == [0.0, 0.0, 0.0]
+
+
+def test_calibrate_replays_a_run_with_failures_at_vllms_send_times(tmp_path: Path) -> None:
+    # vllm bench serve draws one gap per request it sends (failed ones too) and rescales so
+    # the last of all 5 lands at 5 / 2 = 2.5 s; a request it rejects never reaches the engine.
+    # The replay drew gaps for the 4 completed ones only, ending at 4 / 2 = 2.0 s. vLLM's
+    # --seed 0 sends (tests/test_calibrate_arrivals.py) are 0.4613, 1.1892, 1.7243, 2.1806,
+    # 2.5 s; request 1 failed, so the engine saw the other four.
+    import json
+
+    from kvplan.analysis.calibration.measurements import Defaults
+    from kvplan.analysis.calibration.serving_fit import run_workload
+    from kvplan.analysis.calibration.serving_runs import read_serving
+
+    doc = {"model_id": "meta-llama/Llama-3.1-8B", "gpu": "H100", "num_prompts": 5,
+           "completed": 4, "failed": 1, "request_rate": 2.0, "burstiness": 1.0,
+           "max_concurrency": None, "total_input_tokens": 400, "total_output_tokens": 40,
+           "mean_ttft_ms": 30.0, "mean_tpot_ms": 8.0, "output_throughput": 16.0,
+           "input_lens": [100, 9000, 100, 100, 100], "output_lens": [10, 0, 10, 10, 10],
+           "errors": ["", "context too long", "", "", ""]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc))
+    (run,) = read_serving(path, Defaults())
+    w = run_workload(run)
+    assert list(w.prompt_tokens) == [100, 100, 100, 100]
+    assert np.round(w.arrival_s, 4).tolist() == [0.4613, 1.7243, 2.1806, 2.5]
