@@ -63,14 +63,18 @@ class CalibrationRefused(KvplanError):
 
 def run_workload(r: ServingRun, seed: int = 0) -> Workload:
     """The run's requests: its lengths, arrivals at t = 0 or Poisson/gamma at its rate, drawn
-    as `vllm bench serve --seed SEED` draws them (its default seed is 0)."""
+    as `vllm bench serve --seed SEED` draws them (its default seed is 0): for every request
+    sent, then the failed ones' dropped (vLLM rejects them at once, the engine never sees
+    them)."""
     n = r.num_prompts
     arrivals = np.zeros(n)
     if r.request_rate is not None:
         from kvplan.specs.requests.generators import vllm_arrival_rng
         from kvplan.specs.requests.workload import gamma_arrivals
 
-        arrivals = gamma_arrivals(n, r.request_rate, r.burstiness, vllm_arrival_rng(seed))
+        sent = gamma_arrivals(n + len(r.failed_at), r.request_rate, r.burstiness,
+                              vllm_arrival_rng(seed))
+        arrivals = np.delete(sent, np.asarray(r.failed_at, dtype=np.int64))
     return Workload(name=r.id, arrival_s=arrivals, prompt_tokens=np.asarray(r.input_lens),
                     output_tokens=np.asarray(r.output_lens),
                     closed_loop_concurrency=r.max_concurrency)

@@ -41,6 +41,9 @@ class ServingRun:
     burstiness: float
     max_concurrency: int | None
     measured: dict[str, float]
+    failed_at: tuple[int, ...] = ()
+    """Send positions of the run's failed requests (vLLM's ``errors`` list): its arrival
+    times were drawn for every request sent, failed ones included."""
 
 
 def is_serving_file(path: str | Path) -> bool:
@@ -115,6 +118,15 @@ def _num(row: Mapping[str, Any], key: str, where: str, default: Any = None) -> f
     return number
 
 
+def failed_positions(row: Mapping[str, Any], n: int) -> tuple[int, ...]:
+    """Send positions of the failed requests where vLLM lists every request (``errors``:
+    "" for a completed one) and N of them completed; else none known."""
+    errs = row.get("errors")
+    if not isinstance(errs, list) or sum(1 for e in errs if not e) != n:
+        return ()
+    return tuple(i for i, e in enumerate(errs) if e)
+
+
 def _lens(row: Mapping[str, Any], where: str, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     ins, outs, errs = row.get("input_lens"), row.get("output_lens"), row.get("errors")
     if (isinstance(ins, list) and isinstance(outs, list) and isinstance(errs, list)
@@ -187,7 +199,7 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
         burstiness=float(row.get("burstiness") or 1.0),
         max_concurrency=None if conc in (None, "", "None") else int(_num(row, "max_concurrency",
                                                                           where)),
-        measured=measured)
+        measured=measured, failed_at=failed_positions(row, n))
 
 
 def _check_replayable(row: Mapping[str, Any], where: str) -> None:

@@ -25,7 +25,9 @@ from kvplan.errors import TraceError
 from kvplan.raw_arrays import cache_root
 from kvplan.specs.requests.trace_csv import Trace, TraceFormat, read_csv_trace
 
-_VERSION = b"kvplan-trace-cache-2"  # 2: a duplicated column in use is refused
+_VERSION = b"kvplan-trace-cache-3-dates"
+"""2: a duplicated column in use is refused; 3: a bare number in a datetime column is refused
+(numpy read it as a year)."""
 
 
 def cache_dir() -> Path:

@@ -191,9 +191,14 @@ def _parse(path: Path, fmt: TraceFormat | None, name: str, known: Sequence[Trace
 
 
 def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
-    for fmt in known:
-        if fmt.input in table.header and fmt.output in table.header:
-            return _whole_layout(table, fmt)
+    """The first of KNOWN whose every column the header has (Vidur's arrived_at read where
+    present); else the first with the token columns, which names the column it lacks."""
+    fits = [f for f in known if f.input in table.header and f.output in table.header]
+    for fmt in fits:
+        if all(c in table.header for c in (fmt.arrival, fmt.hashes) if c):
+            return fmt
+    if fits:
+        return _whole_layout(table, fits[0])
     raise TraceError(
         f"{table.path}, line 1: unknown trace layout; say which columns to use, e.g. "
         "--trace-columns arrival=COL,input=COL,output=COL"
@@ -274,6 +279,7 @@ class _Arrivals:
         if self.unit != "datetime":
             seconds = _float_cells(table, cells, self.name, self.unit)
             return seconds / 1000.0 if self.unit == "ms" else seconds
+        _check_dates(table, cells, self.name)
         if not self.slow:
             ns = _datetime_ns(cells)
             if ns is not None:  # ns since the first row, exactly, then to seconds
@@ -313,6 +319,24 @@ def _float_or_nan(cell: str) -> float:
         return float(cell)
     except ValueError:
         return float("nan")
+
+
+def _check_dates(table: _Table, cells: list[str], column: str) -> None:
+    """No cell is a bare number or a word: numpy reads a number as a year (epoch seconds
+    1700000000 and 1700000001 became arrivals a year apart) and 'now' or 'today' as the
+    clock; ISO dates (2023-11-16 ..., 20231116T18...) have a '-' or a 'T', not in front."""
+    bad = next((i for i, cell in enumerate(cells) if _not_a_date(cell)), None)
+    if bad is not None:
+        raise TraceError(
+            f"{table.where(bad, column)}: {cells[bad].strip()[:40]!r} is not a date-time like "
+            "2023-11-16 18:17:03.97; for a number of seconds or milliseconds give "
+            "arrival_unit=s or arrival_unit=ms"
+        )
+
+
+def _not_a_date(cell: str) -> bool:
+    c = cell.strip()
+    return c[:1] in ("-", "+", "") or ("-" not in c and "T" not in c)
 
 
 def _datetime_ns(cells: list[str]) -> np.ndarray | None:

@@ -43,7 +43,10 @@ _MOONCAKE = TraceFormat(
     hash_block_tokens=512,
 )
 _VIDUR = TraceFormat(input="num_prefill_tokens", output="num_decode_tokens")
-_KNOWN = (_AZURE, _MOONCAKE, _VIDUR)  # layouts recognised from a header, in this order
+_VIDUR_TIMED = TraceFormat(arrival="arrived_at", input="num_prefill_tokens",
+                           output="num_decode_tokens")
+"""Vidur's replay traces (its splitwise_{code,conv}.csv): arrived_at in seconds."""
+_KNOWN = (_AZURE, _MOONCAKE, _VIDUR_TIMED, _VIDUR)  # recognised from a header, in this order
 VLLM_DEFAULT_NUM_PROMPTS = 1000  # vllm bench serve's --num-prompts default
 _AZURE_SRC = "Azure/AzurePublicDataset@b469a113 (Splitwise, ISCA'24)"
 _MOONCAKE_SRC = "kvcache-ai/Mooncake@3b5a5941 FAST25-release/traces (JSONL -> CSV)"

@@ -132,9 +132,17 @@ class WorkloadArgs:
     def has_own_arrivals(self) -> bool:
         """True when arrivals come from the trace (timed dataset and no --request-rate)."""
         timed = self.dataset_name in TIMED_TRACES or (
-            self.trace is not None and "arrival=" in (self.trace_columns or "arrival=")
+            self.trace is not None and _names_arrival(self.trace_columns)
         )
         return timed and self.request_rate is None
+
+
+def _names_arrival(trace_columns: str | None) -> bool:
+    """Whether --trace-columns maps an arrival column (None: the layout read from the header
+    may have one); spaces around '=' are allowed there, as the parser allows them."""
+    if trace_columns is None:
+        return True
+    return any(item.partition("=")[0].strip() == "arrival" for item in trace_columns.split(","))
 
 
 def _check_source(a: WorkloadArgs) -> None:
@@ -220,6 +228,7 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     if args.trace is None and args.dataset_name == "random":
         return _random(args, rate, rng)
     trace = _load_for(args)
+    _note_sharegpt_seed(args)
     if args.time_scale != 1.0 and trace.arrival_s is None:  # a --trace file without times
         raise InputError(f"--time-scale rescales a trace's own arrival times and '{trace.name}' "
                          "has none; use --request-rate to draw arrivals")
@@ -254,6 +263,17 @@ def _random(args: WorkloadArgs, rate: float, rng: np.random.Generator | None) ->
         random_cache.save(entry, random_cache.Draws(w.prompt_tokens, w.output_tokens,
                                                     w.arrival_s))
     return w
+
+
+def _note_sharegpt_seed(args: WorkloadArgs) -> None:
+    """`sharegpt` is vLLM's --seed 0 sample: another seed there samples other conversations
+    (ShareGPTDataset shuffles with random.seed(--seed)), here it moves only the arrivals."""
+    if args.trace is None and args.dataset_name == "sharegpt" and args.seed != 0:
+        from kvplan.notes import note
+
+        note("sharegpt's requests are those vllm bench serve --seed 0 sends (kvplan bundles "
+             "that sample); --seed %d changes only the arrival times here, while vllm bench "
+             "serve --seed %d also samples other conversations", args.seed, args.seed)
 
 
 def _load_for(args: WorkloadArgs) -> Trace:
