@@ -82,8 +82,8 @@ def margin_line(p: Plan) -> str:
         missed = [c for c in (w.bands.checks if w.bands else ()) if c.met_at_edge is False]
         if not missed:
             return ""
-        return (f"SLO margin: none - {len(missed)} SLO term(s) would be missed at the band's "
-                "edge; --slo-margin band plans for the edge instead")
+        return (f"SLO margin: none - {counted(len(missed), 'SLO term')} would be missed at "
+                "the band's edge; --slo-margin band plans for the edge instead")
     head = "SLO margin: band - every SLO term is required at the band's pessimistic edge"
     base = p.without_margin
     if base is None:
