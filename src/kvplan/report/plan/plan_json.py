@@ -197,6 +197,7 @@ def _fleet(x: FleetInfo) -> dict[str, Any]:
             "peak_kv_usage": x.peak_kv_usage, "preemptions": x.preemptions,
             "requests_per_replica": list(x.requests_per_replica),
             "judged_requests": x.judged_requests,
+            "achieved_all_requests": dict(x.achieved_all_requests),
             "intervals": {k: list(v) for k, v in x.intervals},
             "within_noise": list(x.within_noise)}
 
