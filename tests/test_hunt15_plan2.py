@@ -74,3 +74,41 @@ def test_all_request_figures_match_simulate() -> None:
     assert every["p90_tpot_ms"] == sim["p90_tpot_ms"]
     assert fleet["achieved"]["p99_ttft_ms"] > every["p99_ttft_ms"]  # 1327.6: no warm-up
 
+
+# -------------------- D2: capacity mode's "output throughput 1189 tok/s"
+# Capacity mode answers a sustained rate: one A100 TP1 replica (chunk 2048) keeps up with
+# 9.2892 req/s of 1024 + 128 tokens, so it emits 9.2892 x 128 = 1189.0 tok/s for as long as
+# that load lasts, and $/M out tok = $1.79/h / (1189.0 x 3600) x 1e6 = $0.418. The line said
+# "output throughput 1189 tok/s", the name of vllm bench serve's figure, which over the
+# Verify run (500 prompts at that rate, drain included: 64,000 tokens / 55.98 s) is 1143.
+# It now says "sustained output rate of one replica" and what that is; JSON says it too.
+CAPACITY = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "A100", "-tp", "1",
+            "--max-num-batched-tokens", "2048", "--num-prompts", "500",
+            "--slo", "ttft:p99:2000", "--slo", "tpot:p90:50")
+
+
+def test_capacity_output_rate_is_named_sustained() -> None:
+    res = run_cli(*CAPACITY)
+    assert res.code == 0, res.err
+    out = _flat(res.out)
+    assert "sustained output rate of one replica 1189 tok/s" in out
+    assert "output throughput 1189" not in out
+    assert ("= capacity (req/s) x mean output tokens, with no run start or drain; vllm bench "
+            "serve's Output token throughput over a finite run reads lower; $/M out tok is "
+            "priced at this rate") in out
+    s = run_cli(*CAPACITY, "--json").json()["summary"]
+    assert abs(s["output_tokens_per_s"] - s["capacity_rps_per_replica"] * 128) < 1e-6
+    assert round(s["output_tokens_per_s"]) == 1189
+    assert s["output_tokens_per_s_definition"].startswith("capacity (req/s) x mean output")
+    mtok = s["usd_per_hour"] / (s["output_tokens_per_s"] * 3600) * 1e6
+    assert abs(s["usd_per_million_output_tokens"] - mtok) < 1e-9
+    assert round(mtok, 3) == 0.418
+
+
+def test_target_output_rate_is_named_as_vllm_bench() -> None:
+    # the verified fleet's rate: 38,400 output tokens / 32.32 s = 1188 tok/s, as
+    # `kvplan simulate` with the winner's flags prints "Output token throughput 1188.19"
+    out = _flat(_target_text().out)
+    assert ("output throughput 1188 tok/s, band (10-90%) 1178 - 2230 tok/s") in out
+    assert ("= output tokens / run duration, as vllm bench serve's Output token throughput; "
+            "$/M out tok is priced at this rate") in out

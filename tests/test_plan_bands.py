@@ -57,6 +57,8 @@ def test_checks_say_whether_each_term_holds_at_the_edge() -> None:
         "term]",
         f"  {check_line(ttft)}", f"  {check_line(tpot)}", f"  {check_line(itl)}",
         "  output throughput 1000 tok/s, band (10-90%) 700 - 1100 tok/s [rate group]",
+        "    = output tokens / run duration, as vllm bench serve's Output token throughput; "
+        "$/M out tok is priced at this rate",
         "  note: m/x was not measured"]
 
 
