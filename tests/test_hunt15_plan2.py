@@ -112,3 +112,34 @@ def test_target_output_rate_is_named_as_vllm_bench() -> None:
     assert ("output throughput 1188 tok/s, band (10-90%) 1178 - 2230 tok/s") in out
     assert ("= output tokens / run duration, as vllm bench serve's Output token throughput; "
             "$/M out tok is priced at this rate") in out
+
+
+# -------------------- D5: --goodput ttft:2000 ttft:1000 kept 1000 ms without a word
+# vllm bench serve fills a dict in order, so the last value of a metric counts (ttft:1000);
+# kvplan keeps that, and now says so in one note on stderr (--slo refuses a repeat instead).
+REPEAT_NOTE = ("note: --goodput ttft given twice (2000 ms, then 1000 ms): the last, ttft:1000, "
+               "counts, as vllm bench serve reads it")
+
+
+def test_simulate_notes_a_repeated_goodput_metric() -> None:
+    res = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--num-prompts", "20", "--json",
+                  "--goodput", "ttft:2000", "ttft:1000")
+    assert res.code == 0, res.err
+    assert REPEAT_NOTE in res.err.splitlines()
+    # the last value counts: the same goodput as ttft:1000 alone
+    alone = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--num-prompts", "20", "--json",
+                    "--goodput", "ttft:1000")
+    assert res.json()["request_goodput"] == alone.json()["request_goodput"]
+    assert "note: --goodput" not in alone.err
+
+
+def test_plan_notes_a_repeated_goodput_metric() -> None:
+    from kvplan.specs.slo import parse_goodput_slo
+
+    assert parse_goodput_slo(["ttft:2000 ttft:1000"]) == (("ttft", 1000.0),)
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-tp", "1",
+                  "--num-prompts", "50", "--request-rate", "5",
+                  "--goodput", "ttft:2000", "ttft:1000", "--json")
+    assert res.code == 0, res.err
+    assert REPEAT_NOTE in res.err.splitlines()
+    assert "--goodput ttft:1000" in res.json()["summary"]["vllm_bench_serve"]
