@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 
 from kvplan.analysis.plan.why.rejections import RejectGroup
-from tests.conftest import CliResult, run_cli
+from tests.conftest import CliResult, assert_one_line_error, run_cli
 
 # Llama-3.1-8B at 10 req/s, 300 random prompts of 1024 + 128 tokens: the winner is one
 # A100-80GB-SXM TP1 replica, chunk 512 (the earlier helper's repro).
@@ -143,3 +143,29 @@ def test_plan_notes_a_repeated_goodput_metric() -> None:
     assert res.code == 0, res.err
     assert REPEAT_NOTE in res.err.splitlines()
     assert "--goodput ttft:1000" in res.json()["summary"]["vllm_bench_serve"]
+
+
+# -------------------- D4: `kvplan simulate MODEL -- vllm serve ...`
+# Only `kvplan capacity` reads a pasted vLLM line; simulate, latency, plan and kv said
+# "Got unexpected extra argument(s) (vllm serve ...)" (latency: "Missing option '--gpu'"),
+# which does not say how to give the flags. Now one error line, exit 2, that does.
+PASTED = ("meta-llama/Llama-3.1-8B", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B",
+          "--max-num-seqs", "64")
+
+
+def test_a_pasted_vllm_line_is_refused_with_how_to_give_the_flags() -> None:
+    for cmd in ("simulate", "latency", "plan", "kv"):
+        res = run_cli(cmd, *PASTED)
+        assert_one_line_error(res)
+        assert res.err.strip() == (
+            f"error: kvplan {cmd} does not read a pasted vLLM command line (kvplan capacity "
+            f"does); give the flags as its own options: kvplan {cmd} MODEL --flag VALUE ... "
+            f"(kvplan {cmd} --help lists them)")
+    # an environment assignment before the line counts as its start too
+    env = run_cli("simulate", "--", "VLLM_ALL2ALL_BACKEND=naive", "vllm", "serve", "m")
+    assert_one_line_error(env)
+    assert "does not read a pasted vLLM command line" in env.err
+    # capacity reads it: 64 sequences
+    ok = run_cli("capacity", "--json", *PASTED)
+    assert ok.code == 0, ok.err
+    assert ok.json()["max_num_seqs"] == 64
