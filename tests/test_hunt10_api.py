@@ -54,7 +54,7 @@ SERVING = {
                             {"num_prompts": 200, "random_input_len": 4000,
                              "random_range_ratio": 0.5, "random_output_len": 128,
                              "request_rate": 20.0},
-                            ["113 request(s) rejected", "overloaded: accepted requests",
+                            ["113 requests rejected", "overloaded: accepted requests",
                              "band (10-90%", "note: L4 is not in the calibration set"]),
     # a MoE model on 2 DP ranks in lockstep: 30 requests each
     "dp-2": ("Qwen/Qwen3-30B-A3B", "H100", {"data_parallel_size": 2},

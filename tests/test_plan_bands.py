@@ -57,6 +57,8 @@ def test_checks_say_whether_each_term_holds_at_the_edge() -> None:
         "term]",
         f"  {check_line(ttft)}", f"  {check_line(tpot)}", f"  {check_line(itl)}",
         "  output throughput 1000 tok/s, band (10-90%) 700 - 1100 tok/s [rate group]",
+        "    = output tokens / run duration, as vllm bench serve's Output token throughput; "
+        "$/M out tok is priced at this rate",
         "  note: m/x was not measured"]
 
 
@@ -115,7 +117,7 @@ def test_margin_band_changes_the_winner_and_says_what_it_costs(
     tpot = held.winner.bands.checks[1]
     assert tpot.band == pytest.approx((0.8 * tpot.value, 2.0 * tpot.value))
     # the text says what the margin changed and what it costs
-    assert margin_line(raw) == ("SLO margin: none - 1 SLO term(s) would be missed at the "
+    assert margin_line(raw) == ("SLO margin: none - 1 SLO term would be missed at the "
                                 "band's edge; --slo-margin band plans for the edge instead")
     extra = (held.winner.usd_per_hour or 0.0) - (raw.winner.usd_per_hour or 0.0)
     assert margin_line(held).endswith(

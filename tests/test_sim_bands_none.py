@@ -13,7 +13,7 @@ ALL_REJECTED = ("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "L4", "--max-mod
 def test_no_band_when_nothing_completed() -> None:
     r = run_cli(*ALL_REJECTED)
     assert r.code == 0, r.err
-    assert "5 request(s) rejected" in " ".join(r.out.split())
+    assert "5 requests rejected" in " ".join(r.out.split())
     assert "band (10-90%" not in r.out and "0.0-0.0 us" not in r.out
     doc = run_cli(*ALL_REJECTED, "--json").json()
     assert doc["completed"] == 0

@@ -53,4 +53,4 @@ def test_rejected_requests_are_explained():
     r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--num-prompts", "2",
                 "--random-input-len", "200000")
     assert r.code == 0, r.err
-    assert "2 request(s) rejected" in r.out and "exceeds max_model_len 131072" in r.out
+    assert "2 requests rejected" in r.out and "exceeds max_model_len 131072" in r.out

@@ -30,10 +30,11 @@ def test_one_line_per_reason_on_a_real_trace() -> None:
     text = run_cli(*args)
     assert text.code == 0, text.err
     data = run_cli(*args, "--json").json()
-    lines = [line for line in text.out.splitlines() if "request(s) rejected" in line]
+    lines = [line for line in text.out.splitlines() if "rejected: " in line]
     assert len(lines) == len(data["rejected_by_reason"]) >= 1
     assert sum(g["count"] for g in data["rejected_by_reason"]) == data["failed"] > 1
-    assert lines[0].startswith(f"{data['rejected_by_reason'][0]['count']} request(s) rejected: ")
+    n = data['rejected_by_reason'][0]['count']
+    assert lines[0].startswith(f"{n} request{'' if n == 1 else 's'} rejected: ")
 
 
 def test_overloaded_run_says_so_in_text_and_json() -> None:

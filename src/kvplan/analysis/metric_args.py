@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from kvplan.errors import InputError
 from kvplan.limits import SLO_LIMIT_MS
+from kvplan.specs.slo import note_goodput_repeat
 
 METRIC_NAMES = ("ttft", "tpot", "itl", "e2el")
 GOODPUT_NAMES = ("ttft", "tpot", "e2el")
@@ -23,10 +24,12 @@ def parse_goodput(items: Sequence[str]) -> dict[str, float]:
             name, sep, value = part.partition(":")
             if not sep or name not in GOODPUT_NAMES:
                 raise InputError(f"--goodput {part!r}: use ttft:MS, tpot:MS or e2el:MS")
+            before = out.get(name)
             try:
                 out[name] = float(value)
             except ValueError:
                 raise InputError(f"--goodput {part!r}: {value!r} is not a number of ms") from None
+            note_goodput_repeat(name, before, out[name])
             high = SLO_LIMIT_MS[1]
             if not 0 <= out[name] <= high:  # vllm bench accepts 0 (nothing meets it)
                 raise InputError(f"--goodput {part!r}: the SLO must be in [0, {high:,.0f}] ms "

@@ -109,6 +109,7 @@ def main() -> None:
     from kvplan.cli.stdout_guard import StdoutFailed, exit_for, guard
 
     args = expand_multi_value(sys.argv[1:], MULTI_VALUE_OPTIONS)
+    refuse_pasted_line(args)
     command = _command_for(args)
     _notes_to_stderr()
     try:
@@ -116,6 +117,26 @@ def main() -> None:
             _run(command, args)
     except StdoutFailed as failure:  # stdout is /dev/full, a closed pipe, ...
         exit_for(failure)
+
+
+PASTED_LINE_COMMANDS = ("capacity",)
+"""Commands that read a pasted ``vllm serve ...`` line after ``--`` (cmd_capacity)."""
+_VLLM_LINE_START = re.compile(r"vllm|python3?|[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
+def refuse_pasted_line(args: list[str]) -> None:
+    """A pasted vLLM command line after ``--`` given to a command that reads none: one
+    ``error:`` line saying how to give its flags (click said only 'Got unexpected extra
+    argument(s)', and a command with a required option named that option instead)."""
+    if not args or args[0] not in COMMANDS or args[0] in (*PASTED_LINE_COMMANDS, "calibrate") or (
+            "--" not in args):  # calibrate's files after -- may be named anything
+        return
+    rest = args[args.index("--") + 1:]
+    if not rest or not _VLLM_LINE_START.fullmatch(rest[0]):
+        return
+    cmd = f"kvplan {args[0]}"
+    _fail(f"{cmd} does not read a pasted vLLM command line (kvplan capacity does); give the "
+          f"flags as its own options: {cmd} MODEL --flag VALUE ... ({cmd} --help lists them)")
 
 
 def _run(command: TyperGroup, args: list[str]) -> None:

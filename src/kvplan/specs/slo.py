@@ -142,8 +142,20 @@ def parse_goodput_slo(items: Sequence[str]) -> tuple[tuple[str, float], ...]:
                 raise InputError(f"--goodput {part!r}: use ttft:MS, tpot:MS or e2el:MS")
             ms = _number(value, f"--goodput {part!r}: the limit in ms")
             _check_limit(ms, f"--goodput {part!r}: the limit")
+            note_goodput_repeat(name, out.get(name), ms)
             out[name] = ms
     return tuple(out.items())
+
+
+def note_goodput_repeat(name: str, before: float | None, now: float) -> None:
+    """A --goodput metric given again with another limit: the last one counts, as vllm bench
+    serve reads --goodput (a dict filled in order); a note says so on stderr."""
+    if before is None or before == now:
+        return
+    from kvplan.notes import note
+
+    note("--goodput %s given twice (%s ms, then %s ms): the last, %s:%s, counts, as vllm "
+         "bench serve reads it", name, _num(before), _num(now), name, _num(now))
 
 
 def _number(text: str, what: str) -> float:

@@ -83,12 +83,23 @@ class PlanBands:
     notes: tuple[str, ...]
     output_basis: str = ""
     """The calibration group of the output rate's band."""
+    output_definition: str = "run"
+    """What ``output_tokens_per_s`` is (OUTPUT_DEFINITIONS): 'run', a simulated run's output
+    tokens / its duration (vllm bench serve's), or 'sustained', one replica's capacity x the
+    mean output length (capacity mode: the rate a replica keeps up, with no drain)."""
 
     @property
     def robust(self) -> bool | None:
         """Every term still met at the band's pessimistic edge (None when none is banded)."""
         edges = [c.met_at_edge for c in self.checks if c.met_at_edge is not None]
         return all(edges) if edges else None
+
+
+OUTPUT_DEFINITIONS = {
+    "run": "output tokens / run duration, as vllm bench serve's Output token throughput",
+    "sustained": "capacity (req/s) x mean output tokens, with no run start or drain; vllm "
+                 "bench serve's Output token throughput over a finite run reads lower"}
+"""``PlanBands.output_definition`` -> what the figure is, in words (text and JSON)."""
 
 
 def ratios_for(d: Deployment) -> Ratios:
@@ -127,7 +138,8 @@ def scaled_goodput(slo: Slo, r: Ratios, edge: int) -> tuple[tuple[str, float], .
 
 
 def plan_bands(slo: Slo, r: Ratios, achieved: Mapping[str, float],
-               goodput_band: Pair | None, output_tokens_per_s: float | None) -> PlanBands:
+               goodput_band: Pair | None, output_tokens_per_s: float | None,
+               output_definition: str = "run") -> PlanBands:
     """Bands of a candidate's predicted SLO terms (``achieved``, the raw prediction) and of
     its output rate; ``goodput_band`` = (share at the pessimistic edge, at the optimistic)."""
     checks = [_bound_check(b.key, b.limit_ms, achieved[b.key], r.get(b.metric),
@@ -146,7 +158,8 @@ def plan_bands(slo: Slo, r: Ratios, achieved: Mapping[str, float],
                      output_tokens_per_s_band=None if tput is None or output_tokens_per_s is None
                      else (output_tokens_per_s * tput[0], output_tokens_per_s * tput[1]),
                      basis=r.basis, notes=r.notes,
-                     output_basis=r.basis_of("output_tokens_per_s"))
+                     output_basis=r.basis_of("output_tokens_per_s"),
+                     output_definition=output_definition)
 
 
 def _bound_check(key: str, limit: float, value: float, pair: Pair | None,

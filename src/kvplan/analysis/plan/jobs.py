@@ -19,12 +19,12 @@ from kvplan.analysis.plan.fleet import (
     replica_part,
     simulate_fleet,
 )
-from kvplan.analysis.plan.judge import judge
+from kvplan.analysis.plan.judge import Latencies, judge
 from kvplan.analysis.plan.records import CapacityInfo, FleetInfo
 from kvplan.analysis.plan.shares import ReplicaSearch, find_replicas, share_probe
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.requests.workload import Workload
-from kvplan.specs.slo import Slo
+from kvplan.specs.slo import Slo, WarmupRule
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,4 +234,12 @@ def fleet_info(run: FleetRun, ctx: JobContext, d: Deployment) -> FleetInfo:
                      requests_per_replica=run.requests_per_replica,
                      judged_requests=raw.judged_requests,
                      intervals=tuple((k, (i.low, i.high)) for k, i in raw.intervals),
-                     within_noise=raw.within_noise)
+                     within_noise=raw.within_noise,
+                     achieved_all_requests=achieved_all(run.latencies, ctx.slo))
+
+
+def achieved_all(lat: Latencies, slo: Slo) -> tuple[tuple[str, float], ...]:
+    """The SLO terms over every request (no warm-up dropped), as vllm bench serve reports
+    the run."""
+    every = replace(slo, warmup=WarmupRule(fraction=0.0))
+    return judge(replace(lat, concurrency=None), every, intervals=False).achieved

@@ -68,6 +68,9 @@ class FleetInfo:
     """Each SLO term's 95 % sampling interval (plan_noise; None: too few requests)."""
     within_noise: tuple[str, ...] = ()
     """The terms whose limit lies inside their interval (the verdict could flip)."""
+    achieved_all_requests: tuple[tuple[str, float], ...] = ()
+    """The SLO terms over every request, warm-up included: what ``vllm bench serve`` prints
+    for the same run (``achieved`` is judged without the warm-up, WarmupRule)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

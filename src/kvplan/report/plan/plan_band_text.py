@@ -3,7 +3,7 @@ holds at the band's pessimistic edge; what --slo-margin band changed."""
 
 from __future__ import annotations
 
-from kvplan.analysis.plan.bands import PlanBands, SloCheck
+from kvplan.analysis.plan.bands import OUTPUT_DEFINITIONS, PlanBands, SloCheck
 from kvplan.analysis.plan.records import Candidate, Plan
 from kvplan.units import counted
 
@@ -68,7 +68,11 @@ def band_lines(b: PlanBands) -> list[str]:
         band = b.output_tokens_per_s_band
         tail = "" if band is None else (f", band (10-90%) {band[0]:.0f} - {band[1]:.0f} "
                                         f"tok/s [{b.output_basis}]")
-        out.append(f"  output throughput {b.output_tokens_per_s:.0f} tok/s{tail}")
+        what = ("output throughput" if b.output_definition == "run"
+                else "sustained output rate of one replica")
+        out.append(f"  {what} {b.output_tokens_per_s:.0f} tok/s{tail}")
+        out.append(f"    = {OUTPUT_DEFINITIONS[b.output_definition]}; $/M out tok is priced "
+                   "at this rate")
     out += [f"  note: {n}" for n in b.notes]
     return out
 
@@ -82,8 +86,8 @@ def margin_line(p: Plan) -> str:
         missed = [c for c in (w.bands.checks if w.bands else ()) if c.met_at_edge is False]
         if not missed:
             return ""
-        return (f"SLO margin: none - {len(missed)} SLO term(s) would be missed at the band's "
-                "edge; --slo-margin band plans for the edge instead")
+        return (f"SLO margin: none - {counted(len(missed), 'SLO term')} would be missed at "
+                "the band's edge; --slo-margin band plans for the edge instead")
     head = "SLO margin: band - every SLO term is required at the band's pessimistic edge"
     base = p.without_margin
     if base is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvplan.analysis.plan.bands import PlanBands, SloCheck
+from kvplan.analysis.plan.bands import OUTPUT_DEFINITIONS, PlanBands, SloCheck
 from kvplan.analysis.plan.levers import load_per_replica
 from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo, FleetInfo, Lever, Plan
 from kvplan.analysis.plan.why.verdict import closest
@@ -111,6 +111,7 @@ def bands_json(b: PlanBands) -> dict[str, Any]:
     return {**out, "output_tokens_per_s": b.output_tokens_per_s,
             "output_tokens_per_s_band": None if band is None else list(band),
             "output_tokens_per_s_band_basis": b.output_basis,
+            "output_tokens_per_s_definition": OUTPUT_DEFINITIONS[b.output_definition],
             "band_basis": b.basis, "calibration_notes": list(b.notes),
             "met_at_band_edge": b.robust,
             "slo_at_band_edge": [_check(c) for c in b.checks]}
@@ -197,6 +198,7 @@ def _fleet(x: FleetInfo) -> dict[str, Any]:
             "peak_kv_usage": x.peak_kv_usage, "preemptions": x.preemptions,
             "requests_per_replica": list(x.requests_per_replica),
             "judged_requests": x.judged_requests,
+            "achieved_all_requests": dict(x.achieved_all_requests),
             "intervals": {k: list(v) for k, v in x.intervals},
             "within_noise": list(x.within_noise)}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.analysis.plan.levers import load_per_replica
-from kvplan.analysis.plan.records import Candidate, Lever, Plan
+from kvplan.analysis.plan.records import Candidate, FleetInfo, Lever, Plan
 from kvplan.analysis.plan.why.verdict import closest, closest_miss
 from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
 from kvplan.report.plan.plan_band_text import achieved_text, band_lines, edge_word, margin_line
@@ -92,8 +92,8 @@ def _winner(p: Plan, w: Candidate, console: Any) -> None:
     if w.binding is not None:
         console.print(f"Binding: {w.binding.primary} - {w.binding.why}")
     if w.fleet is not None:
-        got = ", ".join(achieved_text(k, v) for k, v in w.fleet.achieved)
-        console.print(f"Fleet of {w.replicas} verified by simulation on {_served(p)}: {got}")
+        console.print(f"Fleet of {w.replicas} verified by simulation on {_served(p)}"
+                      f"{judged_text(p, w.fleet)}", highlight=False, markup=False)
         for line in noise_lines(p, w):
             console.print(line, highlight=False, markup=False)
     if w.bands is not None:
@@ -155,6 +155,20 @@ def _served(p: Plan) -> str:
         return f"all {p.requests:,} requests of the trace"
     return (f"the first {p.requests:,} of the trace's {p.trace_requests:,} requests "
             f"({100 * p.requests / p.trace_requests:.0f} %)")
+
+
+def judged_text(p: Plan, f: FleetInfo) -> str:
+    """What the verdict judged and its figures, then (when the warm-up was dropped) the
+    figures over every request, as the Verify command's vllm bench serve prints them."""
+    got = ", ".join(achieved_text(k, v) for k, v in f.achieved)
+    total = sum(f.requests_per_replica)
+    skipped = total - f.judged_requests
+    if skipped <= 0 or not f.achieved_all_requests:
+        return f", every one judged: {got}"
+    every = ", ".join(achieved_text(k, v) for k, v in f.achieved_all_requests)
+    return (f"; judged on the {f.judged_requests:,} after the first {skipped:,} by arrival "
+            f"(warm-up, --warmup-fraction {p.slo.warmup.fraction:g}): {got}; over all "
+            f"{total:,}, as vllm bench serve reports them: {every}")
 
 
 def noise_lines(p: Plan, w: Candidate) -> list[str]:

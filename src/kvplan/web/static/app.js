@@ -109,6 +109,7 @@ function planCard(d) {
     ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
     ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["output throughput band (10-90%, tok/s)", "output_tokens_per_s_band", band],
     ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
+    ["output throughput is", "output_tokens_per_s_definition", String],
     ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
     grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["limit", "limit", sig],
       ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", String]],

@@ -25,7 +25,7 @@ def candidate_bands(c: Candidate, slo: Slo, mean_output_tokens: float) -> PlanBa
     if c.stage != "verified" or cap is None or not cap.achieved_at_capacity:
         return None
     return plan_bands(slo, r, dict(cap.achieved_at_capacity), cap.goodput_share_band,
-                      cap.rate_rps * mean_output_tokens)
+                      cap.rate_rps * mean_output_tokens, output_definition="sustained")
 
 
 def with_bands(c: Candidate, slo: Slo, mean_output_tokens: float) -> Candidate:

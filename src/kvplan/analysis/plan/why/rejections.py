@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvplan.units import counted
+
 EXAMPLES = 3
 """Examples kept per reason."""
 _NUMBER = re.compile(r"\d+")
@@ -29,7 +31,7 @@ class RejectGroup:
     def line(self) -> str:
         shown = "; ".join(f"request {i}: {why}" for i, why in self.examples)
         more = f"; and {self.count - len(self.examples)} more" if self.count > EXAMPLES else ""
-        return f"{self.count} request(s) rejected: {self.kind} (e.g. {shown}{more})"
+        return f"{counted(self.count, 'request')} rejected: {self.kind} (e.g. {shown}{more})"
 
 
 def group_rejections(rejected: Mapping[int, str]) -> list[RejectGroup]:
