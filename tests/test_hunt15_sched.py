@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.sim.blocks import CacheGroup, KvShape
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import LinearTimer, workload
@@ -123,3 +124,79 @@ def test_shared_prefix_workloads_match_an_independent_model_of_vllm(case, path):
             del os.environ["KVPLAN_SIM_CORE"]
         else:
             os.environ["KVPLAN_SIM_CORE"] = had
+
+
+def test_a_decode_run_gives_back_the_blocks_of_two_windows_of_one_residue(loop):
+    # One request, prompt 2, output 12, B = 2, two sliding groups (windows 8 and 4, in that
+    # order), 49 usable blocks. vLLM holds per group cdiv(t, 2) - max(c - W + 1, 0) // 2
+    # after a step from c to t computed tokens (remove_skipped_blocks on c): steps 0-11,
+    # c = 0, 2, 3, ..., 12: W=8: 1 2 2 3 3 4 4 5 4 5 4 5, W=4: 1 2 2 3 2 3 2 3 2 3 2 3.
+    # The compiled core's decode run walked W=4's give-backs (from step 4, every 2 steps)
+    # only from W=8's first (step 8), since 8 = 4 mod 2: two blocks were never given back
+    # ([2, 4, 4, 6, 6, 8, 8, 10, 8, 10, 8, 10]).
+    shape = KvShape(block_size=2, groups=(CacheGroup(kind="sliding", window=8),
+                                          CacheGroup(kind="sliding", window=4)))
+    r = simulate(workload([0], [2], [12]), timer=LinearTimer(base_s=1.0), num_blocks=50,
+                 block_size=2, kv=shape, limits=Limits(max_num_batched_tokens=100,
+                                                       max_num_seqs=4), validate=True)
+    assert r.steps.used_blocks.tolist() == [2, 4, 4, 6, 5, 7, 6, 8, 6, 8, 6, 8]
+    steps, _, _ = replay([0], [2], [12], [None], [0], windows=[8, 4], num_blocks=50, b=2,
+                         budget=100, seqs=4, chunked=True, threshold=0)
+    assert r.steps.used_blocks.tolist() == [u for _, u in steps]
+
+
+@st.composite
+def _window_cases(draw):
+    """Sliding windows (one or two, weights 1-3) with or without a full-attention group."""
+    b = draw(st.sampled_from([1, 2, 4]))
+    n = draw(st.integers(1, 12))
+    groups = [("sliding", draw(st.sampled_from([2, 3, 4, 5, 8, 13])), draw(st.integers(1, 3)))]
+    if draw(st.booleans()):
+        groups.insert(0, ("full", 0, draw(st.integers(1, 2))))
+    if draw(st.booleans()):
+        groups.append(("sliding", draw(st.sampled_from([4, 7])), 1))
+    prompts = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    outputs = draw(st.lists(st.integers(1, 25), min_size=n, max_size=n))
+    chunked = draw(st.booleans())
+    budget = draw(st.integers(max(n, 4), 40))
+    if not chunked:
+        budget = max([budget] + [p + o for p, o in zip(prompts, outputs, strict=True)])
+    lim = Limits(max_num_batched_tokens=budget, max_num_seqs=draw(st.integers(1, n + 1)),
+                 chunked_prefill=chunked,
+                 long_prefill_token_threshold=draw(st.sampled_from([0, 3])) if chunked else 0)
+    arrivals = sorted(draw(st.lists(st.sampled_from([0, 0.5, 1, 3, 6]), min_size=n,
+                                    max_size=n)))
+    shape = KvShape(block_size=b, groups=tuple(CacheGroup(kind=k, window=w, weight=m)
+                                               for k, w, m in groups))
+    return arrivals, prompts, outputs, shape, lim, draw(st.integers(0, 3 * n))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_window_cases(), st.booleans())
+def test_sliding_window_workloads_match_an_independent_model_of_vllm(case, fast):
+    # every step's tokens and blocks in use, every request's times and preemptions equal
+    # tests/vllm_v1_reference.py's WindowEngine (fast: the compiled core where built)
+    import numpy as np
+
+    from kvplan.sim.rejects import solo_peak_blocks
+
+    arrivals, prompts, outputs, shape, lim, spare = case
+    total = np.array(prompts) + np.array(outputs)
+    num_blocks = int(solo_peak_blocks(np.array(prompts), total, shape, lim).max()) + 1 + spare
+    windows = [g.window if g.kind == "sliding" else 0 for g in shape.groups
+               for _ in range(g.weight)]
+    n = len(prompts)
+    steps, reqs, _ = replay(arrivals, prompts, outputs, [None] * n, [0] * n, windows=windows,
+                            num_blocks=num_blocks, b=shape.block_size,
+                            budget=lim.max_num_batched_tokens, seqs=lim.max_num_seqs,
+                            chunked=lim.chunked_prefill,
+                            threshold=lim.long_prefill_token_threshold)
+    r = simulate(workload(arrivals, prompts, outputs), timer=LinearTimer(base_s=1.0),
+                 num_blocks=num_blocks, block_size=shape.block_size, kv=shape, limits=lim,
+                 fast=fast, validate=True)
+    assert not r.rejected
+    assert r.steps.new_tokens.tolist() == [t for t, _ in steps]
+    assert r.steps.used_blocks.tolist() == [u for _, u in steps]
+    assert r.first_token_s.tolist() == [q.first for q in reqs]
+    assert r.finish_s.tolist() == [q.finish for q in reqs]
+    assert r.preemptions.tolist() == [q.preemptions for q in reqs]

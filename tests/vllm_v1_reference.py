@@ -150,10 +150,60 @@ class Engine:
         return True
 
 
+class WindowEngine(Engine):
+    """Several KV cache groups sharing the pool, full attention or a sliding window, prefix
+    caching off. vLLM 0.11's allocate_slots first frees each sliding group's blocks wholly
+    before the window of the tokens computed *before* the step (remove_skipped_blocks: from
+    block (computed - window + 1) // B - 1 down to the first null block, each replaced by the
+    null block), then counts every group's new blocks (null places included in the lengths)
+    against the free queue; the blocks it freed stay freed when that fails."""
+
+    def __init__(self, windows, **engine):
+        super().__init__(caching=False, **engine)
+        self.windows = windows  # per group: 0 = full attention, else the window in tokens
+        self.null = Block(0)
+
+    def _allocate(self, r, new, hits):
+        if not r.blocks:
+            r.blocks = [[] for _ in self.windows]
+        for w, blocks in zip(self.windows, r.blocks, strict=True):
+            last = (r.computed - w + 1) // self.b if w else 0
+            for i in range(last - 1, -1, -1):
+                if blocks[i] is self.null:
+                    break
+                self._free_one(blocks[i])
+                blocks[i] = self.null
+        want = -(-(r.computed + new) // self.b)
+        if sum(want - len(blocks) for blocks in r.blocks) > len(self.free):
+            return False
+        for blocks in r.blocks:
+            while len(blocks) < want:
+                blk = self.free.popleft()
+                blk.ref = 1
+                blocks.append(blk)
+        return True
+
+    def _free_one(self, blk):
+        blk.ref -= 1
+        if blk.ref == 0:
+            self.free.append(blk)
+
+    def _release(self, r):
+        for blocks in r.blocks:
+            for blk in reversed(blocks):
+                if blk is not self.null:
+                    self._free_one(blk)
+        r.blocks, r.cached = [], 0
+
+
 def replay(arrivals, prompts, outputs, groups, shared, **engine):
     """The steps (1 s each), every request (first token, finish, preemptions) and the
-    prefix-cache (queries, hits) of new requests' lookups."""
-    e = Engine(**engine)
+    prefix-cache (queries, hits) of new requests' lookups. ``windows`` (one per KV cache
+    group, 0 = full attention) runs WindowEngine, prefix caching off."""
+    windows = engine.pop("windows", None)
+    if windows is not None:
+        engine.pop("caching", None)
+    e = Engine(**engine) if windows is None else WindowEngine(windows, **engine)
     rows = zip(prompts, outputs, groups, shared, strict=True)
     reqs = [Request(i, *x) for i, x in enumerate(rows)]
     order = sorted(range(len(reqs)), key=lambda i: (arrivals[i], i))
