@@ -5,8 +5,9 @@ Written from vLLM's rules (scheduler.py, kv_cache_manager.py, block_pool.py), no
 kvplan's code: real block ids, a free queue of blocks (block 0 is the null block), a
 hash -> block map, reference counts, eviction when a cached block is taken from the head,
 blocks freed in reverse order, one token sampled when a request's computed tokens reach its
-tokens, a 1 s step. One kvplan simplification is kept (docs/simulator.md): a block whose
-content is cached already is not cached a second time.
+tokens, a 1 s step. As in vLLM 0.11 (BlockHashToBlockMap) every copy of a block's content
+stays cached: two requests that computed the same block each cache their own, a lookup
+takes the first one cached that is still there, and evicting one copy leaves the others.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Engine:
         blocks = [Block(i) for i in range(num_blocks)]
         self.num_usable = num_blocks - 1
         self.free = deque(blocks[1:])
-        self.cached = {}
+        self.cached = {}  # hash -> {block id: block}, in the order they were cached
         self.running, self.waiting = [], deque()
         self.steps = []  # (tokens computed, blocks in use)
         self.queries = self.hits = 0  # PrefixCacheStats of new requests (not preempted)
@@ -53,10 +54,10 @@ class Engine:
     def _lookup(self, r):
         hits = []
         for j in range((r.num_tokens - 1) // self.b if self.caching else 0):
-            blk = self.cached.get(r.block_hash(j, self.b))
-            if blk is None:
+            copies = self.cached.get(r.block_hash(j, self.b))
+            if not copies:
                 break
-            hits.append(blk)
+            hits.append(next(iter(copies.values())))  # get_one_block: the first cached
         return hits
 
     def _allocate(self, r, new, hits):
@@ -72,17 +73,19 @@ class Engine:
         r.cached = max(r.cached, len(hits))
         for _ in range(need):
             blk = self.free.popleft()
-            if blk.hash is not None:  # evicted
-                del self.cached[blk.hash]
+            if blk.hash is not None:  # evicted: this copy only
+                copies = self.cached[blk.hash]
+                del copies[blk.id]
+                if not copies:
+                    del self.cached[blk.hash]
                 blk.hash = None
             blk.ref = 1
             r.blocks.append(blk)
         full = min(total, r.num_tokens) // self.b if self.caching else 0
         for j in range(r.cached, full):
-            h = r.block_hash(j, self.b)
-            if h not in self.cached:
-                r.blocks[j].hash = h
-                self.cached[h] = r.blocks[j]
+            h = r.block_hash(j, self.b)  # cached even if another copy is (no de-duplication)
+            r.blocks[j].hash = h
+            self.cached.setdefault(h, {})[r.blocks[j].id] = r.blocks[j]
         r.cached = max(r.cached, full)
         return True
 
@@ -147,10 +150,60 @@ class Engine:
         return True
 
 
+class WindowEngine(Engine):
+    """Several KV cache groups sharing the pool, full attention or a sliding window, prefix
+    caching off. vLLM 0.11's allocate_slots first frees each sliding group's blocks wholly
+    before the window of the tokens computed *before* the step (remove_skipped_blocks: from
+    block (computed - window + 1) // B - 1 down to the first null block, each replaced by the
+    null block), then counts every group's new blocks (null places included in the lengths)
+    against the free queue; the blocks it freed stay freed when that fails."""
+
+    def __init__(self, windows, **engine):
+        super().__init__(caching=False, **engine)
+        self.windows = windows  # per group: 0 = full attention, else the window in tokens
+        self.null = Block(0)
+
+    def _allocate(self, r, new, hits):
+        if not r.blocks:
+            r.blocks = [[] for _ in self.windows]
+        for w, blocks in zip(self.windows, r.blocks, strict=True):
+            last = (r.computed - w + 1) // self.b if w else 0
+            for i in range(last - 1, -1, -1):
+                if blocks[i] is self.null:
+                    break
+                self._free_one(blocks[i])
+                blocks[i] = self.null
+        want = -(-(r.computed + new) // self.b)
+        if sum(want - len(blocks) for blocks in r.blocks) > len(self.free):
+            return False
+        for blocks in r.blocks:
+            while len(blocks) < want:
+                blk = self.free.popleft()
+                blk.ref = 1
+                blocks.append(blk)
+        return True
+
+    def _free_one(self, blk):
+        blk.ref -= 1
+        if blk.ref == 0:
+            self.free.append(blk)
+
+    def _release(self, r):
+        for blocks in r.blocks:
+            for blk in reversed(blocks):
+                if blk is not self.null:
+                    self._free_one(blk)
+        r.blocks, r.cached = [], 0
+
+
 def replay(arrivals, prompts, outputs, groups, shared, **engine):
     """The steps (1 s each), every request (first token, finish, preemptions) and the
-    prefix-cache (queries, hits) of new requests' lookups."""
-    e = Engine(**engine)
+    prefix-cache (queries, hits) of new requests' lookups. ``windows`` (one per KV cache
+    group, 0 = full attention) runs WindowEngine, prefix caching off."""
+    windows = engine.pop("windows", None)
+    if windows is not None:
+        engine.pop("caching", None)
+    e = Engine(**engine) if windows is None else WindowEngine(windows, **engine)
     rows = zip(prompts, outputs, groups, shared, strict=True)
     reqs = [Request(i, *x) for i, x in enumerate(rows)]
     order = sorted(range(len(reqs)), key=lambda i: (arrivals[i], i))

@@ -47,9 +47,10 @@ static int get_buf(PyObject *o, Py_buffer *v, i64 n, size_t item, int writable) 
 static void sim_free(Sim *m) {
     Buf *bufs[] = {&m->seg_kind, &m->seg_count, &m->seg_rid, &m->q, &m->st, &m->en, &m->used,
                    &m->logical, &m->nrun_col, &m->nwait_col, &m->newtok, &m->sreq, &m->sfirst,
-                   &m->slast, &m->psteps};
+                   &m->slast, &m->psteps, &m->c_key, &m->c_ref, &m->c_seg, &m->c_prev,
+                   &m->c_next};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]->p);
-    void *ps[] = {m->run, m->wq, m->heap, m->own, m->ref, m->key_seg, m->hk, m->hk_n,
+    void *ps[] = {m->run, m->wq, m->heap, m->own, m->khead, m->ktail, m->hk, m->hk_n,
                   m->reg_next, m->p_id, m->p_new, m->p_ctx, m->pend, m->rdy, m->tr_t, m->tr_r};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
 }
@@ -64,16 +65,17 @@ static int sim_alloc(Sim *m, i64 slots) {
     m->p_new = malloc(sizeof(i64) * (size_t)n);
     m->p_ctx = malloc(sizeof(i64) * (size_t)n);
     i64 nk = m->nkeys ? m->nkeys : 1, tk = m->koff[m->n] ? m->koff[m->n] : 1;
-    m->ref = malloc(sizeof(i64) * (size_t)nk);
-    m->key_seg = malloc(sizeof(i64) * (size_t)nk);
+    m->khead = malloc(sizeof(i64) * (size_t)nk);
+    m->ktail = malloc(sizeof(i64) * (size_t)nk);
     m->hk = malloc(sizeof(i64) * (size_t)tk);
     m->hk_n = calloc((size_t)n, sizeof(i64));
     m->reg_next = calloc((size_t)n, sizeof(i64));
     if (!m->run || !m->wq || !m->heap || !m->own || !m->p_id || !m->p_new || !m->p_ctx
-        || !m->ref || !m->key_seg || !m->hk || !m->hk_n || !m->reg_next)
+        || !m->khead || !m->ktail || !m->hk || !m->hk_n || !m->reg_next)
         return -1;
     for (i64 r = 0; r < n; r++) m->own[r] = -1;
-    for (i64 k = 0; k < nk; k++) m->ref[k] = m->key_seg[k] = -1;
+    for (i64 k = 0; k < nk; k++) m->khead[k] = m->ktail[k] = -1;
+    m->cfree = -1;
     for (i64 i = 0; i < slots; i++) m->heap[i] = 0.0;
     m->nheap = slots;
     m->free = m->usable;
@@ -363,7 +365,7 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
 
 /* KVPLAN_CORE_ABI: bumped whenever the functions or core_run's arguments change; kvplan.sim.core ignores a
    build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
-#define KVPLAN_CORE_ABI 10
+#define KVPLAN_CORE_ABI 11
 
 /* glibc gives a freed block of 128 KiB or more back to the kernel (munmap, or a trim of the
  * heap's top), so the next run's step columns (about 0.16 MB each per 20,000 steps), their

@@ -26,14 +26,26 @@ static i64 new_seg(Sim *m, i64 kind, i64 count, i64 rid) {
     return id;
 }
 
-/* BlockPool._evicted (seg_rid holds the key of a shared segment) */
+/* a copy evicted: out of its key's list (the key's other copies stay cached) */
+static void drop_copy(Sim *m, i64 c) {
+    i64 k = AT(m->c_key, i64, c), p = AT(m->c_prev, i64, c), x = AT(m->c_next, i64, c);
+    if (p >= 0) AT(m->c_next, i64, p) = x;
+    else m->khead[k] = x;
+    if (x >= 0) AT(m->c_prev, i64, x) = p;
+    else m->ktail[k] = p;
+    AT(m->c_seg, i64, c) = -1;
+    AT(m->c_ref, i64, c) = -1;
+    AT(m->c_next, i64, c) = m->cfree; /* its id is free for the next copy */
+    m->cfree = c;
+}
+
+/* BlockPool._evicted (seg_rid holds the copy of a shared segment) */
 static void evicted(Sim *m, i64 seg) {
     i64 rid = AT(m->seg_rid, i64, seg), kind = AT(m->seg_kind, i64, seg);
     if (kind == OWN && m->own[rid] == seg) {
         m->own[rid] = -1;
-    } else if (kind == SHARED && m->key_seg[rid] == seg) {
-        m->key_seg[rid] = -1;
-        m->ref[rid] = -1;
+    } else if (kind == SHARED && AT(m->c_seg, i64, rid) == seg) {
+        drop_copy(m, rid);
     }
 }
 
@@ -75,26 +87,54 @@ static void give_own(Sim *m, i64 rid, i64 n) {
     if (seg >= 0) m->own[rid] = seg;
 }
 
-/* BlockPool.release_key */
-static void release_key(Sim *m, i64 k) {
-    if (--m->ref[k] == 0) {
+/* BlockPool.release */
+static void release_copy(Sim *m, i64 c) {
+    if (c < 0) return; /* only after an allocation failed (m->oom) */
+    if (--AT(m->c_ref, i64, c) == 0) {
         m->free += 1;
-        i64 seg = new_seg(m, SHARED, 1, k);
-        if (seg >= 0) m->key_seg[k] = seg;
+        i64 seg = new_seg(m, SHARED, 1, c);
+        if (seg >= 0) AT(m->c_seg, i64, c) = seg;
     }
 }
 
-/* BlockPool.touch: r's first nhit keys are hit, then own_blocks of its own */
+/* BlockPool.register: a new copy of key k (cached even where another copy is), held by
+ * one request, last in k's list; its id */
+static i64 new_copy(Sim *m, i64 k) {
+    i64 c = m->cfree, t = m->ktail[k];
+    if (c >= 0) {
+        m->cfree = AT(m->c_next, i64, c);
+        AT(m->c_key, i64, c) = k;
+        AT(m->c_ref, i64, c) = 1;
+        AT(m->c_prev, i64, c) = t;
+        AT(m->c_next, i64, c) = -1;
+    } else {
+        c = m->c_key.n;
+        if (PUSH(m->c_key, i64, k) || PUSH(m->c_ref, i64, 1) || PUSH(m->c_seg, i64, -1)
+            || PUSH(m->c_prev, i64, t) || PUSH(m->c_next, i64, -1)) {
+            m->oom = 1;
+            return -1;
+        }
+    }
+    if (t >= 0) AT(m->c_next, i64, t) = c;
+    else m->khead[k] = c;
+    m->ktail[k] = c;
+    return c;
+}
+
+/* BlockPool.touch: r's first nhit keys are hit (each key's first copy, now held by r),
+ * then own_blocks of its own */
 static void touch(Sim *m, i64 rid, i64 nhit, i64 own_blocks) {
     const i64 *keys = m->keys + m->koff[rid];
+    i64 *held = m->hk + m->koff[rid];
     for (i64 i = 0; i < nhit; i++) {
-        i64 k = keys[i];
-        if (m->ref[k] == 0) {
-            AT(m->seg_count, i64, m->key_seg[k]) = 0;
-            m->key_seg[k] = -1;
+        i64 c = m->khead[keys[i]];
+        if (AT(m->c_ref, i64, c) == 0) {
+            AT(m->seg_count, i64, AT(m->c_seg, i64, c)) = 0;
+            AT(m->c_seg, i64, c) = -1;
             m->free -= 1;
         }
-        m->ref[k] += 1;
+        AT(m->c_ref, i64, c) += 1;
+        held[i] = c;
     }
     if (own_blocks) {
         i64 seg = m->own[rid];
@@ -201,19 +241,11 @@ static inline void reg(Sim *m, i64 r, i64 tokens) {
 /* reg's blocks [start, stop) of r's shared keys, start < stop */
 static void reg_keys(Sim *m, i64 r, i64 start, i64 stop) {
     const i64 *keys = m->keys + m->koff[r];
-    for (i64 j = start; j < stop; j++) {
-        i64 got = -1; /* -1: a duplicate (content cached already), kept in its place */
-        if (m->ref[keys[j]] < 0) { /* BlockPool.register */
-            m->ref[keys[j]] = 1;
-            got = keys[j];
-        }
-        m->hk[m->koff[r] + m->hk_n[r]++] = got;
-    }
+    for (i64 j = start; j < stop; j++) m->hk[m->koff[r] + m->hk_n[r]++] = new_copy(m, keys[j]);
     m->reg_next[r] = stop;
 }
 
-/* Scheduler.free, tail first: the partial tail, own full blocks, then the shared-key blocks
- * (duplicates in place) */
+/* Scheduler.free, tail first: the partial tail, own full blocks, then the shared-key copies */
 static void sched_free(Sim *m, i64 r, int keep_own) {
     i64 own = 0, nh = m->hk_n[r];
     if (keep_own && m->caching) {
@@ -223,9 +255,7 @@ static void sched_free(Sim *m, i64 r, int keep_own) {
     give_anon(m, m->held[r] - nh - own);
     give_own(m, r, own);
     for (i64 i = nh - 1; i >= 0; i--) {
-        i64 k = m->hk[m->koff[r] + i];
-        if (k < 0) give_anon(m, 1);
-        else release_key(m, k);
+        release_copy(m, m->hk[m->koff[r] + i]);
     }
     m->hk_n[r] = 0;
     m->reg_next[r] = 0;

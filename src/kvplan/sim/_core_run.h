@@ -96,10 +96,17 @@ static void block_moves(const Sim *m, const RunGroups *q, i64 k, i64 *tk, i64 *g
             first[nf++] = lo + (m->bs - (c + lo - q->win[s] + 1) % m->bs) % m->bs;
         }
         for (i64 e = 0; e < nf; e++) {
-            int dup = 0; /* each step once per request, whichever event it is first met by */
-            for (i64 d = 0; d < e; d++) dup |= (first[d] - first[e]) % m->bs == 0;
+            /* each step once per request: the events of one residue mod B together, from
+             * the earliest of them (two windows W1 > W2 with W1 = W2 mod B: W2's start) */
+            int dup = 0;
+            i64 start = first[e];
+            for (i64 d = 0; d < nf; d++) {
+                if (d == e || (first[d] - first[e]) % m->bs != 0) continue;
+                dup |= d < e;
+                if (first[d] < start) start = first[d];
+            }
             if (dup) continue;
-            for (i64 j = first[e]; j < k; j += m->bs) {
+            for (i64 j = start; j < k; j += m->bs) {
                 i64 net = j >= first[0] && (j - first[0]) % m->bs == 0 ? q->wopen : 0;
                 for (i64 s = 0; s < q->ns; s++)
                     if (j >= first[1 + s] && (j - first[1 + s]) % m->bs == 0) net -= q->wt[s];

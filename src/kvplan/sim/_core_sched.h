@@ -130,8 +130,8 @@ static i64 lookup(const Sim *m, i64 r, i64 total, i64 *nhit, i64 *evictable) {
     if (!m->caching) return 0;
     i64 limit = (total - 1) / m->bs, nk = n_shared(m, r), h = 0;
     const i64 *keys = m->keys + m->koff[r];
-    while (h < nk && h < limit && m->ref[keys[h]] >= 0) {
-        *evictable += m->ref[keys[h]] == 0;
+    while (h < nk && h < limit && m->khead[keys[h]] >= 0) { /* the first copy is hit */
+        *evictable += AT(m->c_ref, i64, m->khead[keys[h]]) == 0;
         h++;
     }
     *nhit = h;
@@ -184,8 +184,7 @@ static void schedule_waiting(Sim *m, i64 budget) {
         forget_own(m, r);
         take(m, need);
         m->held[r] = need + nhit + own;
-        for (i64 i = 0; i < nhit; i++) m->hk[m->koff[r] + i] = m->keys[m->koff[r] + i];
-        m->hk_n[r] = nhit;
+        m->hk_n[r] = nhit; /* touch put the hit copies in hk */
         m->reg_next[r] = nhit + own;
         m->computed[r] = hit;
         m->run[m->nrun++] = r;
@@ -277,19 +276,21 @@ static int general_step(Sim *m) {
 static int books_ok(const Sim *m) {
     i64 queued = 0, held = 0, extra = 0;
     for (i64 i = 0; i < q_len(m); i++) queued += AT(m->seg_count, i64, q_at(m, i));
-    i64 *holders = calloc((size_t)(m->nkeys + 1), sizeof(i64));
+    i64 nc = m->c_key.n;
+    i64 *holders = calloc((size_t)(nc + 1), sizeof(i64));
     if (!holders) return 0;
+    int ok = 1;
     for (i64 r = 0; r < m->n; r++) {
         held += m->held[r];
         for (i64 i = 0; i < m->hk_n[r]; i++) {
-            i64 k = m->hk[m->koff[r] + i];
-            if (k >= 0) holders[k]++; /* -1: a duplicate block */
+            i64 c = m->hk[m->koff[r] + i];
+            if (c >= 0 && c < nc) holders[c]++;
+            else ok = 0;
         }
     }
-    int ok = 1;
-    for (i64 k = 0; k < m->nkeys; k++) {
-        if (holders[k] && holders[k] != m->ref[k]) ok = 0;
-        if (holders[k]) extra += holders[k] - 1;
+    for (i64 c = 0; c < nc; c++) {
+        if (holders[c] && holders[c] != AT(m->c_ref, i64, c)) ok = 0;
+        if (holders[c]) extra += holders[c] - 1;
     }
     free(holders);
     return ok && queued == m->free && held - extra + m->free == m->usable && m->free >= 0;

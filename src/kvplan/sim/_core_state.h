@@ -137,9 +137,13 @@ typedef struct {
     /* prefix keys (interned 0..nkeys-1): request r's are keys[koff[r] .. koff[r + 1]) */
     const i64 *koff, *keys;
     i64 nkeys;
-    i64 *ref;      /* key -> requests holding its cached block, or -1 if not cached */
-    i64 *key_seg;  /* key -> its queued shared segment, or -1 */
-    i64 *hk, *hk_n; /* r's held keys: hk[koff[r] ..], hk_n[r] of them (-1: a duplicate) */
+    /* cached copies of a key's block (BlockPool.copies; vLLM 0.11 keeps every copy): per
+     * copy its key, holders, queued shared segment (or -1) and its key's list, in the order
+     * cached; a key's first and last copy, -1 if none; evicted copies' ids are reused
+     * (cfree: a list through c_next), so at most the pool's blocks are ever allocated */
+    Buf c_key, c_ref, c_seg, c_prev, c_next;
+    i64 *khead, *ktail, cfree;
+    i64 *hk, *hk_n; /* r's held copies: hk[koff[r] ..], hk_n[r] of them */
     i64 *reg_next; /* r's next key index to register */
     /* plan scratch */
     i64 *p_id, *p_new, *p_ctx, np, p_query, p_hits; /* p_query, p_hits: its lookups */

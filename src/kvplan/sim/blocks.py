@@ -11,9 +11,15 @@ request hits while it sits in the queue is taken out of the queue ("touched"). T
 held as segments, not single blocks, so a decode run can take thousands of blocks in one call:
 
     ('anon', n)        n free blocks without reusable content
-    ('shared', key)    one free block whose content (prefix key) other requests can hit
+    ('shared', copy)   one free cached block of shared content (a copy of a prefix key's
+                       block) other requests can hit
     ('own', rid, n)    the n full blocks of preempted request rid beyond its shared prefix;
                        only rid itself can hit them when it is rescheduled (recompute)
+
+As in vLLM 0.11 (BlockHashToBlockMap, no de-duplication), a key's content may be cached in
+several blocks ("copies"): a request that computes a block whose content another request
+cached already caches its own copy. A lookup hits the first copy cached that is still
+cached; evicting a copy leaves the others.
 """
 
 from __future__ import annotations
@@ -179,14 +185,18 @@ class _Segment:
 
 @dataclass(slots=True)
 class BlockPool:
-    """Free-block accounting plus the prefix cache (keys -> reference counts)."""
+    """Free-block accounting plus the prefix cache (keys -> cached copies -> references)."""
 
     num_blocks: int
     free: int = 0
     queue: deque[_Segment] = field(default_factory=deque)
+    copies: dict[int, dict[int, None]] = field(default_factory=dict)
+    """Shared key -> its cached copies (ids), in the order they were cached."""
     ref: dict[int, int] = field(default_factory=dict)
-    """Cached shared keys -> number of requests holding the block (0: evictable, in queue)."""
-    key_segment: dict[int, _Segment] = field(default_factory=dict)
+    """Cached copy -> number of requests holding it (0: evictable, in the queue)."""
+    copy_key: dict[int, int] = field(default_factory=dict)
+    copy_segment: dict[int, _Segment] = field(default_factory=dict)
+    next_copy: int = 0
     own: dict[int, _Segment] = field(default_factory=dict)
     """Preempted request id -> its queued 'own' segment (count shrinks as blocks are evicted)."""
 
@@ -212,9 +222,14 @@ class BlockPool:
                 self._evicted(seg)
 
     def _evicted(self, seg: _Segment) -> None:
-        if seg.kind == "shared" and self.key_segment.get(seg.key) is seg:
-            del self.key_segment[seg.key]
-            del self.ref[seg.key]
+        if seg.kind == "shared" and self.copy_segment.get(seg.key) is seg:
+            c = seg.key  # this copy only; the key's other copies stay cached
+            del self.copy_segment[c], self.ref[c]
+            key = self.copy_key.pop(c)
+            same = self.copies[key]
+            del same[c]
+            if not same:
+                del self.copies[key]
         elif seg.kind == "own" and self.own.get(seg.rid) is seg:
             del self.own[seg.rid]
 
@@ -238,38 +253,41 @@ class BlockPool:
         self.queue.append(seg)
         self.own[rid] = seg
 
-    def release_key(self, key: int) -> None:
-        """Drop one reference to a cached shared block; at zero it joins the free queue."""
-        self.ref[key] -= 1
-        if self.ref[key] == 0:
+    def release(self, c: int) -> None:
+        """Drop one reference to a cached copy; at zero it joins the free queue."""
+        self.ref[c] -= 1
+        if self.ref[c] == 0:
             self.free += 1
-            seg = _Segment("shared", 1, key=key)
+            seg = _Segment("shared", 1, key=c)
             self.queue.append(seg)
-            self.key_segment[key] = seg
+            self.copy_segment[c] = seg
 
-    def register(self, key: int) -> bool:
-        """Cache a freshly computed shared block held by one request; False if already cached."""
-        if key in self.ref:
-            return False
-        self.ref[key] = 1
-        return True
+    def register(self, key: int) -> int:
+        """Cache a freshly computed shared block held by one request: a new copy of the key
+        (vLLM 0.11 caches it even if another copy is cached); its id."""
+        c = self.next_copy
+        self.next_copy = c + 1
+        self.ref[c] = 1
+        self.copy_key[c] = key
+        self.copies.setdefault(key, {})[c] = None
+        return c
 
     def own_cached(self, rid: int) -> int:
         seg = self.own.get(rid)
         return 0 if seg is None else seg.count
 
-    def evictable_hits(self, keys: list[int]) -> int:
-        """How many of these cached keys sit in the free queue (a hit on them costs a block)."""
-        return sum(1 for k in keys if self.ref[k] == 0)
+    def evictable_hits(self, hits: list[int]) -> int:
+        """How many of these cached copies sit in the free queue (a hit on them costs a block)."""
+        return sum(1 for c in hits if self.ref[c] == 0)
 
-    def touch(self, keys: list[int], own_rid: int, own_blocks: int) -> None:
-        """Take hit blocks: referenced keys +1; evictable ones (and own blocks) leave the queue."""
-        for k in keys:
-            if self.ref[k] == 0:
-                seg = self.key_segment.pop(k)
+    def touch(self, hits: list[int], own_rid: int, own_blocks: int) -> None:
+        """Take hit copies: referenced +1; evictable ones (and own blocks) leave the queue."""
+        for c in hits:
+            if self.ref[c] == 0:
+                seg = self.copy_segment.pop(c)
                 seg.count = 0
                 self.free -= 1
-            self.ref[k] += 1
+            self.ref[c] += 1
         if own_blocks:
             seg = self.own.pop(own_rid)
             seg.count -= own_blocks

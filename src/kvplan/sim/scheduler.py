@@ -21,9 +21,6 @@ from kvplan.sim.state import RUNNING, WAITING, IntArray, SimState
 from kvplan.specs.serving import EngineConfig
 
 _sum = np.add.reduce  # ndarray.sum without its Python-level wrapper (small arrays, often)
-DUP = -(1 << 62)
-"""In ``SimState.held_keys``: a block of shared content another request had cached already
-(computed again, held without content); never a key (trace keys >= 0, prefix keys > -2**31)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,7 +256,8 @@ class Scheduler:
         s.waiting.extendleft(skipped)
 
     def _lookup(self, r: int, total: int) -> tuple[list[int], int]:
-        """Cached leading blocks of r: shared keys, then its own blocks (after preemption).
+        """Cached leading blocks of r: copies of its shared keys (the first cached of each,
+        vLLM's get_one_block), then its own blocks (after preemption).
 
         vLLM never hits the last token: at most (total - 1) // B blocks, so >= 1 is computed.
         """
@@ -267,12 +265,13 @@ class Scheduler:
             return [], 0
         limit = (total - 1) // self.shape.block_size
         keys = self.state.shared_keys[r] if self.state.shared_keys is not None else []
-        ref = self.pool.ref
+        copies = self.pool.copies
         hit: list[int] = []
         for k in keys[:limit]:
-            if k not in ref:
+            same = copies.get(k)
+            if not same:
                 break
-            hit.append(k)
+            hit.append(next(iter(same)))
         if len(hit) < len(keys) or len(hit) >= limit:
             return hit, 0
         return hit, min(self.pool.own_cached(r), limit - len(hit))
@@ -316,8 +315,8 @@ class Scheduler:
         if start >= stop:
             return
         held = self.state.held_keys.setdefault(r, [])
-        for j in range(start, stop):  # a duplicate keeps its place (freed in block order)
-            held.append(mine[j] if self.pool.register(mine[j]) else DUP)
+        for j in range(start, stop):  # cached even where another copy is (vLLM 0.11)
+            held.append(self.pool.register(mine[j]))
         self.reg_next[r] = stop
 
     @staticmethod
@@ -341,7 +340,7 @@ class Scheduler:
 
     def free(self, r: int, *, keep_own: bool) -> None:
         """Return r's blocks tail first, as vLLM frees them (reversed block order): the
-        partial tail, own full blocks, then the shared-key blocks (duplicates in place)."""
+        partial tail, own full blocks, then the shared-key copies."""
         s = self.state
         keys = s.held_keys.pop(r, [])
         self.reg_next.pop(r, None)
@@ -350,9 +349,6 @@ class Scheduler:
             own = max(0, int(s.computed[r]) // self.shape.block_size - s.n_shared(r))
         self.pool.give_anon(int(s.held[r]) - len(keys) - own)
         self.pool.give_own(r, own)
-        for k in reversed(keys):
-            if k == DUP:
-                self.pool.give_anon(1)
-            else:
-                self.pool.release_key(k)
+        for c in reversed(keys):
+            self.pool.release(c)
         s.held[r] = 0

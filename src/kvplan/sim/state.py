@@ -63,6 +63,7 @@ class SimState:
     seg_start: IntArray
     shared_keys: list[list[int]] | None
     held_keys: dict[int, list[int]] = field(default_factory=dict)
+    """Request -> the cached copies (BlockPool.copies) of shared content it holds."""
     reject_reason: dict[int, str] = field(default_factory=dict)
     running: list[int] = field(default_factory=list)
     waiting: deque[int] = field(default_factory=deque)
