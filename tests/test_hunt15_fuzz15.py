@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
 import pytest
 
 from tests.fuzz2_support import L1B, MCSV, assert_error, run_case
+
+CATALOG = Path(__file__).resolve().parents[1] / "src/kvplan/specs/catalog/models"
 
 # ------------------------------------------------- a read-only output file
 
@@ -32,3 +35,31 @@ def test_a_read_only_output_is_refused_not_replaced(argv: list[str], tmp_path: P
     assert_error(result, f"{argv[-2]} {argv[-1]} is read-only (mode 0444)")
     assert out.read_text() == "keep me\n"
     assert stat.S_IMODE(out.stat().st_mode) == 0o444
+
+
+# ------------------------------------------------- a MoE config routing to more experts than it has
+
+
+@pytest.mark.parametrize("experts", [1, 2, 3])
+def test_more_experts_per_token_than_experts_is_refused(experts: int, tmp_path: Path) -> None:
+    """gpt-oss-20b routes each token to its top 4 of 32 experts. With num_local_experts cut to
+    1, 2 or 3, the miss chance 1 - k/E is -3, -1 or -1/3: latency priced a 'share of experts
+    touched' of 1 - (-3)^T (numpy's 'overflow encountered in power' on stderr, exit 0) or of
+    0 / 2 / 4/3 at E = 2, 3. vLLM cannot start such a model (the router's torch.topk(k=4) over
+    fewer than 4 logits fails). Now one error line naming the field, exit 2."""
+    cfg = json.loads((CATALOG / "openai--gpt-oss-20b.json").read_text())
+    assert (cfg["num_local_experts"], cfg["num_experts_per_tok"]) == (32, 4)
+    cfg["num_local_experts"] = experts
+    files = {"config.json": json.dumps(cfg)}
+    result = run_case(tmp_path, ["latency", "config.json", "--gpu", "H100", "--prompt", "64",
+                                 "--output", "4", "--json"], files)
+    assert_error(result, "field 'num_experts_per_tok'",
+                 f"4 experts per token exceed the {experts} routed experts")
+
+
+def test_top_k_equal_to_the_experts_still_runs(tmp_path: Path) -> None:
+    """The bound is k <= E: every expert routed (k = E = 4) is a valid, if odd, config."""
+    cfg = json.loads((CATALOG / "openai--gpt-oss-20b.json").read_text())
+    cfg["num_local_experts"] = 4
+    result = run_case(tmp_path, ["kv", "config.json", "--json"], {"config.json": json.dumps(cfg)})
+    assert result.code == 0, result

@@ -42,6 +42,14 @@ def check_kv_heads(key: str, kv_heads: int, heads: int, file: str) -> int:
     return kv_heads
 
 
+def check_topk(key: str, topk: int, experts: int, file: str) -> int:
+    """A router picks its top-k among the routed experts (vLLM's ``torch.topk`` fails on more)."""
+    if topk > experts:
+        raise ConfigError(f"{topk} experts per token exceed the {experts} routed experts "
+                          "(the router picks its top-k among them)", field=key, file=file)
+    return topk
+
+
 def weight_block(block: Any, file: str) -> tuple[int, int] | None:
     """quantization_config.weight_block_size: two whole numbers in [1, 2^20], or None."""
     if not isinstance(block, list) or len(block) != 2:

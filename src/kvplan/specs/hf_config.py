@@ -14,6 +14,7 @@ from kvplan.specs.config_checks import (
     check_flags,
     check_kv_heads,
     check_rope_scaling,
+    check_topk,
     config_int,
 )
 from kvplan.specs.layer_kinds import layer_kinds
@@ -253,9 +254,12 @@ def _moe(f: _Fields) -> MoeSpec | None:
     shared = f.integer("shared_expert_intermediate_size", required=False)
     if shared == 0 and f.has("n_shared_experts"):
         shared = f.integer("n_shared_experts") * f.integer("moe_intermediate_size")
+    topk_keys = ("num_experts_per_tok", "experts_per_token", "moe_topk")
+    topk = f.integer(*topk_keys)
+    key = next((k for k in topk_keys if f.has(k)), topk_keys[0])
     return MoeSpec(
         num_experts=experts,
-        experts_per_token=f.integer("num_experts_per_tok", "experts_per_token", "moe_topk"),
+        experts_per_token=check_topk(key, topk, experts, f.file),
         moe_intermediate_size=f.integer("moe_intermediate_size", "intermediate_size"),
         shared_expert_intermediate_size=shared,
         first_dense_layers=f.integer("first_k_dense_replace", required=False),
