@@ -63,3 +63,20 @@ def test_top_k_equal_to_the_experts_still_runs(tmp_path: Path) -> None:
     cfg["num_local_experts"] = 4
     result = run_case(tmp_path, ["kv", "config.json", "--json"], {"config.json": json.dumps(cfg)})
     assert result.code == 0, result
+
+
+# ------------------------------------------------- an output path ending in '/'
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", L1B, "--gpu", "H100", "-o", "r.html/"],
+    ["capacity", L1B, "--gpu", "H100", "--plot", "c.svg/"],
+    ["calibrate", "m.csv", "--force", "--out", "p.json/"],
+], ids=lambda a: a[0])
+def test_an_output_path_ending_in_a_slash_is_refused(argv: list[str], tmp_path: Path) -> None:
+    """Was: 'wrote r.html', exit 0: pathlib drops the trailing '/', so a path that POSIX reads
+    as a folder (open('r.html/', 'w') fails with EISDIR, as the shell's '> r.html/' does)
+    became a file. Now one error line, exit 2, and nothing is written."""
+    result = run_case(tmp_path, argv, {"m.csv": MCSV})
+    assert_error(result, f"{argv[-1]} ends in '/', which names a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv"]

@@ -53,6 +53,8 @@ def check_output(path: str | Path, flag: str, inputs: Iterable[str | Path | None
     where = f"{flag} {p}"
     if not str(path) or p.name in ("", ".", ".."):
         raise InputError(f"{where}: give a file name")
+    if str(path).endswith(("/", os.sep)):  # Path() drops it; POSIX reads it as a folder
+        raise InputError(f"{where}/ ends in '/', which names a folder; give a file name")
     _check_name_length(p, where)
     target = _follow(p, where)
     _check_target(target, where)
