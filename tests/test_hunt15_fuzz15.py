@@ -80,3 +80,32 @@ def test_an_output_path_ending_in_a_slash_is_refused(argv: list[str], tmp_path: 
     result = run_case(tmp_path, argv, {"m.csv": MCSV})
     assert_error(result, f"{argv[-1]} ends in '/', which names a folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv"]
+
+
+# ------------------------------------------------- which dtype a config.json declares
+
+
+def _kv_dtype(tmp_path: Path, cfg: dict[str, object]) -> object:
+    result = run_case(tmp_path, ["kv", "config.json", "--json"], {"config.json": json.dumps(cfg)})
+    assert result.code == 0, result
+    return json.loads(result.out)["kv_cache_dtype"]
+
+
+def test_dtype_key_wins_over_torch_dtype(tmp_path: Path) -> None:
+    """transformers (>= 4.56, which vLLM 0.11 needs) keeps ``dtype`` when a config holds both
+    (PretrainedConfig: 'If both are provided, keep `dtype`'). A 1B config with dtype float16
+    and torch_dtype float32 is served (dtype=auto) in float16, so the KV cache is float16.
+    Was: bfloat16, with the note 'torch_dtype float32: served as bfloat16'."""
+    cfg = json.loads((CATALOG / "meta-llama--Llama-3.2-1B.json").read_text())
+    cfg.update(dtype="float16", torch_dtype="float32")
+    assert _kv_dtype(tmp_path, cfg) == "float16"
+
+
+def test_root_dtype_wins_over_the_text_config(tmp_path: Path) -> None:
+    """vLLM's _find_dtype reads the root config's dtype first and the text config's only when
+    the root has none. gemma-3-27b-it with root bfloat16 and text_config float16 is served in
+    bfloat16. Was: float16 (the text config's value won)."""
+    cfg = json.loads((CATALOG / "google--gemma-3-27b-it.json").read_text())
+    assert cfg["torch_dtype"] == "bfloat16"
+    cfg["text_config"]["torch_dtype"] = "float16"
+    assert _kv_dtype(tmp_path, cfg) == "bfloat16"

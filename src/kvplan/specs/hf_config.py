@@ -234,7 +234,7 @@ def _mla(f: _Fields) -> MlaSpec | None:
 
 def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[str, str | None]:
     """Serving dtype as vLLM's dtype=auto picks it: the config's, float32 downcast to bfloat16."""
-    declared = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
+    declared = _declared_dtype(raw, cfg)
     if declared is None:
         f.notes.append("torch_dtype absent: bfloat16 assumed")
         return "bfloat16", None
@@ -245,6 +245,18 @@ def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[
         f.notes.append("torch_dtype float32: served as bfloat16 (vLLM dtype=auto downcast)")
         return "bfloat16", "float32"
     return name, name
+
+
+def _declared_dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
+    """The config's dtype as vLLM's ``_find_dtype`` reads it: the root config's, else the text
+    config's, else the vision config's; in each, ``dtype`` before the older ``torch_dtype``
+    (transformers keeps ``dtype`` when a file holds both)."""
+    vision = raw.get("vision_config")
+    for part in (raw, cfg, vision if isinstance(vision, Mapping) else {}):
+        for key in ("dtype", "torch_dtype"):
+            if part.get(key) is not None:
+                return part[key]
+    return None
 
 
 def _moe(f: _Fields) -> MoeSpec | None:
