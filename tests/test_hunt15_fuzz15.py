@@ -109,3 +109,37 @@ def test_root_dtype_wins_over_the_text_config(tmp_path: Path) -> None:
     assert cfg["torch_dtype"] == "bfloat16"
     cfg["text_config"]["torch_dtype"] = "float16"
     assert _kv_dtype(tmp_path, cfg) == "bfloat16"
+
+
+# ------------------------------------------------- rope_scaling naming two RoPE types
+
+
+def test_conflicting_rope_type_and_legacy_type_are_refused(tmp_path: Path) -> None:
+    """vLLM's patch_rope_scaling_dict raises "Found conflicts between 'rope_type=yarn' (modern
+    field) and 'type=linear' (legacy field)". Was: exit 0, the yarn reading
+    (original_max_position_embeddings 20000 x factor 2 = 40,000 tokens, 'Maximum concurrency
+    for 40,000 tokens'). Now one error line naming rope_scaling.type, exit 2."""
+    cfg = json.loads((CATALOG / "Qwen--Qwen3-8B.json").read_text())
+    cfg["rope_scaling"] = {"rope_type": "yarn", "type": "linear", "factor": 2.0,
+                           "original_max_position_embeddings": 20000}
+    result = run_case(tmp_path, ["capacity", "config.json", "--gpu", "H200"],
+                      {"config.json": json.dumps(cfg)})
+    assert_error(result, "field 'rope_scaling.type'", "rope_type 'yarn' conflicts with the "
+                 "legacy type 'linear'")
+
+
+@pytest.mark.parametrize(("legacy", "modern"), [("mrope", "default"), ("su", "longrope"),
+                                                 ("yarn", "yarn")])
+def test_rope_type_pairs_vllm_reads_as_one_still_run(legacy: str, modern: str,
+                                                     tmp_path: Path) -> None:
+    """Qwen2.5-VL files saved by newer transformers hold type mrope with rope_type default;
+    vLLM renames su to longrope; equal names are no conflict. Qwen3-8B's 40,960 positions
+    stay the max_model_len (factor absent: 1; longrope, as llama3, is not scaled)."""
+    cfg = json.loads((CATALOG / "Qwen--Qwen3-8B.json").read_text())
+    cfg["rope_scaling"] = {"rope_type": modern, "type": legacy}
+    if modern == "yarn":
+        cfg["rope_scaling"].update(factor=1.0, original_max_position_embeddings=40960)
+    result = run_case(tmp_path, ["capacity", "config.json", "--gpu", "H200"],
+                      {"config.json": json.dumps(cfg)})
+    assert result.code == 0, result
+    assert "Maximum concurrency for 40,960 tokens per request" in result.out

@@ -76,6 +76,7 @@ def check_rope_scaling(cfg: Mapping[str, Any], file: str) -> None:
         rope = cfg.get(key)
         if not isinstance(rope, Mapping):
             continue
+        _check_rope_types(key, rope, file)
         for name, value in rope.items():
             where = f"{key}.{name}"
             if value is None:
@@ -88,6 +89,21 @@ def check_rope_scaling(cfg: Mapping[str, Any], file: str) -> None:
                 for v in value if isinstance(value, list) else [value]:
                     if isinstance(v, int | float) and not isinstance(v, bool):
                         _check_real(where, v, (-ROPE_VALUE, ROPE_VALUE), file)
+
+
+_ROPE_ALIASES = {("su", "longrope"), ("mrope", "default")}
+"""(legacy type, rope_type) pairs vLLM reads as one RoPE (it renames su and mrope)."""
+
+
+def _check_rope_types(key: str, rope: Mapping[str, Any], file: str) -> None:
+    """vLLM's patch_rope_scaling_dict refuses a legacy ``type`` that names another RoPE than
+    ``rope_type`` ("Found conflicts between 'rope_type=...' and 'type=...'")."""
+    modern, legacy = rope.get("rope_type"), rope.get("type")
+    if modern is None or legacy is None or modern == legacy or (legacy, modern) in _ROPE_ALIASES:
+        return
+    raise ConfigError(f"rope_type {short_repr(modern)} conflicts with the legacy type "
+                      f"{short_repr(legacy)}; vLLM refuses such a config (keep one of the two)",
+                      field=f"{key}.type", file=file)
 
 
 def check_flags(cfg: Mapping[str, Any], file: str) -> None:
