@@ -143,3 +143,30 @@ def test_rope_type_pairs_vllm_reads_as_one_still_run(legacy: str, modern: str,
                       {"config.json": json.dumps(cfg)})
     assert result.code == 0, result
     assert "Maximum concurrency for 40,960 tokens per request" in result.out
+
+
+# ------------------------------------------------- compressed-tensors' older compression_config key
+
+FP8_CHANNEL = {"quant_method": "compressed-tensors", "format": "float-quantized",
+               "config_groups": {"group_0": {
+                   "targets": ["Linear"],
+                   "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                   "input_activations": {"num_bits": 8, "type": "float", "dynamic": True,
+                                         "strategy": "token"}}},
+               "ignore": ["lm_head"]}
+
+
+def test_compression_config_is_read_as_the_quantization_config(tmp_path: Path) -> None:
+    """Older llm-compressor exports keep the scheme under "compression_config"; vLLM's
+    _parse_quant_hf_config falls back to that key. Was: ignored, Llama-3.1-8B priced in
+    bf16, weights 16,094,076,928 B. Now the fp8 channel scheme, as under quantization_config:
+    linear weights 6,979,321,856 x 1 B + a float32 scale per output row (6144 + 4096 + 28672
+    + 4096 = 43,008 rows x 4 B x 32 layers = 5,505,024) + bf16 embedding and lm_head
+    (2 x 128,256 x 4096 x 2 = 2,101,346,304) + norms (65 x 4096 x 2 = 532,480) + the rope
+    cos/sin cache (131,072 x 128 x 2 = 33,554,432) = 9,120,260,096 B."""
+    cfg = json.loads((CATALOG / "meta-llama--Llama-3.1-8B.json").read_text())
+    cfg["compression_config"] = FP8_CHANNEL
+    result = run_case(tmp_path, ["capacity", "config.json", "--gpu", "H100", "--json"],
+                      {"config.json": json.dumps(cfg)})
+    assert result.code == 0, result
+    assert json.loads(result.out)["weights_bytes"] == 9_120_260_096

@@ -301,13 +301,24 @@ def _mamba(f: _Fields, hidden: int) -> MambaSpec:
 
 def _quant_fields(raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str) -> dict[str, Any]:
     """ModelSpec's quantization, weight_block_size and quant_layout from quantization_config."""
-    q = cfg.get("quantization_config") or raw.get("quantization_config")
+    q = _quant_config(raw, cfg)
     return {"quantization": _quantization(raw, cfg), "weight_block_size": checkpoint_block(q, file),
             "quant_layout": quant_layout(q, file)}
 
 
 def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
-    return quant_method(cfg.get("quantization_config") or raw.get("quantization_config"))
+    return quant_method(_quant_config(raw, cfg))
+
+
+def _quant_config(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
+    """vLLM's ``_parse_quant_hf_config``: the root config's quantization_config, else its
+    compression_config (the key older compressed-tensors exports use); then the same two in
+    the text config of a multimodal wrapper."""
+    for part in (raw, cfg):
+        for key in ("quantization_config", "compression_config"):
+            if part.get(key):
+                return part[key]
+    return None
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:
