@@ -170,3 +170,13 @@ def test_compression_config_is_read_as_the_quantization_config(tmp_path: Path) -
                       {"config.json": json.dumps(cfg)})
     assert result.code == 0, result
     assert json.loads(result.out)["weights_bytes"] == 9_120_260_096
+
+
+def test_a_float16_gemma_config_is_served_in_bfloat16_under_auto(tmp_path: Path) -> None:
+    """vLLM 0.11's _resolve_auto_dtype drops float16 from the dtypes a gemma2 / gemma3 model
+    may take (_is_valid_dtype) and falls back to the platform's first, bfloat16; only an
+    explicit --dtype float16 is refused. Was: a gemma-2-9b-it config saved in float16 was
+    served (and its KV cache stored) as float16."""
+    cfg = json.loads((CATALOG / "google--gemma-2-9b-it.json").read_text())
+    cfg["torch_dtype"] = "float16"
+    assert _kv_dtype(tmp_path, cfg) == "bfloat16"

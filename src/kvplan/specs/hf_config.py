@@ -10,6 +10,7 @@ from typing import Any
 from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import (
+    FLOAT16_REFUSED,
     check_decoder_only,
     check_flags,
     check_kv_heads,
@@ -130,7 +131,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     mla = _mla(f)
     kinds = layer_kinds(f, layers, model_type, mla is not None)
     sliding = f.integer("sliding_window") if "sliding" in kinds else None
-    dtype, config_dtype = _dtype(raw, cfg, f)
+    dtype, config_dtype = _dtype(raw, cfg, f, model_type)
     return ModelSpec(
         name=name,
         source=file,
@@ -232,8 +233,10 @@ def _mla(f: _Fields) -> MlaSpec | None:
     )
 
 
-def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[str, str | None]:
-    """Serving dtype as vLLM's dtype=auto picks it: the config's, float32 downcast to bfloat16."""
+def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields,
+           model_type: str) -> tuple[str, str | None]:
+    """Serving dtype as vLLM's dtype=auto picks it: the config's, float32 downcast to bfloat16,
+    float16 of a model type vLLM refuses in float16 served in bfloat16 (_resolve_auto_dtype)."""
     declared = _declared_dtype(raw, cfg)
     if declared is None:
         f.notes.append("torch_dtype absent: bfloat16 assumed")
@@ -241,6 +244,10 @@ def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[
     name = _DTYPES.get(str(declared).replace("torch.", ""))
     if name is None:
         raise ConfigError(f"unknown dtype {declared!r}", field="torch_dtype", file=f.file)
+    if name == "float16" and model_type in FLOAT16_REFUSED:
+        f.notes.append(f"torch_dtype float16: served as bfloat16 (vLLM dtype=auto skips float16 "
+                       f"for {model_type})")
+        return "bfloat16", "float16"
     if name == "float32":
         f.notes.append("torch_dtype float32: served as bfloat16 (vLLM dtype=auto downcast)")
         return "bfloat16", "float32"
