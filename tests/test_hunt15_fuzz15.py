@@ -180,3 +180,19 @@ def test_a_float16_gemma_config_is_served_in_bfloat16_under_auto(tmp_path: Path)
     cfg = json.loads((CATALOG / "google--gemma-2-9b-it.json").read_text())
     cfg["torch_dtype"] = "float16"
     assert _kv_dtype(tmp_path, cfg) == "bfloat16"
+
+
+# ------------------------------------------------- the name a model folder is shown by
+
+
+@pytest.mark.parametrize("given", ["Llama-3.2-1B-local", "Llama-3.2-1B-local/config.json"])
+def test_a_model_folder_is_named_by_the_folder_not_config(given: str, tmp_path: Path) -> None:
+    """Was: '"model": "config"' (and 'config — GQA' as the title) for any model given as its
+    folder or its folder's config.json: the file's stem. vLLM names a local model by its path;
+    kvplan now shows the folder's name. A config file of another name keeps its stem."""
+    folder = tmp_path / "Llama-3.2-1B-local"
+    folder.mkdir()
+    (folder / "config.json").write_text((CATALOG / "meta-llama--Llama-3.2-1B.json").read_text())
+    result = run_case(tmp_path, ["kv", given, "--json"])
+    assert result.code == 0, result
+    assert json.loads(result.out)["model"] == "Llama-3.2-1B-local"
