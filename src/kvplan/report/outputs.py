@@ -7,9 +7,9 @@ Hugging Face cache), any file the process has read so far (``kvplan.input_file``
 one; checked again just before writing, for those read during the work), or a file inside
 kvplan's own package (its bundled data). A symlink is followed to the file it names, and a
 dangling one is refused. An existing output is replaced (as ``vllm bench serve
---save-result`` does) and the notice says ``wrote FILE (replaced)``. Bytes go to a temporary
-file in the same folder, then ``os.replace``, so an interrupted or failed write never leaves a
-half-written file.
+--save-result`` does) and the notice says ``wrote FILE (replaced)``; a read-only one is refused
+(the rename would bypass its permission). Bytes go to a temporary file in the same folder, then
+``os.replace``, so an interrupted or failed write never leaves a half-written file.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ def check_output(path: str | Path, flag: str, inputs: Iterable[str | Path | None
     where = f"{flag} {p}"
     if not str(path) or p.name in ("", ".", ".."):
         raise InputError(f"{where}: give a file name")
+    if str(path).endswith(("/", os.sep)):  # Path() drops it; POSIX reads it as a folder
+        raise InputError(f"{where}/ ends in '/', which names a folder; give a file name")
     _check_name_length(p, where)
     target = _follow(p, where)
     _check_target(target, where)
@@ -108,6 +110,11 @@ def _check_target(target: Path, where: str) -> None:
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise InputError(
             f"{where} is not a regular file (a device, pipe or socket); give a file path"
+        )
+    if st is not None and not (st.st_mode & 0o222 and os.access(target, os.W_OK)):
+        raise InputError(
+            f"{where} is read-only (mode {stat.S_IMODE(st.st_mode):04o}); make it writable "
+            "(chmod u+w) or give another file name"
         )
 
 

@@ -14,6 +14,10 @@ from typing import Any
 from kvplan.errors import ConfigError
 from kvplan.limits import MAX_CONFIG_INT, MAX_LAYERS, ROPE_FACTOR, ROPE_VALUE, real_number
 
+FLOAT16_REFUSED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
+"""Model types vLLM will not serve in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS``, vLLM 0.11
+``config/model.py``: "Numerical instability. Please use bfloat16 or float32 instead."); under
+``--dtype auto`` a float16 config of these is served in bfloat16 (``_resolve_auto_dtype``)."""
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 MAX_WEIGHT_BLOCK = 2**20
 
@@ -42,6 +46,14 @@ def check_kv_heads(key: str, kv_heads: int, heads: int, file: str) -> int:
     return kv_heads
 
 
+def check_topk(key: str, topk: int, experts: int, file: str) -> int:
+    """A router picks its top-k among the routed experts (vLLM's ``torch.topk`` fails on more)."""
+    if topk > experts:
+        raise ConfigError(f"{topk} experts per token exceed the {experts} routed experts "
+                          "(the router picks its top-k among them)", field=key, file=file)
+    return topk
+
+
 def weight_block(block: Any, file: str) -> tuple[int, int] | None:
     """quantization_config.weight_block_size: two whole numbers in [1, 2^20], or None."""
     if not isinstance(block, list) or len(block) != 2:
@@ -68,6 +80,7 @@ def check_rope_scaling(cfg: Mapping[str, Any], file: str) -> None:
         rope = cfg.get(key)
         if not isinstance(rope, Mapping):
             continue
+        _check_rope_types(key, rope, file)
         for name, value in rope.items():
             where = f"{key}.{name}"
             if value is None:
@@ -80,6 +93,21 @@ def check_rope_scaling(cfg: Mapping[str, Any], file: str) -> None:
                 for v in value if isinstance(value, list) else [value]:
                     if isinstance(v, int | float) and not isinstance(v, bool):
                         _check_real(where, v, (-ROPE_VALUE, ROPE_VALUE), file)
+
+
+_ROPE_ALIASES = {("su", "longrope"), ("mrope", "default")}
+"""(legacy type, rope_type) pairs vLLM reads as one RoPE (it renames su and mrope)."""
+
+
+def _check_rope_types(key: str, rope: Mapping[str, Any], file: str) -> None:
+    """vLLM's patch_rope_scaling_dict refuses a legacy ``type`` that names another RoPE than
+    ``rope_type`` ("Found conflicts between 'rope_type=...' and 'type=...'")."""
+    modern, legacy = rope.get("rope_type"), rope.get("type")
+    if modern is None or legacy is None or modern == legacy or (legacy, modern) in _ROPE_ALIASES:
+        return
+    raise ConfigError(f"rope_type {short_repr(modern)} conflicts with the legacy type "
+                      f"{short_repr(legacy)}; vLLM refuses such a config (keep one of the two)",
+                      field=f"{key}.type", file=file)
 
 
 def check_flags(cfg: Mapping[str, Any], file: str) -> None:

@@ -10,10 +10,12 @@ from typing import Any
 from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import (
+    FLOAT16_REFUSED,
     check_decoder_only,
     check_flags,
     check_kv_heads,
     check_rope_scaling,
+    check_topk,
     config_int,
 )
 from kvplan.specs.layer_kinds import layer_kinds
@@ -129,7 +131,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     mla = _mla(f)
     kinds = layer_kinds(f, layers, model_type, mla is not None)
     sliding = f.integer("sliding_window") if "sliding" in kinds else None
-    dtype, config_dtype = _dtype(raw, cfg, f)
+    dtype, config_dtype = _dtype(raw, cfg, f, model_type)
     return ModelSpec(
         name=name,
         source=file,
@@ -231,19 +233,37 @@ def _mla(f: _Fields) -> MlaSpec | None:
     )
 
 
-def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields) -> tuple[str, str | None]:
-    """Serving dtype as vLLM's dtype=auto picks it: the config's, float32 downcast to bfloat16."""
-    declared = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
+def _dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any], f: _Fields,
+           model_type: str) -> tuple[str, str | None]:
+    """Serving dtype as vLLM's dtype=auto picks it: the config's, float32 downcast to bfloat16,
+    float16 of a model type vLLM refuses in float16 served in bfloat16 (_resolve_auto_dtype)."""
+    declared = _declared_dtype(raw, cfg)
     if declared is None:
         f.notes.append("torch_dtype absent: bfloat16 assumed")
         return "bfloat16", None
     name = _DTYPES.get(str(declared).replace("torch.", ""))
     if name is None:
         raise ConfigError(f"unknown dtype {declared!r}", field="torch_dtype", file=f.file)
+    if name == "float16" and model_type in FLOAT16_REFUSED:
+        f.notes.append(f"torch_dtype float16: served as bfloat16 (vLLM dtype=auto skips float16 "
+                       f"for {model_type})")
+        return "bfloat16", "float16"
     if name == "float32":
         f.notes.append("torch_dtype float32: served as bfloat16 (vLLM dtype=auto downcast)")
         return "bfloat16", "float32"
     return name, name
+
+
+def _declared_dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
+    """The config's dtype as vLLM's ``_find_dtype`` reads it: the root config's, else the text
+    config's, else the vision config's; in each, ``dtype`` before the older ``torch_dtype``
+    (transformers keeps ``dtype`` when a file holds both)."""
+    vision = raw.get("vision_config")
+    for part in (raw, cfg, vision if isinstance(vision, Mapping) else {}):
+        for key in ("dtype", "torch_dtype"):
+            if part.get(key) is not None:
+                return part[key]
+    return None
 
 
 def _moe(f: _Fields) -> MoeSpec | None:
@@ -257,9 +277,12 @@ def _moe(f: _Fields) -> MoeSpec | None:
                        required=False)
     if shared == 0 and f.has("n_shared_experts"):
         shared = f.integer("n_shared_experts") * f.integer("moe_intermediate_size")
+    topk_keys = ("num_experts_per_tok", "experts_per_token", "moe_topk")
+    topk = f.integer(*topk_keys)
+    key = next((k for k in topk_keys if f.has(k)), topk_keys[0])
     return MoeSpec(
         num_experts=experts,
-        experts_per_token=f.integer("num_experts_per_tok", "experts_per_token", "moe_topk"),
+        experts_per_token=check_topk(key, topk, experts, f.file),
         moe_intermediate_size=f.integer("moe_intermediate_size", "intermediate_size"),
         shared_expert_intermediate_size=shared,
         first_dense_layers=f.integer("first_k_dense_replace", required=False),
@@ -292,13 +315,24 @@ def _mamba(f: _Fields, hidden: int) -> MambaSpec:
 
 def _quant_fields(raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str) -> dict[str, Any]:
     """ModelSpec's quantization, weight_block_size and quant_layout from quantization_config."""
-    q = cfg.get("quantization_config") or raw.get("quantization_config")
+    q = _quant_config(raw, cfg)
     return {"quantization": _quantization(raw, cfg), "weight_block_size": checkpoint_block(q, file),
             "quant_layout": quant_layout(q, file)}
 
 
 def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:
-    return quant_method(cfg.get("quantization_config") or raw.get("quantization_config"))
+    return quant_method(_quant_config(raw, cfg))
+
+
+def _quant_config(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
+    """vLLM's ``_parse_quant_hf_config``: the root config's quantization_config, else its
+    compression_config (the key older compressed-tensors exports use); then the same two in
+    the text config of a multimodal wrapper."""
+    for part in (raw, cfg):
+        for key in ("quantization_config", "compression_config"):
+            if part.get(key):
+                return part[key]
+    return None
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:

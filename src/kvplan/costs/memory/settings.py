@@ -9,6 +9,7 @@ from kvplan.costs.memory.fp8_blocks import check_fp8_blocks
 from kvplan.costs.memory.kv_dtype_check import check_kv_dtype
 from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
 from kvplan.errors import InputError
+from kvplan.specs.config_checks import FLOAT16_REFUSED
 from kvplan.specs.engine_bounds import check_kv_cache_memory
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv import check_tensor_parallel, model_precision
@@ -98,9 +99,6 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     )
 
 
-FLOAT16_REFUSED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
-"""Model types vLLM will not serve in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS``, vLLM 0.11
-``config/model.py``: "Numerical instability. Please use bfloat16 or float32 instead.")."""
 
 
 def _check_dtype(model: ModelSpec, dtype: str) -> None:

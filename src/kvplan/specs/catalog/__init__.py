@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,7 +102,18 @@ def load_model(name_or_path: str) -> ModelSpec:
             f"no such config file: {path}; pass a config.json path "
             "or a model id from 'kvplan models'"
         )
-    return parse_config(load_config_file(path), name=path.stem, file=str(path))
+    return parse_config(load_config_file(path), name=_shown_name(path), file=str(path))
+
+
+def _shown_name(path: Path) -> str:
+    """A model folder's config.json is named by its folder (vLLM names a local model by its
+    path), any other file by its stem."""
+    if path.name == "config.json":
+        with contextlib.suppress(OSError, RuntimeError):
+            folder = path.resolve().parent.name
+            if folder:
+                return folder
+    return path.stem
 
 
 def served_name(name_or_path: str) -> str:
