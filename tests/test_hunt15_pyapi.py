@@ -1,0 +1,34 @@
+"""kvplan as a Python library in notebooks, and its pictures, against the CLI (hunt 15)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import kvplan
+from tests.conftest import run_cli
+
+M = "meta-llama/Llama-3.1-8B"
+
+
+def test_serving_run_header_keeps_the_rate_it_was_drawn_at() -> None:
+    # before: kvplan.simulate_serving(..., WorkloadArgs(request_rate=5, burstiness=0.5))
+    # .header() said request_rate "trace" and burstiness 1.0 (the run forgot its arguments:
+    # a random workload's arrivals > 0 read as a trace's), so the notebook's table dropped
+    # `kvplan simulate`'s "Request rate configured (RPS) 5.00" row, and a saved header was
+    # refused by `kvplan calibrate` ("request_rate 'trace'"). The CLI's --json says 5.0 / 0.5:
+    # the values given.
+    from kvplan.report.views.notebook import html
+
+    args = kvplan.WorkloadArgs(num_prompts=20, request_rate=5.0, burstiness=0.5)
+    run = kvplan.simulate_serving(M, "H100", workload=args)
+    header = run.header()
+    assert header["request_rate"] == 5.0 and header["burstiness"] == 0.5
+    cli = json.loads(run_cli("simulate", M, "--num-prompts", "20", "--request-rate", "5",
+                             "--burstiness", "0.5", "--json").out)
+    assert {k: cli[k] for k in header} == header
+    text = re.sub(r"<[^>]+>", "", html(run))
+    assert re.search(r"Request rate configured \(RPS\)\s*│\s*5\.00", text)
+    # a built Workload has no arguments: its header says what the arrivals show, as before
+    built = kvplan.simulate_serving(M, "H100", workload=kvplan.build_workload(args))
+    assert built.header()["request_rate"] == "trace"
