@@ -32,3 +32,26 @@ def test_serving_run_header_keeps_the_rate_it_was_drawn_at() -> None:
     # a built Workload has no arguments: its header says what the arrivals show, as before
     built = kvplan.simulate_serving(M, "H100", workload=kvplan.build_workload(args))
     assert built.header()["request_rate"] == "trace"
+
+
+def test_numpy_int32_arguments_do_not_wrap_byte_counts() -> None:
+    # before: a notebook's numpy int32 (a pandas column, np.arange(..., dtype=np.int32)) went
+    # into the arithmetic as it was: kvplan.batch_footprint(kv, np.int32(64),
+    # np.int32(100000)).total_bytes was 1,342,177,280 (wrapped at 2**31, with only a
+    # RuntimeWarning) where `kvplan batch --batch 64 --context 100000` says 838,860,800,000,
+    # and the answers held np.int32 that json.dumps refuses. Llama-3.1-8B: 32 layers x 8 KV
+    # heads x 128 x 2 (K, V) x 2 bytes = 131,072 bytes/token; x 100,000 tokens =
+    # 13,107,200,000 per request; x 64 = 838,860,800,000.
+    import dataclasses
+
+    import numpy as np
+
+    kv = kvplan.kv_spec(kvplan.load_model(M))
+    fp = kvplan.batch_footprint(kv, np.int32(64), np.int32(100_000))
+    cli = json.loads(run_cli("batch", M, "--batch", "64", "--context", "100000", "--json").out)
+    assert fp.total_bytes == cli["total_bytes"] == 838_860_800_000
+    assert type(fp.total_bytes) is int
+    tl = kvplan.request_timeline(kv, np.int32(100_000), np.int32(5))
+    assert tl.prefill_bytes == 13_107_200_000
+    json.dumps(dataclasses.asdict(fp))
+    json.dumps(dataclasses.asdict(tl))
