@@ -55,3 +55,22 @@ def test_numpy_int32_arguments_do_not_wrap_byte_counts() -> None:
     assert tl.prefill_bytes == 13_107_200_000
     json.dumps(dataclasses.asdict(fp))
     json.dumps(dataclasses.asdict(tl))
+
+
+def test_latency_result_holds_plain_floats() -> None:
+    # before: kvplan.request_latency(...).ttft_s, .e2e_s and .output_throughput_tok_s were
+    # np.float64 (the kernel tables' interpolation) while .tpot_s was a float, so a notebook
+    # cell showed np.float64(0.9422...) and repr(lat) carried numpy's noise; the values are
+    # the CLI's `kvplan latency --json` figures, now as Python floats.
+    model, gpu = kvplan.load_model("meta-llama/Llama-2-70b-hf"), kvplan.load_gpu("H100")
+    lat = kvplan.request_latency(model, gpu, kvplan.EngineConfig(tensor_parallel_size=4),
+                                 kvplan.RequestShape(batch=8, prompt_tokens=2048,
+                                                     output_tokens=128))
+    for v in (lat.ttft_s, lat.tpot_s, lat.e2e_s, lat.output_throughput_tok_s):
+        assert type(v) is float
+    assert "np.float64" not in repr(lat)
+    cli = json.loads(run_cli("latency", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "-tp", "4",
+                             "--batch", "8", "--prompt", "2048", "--output", "128",
+                             "--json").out)
+    assert (lat.ttft_s, lat.tpot_s, lat.e2e_s, lat.output_throughput_tok_s) == (
+        cli["ttft_s"], cli["tpot_s"], cli["e2e_s"], cli["output_throughput_tok_s"])
