@@ -9,8 +9,9 @@ The check is shallow where that is enough: a class by isinstance, ``X | None`` a
 any member, ``Sequence[str]`` and ``tuple[int, ...]`` element by element (a bare str is no
 ``Sequence[str]`` here: ``parse_slo("ttft:p99:2000")`` would read it letter by letter),
 ``Mapping`` and ``Callable`` by their kind only. ``int`` takes any integer but not a bool;
-``float`` takes any real number but not a bool. Annotations that cannot be resolved at run
-time are not checked.
+``float`` takes any real number but not a bool; a numpy number is passed on as Python's own
+(``plain``: an int32 would wrap byte counts at 2**31). Annotations that cannot be resolved at
+run time are not checked.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def checked(fn: Callable[..., Any], public_name: str) -> Callable[..., Any]:
             if hint is not None and not _matches(value, hint):
                 raise ArgumentTypeError(f"kvplan.{public_name}(): argument '{name}' must be "
                                         f"{_describe(hint)}, got {_shown(value)}")
-        return fn(*args, **kwargs)
+        bound.arguments.update({n: plain(v) for n, v in bound.arguments.items()})
+        return fn(*bound.args, **bound.kwargs)
 
     # pickled by reference as kvplan.NAME (the lazy name resolves to this wrapper), so a
     # process pool or Ray can ship it; wraps' own module would hold the unwrapped function
@@ -67,14 +69,23 @@ def plain_numbers(obj: Any) -> None:
     plain values (call first in __post_init__)."""
     for name in _field_hints(type(obj)):
         value = getattr(obj, name)
-        if value is None or type(value) in (int, float, bool, str):
-            continue
-        if _numpy_bool(value):
-            object.__setattr__(obj, name, bool(value))
-        elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            object.__setattr__(obj, name, int(value))
-        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-            object.__setattr__(obj, name, float(value))
+        if plain(value) is not value:
+            object.__setattr__(obj, name, plain(value))
+
+
+def plain(value: Any) -> Any:
+    """A numpy boolean, integer or float as Python's own (``np.int32(100000)`` -> 100000),
+    anything else as it is: a numpy int32 argument would wrap byte counts at 2**31
+    (100,000 tokens x 131,072 bytes) and leave answers JSON cannot write."""
+    if value is None or type(value) in (int, float, bool, str):
+        return value
+    if _numpy_bool(value):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 def _numpy_bool(value: Any) -> bool:

@@ -39,9 +39,13 @@ class ServingRun:
     result: SimulationResult
     dp: DpResult | None = None
     """A data-parallel run: each rank's result (``result`` is the fleet's)."""
+    args: WorkloadArgs | None = None
+    """The `vllm bench serve` arguments ``workload`` was drawn from (None: a built Workload)."""
 
     def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
-        """The run's settings, in the keys `vllm bench serve --save-result` uses where it can."""
+        """The run's settings, in the keys `vllm bench serve --save-result` uses where it can;
+        ``args``: the arguments the workload was drawn from (default: the run's own)."""
+        args = self.args if args is None else args
         extra: dict[str, Any] = {"async_scheduling": True} if self.engine.async_scheduling else {}
         if self.engine.quantization:
             extra["quantization"] = self.engine.quantization
@@ -134,15 +138,19 @@ def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs |
     plan = plan_resolved(r)
     prof = profile if isinstance(profile, Profile) else pick_profile(
         spec, hw, engine, profile, precision=r.compute_precision)
-    work = workload if isinstance(workload, Workload) else build_workload(
-        workload or WorkloadArgs())
+    wargs: WorkloadArgs | None = None  # kept for the run's header (rate, burstiness)
+    if isinstance(workload, Workload):
+        work = workload
+    else:
+        wargs = workload or WorkloadArgs()
+        work = build_workload(wargs)
     limits = scheduler_limits(plan.settings, engine)
     if engine.data_parallel_size > 1:
         from kvplan.analysis.dp_serving import dp_rank_sim, run_dp
 
         dp = run_dp(work, dp_rank_sim(spec, hw, engine, plan, limits, prof), progress)
         return ServingRun(model=spec, hardware=hw, engine=engine, plan=plan, limits=limits,
-                          workload=work, result=dp.fleet, dp=dp)
+                          workload=work, result=dp.fleet, dp=dp, args=wargs)
     result = simulate(
         work, timer=StepCostModel(spec, hw, engine, prof, resolved=r), num_blocks=plan.num_blocks,
         block_size=plan.block_size, engine=engine,
@@ -150,7 +158,7 @@ def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs |
         max_model_len=plan.settings.max_model_len, progress=progress,
     )
     return ServingRun(model=spec, hardware=hw, engine=engine, plan=plan, limits=limits,
-                      workload=work, result=result)
+                      workload=work, result=result, args=wargs)
 
 
 def simulate_deployment(d: Deployment, workload: Workload | WorkloadArgs | None = None, *,

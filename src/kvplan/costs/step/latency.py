@@ -84,6 +84,9 @@ class LatencyResult:
     prefill: StepCost
     decode: StepCost | None
 
+    def __post_init__(self) -> None:
+        plain_numbers(self)  # np.float64 from the kernel tables' interpolation -> float
+
     @property
     def prefill_bound(self) -> Bound:
         return self.prefill.bound
