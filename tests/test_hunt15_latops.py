@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import kvplan
 from kvplan.costs.step.latency import RequestShape, request_latency
 from kvplan.specs.serving import EngineConfig
@@ -41,3 +43,24 @@ def test_explain_line_says_the_compute_side_is_flops_at_the_8192_gemm_rate() -> 
     assert round(s.roofline_s * 1e3, 2) == 156.12 < r.ttft_s * 1e3
     roof = explain("prefill", r.prefill)  # a GPU without tables: the roofline's own rates
     assert "FLOPs at the roofline's FLOP/s" in roof
+
+
+def test_explain_pp_rows_hold_the_other_stages() -> None:
+    # Llama-3.1-8B PP2 on H100, 16 x 1,000-token prompts: the step passes two 16-layer
+    # stages (315.65 ms), but the rows listed one stage (154.81 ms) and put the other, 156.9
+    # ms, under "overheads + rest" (step, per-request, layer gaps, elementwise: 160.84 ms, 51%
+    # of the step). A row now holds the other stage + hand-off; the rest is the overheads:
+    # 934.6 us step + 16 x 94.1 us per request + 16 x 12.3 us layer gaps + elementwise ~ 4 ms.
+    pre, dec = _step_ops(LLAMA8, "--gpu", "H100", "-pp", "2", "--prompt", "1000",
+                         "--output", "50", "--batch", "16")
+    for step in (pre, dec):
+        ops = {o["op"]: o for o in step["ops"]}  # type: ignore[attr-defined]
+        other = ops["other pipeline stages"]
+        assert other["layers"] == 16
+        this = sum(float(o["seconds"]) for k, o in ops.items()  # type: ignore[arg-type]
+                   if k not in ("other pipeline stages", "lm_head"))
+        # the other stage runs the same 16 layers (+ elementwise, gaps, its hand-off)
+        assert this <= float(other["seconds"]) <= 1.06 * this + 1e-3  # type: ignore[arg-type]
+        rest = float(step["step_s"]) - float(step["kernels_s"])  # type: ignore[arg-type]
+        assert 0.0 < rest < 5e-3
+    assert np.isclose(float(pre["step_s"]), 0.31565, atol=5e-5)  # type: ignore[arg-type]

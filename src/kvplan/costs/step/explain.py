@@ -167,8 +167,26 @@ def _step(timer: StepCostModel, phase: str, new: object, ctx: object) -> StepOps
     gdn = timer.measured.gdn
     ratio = gdn.state_ratio(timer.constants.state_bytes_per_request) if gdn else 1.0
     ops = op_times(timer.ops, timer.measured, timer.gemm_dtype, timer.aggregates(n, c), ratio)
+    ops += _other_stages(timer, n, c, ops)
     return StepOps(phase=phase, tokens=int(n.sum()), requests=len(n),
                    context_tokens=int(c.sum()), ops=ops, step_s=step_s)
+
+
+def _other_stages(timer: StepCostModel, n: object, c: object,
+                  ops: tuple[OpTime, ...]) -> tuple[OpTime, ...]:
+    """Under pipeline parallelism the step passes pp stages; the rows above are the fullest
+    one (with the whole lm_head, which the last stage runs once), so one more row holds the
+    other pp - 1 stages and the hand-offs between them: the breakdown's ``pipeline_s`` less
+    the lm_head share it carries ((pp - 1) / pp of the head)."""
+    pp = timer.constants.pp
+    if pp <= 1:
+        return ()
+    pipe = timer.cost(n, c).seconds.pipeline_s  # type: ignore[arg-type]
+    head = sum(o.seconds for o in ops if o.op == "lm_head") * (pp - 1) / pp
+    layers = (pp - 1) * (timer.ops.layers if timer.ops is not None else 0)
+    return (OpTime(op="other pipeline stages", count=layers,
+                   shape=f"{pp - 1} more stage(s) like this one + the hand-offs",
+                   seconds=pipe - head),)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
