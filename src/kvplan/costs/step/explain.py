@@ -10,6 +10,7 @@ import numpy as np
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.kernels.quantized import basis_note, quantized_gemm_s
+from kvplan.costs.step.coefficients import at
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.records import StepAggregates
@@ -234,7 +235,7 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
                               dtype=e.dtype or moe_dtype(gemm_dtype), tp=e.tp,
                               ep=1 if e.dispatched else e.ep))))
     out += _attention_rows(ops, ms, agg, state_ratio)
-    if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
+    if ms.allreduce_s is not None:  # past TABLE_CAP tokens: the line the step extends
         out += _comm_rows(ops, ms, tokens, sum(o.seconds for o in out
                                                if not o.op.startswith("attention")
                                                and o.op != "lm_head"))
@@ -298,14 +299,14 @@ def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float
         past = ops.allreduce_link is None and _past(kn.all_reduce(ms.gpu, size, ops.tp))
         out.append(OpTime(op="all_reduce", count=ops.allreduces,
                           shape=f"{size} B x {ops.tp} GPUs", extrapolated=past,
-                          seconds=float(ms.allreduce_s[tokens]) - (0.0 if split else moved)))
+                          seconds=float(at(ms.allreduce_s, tokens)) - (0.0 if split else moved)))
     if x is not None:
         out.append(OpTime(op=f"moe_dispatch_combine ({x.backend})", count=2 * x.layers,
                           shape=f"{int(x.bytes_per_layer(one, dispatch=True)[0])} + "
                                 f"{int(x.bytes_per_layer(one)[0])} B, dp {x.dp} ep {x.ep}",
                           seconds=moved))
     if split and x is not None:
-        hidden = float(ms.dense_s[tokens]) - compute_s - moved
+        hidden = float(at(ms.dense_s, tokens)) - compute_s - moved
         out.append(OpTime(op="dual_batch_overlap", count=x.layers,
                           shape=f"2 micro-batches of {-(-tokens // 2)} + {tokens // 2} tokens",
                           seconds=hidden))
