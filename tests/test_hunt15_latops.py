@@ -80,3 +80,29 @@ def test_explain_keeps_the_all_reduce_row_past_the_token_tables() -> None:
     assert 2.4 < float(ar["seconds"]) < 2.7  # type: ignore[arg-type]
     rest = float(pre["step_s"]) - float(pre["kernels_s"])  # type: ignore[arg-type]
     assert 0.0 < rest < 0.05 * float(pre["step_s"])  # type: ignore[arg-type]
+
+
+def test_band_basis_names_each_metrics_group() -> None:
+    # Llama-3.1-8B on H100 TP1: the bundled profile's (dense, H100-SXM-80GB, TP1) group holds
+    # 11 TTFT, 9 TPOT and 14 throughput residuals but 1 end-to-end one (< MIN_POINTS 4), and
+    # (dense, H100, any TP) 2, so the end-to-end band is the dense family's (20 points: ratios
+    # 0.6218-1.4253, 1.809 s -> 1.125-2.578 s). The line said every band came from "dense on
+    # H100-SXM-80GB at TP1, 9 held-out points" (TPOT's group).
+    from kvplan.costs.step.uncertainty import bundled_uncertainty
+
+    e2e = [g for g in bundled_uncertainty().groups if g.metric == "e2e_s"
+           and g.family == "dense" and g.gpu in ("H100-SXM-80GB", "*") and g.tp in ("1", "*")]
+    assert sorted((g.gpu, g.tp, g.n) for g in e2e) == [
+        ("*", "*", 20), ("H100-SXM-80GB", "*", 2), ("H100-SXM-80GB", "1", 1)]
+    r = run_cli("latency", LLAMA8, "--gpu", "H100", "--prompt", "1000", "--output", "200",
+                "--batch", "8", "--json")
+    d = json.loads(r.out)
+    assert d["band_basis"] == (
+        "TTFT: dense on H100-SXM-80GB at TP1, 11 held-out points; TPOT: dense on "
+        "H100-SXM-80GB at TP1, 9 held-out points; end-to-end: dense, 20 held-out points; "
+        "output throughput: dense on H100-SXM-80GB at TP1, 14 held-out points")
+    assert [round(x, 3) for x in d["e2e_s_band"]] == [
+        round(d["e2e_s"] * 0.6218, 3), round(d["e2e_s"] * 1.4253, 3)]
+    one = run_cli("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8",
+                  "--prompt", "100", "--output", "10", "--json")
+    assert "held-out points" in json.loads(one.out)["band_basis"]
