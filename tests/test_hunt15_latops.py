@@ -106,3 +106,25 @@ def test_band_basis_names_each_metrics_group() -> None:
     one = run_cli("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8",
                   "--prompt", "100", "--output", "10", "--json")
     assert "held-out points" in json.loads(one.out)["band_basis"]
+
+
+def test_explain_rows_name_each_projection_once() -> None:
+    # DeepSeek-V3 TP8: q_a_proj (7,168 -> q_lora_rank 1,536) and kv_a_proj_with_mqa (7,168 ->
+    # kv_lora_rank 512 + rope 64 = 576) were both "mla_a_proj"; DeepSeek-V2-Lite's q_proj
+    # (2,048 -> 16 heads x 192 = 3,072, no q LoRA) was "mla_q_b_proj"; Qwen3-Next's
+    # shared_expert_gate (2,048 -> 1) was a second "router". The step's time is unchanged.
+    from kvplan.costs.step.ops import stage_ops
+
+    def gemms(model: str, tp: int) -> dict[str, tuple[int, int]]:
+        ops = stage_ops(kvplan.load_model(model), EngineConfig(tensor_parallel_size=tp))
+        names = [g.name for g in ops.gemms if g.per == "token"]
+        assert len(names) == len(set(names)), names  # one row per op name
+        return {g.name: (g.n, g.k) for g in ops.gemms if g.per == "token"}
+
+    v3 = gemms("deepseek-ai/DeepSeek-V3", 8)
+    assert (v3["mla_q_a_proj"], v3["mla_kv_a_proj"]) == ((1536, 7168), (576, 7168))
+    assert v3["mla_q_b_proj"] == (128 * 192 // 8, 1536)
+    lite = gemms("deepseek-ai/DeepSeek-V2-Lite", 1)
+    assert (lite["mla_q_proj"], lite["mla_kv_a_proj"]) == ((16 * 192, 2048), (576, 2048))
+    nxt = gemms("Qwen/Qwen3-Next-80B-A3B-Thinking", 4)
+    assert (nxt["router"], nxt["shared_expert_gate"]) == ((512, 2048), (1, 2048))
