@@ -55,6 +55,6 @@ def test_the_decode_step_prices_in_proj_ba_at_the_bf16_table() -> None:
                       EngineConfig(tensor_parallel_size=2, quantization="fp8"))
     assert t.gemm_dtype == "fp8_block"
     _, dec = explain_steps(t, 64, 600, 8192)
-    rows = [o for o in dec.ops if o.op == "state_in_proj" and o.shape == "m=64 n=32 k=2048"]
+    rows = [o for o in dec.ops if o.op == "state_in_proj_ba" and o.shape == "m=64 n=32 k=2048"]
     want = 36 * float(gemm_times("H100-SXM-80GB", np.array([64]), 32, 2048, "bfloat16")[0])
     assert len(rows) == 1 and rows[0].seconds == want

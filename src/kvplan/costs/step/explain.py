@@ -10,6 +10,7 @@ import numpy as np
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.kernels.quantized import basis_note, quantized_gemm_s
+from kvplan.costs.step.coefficients import at
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import StageOps
 from kvplan.costs.step.records import StepAggregates
@@ -167,8 +168,26 @@ def _step(timer: StepCostModel, phase: str, new: object, ctx: object) -> StepOps
     gdn = timer.measured.gdn
     ratio = gdn.state_ratio(timer.constants.state_bytes_per_request) if gdn else 1.0
     ops = op_times(timer.ops, timer.measured, timer.gemm_dtype, timer.aggregates(n, c), ratio)
+    ops += _other_stages(timer, n, c, ops)
     return StepOps(phase=phase, tokens=int(n.sum()), requests=len(n),
                    context_tokens=int(c.sum()), ops=ops, step_s=step_s)
+
+
+def _other_stages(timer: StepCostModel, n: object, c: object,
+                  ops: tuple[OpTime, ...]) -> tuple[OpTime, ...]:
+    """Under pipeline parallelism the step passes pp stages; the rows above are the fullest
+    one (with the whole lm_head, which the last stage runs once), so one more row holds the
+    other pp - 1 stages and the hand-offs between them: the breakdown's ``pipeline_s`` less
+    the lm_head share it carries ((pp - 1) / pp of the head)."""
+    pp = timer.constants.pp
+    if pp <= 1:
+        return ()
+    pipe = timer.cost(n, c).seconds.pipeline_s  # type: ignore[arg-type]
+    head = sum(o.seconds for o in ops if o.op == "lm_head") * (pp - 1) / pp
+    layers = (pp - 1) * (timer.ops.layers if timer.ops is not None else 0)
+    return (OpTime(op="other pipeline stages", count=layers,
+                   shape=f"{pp - 1} more stage(s) like this one + the hand-offs",
+                   seconds=pipe - head),)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,7 +235,7 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
                               dtype=e.dtype or moe_dtype(gemm_dtype), tp=e.tp,
                               ep=1 if e.dispatched else e.ep))))
     out += _attention_rows(ops, ms, agg, state_ratio)
-    if ms.allreduce_s is not None and tokens < len(ms.allreduce_s):
+    if ms.allreduce_s is not None:  # past TABLE_CAP tokens: the line the step extends
         out += _comm_rows(ops, ms, tokens, sum(o.seconds for o in out
                                                if not o.op.startswith("attention")
                                                and o.op != "lm_head"))
@@ -280,14 +299,14 @@ def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float
         past = ops.allreduce_link is None and _past(kn.all_reduce(ms.gpu, size, ops.tp))
         out.append(OpTime(op="all_reduce", count=ops.allreduces,
                           shape=f"{size} B x {ops.tp} GPUs", extrapolated=past,
-                          seconds=float(ms.allreduce_s[tokens]) - (0.0 if split else moved)))
+                          seconds=float(at(ms.allreduce_s, tokens)) - (0.0 if split else moved)))
     if x is not None:
         out.append(OpTime(op=f"moe_dispatch_combine ({x.backend})", count=2 * x.layers,
                           shape=f"{int(x.bytes_per_layer(one, dispatch=True)[0])} + "
                                 f"{int(x.bytes_per_layer(one)[0])} B, dp {x.dp} ep {x.ep}",
                           seconds=moved))
     if split and x is not None:
-        hidden = float(ms.dense_s[tokens]) - compute_s - moved
+        hidden = float(at(ms.dense_s, tokens)) - compute_s - moved
         out.append(OpTime(op="dual_batch_overlap", count=x.layers,
                           shape=f"2 micro-batches of {-(-tokens // 2)} + {tokens // 2} tokens",
                           seconds=hidden))

@@ -187,7 +187,7 @@ def _layer_gemms(model: ModelSpec, layer: int, tp: int,
         if part.role == "attention" and part.shard in ("col", "kv") and model.mla is None:
             qkv_n, qkv_k, qkv_bytes = qkv_n + rows, cols, qkv_bytes + wb
             continue
-        ops.append(GemmOp(name=_gemm_name(model, part.role, part.shard, rows, cols),
+        ops.append(GemmOp(name=_gemm_name(model, part.role, part.shard, part.rows, cols),
                           n=rows, k=cols, count=part.count,
                           per=_per(model, part.role, rows, cols), weight_bytes=wb))
     if qkv_n:
@@ -207,18 +207,34 @@ def _weight_format(model: ModelSpec, engine: EngineConfig,
 
 
 def _gemm_name(model: ModelSpec, role: str, shard: str, rows: int, cols: int) -> str:
+    """vLLM's layer name of one weight part (``rows`` before TP), each named apart: MLA's
+    q_a and kv_a down-projections, Qwen's one-output shared-expert gate and the router,
+    Gated DeltaNet's in_proj_qkvz and in_proj_ba."""
     if role == "attention":
-        if model.mla is not None and cols == model.mla.kv_lora_rank:
-            return "mla_kv_b_proj"
-        if shard == "row":
-            return "o_proj"
-        return "mla_q_b_proj" if shard == "col" else "mla_a_proj"
+        return _mla_name(model, shard, rows, cols) if model.mla is not None else "o_proj"
+    if role == "router" and rows == 1:
+        return "shared_expert_gate"
     if role in ("dense_mlp", "shared_experts"):
         prefix = "shared_" if role == "shared_experts" else ""
         return f"{prefix}{'down_proj' if shard == 'row' else 'gate_up_proj'}"
     if role == "state_layers":
+        la = model.linear_attention
+        if shard == "col" and la is not None and rows == 2 * la.num_value_heads:
+            return "state_in_proj_ba"  # Gated DeltaNet's in_proj_ba beside in_proj_qkvz
         return "state_out_proj" if shard == "row" else "state_in_proj"
     return role
+
+
+def _mla_name(model: ModelSpec, shard: str, rows: int, cols: int) -> str:
+    a = model.mla
+    assert a is not None
+    if cols == a.kv_lora_rank:
+        return "mla_kv_b_proj"
+    if shard == "row":
+        return "o_proj"
+    if shard == "col":
+        return "mla_q_proj" if cols == model.hidden_size else "mla_q_b_proj"
+    return "mla_kv_a_proj" if rows == a.kv_lora_rank + a.qk_rope_head_dim else "mla_q_a_proj"
 
 
 def _per(model: ModelSpec, role: str, rows: int, cols: int) -> PerWhat:

@@ -249,12 +249,12 @@ def _moe_raw(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
 
 
 def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
-    """vLLM leaves the MoE router and the lm_head unquantized (16-bit) in fp8/fp4 models. A
-    block-scaled fp8 checkpoint keeps 16-bit any layer with fewer output rows per GPU than
-    one 128-row block: vLLM cannot shard a partial block (``validate_fp8_block_shape``), so
-    Qwen3-Next's in_proj_ba (2 x 32 value heads: 32 rows per GPU at TP2) is bf16
-    (``costs.memory.params`` sizes it so too)."""
-    if op.name in ("router", "lm_head") or (gemm_dtype == "fp8_block" and op.n < FP8_BLOCK):
+    """vLLM keeps the MoE router, Qwen's shared-expert gate and the lm_head 16-bit in fp8/fp4
+    models; a block-fp8 checkpoint keeps 16-bit any layer under one 128-row block per GPU (no
+    partial block shards: ``validate_fp8_block_shape``; Qwen3-Next's in_proj_ba, 2 x 32 value
+    heads, 32 rows per GPU at TP2, is bf16; ``costs.memory.params`` sizes it so too)."""
+    if op.name in ("router", "shared_expert_gate", "lm_head") or (
+            gemm_dtype == "fp8_block" and op.n < FP8_BLOCK):
         return "bfloat16"
     return gemm_dtype
 
@@ -278,7 +278,7 @@ class _MlaProjections:
     tokens' up-projection was priced nowhere."""
 
     def __init__(self, ops: StageOps, gpu: str, dtype: str) -> None:
-        names = ("mla_a_proj", "mla_q_b_proj", "o_proj")
+        names = ("mla_q_a_proj", "mla_kv_a_proj", "mla_q_proj", "mla_q_b_proj", "o_proj")
         self.ops = [g for g in ops.gemms if g.name in names and g.per == "token"]
         self.gpu, self.dtype = gpu, dtype
         self.layers = max((g.count for g in self.ops), default=1)

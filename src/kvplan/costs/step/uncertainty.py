@@ -204,6 +204,24 @@ def band_basis(*, family: str, gpu: str, tp: int, metric: str = "tpot_s",
     return "no calibration residuals" if band is None else band.basis
 
 
+METRIC_WORDS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "end-to-end",
+                "output_throughput_tok_s": "output throughput"}
+
+
+def answer_basis(keys: list[str], *, family: str, gpu: str, tp: int) -> str:
+    """The calibration group of each metric in ``keys`` (answer keys: ``METRIC_WORDS``): one
+    group in words where all share it, else the metrics of each group. A metric falls back on
+    a wider group alone where its own has too few points, so one answer's TTFT, TPOT and
+    end-to-end bands can come from different groups."""
+    words: dict[str, list[str]] = {}
+    for key in dict.fromkeys(k for k in keys if k in METRIC_WORDS):
+        basis = band_basis(family=family, gpu=gpu, tp=tp, metric=key)
+        words.setdefault(basis, []).append(METRIC_WORDS[key])
+    if len(words) <= 1:
+        return next(iter(words), band_basis(family=family, gpu=gpu, tp=tp))
+    return "; ".join(f"{' and '.join(w)}: {basis}" for basis, w in words.items())
+
+
 SIM_KEYS = {"mean_ttft_ms": "ttft_s", "median_ttft_ms": "ttft_s", "mean_tpot_ms": "tpot_s",
             "median_tpot_ms": "tpot_s", "mean_itl_ms": "itl_s", "median_itl_ms": "itl_s",
             "mean_e2el_ms": "e2e_s", "median_e2el_ms": "e2e_s",
@@ -218,7 +236,8 @@ def deployment_bands(model: Any, gpu: str, tp: int, values: Mapping[str, float |
     ``model`` is a ModelSpec (its ``name`` and MoE-ness are used)."""
     family = family_of(model)
     out: dict[str, Any] = answer_bands(values, family=family, gpu=gpu, tp=tp, key_of=key_of)
-    out["band_basis"] = band_basis(family=family, gpu=gpu, tp=tp)
+    metrics = [(key_of or {}).get(name, name) for name in values]
+    out["band_basis"] = answer_basis(metrics, family=family, gpu=gpu, tp=tp)
     out["calibration_notes"] = coverage_notes(model_id=getattr(model, "name", str(model)),
                                               gpu=gpu, tp=tp, family=family)
     return out
