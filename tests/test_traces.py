@@ -166,7 +166,7 @@ def test_known_layouts_are_recognised_from_the_header(tmp_path):
     ("text", "message"),
     [
         ("t,p,g\n0,10,3\n1,x,4\n", r"t\.csv, line 3, column 'p': 'x' is not a whole number"),
-        ("t,p,g\n0,10,3\n1,20,-4\n", r"line 3, column 'g': output tokens must be a positive"),
+        ("t,p,g\n0,10,3\n1,20,-4\n", r"line 3, column 'g': output tokens must be a whole num"),
         ("t,p,g\n0,10,3\n1,0,4\n", r"line 3, column 'p': input tokens must be a positive"),
         ("t,p,g\n0,10,3\n1,2.5,4\n", r"line 3, column 'p': '2.5' is not a whole number"),
         ("t,p,g\n0,10,3\n\n2,10,3\n1,20,4\n", r"line 5, column 't': arrival 1 is earlier"),

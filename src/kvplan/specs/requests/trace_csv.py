@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import warnings
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +14,8 @@ import numpy as np
 from kvplan import input_file
 from kvplan.errors import TraceError
 from kvplan.limits import MAX_TOKENS, MAX_TRACE_ROWS
+from kvplan.specs.requests.trace_dates import check_dates, datetime_ns, slow_datetimes
+from kvplan.specs.requests.trace_rows import hash_cells, usable_rows
 
 ArrivalUnit = Literal["s", "ms", "datetime"]
 ARRIVAL_UNITS: tuple[str, ...] = ("s", "ms", "datetime")
@@ -52,6 +52,8 @@ class Trace:
     output_tokens: np.ndarray
     prefix_hashes: tuple[np.ndarray, ...] | None = None
     hash_block_tokens: int = 0
+    dropped_rows: int = 0
+    """Rows of the file left out for having 0 output tokens (vLLM's BurstGPT loader's rule)."""
 
     def __len__(self) -> int:
         return int(self.prompt_tokens.shape[0])
@@ -177,17 +179,27 @@ def _parse(path: Path, fmt: TraceFormat | None, name: str, known: Sequence[Trace
                 arrivals = arrivals or _Arrivals(fmt.arrival, fmt.arrival_unit, slow_dates)
                 arrivals.add(table)
             prompt.append(_count_column(table, fmt.input, "input tokens"))
-            output.append(_count_column(table, fmt.output, "output tokens"))
+            output.append(_count_column(table, fmt.output, "output tokens", least=0))
     assert fmt is not None
-    return Trace(
-        name=name,
-        path=str(path),
-        arrival_s=arrivals.column() if arrivals else None,
-        prompt_tokens=_readonly(np.concatenate(prompt)),
-        output_tokens=_readonly(np.concatenate(output)),
-        prefix_hashes=tuple(hashes) if fmt.hashes else None,
-        hash_block_tokens=fmt.hash_block_tokens if fmt.hashes else 0,
-    )
+    return _trace(path, name, fmt, arrivals.column() if arrivals else None,
+                  np.concatenate(prompt), np.concatenate(output), hashes)
+
+
+def _trace(path: Path, name: str, fmt: TraceFormat, arrival: np.ndarray | None,
+           prompt: np.ndarray, output: np.ndarray, hashes: list[np.ndarray]) -> Trace:
+    """The Trace of the usable rows (0-output rows dropped; arrivals from the first kept)."""
+    rows = len(output)
+    keep = usable_rows(path, output)
+    if keep is not None:
+        prompt, output = prompt[keep], output[keep]
+        hashes = [hashes[i] for i in keep.tolist()] if fmt.hashes else hashes
+        arrival = None if arrival is None else arrival[keep] - arrival[keep[0]]
+    return Trace(name=name, path=str(path),
+                 arrival_s=None if arrival is None else _readonly(arrival),
+                 prompt_tokens=_readonly(prompt), output_tokens=_readonly(output),
+                 prefix_hashes=tuple(hashes) if fmt.hashes else None,
+                 hash_block_tokens=fmt.hash_block_tokens if fmt.hashes else 0,
+                 dropped_rows=rows - len(output))
 
 
 def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
@@ -224,24 +236,24 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _count_column(table: _Table, column: str, role: str) -> np.ndarray:
+def _count_column(table: _Table, column: str, role: str, least: int = 1) -> np.ndarray:
     cells = table.cells(column, role)
     try:
         values = np.array(cells, dtype=np.int64)
     except (ValueError, OverflowError):
-        values = _slow_ints(table, cells, column)
-    bad = np.flatnonzero((values <= 0) | (values > MAX_TOKENS))
+        values = _slow_ints(table, cells, column, least)
+    bad = np.flatnonzero((values < least) | (values > MAX_TOKENS))
     if bad.size:
         i = int(bad[0])
+        what = "a positive whole number" if least == 1 else f"a whole number >= {least}"
         raise TraceError(
-            f"{table.where(i, column)}: {role} must be a positive whole number (at most "
-            f"{MAX_TOKENS:,}), "
+            f"{table.where(i, column)}: {role} must be {what} (at most {MAX_TOKENS:,}), "
             f"got {cells[i].strip()}; fix or delete the row"
         )
-    return _readonly(values)
+    return values
 
 
-def _slow_ints(table: _Table, cells: list[str], column: str) -> np.ndarray:
+def _slow_ints(table: _Table, cells: list[str], column: str, least: int) -> np.ndarray:
     """Whole numbers written as floats ('12.0') are fine; anything else names its cell."""
     out = np.empty(len(cells), dtype=np.int64)
     for i, cell in enumerate(cells):
@@ -252,7 +264,7 @@ def _slow_ints(table: _Table, cells: list[str], column: str) -> np.ndarray:
         if not (np.isfinite(value) and value == int(value) and abs(value) <= MAX_TOKENS):
             raise TraceError(
                 f"{table.where(i, column)}: {cell.strip()[:40]!r} is not a whole number "
-                f"of tokens in [1, {MAX_TOKENS:,}]; fix or delete the row"
+                f"of tokens in [{least}, {MAX_TOKENS:,}]; fix or delete the row"
             )
         out[i] = int(value)
     return out
@@ -279,9 +291,9 @@ class _Arrivals:
         if self.unit != "datetime":
             seconds = _float_cells(table, cells, self.name, self.unit)
             return seconds / 1000.0 if self.unit == "ms" else seconds
-        _check_dates(table, cells, self.name)
+        check_dates(cells, lambda i: table.where(i, self.name))
         if not self.slow:
-            ns = _datetime_ns(cells)
+            ns = datetime_ns(cells)
             if ns is not None:  # ns since the first row, exactly, then to seconds
                 self.first_ns = int(ns[0]) if self.first_ns is None else self.first_ns
                 since: np.ndarray = (ns - self.first_ns) / 1e9
@@ -289,7 +301,7 @@ class _Arrivals:
             if self.parts:
                 raise _SlowDates
             self.slow = True
-        return _slow_datetimes(table, cells, self.name)
+        return slow_datetimes(cells, lambda i: table.where(i, self.name))
 
     def column(self) -> np.ndarray:
         seconds = np.concatenate(self.parts)
@@ -321,50 +333,6 @@ def _float_or_nan(cell: str) -> float:
         return float("nan")
 
 
-def _check_dates(table: _Table, cells: list[str], column: str) -> None:
-    """No cell is a bare number or a word: numpy reads a number as a year (epoch seconds
-    1700000000 and 1700000001 became arrivals a year apart) and 'now' or 'today' as the
-    clock; ISO dates (2023-11-16 ..., 20231116T18...) have a '-' or a 'T', not in front."""
-    bad = next((i for i, cell in enumerate(cells) if _not_a_date(cell)), None)
-    if bad is not None:
-        raise TraceError(
-            f"{table.where(bad, column)}: {cells[bad].strip()[:40]!r} is not a date-time like "
-            "2023-11-16 18:17:03.97; for a number of seconds or milliseconds give "
-            "arrival_unit=s or arrival_unit=ms"
-        )
-
-
-def _not_a_date(cell: str) -> bool:
-    c = cell.strip()
-    return c[:1] in ("-", "+", "") or ("-" not in c and "T" not in c)
-
-
-def _datetime_ns(cells: list[str]) -> np.ndarray | None:
-    """The cells as int64 ns since 1970 when numpy reads every one, else None."""
-    try:
-        with warnings.catch_warnings():  # numpy warns on '+00:00' offsets, then applies them
-            warnings.simplefilter("ignore", (UserWarning, DeprecationWarning))
-            stamps = np.array(cells, dtype="datetime64[ns]")
-    except ValueError:
-        return None
-    return None if np.isnat(stamps).any() else stamps.astype(np.int64)
-
-
-def _slow_datetimes(table: _Table, cells: list[str], column: str) -> np.ndarray:
-    """Per-cell ISO parsing: handles time-zone offsets and names the first bad cell."""
-    out = np.empty(len(cells), dtype=np.float64)
-    for i, cell in enumerate(cells):
-        try:
-            stamp = datetime.fromisoformat(cell.strip())
-        except ValueError:
-            raise TraceError(
-                f"{table.where(i, column)}: {cell.strip()!r} is not a date-time "
-                "like 2023-11-16 18:17:03.97; fix the cell"
-            ) from None
-        out[i] = stamp.replace(tzinfo=stamp.tzinfo or UTC).timestamp()
-    return out
-
-
 def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: str,
                   before: tuple[float, str] | None) -> None:
     """Arrivals never go back; ``before`` is the last (seconds, cell) of the chunk before."""
@@ -382,15 +350,7 @@ def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: 
     )
 
 
-def _hash_column(table: _Table, column: str) -> tuple[np.ndarray, ...]:
+
+def _hash_column(table: _Table, column: str) -> list[np.ndarray]:
     cells = table.cells(column, "prefix-block hash ids")
-    out: list[np.ndarray] = []
-    for i, cell in enumerate(cells):
-        try:
-            out.append(_readonly(np.array(cell.split(), dtype=np.int64)))
-        except (ValueError, OverflowError):
-            raise TraceError(
-                f"{table.where(i, column)}: hash ids must be space-separated whole "
-                f"numbers like '0 14 15', got {cell.strip()[:40]!r}"
-            ) from None
-    return tuple(out)
+    return hash_cells(cells, lambda i: table.where(i, column))

@@ -144,7 +144,7 @@ def load_trace(name: str) -> Trace:
     entry = bundled_trace(name)
     from kvplan.specs.requests.trace_cache import cached_csv_trace  # hashlib, zipfile: traces only
 
-    return cached_csv_trace(bundled_trace_path(name), entry.format, name, _KNOWN)
+    return _noted(cached_csv_trace(bundled_trace_path(name), entry.format, name, _KNOWN))
 
 
 def load_csv_trace(
@@ -160,7 +160,18 @@ def load_csv_trace(
     fmt = parse_trace_columns(columns) if isinstance(columns, str) else columns
     from kvplan.specs.requests.trace_cache import cached_csv_trace
 
-    return cached_csv_trace(path, fmt, name or path.stem, _KNOWN)
+    return _noted(cached_csv_trace(path, fmt, name or path.stem, _KNOWN))
+
+
+def _noted(trace: Trace) -> Trace:
+    """TRACE, after one note saying how many 0-output rows were left out, if any."""
+    if trace.dropped_rows:
+        from kvplan.notes import note
+
+        note("%s: dropped the %d of its %d rows with 0 output tokens (failed requests; vLLM's "
+             "BurstGPT loader drops them too); %d requests left", trace.path, trace.dropped_rows,
+             trace.dropped_rows + len(trace), len(trace))
+    return trace
 
 
 def parse_trace_columns(spec: str) -> TraceFormat:
