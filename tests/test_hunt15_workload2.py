@@ -44,3 +44,23 @@ def test_a_trace_with_no_usable_row_is_refused_in_one_line(tmp_path: Path) -> No
     with pytest.raises(TraceError, match=r"line 3, column 'g': output tokens must be a whole "
                                          r"number >= 0"):
         load_csv_trace(neg, "arrival=t,input=p,output=g")
+
+
+def test_more_hash_ids_than_the_prompt_fills_are_refused_naming_the_row(tmp_path: Path) -> None:
+    # Mooncake's hash_ids hold one id per 512-token block of the prompt: a 100-token prompt
+    # fills cdiv(100, 512) = 1 block, so 8 ids cannot be its blocks (they were taken as is:
+    # the planner's bound subtracted 8 x 512 cached tokens from a 100-token prompt)
+    head = "timestamp,input_length,output_length,hash_ids\n"
+    bad = _csv(tmp_path, head + "0,600,10,1 2\n5,100,20,1 2 3 4 5 6 7 8\n")
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--trace", str(bad))
+    assert_one_line_error(r)
+    assert (f"{bad}, line 3, column 'hash_ids': 8 hash ids for a 100-token prompt, which fills "
+            "at most 1 block(s) of 512 tokens") in r.err
+    # 600 tokens fill cdiv(600, 512) = 2 blocks: 2 ids fit, and fewer (a hashed prefix) too
+    good = _csv(tmp_path, head + "0,600,10,1 2\n5,100,20,1\n6,1024,5,\n", "g.csv")
+    assert [len(h) for h in load_csv_trace(good).prefix_hashes or ()] == [2, 1, 0]
+    # at hash_block_tokens=16 a 100-token prompt fills cdiv(100, 16) = 7 blocks, not 8
+    cols = "arrival=timestamp,arrival_unit=ms,input=input_length,output=output_length," \
+           "hashes=hash_ids,hash_block_tokens=16"
+    with pytest.raises(TraceError, match=r"line 3, .*8 hash ids .* at most 7 block\(s\) of 16"):
+        load_csv_trace(bad, cols)

@@ -15,7 +15,7 @@ from kvplan import input_file
 from kvplan.errors import TraceError
 from kvplan.limits import MAX_TOKENS, MAX_TRACE_ROWS
 from kvplan.specs.requests.trace_dates import check_dates, datetime_ns, slow_datetimes
-from kvplan.specs.requests.trace_rows import hash_cells, usable_rows
+from kvplan.specs.requests.trace_rows import check_hash_fit, hash_cells, usable_rows
 
 ArrivalUnit = Literal["s", "ms", "datetime"]
 ARRIVAL_UNITS: tuple[str, ...] = ("s", "ms", "datetime")
@@ -173,12 +173,12 @@ def _parse(path: Path, fmt: TraceFormat | None, name: str, known: Sequence[Trace
     with contextlib.closing(_tables(path)) as tables:
         for table in tables:
             fmt = fmt or _detect_format(table, known)
+            prompt.append(_count_column(table, fmt.input, "input tokens"))
             if fmt.hashes:
-                hashes.extend(_hash_column(table, fmt.hashes))
+                hashes.extend(_hash_column(table, fmt, prompt[-1]))
             if fmt.arrival:
                 arrivals = arrivals or _Arrivals(fmt.arrival, fmt.arrival_unit, slow_dates)
                 arrivals.add(table)
-            prompt.append(_count_column(table, fmt.input, "input tokens"))
             output.append(_count_column(table, fmt.output, "output tokens", least=0))
     assert fmt is not None
     return _trace(path, name, fmt, arrivals.column() if arrivals else None,
@@ -351,6 +351,13 @@ def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: 
 
 
 
-def _hash_column(table: _Table, column: str) -> list[np.ndarray]:
-    cells = table.cells(column, "prefix-block hash ids")
-    return hash_cells(cells, lambda i: table.where(i, column))
+def _hash_column(table: _Table, fmt: TraceFormat, prompt: np.ndarray) -> list[np.ndarray]:
+    """The chunk's hash ids, each row's no more than its PROMPT tokens fill."""
+    column = fmt.hashes or ""
+
+    def where(i: int) -> str:
+        return table.where(i, column)
+
+    hashes = hash_cells(table.cells(column, "prefix-block hash ids"), where)
+    check_hash_fit(hashes, prompt, fmt.hash_block_tokens, where)
+    return hashes

@@ -1,4 +1,4 @@
-"""Per-row rules of a parsed trace: hash ids read, and rows with
+"""Per-row rules of a parsed trace: hash ids read and fitted to their prompt, and rows with
 0 output tokens dropped (failed requests, as vLLM's BurstGPT loader drops them)."""
 
 from __future__ import annotations
@@ -25,6 +25,22 @@ def hash_cells(cells: Sequence[str], where: Callable[[int], str]) -> list[np.nda
         ids.setflags(write=False)
         out.append(ids)
     return out
+
+
+def check_hash_fit(hashes: Sequence[np.ndarray], prompt: np.ndarray, block_tokens: int,
+                   where: Callable[[int], str]) -> None:
+    """No row names more hash blocks than its prompt fills: a P-token prompt spans
+    cdiv(P, H) blocks of H tokens (Mooncake's hash_ids: exactly that many)."""
+    counts = np.fromiter((len(h) for h in hashes), dtype=np.int64, count=len(hashes))
+    spans = -(-prompt // block_tokens)
+    bad = np.flatnonzero(counts > spans)
+    if bad.size:
+        i = int(bad[0])
+        raise TraceError(
+            f"{where(i)}: {counts[i]} hash ids for a {prompt[i]}-token prompt, which fills "
+            f"at most {spans[i]} block(s) of {block_tokens} tokens (one id each); fix the ids, "
+            "the input length or hash_block_tokens"
+        )
 
 
 def usable_rows(path: Path, output: np.ndarray) -> np.ndarray | None:
