@@ -64,3 +64,48 @@ def test_more_hash_ids_than_the_prompt_fills_are_refused_naming_the_row(tmp_path
            "hashes=hash_ids,hash_block_tokens=16"
     with pytest.raises(TraceError, match=r"line 3, .*8 hash ids .* at most 7 block\(s\) of 16"):
         load_csv_trace(bad, cols)
+
+
+def test_calibrate_replays_a_kvplan_run_with_its_own_seed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # kvplan simulate --seed 7 --save-result did not write the seed, so calibrate drew the
+    # arrivals with seed 0. At 5 req/s, 4 prompts, vLLM's legacy stream
+    # (np.random.RandomState(seed).gamma, rescaled so the last lands at 4 / 5 = 0.8 s) sends
+    # at 0.0184, 0.3688, 0.5024, 0.8 s with seed 7 and 0.1692, 0.4363, 0.6326, 0.8 s with 0
+    import json
+    import logging
+
+    import numpy as np
+
+    from kvplan.analysis.calibration.measurements import Defaults
+    from kvplan.analysis.calibration.serving_fit import run_workload
+    from kvplan.analysis.calibration.serving_runs import read_serving
+
+    path = tmp_path / "r.json"
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--request-rate", "5", "--seed", "7",
+                "--num-prompts", "4", "--save-result", str(path))
+    assert r.code == 0, r.err
+    doc = json.loads(path.read_text())
+    assert doc["seed"] == 7
+    (run,) = read_serving(path, Defaults())
+    assert np.round(run_workload(run).arrival_s, 4).tolist() == [0.0184, 0.3688, 0.5024, 0.8]
+    # vLLM's own file has no seed: seed 0, said once for a rated run
+    del doc["seed"]
+    path.write_text(json.dumps(doc))
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        (run,) = read_serving(path, Defaults())
+    assert np.round(run_workload(run).arrival_s, 4).tolist() == [0.1692, 0.4363, 0.6326, 0.8]
+    assert "records no seed" in caplog.text and "--seed 0" in caplog.text
+
+
+def test_a_seedless_sweep_says_so_once(tmp_path: Path) -> None:
+    # one note a file, not one per CSV row (each row's line number made each note new)
+    sweep = _csv(tmp_path, "model,gpu,request_rate,num_prompts,input_len,output_len,"
+                           "mean_ttft_ms,mean_tpot_ms\n"
+                           "meta-llama/Llama-3.1-8B,H100,2,50,512,64,40,8\n"
+                           "meta-llama/Llama-3.1-8B,H100,4,50,512,64,45,9\n", "sweep.csv")
+    r = run_cli("calibrate", str(sweep), "--out", str(tmp_path / "p.json"))
+    assert [line for line in r.err.splitlines() if "records no seed" in line] == [
+        f"note: {sweep}: the file records no seed (vllm bench serve writes none; its --metadata "
+        "seed=N adds one): a run at a finite request_rate is replayed on the arrivals --seed 0 "
+        "draws, and one with another --seed sent at other times"]

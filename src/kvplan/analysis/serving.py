@@ -58,6 +58,7 @@ class ServingRun:
             "dataset": self.workload.name, "num_prompts": len(self.workload),
             "request_rate": saved_rate(args, self.workload),
             "burstiness": 1.0 if args is None else args.burstiness,
+            "seed": 0 if args is None else args.seed,  # vLLM's file lacks it: calibrate's
             "max_concurrency": self.workload.closed_loop_concurrency,
             "max_num_batched_tokens": self.limits.max_num_batched_tokens,
             "max_num_seqs": self.limits.max_num_seqs, "block_size": self.plan.block_size,

@@ -61,11 +61,11 @@ class CalibrationRefused(KvplanError):
     """The fit cannot be trusted (pinned, underdetermined or far off); nothing was written."""
 
 
-def run_workload(r: ServingRun, seed: int = 0) -> Workload:
+def run_workload(r: ServingRun, seed: int | None = None) -> Workload:
     """The run's requests: its lengths, arrivals at t = 0 or Poisson/gamma at its rate, drawn
-    as `vllm bench serve --seed SEED` draws them (its default seed is 0): for every request
-    sent, then the failed ones' dropped (vLLM rejects them at once, the engine never sees
-    them)."""
+    as `vllm bench serve --seed SEED` draws them (SEED: the run's own, else its default 0):
+    for every request sent, then the failed ones' dropped (vLLM rejects them at once, the
+    engine never sees them)."""
     n = r.num_prompts
     arrivals = np.zeros(n)
     if r.request_rate is not None:
@@ -73,7 +73,7 @@ def run_workload(r: ServingRun, seed: int = 0) -> Workload:
         from kvplan.specs.requests.workload import gamma_arrivals
 
         sent = gamma_arrivals(n + len(r.failed_at), r.request_rate, r.burstiness,
-                              vllm_arrival_rng(seed))
+                              vllm_arrival_rng(r.seed if seed is None else seed))
         arrivals = np.delete(sent, np.asarray(r.failed_at, dtype=np.int64))
     return Workload(name=r.id, arrival_s=arrivals, prompt_tokens=np.asarray(r.input_lens),
                     output_tokens=np.asarray(r.output_lens),

@@ -17,6 +17,7 @@ from kvplan import input_file, jsonread
 from kvplan.analysis.calibration.measurement_checks import on_off, pick_name
 from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
 from kvplan.errors import KvplanError, TraceError, located
+from kvplan.specs.requests.bounds import MAX_SEED
 from kvplan.specs.serving import EngineConfig
 
 SERVING_METRICS = {"mean_ttft_ms": ("ttft_s", 1e-3), "mean_tpot_ms": ("tpot_s", 1e-3),
@@ -44,6 +45,8 @@ class ServingRun:
     failed_at: tuple[int, ...] = ()
     """Send positions of the run's failed requests (vLLM's ``errors`` list): its arrival
     times were drawn for every request sent, failed ones included."""
+    seed: int = 0
+    """The run's --seed (kvplan simulate's file; vLLM's has none: its default, 0)."""
 
 
 def is_serving_file(path: str | Path) -> bool:
@@ -199,7 +202,31 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
         burstiness=float(row.get("burstiness") or 1.0),
         max_concurrency=None if conc in (None, "", "None") else int(_num(row, "max_concurrency",
                                                                           where)),
-        measured=measured, failed_at=failed_positions(row, n))
+        measured=measured, failed_at=failed_positions(row, n), seed=_seed(row, where))
+
+
+def _seed(row: Mapping[str, Any], where: str) -> int:
+    """The run's --seed: kvplan simulate writes it (vLLM's file only where --metadata
+    seed=N adds it); else vllm bench serve's default, 0, with a note for a rated run, whose
+    arrival times the seed draws."""
+    value = row.get("seed")
+    if value in (None, ""):
+        if str(row.get("request_rate", "inf")) not in ("inf", "trace"):
+            from kvplan.notes import note
+
+            note("%s: the file records no seed (vllm bench serve writes none; its --metadata "
+                 "seed=N adds one): a run at a finite request_rate is replayed on the arrivals "
+                 "--seed 0 draws, and one with another --seed sent at other times",
+                 where.rpartition(":")[0] or where)  # one note a file, not one a CSV row
+        return 0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if not (math.isfinite(number) and number == int(number) and 0 <= number <= MAX_SEED):
+        raise TraceError(f"{where}: 'seed' must be a whole number in [0, {MAX_SEED}], "
+                         f"got {value!r}")
+    return int(number)
 
 
 def _check_replayable(row: Mapping[str, Any], where: str) -> None:
