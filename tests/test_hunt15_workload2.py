@@ -109,3 +109,35 @@ def test_a_seedless_sweep_says_so_once(tmp_path: Path) -> None:
         f"note: {sweep}: the file records no seed (vllm bench serve writes none; its --metadata "
         "seed=N adds one): a run at a finite request_rate is replayed on the arrivals --seed 0 "
         "draws, and one with another --seed sent at other times"]
+
+
+@pytest.mark.parametrize("failed", [{"failed": 1}, {}])
+def test_a_summary_with_failures_is_replayed_on_every_send_time(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, failed: dict[str, int]) -> None:
+    # 5 sent at 2 req/s, 4 completed, no 'errors' list (saved without --save-detailed): vLLM
+    # drew 5 gaps, the last send at 5 / 2 = 2.5 s (seed 0: 0.4613, 1.1892, 1.7243, 2.1806,
+    # 2.5 s); the replay drew 4, ending at 4 / 2 = 2.0 s (0.4231, 1.0907, 1.5815, 2.0). Which
+    # one failed is unknown: the send at position (2 * 0 + 1) * 5 // 2 = 2 is left out.
+    # Without a 'failed' key the count is num_prompts - completed = 1.
+    import json
+    import logging
+
+    import numpy as np
+
+    from kvplan.analysis.calibration.measurements import Defaults
+    from kvplan.analysis.calibration.serving_fit import run_workload
+    from kvplan.analysis.calibration.serving_runs import read_serving
+
+    doc = {"model_id": "meta-llama/Llama-3.1-8B", "gpu": "H100", "num_prompts": 5,
+           "completed": 4, **failed, "request_rate": 2.0, "burstiness": 1.0,
+           "max_concurrency": None, "total_input_tokens": 400, "total_output_tokens": 40,
+           "mean_ttft_ms": 30.0, "mean_tpot_ms": 8.0, "output_throughput": 16.0}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc))
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        (run,) = read_serving(path, Defaults())
+    w = run_workload(run)
+    assert list(w.prompt_tokens) == [100] * 4
+    assert np.round(w.arrival_s, 4).tolist() == [0.4613, 1.1892, 2.1806, 2.5]
+    assert "1 of the 5 requests sent failed" in caplog.text
+    assert "their lengths are unknown" in caplog.text

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kvplan import input_file, jsonread
 from kvplan.analysis.calibration.measurement_checks import on_off, pick_name
 from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
 from kvplan.errors import KvplanError, TraceError, located
+from kvplan.limits import MAX_PROMPTS
 from kvplan.specs.requests.bounds import MAX_SEED
 from kvplan.specs.serving import EngineConfig
 
@@ -43,8 +46,9 @@ class ServingRun:
     max_concurrency: int | None
     measured: dict[str, float]
     failed_at: tuple[int, ...] = ()
-    """Send positions of the run's failed requests (vLLM's ``errors`` list): its arrival
-    times were drawn for every request sent, failed ones included."""
+    """Send positions of the run's failed requests (vLLM's ``errors`` list; without it, the
+    ``failed`` count spread evenly): its arrival times were drawn for every request sent,
+    failed ones included."""
     seed: int = 0
     """The run's --seed (kvplan simulate's file; vLLM's has none: its default, 0)."""
 
@@ -121,13 +125,47 @@ def _num(row: Mapping[str, Any], key: str, where: str, default: Any = None) -> f
     return number
 
 
-def failed_positions(row: Mapping[str, Any], n: int) -> tuple[int, ...]:
+def failed_positions(row: Mapping[str, Any], n: int, where: str = "") -> tuple[int, ...]:
     """Send positions of the failed requests where vLLM lists every request (``errors``:
-    "" for a completed one) and N of them completed; else none known."""
+    "" for a completed one) and N of them completed; else, for a file without the list
+    (saved without --save-detailed), the ``failed`` count spread evenly over the sends."""
     errs = row.get("errors")
-    if not isinstance(errs, list) or sum(1 for e in errs if not e) != n:
+    if isinstance(errs, list) and sum(1 for e in errs if not e) == n:
+        return tuple(i for i, e in enumerate(errs) if e)
+    failed = _failed_count(row, where, n)
+    if not failed:
         return ()
-    return tuple(i for i, e in enumerate(errs) if e)
+    sent = n + failed
+    if str(row.get("request_rate", "inf")) not in ("inf", "trace"):
+        from kvplan.notes import note
+
+        note("%s: %d of the %d requests sent failed and the file has no per-request 'errors' "
+             "list (saved without --save-detailed): the arrival gaps are drawn for all %d, as "
+             "vllm bench serve drew them, but which ones failed and their lengths are "
+             "unknown, so the replay leaves out %d send times spread evenly over the run",
+             where, failed, sent, sent, failed)
+    return tuple(int(i) for i in (np.arange(failed) * 2 + 1) * sent // (2 * failed))
+
+
+def _failed_count(row: Mapping[str, Any], where: str, n: int) -> int:
+    """Requests sent that failed: the file's ``failed``, else num_prompts - completed."""
+    if row.get("failed") not in (None, ""):
+        return _count(row, "failed", where)
+    if row.get("num_prompts") in (None, ""):
+        return 0
+    return max(0, _count(row, "num_prompts", where) - n)
+
+
+def _count(row: Mapping[str, Any], key: str, where: str) -> int:
+    value: Any = row.get(key)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if not (math.isfinite(number) and number == int(number) and 0 <= number <= MAX_PROMPTS):
+        raise TraceError(f"{where}: '{key}' must be a whole number of requests in "
+                         f"[0, {MAX_PROMPTS:,}], got {value!r}")
+    return int(number)
 
 
 def _lens(row: Mapping[str, Any], where: str, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -202,7 +240,7 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
         burstiness=float(row.get("burstiness") or 1.0),
         max_concurrency=None if conc in (None, "", "None") else int(_num(row, "max_concurrency",
                                                                           where)),
-        measured=measured, failed_at=failed_positions(row, n), seed=_seed(row, where))
+        measured=measured, failed_at=failed_positions(row, n, where), seed=_seed(row, where))
 
 
 def _seed(row: Mapping[str, Any], where: str) -> int:
