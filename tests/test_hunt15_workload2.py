@@ -141,3 +141,28 @@ def test_a_summary_with_failures_is_replayed_on_every_send_time(
     assert np.round(w.arrival_s, 4).tolist() == [0.4613, 1.1892, 2.1806, 2.5]
     assert "1 of the 5 requests sent failed" in caplog.text
     assert "their lengths are unknown" in caplog.text
+
+
+def test_a_timed_trace_with_no_time_span_says_why_the_plan_is_a_capacity_plan(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # mooncake-conversation's first rows all have timestamp 0: 5 of them span 0 s, so the plan
+    # has no target rate and answers one replica's capacity; only the title said so
+    import logging
+
+    from kvplan.analysis.plan.traffic import plan_traffic
+    from kvplan.specs.requests.workload import WorkloadArgs
+
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        t = plan_traffic(WorkloadArgs(dataset="mooncake-conversation", num_prompts=5))
+    assert t.target is None and t.rate_rps is None
+    assert ("mooncake-conversation: its 5 requests taken all arrive at 0 s (the trace's own "
+            "times span 0 s), so there is no rate to serve: the plan answers the capacity of "
+            "one replica instead") in caplog.text
+    # random and length-only traces are capacity plans by design: no note
+    caplog.clear()
+    plain = _csv(tmp_path, "num_prefill_tokens,num_decode_tokens\n100,10\n200,20\n", "p.csv")
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        plan_traffic(WorkloadArgs(dataset="sharegpt", num_prompts=30))
+        plan_traffic(WorkloadArgs(trace=plain))
+    assert "no rate to serve" not in caplog.text
+

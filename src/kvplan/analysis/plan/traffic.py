@@ -28,6 +28,7 @@ from kvplan.specs.requests.workload import (
     WorkloadArgs,
     build_workload,
     gamma_arrivals,
+    replays_trace_times,
     trace_rows,
 )
 
@@ -89,6 +90,7 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     head = subset(w, np.arange(n, dtype=np.int64))
     span = float(w.arrival_s[-1] - w.arrival_s[0])
     if span <= 0:
+        _note_no_span(workload, w)
         head = _drawn_head(workload, head, n)
         # vLLM bench's own stream: at the found rate R these are the send times of the
         # Verify line's `vllm bench serve --request-rate R --seed SEED` (gaps scale as 1 / R)
@@ -105,6 +107,18 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     return PlanTraffic(name=w.name, target=w, unit=unit, rate_rps=rate, trace_requests=whole,
                        burstiness=shape, own_arrivals=not drawn, given_rate_rps=given,
                        args=args)
+
+
+def _note_no_span(workload: Workload | WorkloadArgs, w: Workload) -> None:
+    """A timed trace whose requests all arrive at one time has no rate to serve: the plan
+    turns to capacity mode, which only its title said."""
+    if isinstance(workload, WorkloadArgs) and replays_trace_times(workload):
+        from kvplan.notes import note
+
+        note("%s: its %d requests taken all arrive at %g s (the trace's own times span 0 s), "
+             "so there is no rate to serve: the plan answers the capacity of one replica "
+             "instead; give more --num-prompts, or --request-rate R to size a fleet for R",
+             w.name, len(w), float(w.arrival_s[0]))
 
 
 def _drawn_head(workload: Workload | WorkloadArgs, head: Workload, n: int) -> Workload:

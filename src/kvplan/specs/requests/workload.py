@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # traces (csv, their formats) are imported when a trace is re
 __all__ = ["DATASETS", "DEFAULT_NUM_PROMPTS", "LENGTH_TRACES", "PREFIX_HASH_BLOCK_TOKENS",
            "TIMED_TRACES", "RequestSpec", "Workload", "WorkloadArgs", "build_workload",
            "dataset_names", "gamma_arrivals", "length_bounds", "random_lengths",
-           "random_workload", "shared_prefix_hashes", "synthetic_workload",
-           "trace_rows", "workload_from_trace"]
+           "random_workload", "replays_trace_times", "shared_prefix_hashes",
+           "synthetic_workload", "trace_rows", "workload_from_trace"]
 
 TIMED_TRACES = ("azure-code", "azure-conv", "mooncake-conversation", "mooncake-synthetic")
 LENGTH_TRACES = ("sharegpt", "sharegpt-multiturn", "arxiv-summarization", "bwb")
@@ -282,6 +282,14 @@ def _load_for(args: WorkloadArgs) -> Trace:
     if args.trace is None:
         return load_trace(args.dataset_name)
     return load_csv_trace(args.trace, args.trace_columns)
+
+
+def replays_trace_times(args: WorkloadArgs) -> bool:
+    """Whether ARGS's arrivals are its trace's own times (a --trace file read for it may
+    have none: then they are drawn, as for a length-only dataset)."""
+    if not args.has_own_arrivals:
+        return False
+    return args.trace is None or _load_for(args).arrival_s is not None
 
 
 def trace_rows(args: WorkloadArgs) -> int:
