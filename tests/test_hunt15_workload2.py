@@ -166,3 +166,17 @@ def test_a_timed_trace_with_no_time_span_says_why_the_plan_is_a_capacity_plan(
         plan_traffic(WorkloadArgs(trace=plain))
     assert "no rate to serve" not in caplog.text
 
+
+
+def test_the_verify_line_carries_sharegpts_seed() -> None:
+    # sharegpt at --seed 5: kvplan draws the arrivals from vLLM's stream seeded 5
+    # (np.random.seed(5) in vllm bench serve), so the Verify line must say --seed 5
+    from kvplan.analysis.plan.traffic import plan_traffic
+    from kvplan.analysis.plan.why.verdict import bench_dataset
+    from kvplan.specs.requests.workload import WorkloadArgs
+
+    seeded = plan_traffic(WorkloadArgs(dataset="sharegpt", num_prompts=30, seed=5,
+                                       request_rate=4), seed=5)
+    assert bench_dataset(seeded)[-2:] == ["--seed", "5"]
+    plain = plan_traffic(WorkloadArgs(dataset="sharegpt", num_prompts=30, request_rate=4))
+    assert "--seed" not in bench_dataset(plain)

@@ -224,8 +224,9 @@ def bench_dataset(traffic: PlanTraffic) -> list[str]:
     ``sharegpt``'s file, whose seed-0 requests kvplan bundles), else random prompts of the
     workload's median lengths (``replayable`` is False: the plan warns)."""
     a = traffic.args
-    if a is not None and a.trace is None and a.dataset == "sharegpt":
-        return ["--dataset-name", "sharegpt", "--dataset-path", SHAREGPT_FILE]
+    if a is not None and a.trace is None and a.dataset == "sharegpt":  # --seed: the arrivals
+        return ["--dataset-name", "sharegpt", "--dataset-path", SHAREGPT_FILE,
+                *(["--seed", flag_number(a.seed)] if a.seed != 0 else [])]
     if a is not None and a.trace is None and a.dataset in (None, "random"):
         out = ["--dataset-name", "random", "--random-input-len", str(a.random_input_len),
                "--random-output-len", str(a.random_output_len)]
