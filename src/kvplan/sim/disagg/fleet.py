@@ -30,7 +30,7 @@ from kvplan.sim.blocks import KvShape
 from kvplan.sim.disagg import compiled
 from kvplan.sim.disagg.dp_instance import DecodeRank, DpInstance, PrefillRank
 from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
-from kvplan.sim.disagg.link import LinkQueues
+from kvplan.sim.disagg.link import NIXL_ABORT_REQUEST_TIMEOUT_S, LinkQueues, refused_after_prefill
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
 from kvplan.sim.dp.merge import DpResult
 from kvplan.sim.result import KvSeries, SimulationResult
@@ -150,6 +150,7 @@ class _Fleet:
         self.nbytes = transfer.link_bytes(prompt)
         self.rejected = {**_whole_prompt_reasons(prompt, decode), **self.pre[0].reasons,
                          **self.dec[0].reasons}
+        self.late = refused_after_prefill(self.rejected, self.pre[0].reasons)
         self.p_delay = _delays(prefill.timer, prompt)
         self.d_delay = _delays(decode.timer, prompt)
         self._set_up_arrivals(router)
@@ -204,6 +205,8 @@ class _Fleet:
         its plan order); the proxy routes it when it comes back (``_route_answers``)."""
         self.out_p.done(p, end)
         self.p_end[r] = end
+        if r in self.late:  # no decode side reads its KV: NIXL frees it after the timeout
+            self.pre[p].release(end + NIXL_ABORT_REQUEST_TIMEOUT_S, r)
         heapq.heappush(self.answers, (end, p, self.seq, r))
         self.seq += 1
 
@@ -211,6 +214,8 @@ class _Fleet:
         """The proxy sends r, answered by prefill at ``end``, to its next decode instance."""
         d = self.out_d.pick(end) if self.least else self.rr_d
         self.rr_d = (d + 1) % len(self.dec)
+        if r in self.late:  # it takes its turn; the decode server refuses it
+            return d
         self.out_d.add(d)
         self.d_of[r] = d
         self.dec[d].add(end + float(self.d_delay[r]), r)
@@ -266,9 +271,10 @@ class _Fleet:
         p = self.out_p.pick(self.engine_at[r]) if self.least else self.rr_p
         self.rr_p = (p + 1) % len(self.pre)  # a refused request used its turn: vLLM's
         if r in self.rejected:               # proxy picks the prefill server before sending
-            for loop in (*self.pre, *self.dec):
+            for loop in self.dec if r in self.late else (*self.pre, *self.dec):
                 loop.s.status[r] = REJECTED
-            return
+            if r not in self.late:  # refused by decode only: its prefill runs first
+                return
         self.out_p.add(p)
         self.p_of[r] = p
         self.pre[p].add(self.engine_at[r], r)
