@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
 from kvplan.sim.testing import workload
+from tests.test_disagg_compiled import _both, assert_same_fleet
+from tests.test_disagg_properties import fleets
 from tests.test_disagg_trace import COST, LIMITS, SHAPE, TIMER
 
 
@@ -83,3 +88,42 @@ def test_a_request_the_prefill_side_refuses_is_never_computed() -> None:
     assert float(r.transfers.prefill_end_s[1]) == 3.0
     assert int(r.transfers.decode_instance[1]) == 0
 
+
+class _ApiTimer(TIMER.__class__):
+    """TIMER with an API path of 0.1 s per prompt token (tokenisation) on every server."""
+
+    def api_delays_s(self, prompt_tokens):
+        return 0.1 * np.asarray(prompt_tokens, dtype=np.float64)
+
+
+def test_the_proxy_picks_prefill_servers_in_the_order_requests_reach_it() -> None:
+    """toy_proxy_server.py picks the next prefill server (round robin) as a request reaches
+    the proxy; that server's API path (0.1 s a prompt token here) comes after the pick.
+    r0 (t=0, 8 tokens), r1 (t=0.1, 4), r2 (t=0.2, 4) -> p0, p1, p0 (kvplan picked in the
+    order they reached the engines, 0.8 / 0.5 / 0.6 s: r1 -> p0, r2 -> p1, r0 -> p0).
+    p0: r2 reaches it at 0.2 + 0.4 = 0.6, [0.6, 2.6] (1 + 0.25 x 4); r0 at 0.8 waits,
+    [2.6, 5.6] (1 + 0.25 x 8) (was [2.5, 5.5] behind r1)."""
+    timer = _ApiTimer(base_s=1.0, per_token_s=0.25)
+    pre = PoolSim(instances=2, timer=timer, num_blocks=64, shape=SHAPE, limits=LIMITS)
+    dec = PoolSim(instances=1, timer=timer, num_blocks=64, shape=SHAPE, limits=LIMITS)
+    w = workload([0.0, 0.1, 0.2], [8, 4, 4], [2, 2, 2])
+    r = simulate_disagg(w, prefill=pre, decode=dec, transfer=COST, validate=True)
+    assert r.transfers.prefill_instance.tolist() == [0, 1, 0]
+    assert r.transfers.prefill_end_s.tolist() == pytest.approx([5.6, 2.5, 2.6])
+
+
+@settings(max_examples=60, deadline=None)
+@given(fleets(), st.sampled_from([0.0, 0.05, 0.3]), st.sampled_from([0.0, 0.5]))
+def test_fleets_with_api_delays_agree_on_both_paths(case, per_token, base) -> None:
+    """Requests reach the engines out of the proxy's order (a per-prompt-token API path):
+    the compiled fleet equals the Python fleet, and every block comes back."""
+    w, pre, dec, cost, router = case
+
+    class Timer(_ApiTimer):
+        def api_delays_s(self, prompt_tokens):
+            return base + per_token * np.asarray(prompt_tokens, dtype=np.float64)
+
+    pre = replace(pre, timer=Timer(base_s=pre.timer.base_s, per_token_s=pre.timer.per_token_s))
+    dec = replace(dec, timer=Timer(base_s=dec.timer.base_s, per_token_s=dec.timer.per_token_s))
+    got, ref = _both(w, pre, dec, cost, router)
+    assert_same_fleet(got, ref)

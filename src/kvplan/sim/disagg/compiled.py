@@ -140,8 +140,9 @@ def run(fleet: _Fleet) -> DisaggResult | None:
 
 
 def _route(fleet: _Fleet) -> list[IntArray]:
-    """Each prefill instance's requests in the order they reach it (round robin over the
-    proxy's order; a rejected request takes its turn and is not sent: fleet._route)."""
+    """Each prefill instance's requests in the order they reach it, by (time, request) as
+    PrefillLoop.inbox's heap (round robin over the proxy's order; a rejected request takes
+    its turn and is not sent: fleet._route)."""
     order = np.array(fleet.order, dtype=np.int64)
     x = len(fleet.pre)
     inst = np.arange(len(order)) % x
@@ -149,7 +150,9 @@ def _route(fleet: _Fleet) -> list[IntArray]:
                     dtype=np.bool_)
     order, inst = order[sent], inst[sent]
     fleet.p_of[order] = inst
-    return [order[inst == p] for p in range(x)]
+    at = np.asarray(fleet.engine_at, dtype=np.float64)
+    mine = [order[inst == p] for p in range(x)]
+    return [m[np.lexsort((m, at[m]))] for m in mine]
 
 
 def _iterate(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner],

@@ -172,9 +172,11 @@ class _Fleet:
         self.d_look = transfer.latency_s
 
     def _set_up_arrivals(self, router: str) -> None:
-        at = self.arrival + self.p_delay
-        self.order = np.argsort(at, kind="stable").tolist()
-        self.engine_at = at.tolist()
+        # the proxy picks each request's prefill server when the request reaches it (arrival
+        # order); that server's API path (p_delay: per prompt token too) comes after the pick
+        self.order = np.argsort(self.arrival, kind="stable").tolist()
+        self.proxy_at = self.arrival.tolist()
+        self.engine_at = (self.arrival + self.p_delay).tolist()
         self.ptr = 0
         self.rr_p = self.rr_d = 0
         self.least = router == "least-outstanding"
@@ -263,12 +265,12 @@ class _Fleet:
     # ------------------------------------------------------------ the loop
 
     def _next_arrival(self) -> float:
-        return self.engine_at[self.order[self.ptr]] if self.ptr < len(self.order) else math.inf
+        return self.proxy_at[self.order[self.ptr]] if self.ptr < len(self.order) else math.inf
 
     def _route(self) -> None:
         r = self.order[self.ptr]
         self.ptr += 1
-        p = self.out_p.pick(self.engine_at[r]) if self.least else self.rr_p
+        p = self.out_p.pick(self.proxy_at[r]) if self.least else self.rr_p
         self.rr_p = (p + 1) % len(self.pre)  # a refused request used its turn: vLLM's
         if r in self.rejected:               # proxy picks the prefill server before sending
             for loop in self.dec if r in self.late else (*self.pre, *self.dec):
