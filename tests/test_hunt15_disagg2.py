@@ -127,3 +127,23 @@ def test_fleets_with_api_delays_agree_on_both_paths(case, per_token, base) -> No
     dec = replace(dec, timer=Timer(base_s=dec.timer.base_s, per_token_s=dec.timer.per_token_s))
     got, ref = _both(w, pre, dec, cost, router)
     assert_same_fleet(got, ref)
+
+
+@pytest.mark.parametrize(("max_model_len", "late"), [(1100, 5), (1000, 0)])
+def test_simulate_says_which_refused_requests_were_prefilled(max_model_len: int,
+                                                            late: int) -> None:
+    """5 requests of 1,000 + 200 tokens: max_model_len 1100 passes the prefill side's
+    1,000 + 1 and refuses 1,200 on the decode side, so all 5 ran their prefill and held its
+    KV (the text said only '5 request(s) rejected'); at 1000 the prefill side refuses 1,001:
+    none ran, no such line."""
+    from tests.conftest import run_cli
+
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "random",
+                "--random-input-len", "1000", "--random-output-len", "200", "--num-prompts",
+                "5", "--disagg", "1P1D", "--max-model-len", str(max_model_len))
+    assert r.code == 0, r.err
+    said = " ".join(r.out.split())
+    assert "5 request(s) rejected" in said
+    line = "of them refused by the decode side after their prefill ran"
+    assert (f"{late} {line}" in said) == (late > 0)
+    assert (line in said) == (late > 0)
