@@ -231,7 +231,8 @@ def test_prefill_pool_full_stalls_until_a_transfer_frees_it() -> None:
 def test_prompt_larger_than_the_decode_pool_at_once_is_rejected() -> None:
     """A 10-token window over 4-token blocks: a 29-token prompt holds 8 + 3 blocks while it
     decodes, but its KV lands whole (8 + 8 = 16 blocks) on a 15-block decode pool: rejected
-    at arrival, never lost in the queue."""
+    by the decode side (after its prefill: the proxy sends it there first), never lost in
+    the queue."""
     shape = KvShape(block_size=4, groups=(CacheGroup(bytes_per_token=8),
                                           CacheGroup(kind="sliding", window=8,
                                                      bytes_per_token=8)))

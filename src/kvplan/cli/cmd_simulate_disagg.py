@@ -152,6 +152,22 @@ def render_disagg(run: DisaggRun, m: Metrics, dm: DisaggMetrics, doc: dict[str, 
 
     for group in group_rejections(run.result.client.rejected):
         console.print(f"[yellow]{group.line()}[/yellow]")
+    late = _refused_after_prefill(run)
+    if late:
+        from kvplan.sim.disagg.link import NIXL_ABORT_REQUEST_TIMEOUT_S
+
+        console.print(f"[yellow]{late} of them refused by the decode side after their prefill "
+                      f"ran (vLLM's proxy sends every request to a prefill instance first); "
+                      f"each kept its prefill KV blocks {NIXL_ABORT_REQUEST_TIMEOUT_S:.0f} s "
+                      f"(VLLM_NIXL_ABORT_REQUEST_TIMEOUT) after its prefill[/yellow]")
+
+
+def _refused_after_prefill(run: DisaggRun) -> int:
+    """Rejected requests whose prefill ran (the decode side refused them)."""
+    import numpy as np
+
+    gone = np.array(sorted(run.result.client.rejected), dtype=np.int64)
+    return int((~np.isnan(run.result.transfers.prefill_end_s[gone])).sum())
 
 
 def _top(s: Any) -> tuple[str, float]:

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from kvplan.sim import core
-from kvplan.sim.disagg.link import LinkQueues
+from kvplan.sim.disagg.link import NIXL_ABORT_REQUEST_TIMEOUT_S, LinkQueues
 from kvplan.sim.disagg.result import DisaggResult
 from kvplan.sim.result import FloatArray, IntArray, KvSeries, SimulationResult
 from kvplan.sim.state import REJECTED
@@ -51,6 +51,7 @@ class _Fleet(Protocol):
     dec: list[Any]
     least: bool
     rejected: dict[int, str]
+    late: frozenset[int]
     order: list[int]
     engine_at: list[float]
     d_delay: FloatArray
@@ -131,28 +132,34 @@ def run(fleet: _Fleet) -> DisaggResult | None:
     if len(runners) < len(loops):
         return None
     ids = _route(fleet)
-    for loop in loops:
-        loop.s.status[list(fleet.rejected)] = REJECTED
+    for loop in loops:  # a request refused by decode only runs its prefill (fleet._route)
+        gone = fleet.rejected if loop in fleet.dec else set(fleet.rejected) - fleet.late
+        loop.s.status[list(gone)] = REJECTED
     x = len(fleet.pre)
     return _iterate(fleet, runners[:x], runners[x:], ids)
 
 
 def _route(fleet: _Fleet) -> list[IntArray]:
-    """Each prefill instance's requests in the order they reach it (round robin over the
-    proxy's order; a rejected request takes its turn and is not sent: fleet._route)."""
+    """Each prefill instance's requests in the order they reach it, by (time, request) as
+    PrefillLoop.inbox's heap (round robin over the proxy's order; a rejected request takes
+    its turn and is not sent: fleet._route)."""
     order = np.array(fleet.order, dtype=np.int64)
     x = len(fleet.pre)
     inst = np.arange(len(order)) % x
-    sent = np.array([r not in fleet.rejected for r in fleet.order], dtype=np.bool_)
+    sent = np.array([r not in fleet.rejected or r in fleet.late for r in fleet.order],
+                    dtype=np.bool_)
     order, inst = order[sent], inst[sent]
     fleet.p_of[order] = inst
-    return [order[inst == p] for p in range(x)]
+    at = np.asarray(fleet.engine_at, dtype=np.float64)
+    mine = [order[inst == p] for p in range(x)]
+    return [m[np.lexsort((m, at[m]))] for m in mine]
 
 
 def _iterate(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner],
              ids: list[IntArray]) -> DisaggResult | None:
     at = np.asarray(fleet.engine_at, dtype=np.float64)
     served = np.concatenate(ids)
+    late = np.fromiter(fleet.late, dtype=np.int64, count=len(fleet.late))
     rel: FloatArray | None = None
     seen: tuple[FloatArray, IntArray] | None = None
     d_got = None
@@ -173,8 +180,9 @@ def _iterate(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner],
                 and np.array_equal(fin, seen[0], equal_nan=True)
                 and np.array_equal(d_of, seen[1])):
             return _assemble(fleet, pre, dec, p_got, d_got, (fin, d_of))
-        d_got = _decode(fleet, dec, served, fin, d_of)
-        rel, seen = d_got[1][2], (fin, d_of)
+        d_got = _decode(fleet, dec, served[~np.isin(served, late)], fin, d_of)
+        rel, seen = d_got[1][2].copy(), (fin, d_of)
+        rel[late] = fin[late] + NIXL_ABORT_REQUEST_TIMEOUT_S  # no decode side reads them
     return None
 
 
@@ -255,6 +263,7 @@ def _assemble(fleet: _Fleet, pre: list[_Runner], dec: list[_Runner], p_got: list
     fleet.t_start, fleet.t_end = link[1], link[2]
     served = fleet.p_of >= 0
     fleet.d_of[served] = d_of[served]
+    fleet.d_of[list(fleet.late)] = -1  # its decode turn taken, the request refused there
     fleet.p_end[served] = fin[served]
     fleet.link.moved_bytes = int(fleet.nbytes[~np.isnan(link[2])].sum())
     return fleet.assemble(pres, tuple(decs), steps)

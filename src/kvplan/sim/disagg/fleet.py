@@ -30,7 +30,7 @@ from kvplan.sim.blocks import KvShape
 from kvplan.sim.disagg import compiled
 from kvplan.sim.disagg.dp_instance import DecodeRank, DpInstance, PrefillRank
 from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
-from kvplan.sim.disagg.link import LinkQueues
+from kvplan.sim.disagg.link import NIXL_ABORT_REQUEST_TIMEOUT_S, LinkQueues, refused_after_prefill
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
 from kvplan.sim.dp.merge import DpResult
 from kvplan.sim.result import KvSeries, SimulationResult
@@ -150,6 +150,7 @@ class _Fleet:
         self.nbytes = transfer.link_bytes(prompt)
         self.rejected = {**_whole_prompt_reasons(prompt, decode), **self.pre[0].reasons,
                          **self.dec[0].reasons}
+        self.late = refused_after_prefill(self.rejected, self.pre[0].reasons)
         self.p_delay = _delays(prefill.timer, prompt)
         self.d_delay = _delays(decode.timer, prompt)
         self._set_up_arrivals(router)
@@ -171,9 +172,11 @@ class _Fleet:
         self.d_look = transfer.latency_s
 
     def _set_up_arrivals(self, router: str) -> None:
-        at = self.arrival + self.p_delay
-        self.order = np.argsort(at, kind="stable").tolist()
-        self.engine_at = at.tolist()
+        # the proxy picks each request's prefill server when the request reaches it (arrival
+        # order); that server's API path (p_delay: per prompt token too) comes after the pick
+        self.order = np.argsort(self.arrival, kind="stable").tolist()
+        self.proxy_at = self.arrival.tolist()
+        self.engine_at = (self.arrival + self.p_delay).tolist()
         self.ptr = 0
         self.rr_p = self.rr_d = 0
         self.least = router == "least-outstanding"
@@ -204,6 +207,8 @@ class _Fleet:
         its plan order); the proxy routes it when it comes back (``_route_answers``)."""
         self.out_p.done(p, end)
         self.p_end[r] = end
+        if r in self.late:  # no decode side reads its KV: NIXL frees it after the timeout
+            self.pre[p].release(end + NIXL_ABORT_REQUEST_TIMEOUT_S, r)
         heapq.heappush(self.answers, (end, p, self.seq, r))
         self.seq += 1
 
@@ -211,6 +216,8 @@ class _Fleet:
         """The proxy sends r, answered by prefill at ``end``, to its next decode instance."""
         d = self.out_d.pick(end) if self.least else self.rr_d
         self.rr_d = (d + 1) % len(self.dec)
+        if r in self.late:  # it takes its turn; the decode server refuses it
+            return d
         self.out_d.add(d)
         self.d_of[r] = d
         self.dec[d].add(end + float(self.d_delay[r]), r)
@@ -258,17 +265,18 @@ class _Fleet:
     # ------------------------------------------------------------ the loop
 
     def _next_arrival(self) -> float:
-        return self.engine_at[self.order[self.ptr]] if self.ptr < len(self.order) else math.inf
+        return self.proxy_at[self.order[self.ptr]] if self.ptr < len(self.order) else math.inf
 
     def _route(self) -> None:
         r = self.order[self.ptr]
         self.ptr += 1
-        p = self.out_p.pick(self.engine_at[r]) if self.least else self.rr_p
+        p = self.out_p.pick(self.proxy_at[r]) if self.least else self.rr_p
         self.rr_p = (p + 1) % len(self.pre)  # a refused request used its turn: vLLM's
         if r in self.rejected:               # proxy picks the prefill server before sending
-            for loop in (*self.pre, *self.dec):
+            for loop in self.dec if r in self.late else (*self.pre, *self.dec):
                 loop.s.status[r] = REJECTED
-            return
+            if r not in self.late:  # refused by decode only: its prefill runs first
+                return
         self.out_p.add(p)
         self.p_of[r] = p
         self.pre[p].add(self.engine_at[r], r)

@@ -38,3 +38,17 @@ class LinkQueues:
         self.ingress_free_s[d] = free
         self.moved_bytes += nbytes
         return start, free + self.cost.latency_s
+
+
+NIXL_ABORT_REQUEST_TIMEOUT_S = 480.0
+"""vLLM 0.11's VLLM_NIXL_ABORT_REQUEST_TIMEOUT default (envs.py): how long a prefill
+instance keeps a finished request's blocks for a decode side that never reads them
+(NixlConnector's request_finished sets the expiry; the worker frees them after it)."""
+
+
+def refused_after_prefill(rejected: dict[int, str], prefill_reasons: dict[int, str]
+                          ) -> frozenset[int]:
+    """Requests refused by the decode side only: vLLM's proxy sends each to a prefill
+    instance first (max_tokens=1), which computes it and holds its blocks; the decode
+    instance then refuses it (prompt + output > max_model_len, a pool too small)."""
+    return frozenset(r for r in rejected if r not in prefill_reasons)
