@@ -91,7 +91,7 @@ def test_plan_budget_ruling_out_met_fleets_names_the_cheapest() -> None:
     assert res.code == 1, res.err
     s = res.json()["summary"]
     assert s["why"] == ("every fleet that meets the SLO breaks the budget: the cheapest, "
-                        "c0012 (L40S TP 1, 5 replicas), costs $5.45/h > --max-cost-per-hour; "
+                        "c0012 (L40S TP 1, 5 replicas), costs $5.45/h > --max-cost-per-hour 5.0; "
                         "raise --max-cost-per-hour")
     assert s["advice"] == ""
     assert all(x["stage"] != "infeasible" for x in s["closest"])

@@ -87,13 +87,13 @@ def test_budget_refusal_names_the_cheapest_bound() -> None:
     # L40S TP1 is simulated under a $2 budget too; L40S TP2's floor is 1 x 2 x $1.09)
     assert res.json()["summary"]["why"] == (
         "every fleet that meets the SLO breaks the budget: the cheapest verified, c0006 (L40S "
-        "TP 1, 6 replicas), costs $6.54/h > --max-cost-per-hour; c0009 (L40S TP 2) was not "
+        "TP 1, 6 replicas), costs $6.54/h > --max-cost-per-hour 2.0; c0009 (L40S TP 2) was not "
         "simulated and may cost as little as $2.18/h; raise --max-cost-per-hour")
     res = run_cli(*RATE30, "--max-cost-per-hour", "3")
     assert res.code == 1, res.err
     assert res.json()["summary"]["why"] == (
         "every fleet that meets the SLO breaks the budget: the cheapest verified, c0006 (L40S "
-        "TP 1, 6 replicas), costs $6.54/h > --max-cost-per-hour; c0000 (H100-SXM-80GB TP 1) "
+        "TP 1, 6 replicas), costs $6.54/h > --max-cost-per-hour 3.0; c0000 (H100-SXM-80GB TP 1) "
         "was not simulated and may cost as little as $3.99/h; raise --max-cost-per-hour")
 
 
