@@ -85,3 +85,39 @@ def test_quantization_gptq_forces_the_exllama_kernel_which_keeps_qzeros() -> Non
         GPTQ4_MARLIN + QZEROS4 == 5_761_409_024
     assert _weights(_gptq(), "H100", quantization="gptq_marlin") == GPTQ4_MARLIN + QZEROS4 + G_IDX
     assert _weights(_gptq(bits=3), "H100") == GPTQ4_MARLIN - 872_415_232 + 20_447_232
+
+
+def test_quantization_needing_a_quantized_checkpoint_is_marked_a_what_if() -> None:
+    """vLLM 0.11 builds GPTQ / AWQ / ModelOpt from the checkpoint's own config
+    (``get_quant_config``: "Cannot find the config file for gptq"), and mxfp4 cannot load a
+    MoE's 16-bit experts: on an unquantized checkpoint vLLM does not start. kvplan prices the
+    what-if (Llama-3.1-8B -q gptq: 5,734,146,048 B on A100, the 4-bit export's weights) and
+    now says so; fp8 (online quantization) and mxfp4 on a dense model (linears stay 16-bit)
+    are what vLLM serves: no note."""
+    from kvplan.specs.catalog import load_model
+
+    llama = load_model("meta-llama/Llama-3.1-8B")
+    plan = plan_memory(llama, load_gpu("A100-80GB-SXM"), EngineConfig(quantization="gptq"))
+    assert plan.budget.weights_bytes == GPTQ4_MARLIN
+    assert "what-if" in plan.settings.quantization_note
+    assert "4-bit, a scale per 128" in plan.settings.quantization_note
+    for q, model in (("awq", llama), ("modelopt", llama),
+                     ("mxfp4", load_model("mistralai/Mixtral-8x7B-v0.1"))):
+        s = plan_memory(model, load_gpu("H200"),
+                        EngineConfig(quantization=q, tensor_parallel_size=2)).settings
+        assert s.quantization_note.startswith(f"--quantization {q} on a checkpoint without")
+    for q in ("fp8", "mxfp4", None):
+        s = plan_memory(llama, load_gpu("H100"), EngineConfig(quantization=q)).settings
+        assert s.quantization_note == ""
+    gptq = plan_memory(_gptq(), load_gpu("H100"), EngineConfig(quantization="gptq")).settings
+    assert gptq.quantization_note == ""
+
+
+def test_capacity_prints_the_what_if_note() -> None:
+    from tests.conftest import run_cli
+
+    out = run_cli("capacity", "meta-llama/Llama-3.1-8B", "-q", "awq", "--json")
+    assert out.json()["quantization_note"].startswith("--quantization awq on a")
+    text = run_cli("capacity", "meta-llama/Llama-3.1-8B", "-q", "gptq").out
+    assert "note: --quantization gptq on a checkpoint without a quantization_config" in \
+        " ".join(text.split())
