@@ -116,6 +116,7 @@ def plan_json(plan: MemoryPlan) -> dict[str, Any]:
         "max_model_len": s.max_model_len,
         "block_size": plan.block_size,
         "block_size_log": s.block_size_log or None,
+        "quantization_note": s.quantization_note or None,
         "page_size_bytes": plan.page_size_bytes,
         "layers_per_group": plan.layers_per_group,
         "num_padding_layers": plan.num_padding_layers,

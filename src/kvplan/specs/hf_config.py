@@ -27,7 +27,12 @@ from kvplan.specs.model import (
     ModelSpec,
     MoeSpec,
 )
-from kvplan.specs.quant_config import checkpoint_block, quant_layout, quant_method
+from kvplan.specs.quant_config import (
+    checkpoint_block,
+    gptq_desc_act,
+    quant_layout,
+    quant_method,
+)
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -317,7 +322,7 @@ def _quant_fields(raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str) -> 
     """ModelSpec's quantization, weight_block_size and quant_layout from quantization_config."""
     q = _quant_config(raw, cfg)
     return {"quantization": _quantization(raw, cfg), "weight_block_size": checkpoint_block(q, file),
-            "quant_layout": quant_layout(q, file)}
+            "quant_layout": quant_layout(q, file), "quant_desc_act": gptq_desc_act(q)}
 
 
 def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:

@@ -155,6 +155,9 @@ class ModelSpec:
     quant_layout: tuple[str, int, int, int] | None = None
     """GPTQ / AWQ / compressed-tensors checkpoints: (the method kvplan prices it as, bits,
     group_size, zero-point bits) from quantization_config (``specs.quant_config``)."""
+    quant_desc_act: bool = False
+    """A GPTQ checkpoint's ``desc_act`` (act order, with a group size): vLLM's kernels then
+    keep the int32 ``g_idx`` and its sort order per input row (``gptq_kernels``)."""
     hidden_act: str = "silu"
     mlp_gated: bool = True
     attention_bias: bool = False

@@ -71,6 +71,15 @@ def _int_layout(q: Mapping[str, Any], method: str, file: str) -> QuantLayout:
     return method, bits, group, bits if zeros else 0
 
 
+def gptq_desc_act(q: Any) -> bool:
+    """A GPTQ checkpoint's act order as vLLM 0.11 keeps it: ``desc_act`` with a group size
+    (``GPTQMarlinConfig`` turns it off for ``group_size: -1``, one group per row)."""
+    if not isinstance(q, Mapping) or str(q.get("quant_method") or "").lower() not in (
+            "gptq", "gptq_marlin"):
+        return False
+    return q.get("desc_act") is True and q.get("group_size", 128) != -1
+
+
 def compressed_weights(q: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ``weights`` scheme of a compressed-tensors config's first config group."""
     groups = q.get("config_groups")

@@ -28,6 +28,7 @@ from kvplan.costs.memory.activation import (
     non_torch_bytes,
     rope_cache_bytes,
 )
+from kvplan.costs.memory.gptq_kernels import gptq_kernel_bytes
 from kvplan.costs.memory.kv_groups import (
     Group,
     HybridBlock,
@@ -112,11 +113,12 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = 
 
 def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
              fmt: FormatArg) -> int:
-    """"Model loading took": weights (+ mxfp4 layout padding), the rope cache and MLA's
-    dequantized kv_b_proj copy."""
+    """"Model loading took": weights (+ mxfp4 layout padding), the rope cache, MLA's
+    dequantized kv_b_proj copy and the qzeros / g_idx a GPTQ kernel keeps."""
     q, pp = s.quantization, s.pp
     extra = rope_cache_bytes(model, s.dtype) + mla_absorbed_bytes(
-        model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt)
+        model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt,
+    ) + gptq_kernel_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage)
     if s.dp > 1 or s.expert_parallel:
         from kvplan.costs.memory.ep_memory import parallel_weights
 

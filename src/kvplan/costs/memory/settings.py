@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.fp8_blocks import check_fp8_blocks
 from kvplan.costs.memory.kv_dtype_check import check_kv_dtype
-from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
+from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format, what_if_note
 from kvplan.errors import InputError
 from kvplan.specs.config_checks import FLOAT16_REFUSED
 from kvplan.specs.engine_bounds import check_kv_cache_memory
@@ -44,6 +44,9 @@ class Settings:
     """vLLM's INFO line when it overrides --block-size for the MLA backend, else empty."""
     mxfp4_moe_backend: str = "auto"
     """--mxfp4-moe-backend: 'marlin' stores gpt-oss's experts in Marlin's layout on Hopper."""
+    quantization_note: str = ""
+    """Non-empty when --quantization prices a what-if vLLM cannot start from these weights
+    (``weight_formats.what_if_note``)."""
 
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
@@ -96,6 +99,8 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         dp=engine.data_parallel_size,
         expert_parallel=engine.enable_expert_parallel,
         mxfp4_moe_backend=engine.mxfp4_moe_backend,
+        quantization_note=what_if_note(engine.quantization, model.quantization,
+                                       model.moe is not None),
     )
 
 

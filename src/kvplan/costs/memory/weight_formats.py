@@ -147,6 +147,29 @@ def resolve_format(
     return fmt
 
 
+_FROM_CHECKPOINT = frozenset({"awq", "gptq", "nvfp4", "modelopt"})
+"""Methods vLLM 0.11 builds from the checkpoint's own config (``get_quant_config``: "Cannot
+find the config file for gptq" without one); fp8 quantizes 16-bit weights online."""
+
+
+def what_if_note(quantization: str | None, config_quant: str | None, moe: bool) -> str:
+    """A note when ``--quantization`` on a checkpoint with no quantization_config is priced
+    as a what-if vLLM cannot start: AWQ / GPTQ / ModelOpt need the quantized export, and
+    mxfp4 on a MoE cannot load 16-bit experts into its fp4 parameters (on a dense model it
+    leaves the linears 16-bit, as priced); empty otherwise."""
+    given = _method(quantization)
+    if given is None or _method(config_quant) is not None:
+        return ""
+    key, raw = _key(given), given.lower().replace("-", "_")
+    if not (key in _FROM_CHECKPOINT or raw in _FROM_CHECKPOINT or (key == "mxfp4" and moe)):
+        return ""
+    fmt = QUANTIZATIONS[key]
+    group = "" if fmt.group is None else f", a scale per {fmt.group}"
+    return (f"--quantization {given} on a checkpoint without a quantization_config is a "
+            f"what-if: these weights priced as {key} ({fmt.bits}-bit{group}); vLLM cannot "
+            f"serve it from this checkpoint (it needs the {given} export)")
+
+
 def _needs_own_config(key: str, own: str | None) -> None:
     """compressed-tensors reads its scheme from the checkpoint: refused without one."""
     if key == "compressed_tensors" and own is None:

@@ -40,6 +40,8 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
         f"{plan.num_blocks:,} blocks"]
     if s.block_size_log:  # vLLM's own line: an MLA backend replaced --block-size
         lines.append(s.block_size_log)
+    if s.quantization_note:
+        lines.append(f"note: {s.quantization_note}")
     return lines + _hybrid_lines(plan) + token_lines(plan)
 
 
