@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from kvplan.specs.model import ModelSpec
 
 
+EagerOpt = Annotated[bool | None, typer.Option(
+    "--enforce-eager/--no-enforce-eager", show_default=False,
+    help="vLLM's --enforce-eager: no CUDA graphs, so no graph memory.")]
+
+
 @app.command("capacity", context_settings={"ignore_unknown_options": True})
 def capacity_cmd(
     model_and_args: Annotated[
@@ -44,12 +49,15 @@ def capacity_cmd(
     quantization: fl.QuantOpt = None, block_size: fl.BlockOpt = None,
     max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
     kv_cache_memory_bytes: fl.KvMemOpt = None, mamba_cache_dtype: fl.MambaOpt = None,
-    mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, as_json: fl.JsonOpt = False,
-    plot: Annotated[str | None, typer.Option(
+    mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, enforce_eager: EagerOpt = None,
+    as_json: fl.JsonOpt = False, plot: Annotated[str | None, typer.Option(
         "--plot", help="Write the budget as a stacked bar (.png, .svg or .html).")] = None,
 ) -> None:
     """How many requests fit: vLLM 0.11's memory budget, KV blocks, tokens and concurrency."""
-    settings, ignored = _gather(model_and_args or [], fl.engine_settings(locals()))
+    given = fl.engine_settings(locals())
+    if enforce_eager is not None:
+        given["enforce_eager"] = enforce_eager
+    settings, ignored = _gather(model_and_args or [], given)
     plot_out = check_plot(plot, [settings.get("model"), gpu])
     try:
         plan = _plan(settings, gpu)

@@ -43,6 +43,8 @@ class Settings:
     """vLLM's INFO line when it overrides --block-size for the MLA backend, else empty."""
     mxfp4_moe_backend: str = "auto"
     """--mxfp4-moe-backend: 'marlin' stores gpt-oss's experts in Marlin's layout on Hopper."""
+    enforce_eager: bool = False
+    """vLLM --enforce-eager: no CUDA graphs captured (their memory is 0)."""
 
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
@@ -95,6 +97,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         dp=engine.data_parallel_size,
         expert_parallel=engine.enable_expert_parallel,
         mxfp4_moe_backend=engine.mxfp4_moe_backend,
+        enforce_eager=engine.enforce_eager,
     )
 
 

@@ -28,7 +28,8 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
         ("- peak activation", b.activation_bytes),
         ("- non-torch", b.non_torch_bytes),
         ("= KV cache", b.available_kv_bytes),
-        ("CUDA graphs (after, not subtracted)", b.cudagraph_bytes),
+        ("CUDA graphs (--enforce-eager: none)" if s.enforce_eager else
+         "CUDA graphs (after, not subtracted)", b.cudagraph_bytes),
     ]
     for label, value in rows:
         table.add_row(label, fmt_bytes(value))
