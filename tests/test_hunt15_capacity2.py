@@ -30,3 +30,49 @@ def test_enforce_eager_captures_no_cuda_graphs() -> None:
     off = run_cli("capacity", "--json", "--", "vllm", "serve", LLAMA8, "--enforce-eager",
                   "--no-enforce-eager")
     assert off.json()["cudagraph_bytes"] == GRAPHS  # the last switch wins, as in argparse
+
+
+def test_num_gpu_blocks_override_replaces_the_block_count() -> None:
+    """vLLM 0.11 ``may_override_num_blocks``: after checking that one request fits in the free
+    memory, num_blocks = the override (logged "Overriding num_gpu_blocks=26302 with
+    num_gpu_blocks_override=1000"). Llama-3.1-8B, one group, block 16: "GPU KV cache size"
+    = 1000 // 1 x 16 = 16,000 tokens; a 131,072-token request needs 131072 / 16 = 8,192
+    blocks: concurrency 1000 / 8192 = 0.1220703125 (0.12x). kvplan used to warn 'ignored' and
+    print 26,302 blocks, 420,832 tokens, 3.21x."""
+    for args in (("capacity", LLAMA8, "--num-gpu-blocks-override", "1000", "--json"),
+                 ("capacity", "--json", "--", "vllm", "serve", LLAMA8,
+                  "--num-gpu-blocks-override", "1000")):
+        r = run_cli(*args)
+        assert r.code == 0 and "warning" not in r.err, r.err
+        doc = r.json()
+        assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (1000, 16_000)
+        assert doc["max_concurrency"] == 1000 / 8192
+        assert doc["num_gpu_blocks_override"] == 1000 and doc["ignored_vllm_flags"] == []
+    text = run_cli("capacity", LLAMA8, "--num-gpu-blocks-override", "1000").out
+    assert "Overriding num_gpu_blocks=26302 with num_gpu_blocks_override=1000" in text
+    assert "GPU KV cache size: 16,000 tokens" in text
+    assert "Maximum concurrency for 131,072 tokens per request: 0.12x" in text
+
+
+def test_num_gpu_blocks_override_with_several_groups_and_its_limits() -> None:
+    """gemma-3-27b-it (7 groups of 10 layers) at 32k: 700 blocks // 7 x 16 = 1,600 tokens.
+    Past the free memory vLLM allocates them anyway: 100,000 x 64 KiB (16 x 8 x 128 x 2 x
+    2 B) x 32 layers = 195.31 GiB > 51.37 GiB free, a warning. 0 is refused (vLLM's
+    BlockPool asserts num_gpu_blocks > 0)."""
+    gemma = run_cli("capacity", "google/gemma-3-27b-it", "--max-model-len", "32768",
+                    "--num-gpu-blocks-override", "700", "--json")
+    assert (gemma.json()["num_blocks"], gemma.json()["kv_cache_tokens"]) == (700, 1_600)
+    over = run_cli("capacity", LLAMA8, "--num-gpu-blocks-override", "100000")
+    assert over.code == 0
+    assert over.err.startswith("warning: --num-gpu-blocks-override 100,000 allocates "
+                               "195.31 GiB of KV cache, more than the 51.37 GiB")
+    zero = run_cli("capacity", "--", "vllm", "serve", LLAMA8, "--num-gpu-blocks-override", "0")
+    assert zero.code == 2 and zero.err.startswith("error: --num-gpu-blocks-override")
+
+
+def test_simulate_pool_takes_the_override() -> None:
+    """simulate's block pool is vLLM's num_gpu_blocks: the override, not 26,302."""
+    r = run_cli("simulate", LLAMA8, "--num-prompts", "4", "--random-input-len", "100",
+                "--random-output-len", "4", "--num-gpu-blocks-override", "200", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["num_blocks"] == 200

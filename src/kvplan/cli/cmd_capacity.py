@@ -48,7 +48,8 @@ def capacity_cmd(
     kv_cache_dtype: fl.KvDtypeOpt = None, dtype: fl.DtypeOpt = None,
     quantization: fl.QuantOpt = None, block_size: fl.BlockOpt = None,
     max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
-    kv_cache_memory_bytes: fl.KvMemOpt = None, mamba_cache_dtype: fl.MambaOpt = None,
+    kv_cache_memory_bytes: fl.KvMemOpt = None, num_gpu_blocks_override: fl.BlocksOpt = None,
+    mamba_cache_dtype: fl.MambaOpt = None,
     mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, enforce_eager: EagerOpt = None,
     as_json: fl.JsonOpt = False, plot: Annotated[str | None, typer.Option(
         "--plot", help="Write the budget as a stacked bar (.png, .svg or .html).")] = None,
@@ -81,12 +82,14 @@ def capacity_cmd(
 
 
 def _warn_given_kv(plan: MemoryPlan) -> None:
-    """--kv-cache-memory that cannot sit beside the weights on the GPU: a stderr warning."""
-    from kvplan.costs.memory.given_kv import given_kv_warning
+    """--kv-cache-memory that cannot sit beside the weights on the GPU, or
+    --num-gpu-blocks-override past the free memory: a stderr warning."""
+    from kvplan.costs.memory.given_kv import given_kv_warning, override_warning
 
-    warning = given_kv_warning([b for _, b, _ in plan.stages] or [plan.budget], plan.gpu)
-    if warning is not None:
-        print(warning, file=sys.stderr)
+    for warning in (given_kv_warning([b for _, b, _ in plan.stages] or [plan.budget], plan.gpu),
+                    override_warning(plan)):
+        if warning is not None:
+            print(warning, file=sys.stderr)
 
 
 def _model(settings: dict[str, Any]) -> Any:

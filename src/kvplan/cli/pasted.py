@@ -38,8 +38,6 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
     "--limit-mm-per-prompt": "multimodal encoder cache memory is not modelled",
     "--swap-space": "CPU swap is not modelled",
-    "--num-gpu-blocks-override": "vLLM then keeps that many KV blocks whatever memory is "
-    "free; kvplan sizes the blocks from memory",
     "--kv-transfer-config": "a KV connector takes GPU buffers, which kvplan does not model "
     "(it does model the connector turning off vLLM's hybrid KV cache manager)",
     "--enable-eplb": "with redundant experts each GPU holds extra expert copies; kvplan "

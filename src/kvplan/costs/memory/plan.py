@@ -186,6 +186,9 @@ class MemoryPlan:
     """Under PP, every stage's own cache: vLLM checks each worker's layers against its own
     memory, so one request must fit on each (``budget`` and ``groups`` are the stage with
     the fewest blocks); empty at PP 1."""
+    blocks_from_memory: int | None = None
+    """The blocks the available memory holds, before --num-gpu-blocks-override replaces
+    ``num_blocks`` (vLLM 0.11 ``may_override_num_blocks``); None: not computed."""
     spec: ModelSpec | None = field(default=None, repr=False, compare=False)
     """The model planned: a DP / EP plan's per-rank and fleet lines read its experts."""
 
@@ -238,7 +241,8 @@ def unchecked_resolved(r: ResolvedDeployment) -> MemoryPlan:
     if not stages or not stages[0][2]:
         raise InputError(f"{model.name} has no cache-holding layers to plan")
     _, b, groups = _fewest_blocks(stages)
-    per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
+    per_group, page, from_memory = _blocks(groups, b.available_kv_bytes)
+    blocks = from_memory if s.num_gpu_blocks_override is None else s.num_gpu_blocks_override
     pages = sum(g.pages_per_request(s) for g in groups)
     plan = MemoryPlan(
         model=model.name,
@@ -258,6 +262,7 @@ def unchecked_resolved(r: ResolvedDeployment) -> MemoryPlan:
         hybrid=hybrid_block([sp for _, sp in specs], s.block_size),
         stages=stages if s.pp > 1 else (),
         spec=model,
+        blocks_from_memory=from_memory,
     )
     return plan
 

@@ -43,6 +43,8 @@ class Settings:
     """vLLM's INFO line when it overrides --block-size for the MLA backend, else empty."""
     mxfp4_moe_backend: str = "auto"
     """--mxfp4-moe-backend: 'marlin' stores gpt-oss's experts in Marlin's layout on Hopper."""
+    num_gpu_blocks_override: int | None = None
+    """vLLM --num-gpu-blocks-override: the blocks kept whatever the memory gives."""
     enforce_eager: bool = False
     """vLLM --enforce-eager: no CUDA graphs captured (their memory is 0)."""
 
@@ -98,6 +100,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         expert_parallel=engine.enable_expert_parallel,
         mxfp4_moe_backend=engine.mxfp4_moe_backend,
         enforce_eager=engine.enforce_eager,
+        num_gpu_blocks_override=engine.num_gpu_blocks_override,
     )
 
 

@@ -13,6 +13,7 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
     """What `kvplan capacity` prints for ``plan``, in order (a table, then text lines)."""
     from rich.table import Table
 
+    from kvplan.costs.memory.given_kv import override_log
     from kvplan.report.json_views import vllm_version
     from kvplan.units import GiB, fmt_bytes
 
@@ -41,6 +42,8 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
         f"{plan.num_blocks:,} blocks"]
     if s.block_size_log:  # vLLM's own line: an MLA backend replaced --block-size
         lines.append(s.block_size_log)
+    if override_log(plan):  # vLLM's own line: --num-gpu-blocks-override replaced the count
+        lines.append(override_log(plan))
     return lines + _hybrid_lines(plan) + token_lines(plan)
 
 
