@@ -76,3 +76,50 @@ def test_simulate_pool_takes_the_override() -> None:
                 "--random-output-len", "4", "--num-gpu-blocks-override", "200", "--json")
     assert r.code == 0, r.err
     assert r.json()["num_blocks"] == 200
+
+
+GEMMA3 = "google/gemma-3-27b-it"
+# gemma-3-27b-it's vision_config (SigLIP: hidden 1152, MLP 4304, 27 layers, 896 px images in
+# 14 px patches, 3 channels, no pooling head) and text hidden 5376, as vLLM 0.11's siglip.py
+# and gemma3_mm.py build them (every bias and LayerNorm weight+bias counted):
+PATCH = 3 * 14 * 14 * 1152 + 1152  # Conv2d weight + bias                     678,528
+POSITIONS = (896 // 14) ** 2 * 1152  # 4096 positions (a multiple of 64)    4,718,592
+LAYER = ((3 * 1152 * 1152 + 3 * 1152)  # qkv_proj + bias                     3,984,768
+         + (1152 * 1152 + 1152)  # out_proj + bias                           1,328,256
+         + (4304 * 1152 + 4304)  # fc1 + bias                                4,962,512
+         + (1152 * 4304 + 1152)  # fc2 + bias                                4,959,360
+         + 2 * 2 * 1152)  # layer_norm1, layer_norm2 (weight + bias)             4,608
+PROJECTOR = 1152 * 5376 + 1152  # mm_input_projection_weight + mm_soft_emb_norm
+VISION = PATCH + POSITIONS + 27 * LAYER + 2 * 1152 + PROJECTOR  # post_layernorm 2,304
+# TP 2: q/k/v, fc1 (weights and biases), out_proj / fc2 weights and the positions halve;
+# the conv, out_proj / fc2 biases, LayerNorms and projector stay whole on each GPU.
+HALVED = POSITIONS + 27 * (3 * 1152 * 1152 + 3 * 1152 + 1152 * 1152 + 2 * 4304 * 1152 + 4304)
+VISION_TP2 = VISION - HALVED // 2
+
+
+def test_gemma3_vision_tower_is_loaded_beside_the_text_model() -> None:
+    """vLLM 0.11 loads gemma-3-27b-it's SigLIP tower and projector: 423,060,336 parameters,
+    846,120,672 B in bf16 (0.79 GiB) more weights than the text model kvplan priced (50.59
+    -> 51.38 GiB on an H100), so the KV cache is that much smaller: 11,678,658,432 B (8,910
+    blocks of 10 x 128 KiB) -> 10,832,537,760 B // 1,310,720 = 8,264 blocks."""
+    from kvplan.costs.memory.vision import vision_bytes, vision_params
+    from kvplan.specs.catalog import load_model
+
+    assert VISION == 423_060_336
+    model = load_model(GEMMA3)
+    assert vision_params(model) == VISION
+    assert vision_bytes(model) == 2 * VISION == 846_120_672
+    assert vision_bytes(model, tp=2) == 2 * VISION_TP2 == 430_122_096
+    assert vision_params(load_model("google/gemma-2-27b")) == 0  # text-only: no tower
+    r = run_cli("capacity", GEMMA3, "--max-model-len", "32768", "--json")
+    doc = r.json()
+    text_weights = 54_320_682_496  # kvplan's earlier figure: text model + its rope caches
+    assert doc["weights_bytes"] == text_weights + 846_120_672
+    assert doc["available_kv_bytes"] == 11_678_658_432 - 846_120_672
+    assert doc["num_blocks"] == (11_678_658_432 - 846_120_672) // (10 * 128 * 1024) == 8_264
+    from kvplan.costs.memory.activation import rope_cache_bytes
+    from kvplan.costs.memory.params import weight_bytes_per_gpu
+
+    tp2 = run_cli("capacity", GEMMA3, "-tp", "2", "--max-model-len", "32768", "--json").json()
+    text_tp2 = weight_bytes_per_gpu(model, tp=2) + rope_cache_bytes(model)
+    assert tp2["weights_bytes"] == text_tp2 + 430_122_096

@@ -36,7 +36,8 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--disable-sliding-window": "vLLM then caches every layer in full; kvplan keeps the windows",
     "--hf-overrides": "overrides change the model's config; edit a config.json and pass its path",
     "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
-    "--limit-mm-per-prompt": "multimodal encoder cache memory is not modelled",
+    "--limit-mm-per-prompt": "the encoder's profiling memory is not modelled and the vision "
+    "tower stays priced (with a limit of 0 some vLLM models skip loading it)",
     "--swap-space": "CPU swap is not modelled",
     "--kv-transfer-config": "a KV connector takes GPU buffers, which kvplan does not model "
     "(it does model the connector turning off vLLM's hybrid KV cache manager)",

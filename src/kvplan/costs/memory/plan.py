@@ -42,6 +42,7 @@ from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
 from kvplan.costs.memory.params import pp_layer_ranges, stage_weight_bytes, weight_bytes_per_gpu
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve, resolve_deployment
 from kvplan.costs.memory.settings import Settings, resolve_settings
+from kvplan.costs.memory.vision import vision_bytes
 from kvplan.costs.memory.weight_formats import FormatArg
 from kvplan.errors import DoesNotFitError, InputError, KvTooSmallError
 from kvplan.specs.deployment import Deployment
@@ -112,11 +113,12 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = 
 
 def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
              fmt: FormatArg) -> int:
-    """"Model loading took": weights (+ mxfp4 layout padding), the rope cache and MLA's
-    dequantized kv_b_proj copy."""
+    """"Model loading took": weights (+ mxfp4 layout padding), the rope cache, MLA's
+    dequantized kv_b_proj copy and a multimodal model's vision tower (on every stage)."""
     q, pp = s.quantization, s.pp
     extra = rope_cache_bytes(model, s.dtype) + mla_absorbed_bytes(
         model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt)
+    extra += vision_bytes(model, s.dtype, s.tp)
     if s.dp > 1 or s.expert_parallel:
         from kvplan.costs.memory.ep_memory import parallel_weights
 
