@@ -123,3 +123,17 @@ def test_gemma3_vision_tower_is_loaded_beside_the_text_model() -> None:
     tp2 = run_cli("capacity", GEMMA3, "-tp", "2", "--max-model-len", "32768", "--json").json()
     text_tp2 = weight_bytes_per_gpu(model, tp=2) + rope_cache_bytes(model)
     assert tp2["weights_bytes"] == text_tp2 + 430_122_096
+
+
+def test_gpt_oss_cuda_graph_estimate_uses_its_992_capture() -> None:
+    """vLLM 0.11's GptOssForCausalLMConfig captures graphs up to 992 tokens (kvplan's step
+    model pads to it: costs/step/cudagraph.py), but the memory estimate used 512. gpt-oss-20b
+    (hidden 2880, 32 experts of 2880, top-4) at 992 tokens: fused-MoE workspace 992 x 4 x
+    (max(5760, 2880) + 2880) x 2 B = 68,567,040 B (above the dense 992 x 8640 x 2 B) plus four
+    hidden buffers 4 x 992 x 2880 x 2 B = 22,855,680 B: 91,422,720 B = 87.19 MiB (was
+    47,185,920 B = 45.00 MiB, the same terms at 512)."""
+    for seqs in ((), ("--max-num-seqs", "8")):
+        r = run_cli("capacity", "openai/gpt-oss-20b", *seqs, "--json")
+        assert r.json()["cudagraph_bytes"] == 992 * 4 * 8640 * 2 + 4 * 992 * 2880 * 2
+    assert "CUDA graphs (after, not subtracted) │  87.19 MiB" in run_cli(
+        "capacity", "openai/gpt-oss-20b").out
