@@ -98,8 +98,9 @@ def test_parse_vllm_command_forms() -> None:
             "--trust-remote-code",
         ]
     )
-    assert found == {"model": "m", "gpu_memory_utilization": 0.8, "max_num_seqs": 64}
-    assert ignored == ["--enforce-eager", "--trust-remote-code"]
+    assert found == {"model": "m", "gpu_memory_utilization": 0.8, "max_num_seqs": 64,
+                     "enforce_eager": True}  # read: capacity shows no CUDA graph memory
+    assert ignored == ["--trust-remote-code"]
 
 
 def test_does_not_fit_one_line_exit_1() -> None:

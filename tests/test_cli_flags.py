@@ -113,9 +113,9 @@ def test_pasted_line_warns_once_per_flag_kvplan_ignores() -> None:
     assert r.code == 0, r.err
     warnings = [line for line in r.err.splitlines() if line.startswith("warning: ")]
     # issue 18: -dp and --enable-expert-parallel are modelled now; EP on a dense model warns
-    # that it has no effect (vLLM ignores it there)
+    # that it has no effect (vLLM ignores it there); --enforce-eager is read (no graph memory)
     assert [w.split()[1] for w in warnings] == [
-        "--enforce-eager", "--cpu-offload-gb", "--speculative-config",
+        "--cpu-offload-gb", "--speculative-config",
         "--enable-expert-parallel"]
     assert "no effect on meta-llama/Llama-3.1-8B, a dense model" in r.err
     assert "2 DP ranks x 1 GPUs" in r.out

@@ -74,9 +74,9 @@ def test_serve_with_model_option_refused_as_vllm_does() -> None:
 def test_known_unmodelled_flags_keep_their_warning_and_are_vllm_options() -> None:
     assert set(IGNORED_EFFECTS) <= set(serve_options().takes_value)
     found, ignored = parse_vllm_command(["vllm", "serve", "m", "-O3", "--port", "8000",
-                                         "--compilation-config.level", "3", "--enforce-eager",
-                                         "--max-num-seqs", "8"])
-    assert ignored == ["-O", "--port", "--compilation-config", "--enforce-eager"]
+                                         "--compilation-config.level", "3", "--swap-space",
+                                         "4", "--max-num-seqs", "8"])
+    assert ignored == ["-O", "--port", "--compilation-config", "--swap-space"]
     assert found == {"model": "m", "max_num_seqs": 8}  # -O3 carried its own value
 
 

@@ -63,8 +63,9 @@ def test_config_yaml_is_read_as_vllm_inserts_it(tmp_path: Path) -> None:
     cfg.write_text("max_model_len: 4096\ntensor-parallel-size: 2\nenable-prefix-caching: false"
                    "\nenforce-eager: true\ncuda-graph-sizes: [1, 2]\n")
     found, ignored = parse_vllm_command(["vllm", "serve", M, "--config", str(cfg)])
-    assert found == {"model": M, "max_model_len": 4096, "tensor_parallel_size": 2}
-    assert ignored == ["--enforce-eager", "--cuda-graph-sizes"]
+    assert found == {"model": M, "max_model_len": 4096, "tensor_parallel_size": 2,
+                     "enforce_eager": True}  # read: capacity's CUDA-graph line is 0
+    assert ignored == ["--cuda-graph-sizes"]
     found, _ = parse_vllm_command(["vllm", "serve", M, "--config", str(cfg), "-tp", "4"])
     assert found["tensor_parallel_size"] == 4
 
@@ -91,16 +92,16 @@ def test_config_after_options_needs_the_model_first_as_in_vllm(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("flags", [
-    ["--num-gpu-blocks-override", "1000", M],  # vLLM: num_blocks = 1000, 16,000 tokens
+    # (--num-gpu-blocks-override is modelled: test_hunt15_capacity2.py)
     ["--kv-transfer-config", '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}', M],
     # vLLM's ParallelConfig: EPLB needs expert parallelism and TP x DP > 1
     ["--enable-eplb", "--num-redundant-experts", "32", "Qwen/Qwen3-30B-A3B", "-tp", "2",
      "--enable-expert-parallel"],
 ])
 def test_flags_that_change_kv_memory_warn_when_ignored(flags: list[str]) -> None:
-    """Each changes vLLM's KV blocks or memory (kv_cache_utils.may_override_num_blocks; a
-    connector's buffers; redundant experts take memory): a warning, not the harmless-flags
-    note. (--disable-hybrid-kv-cache-manager is modelled: test_hunt14_hybrid.py.)"""
+    """Each changes vLLM's KV memory (a connector's buffers; redundant experts take memory):
+    a warning, not the harmless-flags note. (--disable-hybrid-kv-cache-manager is modelled:
+    test_hunt14_hybrid.py.)"""
     r = run_cli("capacity", "--max-model-len", "4096", "--", "vllm", "serve", *flags)
     assert r.code == 0, r.err
     assert f"warning: {flags[0]} ignored:" in r.err

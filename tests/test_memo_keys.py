@@ -25,7 +25,8 @@ ALTERNATES = {
     "async_scheduling": True, "data_parallel_size": 2, "enable_expert_parallel": True,
     "all2all_backend": "deepep_low_latency", "expert_imbalance": 1.5, "enable_dbo": True,
     "dbo_decode_token_threshold": 8, "dbo_prefill_token_threshold": 64,
-    "mxfp4_moe_backend": "marlin",
+    "mxfp4_moe_backend": "marlin", "enforce_eager": True,
+    "num_gpu_blocks_override": 1000,
 }
 MODELS = ["meta-llama/Llama-3.1-8B", "openai/gpt-oss-20b", "Qwen/Qwen3-Next-80B-A3B-Thinking",
           "deepseek-ai/DeepSeek-V2-Lite"]

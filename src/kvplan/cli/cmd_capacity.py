@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from kvplan.specs.model import ModelSpec
 
 
+EagerOpt = Annotated[bool | None, typer.Option(
+    "--enforce-eager/--no-enforce-eager", show_default=False,
+    help="vLLM's --enforce-eager: no CUDA graphs, so no graph memory.")]
+
+
 @app.command("capacity", context_settings={"ignore_unknown_options": True})
 def capacity_cmd(
     model_and_args: Annotated[
@@ -43,13 +48,17 @@ def capacity_cmd(
     kv_cache_dtype: fl.KvDtypeOpt = None, dtype: fl.DtypeOpt = None,
     quantization: fl.QuantOpt = None, block_size: fl.BlockOpt = None,
     max_num_batched_tokens: fl.BatchedOpt = None, max_num_seqs: fl.SeqsOpt = None,
-    kv_cache_memory_bytes: fl.KvMemOpt = None, mamba_cache_dtype: fl.MambaOpt = None,
-    mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, as_json: fl.JsonOpt = False,
-    plot: Annotated[str | None, typer.Option(
+    kv_cache_memory_bytes: fl.KvMemOpt = None, num_gpu_blocks_override: fl.BlocksOpt = None,
+    mamba_cache_dtype: fl.MambaOpt = None,
+    mamba_ssm_cache_dtype: fl.MambaSsmOpt = None, enforce_eager: EagerOpt = None,
+    as_json: fl.JsonOpt = False, plot: Annotated[str | None, typer.Option(
         "--plot", help="Write the budget as a stacked bar (.png, .svg or .html).")] = None,
 ) -> None:
     """How many requests fit: vLLM 0.11's memory budget, KV blocks, tokens and concurrency."""
-    settings, ignored = _gather(model_and_args or [], fl.engine_settings(locals()))
+    given = fl.engine_settings(locals())
+    if enforce_eager is not None:
+        given["enforce_eager"] = enforce_eager
+    settings, ignored = _gather(model_and_args or [], given)
     plot_out = check_plot(plot, [settings.get("model"), gpu])
     try:
         plan = _plan(settings, gpu)
@@ -73,12 +82,14 @@ def capacity_cmd(
 
 
 def _warn_given_kv(plan: MemoryPlan) -> None:
-    """--kv-cache-memory that cannot sit beside the weights on the GPU: a stderr warning."""
-    from kvplan.costs.memory.given_kv import given_kv_warning
+    """--kv-cache-memory that cannot sit beside the weights on the GPU, or
+    --num-gpu-blocks-override past the free memory: a stderr warning."""
+    from kvplan.costs.memory.given_kv import given_kv_warning, override_warning
 
-    warning = given_kv_warning([b for _, b, _ in plan.stages] or [plan.budget], plan.gpu)
-    if warning is not None:
-        print(warning, file=sys.stderr)
+    for warning in (given_kv_warning([b for _, b, _ in plan.stages] or [plan.budget], plan.gpu),
+                    override_warning(plan)):
+        if warning is not None:
+            print(warning, file=sys.stderr)
 
 
 def _model(settings: dict[str, Any]) -> Any:

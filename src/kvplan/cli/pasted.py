@@ -24,8 +24,6 @@ IGNORED_EFFECTS: dict[str, str] = {
     "step; kvplan keeps all weights on the GPU",
     "--speculative-config": "a draft model or MTP head takes memory and each step verifies "
     "several tokens; kvplan models plain decoding",
-    "--enforce-eager": "without CUDA graphs vLLM captures no graph memory and decode steps are "
-    "slower; kvplan assumes CUDA graphs",
     "--compilation-config": "changes CUDA-graph capture sizes and their memory; kvplan uses "
     "vLLM's defaults",
     "-O": "changes compilation and CUDA-graph capture; kvplan uses vLLM's defaults",
@@ -38,10 +36,9 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--disable-sliding-window": "vLLM then caches every layer in full; kvplan keeps the windows",
     "--hf-overrides": "overrides change the model's config; edit a config.json and pass its path",
     "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
-    "--limit-mm-per-prompt": "multimodal encoder cache memory is not modelled",
+    "--limit-mm-per-prompt": "the encoder's profiling memory is not modelled and the vision "
+    "tower stays priced (with a limit of 0 some vLLM models skip loading it)",
     "--swap-space": "CPU swap is not modelled",
-    "--num-gpu-blocks-override": "vLLM then keeps that many KV blocks whatever memory is "
-    "free; kvplan sizes the blocks from memory",
     "--kv-transfer-config": "a KV connector takes GPU buffers, which kvplan does not model "
     "(it does model the connector turning off vLLM's hybrid KV cache manager)",
     "--enable-eplb": "with redundant experts each GPU holds extra expert copies; kvplan "
@@ -81,10 +78,18 @@ def _split_flag(token: str) -> tuple[str, str | None]:
     return flag.replace("_", "-") if flag.startswith("--") else flag, (value if eq else None)
 
 
+CAPACITY_SWITCHES = {"--enforce-eager": "enforce_eager"}
+"""Switches of a pasted line that only ``capacity`` reads (EngineConfig field): with
+--enforce-eager vLLM captures no CUDA graphs, so their memory line is 0."""
+
+
 def _bool_flag(flag: str) -> tuple[str, bool] | None:
     """``--enable-x`` -> (field, True); ``--no-enable-x`` -> (field, False); else None."""
     negated = flag.startswith("--no-")
-    known = BY_NAME.get("--" + flag[5:] if negated else flag)
+    name = "--" + flag[5:] if negated else flag
+    if name in CAPACITY_SWITCHES:
+        return CAPACITY_SWITCHES[name], not negated
+    known = BY_NAME.get(name)
     if known is None or not known.is_bool:
         return None
     return known.field, not negated

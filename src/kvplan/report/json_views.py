@@ -110,6 +110,7 @@ def plan_json(plan: MemoryPlan) -> dict[str, Any]:
         "available_kv_bytes": b.available_kv_bytes,
         "kv_cache_memory_given": b.kv_cache_memory_given,
         "num_blocks": plan.num_blocks,
+        "num_gpu_blocks_override": plan.settings.num_gpu_blocks_override,
         "kv_cache_tokens": plan.kv_cache_tokens,
         "kv_cache_tokens_newer_vllm": plan.kv_cache_tokens_newer_vllm,
         "max_concurrency": plan.max_concurrency,

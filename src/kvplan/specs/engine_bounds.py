@@ -32,6 +32,8 @@ def check_engine_bounds(engine: Any) -> None:
         ("--max-model-len", engine.max_model_len, MAX_TOKENS),
         ("--max-num-seqs", engine.max_num_seqs, MAX_BATCH),
         ("--max-num-batched-tokens", engine.max_num_batched_tokens, MAX_TOKENS),
+        # vLLM 0.11's BlockPool asserts num_gpu_blocks > 0 at startup
+        ("--num-gpu-blocks-override", engine.num_gpu_blocks_override, MAX_TOKENS),
     ):
         if value is not None:
             check_int(flag, value, 1, high)

@@ -26,6 +26,7 @@ from kvplan.specs.model import (
     MlaSpec,
     ModelSpec,
     MoeSpec,
+    VisionSpec,
 )
 from kvplan.specs.quant_config import (
     checkpoint_block,
@@ -167,6 +168,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
         num_mtp_layers=f.integer("num_nextn_predict_layers", required=False, default=0),
+        vision=_vision(raw, hidden, file),
         notes=tuple(dict.fromkeys(f.notes)),
     )
 
@@ -186,6 +188,25 @@ def _hidden_act(f: _Fields) -> str:
 def _attention_bias(f: _Fields, model_type: str) -> bool:
     """Qwen2 has q/k/v biases without saying so in config.json."""
     return bool(f.get("attention_bias") or f.get("bias") or model_type in ("qwen2", "qwen2_moe"))
+
+
+_SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                    "image_size": 224, "patch_size": 16, "num_channels": 3}
+"""transformers' SiglipVisionConfig defaults, for the keys a vision_config leaves out."""
+
+
+def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec | None:
+    """Gemma 3's SigLIP tower (vLLM ``Gemma3ForConditionalGeneration`` builds it whatever the
+    prompts hold); None for text-only configs (other towers are not priced)."""
+    vc = raw.get("vision_config")
+    if _architecture(raw) != "Gemma3ForConditionalGeneration" or not isinstance(vc, Mapping):
+        return None
+    f = _Fields(vc, file, _SIGLIP_DEFAULTS)
+    return VisionSpec(
+        hidden_size=f.integer("hidden_size"), intermediate_size=f.integer("intermediate_size"),
+        num_layers=f.integer("num_hidden_layers"), image_size=f.integer("image_size"),
+        patch_size=f.integer("patch_size"), num_channels=f.integer("num_channels"),
+        use_head=bool(vc.get("vision_use_head", True)), projector_out=text_hidden)
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:

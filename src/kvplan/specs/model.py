@@ -120,6 +120,23 @@ class MambaSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class VisionSpec:
+    """A SigLIP vision tower and its projector (Gemma 3's ``vision_config``), which vLLM loads
+    beside the language model (weights only: it holds no KV cache)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    image_size: int
+    patch_size: int
+    num_channels: int
+    use_head: bool
+    """SigLIP's attention-pooling head (vision_use_head; Gemma 3: false)."""
+    projector_out: int
+    """The multimodal projector's output width (the text model's hidden size)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
     """A decoder-only model as kvplan sees it. Built by ``hf_config.parse_config``."""
 
@@ -169,6 +186,8 @@ class ModelSpec:
     rotary_dim: int | None = None
     """Per-position width of the rotary cache (None: the head dim, MLA's rope dim; 0: the
     family has no rotary embedding): int(head_dim x partial_rotary_factor) below 1."""
+    vision: VisionSpec | None = None
+    """The vision tower vLLM loads too (Gemma 3 multimodal checkpoints), else None."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -81,6 +81,12 @@ class EngineConfig:
     """MXFP4 experts' MoE kernel (gpt-oss): auto (the measured tables' vLLM default: Triton
     on Hopper) or marlin (vLLM before 0.12 on Hopper, where ``triton_kernels`` was not a
     dependency, or ``VLLM_MXFP4_USE_MARLIN=1``); prices step time only."""
+    num_gpu_blocks_override: int | None = None
+    """vLLM --num-gpu-blocks-override: the KV blocks vLLM keeps, replacing the count the free
+    memory gives (after its check that one request fits in that memory)."""
+    enforce_eager: bool = False
+    """vLLM --enforce-eager: no CUDA graphs are captured, so their memory is 0 (capacity's
+    display line); step times still assume CUDA graphs."""
 
     def __post_init__(self) -> None:
         plain_numbers(self)  # np.int64(4) -> 4: a whole number, as vLLM's flag would take

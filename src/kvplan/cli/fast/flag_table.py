@@ -57,6 +57,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("max_num_seqs", ("--max-num-seqs",), int, "Most requests running at once."),
     Flag("kv_cache_memory_bytes", ("--kv-cache-memory", "--kv-cache-memory-bytes"), str,
          "KV cache size (e.g. 24GiB); skips the memory estimate."),
+    Flag("num_gpu_blocks_override", ("--num-gpu-blocks-override",), int,
+         "KV blocks vLLM keeps instead of those the free memory holds."),
     Flag("enable_chunked_prefill", ("--enable-chunked-prefill",), _bool,
          "Split long prefills over steps (vLLM v1 default on)."),
     Flag("enable_prefix_caching", ("--enable-prefix-caching",), _bool,

@@ -78,8 +78,13 @@ def non_torch_bytes(s: Settings) -> int:
 
 
 def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
-    """Graph pool estimate: the largest captured batch's layer intermediates (display only)."""
+    """Graph pool estimate: the largest captured batch's layer intermediates (display only;
+    0 with --enforce-eager, which captures no graphs)."""
+    if s.enforce_eager:
+        return 0
     batch = min(vd.CUDAGRAPH_MAX_CAPTURE, 2 * s.max_num_seqs)
+    if model.model_type == "gpt_oss":  # GptOssForCausalLMConfig: captures up to 992 whatever
+        batch = vd.GPT_OSS_MAX_CAPTURE  # max_num_seqs (costs/step/cudagraph.py)
     b = dtype_bytes(s.dtype, model.dtype)
     moe_tp = _moe_tp(model, s)
     return _layer_transient_bytes(model, batch, s.tp, moe_tp, b) + 4 * batch * model.hidden_size * b

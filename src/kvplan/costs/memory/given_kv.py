@@ -1,4 +1,5 @@
-"""--kv-cache-memory (vLLM's ``kv_cache_memory_bytes``) against the GPU's whole memory.
+"""KV cache sizes the user gives: --kv-cache-memory (vLLM's ``kv_cache_memory_bytes``) against
+the GPU's whole memory, and --num-gpu-blocks-override against the memory vLLM found free.
 
 vLLM 0.11 then skips the budget (``gpu_memory_utilization`` is not applied) but still loads
 the weights, runs the profiling pass and allocates exactly that much KV cache: the given
@@ -11,9 +12,12 @@ size has to fit beside them on the GPU, or vLLM runs out of memory while startin
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kvplan.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from kvplan.costs.memory.plan import MemoryPlan
 
 
 class _Budget(Protocol):
@@ -56,3 +60,31 @@ def given_kv_warning(budgets: Iterable[_Budget], gpu_id: str) -> str | None:
             f"{fmt_bytes(worst.activation_bytes)}) exceed its "
             f"{fmt_bytes(worst.cuda_total_bytes)} (CUDA total), so vLLM runs out of memory "
             f"starting; {most}")
+
+
+def override_log(plan: MemoryPlan) -> str:
+    """vLLM 0.11's INFO line when --num-gpu-blocks-override replaced the block count
+    (``may_override_num_blocks``), else ''."""
+    given = plan.settings.num_gpu_blocks_override
+    if given is None:
+        return ""
+    return (f"Overriding num_gpu_blocks={plan.blocks_from_memory} with "
+            f"num_gpu_blocks_override={given}")
+
+
+def override_warning(plan: MemoryPlan) -> str | None:
+    """One ``warning:`` line when the overridden blocks take more memory than vLLM found free
+    for the KV cache on some GPU (vLLM allocates them anyway: num_blocks x page x layers per
+    group), else None."""
+    blocks = plan.settings.num_gpu_blocks_override
+    if blocks is None:
+        return None
+    for stage, b, groups in plan.stages or ((0, plan.budget, plan.groups),):
+        need = blocks * plan.page_size_bytes * max(len(g.layer_ids) for g in groups)
+        if need > b.available_kv_bytes:
+            where = f" on pipeline stage {stage}" if plan.stages else ""
+            return (f"warning: --num-gpu-blocks-override {blocks:,} allocates "
+                    f"{fmt_bytes(need)} of KV cache{where}, more than the "
+                    f"{fmt_bytes(b.available_kv_bytes)} vLLM found free for it; vLLM may run "
+                    "out of memory")
+    return None

@@ -43,6 +43,7 @@ from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
 from kvplan.costs.memory.params import pp_layer_ranges, stage_weight_bytes, weight_bytes_per_gpu
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve, resolve_deployment
 from kvplan.costs.memory.settings import Settings, resolve_settings
+from kvplan.costs.memory.vision import vision_bytes
 from kvplan.costs.memory.weight_formats import FormatArg
 from kvplan.errors import DoesNotFitError, InputError, KvTooSmallError
 from kvplan.specs.deployment import Deployment
@@ -114,11 +115,13 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = 
 def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
              fmt: FormatArg) -> int:
     """"Model loading took": weights (+ mxfp4 layout padding), the rope cache, MLA's
-    dequantized kv_b_proj copy and the qzeros / g_idx a GPTQ kernel keeps."""
+    dequantized kv_b_proj copy, the qzeros / g_idx a GPTQ kernel keeps and a multimodal
+    model's vision tower (on every stage)."""
     q, pp = s.quantization, s.pp
     extra = rope_cache_bytes(model, s.dtype) + mla_absorbed_bytes(
         model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt,
     ) + gptq_kernel_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage)
+    extra += vision_bytes(model, s.dtype, s.tp)
     if s.dp > 1 or s.expert_parallel:
         from kvplan.costs.memory.ep_memory import parallel_weights
 
@@ -188,6 +191,9 @@ class MemoryPlan:
     """Under PP, every stage's own cache: vLLM checks each worker's layers against its own
     memory, so one request must fit on each (``budget`` and ``groups`` are the stage with
     the fewest blocks); empty at PP 1."""
+    blocks_from_memory: int | None = None
+    """The blocks the available memory holds, before --num-gpu-blocks-override replaces
+    ``num_blocks`` (vLLM 0.11 ``may_override_num_blocks``); None: not computed."""
     spec: ModelSpec | None = field(default=None, repr=False, compare=False)
     """The model planned: a DP / EP plan's per-rank and fleet lines read its experts."""
 
@@ -240,7 +246,8 @@ def unchecked_resolved(r: ResolvedDeployment) -> MemoryPlan:
     if not stages or not stages[0][2]:
         raise InputError(f"{model.name} has no cache-holding layers to plan")
     _, b, groups = _fewest_blocks(stages)
-    per_group, page, blocks = _blocks(groups, b.available_kv_bytes)
+    per_group, page, from_memory = _blocks(groups, b.available_kv_bytes)
+    blocks = from_memory if s.num_gpu_blocks_override is None else s.num_gpu_blocks_override
     pages = sum(g.pages_per_request(s) for g in groups)
     plan = MemoryPlan(
         model=model.name,
@@ -260,6 +267,7 @@ def unchecked_resolved(r: ResolvedDeployment) -> MemoryPlan:
         hybrid=hybrid_block([sp for _, sp in specs], s.block_size),
         stages=stages if s.pp > 1 else (),
         spec=model,
+        blocks_from_memory=from_memory,
     )
     return plan
 

@@ -47,6 +47,10 @@ class Settings:
     quantization_note: str = ""
     """Non-empty when --quantization prices a what-if vLLM cannot start from these weights
     (``weight_formats.what_if_note``)."""
+    num_gpu_blocks_override: int | None = None
+    """vLLM --num-gpu-blocks-override: the blocks kept whatever the memory gives."""
+    enforce_eager: bool = False
+    """vLLM --enforce-eager: no CUDA graphs captured (their memory is 0)."""
 
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
@@ -101,6 +105,8 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
         mxfp4_moe_backend=engine.mxfp4_moe_backend,
         quantization_note=what_if_note(engine.quantization, model.quantization,
                                        model.moe is not None),
+        enforce_eager=engine.enforce_eager,
+        num_gpu_blocks_override=engine.num_gpu_blocks_override,
     )
 
 

@@ -124,3 +124,5 @@ FUSED_MOE_CHUNK_TOKENS = 16 * 1024
 """VLLM_FUSED_MOE_CHUNK_SIZE: fused_experts works through the tokens in chunks of this many."""
 CUDAGRAPH_MAX_CAPTURE = 512
 """Largest batch vLLM 0.11 captures in a CUDA graph by default."""
+GPT_OSS_MAX_CAPTURE = 992
+"""gpt-oss's largest captured batch (vLLM 0.11 ``GptOssForCausalLMConfig``)."""

@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
 MAX_CAPTURE_TOKENS = 512
 """vLLM's cap on the largest captured size (``max_cudagraph_capture_size`` default)."""
-GPT_OSS_MAX_CAPTURE_TOKENS = 992
+GPT_OSS_MAX_CAPTURE_TOKENS = vd.GPT_OSS_MAX_CAPTURE
 """gpt-oss's largest captured size (vLLM 0.11 ``GptOssForCausalLMConfig``)."""
 
 

@@ -13,6 +13,7 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
     """What `kvplan capacity` prints for ``plan``, in order (a table, then text lines)."""
     from rich.table import Table
 
+    from kvplan.costs.memory.given_kv import override_log
     from kvplan.report.json_views import vllm_version
     from kvplan.units import GiB, fmt_bytes
 
@@ -28,7 +29,8 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
         ("- peak activation", b.activation_bytes),
         ("- non-torch", b.non_torch_bytes),
         ("= KV cache", b.available_kv_bytes),
-        ("CUDA graphs (after, not subtracted)", b.cudagraph_bytes),
+        ("CUDA graphs (--enforce-eager: none)" if s.enforce_eager else
+         "CUDA graphs (after, not subtracted)", b.cudagraph_bytes),
     ]
     for label, value in rows:
         table.add_row(label, fmt_bytes(value))
@@ -42,6 +44,8 @@ def capacity_renderables(plan: MemoryPlan) -> list[Any]:
         lines.append(s.block_size_log)
     if s.quantization_note:
         lines.append(f"note: {s.quantization_note}")
+    if override_log(plan):  # vLLM's own line: --num-gpu-blocks-override replaced the count
+        lines.append(override_log(plan))
     return lines + _hybrid_lines(plan) + token_lines(plan)
 
 

@@ -1,0 +1,74 @@
+"""The vision tower vLLM loads beside a multimodal model's language model (Gemma 3's SigLIP
+encoder and projector): its weight bytes on one GPU, in the served dtype.
+
+vLLM 0.11 ``siglip.py`` / ``gemma3_mm.py`` (H = vision hidden, I = intermediate, P = patch,
+C = channels, N = (image / P)^2 positions, D = the text model's hidden)::
+
+    patch_embedding   Conv2d(C, H, P, P) + bias            replicated
+    position_embedding  N x H (VocabParallelEmbedding)     rows padded to 64, / tp
+    per layer         qkv_proj 3H x H + bias (column), out_proj H x H (row) + bias,
+                      fc1 I x H + bias (column), fc2 H x I (row) + bias, 2 LayerNorms (2H)
+    post_layernorm    2H
+    head (vision_use_head; not Gemma 3)  probe H, MultiheadAttention 4H x H + 4H, LayerNorm,
+                      an MLP like the layers'
+    projector         mm_input_projection_weight H x D, mm_soft_emb_norm H   replicated
+
+vLLM builds the tower on every pipeline stage, whatever the prompts hold. kvplan keeps it in
+the 16-bit dtype under ``--quantization`` (vLLM's online fp8 converts its q/k/v/o too; its
+MLP, 4304 wide, is not a multiple of 64 and stays 16-bit).
+"""
+
+from __future__ import annotations
+
+from kvplan.costs.memory.params import Part
+from kvplan.costs.memory.weight_formats import dtype_bytes
+from kvplan.specs.model import ModelSpec, VisionSpec
+
+
+def _layer(v: VisionSpec, count: int) -> tuple[Part, ...]:
+    h, i = v.hidden_size, v.intermediate_size
+    return (
+        Part(role="attention", rows=3 * h, cols=h, shard="col", count=count),
+        Part(role="attention", rows=3 * h, shard="col", count=count, linear=False),
+        Part(role="attention", rows=h, cols=h, shard="row", count=count),
+        Part(role="attention", rows=h, count=count, linear=False),
+        Part(role="dense_mlp", rows=i, cols=h, shard="col", count=count),
+        Part(role="dense_mlp", rows=i, shard="col", count=count, linear=False),
+        Part(role="dense_mlp", rows=h, cols=i, shard="row", count=count),
+        Part(role="dense_mlp", rows=h, count=count, linear=False),
+        Part(role="norms", rows=4 * h, count=count, linear=False),
+    )
+
+
+def vision_parts(v: VisionSpec) -> tuple[Part, ...]:
+    """Every weight of the tower and its projector, split the way vLLM shards them."""
+    h, positions = v.hidden_size, (v.image_size // v.patch_size) ** 2
+    head: tuple[Part, ...] = ()
+    if v.use_head:  # torch MultiheadAttention (replicated) + LayerNorm + an MLP
+        head = (Part(role="attention", rows=4 * h + 1, cols=h, linear=False),
+                Part(role="attention", rows=4 * h, linear=False),
+                Part(role="norms", rows=2 * h, linear=False), *_layer(v, 1)[4:8])
+    return (
+        Part(role="embedding", rows=h, cols=v.num_channels * v.patch_size ** 2 + 1,
+             linear=False),
+        Part(role="embedding", rows=positions, cols=h, shard="vocab", linear=False),
+        *_layer(v, v.num_layers),
+        Part(role="norms", rows=2 * h, linear=False),
+        *head,
+        Part(role="embedding", rows=h, cols=v.projector_out, linear=False),
+        Part(role="norms", rows=h, linear=False),
+    )
+
+
+def vision_params(model: ModelSpec) -> int:
+    """Parameters of the vision tower and projector (0 for a text-only model)."""
+    return 0 if model.vision is None else sum(p.params for p in vision_parts(model.vision))
+
+
+def vision_bytes(model: ModelSpec, dtype: str = "auto", tp: int = 1) -> int:
+    """Bytes of the vision tower and projector on one GPU at TP ``tp``, in the --dtype."""
+    if model.vision is None:
+        return 0
+    width = dtype_bytes(dtype, model.dtype)
+    return sum(p.count * r * c * width for p in vision_parts(model.vision)
+               for r, c in (p.shape_on_gpu(tp),))
