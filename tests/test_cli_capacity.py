@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.cli.cmd_capacity import parse_vllm_command
+from kvplan.cli.pasted import parse_vllm_command
 from tests.conftest import assert_one_line_error, run_cli
 
 KEYS = {

@@ -64,6 +64,9 @@ PLAIN = [
     ["simulate", M, "--num-prompts", "1_000", "--burstiness", "1e0", "--time-scale", "2"],
     ["simulate", M, "--async-scheduling", "--num-prompts", "20"],
     ["simulate", M, "--no-async-scheduling", "--enable-dbo", "--json"],
+    ["simulate", M, "--"],
+    ["simulate", "--json", "--", "vllm", "serve", M, "--max-num-seqs", "8", "--port", "1"],
+    ["simulate", M, "--num-prompts", "20", "--", "vllm", "serve", M, "--", "x"],
 ]
 
 
@@ -86,7 +89,7 @@ def test_plain_runs_parse_to_typers_dict(args: list[str], monkeypatch: pytest.Mo
     ["simulate"], ["simulate", M, "--help"], ["simulate", M, "N"], ["simulate", M, "--bogus"],
     ["simulate", M, "--num-prompts", "x"], ["simulate", M, "--num-prompts"],
     ["simulate", M, "--seed", "-1"], ["simulate", M, "--seed", "1", "--seed", "2"],
-    ["simulate", M, "--json", "--json"], ["simulate", M, "--json=1"], ["simulate", M, "--"],
+    ["simulate", M, "--json", "--json"], ["simulate", M, "--json=1"], ["simulate", "--"],
     ["simulate", M, "--disagg", "1P1D"], ["simulate", M, "--router", "round-robin"],
     ["simulate", M, "-q=fp8"], ["simulate", M, "--gpu="], ["simulate", M, "--gpu", " H100"],
     ["simulate", "", "--json"], ["kv", M], [],
@@ -116,6 +119,10 @@ def _run(args: list[str], typer_only: bool, cwd: Path) -> tuple[int, str, str]:
     ["simulate", M, "--max-model-len", "8q"],
     ["simulate", M, "--num-prompts", "50", "--async-scheduling", "--save-result", "r.json",
      "--json"],
+    ["simulate", "--num-prompts", "50", "--json", "--", "vllm", "serve", M, "--max-num-seqs",
+     "8", "--port", "8000", "--enforce-eager"],
+    ["simulate", M, "--max-num-seqs", "8", "--", "vllm", "serve", M, "--max-num-seqs", "8"],
+    ["simulate", "--", "vllm", "serve", M, "--max-model-lenn", "4096"],
 ])
 def test_the_fast_path_prints_what_typer_prints(args: list[str], tmp_path: Path) -> None:
     assert simulate_args(args) is not None  # these do take the fast path

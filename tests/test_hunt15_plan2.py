@@ -145,24 +145,24 @@ def test_plan_notes_a_repeated_goodput_metric() -> None:
     assert "--goodput ttft:1000" in res.json()["summary"]["vllm_bench_serve"]
 
 
-# -------------------- D4: `kvplan simulate MODEL -- vllm serve ...`
-# Only `kvplan capacity` reads a pasted vLLM line; simulate, latency, plan and kv said
-# "Got unexpected extra argument(s) (vllm serve ...)" (latency: "Missing option '--gpu'"),
-# which does not say how to give the flags. Now one error line, exit 2, that does.
+# -------------------- D4: `kvplan plan MODEL -- vllm serve ...`
+# `kvplan capacity`, `latency` and `simulate` read a pasted vLLM line (test_hunt15_pasted.py);
+# plan and kv said "Got unexpected extra argument(s) (vllm serve ...)", which does not say how
+# to give the flags. Now one error line, exit 2, that does.
 PASTED = ("meta-llama/Llama-3.1-8B", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B",
           "--max-num-seqs", "64")
 
 
 def test_a_pasted_vllm_line_is_refused_with_how_to_give_the_flags() -> None:
-    for cmd in ("simulate", "latency", "plan", "kv"):
+    for cmd in ("plan", "kv"):
         res = run_cli(cmd, *PASTED)
         assert_one_line_error(res)
         assert res.err.strip() == (
-            f"error: kvplan {cmd} does not read a pasted vLLM command line (kvplan capacity "
-            f"does); give the flags as its own options: kvplan {cmd} MODEL --flag VALUE ... "
-            f"(kvplan {cmd} --help lists them)")
+            f"error: kvplan {cmd} does not read a pasted vLLM command line (kvplan capacity, "
+            f"latency and simulate do); give the flags as its own options: kvplan {cmd} MODEL "
+            f"--flag VALUE ... (kvplan {cmd} --help lists them)")
     # an environment assignment before the line counts as its start too
-    env = run_cli("simulate", "--", "VLLM_ALL2ALL_BACKEND=naive", "vllm", "serve", "m")
+    env = run_cli("plan", "--", "VLLM_ALL2ALL_BACKEND=naive", "vllm", "serve", "m")
     assert_one_line_error(env)
     assert "does not read a pasted vLLM command line" in env.err
     # capacity reads it: 64 sequences

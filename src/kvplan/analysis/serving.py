@@ -115,28 +115,35 @@ def long_prefill_threshold(engine: EngineConfig, max_model_len: int) -> int:
 def simulate_serving(
     model: str | ModelSpec, gpu: str | HardwareSpec, engine: EngineConfig | None = None,
     workload: Workload | WorkloadArgs | None = None, *, profile: str | Profile | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, kv_layout: ModelSpec | None = None,
 ) -> ServingRun:
     """Simulate ``workload`` on ``model`` served by vLLM on ``gpu`` with ``engine`` flags.
 
     ``model``/``gpu`` are catalog names (or paths) or specs; ``workload`` is a built Workload
-    or ``WorkloadArgs`` with `vllm bench serve` names (default: 1000 random 1024/128 prompts).
+    or ``WorkloadArgs`` with `vllm bench serve` names (default: 1000 random 1024/128 prompts);
+    ``kv_layout``: the model as vLLM caches it, where that differs (``kv_transfer_model``:
+    the hybrid KV cache manager off), for the KV blocks; steps are priced on ``model``.
     """
     spec = load_model(model) if isinstance(model, str) else model
     hw = load_gpu(gpu) if isinstance(gpu, str) else gpu
     d = Deployment(model=spec, gpu=hw, engine=engine or EngineConfig())
-    return simulate_resolved(resolve_deployment(d), workload, profile=profile, progress=progress)
+    return simulate_resolved(resolve_deployment(d), workload, profile=profile, progress=progress,
+                             kv_layout=kv_layout)
 
 
 def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs | None = None,
                       *, profile: str | Profile | None = None,
-                      progress: Callable[[int, int], None] | None = None) -> ServingRun:
+                      progress: Callable[[int, int], None] | None = None,
+                      kv_layout: ModelSpec | None = None) -> ServingRun:
     """``simulate_serving`` of one replica of a resolved deployment (no flag resolved again)."""
+    from dataclasses import replace
+
     from kvplan.sim.blocks import kv_shape_from_groups
     from kvplan.sim.simulator import simulate
 
     spec, hw, engine = r.model, r.gpu, r.engine
-    plan = plan_resolved(r)
+    plan = plan_resolved(r if kv_layout is None else resolve_deployment(
+        replace(r.deployment, model=kv_layout)))
     prof = profile if isinstance(profile, Profile) else pick_profile(
         spec, hw, engine, profile, precision=r.compute_precision)
     wargs: WorkloadArgs | None = None  # kept for the run's header (rate, burstiness)

@@ -119,8 +119,8 @@ def main() -> None:
         exit_for(failure)
 
 
-PASTED_LINE_COMMANDS = ("capacity",)
-"""Commands that read a pasted ``vllm serve ...`` line after ``--`` (cmd_capacity)."""
+PASTED_LINE_COMMANDS = ("capacity", "latency", "simulate")
+"""Commands that read a pasted ``vllm serve ...`` line after ``--`` (cli/fast/pasted_args.py)."""
 _VLLM_LINE_START = re.compile(r"vllm|python3?|[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
@@ -135,7 +135,8 @@ def refuse_pasted_line(args: list[str]) -> None:
     if not rest or not _VLLM_LINE_START.fullmatch(rest[0]):
         return
     cmd = f"kvplan {args[0]}"
-    _fail(f"{cmd} does not read a pasted vLLM command line (kvplan capacity does); give the "
+    readers = ", ".join(PASTED_LINE_COMMANDS[:-1]) + f" and {PASTED_LINE_COMMANDS[-1]}"
+    _fail(f"{cmd} does not read a pasted vLLM command line (kvplan {readers} do); give the "
           f"flags as its own options: {cmd} MODEL --flag VALUE ... ({cmd} --help lists them)")
 
 

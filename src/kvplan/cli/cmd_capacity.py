@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -11,14 +10,9 @@ import typer
 from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import check_plot, console, print_json, write_chart
-from kvplan.cli.pasted import (
-    HYBRID_MANAGER_OFF,
-    IGNORED_EFFECTS,
-    is_pasted_start,
-    parse_vllm_command,
-    warn_ignored,
-)
-from kvplan.errors import DoesNotFitError, InputError
+from kvplan.cli.fast.pasted_args import CommandLine, read_command_line
+from kvplan.cli.pasted import IGNORED_EFFECTS
+from kvplan.errors import DoesNotFitError
 from kvplan.report.json_views import plan_json
 
 if TYPE_CHECKING:
@@ -135,27 +129,14 @@ def _does_not_fit(exc: DoesNotFitError, settings: dict[str, Any], gpu: str, igno
     sys.exit(DOES_NOT_FIT)
 
 
-def _gather(args: list[str], flags: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Model and settings from the positional model or a pasted command; kvplan flags win."""
-    args = _split_quoted_line(args)
-    if len(args) == 1:
-        return {"model": args[0], **flags}, []
-    if not is_pasted_start(args[0]):  # MODEL -- vllm serve MODEL ...: one model, both read
-        pasted, ignored = parse_vllm_command(args[1:])
-        if pasted.setdefault("model", args[0]) != args[0]:
-            raise InputError(f"MODEL {args[0]} and the pasted line's {pasted['model']} differ: "
-                             "give one of them")
-    else:
-        pasted, ignored = parse_vllm_command(args)
-    for line in warn_ignored(ignored):
-        print(line, file=sys.stderr)
-    if "model" not in pasted:
-        raise InputError("give a MODEL, or a vLLM command line after -- (vllm serve MODEL ...)")
-    off = [f for f in ignored if f in HYBRID_MANAGER_OFF]
-    if off:  # modelled (kv_transfer_model): no longer ignored, but for a connector's buffers
-        pasted[_MANAGER_OFF] = off[0]
-        ignored = [f for f in ignored if f not in off or f in IGNORED_EFFECTS]
-    return {**pasted, **flags}, ignored
+def _gather(args: list[str], own: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Model and settings from the positional model or a pasted command beside the own
+    options (fast/pasted_args.py: a setting given both ways is refused)."""
+    line = read_command_line(args, own)
+    settings = {"model": line.model, **line.settings}
+    if line.manager_off is not None:
+        settings[_MANAGER_OFF] = line.manager_off
+    return settings, line.ignored
 
 
 _MANAGER_OFF = "hybrid_kv_cache_manager_off_by"
@@ -165,25 +146,9 @@ _MANAGER_OFF = "hybrid_kv_cache_manager_off_by"
 def _load(settings: dict[str, Any]) -> tuple[ModelSpec, dict[str, Any]]:
     """The model as vLLM lays out its cache (with the hybrid KV cache manager off, if a
     pasted flag turned it off) and the engine fields."""
-    from kvplan.specs.catalog import load_model
-    from kvplan.specs.disagg import kv_transfer_model
-
     fields = dict(settings)
-    model = load_model(fields.pop("model"))
-    off = fields.pop(_MANAGER_OFF, None)
-    return (model if off is None else kv_transfer_model(model, off)), fields
-
-
-def _split_quoted_line(args: list[str]) -> list[str]:
-    """A pasted line given quoted, as one word (``-- "vllm serve M --flag v"``), split as the
-    shell would have (backslash-newline continuations dropped); other words are kept."""
-    if len(args) != 1 or not args[0].split() or not is_pasted_start(args[0].split()[0]):
-        return args
-    try:
-        return [w for w in shlex.split(args[0]) if w.strip()]
-    except ValueError as exc:  # an unclosed quote
-        raise InputError(f"cannot split the pasted line into words ({exc}); paste it after "
-                         "-- without quotes around it") from None
+    line = CommandLine(fields.pop("model"), {}, [], fields.pop(_MANAGER_OFF, None))
+    return line.load()[1], fields
 
 
 def _plan(settings: dict[str, Any], gpu: str) -> MemoryPlan:

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     from kvplan.costs.step.latency import LatencyResult, SweepRow
     from kvplan.costs.step.roofline import Profile, StepCost
 
-ModelArg = Annotated[
-    str, typer.Argument(help="Hugging Face id from 'kvplan models' or a config.json.")
-]
+ModelArg = Annotated[list[str] | None, typer.Argument(
+    metavar="MODEL [-- vllm serve MODEL ...]",
+    help="Hugging Face id from 'kvplan models' or a config.json; or, after --, a pasted vLLM "
+    "command line.")]
 GpuOpt = Annotated[str, typer.Option("--gpu", help="GPU id from the catalog, or a YAML/JSON file.")]
 ProfileOpt = Annotated[
     str | None, typer.Option("--profile", help="Profile JSON from 'kvplan calibrate'.")
@@ -28,7 +29,6 @@ SweepOpt = Annotated[str | None, typer.Option(
 
 @app.command("latency")
 def latency_cmd(
-    model: ModelArg,
     gpu: GpuOpt,
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request (P).")],
     output: Annotated[int, typer.Option("--output", help="Output tokens per request (O).")],
@@ -47,24 +47,27 @@ def latency_cmd(
         "--plot", help="With --sweep: write the sweep chart (.png, .svg or .html).")] = None,
     explain_ops: Annotated[bool, typer.Option(
         "--explain", help="List each op's time in one prefill and one decode step.")] = False,
+    model_and_args: ModelArg = None,
 ) -> None:
     """TTFT, TPOT, end-to-end time and throughput of a static batch, priced op by op from
     measured kernels (the roofline where a GPU has no tables)."""
+    from kvplan.cli.fast.pasted_args import read_command_line
     from kvplan.costs.memory.resolved import resolve
     from kvplan.costs.step import latency as lat
-    from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
     extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance,
              "mxfp4_moe_backend": mxfp4_moe_backend}
-    settings = {**fl.engine_settings(locals()),
-                **{k: v for k, v in extra.items() if v is not None}}
+    line = read_command_line(model_and_args or [], {**fl.engine_settings(locals()), **{
+        k: v for k, v in extra.items() if v is not None}})
+    line.note_ignored()
     _check_modes(plot, sweep, explain_ops)
-    plot_out = check_plot(plot, [model, gpu, profile])
+    plot_out = check_plot(plot, [line.model, gpu, profile])
     shape = lat.RequestShape(batch=batch, prompt_tokens=prompt, output_tokens=output)
-    spec, hw = load_model(model), load_gpu(gpu)
-    engine = fl.resolve_engine(settings, spec if sweep is not None else None)
+    (spec, layout), hw = line.load(), load_gpu(gpu)
+    engine = fl.resolve_engine(line.settings, spec if sweep is not None else None)
     r = None if sweep is not None else resolve(spec, hw, engine)  # TP checked there
+    _check_layout_fits(layout, spec, (hw, engine, shape, sweep))
     prof = _profile(profile, spec, hw, engine, r)
     deployment = (spec, hw.id, engine.tensor_parallel_size)
     if sweep is not None:
@@ -74,6 +77,16 @@ def latency_cmd(
         _run_sweep(sweep, (spec, hw, engine, shape, prof), plot_out, as_json, deployment)
         return
     _answer(spec, hw, engine, shape, prof, (as_json, explain_ops), r)
+
+
+def _check_layout_fits(layout: Any, spec: Any, run: tuple[Any, Any, Any, str | None]) -> None:
+    """With the hybrid KV cache manager off (a pasted flag), the batch must fit as vLLM then
+    caches it (sliding layers in full); steps are still priced on the windowed model."""
+    from kvplan.costs.step.latency import check_batch_fits, rank_shape
+
+    hw, engine, shape, sweep = run
+    if layout is not spec and sweep is None:
+        check_batch_fits(layout, hw, engine, rank_shape(shape, engine.data_parallel_size))
 
 
 def _check_modes(plot: Any, sweep: str | None, explain_ops: bool) -> None:

@@ -41,14 +41,16 @@ SaveResult = Annotated[Path | None, _opt("--save-result", "vllm bench JSON here 
 SaveDetailed = Annotated[bool, _opt("--save-detailed",
                                     "With --save-result: add the per-request lists, as vLLM.")]
 Plot = Annotated[Path | None, _opt("--plot", "KV usage chart (.png, .svg or .html).")]
-ModelArg = Annotated[str, typer.Argument(help="Catalog id or config.json path.")]
+ModelArg = Annotated[list[str] | None, typer.Argument(
+    metavar="MODEL [-- vllm serve MODEL ...]",
+    help="Catalog id or config.json path; or, after --, a pasted vLLM command line.")]
 GpuOpt = Annotated[str, _opt("--gpu", "GPU id from 'kvplan gpus'.")]
 ProfileOpt = Annotated[str | None, _opt("--profile", "Profile JSON from 'kvplan calibrate'.")]
 
 
 @app.command("simulate")
 def simulate_cmd(
-    model: ModelArg, gpu: GpuOpt = "H100",
+    model_and_args: ModelArg = None, gpu: GpuOpt = "H100",
     tensor_parallel_size: fl.TpOpt = None, pipeline_parallel_size: fl.PpOpt = None,
     gpu_memory_utilization: fl.GpuUtilOpt = None, max_model_len: fl.MaxLenOpt = None,
     kv_cache_dtype: fl.KvDtypeOpt = None, dtype: fl.DtypeOpt = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kvplan.cli.flags import BY_NAME, parse_flag
+from kvplan.cli.fast.flag_table import BY_NAME, parse_flag
 from kvplan.cli.vllm_options import (
     LIST_OPTIONS,
     check_value,

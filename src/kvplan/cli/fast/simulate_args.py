@@ -61,7 +61,7 @@ OPTIONS: dict[str, tuple[str, Kind, Any]] = {
 """Option name -> (parameter, parser or FLAG / MULTI, a flag's value)."""
 DEFAULTS: dict[str, Any] = {
     **{f.field: None for f in FLAGS}, **{field: None for field, _ in _OWN.values()},
-    **dict.fromkeys(DISAGG_FLAGS), "model": None, "gpu": "H100", "random_input_len": 1024,
+    **dict.fromkeys(DISAGG_FLAGS), "model_and_args": None, "gpu": "H100", "random_input_len": 1024,
     "random_output_len": 128, "random_range_ratio": 0.0, "random_prefix_len": 0,
     "burstiness": 1.0, "seed": 0, "time_scale": 1.0, "percentile_metrics": "ttft,tpot,itl,e2el",
     "metric_percentiles": "99", "save_detailed": False, "as_json": False,
@@ -72,18 +72,22 @@ _SLO_VALUE = re.compile(r"^[A-Za-z0-9_]+:(p[0-9.]+:)?[0-9.eE+-]+$")
 
 
 def simulate_args(args: list[str]) -> dict[str, Any] | None:
-    """``simulate MODEL [--opt VALUE | --opt=VALUE | --flag ...]`` as simulate's parameters
-    (defaults filled in), or None for anything typer should parse."""
+    """``simulate MODEL [--opt VALUE | --opt=VALUE | --flag ...] [-- vllm serve ...]`` as
+    simulate's parameters (defaults filled in; ``model_and_args``: MODEL and the words after
+    ``--``, as click collects them), or None for anything typer should parse."""
     if not args or args[0] != "simulate":
         return None
     given: dict[str, Any] = {}
     rest = args[1:]
     while rest:
         arg = rest.pop(0)
+        if arg == "--":  # the rest is a pasted line (fast/pasted_args.py reads it)
+            given["model_and_args"] = [*given.get("model_and_args", []), *rest]
+            break
         if not arg.startswith("-"):
-            if "model" in given or not arg:
+            if "model_and_args" in given or not arg:
                 return None
-            given["model"] = arg
+            given["model_and_args"] = [arg]
             continue
         name, eq, text = arg.partition("=")
         if name not in OPTIONS:
@@ -107,7 +111,7 @@ def simulate_args(args: list[str]) -> dict[str, Any] | None:
         if kind == MULTI and not eq:
             while rest and _SLO_VALUE.match(rest[0]):  # --goodput ttft:500 tpot:50
                 given[field].append(rest.pop(0))
-    return None if "model" not in given else {**DEFAULTS, **given}
+    return None if not given.get("model_and_args") else {**DEFAULTS, **given}
 
 
 def _value(kind: Kind, text: str, repeated: bool) -> Any:

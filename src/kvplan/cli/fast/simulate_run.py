@@ -31,24 +31,27 @@ DISAGG_FLAGS = ("disagg", "prefill_gpu", "decode_gpu", "prefill_tp", "decode_tp"
 
 def run_simulate(given: dict[str, Any]) -> None:
     """Replay a workload on a simulated vLLM server; ``given`` holds every simulate parameter
-    by name (typer's values: defaults filled in, paths as Path)."""
+    by name (typer's values: defaults filled in, paths as Path; ``model_and_args``: MODEL
+    and / or a pasted vLLM line, fast/pasted_args.py)."""
     from kvplan.analysis import metrics as mx
     from kvplan.cli.engine import resolve_engine
-    from kvplan.specs.catalog import load_model
+    from kvplan.cli.fast.pasted_args import read_command_line
     from kvplan.specs.requests.workload import WorkloadArgs
 
-    settings = {**engine_settings(given), **{
+    line = read_command_line(given["model_and_args"] or [], {**engine_settings(given), **{
         k: given[k] for k in ("all2all_backend", "expert_imbalance", "mxfp4_moe_backend")
-        if given[k] is not None}}
+        if given[k] is not None}})
+    line.note_ignored()
+    settings = line.settings
     wargs = WorkloadArgs(**{k: given[k] for k in WORKLOAD_FIELDS})
     save_result, plot = given["save_result"], given["plot"]
     _check_detailed(given["save_detailed"], save_result)
     pm = mx.parse_percentile_metrics(given["percentile_metrics"])
     pct = mx.parse_percentiles(given["metric_percentiles"])
     slo = mx.parse_goodput(given["goodput"] or [])
-    outs = _check_outputs(save_result, plot, (given["model"], given["gpu"], given["profile"],
+    outs = _check_outputs(save_result, plot, (line.model, given["gpu"], given["profile"],
                                               given["trace"]))
-    spec = load_model(given["model"])
+    spec, layout = line.load()
     if any(given.get(k) is not None for k in DISAGG_FLAGS):
         from kvplan.cli import cmd_simulate_disagg as dg
         from kvplan.cli.metrics_table import render_metrics
@@ -58,20 +61,24 @@ def run_simulate(given: dict[str, Any]) -> None:
             dg.run_disagg(given, spec, settings, wargs, (pm, pct, slo), outs[0],
                           given["as_json"], render_metrics)
             return
-    _one_server(given, spec, resolve_engine(settings), wargs, (pm, pct, slo), outs)
+    _one_server(given, (spec, layout), resolve_engine(settings), wargs, (pm, pct, slo), outs)
 
 
-def _one_server(given: dict[str, Any], spec: ModelSpec, engine: Any, wargs: Any,
+def _one_server(given: dict[str, Any], models: tuple[ModelSpec, ModelSpec], engine: Any,
+                wargs: Any,
                 opts: tuple[Any, Any, dict[str, float]],
                 outs: tuple[OutputTarget | None, OutputTarget | None]) -> None:
-    """An aggregated server: simulate, write the outputs, print JSON or the text view."""
+    """An aggregated server: simulate, write the outputs, print JSON or the text view;
+    ``models``: the model and the model as vLLM lays out its KV cache (pasted_args)."""
     from kvplan.analysis import metrics as mx
     from kvplan.report.json_views import simulate_bands, simulate_json
 
     pm, pct, slo = opts
+    spec, layout = models
     gpu, as_json = given["gpu"], given["as_json"]
     result, header = run_simulation(spec, gpu, engine, wargs, given["profile"],
-                                    show_progress=not as_json)
+                                    show_progress=not as_json,
+                                    kv_layout=None if layout is spec else layout)
     m = mx.compute_metrics(result, percentile_metrics=pm, percentiles=pct, goodput_ms=slo or None)
     doc = None if outs[0] is None else _save_doc(result, m, header, given["save_detailed"])
     _write_outputs(doc, result, header, gpu, outs, as_json)
@@ -135,13 +142,14 @@ def _check_outputs(save_result: Path | None, plot: Path | None, inputs: tuple[An
 
 
 def run_simulation(model: str | ModelSpec, gpu: str, engine: Any, wargs: Any,
-                   profile: str | None, *,
-                   show_progress: bool) -> tuple[SimulationResult, dict[str, Any]]:
+                   profile: str | None, *, show_progress: bool,
+                   kv_layout: ModelSpec | None = None) -> tuple[SimulationResult, dict[str, Any]]:
     """Simulate through the Python API, with a progress bar on a terminal."""
     from kvplan.analysis.serving import simulate_serving
 
     with _progress(show_progress and sys.stdout.isatty()) as tick:
-        run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick)
+        run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick,
+                               kv_layout=kv_layout)
     gc_pause.resume()  # off since fast/entry.main: the imports and set-up made no cycles
     return run.result, run.header(wargs)
 
