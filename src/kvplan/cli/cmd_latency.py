@@ -59,7 +59,7 @@ def latency_cmd(
     extra = {"all2all_backend": all2all_backend, "expert_imbalance": expert_imbalance,
              "mxfp4_moe_backend": mxfp4_moe_backend}
     line = read_command_line(model_and_args or [], {**fl.engine_settings(locals()), **{
-        k: v for k, v in extra.items() if v is not None}})
+        k: v for k, v in extra.items() if v is not None}}, prices_steps=True)
     line.note_ignored()
     _check_modes(plot, sweep, explain_ops)
     plot_out = check_plot(plot, [line.model, gpu, profile])

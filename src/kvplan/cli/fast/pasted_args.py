@@ -58,9 +58,16 @@ class CommandLine:
             print(f"note: ignored vLLM flags: {', '.join(rest)}", file=sys.stderr)
 
 
-def read_command_line(args: list[str], own: dict[str, Any]) -> CommandLine:
+EAGER_STEPS = ("warning: --enforce-eager ignored: without CUDA graphs decode steps are "
+               "slower; kvplan's step times assume CUDA graphs (only capacity reads the flag: "
+               "no graph memory)")
+
+
+def read_command_line(args: list[str], own: dict[str, Any], *,
+                      prices_steps: bool = False) -> CommandLine:
     """MODEL and settings from the positional MODEL and / or a pasted line, beside ``own``
-    (the command's own options that were given, by field)."""
+    (the command's own options that were given, by field). ``prices_steps`` (latency,
+    simulate): a pasted --enforce-eager is warned about, as their step times keep CUDA graphs."""
     args = _split_quoted_line(args)
     if not args:
         raise InputError("give a MODEL, or a vLLM command line after -- (vllm serve MODEL ...)")
@@ -75,6 +82,8 @@ def read_command_line(args: list[str], own: dict[str, Any]) -> CommandLine:
         pasted, ignored = parse_vllm_command(args)
     for line in warn_ignored(ignored):
         print(line, file=sys.stderr)
+    if prices_steps and pasted.get("enforce_eager"):
+        print(EAGER_STEPS, file=sys.stderr)
     if "model" not in pasted:
         raise InputError("give a MODEL, or a vLLM command line after -- (vllm serve MODEL ...)")
     _check_given_once(pasted, own)

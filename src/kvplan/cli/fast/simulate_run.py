@@ -40,7 +40,7 @@ def run_simulate(given: dict[str, Any]) -> None:
 
     line = read_command_line(given["model_and_args"] or [], {**engine_settings(given), **{
         k: given[k] for k in ("all2all_backend", "expert_imbalance", "mxfp4_moe_backend")
-        if given[k] is not None}})
+        if given[k] is not None}}, prices_steps=True)
     line.note_ignored()
     settings = line.settings
     wargs = WorkloadArgs(**{k: given[k] for k in WORKLOAD_FIELDS})
