@@ -35,7 +35,9 @@ def test_mla_decode_core_reads_the_latent_below_the_datasheet_bandwidth() -> Non
     latent_bytes = 64 * 4096 * 576 * 61
     assert latent_bytes == 9_210_691_584
     assert rows["attention_mla"] >= latent_bytes / 8e12
-    assert 2.9e-3 < rows["attention_mla"] < 3.2e-3  # block less bf16 projections: 3.03 ms
+    # block less bf16 projections: 3.36 ms (3.03 while q_a and kv_a were two GEMMs: the
+    # fused one subtracts 0.33 ms less)
+    assert 3.2e-3 < rows["attention_mla"] < 3.5e-3
 
 
 def test_same_die_ops_never_slower_than_the_die_they_were_capped_at() -> None:
@@ -67,7 +69,7 @@ def test_gb200_mla_prefill_step_never_slower_than_b200() -> None:
         return timer.step_time_s(np.array([2048]), np.array([6000]))
 
     b200, gb200 = step("B200"), step("GB200")
-    assert b200 * 1e3 == pytest.approx(81.72, abs=0.01)
+    assert b200 * 1e3 == pytest.approx(80.04, abs=0.01)  # 81.72 before q_a + kv_a fused
     assert gb200 <= b200
 
 

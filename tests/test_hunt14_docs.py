@@ -27,8 +27,8 @@ PP_BURST = ("simulate", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--num-prom
 PP_ROWS = [
     # (layout flags, the row docs/simulator.md quotes; its figures are the run's
     # output_throughput tok/s, mean TTFT in s and mean TPOT in ms, rounded as quoted)
-    (("-tp", "4"), "| TP4 | 1,922.05 tok/s, TTFT 13.67 s, TPOT 135.7 ms | unchanged |"),
-    (("-tp", "2", "-pp", "2"), "| 2,080.20 tok/s, TTFT 12.33 s, TPOT 119.2 ms |"),
+    (("-tp", "4"), "| TP4 | 1,918.01 tok/s, TTFT 13.69 s, TPOT 136.0 ms | unchanged |"),
+    (("-tp", "2", "-pp", "2"), "| 2,078.35 tok/s, TTFT 12.34 s, TPOT 119.3 ms |"),
     (("-pp", "4"), "| 1,770.56 tok/s, TTFT 11.86 s, TPOT 132.0 ms |"),
 ]
 
@@ -48,7 +48,7 @@ def test_simulator_pp_table_is_what_simulate_prints_today() -> None:
         got = (f"{d['output_throughput']:,.2f} tok/s, TTFT {d['mean_ttft_ms'] / 1e3:.2f} s, "
                f"TPOT {d['mean_tpot_ms']:.1f} ms")
         assert got in row, (flags, got)
-    assert "709 at PP4 against 1,922 at TP4; now 2,080 and 1,771)" in doc
+    assert "709 at PP4 against 1,918 at TP4; now 2,078 and 1,771)" in doc
 
 
 def test_kv_cache_dtype_help_names_fp8_ds_mla() -> None:

@@ -16,16 +16,17 @@ QWEN_NEXT = "Qwen/Qwen3-Next-80B-A3B-Thinking"
 def test_nemotron_h_runs_one_all_reduce_per_layer() -> None:
     """A Nemotron-H layer is one block (mamba mixer, attention or MLP; vLLM nemotron_h.py),
     each ending in one RowParallelLinear (out_proj / o_proj / down_proj): 118 layers at TP2
-    run 118 all-reduces a step, not 2 x 118 = 236 (n_groups 8 divides TP2, so the gated
-    RMSNorm adds none). A mixer + MoE layer (Qwen3-Next) keeps 2 x 48 = 96 at TP4."""
+    run 118 all-reduces a step + the embedding's one = 119, not 2 x 118 + 1 = 237 (n_groups 8
+    divides TP2, so the gated RMSNorm adds none). A mixer + MoE layer (Qwen3-Next) keeps
+    2 x 48 + 1 = 97 at TP4."""
     tp2 = EngineConfig(tensor_parallel_size=2)
     nemotron = load_model(NEMOTRON)
-    assert stage_ops(nemotron, tp2).allreduces == 118
-    assert step_constants(nemotron, tp2).allreduces == 118
+    assert stage_ops(nemotron, tp2).allreduces == 119
+    assert step_constants(nemotron, tp2).allreduces == 119
     tp4 = EngineConfig(tensor_parallel_size=4)
     qwen = load_model(QWEN_NEXT)
-    assert stage_ops(qwen, tp4).allreduces == 96
-    assert step_constants(qwen, tp4).allreduces == 96
+    assert stage_ops(qwen, tp4).allreduces == 97
+    assert step_constants(qwen, tp4).allreduces == 97
     assert stage_ops(nemotron, EngineConfig()).allreduces == 0
 
 

@@ -49,20 +49,21 @@ def test_dense_tp8_llama31_70b_h100() -> None:
     """8 decodes over 2047 cached tokens each, TP8. Per GPU per layer: q,o 8192x8192/8,
     k,v 8192x1024/8, MLP 3x8192x28672/8, two norms 8192 = 106,971,136 params; x 80 layers +
     lm_head 128256x8192/8 + final norm = 8,689,033,216 params x 2 B = 17,378,066,432 B.
-    KV per GPU: 1 head x 128 x 2 x 2 B x 80 = 40,960 B/token. 160 all-reduces of
+    KV per GPU: 1 head x 128 x 2 x 2 B x 80 = 40,960 B/token. 2 x 80 + 1 (the embedding's)
+    = 161 all-reduces of
     8 tokens x 8192 x 2 B, ring 2 x 7/8 of that over 450 GB/s x 0.7, plus 10 us each."""
     t = timer("meta-llama/Llama-3.1-70B", "H100-SXM-80GB", 8)
     k = t.constants
-    assert (k.weight_bytes, k.kv_bytes_per_token, k.allreduces) == (17_378_066_432, 40_960, 160)
+    assert (k.weight_bytes, k.kv_bytes_per_token, k.allreduces) == (17_378_066_432, 40_960, 161)
     bw, link = 3.35e12 * 0.8, 450e9 * 0.7
     weights = (17_378_066_432 + 8 * 2 * 8192 * 2 * 80) / bw
     kv = (8 * 2047 * 40_960 + 8 * 40_960) / bw
-    allreduce = 160 * (2 * 7 / 8 * 8 * 8192 * 2 / link + 10e-6)
+    allreduce = 161 * (2 * 7 / 8 * 8 * 8192 * 2 / link + 10e-6)
     fixed = 80 * 10e-6 + 0.5e-3 + 8 * 20e-6
     expected = weights + kv + allreduce + fixed
     assert t.step_time_s(*decode(8, 2047)) == pytest.approx(expected, rel=1e-9)
     # the all-reduce latency alone (1.6 ms) is a sixth of the step: why TP8 batch-1 is slow
-    assert 160 * 10e-6 / expected == pytest.approx(0.161, abs=0.002)
+    assert 161 * 10e-6 / expected == pytest.approx(0.162, abs=0.002)
 
 
 def test_moe_tp8_mixtral_h100() -> None:
@@ -78,7 +79,7 @@ def test_moe_tp8_mixtral_h100() -> None:
     touched = 1 - (1 - 2 / 8) ** 4
     weights = (370_941_952 + touched * 11_274_289_152 + 4 * 2 * 4096 * 2 * 32) / bw
     kv = (4 * 511 * 16_384 + 4 * 16_384) / bw
-    allreduce = 64 * (2 * 7 / 8 * 4 * 4096 * 2 / link + 10e-6)
+    allreduce = 65 * (2 * 7 / 8 * 4 * 4096 * 2 / link + 10e-6)  # 2 x 32 + the embedding's
     fixed = 32 * (10e-6 + 50e-6) + 0.5e-3 + 4 * 20e-6
     expected = weights + kv + allreduce + fixed
     assert t.step_time_s(*decode(4, 511)) == pytest.approx(expected, rel=1e-9)
@@ -97,7 +98,7 @@ def test_overhead_breakdown_names_each_term() -> None:
     t = timer("mistralai/Mixtral-8x7B-v0.1", "H100-SXM-80GB", 8)
     s = t.cost(*decode(4, 511)).seconds
     assert s.overhead_s == pytest.approx(32 * 60e-6 + 0.5e-3 + 4 * 20e-6)
-    assert s.communication_s == pytest.approx(64 * (2 * 7 / 8 * 4 * 8192 / (315e9) + 10e-6))
+    assert s.communication_s == pytest.approx(65 * (2 * 7 / 8 * 4 * 8192 / (315e9) + 10e-6))
 
 
 def test_request_overhead_grows_with_batch() -> None:

@@ -18,6 +18,7 @@ from kvplan.costs.kernels.comm import (
     all_reduce,
     all_reduce_s,
     link_scale,
+    logits_gather_s,
     nccl,
 )
 from kvplan.costs.kernels.gemm import GEMM_DTYPES, gemm, gemm_s
@@ -90,6 +91,7 @@ __all__ = [
     "has_tables",
     "kv_table",
     "link_scale",
+    "logits_gather_s",
     "manifest",
     "measured_gpus",
     "mla_context",

@@ -39,6 +39,16 @@ def all_gather(gpu: str, message_bytes: npt.ArrayLike, num_gpus: int) -> OpTime:
     return nccl(gpu, "all_gather", message_bytes, num_gpus)
 
 
+def logits_gather_s(gpu: str, rows: npt.ArrayLike, n: int, tp: int) -> FloatArray:
+    """vLLM's LogitsProcessor._gather_logits under TP: an all-gather of each rank's
+    [rows, n] 16-bit logits (n: the padded vocab / tp) into [rows, n x tp], only the
+    sampled rows (one per request); 0 at TP1."""
+    size = np.asarray(rows, dtype=np.int64) * n * tp * 2
+    if tp <= 1:
+        return np.zeros(size.shape, dtype=np.float64)
+    return all_gather(gpu, size, tp).seconds
+
+
 def all_reduce_s(gpu: str, message_bytes: npt.ArrayLike, num_gpus: int, *,
                  graph: bool = True) -> FloatArray:
     """``all_reduce(...).seconds``."""

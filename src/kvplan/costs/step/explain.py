@@ -183,7 +183,7 @@ def _other_stages(timer: StepCostModel, n: object, c: object,
     if pp <= 1:
         return ()
     pipe = timer.cost(n, c).seconds.pipeline_s  # type: ignore[arg-type]
-    head = sum(o.seconds for o in ops if o.op == "lm_head") * (pp - 1) / pp
+    head = sum(o.seconds for o in ops if o.op in _HEAD) * (pp - 1) / pp
     layers = (pp - 1) * (timer.ops.layers if timer.ops is not None else 0)
     return (OpTime(op="other pipeline stages", count=layers,
                    shape=f"{pp - 1} more stage(s) like this one + the hand-offs",
@@ -222,6 +222,8 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
         out.append(OpTime(op=op.name, count=op.count, shape=f"m={rows} n={op.n} k={op.k}",
                           seconds=op.count * t,
                           extrapolated=_past(kn.gemm(gpu, max(1, rows), op.n, op.k, dtype))))
+        if op.per == "request" and ops.tp > 1:
+            out.append(_gather_row(gpu, max(1, rows), op.n, ops.tp))
     if ops.moe is not None:
         e = ops.moe
         t = float(moe_times(gpu, e, np.array([max(1, tokens)]), gemm_dtype)[0])  # real rows
@@ -238,7 +240,7 @@ def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
     if ms.allreduce_s is not None:  # past TABLE_CAP tokens: the line the step extends
         out += _comm_rows(ops, ms, tokens, sum(o.seconds for o in out
                                                if not o.op.startswith("attention")
-                                               and o.op != "lm_head"))
+                                               and o.op not in _HEAD))
     return tuple(out)
 
 
@@ -311,6 +313,18 @@ def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float
                           shape=f"2 micro-batches of {-(-tokens // 2)} + {tokens // 2} tokens",
                           seconds=hidden))
     return out
+
+
+_HEAD = ("lm_head", "logits_gather")
+"""The rows the last stage runs once a step (the head and its gather)."""
+
+
+def _gather_row(gpu: str, rows: int, n: int, tp: int) -> OpTime:
+    """The lm_head's logits all-gather under TP (``tables.logits_gather_s``)."""
+    size = rows * n * tp * 2
+    return OpTime(op="logits_gather", count=1, shape=f"{size} B x {tp} GPUs",
+                  seconds=float(kn.logits_gather_s(gpu, np.array([rows]), n, tp)[0]),
+                  extrapolated=_past(kn.all_gather(gpu, size, tp)))
 
 
 def _past(t: kn.OpTime) -> bool:

@@ -163,10 +163,13 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
 def tp_allreduces(model: ModelSpec, stage: range, tp: int) -> int:
     """All-reduces one step runs on ``stage`` under TP: one per row-parallel block output.
     A decoder layer is two blocks (mixer, then MLP / MoE); a Nemotron-H layer is one (a
-    mamba, attention or MLP block: vLLM nemotron_h.py), so one all-reduce per layer."""
+    mamba, attention or MLP block: vLLM nemotron_h.py), so one all-reduce per layer. The
+    first stage adds one: vLLM's VocabParallelEmbedding all-reduces its output, T x hidden
+    like the others (vocab_parallel_embedding.py): Llama-3.1-70B at TP8 runs 2 x 80 + 1."""
     if tp <= 1:
         return 0
-    return (1 if model.model_type == "nemotron_h" else 2) * len(stage)
+    embedding = 1 if stage.start == 0 else 0
+    return (1 if model.model_type == "nemotron_h" else 2) * len(stage) + embedding
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int,
@@ -177,22 +180,36 @@ def _layer_gemms(model: ModelSpec, layer: int, tp: int,
     from kvplan.costs.memory.params import layer_parts
 
     ops: list[GemmOp] = []
-    qkv_n, qkv_k, qkv_bytes = 0, 0, 0
+    fused = {"qkv_proj": [0, 0, 0], "mla_fused_qkv_a_proj": [0, 0, 0]}  # name: n, k, bytes
     for part in layer_parts(model, layer):
         if not part.linear or part.role == "experts":
             continue
         rows, cols = part.shape_on_gpu(tp)
         wb = (fmt.linear_bytes(rows, cols)
               if fmt is not None and fmt.converts(part.role, True, part.shard, rows) else 0)
-        if part.role == "attention" and part.shard in ("col", "kv") and model.mla is None:
-            qkv_n, qkv_k, qkv_bytes = qkv_n + rows, cols, qkv_bytes + wb
+        into = _fused_into(model, part.role, part.shard)
+        if into is not None:
+            fused[into] = [fused[into][0] + rows, cols, fused[into][2] + wb]
             continue
         ops.append(GemmOp(name=_gemm_name(model, part.role, part.shard, part.rows, cols),
                           n=rows, k=cols, count=part.count,
                           per=_per(model, part.role, rows, cols), weight_bytes=wb))
-    if qkv_n:
-        ops.insert(0, GemmOp(name="qkv_proj", n=qkv_n, k=qkv_k, count=1, weight_bytes=qkv_bytes))
+    for name, (n, k, wb) in fused.items():
+        if n:
+            ops.insert(0, GemmOp(name=name, n=n, k=k, count=1, weight_bytes=wb))
     return ops
+
+
+def _fused_into(model: ModelSpec, role: str, shard: str) -> str | None:
+    """The one GEMM vLLM runs a weight part in with others: q, k, v as ``qkv_proj``; MLA with
+    a q LoRA runs q_a_proj and kv_a_proj_with_mqa as one replicated ``fused_qkv_a_proj``
+    (n = q_lora_rank + kv_lora_rank + qk_rope_head_dim: DeepSeek-V3's 2,112; vLLM
+    deepseek_v2.py, MergedColumnParallelLinear with disable_tp); None: its own GEMM."""
+    if role != "attention":
+        return None
+    if model.mla is None:
+        return "qkv_proj" if shard in ("col", "kv") else None
+    return "mla_fused_qkv_a_proj" if shard == "rep" and model.mla.q_lora_rank else None
 
 
 def _weight_format(model: ModelSpec, engine: EngineConfig,
@@ -208,7 +225,7 @@ def _weight_format(model: ModelSpec, engine: EngineConfig,
 
 def _gemm_name(model: ModelSpec, role: str, shard: str, rows: int, cols: int) -> str:
     """vLLM's layer name of one weight part (``rows`` before TP), each named apart: MLA's
-    q_a and kv_a down-projections, Qwen's one-output shared-expert gate and the router,
+    kv_a down-projection (without a q LoRA), Qwen's one-output shared-expert gate and the router,
     Gated DeltaNet's in_proj_qkvz and in_proj_ba."""
     if role == "attention":
         return _mla_name(model, shard, rows, cols) if model.mla is not None else "o_proj"
@@ -234,7 +251,7 @@ def _mla_name(model: ModelSpec, shard: str, rows: int, cols: int) -> str:
         return "o_proj"
     if shard == "col":
         return "mla_q_proj" if cols == model.hidden_size else "mla_q_b_proj"
-    return "mla_kv_a_proj" if rows == a.kv_lora_rank + a.qk_rope_head_dim else "mla_q_a_proj"
+    return "mla_kv_a_proj"  # kv_a_proj_with_mqa alone: no q LoRA to fuse it with
 
 
 def _per(model: ModelSpec, role: str, rows: int, cols: int) -> PerWhat:

@@ -127,7 +127,7 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
             dense[1:] += op.count * line[m[1:] - 1]
         elif op.per == "request":
             lm_fixed, lm_slope = (ops.lm_head_share * x for x in _lm_head(
-                gpu, op.n, op.k, op_dtype(op, gemm_dtype)))
+                gpu, op.n, op.k, op_dtype(op, gemm_dtype), ops.tp))
         else:
             mla_ctx = op.count * float(table_gemm_s(gpu, np.array([4096]), op.n, op.k,
                                                     gemm_dtype, op.weight_bytes)[0]) / 4096
@@ -259,15 +259,15 @@ def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
     return gemm_dtype
 
 
-def _lm_head(gpu: str, n: int, k: int, dtype: str) -> tuple[float, float]:
-    """(seconds at one row, seconds per row at 512 rows): a roofline through two measured
-    points (a weight read while memory-bound, the compute rate once many rows share it)."""
-    t = gemm_times(gpu, np.array([1, 512]), n, k, dtype)
+def _lm_head(gpu: str, n: int, k: int, dtype: str, tp: int = 1) -> tuple[float, float]:
+    """(seconds at 1 row, per row at 512): two measured points, each + the TP logits gather."""
+    rows = np.array([1, 512])
+    t = gemm_times(gpu, rows, n, k, dtype) + kn.logits_gather_s(gpu, rows, n, tp)
     return float(t[0]), float(t[1]) / 512
 
 
 class _MlaProjections:
-    """The per-token GEMMs of one MLA layer (q_a/kv_a, q_b, o_proj): the measured MLA blocks
+    """The per-token GEMMs of one MLA layer (fused q_a + kv_a, q_b, o_proj): the measured MLA blocks
     include them, and the step prices them from the GEMM tables, so the attention core is
     the block less them (at least a tenth of the block).
 
@@ -278,8 +278,8 @@ class _MlaProjections:
     tokens' up-projection was priced nowhere."""
 
     def __init__(self, ops: StageOps, gpu: str, dtype: str) -> None:
-        names = ("mla_q_a_proj", "mla_kv_a_proj", "mla_q_proj", "mla_q_b_proj", "o_proj")
-        self.ops = [g for g in ops.gemms if g.name in names and g.per == "token"]
+        self.ops = [g for g in ops.gemms if g.per == "token" and g.name in (
+            "mla_fused_qkv_a_proj", "mla_kv_a_proj", "mla_q_proj", "mla_q_b_proj", "o_proj")]
         self.gpu, self.dtype = gpu, dtype
         self.layers = max((g.count for g in self.ops), default=1)
         self._proj: dict[int, float] = {}
