@@ -29,7 +29,7 @@ def test_mla_prefill_core_keeps_the_new_tokens_kv_b_up_projection() -> None:
     # kv_b (vLLM's _forward_prefill up-projects the new tokens' latent: m=4096 n=16x256=4096
     # k=512), the attention kernel and o_proj. The step adds q_a/kv_a, q_b and o_proj from
     # the GEMM tables, and kv_b only over a prefill's *cached* context, so the core must keep
-    # the new tokens' kv_b: per layer, core = block - q_a - kv_a - q_b - o_proj. kvplan took
+    # the new tokens' kv_b: per layer, core = block - fused q_a/kv_a - q_b - o_proj. kvplan took
     # kv_b out too, so the new tokens' up-projection (61 x 0.03 ms at 4,096 tokens) was
     # priced nowhere.
     gpu, s = "H100", 4096
@@ -40,7 +40,8 @@ def test_mla_prefill_core_keeps_the_new_tokens_kv_b_up_projection() -> None:
     assert ms.full is not None
     block = float(kn.mla_context_s(gpu, 1, s, num_heads=16, kv_dtype="bfloat16",
                                    gemm_dtype=MLA_GEMM)[()].sum())
-    per_token = (_gemm(gpu, s, 1536, 7168) + _gemm(gpu, s, 576, 7168)
+    # (hunt 15: vLLM runs q_a and kv_a as one replicated fused_qkv_a_proj, n = 1536 + 576)
+    per_token = (_gemm(gpu, s, 2112, 7168)
                  + _gemm(gpu, s, 3072, 1536) + _gemm(gpu, s, 7168, 2048))
     kv_b = _gemm(gpu, s, 4096, 512)
     assert kv_b > 0
