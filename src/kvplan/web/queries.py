@@ -20,7 +20,8 @@ class KvQuery(Query):
     model: str = Name
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
-    block_size: int = 16
+    block_size: int | None = None
+    """None: vLLM's default 16 (an MLA model's answer then notes the block vLLM forces)."""
 
 
 class LeversQuery(Query):
@@ -34,7 +35,7 @@ class RequestQuery(Query):
     prompt: int
     output: int
     chunk: int | None = None
-    block_size: int = 16
+    block_size: int | None = None
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
 

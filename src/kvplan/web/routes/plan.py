@@ -84,7 +84,7 @@ async def plan_now(request: Request, q: Annotated[PlanQuery, Query()]) -> dict[s
     the queue is full), then run on a thread of its own."""
     from kvplan.web.jobs import run_now
 
-    return await run_now(request, _work(_args(request, q)), "plan")
+    return await run_now(request, _noted_work(request, q), "plan")
 
 
 @router.post("/api/plan/jobs", tags=["plan"])
@@ -92,4 +92,15 @@ def start(request: Request, q: PlanQuery, client: Client = None) -> dict[str, An
     """Start a plan (one job per client); poll GET /api/simulate/jobs/{job} style endpoints."""
     from kvplan.web.jobs import start_job
 
-    return start_job(request, client, _work(_args(request, q)))
+    return start_job(request, client, _noted_work(request, q))
+
+
+def _noted_work(request: Request, q: PlanQuery) -> Work:
+    """The plan, its answer carrying the CLI's notes (``stderr``): those made while the form
+    was read (a --goodput metric given twice) and those of the search itself."""
+    from kvplan.notes import collected
+    from kvplan.web.stderr import noted
+
+    with collected() as early:
+        work = _work(_args(request, q))
+    return noted(work, early)

@@ -26,6 +26,8 @@ const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig
 const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
 const fixedBand = (d) => (b) => (b === null || b === undefined ? "-" : `${fixed(d)(b[0])} - ${fixed(d)(b[1])}`);
 const notes = (items) => (items || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("");
+// the lines the CLI prints on stderr beside its --json ("note: ...", "warning: ..."): the API's `stderr` key
+const stderr = (d) => ((d && d.stderr) || []).map((l) => `<p class="note stderr">${esc(l)}</p>`).join("");
 const onOff = (x) => (x === null || x === undefined ? "-" : x ? "on" : "off");
 const yesNo = (m) => (m === null || m === undefined ? "-" : m ? "yes" : "NO: missed");
 const esc = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -218,7 +220,7 @@ async function refresh(form) {
   document.body.dataset.state = "ready";
   got.slice(0, answers.length).forEach((g, i) => {
     const el = $(`#${answers[i][0]}`);
-    if (g.ok) { el.innerHTML = RENDER[answers[i][0]](g.body); el.dataset.json = JSON.stringify(g.body); } else showError(g.body, el);
+    if (g.ok) { el.innerHTML = RENDER[answers[i][0]](g.body) + stderr(g.body); el.dataset.json = JSON.stringify(g.body); } else showError(g.body, el);
   });
   await Promise.all(got.slice(answers.length).map((g, i) => (g.ok ? draw(charts[i][0], g.body) : ($(`#chart-${charts[i][0]}`).innerHTML = ""))));
   document.body.dataset.state = got.every((g) => g.ok) ? "done" : "error";
@@ -270,7 +272,7 @@ async function poll(form) {
   }
   const which = form.getAttribute("data-render") || "simulate";
   const el = $(`#${which}`);
-  el.innerHTML = RENDER[which](body.result); el.dataset.json = JSON.stringify(body.result);
+  el.innerHTML = RENDER[which](body.result) + stderr(body.result); el.dataset.json = JSON.stringify(body.result);
   const charts = await getJson(`${form.getAttribute("data-job")}/${job}/charts`);
   await Promise.all(Object.entries(charts.body).map(([id, spec]) => draw(id, spec)));
   document.body.dataset.state = "done";

@@ -1,0 +1,147 @@
+"""Hunt 15 (web15): the web API and page against the CLI answering the same question.
+
+Each answer's keys are the CLI's ``--json``; the lines the CLI prints on stderr beside it
+(``note: ...``, ``warning: ...``) were dropped by the page: they now come as the key
+``stderr``, present only when the CLI prints a line, and equal to the CLI's lines."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from kvplan.web.app import create_app
+from kvplan.web.settings import WebSettings
+from tests.conftest import run_cli
+
+M = "meta-llama/Llama-3.1-8B"
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(WebSettings(max_sim_requests=300, max_sim_seconds=60)))
+
+
+def both(client: TestClient, url: str, params: dict[str, Any], *argv: str
+         ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """(the page's answer, the CLI's --json, the CLI's stderr lines)."""
+    r = client.get(url, params=params)
+    assert r.status_code == 200, r.text
+    got = run_cli(*argv, "--json")
+    assert got.code == 0, got.err
+    return r.json(), got.json(), got.err.strip().splitlines()
+
+
+def test_capacity_says_a_kv_cache_memory_that_does_not_fit_beside_the_weights(
+        client: TestClient) -> None:
+    # Llama-3.1-8B on H100: CUDA total 79.18 GiB - weights 14.99 GiB - non-torch 133 MiB
+    # = 64.06 GiB of room; 70 GiB does not fit, and vLLM runs out of memory starting
+    page, cli, err = both(client, "/api/capacity", {"model": M, "kv_cache_memory": "70GiB"},
+                          "capacity", M, "--kv-cache-memory", "70GiB")
+    assert page.pop("stderr") == err
+    assert len(err) == 1 and err[0].startswith("warning: --kv-cache-memory 70.00 GiB does not "
+                                               "fit on H100-SXM-80GB")
+    assert err[0].endswith("at most 64.06 GiB of KV cache fits beside them")
+    assert page == cli
+
+
+def test_capacity_says_expert_parallel_does_nothing_on_a_dense_model(
+        client: TestClient) -> None:
+    page, cli, err = both(client, "/api/capacity", {"model": M, "data_parallel_size": 2,
+                                                    "enable_expert_parallel": True},
+                          "capacity", M, "--data-parallel-size", "2", "--enable-expert-parallel")
+    assert page.pop("stderr") == err == [
+        "warning: --enable-expert-parallel has no effect on meta-llama/Llama-3.1-8B, a dense "
+        "model (vLLM applies it to MoE layers only)"]
+    assert page == cli
+
+
+def test_a_capacity_that_fits_has_no_stderr_key(client: TestClient) -> None:
+    page, cli, err = both(client, "/api/capacity", {"model": M, "kv_cache_memory": "24GiB"},
+                          "capacity", M, "--kv-cache-memory", "24GiB")
+    assert err == [] and "stderr" not in page
+    assert page == cli
+
+
+def test_latency_carries_the_clis_warning_and_the_variants_note(client: TestClient) -> None:
+    q = {"prompt": 1024, "output": 16, "batch": 4}
+    argv = ["--gpu", "H100", "--prompt", "1024", "--output", "16", "--batch", "4"]
+    page, cli, err = both(client, "/api/latency", {"model": M, **q,
+                                                   "enable_expert_parallel": True},
+                          "latency", M, *argv, "--enable-expert-parallel")
+    assert page.pop("stderr") == err
+    assert err[0].startswith("warning: --enable-expert-parallel has no effect")
+    assert page == cli
+    variant = "Qwen/Qwen3-8B-Instruct"  # not in the catalog: sized from Qwen/Qwen3-8B, noted
+    page, cli, err = both(client, "/api/latency", {"model": variant, **q},
+                          "latency", variant, *argv)
+    assert page.pop("stderr") == err == [
+        "note: using the config of Qwen/Qwen3-8B for Qwen/Qwen3-8B-Instruct (Instruct/chat "
+        "variants share the base model's architecture)"]
+    assert page == cli
+
+
+def test_kv_notes_the_block_vllm_forces_for_mla_when_none_is_given(client: TestClient) -> None:
+    v3 = "deepseek-ai/DeepSeek-V3"
+    page, cli, err = both(client, "/api/kv", {"model": v3}, "kv", v3)
+    assert page.pop("stderr") == err
+    assert err[0].startswith("note: blocks of 16 tokens (vLLM's default); for MLA vLLM 0.11 "
+                             "forces 64 on Hopper")
+    assert page == cli
+    page, cli, err = both(client, "/api/kv", {"model": v3, "block_size": 64},
+                          "kv", v3, "--block-size", "64")
+    assert err == [] and "stderr" not in page and page == cli
+
+
+GOODPUT_NOTE = ("note: --goodput ttft given twice (500 ms, then 300 ms): the last, ttft:300, "
+                "counts, as vllm bench serve reads it")
+
+
+def test_simulate_carries_the_repeated_goodput_metric_note(client: TestClient) -> None:
+    page, cli, err = both(
+        client, "/api/simulate",
+        {"model": M, "num_prompts": 20, "random_input_len": 256, "random_output_len": 16,
+         "goodput": "ttft:500 ttft:300"},
+        "simulate", M, "--gpu", "H100", "--num-prompts", "20", "--random-input-len", "256",
+        "--random-output-len", "16", "--goodput", "ttft:500", "ttft:300")
+    assert page.pop("stderr") == err == [GOODPUT_NOTE]
+    assert page == cli
+
+
+def test_a_simulate_job_carries_the_notes_of_its_own_thread(client: TestClient) -> None:
+    # the --goodput note is made while the form is read, the sliding-window one (gemma-3's
+    # shared prefix would hit in vLLM, reads 0 here) by the simulation on the job's thread
+    body = {"model": "google/gemma-3-27b-it", "max_model_len": "4k", "num_prompts": 10,
+            "random_input_len": 512, "random_output_len": 8, "random_prefix_len": 64,
+            "goodput": "ttft:500 ttft:300"}
+    r = client.post("/api/simulate/jobs", json=body, headers={"x-kvplan-client": "web15"})
+    assert r.status_code == 200, r.text
+    job = r.json()["job"]
+    for _ in range(600):
+        view = client.get(f"/api/simulate/jobs/{job}").json()
+        if view["state"] not in ("queued", "running"):
+            break
+        time.sleep(0.1)
+    assert view["state"] == "done", view
+    got = run_cli("simulate", "google/gemma-3-27b-it", "--gpu", "H100", "--max-model-len", "4k",
+                  "--num-prompts", "10", "--random-input-len", "512", "--random-output-len",
+                  "8", "--random-prefix-len", "64", "--goodput", "ttft:500", "ttft:300", "--json")
+    err = got.err.strip().splitlines()
+    assert GOODPUT_NOTE in err and any("sliding-window" in line for line in err), err
+    assert sorted(view["result"]["stderr"]) == sorted(err)
+
+
+def test_plan_carries_the_repeated_goodput_metric_note(client: TestClient) -> None:
+    page, cli, err = both(
+        client, "/api/plan",
+        {"model": M, "gpu": "H100-SXM-80GB", "tensor_parallel_size": "1", "num_prompts": 60,
+         "request_rate": 4, "goodput": "ttft:500 ttft:300"},
+        "plan", M, "--gpu", "H100-SXM-80GB", "--tensor-parallel-size", "1", "--num-prompts",
+        "60", "--request-rate", "4", "--goodput", "ttft:500", "ttft:300", "--workers", "1",
+        "--dataset", "random")
+    assert page.pop("stderr") == err == [GOODPUT_NOTE]
+    for d in (page, cli):
+        d["search_report"].pop("wall_s")
+    assert page == cli
