@@ -145,3 +145,71 @@ def test_plan_carries_the_repeated_goodput_metric_note(client: TestClient) -> No
     for d in (page, cli):
         d["search_report"].pop("wall_s")
     assert page == cli
+
+
+# ---- the page (Debian's chromium): what its own script shows of those answers ----
+
+@pytest.fixture(scope="module")
+def served() -> Any:
+    from tests.webtools import web_server
+
+    with web_server("--max-sim-requests", "2000", "--max-sim-seconds", "60") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser(served: str) -> Any:
+    from tests.webtools import watched_page
+
+    with watched_page() as pg:
+        yield pg
+
+
+def _api(base: str, path: str, **params: Any) -> Any:
+    import json
+    from urllib.parse import urlencode
+    from urllib.request import urlopen
+
+    with urlopen(f"{base}{path}?{urlencode(params)}", timeout=120) as r:
+        return json.loads(r.read())
+
+
+def _settled(page: Any) -> None:
+    page.wait_for_selector("body[data-state=done], body[data-state=error]", state="attached",
+                           timeout=120_000)
+    assert page.evaluate("document.body.dataset.state") == "done"
+
+
+def test_the_capacity_page_shows_the_clis_warning(served: str, browser: Any) -> None:
+    browser.goto(f"{served}/capacity?kv_cache_memory=70GiB")
+    _settled(browser)
+    want = _api(served, "/api/capacity", model=M, kv_cache_memory="70GiB")["stderr"]
+    assert browser.eval_on_selector_all("#capacity .stderr", "ps => ps.map(p => p.textContent)"
+                                        ) == want
+
+
+def _plan(page: Any, base: str, query: str) -> str:
+    page.goto(f"{base}/plan?{query}")
+    page.click("#run")
+    page.wait_for_selector("body[data-state=done], body[data-state=error]", state="attached",
+                           timeout=120_000)
+    assert page.evaluate("document.body.dataset.state") == "done"
+    return str(page.inner_text("#plan"))
+
+
+def test_the_plan_page_names_the_output_figure_and_the_judged_requests_as_the_cli(
+        served: str, browser: Any) -> None:
+    # azure-code replays its own arrivals: a fleet run of 60 requests, the first 6 (60 x
+    # --warmup-fraction 0.1) not judged, and Verify's warning that bench serve approximates it
+    text = _plan(browser, served, "gpu=H100-SXM-80GB&tensor_parallel_size=1&dataset=azure-code"
+                                  "&num_prompts=60&slo=ttft%3Ap99%3A5000")
+    assert "judged on the 54 after the first 6 by arrival (warm-up, --warmup-fraction 0.1)" in text
+    assert ("warning: Verify approximates azure-code: vllm bench serve cannot replay a trace's "
+            "own arrival times") in text
+    assert "output throughput (tok/s)" in text and "sustained output rate" not in text
+    # random without --request-rate: one replica's capacity, the CLI's "sustained output rate
+    # of one replica" (capacity x mean output tokens), not a run's throughput
+    text = _plan(browser, served, "gpu=H100-SXM-80GB&tensor_parallel_size=1&num_prompts=60"
+                                  "&slo=ttft%3Ap99%3A5000")
+    assert "sustained output rate of one replica (tok/s)" in text
+    assert "output throughput (tok/s)" not in text

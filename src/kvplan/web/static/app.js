@@ -85,7 +85,7 @@ const RENDER = {
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
     grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
       ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
-  plan: (d) => planCard(d) + (d.joint ? jointCard(d.joint) : "") +
+  plan: (d) => (d.warnings || []).map((w) => `<p class="note warning">warning: ${esc(w)}</p>`).join("") + planCard(d) + judged(d) + (d.joint ? jointCard(d.joint) : "") +
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
       ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
       ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
@@ -109,7 +109,7 @@ function planCard(d) {
   return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
     ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
-    ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["output throughput band (10-90%, tok/s)", "output_tokens_per_s_band", band],
+    [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band],
     ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
     ["output throughput is", "output_tokens_per_s_definition", String],
     ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
@@ -119,6 +119,21 @@ function planCard(d) {
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
+}
+// the CLI's name for the output figure (report/plan/plan_band_text.py): a run's throughput, or
+// in capacity mode one replica's sustained rate (bands.OUTPUT_DEFINITIONS["sustained"] starts so)
+const outputWhat = (s) => ((s.output_tokens_per_s_definition || "").startsWith("capacity (req/s) x") ? "sustained output rate of one replica" : "output throughput");
+function judged(d) {
+  // the CLI's "judged on the N after the first M by arrival" (report/plan/plan_text.py judged_text)
+  const s = d.summary, w = (d.candidates || []).find((c) => c.id === s.best), f = w && w.fleet;
+  if (!f || s.judged_requests === null || s.judged_requests === undefined) return "";
+  const total = f.requests_per_replica.reduce((a, b) => a + b, 0), skipped = total - s.judged_requests;
+  const all = f.achieved_all_requests || {};
+  if (skipped <= 0 || !Object.keys(all).length) return `<p class="note" id="judged">fleet verified by simulation, every one of its ${int(total)} requests judged</p>`;
+  // plain cells: derived from the winner's fleet, not one API key each (no data-key)
+  const rows = Object.keys(f.achieved).map((k) => `<tr><th>${esc(k)}</th><td>${esc(sig(f.achieved[k]))}</td><td>${esc(sig(all[k]))}</td></tr>`).join("");
+  return `<table class="grid" id="judged"><caption>${esc(`judged on the ${int(s.judged_requests)} after the first ${int(skipped)} by arrival (warm-up, --warmup-fraction ${d.inputs.slo.warmup_fraction}); over all ${int(total)}, as vllm bench serve reports them`)}</caption>` +
+    `<tr><th>term</th><th>judged ${int(s.judged_requests)}</th><th>all ${int(total)}</th></tr>${rows}</table>`;
 }
 function jointCard(j) {
   // `kvplan plan --disagg --json`'s joint key (docs/disaggregation.md, Planner)
