@@ -213,3 +213,26 @@ def test_the_plan_page_names_the_output_figure_and_the_judged_requests_as_the_cl
                                   "&slo=ttft%3Ap99%3A5000")
     assert "sustained output rate of one replica (tok/s)" in text
     assert "output throughput (tok/s)" not in text
+
+
+def test_the_latency_page_prints_durations_and_rates_as_the_cli(served: str,
+                                                                 browser: Any) -> None:
+    # 16 x (2048 + 16,000 tokens) on H100: E2E = TTFT + 15,999 x TPOT(15.86 ms) = 254 s, which
+    # the CLI prints as 4.24 min (units.fmt_seconds: minutes from 60 s on; the page printed
+    # "254.419 s"), and 16 x 16,000 / 254 s = 1,006 tok/s (the page printed "1006")
+    browser.goto(f"{served}/latency?prompt=2048&output=16000&batch=16")
+    _settled(browser)
+    cli = run_cli("latency", M, "--gpu", "H100", "--prompt", "2048", "--output", "16000",
+                  "--batch", "16")
+    assert cli.code == 0, cli.err
+    row = {r[0]: r for r in ([c.strip() for c in line.strip("│ ").split("│")]
+                             for line in cli.out.splitlines() if line.startswith("│"))}
+    shown = dict(browser.eval_on_selector_all(
+        "#latency table.kv tr", "trs => trs.map(t => [t.cells[0].textContent, "
+        "t.cells[1].textContent])"))
+    assert shown["end-to-end"] == row["end-to-end"][1] == "4.24 min"
+    assert shown["end-to-end band (10-90%)"] == row["end-to-end"][2]
+    assert shown["TTFT band (10-90%)"] == "631.71 ms - 1.085 s"
+    assert shown["output throughput (tok/s)"] == "1,006"
+    assert (shown["output throughput band (10-90%)"] + " tok/s").replace(" - ", " tok/s - ") \
+        == row["output throughput"][2]

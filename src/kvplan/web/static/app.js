@@ -18,13 +18,24 @@ function bytes(n) {
   return `${n} B`;
 }
 const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
-const secs = (s) => (s === null || s === undefined ? "-" : s < 1e-3 ? `${(s * 1e6).toFixed(1)} us` : s < 1 ? `${(s * 1e3).toFixed(2)} ms` : `${s.toFixed(3)} s`);
+// a duration as the CLI prints it (units.fmt_seconds): us, ms, s, then min and h
+function secs(s) {
+  if (s === null || s === undefined) return "-";
+  if (s < 0) return `-${secs(-s)}`;
+  if (s < 1e-3) return `${(s * 1e6).toFixed(1)} us`;
+  if (s < 1) return `${(s * 1e3).toFixed(2)} ms`;
+  if (s < 60) return `${s.toFixed(3)} s`;
+  if (s < 3600) return `${(s / 60).toFixed(2)} min`;
+  return `${(s / 3600).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })} h`;
+}
 const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(1)} %`);
+// tokens/s as the latency command prints them ({:,.0f}: 1,260)
+const tps = (x) => (x === null || x === undefined ? "-" : Number(x).toLocaleString("en-US", { maximumFractionDigits: 0 }));
+const tpsBand = (b) => (b === null || b === undefined ? "-" : `${tps(b[0])} - ${tps(b[1])}`);
 const fixed = (d) => (x) => (x === null || x === undefined ? "-" : Number(x).toFixed(d));
 const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
 const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
 const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
-const fixedBand = (d) => (b) => (b === null || b === undefined ? "-" : `${fixed(d)(b[0])} - ${fixed(d)(b[1])}`);
 const notes = (items) => (items || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("");
 // the lines the CLI prints on stderr beside its --json ("note: ...", "warning: ..."): the API's `stderr` key
 const stderr = (d) => ((d && d.stderr) || []).map((l) => `<p class="note stderr">${esc(l)}</p>`).join("");
@@ -75,7 +86,7 @@ const RENDER = {
       ["KV cache tokens (fleet)", "kv_cache_tokens_fleet", int], ["maximum concurrency (fleet)", "max_concurrency_fleet", (x) => `${x.toFixed(2)}x`]], d.parallel, "parallel.") : ""),
   latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TTFT band (10-90%)", "ttft_s_band", secsBand],
     ["TPOT", "tpot_s", secs], ["TPOT band (10-90%)", "tpot_s_band", secsBand], ["end-to-end", "e2e_s", secs], ["end-to-end band (10-90%)", "e2e_s_band", secsBand],
-    ["output throughput (tok/s)", "output_throughput_tok_s", fixed(0)], ["output throughput band (10-90%)", "output_throughput_tok_s_band", fixedBand(0)],
+    ["output throughput (tok/s)", "output_throughput_tok_s", tps], ["output throughput band (10-90%)", "output_throughput_tok_s_band", tpsBand],
     ["prefill bound", "prefill_bound", String], ["decode bound", "decode_bound", String]], d) +
     (d.band_basis ? `<p class="note" id="band-basis">band: calibration residuals of ${esc(d.band_basis)}</p>` : "") + notes(d.calibration_notes) +
     why("prefill", d.phases.prefill) + (d.phases.decode ? why("decode", d.phases.decode) : "") +
@@ -83,7 +94,7 @@ const RENDER = {
       ["expert parallel", "enable_expert_parallel", onOff], ["token exchange", "all2all_backend", String], ["expert imbalance", "expert_imbalance", fixed(3)]], d.parallel, "parallel.") : ""),
   sweep: (d) => `<p>decode turns compute-bound at <b data-key="decode_compute_bound_from" data-value='${esc(JSON.stringify(d.decode_compute_bound_from))}'>${esc(d.decode_compute_bound_from ?? "never")}</b>;
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
-    grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
+    grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", tps],
       ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
   plan: (d) => (d.warnings || []).map((w) => `<p class="note warning">warning: ${esc(w)}</p>`).join("") + planCard(d) + judged(d) + (d.joint ? jointCard(d.joint) : "") +
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
