@@ -236,3 +236,16 @@ def test_the_latency_page_prints_durations_and_rates_as_the_cli(served: str,
     assert shown["output throughput (tok/s)"] == "1,006"
     assert (shown["output throughput band (10-90%)"] + " tok/s").replace(" - ", " tok/s - ") \
         == row["output throughput"][2]
+
+
+def test_kv_carries_the_hybrid_block_size_note_made_while_the_report_is_built(
+        client: TestClient) -> None:
+    # Nemotron-H at TP4: an attention page must hold a state page, so vLLM's attention block
+    # is 2080 tokens, not 16; the note is made while the report is built (kv_report_for)
+    h = "nvidia/Nemotron-H-56B-Base-8K"
+    page, cli, err = both(client, "/api/kv", {"model": h, "tensor_parallel_size": 4},
+                          "kv", h, "--tensor-parallel-size", "4")
+    assert page.pop("stderr") == err
+    assert err == [f"note: {h}: vLLM sets the attention block size to 2080 tokens so that an "
+                   "attention page holds a state page (blocks of 16 asked for)"]
+    assert page == cli

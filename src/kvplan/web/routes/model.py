@@ -58,8 +58,9 @@ def kv(request: Request, q: Annotated[KvQuery, Query()]) -> dict[str, Any]:
     with collected() as notes:
         spec = resolve_model(q.model, request.app.state.uploads)
         e = cache_engine(q, spec)
-        mla_block_note(spec, q.block_size)
-    doc = kv_json(kv_report_for(spec, e.kv_cache_dtype, e.tensor_parallel_size, e.block_size))
+        mla_block_note(spec, q.block_size)  # the hybrid block size is noted by the report
+        doc = kv_json(kv_report_for(spec, e.kv_cache_dtype, e.tensor_parallel_size,
+                                    e.block_size))
     return with_stderr(doc, lines(notes))
 
 
