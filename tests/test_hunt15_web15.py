@@ -249,3 +249,33 @@ def test_kv_carries_the_hybrid_block_size_note_made_while_the_report_is_built(
     assert err == [f"note: {h}: vLLM sets the attention block size to 2080 tokens so that an "
                    "attention page holds a state page (blocks of 16 asked for)"]
     assert page == cli
+
+
+def test_the_api_without_num_prompts_asks_what_the_cli_does(client: TestClient) -> None:
+    # no --num-prompts: vllm bench serve's (and kvplan simulate's) 1000 random requests; the
+    # API took 200 (the page's form value), so the same flags gave another answer
+    capped = client
+    client = TestClient(create_app(WebSettings(max_sim_requests=2000, max_sim_seconds=60)))
+    q = {"model": M, "random_input_len": 256, "random_output_len": 16}
+    page, cli, _ = both(client, "/api/simulate", q, "simulate", M, "--gpu", "H100",
+                        "--random-input-len", "256", "--random-output-len", "16")
+    assert page["completed"] == cli["completed"] == 1000
+    assert page == cli
+    page, cli, _ = both(client, "/api/plan", {**q, "gpu": "H100-SXM-80GB",
+                                              "tensor_parallel_size": "1",
+                                              "slo": "ttft:p99:2000"},
+                        "plan", M, "--gpu", "H100-SXM-80GB", "--tensor-parallel-size", "1",
+                        "--slo", "ttft:p99:2000", "--random-input-len", "256",
+                        "--random-output-len", "16", "--workers", "1")
+    # 1000 drawn, of which the capacity search samples --sample-requests 500 (200 before)
+    assert page["summary"]["trace_requests"] == cli["summary"]["trace_requests"] == 1000
+    for d in (page, cli):
+        d["search_report"].pop("wall_s")
+    assert page == cli
+    # a trace without --num-prompts: as many as the CLI takes, refused over the page's cap
+    r = capped.get("/api/plan", params={"model": M, "dataset": "azure-code",
+                                        "slo": "ttft:p99:2000"})
+    assert r.status_code == 422
+    assert r.json() == {"detail": "--num-prompts: azure-code holds 8819 requests; the page plans"
+                                  " over at most 300 (set --num-prompts)",
+                        "field": "num_prompts"}

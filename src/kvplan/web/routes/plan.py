@@ -29,10 +29,7 @@ def plan_page(request: Request) -> HTMLResponse:
 
 def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
     """The CLI's plan arguments from the form; names checked here (no paths from clients)."""
-    cap = request.app.state.settings.max_sim_requests
-    if q.num_prompts > cap:
-        raise InputError(f"--num-prompts {q.num_prompts}: the page plans over at most {cap} "
-                         "requests (kvplan web --max-sim-requests, or use the CLI)")
+    _check_size(q, request.app.state.settings.max_sim_requests)
     if q.gpu:
         for name in q.gpu.split(","):
             resolve_gpu(name.strip())
@@ -48,6 +45,25 @@ def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
 
     check_disagg_args(args)  # --kv-link needs --disagg; --disagg needs one offered load
     return args
+
+
+def _check_size(q: PlanQuery, cap: int) -> None:
+    """The page plans over at most ``cap`` requests; without --num-prompts as many as the CLI
+    would take (analysis/plan/traffic.py: the dataset's own count, at most its first 10000)."""
+    if q.num_prompts is not None:
+        if q.num_prompts > cap:
+            raise InputError(f"--num-prompts {q.num_prompts}: the page plans over at most {cap}"
+                             " requests (kvplan web --max-sim-requests, or use the CLI)")
+        return
+    from kvplan.analysis.plan.traffic import DEFAULT_PLAN_PROMPTS
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+
+    work = build_workload(WorkloadArgs(
+        dataset=q.dataset, random_input_len=q.random_input_len,
+        random_output_len=q.random_output_len, request_rate=q.request_rate, seed=q.seed))
+    if min(len(work), DEFAULT_PLAN_PROMPTS) > cap:
+        raise InputError(f"--num-prompts: {work.name} holds {len(work)} requests; the page "
+                         f"plans over at most {cap} (set --num-prompts)")
 
 
 def _work(args: dict[str, Any]) -> Work:
