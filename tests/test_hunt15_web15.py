@@ -279,3 +279,20 @@ def test_the_api_without_num_prompts_asks_what_the_cli_does(client: TestClient) 
     assert r.json() == {"detail": "--num-prompts: azure-code holds 8819 requests; the page plans"
                                   " over at most 300 (set --num-prompts)",
                         "field": "num_prompts"}
+
+
+def test_the_model_page_leaves_the_block_size_to_vllm_and_shows_the_mla_note(
+        served: str, browser: Any) -> None:
+    # the form sent --block-size 16 on its own, so the page never said what `kvplan kv
+    # deepseek-ai/DeepSeek-V3` says: vLLM forces 64 (Hopper) / 128 (Blackwell) blocks for MLA
+    v3 = "deepseek-ai/DeepSeek-V3"
+    browser.goto(f"{served}/model?model={v3}")
+    _settled(browser)
+    cli = run_cli("kv", v3, "--json")
+    assert cli.code == 0 and cli.err.startswith("note: blocks of 16 tokens (vLLM's default)")
+    assert browser.eval_on_selector_all("#kv .stderr", "ps => ps.map(p => p.textContent)"
+                                        ) == cli.err.strip().splitlines()
+    browser.goto(f"{served}/request?model={v3}")
+    _settled(browser)
+    assert browser.eval_on_selector_all("#request .stderr", "ps => ps.map(p => p.textContent)"
+                                        ) == cli.err.strip().splitlines()
