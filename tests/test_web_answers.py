@@ -36,8 +36,12 @@ def cli_json(*args: str, code: int = 0) -> Any:
 def test_instruct_id_resolves_as_on_the_cli(client: TestClient) -> None:
     r = client.get("/api/kv", params={"model": INSTRUCT})
     assert r.status_code == 200, r.text
-    assert r.json() == cli_json("kv", INSTRUCT)
-    assert r.json()["bytes_per_token"] == 131072  # Llama-3.1-8B: 32 x 8 x 128 x 2 x 2 B
+    answer = r.json()
+    assert answer.pop("stderr") == [  # the CLI's note on stderr, as the key stderr
+        f"note: using the config of {M} for {INSTRUCT} (Instruct/chat variants share the base "
+        "model's architecture)"]
+    assert answer == cli_json("kv", INSTRUCT)
+    assert answer["bytes_per_token"] == 131072  # Llama-3.1-8B: 32 x 8 x 128 x 2 x 2 B
 
 
 def test_hf_cache_model_resolves_as_on_the_cli(client: TestClient, tmp_path: Path,
@@ -51,8 +55,11 @@ def test_hf_cache_model_resolves_as_on_the_cli(client: TestClient, tmp_path: Pat
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     r = client.get("/api/kv", params={"model": "acme/tiny-qwen"})
     assert r.status_code == 200, r.text
-    assert r.json()["bytes_per_token"] == 147456  # Qwen3-8B: 36 x 8 x 128 x 2 x 2 B
-    assert r.json() == cli_json("kv", "acme/tiny-qwen")
+    answer = r.json()
+    assert answer.pop("stderr")[0].startswith(  # the CLI's note, as the key stderr
+        "note: using acme/tiny-qwen's config.json from the local Hugging Face cache")
+    assert answer["bytes_per_token"] == 147456  # Qwen3-8B: 36 x 8 x 128 x 2 x 2 B
+    assert answer == cli_json("kv", "acme/tiny-qwen")
 
 
 def test_unknown_id_is_422_naming_the_nearest(client: TestClient) -> None:
@@ -106,6 +113,7 @@ def test_infeasible_plan_answers_with_the_clis_closest_candidates(client: TestCl
     cli = cli_json(*ARGV, "--slo", "ttft:p99:2000", "--slo", "tpot:p99:5", code=1)
     for d in (mine, cli):
         d["search_report"].pop("wall_s")
+    assert mine.pop("stderr")[0].startswith(f"note: using the config of {M} for {INSTRUCT}")
     assert mine == cli
     s = mine["summary"]
     assert s["status"] == "infeasible" and s["why"].startswith("nothing in the space meets")

@@ -114,7 +114,7 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
     parallel = engine.data_parallel_size > 1 or engine.enable_expert_parallel
     rank_json = dpl.parallel_latency_json(spec, engine, fleet.rank_shape) if parallel else {}
     result = fleet.result
-    _note_waves(hw, engine, fleet.rank_shape.batch)
+    dpl.note_waves(hw, engine, fleet.rank_shape.batch)
     basis, steps = ops_view(spec, hw, engine, prof, fleet.rank_shape, r)
     if as_json:
         from kvplan.report.json_views import latency_answer_json
@@ -143,20 +143,6 @@ def _answer(spec: Any, hw: Any, engine: Any, shape: Any, prof: Profile,
                    f"{hw.id}") else "no measured kernel table holds this precision")
             console.print(f"--explain: no per-op table: {why}, so the roofline prices each "
                           "step whole (the prefill and decode lines above)")
-
-
-def _note_waves(hw: Any, engine: Any, rank_batch: int) -> None:
-    """A note where vLLM's default --max-num-seqs would not run the batch at once: this
-    command prices all of it in one batch (a static batch has no flag for the limit)."""
-    from kvplan.costs.memory.vllm_defaults import default_max_num_seqs
-    from kvplan.notes import note
-
-    seqs = default_max_num_seqs(hw, engine.max_num_batched_tokens)
-    if rank_batch > seqs:
-        note("a batch of %d on each engine is above vLLM's default --max-num-seqs on %s (%d):"
-             " vLLM would run at most %d at a time and queue the rest; this answer prices all"
-             " %d in one batch ('kvplan simulate --max-num-seqs' models the queue)",
-             rank_batch, hw.id, seqs, seqs, rank_batch)
 
 
 def _run_sweep(sweep: str, inputs: tuple[Any, ...], plot_out: Any, as_json: bool,

@@ -29,7 +29,8 @@ def create_app(settings: WebSettings | None = None) -> Any:
 
     settings = settings or WebSettings()
     app = FastAPI(title="kvplan", version=__version__,
-                  description="kvplan's answers as JSON: the keys of the CLI's --json output.",
+                  description="kvplan's answers as JSON: the keys of the CLI's --json output, and "
+                              "`stderr` (the lines the CLI prints on stderr) when it prints any.",
                   docs_url=None, redoc_url=None)  # /docs: routes/docs.py (offline)
     app.state.settings = settings
     app.state.uploads = Uploads(settings.max_uploads)

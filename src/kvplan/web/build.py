@@ -33,7 +33,8 @@ _TOKENS = ("max_model_len", "max_num_batched_tokens")
 
 def cache_engine(q: KvQuery | RequestQuery, spec: ModelSpec) -> EngineConfig:
     """kv/request: cache dtype, TP and block size checked as the CLI checks them."""
-    return _checked(EngineConfig(kv_cache_dtype=q.kv_cache_dtype, block_size=q.block_size,
+    block = 16 if q.block_size is None else q.block_size  # None: vLLM's default, 16
+    return _checked(EngineConfig(kv_cache_dtype=q.kv_cache_dtype, block_size=block,
                                  tensor_parallel_size=q.tensor_parallel_size), spec)
 
 

@@ -20,7 +20,8 @@ class KvQuery(Query):
     model: str = Name
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
-    block_size: int = 16
+    block_size: int | None = None
+    """None: vLLM's default 16 (an MLA model's answer then notes the block vLLM forces)."""
 
 
 class LeversQuery(Query):
@@ -34,7 +35,7 @@ class RequestQuery(Query):
     prompt: int
     output: int
     chunk: int | None = None
-    block_size: int = 16
+    block_size: int | None = None
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
 
@@ -86,7 +87,9 @@ class SimulateQuery(MoeQuery, CapacityQuery):
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     dataset: str = "random"
-    num_prompts: int | None = 200
+    num_prompts: int | None = None
+    """None: the CLI's default (random, sharegpt: 1000; a trace: its dataset's); the page's
+    form fills in 200."""
     random_input_len: int = 1024
     random_output_len: int = 128
     random_range_ratio: float = 0.0
@@ -138,7 +141,9 @@ class PlanQuery(Query):
     search: str = "funnel"
     slo_margin: str = "none"
     dataset: str = "random"
-    num_prompts: int = 200
+    num_prompts: int | None = None
+    """None: the CLI's default (random, sharegpt: 1000; a trace: its first 10000); the page's
+    form fills in 200."""
     random_input_len: int = 1024
     random_output_len: int = 128
     request_rate: float | None = None

@@ -34,13 +34,22 @@ def _model_plan(request: Request, q: CapacityQuery) -> tuple[Any, Any]:
 @router.get("/api/capacity", tags=["capacity"])
 def capacity(request: Request, q: Annotated[CapacityQuery, Query()]) -> dict[str, Any]:
     """`kvplan capacity MODEL --gpu GPU --json`: the budget, blocks, tokens, concurrency, and
-    under DP / EP the CLI's ``parallel`` object (per DP rank and fleet totals)."""
+    under DP / EP the CLI's ``parallel`` object (per DP rank and fleet totals); ``stderr``: the
+    CLI's notes and warnings, when it prints any."""
+    from kvplan.costs.memory.given_kv import given_kv_warning
+    from kvplan.notes import collected
     from kvplan.report.json_views import plan_json
-    from kvplan.report.parallel_view import is_parallel, parallel_json
+    from kvplan.report.parallel_view import ep_warning, is_parallel, parallel_json
+    from kvplan.web.stderr import lines, with_stderr
 
-    spec, plan = _model_plan(request, q)
-    extra = {"parallel": parallel_json(plan, spec)} if is_parallel(plan) else {}
-    return {**plan_json(plan), **extra, "ignored_vllm_flags": []}
+    with collected() as notes:
+        spec, plan = _model_plan(request, q)
+    parallel = is_parallel(plan)
+    extra = {"parallel": parallel_json(plan, spec)} if parallel else {}
+    # the CLI's stderr: a --kv-cache-memory that cannot sit beside the weights, EP on nothing
+    said = lines(notes, given_kv_warning([b for _, b, _ in plan.stages] or [plan.budget],
+                                         plan.gpu), ep_warning(plan, spec) if parallel else None)
+    return with_stderr({**plan_json(plan), **extra, "ignored_vllm_flags": []}, said)
 
 
 @router.get("/api/capacity/chart", tags=["charts"])

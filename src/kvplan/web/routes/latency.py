@@ -38,21 +38,27 @@ def _inputs(request: Request, q: LatencyQuery,
 @router.get("/api/latency", tags=["latency"])
 def latency(request: Request, q: Annotated[LatencyQuery, Query()]) -> dict[str, Any]:
     """`kvplan latency MODEL --gpu GPU --prompt P --output O --json` (under DP / EP with the
-    CLI's ``parallel`` object, the ops priced on the fullest DP rank's batch)."""
+    CLI's ``parallel`` object, the ops priced on the fullest DP rank's batch); ``stderr``: the
+    CLI's notes and warnings, when it prints any."""
     from kvplan.costs.step.parallel import dp_latency as dpl
+    from kvplan.notes import collected
     from kvplan.report.json_views import latency_answer_json
     from kvplan.report.ops_view import ops_view, step_ops_json
+    from kvplan.web.stderr import lines, with_stderr
 
-    spec, hw, engine, shape, prof, r = _inputs(request, q, resolved=True)
-    # the KV fit first, as the CLI checks it: the ops of a batch that does not fit are
-    # priced over all its prompt tokens in one step (--batch 100000: the server was OOM-killed)
-    fleet = dpl.fleet_latency(spec, hw, engine, shape, prof, r)
-    basis, steps = ops_view(spec, hw, engine, prof, fleet.rank_shape, r)
+    with collected() as notes:
+        spec, hw, engine, shape, prof, r = _inputs(request, q, resolved=True)
+        # the KV fit first, as the CLI checks it: the ops of a batch that does not fit are
+        # priced over all its prompt tokens in one step (--batch 100000: the server was
+        # OOM-killed)
+        fleet = dpl.fleet_latency(spec, hw, engine, shape, prof, r)
+        dpl.note_waves(hw, engine, fleet.rank_shape.batch)
+        basis, steps = ops_view(spec, hw, engine, prof, fleet.rank_shape, r)
     extra = ({"parallel": dpl.parallel_latency_json(spec, engine, fleet.rank_shape)}
              if engine.data_parallel_size > 1 or engine.enable_expert_parallel else {})
-    return {**latency_answer_json(fleet.result, prof,
-                                  (spec, hw.id, engine.tensor_parallel_size)),
-            **extra, "kernels": basis, "step_ops": step_ops_json(steps)}
+    doc = {**latency_answer_json(fleet.result, prof, (spec, hw.id, engine.tensor_parallel_size)),
+           **extra, "kernels": basis, "step_ops": step_ops_json(steps)}
+    return with_stderr(doc, lines(notes, dpl.ep_no_effect(spec, engine)))
 
 
 def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any, Any]:
@@ -69,9 +75,13 @@ def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any, Any]:
 @router.get("/api/latency/sweep", tags=["latency"])
 def latency_sweep(request: Request, q: Annotated[SweepQuery, Query()]) -> dict[str, Any]:
     """`kvplan latency ... --sweep LEVER=V1,V2,... --json`."""
+    from kvplan.notes import collected
     from kvplan.report.json_views import sweep_json
+    from kvplan.web.stderr import lines, with_stderr
 
-    return sweep_json(*_sweep(request, q))
+    with collected() as notes:
+        lever, rows, deployment = _sweep(request, q)
+    return with_stderr(sweep_json(lever, rows, deployment), lines(notes))
 
 
 @router.get("/api/latency/chart", tags=["charts"])

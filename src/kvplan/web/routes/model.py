@@ -50,12 +50,18 @@ def _catalog_answer(which: str) -> bytes:
 @router.get("/api/kv", tags=["model"])
 def kv(request: Request, q: Annotated[KvQuery, Query()]) -> dict[str, Any]:
     """`kvplan kv MODEL --json`: bytes per token, the formula filled in, per layer group."""
-    from kvplan.analysis.kv_view import kv_report_for
+    from kvplan.analysis.kv_view import kv_report_for, mla_block_note
+    from kvplan.notes import collected
     from kvplan.report.json_views import kv_json
+    from kvplan.web.stderr import lines, with_stderr
 
-    spec = resolve_model(q.model, request.app.state.uploads)
-    e = cache_engine(q, spec)
-    return kv_json(kv_report_for(spec, e.kv_cache_dtype, e.tensor_parallel_size, e.block_size))
+    with collected() as notes:
+        spec = resolve_model(q.model, request.app.state.uploads)
+        e = cache_engine(q, spec)
+        mla_block_note(spec, q.block_size)  # the hybrid block size is noted by the report
+        doc = kv_json(kv_report_for(spec, e.kv_cache_dtype, e.tensor_parallel_size,
+                                    e.block_size))
+    return with_stderr(doc, lines(notes))
 
 
 @router.get("/api/levers", tags=["model"])

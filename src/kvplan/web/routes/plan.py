@@ -29,10 +29,7 @@ def plan_page(request: Request) -> HTMLResponse:
 
 def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
     """The CLI's plan arguments from the form; names checked here (no paths from clients)."""
-    cap = request.app.state.settings.max_sim_requests
-    if q.num_prompts > cap:
-        raise InputError(f"--num-prompts {q.num_prompts}: the page plans over at most {cap} "
-                         "requests (kvplan web --max-sim-requests, or use the CLI)")
+    _check_size(q, request.app.state.settings.max_sim_requests)
     if q.gpu:
         for name in q.gpu.split(","):
             resolve_gpu(name.strip())
@@ -48,6 +45,25 @@ def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
 
     check_disagg_args(args)  # --kv-link needs --disagg; --disagg needs one offered load
     return args
+
+
+def _check_size(q: PlanQuery, cap: int) -> None:
+    """The page plans over at most ``cap`` requests; without --num-prompts as many as the CLI
+    would take (analysis/plan/traffic.py: the dataset's own count, at most its first 10000)."""
+    if q.num_prompts is not None:
+        if q.num_prompts > cap:
+            raise InputError(f"--num-prompts {q.num_prompts}: the page plans over at most {cap}"
+                             " requests (kvplan web --max-sim-requests, or use the CLI)")
+        return
+    from kvplan.analysis.plan.traffic import DEFAULT_PLAN_PROMPTS
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+
+    work = build_workload(WorkloadArgs(
+        dataset=q.dataset, random_input_len=q.random_input_len,
+        random_output_len=q.random_output_len, request_rate=q.request_rate, seed=q.seed))
+    if min(len(work), DEFAULT_PLAN_PROMPTS) > cap:
+        raise InputError(f"--num-prompts: {work.name} holds {len(work)} requests; the page "
+                         f"plans over at most {cap} (set --num-prompts)")
 
 
 def _work(args: dict[str, Any]) -> Work:
@@ -84,7 +100,7 @@ async def plan_now(request: Request, q: Annotated[PlanQuery, Query()]) -> dict[s
     the queue is full), then run on a thread of its own."""
     from kvplan.web.jobs import run_now
 
-    return await run_now(request, _work(_args(request, q)), "plan")
+    return await run_now(request, _noted_work(request, q), "plan")
 
 
 @router.post("/api/plan/jobs", tags=["plan"])
@@ -92,4 +108,15 @@ def start(request: Request, q: PlanQuery, client: Client = None) -> dict[str, An
     """Start a plan (one job per client); poll GET /api/simulate/jobs/{job} style endpoints."""
     from kvplan.web.jobs import start_job
 
-    return start_job(request, client, _work(_args(request, q)))
+    return start_job(request, client, _noted_work(request, q))
+
+
+def _noted_work(request: Request, q: PlanQuery) -> Work:
+    """The plan, its answer carrying the CLI's notes (``stderr``): those made while the form
+    was read (a --goodput metric given twice) and those of the search itself."""
+    from kvplan.notes import collected
+    from kvplan.web.stderr import noted
+
+    with collected() as early:
+        work = _work(_args(request, q))
+    return noted(work, early)

@@ -20,12 +20,14 @@ def request_page(request: Request) -> HTMLResponse:
 
 
 def _timeline(request: Request, q: RequestQuery) -> tuple[Any, Any, Any]:
+    from kvplan.analysis.kv_view import mla_block_note
     from kvplan.analysis.timeline import request_timeline
     from kvplan.specs.kv import kv_spec
     from kvplan.web.build import cache_engine
 
     spec = resolve_model(q.model, request.app.state.uploads)
     e = cache_engine(q, spec)
+    mla_block_note(spec, q.block_size)
     kv = kv_spec(spec, e.kv_cache_dtype, e.tensor_parallel_size)
     tl = request_timeline(kv, q.prompt, q.output, chunk_tokens=q.chunk, block_size=e.block_size,
                           max_tokens=spec.max_position_embeddings)
@@ -35,10 +37,13 @@ def _timeline(request: Request, q: RequestQuery) -> tuple[Any, Any, Any]:
 @router.get("/api/request", tags=["request"])
 def request_json(request: Request, q: Annotated[RequestQuery, Query()]) -> dict[str, Any]:
     """`kvplan request MODEL --prompt P --output O --json`: the claim schedule."""
+    from kvplan.notes import collected
     from kvplan.report.render import timeline_json
+    from kvplan.web.stderr import lines, with_stderr
 
-    spec, kv, tl = _timeline(request, q)
-    return timeline_json(spec.name, kv, tl)
+    with collected() as notes:
+        spec, kv, tl = _timeline(request, q)
+    return with_stderr(timeline_json(spec.name, kv, tl), lines(notes))
 
 
 @router.get("/api/request/chart", tags=["charts"])

@@ -47,8 +47,6 @@ def _prepare(request: Request, q: SimulateQuery) -> Any:
             disagg_deployment(q, spec, hw, resolve_gpu))
 
 
-
-
 def _work(prepared: Any, charts: bool = True) -> Work:
     """The job's body: simulate, then the CLI's JSON and (``charts``: for the page's job) the
     three charts; GET /api/simulate returns the JSON alone and builds none."""
@@ -115,7 +113,7 @@ async def simulate(request: Request, q: Annotated[SimulateQuery, Query()]) -> di
     jobs share (503 with Retry-After when it is full), then runs on a thread of its own."""
     from kvplan.web.jobs import run_now
 
-    return await run_now(request, _work(_prepare(request, q), charts=False), "simulation")
+    return await run_now(request, _noted_work(request, q, charts=False), "simulation")
 
 
 @router.post("/api/simulate/jobs", tags=["simulate"])
@@ -123,4 +121,15 @@ def start(request: Request, q: SimulateQuery, client: Client = None) -> dict[str
     """Start a simulation (one per client); poll GET .../jobs/{job} (routes/jobs.py)."""
     from kvplan.web.jobs import start_job
 
-    return start_job(request, client, _work(_prepare(request, q)))
+    return start_job(request, client, _noted_work(request, q))
+
+
+def _noted_work(request: Request, q: SimulateQuery, charts: bool = True) -> Work:
+    """The work, its answer carrying the CLI's notes (``stderr``): those made while the form
+    was read (a --goodput metric given twice) and those of the run itself."""
+    from kvplan.notes import collected
+    from kvplan.web.stderr import noted
+
+    with collected() as early:
+        prepared = _prepare(request, q)
+    return noted(_work(prepared, charts), early)

@@ -18,14 +18,27 @@ function bytes(n) {
   return `${n} B`;
 }
 const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
-const secs = (s) => (s === null || s === undefined ? "-" : s < 1e-3 ? `${(s * 1e6).toFixed(1)} us` : s < 1 ? `${(s * 1e3).toFixed(2)} ms` : `${s.toFixed(3)} s`);
+// a duration as the CLI prints it (units.fmt_seconds): us, ms, s, then min and h
+function secs(s) {
+  if (s === null || s === undefined) return "-";
+  if (s < 0) return `-${secs(-s)}`;
+  if (s < 1e-3) return `${(s * 1e6).toFixed(1)} us`;
+  if (s < 1) return `${(s * 1e3).toFixed(2)} ms`;
+  if (s < 60) return `${s.toFixed(3)} s`;
+  if (s < 3600) return `${(s / 60).toFixed(2)} min`;
+  return `${(s / 3600).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })} h`;
+}
 const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(1)} %`);
+// tokens/s as the latency command prints them ({:,.0f}: 1,260)
+const tps = (x) => (x === null || x === undefined ? "-" : Number(x).toLocaleString("en-US", { maximumFractionDigits: 0 }));
+const tpsBand = (b) => (b === null || b === undefined ? "-" : `${tps(b[0])} - ${tps(b[1])}`);
 const fixed = (d) => (x) => (x === null || x === undefined ? "-" : Number(x).toFixed(d));
 const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
 const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
 const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
-const fixedBand = (d) => (b) => (b === null || b === undefined ? "-" : `${fixed(d)(b[0])} - ${fixed(d)(b[1])}`);
 const notes = (items) => (items || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("");
+// the lines the CLI prints on stderr beside its --json ("note: ...", "warning: ..."): the API's `stderr` key
+const stderr = (d) => ((d && d.stderr) || []).map((l) => `<p class="note stderr">${esc(l)}</p>`).join("");
 const onOff = (x) => (x === null || x === undefined ? "-" : x ? "on" : "off");
 const yesNo = (m) => (m === null || m === undefined ? "-" : m ? "yes" : "NO: missed");
 const esc = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -73,7 +86,7 @@ const RENDER = {
       ["KV cache tokens (fleet)", "kv_cache_tokens_fleet", int], ["maximum concurrency (fleet)", "max_concurrency_fleet", (x) => `${x.toFixed(2)}x`]], d.parallel, "parallel.") : ""),
   latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TTFT band (10-90%)", "ttft_s_band", secsBand],
     ["TPOT", "tpot_s", secs], ["TPOT band (10-90%)", "tpot_s_band", secsBand], ["end-to-end", "e2e_s", secs], ["end-to-end band (10-90%)", "e2e_s_band", secsBand],
-    ["output throughput (tok/s)", "output_throughput_tok_s", fixed(0)], ["output throughput band (10-90%)", "output_throughput_tok_s_band", fixedBand(0)],
+    ["output throughput (tok/s)", "output_throughput_tok_s", tps], ["output throughput band (10-90%)", "output_throughput_tok_s_band", tpsBand],
     ["prefill bound", "prefill_bound", String], ["decode bound", "decode_bound", String]], d) +
     (d.band_basis ? `<p class="note" id="band-basis">band: calibration residuals of ${esc(d.band_basis)}</p>` : "") + notes(d.calibration_notes) +
     why("prefill", d.phases.prefill) + (d.phases.decode ? why("decode", d.phases.decode) : "") +
@@ -81,9 +94,9 @@ const RENDER = {
       ["expert parallel", "enable_expert_parallel", onOff], ["token exchange", "all2all_backend", String], ["expert imbalance", "expert_imbalance", fixed(3)]], d.parallel, "parallel.") : ""),
   sweep: (d) => `<p>decode turns compute-bound at <b data-key="decode_compute_bound_from" data-value='${esc(JSON.stringify(d.decode_compute_bound_from))}'>${esc(d.decode_compute_bound_from ?? "never")}</b>;
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
-    grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", fixed(0)],
+    grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", tps],
       ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
-  plan: (d) => planCard(d) + (d.joint ? jointCard(d.joint) : "") +
+  plan: (d) => (d.warnings || []).map((w) => `<p class="note warning">warning: ${esc(w)}</p>`).join("") + planCard(d) + judged(d) + (d.joint ? jointCard(d.joint) : "") +
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
       ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
       ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
@@ -107,7 +120,7 @@ function planCard(d) {
   return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
     ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
-    ["output throughput (tok/s)", "output_tokens_per_s", fixed(0)], ["output throughput band (10-90%, tok/s)", "output_tokens_per_s_band", band],
+    [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band],
     ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
     ["output throughput is", "output_tokens_per_s_definition", String],
     ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
@@ -117,6 +130,21 @@ function planCard(d) {
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
+}
+// the CLI's name for the output figure (report/plan/plan_band_text.py): a run's throughput, or
+// in capacity mode one replica's sustained rate (bands.OUTPUT_DEFINITIONS["sustained"] starts so)
+const outputWhat = (s) => ((s.output_tokens_per_s_definition || "").startsWith("capacity (req/s) x") ? "sustained output rate of one replica" : "output throughput");
+function judged(d) {
+  // the CLI's "judged on the N after the first M by arrival" (report/plan/plan_text.py judged_text)
+  const s = d.summary, w = (d.candidates || []).find((c) => c.id === s.best), f = w && w.fleet;
+  if (!f || s.judged_requests === null || s.judged_requests === undefined) return "";
+  const total = f.requests_per_replica.reduce((a, b) => a + b, 0), skipped = total - s.judged_requests;
+  const all = f.achieved_all_requests || {};
+  if (skipped <= 0 || !Object.keys(all).length) return `<p class="note" id="judged">fleet verified by simulation, every one of its ${int(total)} requests judged</p>`;
+  // plain cells: derived from the winner's fleet, not one API key each (no data-key)
+  const rows = Object.keys(f.achieved).map((k) => `<tr><th>${esc(k)}</th><td>${esc(sig(f.achieved[k]))}</td><td>${esc(sig(all[k]))}</td></tr>`).join("");
+  return `<table class="grid" id="judged"><caption>${esc(`judged on the ${int(s.judged_requests)} after the first ${int(skipped)} by arrival (warm-up, --warmup-fraction ${d.inputs.slo.warmup_fraction}); over all ${int(total)}, as vllm bench serve reports them`)}</caption>` +
+    `<tr><th>term</th><th>judged ${int(s.judged_requests)}</th><th>all ${int(total)}</th></tr>${rows}</table>`;
 }
 function jointCard(j) {
   // `kvplan plan --disagg --json`'s joint key (docs/disaggregation.md, Planner)
@@ -218,7 +246,7 @@ async function refresh(form) {
   document.body.dataset.state = "ready";
   got.slice(0, answers.length).forEach((g, i) => {
     const el = $(`#${answers[i][0]}`);
-    if (g.ok) { el.innerHTML = RENDER[answers[i][0]](g.body); el.dataset.json = JSON.stringify(g.body); } else showError(g.body, el);
+    if (g.ok) { el.innerHTML = RENDER[answers[i][0]](g.body) + stderr(g.body); el.dataset.json = JSON.stringify(g.body); } else showError(g.body, el);
   });
   await Promise.all(got.slice(answers.length).map((g, i) => (g.ok ? draw(charts[i][0], g.body) : ($(`#chart-${charts[i][0]}`).innerHTML = ""))));
   document.body.dataset.state = got.every((g) => g.ok) ? "done" : "error";
@@ -270,7 +298,7 @@ async function poll(form) {
   }
   const which = form.getAttribute("data-render") || "simulate";
   const el = $(`#${which}`);
-  el.innerHTML = RENDER[which](body.result); el.dataset.json = JSON.stringify(body.result);
+  el.innerHTML = RENDER[which](body.result) + stderr(body.result); el.dataset.json = JSON.stringify(body.result);
   const charts = await getJson(`${form.getAttribute("data-job")}/${job}/charts`);
   await Promise.all(Object.entries(charts.body).map(([id, spec]) => draw(id, spec)));
   document.body.dataset.state = "done";

@@ -68,3 +68,17 @@ def check_sweep_plain(engine: EngineConfig) -> None:
 
         raise InputError("--sweep prices TP deployments only; drop --data-parallel-size and "
                          "--enable-expert-parallel, or run one latency per setting")
+
+
+def note_waves(hw: HardwareSpec, engine: EngineConfig, rank_batch: int) -> None:
+    """A note where vLLM's default --max-num-seqs would not run the batch at once: latency
+    prices all of it in one batch (a static batch has no flag for the limit)."""
+    from kvplan.costs.memory.vllm_defaults import default_max_num_seqs
+    from kvplan.notes import note
+
+    seqs = default_max_num_seqs(hw, engine.max_num_batched_tokens)
+    if rank_batch > seqs:
+        note("a batch of %d on each engine is above vLLM's default --max-num-seqs on %s (%d):"
+             " vLLM would run at most %d at a time and queue the rest; this answer prices all"
+             " %d in one batch ('kvplan simulate --max-num-seqs' models the queue)",
+             rank_batch, hw.id, seqs, seqs, rank_batch)
