@@ -25,6 +25,20 @@ def check_disagg_args(args: dict[str, Any]) -> None:
     if args.get("disagg") and no_rate and args["trace"] is None \
             and args["dataset"] in (None, "random"):
         raise InputError(_ONE_LOAD)
+    if args.get("disagg") and no_rate:  # a trace's own times: its requests may span 0 s
+        _check_trace_span(args)
+
+
+def _check_trace_span(args: dict[str, Any]) -> None:
+    """Refuse, before any plan runs (and before its capacity-mode note), a trace whose
+    requests taken all arrive at one time: no offered load to compare fleets at."""
+    from kvplan.analysis.plan.args import workload_from
+    from kvplan.analysis.plan.traffic import plan_traffic
+
+    traffic = plan_traffic(workload_from(args), quiet=True)
+    if traffic.target is None:
+        raise InputError(f"{_ONE_LOAD}; the {traffic.requests} requests of {traffic.name} "
+                         f"all arrive at t = 0")
 
 
 _ONE_LOAD = ("--disagg compares fleets at one offered load: give --request-rate (fleet req/s, "

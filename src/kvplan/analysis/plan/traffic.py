@@ -72,9 +72,10 @@ class PlanTraffic:
 
 
 def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAMPLE,
-                 seed: int = 0, burstiness: float = 1.0) -> PlanTraffic:
+                 seed: int = 0, burstiness: float = 1.0, quiet: bool = False) -> PlanTraffic:
     """The fleet workload and the unit-rate sample (see the module docstring); ``burstiness``
-    shapes capacity mode's drawn gaps (target mode reads a WorkloadArgs' own)."""
+    shapes capacity mode's drawn gaps (target mode reads a WorkloadArgs' own). ``quiet``: no
+    note when a timed trace spans 0 s (a check that refuses such a workload first)."""
     if sample < 20:
         raise InputError(f"--sample-requests must be at least 20, got {sample}")
     closed = workload.max_concurrency if isinstance(workload, WorkloadArgs) else (
@@ -90,7 +91,8 @@ def plan_traffic(workload: Workload | WorkloadArgs, *, sample: int = DEFAULT_SAM
     head = subset(w, np.arange(n, dtype=np.int64))
     span = float(w.arrival_s[-1] - w.arrival_s[0])
     if span <= 0:
-        _note_no_span(workload, w)
+        if not quiet:
+            _note_no_span(workload, w)
         head = _drawn_head(workload, head, n)
         # vLLM bench's own stream: at the found rate R these are the send times of the
         # Verify line's `vllm bench serve --request-rate R --seed SEED` (gaps scale as 1 / R)
