@@ -78,12 +78,10 @@ def capacity_cmd(
 def _warn_given_kv(plan: MemoryPlan) -> None:
     """--kv-cache-memory that cannot sit beside the weights on the GPU, or
     --num-gpu-blocks-override past the free memory: a stderr warning."""
-    from kvplan.costs.memory.given_kv import given_kv_warning, override_warning
+    from kvplan.costs.memory.given_kv import plan_warnings
 
-    for warning in (given_kv_warning([b for _, b, _ in plan.stages] or [plan.budget], plan.gpu),
-                    override_warning(plan)):
-        if warning is not None:
-            print(warning, file=sys.stderr)
+    for warning in plan_warnings(plan):
+        print(warning, file=sys.stderr)
 
 
 def _model(settings: dict[str, Any]) -> Any:

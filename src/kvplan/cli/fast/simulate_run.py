@@ -146,10 +146,13 @@ def run_simulation(model: str | ModelSpec, gpu: str, engine: Any, wargs: Any,
                    kv_layout: ModelSpec | None = None) -> tuple[SimulationResult, dict[str, Any]]:
     """Simulate through the Python API, with a progress bar on a terminal."""
     from kvplan.analysis.serving import simulate_serving
+    from kvplan.costs.memory.given_kv import plan_warnings
 
     with _progress(show_progress and sys.stdout.isatty()) as tick:
         run = simulate_serving(model, gpu, engine, wargs, profile=profile, progress=tick,
                                kv_layout=kv_layout)
+    for warning in plan_warnings(run.plan):  # a given --kv-cache-memory vLLM cannot start
+        print(warning, file=sys.stderr)
     gc_pause.resume()  # off since fast/entry.main: the imports and set-up made no cycles
     return run.result, run.header(wargs)
 

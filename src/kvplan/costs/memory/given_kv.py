@@ -88,3 +88,11 @@ def override_warning(plan: MemoryPlan) -> str | None:
                     f"{fmt_bytes(b.available_kv_bytes)} vLLM found free for it; vLLM may run "
                     "out of memory")
     return None
+
+
+def plan_warnings(plan: MemoryPlan) -> list[str]:
+    """The ``warning:`` lines of a plan built from user-given KV sizes (capacity prints them;
+    simulate too, as it serves on that plan's blocks)."""
+    got = (given_kv_warning([b for _, b, _ in plan.stages] or [plan.budget], plan.gpu),
+           override_warning(plan))
+    return [w for w in got if w is not None]
