@@ -327,10 +327,21 @@ class _Fleet:
                       decode_rank=np.where(moved, self.d_rank if self.dp[1] > 1 else 0, -1))
         rejected = {i: self.rejected[i] for i in sorted(self.rejected)}
         client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected,
-                             steps)
+                             steps, self._failed_s())
         return DisaggResult(prefill=pre, decode=dec, transfers=t, client=client,
                             moved_bytes=self.link.moved_bytes,
                             prefill_dp=_dp_results(self.pre), decode_dp=_dp_results(self.dec))
+
+    def _failed_s(self) -> FloatArray:
+        """When each rejected request's failure reached the client: a prefill instance
+        refuses it on arrival; the decode side only once its prefill answered and the proxy's
+        request passed the decode API server (its delay), as vLLM bench's duration counts."""
+        failed = np.full(len(self.prompt), np.nan)
+        gone = np.array(sorted(self.rejected), dtype=np.int64)
+        failed[gone] = self.arrival[gone]
+        late = np.array(sorted(self.late), dtype=np.int64)
+        failed[late] = self.p_end[late] + self.d_delay[late]
+        return failed
 
 
 class _Outstanding:

@@ -1,0 +1,71 @@
+"""hunt15-disagg3: regressions found in the disaggregated prefill/decode path.
+
+Traces on tests/test_disagg_trace.py's hand-worked pools: block size 4, a step is
+1 s + 0.25 s per new token, budget 16 tokens; a transfer of b bytes takes b / 400 + 0.5 s;
+max_model_len 10.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvplan.analysis.metrics import compute_metrics
+from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
+from kvplan.sim.testing import workload
+from tests.test_disagg_trace import COST, LIMITS, SHAPE, TIMER
+
+
+@pytest.fixture(autouse=True, params=["core", "python"])
+def both_paths(request):
+    """Every trace on the compiled fleet and on the Python fleet (the reference)."""
+    if request.param == "core":
+        yield
+        return
+    from tests.core_helpers import python_loop
+
+    with python_loop():
+        yield
+
+
+class _HopTimer(TIMER.__class__):
+    """TIMER with a flat 0.5 s API path per request (the decode server's)."""
+
+    def api_delays_s(self, prompt_tokens):
+        return np.full(len(prompt_tokens), 0.5)
+
+
+def _pool(timer=TIMER) -> PoolSim:
+    return PoolSim(instances=1, timer=timer, num_blocks=64, shape=SHAPE, limits=LIMITS,
+                   max_model_len=10)
+
+
+def test_duration_waits_for_the_decode_sides_refusal() -> None:
+    """vllm bench serve's benchmark_duration runs until every request has answered, a
+    failed one included. r0 (t=0, 8 + 2) is served and done well before 20 s; r1 (t=20,
+    8 prompt + 4 out = 12 > max_model_len 10) passes the prefill side (8 + 1 <= 10): its
+    prefill runs [20, 21 + 0.25 x 8 = 23], then the proxy's request takes the decode API
+    path (0.5 s) and is refused there: its failure comes back at 23.5. Duration 23.5 s,
+    output throughput 2 / 23.5 tok/s (kvplan stopped at r1's arrival: 20 s, 2 / 20)."""
+    w = workload([0.0, 20.0], [8, 8], [2, 4])
+    r = simulate_disagg(w, prefill=_pool(), decode=_pool(_HopTimer(base_s=1.0,
+                                                                   per_token_s=0.25)),
+                        transfer=COST, validate=True)
+    c = r.client
+    assert list(c.rejected) == [1]
+    assert bool(c.finished[0]) and float(c.finish_s[0]) < 20.0
+    assert float(r.transfers.prefill_end_s[1]) == 23.0
+    m = compute_metrics(c)
+    assert m.duration_s == 23.5
+    assert m.output_throughput == 2 / 23.5
+
+
+def test_a_prefill_side_refusal_fails_at_its_send() -> None:
+    """r1 (t=20, 10 prompt: 10 + 1 > 10) is refused by the prefill instance's API server
+    as it arrives: the duration ends at 20 s (r0, 8 + 2, finished before)."""
+    w = workload([0.0, 20.0], [8, 10], [2, 1])
+    r = simulate_disagg(w, prefill=_pool(), decode=_pool(_HopTimer(base_s=1.0,
+                                                                   per_token_s=0.25)),
+                        transfer=COST, validate=True)
+    assert list(r.client.rejected) == [1]
+    assert compute_metrics(r.client).duration_s == 20.0
