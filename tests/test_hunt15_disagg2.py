@@ -143,7 +143,7 @@ def test_simulate_says_which_refused_requests_were_prefilled(max_model_len: int,
                 "5", "--disagg", "1P1D", "--max-model-len", str(max_model_len))
     assert r.code == 0, r.err
     said = " ".join(r.out.split())
-    assert "5 request(s) rejected" in said
+    assert "5 requests rejected" in said
     line = "of them refused by the decode side after their prefill ran"
     assert (f"{late} {line}" in said) == (late > 0)
     assert (line in said) == (late > 0)

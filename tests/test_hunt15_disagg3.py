@@ -69,3 +69,17 @@ def test_a_prefill_side_refusal_fails_at_its_send() -> None:
                         transfer=COST, validate=True)
     assert list(r.client.rejected) == [1]
     assert compute_metrics(r.client).duration_s == 20.0
+
+
+def test_the_reason_names_the_side_that_refused() -> None:
+    """r0 (10 prompt + 4 out): the prefill instance's API server sees 10 + max_tokens 1 =
+    11 > 10 and refuses it, so the client sees the prefill side's reason (kvplan showed the
+    decode side's 'prompt + output = 14'); r1 (8 + 4 = 12 > 10, 8 + 1 fits) passes prefill
+    and the decode side refuses it after its prefill ran."""
+    w = workload([0.0, 0.0], [10, 8], [4, 4])
+    r = simulate_disagg(w, prefill=_pool(), decode=_pool(), transfer=COST, validate=True)
+    assert r.client.rejected == {
+        0: "prefill side (the proxy's max_tokens=1): prompt + output = 11 tokens exceeds "
+           "max_model_len 10",
+        1: "decode side, after its prefill ran: prompt + output = 12 tokens exceeds "
+           "max_model_len 10"}

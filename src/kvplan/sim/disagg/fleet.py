@@ -30,7 +30,12 @@ from kvplan.sim.blocks import KvShape
 from kvplan.sim.disagg import compiled
 from kvplan.sim.disagg.dp_instance import DecodeRank, DpInstance, PrefillRank
 from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
-from kvplan.sim.disagg.link import NIXL_ABORT_REQUEST_TIMEOUT_S, LinkQueues, refused_after_prefill
+from kvplan.sim.disagg.link import (
+    NIXL_ABORT_REQUEST_TIMEOUT_S,
+    LinkQueues,
+    refusals,
+    refused_after_prefill,
+)
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
 from kvplan.sim.dp.merge import DpResult
 from kvplan.sim.result import KvSeries, SimulationResult
@@ -148,8 +153,8 @@ class _Fleet:
         self.link = LinkQueues(transfer, prefill.instances * prefill.dp,
                                decode.instances * decode.dp)
         self.nbytes = transfer.link_bytes(prompt)
-        self.rejected = {**_whole_prompt_reasons(prompt, decode), **self.pre[0].reasons,
-                         **self.dec[0].reasons}
+        self.rejected = refusals(self.pre[0].reasons, {**_whole_prompt_reasons(prompt, decode),
+                                                       **self.dec[0].reasons})
         self.late = refused_after_prefill(self.rejected, self.pre[0].reasons)
         self.p_delay = _delays(prefill.timer, prompt)
         self.d_delay = _delays(decode.timer, prompt)
