@@ -83,3 +83,25 @@ def test_the_reason_names_the_side_that_refused() -> None:
            "max_model_len 10",
         1: "decode side, after its prefill ran: prompt + output = 12 tokens exceeds "
            "max_model_len 10"}
+
+
+def test_the_prefill_hold_includes_the_decode_api_hop() -> None:
+    """r0 (t=0, 8 + 2): prefill [0, 3]; the proxy's request reaches the decode engine
+    0.5 s later (its API path), is admitted at once (idle) and its 800 B move [3.5, 6.0]
+    (800 / 400 + 0.5): the prefill blocks are held 3.0 s = 0.5 hop + 0 admission wait +
+    0 queue + 2.5 transfer, and the figure's documentation names the hop (it said only
+    'decode wait + queue + transfer', 2.5 s of the 3.0)."""
+    import inspect
+
+    from kvplan.analysis.disagg import metrics as dm
+
+    w = workload([0.0], [8], [2])
+    r = simulate_disagg(w, prefill=_pool(), decode=_pool(_HopTimer(base_s=1.0,
+                                                                   per_token_s=0.25)),
+                        transfer=COST, validate=True)
+    got = dm.disagg_metrics(r, (99,))
+    assert got.prefill_hold.mean_ms == 3000.0
+    assert got.admission_wait.mean_ms == 0.0 and got.transfer_queue.mean_ms == 0.0
+    assert got.transfer.mean_ms == 2500.0
+    source = " ".join(inspect.getsource(dm.DisaggMetrics).split())
+    assert "Prefill blocks held after the prefill ended: the proxy's hop to the decode" in source
