@@ -105,3 +105,29 @@ def test_the_prefill_hold_includes_the_decode_api_hop() -> None:
     assert got.transfer.mean_ms == 2500.0
     source = " ".join(inspect.getsource(dm.DisaggMetrics).split())
     assert "Prefill blocks held after the prefill ended: the proxy's hop to the decode" in source
+
+
+def test_the_prefilled_count_line_reads_after_any_group() -> None:
+    """40 requests of 500..1500 prompt + 100..300 output tokens at max_model_len 1250: some
+    are refused by the prefill side (prompt + 1 > 1250), others by the decode side only.
+    The rejection groups print largest first, so the prefilled-refusals line can follow
+    the prefill side's group: it said '9 of them refused by the decode side' right after
+    '8 requests rejected: prefill side ...' (9 of 8). Its count must name what it counts
+    and equal the decode side's group."""
+    import re
+
+    from tests.conftest import run_cli
+
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "random",
+                "--random-input-len", "1000", "--random-output-len", "200",
+                "--random-range-ratio", "0.5", "--num-prompts", "40", "--request-rate", "4",
+                "--seed", "3", "--disagg", "1P2D", "--max-model-len", "1250")
+    assert r.code == 0, r.err
+    said = " ".join(r.out.split())
+    assert "of them" not in said
+    decode = re.search(r"(\d+) requests? rejected: decode side, after its prefill ran", said)
+    prefill = re.search(r"(\d+) requests? rejected: prefill side", said)
+    assert decode is not None and prefill is not None
+    late = re.search(r"Refused by the decode side after their prefill ran: (\d+) requests? "
+                     r"of the rejected", said)
+    assert late is not None and late.group(1) == decode.group(1)
