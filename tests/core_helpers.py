@@ -43,6 +43,9 @@ def assert_same(a, b) -> None:
         x, y = getattr(a.steps, name), getattr(b.steps, name)
         assert x.dtype == y.dtype and np.array_equal(x, y), name
     assert a.rejected == b.rejected
+    assert (a.failed_s is None) == (b.failed_s is None)
+    if a.failed_s is not None:
+        assert np.array_equal(a.failed_s, b.failed_s, equal_nan=True), "failed_s"
     assert segments(a) == segments(b)
     assert (a.num_blocks, a.block_size, a.prefill_claimed_blocks, a.decode_claimed_blocks,
             a.prefix_query_tokens, a.prefix_lookup_hits, a.admission_peak_blocks) == (

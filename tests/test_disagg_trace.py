@@ -240,9 +240,9 @@ def test_prompt_larger_than_the_decode_pool_at_once_is_rejected() -> None:
     big = PoolSim(instances=1, timer=TIMER, num_blocks=64, shape=shape, limits=LIMITS)
     w = workload([0.0, 0.0], [29, 8], [1, 2])
     r = simulate_disagg(w, prefill=big, decode=pool, transfer=COST, validate=True)
-    assert r.client.rejected == {0: "its 29-token prompt needs 16 KV blocks at once on a "
-                                    "decode instance (the transferred KV lands whole); the "
-                                    "pool has 15"}
+    assert r.client.rejected == {0: "decode side, after its prefill ran: its 29-token "
+                                    "prompt needs 16 KV blocks at once on a decode instance "
+                                    "(the transferred KV lands whole); the pool has 15"}
     assert r.client.finished.tolist() == [False, True]
 
 

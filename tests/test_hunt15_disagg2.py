@@ -144,6 +144,6 @@ def test_simulate_says_which_refused_requests_were_prefilled(max_model_len: int,
     assert r.code == 0, r.err
     said = " ".join(r.out.split())
     assert "5 requests rejected" in said
-    line = "of them refused by the decode side after their prefill ran"
-    assert (f"{late} {line}" in said) == (late > 0)
+    line = "Refused by the decode side after their prefill ran:"
+    assert (f"{line} {late} requests of the rejected" in said) == (late > 0)
     assert (line in said) == (late > 0)

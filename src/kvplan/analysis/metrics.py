@@ -207,9 +207,11 @@ def _duration(r: SimulationResult) -> float:
     """From the benchmark start (t = 0) to the last answer (vLLM: benchmark_duration).
 
     vLLM starts the clock before ``get_request`` sleeps the first arrival gap and stops it
-    when every request has answered; a rejected request answers (fails) when it is sent.
+    when every request has answered, failed ones included; a rejected request fails when
+    it is sent (``failed_s``: when its failure came back, where given).
     """
-    ends = [r.finish_s[r.finished], r.sent_s[np.array(sorted(r.rejected), dtype=np.int64)]]
+    failed = r.sent_s if r.failed_s is None else r.failed_s
+    ends = [r.finish_s[r.finished], failed[np.array(sorted(r.rejected), dtype=np.int64)]]
     end = np.concatenate(ends)
     end = end[~np.isnan(end)]
     return float(end.max()) if len(end) else 0.0

@@ -155,9 +155,11 @@ def render_disagg(run: DisaggRun, m: Metrics, dm: DisaggMetrics, doc: dict[str, 
     late = _refused_after_prefill(run)
     if late:
         from kvplan.sim.disagg.link import NIXL_ABORT_REQUEST_TIMEOUT_S
+        from kvplan.units import counted
 
-        console.print(f"[yellow]{late} of them refused by the decode side after their prefill "
-                      f"ran (vLLM's proxy sends every request to a prefill instance first); "
+        console.print(f"[yellow]Refused by the decode side after their prefill ran: "
+                      f"{counted(late, 'request')} of the rejected (vLLM's proxy sends every "
+                      f"request to a prefill instance first); "
                       f"each kept its prefill KV blocks {NIXL_ABORT_REQUEST_TIMEOUT_S:.0f} s "
                       f"(VLLM_NIXL_ABORT_REQUEST_TIMEOUT) after its prefill[/yellow]")
 

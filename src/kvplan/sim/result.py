@@ -67,6 +67,9 @@ class SimulationResult:
     sample misses when no step runs before a sliding window frees some of them."""
     null_blocks: int = 1
     """vLLM's null blocks in ``num_blocks``: one per pool (a DP fleet: one per rank)."""
+    failed_s: FloatArray | None = None
+    """When each rejected request's failure reached the client (None: at its send, as one
+    server refuses it; a disaggregated fleet's decode side refuses only after the prefill)."""
 
     @property
     def num_requests(self) -> int:

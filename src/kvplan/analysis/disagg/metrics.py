@@ -51,7 +51,8 @@ class DisaggMetrics:
     admission_wait: Stat
     """Admission wait of every request: the next step boundary, plus any wait for blocks."""
     prefill_hold: Stat
-    """Prefill blocks held after the prefill ended: decode wait + queue + transfer."""
+    """Prefill blocks held after the prefill ended: the proxy's hop to the decode instance
+    (its API server's delay) + decode admission wait + link queue + transfer."""
     prefill: PoolUsage
     decode: PoolUsage
 

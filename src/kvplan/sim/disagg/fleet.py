@@ -30,7 +30,12 @@ from kvplan.sim.blocks import KvShape
 from kvplan.sim.disagg import compiled
 from kvplan.sim.disagg.dp_instance import DecodeRank, DpInstance, PrefillRank
 from kvplan.sim.disagg.instances import DecodeLoop, PrefillLoop
-from kvplan.sim.disagg.link import NIXL_ABORT_REQUEST_TIMEOUT_S, LinkQueues, refused_after_prefill
+from kvplan.sim.disagg.link import (
+    NIXL_ABORT_REQUEST_TIMEOUT_S,
+    LinkQueues,
+    refusals,
+    refused_after_prefill,
+)
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
 from kvplan.sim.dp.merge import DpResult
 from kvplan.sim.result import KvSeries, SimulationResult
@@ -148,8 +153,8 @@ class _Fleet:
         self.link = LinkQueues(transfer, prefill.instances * prefill.dp,
                                decode.instances * decode.dp)
         self.nbytes = transfer.link_bytes(prompt)
-        self.rejected = {**_whole_prompt_reasons(prompt, decode), **self.pre[0].reasons,
-                         **self.dec[0].reasons}
+        self.rejected = refusals(self.pre[0].reasons, {**_whole_prompt_reasons(prompt, decode),
+                                                       **self.dec[0].reasons})
         self.late = refused_after_prefill(self.rejected, self.pre[0].reasons)
         self.p_delay = _delays(prefill.timer, prompt)
         self.d_delay = _delays(decode.timer, prompt)
@@ -327,10 +332,21 @@ class _Fleet:
                       decode_rank=np.where(moved, self.d_rank if self.dp[1] > 1 else 0, -1))
         rejected = {i: self.rejected[i] for i in sorted(self.rejected)}
         client = client_view(self.arrival, self.prompt, self.output, pre, dec, t, rejected,
-                             steps)
+                             steps, self._failed_s())
         return DisaggResult(prefill=pre, decode=dec, transfers=t, client=client,
                             moved_bytes=self.link.moved_bytes,
                             prefill_dp=_dp_results(self.pre), decode_dp=_dp_results(self.dec))
+
+    def _failed_s(self) -> FloatArray:
+        """When each rejected request's failure reached the client: a prefill instance
+        refuses it on arrival; the decode side only once its prefill answered and the proxy's
+        request passed the decode API server (its delay), as vLLM bench's duration counts."""
+        failed = np.full(len(self.prompt), np.nan)
+        gone = np.array(sorted(self.rejected), dtype=np.int64)
+        failed[gone] = self.arrival[gone]
+        late = np.array(sorted(self.late), dtype=np.int64)
+        failed[late] = self.p_end[late] + self.d_delay[late]
+        return failed
 
 
 class _Outstanding:

@@ -52,3 +52,14 @@ def refused_after_prefill(rejected: dict[int, str], prefill_reasons: dict[int, s
     instance first (max_tokens=1), which computes it and holds its blocks; the decode
     instance then refuses it (prompt + output > max_model_len, a pool too small)."""
     return frozenset(r for r in rejected if r not in prefill_reasons)
+
+
+def refusals(prefill: dict[int, str], decode: dict[int, str]) -> dict[int, str]:
+    """Each refused request's reason from the side that refuses it: the proxy sends it to a
+    prefill instance first (max_tokens=1: prompt + 1 tokens), whose refusal the client sees;
+    only a request the prefill side accepts reaches the decode side (its full output)."""
+    out = {i: f"decode side, after its prefill ran: {why}" for i, why in decode.items()
+           if i not in prefill}
+    out.update({i: f"prefill side (the proxy's max_tokens=1): {why}"
+                for i, why in prefill.items()})
+    return out

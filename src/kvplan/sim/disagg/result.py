@@ -78,9 +78,11 @@ class DisaggResult:
 def client_view(arrival: FloatArray, prompt: IntArray, output: IntArray,
                 prefill: tuple[SimulationResult, ...], decode: tuple[SimulationResult, ...],
                 t: Transfers, rejected: dict[int, str],
-                joined: KvSeries | None = None) -> SimulationResult:
+                joined: KvSeries | None = None, failed: FloatArray | None = None
+                ) -> SimulationResult:
     """The fleet as one server: per request its decode instance's times, steps appended
-    (``joined``: the decode instances' series already appended)."""
+    (``joined``: the decode instances' series already appended; ``failed``: when each
+    rejected request's failure reached the client, None: at its arrival)."""
     n = len(arrival)
     first, finish = np.full(n, np.nan), np.full(n, np.nan)
     finished = np.zeros(n, dtype=np.bool_)
@@ -106,7 +108,7 @@ def client_view(arrival: FloatArray, prompt: IntArray, output: IntArray,
         decode_claimed_blocks=sum(r.decode_claimed_blocks for r in decode),
         prefix_query_tokens=sum(p.prefix_query_tokens for p in prefill),
         prefix_lookup_hits=sum(p.prefix_lookup_hits for p in prefill),
-        admission_peak_blocks=max(r.admission_peak_blocks for r in decode))
+        admission_peak_blocks=max(r.admission_peak_blocks for r in decode), failed_s=failed)
 
 
 def _first_of(results: tuple[SimulationResult, ...], name: str, n: int) -> FloatArray:
