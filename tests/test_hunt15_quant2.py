@@ -1,0 +1,58 @@
+"""hunt15 quant2: what vLLM 0.11's GPTQ kernels keep on the GPU that a plain per-GPU pricing
+of values + scales misses: act order's unsplit scales on row-parallel layers, and the MoE
+experts' qzeros / g_idx (GPTQMarlinMoEMethod) or repeated scales (MoeWNA16Method)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kvplan.costs.memory.plan import plan_memory
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.hf_config import parse_config
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+_MODELS = Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
+
+
+def _gptq(name: str, **q: Any) -> ModelSpec:
+    cfg = json.loads((_MODELS / f"{name}.json").read_text())
+    base = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True,
+            "desc_act": False}
+    return parse_config({**cfg, "quantization_config": {**base, **q}}, name="q", file="t")
+
+
+def _weights(model: ModelSpec, gpu: str, **engine: Any) -> int:
+    return plan_memory(model, load_gpu(gpu), EngineConfig(**engine)).budget.weights_bytes
+
+
+def test_act_order_keeps_the_whole_k_scales_of_row_parallel_layers_on_every_gpu() -> None:
+    """GPTQMarlinLinearMethod: ``marlin_repeat_scales_on_all_ranks(act_order, ...)`` is True
+    with act order, so a row-parallel layer's scales are (input_size / 128) x N on every
+    GPU, not (input_size_per_partition / 128) x N. Llama-3.1-8B, TP2, fp16 scales:
+    o_proj (K 4,096, N 4,096): 32 x 4,096 x 2 = 262,144 B kept, 131,072 priced -> + 131,072;
+    down_proj (K 14,336, N 4,096): 112 x 4,096 x 2 = 917,504 kept -> + 458,752;
+    32 layers x 589,824 = + 18,874,368 B over the act-order-free checkpoint's extra."""
+    plain, act = _gptq("meta-llama--Llama-3.1-8B"), _gptq("meta-llama--Llama-3.1-8B",
+                                                          desc_act=True)
+    g_idx = 32 * 139_264  # Marlin: g_idx + sort indices, 8 B per row of each layer's K
+    assert _weights(act, "A100-80GB-SXM", tensor_parallel_size=2) - _weights(
+        plain, "A100-80GB-SXM", tensor_parallel_size=2) == g_idx + 18_874_368
+    # TP1 splits nothing: act order adds only the g_idx tensors (8 B x 4,096 x 3 + 14,336)
+    assert _weights(act, "A100-80GB-SXM") - _weights(plain, "A100-80GB-SXM") == 32 * 212_992
+
+
+def test_act_order_under_the_exllama_kernel_keeps_the_whole_k_scales_and_qzeros() -> None:
+    """``--quantization gptq`` (GPTQLinearMethod): with act order a row-parallel layer split
+    over TP keeps scale_and_zero_size = input_size // group (exllama_state UNUSED) and the
+    int32 qzeros stay allocated. Llama-3.1-8B TP2, per layer against the act-order-free
+    checkpoint: scales + 589,824 (as above); qzeros o_proj 32 x 512 x 4 - 16 x 512 x 4 =
+    32,768, down_proj 112 x 512 x 4 - 56 x 512 x 4 = 114,688; g_idx (int32, one per row of
+    the GPU's K) 4 x (4,096 + 4,096 + 2,048 + 7,168) = 69,632: 806,912 B x 32 = 25,821,184."""
+    plain, act = _gptq("meta-llama--Llama-3.1-8B"), _gptq("meta-llama--Llama-3.1-8B",
+                                                          desc_act=True)
+    run = {"tensor_parallel_size": 2, "quantization": "gptq"}
+    assert _weights(act, "A100-80GB-SXM", **run) - _weights(
+        plain, "A100-80GB-SXM", **run) == 25_821_184
