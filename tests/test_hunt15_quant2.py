@@ -56,3 +56,53 @@ def test_act_order_under_the_exllama_kernel_keeps_the_whole_k_scales_and_qzeros(
     run = {"tensor_parallel_size": 2, "quantization": "gptq"}
     assert _weights(act, "A100-80GB-SXM", **run) - _weights(
         plain, "A100-80GB-SXM", **run) == 25_821_184
+
+
+def _expert_extra(model: ModelSpec, gpu: str, **engine: Any) -> int:
+    """"Model loading took" less the priced weights, the linear layers' kernel tensors and the
+    rope cache: what the routed experts' MoE method adds (0 before kvplan counted it)."""
+    from kvplan.costs.memory.activation import rope_cache_bytes
+    from kvplan.costs.memory.ep_memory import parallel_weights
+    from kvplan.costs.memory.gptq_kernels import gptq_kernel_bytes
+    from kvplan.costs.memory.params import weight_bytes_per_gpu
+    from kvplan.costs.memory.settings import resolve_settings
+
+    hw, cfg = load_gpu(gpu), EngineConfig(**engine)
+    s = resolve_settings(model, hw, cfg)
+    priced = (parallel_weights(model, hw, s) if s.dp > 1 or s.expert_parallel else
+              weight_bytes_per_gpu(model, quantization=s.quantization, tp=s.tp))
+    kernel = gptq_kernel_bytes(model, hw, quantization=s.quantization, tp=s.tp, pp=s.pp)
+    return _weights(model, gpu, **engine) - priced - kernel - rope_cache_bytes(model)
+
+
+# Qwen3-30B-A3B: hidden 2,048, 128 experts of intermediate 768, 48 MoE layers, bf16.
+Q30 = "Qwen--Qwen3-30B-A3B"
+
+
+def test_gptq_marlin_moe_keeps_the_experts_qzeros() -> None:
+    """GPTQMarlinMoEMethod.create_weights allocates w13_qzeros (E, hidden/128, 2 I / 8) and
+    w2_qzeros (E, I/128, hidden/8) in params_dtype (bf16) and process_weights_after_loading
+    never replaces them (only qweight / scales are repacked; g_idx emptied without act
+    order). Per expert, TP1: 16 x 192 x 2 + 6 x 256 x 2 = 9,216 B; x 128 x 48 = 56,623,104.
+    TP2 (I 384 a GPU): 16 x 96 x 2 + 3 x 256 x 2 = 4,608 B -> 28,311,552. EP over 2 GPUs:
+    whole experts (9,216 B), 64 a GPU -> 28,311,552. 8-bit (pack 4): 16 x 384 x 2 +
+    6 x 512 x 2 = 18,432 B -> 113,246,208."""
+    q30 = _gptq(Q30)
+    assert _expert_extra(q30, "H100") == 128 * 48 * 9_216 == 56_623_104
+    assert _expert_extra(q30, "A100-80GB-SXM") == 56_623_104  # Marlin MoE on any GPU
+    assert _expert_extra(q30, "H100", tensor_parallel_size=2) == 28_311_552
+    assert _expert_extra(q30, "H100", tensor_parallel_size=2,
+                         enable_expert_parallel=True) == 64 * 48 * 9_216
+    assert _expert_extra(_gptq(Q30, bits=8), "H100") == 128 * 48 * 18_432
+
+
+def test_gptq_marlin_moe_act_order_keeps_g_idx_and_the_whole_w2_scales() -> None:
+    """desc_act at TP2 (I 384 a GPU, 768 in all): w2_scales and w2_qzeros are
+    ``load_full_w2`` (768 / 128 = 6 groups, priced 3), the sorted g_idx and sort indices stay
+    (int32, 2 x (2,048 + 384) per expert). Per expert: qzeros 16 x 96 x 2 + 6 x 256 x 2 =
+    6,144; scales (6 - 3) x 2,048 x 2 = 12,288; g_idx 8 x 2,432 = 19,456: 37,888 B
+    x 128 x 48 = 232,783,872 B. TP1 (nothing split): 9,216 + 8 x 2,816 = 31,744 B."""
+    act = _gptq(Q30, desc_act=True)
+    assert _expert_extra(act, "A100-80GB-SXM", tensor_parallel_size=2) == 128 * 48 * 37_888
+    assert _expert_extra(act, "A100-80GB-SXM") == 128 * 48 * 31_744
+

@@ -19,8 +19,14 @@ tensors unless act order; ``gptq.py`` empties g_idx without act order.) With act
 row-parallel layer split over TP keeps the scales (exllama: and qzeros) of the whole K on
 every GPU (``marlin_repeat_scales_on_all_ranks``). K and N are one GPU's
 input and output sizes of a fused vLLM layer (qkv_proj, gate_up_proj). An asymmetric
-checkpoint's zeros are priced already (``WeightFormat.zero_bits``). MoE experts run
-``GPTQMarlinMoEMethod`` and are not counted here.
+checkpoint's zeros are priced already (``WeightFormat.zero_bits``).
+
+Routed experts (``gptq_expert_bytes``) run ``GPTQMarlinMoEMethod`` where
+``check_moe_marlin_supports_layer`` passes (hidden % 128, the GPU's expert intermediate
+% max(64, group)), which never frees ``w13_qzeros`` / ``w2_qzeros`` (``params_dtype``, K/g x
+N / pack each) and keeps the sorted g_idx + sort indices with act order (whose w2 scales and
+zeros cover the whole intermediate on every GPU). Elsewhere (and under ``-q gptq``) they run
+``MoeWNA16Method``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvplan.costs.memory.params import Part, layer_parts, pp_layer_ranges
+from kvplan.costs.memory.settings import Settings
+from kvplan.costs.memory.weight_formats import dtype_bytes
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
@@ -115,3 +123,64 @@ def gptq_kernel_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str |
     if stage is not None:
         return stage_bytes(ranges[stage])
     return max(stage_bytes(r) for r in ranges)
+
+
+def gptq_moe_kernel(model: ModelSpec, hw: HardwareSpec, quantization: str | None,
+                    moe_tp: int) -> str | None:
+    """'marlin' or 'wna16' for a GPTQ MoE's routed experts at expert TP ``moe_tp``."""
+    kernel = gptq_kernel(model, hw, quantization)
+    if kernel is None or model.moe is None:
+        return None
+    assert model.quant_layout is not None
+    group = model.quant_layout[2]
+    i_pp = model.moe.moe_intermediate_size // moe_tp
+    if kernel != "exllama" and model.hidden_size % 128 == 0 and i_pp % max(64, group) == 0:
+        return "marlin"  # GPTQMarlinConfig, group in MARLIN_GROUPS (gptq_kernel checked)
+    return "wna16"  # GPTQConfig's MoE (sym forced True) or the Marlin fallback
+
+
+def _groups(k: int, group: int) -> int:
+    """Scale rows of a K-long input as kvplan prices them (``WeightFormat.linear_bytes``)."""
+    return 1 if group == -1 else cdiv(k, group)
+
+
+def _expert_bytes(kernel: str, m: ModelSpec, i_pp: int, dtype_b: int) -> int:
+    """Bytes one routed expert holds on a GPU beyond its priced values, scales and zeros."""
+    assert m.quant_layout is not None and m.moe is not None
+    _, bits, group, _ = m.quant_layout
+    h, i_full, act = m.hidden_size, m.moe.moe_intermediate_size, m.quant_desc_act
+    if kernel == "marlin":
+        pack = 32 // bits
+        s13 = 1 if group == -1 else h // group
+        s2 = 1 if group == -1 else (i_full if act else i_pp) // group
+        qzeros = (s13 * (2 * i_pp // pack) + s2 * (h // pack)) * dtype_b
+        full_w2_scales = (s2 - _groups(i_pp, group)) * h * GPTQ_SCALE_BYTES
+        return qzeros + full_w2_scales + (8 * (h + i_pp) if act else 0)
+    return 0  # MoeWNA16Method: the values and scales as priced
+
+
+def gptq_expert_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
+                      stage: int | None = None) -> int:
+    """Bytes a GPTQ MoE's routed experts keep beyond their priced weights on the fullest GPU
+    (or on stage ``stage``): each GPU's experts per MoE layer, each split over the experts'
+    TP (tp; tp x dp without EP; 1 with EP)."""
+    if model.moe is None or model.quant_layout is None:
+        return 0
+    moe_tp, local = s.tp, model.moe.num_experts
+    if s.dp > 1 or s.expert_parallel:
+        from kvplan.costs.memory.ep_memory import layout_of
+
+        layout = layout_of(model, s)
+        moe_tp, local = layout.moe_tp, layout.local_experts
+    kernel = gptq_moe_kernel(model, hw, s.quantization, moe_tp)
+    if kernel is None:
+        return 0
+    per_layer = local * _expert_bytes(kernel, model, model.moe.moe_intermediate_size // moe_tp,
+                                      dtype_bytes(s.dtype, model.dtype))
+
+    def stage_bytes(layers: range) -> int:
+        return per_layer * sum(any(p.role == "experts" for p in layer_parts(model, i))
+                               for i in layers)
+
+    ranges = pp_layer_ranges(model.num_layers, s.pp)
+    return stage_bytes(ranges[stage]) if stage is not None else max(map(stage_bytes, ranges))
