@@ -106,3 +106,18 @@ def test_gptq_marlin_moe_act_order_keeps_g_idx_and_the_whole_w2_scales() -> None
     assert _expert_extra(act, "A100-80GB-SXM", tensor_parallel_size=2) == 128 * 48 * 37_888
     assert _expert_extra(act, "A100-80GB-SXM") == 128 * 48 * 31_744
 
+
+def test_moe_wna16_fallback_repeats_scales_of_a_halved_group() -> None:
+    """TP4: I 192 a GPU, 192 % max(64, 128) != 0, so check_moe_marlin_supports_layer fails
+    and GPTQMarlinConfig falls back to MoeWNA16Method, which halves the group to 64 (192 %
+    128 != 0) and stores every scale twice: w13 2 x 192 x 2,048 / 64 = 12,288 scales
+    (priced 384 x 16 = 6,144), w2 2,048 x 192 / 64 = 6,144 (priced 2,048 x 2 = 4,096):
+    (6,144 + 2,048) x 2 B = 16,384 B an expert, x 128 x 48 = 100,663,296 B; no qzeros, no
+    g_idx. ``-q gptq`` (GPTQConfig) sends experts to MoeWNA16 with sym forced True: an
+    asymmetric checkpoint's priced 4-bit zeros are not held, TP1: w13 1,536 x 16 / 2 +
+    w2 2,048 x 6 / 2 = 18,432 B an expert less (-113,246,208 B)."""
+    q30 = _gptq(Q30)
+    assert _expert_extra(q30, "H100", tensor_parallel_size=4) == 128 * 48 * 16_384
+    assert _expert_extra(q30, "H100", quantization="gptq") == 0
+    asym = _gptq(Q30, sym=False)
+    assert _expert_extra(asym, "H100") == -128 * 48 * 18_432

@@ -26,7 +26,8 @@ Routed experts (``gptq_expert_bytes``) run ``GPTQMarlinMoEMethod`` where
 % max(64, group)), which never frees ``w13_qzeros`` / ``w2_qzeros`` (``params_dtype``, K/g x
 N / pack each) and keeps the sorted g_idx + sort indices with act order (whose w2 scales and
 zeros cover the whole intermediate on every GPU). Elsewhere (and under ``-q gptq``) they run
-``MoeWNA16Method``.
+``MoeWNA16Method``: no zeros or g_idx (GPTQ is loaded as symmetric), but a group that does
+not divide the GPU's intermediate is halved until it does, each scale repeated.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def _groups(k: int, group: int) -> int:
 def _expert_bytes(kernel: str, m: ModelSpec, i_pp: int, dtype_b: int) -> int:
     """Bytes one routed expert holds on a GPU beyond its priced values, scales and zeros."""
     assert m.quant_layout is not None and m.moe is not None
-    _, bits, group, _ = m.quant_layout
+    _, bits, group, zero_bits = m.quant_layout
     h, i_full, act = m.hidden_size, m.moe.moe_intermediate_size, m.quant_desc_act
     if kernel == "marlin":
         pack = 32 // bits
@@ -156,7 +157,15 @@ def _expert_bytes(kernel: str, m: ModelSpec, i_pp: int, dtype_b: int) -> int:
         qzeros = (s13 * (2 * i_pp // pack) + s2 * (h // pack)) * dtype_b
         full_w2_scales = (s2 - _groups(i_pp, group)) * h * GPTQ_SCALE_BYTES
         return qzeros + full_w2_scales + (8 * (h + i_pp) if act else 0)
-    return 0  # MoeWNA16Method: the values and scales as priced
+    priced = (2 * i_pp * _groups(h, group), h * _groups(i_pp, group))
+    held = priced
+    if group != -1:
+        g = group
+        while g > 32 and (i_pp % g or h % g):
+            g //= 2  # MoeWNA16Method.create_weights: group_size_div_factor
+        held = (2 * i_pp * (h // g), h * (i_pp // g))
+    zeros = sum(cdiv(n * zero_bits, 8) for n in priced)  # has_zp False: priced, not held
+    return (sum(held) - sum(priced)) * GPTQ_SCALE_BYTES - zeros
 
 
 def gptq_expert_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
