@@ -121,3 +121,15 @@ def test_moe_wna16_fallback_repeats_scales_of_a_halved_group() -> None:
     assert _expert_extra(q30, "H100", quantization="gptq") == 0
     asym = _gptq(Q30, sym=False)
     assert _expert_extra(asym, "H100") == -128 * 48 * 18_432
+
+
+def test_awq_moe_on_moe_wna16_repeats_scales_and_zeros() -> None:
+    """AWQ (zero_point, group 128): AWQMarlinConfig sends experts to AWQMoEMethod where
+    check_moe_marlin_supports_layer passes (TP1: nothing beyond the priced 4-bit values,
+    fp16 scales and 4-bit zeros), else to MoeWNA16Method with has_zp: TP4 halves the group
+    to 64 and stores scales and uint8-packed zeros per 64: 18,432 scale rows (priced 10,240,
+    as above) -> + 8,192 x 2 B; zeros 18,432 x 4 bits = 9,216 B (priced 5,120) -> + 4,096:
+    20,480 B an expert x 128 x 48 = 125,829,120 B."""
+    awq = _gptq(Q30, quant_method="awq", zero_point=True, version="gemm")
+    assert _expert_extra(awq, "H100") == 0
+    assert _expert_extra(awq, "H100", tensor_parallel_size=4) == 128 * 48 * 20_480

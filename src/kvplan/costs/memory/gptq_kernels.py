@@ -27,7 +27,9 @@ Routed experts (``gptq_expert_bytes``) run ``GPTQMarlinMoEMethod`` where
 N / pack each) and keeps the sorted g_idx + sort indices with act order (whose w2 scales and
 zeros cover the whole intermediate on every GPU). Elsewhere (and under ``-q gptq``) they run
 ``MoeWNA16Method``: no zeros or g_idx (GPTQ is loaded as symmetric), but a group that does
-not divide the GPU's intermediate is halved until it does, each scale repeated.
+not divide the GPU's intermediate is halved until it does, each scale repeated. AWQ MoE
+experts take the same test: ``AWQMoEMethod`` (Marlin) holds what is priced; MoeWNA16Method
+repeats an AWQ checkpoint's scales and zeros alike.
 """
 
 from __future__ import annotations
@@ -128,15 +130,19 @@ def gptq_kernel_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str |
 
 def gptq_moe_kernel(model: ModelSpec, hw: HardwareSpec, quantization: str | None,
                     moe_tp: int) -> str | None:
-    """'marlin' or 'wna16' for a GPTQ MoE's routed experts at expert TP ``moe_tp``."""
-    kernel = gptq_kernel(model, hw, quantization)
-    if kernel is None or model.moe is None:
+    """'marlin' (GPTQMarlinMoEMethod), 'awq_marlin' (AWQMoEMethod) or 'wna16'
+    (MoeWNA16Method) for a GPTQ or AWQ MoE's routed experts at expert TP ``moe_tp``."""
+    layout = model.quant_layout
+    if model.moe is None or layout is None:
         return None
-    assert model.quant_layout is not None
-    group = model.quant_layout[2]
-    i_pp = model.moe.moe_intermediate_size // moe_tp
-    if kernel != "exllama" and model.hidden_size % 128 == 0 and i_pp % max(64, group) == 0:
-        return "marlin"  # GPTQMarlinConfig, group in MARLIN_GROUPS (gptq_kernel checked)
+    awq = layout[0] == "awq" and model.quantization in ("awq", "awq_marlin")
+    kernel = "awq" if awq else gptq_kernel(model, hw, quantization)
+    if kernel is None:
+        return None
+    group, i_pp = layout[2], model.moe.moe_intermediate_size // moe_tp
+    if (kernel != "exllama" and group in MARLIN_GROUPS and model.hidden_size % 128 == 0
+            and i_pp % max(64, group) == 0):  # check_moe_marlin_supports_layer
+        return "awq_marlin" if awq else "marlin"
     return "wna16"  # GPTQConfig's MoE (sym forced True) or the Marlin fallback
 
 
@@ -157,6 +163,8 @@ def _expert_bytes(kernel: str, m: ModelSpec, i_pp: int, dtype_b: int) -> int:
         qzeros = (s13 * (2 * i_pp // pack) + s2 * (h // pack)) * dtype_b
         full_w2_scales = (s2 - _groups(i_pp, group)) * h * GPTQ_SCALE_BYTES
         return qzeros + full_w2_scales + (8 * (h + i_pp) if act else 0)
+    if kernel == "awq_marlin":
+        return 0  # AWQMoEMethod: 4-bit values, scales and 4-bit zeros, as priced
     priced = (2 * i_pp * _groups(h, group), h * _groups(i_pp, group))
     held = priced
     if group != -1:
@@ -164,13 +172,15 @@ def _expert_bytes(kernel: str, m: ModelSpec, i_pp: int, dtype_b: int) -> int:
         while g > 32 and (i_pp % g or h % g):
             g //= 2  # MoeWNA16Method.create_weights: group_size_div_factor
         held = (2 * i_pp * (h // g), h * (i_pp // g))
-    zeros = sum(cdiv(n * zero_bits, 8) for n in priced)  # has_zp False: priced, not held
-    return (sum(held) - sum(priced)) * GPTQ_SCALE_BYTES - zeros
+    held_zero_bits = zero_bits if m.quant_layout[0] == "awq" else 0  # GPTQ: has_zp False
+    zeros = sum(n * held_zero_bits // 8 for n in held) - sum(cdiv(n * zero_bits, 8)
+                                                             for n in priced)
+    return (sum(held) - sum(priced)) * GPTQ_SCALE_BYTES + zeros
 
 
 def gptq_expert_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
                       stage: int | None = None) -> int:
-    """Bytes a GPTQ MoE's routed experts keep beyond their priced weights on the fullest GPU
+    """Bytes a GPTQ / AWQ MoE's routed experts keep beyond their priced weights on the fullest GPU
     (or on stage ``stage``): each GPU's experts per MoE layer, each split over the experts'
     TP (tp; tp x dp without EP; 1 with EP)."""
     if model.moe is None or model.quant_layout is None:
