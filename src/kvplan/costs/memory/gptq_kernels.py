@@ -37,7 +37,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvplan.costs.memory.params import Part, layer_parts, pp_layer_ranges
-from kvplan.costs.memory.settings import Settings
 from kvplan.costs.memory.weight_formats import dtype_bytes
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
@@ -178,28 +177,21 @@ def _expert_bytes(kernel: str, m: ModelSpec, i_pp: int, dtype_b: int) -> int:
     return (sum(held) - sum(priced)) * GPTQ_SCALE_BYTES + zeros
 
 
-def gptq_expert_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
+def gptq_expert_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str | None,
+                      dtype: str, moe_tp: int, local_experts: int, pp: int,
                       stage: int | None = None) -> int:
-    """Bytes a GPTQ / AWQ MoE's routed experts keep beyond their priced weights on the fullest GPU
-    (or on stage ``stage``): each GPU's experts per MoE layer, each split over the experts'
-    TP (tp; tp x dp without EP; 1 with EP)."""
-    if model.moe is None or model.quant_layout is None:
+    """Bytes a GPTQ / AWQ MoE's routed experts keep beyond their priced weights on the
+    fullest GPU (or on stage ``stage``): ``local_experts`` per MoE layer, each split over
+    ``moe_tp`` (``ep_memory.expert_kernel_bytes`` finds both for a deployment)."""
+    kernel = gptq_moe_kernel(model, hw, quantization, moe_tp)
+    if kernel is None or model.moe is None:
         return 0
-    moe_tp, local = s.tp, model.moe.num_experts
-    if s.dp > 1 or s.expert_parallel:
-        from kvplan.costs.memory.ep_memory import layout_of
-
-        layout = layout_of(model, s)
-        moe_tp, local = layout.moe_tp, layout.local_experts
-    kernel = gptq_moe_kernel(model, hw, s.quantization, moe_tp)
-    if kernel is None:
-        return 0
-    per_layer = local * _expert_bytes(kernel, model, model.moe.moe_intermediate_size // moe_tp,
-                                      dtype_bytes(s.dtype, model.dtype))
+    per_layer = local_experts * _expert_bytes(
+        kernel, model, model.moe.moe_intermediate_size // moe_tp, dtype_bytes(dtype, model.dtype))
 
     def stage_bytes(layers: range) -> int:
         return per_layer * sum(any(p.role == "experts" for p in layer_parts(model, i))
                                for i in layers)
 
-    ranges = pp_layer_ranges(model.num_layers, s.pp)
+    ranges = pp_layer_ranges(model.num_layers, pp)
     return stage_bytes(ranges[stage]) if stage is not None else max(map(stage_bytes, ranges))
