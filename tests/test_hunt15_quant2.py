@@ -133,3 +133,26 @@ def test_awq_moe_on_moe_wna16_repeats_scales_and_zeros() -> None:
     awq = _gptq(Q30, quant_method="awq", zero_point=True, version="gemm")
     assert _expert_extra(awq, "H100") == 0
     assert _expert_extra(awq, "H100", tensor_parallel_size=4) == 128 * 48 * 20_480
+
+
+def test_moe_experts_vllm_cannot_load_are_refused(tmp_path: Path) -> None:
+    """GPTQ 2/3-bit experts never reach Marlin MoE (GPTQMarlinConfig.TYPE_MAP: 4 / 8 bits) and
+    MoeWNA16Method takes 4 or 8 bits (its bit8_pack_factor, ``assert weight_bits == 4 or
+    weight_bits == 8``); at TP16 Qwen3-30B-A3B's 768 / 16 = 48 rows need a group of 16,
+    below the ``assert group_size >= 32`` of create_weights. Both were priced as if served
+    (3-bit TP1: 12.07 GiB of weights); now one line, exit 2, as the CLI refuses what vLLM
+    cannot start."""
+    from tests.conftest import assert_one_line_error, run_cli
+
+    cfg = json.loads((_MODELS / f"{Q30}.json").read_text())
+    q = {"quant_method": "gptq", "bits": 3, "group_size": 128, "sym": True, "desc_act": False}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "quantization_config": q}))
+    result = run_cli("capacity", str(path), "--gpu", "H100")
+    assert_one_line_error(result)
+    assert "MoeWNA16Method" in result.err and "not 3-bit" in result.err
+    path.write_text(json.dumps({**cfg, "quantization_config": {**q, "bits": 4}}))
+    result = run_cli("capacity", str(path), "--gpu", "H100", "-tp", "16")
+    assert_one_line_error(result)
+    assert "below 32" in result.err
+    assert run_cli("capacity", str(path), "--gpu", "H100", "-tp", "8").code == 0  # group 32

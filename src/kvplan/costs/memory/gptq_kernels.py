@@ -38,6 +38,7 @@ from collections.abc import Iterator
 
 from kvplan.costs.memory.params import Part, layer_parts, pp_layer_ranges
 from kvplan.costs.memory.weight_formats import dtype_bytes
+from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
@@ -145,6 +146,35 @@ def gptq_moe_kernel(model: ModelSpec, hw: HardwareSpec, quantization: str | None
     return "wna16"  # GPTQConfig's MoE (sym forced True) or the Marlin fallback
 
 
+def check_moe_experts(model: ModelSpec, hw: HardwareSpec, quantization: str | None,
+                      moe_tp: int) -> None:
+    """Raise InputError where vLLM 0.11 cannot build a GPTQ / AWQ MoE's experts: on
+    MoeWNA16Method (``gptq_moe_kernel`` 'wna16') only 4- or 8-bit weights load, and the
+    group it halves to divide the GPU's expert intermediate may not fall below 32."""
+    if gptq_moe_kernel(model, hw, quantization, moe_tp) != "wna16":
+        return
+    assert model.quant_layout is not None and model.moe is not None
+    _, bits, group, _ = model.quant_layout
+    h, i_pp = model.hidden_size, model.moe.moe_intermediate_size // moe_tp
+    why = ""
+    if bits not in (4, 8):
+        why = f"it takes 4- or 8-bit weights, not {bits}-bit"
+    elif group != -1 and _wna16_group(group, h, i_pp) < 32:
+        why = (f"group {group} would be halved below 32 to divide the {i_pp} intermediate "
+               f"rows each GPU holds of an expert (moe_intermediate_size / {moe_tp})")
+    if why:
+        raise InputError(
+            f"vLLM 0.11 cannot load the routed experts of {model.name}: they run "
+            f"MoeWNA16Method (no Marlin MoE for this checkpoint at this split), and {why}")
+
+
+def _wna16_group(group: int, h: int, i_pp: int) -> int:
+    """MoeWNA16Method.create_weights: the group halved until it divides both sizes."""
+    while group > 1 and (i_pp % group or h % group):
+        group //= 2
+    return group
+
+
 def _groups(k: int, group: int) -> int:
     """Scale rows of a K-long input as kvplan prices them (``WeightFormat.linear_bytes``)."""
     return 1 if group == -1 else cdiv(k, group)
@@ -167,9 +197,7 @@ def _expert_bytes(kernel: str, m: ModelSpec, i_pp: int, dtype_b: int) -> int:
     priced = (2 * i_pp * _groups(h, group), h * _groups(i_pp, group))
     held = priced
     if group != -1:
-        g = group
-        while g > 32 and (i_pp % g or h % g):
-            g //= 2  # MoeWNA16Method.create_weights: group_size_div_factor
+        g = _wna16_group(group, h, i_pp)  # group_size_div_factor: each scale repeated
         held = (2 * i_pp * (h // g), h * (i_pp // g))
     held_zero_bits = zero_bits if m.quant_layout[0] == "awq" else 0  # GPTQ: has_zp False
     zeros = sum(n * held_zero_bits // 8 for n in held) - sum(cdiv(n * zero_bits, 8)
