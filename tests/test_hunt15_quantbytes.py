@@ -70,8 +70,10 @@ def test_gptq_act_order_keeps_g_idx_and_its_sort_order() -> None:
     assert _weights(act, "A100-80GB-SXM") == GPTQ4_MARLIN + 2 * G_IDX == 5_740_961_792
     assert _weights(act, "H100") == GPTQ4_MARLIN + QZEROS4 + 2 * G_IDX == 5_768_224_768
     tp2 = 2_884_116_480
-    assert _weights(act, "A100-80GB-SXM", tensor_parallel_size=2) == tp2 + 32 * 139_264
-    assert _weights(act, "H100", tensor_parallel_size=2) == tp2 + 32 * 417_792
+    full_scales = 18_874_368
+    assert _weights(act, "A100-80GB-SXM", tensor_parallel_size=2) == \
+        tp2 + 32 * 139_264 + full_scales
+    assert _weights(act, "H100", tensor_parallel_size=2) == tp2 + 32 * 417_792 + full_scales
 
 
 def test_quantization_gptq_forces_the_exllama_kernel_which_keeps_qzeros() -> None:

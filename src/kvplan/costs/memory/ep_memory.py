@@ -4,6 +4,7 @@ with vLLM's mxfp4 expert padding for the experts each GPU holds."""
 from __future__ import annotations
 
 from kvplan.costs.memory.ep_layout import ParallelLayout, parallel_layout, parallel_weight_bytes
+from kvplan.costs.memory.gptq_kernels import gptq_expert_bytes
 from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
 from kvplan.costs.memory.settings import Settings
 from kvplan.specs.hardware import HardwareSpec
@@ -33,3 +34,17 @@ def expert_padding_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
     if not every or not layout.num_experts:
         return every
     return every // layout.num_experts * layout.local_experts
+
+
+def expert_kernel_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
+                        stage: int | None = None) -> int:
+    """What a GPTQ / AWQ MoE's expert kernel keeps beyond the priced weights
+    (``gptq_expert_bytes``), for the experts each GPU holds at the experts' TP degree."""
+    if model.moe is None or model.quant_layout is None:
+        return 0
+    moe_tp, local = s.tp, model.moe.num_experts
+    if s.dp > 1 or s.expert_parallel:
+        layout = layout_of(model, s)
+        moe_tp, local = layout.moe_tp, layout.local_experts
+    return gptq_expert_bytes(model, hw, quantization=s.quantization, dtype=s.dtype,
+                             moe_tp=moe_tp, local_experts=local, pp=s.pp, stage=stage)

@@ -28,6 +28,7 @@ from kvplan.costs.memory.activation import (
     non_torch_bytes,
     rope_cache_bytes,
 )
+from kvplan.costs.memory.ep_memory import expert_kernel_bytes, parallel_weights
 from kvplan.costs.memory.gptq_kernels import gptq_kernel_bytes
 from kvplan.costs.memory.kv_groups import (
     Group,
@@ -121,10 +122,8 @@ def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
     extra = rope_cache_bytes(model, s.dtype) + mla_absorbed_bytes(
         model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt,
     ) + gptq_kernel_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage)
-    extra += vision_bytes(model, s.dtype, s.tp)
+    extra += vision_bytes(model, s.dtype, s.tp) + expert_kernel_bytes(model, hw, s, stage)
     if s.dp > 1 or s.expert_parallel:
-        from kvplan.costs.memory.ep_memory import parallel_weights
-
         return parallel_weights(model, hw, s, stage) + extra
     if stage is None:
         w = weight_bytes_per_gpu(model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, fmt=fmt)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.fp8_blocks import check_fp8_blocks
+from kvplan.costs.memory.gptq_kernels import check_moe_experts
 from kvplan.costs.memory.kv_dtype_check import check_kv_dtype
 from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format, what_if_note
 from kvplan.errors import InputError
@@ -67,7 +68,9 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                  fmt: WeightFormat | None) -> Settings:
     """``resolve_settings`` with TP checked and the weight format resolved by the caller."""
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
-    check_fp8_blocks(model, None if fmt is None else fmt.block, tp, _moe_tp(model, engine))
+    moe_tp = _moe_tp(model, engine)
+    check_fp8_blocks(model, None if fmt is None else fmt.block, tp, moe_tp)
+    check_moe_experts(model, hw, engine.quantization, moe_tp)
     check_kv_cache_memory(engine.kv_cache_memory_bytes, vd.cuda_total_bytes(hw), hw.id)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
