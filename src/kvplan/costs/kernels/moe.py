@@ -14,6 +14,7 @@ from kvplan.costs.kernels.result import FloatArray, OpTime
 from kvplan.costs.kernels.tables import Table, peaks, require, resolve_gpu
 from kvplan.costs.kernels.work import (
     BYTES_PER_ELEMENT,
+    STORED_WEIGHT_BYTES,
     TENSOR_RATE,
     moe_bytes,
     moe_flops,
@@ -91,7 +92,8 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
                          num_experts=num_experts, topk=topk, tp=tp, ep=ep)
         note = f"Marlin MXFP4 MoE not measured on {table.gpu}: its default w4a16 kernel"
         return replace(got, notes=(*got.notes, note)), word
-    if wanted == "nvfp4" and not _measured(table, wanted) and not peaks(table.gpu).get("fp4"):
+    if (wanted == "nvfp4" and not _measured(table, wanted) and not peaks(table.gpu).get("fp4")
+            and _measured(table, "int4_wo")):
         got, word = _moe(gpu, tokens, "int4_wo", hidden=hidden, inter=inter,
                          num_experts=num_experts, topk=topk, tp=tp, ep=ep)
         note = (f"{table.gpu} has no fp4 tensor cores: nvfp4 experts run vLLM's Marlin MoE, "
@@ -101,9 +103,6 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
         return _by_roofline(gpu, tokens, how, hidden=hidden, inter=inter,
                             num_experts=num_experts, topk=topk, tp=tp, ep=ep), "bfloat16"
     word, notes = _dtype(table, dtype)
-    if word != wanted and wanted in wo.WEIGHT_ONLY and resolve_gpu(gpu) != wo.DONOR:
-        return _weight_only(gpu, tokens, wanted, hidden=hidden, inter=inter,
-                            num_experts=num_experts, topk=topk, tp=tp, ep=ep), wanted
     want = MoeShape(hidden, inter, topk, num_experts, tp, ep)
     row, ref = _nearest(table, word, want)
     count = np.asarray(tokens, dtype=np.float64)
@@ -122,14 +121,19 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
 
 
 def _derived(table: Table, wanted: str) -> tuple[float, float, str] | None:
-    """(weight bytes, int8-or-16-bit rate over bf16's, what) of an 8-bit MoE kernel vLLM runs
-    where the GPU measures none: fp8 experts without fp8 tensor cores run fp8 Marlin MoE
-    (16-bit math), int8 W8A8 experts without a same-rate fp8 table the Triton int8 MoE."""
+    """(weight bytes with scales, int8-or-16-bit rate over bf16's, what) of a MoE kernel vLLM
+    runs where the GPU measures none: fp8 experts without fp8 tensor cores run fp8 Marlin MoE
+    (16-bit math), int8 W8A8 experts without a same-rate fp8 table the Triton int8 MoE,
+    w4a16 experts (and nvfp4 without fp4 tensor cores) 4-bit Marlin MoE (16-bit math)."""
     from kvplan.costs.kernels.gemm import int8_rate
 
     figures = peaks(table.gpu)
+    width = STORED_WEIGHT_BYTES.get(wanted, 2.0)
     if wanted in ("fp8", "fp8_block") and not figures.get("fp8"):
-        return 1.0, 1.0, f"{table.gpu} has no fp8 tensor cores: fp8 experts run Marlin MoE"
+        return width, 1.0, f"{table.gpu} has no fp8 tensor cores: fp8 experts run Marlin MoE"
+    if (wanted in wo.WEIGHT_ONLY and not _measured(table, wanted)
+            and (wanted != "nvfp4" or not figures.get("fp4"))):
+        return width, 1.0, f"{wanted} MoE not measured on {table.gpu}: 4-bit Marlin MoE"
     if wanted == "int8" and _dtype(table, "int8")[0] == "bfloat16":
         return 1.0, int8_rate(table.gpu) / float(figures["bfloat16"]), "int8 W8A8 experts"
     return None
@@ -148,17 +152,8 @@ def _by_roofline(gpu: str, tokens: npt.ArrayLike, how: tuple[float, float, str],
                               flops_per_token=s.flops_per_token(),
                               touched=np.minimum(1.0, count * s.topk / s.experts),
                               hidden=s.hidden, width=width, rate=rate)
-    note = f"{what}: its bf16 MoE x the datasheet roofline ratio at {width:g} B a weight"
+    note = f"{what}: its bf16 MoE x the datasheet roofline ratio at {width:.4g} B a weight"
     return replace(base, seconds=base.seconds * ratio, notes=(*base.notes, note))
-
-
-def _weight_only(gpu: str, tokens: npt.ArrayLike, word: str, **shape: int) -> OpTime:
-    """A w4a16 MoE on a GPU without its table (``kvplan.costs.kernels.moe_weight_only``)."""
-    count = np.asarray(tokens, dtype=np.float64)
-    at = count * wo.token_scale(gpu)
-    return wo.priced_by_ratio(moe(gpu, count, dtype="bfloat16", **shape),
-                              moe(wo.DONOR, at, dtype=word, **shape),
-                              moe(wo.DONOR, at, dtype="bfloat16", **shape), word, gpu)
 
 
 def has_dtype(gpu: str, dtype: str) -> bool:
