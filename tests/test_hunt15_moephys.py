@@ -8,6 +8,7 @@ import pytest
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.kernels.moe import MOE_DTYPES
+from kvplan.costs.kernels.tables import peaks
 from kvplan.specs.hardware import gpu_catalog
 
 GPUS = sorted(g for g in gpu_catalog() if kn.has_tables(g))
@@ -15,6 +16,10 @@ SHAPES = (  # (hidden, inter, experts, topk) of catalog MoE models
     (2880, 2880, 32, 4), (2880, 2880, 128, 4), (7168, 2048, 256, 8), (4096, 14336, 8, 2),
     (2048, 768, 128, 8), (4096, 1536, 128, 8), (2048, 1408, 64, 6), (2048, 512, 512, 10))
 SPLITS = ((1, 1), (8, 1), (1, 8), (2, 1))  # (tp, ep)
+STORED = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int8": 1.0,
+          "nvfp4": 4.5 / 8,  # 4 bits + an fp8 scale per 16 values
+          "int4_wo": 4.125 / 8,  # 4 bits + a 16-bit scale per 128 values
+          "w4a16_mxfp4": 4.25 / 8, "w4a16_mxfp4_marlin": 4.25 / 8}  # + an e8m0 scale per 32
 TOKENS = np.arange(1, 4097, dtype=np.float64)
 
 
@@ -53,3 +58,26 @@ def test_more_tokens_never_run_a_moe_faster(gpu: str) -> None:
                 drop = np.flatnonzero(np.diff(s) < -1e-12 * s[1:])
                 assert drop.size == 0, (dtype, hidden, inter, experts, topk, tp, ep,
                                         TOKENS[drop[:1]])
+
+
+def test_l40s_nvfp4_on_its_int4_marlin_table_reads_at_most_the_datasheet() -> None:
+    # DeepSeek-V3's experts at EP 8, 2 tokens: 2 local experts touched x 3 x 7168 x 2048 x
+    # 0.5625 B = 49,545,216 B + 2 x 8 / 8 routed rows x (2 x 7168 + 2048) x 2 B = 65,536 B
+    # = 49,610,752 B at 0.864 TB/s = 57.42 us (before: 51.1 us, 0.97 TB/s at 4.5 bits).
+    got = kn.moe("L40S", [2], hidden=7168, inter=2048, num_experts=256, topk=8,
+                 dtype="nvfp4", ep=8)
+    assert any("int4_wo" in n for n in got.notes)
+    assert got.seconds[0] == pytest.approx(49_610_752 / 0.864e12, rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_no_moe_reads_its_weights_faster_than_the_datasheet(gpu: str) -> None:
+    bw = float(peaks(gpu)["mem_bw"])
+    for dtype in MOE_DTYPES:
+        for hidden, inter, experts, topk in SHAPES:
+            for tp, ep in SPLITS:
+                s = kn.moe_s(gpu, TOKENS[:64], hidden=hidden, inter=inter, num_experts=experts,
+                             topk=topk, dtype=dtype, tp=tp, ep=ep)
+                touched = np.minimum(experts / ep, TOKENS[:64] * topk / ep)
+                weights = touched * 3 * hidden * inter / tp * STORED[dtype]
+                assert np.all(weights / bw <= s * (1 + 1e-9)), (dtype, hidden, inter, tp, ep)

@@ -66,12 +66,19 @@ def moe(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts
     faster: per-tensor scales do no more work than block scales (vLLM's Triton fused-MoE runs
     both), and fp8 on fp8 tensor cores reads half the bytes at twice the rate of bf16. The
     measured per-tensor rows (ModelOpt's FlashInfer CUTLASS path) are 1.2-3.7x slower than
-    bf16 on H100 / H200 at every catalog MoE shape."""
+    bf16 on H100 / H200 at every catalog MoE shape. Every answer is floored at the touched
+    experts' weight bytes, scales included, at the datasheet bandwidth (``_read_floor``)."""
     shape = {"hidden": hidden, "inter": inter, "num_experts": num_experts, "topk": topk,
              "tp": tp, "ep": ep}
     got, word = _moe(gpu, tokens, dtype, **shape)
-    if word != "fp8":
-        return got
+    if word == "fp8":
+        got = _fp8_capped(gpu, tokens, got, shape)
+    return _read_floor(gpu, tokens, got, MoeShape(hidden, inter, topk, num_experts, tp, ep),
+                       _ALIASES.get(dtype.lower(), dtype.lower()))
+
+
+def _fp8_capped(gpu: str, tokens: npt.ArrayLike, got: OpTime, shape: dict[str, int]) -> OpTime:
+    """Per-tensor fp8 MoE no slower than the GPU's block-scaled fp8 and bf16 MoE."""
     block, _ = _moe(gpu, tokens, "fp8_block", **shape)
     bf16, _ = _moe(gpu, tokens, "bfloat16", **shape)
     capped = np.minimum(got.seconds, np.minimum(block.seconds, bf16.seconds))
@@ -185,6 +192,21 @@ def _floor(gpu: str, tokens: FloatArray, shape: MoeShape, dtype: str) -> FloatAr
     return roofline_s(moe_flops(tokens, s.hidden, s.inter, s.topk, s.tp, s.ep),
                       moe_bytes(tokens, s.hidden, s.inter, s.topk, s.experts, s.tp, s.ep, dtype),
                       figures[TENSOR_RATE[dtype]] or figures["bfloat16"], figures["mem_bw"])
+
+
+def _read_floor(gpu: str, tokens: npt.ArrayLike, got: OpTime, shape: MoeShape, dtype: str
+                ) -> OpTime:
+    """``got`` no faster than reading the touched experts' weights in ``dtype`` - scales
+    included (``STORED_WEIGHT_BYTES``) - and the activations at the datasheet bandwidth: a
+    measured row, one scaled from another shape, or a kernel priced on another dtype's table
+    (nvfp4 on L40S's int4 Marlin MoE; the bundle floored its rows at 0.5 B a 4-bit weight)."""
+    s = shape
+    moved = moe_bytes(np.asarray(tokens, dtype=np.float64), s.hidden, s.inter, s.topk,
+                      s.experts, s.tp, s.ep, dtype)
+    floor = moved / float(peaks(gpu)["mem_bw"])
+    if not np.any(floor > got.seconds):
+        return got
+    return replace(got, seconds=np.maximum(got.seconds, floor))
 
 
 def _dtype(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:

@@ -32,7 +32,8 @@ STORED_WEIGHT_BYTES = {
     "w4a8_mxfp4_mxfp8": 0.5 + 1.0 / 32,
 }
 """Bytes a kernel reads per weight of a weight dtype, its scales included (as
-``costs.memory.weight_formats`` stores them; per-tensor / per-row scales are negligible)."""
+``costs.memory.weight_formats`` stores them; per-tensor / per-row scales are negligible): what
+the bandwidth roofline of a weight read is priced at."""
 
 TENSOR_RATE = {
     "bfloat16": "bfloat16",
@@ -118,10 +119,11 @@ def moe_bytes(
     tokens: ArrayLike, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
     dtype: str,
 ) -> FloatArray:
-    """Weights of the local experts the batch touches (balanced routing) plus activations."""
+    """Weights of the local experts the batch touches (balanced routing), scales included,
+    plus activations."""
     local = experts / ep
     touched = np.minimum(local, _f(tokens) * topk / ep)
-    weights = touched * 3.0 * hidden * (inter / tp) * BYTES_PER_ELEMENT[dtype]
+    weights = touched * 3.0 * hidden * (inter / tp) * STORED_WEIGHT_BYTES[dtype]
     acts = _f(tokens) * topk / ep * (2.0 * hidden + inter / tp) * 2.0
     return weights + acts
 
