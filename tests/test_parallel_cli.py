@@ -117,7 +117,8 @@ def test_explain_lists_collectives_of_steps_longer_than_the_first_tables() -> No
     assert r.code == 0, r.err
     prefill = next(s for s in r.json()["step_ops"] if s["phase"] == "prefill")
     (ar,) = [o for o in prefill["ops"] if o["op"] == "all_reduce"]
-    assert ar["layers"] == 160 and ar["shape"] == "268435456 B x 8 GPUs"
+    # 2L + 1 all-reduces: the embedding's output too (hunt 15)
+    assert ar["layers"] == 161 and ar["shape"] == "268435456 B x 8 GPUs"
     assert ar["seconds"] > 0.05  # 2 per layer x 80 layers of 256 MiB: tens of ms at least
     assert sum(o["seconds"] for o in prefill["ops"]) == pytest.approx(prefill["kernels_s"])
 

@@ -224,7 +224,7 @@ def test_planner_ceilings_stay_above_the_pipelined_simulation(tp, pp):
     probes above them) priced -pp one batch at a time: Llama-3.1-70B on 4 H100, 400
     1024/256 prompts at once, prefill_compute 7.89 req/s at TP2 PP2 and 4.54 at PP4, below
     the 8.13 and 6.92 the simulator sustains. A loaded pipeline passes a batch per
-    max(host, stage): 15.92 and 18.26."""
+    max(host, stage): 15.89 and 18.26 (15.92 before hunt 15's embedding all-reduce)."""
     from kvplan.analysis.plan import bounds as bd
     from kvplan.analysis.plan.fleet import Replica
     from kvplan.specs.catalog import load_model
@@ -244,4 +244,4 @@ def test_planner_ceilings_stay_above_the_pipelined_simulation(tp, pp):
     sustained = n / float(rep.simulate(work).finish_s.max())
     assert min(v for _, v in b.ceilings_rps) >= sustained
     assert dict(b.ceilings_rps)["prefill_compute"] == pytest.approx(
-        {2: 15.92, 4: 18.26}[pp], abs=0.01)
+        {2: 15.89, 4: 18.26}[pp], abs=0.01)
