@@ -104,28 +104,32 @@ def _random_case(seed: int) -> tuple[dict, dict]:
     return case, engine
 
 
+def _compare(case: dict, e: dict, fast: bool) -> None:
+    """kvplan's run equals tests/vllm_v1_reference.py's, step by step and request by request."""
+    steps, reqs, stats = replay(**case, **e)
+    hashes = [[1000 * g + j for j in range(s // e["b"])] if g is not None else []
+              for g, s in zip(case["groups"], case["shared"], strict=True)]
+    w = workload(case["arrivals"], case["prompts"], case["outputs"], hashes=hashes,
+                 hash_tokens=e["b"])
+    lim = Limits(max_num_batched_tokens=e["budget"], max_num_seqs=e["seqs"],
+                 chunked_prefill=e["chunked"], prefix_caching=e["caching"],
+                 long_prefill_token_threshold=e["threshold"])
+    r = simulate(w, timer=LinearTimer(base_s=1.0), num_blocks=e["num_blocks"],
+                 block_size=e["b"], limits=lim, fast=fast, validate=True)
+    assert not r.rejected
+    assert r.steps.new_tokens.tolist() == [t for t, _ in steps]
+    assert r.steps.used_blocks.tolist() == [u for _, u in steps]
+    assert r.first_token_s.tolist() == [q.first for q in reqs]
+    assert r.finish_s.tolist() == [q.finish for q in reqs]
+    assert r.preemptions.tolist() == [q.preemptions for q in reqs]
+    if e["caching"]:  # vLLM counts no lookup with caching off (kvplan: hits 0)
+        assert (r.prefix_query_tokens, r.prefix_lookup_hits) == stats
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_simulator_matches_an_independent_model_of_vllm_0_11(loop, fast):
     # 150 random small workloads (prefix sharing, preemption, recompute hits, eviction,
     # chunked prefill off, caps): every step's tokens and blocks in use, every request's
     # first token, finish and preemptions equal tests/vllm_v1_reference.py's.
     for seed in range(150):
-        case, e = _random_case(seed)
-        steps, reqs, stats = replay(**case, **e)
-        hashes = [[1000 * g + j for j in range(s // e["b"])] if g is not None else []
-                  for g, s in zip(case["groups"], case["shared"], strict=True)]
-        w = workload(case["arrivals"], case["prompts"], case["outputs"], hashes=hashes,
-                     hash_tokens=e["b"])
-        lim = Limits(max_num_batched_tokens=e["budget"], max_num_seqs=e["seqs"],
-                     chunked_prefill=e["chunked"], prefix_caching=e["caching"],
-                     long_prefill_token_threshold=e["threshold"])
-        r = simulate(w, timer=LinearTimer(base_s=1.0), num_blocks=e["num_blocks"],
-                     block_size=e["b"], limits=lim, fast=fast, validate=True)
-        assert not r.rejected, seed
-        assert r.steps.new_tokens.tolist() == [t for t, _ in steps], seed
-        assert r.steps.used_blocks.tolist() == [u for _, u in steps], seed
-        assert r.first_token_s.tolist() == [q.first for q in reqs], seed
-        assert r.finish_s.tolist() == [q.finish for q in reqs], seed
-        assert r.preemptions.tolist() == [q.preemptions for q in reqs], seed
-        if e["caching"]:  # vLLM counts no lookup with caching off (kvplan: hits 0)
-            assert (r.prefix_query_tokens, r.prefix_lookup_hits) == stats, seed
+        _compare(*_random_case(seed), fast)

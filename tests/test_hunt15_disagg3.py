@@ -8,24 +8,12 @@ max_model_len 10.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from kvplan.analysis.metrics import compute_metrics
 from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
 from kvplan.sim.testing import workload
 from tests.test_disagg_trace import COST, LIMITS, SHAPE, TIMER
-
-
-@pytest.fixture(autouse=True, params=["core", "python"])
-def both_paths(request):
-    """Every trace on the compiled fleet and on the Python fleet (the reference)."""
-    if request.param == "core":
-        yield
-        return
-    from tests.core_helpers import python_loop
-
-    with python_loop():
-        yield
+from tests.test_hunt15_disagg2 import both_paths  # noqa: F401  (autouse: core and python)
 
 
 class _HopTimer(TIMER.__class__):

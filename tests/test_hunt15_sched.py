@@ -15,7 +15,7 @@ from kvplan.sim.blocks import CacheGroup, KvShape
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import LinearTimer, workload
-from tests.test_hunt13_sched import _random_case
+from tests.test_hunt13_sched import _compare, _random_case
 from tests.test_sim_scheduler import run, tokens
 from tests.vllm_v1_reference import replay
 
@@ -46,28 +46,6 @@ def test_a_request_hits_the_second_copy_of_a_block_after_the_first_was_evicted(l
     assert r.steps.used_blocks.tolist() == [2, 4, 3, 1, 3]
     assert r.prefix_hit_tokens.tolist() == [0, 2, 0, 4]
     assert [tokens(r, i) for i in range(4)] == [[1.0, 2.0], [2.0, 3.0], [4.0], [5.0]]
-
-
-def _compare(case: dict, e: dict, fast: bool) -> None:
-    """kvplan's run equals tests/vllm_v1_reference.py's, step by step and request by request."""
-    steps, reqs, stats = replay(**case, **e)
-    hashes = [[1000 * g + j for j in range(s // e["b"])] if g is not None else []
-              for g, s in zip(case["groups"], case["shared"], strict=True)]
-    w = workload(case["arrivals"], case["prompts"], case["outputs"], hashes=hashes,
-                 hash_tokens=e["b"])
-    lim = Limits(max_num_batched_tokens=e["budget"], max_num_seqs=e["seqs"],
-                 chunked_prefill=e["chunked"], prefix_caching=e["caching"],
-                 long_prefill_token_threshold=e["threshold"])
-    r = simulate(w, timer=LinearTimer(base_s=1.0), num_blocks=e["num_blocks"],
-                 block_size=e["b"], limits=lim, fast=fast, validate=True)
-    assert not r.rejected
-    assert r.steps.new_tokens.tolist() == [t for t, _ in steps]
-    assert r.steps.used_blocks.tolist() == [u for _, u in steps]
-    assert r.first_token_s.tolist() == [q.first for q in reqs]
-    assert r.finish_s.tolist() == [q.finish for q in reqs]
-    assert r.preemptions.tolist() == [q.preemptions for q in reqs]
-    if e["caching"]:
-        assert (r.prefix_query_tokens, r.prefix_lookup_hits) == stats
 
 
 # The seeds of test_hunt13_sched._random_case, 0-1999, whose traces differed while kvplan
