@@ -14,7 +14,6 @@ from kvplan.costs.kernels.result import FloatArray, OpTime
 from kvplan.costs.kernels.tables import Table, peaks, require, resolve_gpu
 from kvplan.costs.kernels.work import (
     BYTES_PER_ELEMENT,
-    STORED_WEIGHT_BYTES,
     TENSOR_RATE,
     moe_bytes,
     moe_flops,
@@ -66,19 +65,12 @@ def moe(gpu: str, tokens: npt.ArrayLike, *, hidden: int, inter: int, num_experts
     faster: per-tensor scales do no more work than block scales (vLLM's Triton fused-MoE runs
     both), and fp8 on fp8 tensor cores reads half the bytes at twice the rate of bf16. The
     measured per-tensor rows (ModelOpt's FlashInfer CUTLASS path) are 1.2-3.7x slower than
-    bf16 on H100 / H200 at every catalog MoE shape. Every answer is floored at the touched
-    experts' weight bytes, scales included, at the datasheet bandwidth (``_read_floor``)."""
+    bf16 on H100 / H200 at every catalog MoE shape."""
     shape = {"hidden": hidden, "inter": inter, "num_experts": num_experts, "topk": topk,
              "tp": tp, "ep": ep}
     got, word = _moe(gpu, tokens, dtype, **shape)
-    if word == "fp8":
-        got = _fp8_capped(gpu, tokens, got, shape)
-    return _read_floor(gpu, tokens, got, MoeShape(hidden, inter, topk, num_experts, tp, ep),
-                       _ALIASES.get(dtype.lower(), dtype.lower()))
-
-
-def _fp8_capped(gpu: str, tokens: npt.ArrayLike, got: OpTime, shape: dict[str, int]) -> OpTime:
-    """Per-tensor fp8 MoE no slower than the GPU's block-scaled fp8 and bf16 MoE."""
+    if word != "fp8":
+        return got
     block, _ = _moe(gpu, tokens, "fp8_block", **shape)
     bf16, _ = _moe(gpu, tokens, "bfloat16", **shape)
     capped = np.minimum(got.seconds, np.minimum(block.seconds, bf16.seconds))
@@ -99,8 +91,7 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
                          num_experts=num_experts, topk=topk, tp=tp, ep=ep)
         note = f"Marlin MXFP4 MoE not measured on {table.gpu}: its default w4a16 kernel"
         return replace(got, notes=(*got.notes, note)), word
-    if (wanted == "nvfp4" and not _measured(table, wanted) and not peaks(table.gpu).get("fp4")
-            and _measured(table, "int4_wo")):
+    if wanted == "nvfp4" and not _measured(table, wanted) and not peaks(table.gpu).get("fp4"):
         got, word = _moe(gpu, tokens, "int4_wo", hidden=hidden, inter=inter,
                          num_experts=num_experts, topk=topk, tp=tp, ep=ep)
         note = (f"{table.gpu} has no fp4 tensor cores: nvfp4 experts run vLLM's Marlin MoE, "
@@ -110,6 +101,9 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
         return _by_roofline(gpu, tokens, how, hidden=hidden, inter=inter,
                             num_experts=num_experts, topk=topk, tp=tp, ep=ep), "bfloat16"
     word, notes = _dtype(table, dtype)
+    if word != wanted and wanted in wo.WEIGHT_ONLY and resolve_gpu(gpu) != wo.DONOR:
+        return _weight_only(gpu, tokens, wanted, hidden=hidden, inter=inter,
+                            num_experts=num_experts, topk=topk, tp=tp, ep=ep), wanted
     want = MoeShape(hidden, inter, topk, num_experts, tp, ep)
     row, ref = _nearest(table, word, want)
     count = np.asarray(tokens, dtype=np.float64)
@@ -128,19 +122,14 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
 
 
 def _derived(table: Table, wanted: str) -> tuple[float, float, str] | None:
-    """(weight bytes with scales, int8-or-16-bit rate over bf16's, what) of a MoE kernel vLLM
-    runs where the GPU measures none: fp8 experts without fp8 tensor cores run fp8 Marlin MoE
-    (16-bit math), int8 W8A8 experts without a same-rate fp8 table the Triton int8 MoE,
-    w4a16 experts (and nvfp4 without fp4 tensor cores) 4-bit Marlin MoE (16-bit math)."""
+    """(weight bytes, int8-or-16-bit rate over bf16's, what) of an 8-bit MoE kernel vLLM runs
+    where the GPU measures none: fp8 experts without fp8 tensor cores run fp8 Marlin MoE
+    (16-bit math), int8 W8A8 experts without a same-rate fp8 table the Triton int8 MoE."""
     from kvplan.costs.kernels.gemm import int8_rate
 
     figures = peaks(table.gpu)
-    width = STORED_WEIGHT_BYTES.get(wanted, 2.0)
     if wanted in ("fp8", "fp8_block") and not figures.get("fp8"):
-        return width, 1.0, f"{table.gpu} has no fp8 tensor cores: fp8 experts run Marlin MoE"
-    if (wanted in wo.WEIGHT_ONLY and not _measured(table, wanted)
-            and (wanted != "nvfp4" or not figures.get("fp4"))):
-        return width, 1.0, f"{wanted} MoE not measured on {table.gpu}: 4-bit Marlin MoE"
+        return 1.0, 1.0, f"{table.gpu} has no fp8 tensor cores: fp8 experts run Marlin MoE"
     if wanted == "int8" and _dtype(table, "int8")[0] == "bfloat16":
         return 1.0, int8_rate(table.gpu) / float(figures["bfloat16"]), "int8 W8A8 experts"
     return None
@@ -159,8 +148,17 @@ def _by_roofline(gpu: str, tokens: npt.ArrayLike, how: tuple[float, float, str],
                               flops_per_token=s.flops_per_token(),
                               touched=np.minimum(1.0, count * s.topk / s.experts),
                               hidden=s.hidden, width=width, rate=rate)
-    note = f"{what}: its bf16 MoE x the datasheet roofline ratio at {width:.4g} B a weight"
+    note = f"{what}: its bf16 MoE x the datasheet roofline ratio at {width:g} B a weight"
     return replace(base, seconds=base.seconds * ratio, notes=(*base.notes, note))
+
+
+def _weight_only(gpu: str, tokens: npt.ArrayLike, word: str, **shape: int) -> OpTime:
+    """A w4a16 MoE on a GPU without its table (``kvplan.costs.kernels.moe_weight_only``)."""
+    count = np.asarray(tokens, dtype=np.float64)
+    at = count * wo.token_scale(gpu)
+    return wo.priced_by_ratio(moe(gpu, count, dtype="bfloat16", **shape),
+                              moe(wo.DONOR, at, dtype=word, **shape),
+                              moe(wo.DONOR, at, dtype="bfloat16", **shape), word, gpu)
 
 
 def has_dtype(gpu: str, dtype: str) -> bool:
@@ -192,21 +190,6 @@ def _floor(gpu: str, tokens: FloatArray, shape: MoeShape, dtype: str) -> FloatAr
     return roofline_s(moe_flops(tokens, s.hidden, s.inter, s.topk, s.tp, s.ep),
                       moe_bytes(tokens, s.hidden, s.inter, s.topk, s.experts, s.tp, s.ep, dtype),
                       figures[TENSOR_RATE[dtype]] or figures["bfloat16"], figures["mem_bw"])
-
-
-def _read_floor(gpu: str, tokens: npt.ArrayLike, got: OpTime, shape: MoeShape, dtype: str
-                ) -> OpTime:
-    """``got`` no faster than reading the touched experts' weights in ``dtype`` - scales
-    included (``STORED_WEIGHT_BYTES``) - and the activations at the datasheet bandwidth: a
-    measured row, one scaled from another shape, or a kernel priced on another dtype's table
-    (nvfp4 on L40S's int4 Marlin MoE; the bundle floored its rows at 0.5 B a 4-bit weight)."""
-    s = shape
-    moved = moe_bytes(np.asarray(tokens, dtype=np.float64), s.hidden, s.inter, s.topk,
-                      s.experts, s.tp, s.ep, dtype)
-    floor = moved / float(peaks(gpu)["mem_bw"])
-    if not np.any(floor > got.seconds):
-        return got
-    return replace(got, seconds=np.maximum(got.seconds, floor))
 
 
 def _dtype(table: Table, dtype: str) -> tuple[str, tuple[str, ...]]:

@@ -22,19 +22,6 @@ BYTES_PER_ELEMENT = {
 }
 """Bytes per stored element of a weight / KV dtype as the tables name them (scales ignored)."""
 
-STORED_WEIGHT_BYTES = {
-    **BYTES_PER_ELEMENT,
-    "fp8_block": 1.0 + 4.0 / (128 * 128),  # an fp32 scale per 128 x 128 block
-    "nvfp4": 0.5 + 1.0 / 16,  # an fp8 (e4m3) scale per 16 values: 4.5 bits
-    "int4_wo": 0.5 + 2.0 / 128,  # GPTQ / AWQ-style: a 16-bit scale per 128 inputs: 4.125 bits
-    "w4a16_mxfp4": 0.5 + 1.0 / 32,  # OCP MX: an e8m0 scale per 32 values: 4.25 bits
-    "w4a16_mxfp4_marlin": 0.5 + 1.0 / 32,
-    "w4a8_mxfp4_mxfp8": 0.5 + 1.0 / 32,
-}
-"""Bytes a kernel reads per weight of a weight dtype, its scales included (as
-``costs.memory.weight_formats`` stores them; per-tensor / per-row scales are negligible): what
-the bandwidth roofline of a weight read is priced at."""
-
 TENSOR_RATE = {
     "bfloat16": "bfloat16",
     "float16": "bfloat16",
@@ -119,11 +106,10 @@ def moe_bytes(
     tokens: ArrayLike, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
     dtype: str,
 ) -> FloatArray:
-    """Weights of the local experts the batch touches (balanced routing), scales included,
-    plus activations."""
+    """Weights of the local experts the batch touches (balanced routing) plus activations."""
     local = experts / ep
     touched = np.minimum(local, _f(tokens) * topk / ep)
-    weights = touched * 3.0 * hidden * (inter / tp) * STORED_WEIGHT_BYTES[dtype]
+    weights = touched * 3.0 * hidden * (inter / tp) * BYTES_PER_ELEMENT[dtype]
     acts = _f(tokens) * topk / ep * (2.0 * hidden + inter / tp) * 2.0
     return weights + acts
 
