@@ -11,18 +11,7 @@ from kvplan.analysis.timeline import request_timeline
 from kvplan.specs.catalog import load_model
 from kvplan.specs.kv import kv_spec
 from tests.conftest import run_cli
-
-_CATALOG = Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
-
-
-def _v32_config(tmp_path: Path) -> str:
-    """deepseek-ai/DeepSeek-V3.2-Exp's config.json: DeepSeek-V3's fields plus its indexer."""
-    cfg = json.loads((_CATALOG / "deepseek-ai--DeepSeek-V3.json").read_text())
-    cfg.update({"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
-                "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048})
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return str(path)
+from tests.test_hunt14_mla import _v32_config
 
 
 def test_kv_pages_deepseek_v32_in_the_blocks_of_64_vllm_forces_on_every_gpu(
