@@ -31,13 +31,14 @@ def metrics_table(m: Metrics, header: dict[str, Any], *, kv_rows: bool = True) -
         ("Total input tokens", f"{m.total_input_tokens}"),
         ("Total generated tokens", f"{m.total_output_tokens}"),
         ("Request throughput (req/s)", f"{m.request_throughput:.2f}"),
+        # vLLM prints its goodput right under the request throughput, when --goodput is set
+        *([] if m.request_goodput is None else [
+            ("Request goodput (req/s)", f"{m.request_goodput:.2f}")]),
         ("Output token throughput (tok/s)", f"{m.output_throughput:.2f}"),
         ("Peak output token throughput (tok/s)", f"{m.max_output_tokens_per_s:.2f}"),
         ("Peak concurrent requests", f"{m.max_concurrent_requests}"),
         ("Total token throughput (tok/s)", f"{m.total_token_throughput:.2f}"),
     ]
-    if m.request_goodput is not None:
-        rows.append(("Request goodput (req/s)", f"{m.request_goodput:.2f}"))
     for name, s in m.stats.items():
         rows.append((f"Mean / median {name.upper()}",
                      f"{fmt_ms(s.mean_ms)} / {fmt_ms(s.median_ms)}"))
