@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from tests.conftest import run_cli
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_one_line_error, run_cli
 
 SMALL = "meta-llama/Llama-3.2-1B"
 
@@ -26,3 +31,35 @@ def test_goodput_row_sits_under_the_request_throughput_as_vllm_prints_it() -> No
     at = rows.index("Request throughput (req/s)")
     assert rows[at + 1:at + 3] == ["Request goodput (req/s)", "Output token throughput (tok/s)"]
     assert "Request goodput (req/s)" not in _table_rows()  # no --goodput: no row, as vLLM
+
+
+def _far_trace(tmp_path: Path, second_s: str) -> Path:
+    trace = tmp_path / "far.csv"
+    trace.write_text(f"ts,p,o\n0,10,5\n{second_s},10,5\n")
+    return trace
+
+
+def test_arrivals_past_2_pow_33_s_are_refused_not_rounded(tmp_path: Path) -> None:
+    # Two identical requests (10 prompt, 5 output tokens), each alone on the server, have the
+    # same TTFT and ITLs. At 1e13 s float64 seconds step by 2^-9 s (1.95 ms): kvplan printed
+    # the second one's TTFT 54.69 ms against the first's 54.15 and its four ITLs summing to
+    # 7.81 ms (4 x 1.95) against 9.70: latencies rounded away, no word said. Now a workload
+    # whose last arrival is past 2^33 s (8.59e9 s, where the step is 2^-20 s < 1 us) is one
+    # error line; at 8e9 s both requests read the same to 2 us.
+    r = run_cli("simulate", SMALL, "--trace", str(_far_trace(tmp_path, "1e13")),
+                "--trace-columns", "arrival=ts,input=p,output=o")
+    assert_one_line_error(r)
+    assert "1e+13 s, past 2^33 s" in r.err and "arrival_unit=ms" in r.err
+    out = tmp_path / "near.json"
+    ok = run_cli("simulate", SMALL, "--trace", str(_far_trace(tmp_path, "8e9")),
+                 "--trace-columns", "arrival=ts,input=p,output=o", "--save-result", str(out),
+                 "--save-detailed", "--json")
+    assert ok.code == 0, ok.err
+    d = json.loads(out.read_text())
+    assert d["ttfts"][1] == pytest.approx(d["ttfts"][0], abs=2e-6)
+    assert sum(d["itls"][1]) == pytest.approx(sum(d["itls"][0]), abs=4e-6)
+    # drawn arrivals too: 10,000 requests at 1e-6 req/s arrive until 1e10 s
+    drawn = run_cli("simulate", SMALL, "--num-prompts", "10000", "--request-rate", "1e-6",
+                    "--random-input-len", "10", "--random-output-len", "2")
+    assert_one_line_error(drawn)
+    assert "1e+10 s, past 2^33 s" in drawn.err

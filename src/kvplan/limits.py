@@ -31,6 +31,8 @@ interconnect               0 .. 100,000 GB/s            (interconnect_gbps)
 profile efficiencies       0.01 .. 1                    compute/bandwidth/comm efficiency
 profile overheads          0 .. 10 s                    per step / per prefill / all-reduce
 request rate               10^-6 .. 10^9 req/s or inf   float timestamps keep ~1 us detail
+arrival times              0 .. 2^33 s (272 years)      float64 seconds step by < 1 us below
+                                                        2^33 (by 2 ms at 10^13 s)
 measured times             10^-6 .. 10^5 s              calibrate inputs
 SLO / goodput limits       0.001 ms .. 24 h (8.64x10^7  no latency target is under 1 us or
                            ms)                          over a day
@@ -62,6 +64,10 @@ MAX_CONFIG_INT = 2**31 - 1
 MAX_PARALLEL = 4096
 MAX_KV_CACHE_BYTES = 2**50
 MIN_REQUEST_RATE = 1e-6
+MAX_ARRIVAL_S = 2.0**33
+"""The latest arrival a workload may have (8.6 x 10^9 s, 272 years): below it float64 seconds
+step by under 1 us (2^-20 s); at 10^13 s by 2 ms, so a step's time rounds away from its
+latencies."""
 MAX_REQUEST_RATE = 1e9
 MAX_SWEEP_VALUES = 64
 MAX_PLAN_CONFIGS = 100_000

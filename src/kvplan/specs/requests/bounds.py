@@ -12,6 +12,7 @@ from typing import Any
 
 from kvplan.errors import InputError
 from kvplan.limits import (
+    MAX_ARRIVAL_S,
     MAX_PROMPTS,
     MAX_REQUEST_RATE,
     MAX_TOKENS,
@@ -86,3 +87,14 @@ def check_trace_size(name: str, rows: int) -> None:
             f"'{name}' has {rows:,} requests; kvplan simulates at most {MAX_PROMPTS:,} per run: "
             f"give --num-prompts {MAX_PROMPTS:,} or fewer"
         )
+
+
+def check_arrival_span(name: str, last_arrival_s: float) -> None:
+    """A workload's last arrival at most MAX_ARRIVAL_S (2^33 s): past it float64 seconds
+    step by more than 1 us (2 ms at 10^13 s) and round the latencies away."""
+    if last_arrival_s > MAX_ARRIVAL_S:
+        raise InputError(
+            f"workload '{name}': the last request arrives at {last_arrival_s:.4g} s, past "
+            "2^33 s (272 years), where float64 seconds round latencies away; a trace in ms "
+            "needs --trace-columns arrival_unit=ms, else lower --time-scale or --num-prompts, "
+            "or raise --request-rate")

@@ -12,7 +12,11 @@ import numpy as np
 
 from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.requests.arrays import RequestSpec, Workload
-from kvplan.specs.requests.bounds import check_trace_size, check_workload_bounds
+from kvplan.specs.requests.bounds import (
+    check_arrival_span,
+    check_trace_size,
+    check_workload_bounds,
+)
 from kvplan.specs.requests.generators import (
     PREFIX_HASH_BLOCK_TOKENS,
     drawn_workload,
@@ -226,7 +230,9 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     numpy.random import)."""
     rate = args.request_rate if args.request_rate is not None else math.inf
     if args.trace is None and args.dataset_name == "random":
-        return _random(args, rate, rng)
+        w = _random(args, rate, rng)
+        check_arrival_span(w.name, w.duration_s)
+        return w
     trace = _load_for(args)
     _note_sharegpt_seed(args)
     if args.time_scale != 1.0 and trace.arrival_s is None:  # a --trace file without times
@@ -238,6 +244,7 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     else:
         arrivals = gamma_arrivals(n, rate, args.burstiness,
                                   rng if rng is not None else vllm_arrival_rng(args.seed))
+    check_arrival_span(trace.name, float(arrivals[-1]) if n else 0.0)
     return workload_from_trace(trace, n, arrivals, args.max_concurrency)
 
 
