@@ -63,3 +63,17 @@ def test_arrivals_past_2_pow_33_s_are_refused_not_rounded(tmp_path: Path) -> Non
                     "--random-input-len", "10", "--random-output-len", "2")
     assert_one_line_error(drawn)
     assert "1e+10 s, past 2^33 s" in drawn.err
+
+
+def test_percentile_metrics_keep_vllms_order_whatever_the_flag_says() -> None:
+    # vllm/benchmarks/serve.py calls process_one_metric for "ttft", "tpot", "itl", then
+    # "e2el", each only if it is in --percentile-metrics: the result file's keys and the
+    # printed blocks follow that order. `--percentile-metrics e2el,ttft` wrote and printed
+    # e2el's keys first here.
+    r = run_cli("simulate", SMALL, "--num-prompts", "5", "--random-input-len", "100",
+                "--random-output-len", "10", "--percentile-metrics", "e2el,ttft", "--json")
+    assert r.code == 0, r.err
+    keys = [k for k in r.json() if k.endswith("_ms") and k.startswith(("mean_", "p99_"))]
+    assert keys == ["mean_ttft_ms", "p99_ttft_ms", "mean_e2el_ms", "p99_e2el_ms"]
+    rows = _table_rows("--percentile-metrics", "e2el,ttft")
+    assert [x for x in rows if x.startswith("P99")] == ["P99 TTFT", "P99 E2EL"]

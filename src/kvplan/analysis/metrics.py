@@ -51,7 +51,7 @@ class Metrics:
     output_throughput: float
     total_token_throughput: float
     stats: dict[str, Stat]
-    """Per metric in --percentile-metrics: 'ttft', 'tpot', 'itl', 'e2el'."""
+    """Per metric in --percentile-metrics, in vLLM's order: 'ttft', 'tpot', 'itl', 'e2el'."""
     preemptions: int
     prefix_cache_hit_rate: float
     peak_kv_blocks: int
@@ -109,7 +109,7 @@ def compute_metrics(
         output_throughput=_rate(n_out, duration),
         total_token_throughput=_rate(n_in + n_out, duration),
         stats={m: itl_stat(r, percentiles) if m == "itl" else _stat(values[m], percentiles)
-               for m in percentile_metrics},
+               for m in METRIC_NAMES if m in percentile_metrics},  # vLLM's order, any given
         preemptions=r.total_preemptions,
         prefix_cache_hit_rate=_rate(r.prefix_lookup_hits, r.prefix_query_tokens),
         peak_kv_blocks=r.peak_kv_blocks, num_blocks=r.num_blocks,
