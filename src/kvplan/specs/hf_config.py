@@ -96,6 +96,15 @@ class _Fields:
             "is missing; it is required to size the KV cache", field=keys[0], file=self.file
         )
 
+    def count(self, *keys: str) -> int:
+        """A count a config may set to 0 (MTP layers, shared experts, leading dense layers:
+        Kimi-K2 says ``num_nextn_predict_layers: 0``); 0 when absent, else a whole number."""
+        for key in keys:
+            value = self.get(key)
+            if value is not None:
+                return 0 if value == 0 else self._as_int(key, value)
+        return 0
+
     def _as_int(self, key: str, value: Any) -> int:
         return config_int(key, value, self.file)
 
@@ -167,7 +176,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         hidden_act=_hidden_act(f),
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
-        num_mtp_layers=f.integer("num_nextn_predict_layers", required=False, default=0),
+        num_mtp_layers=f.count("num_nextn_predict_layers"),
         vision=_vision(raw, hidden, file),
         notes=tuple(dict.fromkeys(f.notes)),
     )
@@ -299,10 +308,9 @@ def _moe(f: _Fields) -> MoeSpec | None:
     experts = f.integer(*keys, required=False)
     if experts == 0:
         return None
-    shared = f.integer("shared_expert_intermediate_size", "shared_intermediate_size",
-                       required=False)
+    shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
     if shared == 0 and f.has("n_shared_experts"):
-        shared = f.integer("n_shared_experts") * f.integer("moe_intermediate_size")
+        shared = f.count("n_shared_experts") * f.integer("moe_intermediate_size")
     topk_keys = ("num_experts_per_tok", "experts_per_token", "moe_topk")
     topk = f.integer(*topk_keys)
     key = next((k for k in topk_keys if f.has(k)), topk_keys[0])
@@ -311,7 +319,7 @@ def _moe(f: _Fields) -> MoeSpec | None:
         experts_per_token=check_topk(key, topk, experts, f.file),
         moe_intermediate_size=f.integer("moe_intermediate_size", "intermediate_size"),
         shared_expert_intermediate_size=shared,
-        first_dense_layers=f.integer("first_k_dense_replace", required=False),
+        first_dense_layers=f.count("first_k_dense_replace"),
     )
 
 
