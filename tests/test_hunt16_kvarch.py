@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.specs.catalog import load_model
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 
 def _write(tmp_path: Path, name: str, cfg: dict[str, Any]) -> str:
@@ -54,3 +54,31 @@ def test_counts_a_config_sets_to_zero_are_read_as_zero(tmp_path: Path) -> None:
     cfg["first_k_dense_replace"] = -1
     bad = run_cli("kv", _write(tmp_path, "kimi-bad", cfg))
     assert bad.code == 2 and "must be positive" in bad.err
+
+
+def _minimax_m2(tmp_path: Path, attn_types: list[int]) -> str:
+    """MiniMaxAI/MiniMax-M2 config.json (the fields kvplan reads): 62 layers, 48 query / 8 KV
+    heads of 128, 256 experts (top 8), ``shared_intermediate_size: 0`` and an
+    ``attn_type_list`` of 62 ones (every layer softmax attention)."""
+    return _write(tmp_path, "minimax-m2", {
+        "architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2",
+        "hidden_size": 3072, "num_hidden_layers": 62, "num_attention_heads": 48,
+        "num_key_value_heads": 8, "head_dim": 128, "rotary_dim": 64, "intermediate_size": 1536,
+        "num_local_experts": 256, "num_experts_per_tok": 8, "shared_intermediate_size": 0,
+        "attn_type_list": attn_types, "max_position_embeddings": 196608, "vocab_size": 200064,
+        "torch_dtype": "bfloat16", "tie_word_embeddings": False, "rope_theta": 5000000})
+
+
+def test_minimax_m2_all_softmax_attn_type_list_is_plain_attention(tmp_path: Path) -> None:
+    # vLLM minimax_m2.py builds every layer as Attention (attn_type_list is not read): 2 (K, V)
+    # x 62 layers x 8 KV heads x 128 x 2 B = 253,952 B/token. kvplan refused the file ("has
+    # Mamba / linear-attention layers laid out by attn_type_list").
+    r = run_cli("kv", _minimax_m2(tmp_path, [1] * 62), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["bytes_per_token"] == 2 * 62 * 8 * 128 * 2 == 253_952
+    assert [g["kind"] for g in r.json()["groups"]] == ["full"]
+    # MiniMax-M1 / Text-01 layers marked 0 are lightning attention (a state kvplan does not
+    # model): still refused, in one line naming the field and the count.
+    m1 = run_cli("kv", _minimax_m2(tmp_path, ([0] * 7 + [1]) * 7 + [1] * 6))
+    assert_one_line_error(m1)
+    assert "attn_type_list" in m1.err and "49 layers 0" in m1.err

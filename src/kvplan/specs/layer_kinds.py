@@ -24,15 +24,17 @@ class Fields(Protocol):
 
 
 _UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
-                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm", "attn_type_list")
-"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2,
-MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention.
+                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm")
+"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2): parsed as
+plain attention they would cache every layer as full attention (MiniMax's ``attn_type_list``
+is checked by ``_check_attn_types``).
 Granite-4.0-H shares Bamba's ``mamba_*`` names but lists ``layer_types`` ("mamba" /
 "attention"), which kvplan reads (``hf_config._mamba`` takes its names)."""
 
 
 def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
     """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
+    _check_attn_types(f)
     kinds = _read_layer_kinds(f, layers, model_type, is_mla)
     unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
     if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
@@ -43,6 +45,25 @@ def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[
             "hybrid_override_pattern or full_attention_interval",
             field=unread[0], file=f.file)
     return kinds
+
+
+def _check_attn_types(f: Fields) -> None:
+    """MiniMax's ``attn_type_list``: 1 = softmax attention, 0 = lightning (linear) attention.
+    MiniMax-M2 lists 1 for every layer and vLLM's minimax_m2.py builds every layer as plain
+    attention (the list is not read); MiniMax-Text-01 / M1 layers marked 0 hold a lightning
+    state (vLLM ``MiniMaxText01LinearAttention``), which kvplan does not model: refused."""
+    types = f.get("attn_type_list")
+    if types is None:
+        return
+    if not isinstance(types, list) or any(t not in (0, 1) or isinstance(t, bool) for t in types):
+        raise ConfigError("must list 0 (lightning attention) or 1 (softmax attention) per layer",
+                          field="attn_type_list", file=f.file)
+    if 0 in types:
+        raise ConfigError(
+            f"marks {types.count(0)} layers 0 (MiniMax lightning attention, a fixed-size state "
+            "per request), which kvplan does not model: it would price them as full attention; "
+            "kvplan models hybrids that list layer_types, hybrid_override_pattern or "
+            "full_attention_interval", field="attn_type_list", file=f.file)
 
 
 def _read_layer_kinds(f: Fields, layers: int, model_type: str,
