@@ -82,3 +82,52 @@ def test_minimax_m2_all_softmax_attn_type_list_is_plain_attention(tmp_path: Path
     m1 = run_cli("kv", _minimax_m2(tmp_path, ([0] * 7 + [1]) * 7 + [1] * 6))
     assert_one_line_error(m1)
     assert "attn_type_list" in m1.err and "49 layers 0" in m1.err
+
+
+def _mamba_codestral(tmp_path: Path) -> str:
+    """mistralai/Mamba-Codestral-7B-v0.1 config.json (transformers Mamba2Config names: no
+    attention, 64 Mamba2 layers of 128 heads x 64, state 128, 8 groups, conv kernel 4; no
+    max_position_embeddings)."""
+    return _write(tmp_path, "mamba-codestral", {
+        "architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2", "hidden_size": 4096,
+        "num_hidden_layers": 64, "num_heads": 128, "head_dim": 64, "state_size": 128,
+        "n_groups": 8, "expand": 2, "conv_kernel": 4, "chunk_size": 256, "vocab_size": 32768,
+        "torch_dtype": "bfloat16", "tie_word_embeddings": False, "rms_norm": True,
+        "use_bias": False, "use_conv_bias": True})
+
+
+def test_pure_mamba2_holds_a_state_per_request_not_kv_per_token(tmp_path: Path) -> None:
+    # vLLM mamba2.py (MambaStateShapeCalculator.mamba2_state_shape, intermediate = expand x
+    # hidden = 8192): conv (4 - 1) x (8192 + 2 x 8 x 128) = 30,720, ssm 128 x 64 x 128 =
+    # 1,048,576 values, x 2 B = 2,158,592 B per layer, x 64 = 138,149,888 B per request and
+    # 0 B per token. kvplan read num_heads as attention heads and priced 64 full-attention
+    # layers: 2 x 64 x 128 x 64 x 2 = 2,097,152 B/token.
+    path = _mamba_codestral(tmp_path)
+    r = run_cli("kv", path, "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["bytes_per_token"] == 0
+    assert doc["state_bytes_per_request"] == 64 * (30_720 + 1_048_576) * 2 == 138_149_888
+    assert [g["kind"] for g in doc["groups"]] == ["state"]
+    tp2 = run_cli("kv", path, "-tp", "2", "--json").json()  # conv 15,360 + ssm 524,288
+    assert tp2["state_bytes_per_request_per_gpu"] == 64 * (15_360 + 524_288) * 2
+    # One Mamba2 block per layer (no MLP): in_proj (2 x 8192 + 2 x 8 x 128 + 128) x 4096,
+    # out_proj 4096 x 8192, conv 10,240 x 4 + bias, 3 x 128 + 8192 vectors; + embedding and
+    # lm_head 32768 x 4096 each and 65 norms of 4096: 7,285,403,648 (Mamba-Codestral, 7.3B).
+    from kvplan.costs.memory.params import param_counts
+
+    counts = param_counts(load_model(path))
+    assert counts.dense_mlp == 0 and counts.attention == 0
+    assert counts.total == 7_285_403_648
+
+
+def test_pure_mamba2_capacity_is_vllms(tmp_path: Path) -> None:
+    # vLLM 0.11: one MambaSpec group of 64 layers, block = mamba_block_size = max_model_len
+    # (2048: no length key in the config), page 2,158,592 B. num_blocks = 10 GiB // page //
+    # 64 = 4,974 // 64 = 77; GPU KV cache size = 77 // 1 group x 2048 = 157,696 tokens; max
+    # concurrency 77 / cdiv(64 x 1 page, 64 pages) = 77.00x.
+    r = run_cli("capacity", _mamba_codestral(tmp_path), "--kv-cache-memory", "10GiB", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (77, 157_696)
+    assert doc["max_concurrency"] == 77.0

@@ -21,6 +21,7 @@ from kvplan.specs.config_checks import (
 from kvplan.specs.layer_kinds import layer_kinds
 from kvplan.specs.max_len import derived_max_len, rope_cache_positions, rotary_dim
 from kvplan.specs.model import (
+    STATE_ONLY_FAMILIES,
     LinearAttentionSpec,
     MambaSpec,
     MlaSpec,
@@ -171,7 +172,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mla=mla,
         moe=_moe(f),
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
-        mamba=_mamba(f, hidden) if "mamba" in kinds else None,
+        mamba=_mamba(f, hidden, model_type) if "mamba" in kinds else None,
         **_quant_fields(raw, cfg, file),
         hidden_act=_hidden_act(f),
         mlp_gated=_mlp_gated(model_type, f),
@@ -333,11 +334,14 @@ def _linear_attention(f: _Fields) -> LinearAttentionSpec:
     )
 
 
-def _mamba(f: _Fields, hidden: int) -> MambaSpec:
-    """Mamba2 mixer sizes under Nemotron-H's names or Granite-4.0-H's (``mamba_n_heads``,
-    ``mamba_d_head``, ... as vLLM's granitemoehybrid.py reads them)."""
-    heads = f.integer("mamba_num_heads", "mamba_n_heads")
-    head_dim = f.integer("mamba_head_dim", "mamba_d_head", required=False)
+def _mamba(f: _Fields, hidden: int, model_type: str) -> MambaSpec:
+    """Mamba2 mixer sizes under Nemotron-H's names, Granite-4.0-H's (``mamba_n_heads``,
+    ``mamba_d_head``, ... as vLLM's granitemoehybrid.py reads them) or, in a model of Mamba2
+    layers only, Mamba2Config's ``num_heads`` and ``head_dim`` (vLLM mamba2.py)."""
+    plain = model_type in STATE_ONLY_FAMILIES  # no attention: head names are the mixer's
+    heads = f.integer(*(("num_heads",) if plain else ("mamba_num_heads", "mamba_n_heads")))
+    head_dim = f.integer(*(("head_dim",) if plain else ("mamba_head_dim", "mamba_d_head")),
+                         required=False)
     return MambaSpec(
         num_heads=heads,
         head_dim=head_dim or f.integer("expand", "mamba_expand") * hidden // heads,

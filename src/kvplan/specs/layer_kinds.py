@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kvplan.errors import ConfigError
-from kvplan.specs.model import LayerKind
+from kvplan.specs.model import STATE_ONLY_FAMILIES, LayerKind
 
 
 class Fields(Protocol):
@@ -71,6 +71,8 @@ def _read_layer_kinds(f: Fields, layers: int, model_type: str,
     """Per-layer attention kind, from the family's own way of saying it."""
     if is_mla:
         return _uniform("mla", layers)
+    if model_type in STATE_ONLY_FAMILIES:
+        return _uniform("mamba", layers)
     if f.has("layer_types"):
         return _from_layer_types(f, layers)
     if f.has("hybrid_override_pattern"):

@@ -11,6 +11,9 @@ hold a fixed-size state per request; mlp layers (Nemotron-H '-') hold no cache a
 
 KV_KINDS: frozenset[str] = frozenset({"full", "sliding", "mla"})
 STATE_KINDS: frozenset[str] = frozenset({"linear_attention", "mamba"})
+STATE_ONLY_FAMILIES: frozenset[str] = frozenset({"mamba2"})
+"""Model types whose every layer is a Mamba2 mixer (transformers ``Mamba2Config``, vLLM
+``Mamba2ForCausalLM``: Mamba-Codestral): no attention, one state per request."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,8 +204,16 @@ class ModelSpec:
         return sum(1 for k in self.layer_kinds if k in STATE_KINDS)
 
     @property
+    def one_block_layers(self) -> bool:
+        """Each decoder layer is one block, a mixer or an MLP, with one norm (vLLM
+        nemotron_h.py, mamba2.py), not a mixer followed by an MLP."""
+        return self.model_type in STATE_ONLY_FAMILIES or self.model_type == "nemotron_h"
+
+    @property
     def attention_kind(self) -> str:
         """Short description: MHA, GQA, MQA or MLA, plus sliding/hybrid qualifiers."""
+        if not self.kv_layers:
+            return "state layers only (no attention)"
         if self.mla is not None:
             base = "MLA"
         elif self.num_kv_heads == self.num_attention_heads:
