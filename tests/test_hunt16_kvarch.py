@@ -131,3 +131,23 @@ def test_pure_mamba2_capacity_is_vllms(tmp_path: Path) -> None:
     doc = r.json()
     assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (77, 157_696)
     assert doc["max_concurrency"] == 77.0
+
+
+def test_a_config_without_a_length_key_serves_the_max_model_len_given(tmp_path: Path) -> None:
+    # vLLM 0.11 _get_and_verify_max_len: no length key in config.json (Mamba-Codestral has
+    # none) -> "If max_model_len is specified, we use it"; only without one does it assume
+    # 2,048. kvplan refused --max-model-len 32768 ("exceeds the model's derived max_model_len
+    # 2048"). Blocks of max_model_len for the Mamba2 group: 77 x 32,768 = 2,523,136 tokens.
+    path = _mamba_codestral(tmp_path)
+    r = run_cli("capacity", path, "--kv-cache-memory", "10GiB", "--max-model-len", "32768",
+                "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (77, 77 * 32_768)
+    assert doc["max_concurrency"] == 77.0
+    # A config that states its length still caps --max-model-len at it.
+    cfg = json.loads(Path(path).read_text())
+    cfg["max_position_embeddings"] = 2048
+    capped = run_cli("capacity", _write(tmp_path, "capped", cfg), "--max-model-len", "32768")
+    assert_one_line_error(capped)
+    assert "exceeds the model's derived max_model_len 2048" in capped.err

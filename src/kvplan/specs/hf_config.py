@@ -19,7 +19,12 @@ from kvplan.specs.config_checks import (
     config_int,
 )
 from kvplan.specs.layer_kinds import layer_kinds
-from kvplan.specs.max_len import derived_max_len, rope_cache_positions, rotary_dim
+from kvplan.specs.max_len import (
+    derived_max_len,
+    has_max_len_key,
+    rope_cache_positions,
+    rotary_dim,
+)
 from kvplan.specs.model import (
     STATE_ONLY_FAMILIES,
     LinearAttentionSpec,
@@ -163,8 +168,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         v_head_dim=_v_head_dim(f, head_dim, mla),
         vocab_size=f.integer("vocab_size", "padded_vocab_size"),
         intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
-        max_position_embeddings=derived_max_len(f, model_type),
-        rope_cache_positions=rope_cache_positions(f, model_type),
+        **_lengths(f, model_type),
         rotary_dim=rotary_dim(f, model_type, head_dim),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
         layer_kinds=kinds,
@@ -181,6 +185,13 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         vision=_vision(raw, hidden, file),
         notes=tuple(dict.fromkeys(f.notes)),
     )
+
+
+def _lengths(f: _Fields, model_type: str) -> dict[str, Any]:
+    """max_model_len as vLLM derives it, whether it was assumed, and the rotary cache rows."""
+    return {"max_position_embeddings": derived_max_len(f, model_type),
+            "max_len_assumed": not has_max_len_key(f),
+            "rope_cache_positions": rope_cache_positions(f, model_type)}
 
 
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:

@@ -55,6 +55,11 @@ _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
 ``model_max_length`` (Command-R / Cohere) is taken as it is."""
 
 
+def has_max_len_key(f: Fields) -> bool:
+    """Whether the config (or its class's defaults) gives vLLM a length key to derive from."""
+    return any(f.get(k) is not None for k in _MAX_LEN_KEYS)
+
+
 def _config_max_len(f: Fields) -> int:
     """The config's context length as vLLM reads it, before rope scaling (2,048 when no key
     is present)."""

@@ -162,6 +162,10 @@ class ModelSpec:
     max_position_embeddings: int
     """The longest max_model_len vLLM derives: the config's max_position_embeddings, scaled
     by rope_scaling's factor where vLLM scales it (linear, dynamic, yarn)."""
+    max_len_assumed: bool = False
+    """The config has no length key: vLLM assumes 2,048 tokens but serves any
+    --max-model-len as given (``_get_and_verify_max_len``: "If max_model_len is specified, we
+    use it")."""
     tie_word_embeddings: bool
     layer_kinds: tuple[LayerKind, ...]
     sliding_window: int | None = None
