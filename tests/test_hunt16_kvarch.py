@@ -151,3 +151,31 @@ def test_a_config_without_a_length_key_serves_the_max_model_len_given(tmp_path: 
     capped = run_cli("capacity", _write(tmp_path, "capped", cfg), "--max-model-len", "32768")
     assert_one_line_error(capped)
     assert "exceeds the model's derived max_model_len 2048" in capped.err
+
+
+def test_per_layer_block_configs_and_mamba1_are_refused_not_mispriced(tmp_path: Path) -> None:
+    # nvidia/Llama-3_3-Nemotron-Super-49B-v1 (model_type nemotron-nas): no num_key_value_heads,
+    # each layer's block_configs[i].attention gives n_heads_in_group (64 // 8 = 8 KV heads) or
+    # no_op (no attention, no cache: vLLM nemotron_nas.py). kvplan priced 80 MHA layers of 64
+    # KV heads: 2 x 80 x 64 x 128 x 2 = 2,621,440 B/token, ~20x the real cache.
+    blocks = [{"attention": {"n_heads_in_group": None if i % 3 == 2 else 8,
+                             "no_op": i % 3 == 2, "replace_with_linear": False},
+               "ffn": {"ffn_mult": 5.25, "no_op": False, "replace_with_linear": False}}
+              for i in range(80)]
+    nas = _write(tmp_path, "nemotron-nas", {
+        "architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas",
+        "hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64,
+        "num_key_value_heads": None, "block_configs": blocks, "vocab_size": 128256,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"})
+    r = run_cli("kv", nas)
+    assert_one_line_error(r)
+    assert "block_configs" in r.err
+    # state-spaces/mamba-130m-hf (model_type mamba): kvplan said "num_attention_heads is
+    # missing; it is required to size the KV cache", as if the file were broken.
+    mamba = _write(tmp_path, "mamba-130m", {
+        "architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 768,
+        "num_hidden_layers": 24, "state_size": 16, "conv_kernel": 4, "expand": 2,
+        "intermediate_size": 1536, "time_step_rank": 48, "vocab_size": 50280})
+    r = run_cli("kv", mamba)
+    assert_one_line_error(r)
+    assert "Mamba (v1)" in r.err and "num_attention_heads" not in r.err
