@@ -179,3 +179,39 @@ def test_per_layer_block_configs_and_mamba1_are_refused_not_mispriced(tmp_path: 
     r = run_cli("kv", mamba)
     assert_one_line_error(r)
     assert "Mamba (v1)" in r.err and "num_attention_heads" not in r.err
+
+
+def _llama4_scout(tmp_path: Path, layer_types: bool) -> str:
+    """meta-llama/Llama-4-Scout-17B-16E-Instruct config.json's text_config (48 layers, 8 KV
+    heads of 128, attention_chunk_size 8192, every 4th layer global); ``layer_types`` as
+    transformers' Llama4TextConfig writes it when a checkpoint is saved again (quantized
+    derivatives): "chunked_attention" for the rope layers, "full_attention" for the others."""
+    text: dict[str, Any] = {
+        "model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48,
+        "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+        "attention_chunk_size": 8192, "vocab_size": 202048, "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384, "num_local_experts": 16, "num_experts_per_tok": 1,
+        "max_position_embeddings": 10485760, "torch_dtype": "bfloat16",
+        "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"}}
+    if layer_types:
+        text["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "chunked_attention"
+                               for i in range(48)]
+    return _write(tmp_path, f"llama4-{layer_types}", {
+        "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+        "text_config": text, "torch_dtype": "bfloat16"})
+
+
+def test_llama4_chunked_attention_layer_types_are_cached_as_full(tmp_path: Path) -> None:
+    # vLLM 0.11 disables the hybrid KV cache manager for chunked local attention by default
+    # ("There is a latency regression when using chunked local attention with the hybrid KV
+    # cache manager. Disabling it, by default.") and unify_hybrid_kv_cache_specs turns each
+    # ChunkedLocalAttentionSpec into a FullAttentionSpec: 2 x 48 x 8 x 128 x 2 = 196,608
+    # B/token, one group. kvplan refused a config listing "chunked_attention" in layer_types.
+    for listed in (False, True):
+        r = run_cli("kv", _llama4_scout(tmp_path, listed), "--json")
+        assert r.code == 0, r.err
+        doc = r.json()
+        assert doc["bytes_per_token"] == 2 * 48 * 8 * 128 * 2 == 196_608
+        assert [(g["kind"], g["num_layers"]) for g in doc["groups"]] == [("full", 48)]
+        assert any("cached as full attention" in n for n in doc["notes"])

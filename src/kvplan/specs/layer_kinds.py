@@ -15,6 +15,7 @@ class Fields(Protocol):
 
     cfg: Mapping[str, Any]
     file: str
+    notes: list[str]
 
     def has(self, key: str) -> bool: ...
 
@@ -36,6 +37,9 @@ def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[
     """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
     _check_attn_types(f)
     kinds = _read_layer_kinds(f, layers, model_type, is_mla)
+    if f.has("attention_chunk_size"):  # Llama 4: see _from_layer_types
+        f.notes.append("chunked local attention layers cached as full attention (vLLM 0.11 "
+                       "turns the hybrid KV cache manager off for them by default)")
     unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
     if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
         raise ConfigError(
@@ -87,8 +91,14 @@ def _read_layer_kinds(f: Fields, layers: int, model_type: str,
 
 
 def _from_layer_types(f: Fields, layers: int) -> tuple[LayerKind, ...]:
+    """transformers' names per layer. Llama 4's "chunked_attention" layers are cached as full
+    attention: vLLM 0.11 turns the hybrid KV cache manager off for chunked local attention
+    unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 ("There is a latency
+    regression ..."), and ``unify_hybrid_kv_cache_specs`` then makes every
+    ChunkedLocalAttentionSpec a FullAttentionSpec, as for a config without layer_types."""
     mapping: dict[str, LayerKind] = {
         "full_attention": "full",
+        "chunked_attention": "full",
         "sliding_attention": "sliding",
         "linear_attention": "linear_attention",
         "attention": "full",
