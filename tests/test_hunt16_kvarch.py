@@ -215,3 +215,35 @@ def test_llama4_chunked_attention_layer_types_are_cached_as_full(tmp_path: Path)
         assert doc["bytes_per_token"] == 2 * 48 * 8 * 128 * 2 == 196_608
         assert [(g["kind"], g["num_layers"]) for g in doc["groups"]] == [("full", 48)]
         assert any("cached as full attention" in n for n in doc["notes"])
+
+
+def test_bamba_attention_indices_make_a_hybrid(tmp_path: Path) -> None:
+    # An ibm-ai-platform/Bamba-9B-shaped config: 32 layers, attention at attn_layer_indices
+    # [9, 18, 27] (8 KV heads x 128), Mamba2 elsewhere (128 heads x 64, state 128, 1 group,
+    # conv 4; vLLM bamba.py). kvplan refused it ("laid out by attn_layer_indices").
+    # State: 3 x (8192 + 2 x 128) = 25,344 conv + 128 x 64 x 128 = 1,048,576 ssm, x 2 B =
+    # 2,147,840 B; attention 2 x 8 x 128 x 2 = 4,096 B/token/layer -> block 16 x
+    # cdiv(2,147,840, 16 x 4,096) = 528, page 528 x 4,096 = 2,162,688 B. Groups of 3: 10 of
+    # the 29 Mamba layers (1 padding) + 1 attention = 11. 10 GiB // page // 3 = 1,654 blocks;
+    # 1,654 // 11 x 528 = 79,200 tokens; cdiv(32768, 528) = 63 + 10 state pages per request:
+    # 1,654 / 73 = 22.66x.
+    path = _write(tmp_path, "bamba", {
+        "architectures": ["BambaForCausalLM"], "model_type": "bamba", "hidden_size": 4096,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "attn_layer_indices": [9, 18, 27], "mamba_n_heads": 128, "mamba_d_head": 64,
+        "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2,
+        "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 262144,
+        "torch_dtype": "bfloat16"})
+    r = run_cli("capacity", path, "--kv-cache-memory", "10GiB", "--max-model-len", "32768",
+                "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (1654, 79_200)
+    assert round(doc["max_concurrency"], 2) == 22.66
+    kinds = load_model(path).layer_kinds
+    assert [i for i, k in enumerate(kinds) if k == "full"] == [9, 18, 27]
+    bad = json.loads(Path(path).read_text())
+    bad["attn_layer_indices"] = [9, 32]
+    r = run_cli("kv", _write(tmp_path, "bamba-bad", bad))
+    assert_one_line_error(r)
+    assert "attn_layer_indices" in r.err

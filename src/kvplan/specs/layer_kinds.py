@@ -26,7 +26,8 @@ class Fields(Protocol):
 
 _UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
                       "mamba_d_state", "mamba_n_heads", "mamba_d_ssm")
-"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2): parsed as
+"""Keys of hybrid layouts kvplan does not read (Jamba, Falcon-H1, Zamba2; Bamba's
+attn_layer_indices is read by ``_from_attn_indices``): parsed as
 plain attention they would cache every layer as full attention (MiniMax's ``attn_type_list``
 is checked by ``_check_attn_types``).
 Granite-4.0-H shares Bamba's ``mamba_*`` names but lists ``layer_types`` ("mamba" /
@@ -81,6 +82,8 @@ def _read_layer_kinds(f: Fields, layers: int, model_type: str,
         return _from_layer_types(f, layers)
     if f.has("hybrid_override_pattern"):
         return _from_hybrid_pattern(f, layers)
+    if model_type == "bamba" and f.has("attn_layer_indices"):
+        return _from_attn_indices(f, layers)
     if f.has("full_attention_interval"):
         every = f.integer("full_attention_interval")
         kinds: list[LayerKind] = [
@@ -114,6 +117,17 @@ def _from_layer_types(f: Fields, layers: int) -> tuple[LayerKind, ...]:
             file=f.file,
         )
     return tuple(mapping[t] for t in types)
+
+
+def _from_attn_indices(f: Fields, layers: int) -> tuple[LayerKind, ...]:
+    """Bamba: attention at ``attn_layer_indices``, a Mamba2 mixer elsewhere (BambaConfig's
+    ``layers_block_type``, which vLLM bamba.py builds its layers from)."""
+    at = f.get("attn_layer_indices")
+    if not isinstance(at, list) or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers for i in at):
+        raise ConfigError(f"must list layer indices in 0..{layers - 1}",
+                          field="attn_layer_indices", file=f.file)
+    return tuple("full" if i in at else "mamba" for i in range(layers))
 
 
 def _from_hybrid_pattern(f: Fields, layers: int) -> tuple[LayerKind, ...]:
