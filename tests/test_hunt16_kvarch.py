@@ -247,3 +247,17 @@ def test_bamba_attention_indices_make_a_hybrid(tmp_path: Path) -> None:
     r = run_cli("kv", _write(tmp_path, "bamba-bad", bad))
     assert_one_line_error(r)
     assert "attn_layer_indices" in r.err
+
+
+def test_a_layer_type_kvplan_does_not_model_is_named_not_called_invalid(tmp_path: Path) -> None:
+    # LiquidAI/LFM2-1.2B-shaped layer_types: "conv" (short-convolution state layers, vLLM
+    # Lfm2ForCausalLM) and "full_attention". kvplan said the field "must list one of [...]
+    # per layer", as if the config were malformed.
+    types = ["conv", "conv", "full_attention"] * 5 + ["conv"]
+    path = _write(tmp_path, "lfm2", {
+        "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "hidden_size": 2048,
+        "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "layer_types": types, "vocab_size": 65536, "torch_dtype": "bfloat16"})
+    r = run_cli("kv", path)
+    assert_one_line_error(r)
+    assert "lists 'conv' layers, which kvplan does not model" in r.err

@@ -108,6 +108,12 @@ def _from_layer_types(f: Fields, layers: int) -> tuple[LayerKind, ...]:
         "mamba": "mamba",
     }
     types = f.get("layer_types")
+    if isinstance(types, list) and all(isinstance(t, str) for t in types):
+        unknown = sorted({t for t in types if t not in mapping})
+        if unknown:  # LFM2's "conv", ...: a real layout kvplan does not model
+            raise ConfigError(
+                f"lists {', '.join(map(repr, unknown))} layers, which kvplan does not model "
+                f"(it reads {', '.join(sorted(mapping))})", field="layer_types", file=f.file)
     if not isinstance(types, list) or len(types) != layers or any(
         not isinstance(t, str) or t not in mapping for t in types
     ):
