@@ -261,3 +261,25 @@ def test_a_layer_type_kvplan_does_not_model_is_named_not_called_invalid(tmp_path
     r = run_cli("kv", path)
     assert_one_line_error(r)
     assert "lists 'conv' layers, which kvplan does not model" in r.err
+
+
+def test_minicpm3_kv_lora_rank_is_not_mla_in_vllm(tmp_path: Path) -> None:
+    # openbmb/MiniCPM3-4B has kv_lora_rank 256 but model_type minicpm3, which vLLM 0.11's
+    # is_deepseek_mla does not list: minicpm3.py builds a plain Attention over every head with
+    # K of qk_nope + qk_rope = 64 + 32 = 96 and V padded to 96, so 2 x 62 layers x 40 heads x
+    # 96 x 2 B = 952,320 B/token. kvplan cached an MLA latent: 62 x (256 + 32) x 2 = 35,712.
+    cfg = {"architectures": ["MiniCPM3ForCausalLM"], "model_type": "minicpm3",
+           "hidden_size": 2560, "num_hidden_layers": 62, "num_attention_heads": 40,
+           "num_key_value_heads": 40, "qk_nope_head_dim": 64, "qk_rope_head_dim": 32,
+           "v_head_dim": 64, "kv_lora_rank": 256, "q_lora_rank": 768, "intermediate_size": 6400,
+           "vocab_size": 73448, "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}
+    r = run_cli("kv", _write(tmp_path, "minicpm3", cfg), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["bytes_per_token"] == 2 * 62 * 40 * 96 * 2 == 952_320
+    assert [g["kind"] for g in r.json()["groups"]] == ["full"]
+    # A family vLLM does not run as MLA, with a kv_lora_rank: refused, not guessed.
+    other = run_cli("kv", _write(tmp_path, "other", {**cfg, "model_type": "acme_lm"}))
+    assert_one_line_error(other)
+    assert "kv_lora_rank" in other.err and "'acme_lm'" in other.err
+    # Kimi-K2 (kimi_k2) stays MLA: 61 x 576 x 2 = 70,272 B/token.
+    assert run_cli("kv", _kimi_k2(tmp_path), "--json").json()["bytes_per_token"] == 70_272

@@ -26,6 +26,7 @@ from kvplan.specs.max_len import (
     rotary_dim,
 )
 from kvplan.specs.model import (
+    MLA_FAMILIES,
     STATE_ONLY_FAMILIES,
     LinearAttentionSpec,
     MambaSpec,
@@ -103,8 +104,7 @@ class _Fields:
         )
 
     def count(self, *keys: str) -> int:
-        """A count a config may set to 0 (MTP layers, shared experts, leading dense layers:
-        Kimi-K2 says ``num_nextn_predict_layers: 0``); 0 when absent, else a whole number."""
+        """A count a config may set to 0 (Kimi-K2's num_nextn_predict_layers); 0 if absent."""
         for key in keys:
             value = self.get(key)
             if value is not None:
@@ -148,8 +148,8 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
     heads = f.integer("num_attention_heads", "n_head", "num_heads")
     kv_heads = _kv_heads(f, heads, model_type)
-    head_dim = _head_dim(f, hidden, heads)
-    mla = _mla(f)
+    head_dim = _head_dim(f, hidden, heads, model_type)
+    mla = _mla(f, model_type)
     kinds = layer_kinds(f, layers, model_type, mla is not None)
     sliding = f.integer("sliding_window") if "sliding" in kinds else None
     dtype, config_dtype = _dtype(raw, cfg, f, model_type)
@@ -195,9 +195,10 @@ def _lengths(f: _Fields, model_type: str) -> dict[str, Any]:
 
 
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:
-    """MLA's value width comes from its latent spec; otherwise v_head_dim or head_dim."""
-    if mla is not None:
-        return int(mla.v_head_dim)
+    """MLA's value width comes from its latent spec; otherwise v_head_dim or head_dim (a
+    MiniCPM3 V is padded to its K width: vLLM minicpm3.py)."""
+    if mla is not None or f.cfg.get("model_type") == "minicpm3":
+        return int(mla.v_head_dim) if mla is not None else head_dim
     return f.integer("v_head_dim", required=False, default=head_dim)
 
 
@@ -253,7 +254,9 @@ def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
     return heads
 
 
-def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
+def _head_dim(f: _Fields, hidden: int, heads: int, model_type: str) -> int:
+    if model_type == "minicpm3":  # per-head K of qk_nope + qk_rope (V padded to it): _mla
+        return f.integer("qk_nope_head_dim") + f.integer("qk_rope_head_dim")
     for key in ("head_dim", "attention_head_dim", "kv_channels"):
         if f.has(key):
             return f.integer(key)
@@ -267,9 +270,15 @@ def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
     return hidden // heads
 
 
-def _mla(f: _Fields) -> MlaSpec | None:
-    if not f.has("kv_lora_rank"):
+def _mla(f: _Fields, model_type: str) -> MlaSpec | None:
+    """vLLM 0.11 caches one latent per token only for the model types ``is_deepseek_mla``
+    lists; MiniCPM3 has a kv_lora_rank too, but minicpm3.py caches every head's K (qk_nope +
+    qk_rope) and V padded to it (plain ``Attention``); another family is refused."""
+    if not f.has("kv_lora_rank") or model_type == "minicpm3":
         return None
+    if model_type not in MLA_FAMILIES:
+        raise ConfigError(f"is set but vLLM 0.11 runs MLA only for {sorted(MLA_FAMILIES)}, not "
+                          f"{model_type!r}", field="kv_lora_rank", file=f.file)
     return MlaSpec(
         kv_lora_rank=f.integer("kv_lora_rank"),
         qk_rope_head_dim=f.integer("qk_rope_head_dim"),

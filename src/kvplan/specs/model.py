@@ -16,6 +16,12 @@ STATE_ONLY_FAMILIES: frozenset[str] = frozenset({"mamba2"})
 ``Mamba2ForCausalLM``: Mamba-Codestral): no attention, one state per request."""
 
 
+MLA_FAMILIES: frozenset[str] = frozenset({
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "longcat_flash",
+    "pangu_ultra_moe", "pangu_ultra_moe_mtp"})
+"""Model types vLLM 0.11 runs as MLA when kv_lora_rank is set (``is_deepseek_mla``)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MlaSpec:
     """Multi-head latent attention (DeepSeek V2/V3, Kimi): one compressed latent per token."""
