@@ -283,3 +283,23 @@ def test_minicpm3_kv_lora_rank_is_not_mla_in_vllm(tmp_path: Path) -> None:
     assert "kv_lora_rank" in other.err and "'acme_lm'" in other.err
     # Kimi-K2 (kimi_k2) stays MLA: 61 x 576 x 2 = 70,272 B/token.
     assert run_cli("kv", _kimi_k2(tmp_path), "--json").json()["bytes_per_token"] == 70_272
+
+
+def test_sliding_layer_types_without_a_window_are_full_attention(tmp_path: Path) -> None:
+    # vLLM gpt_oss.py / gemma3.py give a "sliding_attention" layer config.sliding_window,
+    # and a window of None is full attention (FullAttentionSpec). gpt-oss-20b with
+    # sliding_window null: 24 full layers x 8 KV heads x 64 x 2 (K, V) x 2 B = 49,152 B/token.
+    # kvplan refused: "sliding_window is missing; it is required to size the KV cache" (its
+    # interleaved families without layer_types already read a null window as full).
+    cfg = json.loads(Path(str(_catalog_file("openai--gpt-oss-20b.json"))).read_text())
+    cfg["sliding_window"] = None
+    r = run_cli("kv", _write(tmp_path, "gpt-oss-no-window", cfg), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["bytes_per_token"] == 24 * 8 * 64 * 2 * 2 == 49_152
+    assert [(g["kind"], g["num_layers"]) for g in r.json()["groups"]] == [("full", 24)]
+
+
+def _catalog_file(name: str) -> Any:
+    from importlib import resources
+
+    return resources.files("kvplan.specs.catalog") / "models" / name
