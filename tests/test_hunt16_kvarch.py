@@ -303,3 +303,16 @@ def _catalog_file(name: str) -> Any:
     from importlib import resources
 
     return resources.files("kvplan.specs.catalog") / "models" / name
+
+
+def test_request_and_batch_take_any_length_where_the_config_states_none(tmp_path: Path) -> None:
+    # Same rule for kvplan request / batch: Mamba-Codestral names no context, so a 5,000-token
+    # request is one vLLM serves with --max-model-len 5010+; kvplan refused it ("exceeds the
+    # model's context of 2,048 tokens"). Its state is the same whatever the length:
+    # 138,149,888 B per request, x 8 = 1,105,199,104 B.
+    path = _mamba_codestral(tmp_path)
+    r = run_cli("request", path, "--prompt", "5000", "--output", "10", "--json")
+    assert r.code == 0, r.err
+    b = run_cli("batch", path, "--batch", "8", "--context", "5000", "--json")
+    assert b.code == 0, b.err
+    assert b.json()["total_bytes"] == 8 * 138_149_888

@@ -204,6 +204,12 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
+    def context_limit(self) -> int | None:
+        """The longest request the config allows; None when it has no length key (vLLM then
+        serves any --max-model-len, ``max_len_assumed``)."""
+        return None if self.max_len_assumed else self.max_position_embeddings
+
+    @property
     def kv_layers(self) -> int:
         """Layers that hold per-token KV (full, sliding or MLA attention)."""
         return sum(1 for k in self.layer_kinds if k in KV_KINDS)
