@@ -51,6 +51,8 @@ def test_counts_a_config_sets_to_zero_are_read_as_zero(tmp_path: Path) -> None:
     zero = load_model(_write(tmp_path, "kimi-zero", cfg))
     assert zero.moe is not None
     assert (zero.moe.first_dense_layers, zero.moe.shared_expert_intermediate_size) == (0, 0)
+    del cfg["moe_intermediate_size"]  # 0 shared experts need no shared-expert width
+    assert load_model(_write(tmp_path, "kimi-zero2", cfg)).moe is not None
     cfg["first_k_dense_replace"] = -1
     bad = run_cli("kv", _write(tmp_path, "kimi-bad", cfg))
     assert bad.code == 2 and "must be positive" in bad.err

@@ -330,7 +330,7 @@ def _moe(f: _Fields) -> MoeSpec | None:
     if experts == 0:
         return None
     shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
-    if shared == 0 and f.has("n_shared_experts"):
+    if shared == 0 and f.count("n_shared_experts"):
         shared = f.count("n_shared_experts") * f.integer("moe_intermediate_size")
     topk_keys = ("num_experts_per_tok", "experts_per_token", "moe_topk")
     topk = f.integer(*topk_keys)
