@@ -318,3 +318,16 @@ def test_request_and_batch_take_any_length_where_the_config_states_none(tmp_path
     b = run_cli("batch", path, "--batch", "8", "--context", "5000", "--json")
     assert b.code == 0, b.err
     assert b.json()["total_bytes"] == 8 * 138_149_888
+
+
+def test_linear_attention_layers_without_gated_deltanet_sizes_are_named(tmp_path: Path) -> None:
+    # transformers' MiniMaxConfig (MiniMax-Text-01 / M1) writes layer_types of
+    # "linear_attention" (lightning) and "full_attention". kvplan took them for Gated DeltaNet
+    # and failed with "linear_num_key_heads is missing; it is required to size the KV cache".
+    cfg = json.loads(Path(_minimax_m2(tmp_path, [1] * 62)).read_text())
+    del cfg["attn_type_list"]
+    cfg.update(model_type="minimax", layer_types=(["linear_attention"] * 7 + ["full_attention"])
+               * 7 + ["full_attention"] * 6)
+    r = run_cli("kv", _write(tmp_path, "minimax-text", cfg))
+    assert_one_line_error(r)
+    assert "lightning attention" in r.err and "is missing" not in r.err

@@ -38,6 +38,11 @@ def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[
     """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
     _check_attn_types(f)
     kinds = _read_layer_kinds(f, layers, model_type, is_mla)
+    if "linear_attention" in kinds and not f.has("linear_num_key_heads"):
+        raise ConfigError(
+            "marks linear_attention layers but the config has no Gated DeltaNet sizes "
+            "(linear_num_key_heads, ...): kvplan models Qwen3-Next's Gated DeltaNet state only "
+            "(not MiniMax's lightning attention)", field="layer_types", file=f.file)
     if f.has("attention_chunk_size"):  # Llama 4: see _from_layer_types
         f.notes.append("chunked local attention layers cached as full attention (vLLM 0.11 "
                        "turns the hybrid KV cache manager off for them by default)")
