@@ -299,6 +299,14 @@ def test_sliding_layer_types_without_a_window_are_full_attention(tmp_path: Path)
     assert r.code == 0, r.err
     assert r.json()["bytes_per_token"] == 24 * 8 * 64 * 2 * 2 == 49_152
     assert [(g["kind"], g["num_layers"]) for g in r.json()["groups"]] == [("full", 24)]
+    # Absent is not null: GptOssConfig's default window is 128, so 12 sliding + 12 full layers
+    # (kvplan refused: "sliding_window is missing").
+    del cfg["sliding_window"]
+    absent = run_cli("kv", _write(tmp_path, "gpt-oss-default-window", cfg), "--json")
+    assert absent.code == 0, absent.err
+    groups = [(g["kind"], g["num_layers"]) for g in absent.json()["groups"]]
+    assert sorted(groups) == [("full", 12), ("sliding", 12)]
+    assert "window 128" in absent.json()["formula"][0]
 
 
 def _catalog_file(name: str) -> Any:

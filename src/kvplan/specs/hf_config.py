@@ -58,7 +58,7 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v2": {"vocab_size": 102400, "v_head_dim": 128, "max_position_embeddings": 2048},
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
-    "gpt_oss": {"tie_word_embeddings": False},
+    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False

@@ -127,8 +127,8 @@ def _from_layer_types(f: Fields, layers: int) -> tuple[LayerKind, ...]:
             field="layer_types",
             file=f.file,
         )
-    if f.get("sliding_window") is None:  # vLLM: a per-layer window of None is full attention
-        mapping["sliding_attention"] = "full"
+    if "sliding_window" in f.cfg and f.cfg["sliding_window"] is None:  # null, not absent (a
+        mapping["sliding_attention"] = "full"  # class default): vLLM's window None is full
     return tuple(mapping[t] for t in types)
 
 
