@@ -182,7 +182,7 @@ def lever_table(
                 tp_degrees[0],
             )
         )
-    limit = model.max_position_embeddings
+    limit = model.context_limit
     base_total = batch_footprint(kv_spec(baseline), batch, context_tokens, limit).total_bytes
     return tuple(
         _row(label, m, h, p, tp, batch, context_tokens, base_total)

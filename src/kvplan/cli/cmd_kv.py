@@ -75,7 +75,7 @@ def request_cmd(
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
     _mla_block_note(spec, block_size)
     tl = request_timeline(kv, prompt, output, chunk_tokens=chunk, block_size=engine.block_size,
-                          max_tokens=spec.max_position_embeddings)
+                          max_tokens=spec.context_limit)
     if out is not None:
         from kvplan.report.charts import chart_bytes, staircase_chart
 
@@ -113,7 +113,7 @@ def batch_cmd(
 
     spec, engine = _model_engine(model, fl.engine_settings(locals()))
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
-    fp = batch_footprint(kv, batch, context, spec.max_position_embeddings)
+    fp = batch_footprint(kv, batch, context, spec.context_limit)
     if as_json:
         from kvplan.report.render import batch_json
 

@@ -153,7 +153,13 @@ _UNMODELLED_LAYOUTS = (
      "kvplan does not model them"),
     ("num_kv_shared_layers", "lists layers that reuse an earlier layer's KV cache (Gemma 3n), "
      "which kvplan does not model: it would cache every layer"),
+    ("block_configs", "lists one block per layer (DeciLM / Nemotron-NAS: attention left out of "
+     "some layers, KV heads and MLP widths set per layer), which kvplan does not model: it "
+     "would price every layer as the same full-attention block"),
 )
+_MAMBA1_TYPES = frozenset({"mamba", "falcon_mamba"})
+"""Model types of Mamba (v1) layers only (vLLM MambaForCausalLM / FalconMambaForCausalLM):
+a conv + SSM state per request shaped by intermediate_size, no attention heads to read."""
 """Config keys of cache layouts kvplan would price as plain decoder layers, wrongly."""
 
 
@@ -162,3 +168,8 @@ def check_decoder_only(cfg: Mapping[str, Any], file: str) -> None:
     for key, what in _UNMODELLED_LAYOUTS:
         if cfg.get(key):
             raise ConfigError(what, field=key, file=file)
+    if cfg.get("model_type") in _MAMBA1_TYPES:
+        raise ConfigError(
+            f"is {cfg['model_type']!r}: Mamba (v1) layers only, a fixed-size state per request "
+            "and no attention, which kvplan does not model (it models Mamba2: model_type "
+            "mamba2, nemotron_h, granitemoehybrid)", field="model_type", file=file)

@@ -19,8 +19,15 @@ from kvplan.specs.config_checks import (
     config_int,
 )
 from kvplan.specs.layer_kinds import layer_kinds
-from kvplan.specs.max_len import derived_max_len, rope_cache_positions, rotary_dim
+from kvplan.specs.max_len import (
+    derived_max_len,
+    has_max_len_key,
+    rope_cache_positions,
+    rotary_dim,
+)
 from kvplan.specs.model import (
+    MLA_FAMILIES,
+    STATE_ONLY_FAMILIES,
     LinearAttentionSpec,
     MambaSpec,
     MlaSpec,
@@ -51,7 +58,7 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v2": {"vocab_size": 102400, "v_head_dim": 128, "max_position_embeddings": 2048},
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
-    "gpt_oss": {"tie_word_embeddings": False},
+    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False
@@ -96,6 +103,14 @@ class _Fields:
             "is missing; it is required to size the KV cache", field=keys[0], file=self.file
         )
 
+    def count(self, *keys: str) -> int:
+        """A count a config may set to 0 (Kimi-K2's num_nextn_predict_layers); 0 if absent."""
+        for key in keys:
+            value = self.get(key)
+            if value is not None:
+                return 0 if value == 0 else self._as_int(key, value)
+        return 0
+
     def _as_int(self, key: str, value: Any) -> int:
         return config_int(key, value, self.file)
 
@@ -133,8 +148,8 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
     heads = f.integer("num_attention_heads", "n_head", "num_heads")
     kv_heads = _kv_heads(f, heads, model_type)
-    head_dim = _head_dim(f, hidden, heads)
-    mla = _mla(f)
+    head_dim = _head_dim(f, hidden, heads, model_type)
+    mla = _mla(f, model_type)
     kinds = layer_kinds(f, layers, model_type, mla is not None)
     sliding = f.integer("sliding_window") if "sliding" in kinds else None
     dtype, config_dtype = _dtype(raw, cfg, f, model_type)
@@ -153,8 +168,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         v_head_dim=_v_head_dim(f, head_dim, mla),
         vocab_size=f.integer("vocab_size", "padded_vocab_size"),
         intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
-        max_position_embeddings=derived_max_len(f, model_type),
-        rope_cache_positions=rope_cache_positions(f, model_type),
+        **_lengths(f, model_type),
         rotary_dim=rotary_dim(f, model_type, head_dim),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
         layer_kinds=kinds,
@@ -162,21 +176,29 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mla=mla,
         moe=_moe(f),
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
-        mamba=_mamba(f, hidden) if "mamba" in kinds else None,
+        mamba=_mamba(f, hidden, model_type) if "mamba" in kinds else None,
         **_quant_fields(raw, cfg, file),
         hidden_act=_hidden_act(f),
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
-        num_mtp_layers=f.integer("num_nextn_predict_layers", required=False, default=0),
+        num_mtp_layers=f.count("num_nextn_predict_layers"),
         vision=_vision(raw, hidden, file),
         notes=tuple(dict.fromkeys(f.notes)),
     )
 
 
+def _lengths(f: _Fields, model_type: str) -> dict[str, Any]:
+    """max_model_len as vLLM derives it, whether it was assumed, and the rotary cache rows."""
+    return {"max_position_embeddings": derived_max_len(f, model_type),
+            "max_len_assumed": not has_max_len_key(f),
+            "rope_cache_positions": rope_cache_positions(f, model_type)}
+
+
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:
-    """MLA's value width comes from its latent spec; otherwise v_head_dim or head_dim."""
-    if mla is not None:
-        return int(mla.v_head_dim)
+    """MLA's value width comes from its latent spec; otherwise v_head_dim or head_dim (a
+    MiniCPM3 V is padded to its K width: vLLM minicpm3.py)."""
+    if mla is not None or f.cfg.get("model_type") == "minicpm3":
+        return int(mla.v_head_dim) if mla is not None else head_dim
     return f.integer("v_head_dim", required=False, default=head_dim)
 
 
@@ -232,7 +254,9 @@ def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
     return heads
 
 
-def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
+def _head_dim(f: _Fields, hidden: int, heads: int, model_type: str) -> int:
+    if model_type == "minicpm3":  # per-head K of qk_nope + qk_rope (V padded to it): _mla
+        return f.integer("qk_nope_head_dim") + f.integer("qk_rope_head_dim")
     for key in ("head_dim", "attention_head_dim", "kv_channels"):
         if f.has(key):
             return f.integer(key)
@@ -246,9 +270,15 @@ def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
     return hidden // heads
 
 
-def _mla(f: _Fields) -> MlaSpec | None:
-    if not f.has("kv_lora_rank"):
+def _mla(f: _Fields, model_type: str) -> MlaSpec | None:
+    """vLLM 0.11 caches one latent per token only for the model types ``is_deepseek_mla``
+    lists; MiniCPM3 has a kv_lora_rank too, but minicpm3.py caches every head's K (qk_nope +
+    qk_rope) and V padded to it (plain ``Attention``); another family is refused."""
+    if not f.has("kv_lora_rank") or model_type == "minicpm3":
         return None
+    if model_type not in MLA_FAMILIES:
+        raise ConfigError(f"is set but vLLM 0.11 runs MLA only for {sorted(MLA_FAMILIES)}, not "
+                          f"{model_type!r}", field="kv_lora_rank", file=f.file)
     return MlaSpec(
         kv_lora_rank=f.integer("kv_lora_rank"),
         qk_rope_head_dim=f.integer("qk_rope_head_dim"),
@@ -299,10 +329,9 @@ def _moe(f: _Fields) -> MoeSpec | None:
     experts = f.integer(*keys, required=False)
     if experts == 0:
         return None
-    shared = f.integer("shared_expert_intermediate_size", "shared_intermediate_size",
-                       required=False)
-    if shared == 0 and f.has("n_shared_experts"):
-        shared = f.integer("n_shared_experts") * f.integer("moe_intermediate_size")
+    shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
+    if shared == 0 and f.count("n_shared_experts"):
+        shared = f.count("n_shared_experts") * f.integer("moe_intermediate_size")
     topk_keys = ("num_experts_per_tok", "experts_per_token", "moe_topk")
     topk = f.integer(*topk_keys)
     key = next((k for k in topk_keys if f.has(k)), topk_keys[0])
@@ -311,7 +340,7 @@ def _moe(f: _Fields) -> MoeSpec | None:
         experts_per_token=check_topk(key, topk, experts, f.file),
         moe_intermediate_size=f.integer("moe_intermediate_size", "intermediate_size"),
         shared_expert_intermediate_size=shared,
-        first_dense_layers=f.integer("first_k_dense_replace", required=False),
+        first_dense_layers=f.count("first_k_dense_replace"),
     )
 
 
@@ -325,11 +354,14 @@ def _linear_attention(f: _Fields) -> LinearAttentionSpec:
     )
 
 
-def _mamba(f: _Fields, hidden: int) -> MambaSpec:
-    """Mamba2 mixer sizes under Nemotron-H's names or Granite-4.0-H's (``mamba_n_heads``,
-    ``mamba_d_head``, ... as vLLM's granitemoehybrid.py reads them)."""
-    heads = f.integer("mamba_num_heads", "mamba_n_heads")
-    head_dim = f.integer("mamba_head_dim", "mamba_d_head", required=False)
+def _mamba(f: _Fields, hidden: int, model_type: str) -> MambaSpec:
+    """Mamba2 mixer sizes under Nemotron-H's names, Granite-4.0-H's (``mamba_n_heads``,
+    ``mamba_d_head``, ... as vLLM's granitemoehybrid.py reads them) or, in a model of Mamba2
+    layers only, Mamba2Config's ``num_heads`` and ``head_dim`` (vLLM mamba2.py)."""
+    plain = model_type in STATE_ONLY_FAMILIES  # no attention: head names are the mixer's
+    heads = f.integer(*(("num_heads",) if plain else ("mamba_num_heads", "mamba_n_heads")))
+    head_dim = f.integer(*(("head_dim",) if plain else ("mamba_head_dim", "mamba_d_head")),
+                         required=False)
     return MambaSpec(
         num_heads=heads,
         head_dim=head_dim or f.integer("expand", "mamba_expand") * hidden // heads,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kvplan.errors import ConfigError
-from kvplan.specs.model import LayerKind
+from kvplan.specs.model import STATE_ONLY_FAMILIES, LayerKind
 
 
 class Fields(Protocol):
@@ -15,6 +15,7 @@ class Fields(Protocol):
 
     cfg: Mapping[str, Any]
     file: str
+    notes: list[str]
 
     def has(self, key: str) -> bool: ...
 
@@ -24,16 +25,27 @@ class Fields(Protocol):
 
 
 _UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
-                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm", "attn_type_list")
-"""Keys of hybrid layouts kvplan does not read (Jamba, Bamba, Falcon-H1, Zamba2,
-MiniMax-Text-01): parsed as plain attention they would cache every layer as full attention.
+                      "mamba_d_state", "mamba_n_heads", "mamba_d_ssm")
+"""Keys of hybrid layouts kvplan does not read (Jamba, Falcon-H1, Zamba2; Bamba's
+attn_layer_indices is read by ``_from_attn_indices``): parsed as
+plain attention they would cache every layer as full attention (MiniMax's ``attn_type_list``
+is checked by ``_check_attn_types``).
 Granite-4.0-H shares Bamba's ``mamba_*`` names but lists ``layer_types`` ("mamba" /
 "attention"), which kvplan reads (``hf_config._mamba`` takes its names)."""
 
 
 def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
     """Per-layer attention kind; a hybrid layout kvplan cannot read is refused."""
+    _check_attn_types(f)
     kinds = _read_layer_kinds(f, layers, model_type, is_mla)
+    if "linear_attention" in kinds and not f.has("linear_num_key_heads"):
+        raise ConfigError(
+            "marks linear_attention layers but the config has no Gated DeltaNet sizes "
+            "(linear_num_key_heads, ...): kvplan models Qwen3-Next's Gated DeltaNet state only "
+            "(not MiniMax's lightning attention)", field="layer_types", file=f.file)
+    if f.has("attention_chunk_size"):  # Llama 4: see _from_layer_types
+        f.notes.append("chunked local attention layers cached as full attention (vLLM 0.11 "
+                       "turns the hybrid KV cache manager off for them by default)")
     unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
     if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
         raise ConfigError(
@@ -45,15 +57,38 @@ def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[
     return kinds
 
 
+def _check_attn_types(f: Fields) -> None:
+    """MiniMax's ``attn_type_list``: 1 = softmax attention, 0 = lightning (linear) attention.
+    MiniMax-M2 lists 1 for every layer and vLLM's minimax_m2.py builds every layer as plain
+    attention (the list is not read); MiniMax-Text-01 / M1 layers marked 0 hold a lightning
+    state (vLLM ``MiniMaxText01LinearAttention``), which kvplan does not model: refused."""
+    types = f.get("attn_type_list")
+    if types is None:
+        return
+    if not isinstance(types, list) or any(t not in (0, 1) or isinstance(t, bool) for t in types):
+        raise ConfigError("must list 0 (lightning attention) or 1 (softmax attention) per layer",
+                          field="attn_type_list", file=f.file)
+    if 0 in types:
+        raise ConfigError(
+            f"marks {types.count(0)} layers 0 (MiniMax lightning attention, a fixed-size state "
+            "per request), which kvplan does not model: it would price them as full attention; "
+            "kvplan models hybrids that list layer_types, hybrid_override_pattern or "
+            "full_attention_interval", field="attn_type_list", file=f.file)
+
+
 def _read_layer_kinds(f: Fields, layers: int, model_type: str,
                       is_mla: bool) -> tuple[LayerKind, ...]:
     """Per-layer attention kind, from the family's own way of saying it."""
     if is_mla:
         return _uniform("mla", layers)
+    if model_type in STATE_ONLY_FAMILIES:
+        return _uniform("mamba", layers)
     if f.has("layer_types"):
         return _from_layer_types(f, layers)
     if f.has("hybrid_override_pattern"):
         return _from_hybrid_pattern(f, layers)
+    if model_type == "bamba" and f.has("attn_layer_indices"):
+        return _from_attn_indices(f, layers)
     if f.has("full_attention_interval"):
         every = f.integer("full_attention_interval")
         kinds: list[LayerKind] = [
@@ -64,14 +99,26 @@ def _read_layer_kinds(f: Fields, layers: int, model_type: str,
 
 
 def _from_layer_types(f: Fields, layers: int) -> tuple[LayerKind, ...]:
+    """transformers' names per layer. Llama 4's "chunked_attention" layers are cached as full
+    attention: vLLM 0.11 turns the hybrid KV cache manager off for chunked local attention
+    unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 ("There is a latency
+    regression ..."), and ``unify_hybrid_kv_cache_specs`` then makes every
+    ChunkedLocalAttentionSpec a FullAttentionSpec, as for a config without layer_types."""
     mapping: dict[str, LayerKind] = {
         "full_attention": "full",
+        "chunked_attention": "full",
         "sliding_attention": "sliding",
         "linear_attention": "linear_attention",
         "attention": "full",
         "mamba": "mamba",
     }
     types = f.get("layer_types")
+    if isinstance(types, list) and all(isinstance(t, str) for t in types):
+        unknown = sorted({t for t in types if t not in mapping})
+        if unknown:  # LFM2's "conv", ...: a real layout kvplan does not model
+            raise ConfigError(
+                f"lists {', '.join(map(repr, unknown))} layers, which kvplan does not model "
+                f"(it reads {', '.join(sorted(mapping))})", field="layer_types", file=f.file)
     if not isinstance(types, list) or len(types) != layers or any(
         not isinstance(t, str) or t not in mapping for t in types
     ):
@@ -80,7 +127,20 @@ def _from_layer_types(f: Fields, layers: int) -> tuple[LayerKind, ...]:
             field="layer_types",
             file=f.file,
         )
+    if "sliding_window" in f.cfg and f.cfg["sliding_window"] is None:  # null, not absent (a
+        mapping["sliding_attention"] = "full"  # class default): vLLM's window None is full
     return tuple(mapping[t] for t in types)
+
+
+def _from_attn_indices(f: Fields, layers: int) -> tuple[LayerKind, ...]:
+    """Bamba: attention at ``attn_layer_indices``, a Mamba2 mixer elsewhere (BambaConfig's
+    ``layers_block_type``, which vLLM bamba.py builds its layers from)."""
+    at = f.get("attn_layer_indices")
+    if not isinstance(at, list) or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers for i in at):
+        raise ConfigError(f"must list layer indices in 0..{layers - 1}",
+                          field="attn_layer_indices", file=f.file)
+    return tuple("full" if i in at else "mamba" for i in range(layers))
 
 
 def _from_hybrid_pattern(f: Fields, layers: int) -> tuple[LayerKind, ...]:

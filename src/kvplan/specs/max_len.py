@@ -55,6 +55,11 @@ _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
 ``model_max_length`` (Command-R / Cohere) is taken as it is."""
 
 
+def has_max_len_key(f: Fields) -> bool:
+    """Whether the config (or its class's defaults) gives vLLM a length key to derive from."""
+    return any(f.get(k) is not None for k in _MAX_LEN_KEYS)
+
+
 def _config_max_len(f: Fields) -> int:
     """The config's context length as vLLM reads it, before rope scaling (2,048 when no key
     is present)."""
@@ -85,9 +90,10 @@ FP32_ROPE = frozenset({"gpt_oss"})
 calls ``get_rope(..., dtype=torch.float32)`` (0.10 through 0.13 alike), so gpt-oss's 131,072
 yarn rows x 64 hold 32 MiB, not 16."""
 
-NO_ROPE = frozenset({"nemotron_h"})
+NO_ROPE = frozenset({"nemotron_h", "mamba2"})
 """Families whose attention layers vLLM builds without a rotary embedding (``nemotron_h.py``:
-no position encoding in its few attention layers), so no cos/sin cache is allocated."""
+no position encoding in its few attention layers; ``mamba2.py``: no attention at all), so no
+cos/sin cache is allocated."""
 
 
 def rotary_dim(f: Fields, model_type: str, head_dim: int) -> int | None:

@@ -11,6 +11,15 @@ hold a fixed-size state per request; mlp layers (Nemotron-H '-') hold no cache a
 
 KV_KINDS: frozenset[str] = frozenset({"full", "sliding", "mla"})
 STATE_KINDS: frozenset[str] = frozenset({"linear_attention", "mamba"})
+STATE_ONLY_FAMILIES: frozenset[str] = frozenset({"mamba2"})
+"""Model types whose every layer is a Mamba2 mixer (transformers ``Mamba2Config``, vLLM
+``Mamba2ForCausalLM``: Mamba-Codestral): no attention, one state per request."""
+
+
+MLA_FAMILIES: frozenset[str] = frozenset({
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "longcat_flash",
+    "pangu_ultra_moe", "pangu_ultra_moe_mtp"})
+"""Model types vLLM 0.11 runs as MLA when kv_lora_rank is set (``is_deepseek_mla``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,6 +168,10 @@ class ModelSpec:
     max_position_embeddings: int
     """The longest max_model_len vLLM derives: the config's max_position_embeddings, scaled
     by rope_scaling's factor where vLLM scales it (linear, dynamic, yarn)."""
+    max_len_assumed: bool = False
+    """The config has no length key: vLLM assumes 2,048 tokens but serves any
+    --max-model-len as given (``_get_and_verify_max_len``: "If max_model_len is specified, we
+    use it")."""
     tie_word_embeddings: bool
     layer_kinds: tuple[LayerKind, ...]
     sliding_window: int | None = None
@@ -191,6 +204,12 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
+    def context_limit(self) -> int | None:
+        """The longest request the config allows; None when it has no length key (vLLM then
+        serves any --max-model-len, ``max_len_assumed``)."""
+        return None if self.max_len_assumed else self.max_position_embeddings
+
+    @property
     def kv_layers(self) -> int:
         """Layers that hold per-token KV (full, sliding or MLA attention)."""
         return sum(1 for k in self.layer_kinds if k in KV_KINDS)
@@ -201,8 +220,16 @@ class ModelSpec:
         return sum(1 for k in self.layer_kinds if k in STATE_KINDS)
 
     @property
+    def one_block_layers(self) -> bool:
+        """Each decoder layer is one block, a mixer or an MLP, with one norm (vLLM
+        nemotron_h.py, mamba2.py), not a mixer followed by an MLP."""
+        return self.model_type in STATE_ONLY_FAMILIES or self.model_type == "nemotron_h"
+
+    @property
     def attention_kind(self) -> str:
         """Short description: MHA, GQA, MQA or MLA, plus sliding/hybrid qualifiers."""
+        if not self.kv_layers:
+            return "state layers only (no attention)"
         if self.mla is not None:
             base = "MLA"
         elif self.num_kv_heads == self.num_attention_heads:

@@ -210,7 +210,7 @@ def _ffn(m: ModelSpec, layer: int) -> Iterator[Part]:
 
 def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
     """Every weight of decoder layer ``layer`` (0-based)."""
-    if m.model_type == "nemotron_h":  # one block per layer: mamba, attention or MLP, one norm
+    if m.one_block_layers:  # one block per layer: mamba, attention or MLP, one norm
         body = _ffn(m, layer) if m.layer_kinds[layer] == "mlp" else _mixer(m, layer)
         return (*body, _norm(m, 1))
     norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type == "falcon" else 2

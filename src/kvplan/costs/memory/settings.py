@@ -75,7 +75,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
     max_len = engine.max_model_len or model.max_position_embeddings
-    if max_len > model.max_position_embeddings:
+    if max_len > model.max_position_embeddings and not model.max_len_assumed:
         raise InputError(
             f"--max-model-len {max_len} exceeds the model's derived max_model_len "
             f"{model.max_position_embeddings} (max_position_embeddings, scaled by "

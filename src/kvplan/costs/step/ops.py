@@ -169,7 +169,7 @@ def tp_allreduces(model: ModelSpec, stage: range, tp: int) -> int:
     if tp <= 1:
         return 0
     embedding = 1 if stage.start == 0 else 0
-    return (1 if model.model_type == "nemotron_h" else 2) * len(stage) + embedding
+    return (1 if model.one_block_layers else 2) * len(stage) + embedding
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int,

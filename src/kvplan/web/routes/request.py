@@ -30,7 +30,7 @@ def _timeline(request: Request, q: RequestQuery) -> tuple[Any, Any, Any]:
     mla_block_note(spec, q.block_size)
     kv = kv_spec(spec, e.kv_cache_dtype, e.tensor_parallel_size)
     tl = request_timeline(kv, q.prompt, q.output, chunk_tokens=q.chunk, block_size=e.block_size,
-                          max_tokens=spec.max_position_embeddings)
+                          max_tokens=spec.context_limit)
     return spec, kv, tl
 
 
