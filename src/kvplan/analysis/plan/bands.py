@@ -87,6 +87,9 @@ class PlanBands:
     """What ``output_tokens_per_s`` is (OUTPUT_DEFINITIONS): 'run', a simulated run's output
     tokens / its duration (vllm bench serve's), or 'sustained', one replica's capacity x the
     mean output length (capacity mode: the rate a replica keeps up, with no drain)."""
+    priced_output_tokens_per_s: float | None = None
+    """The output rate $/M out tok is priced at where it is not ``output_tokens_per_s``
+    (target mode: the target rate x output tokens per request; None: that figure)."""
 
     @property
     def robust(self) -> bool | None:
@@ -100,6 +103,9 @@ OUTPUT_DEFINITIONS = {
     "sustained": "capacity (req/s) x mean output tokens, with no run start or drain; vllm "
                  "bench serve's Output token throughput over a finite run reads lower"}
 """``PlanBands.output_definition`` -> what the figure is, in words (text and JSON)."""
+PRICED_DEFINITION = ("target rate x output tokens per request, with no run start or drain "
+                     "after the last arrival")
+"""What ``PlanBands.priced_output_tokens_per_s`` is, in words (text and JSON)."""
 
 
 def ratios_for(d: Deployment) -> Ratios:

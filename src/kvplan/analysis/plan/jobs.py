@@ -227,9 +227,12 @@ def fleet_info(run: FleetRun, ctx: JobContext, d: Deployment) -> FleetInfo:
     raw = v if ctx.slo_margin == "none" else judge(run.latencies, ctx.slo)
     band = goodput_band(run.latencies, ctx.slo, ratios_for(d))
     rate = run.output_tokens / run.duration_s if run.duration_s > 0 else 0.0
+    steady = (ctx.rate_rps * run.output_tokens / run.requests
+              if ctx.rate_rps is not None and run.requests else 0.0)
     return FleetInfo(replicas=run.replicas, ok=v.ok, achieved=raw.achieved, margins=v.margins,
                      goodput_share_band=band,
-                     output_tokens_per_s=rate, peak_kv_usage=run.peak_kv_usage,
+                     output_tokens_per_s=rate, steady_output_tokens_per_s=steady,
+                     peak_kv_usage=run.peak_kv_usage,
                      preemptions=run.preemptions,
                      requests_per_replica=run.requests_per_replica,
                      judged_requests=raw.judged_requests,

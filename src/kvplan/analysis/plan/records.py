@@ -57,9 +57,13 @@ class FleetInfo:
     achieved: tuple[tuple[str, float], ...]
     margins: tuple[tuple[str, float], ...]
     output_tokens_per_s: float
+    """Output tokens / run duration (vllm bench serve's Output token throughput)."""
     peak_kv_usage: float
     preemptions: int
     requests_per_replica: tuple[int, ...]
+    steady_output_tokens_per_s: float = 0.0
+    """The target rate x output tokens per request: what the fleet turns out serving the
+    target load for good, with no run start or drain ($/M out tok is priced at it)."""
     goodput_share_band: tuple[float, float] | None = None
     """Goodput share at the band's (pessimistic, optimistic) edges (plan_bands)."""
     judged_requests: int = 0

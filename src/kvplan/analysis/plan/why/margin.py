@@ -19,8 +19,9 @@ def candidate_bands(c: Candidate, slo: Slo, mean_output_tokens: float) -> PlanBa
     """Bands of the candidate's predicted answer; None when nothing was predicted for it."""
     r = ratios_for(c.deployment)
     if c.fleet is not None:
-        return plan_bands(slo, r, dict(c.fleet.achieved), c.fleet.goodput_share_band,
-                          c.fleet.output_tokens_per_s)
+        return replace(plan_bands(slo, r, dict(c.fleet.achieved), c.fleet.goodput_share_band,
+                                  c.fleet.output_tokens_per_s),
+                       priced_output_tokens_per_s=c.fleet.steady_output_tokens_per_s)
     cap = c.capacity
     if c.stage != "verified" or cap is None or not cap.achieved_at_capacity:
         return None

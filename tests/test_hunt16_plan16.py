@@ -1,0 +1,52 @@
+"""Hunt 16 (planner): wrong numbers in kvplan plan's cost, bounds and words."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from tests.conftest import CliResult, run_cli
+
+TARGET = ("plan", "meta-llama/Llama-3.1-8B", "--request-rate", "10", "--num-prompts", "300",
+          "--slo", "ttft:p99:2000", "--slo", "tpot:p90:50")
+
+
+@cache
+def _target_json() -> CliResult:
+    res = run_cli(*TARGET, "--json")
+    assert res.code == 0, res.err
+    return res
+
+
+# -------------------- D1: target mode priced $/M out tok at the run's tokens / duration
+# The 300 requests arrive over 30.0 - 0.078 s (target rate 299 / 29.92 = 9.9928 req/s), 128
+# output tokens each. Served for good at that load the fleet turns out 9.9928 x 128 =
+# 1279.07 tok/s; the run's 38,400 tokens / 32.32 s = 1188.19 tok/s also count the drain
+# after the last arrival (a 10,000-request trace of the same process would read ~1279), so
+# $/M came out 7.6 % high: 1.79 $/h / (1188.19 x 3600) x 1e6 = 0.4185 -> / (1279.07 x 3600)
+# x 1e6 = 0.3887 (capacity mode already priced a sustained rate, capacity x mean output).
+def test_target_mode_prices_the_steady_output_rate() -> None:
+    doc = _target_json().json()
+    s = doc["summary"]
+    rate = doc["inputs"]["target_rate_rps"]
+    assert rate == pytest.approx(9.9928, abs=1e-4)
+    assert s["usd_per_hour"] == pytest.approx(1.79)
+    assert s["usd_per_million_output_tokens"] == pytest.approx(
+        1.79 / (rate * 128 * 3600) * 1e6)
+    assert round(s["usd_per_million_output_tokens"], 4) == 0.3887
+    assert s["priced_output_tokens_per_s"] == pytest.approx(rate * 128)
+    assert s["priced_output_tokens_per_s"] == pytest.approx(1279.07, abs=0.01)
+    # the run's own figure is still reported, as vllm bench serve prints it
+    assert s["output_tokens_per_s"] == pytest.approx(1188.19, abs=0.01)
+    assert s["priced_output_tokens_per_s_definition"].startswith("target rate x output tokens")
+
+
+def test_target_mode_text_names_the_rate_it_prices_at() -> None:
+    res = run_cli(*TARGET)
+    assert res.code == 0, res.err
+    out = " ".join(res.out.split())
+    assert ("= output tokens / run duration, as vllm bench serve's Output token throughput; "
+            "$/M out tok is priced at the target load held for good, 1279 tok/s (target rate "
+            "x output tokens per request, with no run start or drain after the last arrival)"
+            ) in out
