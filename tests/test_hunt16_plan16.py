@@ -50,3 +50,37 @@ def test_target_mode_text_names_the_rate_it_prices_at() -> None:
             "$/M out tok is priced at the target load held for good, 1279 tok/s (target rate "
             "x output tokens per request, with no run start or drain after the last arrival)"
             ) in out
+
+
+# -------------------- D2: the bounds counted a trailing partial hash block as cached
+# Mooncake lists a hash for every 512 tokens of the prompt, the last one partial. The
+# simulator shares only whole hash blocks (sim.state.trace_keys: the partial block's extent
+# is unknown), so a 1,000-token prompt with hashes [7, 8] computes 1000 - 512 = 488 tokens
+# even after an identical request cached its blocks. The bounds took 2 x 512 off: max(1,
+# 1000 - 1024) = 1 token (on mooncake-conversation's first 2,000 requests, 99.85 % of which
+# end inside a hash block: mean uncached prompt 1.0 token instead of 265).
+def test_uncached_prompt_keeps_the_partial_hash_block() -> None:
+    from kvplan.analysis.plan.bounds import uncached_prompts
+    from kvplan.sim.testing import workload
+
+    w = workload([0.0, 10.0, 20.0], [1000, 1000, 1024], [4, 4, 4],
+                 hashes=[[7, 8], [7, 8], [7, 8]])
+    # 1000 // 512 = 1 whole block: 488; 1024 // 512 = 2 whole blocks: max(1, 0) = 1
+    assert uncached_prompts(w, True).tolist() == [488, 488, 1]  # type: ignore[arg-type]
+    assert uncached_prompts(w, False).tolist() == [1000, 1000, 1024]  # type: ignore[arg-type]
+
+
+def test_the_simulator_computes_the_partial_block_the_bound_now_counts() -> None:
+    from kvplan.analysis.plan.fleet import Replica
+    from kvplan.sim.testing import workload
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.deployment import Deployment
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.serving import EngineConfig
+
+    rep = Replica(Deployment(model=load_model("meta-llama/Llama-3.1-8B"), gpu=load_gpu("H100"),
+                             engine=EngineConfig(max_model_len=4096)))
+    w = workload([0.0, 10.0], [1000, 1000], [4, 4], hashes=[[7, 8], [7, 8]])
+    r = rep.simulate(w)  # type: ignore[arg-type]
+    # the second request's lookup hits block 7's 512 tokens only: 488 left to compute
+    assert r.prefix_lookup_hits == 512
