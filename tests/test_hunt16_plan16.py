@@ -84,3 +84,34 @@ def test_the_simulator_computes_the_partial_block_the_bound_now_counts() -> None
     r = rep.simulate(w)  # type: ignore[arg-type]
     # the second request's lookup hits block 7's 512 tokens only: 488 left to compute
     assert r.prefix_lookup_hits == 512
+
+
+# -------------------- D3: a goodput binding was always explained as decode bandwidth
+# binding() read "ttft" in the binding term's name; "goodput_share" never holds it, so
+# `--goodput ttft:300` alone (no decode bound judged at all) read "decode_bandwidth -
+# goodput_share binds first: decode steps read weights and KV". The goodput bound the most
+# judged requests miss now picks the rule (its TTFT: prefill compute / chunk budget).
+def test_goodput_binding_names_the_bound_it_misses() -> None:
+    from kvplan.analysis.plan.records import CapacityInfo
+    from kvplan.analysis.plan.why.explain import binding
+
+    def cap(misses: tuple[tuple[str, float], ...]) -> CapacityInfo:
+        return CapacityInfo(rate_rps=1.0, bracket_rps=(1.0, 2.0), probes=3,
+                            binding_slo="goodput_share", goodput_misses=misses,
+                            peak_kv_usage=0.5, budget_full_share=0.1)
+
+    b = binding(cap((("ttft", 0.30), ("tpot", 0.05))))
+    assert b.primary == "prefill_compute"
+    assert b.why == ("goodput_share (its ttft bound, missed by 30 % of judged requests) "
+                     "binds first: prompts wait for prefill compute")
+    assert binding(cap((("ttft", 0.05), ("tpot", 0.30)))).primary == "decode_bandwidth"
+
+
+def test_a_ttft_only_goodput_plan_binds_on_prefill() -> None:
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "1",
+                  "--max-num-batched-tokens", "2048", "--num-prompts", "300",
+                  "--request-rate", "12", "--goodput", "ttft:300", "--json")
+    assert res.code == 0, res.err
+    s = res.json()["summary"]
+    assert s["binding"] == "prefill_compute"
+    assert s["one_line_why"].startswith("goodput_share (its ttft bound, missed by ")

@@ -210,6 +210,7 @@ def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment,
         bracket_rps=(cap.rate_rps, None if hi is None else hi.rate_rps),
         probes=cap.probes,
         binding_slo=None if evidence is None else (hi or evidence).verdict.binding,
+        goodput_misses=() if evidence is None else (hi or evidence).verdict.goodput_misses,
         margins_at_hi=() if hi is None else hi.verdict.margins,
         achieved_at_hi=() if hi is None else hi.verdict.achieved,
         peak_kv_usage=0.0 if evidence is None else evidence.peak_kv_usage,
@@ -237,7 +238,7 @@ def fleet_info(run: FleetRun, ctx: JobContext, d: Deployment) -> FleetInfo:
                      requests_per_replica=run.requests_per_replica,
                      judged_requests=raw.judged_requests,
                      intervals=tuple((k, (i.low, i.high)) for k, i in raw.intervals),
-                     within_noise=raw.within_noise,
+                     within_noise=raw.within_noise, goodput_misses=v.goodput_misses,
                      achieved_all_requests=achieved_all(run.latencies, ctx.slo))
 
 

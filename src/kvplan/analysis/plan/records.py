@@ -23,6 +23,9 @@ class CapacityInfo:
     bracket_rps: tuple[float, float | None]
     probes: int
     binding_slo: str | None
+    goodput_misses: tuple[tuple[str, float], ...] = ()
+    """Where goodput binds: per goodput metric, the share of judged requests over its bound
+    (the verdict's that named ``binding_slo``)."""
     margins_at_hi: tuple[tuple[str, float], ...] = ()
     achieved_at_hi: tuple[tuple[str, float], ...] = ()
     peak_kv_usage: float = 0.0
@@ -72,6 +75,8 @@ class FleetInfo:
     """Each SLO term's 95 % sampling interval (plan_noise; None: too few requests)."""
     within_noise: tuple[str, ...] = ()
     """The terms whose limit lies inside their interval (the verdict could flip)."""
+    goodput_misses: tuple[tuple[str, float], ...] = ()
+    """Per goodput metric, the share of judged requests over its bound."""
     achieved_all_requests: tuple[tuple[str, float], ...] = ()
     """The SLO terms over every request, warm-up included: what ``vllm bench serve`` prints
     for the same run (``achieved`` is judged without the warm-up, WarmupRule)."""

@@ -27,7 +27,7 @@ def binding(cap: CapacityInfo) -> Binding:
         prefill_compute   TTFT binds
         decode_bandwidth  TPOT, ITL or E2EL binds
     """
-    slo = cap.binding_slo or ""
+    slo, metric = _binding_term(cap)
     ev = (("peak_kv_usage", cap.peak_kv_usage), ("preemptions", float(cap.preemptions)),
           ("seqs_capped_share", cap.seqs_capped_share),
           ("budget_full_share", cap.budget_full_share),
@@ -42,15 +42,26 @@ def binding(cap: CapacityInfo) -> Binding:
         why = (f"{100 * cap.seqs_capped_share:.0f} % of steps run max_num_seqs requests "
                f"with KV {100 * cap.peak_kv_usage:.0f} % full")
         return Binding(primary="scheduler_cap", evidence=ev, why=why)
-    if "ttft" in slo and cap.budget_full_share >= BUDGET_FULL:
+    if "ttft" in metric and cap.budget_full_share >= BUDGET_FULL:
         why = (f"{slo} binds and {100 * cap.budget_full_share:.0f} % of steps fill the "
                "token budget")
         return Binding(primary="chunk_budget", evidence=ev, why=why)
-    if "ttft" in slo:
+    if "ttft" in metric:
         return Binding(primary="prefill_compute", evidence=ev,
                        why=f"{slo} binds first: prompts wait for prefill compute")
     return Binding(primary="decode_bandwidth", evidence=ev,
                    why=f"{slo or 'the SLO'} binds first: decode steps read weights and KV")
+
+
+def _binding_term(cap: CapacityInfo) -> tuple[str, str]:
+    """The binding SLO term in words, and the metric it judges: a goodput binding names the
+    goodput bound the most judged requests miss (``ttft`` only: a TTFT binding)."""
+    slo = cap.binding_slo or ""
+    if slo != "goodput_share" or not cap.goodput_misses:
+        return slo, slo
+    worst, share = max(cap.goodput_misses, key=lambda kv: kv[1])
+    return (f"goodput_share (its {worst} bound, missed by {100 * share:.0f} % of judged "
+            "requests)"), worst
 
 
 def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable,
