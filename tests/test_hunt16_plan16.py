@@ -39,7 +39,7 @@ def test_target_mode_prices_the_steady_output_rate() -> None:
     assert s["priced_output_tokens_per_s"] == pytest.approx(1279.07, abs=0.01)
     # the run's own figure is still reported, as vllm bench serve prints it
     assert s["output_tokens_per_s"] == pytest.approx(1188.19, abs=0.01)
-    assert s["priced_output_tokens_per_s_definition"].startswith("target rate x output tokens")
+    assert s["priced_output_tokens_per_s_definition"].startswith("the target load held for")
 
 
 def test_target_mode_text_names_the_rate_it_prices_at() -> None:
@@ -47,8 +47,8 @@ def test_target_mode_text_names_the_rate_it_prices_at() -> None:
     assert res.code == 0, res.err
     out = " ".join(res.out.split())
     assert ("= output tokens / run duration, as vllm bench serve's Output token throughput; "
-            "$/M out tok is priced at the target load held for good, 1279 tok/s (target rate "
-            "x output tokens per request, with no run start or drain after the last arrival)"
+            "$/M out tok is priced at 1279 tok/s, the target load held for good: target rate "
+            "x output tokens per request, with no run start or drain after the last arrival"
             ) in out
 
 
@@ -115,3 +115,23 @@ def test_a_ttft_only_goodput_plan_binds_on_prefill() -> None:
     s = res.json()["summary"]
     assert s["binding"] == "prefill_compute"
     assert s["one_line_why"].startswith("goodput_share (its ttft bound, missed by ")
+
+
+# -------------------- D4: capacity mode said "$/M out tok is priced at this rate" (one
+# replica's sustained 5976 tok/s) beside the rented unit's $55.04/h, though $/M was priced
+# at the 8 replicas the unit holds: 55.04 / (5976 x 3600) x 1e6 = $2.558/M read from the
+# printed figures, where the answer is 55.04 / (8 x 5976.04 x 3600) x 1e6 = $0.3198/M.
+def test_capacity_mode_names_the_units_rate_it_prices_at() -> None:
+    args = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "-tp", "1", "--provider",
+            "aws", "--num-prompts", "200", "--slo", "ttft:p99:2000", "tpot:p90:50",
+            "--workers", "1")
+    s = run_cli(*args, "--json").json()["summary"]
+    assert (s["replicas"], s["usd_per_hour"]) == (8, 55.04)
+    assert s["priced_output_tokens_per_s"] == pytest.approx(8 * s["output_tokens_per_s"])
+    assert s["usd_per_million_output_tokens"] == pytest.approx(
+        55.04 / (s["priced_output_tokens_per_s"] * 3600) * 1e6)
+    assert round(s["usd_per_million_output_tokens"], 4) == 0.3198
+    out = " ".join(run_cli(*args).out.split())
+    assert ("$/M out tok is priced at 47808 tok/s, the 8 replicas one rented unit holds, each "
+            "at its sustained rate") in out
+    assert "priced at this rate" not in out

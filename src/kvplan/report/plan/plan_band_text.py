@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from kvplan.analysis.plan.bands import (
     OUTPUT_DEFINITIONS,
-    PRICED_DEFINITION,
     PlanBands,
     SloCheck,
 )
@@ -85,8 +84,8 @@ def priced_text(b: PlanBands) -> str:
     """Which output rate $/M out tok is priced at."""
     if b.priced_output_tokens_per_s is None:
         return "$/M out tok is priced at this rate"
-    return (f"$/M out tok is priced at the target load held for good, "
-            f"{b.priced_output_tokens_per_s:.0f} tok/s ({PRICED_DEFINITION})")
+    return (f"$/M out tok is priced at {b.priced_output_tokens_per_s:.0f} tok/s, "
+            f"{b.priced_definition}")
 
 
 def margin_line(p: Plan) -> str:

@@ -7,7 +7,6 @@ from typing import Any
 
 from kvplan.analysis.plan.bands import (
     OUTPUT_DEFINITIONS,
-    PRICED_DEFINITION,
     PlanBands,
     SloCheck,
 )
@@ -129,7 +128,7 @@ def _priced(b: PlanBands) -> dict[str, Any]:
         return {"priced_output_tokens_per_s": b.output_tokens_per_s,
                 "priced_output_tokens_per_s_definition": "output_tokens_per_s"}
     return {"priced_output_tokens_per_s": b.priced_output_tokens_per_s,
-            "priced_output_tokens_per_s_definition": PRICED_DEFINITION}
+            "priced_output_tokens_per_s_definition": b.priced_definition}
 
 
 def _check(c: SloCheck) -> dict[str, Any]:
