@@ -135,3 +135,38 @@ def test_capacity_mode_names_the_units_rate_it_prices_at() -> None:
     assert ("$/M out tok is priced at 47808 tok/s, the 8 replicas one rented unit holds, each "
             "at its sustained rate") in out
     assert "priced at this rate" not in out
+
+
+# -------------------- D5: an E2EL binding was always explained as decode bandwidth
+# 4,000-token prompts with 4-token outputs under e2el:p99:1500 on one L40S: 99.9 % of the
+# computed tokens are prompt tokens and TTFT is 67 % of the judged requests' E2EL, yet the
+# answer read "decode_bandwidth - p99_e2el_ms binds first: decode steps read weights and
+# KV". An E2EL term whose time is at least half TTFT now binds on the prefill side.
+def test_e2el_binding_follows_where_its_time_goes() -> None:
+    from kvplan.analysis.plan.records import CapacityInfo
+    from kvplan.analysis.plan.why.explain import binding
+
+    def cap(share: float) -> CapacityInfo:
+        return CapacityInfo(rate_rps=1.0, bracket_rps=(1.0, 2.0), probes=3,
+                            binding_slo="p99_e2el_ms", e2el_ttft_share=share,
+                            peak_kv_usage=0.1, budget_full_share=0.3)
+
+    b = binding(cap(0.67))
+    assert b.primary == "prefill_compute"
+    assert b.why == ("p99_e2el_ms (TTFT 67 % of it) binds first: prompts wait for prefill "
+                     "compute")
+    assert binding(cap(0.01)).primary == "decode_bandwidth"
+
+
+def test_a_prefill_heavy_e2el_plan_binds_on_prefill() -> None:
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "1",
+                  "--max-num-batched-tokens", "2048", "--num-prompts", "300",
+                  "--request-rate", "4", "--random-input-len", "4000",
+                  "--random-output-len", "4", "--slo", "e2el:p99:1500", "--json")
+    assert res.code == 0, res.err
+    d = res.json()
+    s = d["summary"]
+    assert s["binding"] == "prefill_compute"
+    w = next(c for c in d["candidates"] if c["id"] == s["best"])
+    assert w["binding"]["evidence"]["e2el_ttft_share"] > 0.5
+    assert w["binding"]["evidence"]["prefill_token_share"] > 0.99

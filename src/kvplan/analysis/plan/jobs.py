@@ -19,7 +19,7 @@ from kvplan.analysis.plan.fleet import (
     replica_part,
     simulate_fleet,
 )
-from kvplan.analysis.plan.judge import Latencies, judge
+from kvplan.analysis.plan.judge import Latencies, judge, ttft_share_of_e2el
 from kvplan.analysis.plan.records import CapacityInfo, FleetInfo
 from kvplan.analysis.plan.shares import ReplicaSearch, find_replicas, share_probe
 from kvplan.specs.deployment import Deployment
@@ -211,6 +211,8 @@ def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment,
         probes=cap.probes,
         binding_slo=None if evidence is None else (hi or evidence).verdict.binding,
         goodput_misses=() if evidence is None else (hi or evidence).verdict.goodput_misses,
+        e2el_ttft_share=0.0 if evidence is None else ttft_share_of_e2el(
+            (hi or evidence).latencies, ctx.slo),
         margins_at_hi=() if hi is None else hi.verdict.margins,
         achieved_at_hi=() if hi is None else hi.verdict.achieved,
         peak_kv_usage=0.0 if evidence is None else evidence.peak_kv_usage,

@@ -215,6 +215,14 @@ def goodput_share(lat: Latencies, keep: npt.NDArray[np.bool_],
     return float(good.sum()) / max(1, int(keep.sum()))
 
 
+def ttft_share_of_e2el(lat: Latencies, slo: Slo) -> float:
+    """The judged finished requests' TTFT over their E2EL (sums): how much of an end-to-end
+    latency is waiting for and computing the first token rather than decoding."""
+    keep = judged_mask(lat, slo) & (lat.e2el_ms < NEVER_MS)
+    total = float(lat.e2el_ms[keep].sum())
+    return float(lat.ttft_ms[keep].sum()) / total if total > 0 else 0.0
+
+
 def good_needed(n: int, percentile: float) -> int:
     """Judged values that must be <= the limit for the percentile to be (0 when n is 0)."""
     if n <= 0:

@@ -26,6 +26,8 @@ class CapacityInfo:
     goodput_misses: tuple[tuple[str, float], ...] = ()
     """Where goodput binds: per goodput metric, the share of judged requests over its bound
     (the verdict's that named ``binding_slo``)."""
+    e2el_ttft_share: float = 0.0
+    """The TTFT share of the judged requests' E2EL there (an E2EL binding's prefill part)."""
     margins_at_hi: tuple[tuple[str, float], ...] = ()
     achieved_at_hi: tuple[tuple[str, float], ...] = ()
     peak_kv_usage: float = 0.0
