@@ -152,7 +152,8 @@ def test_plan_considers_gb200_and_prices_it_by_the_node() -> None:
     # one TP1 replica rents one 4-GPU node: 1 x $42.00 (B200's cheapest shape is $68.80)
     assert (best["replicas"], cost["instances"], cost["gpus_rented"]) == (1, 1, 4)
     assert cost["usd_per_hour"] == j["summary"]["usd_per_hour"] == 42.0
-    tokens_per_hour = j["summary"]["output_tokens_per_s"] * 3600
+    # priced at the target load held for good: target rate x 128 output tokens a request
+    tokens_per_hour = j["inputs"]["target_rate_rps"] * 128 * 3600
     assert j["summary"]["usd_per_million_output_tokens"] == pytest.approx(
         42.0 / tokens_per_hour * 1e6, rel=1e-12)
 

@@ -111,7 +111,7 @@ def test_target_output_rate_is_named_as_vllm_bench() -> None:
     out = _flat(_target_text().out)
     assert ("output throughput 1188 tok/s, band (10-90%) 1178 - 2230 tok/s") in out
     assert ("= output tokens / run duration, as vllm bench serve's Output token throughput; "
-            "$/M out tok is priced at this rate") in out
+            "$/M out tok is priced at 1279 tok/s, the target load held for good") in out
 
 
 # -------------------- D5: --goodput ttft:2000 ttft:1000 kept 1000 ms without a word

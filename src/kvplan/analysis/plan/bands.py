@@ -87,6 +87,10 @@ class PlanBands:
     """What ``output_tokens_per_s`` is (OUTPUT_DEFINITIONS): 'run', a simulated run's output
     tokens / its duration (vllm bench serve's), or 'sustained', one replica's capacity x the
     mean output length (capacity mode: the rate a replica keeps up, with no drain)."""
+    priced_output_tokens_per_s: float | None = None
+    """The output rate $/M out tok is priced at where it is not ``output_tokens_per_s``
+    (None: that figure), with the fleet's $/hour; ``priced_definition`` says what it is."""
+    priced_definition: str = ""
 
     @property
     def robust(self) -> bool | None:
@@ -100,6 +104,14 @@ OUTPUT_DEFINITIONS = {
     "sustained": "capacity (req/s) x mean output tokens, with no run start or drain; vllm "
                  "bench serve's Output token throughput over a finite run reads lower"}
 """``PlanBands.output_definition`` -> what the figure is, in words (text and JSON)."""
+PRICED_TARGET = ("the target load held for good: target rate x output tokens per request, "
+                 "with no run start or drain after the last arrival")
+"""What target mode's ``PlanBands.priced_output_tokens_per_s`` is (text and JSON)."""
+
+
+def priced_unit(replicas: int) -> str:
+    """What capacity mode's priced rate is when one rented unit holds several replicas."""
+    return f"the {replicas} replicas one rented unit holds, each at its sustained rate"
 
 
 def ratios_for(d: Deployment) -> Ratios:

@@ -92,12 +92,15 @@ def split_prefill_s(step: Callable[[IntArray, IntArray], float], tokens: int,
 
 
 def uncached_prompts(work: Workload, prefix_caching: bool) -> IntArray:
-    """Prompt tokens that must be computed at least once: all but any hashed prefix blocks."""
+    """Prompt tokens that must be computed at least once: all but the prompt's whole hashed
+    prefix blocks. A trailing hash block the prompt ends inside is never shared (its extent
+    is unknown: ``sim.state.trace_keys``), so its tokens are computed by every request."""
     p: IntArray = work.prompt_tokens.astype(np.int64)
     if not prefix_caching or work.prefix_hashes is None:
         return p
     hashed = np.fromiter((len(h) for h in work.prefix_hashes), dtype=np.int64, count=len(p))
-    out: IntArray = np.maximum(1, p - hashed * work.hash_block_tokens)
+    whole = np.minimum(hashed, p // work.hash_block_tokens)
+    out: IntArray = np.maximum(1, p - whole * work.hash_block_tokens)
     return out
 
 

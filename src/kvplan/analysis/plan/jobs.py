@@ -19,7 +19,7 @@ from kvplan.analysis.plan.fleet import (
     replica_part,
     simulate_fleet,
 )
-from kvplan.analysis.plan.judge import Latencies, judge
+from kvplan.analysis.plan.judge import Latencies, judge, ttft_share_of_e2el
 from kvplan.analysis.plan.records import CapacityInfo, FleetInfo
 from kvplan.analysis.plan.shares import ReplicaSearch, find_replicas, share_probe
 from kvplan.specs.deployment import Deployment
@@ -210,6 +210,9 @@ def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment,
         bracket_rps=(cap.rate_rps, None if hi is None else hi.rate_rps),
         probes=cap.probes,
         binding_slo=None if evidence is None else (hi or evidence).verdict.binding,
+        goodput_misses=() if evidence is None else (hi or evidence).verdict.goodput_misses,
+        e2el_ttft_share=0.0 if evidence is None else ttft_share_of_e2el(
+            (hi or evidence).latencies, ctx.slo),
         margins_at_hi=() if hi is None else hi.verdict.margins,
         achieved_at_hi=() if hi is None else hi.verdict.achieved,
         peak_kv_usage=0.0 if evidence is None else evidence.peak_kv_usage,
@@ -227,14 +230,17 @@ def fleet_info(run: FleetRun, ctx: JobContext, d: Deployment) -> FleetInfo:
     raw = v if ctx.slo_margin == "none" else judge(run.latencies, ctx.slo)
     band = goodput_band(run.latencies, ctx.slo, ratios_for(d))
     rate = run.output_tokens / run.duration_s if run.duration_s > 0 else 0.0
+    steady = (ctx.rate_rps * run.output_tokens / run.requests
+              if ctx.rate_rps is not None and run.requests else 0.0)
     return FleetInfo(replicas=run.replicas, ok=v.ok, achieved=raw.achieved, margins=v.margins,
                      goodput_share_band=band,
-                     output_tokens_per_s=rate, peak_kv_usage=run.peak_kv_usage,
+                     output_tokens_per_s=rate, steady_output_tokens_per_s=steady,
+                     peak_kv_usage=run.peak_kv_usage,
                      preemptions=run.preemptions,
                      requests_per_replica=run.requests_per_replica,
                      judged_requests=raw.judged_requests,
                      intervals=tuple((k, (i.low, i.high)) for k, i in raw.intervals),
-                     within_noise=raw.within_noise,
+                     within_noise=raw.within_noise, goodput_misses=v.goodput_misses,
                      achieved_all_requests=achieved_all(run.latencies, ctx.slo))
 
 

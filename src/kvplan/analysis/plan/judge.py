@@ -55,6 +55,8 @@ class Verdict:
     the goodput share by Wilson's score interval."""
     within_noise: tuple[str, ...] = ()
     """The terms whose limit lies inside their interval: another sample could flip them."""
+    goodput_misses: tuple[tuple[str, float], ...] = ()
+    """Per goodput metric, the share of judged requests over its bound (which one binds)."""
 
     @property
     def ok(self) -> bool:
@@ -166,6 +168,7 @@ def judge(lat: Latencies, slo: Slo, *, intervals: bool = True) -> Verdict:
     margins: list[tuple[str, float]] = []
     cis: list[tuple[str, Interval]] = []
     noisy: list[str] = []
+    misses: tuple[tuple[str, float], ...] = ()
     for b in slo.bounds:
         v, ci = judged_percentile(_values(lat, b.metric, keep), b.percentile,
                                   interval=intervals)
@@ -178,19 +181,21 @@ def judge(lat: Latencies, slo: Slo, *, intervals: bool = True) -> Verdict:
             noisy.append(b.key)
     if slo.goodput_ms:
         share = goodput_share(lat, keep, slo.goodput_ms)
+        misses = tuple((m, 1.0 - goodput_share(lat, keep, ((m, ms),)))
+                       for m, ms in slo.goodput_ms)
         achieved.append(("goodput_share", share))
         margins.append(("goodput_share", share - slo.goodput_target))
         n = int(keep.sum())
         if not intervals:
             return Verdict(achieved=tuple(achieved), margins=tuple(margins),
-                           judged_requests=n)
+                           judged_requests=n, goodput_misses=misses)
         ci = share_interval(round(share * n), n)
         cis.append(("goodput_share", ci))
         if ci.low is None or ci.high is None or ci.low < slo.goodput_target <= ci.high:
             noisy.append("goodput_share")
     return Verdict(achieved=tuple(achieved), margins=tuple(margins),
                    judged_requests=int(keep.sum()), intervals=tuple(cis),
-                   within_noise=tuple(noisy))
+                   within_noise=tuple(noisy), goodput_misses=misses)
 
 
 def _values(lat: Latencies, metric: str, keep: npt.NDArray[np.bool_]) -> FloatArray:
@@ -208,6 +213,14 @@ def goodput_share(lat: Latencies, keep: npt.NDArray[np.bool_],
     for name, ms in bounds_ms:
         good &= np.nan_to_num(getattr(lat, f"{name}_ms"), nan=0.0) <= ms
     return float(good.sum()) / max(1, int(keep.sum()))
+
+
+def ttft_share_of_e2el(lat: Latencies, slo: Slo) -> float:
+    """The judged finished requests' TTFT over their E2EL (sums): how much of an end-to-end
+    latency is waiting for and computing the first token rather than decoding."""
+    keep = judged_mask(lat, slo) & (lat.e2el_ms < NEVER_MS)
+    total = float(lat.e2el_ms[keep].sum())
+    return float(lat.ttft_ms[keep].sum()) / total if total > 0 else 0.0
 
 
 def good_needed(n: int, percentile: float) -> int:

@@ -250,7 +250,8 @@ def _explained(c: Candidate) -> Candidate:
     f = c.fleet_one_fewer
     cap = c.capacity
     if f is not None and not f.ok:
-        cap = replace(cap, binding_slo=min(f.margins, key=lambda kv: kv[1])[0])
+        cap = replace(cap, binding_slo=min(f.margins, key=lambda kv: kv[1])[0],
+                      goodput_misses=f.goodput_misses)
     return replace(c, binding=binding(cap))
 
 

@@ -23,6 +23,11 @@ class CapacityInfo:
     bracket_rps: tuple[float, float | None]
     probes: int
     binding_slo: str | None
+    goodput_misses: tuple[tuple[str, float], ...] = ()
+    """Where goodput binds: per goodput metric, the share of judged requests over its bound
+    (the verdict's that named ``binding_slo``)."""
+    e2el_ttft_share: float = 0.0
+    """The TTFT share of the judged requests' E2EL there (an E2EL binding's prefill part)."""
     margins_at_hi: tuple[tuple[str, float], ...] = ()
     achieved_at_hi: tuple[tuple[str, float], ...] = ()
     peak_kv_usage: float = 0.0
@@ -57,9 +62,13 @@ class FleetInfo:
     achieved: tuple[tuple[str, float], ...]
     margins: tuple[tuple[str, float], ...]
     output_tokens_per_s: float
+    """Output tokens / run duration (vllm bench serve's Output token throughput)."""
     peak_kv_usage: float
     preemptions: int
     requests_per_replica: tuple[int, ...]
+    steady_output_tokens_per_s: float = 0.0
+    """The target rate x output tokens per request: what the fleet turns out serving the
+    target load for good, with no run start or drain ($/M out tok is priced at it)."""
     goodput_share_band: tuple[float, float] | None = None
     """Goodput share at the band's (pessimistic, optimistic) edges (plan_bands)."""
     judged_requests: int = 0
@@ -68,6 +77,8 @@ class FleetInfo:
     """Each SLO term's 95 % sampling interval (plan_noise; None: too few requests)."""
     within_noise: tuple[str, ...] = ()
     """The terms whose limit lies inside their interval (the verdict could flip)."""
+    goodput_misses: tuple[tuple[str, float], ...] = ()
+    """Per goodput metric, the share of judged requests over its bound."""
     achieved_all_requests: tuple[tuple[str, float], ...] = ()
     """The SLO terms over every request, warm-up included: what ``vllm bench serve`` prints
     for the same run (``achieved`` is judged without the warm-up, WarmupRule)."""

@@ -256,7 +256,9 @@ def _verified(c: Candidate, n: int, res: dict[int, FleetInfo], prices: PriceTabl
     cost = fleet_cost(prices.for_gpu(c.deployment.gpu.id), n, c.deployment.gpus_per_replica)
     assert cost is not None
     fleet = res[n]
-    tokens_per_hour = fleet.output_tokens_per_s * 3600
+    # priced at the target load held for good: the run's own rate (tokens / duration) also
+    # counts its start and its drain after the last arrival, a property of the trace's length
+    tokens_per_hour = fleet.steady_output_tokens_per_s * 3600
     mtok = cost.usd_per_hour / tokens_per_hour * 1e6 if tokens_per_hour > 0 else None
     c = replace(c, stage="verified", replicas=n, cost=cost, fleet=fleet,
                 fleet_one_fewer=res.get(n - 1), usd_per_million_output_tokens=mtok, reason="",

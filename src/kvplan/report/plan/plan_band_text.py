@@ -3,7 +3,11 @@ holds at the band's pessimistic edge; what --slo-margin band changed."""
 
 from __future__ import annotations
 
-from kvplan.analysis.plan.bands import OUTPUT_DEFINITIONS, PlanBands, SloCheck
+from kvplan.analysis.plan.bands import (
+    OUTPUT_DEFINITIONS,
+    PlanBands,
+    SloCheck,
+)
 from kvplan.analysis.plan.records import Candidate, Plan
 from kvplan.units import counted
 
@@ -71,10 +75,17 @@ def band_lines(b: PlanBands) -> list[str]:
         what = ("output throughput" if b.output_definition == "run"
                 else "sustained output rate of one replica")
         out.append(f"  {what} {b.output_tokens_per_s:.0f} tok/s{tail}")
-        out.append(f"    = {OUTPUT_DEFINITIONS[b.output_definition]}; $/M out tok is priced "
-                   "at this rate")
+        out.append(f"    = {OUTPUT_DEFINITIONS[b.output_definition]}; {priced_text(b)}")
     out += [f"  note: {n}" for n in b.notes]
     return out
+
+
+def priced_text(b: PlanBands) -> str:
+    """Which output rate $/M out tok is priced at."""
+    if b.priced_output_tokens_per_s is None:
+        return "$/M out tok is priced at this rate"
+    return (f"$/M out tok is priced at {b.priced_output_tokens_per_s:.0f} tok/s, "
+            f"{b.priced_definition}")
 
 
 def margin_line(p: Plan) -> str:

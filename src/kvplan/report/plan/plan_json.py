@@ -5,7 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvplan.analysis.plan.bands import OUTPUT_DEFINITIONS, PlanBands, SloCheck
+from kvplan.analysis.plan.bands import (
+    OUTPUT_DEFINITIONS,
+    PlanBands,
+    SloCheck,
+)
 from kvplan.analysis.plan.levers import load_per_replica
 from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo, FleetInfo, Lever, Plan
 from kvplan.analysis.plan.why.verdict import closest
@@ -112,9 +116,19 @@ def bands_json(b: PlanBands) -> dict[str, Any]:
             "output_tokens_per_s_band": None if band is None else list(band),
             "output_tokens_per_s_band_basis": b.output_basis,
             "output_tokens_per_s_definition": OUTPUT_DEFINITIONS[b.output_definition],
+            **_priced(b),
             "band_basis": b.basis, "calibration_notes": list(b.notes),
             "met_at_band_edge": b.robust,
             "slo_at_band_edge": [_check(c) for c in b.checks]}
+
+
+def _priced(b: PlanBands) -> dict[str, Any]:
+    """The output rate $/M out tok is priced at, and what it is."""
+    if b.priced_output_tokens_per_s is None:
+        return {"priced_output_tokens_per_s": b.output_tokens_per_s,
+                "priced_output_tokens_per_s_definition": "output_tokens_per_s"}
+    return {"priced_output_tokens_per_s": b.priced_output_tokens_per_s,
+            "priced_output_tokens_per_s_definition": b.priced_definition}
 
 
 def _check(c: SloCheck) -> dict[str, Any]:

@@ -123,6 +123,8 @@ function planCard(d) {
     [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band],
     ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
     ["output throughput is", "output_tokens_per_s_definition", String],
+    ["$ / million output tokens priced at (tok/s)", "priced_output_tokens_per_s", fixed(0)],
+    ["that rate is", "priced_output_tokens_per_s_definition", String],
     ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
     grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["limit", "limit", sig],
       ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", String]],

@@ -16,6 +16,7 @@ from kvplan.specs.prices import PriceTable
 KV_FULL = 0.95
 SEQS_CAPPED = 0.2
 BUDGET_FULL = 0.5
+E2EL_PREFILL = 0.5
 
 
 def binding(cap: CapacityInfo) -> Binding:
@@ -23,16 +24,17 @@ def binding(cap: CapacityInfo) -> Binding:
 
         kv_memory         peak KV usage >= 95 % or preemptions at capacity
         scheduler_cap     >= 20 % of steps run max_num_seqs requests, KV not full
-        chunk_budget      TTFT binds and >= 50 % of steps fill max_num_batched_tokens
-        prefill_compute   TTFT binds
-        decode_bandwidth  TPOT, ITL or E2EL binds
+        chunk_budget      the prefill side binds and >= 50 % of steps fill the token budget
+        prefill_compute   the prefill side binds: TTFT, or E2EL with TTFT >= half of it
+        decode_bandwidth  TPOT, ITL or E2EL mostly spent decoding binds
     """
-    slo = cap.binding_slo or ""
+    slo, metric = _binding_term(cap)
     ev = (("peak_kv_usage", cap.peak_kv_usage), ("preemptions", float(cap.preemptions)),
           ("seqs_capped_share", cap.seqs_capped_share),
           ("budget_full_share", cap.budget_full_share),
           ("prefill_token_share", cap.prefill_token_share),
-          ("prefill_kv_share", cap.prefill_kv_share))
+          ("prefill_kv_share", cap.prefill_kv_share),
+          ("e2el_ttft_share", cap.e2el_ttft_share))
     if cap.peak_kv_usage >= KV_FULL or cap.preemptions > 0:
         why = (f"the KV pool is {100 * cap.peak_kv_usage:.0f} % full at capacity "
                f"({cap.preemptions} preemptions; prefill claims "
@@ -42,15 +44,39 @@ def binding(cap: CapacityInfo) -> Binding:
         why = (f"{100 * cap.seqs_capped_share:.0f} % of steps run max_num_seqs requests "
                f"with KV {100 * cap.peak_kv_usage:.0f} % full")
         return Binding(primary="scheduler_cap", evidence=ev, why=why)
-    if "ttft" in slo and cap.budget_full_share >= BUDGET_FULL:
+    prefill = _prefill_side(metric, cap)
+    slo += _e2el_part(metric, cap)
+    if prefill and cap.budget_full_share >= BUDGET_FULL:
         why = (f"{slo} binds and {100 * cap.budget_full_share:.0f} % of steps fill the "
                "token budget")
         return Binding(primary="chunk_budget", evidence=ev, why=why)
-    if "ttft" in slo:
+    if prefill:
         return Binding(primary="prefill_compute", evidence=ev,
                        why=f"{slo} binds first: prompts wait for prefill compute")
     return Binding(primary="decode_bandwidth", evidence=ev,
                    why=f"{slo or 'the SLO'} binds first: decode steps read weights and KV")
+
+
+def _binding_term(cap: CapacityInfo) -> tuple[str, str]:
+    """The binding SLO term in words, and the metric it judges: a goodput binding names the
+    goodput bound the most judged requests miss (``ttft`` only: a TTFT binding)."""
+    slo = cap.binding_slo or ""
+    if slo != "goodput_share" or not cap.goodput_misses:
+        return slo, slo
+    worst, share = max(cap.goodput_misses, key=lambda kv: kv[1])
+    return (f"goodput_share (its {worst} bound, missed by {100 * share:.0f} % of judged "
+            "requests)"), worst
+
+
+def _e2el_part(metric: str, cap: CapacityInfo) -> str:
+    """' (TTFT 97 % of it)' after an E2EL term: which side its time goes to."""
+    return f" (TTFT {100 * cap.e2el_ttft_share:.0f} % of it)" if "e2el" in metric else ""
+
+
+def _prefill_side(metric: str, cap: CapacityInfo) -> bool:
+    """TTFT binds, or E2EL of which the TTFT is at least half (long prompts, short
+    outputs: the time goes to prefill, not to decode steps)."""
+    return "ttft" in metric or ("e2el" in metric and cap.e2el_ttft_share >= E2EL_PREFILL)
 
 
 def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTable,

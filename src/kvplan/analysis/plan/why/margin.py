@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.analysis.plan.bands import PlanBands, plan_bands, ratios_for
+from kvplan.analysis.plan.bands import (
+    PRICED_TARGET,
+    PlanBands,
+    plan_bands,
+    priced_unit,
+    ratios_for,
+)
 from kvplan.analysis.plan.records import Candidate, Lever
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.slo import Slo
@@ -19,13 +25,19 @@ def candidate_bands(c: Candidate, slo: Slo, mean_output_tokens: float) -> PlanBa
     """Bands of the candidate's predicted answer; None when nothing was predicted for it."""
     r = ratios_for(c.deployment)
     if c.fleet is not None:
-        return plan_bands(slo, r, dict(c.fleet.achieved), c.fleet.goodput_share_band,
-                          c.fleet.output_tokens_per_s)
+        return replace(plan_bands(slo, r, dict(c.fleet.achieved), c.fleet.goodput_share_band,
+                                  c.fleet.output_tokens_per_s),
+                       priced_output_tokens_per_s=c.fleet.steady_output_tokens_per_s,
+                       priced_definition=PRICED_TARGET)
     cap = c.capacity
     if c.stage != "verified" or cap is None or not cap.achieved_at_capacity:
         return None
-    return plan_bands(slo, r, dict(cap.achieved_at_capacity), cap.goodput_share_band,
-                      cap.rate_rps * mean_output_tokens, output_definition="sustained")
+    one = cap.rate_rps * mean_output_tokens
+    b = plan_bands(slo, r, dict(cap.achieved_at_capacity), cap.goodput_share_band, one,
+                   output_definition="sustained")
+    n = c.replicas or 1  # $/M: the rented unit's $/hour over the n replicas it holds
+    return b if n == 1 else replace(b, priced_output_tokens_per_s=n * one,
+                                    priced_definition=priced_unit(n))
 
 
 def with_bands(c: Candidate, slo: Slo, mean_output_tokens: float) -> Candidate:
