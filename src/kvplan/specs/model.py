@@ -188,6 +188,9 @@ class ModelSpec:
     family has no rotary embedding): int(head_dim x partial_rotary_factor) below 1."""
     vision: VisionSpec | None = None
     """The vision tower vLLM loads too (Gemma 3 multimodal checkpoints), else None."""
+    unpriced_tower: str | None = None
+    """A multimodal config's encoder kvplan does not price ('ARCH (config key KEY)'): memory
+    plans refuse it (``costs/memory/settings.py``), else None."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
