@@ -55,3 +55,41 @@ def test_an_unpriced_vision_tower_is_refused_not_priced_as_its_text_model(tmp_pa
     text = {**MISTRAL3_TEXT, "architectures": ["MistralForCausalLM"], "torch_dtype": "bfloat16"}
     assert run_cli("capacity", _write(tmp_path, "text.json", text), "--gpu",
                    "h100-sxm-80gb").code == 0
+
+
+GEMMA3 = "google/gemma-3-27b-it"
+
+
+def test_gemma3_profiling_keeps_its_dummy_image_embeddings() -> None:
+    """vLLM 0.11 ``profile_run`` encodes a batch of dummy images and keeps their embeddings in
+    the encoder cache while the language model's dummy pass runs: they add to the profiled
+    peak. An image takes 256 embeddings in a placeholder of 260 prompt tokens ('\\n\\n'
+    <start_of_image> 256 x <image_soft_token> <end_of_image> '\\n\\n'), the encoder budget is
+    max_num_batched_tokens, so 8192 // 260 = 31 images (vLLM's log of gemma-3-27b-it:
+    "Encoder cache will be initialized with a budget of 8192 tokens, and profiled with 31
+    image items of the maximum feature size"); each output is copied into a zeroed 260 x 5376
+    bf16 tensor: 31 x 260 x 5376 x 2 B = 86,661,120 B (82.65 MiB) that kvplan left out.
+    H100, --max-model-len 32768: KV 10,832,537,760 -> 10,745,876,640 B, blocks of 10 x 128 KiB
+    8,264 -> 8,198."""
+    from kvplan.costs.memory.settings import resolve_settings
+    from kvplan.costs.memory.vision import encoder_cache_bytes
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.serving import EngineConfig
+
+    model = load_model(GEMMA3)
+    h100 = load_gpu("h100-sxm-80gb")
+    held = 31 * 260 * 5376 * 2
+    assert held == 86_661_120
+    s = resolve_settings(model, h100, EngineConfig(max_model_len=32768))
+    assert encoder_cache_bytes(model, s) == held
+    # 2048 tokens: 2048 // 260 = 7 images; --max-num-seqs 2 with --max-model-len 300 leaves
+    # 2 requests x max(1, 300 // 260) images = 2
+    small = resolve_settings(model, h100, EngineConfig(max_num_batched_tokens=2048))
+    assert encoder_cache_bytes(model, small) == 7 * 260 * 5376 * 2
+    few = resolve_settings(model, h100, EngineConfig(max_num_seqs=2, max_model_len=300))
+    assert encoder_cache_bytes(model, few) == 2 * 260 * 5376 * 2
+    assert encoder_cache_bytes(load_model("google/gemma-2-27b"), s) == 0  # text-only
+    doc = run_cli("capacity", GEMMA3, "--max-model-len", "32768", "--json").json()
+    assert doc["available_kv_bytes"] == 10_832_537_760 - held == 10_745_876_640
+    assert doc["num_blocks"] == 10_745_876_640 // (10 * 128 * 1024) == 8_198

@@ -212,7 +212,9 @@ def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec |
         hidden_size=f.integer("hidden_size"), intermediate_size=f.integer("intermediate_size"),
         num_layers=f.integer("num_hidden_layers"), image_size=f.integer("image_size"),
         patch_size=f.integer("patch_size"), num_channels=f.integer("num_channels"),
-        use_head=bool(vc.get("vision_use_head", True)), projector_out=text_hidden)
+        use_head=bool(vc.get("vision_use_head", True)), projector_out=text_hidden,
+        image_tokens=config_int("mm_tokens_per_image", raw.get("mm_tokens_per_image", 256),
+                                file))
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:

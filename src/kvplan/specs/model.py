@@ -134,6 +134,8 @@ class VisionSpec:
     """SigLIP's attention-pooling head (vision_use_head; Gemma 3: false)."""
     projector_out: int
     """The multimodal projector's output width (the text model's hidden size)."""
+    image_tokens: int = 256
+    """Embeddings one image gives the language model (Gemma 3's mm_tokens_per_image)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
