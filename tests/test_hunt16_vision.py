@@ -93,3 +93,37 @@ def test_gemma3_profiling_keeps_its_dummy_image_embeddings() -> None:
     doc = run_cli("capacity", GEMMA3, "--max-model-len", "32768", "--json").json()
     assert doc["available_kv_bytes"] == 10_832_537_760 - held == 10_745_876_640
     assert doc["num_blocks"] == 10_745_876_640 // (10 * 128 * 1024) == 8_198
+
+
+def test_gemma3_encoder_pass_can_set_the_profiled_peak() -> None:
+    """vLLM 0.11 runs the dummy encoder pass before the language model's dummy pass; with a
+    small --max-num-seqs (sampler logits small) its peak is the higher one, and kvplan priced
+    only the language model's. gemma-3-27b-it, 31 dummy images of 896 px in 14 px patches
+    (31 x 4096 = 126,976 tokens): float32 pixels + their bf16 copy 31 x 3 x 896^2 x (4 + 2) =
+    447,971,328 B, plus one SigLIP MLP's residual, layer_norm2 output, fc1 output and GELU
+    output 126,976 x (2 x 1152 + 2 x 4304) x 2 B = 2,771,124,224 B: 3,219,095,552 B. The
+    language model's pass at --max-num-seqs 8: hidden + residual 2 x 8192 x 5376 x 2 B =
+    176,160,768, the held embeddings 86,661,120, and max(8 x 262,208 logits x 38 B,
+    8192 x 3 x 21504 x 2 B = 1,056,964,608): 1,319,786,496 B. H100 at 32k: KV
+    19,891,949,728 -> 17,992,640,672 B, 15,176 -> 13,727 blocks; at vLLM's default 1024
+    sequences the language model's 9.75 GiB stays the peak (8,198 blocks, unchanged)."""
+    from kvplan.costs.memory.settings import resolve_settings
+    from kvplan.costs.memory.vision import encoder_pass_bytes
+    from kvplan.specs.catalog import load_model
+    from kvplan.specs.hardware import load_gpu
+    from kvplan.specs.serving import EngineConfig
+
+    model = load_model(GEMMA3)
+    s = resolve_settings(model, load_gpu("h100-sxm-80gb"),
+                         EngineConfig(max_model_len=32768, max_num_seqs=8))
+    encoder = 31 * 3 * 896**2 * 6 + 31 * 4096 * (2 * 1152 + 2 * 4304) * 2
+    assert encoder_pass_bytes(model, s) == encoder == 3_219_095_552
+    language = 2 * 8192 * 5376 * 2 + 31 * 260 * 5376 * 2 + 8192 * 3 * 21504 * 2
+    assert language == 1_319_786_496 < encoder
+    doc = run_cli("capacity", GEMMA3, "--max-model-len", "32768", "--max-num-seqs", "8",
+                  "--json").json()
+    assert doc["activation_bytes"] == encoder
+    assert doc["available_kv_bytes"] == 19_891_949_728 - (encoder - language) == 17_992_640_672
+    assert doc["num_blocks"] == 17_992_640_672 // (10 * 128 * 1024) == 13_727
+    assert run_cli("capacity", GEMMA3, "--max-model-len", "32768",
+                   "--json").json()["num_blocks"] == 8_198

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from kvplan.costs.memory.params import Part
 from kvplan.costs.memory.weight_formats import dtype_bytes
 from kvplan.specs.model import ModelSpec, VisionSpec
+from kvplan.units import cdiv
 
 if TYPE_CHECKING:
     from kvplan.costs.memory.settings import Settings
@@ -104,7 +105,30 @@ def encoder_cache_bytes(model: ModelSpec, s: Settings) -> int:
     if v is None:
         return 0
     per_item = v.image_tokens + IMAGE_FRAME_TOKENS
+    return _dummy_images(v, s) * per_item * v.projector_out * dtype_bytes(s.dtype, model.dtype)
+
+
+def _dummy_images(v: VisionSpec, s: Settings) -> int:
+    """Images in the profiling run's dummy batch (``MultiModalBudget.get_max_items``)."""
+    per_item = v.image_tokens + IMAGE_FRAME_TOKENS
     budget = max(s.max_num_batched_tokens, per_item)
     per_prompt = max(1, min(MM_LIMIT_PER_PROMPT, s.max_model_len // per_item))
-    items = max(1, min(budget // per_item, s.max_num_seqs * per_prompt))
-    return items * per_item * v.projector_out * dtype_bytes(s.dtype, model.dtype)
+    return max(1, min(budget // per_item, s.max_num_seqs * per_prompt))
+
+
+def encoder_pass_bytes(model: ModelSpec, s: Settings) -> int:
+    """Torch peak of the profiling run's dummy encoder pass, before the language model's:
+    the dummy images' pixels (the processor's float32 values and the tower's --dtype copy,
+    ``pixel_values.to(dtype)``) and, at its largest, one SigLIP layer's MLP over every patch
+    token: the residual, layer_norm2's output, fc1's output (column-parallel: I / tp) and the
+    activation's, each tokens x width x --dtype bytes. gemma-3-27b-it, 31 images of 896 px
+    in 14 px patches: 31 x 3 x 896^2 x (4 + 2) + 31 x 4096 x (2 x 1152 + 2 x 4304) x 2 B =
+    447,971,328 + 2,771,124,224 = 3,219,095,552 B; above the language model's peak when
+    --max-num-seqs is small (the sampler's logits are then small)."""
+    v = model.vision
+    if v is None:
+        return 0
+    b, images = dtype_bytes(s.dtype, model.dtype), _dummy_images(v, s)
+    pixels = images * v.num_channels * v.image_size ** 2 * (4 + (b if b != 4 else 0))
+    tokens = images * (v.image_size // v.patch_size) ** 2
+    return pixels + tokens * (2 * v.hidden_size + 2 * cdiv(v.intermediate_size, s.tp)) * b
