@@ -127,3 +127,18 @@ def test_gemma3_encoder_pass_can_set_the_profiled_peak() -> None:
     assert doc["num_blocks"] == 17_992_640_672 // (10 * 128 * 1024) == 13_727
     assert run_cli("capacity", GEMMA3, "--max-model-len", "32768",
                    "--json").json()["num_blocks"] == 8_198
+
+
+def test_a_tower_is_named_without_architectures_and_when_its_config_is_empty(
+        tmp_path: Path) -> None:
+    """An empty vision_config is still a tower (transformers fills its defaults) and was
+    priced as the text model; a config without an architectures list was named 'unknown'
+    in the refusal. Both now refuse, naming the model_type where no architecture is given."""
+    bare = {k: v for k, v in MISTRAL3.items() if k != "architectures"}
+    r = run_cli("capacity", _write(tmp_path, "bare.json", bare), "--gpu", "h100-sxm-80gb")
+    assert_one_line_error(r)
+    assert "model_type 'mistral3' (config key 'vision_config')" in r.err
+    empty = {**MISTRAL3, "vision_config": {}}
+    r = run_cli("capacity", _write(tmp_path, "empty.json", empty), "--gpu", "h100-sxm-80gb")
+    assert_one_line_error(r)
+    assert "Mistral3ForConditionalGeneration (config key 'vision_config')" in r.err

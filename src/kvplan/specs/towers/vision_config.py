@@ -32,7 +32,9 @@ def unpriced_tower(raw: Mapping[str, Any]) -> str | None:
     arch = architecture(raw)
     if arch in PRICED_TOWERS:
         return None
+    if arch == "unknown":  # no architectures list: name the config by its model_type
+        arch = f"model_type {raw.get('model_type')!r}"
     for key in _ENCODER_KEYS:
-        if raw.get(key):
+        if raw.get(key) not in (None, False):  # an empty vision_config takes the defaults
             return f"{arch} (config key '{key}')"
     return None
