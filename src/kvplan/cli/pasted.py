@@ -36,8 +36,9 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--disable-sliding-window": "vLLM then caches every layer in full; kvplan keeps the windows",
     "--hf-overrides": "overrides change the model's config; edit a config.json and pass its path",
     "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
-    "--limit-mm-per-prompt": "the encoder's profiling memory is not modelled and the vision "
-    "tower stays priced (with a limit of 0 some vLLM models skip loading it)",
+    "--limit-mm-per-prompt": "kvplan prices vLLM's default limit (999 items): the vision "
+    "tower and the profiling run's dummy encoder outputs stay priced (with a limit of 0 some "
+    "vLLM models skip both)",
     "--swap-space": "CPU swap is not modelled",
     "--kv-transfer-config": "a KV connector takes GPU buffers, which kvplan does not model "
     "(it does model the connector turning off vLLM's hybrid KV cache manager)",

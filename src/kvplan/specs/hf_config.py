@@ -41,6 +41,7 @@ from kvplan.specs.quant_config import (
     quant_layout,
     quant_method,
 )
+from kvplan.specs.towers.vision_config import architecture, unpriced_tower
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -157,7 +158,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         name=name,
         source=file,
         model_type=model_type,
-        architecture=_architecture(raw),
+        architecture=architecture(raw),
         dtype=dtype,
         config_dtype=config_dtype,
         hidden_size=hidden,
@@ -182,7 +183,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
         num_mtp_layers=f.count("num_nextn_predict_layers"),
-        vision=_vision(raw, hidden, file),
+        **_encoder_fields(raw, hidden, file),
         notes=tuple(dict.fromkeys(f.notes)),
     )
 
@@ -217,18 +218,25 @@ _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_l
 """transformers' SiglipVisionConfig defaults, for the keys a vision_config leaves out."""
 
 
+def _encoder_fields(raw: Mapping[str, Any], text_hidden: int, file: str) -> dict[str, Any]:
+    """ModelSpec's vision (a tower kvplan prices) and unpriced_tower (one it does not)."""
+    return {"vision": _vision(raw, text_hidden, file), "unpriced_tower": unpriced_tower(raw)}
+
+
 def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec | None:
     """Gemma 3's SigLIP tower (vLLM ``Gemma3ForConditionalGeneration`` builds it whatever the
     prompts hold); None for text-only configs (other towers are not priced)."""
     vc = raw.get("vision_config")
-    if _architecture(raw) != "Gemma3ForConditionalGeneration" or not isinstance(vc, Mapping):
+    if architecture(raw) != "Gemma3ForConditionalGeneration" or not isinstance(vc, Mapping):
         return None
     f = _Fields(vc, file, _SIGLIP_DEFAULTS)
     return VisionSpec(
         hidden_size=f.integer("hidden_size"), intermediate_size=f.integer("intermediate_size"),
         num_layers=f.integer("num_hidden_layers"), image_size=f.integer("image_size"),
         patch_size=f.integer("patch_size"), num_channels=f.integer("num_channels"),
-        use_head=bool(vc.get("vision_use_head", True)), projector_out=text_hidden)
+        use_head=bool(vc.get("vision_use_head", True)), projector_out=text_hidden,
+        image_tokens=config_int("mm_tokens_per_image", raw.get("mm_tokens_per_image", 256),
+                                file))
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -237,11 +245,6 @@ def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     if isinstance(text, Mapping):
         return {**{k: v for k, v in raw.items() if k in ("torch_dtype", "dtype")}, **text}
     return raw
-
-
-def _architecture(raw: Mapping[str, Any]) -> str:
-    archs = raw.get("architectures")
-    return str(archs[0]) if isinstance(archs, list) and archs else "unknown"
 
 
 def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:

@@ -143,6 +143,8 @@ class VisionSpec:
     """SigLIP's attention-pooling head (vision_use_head; Gemma 3: false)."""
     projector_out: int
     """The multimodal projector's output width (the text model's hidden size)."""
+    image_tokens: int = 256
+    """Embeddings one image gives the language model (Gemma 3's mm_tokens_per_image)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,6 +203,9 @@ class ModelSpec:
     family has no rotary embedding): int(head_dim x partial_rotary_factor) below 1."""
     vision: VisionSpec | None = None
     """The vision tower vLLM loads too (Gemma 3 multimodal checkpoints), else None."""
+    unpriced_tower: str | None = None
+    """A multimodal config's encoder kvplan does not price ('ARCH (config key KEY)'): memory
+    plans refuse it (``costs/memory/settings.py``), else None."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

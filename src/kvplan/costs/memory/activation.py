@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import Settings
+from kvplan.costs.memory.vision import encoder_cache_bytes, encoder_pass_bytes
 from kvplan.costs.memory.weight_formats import dtype_bytes
 from kvplan.specs.max_len import FP32_ROPE
 from kvplan.specs.model import ModelSpec
@@ -25,7 +26,9 @@ def rope_cache_bytes(model: ModelSpec, dtype: str = "auto") -> int:
 
 
 def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> int:
-    """Torch peak during the profiling run: kept hidden states + max(layer, sampler) peak.
+    """Torch peak during the profiling run: kept hidden states + a multimodal model's dummy
+    encoder outputs (``vision.encoder_cache_bytes``) + max(layer, sampler) peak, or the dummy
+    encoder pass run before it (``vision.encoder_pass_bytes``) where that is higher.
 
     The sampler term dominates: min(max_num_seqs, tokens) requests x vocab logits. Only the
     last pipeline stage runs the sampler (``sampler=False`` for the others). Activations are
@@ -35,8 +38,10 @@ def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> 
     resident = 2 * t * h * b  # hidden states + residual stream
     reqs = min(s.max_num_seqs, t) if sampler else 0
     per_logit = vd.SAMPLER_FP32_BYTES_PER_LOGIT + (b if b != 4 else 0)
-    return resident + max(reqs * model.vocab_size * per_logit,
-                          _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s), b))
+    language = resident + encoder_cache_bytes(model, s) + max(
+        reqs * model.vocab_size * per_logit,
+        _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s), b))
+    return max(language, encoder_pass_bytes(model, s))
 
 
 def _moe_tp(model: ModelSpec, s: Settings) -> int:

@@ -72,6 +72,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     check_fp8_blocks(model, None if fmt is None else fmt.block, tp, moe_tp)
     check_moe_experts(model, hw, engine.quantization, moe_tp)
     check_kv_cache_memory(engine.kv_cache_memory_bytes, vd.cuda_total_bytes(hw), hw.id)
+    _check_tower(model, engine)
     if pp > model.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} exceeds the {model.num_layers} layers")
     max_len = engine.max_model_len or model.max_position_embeddings
@@ -141,6 +142,18 @@ def _check_act_dtype(model: ModelSpec, dtype: str, fmt: WeightFormat | None) -> 
 _SERVED = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
            "float": "float32"}
 """--dtype aliases -> the dtype vLLM serves in."""
+
+
+def _check_tower(model: ModelSpec, engine: EngineConfig) -> None:
+    """Refuse to size the KV cache of a multimodal model whose encoder kvplan does not price
+    (``specs/towers/vision_config.py``): vLLM loads and profiles it, so the KV cache would
+    come out too large. A KV cache size given by --kv-cache-memory does not depend on it."""
+    if model.unpriced_tower is not None and engine.kv_cache_memory_bytes is None:
+        raise InputError(
+            f"kvplan does not price the encoder of {model.unpriced_tower}: vLLM loads its "
+            "weights and profiles it before sizing the KV cache, so kvplan's KV cache would "
+            "come out too large; give the size with --kv-cache-memory (or price the text "
+            "model's own config)")
 
 
 def _check_batch_limits(engine: EngineConfig, max_len: int) -> None:

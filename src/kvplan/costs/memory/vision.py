@@ -20,9 +20,23 @@ MLP, 4304 wide, is not a multiple of 64 and stays 16-bit).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvplan.costs.memory.params import Part
 from kvplan.costs.memory.weight_formats import dtype_bytes
 from kvplan.specs.model import ModelSpec, VisionSpec
+from kvplan.units import cdiv
+
+if TYPE_CHECKING:
+    from kvplan.costs.memory.settings import Settings
+
+IMAGE_FRAME_TOKENS = 4
+"""Prompt tokens around each Gemma 3 image's embeddings: its placeholder is transformers'
+``Gemma3Processor.full_image_sequence``, '\\n\\n' <start_of_image> 256 x <image_soft_token>
+<end_of_image> '\\n\\n' ('\\n\\n' is one token; Gemma's own tokenizer tests spell an image
+[108, 255999, n x soft, 256000, 108]): 260 tokens, 256 of them embeddings."""
+MM_LIMIT_PER_PROMPT = 999
+"""vLLM 0.11's default --limit-mm-per-prompt for each modality (MultiModalConfig)."""
 
 
 def _layer(v: VisionSpec, count: int) -> tuple[Part, ...]:
@@ -72,3 +86,49 @@ def vision_bytes(model: ModelSpec, dtype: str = "auto", tp: int = 1) -> int:
     width = dtype_bytes(dtype, model.dtype)
     return sum(p.count * r * c * width for p in vision_parts(model.vision)
                for r, c in (p.shape_on_gpu(tp),))
+
+
+def encoder_cache_bytes(model: ModelSpec, s: Settings) -> int:
+    """The dummy image embeddings vLLM 0.11's ``profile_run`` keeps in its encoder cache
+    while the language model's dummy pass runs, so they add to the profiled peak.
+
+    ``MultiModalBudget``: an image takes ``per_item`` = image_tokens + IMAGE_FRAME_TOKENS
+    prompt tokens (``get_mm_max_contiguous_tokens``, placeholders included); the encoder
+    budget is max(max_num_batched_tokens, per_item) (``compute_mm_encoder_budget``: both its
+    compute budget and cache size default to max_num_batched_tokens); it encodes
+    max(1, min(budget // per_item, max_num_seqs x max(1, min(999, max_model_len //
+    per_item)))) images, and each output of image_tokens rows is copied into a zeroed
+    (per_item, hidden) tensor (vllm#25810) kept until the dummy pass ends, in the --dtype.
+    gemma-3-27b-it at 8192 tokens: 31 images ("profiled with 31 image items") x 260 x 5376
+    x 2 B = 86,661,120 B."""
+    v = model.vision
+    if v is None:
+        return 0
+    per_item = v.image_tokens + IMAGE_FRAME_TOKENS
+    return _dummy_images(v, s) * per_item * v.projector_out * dtype_bytes(s.dtype, model.dtype)
+
+
+def _dummy_images(v: VisionSpec, s: Settings) -> int:
+    """Images in the profiling run's dummy batch (``MultiModalBudget.get_max_items``)."""
+    per_item = v.image_tokens + IMAGE_FRAME_TOKENS
+    budget = max(s.max_num_batched_tokens, per_item)
+    per_prompt = max(1, min(MM_LIMIT_PER_PROMPT, s.max_model_len // per_item))
+    return max(1, min(budget // per_item, s.max_num_seqs * per_prompt))
+
+
+def encoder_pass_bytes(model: ModelSpec, s: Settings) -> int:
+    """Torch peak of the profiling run's dummy encoder pass, before the language model's:
+    the dummy images' pixels (the processor's float32 values and the tower's --dtype copy,
+    ``pixel_values.to(dtype)``) and, at its largest, one SigLIP layer's MLP over every patch
+    token: the residual, layer_norm2's output, fc1's output (column-parallel: I / tp) and the
+    activation's, each tokens x width x --dtype bytes. gemma-3-27b-it, 31 images of 896 px
+    in 14 px patches: 31 x 3 x 896^2 x (4 + 2) + 31 x 4096 x (2 x 1152 + 2 x 4304) x 2 B =
+    447,971,328 + 2,771,124,224 = 3,219,095,552 B; above the language model's peak when
+    --max-num-seqs is small (the sampler's logits are then small)."""
+    v = model.vision
+    if v is None:
+        return 0
+    b, images = dtype_bytes(s.dtype, model.dtype), _dummy_images(v, s)
+    pixels = images * v.num_channels * v.image_size ** 2 * (4 + (b if b != 4 else 0))
+    tokens = images * (v.image_size // v.patch_size) ** 2
+    return pixels + tokens * (2 * v.hidden_size + 2 * cdiv(v.intermediate_size, s.tp)) * b

@@ -1,0 +1,1 @@
+"""Encoders a multimodal config.json brings beside its language model (vision towers)."""

@@ -1,0 +1,40 @@
+"""A multimodal config's encoder: which families kvplan prices (their weights in
+``costs/memory/vision.py``), and the one-line name of one it does not price.
+
+vLLM builds a multimodal architecture's encoder whatever the prompts hold, loads its weights
+beside the language model and, in the profiling run, encodes a batch of dummy items before
+sizing the KV cache: a tower kvplan leaves out makes "GPU KV cache size" come out too large.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PRICED_TOWERS = frozenset({"Gemma3ForConditionalGeneration"})
+"""Architectures whose encoder kvplan prices (``hf_config._vision``)."""
+
+_ENCODER_KEYS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower",
+                 "img_processor", "visual", "vision_backbone", "audio_processor")
+"""config.json keys that describe an encoder (LLaVA / Qwen-VL / Llama-4 / Pixtral / Phi-3-V
+/ Molmo / Phi-4-MM / audio models ...)."""
+
+
+def architecture(raw: Mapping[str, Any]) -> str:
+    """The config's first ``architectures`` entry ('unknown' without one)."""
+    archs = raw.get("architectures")
+    return str(archs[0]) if isinstance(archs, list) and archs else "unknown"
+
+
+def unpriced_tower(raw: Mapping[str, Any]) -> str | None:
+    """'ARCH (config key KEY)' for a multimodal config whose encoder kvplan does not price,
+    else None (text-only configs, and the families in ``PRICED_TOWERS``)."""
+    arch = architecture(raw)
+    if arch in PRICED_TOWERS:
+        return None
+    if arch == "unknown":  # no architectures list: name the config by its model_type
+        arch = f"model_type {raw.get('model_type')!r}"
+    for key in _ENCODER_KEYS:
+        if raw.get(key) not in (None, False):  # an empty vision_config takes the defaults
+            return f"{arch} (config key '{key}')"
+    return None
