@@ -11,6 +11,7 @@ from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import LinearTimer
 from kvplan.specs.requests.generators import random_workload
+from tests.conftest import run_cli
 
 
 @pytest.fixture(params=["core", "python"])
@@ -36,3 +37,23 @@ def test_random_prefix_len_hits_every_whole_block_of_the_prefix(loop, block, hit
                  limits=Limits(max_num_batched_tokens=100, max_num_seqs=1), validate=True)
     assert r.prefix_hit_tokens.tolist() == [0, hit, hit, hit]
     assert r.prefix_lookup_hits == 3 * hit
+
+
+def test_max_num_partial_prefills_above_one_is_refused_as_vllm_does_not_start():
+    # vLLM 0.11.0 engine/arg_utils.py: _is_v1_supported_oracle returns False for
+    # max_num_partial_prefills != 1 ("Concurrent Partial Prefill is not supported by the V1
+    # Engine. Falling back to V0."), and build_async_engine_client_from_engine_args then
+    # fails its `assert envs.VLLM_USE_V1`: no server. Before: kvplan simulated it with a
+    # long-prefill cap of int(0.04 * max_model_len) (163 tokens at 4096).
+    r = run_cli("simulate", "llama-3.1-8b", "--num-prompts", "3", "--max-model-len", "4096",
+                "--max-num-partial-prefills", "2")
+    assert r.code == 2, r.out
+    assert r.err.strip().splitlines() == [
+        "error: --max-num-partial-prefills 2: vLLM 0.11's V1 engine has no concurrent partial "
+        "prefills and does not start with it above 1; drop the flag (a per-request cap is "
+        "--long-prefill-token-threshold)"]
+    pasted = run_cli("simulate", "--num-prompts", "3", "--", "vllm", "serve",
+                     "meta-llama/Llama-3.1-8B", "--max-num-partial-prefills", "4")
+    assert pasted.code == 2 and "--max-num-partial-prefills 4" in pasted.err
+    assert run_cli("simulate", "llama-3.1-8b", "--num-prompts", "3",
+                   "--max-num-partial-prefills", "1").code == 0

@@ -12,7 +12,6 @@ import numpy as np
 from kvplan.costs.memory.plan import MemoryPlan, Settings, plan_resolved
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve_deployment
 from kvplan.costs.step.roofline import Profile, StepCostModel
-from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
 
 if TYPE_CHECKING:
@@ -101,15 +100,11 @@ def scheduler_limits(settings: Settings, engine: EngineConfig) -> Limits:
 
 
 def long_prefill_threshold(engine: EngineConfig, max_model_len: int) -> int:
-    """vLLM 0.11 SchedulerConfig: the flag, or int(0.04 * max_model_len) when
-    max_num_partial_prefills > 1 and the flag is 0; above max_model_len is refused there."""
-    t = engine.long_prefill_token_threshold
-    if engine.max_num_partial_prefills > 1:
-        t = t or int(max_model_len * 0.04)
-        if t > max_model_len:
-            raise InputError(f"--long-prefill-token-threshold {t} exceeds max_model_len "
-                             f"{max_model_len} (vLLM refuses it); give a smaller one")
-    return t
+    """vLLM 0.11 SchedulerConfig's long_prefill_token_threshold: the flag (its 4%-of-
+    max_model_len default applies only with max_num_partial_prefills > 1, which vLLM 0.11
+    does not start with: EngineConfig refuses it)."""
+    del max_model_len  # kept for callers: the cap no longer depends on it
+    return engine.long_prefill_token_threshold
 
 
 def simulate_serving(
