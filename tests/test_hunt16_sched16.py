@@ -57,3 +57,25 @@ def test_max_num_partial_prefills_above_one_is_refused_as_vllm_does_not_start():
     assert pasted.code == 2 and "--max-num-partial-prefills 4" in pasted.err
     assert run_cli("simulate", "llama-3.1-8b", "--num-prompts", "3",
                    "--max-num-partial-prefills", "1").code == 0
+
+
+def test_no_enable_chunked_prefill_runs_chunked_as_vllm_0_11_does():
+    # vLLM 0.11.0 engine/arg_utils.py EngineArgs._set_default_args: "V1 always uses chunked
+    # prefills ... for non-pooling tasks": enable_chunked_prefill = True whatever the flag
+    # said, then the GPU class's budget (A100: 2048 tokens). One 5000-token prompt, output 1:
+    # chunks of 2048, 2048, 904 = 3 steps. Before: a 8192-token budget (max(max_model_len,
+    # 2048)) without chunking, 1 step; and a budget below max_model_len was refused.
+    args = ("simulate", "llama-3.1-8b", "--gpu", "A100-80GB-SXM", "--max-model-len", "8192",
+            "--num-prompts", "1", "--random-input-len", "5000", "--random-output-len", "1",
+            "--json")
+    off = run_cli(*args, "--no-enable-chunked-prefill")
+    assert off.code == 0, off.err
+    assert (off.json()["max_num_batched_tokens"], off.json()["num_steps"]) == (2048, 3)
+    assert "note: vLLM 0.11 runs chunked prefill whatever --no-enable-chunked-prefill" in off.err
+    on = run_cli(*args)
+    assert on.json()["num_steps"] == 3 and "chunked prefill" not in on.err
+    small = run_cli("simulate", "llama-3.1-8b", "--gpu", "H100", "--num-prompts", "1",
+                    "--random-input-len", "5000", "--random-output-len", "1", "--json",
+                    "--max-num-batched-tokens", "2048", "--no-enable-chunked-prefill")
+    assert small.code == 0, small.err
+    assert small.json()["num_steps"] == 3
