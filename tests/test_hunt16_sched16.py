@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
-from kvplan.sim.testing import LinearTimer
+from kvplan.sim.testing import LinearTimer, workload
 from kvplan.specs.requests.generators import random_workload
 from tests.conftest import run_cli
+from tests.test_sim_scheduler import run, tokens
 
 
 @pytest.fixture(params=["core", "python"])
@@ -79,3 +82,80 @@ def test_no_enable_chunked_prefill_runs_chunked_as_vllm_0_11_does():
                     "--max-num-batched-tokens", "2048", "--no-enable-chunked-prefill")
     assert small.code == 0, small.err
     assert small.json()["num_steps"] == 3
+
+
+def test_a_request_hits_blocks_another_computes_in_the_same_step(loop):
+    # vLLM 0.11.0 caches a request's blocks when it allocates them (allocate_slots ->
+    # cache_blocks(num_computed + num_new)), before the step runs, so a request admitted
+    # later in the same step hits them. B = 4, A and B (prompt 10, output 2) share their
+    # first 8 tokens, both at t = 0. Step 0: A takes 3 blocks (10 tokens) and caches blocks
+    # 0-1; B hits them ((10 - 1) // 4 = 2 blocks), computes 2 tokens in 1 new block: 12
+    # tokens, 4 blocks in use. Step 1: two decodes in the blocks held (11 tokens, 3 each).
+    w = workload([0, 0], [10, 10], [2, 2], hashes=[[1, 2], [1, 2]], hash_tokens=4)
+    r = run(w, blocks=100, b=4)
+    assert r.steps.new_tokens.tolist() == [12, 2]
+    assert r.steps.used_blocks.tolist() == [4, 4]
+    assert r.prefix_hit_tokens.tolist() == [0, 8]
+    assert (r.prefix_lookup_hits, r.prefix_query_tokens) == (8, 20)
+    assert [tokens(r, i) for i in range(2)] == [[1.0, 2.0], [1.0, 2.0]]
+
+
+@st.composite
+def _timed_cases(draw):
+    """Shared prefixes, tight pools, caps, max_num_seqs, closed loops, and step times that
+    grow with tokens and context (the fast paths price runs of steps at once)."""
+    b, n = draw(st.sampled_from([1, 2, 4, 16])), draw(st.integers(2, 40))
+    prompts = draw(st.lists(st.integers(1, 120), min_size=n, max_size=n))
+    outputs = draw(st.lists(st.integers(1, 60), min_size=n, max_size=n))
+    lead = draw(st.integers(1, 6)) * b
+    hashes = [list(range(min(lead, p) // b)) if draw(st.booleans()) else [] for p in prompts]
+    chunked = draw(st.booleans())
+    budget = draw(st.integers(n, 200))
+    if not chunked:
+        budget = max([budget] + [p + o for p, o in zip(prompts, outputs, strict=True)])
+    peak = max(-(-(p + o - 1) // b) for p, o in zip(prompts, outputs, strict=True))
+    lim = Limits(max_num_batched_tokens=budget, max_num_seqs=draw(st.integers(1, n)),
+                 chunked_prefill=chunked, prefix_caching=draw(st.booleans()),
+                 long_prefill_token_threshold=draw(st.sampled_from([0, 0, 5, 33]))
+                 if chunked else 0)
+    arrivals = sorted(draw(st.lists(st.floats(0, 20, allow_nan=False), min_size=n,
+                                    max_size=n)))
+    w = workload(arrivals, prompts, outputs, hashes=hashes, hash_tokens=b,
+                 concurrency=draw(st.sampled_from([None, None, 1, 4])))
+    timer = LinearTimer(base_s=draw(st.sampled_from([0.5, 1.0])),
+                        per_token_s=draw(st.sampled_from([0.0, 0.01])),
+                        per_context_s=draw(st.sampled_from([0.0, 0.0007])))
+    return w, lim, timer, b, peak + 1 + draw(st.integers(0, 4 * n))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_timed_cases())
+def test_core_python_and_step_by_step_agree_on_timed_workloads(case):
+    # The compiled core, the Python fast path (lean steps, decode runs) and the step-by-step
+    # reference give the same steps, blocks, token times and prefix-cache counts.
+    import os
+
+    w, lim, timer, b, blocks = case
+    runs = []
+    had = os.environ.get("KVPLAN_SIM_CORE")
+    try:
+        for env, fast in (("", True), ("python", True), ("python", False)):
+            os.environ["KVPLAN_SIM_CORE"] = env
+            runs.append(simulate(w, timer=timer, num_blocks=blocks, block_size=b, limits=lim,
+                                 fast=fast, validate=True))
+    finally:
+        if had is None:
+            os.environ.pop("KVPLAN_SIM_CORE", None)
+        else:
+            os.environ["KVPLAN_SIM_CORE"] = had
+    ref = runs[-1]
+    for r in runs[:-1]:
+        assert r.steps.new_tokens.tolist() == ref.steps.new_tokens.tolist()
+        assert r.steps.used_blocks.tolist() == ref.steps.used_blocks.tolist()
+        assert r.steps.start_s.tolist() == ref.steps.start_s.tolist()
+        assert np.array_equal(r.first_token_s, ref.first_token_s, equal_nan=True)
+        assert np.array_equal(r.finish_s, ref.finish_s, equal_nan=True)
+        assert r.preemptions.tolist() == ref.preemptions.tolist()
+        assert r.prefix_hit_tokens.tolist() == ref.prefix_hit_tokens.tolist()
+        assert (r.prefix_lookup_hits, r.prefix_query_tokens) == (
+            ref.prefix_lookup_hits, ref.prefix_query_tokens)
