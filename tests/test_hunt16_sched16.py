@@ -159,3 +159,17 @@ def test_core_python_and_step_by_step_agree_on_timed_workloads(case):
         assert r.prefix_hit_tokens.tolist() == ref.prefix_hit_tokens.tolist()
         assert (r.prefix_lookup_hits, r.prefix_query_tokens) == (
             ref.prefix_lookup_hits, ref.prefix_query_tokens)
+
+
+def test_pasted_max_long_partial_prefills_other_than_one_is_refused():
+    # vLLM 0.11.0 _is_v1_supported_oracle: max_long_partial_prefills != 1 stops the server as
+    # max_num_partial_prefills does. Before: listed among the ignored flags, simulated.
+    r = run_cli("simulate", "--num-prompts", "3", "--", "vllm", "serve",
+                "meta-llama/Llama-3.1-8B", "--max-long-partial-prefills", "2")
+    assert r.code == 2
+    assert r.err.strip().splitlines() == [
+        "error: --max-long-partial-prefills 2: vLLM 0.11's V1 engine has no concurrent "
+        "partial prefills and does not start with it other than 1; drop the flag"]
+    ok = run_cli("simulate", "--num-prompts", "3", "--", "vllm", "serve",
+                 "meta-llama/Llama-3.1-8B", "--max-long-partial-prefills", "1")
+    assert ok.code == 0, ok.err
