@@ -80,8 +80,6 @@ def _flags(draw, base: dict) -> dict:
     if draw(st.booleans()):
         kw["max_num_seqs"] = draw(st.sampled_from([2, 8, 64]))
     kw["long_prefill_token_threshold"] = draw(st.sampled_from([0, 0, 7, 100]))
-    if draw(st.booleans()):
-        kw["max_num_partial_prefills"] = draw(st.sampled_from([2, 4]))
     kw["enable_prefix_caching"] = draw(st.booleans())
     if kw.get("pipeline_parallel_size", 1) == 1:
         kw["async_scheduling"] = draw(st.booleans())

@@ -53,15 +53,19 @@ def test_random_lengths_cover_exactly_the_inclusive_range():
     assert (w.output_tokens.min(), w.output_tokens.max()) == (3, 5)
 
 
-def test_random_prefix_adds_tokens_and_shares_full_16_token_blocks():
+def test_random_prefix_adds_tokens_and_shares_the_prefix_as_one_hash_block():
+    # one hash block of prefix_len tokens: the simulator cuts it at any --block-size
+    # (tests/test_hunt16_sched16.py)
     w = random_workload(num_prompts=3, input_len=50, output_len=5, prefix_len=100, rng=rng())
     assert w.prompt_tokens.tolist() == [150, 150, 150]
-    assert w.hash_block_tokens == 16
-    assert w.request(2).prefix_hashes == (0, 1, 2, 3, 4, 5)  # 100 // 16 = 6 full blocks
+    assert w.hash_block_tokens == 100
+    assert w.request(2).prefix_hashes == (0,)
     assert w.prefix_hashes is not None
     assert w.prefix_hashes[0] is w.prefix_hashes[2]  # one shared array, not one per request
     short = random_workload(num_prompts=3, input_len=50, output_len=5, prefix_len=15, rng=rng())
-    assert short.prefix_hashes is None and short.prompt_tokens[0] == 65
+    assert short.hash_block_tokens == 15 and short.prompt_tokens[0] == 65
+    none = random_workload(num_prompts=3, input_len=50, output_len=5, prefix_len=0, rng=rng())
+    assert none.prefix_hashes is None and none.hash_block_tokens == 0
 
 
 def test_same_seed_same_workload_other_seed_differs():

@@ -12,7 +12,6 @@ import numpy as np
 from kvplan.costs.memory.plan import MemoryPlan, Settings, plan_resolved
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve_deployment
 from kvplan.costs.step.roofline import Profile, StepCostModel
-from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
 
 if TYPE_CHECKING:
@@ -89,27 +88,34 @@ def pick_profile(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
 
 
 def scheduler_limits(settings: Settings, engine: EngineConfig) -> Limits:
-    """vLLM's per-step budgets; with chunked prefill off a whole prompt must fit one step."""
-    tokens = settings.max_num_batched_tokens
-    if not engine.enable_chunked_prefill and engine.max_num_batched_tokens is None:
-        tokens = max(settings.max_model_len, 2048)
-    return Limits(max_num_batched_tokens=tokens, max_num_seqs=settings.max_num_seqs,
-                  chunked_prefill=engine.enable_chunked_prefill,
+    """vLLM's per-step budgets. vLLM 0.11.0 runs chunked prefill whatever the flag says: its
+    EngineArgs._set_default_args sets ``enable_chunked_prefill = True`` for every generating
+    model ("V1 always uses chunked prefills"), so --no-enable-chunked-prefill changes neither
+    the scheduler nor the token budget (the GPU class's default, as ``settings`` has it)."""
+    if not engine.enable_chunked_prefill:
+        chunked_prefill_forced_on()
+    return Limits(max_num_batched_tokens=settings.max_num_batched_tokens,
+                  max_num_seqs=settings.max_num_seqs, chunked_prefill=True,
                   prefix_caching=engine.enable_prefix_caching,
                   long_prefill_token_threshold=long_prefill_threshold(engine,
                                                                       settings.max_model_len))
 
 
+def chunked_prefill_forced_on() -> None:
+    """The note --no-enable-chunked-prefill gets (vLLM 0.11.0 ignores the flag)."""
+    from kvplan.notes import note
+
+    note("vLLM 0.11 runs chunked prefill whatever --no-enable-chunked-prefill says "
+         "(EngineArgs._set_default_args turns it back on for generating models): "
+         "simulated with chunked prefill")
+
+
 def long_prefill_threshold(engine: EngineConfig, max_model_len: int) -> int:
-    """vLLM 0.11 SchedulerConfig: the flag, or int(0.04 * max_model_len) when
-    max_num_partial_prefills > 1 and the flag is 0; above max_model_len is refused there."""
-    t = engine.long_prefill_token_threshold
-    if engine.max_num_partial_prefills > 1:
-        t = t or int(max_model_len * 0.04)
-        if t > max_model_len:
-            raise InputError(f"--long-prefill-token-threshold {t} exceeds max_model_len "
-                             f"{max_model_len} (vLLM refuses it); give a smaller one")
-    return t
+    """vLLM 0.11 SchedulerConfig's long_prefill_token_threshold: the flag (its 4%-of-
+    max_model_len default applies only with max_num_partial_prefills > 1, which vLLM 0.11
+    does not start with: EngineConfig refuses it)."""
+    del max_model_len  # kept for callers: the cap no longer depends on it
+    return engine.long_prefill_token_threshold
 
 
 def simulate_serving(

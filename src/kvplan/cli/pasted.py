@@ -287,6 +287,11 @@ def _take(flag: str, value: str | None, found: dict[str, Any], ignored: list[str
     known = BY_NAME.get(flag)
     if flag in HYBRID_MANAGER_OFF[1:]:
         _check_json_object(flag, value)
+    if flag == "--max-long-partial-prefills" and value is not None and value.strip() != "1":
+        # vLLM 0.11.0 _is_v1_supported_oracle, as for --max-num-partial-prefills (EngineConfig)
+        raise InputError(f"--max-long-partial-prefills {value}: vLLM 0.11's V1 engine has no "
+                         "concurrent partial prefills and does not start with it other than "
+                         "1; drop the flag")
     if known is None:
         ignored.append(flag)
         return

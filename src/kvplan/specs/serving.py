@@ -51,9 +51,10 @@ class EngineConfig:
     """vLLM --mamba-ssm-cache-dtype (Mamba2 SSM state): auto (= mamba cache dtype) or float32."""
     long_prefill_token_threshold: int = 0
     """vLLM --long-prefill-token-threshold: at most this many tokens of one request per step
-    (0 = no cap; with max_num_partial_prefills > 1 and 0, vLLM uses 4% of max_model_len)."""
+    (0 = no cap)."""
     max_num_partial_prefills: int = 1
-    """vLLM --max-num-partial-prefills; the v1 scheduler reads it only to set the threshold."""
+    """vLLM --max-num-partial-prefills: only 1 serves on vLLM 0.11 (its V1 engine has no
+    concurrent partial prefills; above 1 it does not start: ``_refuse_partial_prefills``)."""
     async_scheduling: bool = False
     """vLLM --async-scheduling: the engine schedules step n + 1 while the GPU runs step n, so
     host overheads overlap the GPU's work (``StepCostModel._finish``)."""
@@ -110,9 +111,7 @@ class EngineConfig:
         if self.expert_imbalance is not None and not 1.0 <= self.expert_imbalance <= 64.0:
             raise InputError("--expert-imbalance is the busiest GPU's load over the mean: "
                              f"a number in [1, 64], got {self.expert_imbalance}")
-        if self.max_num_partial_prefills > 1 and not self.enable_chunked_prefill:
-            raise InputError("--max-num-partial-prefills > 1 needs chunked prefill "
-                             "(vLLM's rule); drop --no-enable-chunked-prefill or the flag")
+        self._refuse_partial_prefills()
         if self.async_scheduling and self.pipeline_parallel_size > 1:
             # vLLM 0.11 engine/arg_utils.py create_engine_config (since PR #19970)
             raise InputError("--async-scheduling with --pipeline-parallel-size > 1: vLLM 0.11 "
@@ -123,6 +122,18 @@ class EngineConfig:
         ):
             if name not in MAMBA_DTYPES:
                 raise InputError(f"{flag} must be one of {', '.join(MAMBA_DTYPES)}, got {name!r}")
+
+    def _refuse_partial_prefills(self) -> None:
+        """vLLM 0.11.0 engine/arg_utils.py: ``_is_v1_supported_oracle`` answers False for any
+        max_num_partial_prefills other than 1 ("Concurrent Partial Prefill is not supported
+        by the V1 Engine. Falling back to V0."), and with V0 removed `vllm serve` stops at
+        build_async_engine_client's ``assert envs.VLLM_USE_V1`` (NotImplementedError with
+        VLLM_USE_V1=1): no server runs with the flag above 1."""
+        if self.max_num_partial_prefills > 1:
+            raise InputError(f"--max-num-partial-prefills {self.max_num_partial_prefills}: "
+                             "vLLM 0.11's V1 engine has no concurrent partial prefills and "
+                             "does not start with it above 1; drop the flag (a per-request "
+                             "cap is --long-prefill-token-threshold)")
 
     def _refuse_float32_cache(self) -> None:
         """vLLM's --kv-cache-dtype has no float32 (0.11 ``CacheDType``: auto, bfloat16, fp8,

@@ -66,7 +66,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("long_prefill_token_threshold", ("--long-prefill-token-threshold",), int,
          "Most tokens of one request per step (0 = no cap)."),
     Flag("max_num_partial_prefills", ("--max-num-partial-prefills",), int,
-         "Above 1, the threshold defaults to 4% of --max-model-len (vLLM v1)."),
+         "Only 1: vLLM 0.11's V1 engine does not start with more."),
     Flag("mamba_cache_dtype", ("--mamba-cache-dtype",), str, "Hybrid models: auto or float32."),
     Flag("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), str,
          "Mamba2 SSM state dtype: auto or float32."),

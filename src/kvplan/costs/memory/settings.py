@@ -157,9 +157,11 @@ def _check_tower(model: ModelSpec, engine: EngineConfig) -> None:
 
 
 def _check_batch_limits(engine: EngineConfig, max_len: int) -> None:
-    """vLLM's SchedulerConfig checks on the two budgets: it refuses to start when
-    max_num_batched_tokens < max_num_seqs, or (chunked prefill off) < max_model_len. A
-    defaulted max_num_seqs is capped instead (``vllm_defaults.default_max_num_seqs``)."""
+    """vLLM's SchedulerConfig check on the two budgets: it refuses to start when
+    max_num_batched_tokens < max_num_seqs. A defaulted max_num_seqs is capped instead
+    (``vllm_defaults.default_max_num_seqs``). Its refusal of a budget below max_model_len
+    without chunked prefill never fires in 0.11.0: _set_default_args turns chunked prefill
+    back on for generating models (``analysis.serving.scheduler_limits``)."""
     tokens, seqs = engine.max_num_batched_tokens, engine.max_num_seqs
     if tokens is None:
         return
@@ -167,10 +169,6 @@ def _check_batch_limits(engine: EngineConfig, max_len: int) -> None:
         raise InputError(f"--max-num-batched-tokens {tokens} is below --max-num-seqs {seqs}: "
                          "vLLM refuses to start (max_num_batched_tokens must be >= "
                          f"max_num_seqs); raise it to {seqs} or lower --max-num-seqs")
-    if not engine.enable_chunked_prefill and tokens < max_len:
-        raise InputError(f"--max-num-batched-tokens {tokens} is below max_model_len {max_len} "
-                         "with chunked prefill off: vLLM refuses to start; raise it to "
-                         f"{max_len}, lower --max-model-len, or enable chunked prefill")
 
 
 def _check_whole_gpu(engine: EngineConfig, hw: HardwareSpec) -> None:

@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # np.random is imported where something is drawn, not at impo
     Rng: TypeAlias = np.random.Generator | np.random.RandomState
 
 PREFIX_HASH_BLOCK_TOKENS = 16
-"""Tokens per hash block for `--random-prefix-len` (vLLM's default KV block size)."""
+"""vLLM's default KV block size (exported; `--random-prefix-len` hashes its whole prefix as
+one block of ``prefix_len`` tokens: shared_prefix_hashes)."""
 
 
 def length_bounds(length: int, range_ratio: float, *, floor_at: int = 0) -> tuple[int, int]:
@@ -77,15 +78,18 @@ def gamma_arrivals(n: int, request_rate: float, burstiness: float, rng: Rng) -> 
 
 
 def shared_prefix_hashes(n: int, prefix_len: int) -> tuple[np.ndarray, ...] | None:
-    """Hashes for `--random-prefix-len`: the same full 16-token blocks lead every prompt.
+    """Hashes for `--random-prefix-len`: one hash block of ``prefix_len`` tokens leads every
+    prompt (``hash_block_tokens`` = prefix_len), so every whole KV block inside the prefix is
+    shared whatever --block-size is (sim.state.trace_keys cuts it at the block boundaries; a
+    partial last block holds random tokens, never cached content). 16-token hash blocks
+    missed the prefix's last 8 tokens at --block-size 8 or 1 when prefix_len % 16 >= 8.
 
-    A partial last block is not listed (vLLM caches full blocks only). One array is shared by
-    all requests, so a million requests cost a million references, not a million arrays.
+    One array is shared by all requests, so a million requests cost a million references,
+    not a million arrays.
     """
-    blocks = prefix_len // PREFIX_HASH_BLOCK_TOKENS
-    if blocks == 0:
+    if prefix_len < 1:
         return None
-    shared = np.arange(blocks, dtype=np.int64)
+    shared = np.zeros(1, dtype=np.int64)
     shared.setflags(write=False)
     return (shared,) * n
 
@@ -122,7 +126,7 @@ def drawn_workload(d: Draws, prefix_len: int, max_concurrency: int | None) -> Wo
         prompt_tokens=d.prompts,
         output_tokens=d.outputs,
         prefix_hashes=hashes,
-        hash_block_tokens=PREFIX_HASH_BLOCK_TOKENS if hashes else 0,
+        hash_block_tokens=prefix_len if hashes else 0,
         closed_loop_concurrency=max_concurrency,
     )
 
