@@ -60,3 +60,36 @@ def test_deepep_exchange_prices_one_ranks_tokens() -> None:
         e = EngineConfig(data_parallel_size=4, enable_expert_parallel=True,
                          all2all_backend=backend)
         assert activation_bytes(m, resolve_settings(m, hw, e)) == want
+
+
+DSV3 = "/work/shared/data/model-configs/deepseek-ai--DeepSeek-V3.json"
+
+
+def test_dp_pp_rank_lines_read_the_tables_stage_and_every_stages_kv() -> None:
+    """DeepSeek-V3 H200 DP8 + EP, PP2, --max-num-seqs 64. get_pp_indices(61, 2): stage 0 =
+    layers 0-30 (3 dense + 28 MoE), stage 1 = 31-60 (30 MoE). Each stage: requested
+    135,020,886,884 - non-torch 579,862,528 - activation 3,623,878,656 (resident 2 x 8192 x
+    7168 x 2 + the DP8 MoE layer 16384 x 8 x 9216 x 2 + 65536 x 7424 x 2; the 64-request
+    sampler is smaller) - weights (stage 0 50,712,438,560, stage 1 52,217,042,496):
+      stage 0: 80,104,707,140 B // 73,728 // 31 = 35,048 blocks   <- fewest: the table's
+      stage 1: 78,600,103,204 B // 73,728 // 30 = 35,536 blocks
+    The rank line mixed stages: experts of the fullest stage (stage 1: 30 x 32 x 44,050,944 =
+    42,288,906,240) against stage 0's weights (non-expert 8,423,532,320), and KV 2 x stage 0's
+    160,209,414,280. Stage 0's experts: 28 x 32 x 44,050,944 = 39,469,645,824, the rest
+    50,712,438,560 - 39,469,645,824 = 11,242,792,736; the rank's KV: each worker allocates its
+    own budget (vLLM get_kv_cache_configs keeps the tensors, only num_blocks is the min):
+    80,104,707,140 + 78,600,103,204 = 158,704,810,344."""
+    args = ("capacity", DSV3, "--gpu", "H200", "-dp", "8", "-pp", "2",
+            "--enable-expert-parallel", "--max-num-seqs", "64")
+    r = run_cli(*args, "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert (d["num_blocks"], d["layers_per_group"], d["weights_bytes"]) == (
+        35_048, 31, 50_712_438_560)
+    p = d["parallel"]
+    assert p["expert_weights_bytes_per_gpu"] == 39_469_645_824
+    assert p["non_expert_weights_bytes_per_gpu"] == 11_242_792_736
+    assert p["kv_cache_bytes_per_rank"] == 158_704_810_344
+    text = run_cli(*args)
+    assert text.code == 0, text.err
+    assert "per GPU of pipeline stage 0 (the table's)" in " ".join(text.out.split())
