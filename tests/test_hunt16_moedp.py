@@ -93,3 +93,19 @@ def test_dp_pp_rank_lines_read_the_tables_stage_and_every_stages_kv() -> None:
     text = run_cli(*args)
     assert text.code == 0, text.err
     assert "per GPU of pipeline stage 0 (the table's)" in " ".join(text.out.split())
+
+
+def test_latency_kv_refusal_under_dp_counts_the_whole_batch() -> None:
+    """latency -dp 2 --batch 30 prices the fullest rank's ceil(30 / 2) = 15 requests; each
+    rank holds 385,280 tokens (24,080 blocks x 16), and 30,000 + 2,000 tokens = 2,000 blocks
+    a request, so 12 fit per rank: --batch 24 over 2 ranks runs, 25 does not. The refusal said
+    'a batch of 15 requests ... at most 12 such requests fit (lower --batch ...)', in the rank's
+    units, so --batch 12 looked like the ceiling."""
+    base = ("latency", QWEN, "--gpu", "H100", "--prompt", "30000", "--output", "2000", "-dp", "2",
+            "--enable-expert-parallel")
+    r = run_cli(*base, "--batch", "30")
+    assert_one_line_error(r)
+    assert "a DP rank's batch of 15 requests" in r.err
+    assert "at most 12 such requests fit per rank (--batch 24 over 2 ranks)" in r.err
+    assert run_cli(*base, "--batch", "24").code == 0
+    assert run_cli(*base, "--batch", "25").code == 2
