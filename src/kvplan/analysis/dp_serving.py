@@ -21,12 +21,22 @@ from kvplan.specs.serving import EngineConfig
 def check_dp_model(model: ModelSpec, engine: EngineConfig) -> None:
     """vLLM 0.11 runs a dense model's DP ranks as independent DP=1 engines (core.py
     run_engine_core: "Non-MoE DP ranks are completely independent"); kvplan's lockstep
-    fleet is the MoE engine's, so a dense DP deployment is refused with what to run."""
+    fleet is the MoE engine's, so a dense DP deployment is refused with what to run. Under
+    PP each rank keeps a queue of pp batches in flight (core.py step_with_batch_queue, the
+    stages' MoE collectives pairing per stage); the lockstep fleet steps one batch per rank,
+    so DP x PP is refused rather than priced as pp = 1 at the whole pipeline's latency."""
     if model.moe is None:
         raise InputError(
             f"{model.name} is dense: vLLM runs its {engine.data_parallel_size} DP ranks as "
             f"independent engines, not in lockstep; simulate one rank with "
             f"--data-parallel-size 1 at 1/{engine.data_parallel_size} of the request rate")
+    if engine.pipeline_parallel_size > 1:
+        raise InputError(
+            f"--data-parallel-size {engine.data_parallel_size} with --pipeline-parallel-size "
+            f"{engine.pipeline_parallel_size} is not simulated: vLLM keeps up to "
+            f"{engine.pipeline_parallel_size} batches in flight on each DP rank, each stage's "
+            f"MoE layers in lockstep across the ranks, and kvplan's lockstep fleet runs one "
+            f"batch at a time; give -pp 1 (more -tp) or -dp 1")
 
 
 def dp_rank_sim(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: MemoryPlan,

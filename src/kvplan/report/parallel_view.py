@@ -38,6 +38,11 @@ def ep_warning(plan: MemoryPlan, model: ModelSpec) -> str | None:
     return None
 
 
+def table_stage(plan: MemoryPlan) -> int | None:
+    """The pipeline stage whose budget the plan shows (the fewest blocks); None at PP 1."""
+    return next((st for st, b, _ in plan.stages if b is plan.budget), None)
+
+
 def parallel_json(plan: MemoryPlan, model: ModelSpec) -> dict[str, Any]:
     """The ``parallel`` object of ``capacity --json``: layout, per-rank and fleet figures."""
     from kvplan.costs.memory.ep_layout import expert_weight_bytes
@@ -45,8 +50,10 @@ def parallel_json(plan: MemoryPlan, model: ModelSpec) -> dict[str, Any]:
     from kvplan.specs.hardware import load_gpu
 
     lay, s = _layout(plan, model), plan.settings
-    experts = expert_weight_bytes(model, lay, dtype=s.dtype, quantization=s.quantization)
-    experts += expert_padding_bytes(model, load_gpu(plan.gpu), s, lay)
+    stage = table_stage(plan)
+    experts = expert_weight_bytes(model, lay, dtype=s.dtype, quantization=s.quantization,
+                                  stage=stage)
+    experts += expert_padding_bytes(model, load_gpu(plan.gpu), s, lay, stage)
     return {
         "data_parallel_size": lay.dp, "expert_parallel": lay.expert_parallel,
         "expert_parallel_size": lay.ep, "expert_tensor_parallel_size": lay.moe_tp,
@@ -55,7 +62,8 @@ def parallel_json(plan: MemoryPlan, model: ModelSpec) -> dict[str, Any]:
         "gpus_per_rank": lay.gpus_per_rank, "total_gpus": lay.total_gpus,
         "expert_weights_bytes_per_gpu": experts,
         "non_expert_weights_bytes_per_gpu": plan.budget.weights_bytes - experts,
-        "kv_cache_bytes_per_rank": plan.budget.available_kv_bytes * lay.gpus_per_rank,
+        "kv_cache_bytes_per_rank": lay.tp * sum(
+            b.available_kv_bytes for _, b, _ in plan.stages or ((0, plan.budget, ()),)),
         "kv_cache_tokens_per_rank": plan.kv_cache_tokens,
         "max_concurrency_per_rank": plan.max_concurrency,
         "kv_cache_tokens_fleet": plan.kv_cache_tokens * lay.dp,
@@ -77,8 +85,10 @@ def parallel_lines(plan: MemoryPlan, model: ModelSpec) -> list[str]:
                  if doc["expert_parallel"]
                  else f"no EP: every expert TP-sharded over {doc['expert_tensor_parallel_size']}"
                       " GPUs")
+        stage = table_stage(plan)
+        where = "" if stage is None else f" of pipeline stage {stage} (the table's)"
         lines.append(f"routed experts: {split}; {fmt_bytes(doc['expert_weights_bytes_per_gpu'])}"
-                     f" per GPU; attention, dense, embeddings and rope cache "
+                     f" per GPU{where}; attention, dense, embeddings and rope cache "
                      f"{fmt_bytes(doc['non_expert_weights_bytes_per_gpu'])}")
     lines.append(f"per DP rank: KV cache {fmt_bytes(doc['kv_cache_bytes_per_rank'])} over "
                  f"{doc['gpus_per_rank']} GPUs, {doc['kv_cache_tokens_per_rank']:,} tokens, "

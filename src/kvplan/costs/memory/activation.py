@@ -40,7 +40,7 @@ def activation_bytes(model: ModelSpec, s: Settings, *, sampler: bool = True) -> 
     per_logit = vd.SAMPLER_FP32_BYTES_PER_LOGIT + (b if b != 4 else 0)
     language = resident + encoder_cache_bytes(model, s) + max(
         reqs * model.vocab_size * per_logit,
-        _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s), b))
+        _layer_transient_bytes(model, t, s.tp, _moe_tp(model, s), b, _gathered_ranks(s)))
     return max(language, encoder_pass_bytes(model, s))
 
 
@@ -53,27 +53,47 @@ def _moe_tp(model: ModelSpec, s: Settings) -> int:
     return parallel_layout(model, s.tp, s.pp, s.dp, s.expert_parallel).moe_tp
 
 
+GATHERING_BACKENDS = ("allgather_reducescatter",)
+"""--all2all-backend values that run FusedMoE.forward_impl's naive dispatch under DP (every
+rank's tokens all-gathered into each MoE layer); DeepEP's send only routed rows, in chunks."""
+
+
+def _gathered_ranks(s: Settings) -> int:
+    """The DP ranks whose tokens one MoE layer holds at once: dp under the gathering
+    exchange, else 1 (DeepEP's paths, priced as one rank's tokens)."""
+    return s.dp if s.all2all_backend in GATHERING_BACKENDS else 1
+
+
 def _layer_transient_bytes(model: ModelSpec, tokens: int, tp: int, moe_tp: int,
-                           b: int) -> int:
+                           b: int, dp: int = 1) -> int:
     """Largest per-layer intermediate: the dense MLP's up projection and activation output,
-    or the fused MoE kernel's workspace (``_moe_workspace_bytes``; experts at ``moe_tp``)."""
+    or the fused MoE kernel's workspace (``_moe_workspace_bytes``; experts at ``moe_tp``,
+    every one of ``dp`` ranks' ``tokens`` gathered)."""
     inter = model.intermediate_size
     width = inter * (3 if model.mlp_gated else 2)
     dense = tokens * width // tp * b
-    return max(dense, _moe_workspace_bytes(model, tokens, moe_tp, b))
+    return max(dense, _moe_workspace_bytes(model, tokens, moe_tp, b, dp))
 
 
-def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int, b: int) -> int:
-    """vLLM 0.11 ``fused_experts_impl``: per chunk of M = min(tokens, 16384) tokens one buffer
+def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int, b: int, dp: int = 1) -> int:
+    """vLLM 0.11 ``fused_experts_impl``: per chunk of M = min(rows, 16384) rows one buffer
     shared by the w13 output and the w2 output, M x topk x max(N, K), and the activation's,
-    M x topk x N / 2 (N = 2 x I / tp the w13 width, K = hidden), in the activation dtype."""
+    M x topk x N / 2 (N = 2 x I / tp the w13 width, K = hidden), in the activation dtype.
+
+    With dp > 1 the MoE layer first gathers every DP rank's tokens (FusedMoE.forward_impl's
+    naive dispatch: AgRsAll2AllManager.dispatch all_gatherv's hidden states and router
+    logits; the profiling run has every rank at max_num_batched_tokens), so rows = dp x
+    tokens, and the gathered rows x (hidden + experts) stay live around the kernel (it
+    writes in place). ``dp``: the ranks gathered (``_gathered_ranks``)."""
     moe = model.moe
     if moe is None:
         return 0
-    m = min(tokens, vd.FUSED_MOE_CHUNK_TOKENS)
+    rows = dp * tokens
+    m = min(rows, vd.FUSED_MOE_CHUNK_TOKENS)
     n = 2 * cdiv(moe.moe_intermediate_size, tp)
     per_pair = max(n, model.hidden_size) + n // 2
-    return m * moe.experts_per_token * per_pair * b
+    gathered = rows * (model.hidden_size + moe.num_experts) * b if dp > 1 else 0
+    return m * moe.experts_per_token * per_pair * b + gathered
 
 
 def non_torch_bytes(s: Settings) -> int:
@@ -92,4 +112,5 @@ def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:
         batch = vd.GPT_OSS_MAX_CAPTURE  # max_num_seqs (costs/step/cudagraph.py)
     b = dtype_bytes(s.dtype, model.dtype)
     moe_tp = _moe_tp(model, s)
-    return _layer_transient_bytes(model, batch, s.tp, moe_tp, b) + 4 * batch * model.hidden_size * b
+    return (_layer_transient_bytes(model, batch, s.tp, moe_tp, b, _gathered_ranks(s))
+            + 4 * batch * model.hidden_size * b)

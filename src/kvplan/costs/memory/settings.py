@@ -52,6 +52,9 @@ class Settings:
     """vLLM --num-gpu-blocks-override: the blocks kept whatever the memory gives."""
     enforce_eager: bool = False
     """vLLM --enforce-eager: no CUDA graphs captured (their memory is 0)."""
+    all2all_backend: str = "allgather_reducescatter"
+    """--all2all-backend (VLLM_ALL2ALL_BACKEND): under DP the default all-gathers every rank's
+    tokens into each MoE layer, which the profiling run's peak holds (activation.py)."""
 
 
 def resolve_settings(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> Settings:
@@ -111,6 +114,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                                        model.moe is not None),
         enforce_eager=engine.enforce_eager,
         num_gpu_blocks_override=engine.num_gpu_blocks_override,
+        all2all_backend=engine.all2all_backend,
     )
 
 

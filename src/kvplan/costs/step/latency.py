@@ -171,11 +171,9 @@ def request_latency(
     """Latency of ``shape`` on ``hardware``; raises DoesNotFitError when the batch's KV cache
     does not fit beside the weights (skip with ``check_fit=False``).
 
-    ``profile=None`` uses the bundled profile for this GPU and precision, as the CLI does;
-    ``resolved``: (model, hardware, engine)'s flags resolved once (None: resolved here).
-    Under data parallelism the batch is spread over the ranks as `kvplan latency` spreads it:
-    the fullest rank's ceil(B / dp) requests set TTFT, TPOT and E2E, and the output
-    throughput is the fleet's, B x O / E2E (``costs.step.parallel.dp_latency``).
+    ``profile=None``: the bundled profile for this GPU and precision; ``resolved``: the flags
+    resolved once (None: here). Under DP the fullest rank's ceil(B / dp) requests set TTFT,
+    TPOT and E2E; throughput is the fleet's B x O / E2E (``costs.step.parallel.dp_latency``).
     """
     from kvplan.costs.step.profiles import profile_for
 
@@ -306,14 +304,16 @@ def check_batch_fits(
             needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
         )
     if not fit.fits:
+        dp = engine.data_parallel_size  # ``shape``: the fullest DP rank's ceil(B / dp)
+        rank = ("a DP rank's batch", f" per rank (--batch {dp * fit.max_batch} over {dp} ranks)")
         raise DoesNotFitError(
-            f"the KV cache does not fit: a batch of {shape.batch} requests x "
-            f"{shape.total_tokens} tokens needs {fmt_bytes(fit.needed_bytes)} of KV cache per "
-            f"GPU, but {hardware.id} has {fmt_bytes(max(0, fit.available_bytes))} left for it "
-            f"({fit.num_blocks} blocks) after weights {fmt_bytes(fit.weights_bytes)} and "
-            f"activations {fmt_bytes(fit.activation_bytes)}; at most {fit.max_batch} such "
-            "requests fit (lower --batch, use --kv-cache-dtype fp8 or raise "
-            "--tensor-parallel-size)",
+            f"the KV cache does not fit: {rank[0] if dp > 1 else 'a batch'} of {shape.batch} "
+            f"requests x {shape.total_tokens} tokens needs {fmt_bytes(fit.needed_bytes)} of KV "
+            f"cache per GPU, but {hardware.id} has {fmt_bytes(max(0, fit.available_bytes))} "
+            f"left for it ({fit.num_blocks} blocks) after weights {fmt_bytes(fit.weights_bytes)} "
+            f"and activations {fmt_bytes(fit.activation_bytes)}; at most {fit.max_batch} such "
+            f"requests fit{rank[1] if dp > 1 else ''} (lower --batch, use --kv-cache-dtype fp8 "
+            "or raise --tensor-parallel-size)",
             needed_bytes=fit.needed_bytes, available_bytes=fit.available_bytes,
         )
 
