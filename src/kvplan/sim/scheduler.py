@@ -132,7 +132,7 @@ class Scheduler:
         for r in list(s.running):
             c = int(s.computed[r])
             left = int(s.prompt[r] + s.generated[r]) - c
-            if left <= 1 or budget <= 0:
+            if budget <= 0 or (left <= 1 and s.generated[r] > 0):  # decoding: 1 left
                 continue
             new = min(self.limits.cap(left), budget)
             need = self.shape.blocks_one(c + new, c) - int(s.held[r])
