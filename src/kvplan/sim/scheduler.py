@@ -33,6 +33,12 @@ class Limits:
     prefix_caching: bool = True
     long_prefill_token_threshold: int = 0
     """At most this many new tokens per request per step; 0 = no cap (vLLM's default)."""
+    prefill_first: bool = False
+    """SGLang's scheduler (not vLLM's): a step runs prefill work only - the unfinished prompt
+    chunks, then waiting requests FCFS, within ``max_num_batched_tokens`` (SGLang's
+    ``chunked_prefill_size``) - whenever there is any it can schedule, and decodes only when
+    there is none (``Scheduler.get_next_batch_to_run`` with mixed chunks off, its default).
+    Calibration replays of SGLang runs only; the step-by-step engine runs it (fast=False)."""
 
     def cap(self, tokens: int) -> int:
         """vLLM: ``if 0 < long_prefill_token_threshold < num_new_tokens: cap to it``."""
@@ -103,10 +109,40 @@ class Scheduler:
     def plan(self) -> StepPlan:
         """Schedule one step (mutates running/waiting, blocks and computed tokens)."""
         plan = StepPlan()
+        if self.limits.prefill_first:
+            return self._plan_prefill_first(plan)
         budget = self._schedule_running(plan, self.limits.max_num_batched_tokens)
         if not plan.preempted:
             self._schedule_waiting(plan, budget)
         return plan
+
+    def _plan_prefill_first(self, plan: StepPlan) -> StepPlan:
+        """SGLang: a prefill-only step if any prompt work can be scheduled, else decodes."""
+        budget = self._continue_prefills(plan, self.limits.max_num_batched_tokens)
+        self._schedule_waiting(plan, budget)
+        if not plan.ids:
+            self._schedule_running(plan, self.limits.max_num_batched_tokens)
+        return plan
+
+    def _continue_prefills(self, plan: StepPlan, budget: int) -> int:
+        """The running requests whose prompt is not all computed (SGLang's chunked request),
+        in order, each as far as the budget and the free blocks go; no preemption."""
+        s = self.state
+        for r in list(s.running):
+            c = int(s.computed[r])
+            left = int(s.prompt[r] + s.generated[r]) - c
+            if budget <= 0 or (left <= 1 and s.generated[r] > 0):  # decoding: 1 left
+                continue
+            new = min(self.limits.cap(left), budget)
+            need = self.shape.blocks_one(c + new, c) - int(s.held[r])
+            if need > self.pool.free:
+                break
+            self._grow(r, need)
+            self.register(r, c + new)
+            plan.prefill_blocks += max(need, 0)
+            self._add(plan, r, new, c)
+            budget -= new
+        return budget
 
     # ------------------------------------------------------------ running
 

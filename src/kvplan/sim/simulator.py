@@ -73,6 +73,7 @@ def simulate(
                          f"block), got {num_blocks}")
     shape = kv_shape(kv, b)
     lim = limits or default_limits(engine)
+    fast = fast and not lim.prefill_first  # SGLang's policy: the general scheduler only
     mml = max_model_len if max_model_len is not None else engine.max_model_len
     note_unmodelled_hits(shape, lim, workload, shared_prefix_tokens)
     loop = _Loop(workload=workload, timer=timer, shape=shape, limits=lim, num_blocks=num_blocks,

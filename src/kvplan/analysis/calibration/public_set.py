@@ -157,9 +157,12 @@ def _scaled(lengths: np.ndarray, mean: float) -> np.ndarray:
 
 
 def serving_replay(model_id: str, gpu_id: str, engine: EngineConfig,
-                   workload: Workload, resolved: ResolvedDeployment | None = None) -> Replay:
-    """Record ``workload`` served by vLLM with ``engine`` once (default profile);
-    ``resolved``: that deployment's flags already resolved (None: resolved here)."""
+                   workload: Workload, resolved: ResolvedDeployment | None = None,
+                   scheduler: str = "vllm") -> Replay:
+    """Record ``workload`` served with ``engine`` once (default profile) under ``scheduler``'s
+    rules (vllm, or sglang: ``engines.engine_limits``); ``resolved``: that deployment's flags
+    already resolved (None: resolved here)."""
+    from kvplan.analysis.calibration.engines import engine_limits
     from kvplan.analysis.serving import scheduler_limits
     from kvplan.costs.memory.plan import plan_resolved
     from kvplan.sim.blocks import kv_shape_from_groups
@@ -170,7 +173,7 @@ def serving_replay(model_id: str, gpu_id: str, engine: EngineConfig,
     res = resolved or resolve(load_model(model_id), load_gpu(gpu_id), engine)
     model, hw = res.model, res.gpu
     plan = plan_resolved(res)
-    limits = scheduler_limits(plan.settings, engine)
+    limits = engine_limits(scheduler, scheduler_limits(plan.settings, engine), hw, engine)
 
     def run(timer: Any, fast: bool) -> Any:
         return simulate(workload, timer=timer, num_blocks=plan.num_blocks,
@@ -220,9 +223,11 @@ def _point(p: Mapping[str, Any]) -> CalPoint:
         exact = None
     else:
         work = _workload(w)
-        replay = serving_replay(p["model_config"], p["gpu"], engine, work, res)
+        key = engine_key(p["engine"])
+        replay = serving_replay(p["model_config"], p["gpu"], engine, work, res, key)
         predict = replay.metrics if w["mode"] == "serving" else _offline(replay)
-        exact = _simulated(res, work) if w["mode"] == "serving" else None
+        # simulate_resolved runs vLLM's scheduler: another engine's run has only its replay
+        exact = _simulated(res, work) if w["mode"] == "serving" and key == "vllm" else None
     return CalPoint(id=p["id"], source=p["source"], family=p["family"], model=p["model_config"],
                     gpu=res.gpu.id, tp=int(p["tp"]),
                     precision=res.compute_precision, measured=_measured(p),
