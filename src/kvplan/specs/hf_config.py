@@ -183,7 +183,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
         num_mtp_layers=f.count("num_nextn_predict_layers"),
-        **_encoder_fields(raw, hidden, file),
+        vision=_vision(raw, hidden, file), unpriced_tower=unpriced_tower(raw),
         notes=tuple(dict.fromkeys(f.notes)),
     )
 
@@ -216,11 +216,6 @@ def _attention_bias(f: _Fields, model_type: str) -> bool:
 _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                     "image_size": 224, "patch_size": 16, "num_channels": 3}
 """transformers' SiglipVisionConfig defaults, for the keys a vision_config leaves out."""
-
-
-def _encoder_fields(raw: Mapping[str, Any], text_hidden: int, file: str) -> dict[str, Any]:
-    """ModelSpec's vision (a tower kvplan prices) and unpriced_tower (one it does not)."""
-    return {"vision": _vision(raw, text_hidden, file), "unpriced_tower": unpriced_tower(raw)}
 
 
 def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec | None:
