@@ -31,6 +31,8 @@ interconnect               0 .. 100,000 GB/s            (interconnect_gbps)
 profile efficiencies       0.01 .. 1                    compute/bandwidth/comm efficiency
 profile overheads          0 .. 10 s                    per step / per prefill / all-reduce
 request rate               10^-6 .. 10^9 req/s or inf   float timestamps keep ~1 us detail
+arrival times (a trace x   0 .. 2^52 us (~4.5x10^9 s,   float seconds keep 1 us detail up to
+--time-scale, or drawn)    ~142 years) after the first  2^52 us; past it a step rounds away
 measured times             10^-6 .. 10^5 s              calibrate inputs
 SLO / goodput limits       0.001 ms .. 24 h (8.64x10^7  no latency target is under 1 us or
                            ms)                          over a day
@@ -62,6 +64,10 @@ MAX_CONFIG_INT = 2**31 - 1
 MAX_PARALLEL = 4096
 MAX_KV_CACHE_BYTES = 2**50
 MIN_REQUEST_RATE = 1e-6
+MAX_ARRIVAL_S = 2**52 * 1e-6
+"""The latest arrival (s after the first) a workload may hold: float64 seconds have a spacing
+of at most 1 us up to 2^52 us (~142 years); far past it a request's work rounds away (a trace
+5e304 s long reported a TTFT of 0)."""
 MAX_REQUEST_RATE = 1e9
 MAX_SWEEP_VALUES = 64
 MAX_PLAN_CONFIGS = 100_000

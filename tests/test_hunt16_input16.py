@@ -1,0 +1,52 @@
+"""Hunt 16 (input16): bad input across the CLI and the web API, each refused with one line.
+
+Every test here is a reproducer of a defect found by hand fuzzing in session 16."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_one_line_error, run_cli
+
+L1B = "meta-llama/Llama-3.2-1B"
+MOONCAKE_HEADER = "timestamp,input_length,output_length,hash_ids\n"
+
+
+def _trace(tmp_path: Path, rows: str) -> str:
+    path = tmp_path / "t.csv"
+    path.write_text(MOONCAKE_HEADER + rows)
+    return str(path)
+
+
+@pytest.mark.parametrize("command", ["simulate", "plan"])
+def test_trace_arrivals_past_the_float_clock_are_refused(tmp_path: Path, command: str) -> None:
+    # Two Mooncake rows (timestamps in ms) 5e307 ms = 5e304 s apart. Float seconds at 5e304
+    # have a spacing of ~1e288 s, so the second request's ~25 ms of work rounded away: it was
+    # reported with TTFT 0.000 ms (mean 27.1 = half of the first request's 54.2 ms) and plan
+    # targeted 2e-305 req/s. Microsecond detail holds up to 2^52 us = 4.5e9 s (~142 years).
+    trace = _trace(tmp_path, "1e308,100,10,1\n1.5e308,100,10,1\n")
+    extra = ["--slo", "ttft:p99:500", "--price", "H100=2"] if command == "plan" else []
+    r = run_cli(command, L1B, "--trace", trace, *extra, "--json")
+    assert_one_line_error(r)
+    assert "5e+304 s after the first" in r.err and "4.5e+09 s" in r.err, r.err
+
+
+def test_trace_arrivals_within_the_clock_still_run(tmp_path: Path) -> None:
+    # 1e12 ms = 1e9 s (~32 years) apart: within 4.5e9 s, so it runs as before; the lone
+    # request's TTFT is the same as the first one's (an idle server each time)
+    trace = _trace(tmp_path, "0,100,10,1\n1e12,100,10,1\n")
+    r = run_cli("simulate", L1B, "--trace", trace, "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["duration"] == pytest.approx(1e9, rel=1e-6)
+    assert d["std_ttft_ms"] == pytest.approx(0.0, abs=1e-3)
+
+
+def test_time_scale_that_stretches_a_trace_past_the_clock_is_refused(tmp_path: Path) -> None:
+    # 1e10 ms = 1e7 s apart, x --time-scale 1e6 = 1e13 s > 4.5e9 s
+    trace = _trace(tmp_path, "0,100,10,1\n1e10,100,10,1\n")
+    r = run_cli("simulate", L1B, "--trace", trace, "--time-scale", "1e6")
+    assert_one_line_error(r)
+    assert "--time-scale" in r.err and "1e+13 s after the first" in r.err, r.err
