@@ -50,3 +50,46 @@ def test_time_scale_that_stretches_a_trace_past_the_clock_is_refused(tmp_path: P
     r = run_cli("simulate", L1B, "--trace", trace, "--time-scale", "1e6")
     assert_one_line_error(r)
     assert "--time-scale" in r.err and "1e+13 s after the first" in r.err, r.err
+
+
+CAL_HEADER = "model,gpu,batch,prompt,output,ttft_ms\n"
+
+
+def test_calibrate_refuses_two_ttft_points_that_cannot_split_the_overheads(
+        tmp_path: Path) -> None:
+    # Two TTFT-only runs, each prompt one prefill step: the step overhead and the prefill
+    # overhead both add once to each TTFT, so d log TTFT / d log term is (term / TTFT) for
+    # both and the two sensitivity vectors are parallel (cosine 1). The fit split them
+    # arbitrarily (step 10.07 ms, prefill 0) and wrote it: the separability check also
+    # counted the predicted TPOT, e2e and throughput that no run measured.
+    m = tmp_path / "m.csv"
+    m.write_text(CAL_HEADER + f"{L1B},H100,1,512,64,12\n{L1B},H100,1,1024,64,14\n")
+    r = run_cli("calibrate", str(m), "--out", str(tmp_path / "p.json"))
+    assert_one_line_error(r)
+    assert "cannot separate step_overhead_s from prefill_overhead_s" in r.err, r.err
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_calibrate_refuses_one_point_given_twice(tmp_path: Path) -> None:
+    # one measured TTFT read twice (the same file twice, or a repeated row) is still one
+    # value for two factors: it was fitted exactly (error -0.0%) and written
+    m = tmp_path / "m.csv"
+    m.write_text(CAL_HEADER + f"{L1B},H100,1,512,64,12\n")
+    dup = tmp_path / "dup.csv"
+    dup.write_text(CAL_HEADER + f"{L1B},H100,1,512,64,12\n" * 2)
+    for argv in ([str(m), str(m)], [str(dup)]):
+        r = run_cli("calibrate", *argv, "--json")
+        assert_one_line_error(r)
+        assert "cannot separate step_overhead_s from prefill_overhead_s" in r.err, r.err
+
+
+def test_calibrate_still_fits_ttft_and_tpot_of_one_run(tmp_path: Path) -> None:
+    # TTFT (one prefill step: step + prefill overhead) and TPOT (decode steps: step overhead
+    # only) measured on one run separate the two terms: the fit is kept
+    m = tmp_path / "m.csv"
+    m.write_text("model,gpu,batch,prompt,output,ttft_ms,tpot_ms\n"
+                 f"{L1B},H100,1,512,64,12,3\n{L1B},H100,8,1024,64,20,4\n")
+    r = run_cli("calibrate", str(m), "--json")
+    assert r.code == 0, r.err
+    assert {p["metric"] for p in r.json()["points"]} == {"ttft_s", "tpot_s"}
+
