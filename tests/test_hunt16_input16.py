@@ -93,3 +93,32 @@ def test_calibrate_still_fits_ttft_and_tpot_of_one_run(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert {p["metric"] for p in r.json()["points"]} == {"ttft_s", "tpot_s"}
 
+
+def _saved_plan(tmp_path: Path) -> dict[str, object]:
+    import json
+
+    r = run_cli("plan", L1B, "--num-prompts", "20", "--sample-requests", "20", "--gpu", "H100",
+                "--slo", "ttft:p99:2000", "--price", "H100=2", "--json")
+    assert r.code == 0, r.err
+    plan: dict[str, object] = json.loads(r.out)
+    return plan
+
+
+def test_report_of_a_saved_plan_says_a_bad_slo_bound_once(tmp_path: Path) -> None:
+    import json
+
+    plan = _saved_plan(tmp_path)
+    no_inputs = {k: v for k, v in plan.items() if k != "inputs"}
+    bad_bound = json.loads(json.dumps(plan))
+    bad_bound["inputs"]["slo"]["bounds"] = [{"metric": 5}]
+    (tmp_path / "a.json").write_text(json.dumps(no_inputs))
+    (tmp_path / "b.json").write_text(json.dumps(bad_bound))
+    # inputs may be absent (load_plan_json accepts it): the report is written without the
+    # SLO chart, not refused with "KeyError('inputs')" wrapped in a second message
+    r = run_cli("report", "--plan", str(tmp_path / "a.json"), "-o", str(tmp_path / "a.html"))
+    assert r.code == 0, r.err
+    assert (tmp_path / "a.html").exists()
+    # a bound kvplan never writes: the chart's one message, not nested in another
+    r = run_cli("report", "--plan", str(tmp_path / "b.json"), "-o", str(tmp_path / "b.html"))
+    assert_one_line_error(r)
+    assert r.err.count("save it again") == 1 and "InputError" not in r.err, r.err
