@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_one_line_error, run_cli
+from tests.conftest import CliResult, assert_one_line_error, run_cli
 
 L1B = "meta-llama/Llama-3.2-1B"
 MOONCAKE_HEADER = "timestamp,input_length,output_length,hash_ids\n"
@@ -122,3 +122,37 @@ def test_report_of_a_saved_plan_says_a_bad_slo_bound_once(tmp_path: Path) -> Non
     r = run_cli("report", "--plan", str(tmp_path / "b.json"), "-o", str(tmp_path / "b.html"))
     assert_one_line_error(r)
     assert r.err.count("save it again") == 1 and "InputError" not in r.err, r.err
+
+
+def _web(*argv: str) -> CliResult:
+    """`kvplan web ARGV` that must refuse at once (a server that starts is killed at 30 s)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "kvplan", "web", *argv], capture_output=True,
+                          text=True, timeout=30)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "-1"])
+def test_web_refuses_a_sim_time_limit_that_is_not_a_positive_number(seconds: str) -> None:
+    # NaN passed `max_sim_seconds <= 0` and the server started with it as every job's limit
+    r = _web("--port", "1", "--max-sim-seconds", seconds)
+    assert_one_line_error(r)
+    assert "--max-sim-seconds must be positive (and finite)" in r.err, r.err
+
+
+def test_web_says_in_one_line_why_it_cannot_listen() -> None:
+    import socket
+
+    # uvicorn printed four INFO lines and "ERROR: [Errno -2] Name or service not known", exit 3
+    r = _web("--host", "bad host name", "--port", "8123")
+    assert_one_line_error(r)
+    assert "--host 'bad host name': not an address or a name that resolves" in r.err, r.err
+    with socket.socket() as held:  # a port another program listens on
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = _web("--port", str(port))
+    assert_one_line_error(r)
+    assert f"--port {port}: cannot listen there (address already in use)" in r.err, r.err
