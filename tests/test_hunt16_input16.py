@@ -156,3 +156,34 @@ def test_web_says_in_one_line_why_it_cannot_listen() -> None:
         r = _web("--port", str(port))
     assert_one_line_error(r)
     assert f"--port {port}: cannot listen there (address already in use)" in r.err, r.err
+
+
+def _alias_bomb(levels: int) -> str:
+    """A YAML mapping whose last key holds 9^levels strings through nested aliases (~1 KB)."""
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        here, before = chr(97 + i), chr(96 + i)
+        lines.append(f"{here}: &{here} [" + ", ".join([f"*{before}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_pasted_config_file_with_a_yaml_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    # vLLM's load_config_file turns every list item into a word with str(); with nine
+    # aliases nine deep (9^9 = 387,420,489 strings from a 1 KB file) that ran past 20 s and
+    # gigabytes. The first option past 10,000 values is refused: 'e' holds 9^5 = 59,049 (the
+    # keys before it, 'd' with 9^4 = 6,561 strings and 820 lists, stay within the cap).
+    # Six levels (9^6 strings: quick to expand) show it without the hang.
+    (tmp_path / "serve.yaml").write_text(_alias_bomb(6))
+    r = run_cli("capacity", "--json", "--", "vllm", "serve", L1B, "--config",
+                str(tmp_path / "serve.yaml"))
+    assert_one_line_error(r)
+    assert "option 'e' holds more than 10,000 values once YAML aliases are expanded" in r.err
+
+
+def test_pasted_config_file_with_a_list_value_still_reads(tmp_path: Path) -> None:
+    # a flat mapping with a short list stays as vLLM reads it: --key item item
+    (tmp_path / "serve.yaml").write_text("tensor-parallel-size: 2\nmax-model-len: 4096\n")
+    r = run_cli("capacity", "--json", "--", "vllm", "serve", L1B, "--config",
+                str(tmp_path / "serve.yaml"))
+    assert r.code == 0, r.err
+    assert r.json()["tensor_parallel_size"] == 2 and r.json()["max_model_len"] == 4096
