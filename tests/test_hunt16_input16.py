@@ -187,3 +187,15 @@ def test_pasted_config_file_with_a_list_value_still_reads(tmp_path: Path) -> Non
                 str(tmp_path / "serve.yaml"))
     assert r.code == 0, r.err
     assert r.json()["tensor_parallel_size"] == 2 and r.json()["max_model_len"] == 4096
+
+
+def test_gpu_file_field_holding_a_yaml_alias_bomb_is_named_at_once(tmp_path: Path) -> None:
+    # memory_gb pointing at 9^7 strings through aliases: the error message repr()'d the whole
+    # value (minutes and gigabytes at 9^9); it now shows 3 levels of 8 items at most
+    gpu = tmp_path / "gpu.yaml"
+    gpu.write_text(_alias_bomb(7) + "id: MyGPU\nmemory_gb: *g\nmem_bw_tbps: 3.35\n"
+                   "bf16_tflops_dense: 989\n")
+    r = run_cli("capacity", L1B, "--gpu", str(gpu))
+    assert_one_line_error(r)
+    assert "memory_gb must be a number in [1, 10000], got [[[[...], [...]," in r.err, r.err
+    assert len(r.err) < 300, r.err

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from typing import Any
 
 from kvplan.errors import InputError
@@ -169,5 +170,16 @@ def _show(value: Any) -> str:
     """A value for an error message, shortened (a 5,000-digit integer stays one short line)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
+    text = bounded_repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def bounded_repr(value: Any) -> str:
+    """repr() that walks at most 3 levels and 8 items of each list or mapping: a YAML alias
+    bomb (9^9 items from 1 KB) took minutes and gigabytes to repr whole."""
+    return _SHORT.repr(value)
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 8, 8, 8
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 200, 200, 200
