@@ -199,3 +199,29 @@ def test_gpu_file_field_holding_a_yaml_alias_bomb_is_named_at_once(tmp_path: Pat
     assert_one_line_error(r)
     assert "memory_gb must be a number in [1, 10000], got [[[[...], [...]," in r.err, r.err
     assert len(r.err) < 300, r.err
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", L1B, "--num-prompts", "3"],
+    ["latency", L1B, "--gpu", "H100", "--prompt", "10", "--output", "2"],
+])
+def test_empty_profile_is_refused_not_replaced_by_the_bundled_one(argv: list[str]) -> None:
+    # --profile "$UNSET": the empty path read as "no --profile", and the answer came from the
+    # bundled profile with exit 0, as if the user's fit had been used
+    r = run_cli(*argv, "--profile", "", "--json")
+    assert_one_line_error(r)
+    assert "--profile is empty" in r.err, r.err
+
+
+def test_plan_says_a_bad_profile_file_is_the_error(tmp_path: Path) -> None:
+    # a missing or malformed --profile read per configuration: "nothing feasible: vLLM
+    # refuses every configuration in the space (/x.json: cannot read the profile ...)",
+    # exit 1 (an answered no), as if vLLM had refused the space
+    bad = tmp_path / "p.json"
+    bad.write_text('{"schema": "kvplan-profile/1", "profiles": 5}')
+    for profile, says in ((str(tmp_path / "none.json"), "cannot read the profile (no such file"),
+                          (str(bad), "'profiles' must be a list of profile objects")):
+        r = run_cli("plan", L1B, "--slo", "ttft:p99:100", "--price", "H100=2", "--gpu", "H100",
+                    "--profile", profile, "--json")
+        assert_one_line_error(r)
+        assert says in r.err and "vLLM refuses" not in r.err, r.err
