@@ -225,3 +225,18 @@ def test_plan_says_a_bad_profile_file_is_the_error(tmp_path: Path) -> None:
                     "--profile", profile, "--json")
         assert_one_line_error(r)
         assert says in r.err and "vLLM refuses" not in r.err, r.err
+
+
+def test_empty_model_is_refused_by_name(tmp_path: Path) -> None:
+    # MODEL "$UNSET" became Path('') = '.', read as ./config.json: "no such config file:
+    # config.json" in an empty folder, and silently the config.json of whatever folder the
+    # command ran in otherwise
+    (tmp_path / "config.json").write_text(
+        (Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
+         / "meta-llama--Llama-3.2-1B.json").read_text())
+    for argv in (["kv", ""], ["capacity", "--json", "--", "vllm", "serve", ""]):
+        r = run_cli(*argv, cwd=str(tmp_path))
+        assert_one_line_error(r)
+        assert r.err == ("error: the model is empty: give a model id from 'kvplan models' or "
+                         "a config.json path\n"), r.err
+    assert run_cli("kv", ".", "--json", cwd=str(tmp_path)).code == 0  # '.' is still a folder
