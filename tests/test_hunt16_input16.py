@@ -240,3 +240,47 @@ def test_empty_model_is_refused_by_name(tmp_path: Path) -> None:
         assert r.err == ("error: the model is empty: give a model id from 'kvplan models' or "
                          "a config.json path\n"), r.err
     assert run_cli("kv", ".", "--json", cwd=str(tmp_path)).code == 0  # '.' is still a folder
+
+
+def _bench_serve_run(tmp_path: Path) -> dict[str, object]:
+    import json
+
+    out = tmp_path / "run.json"
+    r = run_cli("simulate", L1B, "--num-prompts", "30", "--request-rate", "5",
+                "--save-result", str(out))
+    assert r.code == 0, r.err
+    run: dict[str, object] = json.loads(out.read_text())
+    return run
+
+
+@pytest.mark.parametrize(("burstiness", "says"), [
+    ("x", "'burstiness' must be a number, got 'x'"),  # was a ValueError traceback
+    ([1], "'burstiness' must be a number, got [1]"),  # was a TypeError traceback
+    (-1, "'burstiness' must be positive, got -1"),  # was a traceback from numpy's gamma
+    (0, "'burstiness' must be positive, got 0"),  # was read as 1.0 (0 or 1.0)
+    (1e308, "'burstiness' must be in [0.001, 1000], got 1e+308"),  # --burstiness's range
+])
+def test_calibrate_checks_a_bench_serve_burstiness_as_the_flag(
+        tmp_path: Path, burstiness: object, says: str) -> None:
+    import json
+
+    run = _bench_serve_run(tmp_path)
+    run["burstiness"] = burstiness
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(run))
+    r = run_cli("calibrate", str(f), "--gpu", "H100", "--json")
+    assert_one_line_error(r)
+    assert says in r.err, r.err
+
+
+def test_calibrate_checks_a_bench_serve_request_rate_range(tmp_path: Path) -> None:
+    import json
+
+    # 1e-300 req/s passed 'must be positive' and spread 30 sends over ~1e301 s
+    run = _bench_serve_run(tmp_path)
+    run["request_rate"] = 1e-300
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(run))
+    r = run_cli("calibrate", str(f), "--gpu", "H100", "--json")
+    assert_one_line_error(r)
+    assert "'request_rate' must be in [1e-06, 1e+09], got 1e-300" in r.err, r.err

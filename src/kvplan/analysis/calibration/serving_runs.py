@@ -220,7 +220,7 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
     n = int(_num(row, "completed", where, row.get("num_prompts")))
     ins, outs = _lens(row, where, n)
     _check_replayable(row, where)
-    rate = row.get("request_rate", "inf")
+    rate, burstiness = _arrival_shape(row, where)
     conc = row.get("max_concurrency")
     measured = {m: _num(row, k, where) * f for k, (m, f) in SERVING_METRICS.items()
                 if row.get(k) not in (None, "", 0, 0.0)}
@@ -236,11 +236,34 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
         id=str(row.get("id") or name), where=where,
         model=str(model), gpu=str(gpu), engine=_engine(row, where, d), num_prompts=n,
         input_lens=ins, output_lens=outs,
-        request_rate=None if str(rate) == "inf" else _num(row, "request_rate", where),
-        burstiness=float(row.get("burstiness") or 1.0),
+        request_rate=rate, burstiness=burstiness,
         max_concurrency=None if conc in (None, "", "None") else int(_num(row, "max_concurrency",
                                                                           where)),
         measured=measured, failed_at=failed_positions(row, n, where), seed=_seed(row, where))
+
+
+def _arrival_shape(row: Mapping[str, Any], where: str) -> tuple[float | None, float]:
+    """(request_rate or None for inf, burstiness) within the ranges the flags take: a hand-
+    edited burstiness of 0 read as 1, 'x' or [1] raised a traceback, and a rate of 1e-300
+    req/s spread the sends past the simulator's clock."""
+    from kvplan.limits import MAX_REQUEST_RATE, MIN_REQUEST_RATE
+    from kvplan.specs.requests.bounds import BURSTINESS_RANGE
+
+    rate = None
+    if str(row.get("request_rate", "inf")) != "inf":
+        rate = _within(row, "request_rate", where, (MIN_REQUEST_RATE, MAX_REQUEST_RATE))
+    burstiness = 1.0
+    if row.get("burstiness") not in (None, ""):  # vllm bench serve writes 1.0 by default
+        burstiness = _within(row, "burstiness", where, BURSTINESS_RANGE)
+    return rate, burstiness
+
+
+def _within(row: Mapping[str, Any], key: str, where: str, span: tuple[float, float]) -> float:
+    number = _num(row, key, where)
+    if not span[0] <= number <= span[1]:
+        raise TraceError(f"{where}: '{key}' must be in [{span[0]:g}, {span[1]:g}], "
+                         f"got {row.get(key)!r}")
+    return number
 
 
 def _seed(row: Mapping[str, Any], where: str) -> int:
