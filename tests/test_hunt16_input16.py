@@ -247,7 +247,7 @@ def _bench_serve_run(tmp_path: Path) -> dict[str, object]:
 
     out = tmp_path / "run.json"
     r = run_cli("simulate", L1B, "--num-prompts", "30", "--request-rate", "5",
-                "--save-result", str(out))
+                "--save-result", str(out), "--save-detailed")  # with the per-request lists
     assert r.code == 0, r.err
     run: dict[str, object] = json.loads(out.read_text())
     return run
@@ -284,3 +284,26 @@ def test_calibrate_checks_a_bench_serve_request_rate_range(tmp_path: Path) -> No
     r = run_cli("calibrate", str(f), "--gpu", "H100", "--json")
     assert_one_line_error(r)
     assert "'request_rate' must be in [1e-06, 1e+09], got 1e-300" in r.err, r.err
+
+
+@pytest.mark.parametrize(("key", "item", "says"), [
+    ("input_lens", "x", "got 'x'"),  # ValueError traceback
+    ("input_lens", None, "got None"),  # TypeError traceback
+    ("input_lens", [1], "got [1]"),  # TypeError traceback
+    ("input_lens", 1e30, "got 1e+30"),  # OverflowError building the int64 workload
+    ("input_lens", 1.5, "got 1.5"),  # was cut to 1 token
+    ("output_lens", -5, "got -5"),  # was read as 1 token
+])
+def test_calibrate_checks_each_per_request_length(tmp_path: Path, key: str, item: object,
+                                                  says: str) -> None:
+    import json
+
+    run = _bench_serve_run(tmp_path)
+    lens = list(run[key])  # type: ignore[call-overload]
+    lens[0] = item
+    run[key] = lens
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(run))
+    r = run_cli("calibrate", str(f), "--gpu", "H100", "--json")
+    assert_one_line_error(r)
+    assert f"'{key}' item 0 must be a whole number of tokens in [" in r.err and says in r.err

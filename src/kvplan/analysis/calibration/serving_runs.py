@@ -19,7 +19,7 @@ from kvplan import input_file, jsonread
 from kvplan.analysis.calibration.measurement_checks import on_off, pick_name
 from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
 from kvplan.errors import KvplanError, TraceError, located
-from kvplan.limits import MAX_PROMPTS
+from kvplan.limits import MAX_PROMPTS, MAX_TOKENS, bounded_repr
 from kvplan.specs.requests.bounds import MAX_SEED
 from kvplan.specs.serving import EngineConfig
 
@@ -175,13 +175,28 @@ def _lens(row: Mapping[str, Any], where: str, n: int) -> tuple[tuple[int, ...], 
         ok = [i for i, e in enumerate(errs) if not e]
         ins, outs = [ins[i] for i in ok], [outs[i] for i in ok]
     if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) == n:
-        return tuple(int(x) for x in ins), tuple(max(1, int(x)) for x in outs)
+        return (_tokens(ins, "input_lens", where, 1),
+                tuple(max(1, x) for x in _tokens(outs, "output_lens", where, 0)))
     if "total_input_tokens" in row:
         i = round(_num(row, "total_input_tokens", where) / n)
         o = round(_num(row, "total_output_tokens", where) / n)
     else:
         i, o = round(_num(row, "input_len", where)), round(_num(row, "output_len", where))
     return (max(1, i),) * n, (max(1, o),) * n
+
+
+def _tokens(values: list[Any], key: str, where: str, least: int) -> tuple[int, ...]:
+    """A per-request length list as whole token counts in [least, MAX_TOKENS]: 'x', None,
+    [1] or 1e30 raised a traceback, 1.5 was cut to 1 and -5 (an output) read as 1."""
+    out = []
+    for i, v in enumerate(values):
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) \
+            and v == int(v) and least <= v <= MAX_TOKENS
+        if not ok:
+            raise TraceError(f"{where}: '{key}' item {i} must be a whole number of tokens in "
+                             f"[{least}, {MAX_TOKENS:,}], got {bounded_repr(v)}")
+        out.append(int(v))
+    return tuple(out)
 
 
 def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
