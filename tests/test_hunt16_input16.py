@@ -307,3 +307,20 @@ def test_calibrate_checks_each_per_request_length(tmp_path: Path, key: str, item
     r = run_cli("calibrate", str(f), "--gpu", "H100", "--json")
     assert_one_line_error(r)
     assert f"'{key}' item 0 must be a whole number of tokens in [" in r.err and says in r.err
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("x", "'max_concurrency' must be a number, got 'x'"),  # said "'batch' must be a number"
+    (1.5, "'max_concurrency' must be a whole number of requests, got 1.5"),  # read as 1
+])
+def test_calibrate_names_a_bad_max_concurrency(tmp_path: Path, value: object,
+                                               says: str) -> None:
+    import json
+
+    run = _bench_serve_run(tmp_path)
+    run["max_concurrency"] = value
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(run))
+    r = run_cli("calibrate", str(f), "--gpu", "H100", "--json")
+    assert_one_line_error(r)
+    assert says in r.err, r.err

@@ -204,6 +204,10 @@ def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
     model's context, sane ranges): the same one-line errors for a bad file."""
     from kvplan.analysis.calibration import measurements as ms
 
+    given = row.get("max_concurrency") not in (None, "", "None")  # named, not as 'batch'
+    if given and _num(row, "max_concurrency", where) % 1:
+        raise TraceError(f"{where}: 'max_concurrency' must be a whole number of requests, "
+                         f"got {row['max_concurrency']!r}")
     if "mean_ttft_ms" in row and "completed" in row:
         _check(ms._from_bench_serve(row, where, d))
         return
