@@ -324,3 +324,34 @@ def test_calibrate_names_a_bad_max_concurrency(tmp_path: Path, value: object,
     r = run_cli("calibrate", str(f), "--gpu", "H100", "--json")
     assert_one_line_error(r)
     assert says in r.err, r.err
+
+
+SWEEP_HEADER = "model,gpu,num_prompts,max_concurrency,input_len,output_len,mean_ttft_ms\n"
+
+
+def test_calibrate_checks_a_sweep_rows_request_count_before_sizing_it(tmp_path: Path) -> None:
+    # num_prompts 1e9 in a 100-byte CSV: two 10^9-item length tuples (8 GB) were built before
+    # the count was checked (a MemoryError traceback under a 4 GiB cap)
+    import resource
+    import subprocess
+    import sys
+
+    def cap_memory() -> None:  # 2 GiB of heap: far more than the check needs
+        resource.setrlimit(resource.RLIMIT_DATA, (2 * 2**30, resource.RLIM_INFINITY))
+
+    f = tmp_path / "sweep.csv"
+    f.write_text(SWEEP_HEADER + f"{L1B},H100,1e9,4,512,64,30\n")
+    proc = subprocess.run([sys.executable, "-m", "kvplan", "calibrate", str(f), "--json"],
+                          capture_output=True, text=True, timeout=120, preexec_fn=cap_memory)
+    r = CliResult(proc.returncode, proc.stdout, proc.stderr)
+    assert_one_line_error(r)
+    assert "'num_prompts' must be a whole number of requests in [0, 1,000,000], got '1e9'" \
+        in r.err, r.err
+
+
+def test_calibrate_of_a_sweep_with_no_rows_does_not_blame_force(tmp_path: Path) -> None:
+    f = tmp_path / "sweep.csv"
+    f.write_text(SWEEP_HEADER)
+    r = run_cli("calibrate", str(f), "--json")
+    assert_one_line_error(r)
+    assert r.err == f"error: {f}:1: no runs (need a header and at least one row)\n", r.err

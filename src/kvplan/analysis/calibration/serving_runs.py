@@ -156,6 +156,16 @@ def _failed_count(row: Mapping[str, Any], where: str, n: int) -> int:
     return max(0, _count(row, "num_prompts", where) - n)
 
 
+def _completed(row: Mapping[str, Any], where: str) -> int:
+    """Requests the run completed (a CSV sweep's num_prompts), checked before the per-request
+    lengths are made: 'num_prompts' 1e9 built two 10^9-item tuples (8 GB) first."""
+    key = "completed" if row.get("completed") not in (None, "") else "num_prompts"
+    n = _count(row, key, where)
+    if n < 1:
+        raise TraceError(f"{where}: '{key}' must be positive, got {row.get(key)!r}")
+    return n
+
+
 def _count(row: Mapping[str, Any], key: str, where: str) -> int:
     value: Any = row.get(key)
     try:
@@ -236,7 +246,7 @@ def _check(m: Any) -> None:
 def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingRun:
     """One run; ``name`` is its id unless the row has one (a CSV row: file:line)."""
     _validate(row, where, d)
-    n = int(_num(row, "completed", where, row.get("num_prompts")))
+    n = _completed(row, where)
     ins, outs = _lens(row, where, n)
     _check_replayable(row, where)
     rate, burstiness = _arrival_shape(row, where)
