@@ -101,8 +101,8 @@ def _check_workload(w: Workload) -> None:
         raise InputError(
             f"workload '{w.name}': the last request arrives {w.arrival_s[-1] - w.arrival_s[0]:.3g}"
             f" s after the first; kvplan's clock keeps microsecond detail only up to "
-            f"{MAX_ARRIVAL_S:.2g} s (~142 years): use fewer rows, a smaller --time-scale or a "
-            "higher --request-rate")
+            f"{MAX_ARRIVAL_S:.2g} s (~142 years): send fewer requests, or raise --request-rate or "
+            "lower --time-scale")
     if n and (w.prompt_tokens.min() < 1 or w.output_tokens.min() < 1):
         raise InputError(f"workload '{w.name}': every prompt and output needs >= 1 token")
     _check_hashes(w, n)
