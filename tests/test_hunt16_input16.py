@@ -355,3 +355,16 @@ def test_calibrate_of_a_sweep_with_no_rows_does_not_blame_force(tmp_path: Path) 
     r = run_cli("calibrate", str(f), "--json")
     assert_one_line_error(r)
     assert r.err == f"error: {f}:1: no runs (need a header and at least one row)\n", r.err
+
+
+def test_calibrate_does_not_offer_an_option_that_does_not_exist(tmp_path: Path) -> None:
+    # a sweep row with 'completed' reads as a bench serve result, which needs the token
+    # totals: "missing 'total_input_tokens' (give it in the file or as an option)", but no
+    # option gives it
+    f = tmp_path / "sweep.csv"
+    f.write_text("model,gpu,max_concurrency,input_len,output_len,completed,mean_ttft_ms\n"
+                 f"{L1B},H100,4,512,64,40,30\n")
+    r = run_cli("calibrate", str(f), "--json")
+    assert_one_line_error(r)
+    assert "missing 'total_input_tokens' (vllm bench serve --save-result writes it; a CSV " \
+        "sweep row gives num_prompts, input_len and output_len instead of completed)" in r.err
