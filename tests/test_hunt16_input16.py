@@ -368,3 +368,14 @@ def test_calibrate_does_not_offer_an_option_that_does_not_exist(tmp_path: Path) 
     assert_one_line_error(r)
     assert "missing 'total_input_tokens' (vllm bench serve --save-result writes it; a CSV " \
         "sweep row gives num_prompts, input_len and output_len instead of completed)" in r.err
+
+
+def test_calibrate_refuses_a_sweep_row_with_a_comma_too_many(tmp_path: Path) -> None:
+    # input_len typed '5,12': every later cell moved one column left (output_len 12,
+    # mean_ttft_ms 64, the 30 ms TTFT dropped as an extra cell) and the shifted row was fitted
+    # silently; the static CSV reader already refuses such a row
+    f = tmp_path / "sweep.csv"
+    f.write_text(SWEEP_HEADER + f"{L1B},H100,40,4,5,12,64,30\n")
+    r = run_cli("calibrate", str(f), "--json")
+    assert_one_line_error(r)
+    assert r.err == f"error: {f}:2: wrong number of columns (the header has 7)\n", r.err

@@ -106,9 +106,15 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
     try:
         if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
             raise TraceError(f"{p}:1: the header names column '{twice}' twice; keep one")
-        return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
-                     f"{p}:{reader.line_num}", d, f"{p.name}:{reader.line_num}")
-                for row in reader]
+        runs = []
+        for row in reader:
+            where = f"{p}:{reader.line_num}"
+            if None in row or any(v is None for v in row.values()):  # a comma too many or few
+                raise TraceError(f"{where}: wrong number of columns (the header has "
+                                 f"{len(reader.fieldnames or [])})")
+            runs.append(_run({k.strip(): v.strip() for k, v in row.items() if k and v.strip()},
+                             where, d, f"{p.name}:{reader.line_num}"))
+        return runs
     except csv.Error as exc:  # a field over csv's 131,072-character limit
         raise TraceError(f"{p}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
             from None
