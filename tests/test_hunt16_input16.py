@@ -379,3 +379,19 @@ def test_calibrate_refuses_a_sweep_row_with_a_comma_too_many(tmp_path: Path) -> 
     r = run_cli("calibrate", str(f), "--json")
     assert_one_line_error(r)
     assert r.err == f"error: {f}:2: wrong number of columns (the header has 7)\n", r.err
+
+
+def test_trace_row_with_a_comma_inside_a_number_is_refused(tmp_path: Path) -> None:
+    # '0,1,024,10' under a 3-column header read as prompt 1, output 24 (the 10 dropped): the
+    # run simulated 101 input and 34 output tokens for a trace of 1,124 and 20
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,024,10\n5,100,10\n")
+    r = run_cli("simulate", L1B, "--trace", str(trace), "--json")
+    assert_one_line_error(r)
+    assert r.err == (f"error: {trace}, line 2: 4 cells for the header's 3 columns (a comma "
+                     "inside a number?); fix or delete the row\n"), r.err
+    # a trailing comma (an empty cell past the header) still reads
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,10,\n5,100,10,\n")
+    r = run_cli("simulate", L1B, "--trace", str(trace), "--json")
+    assert r.code == 0, r.err
+    assert (r.json()["total_input_tokens"], r.json()["total_output_tokens"]) == (110, 20)
