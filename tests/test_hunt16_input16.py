@@ -395,3 +395,40 @@ def test_trace_row_with_a_comma_inside_a_number_is_refused(tmp_path: Path) -> No
     r = run_cli("simulate", L1B, "--trace", str(trace), "--json")
     assert r.code == 0, r.err
     assert (r.json()["total_input_tokens"], r.json()["total_output_tokens"]) == (110, 20)
+
+
+def test_trace_rows_are_read_exactly_or_refused_whatever_the_commas() -> None:
+    """Hypothesis: a Vidur-layout row whose numbers may be written with thousands commas
+    (unquoted, so each comma splits a cell) is either read as the numbers written or refused
+    with a TraceError naming the line: never read with its cells shifted."""
+    import tempfile
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kvplan.errors import TraceError
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    def cell(n: int, commas: bool) -> str:
+        return f"{n:,}" if commas else str(n)
+
+    row = st.tuples(st.integers(1, 2_000_000), st.integers(1, 20_000), st.booleans(),
+                    st.booleans())
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(st.lists(row, min_size=1, max_size=6))
+    def check(rows: list[tuple[int, int, bool, bool]]) -> None:
+        text = "num_prefill_tokens,num_decode_tokens\n" + "".join(
+            f"{cell(p, cp)},{cell(o, co)}\n" for p, o, cp, co in rows)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "t.csv"
+            path.write_text(text)
+            try:
+                trace = load_csv_trace(path)
+            except TraceError as exc:
+                assert ", line " in str(exc)
+                return
+        assert trace.prompt_tokens.tolist() == [p for p, *_ in rows]
+        assert trace.output_tokens.tolist() == [o for _, o, *_ in rows]
+
+    check()
