@@ -432,3 +432,13 @@ def test_trace_rows_are_read_exactly_or_refused_whatever_the_commas() -> None:
         assert trace.output_tokens.tolist() == [o for _, o, *_ in rows]
 
     check()
+
+
+@pytest.mark.parametrize("argv", [
+    ["prices", "--json"],  # listed every provider's rows, exit 0
+    ["plan", L1B, "--slo", "ttft:p99:100", "--gpu", "H100", "--json"],  # the default provider
+])
+def test_empty_provider_is_refused_not_read_as_unset(argv: list[str]) -> None:
+    r = run_cli(*argv, "--provider", "")
+    assert_one_line_error(r)
+    assert r.err.startswith("error: unknown --provider '': choose one of lambda, "), r.err
