@@ -31,8 +31,8 @@ interconnect               0 .. 100,000 GB/s            (interconnect_gbps)
 profile efficiencies       0.01 .. 1                    compute/bandwidth/comm efficiency
 profile overheads          0 .. 10 s                    per step / per prefill / all-reduce
 request rate               10^-6 .. 10^9 req/s or inf   float timestamps keep ~1 us detail
-arrival times              0 .. 2^33 s (272 years)      float64 seconds step by < 1 us below
-                                                        2^33 (by 2 ms at 10^13 s)
+arrival times (a trace x   0 .. 2^52 us (~4.5x10^9 s,   float seconds keep 1 us detail up to
+--time-scale, or drawn)    ~142 years) after the first  2^52 us; past it a step rounds away
 measured times             10^-6 .. 10^5 s              calibrate inputs
 SLO / goodput limits       0.001 ms .. 24 h (8.64x10^7  no latency target is under 1 us or
                            ms)                          over a day
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from typing import Any
 
 from kvplan.errors import InputError
@@ -64,10 +65,12 @@ MAX_CONFIG_INT = 2**31 - 1
 MAX_PARALLEL = 4096
 MAX_KV_CACHE_BYTES = 2**50
 MIN_REQUEST_RATE = 1e-6
-MAX_ARRIVAL_S = 2.0**33
-"""The latest arrival a workload may have (8.6 x 10^9 s, 272 years): below it float64 seconds
-step by under 1 us (2^-20 s); at 10^13 s by 2 ms, so a step's time rounds away from its
-latencies."""
+MAX_ARRIVAL_SPAN_S = 2**52 * 1e-6
+"""The latest arrival (s after the first) a workload may hold: float64 seconds have a spacing
+of at most 1 us up to 2^52 us (~142 years); far past it a request's work rounds away (a trace
+5e304 s long reported a TTFT of 0)."""
+MAX_ARRIVAL_S = MAX_ARRIVAL_SPAN_S
+"""The latest arrival a workload may have (its clock starts at 0): the same 1 us bound."""
 MAX_REQUEST_RATE = 1e9
 MAX_SWEEP_VALUES = 64
 MAX_PLAN_CONFIGS = 100_000
@@ -169,5 +172,16 @@ def _show(value: Any) -> str:
     """A value for an error message, shortened (a 5,000-digit integer stays one short line)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
+    text = bounded_repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def bounded_repr(value: Any) -> str:
+    """repr() that walks at most 3 levels and 8 items of each list or mapping: a YAML alias
+    bomb (9^9 items from 1 KB) took minutes and gigabytes to repr whole."""
+    return _SHORT.repr(value)
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 8, 8, 8
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 200, 200, 200

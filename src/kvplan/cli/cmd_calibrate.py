@@ -128,8 +128,9 @@ def _physical(points: list[Any], dropped: list[Any], force: bool, first: str) ->
         raise CalibrationRefused(refusal(dropped))
     for b in dropped:
         typer.echo(drop_note(b), err=True)
-    if not points:
-        raise TraceError(f"{first}:1: no measured value is left after --force")
+    if not points:  # all dropped by --force, or a file of no runs (a header alone)
+        raise TraceError(f"{first}:1: " + ("no measured value is left after --force" if dropped
+                                           else "no runs (need a header and at least one row)"))
     return points
 
 

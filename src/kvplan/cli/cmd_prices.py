@@ -35,7 +35,7 @@ def prices_cmd(
     )
 
     rows = load_price_file(prices) if prices is not None else bundled_rows()
-    names = [provider] if provider or price else list(providers(rows))
+    names = [provider] if provider is not None or price else list(providers(rows))
     overrides = price_overrides(price)  # comma lists too, as kvplan plan reads --price
     tables = [price_table(n, prices_file=prices, overrides=overrides) for n in names]
     shown = [r for t in tables for r in t.rows]

@@ -41,16 +41,18 @@ def web_cmd(
     """Serve the web page (Model, Request, Capacity, Latency, Simulate, Plan) and its JSON API."""
     from kvplan.errors import InputError
     from kvplan.web.settings import WebSettings
-    from kvplan.web.transport import serve
+    from kvplan.web.transport import check_listen, serve
 
     if not 0 < port < 65536:
         raise InputError(f"--port must be in 1..65535, got {port}")
-    if max_sim_requests < 1 or max_sim_seconds <= 0:
-        raise InputError("--max-sim-requests and --max-sim-seconds must be positive")
+    if max_sim_requests < 1 or not 0 < max_sim_seconds < float("inf"):  # NaN fails too
+        raise InputError("--max-sim-requests and --max-sim-seconds must be positive (and "
+                         f"finite), got {max_sim_requests} and {max_sim_seconds}")
     if max_running < 1 or max_queued < 0:
         raise InputError("--max-running-sims must be at least 1 and --max-queued-sims at "
                          "least 0")
     token = web_token(host, no_auth)
+    check_listen(host, port)
     settings = WebSettings(max_sim_requests=max_sim_requests, max_sim_seconds=max_sim_seconds,
                            max_running_sims=max_running, max_queued_sims=max_queued,
                            token=token)

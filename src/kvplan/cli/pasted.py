@@ -217,6 +217,10 @@ def _config_args(path: str) -> list[str]:
         raise InputError(f"--config {path}: must hold a mapping of option: value")
     out: list[str] = []
     for key, value in data.items():
+        if _values_past(value, MAX_CONFIG_VALUES):
+            raise InputError(f"--config {path}: option {key!r} holds more than "
+                             f"{MAX_CONFIG_VALUES:,} values once YAML aliases are expanded; "
+                             "vLLM's options take one value or a short list")
         if isinstance(value, bool):
             out += [f"--{key}"] if value else []
         elif isinstance(value, list):
@@ -224,6 +228,29 @@ def _config_args(path: str) -> list[str]:
         else:
             out += [f"--{key}", str(value)]
     return out
+
+
+MAX_CONFIG_VALUES = 10_000
+"""Values one --config option may hold, nested lists and YAML aliases expanded: vLLM turns
+each into words with str(); nine aliases nine deep ("billion laughs", 9^9 values in a 1 KB
+file) hung the command while it built the words."""
+
+
+def _values_past(value: Any, cap: int) -> bool:
+    """Whether VALUE holds more than CAP values, aliases counted each time they appear (the
+    walk stops at CAP, so a bomb costs CAP steps)."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > cap:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _take_env(tokens: list[str], found: dict[str, Any], ignored: list[str]) -> None:

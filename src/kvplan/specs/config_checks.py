@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.limits import MAX_CONFIG_INT, MAX_LAYERS, ROPE_FACTOR, ROPE_VALUE, real_number
+from kvplan.limits import (
+    MAX_CONFIG_INT,
+    MAX_LAYERS,
+    ROPE_FACTOR,
+    ROPE_VALUE,
+    bounded_repr,
+    real_number,
+)
 
 FLOAT16_REFUSED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
 """Model types vLLM will not serve in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS``, vLLM 0.11
@@ -140,7 +147,7 @@ def short_repr(value: Any) -> str:
     """repr() for messages, safe for 5,000-digit integers and long strings."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
+    text = bounded_repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 

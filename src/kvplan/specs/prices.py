@@ -202,7 +202,8 @@ def price_table(provider: str | None = None, *, prices_file: Path | None = None,
     """The provider's rows, after --prices FILE (replaces the table) and --price overrides."""
     rows = load_price_file(prices_file) if prices_file is not None else bundled_rows()
     known = tuple(dict.fromkeys(r.provider for r in rows))
-    name = provider or (DEFAULT_PROVIDER if DEFAULT_PROVIDER in known else known[0])
+    name = provider if provider is not None else (
+        DEFAULT_PROVIDER if DEFAULT_PROVIDER in known else known[0])  # "" is not "unset"
     folded = [k for k in known if k.casefold() == name.strip().casefold()]
     if name not in known and len(folded) != 1:  # case-insensitive, as --gpu and model names
         raise InputError(f"unknown --provider {name!r}: choose one of {', '.join(known)}")

@@ -77,6 +77,37 @@ def server(host: str, port: int, settings: WebSettings, *, log: bool = True) -> 
     return uvicorn.Server(config)
 
 
+def check_listen(host: str, port: int) -> None:
+    """InputError (one line) when HOST:PORT cannot be listened on: a name that does not
+    resolve, an address of another machine, a port another server holds or one that needs
+    root. uvicorn itself logged these on four INFO / ERROR lines and exited 3."""
+    import errno
+    import socket
+
+    from kvplan.errors import InputError
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise InputError(f"--host {host!r}: not an address or a name that resolves ({why}); "
+                         "give an address of this machine, e.g. 127.0.0.1 or 0.0.0.0") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            hint = {errno.EADDRINUSE: "another program listens there; choose another --port",
+                    errno.EACCES: "ports below 1024 need root; choose a port above 1023",
+                    errno.EADDRNOTAVAIL: "not an address of this machine; give one of its "
+                    "addresses, e.g. 127.0.0.1 or 0.0.0.0"}.get(exc.errno or 0, "")
+            raise InputError(f"--host {host} --port {port}: cannot listen there "
+                             f"({(exc.strerror or str(exc)).lower()})"
+                             + (f"; {hint}" if hint else "")) from None
+
+
 def serve(host: str, port: int, settings: WebSettings, *, log: bool = True) -> None:
     """Run the app under uvicorn until interrupted."""
     import sys

@@ -185,6 +185,11 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
     for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput"):  # named as in the file
         if key == "mean_ttft_ms" or data.get(key) not in (None, 0):
             _num(data.get(key), key, where)
+    for key in ("total_input_tokens", "total_output_tokens"):  # there is no such option
+        if data.get(key) in (None, ""):
+            raise TraceError(f"{where}: missing '{key}' (vllm bench serve --save-result writes "
+                             "it; a CSV sweep row gives num_prompts, input_len and output_len "
+                             "instead of completed)")
     prompt = round(_num(data.get("total_input_tokens"), "total_input_tokens", where) / done)
     output = round(_num(data.get("total_output_tokens"), "total_output_tokens", where) / done)
     row = {"model": data.get("model_id"), "gpu": data.get("gpu"), "batch": batch,

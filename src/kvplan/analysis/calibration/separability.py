@@ -44,7 +44,8 @@ def _with(p: Profile, name: str, value: float) -> Profile:
 
 def separability_problems(predict: Callable[[Profile], Sequence[float]], fitted: Profile,
                           names: Sequence[str], where: str) -> list[str]:
-    """Why the fitted terms cannot be told apart on these points (empty: they can)."""
+    """Why the fitted terms cannot be told apart on these points (empty: they can);
+    ``predict`` returns the measured values only: a metric no run measured says nothing."""
     sens = sensitivities(predict, fitted, names)
     norm = {n: math.sqrt(sum(x * x for x in v)) for n, v in sens.items()}
     out = [f"{where}: {n} does not change any prediction (the points cannot see it)"
@@ -56,6 +57,6 @@ def separability_problems(predict: Callable[[Profile], Sequence[float]], fitted:
             cos = dot / (norm[a] * norm[b])
             if abs(cos) > COLLINEAR:
                 out.append(f"{where}: cannot separate {a} from {b} (they move every "
-                           f"prediction alike, cosine {cos:.3f}): add runs that differ in "
-                           "batch size or prompt length")
+                           f"measured value alike, cosine {cos:.3f}): add runs that differ "
+                           "in batch size or prompt length, or measure another metric")
     return out

@@ -172,7 +172,8 @@ def fit_user(points: Sequence[CalPoint], base: ProfileSet,
         errors.extend(errs)
         problems.extend(_problems(gpu, precision, fitted, names, errs))
         problems.extend(separability_problems(
-            lambda prof, g=group: [v for p in g for v in p.predict(prof).values()],  # type: ignore[misc]
+            lambda prof, g=group: [p.predict(prof)[m] for p in g  # type: ignore[misc]
+                                   for m in p.measured],  # measured metrics only
             fitted, names, f"{gpu}/{precision}"))
     return UserFit(profiles=ProfileSet(profiles=tuple(profiles), default=base.default,
                                        fitted_on=fitted_on),

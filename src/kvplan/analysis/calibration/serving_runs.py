@@ -19,7 +19,7 @@ from kvplan import input_file, jsonread
 from kvplan.analysis.calibration.measurement_checks import on_off, pick_name
 from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
 from kvplan.errors import KvplanError, TraceError, located
-from kvplan.limits import MAX_PROMPTS
+from kvplan.limits import MAX_PROMPTS, MAX_TOKENS, bounded_repr
 from kvplan.specs.requests.bounds import MAX_SEED
 from kvplan.specs.serving import EngineConfig
 
@@ -106,9 +106,15 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
     try:
         if (twice := input_file.repeated_column(reader.fieldnames)) is not None:
             raise TraceError(f"{p}:1: the header names column '{twice}' twice; keep one")
-        return [_run({k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()},
-                     f"{p}:{reader.line_num}", d, f"{p.name}:{reader.line_num}")
-                for row in reader]
+        runs = []
+        for row in reader:
+            where = f"{p}:{reader.line_num}"
+            if None in row or any(v is None for v in row.values()):  # a comma too many or few
+                raise TraceError(f"{where}: wrong number of columns (the header has "
+                                 f"{len(reader.fieldnames or [])})")
+            runs.append(_run({k.strip(): v.strip() for k, v in row.items() if k and v.strip()},
+                             where, d, f"{p.name}:{reader.line_num}"))
+        return runs
     except csv.Error as exc:  # a field over csv's 131,072-character limit
         raise TraceError(f"{p}:{reader.line_num + 1}: not a readable CSV row ({exc})") \
             from None
@@ -156,6 +162,16 @@ def _failed_count(row: Mapping[str, Any], where: str, n: int) -> int:
     return max(0, _count(row, "num_prompts", where) - n)
 
 
+def _completed(row: Mapping[str, Any], where: str) -> int:
+    """Requests the run completed (a CSV sweep's num_prompts), checked before the per-request
+    lengths are made: 'num_prompts' 1e9 built two 10^9-item tuples (8 GB) first."""
+    key = "completed" if row.get("completed") not in (None, "") else "num_prompts"
+    n = _count(row, key, where)
+    if n < 1:
+        raise TraceError(f"{where}: '{key}' must be positive, got {row.get(key)!r}")
+    return n
+
+
 def _count(row: Mapping[str, Any], key: str, where: str) -> int:
     value: Any = row.get(key)
     try:
@@ -175,7 +191,8 @@ def _lens(row: Mapping[str, Any], where: str, n: int) -> tuple[tuple[int, ...], 
         ok = [i for i, e in enumerate(errs) if not e]
         ins, outs = [ins[i] for i in ok], [outs[i] for i in ok]
     if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) == n:
-        return tuple(int(x) for x in ins), tuple(max(1, int(x)) for x in outs)
+        return (_tokens(ins, "input_lens", where, 1),
+                tuple(max(1, x) for x in _tokens(outs, "output_lens", where, 0)))
     if "total_input_tokens" in row:
         i = round(_num(row, "total_input_tokens", where) / n)
         o = round(_num(row, "total_output_tokens", where) / n)
@@ -184,11 +201,29 @@ def _lens(row: Mapping[str, Any], where: str, n: int) -> tuple[tuple[int, ...], 
     return (max(1, i),) * n, (max(1, o),) * n
 
 
+def _tokens(values: list[Any], key: str, where: str, least: int) -> tuple[int, ...]:
+    """A per-request length list as whole token counts in [least, MAX_TOKENS]: 'x', None,
+    [1] or 1e30 raised a traceback, 1.5 was cut to 1 and -5 (an output) read as 1."""
+    out = []
+    for i, v in enumerate(values):
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) \
+            and v == int(v) and least <= v <= MAX_TOKENS
+        if not ok:
+            raise TraceError(f"{where}: '{key}' item {i} must be a whole number of tokens in "
+                             f"[{least}, {MAX_TOKENS:,}], got {bounded_repr(v)}")
+        out.append(int(v))
+    return tuple(out)
+
+
 def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
     """The static reader's checks on the same fields (whole counts, lengths within the
     model's context, sane ranges): the same one-line errors for a bad file."""
     from kvplan.analysis.calibration import measurements as ms
 
+    given = row.get("max_concurrency") not in (None, "", "None")  # named, not as 'batch'
+    if given and _num(row, "max_concurrency", where) % 1:
+        raise TraceError(f"{where}: 'max_concurrency' must be a whole number of requests, "
+                         f"got {row['max_concurrency']!r}")
     if "mean_ttft_ms" in row and "completed" in row:
         _check(ms._from_bench_serve(row, where, d))
         return
@@ -217,10 +252,10 @@ def _check(m: Any) -> None:
 def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingRun:
     """One run; ``name`` is its id unless the row has one (a CSV row: file:line)."""
     _validate(row, where, d)
-    n = int(_num(row, "completed", where, row.get("num_prompts")))
+    n = _completed(row, where)
     ins, outs = _lens(row, where, n)
     _check_replayable(row, where)
-    rate = row.get("request_rate", "inf")
+    rate, burstiness = _arrival_shape(row, where)
     conc = row.get("max_concurrency")
     measured = {m: _num(row, k, where) * f for k, (m, f) in SERVING_METRICS.items()
                 if row.get(k) not in (None, "", 0, 0.0)}
@@ -236,11 +271,34 @@ def _run(row: Mapping[str, Any], where: str, d: Defaults, name: str) -> ServingR
         id=str(row.get("id") or name), where=where,
         model=str(model), gpu=str(gpu), engine=_engine(row, where, d), num_prompts=n,
         input_lens=ins, output_lens=outs,
-        request_rate=None if str(rate) == "inf" else _num(row, "request_rate", where),
-        burstiness=float(row.get("burstiness") or 1.0),
+        request_rate=rate, burstiness=burstiness,
         max_concurrency=None if conc in (None, "", "None") else int(_num(row, "max_concurrency",
                                                                           where)),
         measured=measured, failed_at=failed_positions(row, n, where), seed=_seed(row, where))
+
+
+def _arrival_shape(row: Mapping[str, Any], where: str) -> tuple[float | None, float]:
+    """(request_rate or None for inf, burstiness) within the ranges the flags take: a hand-
+    edited burstiness of 0 read as 1, 'x' or [1] raised a traceback, and a rate of 1e-300
+    req/s spread the sends past the simulator's clock."""
+    from kvplan.limits import MAX_REQUEST_RATE, MIN_REQUEST_RATE
+    from kvplan.specs.requests.bounds import BURSTINESS_RANGE
+
+    rate = None
+    if str(row.get("request_rate", "inf")) != "inf":
+        rate = _within(row, "request_rate", where, (MIN_REQUEST_RATE, MAX_REQUEST_RATE))
+    burstiness = 1.0
+    if row.get("burstiness") not in (None, ""):  # vllm bench serve writes 1.0 by default
+        burstiness = _within(row, "burstiness", where, BURSTINESS_RANGE)
+    return rate, burstiness
+
+
+def _within(row: Mapping[str, Any], key: str, where: str, span: tuple[float, float]) -> float:
+    number = _num(row, key, where)
+    if not span[0] <= number <= span[1]:
+        raise TraceError(f"{where}: '{key}' must be in [{span[0]:g}, {span[1]:g}], "
+                         f"got {row.get(key)!r}")
+    return number
 
 
 def _seed(row: Mapping[str, Any], where: str) -> int:

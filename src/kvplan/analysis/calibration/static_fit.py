@@ -190,7 +190,8 @@ def fit_profiles(points: Iterable[Measurement], *, fitted_on: str = "",
         profiles.append(fitted)
         errors.extend(point_errors(group, fitted))
         problems.extend(separability_problems(
-            lambda p, g=group: [v for prep in g for v in predict(prep, p).values()],  # type: ignore[misc]
+            lambda p, g=group: [predict(prep, p)[m] for prep in g  # type: ignore[misc]
+                                for m in prep.point.measured],  # measured metrics only
             fitted, names, f"{gpu}/{precision}"))
     return CalibrationResult(
         profiles=ProfileSet(profiles=tuple(profiles), default=base, fitted_on=fitted_on),

@@ -204,6 +204,10 @@ def _check_options(o: PlanOptions) -> None:
                       o.quantizations, o.router,
                       gpu_memory_utilization=o.gpu_memory_utilization,
                       max_model_len=o.max_model_len)
+    if o.profile is not None:  # a bad file is the user's error, not every config's refusal
+        from kvplan.costs.step.profiles import load_profiles
+
+        load_profiles(o.profile)
 
 
 def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTraffic

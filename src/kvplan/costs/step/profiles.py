@@ -92,6 +92,9 @@ def profiles_from_dict(data: Any, *, file: str) -> ProfileSet:
 
 def load_profiles(path: str | Path) -> ProfileSet:
     """Read a profile file written by ``kvplan calibrate --out``."""
+    if not str(path).strip():  # an unset shell variable: not "the bundled profile"
+        raise ConfigError("--profile is empty: give the JSON file kvplan calibrate --out "
+                          "wrote, or drop --profile for the bundled profile")
     p = Path(path)
     try:
         data = jsonread.loads(input_file.read_text(p))
@@ -122,7 +125,8 @@ def profile_for(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
     """The profile for this GPU and compute precision: from the user's ``path`` where it
     covers this GPU, else the bundled set (a user profile adds to the bundled one).
     ``precision``: the deployment's resolved compute precision (None: resolved here)."""
-    profiles = merge(default_profiles(), load_profiles(path)) if path else default_profiles()
+    profiles = (merge(default_profiles(), load_profiles(path)) if path is not None
+                else default_profiles())
     gpu = hardware.id
     if hardware.kernels_of and all(p.gpu.lower() != gpu.lower() for p in profiles.profiles):
         gpu = hardware.kernels_of  # H800: its twin's profile (the same die and tables)

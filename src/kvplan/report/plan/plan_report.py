@@ -86,6 +86,8 @@ def plan_sections(plan: dict[str, Any]) -> list[Section]:
     hand-edited plan with a value of the wrong kind is one InputError, not a traceback."""
     try:
         return _sections(plan)
+    except InputError:
+        raise  # already one line saying what is wrong (the chart's own check)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise InputError(f"--plan: a value in the saved plan is not what kvplan plan --json "
                          f"writes ({exc!r}); save it again with kvplan plan --json") from None
@@ -193,7 +195,8 @@ def _pareto(plan: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     from kvplan.report.plan.plan_chart import pareto_from_json
 
     try:
-        if not (plan.get("candidates") and plan["inputs"]["slo"]["bounds"]):
+        slo = (plan.get("inputs") or {}).get("slo") or {}  # inputs may be absent or null
+        if not (plan.get("candidates") and slo.get("bounds")):
             return ()
         spec: dict[str, Any] = pareto_from_json(plan).to_dict()
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:

@@ -94,6 +94,9 @@ def load_model(name_or_path: str) -> ModelSpec:
             f"model name of {len(name_or_path)} characters: model ids and config paths are "
             f"at most {MAX_NAME_CHARS} characters; see 'kvplan models'"
         )
+    if not name_or_path:  # "$UNSET": Path('') is '.', which read as ./config.json
+        raise UnknownNameError("the model is empty: give a model id from 'kvplan models' or "
+                               "a config.json path")
     path = _path_route(name_or_path)
     if path is None:
         return load_model_id(name_or_path)

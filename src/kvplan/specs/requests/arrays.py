@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from kvplan.errors import InputError
+from kvplan.limits import MAX_ARRIVAL_SPAN_S
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,6 +97,12 @@ def _check_workload(w: Workload) -> None:
         raise InputError(f"workload '{w.name}': arrival times must be finite seconds >= 0")
     if n and bool(np.any(np.diff(w.arrival_s) < 0)):
         raise InputError(f"workload '{w.name}': arrival times must be sorted ascending")
+    if n and w.arrival_s[-1] - w.arrival_s[0] > MAX_ARRIVAL_SPAN_S:
+        raise InputError(
+            f"workload '{w.name}': the last request arrives {w.arrival_s[-1] - w.arrival_s[0]:.3g}"
+            f" s after the first; kvplan's clock keeps microsecond detail only up to "
+            f"{MAX_ARRIVAL_SPAN_S:.2g} s (~142 years): send fewer requests, or raise "
+            "--request-rate or lower --time-scale")
     if n and (w.prompt_tokens.min() < 1 or w.output_tokens.min() < 1):
         raise InputError(f"workload '{w.name}': every prompt and output needs >= 1 token")
     _check_hashes(w, n)

@@ -25,10 +25,11 @@ from kvplan.errors import TraceError
 from kvplan.raw_arrays import cache_root
 from kvplan.specs.requests.trace_csv import Trace, TraceFormat, read_csv_trace
 
-_VERSION = b"kvplan-trace-cache-5-hash-fit"
+_VERSION = b"kvplan-trace-cache-6-row-width"
 """2: a duplicated column in use is refused; 3: a bare number in a datetime column is refused
 (numpy read it as a year); 4: rows with 0 output tokens are dropped (and counted); 5: more
-hash ids than a row's prompt spans are refused."""
+hash ids than a row's prompt spans are refused; 6: a row with more cells than the header is
+refused."""
 
 
 def cache_dir() -> Path:

@@ -119,6 +119,11 @@ def _tables(path: Path) -> Generator[_Table, None, None]:
             seen = 0
             for row in reader:
                 if row and any(cell.strip() for cell in row):
+                    if len(row) > len(header) and any(c.strip() for c in row[len(header):]):
+                        raise TraceError(  # a comma inside a number shifts every later cell
+                            f"{path}, line {reader.line_num}: {len(row)} cells for the "
+                            f"header's {len(header)} columns (a comma inside a number?); fix "
+                            "or delete the row")
                     rows.append(row)
                     lines.append(reader.line_num)
                     seen += 1
