@@ -163,13 +163,16 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
 def tp_allreduces(model: ModelSpec, stage: range, tp: int) -> int:
     """All-reduces one step runs on ``stage`` under TP: one per row-parallel block output.
     A decoder layer is two blocks (mixer, then MLP / MoE); a Nemotron-H layer is one (a
-    mamba, attention or MLP block: vLLM nemotron_h.py), so one all-reduce per layer. The
-    first stage adds one: vLLM's VocabParallelEmbedding all-reduces its output, T x hidden
-    like the others (vocab_parallel_embedding.py): Llama-3.1-70B at TP8 runs 2 x 80 + 1."""
+    mamba, attention or MLP block: vLLM nemotron_h.py), and so is a parallel Falcon layer
+    (attention + MLP summed, then reduced once: vLLM falcon.py), so one all-reduce per
+    layer. The first stage adds one: vLLM's VocabParallelEmbedding all-reduces its output,
+    T x hidden like the others (vocab_parallel_embedding.py): Llama-3.1-70B at TP8 runs
+    2 x 80 + 1."""
     if tp <= 1:
         return 0
     embedding = 1 if stage.start == 0 else 0
-    return (1 if model.model_type == "nemotron_h" else 2) * len(stage) + embedding
+    one = model.model_type == "nemotron_h" or model.parallel_block
+    return (1 if one else 2) * len(stage) + embedding
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int,
