@@ -48,3 +48,46 @@ def test_parallel_falcon_all_reduces_once_per_layer(tmp_path: Path) -> None:
     seq = tmp_path / "falcon-seq.json"
     seq.write_text(json.dumps(cfg))
     assert stage_ops(load_model(str(seq)), tp8).allreduces == 2 * 60 + 1
+
+
+def test_step_prices_the_lm_head_and_its_gather_at_every_request_count() -> None:
+    # Gemma-2-9B at TP2 on L40S: the lm_head (n = 256,000 / 2 = 128,000, k = 3,584) and its
+    # logits all-gather (R x 128,000 x 2 GPUs x 2 B over PCIe) from the measured tables:
+    #   R = 1: 1,267.1 + 34.6 = 1,301.7 us;  R = 64: 1,432.8 + 848.0 = 2,280.8 us;
+    #   R = 512: 1,956.3 + 6,769.3 = 8,725.6 us.
+    # The step priced the head max(t(1), R t(512) / 512) = max(1,301.7, 1,090.7) = 1,301.7
+    # us at R = 64, 43% under the tables (the gather grows from the first row). The chord
+    # through R = 1 and 512 gives 1,301.7 + 63 x (8,725.6 - 1,301.7) / 511 = 2,217 us.
+    import numpy as np
+
+    from kvplan.costs import kernels as kn
+    from kvplan.costs.kernels.gemm import served_gemm_s
+    from kvplan.costs.step.coefficients import at
+    from kvplan.costs.step.roofline import StepCostModel
+    from kvplan.specs.hardware import load_gpu
+
+    timer = StepCostModel(load_model("google/gemma-2-9b-it"), load_gpu("L40S"),
+                          EngineConfig(tensor_parallel_size=2))
+    co, ms = timer._co, timer.measured
+    assert ms is not None
+    head = next(g for g in stage_ops(load_model("google/gemma-2-9b-it"),
+                                     EngineConfig(tensor_parallel_size=2)).gemms
+                if g.name == "lm_head")
+    assert (head.n, head.k) == (128000, 3584)
+
+    def tables(r: int) -> float:
+        rows = np.array([r])
+        return float(served_gemm_s("L40S", rows, head.n, head.k, "bfloat16")[0]
+                     + kn.logits_gather_s("L40S", rows, head.n, 2)[0])
+
+    def step_head(r: int) -> float:  # the step's dense term less its per-token part, T = R
+        dense = max(float(at(co.gemm_t, r)) + co.lm_s * r, float(at(co.weights_t, r)))
+        return dense - (float(at(co.weights_t, r)) - ms.lm_fixed_s)
+
+    assert round(tables(1) * 1e6, 1) == 1301.7 and round(tables(64) * 1e6, 1) == 2280.8
+    assert round(tables(512) * 1e6, 1) == 8725.6
+    assert abs(step_head(1) - tables(1)) < 1e-12 and abs(step_head(512) - tables(512)) < 1e-9
+    chord = tables(1) + 63 * (tables(512) - tables(1)) / 511
+    assert round(step_head(64) * 1e6) == round(chord * 1e6) == 2217
+    for r in (8, 32, 64, 128, 256):  # within 6% of the tables between (was 29% at R = 32)
+        assert abs(step_head(r) / tables(r) - 1) < 0.06, r
