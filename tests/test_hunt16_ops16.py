@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kvplan.costs.step.constants import step_constants
 from kvplan.costs.step.ops import stage_ops
 from kvplan.specs.catalog import load_model
@@ -91,3 +94,56 @@ def test_step_prices_the_lm_head_and_its_gather_at_every_request_count() -> None
     assert round(step_head(64) * 1e6) == round(chord * 1e6) == 2217
     for r in (8, 32, 64, 128, 256):  # within 6% of the tables between (was 29% at R = 32)
         assert abs(step_head(r) / tables(r) - 1) < 0.06, r
+
+
+def test_sliding_window_decode_stops_growing_past_its_window() -> None:
+    # H100's measured decode slice for gpt-oss's sliding layers (64 heads / 8 KV x 64,
+    # window 128, bf16) at 64 requests, as the bundle holds it (* = filled, not measured):
+    #   kv_len 256 .. 2,048: 32.49 us;  4,096: 32.87;  8,192: 33.19;  16,384: 40.69*;
+    #   32,768: 59.16*;  65,536: 120.83*;  131,072: 241.66*; past the axis x2 a doubling.
+    # A window-128 kernel reads at most 128 keys: the filled cells grew as if it read all of
+    # them (32,768 cached read at 59.16 us). Past 2 x 128 = 256 a lookup is now capped at the
+    # slice's largest measured growth over the 256-token cell of its batch (1.0287x, over
+    # all batches): 32.49 x 1.0287 = 33.42 us at every longer context.
+    import numpy as np
+
+    from kvplan.costs import kernels as kn
+
+    shape = {"num_heads": 64, "num_kv_heads": 8, "head_dim": 64, "window": 128}
+    t = kn.decode_attention_s("H100", 64, np.array([256, 32768, 131072, 262144]), **shape)
+    assert [round(x * 1e6, 2) for x in t] == [32.49, 33.42, 33.42, 33.42]
+    # never above what the full-attention kernel takes over the same cache
+    full = kn.decode_attention_s("H100", 64, np.array([32768, 262144]), num_heads=64,
+                                 num_kv_heads=8, head_dim=64)
+    assert np.all(t[[1, 3]] < full)
+
+
+WINDOW_GPUS = ["H100-SXM-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "GB200", "L40S"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(gpu=st.sampled_from(WINDOW_GPUS), window=st.sampled_from([128, 1024, 8192]),
+       heads=st.sampled_from([(64, 8, 64), (32, 8, 128), (16, 2, 128), (8, 1, 256)]),
+       kv_dtype=st.sampled_from(["bfloat16", "fp8"]), batch=st.integers(1, 4096),
+       lengths=st.lists(st.integers(2, 1 << 21), min_size=2, max_size=6))
+def test_windowed_decode_physics(gpu: str, window: int, heads: tuple[int, int, int],
+                                 kv_dtype: str, batch: int, lengths: list[int]) -> None:
+    # A sliding-window decode reads at most `window` keys: non-decreasing in the cache and
+    # the batch, never slower than the full-attention kernel once the cache is 4 windows
+    # long, and the same die with more bandwidth (H200 / GB200) never slower.
+    import numpy as np
+
+    from kvplan.costs import kernels as kn
+
+    h, kv, d = heads
+    shape = {"num_heads": h, "num_kv_heads": kv, "head_dim": d, "kv_dtype": kv_dtype}
+    ln = np.sort(np.array(lengths))
+    t = kn.decode_attention_s(gpu, batch, ln, window=window, **shape)
+    assert np.all(np.diff(t) >= 0)
+    assert np.all(kn.decode_attention_s(gpu, batch + 1, ln, window=window, **shape) >= t)
+    long = ln[ln >= 4 * window]
+    if long.size:
+        full = kn.decode_attention_s(gpu, batch, long, **shape)
+        assert np.all(kn.decode_attention_s(gpu, batch, long, window=window, **shape) <= full)
+    if (ref := kn.capped_at(gpu)) is not None:
+        assert np.all(t <= kn.decode_attention_s(ref, batch, ln, window=window, **shape))
