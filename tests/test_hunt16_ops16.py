@@ -147,3 +147,20 @@ def test_windowed_decode_physics(gpu: str, window: int, heads: tuple[int, int, i
         assert np.all(kn.decode_attention_s(gpu, batch, long, window=window, **shape) <= full)
     if (ref := kn.capped_at(gpu)) is not None:
         assert np.all(t <= kn.decode_attention_s(ref, batch, ln, window=window, **shape))
+
+
+def test_windowed_prefill_past_the_measured_isl_grows_with_its_pairs() -> None:
+    # H100's measured prefill of gpt-oss's sliding layers (64 heads / 8 KV x 64, window
+    # 128): 386.8 us for one 16,384-token sequence (the isl axis's last node). Past it the
+    # table's exponent is full attention's 2 (isl**2): 32,768 tokens read 4 x 386.8 =
+    # 1,547 us, though a window-128 row scores at most 128 keys. The pairs, 128 x 129 / 2
+    # + (s - 128) x 128 = 128 s - 8,128: 4,186,176 at 32,768 over 2,089,024 at 16,384 =
+    # 2.00389, so 386.8 x 2.00389 = 775.1 us.
+    import numpy as np
+
+    from kvplan.costs import kernels as kn
+
+    shape = {"num_heads": 64, "num_kv_heads": 8, "head_dim": 64, "window": 128}
+    got = kn.context_attention("H100", 1, np.array([16384, 32768]), **shape)
+    assert [round(x * 1e6, 1) for x in got.seconds] == [386.8, 775.1]
+    assert got.status.tolist() == [kn.Status.MEASURED, kn.Status.EXTRAPOLATED]

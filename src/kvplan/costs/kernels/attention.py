@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kvplan.costs.kernels.grid import lookup
-from kvplan.costs.kernels.result import FloatArray, OpTime
+from kvplan.costs.kernels.result import FloatArray, OpTime, Status
 from kvplan.costs.kernels.slices import pick_attention
 from kvplan.costs.kernels.tables import capped_at, require
 from kvplan.costs.kernels.work import causal_pairs
@@ -33,9 +33,18 @@ def context_attention(gpu: str, batch: npt.ArrayLike, isl: npt.ArrayLike, *, num
         if np.any(old > 0):
             notes += ("prefix priced at the isl of equal causal work (tables measure prefix 0)",)
     batch_eff = np.asarray(batch, dtype=np.float64) * pick.batch_scale
+    scale: FloatArray | float = 1.0
+    if pick.window > 0:  # past the measured isl a windowed prefill grows with its pairs
+        last = float(table.axes[1][-1])  # (linear), not the full kernel's isl**2
+        scale = np.maximum(1.0, causal_pairs(new, pick.window)
+                           / causal_pairs(last, pick.window))
+        new = np.minimum(new, last)
     seconds, status = lookup(table, pick.row, (batch_eff, new))
+    if pick.window > 0:
+        status = np.where(np.asarray(scale) > 1.0, Status.EXTRAPOLATED, status).astype(np.int8)
     kernels = tuple(table.meta["kernels"].get(pick.kv_dtype, ()))
-    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)
+    return OpTime(seconds=seconds * scale, status=status, source=table.source(kernels),
+                  notes=notes)
 
 
 def decode_attention(gpu: str, batch: npt.ArrayLike, kv_len: npt.ArrayLike, *,
