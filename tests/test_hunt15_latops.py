@@ -71,14 +71,15 @@ def test_explain_keeps_the_all_reduce_row_past_the_token_tables() -> None:
     # token tables' 131,072 (TABLE_CAP; the step extends them along their last step). The
     # all-reduce row was dropped there and its 2.57 s fell under "overheads + rest" (2.794 s,
     # 30% of the step). Each of the 161 all-reduces (2 x 80 + the embedding's) moves
-    # 262,144 x 8,192 x 2 B = 4 GiB.
+    # 262,144 x 8,192 x 2 B = 4 GiB, eagerly (a step past the captured graphs): 161 x
+    # 18.88 ms = 3.039 s (2.582 s at the graph-mode table's rate, hunt 16).
     pre = _step_ops("meta-llama/Llama-3.1-70B", "--gpu", "H100", "-tp", "8", "--prompt",
                     "4096", "--output", "2", "--batch", "64")[0]
     ops = {o["op"]: o for o in pre["ops"]}  # type: ignore[attr-defined]
     ar = ops["all_reduce"]
     assert (ar["layers"], ar["shape"]) == (161, "4294967296 B x 8 GPUs")
     assert 262_144 * 8_192 * 2 == 4_294_967_296
-    assert 2.4 < float(ar["seconds"]) < 2.72  # type: ignore[arg-type]
+    assert 2.9 < float(ar["seconds"]) < 3.2  # type: ignore[arg-type]
     rest = float(pre["step_s"]) - float(pre["kernels_s"])  # type: ignore[arg-type]
     assert 0.0 < rest < 0.05 * float(pre["step_s"])  # type: ignore[arg-type]
 

@@ -195,3 +195,20 @@ def test_explain_rows_never_exceed_the_step(model: str, gpu: str, tp: int, batch
                           Profile(step_overhead_s=0.0, prefill_overhead_s=0.0))
     for step in explain_steps(timer, batch, prompt, 8192):
         assert step.kernels_s <= step.step_s * 1.015, (step.phase, step.kernels_s, step.step_s)
+
+
+def test_a_step_past_the_captured_graphs_all_reduces_eagerly() -> None:
+    # vLLM replays CUDA graphs for steps of up to 512 tokens (max_cudagraph_capture_size);
+    # a longer step runs eagerly, and the tables measure vLLM's all-reduce both ways. H100
+    # TP8, Llama-3.1-70B (hidden 8,192, bf16): one all-reduce of 8,192 tokens = 134,217,728
+    # B takes 664.63 us eager, 577.39 us in a graph; one token's 16,384 B 5.31 us (graph).
+    # The 8,192-token prefill step: 161 x 664.63 us = 107.01 ms (was 161 x 577.39 = 92.96
+    # ms, the graph's); the 1-request decode step keeps 161 x 5.31 us = 0.855 ms.
+    r = run_cli("latency", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "-tp", "8",
+                "--prompt", "8192", "--output", "2", "--json")
+    assert r.code == 0, r.err
+    rows = {s["phase"]: next(o for o in s["ops"] if o["op"] == "all_reduce")
+            for s in r.json()["step_ops"]}
+    assert rows["prefill"]["shape"] == "134217728 B x 8 GPUs"
+    assert round(rows["prefill"]["seconds"] * 1e3, 2) == 107.01
+    assert round(rows["decode"]["seconds"] * 1e3, 3) == 0.855

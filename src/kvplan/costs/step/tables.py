@@ -66,8 +66,7 @@ class MeasuredStep:
     lm_fixed_s: float
     """lm_head at one request (a weight read); lm(R) = lm_fixed_s + lm_per_request_s*(R-1)."""
     lm_per_request_s: float
-    """Each request past the first: the chord of the measured head (+ its TP logits gather)
-    from one row to 512 (``_lm_head``)."""
+    """Each request past the first: the head's chord from one row to 512 (``_lm_head``)."""
     full: AttentionRates | None
     sliding: AttentionRates | None
     mla_context_s: float
@@ -146,9 +145,11 @@ def _dense_tables(ops: StageOps, gpu: str, gemm_dtype: str, max_tokens: int
             ar[1:] = ops.allreduces * cross_node_allreduce_s(
                 (m[1:] * ops.allreduce_bytes_per_token).astype(np.float64), ops.tp,
                 ops.allreduce_link)
-        elif ops.allreduces:
-            ar[1:] = ops.allreduces * _allreduce_line(gpu, ops.allreduce_bytes_per_token,
-                                                      ops.tp, top)[m[1:] - 1]
+        elif ops.allreduces:  # a step past the largest captured graph runs eagerly
+            graph = kn.all_reduce_line(gpu, ops.allreduce_bytes_per_token, ops.tp, top)
+            eager = kn.all_reduce_line(gpu, ops.allreduce_bytes_per_token, ops.tp, top, False)
+            ar[1:] = ops.allreduces * np.where(m[1:] <= ops.cudagraph_max_tokens,
+                                               graph[m[1:] - 1], eager[m[1:] - 1])
         if ops.exchange is not None:
             ar[1:] += ops.exchange.seconds(m[1:])
     if ops.overlap is not None and ar is not None:
@@ -186,12 +187,6 @@ def _gemm_line(gpu: str, n: int, k: int, dtype: str, top: int, wbytes: int = 0) 
     """``quantized_gemm_s`` at m = 1..top (index m - 1): one line for every CUDA-graph size a
     plan tries (elementwise: a call at the padded counts gives these values). Not written."""
     return quantized_gemm_s(gpu, np.arange(1, top + 1, dtype=np.int64), n, k, dtype, wbytes)
-
-
-@lru_cache(maxsize=64)
-def _allreduce_line(gpu: str, bytes_per_token: int, tp: int, top: int) -> FloatArray:
-    """One all-reduce of m = 1..top tokens' activations (index m - 1), as ``_gemm_line``."""
-    return kn.all_reduce_s(gpu, np.arange(1, top + 1, dtype=np.int64) * bytes_per_token, tp)
 
 
 @lru_cache(maxsize=128)
