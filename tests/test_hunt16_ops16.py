@@ -230,3 +230,15 @@ def test_eager_all_reduce_line_is_never_faster_than_the_graph() -> None:
             graph = kn.all_reduce_line(gpu, 16384, tp, 4096)
             eager = kn.all_reduce_line(gpu, 16384, tp, 4096, False)
             assert np.all(eager >= graph), (gpu, tp)
+
+
+def test_a_plain_mlp_is_named_up_proj_not_gate_up_proj() -> None:
+    # Falcon-7B's MLP is dense_h_to_4h (4,544 -> 18,176 = 4 x 4,544, GELU, no gate) and
+    # Nemotron-H's up_proj (relu2, no gate): one up matrix, not vLLM's merged gate + up
+    # (whose n is 2 x the intermediate size). --explain called them gate_up_proj.
+    falcon = {g.name: g for g in stage_ops(load_model("tiiuae/falcon-7b"), EngineConfig()).gemms}
+    assert "gate_up_proj" not in falcon
+    assert (falcon["up_proj"].n, falcon["up_proj"].k) == (18176, 4544)
+    llama = {g.name for g in stage_ops(load_model("meta-llama/Llama-3.1-8B"),
+                                       EngineConfig()).gemms}
+    assert "gate_up_proj" in llama and "up_proj" not in llama

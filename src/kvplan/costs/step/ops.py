@@ -234,9 +234,10 @@ def _gemm_name(model: ModelSpec, role: str, shard: str, rows: int, cols: int) ->
         return _mla_name(model, shard, rows, cols) if model.mla is not None else "o_proj"
     if role == "router" and rows == 1:
         return "shared_expert_gate"
-    if role in ("dense_mlp", "shared_experts"):
+    if role in ("dense_mlp", "shared_experts"):  # a plain MLP (Falcon, GPT-2): no gate
         prefix = "shared_" if role == "shared_experts" else ""
-        return f"{prefix}{'down_proj' if shard == 'row' else 'gate_up_proj'}"
+        up = "gate_up_proj" if model.mlp_gated else "up_proj"
+        return f"{prefix}{'down_proj' if shard == 'row' else up}"
     if role == "state_layers":
         la = model.linear_attention
         if shard == "col" and la is not None and rows == 2 * la.num_value_heads:
