@@ -245,3 +245,18 @@ def test_a_plain_mlp_is_named_up_proj_not_gate_up_proj() -> None:
     llama = {g.name for g in stage_ops(load_model("meta-llama/Llama-3.1-8B"),
                                        EngineConfig()).gemms}
     assert "gate_up_proj" in llama and "up_proj" not in llama
+
+
+def test_a_floored_roofline_names_the_measured_step_it_stands_on() -> None:
+    # H100-PCIe (756.5 TFLOP/s, 2.0 TB/s, 600 GB/s) is never priced faster than H100-SXM's
+    # measured step (989.4, 3.35 TB/s, 900 GB/s: better on every figure,
+    # kernels.dominated_by; Qwen3-30B-A3B TP1, a 4,000-token prompt: 65.79 ms on PCIe, 64.86
+    # on SXM); the basis line named only the SXM's rates. MI300X borrows H200's rates with no
+    # such floor.
+    pcie = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "H100-PCIe-80GB",
+                   "--prompt", "100", "--output", "10", "--json").json()["kernels"]
+    assert pcie.endswith("; never priced faster than H100-SXM-80GB's measured step (it beats "
+                         "H100-PCIe-80GB on every datasheet figure)")
+    mi = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "MI300X", "--prompt", "100",
+                 "--output", "10", "--json").json()["kernels"]
+    assert "H200-SXM-141GB's measured kernels" in mi and "never priced faster" not in mi
