@@ -69,7 +69,9 @@ def test_gb200_mla_prefill_step_never_slower_than_b200() -> None:
         return timer.step_time_s(np.array([2048]), np.array([6000]))
 
     b200, gb200 = step("B200"), step("GB200")
-    assert b200 * 1e3 == pytest.approx(80.04, abs=0.01)  # 81.72 before q_a + kv_a fused
+    # 81.72 before q_a + kv_a fused; 80.04 with the all-reduces at the CUDA-graph rate
+    # (a 2,048-token step runs eagerly: hunt 16)
+    assert b200 * 1e3 == pytest.approx(81.77, abs=0.01)
     assert gb200 <= b200
 
 

@@ -27,9 +27,9 @@ PP_BURST = ("simulate", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--num-prom
 PP_ROWS = [
     # (layout flags, the row docs/simulator.md quotes; its figures are the run's
     # output_throughput tok/s, mean TTFT in s and mean TPOT in ms, rounded as quoted)
-    (("-tp", "4"), "| TP4 | 1,918.01 tok/s, TTFT 13.69 s, TPOT 136.0 ms | unchanged |"),
-    (("-tp", "2", "-pp", "2"), "| 2,078.35 tok/s, TTFT 12.34 s, TPOT 119.3 ms |"),
-    (("-pp", "4"), "| 1,770.56 tok/s, TTFT 11.86 s, TPOT 132.0 ms |"),
+    (("-tp", "4"), "| TP4 | 1,884.73 tok/s, TTFT 14.09 s, TPOT 138.1 ms | unchanged |"),
+    (("-tp", "2", "-pp", "2"), "| 2,056.58 tok/s, TTFT 12.55 s, TPOT 120.5 ms |"),
+    (("-pp", "4"), "| 1,769.61 tok/s, TTFT 11.87 s, TPOT 132.1 ms |"),
 ]
 
 
@@ -48,7 +48,7 @@ def test_simulator_pp_table_is_what_simulate_prints_today() -> None:
         got = (f"{d['output_throughput']:,.2f} tok/s, TTFT {d['mean_ttft_ms'] / 1e3:.2f} s, "
                f"TPOT {d['mean_tpot_ms']:.1f} ms")
         assert got in row, (flags, got)
-    assert "709 at PP4 against 1,918 at TP4; now 2,078 and 1,771)" in doc
+    assert "709 at PP4 against 1,918 at TP4; now 2,057 and 1,770 against 1,885)" in doc
 
 
 def test_kv_cache_dtype_help_names_fp8_ds_mla() -> None:

@@ -27,7 +27,7 @@ def test_explain_line_says_the_compute_side_is_flops_at_the_8192_gemm_rate() -> 
     # parameters x 8,000 tokens + attention + 8 lm_head rows) over the measured 8,192^3
     # GEMM's FLOP/s = 159.54 ms, above the 158.57 ms TTFT: the line read "compute 159.54 ms
     # vs memory 6.49 ms", as if computing alone outlasted the whole prefill. It now names the
-    # rates and gives what the kernels take (roofline_s 156.12 ms < TTFT).
+    # rates and gives what the kernels take (roofline_s 156.13 ms < TTFT).
     from kvplan.cli.cmd_latency import explain
 
     spec, hw = kvplan.load_model(LLAMA8), kvplan.load_gpu("H100")
@@ -39,8 +39,8 @@ def test_explain_line_says_the_compute_side_is_flops_at_the_8192_gemm_rate() -> 
     assert "(compute " not in line
     assert "FLOPs at the measured 8,192^3 GEMM's FLOP/s: 159.54 ms" in line
     assert "bytes at the measured streaming bytes/s: 6.49 ms" in line
-    assert "the kernels take 156.12 ms" in line
-    assert round(s.roofline_s * 1e3, 2) == 156.12 < r.ttft_s * 1e3
+    assert "the kernels take 156.13 ms" in line
+    assert round(s.roofline_s * 1e3, 2) == 156.13 < r.ttft_s * 1e3
     roof = explain("prefill", r.prefill)  # a GPU without tables: the roofline's own rates
     assert "FLOPs at the roofline's FLOP/s" in roof
 
@@ -71,14 +71,15 @@ def test_explain_keeps_the_all_reduce_row_past_the_token_tables() -> None:
     # token tables' 131,072 (TABLE_CAP; the step extends them along their last step). The
     # all-reduce row was dropped there and its 2.57 s fell under "overheads + rest" (2.794 s,
     # 30% of the step). Each of the 161 all-reduces (2 x 80 + the embedding's) moves
-    # 262,144 x 8,192 x 2 B = 4 GiB.
+    # 262,144 x 8,192 x 2 B = 4 GiB, eagerly (a step past the captured graphs): 161 x
+    # 18.88 ms = 3.039 s (2.582 s at the graph-mode table's rate, hunt 16).
     pre = _step_ops("meta-llama/Llama-3.1-70B", "--gpu", "H100", "-tp", "8", "--prompt",
                     "4096", "--output", "2", "--batch", "64")[0]
     ops = {o["op"]: o for o in pre["ops"]}  # type: ignore[attr-defined]
     ar = ops["all_reduce"]
     assert (ar["layers"], ar["shape"]) == (161, "4294967296 B x 8 GPUs")
     assert 262_144 * 8_192 * 2 == 4_294_967_296
-    assert 2.4 < float(ar["seconds"]) < 2.72  # type: ignore[arg-type]
+    assert 2.9 < float(ar["seconds"]) < 3.2  # type: ignore[arg-type]
     rest = float(pre["step_s"]) - float(pre["kernels_s"])  # type: ignore[arg-type]
     assert 0.0 < rest < 0.05 * float(pre["step_s"])  # type: ignore[arg-type]
 

@@ -180,7 +180,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mamba=_mamba(f, hidden, model_type) if "mamba" in kinds else None,
         **_quant_fields(raw, cfg, file),
         hidden_act=_hidden_act(f),
-        mlp_gated=_mlp_gated(model_type, f),
+        mlp_gated=_mlp_gated(model_type, f), parallel_block=_parallel_block(model_type, f),
         attention_bias=_attention_bias(f, model_type),
         num_mtp_layers=f.count("num_nextn_predict_layers"),
         vision=_vision(raw, hidden, file), unpriced_tower=unpriced_tower(raw),
@@ -389,6 +389,13 @@ def _quant_config(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
             if part.get(key):
                 return part[key]
     return None
+
+
+def _parallel_block(model_type: str, f: _Fields) -> bool:
+    """Falcon with ``parallel_attn`` (FalconConfig's default: true) or the new decoder
+    architecture (Falcon-40B/180B): vLLM sums attention and MLP before one all-reduce."""
+    return model_type == "falcon" and bool(f.get("new_decoder_architecture")
+                                           or f.get("parallel_attn", True))
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:

@@ -192,6 +192,10 @@ class ModelSpec:
     keep the int32 ``g_idx`` and its sort order per input row (``gptq_kernels``)."""
     hidden_act: str = "silu"
     mlp_gated: bool = True
+    parallel_block: bool = False
+    """Attention and MLP read the same input and their outputs are summed before one
+    all-reduce (vLLM falcon.py: ``parallel_attn`` or ``new_decoder_architecture``, whose
+    row-parallel outputs are not reduced apart): one TP all-reduce per layer, not two."""
     attention_bias: bool = False
     num_mtp_layers: int = 0
     rope_cache_positions: int = 0

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import numpy.typing as npt
 
 from kvplan.costs.kernels.grid import lookup
-from kvplan.costs.kernels.result import FloatArray, OpTime
+from kvplan.costs.kernels.result import FloatArray, OpTime, Status
 from kvplan.costs.kernels.slices import pick_attention
-from kvplan.costs.kernels.tables import require
+from kvplan.costs.kernels.tables import capped_at, require
 from kvplan.costs.kernels.work import causal_pairs
 
 
@@ -31,9 +33,18 @@ def context_attention(gpu: str, batch: npt.ArrayLike, isl: npt.ArrayLike, *, num
         if np.any(old > 0):
             notes += ("prefix priced at the isl of equal causal work (tables measure prefix 0)",)
     batch_eff = np.asarray(batch, dtype=np.float64) * pick.batch_scale
+    scale: FloatArray | float = 1.0
+    if pick.window > 0:  # past the measured isl a windowed prefill grows with its pairs
+        last = float(table.axes[1][-1])  # (linear), not the full kernel's isl**2
+        scale = np.maximum(1.0, causal_pairs(new, pick.window)
+                           / causal_pairs(last, pick.window))
+        new = np.minimum(new, last)
     seconds, status = lookup(table, pick.row, (batch_eff, new))
+    if pick.window > 0:
+        status = np.where(np.asarray(scale) > 1.0, Status.EXTRAPOLATED, status).astype(np.int8)
     kernels = tuple(table.meta["kernels"].get(pick.kv_dtype, ()))
-    return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=notes)
+    return OpTime(seconds=seconds * scale, status=status, source=table.source(kernels),
+                  notes=notes)
 
 
 def decode_attention(gpu: str, batch: npt.ArrayLike, kv_len: npt.ArrayLike, *,
@@ -49,8 +60,33 @@ def decode_attention(gpu: str, batch: npt.ArrayLike, kv_len: npt.ArrayLike, *,
         seen = np.minimum(seen, float(window))
     batch_eff = np.asarray(batch, dtype=np.float64) * pick.batch_scale
     seconds, status = lookup(table, pick.row, (batch_eff, seen))
+    if pick.window > 0:  # a measured window: past it the kernel's work stops growing
+        edge, growth = window_edge(table.gpu, pick.row, pick.window)
+        at_edge = lookup(table, pick.row, (batch_eff, np.full_like(seen, edge)))[0]
+        seconds = np.minimum(seconds, at_edge * growth)
+        if (ref := capped_at(table.gpu)) is not None:  # the same die (H200: H100's cells)
+            seconds = np.minimum(seconds, decode_attention_s(
+                ref, batch, kv_len, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                head_dim=head_dim, kv_dtype=kv_dtype, window=window))
     kernels = tuple(table.meta["kernels"].get(pick.kv_dtype, ()))
     return OpTime(seconds=seconds, status=status, source=table.source(kernels), notes=pick.notes)
+
+
+@lru_cache(maxsize=256)
+def window_edge(gpu: str, row: int, window: int) -> tuple[float, float]:
+    """(L, g) of a measured sliding-window decode slice: L the first kv_len node at least
+    2 x window (the kernel visits the KV tiles the window overlaps: from there on no more),
+    g the most any measured cell past L grows over its batch's cell at L (1.25x on H100,
+    2.2x on B200's fp8 rows). The filled cells past the window - kv_lens the collector never
+    reached - were extrapolated as if the kernel read all of them (H100's 64 x 8 x 64 slice
+    of window 128 at 64 requests: 32.2 us from 256 to 32,768 cached, then 41.1 and 58.3 us
+    filled, and 241.7 us read at 131,072); a lookup is capped at g x its time at L."""
+    table = require(gpu, "attn_gen")
+    axis = table.axes[1]
+    j = min(int(np.searchsorted(axis, 2.0 * window)), axis.size - 1)
+    logt, filled = table.logt[row].astype(np.float64), table.filled[row]
+    past = (logt[:, j:] - logt[:, j:j + 1])[~filled[:, j:] & ~filled[:, j:j + 1]]
+    return float(axis[j]), float(np.exp(past.max(initial=0.0)))
 
 
 def context_attention_s(gpu: str, batch: npt.ArrayLike, isl: npt.ArrayLike, *,

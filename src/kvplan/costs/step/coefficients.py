@@ -56,7 +56,9 @@ class _Coefficients:
     measured: every per-token GEMM and MoE kernel + elementwise traffic)."""
     weights_t: FloatArray
     """[T]: the dense side's floor (roofline: weight + activation bytes; measured: the
-    per-token kernels + the lm_head's weight read): dense = max(gemm_t + lm_s*R, weights_t)."""
+    per-token kernels + the lm_head's weight read): dense = max(gemm_t + lm_s*R, weights_t).
+    Measured: gemm_t holds the head's chord at R = 0 (``MeasuredStep.lm_fixed_s``), so the
+    first term is the chord and the second its value at one request."""
     allreduce_t: FloatArray | None
     """[T]: the step's all-reduces (None without tensor parallelism)."""
     measured: MeasuredStep | None = None
@@ -174,7 +176,8 @@ def measured_coefficients(k: StepConstants, prof: Profile, ms: MeasuredStep,
         overhead_s=(prof.step_overhead_s + prof.prefill_overhead_s * 0.0,
                     prof.step_overhead_s + prof.prefill_overhead_s * 1.0),
         layer_s=layer_overhead_s(k, prof) + per_step, request_s=prof.request_overhead_s,
-        gemm_t=gemm, weights_t=gemm + ms.lm_fixed_s, allreduce_t=ms.allreduce_s,
+        gemm_t=gemm + (ms.lm_fixed_s - ms.lm_per_request_s), weights_t=gemm + ms.lm_fixed_s,
+        allreduce_t=ms.allreduce_s,
         measured=ms, gdn_seq_t=ms.gdn_seq_s)
 
 

@@ -72,9 +72,13 @@ def kernel_basis(timer: StepCostModel) -> str:
     if timer.donor is not None and timer.constants.compute_precision == "float32":
         return _fp32_basis(timer)
     if timer.donor is not None:
+        floor = "" if timer._floor is None else (
+            f"; never priced faster than {timer.donor}'s measured step (it beats "
+            f"{timer.hardware.id} on every datasheet figure)")
         return (f"roofline: {timer.hardware.id} has no measured kernel tables; compute "
                 f"{timer.profile.compute_eff:.0%}, bandwidth {timer.profile.bandwidth_eff:.0%} "
-                f"of peak: the rates of {timer.donor}'s measured kernels{_own_cap(timer)}")
+                f"of peak: the rates of {timer.donor}'s measured kernels{_own_cap(timer)}"
+                f"{floor}")
     return "roofline under the profile's efficiencies"
 
 

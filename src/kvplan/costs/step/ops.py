@@ -163,13 +163,16 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
 def tp_allreduces(model: ModelSpec, stage: range, tp: int) -> int:
     """All-reduces one step runs on ``stage`` under TP: one per row-parallel block output.
     A decoder layer is two blocks (mixer, then MLP / MoE); a Nemotron-H layer is one (a
-    mamba, attention or MLP block: vLLM nemotron_h.py), so one all-reduce per layer. The
-    first stage adds one: vLLM's VocabParallelEmbedding all-reduces its output, T x hidden
-    like the others (vocab_parallel_embedding.py): Llama-3.1-70B at TP8 runs 2 x 80 + 1."""
+    mamba, attention or MLP block: vLLM nemotron_h.py), and so is a parallel Falcon layer
+    (attention + MLP summed, then reduced once: vLLM falcon.py), so one all-reduce per
+    layer. The first stage adds one: vLLM's VocabParallelEmbedding all-reduces its output,
+    T x hidden like the others (vocab_parallel_embedding.py): Llama-3.1-70B at TP8 runs
+    2 x 80 + 1."""
     if tp <= 1:
         return 0
     embedding = 1 if stage.start == 0 else 0
-    return (1 if model.one_block_layers else 2) * len(stage) + embedding
+    one = model.one_block_layers or model.parallel_block
+    return (1 if one else 2) * len(stage) + embedding
 
 
 def _layer_gemms(model: ModelSpec, layer: int, tp: int,
@@ -231,9 +234,10 @@ def _gemm_name(model: ModelSpec, role: str, shard: str, rows: int, cols: int) ->
         return _mla_name(model, shard, rows, cols) if model.mla is not None else "o_proj"
     if role == "router" and rows == 1:
         return "shared_expert_gate"
-    if role in ("dense_mlp", "shared_experts"):
+    if role in ("dense_mlp", "shared_experts"):  # a plain MLP (Falcon, GPT-2): no gate
         prefix = "shared_" if role == "shared_experts" else ""
-        return f"{prefix}{'down_proj' if shard == 'row' else 'gate_up_proj'}"
+        up = "gate_up_proj" if model.mlp_gated else "up_proj"
+        return f"{prefix}{'down_proj' if shard == 'row' else up}"
     if role == "state_layers":
         la = model.linear_attention
         if shard == "col" and la is not None and rows == 2 * la.num_value_heads:

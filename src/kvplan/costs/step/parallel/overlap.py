@@ -51,7 +51,7 @@ GPU_SMS = {"A100-40GB-SXM": 108, "A100-80GB-SXM": 108, "H100-SXM-80GB": 132,
 """Streaming multiprocessors per GPU (NVIDIA's A100 and H100 architecture whitepapers:
 A100 108, H100 SXM5 132, H100 PCIe 114; H200 and H800 are the same GH100 configuration as H100 SXM;
 B200: 148, NVIDIA Blackwell architecture technical brief)."""
-_MLP_ONLY = ("gate_up_proj", "down_proj")
+_MLP_ONLY = ("gate_up_proj", "up_proj", "down_proj")
 """GEMMs of the dense MLP: only in layers without experts."""
 
 
