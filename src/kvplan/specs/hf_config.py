@@ -41,7 +41,7 @@ from kvplan.specs.quant_config import (
     quant_layout,
     quant_method,
 )
-from kvplan.specs.towers.vision_config import architecture, unpriced_tower
+from kvplan.specs.towers.vision_config import SIGLIP_DEFAULTS, architecture, unpriced_tower
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -213,18 +213,13 @@ def _attention_bias(f: _Fields, model_type: str) -> bool:
     return bool(f.get("attention_bias") or f.get("bias") or model_type in ("qwen2", "qwen2_moe"))
 
 
-_SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                    "image_size": 224, "patch_size": 16, "num_channels": 3}
-"""transformers' SiglipVisionConfig defaults, for the keys a vision_config leaves out."""
-
-
 def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec | None:
     """Gemma 3's SigLIP tower (vLLM ``Gemma3ForConditionalGeneration`` builds it whatever the
     prompts hold); None for text-only configs (other towers are not priced)."""
     vc = raw.get("vision_config")
     if architecture(raw) != "Gemma3ForConditionalGeneration" or not isinstance(vc, Mapping):
         return None
-    f = _Fields(vc, file, _SIGLIP_DEFAULTS)
+    f = _Fields(vc, file, SIGLIP_DEFAULTS)
     return VisionSpec(
         hidden_size=f.integer("hidden_size"), intermediate_size=f.integer("intermediate_size"),
         num_layers=f.integer("num_hidden_layers"), image_size=f.integer("image_size"),

@@ -19,6 +19,10 @@ _ENCODER_KEYS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tow
 """config.json keys that describe an encoder (LLaVA / Qwen-VL / Llama-4 / Pixtral / Phi-3-V
 / Molmo / Phi-4-MM / audio models ...)."""
 
+SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                   "image_size": 224, "patch_size": 16, "num_channels": 3}
+"""transformers' SiglipVisionConfig defaults, for the keys a vision_config leaves out."""
+
 
 def architecture(raw: Mapping[str, Any]) -> str:
     """The config's first ``architectures`` entry ('unknown' without one)."""
