@@ -22,14 +22,16 @@ def test_max_concurrent_requests_counts_requests_queued_in_the_server() -> None:
     assert compute_metrics(r).max_concurrent_requests == 3
 
 
-def test_prefix_cache_hit_rate_leaves_out_a_preempted_requests_own_blocks() -> None:
-    """vLLM's PrefixCacheStats records a preempted request's lookup apart (preempted_queries,
-    preempted_hits; PR 25787, "Don't count preempted tokens in prefix cache hit rate") and
-    the hit rate is hits / queries of new requests only. B = 4, 4 usable blocks, budget 8,
-    1 s per step, A and B (prompt 6, output 4) at t = 0 with nothing shared: at step 3 A
-    needs a 3rd block and B is preempted; its full block stays cached and B readmits hitting
-    it (4 tokens) with 8 tokens queried. New requests queried 6 + 6 = 12 tokens and hit 0:
-    rate 0 / 12 = 0 (before: (0 + 4) / (6 + 6 + 8) = 0.2)."""
+def test_prefix_cache_hit_rate_counts_a_preempted_requests_lookup_too() -> None:
+    """vLLM 0.11.0's KVCacheManager.get_computed_blocks adds requests += 1, queries +=
+    request.num_tokens, hits += num_new_computed_tokens at every lookup, a preempted
+    request's included (its num_tokens = prompt + output so far; its own cached blocks
+    hit): the preempted_queries / preempted_hits split is vLLM PR 25787, after 0.11.0.
+    B = 4, 4 usable blocks, budget 8, 1 s per step, A and B (prompt 6, output 4) at t = 0
+    with nothing shared: at step 3 A needs a 3rd block and B is preempted; its full block
+    stays cached and at step 4 B (6 + 2 = 8 tokens) readmits hitting it (limit
+    (8 - 1) // 4 = 1 block: 4 tokens). Queries 6 + 6 + 8 = 20, hits 0 + 0 + 4: rate
+    4 / 20 = 0.2 (0 / 12 when the readmission was left out)."""
     from kvplan.sim.blocks import CacheGroup, KvShape
 
     w = workload([0.0, 0.0], [6, 6], [4, 4])
@@ -38,9 +40,9 @@ def test_prefix_cache_hit_rate_leaves_out_a_preempted_requests_own_blocks() -> N
                  limits=Limits(max_num_batched_tokens=8, max_num_seqs=4))
     assert r.preemptions.tolist() == [0, 1]
     assert r.steps.new_tokens.tolist() == [8, 5, 2, 1, 4, 1]  # B recomputed 4, not 8
-    assert r.prefix_query_tokens == 12
-    assert r.prefix_hit_tokens.tolist() == [0, 0]
-    assert compute_metrics(r).prefix_cache_hit_rate == 0.0
+    assert (r.prefix_query_tokens, r.prefix_lookup_hits) == (20, 4)
+    assert r.prefix_hit_tokens.tolist() == [0, 0]  # num_cached_tokens: first admission's
+    assert compute_metrics(r).prefix_cache_hit_rate == 0.2
 
 
 def test_prefix_cache_hit_rate_still_counts_a_new_requests_shared_hits() -> None:

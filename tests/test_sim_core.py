@@ -172,12 +172,12 @@ def test_exact_step_trace_with_a_preemption_and_an_own_block_hit(core_runs) -> N
     assert s.new_tokens.tolist() == [8, 5, 2, 1, 4, 1]
     assert r.first_token_s.tolist() == [1.0, 2.0] and r.finish_s.tolist() == [4.0, 6.0]
     assert r.preemptions.tolist() == [0, 1] and r.preemption_s.tolist() == [3.0]
-    # the readmission's own-block hit is not a prefix-cache hit in vLLM's rate (PrefixCacheStats
-    # counts a preempted request's lookups apart): hits and queries of first admissions only
-    assert r.prefix_hit_tokens.tolist() == [0, 0]
+    # prefix_hit_tokens is the first admission's hits (vLLM's num_cached_tokens, set once);
+    # vLLM 0.11.0's PrefixCacheStats counts every lookup: 6 + 6 + B's readmission's 8, hits 4
+    assert r.prefix_hit_tokens.tolist() == [0, 0] and r.prefix_lookup_hits == 4
     assert r.token_times(0).tolist() == [1.0, 2.0, 3.0, 4.0]
     assert r.token_times(1).tolist() == [2.0, 3.0, 5.0, 6.0]
-    assert (r.prefill_claimed_blocks, r.decode_claimed_blocks, r.prefix_query_tokens) == (5, 2, 12)
+    assert (r.prefill_claimed_blocks, r.decode_claimed_blocks, r.prefix_query_tokens) == (5, 2, 20)
     with python_loop():
         assert_same(r, simulate(w, **kw))
 

@@ -63,6 +63,9 @@ def test_array_fast_path_equals_lean_path(case):
         assert np.array_equal(getattr(lean, name), getattr(arrays, name), equal_nan=True), name
     for name in ("end_s", "used_blocks", "logical_bytes", "running", "waiting", "new_tokens"):
         assert np.array_equal(getattr(lean.steps, name), getattr(arrays.steps, name)), name
+    # every lookup counted (vLLM 0.11.0's PrefixCacheStats), a preempted head's too
+    assert (lean.prefix_query_tokens, lean.prefix_lookup_hits) == (
+        arrays.prefix_query_tokens, arrays.prefix_lookup_hits)
 
 
 def test_lean_steps_and_runs_carry_a_loaded_server(monkeypatch):

@@ -49,7 +49,7 @@ class Engine:
         self.cached = {}  # hash -> {block id: block}, in the order they were cached
         self.running, self.waiting = [], deque()
         self.steps = []  # (tokens computed, blocks in use)
-        self.queries = self.hits = 0  # PrefixCacheStats of new requests (not preempted)
+        self.queries = self.hits = 0  # PrefixCacheStats: every lookup (preempted ones too)
 
     def _lookup(self, r):
         hits = []
@@ -120,7 +120,7 @@ class Engine:
         while not preempted and self.waiting and budget > 0 and len(self.running) < self.seqs:
             r = self.waiting[0]
             hits = self._lookup(r)
-            if self.caching and r.preemptions == 0:  # get_computed_blocks counts each lookup
+            if self.caching:  # vLLM 0.11.0's get_computed_blocks counts each lookup, preempted too
                 self.queries += r.num_tokens
                 self.hits += len(hits) * self.b
             new = self._cap(r.num_tokens - len(hits) * self.b)
@@ -198,7 +198,7 @@ class WindowEngine(Engine):
 
 def replay(arrivals, prompts, outputs, groups, shared, **engine):
     """The steps (1 s each), every request (first token, finish, preemptions) and the
-    prefix-cache (queries, hits) of new requests' lookups. ``windows`` (one per KV cache
+    prefix-cache (queries, hits) of every lookup. ``windows`` (one per KV cache
     group, 0 = full attention) runs WindowEngine, prefix caching off."""
     windows = engine.pop("windows", None)
     if windows is not None:

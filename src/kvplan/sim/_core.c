@@ -365,7 +365,7 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
 
 /* KVPLAN_CORE_ABI: bumped whenever the functions or core_run's arguments change; kvplan.sim.core ignores a
    build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
-#define KVPLAN_CORE_ABI 11
+#define KVPLAN_CORE_ABI 12
 
 /* glibc gives a freed block of 128 KiB or more back to the kernel (munmap, or a trim of the
  * heap's top), so the next run's step columns (about 0.16 MB each per 20,000 steps), their

@@ -166,10 +166,9 @@ static void schedule_waiting(Sim *m, i64 budget) {
         i64 nhit, evictable;
         i64 own = lookup(m, r, total, &nhit, &evictable);
         i64 hit = (nhit + own) * m->bs;
-        if (m->preempts[r] == 0) { /* vLLM 0.11 counts every lookup, failed ones too */
-            m->p_query += total;
-            m->p_hits += hit;
-        }
+        /* vLLM 0.11.0 counts every lookup, failed ones and a preempted request's too */
+        m->p_query += total;
+        m->p_hits += hit;
         i64 new = cap(m, total - hit);
         if (!m->chunked && new > budget) {
             k++;

@@ -276,6 +276,21 @@ class BlockPool:
         seg = self.own.get(rid)
         return 0 if seg is None else seg.count
 
+    def room_before(self, hits: list[int], own_rid: int) -> int:
+        """Free blocks ahead, in the queue, of the first of these hit copies that is free
+        (and of own_rid's own blocks, -1: none): taking no more from the head keeps all."""
+        mark = {id(self.copy_segment[c]) for c in hits if self.ref[c] == 0}
+        if own_rid >= 0:
+            mark.add(id(self.own[own_rid]))
+        if not mark:
+            return self.free
+        n = 0
+        for q in self.queue:
+            if id(q) in mark:
+                return n
+            n += q.count
+        raise AssertionError(own_rid)
+
     def evictable_hits(self, hits: list[int]) -> int:
         """How many of these cached copies sit in the free queue (a hit on them costs a block)."""
         return sum(1 for c in hits if self.ref[c] == 0)

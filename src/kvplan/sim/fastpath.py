@@ -61,21 +61,22 @@ class FastForward:
         n = len(s.running)
         return n < self.limits.max_num_seqs and n < self.limits.max_num_batched_tokens
 
-    def _run_lookups(self, first_tokens: bool) -> tuple[int, int] | None:
+    def _run_lookups(self, first_tokens: bool) -> tuple[int, int, int] | None:
         """(hits, queried tokens) one step of a decode run adds to the prefix-cache stats:
-        a blocked FCFS head is looked up at every step (vLLM 0.11 counts each lookup).
+        a blocked FCFS head is looked up at every step (vLLM 0.11 counts each lookup), and
+        the blocks the run may take before the head's hits change (blocked_lookup).
         None if the run must not start: its first step may cache a block the head hits
-        (``first_tokens``: a request computes its last prompt token) or evict one."""
+        (``first_tokens``: a request computes its last prompt token)."""
         s = self.s
         n = len(s.running)
         if not (self.blocked and s.waiting and n < self.limits.max_num_seqs
                 and n < self.limits.max_num_batched_tokens):
-            return 0, 0
+            return 0, 0, self.pool.free
         if first_tokens and self.sched.caching:
             return None
         return self.sched.blocked_lookup()
 
-    def _count_lookups(self, look: tuple[int, int], k: int) -> None:
+    def _count_lookups(self, look: tuple[int, int, int], k: int) -> None:
         self.lookup_hits += k * look[0]
         self.query_tokens += k * look[1]
 
@@ -99,8 +100,8 @@ class FastForward:
         times = self._run_times(self.timer.decode_run_s(ctx, k))
         k = min(k, max(1, int(np.searchsorted(times[:k], self._next_arrival(), side="left"))))
         need, logical = self._run_blocks(ids, ctx, k)
-        if not self.simple or int(need[-1]) > self.pool.free:
-            over = np.flatnonzero(need > self.pool.free)
+        if not self.simple or int(need[-1]) > look[2]:  # room <= free (blocked_lookup)
+            over = np.flatnonzero(need > look[2])
             if len(over):
                 k = int(over[0])
                 if k == 0:

@@ -57,9 +57,9 @@ class SimulationResult:
     prefill_claimed_blocks: int
     decode_claimed_blocks: int
     prefix_query_tokens: int
-    """Tokens of every prefix-cache lookup of a new request (vLLM 0.11's
-    ``PrefixCacheStats.queries``: a request looked up again after it got no blocks counts
-    again); ``prefix_lookup_hits`` the cached tokens those lookups found (``hits``)."""
+    """Tokens of every prefix-cache lookup (vLLM 0.11's ``PrefixCacheStats.queries``: a
+    request looked up again after it got no blocks counts again, a preempted one too);
+    ``prefix_lookup_hits`` the cached tokens those lookups found (``hits``)."""
     prefix_lookup_hits: int
     admission_peak_blocks: int = 0
     """A disaggregated decode instance: the most blocks in use right after it admitted a

@@ -263,9 +263,10 @@ class Scheduler:
             total = int(s.prompt[r] + s.generated[r])
             keys, own = self._lookup(r, total)
             hit = (len(keys) + own) * b
-            if s.preemptions[r] == 0:  # vLLM 0.11 counts every lookup (get_computed_blocks),
-                plan.hit_tokens += hit  # one that then gets no blocks or is skipped too;
-                plan.query_tokens += total  # a preempted request's ones apart (not here)
+            # vLLM 0.11.0 counts every lookup (get_computed_blocks), one that then gets no
+            # blocks or is skipped too, and a preempted request's (its own blocks hit too)
+            plan.hit_tokens += hit
+            plan.query_tokens += total
             new = self.limits.cap(total - hit)
             if not self.limits.chunked_prefill and new > budget:
                 skipped.append(s.waiting.popleft())  # vLLM 0.11.0 skips it, tries the next
@@ -311,19 +312,17 @@ class Scheduler:
             return hit, 0
         return hit, min(self.pool.own_cached(r), limit - len(hit))
 
-    def blocked_lookup(self) -> tuple[int, int] | None:
-        """(hit tokens, tokens) the blocked FCFS head's lookup counts at each step of a
-        decode run ((0, 0) for a preempted one); None where a step of the run may evict one
-        of its hit blocks (a cached free one), so its hits may change: step one by one."""
+    def blocked_lookup(self) -> tuple[int, int, int] | None:
+        """(hit tokens, tokens, room) the blocked FCFS head's lookup counts at each step of a
+        decode run (a preempted one's too, vLLM 0.11.0); room: the blocks the run may take
+        from the free queue's head before it evicts one of those hit blocks (a cached free
+        shared copy, or a preempted head's own blocks), so its hits stay the same."""
         s = self.state
         r = s.waiting[0]
-        if s.preemptions[r]:
-            return 0, 0
         total = int(s.prompt[r] + s.generated[r])
-        keys, _ = self._lookup(r, total)
-        if self.pool.evictable_hits(keys):
-            return None
-        return len(keys) * self.shape.block_size, total
+        keys, own = self._lookup(r, total)
+        room = self.pool.room_before(keys, r if own else -1)
+        return (len(keys) + own) * self.shape.block_size, total, room
 
     def _admit(self, r: int, keys: list[int], own: int, need: int, hit: int) -> None:
         s = self.state
