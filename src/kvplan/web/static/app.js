@@ -11,10 +11,24 @@ const CLIENT = (() => {
 })();
 
 // ---- display formatting only (values arrive finished from the API) ----
+// x with d decimals as Python's f"{x:.{d}f}" (the CLI, and vLLM's logs) writes it: a value
+// exactly halfway rounds to the even digit (4.125 MiB -> "4.12"), where JS's toFixed rounds
+// away from zero ("4.13"); every other value rounds alike
+function toFixedPy(x, d) {
+  const js = x.toFixed(d), a = Math.abs(x);
+  if (!Number.isFinite(x) || a >= 1e21) return js;
+  const exact = a.toFixed(100), dot = exact.indexOf(".");  // a double's exact decimal digits
+  if (exact.slice(dot + 1 + d) !== "5".padEnd(100 - d, "0")) return js;  // not a tie
+  const kept = exact.slice(0, d ? dot + 1 + d : dot);
+  if (Number(kept.slice(-1)) % 2) return js;  // odd last digit: rounding up makes it even
+  return (x < 0 ? "-" : "") + kept;
+}
+// with thousands separators, as Python's f"{x:,.{d}f}"
+const groupedPy = (x, d) => toFixedPy(x, d).replace(/^(-?\d+)/, (w) => w.replace(/\B(?=(\d{3})+(?!\d))/g, ","));
 const UNITS = [["TiB", 2 ** 40], ["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
 function bytes(n) {
   if (n === null || n === undefined) return "-";
-  for (const [u, s] of UNITS) if (Math.abs(n) >= s) return `${(n / s).toFixed(2)} ${u}`;
+  for (const [u, s] of UNITS) if (Math.abs(n) >= s) return `${toFixedPy(n / s, 2)} ${u}`;
   return `${n} B`;
 }
 const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
@@ -22,17 +36,17 @@ const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleStri
 function secs(s) {
   if (s === null || s === undefined) return "-";
   if (s < 0) return `-${secs(-s)}`;
-  if (s < 1e-3) return `${(s * 1e6).toFixed(1)} us`;
-  if (s < 1) return `${(s * 1e3).toFixed(2)} ms`;
-  if (s < 60) return `${s.toFixed(3)} s`;
-  if (s < 3600) return `${(s / 60).toFixed(2)} min`;
-  return `${(s / 3600).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })} h`;
+  if (s < 1e-3) return `${toFixedPy(s * 1e6, 1)} us`;
+  if (s < 1) return `${toFixedPy(s * 1e3, 2)} ms`;
+  if (s < 60) return `${toFixedPy(s, 3)} s`;
+  if (s < 3600) return `${toFixedPy(s / 60, 2)} min`;
+  return `${groupedPy(s / 3600, 2)} h`;
 }
-const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(1)} %`);
+const pct = (x) => (x === null || x === undefined ? "-" : `${toFixedPy(100 * x, 1)} %`);
 // tokens/s as the latency command prints them ({:,.0f}: 1,260)
-const tps = (x) => (x === null || x === undefined ? "-" : Number(x).toLocaleString("en-US", { maximumFractionDigits: 0 }));
+const tps = (x) => (x === null || x === undefined ? "-" : groupedPy(Number(x), 0));
 const tpsBand = (b) => (b === null || b === undefined ? "-" : `${tps(b[0])} - ${tps(b[1])}`);
-const fixed = (d) => (x) => (x === null || x === undefined ? "-" : Number(x).toFixed(d));
+const fixed = (d) => (x) => (x === null || x === undefined ? "-" : toFixedPy(Number(x), d));
 const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
 const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
 const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
@@ -76,14 +90,14 @@ const RENDER = {
     ["requested", "requested_bytes", bytes], ["- weights", "weights_bytes", bytes], ["- peak activation", "activation_bytes", bytes],
     ["- non-torch", "non_torch_bytes", bytes], ["= KV cache", "available_kv_bytes", bytes], ["CUDA graphs (after, not subtracted)", "cudagraph_bytes", bytes],
     ["blocks", "num_blocks", int], ["block size (tokens)", "block_size", int], ["GPU KV cache size (tokens)", "kv_cache_tokens", int],
-    ["max model len (tokens)", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${x.toFixed(2)}x`],
+    ["max model len (tokens)", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${toFixedPy(x, 2)}x`],
     ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d) +
     (d.block_size_log ? `<p class="note" id="block-size-log">vLLM: ${esc(d.block_size_log)}</p>` : "") +
     (d.parallel ? table(`data / expert parallel: ${d.parallel.data_parallel_size} DP ranks x ${d.parallel.gpus_per_rank} GPUs`, [["total GPUs", "total_gpus", int],
       ["expert parallel", "expert_parallel", onOff], ["EP size", "expert_parallel_size", int], ["routed experts per GPU", "local_experts_per_gpu", int],
       ["expert weights per GPU", "expert_weights_bytes_per_gpu", bytes], ["other weights per GPU", "non_expert_weights_bytes_per_gpu", bytes],
       ["KV cache per DP rank", "kv_cache_bytes_per_rank", bytes], ["KV cache tokens per DP rank", "kv_cache_tokens_per_rank", int],
-      ["KV cache tokens (fleet)", "kv_cache_tokens_fleet", int], ["maximum concurrency (fleet)", "max_concurrency_fleet", (x) => `${x.toFixed(2)}x`]], d.parallel, "parallel.") : ""),
+      ["KV cache tokens (fleet)", "kv_cache_tokens_fleet", int], ["maximum concurrency (fleet)", "max_concurrency_fleet", (x) => `${toFixedPy(x, 2)}x`]], d.parallel, "parallel.") : ""),
   latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TTFT band (10-90%)", "ttft_s_band", secsBand],
     ["TPOT", "tpot_s", secs], ["TPOT band (10-90%)", "tpot_s_band", secsBand], ["end-to-end", "e2e_s", secs], ["end-to-end band (10-90%)", "e2e_s_band", secsBand],
     ["output throughput (tok/s)", "output_throughput_tok_s", tps], ["output throughput band (10-90%)", "output_throughput_tok_s_band", tpsBand],
@@ -160,7 +174,7 @@ function jointCard(j) {
 }
 function missText(c) {
   // the CLI's words (report/plan/plan_text.py): "misses KEY by N %"
-  return c.misses === "goodput_share" ? `misses goodput by ${Math.abs(c.margin).toFixed(3)}` : `misses ${c.misses} by ${(100 * Math.abs(c.margin)).toFixed(0)} %`;
+  return c.misses === "goodput_share" ? `misses goodput by ${toFixedPy(Math.abs(c.margin), 3)}` : `misses ${c.misses} by ${toFixedPy(100 * Math.abs(c.margin), 0)} %`;
 }
 function infeasible(s) {
   return `<p class="banner infeasible" id="infeasible" role="alert"><b>nothing feasible:</b> ${esc(s.why)}</p>` +

@@ -1,0 +1,79 @@
+"""Hunt 16 (web16): what the page shows against what the CLI prints for the same question.
+
+The browser tests share one server and one page; each loads a page, runs it once and reads the
+cells (data-key, data-value) and their headings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+from urllib.request import urlopen
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.webtools import watched_page, web_server
+
+M = "meta-llama/Llama-3.1-8B"
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    with web_server("--max-sim-requests", "2000", "--max-sim-seconds", "60") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(base: str) -> Iterator[Any]:
+    with watched_page() as pg:
+        yield pg
+
+
+def api(base: str, path: str, **params: Any) -> Any:
+    with urlopen(f"{base}{path}?{urlencode(params)}", timeout=120) as r:
+        return json.loads(r.read())
+
+
+def settle(page: Any) -> None:
+    page.wait_for_selector("body[data-state=done]", state="attached", timeout=60_000)
+
+
+def cell_text(page: Any, key: str) -> str:
+    return str(page.inner_text(f"td[data-key='{key}']"))
+
+
+def heading(page: Any, key: str) -> str:
+    """The row heading of a key-value table's cell."""
+    return str(page.eval_on_selector(f"td[data-key='{key}']",
+                                     "td => td.previousElementSibling.textContent"))
+
+
+def test_the_request_page_rounds_a_halfway_byte_count_as_the_cli(base: str, page: Any) -> None:
+    """33 prompt tokens of Llama-3.1-8B claim 33 x 131,072 B = 4,325,376 B = 4.125 MiB
+    exactly; Python's '{:.2f}' (units.fmt_bytes, as vLLM's logs) rounds the tie to even,
+    '4.12 MiB', where JS's toFixed gave '4.13 MiB'. The final cache, 41 tokens = 5.125 MiB,
+    likewise '5.12 MiB'."""
+    cli = run_cli("request", M, "--prompt", "33", "--output", "8")
+    assert cli.code == 0, cli.err
+    assert "prefill claims 4.12 MiB (4,325,376 bytes)" in cli.out
+    assert "final cache 5.12 MiB (5,373,952 bytes" in cli.out
+    page.goto(f"{base}/request?{urlencode({'prompt': 33, 'output': 8})}")
+    settle(page)
+    assert cell_text(page, "prefill_bytes") == "4.12 MiB"
+    assert cell_text(page, "final_bytes") == "5.12 MiB"
+    assert cell_text(page, "decode_bytes") == "1.00 MiB"
+
+
+def test_the_request_page_rounds_a_halfway_share_as_the_cli(base: str, page: Any) -> None:
+    """1 prompt token and 15 output tokens: prefill holds 1 of the 16 tokens, a share of
+    0.0625 exactly; 6.25 % with one decimal is a tie that Python rounds to '6.2' (the CLI's
+    'prefill share 6.2%'), where JS's toFixed gave '6.3 %'."""
+    cli = run_cli("request", M, "--prompt", "1", "--output", "15")
+    assert cli.code == 0, cli.err
+    assert "prefill share 6.2%" in cli.out
+    page.goto(f"{base}/request?{urlencode({'prompt': 1, 'output': 15})}")
+    settle(page)
+    assert json.loads(page.get_attribute("td[data-key='prefill_share']", "data-value")) == 0.0625
+    assert cell_text(page, "prefill_share") == "6.2 %"
