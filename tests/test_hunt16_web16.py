@@ -77,3 +77,56 @@ def test_the_request_page_rounds_a_halfway_share_as_the_cli(base: str, page: Any
     settle(page)
     assert json.loads(page.get_attribute("td[data-key='prefill_share']", "data-value")) == 0.0625
     assert cell_text(page, "prefill_share") == "6.2 %"
+
+
+def run_plan(base: str, page: Any, **form: Any) -> dict[str, Any]:
+    """The Plan page run on ``form`` (its other fields at their defaults); the API's answer."""
+    page.goto(f"{base}/plan?{urlencode(form)}")
+    page.click("#run")
+    settle(page)
+    return dict(json.loads(page.get_attribute("#plan", "data-json")))
+
+
+PLAN = {"gpu": "H100-SXM-80GB", "tensor_parallel_size": "1", "num_prompts": 100,
+        "slo": "ttft:p99:300 tpot:p99:15"}
+
+
+def test_the_plan_card_calls_a_target_rates_share_a_load_not_a_capacity(
+        base: str, page: Any) -> None:
+    """With --request-rate the card's capacity_rps_per_replica is the target rate / replicas
+    (analysis/plan/levers.load_per_replica): the load each replica serves, not what it could
+    take; the page called it 'capacity per replica (req/s)'. The CLI heads it 'req/s per
+    replica'; in capacity mode (no rate) it is one replica's searched capacity."""
+    d = run_plan(base, page, **PLAN, request_rate=20)
+    s = d["summary"]
+    assert d["inputs"]["mode"] == "target" and s["replicas"] >= 2
+    assert s["capacity_rps_per_replica"] == pytest.approx(d["inputs"]["target_rate_rps"]
+                                                          / s["replicas"])
+    label = heading(page, "summary.capacity_rps_per_replica")
+    assert label == "load per replica (req/s: target rate / replicas)"
+    head = page.eval_on_selector_all(
+        "#plan table.grid", "ts => ts.map(t => t.caption.textContent + ' | ' + "
+        "[...t.rows[0].cells].map(c => c.textContent).join(','))")
+    levers = next(h for h in head if h.startswith("levers"))
+    assert "load per replica (req/s: target rate / replicas),load per replica change %" in levers
+    assert "capacity" not in levers
+
+    d = run_plan(base, page, **PLAN)
+    assert d["inputs"]["mode"] == "capacity" and d["inputs"]["target_rate_rps"] is None
+    assert heading(page, "summary.capacity_rps_per_replica") == "capacity of one replica (req/s)"
+
+
+def test_the_reports_lever_rows_call_a_target_rates_share_a_load() -> None:
+    """`kvplan report --plan` wrote each lever row as 'capacity N req/s'; with a target rate
+    N is that rate / the row's replicas (load_per_replica), so it reads 'load per replica'."""
+    from kvplan.report.plan.plan_report import plan_sections
+
+    for mode, rate, words in (("target", 20.0, "load per replica 10.00 req/s (0.0 %)"),
+                              ("capacity", None, "capacity of one replica 10.00 req/s (0.0 %)")):
+        plan = {"inputs": {"model": M, "workload": "random", "mode": mode,
+                           "target_rate_rps": rate},
+                "summary": {"status": "feasible", "best": "c1", "replicas": 2, "gpus": 2},
+                "levers": [{"change": "none (the winner)", "capacity_rps": 10.0,
+                            "delta_capacity_pct": 0.0, "usd_per_hour": 7.98}]}
+        levers = next(s for s in plan_sections(plan) if s.id == "levers")
+        assert levers.rows == (("none (the winner)", f"{words}, 7.98 $/h"),)

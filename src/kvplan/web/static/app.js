@@ -115,8 +115,8 @@ const RENDER = {
       ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
       ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
-    grid("levers: one change to the best configuration (every row searched and verified as the winner was; the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
-      ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
+    grid(`levers: one change to the best configuration (${perReplica(d)[2]}; the first row is the winner)`, [["change", "change", String], [perReplica(d)[0], "capacity_rps", fixed(2)],
+      [perReplica(d)[1], "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
       ["$ / hour change", "delta_usd_per_hour", fixed(2)], [`${leverKey(d.levers)} (ms)`, "binding_p99_ms", fixed(2)], ["band (10-90%, ms)", "binding_p99_ms_band", band],
       ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
@@ -126,6 +126,13 @@ const RENDER = {
     (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
+// capacity_rps_per_replica and the levers' capacity_rps are report/plan's load_per_replica: with a
+// target rate (inputs.mode "target") that rate / replicas, the load each replica serves, not a
+// capacity; without one, one replica's searched capacity (the CLI heads both "req/s per replica")
+const perReplica = (d) => (d.inputs && d.inputs.mode === "target"
+  ? ["load per replica (req/s: target rate / replicas)", "load per replica change %",
+    "every row searched on the router's shares and verified on the whole fleet, as the winner was"]
+  : ["capacity of one replica (req/s)", "capacity change %", "every row a capacity search on one replica"]);
 // the levers' binding column is one SLO term (the winner's binding_key, e.g. p99_tpot_ms), as the CLI heads it
 const leverKey = (levers) => ((levers || []).find((x) => x.binding_key) || { binding_key: "binding term" }).binding_key;
 function planCard(d) {
@@ -133,7 +140,7 @@ function planCard(d) {
   if (s.status !== "feasible") return infeasible(s);
   return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
-    ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
+    [perReplica(d)[0], "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
     [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band],
     ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
     ["output throughput is", "output_tokens_per_s_definition", String],
