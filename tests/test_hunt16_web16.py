@@ -130,3 +130,52 @@ def test_the_reports_lever_rows_call_a_target_rates_share_a_load() -> None:
                             "delta_capacity_pct": 0.0, "usd_per_hour": 7.98}]}
         levers = next(s for s in plan_sections(plan) if s.id == "levers")
         assert levers.rows == (("none (the winner)", f"{words}, 7.98 $/h"),)
+
+
+def names_on(client: Any, page_name: str) -> set[str]:
+    """The form's field names (vLLM's flags, snake_case) on a page."""
+    import re
+
+    html = client.get(f"/{page_name}").text
+    return set(re.findall(r'<(?:input|select)[^>]*\bname="([a-z_]+)"', html))
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    from fastapi.testclient import TestClient
+
+    from kvplan.web.app import create_app
+    from kvplan.web.settings import WebSettings
+
+    return TestClient(create_app(WebSettings(max_sim_requests=300, max_sim_seconds=60)))
+
+
+def test_each_page_asks_for_the_flag_its_refusal_names(client: Any) -> None:
+    """A refusal names the flag that fixes it (the field the page puts the line beside); the
+    pages had no such field: Qwen3-Next-80B on one H100 at TP 2 'fits with --quantization fp8'
+    (weights 74.28 GiB > the requested 71.26 GiB), and Llama-3.1-70B's 131,072-token context
+    does not fit the simulate page's L40S TP 4 ('the largest --max-model-len that fits'), yet
+    neither the Capacity, Latency nor Simulate page offered --quantization, nor Simulate
+    --max-model-len: a configuration the CLI runs that the page could not."""
+    qwen = {"model": "Qwen/Qwen3-Next-80B-A3B-Thinking", "gpu": "H100",
+            "tensor_parallel_size": 2}
+    r = client.get("/api/capacity", params=qwen)
+    assert r.status_code == 422 and r.json()["field"] == "quantization"
+    for name in ("capacity", "latency", "simulate", "plan"):
+        assert "quantization" in names_on(client, name), name
+    fixed = client.get("/api/capacity", params={**qwen, "quantization": "fp8"})
+    cli = run_cli("capacity", qwen["model"], "--gpu", "H100", "-tp", "2", "-q", "fp8", "--json")
+    assert fixed.status_code == 200 and cli.code == 0
+    assert fixed.json()["num_blocks"] == cli.json()["num_blocks"] > 0
+
+    seventy = {"model": "meta-llama/Llama-3.1-70B", "gpu": "L40S", "tensor_parallel_size": 4,
+               "num_prompts": 20, "request_rate": 2}
+    r = client.get("/api/simulate", params=seventy)
+    assert r.status_code == 422 and r.json()["field"] == "max_model_len"
+    assert {"max_model_len", "gpu_memory_utilization"} <= names_on(client, "simulate")
+    page = client.get("/api/simulate", params={**seventy, "max_model_len": "32K"})
+    cli = run_cli("simulate", seventy["model"], "--gpu", "L40S", "-tp", "4", "--num-prompts",
+                  "20", "--request-rate", "2", "--max-model-len", "32K", "--json")
+    assert page.status_code == 200 and cli.code == 0
+    assert page.json()["max_model_len"] == cli.json()["max_model_len"] == 32768
+    assert page.json()["mean_ttft_ms"] == cli.json()["mean_ttft_ms"]
