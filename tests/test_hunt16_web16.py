@@ -179,3 +179,34 @@ def test_each_page_asks_for_the_flag_its_refusal_names(client: Any) -> None:
     assert page.status_code == 200 and cli.code == 0
     assert page.json()["max_model_len"] == cli.json()["max_model_len"] == 32768
     assert page.json()["mean_ttft_ms"] == cli.json()["mean_ttft_ms"]
+
+
+def test_the_simulate_page_shows_the_clis_band_and_throughput_rows(base: str, page: Any) -> None:
+    """`kvplan simulate` prints under its table the calibration band ('band (10-90%, BASIS):
+    TTFT a-b ms; TPOT ...; output throughput ...') and in it the total tokens, peak output rate,
+    peak concurrency, total token throughput and the prefill / decode KV shares; the page
+    showed none of them, though its answer carries each (the *_band keys, band_basis)."""
+    form = {"num_prompts": 100, "request_rate": 10}
+    page.goto(f"{base}/simulate?{urlencode(form)}")
+    page.click("#run")
+    settle(page)
+    d = json.loads(page.get_attribute("#simulate", "data-json"))
+    cli = run_cli("simulate", M, "--gpu", "H100", "--num-prompts", "100", "--request-rate", "10",
+                  "--random-input-len", "1024", "--random-output-len", "128")
+    assert cli.code == 0, cli.err
+    band, out = " ".join(page.inner_text("#sim-band").split()), " ".join(cli.out.split())
+    assert band.startswith(f"band (10-90%, {d['band_basis']}): TTFT ")
+    assert band in out  # the CLI's line, word for word
+    for key in ("mean_ttft_ms_band", "mean_tpot_ms_band", "output_throughput_band"):
+        got = page.get_attribute(f"#sim-band [data-key={key}]", "data-value")
+        assert json.loads(got) == d[key]
+    # 100 requests x 1,024 prompt / 128 output tokens (random, range ratio 0)
+    assert cell_text(page, "total_input_tokens") == "102,400"
+    assert cell_text(page, "total_output_tokens") == "12,800"
+    assert cell_text(page, "request_rate") == "10.00"
+    for key, row in (("max_output_tokens_per_s", "Peak output token throughput (tok/s)"),
+                     ("total_token_throughput", "Total token throughput (tok/s)")):
+        assert f"{row} │ {d[key]:.2f}" in out and cell_text(page, key) == f"{d[key]:.2f}"
+    shares = f"{100 * d['prefill_kv_share']:.0f} % / {100 * d['decode_kv_share']:.0f} %"
+    assert f"KV claimed by prefill / decode │ {shares}" in out
+    assert f"{cell_text(page, 'prefill_kv_share')} / {cell_text(page, 'decode_kv_share')}" == shares

@@ -123,7 +123,7 @@ const RENDER = {
     (d.disagg ? disaggTables(d) : "") +
     (d.dp_ranks ? grid(`DP ${d.data_parallel_size} ranks in lockstep, ${d.dp_lockstep_steps} steps`, [["rank", "rank", int], ["requests", "requests", int],
       ["KV blocks", "num_gpu_blocks", int], ["peak KV blocks", "peak_kv_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["dummy steps", "dummy_steps", int]], d.dp_ranks, "dp_ranks") : "") +
-    (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
+    (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") + simBand(d) + notes([...new Set(d.calibration_notes || [])]) +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
 // capacity_rps_per_replica and the levers' capacity_rps are report/plan's load_per_replica: with a
@@ -194,13 +194,33 @@ function why(phase, c) {
   return `<p class="why">${phase}: ${int(c.tokens)} tokens over ${int(c.steps)} step(s), ${int(Math.round(c.arithmetic_intensity_flop_per_byte))} FLOP/byte ${side} ridge ${int(Math.round(c.ridge_point_flop_per_byte))} FLOP/byte → <b>${c.bound}-bound</b></p>`;
 }
 function simRows(d) {
-  const rows = [["successful requests", "completed", int], ["failed (rejected)", "failed", int], ["duration (s)", "duration", fixed(2)],
-    ["request throughput (req/s)", "request_throughput", fixed(2)], ["output token throughput (tok/s)", "output_throughput", fixed(2)]];
+  // the CLI's rows (report/views/metrics.py metrics_table), vllm bench serve's client settings only when set
+  const rows = [["successful requests", "completed", int], ["failed (rejected)", "failed", int],
+    ...(d.max_concurrency !== null && d.max_concurrency !== undefined ? [["maximum request concurrency", "max_concurrency", int]] : []),
+    ...(typeof d.request_rate === "number" ? [["request rate configured (req/s)", "request_rate", fixed(2)]] : []),
+    ["duration (s)", "duration", fixed(2)], ["total input tokens", "total_input_tokens", int], ["total generated tokens", "total_output_tokens", int],
+    ["request throughput (req/s)", "request_throughput", fixed(2)]];
   if (d.request_goodput !== null) rows.push(["request goodput (req/s)", "request_goodput", fixed(2)]);
+  rows.push(["output token throughput (tok/s)", "output_throughput", fixed(2)], ["peak output token throughput (tok/s)", "max_output_tokens_per_s", fixed(2)],
+    ["peak concurrent requests", "max_concurrent_requests", int], ["total token throughput (tok/s)", "total_token_throughput", fixed(2)]);
   // a disaggregated fleet has no one server's blocks or steps (its pools' are in their table)
   return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], ["peak KV blocks", "peak_kv_blocks", int],
-    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["engine steps", "num_steps", int]])
+    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["KV claimed by prefill", "prefill_kv_share", fixed0pct],
+    ["KV claimed by decode", "decode_kv_share", fixed0pct], ["engine steps", "num_steps", int]])
     .filter(([, key]) => !d.disagg || key in d);
+}
+const fixed0pct = (x) => (x === null || x === undefined ? "-" : `${toFixedPy(100 * x, 0)} %`);
+// a band in ms as the CLI writes it (report/durations.fmt_ms_range): "83.18-142.88 ms", or both ends' units
+function msRange(b) {
+  const [lo, hi] = [secs(b[0] / 1e3), secs(b[1] / 1e3)], [lv, lu] = lo.split(" "), [hv, hu] = hi.split(" ");
+  return lu === hu ? `${lv}-${hv} ${hu}` : `${lo} - ${hi}`;
+}
+function simBand(d) {
+  // the CLI's line under the table (report/views/metrics.py _band_lines): mean TTFT, mean TPOT, output throughput
+  const parts = [["mean_ttft_ms", "TTFT", msRange], ["mean_tpot_ms", "TPOT", msRange],
+    ["output_throughput", "output throughput", (b) => `${groupedPy(b[0], 2)}-${groupedPy(b[1], 2)} tok/s`]]
+    .filter(([k]) => d[`${k}_band`]).map(([k, label, f]) => `${label} <span data-key="${k}_band" data-value='${esc(JSON.stringify(d[`${k}_band`]))}'>${esc(f(d[`${k}_band`]))}</span>`);
+  return parts.length ? `<p class="note" id="sim-band">band (10-90%, ${esc(d.band_basis)}): ${parts.join("; ")}</p>` : "";
 }
 function disaggTables(d) {
   // `kvplan simulate --disagg` keys (docs/disaggregation.md, "Metrics added to --json")
