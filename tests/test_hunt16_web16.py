@@ -210,3 +210,21 @@ def test_the_simulate_page_shows_the_clis_band_and_throughput_rows(base: str, pa
     shares = f"{100 * d['prefill_kv_share']:.0f} % / {100 * d['decode_kv_share']:.0f} %"
     assert f"KV claimed by prefill / decode │ {shares}" in out
     assert f"{cell_text(page, 'prefill_kv_share')} / {cell_text(page, 'decode_kv_share')}" == shares
+
+
+def test_the_request_page_says_where_vllms_request_ends(base: str, page: Any) -> None:
+    """`kvplan request` ends with vLLM's own end of the request (its prefill step samples the
+    first output token, the last is never cached): 1,000 + 100 - 1 = 1,099 tokens x 131,072 B
+    = 144,048,128 B = 137.38 MiB after 99 decode steps; the page showed only the 1,100-token
+    final cache (137.50 MiB), dropping the line and the keys vllm_final_tokens / _bytes."""
+    cli = run_cli("request", M, "--prompt", "1000", "--output", "100")
+    assert cli.code == 0, cli.err
+    page.goto(f"{base}/request?{urlencode({'prompt': 1000, 'output': 100})}")
+    settle(page)
+    line = " ".join(page.inner_text("#vllm-final").split())
+    assert line == ("vLLM samples the first output token in the prefill step and never caches "
+                    "the last: it ends at 1,099 tokens, 137.38 MiB (144,048,128 bytes), after "
+                    "99 decode steps")
+    assert line in " ".join(cli.out.split())
+    assert page.get_attribute("#vllm-final [data-key=vllm_final_tokens]", "data-value") == "1099"
+    assert cell_text(page, "final_bytes") == "137.50 MiB"
