@@ -228,3 +228,23 @@ def test_the_request_page_says_where_vllms_request_ends(base: str, page: Any) ->
     assert line in " ".join(cli.out.split())
     assert page.get_attribute("#vllm-final [data-key=vllm_final_tokens]", "data-value") == "1099"
     assert cell_text(page, "final_bytes") == "137.50 MiB"
+
+
+def test_the_simulate_page_names_a_dp_fleets_block_sum_as_a_sum(base: str, page: Any) -> None:
+    """Qwen3-30B-A3B at DP 4 on H100: each rank's vLLM logs num_gpu_blocks 33,296; the answer's
+    num_blocks is the four pools together, 133,184 = 4 x 33,296 (the CLI: '5540 / 133180
+    usable', less one null block per rank). The page headed it 'KV blocks (vLLM
+    num_gpu_blocks)', a figure no vLLM engine prints."""
+    form = {"model": "Qwen/Qwen3-30B-A3B", "data_parallel_size": 4,
+            "enable_expert_parallel": "on", "num_prompts": 100, "request_rate": 20}
+    page.goto(f"{base}/simulate?{urlencode(form)}")
+    page.click("#run")
+    settle(page)
+    d = json.loads(page.get_attribute("#simulate", "data-json"))
+    per_rank = [r["num_gpu_blocks"] for r in d["dp_ranks"]]
+    assert per_rank == [33296] * 4 and d["num_blocks"] == sum(per_rank) == 133184
+    assert heading(page, "num_blocks") == ("KV blocks (all 4 DP ranks): the sum of each rank's "
+                                           "vLLM num_gpu_blocks")
+    heads = page.eval_on_selector_all("#simulate table.grid",
+                                      "ts => ts.map(t => t.rows[0].textContent)")
+    assert any("KV blocks (vLLM num_gpu_blocks)" in h for h in heads)  # the ranks' own

@@ -127,7 +127,7 @@ const RENDER = {
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.disagg ? disaggTables(d) : "") +
     (d.dp_ranks ? grid(`DP ${d.data_parallel_size} ranks in lockstep, ${d.dp_lockstep_steps} steps`, [["rank", "rank", int], ["requests", "requests", int],
-      ["KV blocks", "num_gpu_blocks", int], ["peak KV blocks", "peak_kv_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["dummy steps", "dummy_steps", int]], d.dp_ranks, "dp_ranks") : "") +
+      ["KV blocks (vLLM num_gpu_blocks)", "num_gpu_blocks", int], ["peak KV blocks", "peak_kv_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["dummy steps", "dummy_steps", int]], d.dp_ranks, "dp_ranks") : "") +
     (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") + simBand(d) + notes([...new Set(d.calibration_notes || [])]) +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
@@ -209,8 +209,10 @@ function simRows(d) {
   rows.push(["output token throughput (tok/s)", "output_throughput", fixed(2)], ["peak output token throughput (tok/s)", "max_output_tokens_per_s", fixed(2)],
     ["peak concurrent requests", "max_concurrent_requests", int], ["total token throughput (tok/s)", "total_token_throughput", fixed(2)]);
   // a disaggregated fleet has no one server's blocks or steps (its pools' are in their table)
-  return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], ["peak KV blocks", "peak_kv_blocks", int],
-    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["KV claimed by prefill", "prefill_kv_share", fixed0pct],
+  // DP ranks: num_blocks sums the ranks' pools (vLLM logs num_gpu_blocks per rank, in the ranks' table)
+  const ranks = d.dp_ranks && d.dp_ranks.length ? ` (all ${d.dp_ranks.length} DP ranks)` : "";
+  return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], [`peak KV blocks${ranks}`, "peak_kv_blocks", int],
+    [ranks ? `KV blocks${ranks}: the sum of each rank's vLLM num_gpu_blocks` : "KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], [`peak KV usage${ranks}`, "peak_kv_usage", pct], ["KV claimed by prefill", "prefill_kv_share", fixed0pct],
     ["KV claimed by decode", "decode_kv_share", fixed0pct], ["engine steps", "num_steps", int]])
     .filter(([, key]) => !d.disagg || key in d);
 }
