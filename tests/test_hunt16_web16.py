@@ -248,3 +248,24 @@ def test_the_simulate_page_names_a_dp_fleets_block_sum_as_a_sum(base: str, page:
     heads = page.eval_on_selector_all("#simulate table.grid",
                                       "ts => ts.map(t => t.rows[0].textContent)")
     assert any("KV blocks (vLLM num_gpu_blocks)" in h for h in heads)  # the ranks' own
+
+
+def test_the_plan_pages_candidates_differ_as_the_clis_configurations(
+        base: str, page: Any) -> None:
+    """The planner's candidates on one GPU and TP differ in --max-num-batched-tokens (the
+    chunk: 512, 2048, 8192 by default) as well as --max-num-seqs; the CLI's configuration
+    column says 'seqs 1024 chunk 2048' and 'seqs 1024 chunk 8192', while the page's table
+    had no chunk column, so two candidates read as the same row."""
+    d = run_plan(base, page, **PLAN, request_rate=20)
+    chunks = {c["id"]: c["max_num_batched_tokens"] for c in d["candidates"]}
+    rows = page.eval_on_selector_all(
+        "#plan table.grid:has(caption:text-is('candidates (stage reached, and why it stopped "
+        "there)')) tr", "rs => rs.slice(1).map(r => [...r.cells].slice(1).map(c => "
+        "c.textContent).join('|'))")  # each row without its id
+    verified = [r for r, c in zip(rows, d["candidates"], strict=True) if c["stage"] == "verified"]
+    assert len(verified) >= 3 and len(set(verified)) == len(verified)  # no two alike
+    for i, c in enumerate(d["candidates"]):
+        got = page.get_attribute(f"td[data-key='candidates.{i}.max_num_batched_tokens']",
+                                 "data-value")
+        assert json.loads(got) == chunks[c["id"]]
+    assert {512, 2048, 8192} <= set(chunks.values())

@@ -118,7 +118,8 @@ const RENDER = {
   plan: (d) => (d.warnings || []).map((w) => `<p class="note warning">warning: ${esc(w)}</p>`).join("") + planCard(d) + judged(d) + (d.joint ? jointCard(d.joint) : "") +
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
       ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
-      ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
+      ["KV dtype", "kv_cache_dtype", String], ["weights", "quantization", (q) => q || "-"], ["max seqs", "max_num_seqs", int],
+      ["chunk", "max_num_batched_tokens", int], ["prefix cache", "enable_prefix_caching", onOff], ["stage", "stage", String], ["replicas", "replicas", int],
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
     grid(`levers: one change to the best configuration (${perReplica(d)[2]}; the first row is the winner)`, [["change", "change", String], [perReplica(d)[0], "capacity_rps", fixed(2)],
       [perReplica(d)[1], "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
