@@ -269,3 +269,25 @@ def test_the_plan_pages_candidates_differ_as_the_clis_configurations(
                                  "data-value")
         assert json.loads(got) == chunks[c["id"]]
     assert {512, 2048, 8192} <= set(chunks.values())
+
+
+def test_the_plan_page_takes_the_price_its_refusal_asks_for(client: Any) -> None:
+    """A GPU the provider does not price is refused with 'give --price GPU=USD_PER_GPU_HOUR
+    or another --provider'; the Plan page offered neither field and its API refused --price
+    as an unknown field (422), so such a GPU could not be planned from the page."""
+    form = {"model": M, "slo": "ttft:p99:2000 tpot:p99:50", "gpu": "H100-SXM-80GB,L4",
+            "tensor_parallel_size": "1", "num_prompts": 50, "provider": "lambda"}
+    r = client.get("/api/plan", params=form)
+    assert r.status_code == 422 and r.json()["field"] == "price"
+    assert r.json()["detail"].startswith("no lambda price for L4; give --price L4=")
+    assert {"price", "provider"} <= names_on(client, "plan")
+    page = client.get("/api/plan", params={**form, "price": "L4=0.80"})
+    cli = run_cli("plan", M, "--slo", form["slo"], "--gpu", form["gpu"], "-tp", "1",
+                  "--num-prompts", "50", "--provider", "lambda", "--price", "L4=0.80", "--json")
+    assert page.status_code == 200, page.text
+    assert cli.code == 0, cli.err
+    got, want = page.json(), cli.json()
+    rows = [r for r in got["inputs"]["prices"]["rows"] if r["gpu"] == "L4"]
+    assert rows and rows[0]["usd_per_gpu_hour"] == 0.80
+    assert got["summary"]["best"] == want["summary"]["best"]
+    assert got["summary"]["usd_per_hour"] == want["summary"]["usd_per_hour"]

@@ -30,6 +30,7 @@ def choices() -> dict[str, Any]:
     from kvplan.specs.catalog import catalog
     from kvplan.specs.hardware import gpu_catalog, load_gpu
     from kvplan.specs.links import link_catalog
+    from kvplan.specs.prices import DEFAULT_PROVIDER, bundled_rows, providers
     from kvplan.specs.requests.workload import dataset_names
     from kvplan.specs.serving import ALL2ALL_BACKENDS
 
@@ -41,6 +42,7 @@ def choices() -> dict[str, Any]:
         "datasets": dataset_names(),
         "links": [x.id for x in link_catalog()],
         "all2all": [b for b in ALL2ALL_BACKENDS if b != "deepep"],  # deepep: an old alias
+        "providers": providers(bundled_rows()), "default_provider": DEFAULT_PROVIDER,
     }
 
 
