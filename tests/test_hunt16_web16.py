@@ -291,3 +291,28 @@ def test_the_plan_page_takes_the_price_its_refusal_asks_for(client: Any) -> None
     assert rows and rows[0]["usd_per_gpu_hour"] == 0.80
     assert got["summary"]["best"] == want["summary"]["best"]
     assert got["summary"]["usd_per_hour"] == want["summary"]["usd_per_hour"]
+
+
+def test_the_budget_bar_adds_up_to_the_gpu_also_with_a_given_kv_size(
+        client: Any, base: str, page: Any) -> None:
+    """The capacity chart's bar, on an axis 'GiB (CUDA total)', stacked weights + activation +
+    non-torch + KV + (CUDA total - requested). With --kv-cache-memory 20GiB on an H100 (Llama-
+    3.1-8B) vLLM skips the estimate, so KV is not the requested share's rest: the bar came to
+    14.99 + 4.77 + 0.13 + 20 + 7.92 = 47.81 GiB of the GPU's 79.18 (85,020,000,000 B =
+    requested 76,518,000,000 / 0.9); the remaining 31.37 GiB, unused, was not drawn (the rest
+    is now 79.18 - 39.89 = 39.29 GiB). The page's table also read '= KV cache' beneath the
+    requested share, as if it were its rest."""
+    cuda_total_gib = 76518000000 / 0.9 / 2**30
+    for extra, rest in (({}, "unrequested"),
+                        ({"kv_cache_memory": "20GiB"}, "unused (--kv-cache-memory given)")):
+        spec = client.get("/api/capacity/chart", params={"model": M, **extra}).json()
+        parts = {v["part"]: v["GiB"] for v in spec["data"]["values"]}
+        assert sum(parts.values()) == pytest.approx(cuda_total_gib, rel=1e-9)
+        assert list(parts)[-1] == rest
+    assert parts["KV cache"] == 20.0 and parts[rest] == pytest.approx(39.29, abs=0.01)
+    cli = run_cli("capacity", M, "--kv-cache-memory", "20GiB")
+    assert "Available KV cache memory: 20.00 GiB (given by --kv-cache-memory)" in cli.out
+    page.goto(f"{base}/capacity?kv_cache_memory=20GiB")
+    settle(page)
+    assert heading(page, "available_kv_bytes") == "KV cache (given by --kv-cache-memory)"
+    assert cell_text(page, "available_kv_bytes") == "20.00 GiB"
