@@ -316,3 +316,14 @@ def test_the_budget_bar_adds_up_to_the_gpu_also_with_a_given_kv_size(
     settle(page)
     assert heading(page, "available_kv_bytes") == "KV cache (given by --kv-cache-memory)"
     assert cell_text(page, "available_kv_bytes") == "20.00 GiB"
+
+
+def test_the_index_keeps_the_links_question(client: Any) -> None:
+    """Each page reads its form from the URL's query (a shared link shows the same question);
+    '/' redirected to '/model' without it, so '/?model=Qwen/Qwen3-8B&kv_cache_dtype=fp8'
+    opened Llama-3.1-8B at auto."""
+    r = client.get("/", params={"model": "Qwen/Qwen3-8B", "kv_cache_dtype": "fp8"},
+                   follow_redirects=False)
+    assert r.status_code == 307
+    assert r.headers["location"] == "/model?model=Qwen%2FQwen3-8B&kv_cache_dtype=fp8"
+    assert client.get("/", follow_redirects=False).headers["location"] == "/model"

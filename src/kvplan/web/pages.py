@@ -60,8 +60,10 @@ def plan_available() -> bool:
 
 
 @router.get("/", include_in_schema=False)
-def index() -> RedirectResponse:
-    return RedirectResponse("/model")
+def index(request: Request) -> RedirectResponse:
+    """The Model page, with the link's query kept: its form reads the question from the URL."""
+    query = request.url.query
+    return RedirectResponse("/model" + (f"?{query}" if query else ""))
 
 
 @router.get("/static/vega-bundle.js", include_in_schema=False)
