@@ -327,3 +327,38 @@ def test_the_index_keeps_the_links_question(client: Any) -> None:
     assert r.status_code == 307
     assert r.headers["location"] == "/model?model=Qwen%2FQwen3-8B&kv_cache_dtype=fp8"
     assert client.get("/", follow_redirects=False).headers["location"] == "/model"
+
+
+def test_a_page_can_cancel_its_earlier_job_that_blocks_a_run(base: str, page: Any) -> None:
+    """One job per page client (sessionStorage, so it survives a reload and is shared by the
+    Simulate and Plan pages): a Run while the earlier job runs is refused (429, 'cancel it or
+    wait for it'), but the refusal gave no job id and the page's Cancel stayed disabled, so
+    the page could not cancel it. The refusal now names the job and Cancel stops it."""
+    from urllib.request import Request
+
+    page.goto(f"{base}/plan")
+    client = page.evaluate("sessionStorage.getItem('kvplanClient')")
+    long = {"model": M, "gpu": "L4", "max_model_len": "8k", "num_prompts": 2000,
+            "random_input_len": 4000, "random_output_len": 4000}
+    req = Request(f"{base}/api/simulate/jobs", data=json.dumps(long).encode(), method="POST",
+                  headers={"content-type": "application/json", "x-kvplan-client": client})
+    with urlopen(req, timeout=60) as r:
+        earlier = json.loads(r.read())["job"]
+    for name, value in PLAN.items():
+        page.fill(f"input[name={name}]", str(value))
+    assert page.is_disabled("#cancel")
+    page.click("#run")
+    page.wait_for_selector("#cancel:not([disabled])", timeout=10_000)
+    assert f"(job {earlier}) is already running" in page.inner_text(".err[data-for=model]")
+    page.click("#cancel")
+    page.wait_for_function(f"document.getElementById('progress-text').textContent"
+                           f" === 'job {earlier} cancelled: Run again'", timeout=10_000)
+    for _ in range(100):
+        state = api(base, f"/api/simulate/jobs/{earlier}")
+        if state["state"] != "running":
+            break
+        page.wait_for_timeout(100)
+    assert state["state"] == "cancelled" and state["error"] == "cancelled from the page"
+    page.click("#run")
+    settle(page)  # the plan runs now
+    assert json.loads(page.get_attribute("#plan", "data-json"))["summary"]["status"]

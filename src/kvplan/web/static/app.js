@@ -316,6 +316,7 @@ async function upload(form, input) {
 
 // ---- simulate: a job with progress and cancel ----
 let job = null;
+let orphan = false;  // job: this client's earlier job (a 429), not one this page polls
 let polls = 0;
 // A small simulation is done in tens of ms: ask soon, then back off so a long job is
 // polled about once a second (50, 100, 200, 400, 800, 800 ... ms after each answer).
@@ -325,7 +326,13 @@ async function runJob(form) {
   remember(form);
   const r = await fetch(form.getAttribute("data-job"), { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
   const body = await r.json();
-  if (!r.ok) { showError(body); return; }
+  if (!r.ok) {
+    showError(body);
+    // this page's own job is in the way (started before a reload, or on the other job page):
+    // Cancel stops it (DELETE takes any job id), then Run starts this one
+    if (r.status === 429 && body.job) { job = body.job; orphan = true; $("#cancel").disabled = false; }
+    return;
+  }
   job = body.job;
   $("#cancel").disabled = false; $("#run").disabled = true;
   document.body.dataset.state = "running";
@@ -395,7 +402,12 @@ function wire(form) {
     // the URL keeps the form as it changes, so a reload before Run keeps the user's inputs
     for (const ev of ["input", "change"]) form.addEventListener(ev, (e) => { if (e.target.type !== "file") remember(form); });
     form.addEventListener("submit", (e) => { e.preventDefault(); runJob(form); });
-    $("#cancel").addEventListener("click", () => fetch(`${form.getAttribute("data-job")}/${job}`, { method: "DELETE" }));
+    $("#cancel").addEventListener("click", async () => {
+      await fetch(`${form.getAttribute("data-job")}/${job}`, { method: "DELETE" });
+      if (!orphan) return;  // this page's run: its poll reports the end
+      orphan = false; $("#cancel").disabled = true; clearErrors();
+      $("#progress-text").textContent = `job ${job} cancelled: Run again`;
+    });
     return;
   }
   form.addEventListener("submit", (e) => { e.preventDefault(); refresh(form); });
