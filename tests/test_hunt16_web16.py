@@ -362,3 +362,21 @@ def test_a_page_can_cancel_its_earlier_job_that_blocks_a_run(base: str, page: An
     page.click("#run")
     settle(page)  # the plan runs now
     assert json.loads(page.get_attribute("#plan", "data-json"))["summary"]["status"]
+
+
+def test_the_pages_offer_every_block_size_vllm_takes(client: Any) -> None:
+    """vLLM's --block-size takes 1, 8, 16, 32, 64, 128 and 256 (vllm/config/cache.py
+    BlockSize), as the CLI does; the Model, Request and Capacity pages' lists stopped at 8-128,
+    so --block-size 256 (or 1) could not be chosen there."""
+    import re
+
+    for name in ("model", "request", "capacity"):
+        html = client.get(f"/{name}").text
+        select = re.search(r'<select name="block_size".*?</select>', html, re.S)
+        assert select is not None
+        values = re.findall(r'<option value="(\d+)"', select.group(0))
+        assert values == ["1", "8", "16", "32", "64", "128", "256"], name
+    page = client.get("/api/capacity", params={"model": M, "block_size": 256}).json()
+    cli = run_cli("capacity", M, "--block-size", "256", "--json")
+    # 51.37 GiB of KV / (256 tokens x 131,072 B) = 1,643 blocks of 256 tokens
+    assert page["num_blocks"] == cli.json()["num_blocks"] == 1643
