@@ -380,3 +380,26 @@ def test_the_pages_offer_every_block_size_vllm_takes(client: Any) -> None:
     cli = run_cli("capacity", M, "--block-size", "256", "--json")
     # 51.37 GiB of KV / (256 tokens x 131,072 B) = 1,643 blocks of 256 tokens
     assert page["num_blocks"] == cli.json()["num_blocks"] == 1643
+
+
+def test_the_api_reference_gives_each_fields_unit(base: str) -> None:
+    """/docs listed each field's name, type and default only: request_rate 'number or null',
+    kv_cache_memory 'string', prompt 'integer', with no unit (req/s? bytes? tokens?). Each row
+    now carries the CLI's --help line for the same flag (`kvplan web` hands the app its help:
+    the web never imports the CLI)."""
+    import re
+
+    with urlopen(f"{base}/docs", timeout=30) as r:
+        html = r.read().decode()
+
+    def row(path: str, field: str) -> str:
+        section = html.split(f"<code>GET {path}</code>", 1)[1].split("<h2", 1)[0]
+        found = re.search(rf"<tr><td><code>{field}</code></td>(.*?)</tr>", section)
+        assert found is not None, (path, field)
+        return found.group(1)
+
+    assert "req/s; inf = all at once" in row("/api/simulate", "request_rate")
+    assert "KV cache size (e.g. 24GiB)" in row("/api/capacity", "kv_cache_memory")
+    assert "Prompt tokens per request (P)." in row("/api/latency", "prompt")
+    assert "Tokens held by each request." in row("/api/levers", "context")
+    assert "<th>meaning and unit (the CLI's --help)</th>" in html
