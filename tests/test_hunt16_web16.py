@@ -403,3 +403,18 @@ def test_the_api_reference_gives_each_fields_unit(base: str) -> None:
     assert "Prompt tokens per request (P)." in row("/api/latency", "prompt")
     assert "Tokens held by each request." in row("/api/levers", "context")
     assert "<th>meaning and unit (the CLI's --help)</th>" in html
+
+
+def test_the_plan_pages_slo_terms_say_their_unit(base: str, page: Any) -> None:
+    """The SLO terms table gave limit 300.0, predicted 108.1 and the band's edge with no unit
+    (the CLI: 'p99 TTFT 108.05 ms <= 300 ms'); each row now says its term's unit, from its key
+    (p99_ttft_ms: ms)."""
+    d = run_plan(base, page, **PLAN, request_rate=20)
+    terms = d["summary"]["slo_at_band_edge"]
+    rows = page.eval_on_selector_all(
+        "#plan table.grid:has(caption:text-matches('^SLO terms')) tr",
+        "rs => rs.map(r => [...r.cells].slice(0, 3).map(c => c.textContent))")
+    assert rows[0] == ["term", "unit", "limit"]
+    assert rows[1:] == [[t["key"], "ms", f"{t['limit']:.1f}" if t["limit"] >= 100 else
+                         f"{t['limit']:.2f}"] for t in terms]
+    assert [t["key"] for t in terms] == ["p99_ttft_ms", "p99_tpot_ms"]

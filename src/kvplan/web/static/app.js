@@ -153,13 +153,15 @@ function planCard(d) {
     ["$ / million output tokens priced at (tok/s)", "priced_output_tokens_per_s", fixed(0)],
     ["that rate is", "priced_output_tokens_per_s_definition", String],
     ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
-    grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["limit", "limit", sig],
+    grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["unit", "", (_v, t) => termUnit(t.key)], ["limit", "limit", sig],
       ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", String]],
       s.slo_at_band_edge || [], "summary.slo_at_band_edge") +
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
 }
+// an SLO term's unit, from its key as the CLI names it: p99_ttft_ms in ms, goodput_share a share of requests
+const termUnit = (key) => (String(key).endsWith("_ms") ? "ms" : key === "goodput_share" ? "share of requests" : "-");
 // the CLI's name for the output figure (report/plan/plan_band_text.py): a run's throughput, or
 // in capacity mode one replica's sustained rate (bands.OUTPUT_DEFINITIONS["sustained"] starts so)
 const outputWhat = (s) => ((s.output_tokens_per_s_definition || "").startsWith("capacity (req/s) x") ? "sustained output rate of one replica" : "output throughput");
