@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -55,10 +55,25 @@ def web_cmd(
     check_listen(host, port)
     settings = WebSettings(max_sim_requests=max_sim_requests, max_sim_seconds=max_sim_seconds,
                            max_running_sims=max_running, max_queued_sims=max_queued,
-                           token=token)
+                           field_help=field_help(), token=token)
     for line in access_lines(host, port, token, no_auth):
         typer.echo(line, err=line.startswith("warning: "))
     serve(host, port, settings)
+
+
+def field_help() -> dict[str, dict[str, str]]:
+    """command -> field (the flag in snake_case) -> that flag's --help line: the units and
+    meaning of the API's fields (its /docs), in the CLI's own words."""
+    import typer.main
+
+    from kvplan.cli import app as cli
+
+    cli._register()
+    group: Any = typer.main.get_command(cli.app)
+    return {name: {opt[2:].replace("-", "_"): " ".join(p.help.split())
+                   for p in cmd.params if getattr(p, "help", None)
+                   for opt in p.opts if opt.startswith("--")}
+            for name, cmd in group.commands.items()}
 
 
 def web_token(host: str, no_auth: bool) -> str | None:

@@ -13,25 +13,30 @@ if TYPE_CHECKING:
     from kvplan.costs.step.latency import SweepRow
 
 _PARTS = ("weights", "peak activation", "non-torch", "KV cache", "unrequested")
+GIVEN_REST = "unused (--kv-cache-memory given)"
+"""The rest of the GPU when --kv-cache-memory replaces the estimate: vLLM then leaves the
+requested share's remainder unused, so it is no longer weights + activation + non-torch + KV."""
 
 
 def budget_chart(plan: MemoryPlan) -> Any:
-    """One stacked bar per GPU: weights, activations, non-torch and KV in the requested share."""
+    """One stacked bar per GPU that adds up to its CUDA total: weights, activations, non-torch,
+    KV, and the rest (outside the requested share, or unused beside a given KV size)."""
     import altair as alt
 
     b = plan.budget
-    values = (b.weights_bytes, b.activation_bytes, b.non_torch_bytes, b.available_kv_bytes,
-              max(b.cuda_total_bytes - b.requested_bytes, 0))
+    held = (b.weights_bytes, b.activation_bytes, b.non_torch_bytes, b.available_kv_bytes)
+    parts = (*_PARTS[:4], GIVEN_REST if b.kv_cache_memory_given else _PARTS[4])
+    values = (*held, max(b.cuda_total_bytes - sum(held), 0))
     rows = [{"part": p, "order": i, "GiB": v / GiB, "gpu": f"{plan.gpu} (one GPU)"}
-            for i, (p, v) in enumerate(zip(_PARTS, values, strict=True))]
-    colors = alt.Scale(domain=list(_PARTS),
+            for i, (p, v) in enumerate(zip(parts, values, strict=True))]
+    colors = alt.Scale(domain=list(parts),
                        range=["#4c78a8", "#f58518", "#b279a2", "#54a24b", "#dddddd"])
     title = (f"{plan.model} on {plan.gpu}: {plan.num_blocks:,} blocks, "
              f"{plan.kv_cache_tokens:,} tokens, {plan.max_concurrency:.2f}x concurrency")
     return alt.Chart(alt.Data(values=rows)).mark_bar().encode(  # type: ignore[no-untyped-call]
         x=alt.X("sum(GiB):Q", title="GiB (CUDA total)", stack="zero"),
         y=alt.Y("gpu:N", title=None),
-        color=alt.Color("part:N", scale=colors, sort=list(_PARTS),
+        color=alt.Color("part:N", scale=colors, sort=list(parts),
                         legend=alt.Legend(title="budget", orient="bottom")),
         order=alt.Order("order:Q"),
         tooltip=["part:N", alt.Tooltip("GiB:Q", format=".2f")],

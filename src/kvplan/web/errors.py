@@ -75,7 +75,8 @@ def install(app: Any) -> None:
         return JSONResponse(error_body(message, field), status_code=422)
 
     async def busy(_request: Any, exc: Busy) -> JSONResponse:
-        return JSONResponse(error_body(str(exc), None), status_code=exc.status,
+        body = {**error_body(str(exc), None), **({"job": exc.job} if exc.job else {})}
+        return JSONResponse(body, status_code=exc.status,
                             headers={"retry-after": str(exc.retry_after_s)})
 
     app.add_exception_handler(Busy, busy)

@@ -25,9 +25,12 @@ TYPICAL_S = 5.0
 class Busy(Exception):
     """Refused for load: HTTP ``status`` (503 server full, 429 this client) with Retry-After."""
 
-    def __init__(self, message: str, retry_after_s: int, status: int = 503) -> None:
+    def __init__(self, message: str, retry_after_s: int, status: int = 503,
+                 job: str | None = None) -> None:
         super().__init__(message)
         self.retry_after_s, self.status = retry_after_s, status
+        self.job = job
+        """429: the client's own job in the way (its id, so the page can cancel it)."""
 
 
 class Left(Exception):

@@ -70,10 +70,12 @@ class Jobs:
     def start(self, client: str, work: Work) -> Job:
         """Queue ``work(job)``; Busy: 429 when this client has one, 503 when the line is full."""
         with self._lock:
-            if any(j.client == client and j.state in ("queued", "running")
-                   for j in self._jobs.values()):
-                raise Busy("a simulation is already running or queued for this page; cancel "
-                           "it or wait for it", self.gate.retry_after(), status=429)
+            mine = [j for j in self._jobs.values()
+                    if j.client == client and j.state in ("queued", "running")]
+            if mine:
+                raise Busy(f"a simulation or plan (job {mine[0].id}) is already running or "
+                           "queued for this page; cancel it or wait for it",
+                           self.gate.retry_after(), status=429, job=mine[0].id)
             ticket = self.gate.admit()
             job = Job(uuid.uuid4().hex[:12], client, time.monotonic() + self.max_seconds)
             job.ahead = self.gate.ahead(ticket)

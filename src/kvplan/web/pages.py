@@ -30,17 +30,20 @@ def choices() -> dict[str, Any]:
     from kvplan.specs.catalog import catalog
     from kvplan.specs.hardware import gpu_catalog, load_gpu
     from kvplan.specs.links import link_catalog
+    from kvplan.specs.prices import DEFAULT_PROVIDER, bundled_rows, providers
     from kvplan.specs.requests.workload import dataset_names
-    from kvplan.specs.serving import ALL2ALL_BACKENDS
+    from kvplan.specs.serving import ALL2ALL_BACKENDS, VLLM_BLOCK_SIZES
 
     return {
         "models": sorted(e.hf_id for e in catalog().values()),
         "gpus": [g.id for g in gpu_catalog().values()],
         "default_gpu": load_gpu("H100").id,
         "kv_dtypes": KV_DTYPES,
+        "block_sizes": list(VLLM_BLOCK_SIZES),  # every --block-size vLLM takes
         "datasets": dataset_names(),
         "links": [x.id for x in link_catalog()],
         "all2all": [b for b in ALL2ALL_BACKENDS if b != "deepep"],  # deepep: an old alias
+        "providers": providers(bundled_rows()), "default_provider": DEFAULT_PROVIDER,
     }
 
 
@@ -58,8 +61,10 @@ def plan_available() -> bool:
 
 
 @router.get("/", include_in_schema=False)
-def index() -> RedirectResponse:
-    return RedirectResponse("/model")
+def index(request: Request) -> RedirectResponse:
+    """The Model page, with the link's query kept: its form reads the question from the URL."""
+    query = request.url.query
+    return RedirectResponse("/model" + (f"?{query}" if query else ""))
 
 
 @router.get("/static/vega-bundle.js", include_in_schema=False)

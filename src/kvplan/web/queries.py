@@ -138,6 +138,9 @@ class PlanQuery(Query):
     max_model_len: Tokens = None
     router: str = "round-robin"
     provider: str | None = None
+    """`--provider` (None: runpod-secure, as `kvplan plan`)."""
+    price: str | None = Field(default=None, max_length=400)
+    """`--price GPU=USD` items (USD per GPU-hour), comma- or space-separated."""
     search: str = "funnel"
     slo_margin: str = "none"
     dataset: str = "random"

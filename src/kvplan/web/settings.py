@@ -33,5 +33,9 @@ class WebSettings:
     """Simulations and plans running at once over all endpoints and clients (sync and jobs)."""
     max_queued_sims: int = 8
     """More that wait their turn; beyond that, 503 with Retry-After."""
+    field_help: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    """command -> field (its flag in snake_case) -> the CLI's --help line for that flag, shown
+    by /docs as the field's meaning and unit (`kvplan web` passes it: the web never imports
+    the CLI)."""
     token: str | None = field(default=None, repr=False)
     """When set, every request needs it (auth.py); `kvplan web` sets one off loopback."""

@@ -107,10 +107,12 @@ def _sections(plan: dict[str, Any]) -> list[Section]:
              f"{c.get('kv_cache_dtype')}", f"{c.get('stage')}: "
              f"{_num((c.get('cost') or {}).get('usd_per_hour'), 2)} $/h {c.get('reason') or ''}")
             for c in cands]
-    levers = [(str(x.get("change")), f"capacity {_num(x.get('capacity_rps'), 2)} req/s "
+    inputs = plan.get("inputs") or {}
+    # capacity_rps is load_per_replica: with a target rate, that rate / replicas (a load)
+    per = "load per replica" if inputs.get("mode") == "target" else "capacity of one replica"
+    levers = [(str(x.get("change")), f"{per} {_num(x.get('capacity_rps'), 2)} req/s "
                f"({_num(x.get('delta_capacity_pct'), 1)} %), {_num(x.get('usd_per_hour'), 2)} $/h")
               for x in plan.get("levers") or []]
-    inputs = plan.get("inputs") or {}
     joint = _joint_section(_obj(plan.get("joint")))
     if joint and _obj(plan.get("joint")).get("winner_kind") == "disaggregated":
         card.insert(1, ("answer (--disagg)", f"{joint[0].rows[0][1]}; the card below is the "

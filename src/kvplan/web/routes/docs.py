@@ -33,13 +33,16 @@ def docs(request: Request) -> HTMLResponse:
              "<a href=\"/openapi.json\"><code>/openapi.json</code></a>. Bad input answers 422 "
              "with <code>{\"detail\": ..., \"field\": ...}</code>.</p>"]
     for path, ops in schema["paths"].items():
+        command = path.split("/")[2] if path.startswith("/api/") else ""
+        helps = request.app.state.settings.field_help.get(command, {})
         for method, op in ops.items():
-            parts.append(_operation(method, path, op, schema))
+            parts.append(_operation(method, path, op, schema, helps))
     parts.append("</body></html>")
     return HTMLResponse("".join(parts))
 
 
-def _operation(method: str, path: str, op: dict[str, Any], schema: dict[str, Any]) -> str:
+def _operation(method: str, path: str, op: dict[str, Any], schema: dict[str, Any],
+               helps: dict[str, str]) -> str:
     rows = [(p["name"], p["in"], p.get("required", False), p.get("schema", {}))
             for p in op.get("parameters", [])]
     body = op.get("requestBody", {}).get("content", {})
@@ -51,8 +54,10 @@ def _operation(method: str, path: str, op: dict[str, Any], schema: dict[str, Any
                  for name, prop in ref.get("properties", {}).items()]
     table = "".join(f"<tr><td><code>{escape(name)}</code></td><td>{escape(where)}</td>"
                     f"<td>{escape(_type(s, schema))}</td><td>{'yes' if req else ''}</td>"
-                    f"<td>{escape(_default(s))}</td></tr>" for name, where, req, s in rows)
-    head = "<tr><th>field</th><th>in</th><th>type</th><th>required</th><th>default</th></tr>"
+                    f"<td>{escape(_default(s))}</td><td>{escape(helps.get(name, ''))}</td></tr>"
+                    for name, where, req, s in rows)
+    head = ("<tr><th>field</th><th>in</th><th>type</th><th>required</th><th>default</th>"
+            "<th>meaning and unit (the CLI's --help)</th></tr>")
     return (f"<h2 id=\"{escape(op.get('operationId', ''))}\"><code>{method.upper()} "
             f"{escape(path)}</code></h2><p>{escape(op.get('description', op.get('summary', '')))}"
             f"</p>" + (f"<table>{head}{table}</table>" if rows else ""))

@@ -16,7 +16,7 @@ from kvplan.web.resolve import resolve_gpu, resolve_model, served_model_id
 router = APIRouter()
 Client = Annotated[str | None, Header(alias="x-kvplan-client", max_length=64)]
 _PAGE_ONLY = {"trace": None, "trace_columns": None, "prices": None, "profile": None,
-              "executor": "local", "ray_address": None, "workers": 1, "price": None,
+              "executor": "local", "ray_address": None, "workers": 1,
               "warmup": 0.1, "goodput_target": 0.99, "burstiness": 1.0,
               "time_scale": 1.0, "random_range_ratio": 0.0, "replicas": "auto",
               "max_gpus": None, "max_cost_per_hour": None, "sample_requests": 500}
@@ -39,6 +39,7 @@ def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
                "dp": form.pop("data_parallel_size"), "ep": form.pop("enable_expert_parallel")}
     args = {**_PAGE_ONLY, **form, **renamed, "slo": q.slo.split() if q.slo else None,
             "goodput": q.goodput.split() if q.goodput else None,
+            "price": q.price.split() if q.price else None,
             "model": resolve_model(q.model, request.app.state.uploads),
             "model_id": served_model_id(q.model)}
     from kvplan.analysis.disagg.side import check_disagg_args

@@ -11,10 +11,24 @@ const CLIENT = (() => {
 })();
 
 // ---- display formatting only (values arrive finished from the API) ----
+// x with d decimals as Python's f"{x:.{d}f}" (the CLI, and vLLM's logs) writes it: a value
+// exactly halfway rounds to the even digit (4.125 MiB -> "4.12"), where JS's toFixed rounds
+// away from zero ("4.13"); every other value rounds alike
+function toFixedPy(x, d) {
+  const js = x.toFixed(d), a = Math.abs(x);
+  if (!Number.isFinite(x) || a >= 1e21) return js;
+  const exact = a.toFixed(100), dot = exact.indexOf(".");  // a double's exact decimal digits
+  if (exact.slice(dot + 1 + d) !== "5".padEnd(100 - d, "0")) return js;  // not a tie
+  const kept = exact.slice(0, d ? dot + 1 + d : dot);
+  if (Number(kept.slice(-1)) % 2) return js;  // odd last digit: rounding up makes it even
+  return (x < 0 ? "-" : "") + kept;
+}
+// with thousands separators, as Python's f"{x:,.{d}f}"
+const groupedPy = (x, d) => toFixedPy(x, d).replace(/^(-?\d+)/, (w) => w.replace(/\B(?=(\d{3})+(?!\d))/g, ","));
 const UNITS = [["TiB", 2 ** 40], ["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
 function bytes(n) {
   if (n === null || n === undefined) return "-";
-  for (const [u, s] of UNITS) if (Math.abs(n) >= s) return `${(n / s).toFixed(2)} ${u}`;
+  for (const [u, s] of UNITS) if (Math.abs(n) >= s) return `${toFixedPy(n / s, 2)} ${u}`;
   return `${n} B`;
 }
 const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
@@ -22,17 +36,17 @@ const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleStri
 function secs(s) {
   if (s === null || s === undefined) return "-";
   if (s < 0) return `-${secs(-s)}`;
-  if (s < 1e-3) return `${(s * 1e6).toFixed(1)} us`;
-  if (s < 1) return `${(s * 1e3).toFixed(2)} ms`;
-  if (s < 60) return `${s.toFixed(3)} s`;
-  if (s < 3600) return `${(s / 60).toFixed(2)} min`;
-  return `${(s / 3600).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })} h`;
+  if (s < 1e-3) return `${toFixedPy(s * 1e6, 1)} us`;
+  if (s < 1) return `${toFixedPy(s * 1e3, 2)} ms`;
+  if (s < 60) return `${toFixedPy(s, 3)} s`;
+  if (s < 3600) return `${toFixedPy(s / 60, 2)} min`;
+  return `${groupedPy(s / 3600, 2)} h`;
 }
-const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(1)} %`);
+const pct = (x) => (x === null || x === undefined ? "-" : `${toFixedPy(100 * x, 1)} %`);
 // tokens/s as the latency command prints them ({:,.0f}: 1,260)
-const tps = (x) => (x === null || x === undefined ? "-" : Number(x).toLocaleString("en-US", { maximumFractionDigits: 0 }));
+const tps = (x) => (x === null || x === undefined ? "-" : groupedPy(Number(x), 0));
 const tpsBand = (b) => (b === null || b === undefined ? "-" : `${tps(b[0])} - ${tps(b[1])}`);
-const fixed = (d) => (x) => (x === null || x === undefined ? "-" : Number(x).toFixed(d));
+const fixed = (d) => (x) => (x === null || x === undefined ? "-" : toFixedPy(Number(x), d));
 const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
 const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
 const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
@@ -71,19 +85,24 @@ const RENDER = {
     ["batch total / GPU", "total_bytes_per_gpu", bytes], ["x MHA", "factor_vs_baseline", fixed(4)]], d.levers, "levers"),
   request: (d) => table(`${d.model}: ${int(d.prompt_tokens)} prompt + ${int(d.output_tokens)} output tokens`, [["bytes per token", "bytes_per_token", int],
     ["prefill steps", "prefill_steps", int], ["prefill claims", "prefill_bytes", bytes], ["decode adds", "decode_bytes", bytes],
-    ["final cache (logical)", "final_bytes", bytes], ["final cache (allocated blocks)", "final_allocated_bytes", bytes], ["prefill share", "prefill_share", pct]], d),
+    ["final cache (logical)", "final_bytes", bytes], ["final cache (allocated blocks)", "final_allocated_bytes", bytes], ["prefill share", "prefill_share", pct]], d) +
+    // the CLI's last line (report/render.timeline_lines): where vLLM's own request ends
+    (d.output_tokens ? `<p class="note" id="vllm-final">vLLM samples the first output token in the prefill step and never caches the last: it ends at ` +
+      `<span data-key="vllm_final_tokens" data-value="${esc(d.vllm_final_tokens)}">${esc(int(d.vllm_final_tokens))}</span> tokens, ` +
+      `<span data-key="vllm_final_bytes" data-value="${esc(d.vllm_final_bytes)}">${esc(bytes(d.vllm_final_bytes))} (${esc(int(d.vllm_final_bytes))} bytes)</span>, ` +
+      `after ${esc(int(d.output_tokens - 1))} decode steps</p>` : ""),
   capacity: (d) => table(`${d.model} on ${d.gpu} (TP ${d.tensor_parallel_size}, PP ${d.pipeline_parallel_size}), vLLM ${d.vllm_version}`, [
     ["requested", "requested_bytes", bytes], ["- weights", "weights_bytes", bytes], ["- peak activation", "activation_bytes", bytes],
-    ["- non-torch", "non_torch_bytes", bytes], ["= KV cache", "available_kv_bytes", bytes], ["CUDA graphs (after, not subtracted)", "cudagraph_bytes", bytes],
+    ["- non-torch", "non_torch_bytes", bytes], [d.kv_cache_memory_given ? "KV cache (given by --kv-cache-memory)" : "= KV cache", "available_kv_bytes", bytes], ["CUDA graphs (after, not subtracted)", "cudagraph_bytes", bytes],
     ["blocks", "num_blocks", int], ["block size (tokens)", "block_size", int], ["GPU KV cache size (tokens)", "kv_cache_tokens", int],
-    ["max model len (tokens)", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${x.toFixed(2)}x`],
+    ["max model len (tokens)", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${toFixedPy(x, 2)}x`],
     ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d) +
     (d.block_size_log ? `<p class="note" id="block-size-log">vLLM: ${esc(d.block_size_log)}</p>` : "") +
     (d.parallel ? table(`data / expert parallel: ${d.parallel.data_parallel_size} DP ranks x ${d.parallel.gpus_per_rank} GPUs`, [["total GPUs", "total_gpus", int],
       ["expert parallel", "expert_parallel", onOff], ["EP size", "expert_parallel_size", int], ["routed experts per GPU", "local_experts_per_gpu", int],
       ["expert weights per GPU", "expert_weights_bytes_per_gpu", bytes], ["other weights per GPU", "non_expert_weights_bytes_per_gpu", bytes],
       ["KV cache per DP rank", "kv_cache_bytes_per_rank", bytes], ["KV cache tokens per DP rank", "kv_cache_tokens_per_rank", int],
-      ["KV cache tokens (fleet)", "kv_cache_tokens_fleet", int], ["maximum concurrency (fleet)", "max_concurrency_fleet", (x) => `${x.toFixed(2)}x`]], d.parallel, "parallel.") : ""),
+      ["KV cache tokens (fleet)", "kv_cache_tokens_fleet", int], ["maximum concurrency (fleet)", "max_concurrency_fleet", (x) => `${toFixedPy(x, 2)}x`]], d.parallel, "parallel.") : ""),
   latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TTFT band (10-90%)", "ttft_s_band", secsBand],
     ["TPOT", "tpot_s", secs], ["TPOT band (10-90%)", "tpot_s_band", secsBand], ["end-to-end", "e2e_s", secs], ["end-to-end band (10-90%)", "e2e_s_band", secsBand],
     ["output throughput (tok/s)", "output_throughput_tok_s", tps], ["output throughput band (10-90%)", "output_throughput_tok_s_band", tpsBand],
@@ -99,19 +118,27 @@ const RENDER = {
   plan: (d) => (d.warnings || []).map((w) => `<p class="note warning">warning: ${esc(w)}</p>`).join("") + planCard(d) + judged(d) + (d.joint ? jointCard(d.joint) : "") +
     grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
       ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
-      ["KV dtype", "kv_cache_dtype", String], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
+      ["KV dtype", "kv_cache_dtype", String], ["weights", "quantization", (q) => q || "-"], ["max seqs", "max_num_seqs", int],
+      ["chunk", "max_num_batched_tokens", int], ["prefix cache", "enable_prefix_caching", onOff], ["stage", "stage", String], ["replicas", "replicas", int],
       ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
-    grid("levers: one change to the best configuration (every row searched and verified as the winner was; the first row is the winner)", [["change", "change", String], ["capacity (req/s)", "capacity_rps", fixed(2)],
-      ["capacity change %", "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
+    grid(`levers: one change to the best configuration (${perReplica(d)[2]}; the first row is the winner)`, [["change", "change", String], [perReplica(d)[0], "capacity_rps", fixed(2)],
+      [perReplica(d)[1], "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
       ["$ / hour change", "delta_usd_per_hour", fixed(2)], [`${leverKey(d.levers)} (ms)`, "binding_p99_ms", fixed(2)], ["band (10-90%, ms)", "binding_p99_ms_band", band],
       ["note", "note", String]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.disagg ? disaggTables(d) : "") +
     (d.dp_ranks ? grid(`DP ${d.data_parallel_size} ranks in lockstep, ${d.dp_lockstep_steps} steps`, [["rank", "rank", int], ["requests", "requests", int],
-      ["KV blocks", "num_gpu_blocks", int], ["peak KV blocks", "peak_kv_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["dummy steps", "dummy_steps", int]], d.dp_ranks, "dp_ranks") : "") +
-    (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") +
+      ["KV blocks (vLLM num_gpu_blocks)", "num_gpu_blocks", int], ["peak KV blocks", "peak_kv_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["dummy steps", "dummy_steps", int]], d.dp_ranks, "dp_ranks") : "") +
+    (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") + simBand(d) + notes([...new Set(d.calibration_notes || [])]) +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
+// capacity_rps_per_replica and the levers' capacity_rps are report/plan's load_per_replica: with a
+// target rate (inputs.mode "target") that rate / replicas, the load each replica serves, not a
+// capacity; without one, one replica's searched capacity (the CLI heads both "req/s per replica")
+const perReplica = (d) => (d.inputs && d.inputs.mode === "target"
+  ? ["load per replica (req/s: target rate / replicas)", "load per replica change %",
+    "every row searched on the router's shares and verified on the whole fleet, as the winner was"]
+  : ["capacity of one replica (req/s)", "capacity change %", "every row a capacity search on one replica"]);
 // the levers' binding column is one SLO term (the winner's binding_key, e.g. p99_tpot_ms), as the CLI heads it
 const leverKey = (levers) => ((levers || []).find((x) => x.binding_key) || { binding_key: "binding term" }).binding_key;
 function planCard(d) {
@@ -119,20 +146,22 @@ function planCard(d) {
   if (s.status !== "feasible") return infeasible(s);
   return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
-    ["capacity per replica (req/s)", "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
+    [perReplica(d)[0], "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
     [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band],
     ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
     ["output throughput is", "output_tokens_per_s_definition", String],
     ["$ / million output tokens priced at (tok/s)", "priced_output_tokens_per_s", fixed(0)],
     ["that rate is", "priced_output_tokens_per_s_definition", String],
     ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
-    grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["limit", "limit", sig],
+    grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["unit", "", (_v, t) => termUnit(t.key)], ["limit", "limit", sig],
       ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", String]],
       s.slo_at_band_edge || [], "summary.slo_at_band_edge") +
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
     `<p><b>vllm serve</b> <button type="button" class="copy" data-copy="serve">copy</button></p><pre id="serve" class="formula">${esc(s.vllm_serve)}</pre>`;
 }
+// an SLO term's unit, from its key as the CLI names it: p99_ttft_ms in ms, goodput_share a share of requests
+const termUnit = (key) => (String(key).endsWith("_ms") ? "ms" : key === "goodput_share" ? "share of requests" : "-");
 // the CLI's name for the output figure (report/plan/plan_band_text.py): a run's throughput, or
 // in capacity mode one replica's sustained rate (bands.OUTPUT_DEFINITIONS["sustained"] starts so)
 const outputWhat = (s) => ((s.output_tokens_per_s_definition || "").startsWith("capacity (req/s) x") ? "sustained output rate of one replica" : "output throughput");
@@ -160,7 +189,7 @@ function jointCard(j) {
 }
 function missText(c) {
   // the CLI's words (report/plan/plan_text.py): "misses KEY by N %"
-  return c.misses === "goodput_share" ? `misses goodput by ${Math.abs(c.margin).toFixed(3)}` : `misses ${c.misses} by ${(100 * Math.abs(c.margin)).toFixed(0)} %`;
+  return c.misses === "goodput_share" ? `misses goodput by ${toFixedPy(Math.abs(c.margin), 3)}` : `misses ${c.misses} by ${toFixedPy(100 * Math.abs(c.margin), 0)} %`;
 }
 function infeasible(s) {
   return `<p class="banner infeasible" id="infeasible" role="alert"><b>nothing feasible:</b> ${esc(s.why)}</p>` +
@@ -173,13 +202,35 @@ function why(phase, c) {
   return `<p class="why">${phase}: ${int(c.tokens)} tokens over ${int(c.steps)} step(s), ${int(Math.round(c.arithmetic_intensity_flop_per_byte))} FLOP/byte ${side} ridge ${int(Math.round(c.ridge_point_flop_per_byte))} FLOP/byte → <b>${c.bound}-bound</b></p>`;
 }
 function simRows(d) {
-  const rows = [["successful requests", "completed", int], ["failed (rejected)", "failed", int], ["duration (s)", "duration", fixed(2)],
-    ["request throughput (req/s)", "request_throughput", fixed(2)], ["output token throughput (tok/s)", "output_throughput", fixed(2)]];
+  // the CLI's rows (report/views/metrics.py metrics_table), vllm bench serve's client settings only when set
+  const rows = [["successful requests", "completed", int], ["failed (rejected)", "failed", int],
+    ...(d.max_concurrency !== null && d.max_concurrency !== undefined ? [["maximum request concurrency", "max_concurrency", int]] : []),
+    ...(typeof d.request_rate === "number" ? [["request rate configured (req/s)", "request_rate", fixed(2)]] : []),
+    ["duration (s)", "duration", fixed(2)], ["total input tokens", "total_input_tokens", int], ["total generated tokens", "total_output_tokens", int],
+    ["request throughput (req/s)", "request_throughput", fixed(2)]];
   if (d.request_goodput !== null) rows.push(["request goodput (req/s)", "request_goodput", fixed(2)]);
+  rows.push(["output token throughput (tok/s)", "output_throughput", fixed(2)], ["peak output token throughput (tok/s)", "max_output_tokens_per_s", fixed(2)],
+    ["peak concurrent requests", "max_concurrent_requests", int], ["total token throughput (tok/s)", "total_token_throughput", fixed(2)]);
   // a disaggregated fleet has no one server's blocks or steps (its pools' are in their table)
-  return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], ["peak KV blocks", "peak_kv_blocks", int],
-    ["KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], ["peak KV usage", "peak_kv_usage", pct], ["engine steps", "num_steps", int]])
+  // DP ranks: num_blocks sums the ranks' pools (vLLM logs num_gpu_blocks per rank, in the ranks' table)
+  const ranks = d.dp_ranks && d.dp_ranks.length ? ` (all ${d.dp_ranks.length} DP ranks)` : "";
+  return rows.concat([["preemptions", "preemptions", int], ["prefix cache hit rate", "prefix_cache_hit_rate", pct], [`peak KV blocks${ranks}`, "peak_kv_blocks", int],
+    [ranks ? `KV blocks${ranks}: the sum of each rank's vLLM num_gpu_blocks` : "KV blocks (vLLM num_gpu_blocks)", "num_blocks", int], [`peak KV usage${ranks}`, "peak_kv_usage", pct], ["KV claimed by prefill", "prefill_kv_share", fixed0pct],
+    ["KV claimed by decode", "decode_kv_share", fixed0pct], ["engine steps", "num_steps", int]])
     .filter(([, key]) => !d.disagg || key in d);
+}
+const fixed0pct = (x) => (x === null || x === undefined ? "-" : `${toFixedPy(100 * x, 0)} %`);
+// a band in ms as the CLI writes it (report/durations.fmt_ms_range): "83.18-142.88 ms", or both ends' units
+function msRange(b) {
+  const [lo, hi] = [secs(b[0] / 1e3), secs(b[1] / 1e3)], [lv, lu] = lo.split(" "), [hv, hu] = hi.split(" ");
+  return lu === hu ? `${lv}-${hv} ${hu}` : `${lo} - ${hi}`;
+}
+function simBand(d) {
+  // the CLI's line under the table (report/views/metrics.py _band_lines): mean TTFT, mean TPOT, output throughput
+  const parts = [["mean_ttft_ms", "TTFT", msRange], ["mean_tpot_ms", "TPOT", msRange],
+    ["output_throughput", "output throughput", (b) => `${groupedPy(b[0], 2)}-${groupedPy(b[1], 2)} tok/s`]]
+    .filter(([k]) => d[`${k}_band`]).map(([k, label, f]) => `${label} <span data-key="${k}_band" data-value='${esc(JSON.stringify(d[`${k}_band`]))}'>${esc(f(d[`${k}_band`]))}</span>`);
+  return parts.length ? `<p class="note" id="sim-band">band (10-90%, ${esc(d.band_basis)}): ${parts.join("; ")}</p>` : "";
 }
 function disaggTables(d) {
   // `kvplan simulate --disagg` keys (docs/disaggregation.md, "Metrics added to --json")
@@ -267,6 +318,7 @@ async function upload(form, input) {
 
 // ---- simulate: a job with progress and cancel ----
 let job = null;
+let orphan = false;  // job: this client's earlier job (a 429), not one this page polls
 let polls = 0;
 // A small simulation is done in tens of ms: ask soon, then back off so a long job is
 // polled about once a second (50, 100, 200, 400, 800, 800 ... ms after each answer).
@@ -276,7 +328,13 @@ async function runJob(form) {
   remember(form);
   const r = await fetch(form.getAttribute("data-job"), { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
   const body = await r.json();
-  if (!r.ok) { showError(body); return; }
+  if (!r.ok) {
+    showError(body);
+    // this page's own job is in the way (started before a reload, or on the other job page):
+    // Cancel stops it (DELETE takes any job id), then Run starts this one
+    if (r.status === 429 && body.job) { job = body.job; orphan = true; $("#cancel").disabled = false; }
+    return;
+  }
   job = body.job;
   $("#cancel").disabled = false; $("#run").disabled = true;
   document.body.dataset.state = "running";
@@ -346,7 +404,12 @@ function wire(form) {
     // the URL keeps the form as it changes, so a reload before Run keeps the user's inputs
     for (const ev of ["input", "change"]) form.addEventListener(ev, (e) => { if (e.target.type !== "file") remember(form); });
     form.addEventListener("submit", (e) => { e.preventDefault(); runJob(form); });
-    $("#cancel").addEventListener("click", () => fetch(`${form.getAttribute("data-job")}/${job}`, { method: "DELETE" }));
+    $("#cancel").addEventListener("click", async () => {
+      await fetch(`${form.getAttribute("data-job")}/${job}`, { method: "DELETE" });
+      if (!orphan) return;  // this page's run: its poll reports the end
+      orphan = false; $("#cancel").disabled = true; clearErrors();
+      $("#progress-text").textContent = `job ${job} cancelled: Run again`;
+    });
     return;
   }
   form.addEventListener("submit", (e) => { e.preventDefault(); refresh(form); });
