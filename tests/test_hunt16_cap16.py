@@ -3,6 +3,9 @@ but valid settings."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from kvplan.analysis.plan.space import valid_tp_degrees
@@ -41,3 +44,34 @@ def test_tp_that_splits_every_shard_still_plans() -> None:
     assert valid_tp_degrees(llama, 8) == (1, 2, 4, 8)
     with pytest.raises(InputError, match="intermediate_size 13,824"):
         check_tensor_parallel(llama, 10)
+
+
+_GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768, "n_head": 12,
+         "n_layer": 12, "n_positions": 1024, "vocab_size": 50257, "torch_dtype": "float16",
+         "activation_function": "gelu_new"}
+_OPT = {"architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": 768,
+        "num_attention_heads": 12, "num_hidden_layers": 12, "ffn_dim": 3072,
+        "max_position_embeddings": 2048, "vocab_size": 50272, "torch_dtype": "float16",
+        "activation_function": "relu", "word_embed_proj_dim": 768}
+
+
+def _weights(tmp_path: Path, name: str, cfg: dict[str, object]) -> int:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(cfg))
+    r = run_cli("capacity", str(path), "--max-model-len", "1024", "--json")
+    assert r.code == 0, r.err
+    return int(r.json()["weights_bytes"])
+
+
+@pytest.mark.parametrize("cfg", [_GPT2, {**_GPT2, "model_type": "gpt_bigcode"}, _OPT],
+                         ids=["gpt2", "gpt_bigcode", "opt"])
+def test_configs_omitting_tie_word_embeddings_tie_as_transformers_does(
+        tmp_path: Path, cfg: dict[str, object]) -> None:
+    # GPT2Config / GPTBigCodeConfig / OPTConfig leave tie_word_embeddings to PretrainedConfig's
+    # True and the hub configs (openai-community/gpt2, bigcode/starcoder, facebook/opt-125m)
+    # omit the key, so vLLM ties lm_head to the token table: one 50,304 x 768 fp16 table
+    # (50,257 or 50,272 padded to 64), not two; untied costs 50,304 x 768 x 2 = 77,266,944 B more
+    omitted = _weights(tmp_path, "omitted", cfg)
+    tied = _weights(tmp_path, "tied", {**cfg, "tie_word_embeddings": True})
+    untied = _weights(tmp_path, "untied", {**cfg, "tie_word_embeddings": False})
+    assert omitted == tied == untied - 77_266_944

@@ -42,7 +42,8 @@ from kvplan.specs.quant_config import (
     quant_method,
 )
 
-# transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
+# transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
+# GPT2Config, GPTBigCodeConfig, OPTConfig keep PretrainedConfig's tie_word_embeddings True).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
         "vocab_size": 262208,
@@ -59,18 +60,12 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
+    **{t: {"tie_word_embeddings": True} for t in ("gpt2", "gpt_bigcode", "opt")},
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False
-_DTYPES = {
-    "float16": "float16",
-    "bfloat16": "bfloat16",
-    "float32": "float32",
-    "half": "float16",
-    "fp16": "float16",
-    "bf16": "bfloat16",
-    "float": "float32",
-}
+_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "half": "float16",
+           "fp16": "float16", "bf16": "bfloat16", "float": "float32"}
 _KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
 
 
