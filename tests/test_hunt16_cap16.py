@@ -75,3 +75,44 @@ def test_configs_omitting_tie_word_embeddings_tie_as_transformers_does(
     tied = _weights(tmp_path, "tied", {**cfg, "tie_word_embeddings": True})
     untied = _weights(tmp_path, "untied", {**cfg, "tie_word_embeddings": False})
     assert omitted == tied == untied - 77_266_944
+
+
+@pytest.mark.parametrize("cfg", [_GPT2, {**_GPT2, "model_type": "gpt_bigcode"}, _OPT],
+                         ids=["gpt2", "gpt_bigcode", "opt"])
+def test_learned_position_table_is_priced_and_no_rope_cache(tmp_path: Path,
+                                                            cfg: dict[str, object]) -> None:
+    # GPT-2 / BigCode wpe = nn.Embedding(max_position_embeddings, hidden) and OPT's
+    # embed_positions (max_position_embeddings + 2 rows) are weights vLLM loads, and these
+    # families have no rotary cache: 1,024 more positions add 1,024 x 768 x 2 B = 1,572,864 B
+    # (kvplan priced a 1,024 x 64 x 2 = 131,072 B cos/sin cache instead)
+    key = "n_positions" if "n_positions" in cfg else "max_position_embeddings"
+    short = _weights(tmp_path, "short", {**cfg, key: 1024})
+    long = _weights(tmp_path, "long", {**cfg, key: 2048})
+    assert long - short == 1_572_864
+
+
+_QWEN2_MOE = {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+              "hidden_size": 2048, "intermediate_size": 5632, "moe_intermediate_size": 1408,
+              "shared_expert_intermediate_size": 5632, "num_experts": 60,
+              "num_experts_per_tok": 4, "num_attention_heads": 16, "num_key_value_heads": 16,
+              "num_hidden_layers": 24, "vocab_size": 151936, "max_position_embeddings": 8192,
+              "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize(("cfg", "tables"), [(_QWEN2_MOE, 2), (_GPT2, 1)],
+                         ids=["qwen2_moe", "gpt2"])
+def test_families_building_the_vocab_on_every_stage(tmp_path: Path, cfg: dict[str, object],
+                                                    tables: int) -> None:
+    # vLLM's Qwen2MoeModel builds embed_tokens and norm, Qwen2MoeForCausalLM its lm_head,
+    # with no PPMissingLayer: at PP 2 both stages hold both 151,936 x 2,048 bf16 tables
+    # (622,329,856 B each) and the 2,048 x 2 B norm. GPT-2 builds wte, wpe and ln_f on every
+    # stage (lm_head tied to wte): one 50,304 x 768 + 1,024 x 768 fp16 table set and a
+    # 2 x 768 x 2 B LayerNorm, 78,842,880 B, more than the whole model's, over both stages
+    from kvplan.costs.memory.params import stage_weight_bytes, weight_bytes
+
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(cfg))
+    m = load_model(str(path))
+    extra = 2 * 622_329_856 + 4_096 if tables == 2 else 78_842_880
+    stages = sum(stage_weight_bytes(m, pp=2, stage=s) for s in range(2))
+    assert stages == weight_bytes(m) + extra

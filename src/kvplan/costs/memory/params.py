@@ -217,10 +217,19 @@ def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
     return (*_mixer(m, layer), *_ffn(m, layer), _norm(m, norms))
 
 
+LEARNED_POSITIONS = {"gpt2": 0, "gpt_bigcode": 0, "opt": 2}
+"""Families with a learned position table, replicated on every TP rank (vLLM: GPT-2 / BigCode
+``wpe`` nn.Embedding(max_position_embeddings, hidden), OPT's with 2 offset rows)."""
+
+
 def embedding_parts(m: ModelSpec) -> tuple[Part, ...]:
-    return (
-        Part(role="embedding", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False),
-    )
+    """The token table (vocab-parallel), then any learned position table (replicated)."""
+    table = Part(role="embedding", rows=m.vocab_size, cols=m.hidden_size, shard="vocab",
+                 linear=False)
+    if m.model_type not in LEARNED_POSITIONS:
+        return (table,)
+    rows = m.max_position_embeddings + LEARNED_POSITIONS[m.model_type]
+    return table, Part(role="embedding", rows=rows, cols=m.hidden_size, linear=False)
 
 
 def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]:
@@ -231,6 +240,10 @@ def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]
 
 
 # ---------------------------------------------------------------- counts
+
+
+_ROLES = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts", "router",
+          "norms", "state_layers")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,17 +263,7 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (
-            self.embedding
-            + self.lm_head
-            + self.attention
-            + self.dense_mlp
-            + self.experts
-            + self.shared_experts
-            + self.router
-            + self.norms
-            + self.state_layers
-        )
+        return sum(getattr(self, role) for role in _ROLES)
 
     @property
     def active(self) -> int:
@@ -282,9 +285,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     active = (
         0 if model.moe is None else (experts * model.moe.experts_per_token // model.moe.num_experts)
     )
-    roles = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts",
-             "router", "norms", "state_layers")
-    return ParamCounts(active_experts=active, **{r: by_role.get(r, 0) for r in roles})
+    return ParamCounts(active_experts=active, **{r: by_role.get(r, 0) for r in _ROLES})
 
 
 # ---------------------------------------------------------------- bytes
@@ -322,12 +323,12 @@ def pp_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
     return tuple(range(s, s + n) for s, n in zip(starts, sizes, strict=True))
 
 
-VOCAB_ON_EVERY_STAGE = frozenset({"gemma2", "gemma3", "gemma3_text", "qwen3_moe", "qwen3_next",
-                                  "nemotron_h", "mixtral", "gpt_oss", "falcon"})
+VOCAB_ON_EVERY_STAGE = frozenset({"gemma2", "gemma3", "gemma3_text", "qwen2_moe", "qwen3_moe",
+                                  "qwen3_next", "nemotron_h", "mixtral", "gpt_oss", "falcon",
+                                  *LEARNED_POSITIONS})
 """Families whose vLLM 0.11 modules build embed_tokens, lm_head and the final norm on every
-pipeline stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only; Falcon ties its
-lm_head to that stage's table). The others (Llama, Qwen2/3, DeepSeek) keep the embedding on
-the first stage, the head on the last."""
+stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only; Falcon, GPT-2, BigCode, OPT
+tie lm_head to that stage's table). Llama, Qwen2/3, DeepSeek: embedding first, head last."""
 
 
 def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False,
