@@ -99,20 +99,35 @@ _QWEN2_MOE = {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe
               "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
 
 
-@pytest.mark.parametrize(("cfg", "tables"), [(_QWEN2_MOE, 2), (_GPT2, 1)],
-                         ids=["qwen2_moe", "gpt2"])
+_GEMMA = {"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": 3072,
+          "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
+          "intermediate_size": 24576, "num_hidden_layers": 28, "vocab_size": 256000,
+          "max_position_embeddings": 8192, "hidden_act": "gelu", "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "extra"),
+    [
+        # vLLM's Qwen2MoeModel builds embed_tokens and norm, Qwen2MoeForCausalLM its lm_head,
+        # with no PPMissingLayer: at PP 2 both stages hold both 151,936 x 2,048 bf16 tables
+        # (622,329,856 B each) and the 2,048 x 2 B norm
+        (_QWEN2_MOE, 2 * 622_329_856 + 4_096),
+        # GPT-2 builds wte, wpe and ln_f on every stage (lm_head tied to wte): 50,304 x 768 +
+        # 1,024 x 768 fp16 tables and a 2 x 768 x 2 B LayerNorm, 78,842,880 B
+        (_GPT2, 78_842_880),
+        # Gemma (1) builds embed_tokens (also its logits table) and norm on every stage:
+        # 256,000 x 3,072 x 2 B = 1,572,864,000 B and 3,072 x 2 B
+        (_GEMMA, 1_572_864_000 + 6_144),
+    ],
+    ids=["qwen2_moe", "gpt2", "gemma"],
+)
 def test_families_building_the_vocab_on_every_stage(tmp_path: Path, cfg: dict[str, object],
-                                                    tables: int) -> None:
-    # vLLM's Qwen2MoeModel builds embed_tokens and norm, Qwen2MoeForCausalLM its lm_head,
-    # with no PPMissingLayer: at PP 2 both stages hold both 151,936 x 2,048 bf16 tables
-    # (622,329,856 B each) and the 2,048 x 2 B norm. GPT-2 builds wte, wpe and ln_f on every
-    # stage (lm_head tied to wte): one 50,304 x 768 + 1,024 x 768 fp16 table set and a
-    # 2 x 768 x 2 B LayerNorm, 78,842,880 B, more than the whole model's, over both stages
+                                                    extra: int) -> None:
+    # the two stages of PP 2 together hold the whole model plus the second stage's copies
     from kvplan.costs.memory.params import stage_weight_bytes, weight_bytes
 
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(cfg))
     m = load_model(str(path))
-    extra = 2 * 622_329_856 + 4_096 if tables == 2 else 78_842_880
     stages = sum(stage_weight_bytes(m, pp=2, stage=s) for s in range(2))
     assert stages == weight_bytes(m) + extra

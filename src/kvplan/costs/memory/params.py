@@ -323,9 +323,9 @@ def pp_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
     return tuple(range(s, s + n) for s, n in zip(starts, sizes, strict=True))
 
 
-VOCAB_ON_EVERY_STAGE = frozenset({"gemma2", "gemma3", "gemma3_text", "qwen2_moe", "qwen3_moe",
-                                  "qwen3_next", "nemotron_h", "mixtral", "gpt_oss", "falcon",
-                                  *LEARNED_POSITIONS})
+VOCAB_ON_EVERY_STAGE = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "qwen2_moe",
+                                  "qwen3_moe", "qwen3_next", "nemotron_h", "mixtral", "gpt_oss",
+                                  "falcon", *LEARNED_POSITIONS})
 """Families whose vLLM 0.11 modules build embed_tokens, lm_head and the final norm on every
 stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only; Falcon, GPT-2, BigCode, OPT
 tie lm_head to that stage's table). Llama, Qwen2/3, DeepSeek: embedding first, head last."""
