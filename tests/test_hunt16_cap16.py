@@ -131,3 +131,14 @@ def test_families_building_the_vocab_on_every_stage(tmp_path: Path, cfg: dict[st
     m = load_model(str(path))
     stages = sum(stage_weight_bytes(m, pp=2, stage=s) for s in range(2))
     assert stages == weight_bytes(m) + extra
+
+
+def test_pp_layer_partition_in_a_pasted_line_warns_it_changes_memory() -> None:
+    # VLLM_PP_LAYER_PARTITION=20,12 puts 20 of Llama-3.1-8B's 32 layers on stage 0 (vLLM's
+    # get_pp_indices reads it); kvplan keeps the default 16 / 16 split, which changes each
+    # stage's weights and blocks, so it warns (it was listed among harmless ignored names)
+    r = run_cli("capacity", "--", "VLLM_PP_LAYER_PARTITION=20,12", "vllm", "serve",
+                "meta-llama/Llama-3.1-8B", "-pp", "2", "--max-model-len", "8192")
+    assert r.code == 0, r.err
+    assert "warning: VLLM_PP_LAYER_PARTITION ignored: it moves layers between pipeline" in r.err
+    assert "note: ignored vLLM flags" not in r.out  # warned once, not also listed as harmless
