@@ -142,3 +142,39 @@ def test_pp_layer_partition_in_a_pasted_line_warns_it_changes_memory() -> None:
     assert r.code == 0, r.err
     assert "warning: VLLM_PP_LAYER_PARTITION ignored: it moves layers between pipeline" in r.err
     assert "note: ignored vLLM flags" not in r.out  # warned once, not also listed as harmless
+
+
+_PHI2 = {"architectures": ["PhiForCausalLM"], "model_type": "phi", "hidden_size": 2560,
+         "intermediate_size": 10240, "num_attention_heads": 32, "num_key_value_heads": 32,
+         "num_hidden_layers": 32, "vocab_size": 51200, "max_position_embeddings": 2048,
+         "partial_rotary_factor": 0.4, "hidden_act": "gelu_new", "tie_word_embeddings": False,
+         "torch_dtype": "float16"}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "params"),
+    [
+        # microsoft/phi-2 (2,779,683,840 parameters): vLLM's PhiMLP is fc1 -> gelu -> fc2,
+        # not gated, every linear has a bias, one LayerNorm (weight + bias) per layer and a
+        # biased lm_head. Per layer: qkv 3 x 2560^2 + 7,680, dense 2560^2 + 2,560,
+        # fc1 / fc2 2560 x 10240 + 10,240 / + 2,560, norm 5,120 = 78,671,360; x 32 =
+        # 2,517,483,520; + embed 131,072,000 + final norm 5,120 + lm_head 131,072,000 + 51,200.
+        # kvplan priced a gated MLP (3 matrices): 838,236,160 more
+        (_PHI2, 2_779_683_840),
+        # openai-community/gpt2 (124,439,808): wte 38,597,376 + wpe 786,432 + 12 x (c_attn
+        # 768 x 2304 + 2304, c_proj 768^2 + 768, c_fc 768 x 3072 + 3072, c_proj 3072 x 768 +
+        # 768, 2 LayerNorms 3,072) = 12 x 7,087,872 + ln_f 1,536
+        (_GPT2, 124_439_808),
+        # facebook/opt-125m (125,239,296): 50,272 x 768 + (2,048 + 2) x 768 positions + 12 x
+        # 7,087,872 (q, k, v, out, fc1, fc2 with biases, 2 LayerNorms) + final LayerNorm 1,536
+        (_OPT, 125_239_296),
+    ],
+    ids=["phi-2", "gpt2", "opt-125m"],
+)
+def test_biased_plain_mlp_families_count_their_published_parameters(
+        tmp_path: Path, cfg: dict[str, object], params: int) -> None:
+    from kvplan.costs.memory.params import param_counts
+
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(cfg))
+    assert param_counts(load_model(str(path))).total == params

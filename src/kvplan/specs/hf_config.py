@@ -203,8 +203,9 @@ def _hidden_act(f: _Fields) -> str:
 
 
 def _attention_bias(f: _Fields, model_type: str) -> bool:
-    """Qwen2 has q/k/v biases without saying so in config.json."""
-    return bool(f.get("attention_bias") or f.get("bias") or model_type in ("qwen2", "qwen2_moe"))
+    """Qwen2 has q/k/v biases, GPT-2 / BigCode / OPT / Phi every linear's, unsaid in config.json."""
+    return bool(f.get("attention_bias") or f.get("bias") or model_type in (
+        "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi"))
 
 
 _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
@@ -391,4 +392,4 @@ def _quant_config(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
 def _mlp_gated(model_type: str, f: _Fields) -> bool:
     """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP."""
     act = str(f.get("mlp_hidden_act") or "")
-    return not (model_type in ("falcon", "gpt2", "gpt_bigcode", "opt") or act == "relu2")
+    return not (model_type in ("falcon", "gpt2", "gpt_bigcode", "opt", "phi") or act == "relu2")

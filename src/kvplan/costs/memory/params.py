@@ -31,23 +31,17 @@ WEIGHT_MEMO: Memo[int] = Memo(1024)
 prices the same shards for every KV dtype, sequence cap and chunk size it tries."""
 
 Shard = Literal["col", "row", "kv", "vocab", "rep"]
-Role = Literal[
-    "embedding",
-    "lm_head",
-    "attention",
-    "dense_mlp",
-    "experts",
-    "shared_experts",
-    "router",
-    "norms",
-    "state_layers",
-]
+Role = Literal["embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts",
+               "router", "norms", "state_layers"]
 VOCAB_PADDING = 64
 """vLLM's ``DEFAULT_VOCAB_PADDING_SIZE``: embedding rows are padded to a multiple of 64."""
 
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2"})
 _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
 _LAYERNORM_BIAS = frozenset({"falcon", "gpt2", "gpt_bigcode", "opt", "phi"})
+_LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi"})
+"""Every linear layer has a bias (vLLM: GPT-2 / BigCode c_attn, c_proj, c_fc; OPT
+enable_bias; Phi's qkv, dense, fc1, fc2 and its lm_head)."""
 _NO_O_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
 
@@ -141,7 +135,7 @@ def _mlp(m: ModelSpec, role: Role, inter: int, count: int = 1) -> Iterator[Part]
     up = 2 * inter if m.mlp_gated else inter
     yield Part(role=role, rows=up, cols=m.hidden_size, shard="col", count=count)
     yield Part(role=role, rows=m.hidden_size, cols=inter, shard="row", count=count)
-    if m.model_type == "gpt_oss" and role == "experts":
+    if (m.model_type == "gpt_oss" and role == "experts") or m.model_type in _LINEAR_BIAS:
         yield _vec(role, up, "col", count)
         yield _vec(role, m.hidden_size, count=count)
 
@@ -213,7 +207,7 @@ def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
     if m.one_block_layers:  # one block per layer: mamba, attention or MLP, one norm
         body = _ffn(m, layer) if m.layer_kinds[layer] == "mlp" else _mixer(m, layer)
         return (*body, _norm(m, 1))
-    norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type == "falcon" else 2
+    norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type in ("falcon", "phi") else 2
     return (*_mixer(m, layer), *_ffn(m, layer), _norm(m, norms))
 
 
@@ -236,7 +230,8 @@ def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]
     """Final norm and lm_head (no lm_head params when tied, unless a separate stage holds it)."""
     head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False)
     tied = m.tie_word_embeddings and not separate_copy
-    return (_norm(m, 1),) if tied else (_norm(m, 1), head)
+    bias = (_vec("lm_head", m.vocab_size, "vocab"),) if m.model_type == "phi" else ()
+    return (_norm(m, 1),) if tied else (_norm(m, 1), head, *bias)
 
 
 # ---------------------------------------------------------------- counts
@@ -341,7 +336,7 @@ def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False,
     for layer in pp_layer_ranges(m.num_layers, pp)[stage]:
         yield from layer_parts(m, layer)
     if stage == pp - 1 or every:
-        head = head_parts(m, separate_copy=pp > 1 and not every)[:2 if vocab else 1]
+        head = head_parts(m, separate_copy=pp > 1 and not every)[:None if vocab else 1]
         yield from head[1:] if stage < pp - 1 and m.model_type == "qwen3_next" else head
 
 
