@@ -178,3 +178,24 @@ def test_biased_plain_mlp_families_count_their_published_parameters(
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(cfg))
     assert param_counts(load_model(str(path))).total == params
+
+
+_COMMAND_R = {"architectures": ["CohereForCausalLM"], "model_type": "cohere", "hidden_size": 8192,
+              "intermediate_size": 22528, "num_attention_heads": 64, "num_key_value_heads": 64,
+              "num_hidden_layers": 40, "vocab_size": 256000, "max_position_embeddings": 8192,
+              "torch_dtype": "float16", "hidden_act": "silu", "logit_scale": 0.0625}
+
+
+def test_command_r_ties_its_logits_to_the_embedding_and_has_one_norm_a_layer(
+        tmp_path: Path) -> None:
+    # CohereForAI/c4ai-command-r-v01 (34,980,831,232 parameters): CohereConfig's
+    # tie_word_embeddings is True and its config.json omits it (vLLM's CohereForCausalLM has
+    # no lm_head: logits come from embed_tokens), and CohereDecoderLayer runs attention and
+    # MLP in parallel after one LayerNorm (no bias). 256,000 x 8,192 embedding 2,097,152,000
+    # + 40 x (4 x 8192^2 attention + 3 x 8192 x 22528 MLP + 8,192 norm) + final norm 8,192.
+    # kvplan counted a second 2,097,152,000 table and 40 more norms (4.19 GB in fp16)
+    from kvplan.costs.memory.params import param_counts
+
+    path = tmp_path / "command-r.json"
+    path.write_text(json.dumps(_COMMAND_R))
+    assert param_counts(load_model(str(path))).total == 34_980_831_232

@@ -43,7 +43,8 @@ from kvplan.specs.quant_config import (
 )
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
-# GPT2Config, GPTBigCodeConfig, OPTConfig keep PretrainedConfig's tie_word_embeddings True).
+# GPT2Config, GPTBigCodeConfig, OPTConfig keep PretrainedConfig's tie_word_embeddings True,
+# CohereConfig / Cohere2Config set it True; vLLM's Cohere models always tie).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
         "vocab_size": 262208,
@@ -60,7 +61,8 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
-    **{t: {"tie_word_embeddings": True} for t in ("gpt2", "gpt_bigcode", "opt")},
+    **{t: {"tie_word_embeddings": True}
+       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2")},
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False

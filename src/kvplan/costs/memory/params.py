@@ -38,6 +38,7 @@ VOCAB_PADDING = 64
 
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2"})
 _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
+_ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2"})  # attention and MLP in parallel
 _LAYERNORM_BIAS = frozenset({"falcon", "gpt2", "gpt_bigcode", "opt", "phi"})
 _LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi"})
 """Every linear layer has a bias (vLLM: GPT-2 / BigCode c_attn, c_proj, c_fc; OPT
@@ -207,7 +208,7 @@ def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
     if m.one_block_layers:  # one block per layer: mamba, attention or MLP, one norm
         body = _ffn(m, layer) if m.layer_kinds[layer] == "mlp" else _mixer(m, layer)
         return (*body, _norm(m, 1))
-    norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type in ("falcon", "phi") else 2
+    norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type in _ONE_NORM else 2
     return (*_mixer(m, layer), *_ffn(m, layer), _norm(m, norms))
 
 
