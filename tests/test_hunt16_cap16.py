@@ -199,3 +199,28 @@ def test_command_r_ties_its_logits_to_the_embedding_and_has_one_norm_a_layer(
     path = tmp_path / "command-r.json"
     path.write_text(json.dumps(_COMMAND_R))
     assert param_counts(load_model(str(path))).total == 34_980_831_232
+
+
+_STARCODER2 = {"architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2",
+               "hidden_size": 6144, "intermediate_size": 24576, "num_attention_heads": 48,
+               "num_key_value_heads": 4, "num_hidden_layers": 40, "vocab_size": 49152,
+               "max_position_embeddings": 16384, "hidden_act": "gelu_pytorch_tanh",
+               "sliding_window": 4096, "torch_dtype": "bfloat16", "use_bias": True,
+               "tie_word_embeddings": False}
+
+
+def test_starcoder2_mlp_is_plain_with_biases(tmp_path: Path) -> None:
+    # bigcode/starcoder2-15b (15,957,889,024 parameters): vLLM's Starcoder2MLP is c_fc ->
+    # gelu -> c_proj (2 matrices, not gated), every linear has a bias (use_bias) and the norms
+    # are LayerNorms with bias. Per layer: q / o 6144^2 + 6,144 each, k / v 6144 x 512 + 512
+    # each, c_fc 6144 x 24576 + 24,576, c_proj 24576 x 6144 + 6,144, 2 norms 24,576 =
+    # 383,847,424; x 40 + 2 x 49,152 x 6,144 tables + final norm 12,288. kvplan priced a gated
+    # MLP: 21,995,427,840 (12 GB too much in bf16)
+    from kvplan.costs.memory.params import param_counts
+
+    path = tmp_path / "starcoder2.json"
+    path.write_text(json.dumps(_STARCODER2))
+    assert param_counts(load_model(str(path))).total == 15_957_889_024
+    no_bias = {**_STARCODER2, "use_bias": False}  # 40 x (13,312 + 30,720) biases fewer
+    path.write_text(json.dumps(no_bias))
+    assert param_counts(load_model(str(path))).total == 15_957_889_024 - 40 * 44_032

@@ -39,10 +39,10 @@ VOCAB_PADDING = 64
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2"})
 _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
 _ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2"})  # attention and MLP in parallel
-_LAYERNORM_BIAS = frozenset({"falcon", "gpt2", "gpt_bigcode", "opt", "phi"})
-_LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi"})
+_LAYERNORM_BIAS = frozenset({"falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2"})
+_LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2"})
 """Every linear layer has a bias (vLLM: GPT-2 / BigCode c_attn, c_proj, c_fc; OPT
-enable_bias; Phi's qkv, dense, fc1, fc2 and its lm_head)."""
+enable_bias; Phi's qkv, dense, fc1, fc2 and its lm_head; StarCoder2's use_bias)."""
 _NO_O_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
 
@@ -136,7 +136,8 @@ def _mlp(m: ModelSpec, role: Role, inter: int, count: int = 1) -> Iterator[Part]
     up = 2 * inter if m.mlp_gated else inter
     yield Part(role=role, rows=up, cols=m.hidden_size, shard="col", count=count)
     yield Part(role=role, rows=m.hidden_size, cols=inter, shard="row", count=count)
-    if (m.model_type == "gpt_oss" and role == "experts") or m.model_type in _LINEAR_BIAS:
+    if (m.model_type == "gpt_oss" and role == "experts") or (
+            m.model_type in _LINEAR_BIAS and m.attention_bias):
         yield _vec(role, up, "col", count)
         yield _vec(role, m.hidden_size, count=count)
 
