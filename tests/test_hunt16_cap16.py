@@ -224,3 +224,22 @@ def test_starcoder2_mlp_is_plain_with_biases(tmp_path: Path) -> None:
     no_bias = {**_STARCODER2, "use_bias": False}  # 40 x (13,312 + 30,720) biases fewer
     path.write_text(json.dumps(no_bias))
     assert param_counts(load_model(str(path))).total == 15_957_889_024 - 40 * 44_032
+
+
+_PYTHIA = {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "hidden_size": 4096,
+           "intermediate_size": 16384, "num_attention_heads": 32, "num_hidden_layers": 32,
+           "vocab_size": 50432, "max_position_embeddings": 2048, "rotary_pct": 0.25,
+           "hidden_act": "gelu", "tie_word_embeddings": False, "torch_dtype": "float16"}
+
+
+def test_gpt_neox_mlp_is_plain_with_biases(tmp_path: Path) -> None:
+    # EleutherAI/pythia-6.9b (6,857,302,016 parameters): vLLM's GPTNeoXMLP is dense_h_to_4h
+    # -> gelu -> dense_4h_to_h (not gated), with biases on every linear and LayerNorm.
+    # Per layer: qkv 3 x 4096^2 + 12,288, dense 4096^2 + 4,096, MLP 2 x 4096 x 16384 + 20,480,
+    # 2 LayerNorms 16,384 = 201,379,840; x 32 + 2 x 50,432 x 4,096 + final norm 8,192.
+    # kvplan priced a gated MLP without biases: 9,003,339,776
+    from kvplan.costs.memory.params import param_counts
+
+    path = tmp_path / "pythia.json"
+    path.write_text(json.dumps(_PYTHIA))
+    assert param_counts(load_model(str(path))).total == 6_857_302_016

@@ -206,8 +206,8 @@ def _hidden_act(f: _Fields) -> str:
 
 def _attention_bias(f: _Fields, model_type: str) -> bool:
     """Qwen2 has q/k/v biases, GPT-2 / BigCode / OPT / Phi every linear's, unsaid."""
-    if model_type == "starcoder2":
-        return f.get("use_bias") is not False  # Starcoder2Config: use_bias=True
+    if model_type in ("starcoder2", "gpt_neox"):  # use_bias / attention_bias default True
+        return f.get("use_bias" if model_type == "starcoder2" else "attention_bias") is not False
     return bool(f.get("attention_bias") or f.get("bias") or model_type in (
         "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi"))
 
@@ -396,5 +396,5 @@ def _quant_config(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
 def _mlp_gated(model_type: str, f: _Fields) -> bool:
     """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP."""
     act = str(f.get("mlp_hidden_act") or "")
-    plain = ("falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2")
+    plain = ("falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox")
     return not (model_type in plain or act == "relu2")

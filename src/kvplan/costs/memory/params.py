@@ -39,10 +39,10 @@ VOCAB_PADDING = 64
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2"})
 _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
 _ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2"})  # attention and MLP in parallel
-_LAYERNORM_BIAS = frozenset({"falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2"})
-_LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2"})
+_LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox"})
 """Every linear layer has a bias (vLLM: GPT-2 / BigCode c_attn, c_proj, c_fc; OPT
-enable_bias; Phi's qkv, dense, fc1, fc2 and its lm_head; StarCoder2's use_bias)."""
+enable_bias; Phi's and its lm_head; StarCoder2's use_bias; GPT-NeoX's), LayerNorms too."""
+_LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon"}
 _NO_O_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
 
