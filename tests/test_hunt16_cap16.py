@@ -243,3 +243,48 @@ def test_gpt_neox_mlp_is_plain_with_biases(tmp_path: Path) -> None:
     path = tmp_path / "pythia.json"
     path.write_text(json.dumps(_PYTHIA))
     assert param_counts(load_model(str(path))).total == 6_857_302_016
+
+
+_BLOOM = {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "hidden_size": 4096,
+          "n_head": 32, "n_layer": 30, "vocab_size": 250880, "torch_dtype": "bfloat16"}
+_MINITRON = {"architectures": ["NemotronForCausalLM"], "model_type": "nemotron",
+             "hidden_size": 4096, "intermediate_size": 16384, "num_attention_heads": 48,
+             "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 32,
+             "vocab_size": 256000, "max_position_embeddings": 4096, "hidden_act": "relu2",
+             "partial_rotary_factor": 0.5, "tie_word_embeddings": False,
+             "torch_dtype": "bfloat16"}
+_GPTJ = {"architectures": ["GPTJForCausalLM"], "model_type": "gptj", "n_embd": 4096, "n_head": 16,
+         "n_layer": 28, "n_positions": 2048, "rotary_dim": 64, "vocab_size": 50400,
+         "activation_function": "gelu_new", "tie_word_embeddings": False,
+         "torch_dtype": "float16"}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "params"),
+    [
+        # bigscience/bloom-7b1 (7,069,016,064 parameters): plain MLP (dense_h_to_4h -> gelu ->
+        # dense_4h_to_h), biases everywhere, LayerNorms with bias, a LayerNorm after the
+        # embedding, lm_head tied (BloomConfig keeps PretrainedConfig's True). Per layer:
+        # qkv 3 x 4096^2 + 12,288, dense 4096^2 + 4,096, MLP 2 x 4096 x 16384 + 20,480,
+        # 2 LayerNorms 16,384 = 201,379,840; x 30 + 250,880 x 4,096 + 2 x 8,192
+        (_BLOOM, 7_069_016_064),
+        # Nemotron (Minitron-8B's shape): NemotronMLP is up_proj -> relu2 -> down_proj (not
+        # gated) and LayerNorm1P has a bias. Per layer: q 4096 x 6144, k / v 4096 x 1024,
+        # o 6144 x 4096 = 58,720,256, MLP 2 x 4096 x 16384 = 134,217,728, 2 norms 16,384;
+        # x 32 = 6,174,539,776 + 2 x 256,000 x 4,096 + final norm 8,192
+        (_MINITRON, 8_271_699_968),
+        # GPT-J-6B's shape: attention and MLP in parallel after one LayerNorm (ln_1), fc_in /
+        # fc_out (plain, biased), attention without biases, a biased lm_head. Per layer:
+        # 4 x 4096^2 + 2 x 4096 x 16384 + 16,384 + 4,096 + 8,192 = 201,355,264; x 28 =
+        # 5,637,947,392 + 50,400 x 4,096 x 2 + 50,400 + ln_f 8,192
+        (_GPTJ, 6_050_882_784),
+    ],
+    ids=["bloom-7b1", "nemotron", "gpt-j"],
+)
+def test_plain_mlp_families_count_their_parameters(tmp_path: Path, cfg: dict[str, object],
+                                                   params: int) -> None:
+    from kvplan.costs.memory.params import param_counts
+
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(cfg))
+    assert param_counts(load_model(str(path))).total == params

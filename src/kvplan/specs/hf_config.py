@@ -43,8 +43,7 @@ from kvplan.specs.quant_config import (
 )
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
-# GPT2Config, GPTBigCodeConfig, OPTConfig keep PretrainedConfig's tie_word_embeddings True,
-# CohereConfig / Cohere2Config set it True; vLLM's Cohere models always tie).
+# GPT-2, BigCode, OPT, BLOOM keep PretrainedConfig's tie True; Cohere 1 / 2 set it True).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
         "vocab_size": 262208,
@@ -62,7 +61,7 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
     **{t: {"tie_word_embeddings": True}
-       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2")},
+       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom")},
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False
@@ -209,7 +208,7 @@ def _attention_bias(f: _Fields, model_type: str) -> bool:
     if model_type in ("starcoder2", "gpt_neox"):  # use_bias / attention_bias default True
         return f.get("use_bias" if model_type == "starcoder2" else "attention_bias") is not False
     return bool(f.get("attention_bias") or f.get("bias") or model_type in (
-        "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi"))
+        "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi", "bloom"))
 
 
 _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
@@ -394,7 +393,8 @@ def _quant_config(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:
-    """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP."""
-    act = str(f.get("mlp_hidden_act") or "")
-    plain = ("falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox")
+    """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP (relu2: Nemotron's)."""
+    act = str(f.get("mlp_hidden_act") or f.get("hidden_act") or "")
+    plain = ("falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "gptj",
+             "bloom")
     return not (model_type in plain or act == "relu2")

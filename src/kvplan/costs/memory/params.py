@@ -38,11 +38,12 @@ VOCAB_PADDING = 64
 
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2"})
 _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
-_ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2"})  # attention and MLP in parallel
-_LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox"})
+_ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2", "gptj"})  # attention || MLP
+_LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "bloom"})
 """Every linear layer has a bias (vLLM: GPT-2 / BigCode c_attn, c_proj, c_fc; OPT
 enable_bias; Phi's and its lm_head; StarCoder2's use_bias; GPT-NeoX's), LayerNorms too."""
-_LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon"}
+_LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon", "gptj", "nemotron"}
+_HEAD_BIAS = frozenset({"phi", "gptj"})  # a biased lm_head
 _NO_O_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
 
@@ -137,7 +138,7 @@ def _mlp(m: ModelSpec, role: Role, inter: int, count: int = 1) -> Iterator[Part]
     yield Part(role=role, rows=up, cols=m.hidden_size, shard="col", count=count)
     yield Part(role=role, rows=m.hidden_size, cols=inter, shard="row", count=count)
     if (m.model_type == "gpt_oss" and role == "experts") or (
-            m.model_type in _LINEAR_BIAS and m.attention_bias):
+            m.model_type in _LINEAR_BIAS and m.attention_bias) or m.model_type == "gptj":
         yield _vec(role, up, "col", count)
         yield _vec(role, m.hidden_size, count=count)
 
@@ -222,6 +223,8 @@ def embedding_parts(m: ModelSpec) -> tuple[Part, ...]:
     """The token table (vocab-parallel), then any learned position table (replicated)."""
     table = Part(role="embedding", rows=m.vocab_size, cols=m.hidden_size, shard="vocab",
                  linear=False)
+    if m.model_type == "bloom":  # word_embeddings_layernorm
+        return table, _norm(m, 1)
     if m.model_type not in LEARNED_POSITIONS:
         return (table,)
     rows = m.max_position_embeddings + LEARNED_POSITIONS[m.model_type]
@@ -232,7 +235,7 @@ def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]
     """Final norm and lm_head (no lm_head params when tied, unless a separate stage holds it)."""
     head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False)
     tied = m.tie_word_embeddings and not separate_copy
-    bias = (_vec("lm_head", m.vocab_size, "vocab"),) if m.model_type == "phi" else ()
+    bias = (_vec("lm_head", m.vocab_size, "vocab"),) if m.model_type in _HEAD_BIAS else ()
     return (_norm(m, 1),) if tied else (_norm(m, 1), head, *bias)
 
 
