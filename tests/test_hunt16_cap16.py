@@ -288,3 +288,29 @@ def test_plain_mlp_families_count_their_parameters(tmp_path: Path, cfg: dict[str
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(cfg))
     assert param_counts(load_model(str(path))).total == params
+
+
+_OLMO2 = {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": 4096,
+          "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32,
+          "num_hidden_layers": 32, "vocab_size": 100352, "max_position_embeddings": 4096,
+          "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+_OLMOE = {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "hidden_size": 2048,
+          "intermediate_size": 1024, "num_experts": 64, "num_experts_per_tok": 8,
+          "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16,
+          "vocab_size": 50304, "max_position_embeddings": 4096, "tie_word_embeddings": False,
+          "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize(("cfg", "params"), [(_OLMO2, 7_298_617_344), (_OLMOE, 6_919_161_856)],
+                         ids=["OLMo-2-1124-7B", "OLMoE-1B-7B"])
+def test_olmo_qk_norms_span_every_head(tmp_path: Path, cfg: dict[str, object],
+                                       params: int) -> None:
+    # vLLM's Olmo2Attention / OlmoeAttention normalise the whole q (heads x head_dim) and k
+    # (kv heads x head_dim), not one head: 2 x 4,096 (OLMo 2) / 2 x 2,048 (OLMoE) per layer.
+    # kvplan counted 2 x 128 for OLMo 2 (32 x 7,936 = 253,952 too few) and none for OLMoE
+    # (16 x 4,096 = 65,536 too few). Published totals: 7,298,617,344 and 6,919,161,856
+    from kvplan.costs.memory.params import param_counts
+
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(cfg))
+    assert param_counts(load_model(str(path))).total == params

@@ -36,14 +36,13 @@ Role = Literal["embedding", "lm_head", "attention", "dense_mlp", "experts", "sha
 VOCAB_PADDING = 64
 """vLLM's ``DEFAULT_VOCAB_PADDING_SIZE``: embedding rows are padded to a multiple of 64."""
 
-_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2"})
+_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3"})
+_WIDE_QK_NORM = frozenset({"olmo2", "olmo3", "olmoe"})  # q_norm / k_norm over all q / k heads
 _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
 _ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2", "gptj"})  # attention || MLP
 _LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "bloom"})
-"""Every linear layer has a bias (vLLM: GPT-2 / BigCode c_attn, c_proj, c_fc; OPT
-enable_bias; Phi's and its lm_head; StarCoder2's use_bias; GPT-NeoX's), LayerNorms too."""
+"""Every linear layer and LayerNorm has a bias (StarCoder2's use_bias: ``attention_bias``)."""
 _LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon", "gptj", "nemotron"}
-_HEAD_BIAS = frozenset({"phi", "gptj"})  # a biased lm_head
 _NO_O_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
 
@@ -110,6 +109,8 @@ def _attention_extras(m: ModelSpec, q_out: int, kv_k: int, kv_v: int) -> Iterato
             yield _vec("attention", m.hidden_size)
     if m.model_type in _QK_NORM:
         yield _vec("norms", m.head_dim, count=2)
+    elif m.model_type in _WIDE_QK_NORM:
+        yield from (_vec("norms", q_out), _vec("norms", kv_k))
     if m.model_type == "gpt_oss":
         yield _vec("attention", m.num_attention_heads, "col")  # per-head sinks
 
@@ -137,8 +138,8 @@ def _mlp(m: ModelSpec, role: Role, inter: int, count: int = 1) -> Iterator[Part]
     up = 2 * inter if m.mlp_gated else inter
     yield Part(role=role, rows=up, cols=m.hidden_size, shard="col", count=count)
     yield Part(role=role, rows=m.hidden_size, cols=inter, shard="row", count=count)
-    if (m.model_type == "gpt_oss" and role == "experts") or (
-            m.model_type in _LINEAR_BIAS and m.attention_bias) or m.model_type == "gptj":
+    biased = m.model_type == "gptj" or (m.model_type in _LINEAR_BIAS and m.attention_bias)
+    if biased or (m.model_type == "gpt_oss" and role == "experts"):
         yield _vec(role, up, "col", count)
         yield _vec(role, m.hidden_size, count=count)
 
@@ -215,8 +216,7 @@ def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
 
 
 LEARNED_POSITIONS = {"gpt2": 0, "gpt_bigcode": 0, "opt": 2}
-"""Families with a learned position table, replicated on every TP rank (vLLM: GPT-2 / BigCode
-``wpe`` nn.Embedding(max_position_embeddings, hidden), OPT's with 2 offset rows)."""
+"""Learned position tables (replicated: GPT-2 / BigCode ``wpe``, OPT's with 2 offset rows)."""
 
 
 def embedding_parts(m: ModelSpec) -> tuple[Part, ...]:
@@ -235,7 +235,7 @@ def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]
     """Final norm and lm_head (no lm_head params when tied, unless a separate stage holds it)."""
     head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False)
     tied = m.tie_word_embeddings and not separate_copy
-    bias = (_vec("lm_head", m.vocab_size, "vocab"),) if m.model_type in _HEAD_BIAS else ()
+    bias = (_vec("lm_head", m.vocab_size, "vocab"),) if m.model_type in ("phi", "gptj") else ()
     return (_norm(m, 1),) if tied else (_norm(m, 1), head, *bias)
 
 
