@@ -314,3 +314,21 @@ def test_olmo_qk_norms_span_every_head(tmp_path: Path, cfg: dict[str, object],
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(cfg))
     assert param_counts(load_model(str(path))).total == params
+
+
+_STABLELM2 = {"architectures": ["StableLmForCausalLM"], "model_type": "stablelm",
+              "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 32,
+              "intermediate_size": 5632, "num_hidden_layers": 24, "vocab_size": 100352,
+              "max_position_embeddings": 4096, "partial_rotary_factor": 0.25,
+              "use_qkv_bias": True, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_stablelm_qkv_and_layernorm_biases(tmp_path: Path) -> None:
+    # stabilityai/stablelm-2-1_6b (1,644,515,328 parameters): use_qkv_bias gives q, k, v
+    # (not o_proj) a bias, 24 x 3 x 2,048 = 147,456, and its LayerNorms have biases,
+    # (2 x 24 + 1) x 2,048 = 100,352; kvplan counted neither (1,644,267,520)
+    from kvplan.costs.memory.params import param_counts
+
+    path = tmp_path / "stablelm.json"
+    path.write_text(json.dumps(_STABLELM2))
+    assert param_counts(load_model(str(path))).total == 1_644_515_328

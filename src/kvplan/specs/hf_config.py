@@ -207,7 +207,7 @@ def _attention_bias(f: _Fields, model_type: str) -> bool:
     """Qwen2 has q/k/v biases, GPT-2 / BigCode / OPT / Phi every linear's, unsaid."""
     if model_type in ("starcoder2", "gpt_neox"):  # use_bias / attention_bias default True
         return f.get("use_bias" if model_type == "starcoder2" else "attention_bias") is not False
-    return bool(f.get("attention_bias") or f.get("bias") or model_type in (
+    return bool(f.get("attention_bias") or f.get("bias") or f.get("use_qkv_bias") or model_type in (
         "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi", "bloom"))
 
 

@@ -42,8 +42,8 @@ _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
 _ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2", "gptj"})  # attention || MLP
 _LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "bloom"})
 """Every linear layer and LayerNorm has a bias (StarCoder2's use_bias: ``attention_bias``)."""
-_LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon", "gptj", "nemotron"}
-_NO_O_BIAS = frozenset({"qwen2", "qwen2_moe"})
+_LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon", "gptj", "nemotron", "stablelm"}
+_NO_O_BIAS = frozenset({"qwen2", "qwen2_moe", "stablelm"})  # q/k/v biases only (use_qkv_bias)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
