@@ -11,7 +11,7 @@ from kvplan.cli import flags as fl
 from kvplan.cli.app import app
 from kvplan.cli.common import check_plot, console, print_json, write_chart
 from kvplan.cli.fast.pasted_args import CommandLine, read_command_line
-from kvplan.cli.pasted import IGNORED_EFFECTS
+from kvplan.cli.pasted import WARNED
 from kvplan.errors import DoesNotFitError
 from kvplan.report.json_views import plan_json
 
@@ -162,7 +162,7 @@ def _render(plan: MemoryPlan, ignored: list[str]) -> None:
 
     for item in capacity_renderables(plan):
         console.print(item)
-    rest = [f for f in ignored if f not in IGNORED_EFFECTS]  # the others warned on stderr
+    rest = [f for f in ignored if f not in WARNED]  # the others warned on stderr
     if rest:
         console.print(f"note: ignored vLLM flags: {', '.join(rest)}")
 

@@ -59,6 +59,12 @@ off: sliding-window layers beside full ones then cache every token, and a model 
 layers beside attention does not start (``specs.disagg.kv_transfer_model``). kvplan models
 that; the connector's own buffers stay unmodelled (``IGNORED_EFFECTS``)."""
 
+IGNORED_ENV_EFFECTS = {
+    "VLLM_PP_LAYER_PARTITION": "it moves layers between pipeline stages, changing each stage's "
+    "weights and KV blocks; kvplan splits them as vLLM's default get_pp_indices does"}
+"""Environment variables of a pasted line that change memory and that kvplan ignores."""
+WARNED = frozenset(IGNORED_EFFECTS) | frozenset(IGNORED_ENV_EFFECTS)
+"""What ``warn_ignored`` warns about (the rest is listed in one note)."""
 ENV_SETTINGS = {"VLLM_ALL2ALL_BACKEND": "all2all_backend",
                 "VLLM_MXFP4_USE_MARLIN": "mxfp4_moe_backend"}
 """Environment variables of a pasted line that kvplan reads (EngineConfig field); other
@@ -302,7 +308,8 @@ def _vllm_flag(flag: str, value: str | None) -> tuple[str, str | None]:
 
 def warn_ignored(ignored: list[str]) -> list[str]:
     """One warning line per ignored flag that changes memory or latency (printed on stderr)."""
-    return [f"warning: {f} ignored: {IGNORED_EFFECTS[f]}" for f in ignored if f in IGNORED_EFFECTS]
+    effects = {**IGNORED_EFFECTS, **IGNORED_ENV_EFFECTS}
+    return [f"warning: {f} ignored: {effects[f]}" for f in ignored if f in effects]
 
 
 def _take(flag: str, value: str | None, found: dict[str, Any], ignored: list[str]) -> None:

@@ -43,7 +43,8 @@ from kvplan.specs.quant_config import (
 )
 from kvplan.specs.towers.vision_config import SIGLIP_DEFAULTS, architecture, unpriced_tower
 
-# transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md).
+# transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
+# GPT-2, BigCode, OPT, BLOOM keep PretrainedConfig's tie True; Cohere 1 / 2 set it True).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
         "vocab_size": 262208,
@@ -60,18 +61,13 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
+    **{t: {"tie_word_embeddings": True}
+       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom")},
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False
-_DTYPES = {
-    "float16": "float16",
-    "bfloat16": "bfloat16",
-    "float32": "float32",
-    "half": "float16",
-    "fp16": "float16",
-    "bf16": "bfloat16",
-    "float": "float32",
-}
+_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "half": "float16",
+           "fp16": "float16", "bf16": "bfloat16", "float": "float32"}
 _KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
 
 
@@ -209,8 +205,11 @@ def _hidden_act(f: _Fields) -> str:
 
 
 def _attention_bias(f: _Fields, model_type: str) -> bool:
-    """Qwen2 has q/k/v biases without saying so in config.json."""
-    return bool(f.get("attention_bias") or f.get("bias") or model_type in ("qwen2", "qwen2_moe"))
+    """Qwen2 has q/k/v biases, GPT-2 / BigCode / OPT / Phi every linear's, unsaid."""
+    if model_type in ("starcoder2", "gpt_neox"):  # use_bias / attention_bias default True
+        return f.get("use_bias" if model_type == "starcoder2" else "attention_bias") is not False
+    return bool(f.get("attention_bias") or f.get("bias") or f.get("use_qkv_bias") or model_type in (
+        "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi", "bloom"))
 
 
 def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec | None:
@@ -394,6 +393,8 @@ def _parallel_block(model_type: str, f: _Fields) -> bool:
 
 
 def _mlp_gated(model_type: str, f: _Fields) -> bool:
-    """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP."""
-    act = str(f.get("mlp_hidden_act") or "")
-    return not (model_type in ("falcon", "gpt2", "gpt_bigcode", "opt") or act == "relu2")
+    """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP (relu2: Nemotron's)."""
+    act = str(f.get("mlp_hidden_act") or f.get("hidden_act") or "")
+    plain = ("falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "gptj",
+             "bloom")
+    return not (model_type in plain or act == "relu2")

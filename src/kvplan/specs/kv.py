@@ -333,6 +333,9 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
             "multiple of them (vLLM requires it)"
         )
     _check_state_tensor_parallel(model, tp)
+    problem = model.tp_split_problem(tp)
+    if problem is not None:
+        raise InputError(f"--tensor-parallel-size {tp} must divide {problem}")
 
 
 def _check_state_tensor_parallel(model: ModelSpec, tp: int) -> None:

@@ -90,10 +90,10 @@ FP32_ROPE = frozenset({"gpt_oss"})
 calls ``get_rope(..., dtype=torch.float32)`` (0.10 through 0.13 alike), so gpt-oss's 131,072
 yarn rows x 64 hold 32 MiB, not 16."""
 
-NO_ROPE = frozenset({"nemotron_h", "mamba2"})
+NO_ROPE = frozenset({"nemotron_h", "mamba2", "gpt2", "gpt_bigcode", "opt", "bloom"})
 """Families whose attention layers vLLM builds without a rotary embedding (``nemotron_h.py``:
-no position encoding in its few attention layers; ``mamba2.py``: no attention at all), so no
-cos/sin cache is allocated."""
+no position encoding in its few attention layers; ``mamba2.py``: no attention at all; GPT-2,
+BigCode, OPT: learned absolute positions; BLOOM: ALiBi), so no cos/sin cache is allocated."""
 
 
 def rotary_dim(f: Fields, model_type: str, head_dim: int) -> int | None:

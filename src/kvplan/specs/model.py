@@ -235,6 +235,33 @@ class ModelSpec:
         return self.model_type in STATE_ONLY_FAMILIES or self.model_type == "nemotron_h"
 
     @property
+    def has_dense_mlp(self) -> bool:
+        """Some layer runs a dense (not routed) MLP: vLLM's MergedColumnParallelLinear /
+        RowParallelLinear then split ``intermediate_size`` over TP."""
+        first_dense = self.num_layers if self.moe is None else self.moe.first_dense_layers
+        if self.one_block_layers:
+            return any(k == "mlp" for k in self.layer_kinds[:first_dense])
+        return first_dense > 0
+
+    def tp_split_problem(self, tp: int) -> str | None:
+        """What vLLM 0.11 cannot split ``tp`` ways among the dense shards, else None: the
+        vocabulary padded to 64 (``VocabParallelEmbedding``: divide(padded vocab, tp)), the
+        dense and shared-expert MLP widths (``MergedColumnParallelLinear`` asserts
+        ``output_size % tp_size == 0``; ``RowParallelLinear`` divides them too)."""
+        padded = -(-self.vocab_size // 64) * 64
+        if padded % tp:
+            return (f"the {padded:,} embedding rows (vocab_size {self.vocab_size:,} padded to "
+                    "a multiple of 64; vLLM's VocabParallelEmbedding asserts it)")
+        if self.has_dense_mlp and self.intermediate_size % tp:
+            return (f"the MLP's intermediate_size {self.intermediate_size:,} (vLLM's "
+                    "MergedColumnParallelLinear asserts it)")
+        shared = 0 if self.moe is None else self.moe.shared_expert_intermediate_size
+        if shared % tp:
+            return (f"the shared experts' intermediate size {shared:,} (vLLM's "
+                    "MergedColumnParallelLinear asserts it)")
+        return None
+
+    @property
     def attention_kind(self) -> str:
         """Short description: MHA, GQA, MQA or MLA, plus sliding/hybrid qualifiers."""
         if not self.kv_layers:

@@ -16,6 +16,7 @@ from kvplan.cli.pasted import (
     ENV_SETTINGS,
     HYBRID_MANAGER_OFF,
     IGNORED_EFFECTS,
+    WARNED,
     is_pasted_start,
     parse_vllm_command,
     warn_ignored,
@@ -53,7 +54,7 @@ class CommandLine:
 
     def note_ignored(self) -> None:
         """The ignored flags not warned about one by one, in one ``note:`` line on stderr."""
-        rest = [f for f in self.ignored if f not in IGNORED_EFFECTS]
+        rest = [f for f in self.ignored if f not in WARNED]
         if rest:
             print(f"note: ignored vLLM flags: {', '.join(rest)}", file=sys.stderr)
 

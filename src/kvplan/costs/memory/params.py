@@ -31,24 +31,19 @@ WEIGHT_MEMO: Memo[int] = Memo(1024)
 prices the same shards for every KV dtype, sequence cap and chunk size it tries."""
 
 Shard = Literal["col", "row", "kv", "vocab", "rep"]
-Role = Literal[
-    "embedding",
-    "lm_head",
-    "attention",
-    "dense_mlp",
-    "experts",
-    "shared_experts",
-    "router",
-    "norms",
-    "state_layers",
-]
+Role = Literal["embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts",
+               "router", "norms", "state_layers"]
 VOCAB_PADDING = 64
 """vLLM's ``DEFAULT_VOCAB_PADDING_SIZE``: embedding rows are padded to a multiple of 64."""
 
-_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3", "olmo2"})
+_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma3"})
+_WIDE_QK_NORM = frozenset({"olmo2", "olmo3", "olmoe"})  # q_norm / k_norm over all q / k heads
 _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
-_LAYERNORM_BIAS = frozenset({"falcon", "gpt2", "gpt_bigcode", "opt", "phi"})
-_NO_O_BIAS = frozenset({"qwen2", "qwen2_moe"})
+_ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2", "gptj"})  # attention || MLP
+_LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "bloom"})
+"""Every linear layer and LayerNorm has a bias (StarCoder2's use_bias: ``attention_bias``)."""
+_LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon", "gptj", "nemotron", "stablelm"}
+_NO_O_BIAS = frozenset({"qwen2", "qwen2_moe", "stablelm"})  # q/k/v biases only (use_qkv_bias)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +109,8 @@ def _attention_extras(m: ModelSpec, q_out: int, kv_k: int, kv_v: int) -> Iterato
             yield _vec("attention", m.hidden_size)
     if m.model_type in _QK_NORM:
         yield _vec("norms", m.head_dim, count=2)
+    elif m.model_type in _WIDE_QK_NORM:
+        yield from (_vec("norms", q_out), _vec("norms", kv_k))
     if m.model_type == "gpt_oss":
         yield _vec("attention", m.num_attention_heads, "col")  # per-head sinks
 
@@ -141,7 +138,8 @@ def _mlp(m: ModelSpec, role: Role, inter: int, count: int = 1) -> Iterator[Part]
     up = 2 * inter if m.mlp_gated else inter
     yield Part(role=role, rows=up, cols=m.hidden_size, shard="col", count=count)
     yield Part(role=role, rows=m.hidden_size, cols=inter, shard="row", count=count)
-    if m.model_type == "gpt_oss" and role == "experts":
+    biased = m.model_type == "gptj" or (m.model_type in _LINEAR_BIAS and m.attention_bias)
+    if biased or (m.model_type == "gpt_oss" and role == "experts"):
         yield _vec(role, up, "col", count)
         yield _vec(role, m.hidden_size, count=count)
 
@@ -213,24 +211,39 @@ def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
     if m.one_block_layers:  # one block per layer: mamba, attention or MLP, one norm
         body = _ffn(m, layer) if m.layer_kinds[layer] == "mlp" else _mixer(m, layer)
         return (*body, _norm(m, 1))
-    norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type == "falcon" else 2
+    norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type in _ONE_NORM else 2
     return (*_mixer(m, layer), *_ffn(m, layer), _norm(m, norms))
 
 
+LEARNED_POSITIONS = {"gpt2": 0, "gpt_bigcode": 0, "opt": 2}
+"""Learned position tables (replicated: GPT-2 / BigCode ``wpe``, OPT's with 2 offset rows)."""
+
+
 def embedding_parts(m: ModelSpec) -> tuple[Part, ...]:
-    return (
-        Part(role="embedding", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False),
-    )
+    """The token table (vocab-parallel), then any learned position table (replicated)."""
+    table = Part(role="embedding", rows=m.vocab_size, cols=m.hidden_size, shard="vocab",
+                 linear=False)
+    if m.model_type == "bloom":  # word_embeddings_layernorm
+        return table, _norm(m, 1)
+    if m.model_type not in LEARNED_POSITIONS:
+        return (table,)
+    rows = m.max_position_embeddings + LEARNED_POSITIONS[m.model_type]
+    return table, Part(role="embedding", rows=rows, cols=m.hidden_size, linear=False)
 
 
 def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]:
     """Final norm and lm_head (no lm_head params when tied, unless a separate stage holds it)."""
     head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False)
     tied = m.tie_word_embeddings and not separate_copy
-    return (_norm(m, 1),) if tied else (_norm(m, 1), head)
+    bias = (_vec("lm_head", m.vocab_size, "vocab"),) if m.model_type in ("phi", "gptj") else ()
+    return (_norm(m, 1),) if tied else (_norm(m, 1), head, *bias)
 
 
 # ---------------------------------------------------------------- counts
+
+
+_ROLES = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts", "router",
+          "norms", "state_layers")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,17 +263,7 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (
-            self.embedding
-            + self.lm_head
-            + self.attention
-            + self.dense_mlp
-            + self.experts
-            + self.shared_experts
-            + self.router
-            + self.norms
-            + self.state_layers
-        )
+        return sum(getattr(self, role) for role in _ROLES)
 
     @property
     def active(self) -> int:
@@ -282,9 +285,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     active = (
         0 if model.moe is None else (experts * model.moe.experts_per_token // model.moe.num_experts)
     )
-    roles = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts",
-             "router", "norms", "state_layers")
-    return ParamCounts(active_experts=active, **{r: by_role.get(r, 0) for r in roles})
+    return ParamCounts(active_experts=active, **{r: by_role.get(r, 0) for r in _ROLES})
 
 
 # ---------------------------------------------------------------- bytes
@@ -322,12 +323,12 @@ def pp_layer_ranges(num_layers: int, pp: int) -> tuple[range, ...]:
     return tuple(range(s, s + n) for s, n in zip(starts, sizes, strict=True))
 
 
-VOCAB_ON_EVERY_STAGE = frozenset({"gemma2", "gemma3", "gemma3_text", "qwen3_moe", "qwen3_next",
-                                  "nemotron_h", "mixtral", "gpt_oss", "falcon"})
+VOCAB_ON_EVERY_STAGE = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "qwen2_moe",
+                                  "qwen3_moe", "qwen3_next", "nemotron_h", "mixtral", "gpt_oss",
+                                  "falcon", *LEARNED_POSITIONS})
 """Families whose vLLM 0.11 modules build embed_tokens, lm_head and the final norm on every
-pipeline stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only; Falcon ties its
-lm_head to that stage's table). The others (Llama, Qwen2/3, DeepSeek) keep the embedding on
-the first stage, the head on the last."""
+stage (no PPMissingLayer; Qwen3-Next's norm: the last stage only; Falcon, GPT-2, BigCode, OPT
+tie lm_head to that stage's table). Llama, Qwen2/3, DeepSeek: embedding first, head last."""
 
 
 def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False,
@@ -340,7 +341,7 @@ def _stage_parts(m: ModelSpec, pp: int, stage: int, reads: bool = False,
     for layer in pp_layer_ranges(m.num_layers, pp)[stage]:
         yield from layer_parts(m, layer)
     if stage == pp - 1 or every:
-        head = head_parts(m, separate_copy=pp > 1 and not every)[:2 if vocab else 1]
+        head = head_parts(m, separate_copy=pp > 1 and not every)[:None if vocab else 1]
         yield from head[1:] if stage < pp - 1 and m.model_type == "qwen3_next" else head
 
 
