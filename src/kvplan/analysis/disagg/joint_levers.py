@@ -20,6 +20,7 @@ import numpy as np
 from kvplan.analysis.disagg.candidates import DisaggLever, JointCandidate
 from kvplan.analysis.disagg.rounds import simulate_round
 from kvplan.analysis.disagg.screen import pool_costs
+from kvplan.analysis.metrics import benchmark_duration
 from kvplan.analysis.plan.bands import PlanBands, Ratios, plan_bands, ratios_for
 from kvplan.analysis.plan.judge import Verdict, judged_mask, latencies
 from kvplan.errors import InputError
@@ -128,9 +129,10 @@ def disagg_bands(c: JointCandidate, slo: Slo) -> PlanBands:
     """The candidate's SLO terms and output rate with error bands (goodput: none yet)."""
     assert c.disagg is not None and c.verdict is not None and c.run is not None
     r = c.run.result.client
-    done = r.finished
-    # vLLM's benchmark_duration: from the start (t = 0) to the last answer, as the
-    # aggregated fleets' rate (plan.fleet: duration_s) and simulate's output_throughput
-    span = float(r.finish_s[done].max()) if done.any() else 0.0
-    tput = float(r.output_tokens[done].sum()) / span if span > 0 else None
+    # vLLM's output_throughput: the finished requests' tokens (a failed one counts 0) over
+    # benchmark_duration, from the start (t = 0) until every request answered, a refusal
+    # included (one the decode side refuses fails only after its prefill ran), as
+    # simulate's output_throughput
+    span = benchmark_duration(r)
+    tput = float(r.output_tokens[r.finished].sum()) / span if span > 0 else None
     return plan_bands(slo, disagg_ratios(c.disagg), dict(c.verdict.achieved), None, tput)
