@@ -53,3 +53,52 @@ def test_disagg_bands_rate_counts_a_late_refusal_in_the_duration() -> None:
     rate = disagg_bands(c, slo).output_tokens_per_s
     assert rate == 4950 / failed_at
     assert rate == mx.compute_metrics(client).output_throughput
+
+
+def test_each_pool_gpu_moves_kv_at_its_own_pcie_rate() -> None:
+    """H100 TP1 prefill -> A100 TP2 decode over ib-ndr, Llama-3.1-8B, one 1,024-token prompt.
+    KV: 1,024 tokens x 32 layers x 8 heads x 128 x 2 (K, V) x 2 B = 134,217,728 B; each
+    A100 receives its 4 heads, 67,108,864 B, over its PCIe Gen4 x16 (64e9 / 2 x 128/130 =
+    31.5077e9 B/s: 2.130 ms); the H100 (PCIe Gen5, above the NIC) sends all of it through
+    its 50e9 B/s NIC: 2.684 ms, which binds. transfer = 134,217,728 / 50e9 + 5 us =
+    2.68935456 ms. kvplan capped both sides at the A100's rate: 134,217,728 / 31.5077e9
+    + 5 us = 4.2648 ms, as if the A100's PCIe limited the H100's NIC."""
+    import pytest
+
+    from tests.conftest import run_cli
+
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--disagg", "1P1D", "--prefill-gpu",
+                "H100", "--decode-gpu", "A100-80GB-SXM", "--prefill-tp", "1", "--decode-tp",
+                "2", "--num-prompts", "1", "--random-input-len", "1024",
+                "--random-output-len", "4", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["kv_link_bytes"] == 134_217_728
+    assert doc["mean_kv_transfer_ms"] == pytest.approx(134_217_728 / 50e9 * 1e3 + 5e-3,
+                                                      rel=1e-12)
+    assert doc["prefill"]["kv_link_bytes_per_s_per_gpu"] == 50e9
+    assert doc["decode"]["kv_link_bytes_per_s_per_gpu"] == pytest.approx(64e9 / 2 * 128 / 130)
+
+
+def test_transfer_rate_of_the_faster_link_lever_counts_each_side() -> None:
+    """The planner's "--kv-link ib-xdr" what-if was left out whenever the slower pool GPU's
+    PCIe capped both links alike (A100: 31.5e9 on ib-ndr and on ib-xdr), although the H100
+    TP1 prefill side binds the transfer above: its NIC goes 50e9 -> 63.0e9 (its PCIe Gen5's
+    cap), against 2 A100s receiving 2 x 31.5e9 = 63.0e9: the transfer's rate rises from
+    50e9 to 63.0e9 B/s."""
+    import pytest
+
+    from kvplan.analysis.disagg.joint_levers import variants
+    from kvplan.specs.deployment import Deployment
+    from kvplan.specs.disagg import DisaggDeployment
+
+    def pool(gpu: str, tp: int) -> Deployment:
+        return Deployment(model=LLAMA_8B, gpu=load_gpu(gpu),
+                          engine=EngineConfig(max_model_len=4096, tensor_parallel_size=tp))
+
+    dd = DisaggDeployment(prefill=pool("H100", 1), decode=pool("A100-80GB-SXM", 2),
+                          link=load_link("ib-ndr"))
+    assert dd.transfer_bytes_per_s() == 50e9
+    assert dd.transfer_bytes_per_s(load_link("ib-xdr")) == pytest.approx(2 * 64e9 / 2 * 128
+                                                                          / 130)
+    assert "--kv-link ib-xdr" in [change for change, _ in variants(dd)]

@@ -72,7 +72,8 @@ def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
     changes: list[tuple[str, dict[str, object]]] = [
         ("+1 prefill instance", {"prefill": dd.prefill.with_replicas(dd.prefill.replicas + 1)}),
         ("+1 decode instance", {"decode": dd.decode.with_replicas(dd.decode.replicas + 1)})]
-    if link is not None and dd.link_rate(link) > dd.link_rate():  # not capped by PCIe
+    # a faster link that PCIe caps to the same rate is no lever
+    if link is not None and dd.transfer_bytes_per_s(link) > dd.transfer_bytes_per_s():
         changes.append((f"--kv-link {link.id}", {"link": link}))
     out = [("none (the winner)", dd)]
     for change, fields in changes:

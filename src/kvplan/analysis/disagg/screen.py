@@ -112,8 +112,7 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
     prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
     out = np.asarray(work.output_tokens, dtype=np.int64)
     cost = transfer_cost(dd, dec.plan)
-    wire = cost.link_bytes(prompt) / (min(cost.prefill_tp, cost.decode_tp)
-                                      * cost.bytes_per_s_per_gpu)
+    wire = cost.link_bytes(prompt) / cost.link_bytes_per_s
     lanes = min(_engines(dd.prefill), _engines(dd.decode))
     checks = [("ttft", wire.astype(np.float64), float(lanes), "link-seconds")]
     if work.prefix_hashes is None:  # shared prefixes: the prefill side computes less

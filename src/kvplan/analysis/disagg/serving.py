@@ -54,6 +54,7 @@ class DisaggRun:
     def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
         """`vllm bench serve`-style settings plus both pools and the link."""
         d = self.deployment
+        rate_p, rate_d = d.side_rates()
         return {
             "backend": "kvplan-sim-disagg", "model_id": d.prefill.model.name,
             "gpu": f"{d.prefill.gpu.id} / {d.decode.gpu.id}",
@@ -64,7 +65,8 @@ class DisaggRun:
             "kv_link": d.link.id,
             "kv_link_bytes_per_s_per_gpu": d.link_rate(),
             "kv_link_latency_s": d.link.latency_s,
-            "prefill": _pool_header(self.prefill), "decode": _pool_header(self.decode),
+            "prefill": {**_pool_header(self.prefill), "kv_link_bytes_per_s_per_gpu": rate_p},
+            "decode": {**_pool_header(self.decode), "kv_link_bytes_per_s_per_gpu": rate_d},
             "block_size": self.decode.plan.block_size,
             "max_model_len": self.decode.plan.settings.max_model_len,
         }
@@ -120,10 +122,12 @@ def transfer_cost(dd: DisaggDeployment, decode_plan: MemoryPlan,
                   link: LinkSpec | None = None) -> TransferCost:
     """The transfer arithmetic between the two pools over ``link`` (default: the fleet's)."""
     link = link or dd.link
+    rate_p, rate_d = dd.side_rates(link)
     return TransferCost(groups=group_pages(decode_plan.groups),
                         prefill_tp=dd.prefill.engine.tensor_parallel_size,
                         decode_tp=dd.decode.engine.tensor_parallel_size,
-                        bytes_per_s_per_gpu=dd.link_rate(link), latency_s=link.latency_s)
+                        bytes_per_s_per_gpu=rate_p, decode_bytes_per_s_per_gpu=rate_d,
+                        latency_s=link.latency_s)
 
 
 def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,

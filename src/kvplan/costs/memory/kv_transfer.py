@@ -12,11 +12,12 @@ whole prompt before the transfer (its window frees the older ones only at its ne
 and vLLM's NixlConnector reads every allocated block of every layer
 (``_read_blocks``: only Llama 4's chunked-local layers are clipped, ``block_window_per_layer``).
     link_bytes(P)  = decode_tp x rank_bytes(P)                          (all decode GPUs)
-    wire_s(P)      = max(link_bytes / prefill_tp, rank_bytes) / bw_per_gpu
-                   = link_bytes / (min(prefill_tp, decode_tp) x bw_per_gpu)
+    wire_s(P)      = max(link_bytes / prefill_tp / bw_p, rank_bytes / bw_d)
+                   = link_bytes / min(prefill_tp x bw_p, decode_tp x bw_d)
 
-Every prefill GPU sends an equal share of what the decode GPUs read, over its own NIC; the
-slower side (fewer GPUs) binds. Worked example: docs/disaggregation.md.
+Every prefill GPU sends an equal share of what the decode GPUs read, over its own NIC at
+its rate bw_p; every decode GPU receives its shard at its rate bw_d (each the link's rate
+capped by that GPU's PCIe); the slower side binds. Worked example: docs/disaggregation.md.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ class TransferCost:
     prefill_tp: int
     decode_tp: int
     bytes_per_s_per_gpu: float
+    """A prefill GPU's send rate (and a decode GPU's, unless ``decode_bytes_per_s_per_gpu``)."""
     latency_s: float
+    decode_bytes_per_s_per_gpu: float = 0.0
+    """A decode GPU's receive rate; 0 = ``bytes_per_s_per_gpu`` (GPUs of one PCIe rate)."""
 
     def rank_bytes(self, prompt_tokens: IntArray) -> IntArray:
         """Bytes one decode GPU receives for each prompt length."""
@@ -102,8 +106,10 @@ class TransferCost:
 
     @property
     def link_bytes_per_s(self) -> float:
-        """The transfer's bandwidth: the GPUs on the narrower side, each at its NIC's rate."""
-        return min(self.prefill_tp, self.decode_tp) * self.bytes_per_s_per_gpu
+        """The transfer's bandwidth: each side's GPUs together, each at its NIC's rate (its
+        PCIe's cap); the slower side binds."""
+        decode = self.decode_bytes_per_s_per_gpu or self.bytes_per_s_per_gpu
+        return min(self.prefill_tp * self.bytes_per_s_per_gpu, self.decode_tp * decode)
 
     def transfer_s(self, link_bytes: float) -> float:
         """Wire time plus the link's fixed latency: one transfer on an idle link."""
