@@ -102,3 +102,69 @@ def test_transfer_rate_of_the_faster_link_lever_counts_each_side() -> None:
     assert dd.transfer_bytes_per_s(load_link("ib-xdr")) == pytest.approx(2 * 64e9 / 2 * 128
                                                                           / 130)
     assert "--kv-link ib-xdr" in [change for change, _ in variants(dd)]
+
+
+def _llama4_scout(tmp_path, wrapped: bool) -> str:
+    """meta-llama/Llama-4-Scout-17B-16E-Instruct's text_config (48 layers, 8 KV heads of 128,
+    attention_chunk_size 8192, no_rope_layers [] -> every 4th layer NoPE / global);
+    ``wrapped``: inside its model_type "llama4" config, else the bare llama4_text config."""
+    import json
+
+    text = {"model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48,
+            "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+            "attention_chunk_size": 8192, "no_rope_layers": [], "vocab_size": 202048,
+            "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+            "num_local_experts": 16, "num_experts_per_tok": 1,
+            "max_position_embeddings": 10485760, "torch_dtype": "bfloat16",
+            "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
+                             "original_max_position_embeddings": 8192,
+                             "rope_type": "llama3"}}
+    raw = ({"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+            "text_config": text, "torch_dtype": "bfloat16"} if wrapped else
+           {**text, "architectures": ["Llama4ForCausalLM"]})
+    path = tmp_path / f"llama4-{wrapped}.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
+def test_llama4_chunked_layers_move_only_their_last_chunk(tmp_path) -> None:
+    """vLLM 0.11's NixlConnector (register_kv_caches, for hf_config.model_type "llama4")
+    gives each chunked local layer (no_rope_layers[i] != 0) a block window of
+    cdiv(8192, 16) = 512 blocks, and _read_blocks reads only local_block_ids[-512:] on it.
+    Scout, one 32,000-token prompt, TP4 -> TP4 over ib-ndr: 2,000 pages; one page of one
+    layer on all GPUs = 16 x 8 x 128 x 2 x 2 = 65,536 B:
+        12 global x 2,000 x 65,536 + 36 chunked x 512 x 65,536 = 2,780,823,552 B
+    (kvplan moved 48 x 2,000 x 65,536 = 6,291,456,000 B); wire 2,780,823,552 / (4 x 50e9)
+    + 5 us = 13.90911776 ms. The bare llama4_text config (model_type not "llama4") gets no
+    window in vLLM: all 6,291,456,000 B."""
+    import pytest
+
+    from tests.conftest import run_cli
+
+    def moved(wrapped: bool) -> dict:
+        r = run_cli("simulate", _llama4_scout(tmp_path, wrapped), "--gpu", "H200", "-tp",
+                    "4", "--max-model-len", "32768", "--disagg", "1P1D", "--num-prompts",
+                    "1", "--random-input-len", "32000", "--random-output-len", "4",
+                    "--json")
+        assert r.code == 0, r.err
+        return r.json()
+
+    doc = moved(True)
+    assert doc["kv_link_bytes"] == (12 * 2000 + 36 * 512) * 65_536 == 2_780_823_552
+    assert doc["mean_kv_transfer_ms"] == pytest.approx(2_780_823_552 / 200e9 * 1e3 + 5e-3,
+                                                      rel=1e-12)
+    assert moved(False)["kv_link_bytes"] == 48 * 2000 * 65_536
+
+
+def test_llama4_chunked_layers_follow_no_rope_layers() -> None:
+    """no_rope_layers given: its 1s are the chunked layers (vLLM reads the list as is)."""
+    from kvplan.specs.hf_config import parse_config
+
+    text = {"model_type": "llama4_text", "hidden_size": 512, "num_hidden_layers": 4,
+            "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+            "attention_chunk_size": 1024, "no_rope_layers": [0, 1, 1, 0],
+            "vocab_size": 1000, "max_position_embeddings": 4096}
+    m = parse_config({"model_type": "llama4", "text_config": text}, name="x", file="x")
+    assert (m.attention_chunk_size, m.chunked_local_layers) == (1024, (1, 2))
+    plain = parse_config(text, name="x", file="x")
+    assert (plain.attention_chunk_size, plain.chunked_local_layers) == (0, ())

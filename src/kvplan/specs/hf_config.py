@@ -18,7 +18,7 @@ from kvplan.specs.config_checks import (
     check_topk,
     config_int,
 )
-from kvplan.specs.layer_kinds import layer_kinds
+from kvplan.specs.layer_kinds import chunked_local, layer_kinds
 from kvplan.specs.max_len import (
     derived_max_len,
     has_max_len_key,
@@ -182,7 +182,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         mlp_gated=_mlp_gated(model_type, f),
         attention_bias=_attention_bias(f, model_type),
         num_mtp_layers=f.count("num_nextn_predict_layers"),
-        vision=_vision(raw, hidden, file),
+        vision=_vision(raw, hidden, file), **chunked_local(raw, f, layers),
         notes=tuple(dict.fromkeys(f.notes)),
     )
 

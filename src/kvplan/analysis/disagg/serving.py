@@ -123,7 +123,9 @@ def transfer_cost(dd: DisaggDeployment, decode_plan: MemoryPlan,
     """The transfer arithmetic between the two pools over ``link`` (default: the fleet's)."""
     link = link or dd.link
     rate_p, rate_d = dd.side_rates(link)
-    return TransferCost(groups=group_pages(decode_plan.groups),
+    model = dd.decode.model
+    return TransferCost(groups=group_pages(decode_plan.groups, model.attention_chunk_size,
+                                           model.chunked_local_layers),
                         prefill_tp=dd.prefill.engine.tensor_parallel_size,
                         decode_tp=dd.decode.engine.tensor_parallel_size,
                         bytes_per_s_per_gpu=rate_p, decode_bytes_per_s_per_gpu=rate_d,
