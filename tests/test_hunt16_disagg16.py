@@ -168,3 +168,25 @@ def test_llama4_chunked_layers_follow_no_rope_layers() -> None:
     assert (m.attention_chunk_size, m.chunked_local_layers) == (1024, (1, 2))
     plain = parse_config(text, name="x", file="x")
     assert (plain.attention_chunk_size, plain.chunked_local_layers) == (0, ())
+
+
+def test_screen_keys_pools_by_weight_format_and_kv_dtype() -> None:
+    """`kvplan plan Qwen/Qwen3-32B --gpu L40S -q none,fp8 --disagg`: the screen cached each
+    pool's capacity plan by (role, GPU, TP, DP, EP), so the fp8 fleets on L40S TP1 reused
+    the bf16 pool's verdict (61.03 GiB of weights > 40.08 GiB: no room) and all were
+    pruned_memory, although fp8 weights (~31 GiB) leave room for KV (the aggregated plan
+    verified 3 x L40S TP1 fp8). Each fleet's pools are now its own engine's."""
+    from kvplan.analysis.disagg.screen import screen_fleets
+    from kvplan.specs.prices import price_table
+
+    model = load_model("Qwen/Qwen3-32B")
+    fleets = [dd for q in (None, "fp8") for dd in enumerate_disagg(
+        model, [load_gpu("L40S")], EngineConfig(max_model_len=2200, quantization=q),
+        load_link("ib-ndr"), tps=(1,), max_instances=1)]
+    work = Workload(name="w", arrival_s=np.arange(4) * 1.0,
+                    prompt_tokens=np.full(4, 2000, dtype=np.int64),
+                    output_tokens=np.full(4, 200, dtype=np.int64))
+    slo = Slo(bounds=(PercentileBound(metric="ttft", percentile=99, limit_ms=3000.0),))
+    s = screen_fleets(fleets, work, slo, price_table(), bounds=False)
+    stage = {c.disagg.prefill.engine.quantization: c.stage for c in (*s.kept, *s.dropped)}
+    assert stage == {None: "pruned_memory", "fp8": "screened"}

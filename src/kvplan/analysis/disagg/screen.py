@@ -39,10 +39,13 @@ from kvplan.specs.deployment import Deployment
 from kvplan.specs.disagg import DisaggDeployment, pool_label
 from kvplan.specs.prices import PriceTable
 from kvplan.specs.requests.workload import Workload
+from kvplan.specs.serving import EngineConfig
 from kvplan.specs.slo import Slo
 
-PoolKey = tuple[str, str, int, int, bool]
-"""(role, GPU, TP, DP, EP): one pool's instance (its plan, timer and rates)."""
+PoolKey = tuple[str, str, EngineConfig]
+"""(role, GPU, engine flags: TP, DP, EP, KV cache dtype, weight format, ...): one pool's
+instance (its plan, timer and rates); the plan's space may hold fleets of several KV cache
+dtypes and weight formats on one GPU and layout."""
 PairKey = tuple[PoolKey, PoolKey, str]
 """(prefill pool, decode pool, link): what the floors and per-request works depend on."""
 
@@ -130,7 +133,7 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
             return why
     bursts = {} if bursts is None else bursts
     for metric, per, cap, what, extra in every:  # then its bursts
-        key = (_pair(dd), what)  # the works depend on the pools' GPUs and TPs, not counts
+        key = (_pair(dd), what)  # the works depend on the pools' GPUs and engines, not counts
         if key not in bursts:
             bursts[key] = worst_bursts(work, slo, metric, per, extra)
         why = burst_text(bursts[key], cap, what)
@@ -145,9 +148,7 @@ def _engines(d: Deployment) -> int:
 
 
 def _key(role: str, d: Deployment) -> PoolKey:
-    e = d.engine
-    return (role, d.gpu.id, e.tensor_parallel_size, e.data_parallel_size,
-            e.enable_expert_parallel)
+    return (role, d.gpu.id, d.engine)
 
 
 def _pair(dd: DisaggDeployment) -> PairKey:
@@ -181,7 +182,7 @@ def _step_min(p: PoolRun) -> float:
 
 
 _RATES: dict[tuple[PoolKey, str, int, int], float] = {}
-"""Best tokens/s of one engine per ((role, GPU, TP, DP, EP), model, budget, max_num_seqs),
+"""Best tokens/s of one engine per ((role, GPU, engine flags), model, budget, max_num_seqs),
 and the decode pool's one-sequence step ('decode-step'): fleets share pools."""
 
 
