@@ -190,3 +190,19 @@ def test_screen_keys_pools_by_weight_format_and_kv_dtype() -> None:
     s = screen_fleets(fleets, work, slo, price_table(), bounds=False)
     stage = {c.disagg.prefill.engine.quantization: c.stage for c in (*s.kept, *s.dropped)}
     assert stage == {None: "pruned_memory", "fp8": "screened"}
+
+
+def test_link_note_longest_prompt_is_searched_not_scaled(tmp_path) -> None:
+    """Scout over ib-ndr TP4 -> TP4, --goodput ttft:10: the note's longest prompt whose KV
+    moves in time. Bytes of n pages = 65,536 x (12 n + 36 min(n, 512)); in time when
+    <= (10 ms - 5 us) x 4 x 50e9 = 1,999,000,000 B = 30,501.99 page-layers: 12 n <=
+    30,501.99 - 18,432 -> n = 1,005 pages = 16,080 tokens. Scaling the 32,000-token
+    prompt's bytes per token (86,900 B) said 22,992 tokens, whose KV takes 11.7 ms."""
+    from tests.conftest import run_cli
+
+    r = run_cli("simulate", _llama4_scout(tmp_path, True), "--gpu", "H200", "-tp", "4",
+                "--max-model-len", "32768", "--disagg", "1P1D", "--num-prompts", "1",
+                "--random-input-len", "32000", "--random-output-len", "4", "--goodput",
+                "ttft:10", "--json")
+    assert r.code == 0, r.err
+    assert "or prompts of at most 16,080 tokens" in r.err, r.err

@@ -148,9 +148,8 @@ def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
     gpus = (dd.prefill.gpu.id, dd.decode.gpu.id)
     fits = [x.id for x in link_catalog() if link_usable(x, gpus, dd.total_gpus)
             and 1000 * transfer_cost(dd, decode_plan, x).transfer_s(nbytes) <= ttft_ms]
-    room_s = ttft_ms / 1000 - cost.latency_s
     block = decode_plan.block_size  # whole pages move: round down to a page
-    longest = int(room_s / cost.wire_s(nbytes / tokens)) // block * block if room_s > 0 else 0
+    longest = _longest_in_time(cost, ttft_ms / 1000, block, tokens)
     shorter = (f"or prompts of at most {longest:,} tokens" if longest > 0 else
                f"no prompt fits: one {block}-token page and the link's "
                f"{1e6 * cost.latency_s:g} us latency take longer")
@@ -158,6 +157,20 @@ def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
             f"{fmt_bytes(nbytes)}) in {took_ms:,.1f} ms, over the TTFT goodput of "
             f"{ttft_ms:g} ms before any compute: such requests cannot count as good; links "
             f"that fit: {', '.join(fits) or 'none'}; {shorter}")
+
+
+def _longest_in_time(cost: TransferCost, limit_s: float, block: int, tokens: int) -> int:
+    """The longest prompt of whole ``block``-token pages, below ``tokens``, whose KV moves
+    within ``limit_s`` (0: none): bytes grow with the pages, not always in proportion
+    (Llama 4's chunked layers stop growing past their chunk), so the pages are searched."""
+    import numpy as np
+
+    lo, hi = 0, tokens // block
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        took = cost.transfer_s(float(cost.link_bytes(np.array([mid * block]))[0]))
+        lo, hi = (mid, hi) if took <= limit_s else (lo, mid - 1)
+    return lo * block
 
 
 def block_mismatch(pre: PoolRun, dec: PoolRun) -> str:
