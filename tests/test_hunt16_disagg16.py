@@ -206,3 +206,26 @@ def test_link_note_longest_prompt_is_searched_not_scaled(tmp_path) -> None:
                 "ttft:10", "--json")
     assert r.code == 0, r.err
     assert "or prompts of at most 16,080 tokens" in r.err, r.err
+
+
+def test_plan_disagg_pools_take_the_plans_engine_flags() -> None:
+    """`kvplan plan --disagg --gpu-memory-utilization 0.5 --block-size 32 --max-model-len
+    16384 --enable-prefix-caching off`: the aggregated candidates ran with these flags, but
+    every xPyD fleet was planned (and its serve lines printed) at vLLM's 0.9, block 16, the
+    longest request's 8,300 tokens and prefix caching on: a fleet given 1.8x the KV memory
+    the user allowed, ranked against candidates that kept to it."""
+    from tests.conftest import run_cli
+
+    r = run_cli("plan", "Qwen/Qwen3-8B", "--gpu", "H100", "--disagg", "--num-prompts", "300",
+                "--request-rate", "6", "--random-input-len", "8000", "--random-output-len",
+                "300", "--slo", "ttft:p99:2000", "--slo", "tpot:p99:15", "--workers", "1",
+                "--gpu-memory-utilization", "0.5", "--block-size", "32", "--max-model-len",
+                "16384", "--enable-prefix-caching", "off", "--json")
+    assert r.code == 0, r.err
+    best = r.json()["joint"]["best_disaggregated"]
+    assert best is not None
+    for role in ("prefill", "decode"):
+        line = best["serve"][role]
+        assert "--gpu-memory-utilization 0.5 " in line, line
+        assert "--block-size 32 " in line and "--max-model-len 16384 " in line, line
+        assert "--no-enable-prefix-caching" in line, line

@@ -13,8 +13,10 @@ memory-feasible fleet is simulated; tests check that both give the same winner.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -119,19 +121,27 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                workers: int | None = None, async_scheduling: bool = False,
                dps: Sequence[int] = (1,), eps: Sequence[bool | None] = (None,),
                limits: Limits = (None, None), kv_cache_dtypes: Sequence[str] = ("auto",),
-               quantizations: Sequence[str | None] = (None,)) -> JointPlan:
+               quantizations: Sequence[str | None] = (None,),
+               engine_lists: Mapping[str, Sequence[Any]] | None = None,
+               gpu_memory_utilization: float = 0.9,
+               max_model_len: int | None = None) -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
     fleet of ``gpus`` x ``gpus`` (prefill, decode) x layout pairs (TP; DP / EP of ``dps``,
     ``eps`` for an MoE model: plan.pool_layouts) x 1..``max_instances`` each x ``links``,
-    at ``max_model_len`` = the longest request, as the aggregated planner
-    (``async_scheduling``: vLLM --async-scheduling on every pool, as on its candidates), for
-    every KV cache dtype and weight format of the plan's space (both pools the same)."""
+    at ``max_model_len`` (None: the longest request) and ``gpu_memory_utilization``, as the
+    aggregated planner (``async_scheduling``: vLLM --async-scheduling on every pool, as on its
+    candidates), for every KV cache dtype, weight format and combination of the other engine
+    flags of the plan's space (``engine_lists``: EngineConfig field -> values, e.g. the
+    --block-size list; both pools the same)."""
     from kvplan.analysis.disagg.plan import enumerate_disagg
 
     longest = int(np.max(work.prompt_tokens + work.output_tokens))
-    engines = [EngineConfig(max_model_len=min(longest, model.max_position_embeddings),
-                            async_scheduling=async_scheduling, kv_cache_dtype=kv,
-                            quantization=q) for kv in kv_cache_dtypes for q in quantizations]
+    lists = {"kv_cache_dtype": kv_cache_dtypes, "quantization": quantizations,
+             **(engine_lists or {})}
+    engines = list(dict.fromkeys(EngineConfig(
+        max_model_len=max_model_len or min(longest, model.max_position_embeddings),
+        gpu_memory_utilization=gpu_memory_utilization, async_scheduling=async_scheduling,
+        **dict(zip(lists, combo, strict=True))) for combo in itertools.product(*lists.values())))
     fleets = [f for link in links for engine in engines for f in enumerate_disagg(
         model, gpus, engine, link, tps=tps, max_instances=max_instances, dps=dps, eps=eps)]
     return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers,
