@@ -229,3 +229,32 @@ def test_plan_disagg_pools_take_the_plans_engine_flags() -> None:
         assert "--gpu-memory-utilization 0.5 " in line, line
         assert "--block-size 32 " in line and "--max-model-len 16384 " in line, line
         assert "--no-enable-prefix-caching" in line, line
+
+
+def test_plan_disagg_fleets_are_priced_with_the_plans_profile(tmp_path) -> None:
+    """`kvplan plan --disagg --profile P`: the aggregated candidates' steps were priced with
+    P, every xPyD fleet's (screen floors, simulation, what-ifs) with the bundled profile.
+    P here is the bundled H100 bf16 profile with step_overhead_s 20 ms: every decode step
+    takes more than 20 ms, so no request's TPOT can be below it (the bundled profile gives
+    about 7 ms)."""
+    import json
+    from pathlib import Path
+
+    from tests.conftest import run_cli
+
+    bundled = json.loads((Path(__file__).parents[1] / "src/kvplan/data/profiles/default.json")
+                         .read_text())
+    h100 = next(p for p in bundled["profiles"]
+                if p["gpu"] == "H100-SXM-80GB" and p["precision"] == "bfloat16")
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"schema": bundled["schema"], "fitted_on": "test",
+                                "default": bundled["default"],
+                                "profiles": [{**h100, "step_overhead_s": 0.02}]}))
+    r = run_cli("plan", "Qwen/Qwen3-8B", "--gpu", "H100", "-tp", "1", "--disagg",
+                "--num-prompts", "60", "--request-rate", "2", "--random-input-len", "2000",
+                "--random-output-len", "100", "--slo", "tpot:p99:200", "--search",
+                "exhaustive", "--workers", "1", "--profile", str(slow), "--json")
+    assert r.code == 0, r.err
+    joint = r.json()["joint"]
+    assert joint["best_disaggregated"]["achieved"]["p99_tpot_ms"] > 20
+    assert all(lever["binding_ms"] > 20 for lever in joint["levers"])

@@ -23,6 +23,7 @@ from kvplan.analysis.disagg.screen import pool_costs
 from kvplan.analysis.metrics import benchmark_duration
 from kvplan.analysis.plan.bands import PlanBands, Ratios, plan_bands, ratios_for
 from kvplan.analysis.plan.judge import Verdict, judged_mask, latencies
+from kvplan.costs.step.roofline import Profile
 from kvplan.errors import InputError
 from kvplan.specs.disagg import DisaggDeployment, link_usable
 from kvplan.specs.links import LinkSpec, link_catalog
@@ -85,14 +86,15 @@ def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
 
 
 def disagg_levers(c: JointCandidate, work: Workload, slo: Slo, prices: PriceTable,
-                  workers: int | None = None) -> tuple[DisaggLever, ...]:
-    """Every variant simulated (one round, in parallel) and judged; deltas against the first
-    row, the winner itself."""
+                  workers: int | None = None, profile: str | Profile | None = None
+                  ) -> tuple[DisaggLever, ...]:
+    """Every variant simulated (one round, in parallel, steps priced by ``profile``) and
+    judged; deltas against the first row, the winner itself."""
     assert c.disagg is not None and c.verdict is not None
     key = c.verdict.binding
     rows: list[DisaggLever] = []
     todo = variants(c.disagg)
-    judged = simulate_round([dd for _, dd in todo], work, slo, workers)
+    judged = simulate_round([dd for _, dd in todo], work, slo, workers, profile)
     for (change, dd), (v, _) in zip(todo, judged, strict=True):
         rows.append(_row(change, dd, v, key, rows, prices))
     return tuple(rows)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from kvplan.analysis.disagg.serving import DisaggRun, simulate_disagg_serving
 from kvplan.analysis.plan.judge import Verdict, judge, latencies
+from kvplan.costs.step.roofline import Profile
 from kvplan.specs.disagg import DisaggDeployment
 from kvplan.specs.requests.workload import Workload
 from kvplan.specs.slo import Slo
@@ -15,29 +16,32 @@ from kvplan.specs.slo import Slo
 ROUND = 4
 """Candidates simulated per round (fixed, as the aggregated funnel's rounds)."""
 
-_SHARED: dict[str, tuple[Workload, Slo]] = {}
+_SHARED: dict[str, tuple[Workload, Slo, str | Profile | None]] = {}
 
 
-def simulate_one(dd: DisaggDeployment, work: Workload, slo: Slo) -> tuple[Verdict, DisaggRun]:
-    """One fleet simulated on ``work`` and judged by ``slo``."""
-    run = simulate_disagg_serving(dd, work)
+def simulate_one(dd: DisaggDeployment, work: Workload, slo: Slo,
+                 profile: str | Profile | None = None) -> tuple[Verdict, DisaggRun]:
+    """One fleet simulated on ``work`` (steps priced by ``profile``, None: the bundled one)
+    and judged by ``slo``."""
+    run = simulate_disagg_serving(dd, work, profile=profile)
     return judge(latencies(run.result.client, itl=slo.judges_itl), slo), run
 
 
 def _job(dd: DisaggDeployment) -> tuple[Verdict, DisaggRun]:
-    work, slo = _SHARED["ctx"]
-    return simulate_one(dd, work, slo)
+    work, slo, profile = _SHARED["ctx"]
+    return simulate_one(dd, work, slo, profile)
 
 
 def simulate_round(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
-                   workers: int | None = None) -> list[tuple[Verdict, DisaggRun]]:
+                   workers: int | None = None, profile: str | Profile | None = None
+                   ) -> list[tuple[Verdict, DisaggRun]]:
     """Every fleet of one round, ``workers`` processes at most (None: one per core)."""
     n = min(len(fleets), workers or os.cpu_count() or 1)
     if n <= 1:
-        return [simulate_one(dd, work, slo) for dd in fleets]
+        return [simulate_one(dd, work, slo, profile) for dd in fleets]
     import multiprocessing as mp
 
-    _SHARED["ctx"] = (work, slo)  # forked workers inherit it: the traffic is not pickled
+    _SHARED["ctx"] = (work, slo, profile)  # forked workers inherit it: the traffic is not pickled
     try:
         with mp.get_context("fork").Pool(n) as pool:
             return pool.map(_job, list(fleets), chunksize=1)

@@ -38,6 +38,8 @@ class PoolRun:
     deployment: Deployment
     plan: MemoryPlan
     limits: Limits
+    profile: str | Profile | None = None
+    """The latency profile its steps are priced with (None: the GPU's bundled one)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,9 +85,10 @@ def _pool_header(p: PoolRun) -> dict[str, Any]:
             "enable_prefix_caching": p.limits.prefix_caching}
 
 
-def plan_pool(role: str, d: Deployment) -> PoolRun:
+def plan_pool(role: str, d: Deployment, profile: str | Profile | None = None) -> PoolRun:
     """The pool's capacity plan (the KV layout vLLM uses with a KV connector,
-    ``kv_transfer_model``) and limits; a pool that cannot hold one request says so."""
+    ``kv_transfer_model``) and limits; a pool that cannot hold one request says so
+    (``profile``: the latency profile its timer prices steps with, None: bundled)."""
     _check_dp_pool(role, d)
     try:
         plan = plan_memory(kv_transfer_model(d.model), d.gpu, d.engine)
@@ -103,7 +106,7 @@ def plan_pool(role: str, d: Deployment) -> PoolRun:
                         max_num_seqs=limits.max_num_seqs, chunked_prefill=True,
                         prefix_caching=False,
                         long_prefill_token_threshold=limits.long_prefill_token_threshold)
-    return PoolRun(role=role, deployment=d, plan=plan, limits=limits)
+    return PoolRun(role=role, deployment=d, plan=plan, limits=limits, profile=profile)
 
 
 def _check_dp_pool(role: str, d: Deployment) -> None:
@@ -197,7 +200,7 @@ def simulate_disagg_serving(dd: DisaggDeployment,
                             profile: str | Profile | None = None,
                             ttft_slo_ms: float | None = None) -> DisaggRun:
     """Simulate ``workload`` on the disaggregated fleet ``dd``."""
-    pre, dec = plan_pool("prefill", dd.prefill), plan_pool("decode", dd.decode)
+    pre, dec = plan_pool("prefill", dd.prefill, profile), plan_pool("decode", dd.decode, profile)
     why = block_mismatch(pre, dec)
     if why:
         raise InputError(why)
@@ -218,8 +221,10 @@ def simulate_disagg_serving(dd: DisaggDeployment,
 
 
 def pool_timer(p: PoolRun, profile: str | Profile | None = None) -> StepCostModel:
-    """The pool's step timer (its GPU's bundled profile unless one is given)."""
+    """The pool's step timer (its GPU's bundled profile unless one is given, here or as the
+    pool's own ``profile``)."""
     d = p.deployment
+    profile = p.profile if profile is None else profile
     prof = profile if isinstance(profile, Profile) else pick_profile(d.model, d.gpu, d.engine,
                                                                      profile)
     try:
