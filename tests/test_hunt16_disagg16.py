@@ -258,3 +258,27 @@ def test_plan_disagg_fleets_are_priced_with_the_plans_profile(tmp_path) -> None:
     joint = r.json()["joint"]
     assert joint["best_disaggregated"]["achieved"]["p99_tpot_ms"] > 20
     assert all(lever["binding_ms"] > 20 for lever in joint["levers"])
+
+
+def test_plan_disagg_slo_margin_band_judges_fleets_at_the_edge() -> None:
+    """--slo-margin band: the aggregated candidates must meet every SLO term at their band's
+    pessimistic edge (on H100 TP1, p99 TPOT's high ratio 1.2406: 15 ms / 1.2406 = 12.09 ms),
+    the xPyD fleets were judged at 15 ms: 2P1D (p99 TPOT 14.0 ms, band edge 17.6 ms,
+    "missed at its pessimistic edge") won against aggregated candidates held to their edge.
+    Each fleet is now judged at its own edge (TTFT by the prefill pool's band, the rest by
+    the decode pool's): 2P3D, p99 TPOT 11.99 ms, edge 14.88 ms."""
+    from tests.conftest import run_cli
+
+    r = run_cli("plan", "Qwen/Qwen3-8B", "--gpu", "H100", "--disagg", "--num-prompts", "300",
+                "--request-rate", "6", "--random-input-len", "8000", "--random-output-len",
+                "300", "--slo", "ttft:p99:2000", "--slo", "tpot:p99:15", "--workers", "1",
+                "--slo-margin", "band", "--json")
+    assert r.code == 0, r.err
+    joint = r.json()["joint"]
+    best = joint["best_disaggregated"]
+    assert best is not None
+    assert all(c["met_at_edge"] for c in best["slo_at_band_edge"]), best["slo_at_band_edge"]
+    tpot = next(c for c in best["slo_at_band_edge"] if c["key"] == "p99_tpot_ms")
+    high = tpot["band"][1] / tpot["value"]  # the decode pool's ratio, the what-ifs' too
+    assert all(lever["binding_ms"] * high <= 15 for lever in joint["levers"]
+               if lever["meets_slo"])

@@ -49,16 +49,17 @@ def aggregated_entries(plan: Plan) -> list[JointCandidate]:
 def joint_search(plan: Plan, fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
                  prices: PriceTable, *, search: str = "funnel",
                  workers: int | None = None, limits: Limits = (None, None),
-                 profile: str | Profile | None = None) -> JointPlan:
+                 profile: str | Profile | None = None, margin: str = "none") -> JointPlan:
     """Rank ``plan``'s candidates and the ``fleets`` in one space (module docstring);
     ``limits``: --max-gpus and --max-cost-per-hour, which bind a fleet as a replica set;
-    ``profile``: --profile, the latency profile the aggregated candidates were priced with."""
+    ``profile``, ``margin``: --profile and --slo-margin, as the aggregated candidates were
+    priced and judged (the screen keeps the user's SLO: looser than the edge, so safe)."""
     agg = aggregated_entries(plan)
     best = next((c for c in agg if plan.winner is not None and c.id == plan.winner.id), None)
     screened = within(screen_fleets(fleets, work, slo, prices,
                                     bounds=search != "exhaustive", profile=profile), limits)
     done, sims = _simulate(screened, work, slo, best, stop=search != "exhaustive",
-                           workers=workers, profile=profile)
+                           workers=workers, profile=profile, margin=margin)
     every = agg + done
     # the aggregated side is represented by its own winner (its ranking and tie-breaks)
     ok = ([best] if best is not None else []) + [c for c in done if c.verified]
@@ -89,8 +90,8 @@ def within(screened: Screened, limits: Limits) -> Screened:
 
 
 def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate | None,
-              *, stop: bool, workers: int | None, profile: str | Profile | None = None
-              ) -> tuple[list[JointCandidate], int]:
+              *, stop: bool, workers: int | None, profile: str | Profile | None = None,
+              margin: str = "none") -> tuple[list[JointCandidate], int]:
     """Rounds of ROUND in rank order; before each, what cannot beat the best is pruned."""
     out = list(screened.dropped)
     todo = sorted(screened.kept, key=lambda c: c.key)
@@ -101,7 +102,7 @@ def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate
             todo = [c for c in todo if c.key <= best.key]
         batch, todo = todo[:ROUND], todo[ROUND:]
         fleets = [c.disagg for c in batch if c.disagg is not None]
-        judged = simulate_round(fleets, work, slo, workers, profile)
+        judged = simulate_round(fleets, work, slo, workers, profile, margin)
         for c, (v, run) in zip(batch, judged, strict=True):
             sims += 1
             why = ("meets the SLO" if v.ok else "misses the SLO") + \
@@ -130,7 +131,7 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                engine_lists: Mapping[str, Sequence[Any]] | None = None,
                gpu_memory_utilization: float = 0.9,
                max_model_len: int | None = None,
-               profile: str | Profile | None = None) -> JointPlan:
+               profile: str | Profile | None = None, margin: str = "none") -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
     fleet of ``gpus`` x ``gpus`` (prefill, decode) x layout pairs (TP; DP / EP of ``dps``,
     ``eps`` for an MoE model: plan.pool_layouts) x 1..``max_instances`` each x ``links``,
@@ -151,4 +152,4 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
     fleets = [f for link in links for engine in engines for f in enumerate_disagg(
         model, gpus, engine, link, tps=tps, max_instances=max_instances, dps=dps, eps=eps)]
     return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers,
-                        limits=limits, profile=profile)
+                        limits=limits, profile=profile, margin=margin)

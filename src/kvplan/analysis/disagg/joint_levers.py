@@ -86,15 +86,15 @@ def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
 
 
 def disagg_levers(c: JointCandidate, work: Workload, slo: Slo, prices: PriceTable,
-                  workers: int | None = None, profile: str | Profile | None = None
-                  ) -> tuple[DisaggLever, ...]:
+                  workers: int | None = None, profile: str | Profile | None = None,
+                  margin: str = "none") -> tuple[DisaggLever, ...]:
     """Every variant simulated (one round, in parallel, steps priced by ``profile``) and
     judged; deltas against the first row, the winner itself."""
     assert c.disagg is not None and c.verdict is not None
     key = c.verdict.binding
     rows: list[DisaggLever] = []
     todo = variants(c.disagg)
-    judged = simulate_round([dd for _, dd in todo], work, slo, workers, profile)
+    judged = simulate_round([dd for _, dd in todo], work, slo, workers, profile, margin)
     for (change, dd), (v, _) in zip(todo, judged, strict=True):
         rows.append(_row(change, dd, v, key, rows, prices))
     return tuple(rows)

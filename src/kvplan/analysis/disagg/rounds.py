@@ -16,32 +16,47 @@ from kvplan.specs.slo import Slo
 ROUND = 4
 """Candidates simulated per round (fixed, as the aggregated funnel's rounds)."""
 
-_SHARED: dict[str, tuple[Workload, Slo, str | Profile | None]] = {}
+_SHARED: dict[str, tuple[Workload, Slo, str | Profile | None, str]] = {}
+
+
+def fleet_slo(dd: DisaggDeployment, slo: Slo, margin: str = "none") -> Slo:
+    """The SLO the fleet is judged by: the user's, or with --slo-margin band its band-edge
+    version (each bound over the fleet's high ratio, ``joint_levers.disagg_ratios``), as
+    the aggregated candidates are judged (``JobContext.slo_for``)."""
+    if margin == "none":
+        return slo
+    from kvplan.analysis.disagg.joint_levers import disagg_ratios
+    from kvplan.analysis.plan.bands import edge_slo
+
+    return edge_slo(slo, disagg_ratios(dd))
 
 
 def simulate_one(dd: DisaggDeployment, work: Workload, slo: Slo,
-                 profile: str | Profile | None = None) -> tuple[Verdict, DisaggRun]:
+                 profile: str | Profile | None = None, margin: str = "none"
+                 ) -> tuple[Verdict, DisaggRun]:
     """One fleet simulated on ``work`` (steps priced by ``profile``, None: the bundled one)
-    and judged by ``slo``."""
+    and judged by ``slo`` (at the band's edge with ``margin`` 'band': ``fleet_slo``)."""
     run = simulate_disagg_serving(dd, work, profile=profile)
-    return judge(latencies(run.result.client, itl=slo.judges_itl), slo), run
+    return judge(latencies(run.result.client, itl=slo.judges_itl),
+                 fleet_slo(dd, slo, margin)), run
 
 
 def _job(dd: DisaggDeployment) -> tuple[Verdict, DisaggRun]:
-    work, slo, profile = _SHARED["ctx"]
-    return simulate_one(dd, work, slo, profile)
+    work, slo, profile, margin = _SHARED["ctx"]
+    return simulate_one(dd, work, slo, profile, margin)
 
 
 def simulate_round(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
-                   workers: int | None = None, profile: str | Profile | None = None
-                   ) -> list[tuple[Verdict, DisaggRun]]:
+                   workers: int | None = None, profile: str | Profile | None = None,
+                   margin: str = "none") -> list[tuple[Verdict, DisaggRun]]:
     """Every fleet of one round, ``workers`` processes at most (None: one per core)."""
     n = min(len(fleets), workers or os.cpu_count() or 1)
     if n <= 1:
-        return [simulate_one(dd, work, slo, profile) for dd in fleets]
+        return [simulate_one(dd, work, slo, profile, margin) for dd in fleets]
     import multiprocessing as mp
 
-    _SHARED["ctx"] = (work, slo, profile)  # forked workers inherit it: the traffic is not pickled
+    # forked workers inherit it: the traffic is not pickled
+    _SHARED["ctx"] = (work, slo, profile, margin)
     try:
         with mp.get_context("fork").Pool(n) as pool:
             return pool.map(_job, list(fleets), chunksize=1)

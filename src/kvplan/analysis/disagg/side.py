@@ -91,10 +91,12 @@ def disagg_side(args: dict[str, Any], plan: Any,
                        quantizations=tuple(space["quantizations"] or (None,)),
                        engine_lists=_engine_lists(args, space),
                        gpu_memory_utilization=space["gpu_memory_utilization"],
-                       max_model_len=space["max_model_len"], profile=space["profile"])
+                       max_model_len=space["max_model_len"], profile=space["profile"],
+                       margin=space["slo_margin"])
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
-                                                       args["workers"], space["profile"])
+                                                       args["workers"], space["profile"],
+                                                       space["slo_margin"])
     bench = plan.bench_command or f"vllm bench serve --model {model_id}"
     return JointSide(joint=joint, levers=levers, slo=slo, model_id=model_id,
                      bench=f"{bench} --base-url http://PROXY:PORT")
