@@ -18,10 +18,10 @@ from dataclasses import replace
 import numpy as np
 
 from kvplan.analysis.disagg.candidates import DisaggLever, JointCandidate
-from kvplan.analysis.disagg.rounds import simulate_round
+from kvplan.analysis.disagg.rounds import disagg_ratios, simulate_round
 from kvplan.analysis.disagg.screen import pool_costs
 from kvplan.analysis.metrics import benchmark_duration
-from kvplan.analysis.plan.bands import PlanBands, Ratios, plan_bands, ratios_for
+from kvplan.analysis.plan.bands import PlanBands, plan_bands
 from kvplan.analysis.plan.judge import Verdict, judged_mask, latencies
 from kvplan.costs.step.roofline import Profile
 from kvplan.errors import InputError
@@ -117,15 +117,6 @@ def _row(change: str, dd: DisaggDeployment, v: Verdict | None, key: str,
         binding_key=key, binding_ms=value,
         delta_binding_ms=0.0 if base is None else value - base.binding_ms,
         meets_slo=v is not None and v.ok, note=note)
-
-
-def disagg_ratios(dd: DisaggDeployment) -> Ratios:
-    """TTFT's band from the prefill pool's replica, every other metric's from the decode's."""
-    pre, dec = ratios_for(dd.prefill), ratios_for(dd.decode)
-    pairs = tuple((m, pre.get(m) if m == "ttft" else dec.get(m)) for m, _ in dec.ratios)
-    bases = tuple((m, pre.basis_of(m) if m == "ttft" else dec.basis_of(m))
-                  for m, _ in dec.ratios)
-    return Ratios(ratios=pairs, basis=dec.basis, notes=pre.notes + dec.notes, bases=bases)
 
 
 def disagg_bands(c: JointCandidate, slo: Slo) -> PlanBands:

@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 
 from kvplan.analysis.disagg.serving import DisaggRun, simulate_disagg_serving
+from kvplan.analysis.plan.bands import Ratios, edge_slo, ratios_for
 from kvplan.analysis.plan.judge import Verdict, judge, latencies
 from kvplan.costs.step.roofline import Profile
 from kvplan.specs.disagg import DisaggDeployment
@@ -21,14 +22,20 @@ _SHARED: dict[str, tuple[Workload, Slo, str | Profile | None, str]] = {}
 
 def fleet_slo(dd: DisaggDeployment, slo: Slo, margin: str = "none") -> Slo:
     """The SLO the fleet is judged by: the user's, or with --slo-margin band its band-edge
-    version (each bound over the fleet's high ratio, ``joint_levers.disagg_ratios``), as
+    version (each bound over the fleet's high ratio, ``disagg_ratios``), as
     the aggregated candidates are judged (``JobContext.slo_for``)."""
     if margin == "none":
         return slo
-    from kvplan.analysis.disagg.joint_levers import disagg_ratios
-    from kvplan.analysis.plan.bands import edge_slo
-
     return edge_slo(slo, disagg_ratios(dd))
+
+
+def disagg_ratios(dd: DisaggDeployment) -> Ratios:
+    """TTFT's band from the prefill pool's replica, every other metric's from the decode's."""
+    pre, dec = ratios_for(dd.prefill), ratios_for(dd.decode)
+    pairs = tuple((m, pre.get(m) if m == "ttft" else dec.get(m)) for m, _ in dec.ratios)
+    bases = tuple((m, pre.basis_of(m) if m == "ttft" else dec.basis_of(m))
+                  for m, _ in dec.ratios)
+    return Ratios(ratios=pairs, basis=dec.basis, notes=pre.notes + dec.notes, bases=bases)
 
 
 def simulate_one(dd: DisaggDeployment, work: Workload, slo: Slo,

@@ -87,12 +87,7 @@ def disagg_side(args: dict[str, Any], plan: Any,
                        async_scheduling=bool(args.get("async_scheduling")),
                        dps=tuple(dps), eps=tuple(eps),
                        limits=(args.get("max_gpus"), args.get("max_cost_per_hour")),
-                       kv_cache_dtypes=tuple(space["kv_cache_dtypes"] or ("auto",)),
-                       quantizations=tuple(space["quantizations"] or (None,)),
-                       engine_lists=_engine_lists(args, space),
-                       gpu_memory_utilization=space["gpu_memory_utilization"],
-                       max_model_len=space["max_model_len"], profile=space["profile"],
-                       margin=space["slo_margin"])
+                       **_engine_space(args, space))
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
                                                        args["workers"], space["profile"],
@@ -100,6 +95,18 @@ def disagg_side(args: dict[str, Any], plan: Any,
     bench = plan.bench_command or f"vllm bench serve --model {model_id}"
     return JointSide(joint=joint, levers=levers, slo=slo, model_id=model_id,
                      bench=f"{bench} --base-url http://PROXY:PORT")
+
+
+def _engine_space(args: dict[str, Any], space: dict[str, Any]) -> dict[str, Any]:
+    """plan_joint's engine, pricing and judging options from the plan's: as the aggregated
+    candidates were built (KV cache dtypes, weight formats, the other engine lists, memory
+    share, max_model_len), priced (--profile) and judged (--slo-margin)."""
+    return {"kv_cache_dtypes": tuple(space["kv_cache_dtypes"] or ("auto",)),
+            "quantizations": tuple(space["quantizations"] or (None,)),
+            "engine_lists": _engine_lists(args, space),
+            "gpu_memory_utilization": space["gpu_memory_utilization"],
+            "max_model_len": space["max_model_len"], "profile": space["profile"],
+            "margin": space["slo_margin"]}
 
 
 def _engine_lists(args: dict[str, Any], space: dict[str, Any]) -> dict[str, list[Any]]:
