@@ -97,7 +97,7 @@ def compute_metrics(
     req = per_request(r)
     values = {"ttft": req["ttft"], "tpot": req["tpot"][~np.isnan(req["tpot"])],
               "e2el": req["e2el"]}
-    duration = _duration(r)
+    duration = benchmark_duration(r)
     n_in = int(r.prompt_tokens[done].sum())
     n_out = int(r.output_tokens[done].sum())
     claimed = r.prefill_claimed_blocks + r.decode_claimed_blocks
@@ -203,7 +203,7 @@ def itl_stat(r: SimulationResult, percentiles: Sequence[float]) -> Stat:
                 percentiles_ms=tuple((p, v * 1000) for p, v in s.percentiles))
 
 
-def _duration(r: SimulationResult) -> float:
+def benchmark_duration(r: SimulationResult) -> float:
     """From the benchmark start (t = 0) to the last answer (vLLM: benchmark_duration).
 
     vLLM starts the clock before ``get_request`` sleeps the first arrival gap and stops it

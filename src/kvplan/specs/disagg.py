@@ -62,11 +62,25 @@ class DisaggDeployment:
         return self.prefill.total_gpus + self.decode.total_gpus
 
     def link_rate(self, link: LinkSpec | None = None) -> float:
-        """One GPU's bytes/s over ``link`` (default: the fleet's) between these pools' GPUs:
-        the link's rate, capped by each GPU's PCIe where the link crosses it (an L40S's
-        Gen4 x16 carries 31.5e9 B/s a direction, not InfiniBand NDR's 50e9)."""
-        return (link or self.link).rate_on(self.prefill.gpu.pcie_bytes_per_s,
-                                           self.decode.gpu.pcie_bytes_per_s)
+        """The slower pool GPU's bytes/s over ``link`` (default: the fleet's): the link's
+        rate, capped by each GPU's PCIe where the link crosses it (an L40S's Gen4 x16
+        carries 31.5e9 B/s a direction, not InfiniBand NDR's 50e9)."""
+        return min(self.side_rates(link))
+
+    def side_rates(self, link: LinkSpec | None = None) -> tuple[float, float]:
+        """(a prefill GPU's, a decode GPU's) bytes/s over ``link``: each GPU's NIC moves at
+        the link's rate capped by that GPU's own PCIe (H100 prefill to A100 decode over
+        ib-ndr: 50e9 sent, 31.5e9 received per GPU)."""
+        link = link or self.link
+        return (link.rate_on(self.prefill.gpu.pcie_bytes_per_s),
+                link.rate_on(self.decode.gpu.pcie_bytes_per_s))
+
+    def transfer_bytes_per_s(self, link: LinkSpec | None = None) -> float:
+        """One request's KV rate over ``link``: the prefill GPUs' NICs together or the
+        decode GPUs' together, the slower (``TransferCost.link_bytes_per_s``)."""
+        rate_p, rate_d = self.side_rates(link)
+        return min(self.prefill.engine.tensor_parallel_size * rate_p,
+                   self.decode.engine.tensor_parallel_size * rate_d)
 
 
 def link_usable(link: LinkSpec, gpu_ids: tuple[str, ...], total_gpus: int) -> bool:

@@ -18,7 +18,7 @@ from kvplan.specs.config_checks import (
     check_topk,
     config_int,
 )
-from kvplan.specs.layer_kinds import layer_kinds
+from kvplan.specs.layer_kinds import chunked_local, layer_kinds
 from kvplan.specs.max_len import (
     derived_max_len,
     has_max_len_key,
@@ -175,11 +175,13 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden, model_type) if "mamba" in kinds else None,
         **_quant_fields(raw, cfg, file),
-        hidden_act=_hidden_act(f),
+        hidden_act=str(f.get("hidden_act") or f.get("hidden_activation")
+                       or f.get("mlp_hidden_act") or "silu"),
         mlp_gated=_mlp_gated(model_type, f), parallel_block=_parallel_block(model_type, f),
         attention_bias=_attention_bias(f, model_type),
         num_mtp_layers=f.count("num_nextn_predict_layers"),
         vision=_vision(raw, hidden, file), unpriced_tower=unpriced_tower(raw),
+        **chunked_local(raw, f, layers),
         notes=tuple(dict.fromkeys(f.notes)),
     )
 
@@ -197,11 +199,6 @@ def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:
     if mla is not None or f.cfg.get("model_type") == "minicpm3":
         return int(mla.v_head_dim) if mla is not None else head_dim
     return f.integer("v_head_dim", required=False, default=head_dim)
-
-
-def _hidden_act(f: _Fields) -> str:
-    return str(f.get("hidden_act") or f.get("hidden_activation") or f.get("mlp_hidden_act")
-               or "silu")
 
 
 def _attention_bias(f: _Fields, model_type: str) -> bool:

@@ -204,3 +204,19 @@ def _uses_window(f: Fields, layers: int, model_type: str) -> bool:
 def _uniform(kind: LayerKind, layers: int) -> tuple[LayerKind, ...]:
     return tuple(kind for _ in range(layers))
 
+
+
+def chunked_local(raw: Mapping[str, Any], f: Fields, layers: int) -> dict[str, Any]:
+    """Llama 4's chunked local layers as vLLM 0.11's NixlConnector finds them
+    (``register_kv_caches``): only for a top-level model_type "llama4", the text config's
+    ``no_rope_layers`` (1 = RoPE = chunked local, 0 = NoPE = global), which transformers'
+    Llama4TextConfig fills, when empty, with every ``no_rope_layer_interval``-th (4th) layer
+    global. ModelSpec's ``attention_chunk_size`` and ``chunked_local_layers``."""
+    if raw.get("model_type") != "llama4" or not f.get("attention_chunk_size"):
+        return {}
+    given = f.get("no_rope_layers")
+    every = f.integer("no_rope_layer_interval", required=False, default=4)
+    flags = given if isinstance(given, list) and given else [
+        int((i + 1) % every != 0) for i in range(layers)]
+    return {"attention_chunk_size": f.integer("attention_chunk_size"),
+            "chunked_local_layers": tuple(i for i, x in enumerate(flags[:layers]) if x)}

@@ -210,6 +210,13 @@ class ModelSpec:
     unpriced_tower: str | None = None
     """A multimodal config's encoder kvplan does not price ('ARCH (config key KEY)'): memory
     plans refuse it (``costs/memory/settings.py``), else None."""
+    attention_chunk_size: int = 0
+    """Llama 4's chunked local attention span in tokens (0: none); vLLM 0.11 caches those
+    layers as full attention, but its NixlConnector reads only their last
+    cdiv(attention_chunk_size, block_size) blocks (``chunked_local_layers``)."""
+    chunked_local_layers: tuple[int, ...] = ()
+    """Layers NixlConnector clips to the chunk (``no_rope_layers[i] != 0`` of a model_type
+    "llama4" config, the rule of its ``register_kv_caches``); () for every other model."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

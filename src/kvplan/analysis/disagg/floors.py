@@ -93,8 +93,7 @@ def floor_latencies(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun,
     computed = uncached_prompts(work, pre.limits.prefix_caching)  # what a prefix hit leaves
     out = np.asarray(work.output_tokens, dtype=np.int64)
     cost = transfer_cost(dd, dec.plan)
-    moved = cost.link_bytes(prompt) / (min(cost.prefill_tp, cost.decode_tp)
-                                       * cost.bytes_per_s_per_gpu) + cost.latency_s
+    moved = cost.link_bytes(prompt) / cost.link_bytes_per_s + cost.latency_s
     api = tp.api_delays_s(prompt) + td.api_delays_s(prompt)
     ttft = (api + _part(pre, work, "prefill", lambda: prefill_alone_s(
         tp, computed, pre.limits.max_num_batched_tokens)) + moved

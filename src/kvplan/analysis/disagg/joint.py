@@ -13,8 +13,10 @@ memory-feasible fleet is simulated; tests check that both give the same winner.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan
 from kvplan.analysis.disagg.rounds import ROUND, simulate_round
 from kvplan.analysis.disagg.screen import Screened, screen_fleets
 from kvplan.analysis.plan.records import Plan
+from kvplan.costs.step.roofline import Profile
 from kvplan.specs.disagg import DisaggDeployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.links import LinkSpec
@@ -45,15 +48,18 @@ def aggregated_entries(plan: Plan) -> list[JointCandidate]:
 
 def joint_search(plan: Plan, fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
                  prices: PriceTable, *, search: str = "funnel",
-                 workers: int | None = None, limits: Limits = (None, None)) -> JointPlan:
+                 workers: int | None = None, limits: Limits = (None, None),
+                 profile: str | Profile | None = None, margin: str = "none") -> JointPlan:
     """Rank ``plan``'s candidates and the ``fleets`` in one space (module docstring);
-    ``limits``: --max-gpus and --max-cost-per-hour, which bind a fleet as a replica set."""
+    ``limits``: --max-gpus and --max-cost-per-hour, which bind a fleet as a replica set;
+    ``profile``, ``margin``: --profile and --slo-margin, as the aggregated candidates were
+    priced and judged (the screen keeps the user's SLO: looser than the edge, so safe)."""
     agg = aggregated_entries(plan)
     best = next((c for c in agg if plan.winner is not None and c.id == plan.winner.id), None)
     screened = within(screen_fleets(fleets, work, slo, prices,
-                                    bounds=search != "exhaustive"), limits)
+                                    bounds=search != "exhaustive", profile=profile), limits)
     done, sims = _simulate(screened, work, slo, best, stop=search != "exhaustive",
-                           workers=workers)
+                           workers=workers, profile=profile, margin=margin)
     every = agg + done
     # the aggregated side is represented by its own winner (its ranking and tie-breaks)
     ok = ([best] if best is not None else []) + [c for c in done if c.verified]
@@ -84,7 +90,8 @@ def within(screened: Screened, limits: Limits) -> Screened:
 
 
 def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate | None,
-              *, stop: bool, workers: int | None) -> tuple[list[JointCandidate], int]:
+              *, stop: bool, workers: int | None, profile: str | Profile | None = None,
+              margin: str = "none") -> tuple[list[JointCandidate], int]:
     """Rounds of ROUND in rank order; before each, what cannot beat the best is pruned."""
     out = list(screened.dropped)
     todo = sorted(screened.kept, key=lambda c: c.key)
@@ -95,7 +102,8 @@ def _simulate(screened: Screened, work: Workload, slo: Slo, best: JointCandidate
             todo = [c for c in todo if c.key <= best.key]
         batch, todo = todo[:ROUND], todo[ROUND:]
         fleets = [c.disagg for c in batch if c.disagg is not None]
-        for c, (v, run) in zip(batch, simulate_round(fleets, work, slo, workers), strict=True):
+        judged = simulate_round(fleets, work, slo, workers, profile, margin)
+        for c, (v, run) in zip(batch, judged, strict=True):
             sims += 1
             why = ("meets the SLO" if v.ok else "misses the SLO") + \
                 f"; binding {v.binding} (margin {v.margin:+.1%})"
@@ -119,20 +127,29 @@ def plan_joint(plan: Plan, model: ModelSpec, work: Workload, slo: Slo, *,
                workers: int | None = None, async_scheduling: bool = False,
                dps: Sequence[int] = (1,), eps: Sequence[bool | None] = (None,),
                limits: Limits = (None, None), kv_cache_dtypes: Sequence[str] = ("auto",),
-               quantizations: Sequence[str | None] = (None,)) -> JointPlan:
+               quantizations: Sequence[str | None] = (None,),
+               engine_lists: Mapping[str, Sequence[Any]] | None = None,
+               gpu_memory_utilization: float = 0.9,
+               max_model_len: int | None = None,
+               profile: str | Profile | None = None, margin: str = "none") -> JointPlan:
     """The joint search over ``plan`` (kvplan.plan's answer on ``work``) and every xPyD
     fleet of ``gpus`` x ``gpus`` (prefill, decode) x layout pairs (TP; DP / EP of ``dps``,
     ``eps`` for an MoE model: plan.pool_layouts) x 1..``max_instances`` each x ``links``,
-    at ``max_model_len`` = the longest request, as the aggregated planner
-    (``async_scheduling``: vLLM --async-scheduling on every pool, as on its candidates), for
-    every KV cache dtype and weight format of the plan's space (both pools the same)."""
+    at ``max_model_len`` (None: the longest request) and ``gpu_memory_utilization``, as the
+    aggregated planner (``async_scheduling``: vLLM --async-scheduling on every pool, as on its
+    candidates), for every KV cache dtype, weight format and combination of the other engine
+    flags of the plan's space (``engine_lists``: EngineConfig field -> values, e.g. the
+    --block-size list; both pools the same)."""
     from kvplan.analysis.disagg.plan import enumerate_disagg
 
     longest = int(np.max(work.prompt_tokens + work.output_tokens))
-    engines = [EngineConfig(max_model_len=min(longest, model.max_position_embeddings),
-                            async_scheduling=async_scheduling, kv_cache_dtype=kv,
-                            quantization=q) for kv in kv_cache_dtypes for q in quantizations]
+    lists = {"kv_cache_dtype": kv_cache_dtypes, "quantization": quantizations,
+             **(engine_lists or {})}
+    engines = list(dict.fromkeys(EngineConfig(
+        max_model_len=max_model_len or min(longest, model.max_position_embeddings),
+        gpu_memory_utilization=gpu_memory_utilization, async_scheduling=async_scheduling,
+        **dict(zip(lists, combo, strict=True))) for combo in itertools.product(*lists.values())))
     fleets = [f for link in links for engine in engines for f in enumerate_disagg(
         model, gpus, engine, link, tps=tps, max_instances=max_instances, dps=dps, eps=eps)]
     return joint_search(plan, fleets, work, slo, plan.prices, search=search, workers=workers,
-                        limits=limits)
+                        limits=limits, profile=profile, margin=margin)

@@ -18,10 +18,12 @@ from dataclasses import replace
 import numpy as np
 
 from kvplan.analysis.disagg.candidates import DisaggLever, JointCandidate
-from kvplan.analysis.disagg.rounds import simulate_round
+from kvplan.analysis.disagg.rounds import disagg_ratios, simulate_round
 from kvplan.analysis.disagg.screen import pool_costs
-from kvplan.analysis.plan.bands import PlanBands, Ratios, plan_bands, ratios_for
+from kvplan.analysis.metrics import benchmark_duration
+from kvplan.analysis.plan.bands import PlanBands, plan_bands
 from kvplan.analysis.plan.judge import Verdict, judged_mask, latencies
+from kvplan.costs.step.roofline import Profile
 from kvplan.errors import InputError
 from kvplan.specs.disagg import DisaggDeployment, link_usable
 from kvplan.specs.links import LinkSpec, link_catalog
@@ -71,7 +73,8 @@ def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
     changes: list[tuple[str, dict[str, object]]] = [
         ("+1 prefill instance", {"prefill": dd.prefill.with_replicas(dd.prefill.replicas + 1)}),
         ("+1 decode instance", {"decode": dd.decode.with_replicas(dd.decode.replicas + 1)})]
-    if link is not None and dd.link_rate(link) > dd.link_rate():  # not capped by PCIe
+    # a faster link that PCIe caps to the same rate is no lever
+    if link is not None and dd.transfer_bytes_per_s(link) > dd.transfer_bytes_per_s():
         changes.append((f"--kv-link {link.id}", {"link": link}))
     out = [("none (the winner)", dd)]
     for change, fields in changes:
@@ -83,14 +86,15 @@ def variants(dd: DisaggDeployment) -> list[tuple[str, DisaggDeployment]]:
 
 
 def disagg_levers(c: JointCandidate, work: Workload, slo: Slo, prices: PriceTable,
-                  workers: int | None = None) -> tuple[DisaggLever, ...]:
-    """Every variant simulated (one round, in parallel) and judged; deltas against the first
-    row, the winner itself."""
+                  workers: int | None = None, profile: str | Profile | None = None,
+                  margin: str = "none") -> tuple[DisaggLever, ...]:
+    """Every variant simulated (one round, in parallel, steps priced by ``profile``) and
+    judged; deltas against the first row, the winner itself."""
     assert c.disagg is not None and c.verdict is not None
     key = c.verdict.binding
     rows: list[DisaggLever] = []
     todo = variants(c.disagg)
-    judged = simulate_round([dd for _, dd in todo], work, slo, workers)
+    judged = simulate_round([dd for _, dd in todo], work, slo, workers, profile, margin)
     for (change, dd), (v, _) in zip(todo, judged, strict=True):
         rows.append(_row(change, dd, v, key, rows, prices))
     return tuple(rows)
@@ -115,22 +119,14 @@ def _row(change: str, dd: DisaggDeployment, v: Verdict | None, key: str,
         meets_slo=v is not None and v.ok, note=note)
 
 
-def disagg_ratios(dd: DisaggDeployment) -> Ratios:
-    """TTFT's band from the prefill pool's replica, every other metric's from the decode's."""
-    pre, dec = ratios_for(dd.prefill), ratios_for(dd.decode)
-    pairs = tuple((m, pre.get(m) if m == "ttft" else dec.get(m)) for m, _ in dec.ratios)
-    bases = tuple((m, pre.basis_of(m) if m == "ttft" else dec.basis_of(m))
-                  for m, _ in dec.ratios)
-    return Ratios(ratios=pairs, basis=dec.basis, notes=pre.notes + dec.notes, bases=bases)
-
-
 def disagg_bands(c: JointCandidate, slo: Slo) -> PlanBands:
     """The candidate's SLO terms and output rate with error bands (goodput: none yet)."""
     assert c.disagg is not None and c.verdict is not None and c.run is not None
     r = c.run.result.client
-    done = r.finished
-    # vLLM's benchmark_duration: from the start (t = 0) to the last answer, as the
-    # aggregated fleets' rate (plan.fleet: duration_s) and simulate's output_throughput
-    span = float(r.finish_s[done].max()) if done.any() else 0.0
-    tput = float(r.output_tokens[done].sum()) / span if span > 0 else None
+    # vLLM's output_throughput: the finished requests' tokens (a failed one counts 0) over
+    # benchmark_duration, from the start (t = 0) until every request answered, a refusal
+    # included (one the decode side refuses fails only after its prefill ran), as
+    # simulate's output_throughput
+    span = benchmark_duration(r)
+    tput = float(r.output_tokens[r.finished].sum()) / span if span > 0 else None
     return plan_bands(slo, disagg_ratios(c.disagg), dict(c.verdict.achieved), None, tput)

@@ -33,16 +33,20 @@ from kvplan.analysis.disagg.work_bounds import (
     worst_bursts,
 )
 from kvplan.costs.pricing import FleetCost, fleet_cost
+from kvplan.costs.step.roofline import Profile
 from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.sim.state import FloatArray, IntArray
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.disagg import DisaggDeployment, pool_label
 from kvplan.specs.prices import PriceTable
 from kvplan.specs.requests.workload import Workload
+from kvplan.specs.serving import EngineConfig
 from kvplan.specs.slo import Slo
 
-PoolKey = tuple[str, str, int, int, bool]
-"""(role, GPU, TP, DP, EP): one pool's instance (its plan, timer and rates)."""
+PoolKey = tuple[str, str, EngineConfig]
+"""(role, GPU, engine flags: TP, DP, EP, KV cache dtype, weight format, ...): one pool's
+instance (its plan, timer and rates); the plan's space may hold fleets of several KV cache
+dtypes and weight formats on one GPU and layout."""
 PairKey = tuple[PoolKey, PoolKey, str]
 """(prefill pool, decode pool, link): what the floors and per-request works depend on."""
 
@@ -56,8 +60,10 @@ class Screened:
 
 
 def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
-                  prices: PriceTable, *, bounds: bool = True) -> Screened:
-    """Each fleet's stage before simulation (``bounds``: apply the floors and work bounds)."""
+                  prices: PriceTable, *, bounds: bool = True,
+                  profile: str | Profile | None = None) -> Screened:
+    """Each fleet's stage before simulation (``bounds``: apply the floors and work bounds;
+    ``profile``: the latency profile the pools' steps are priced with, None: bundled)."""
     kept: list[JointCandidate] = []
     dropped: list[JointCandidate] = []
     pools: dict[PoolKey, PoolRun | str] = {}
@@ -66,7 +72,8 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
     for i, dd in enumerate(fleets):
         costs = pool_costs(dd, prices)
         usd = None if costs is None else sum(c.usd_per_hour for c in costs)
-        stage, why = _stage(dd, work, slo, pools, (floors, bursts), bounds, costs is None)
+        stage, why = _stage(dd, work, slo, pools, (floors, bursts), bounds, costs is None,
+                            profile)
         c = JointCandidate(id=f"d{i:04d}", kind="disaggregated", stage=stage or "screened",
                            reason=why or "kept for simulation", gpus=dd.total_gpus,
                            usd_per_hour=usd, index=i, disagg=dd, pool_costs=costs or ())
@@ -77,10 +84,12 @@ def screen_fleets(fleets: Sequence[DisaggDeployment], work: Workload, slo: Slo,
 def _stage(dd: DisaggDeployment, work: Workload, slo: Slo,
            pools: dict[PoolKey, PoolRun | str],
            kept: tuple[dict[PairKey, str], dict[tuple[PairKey, str], tuple[Burst, ...]]],
-           bounds: bool, unpriced: bool) -> tuple[str, str]:
+           bounds: bool, unpriced: bool, profile: str | Profile | None = None
+           ) -> tuple[str, str]:
     """``kept``: each pool pair's zero-load floors and worst bursts, across the fleets."""
     floors, bursts = kept
-    pre, dec = _pool("prefill", dd.prefill, pools), _pool("decode", dd.decode, pools)
+    pre = _pool("prefill", dd.prefill, pools, profile)
+    dec = _pool("decode", dd.decode, pools, profile)
     for role, p, d in (("prefill", pre, dd.prefill), ("decode", dec, dd.decode)):
         if p == _MEMORY:
             return "pruned_memory", (f"the {role} pool ({d.gpu.id} {pool_label(d)}) cannot "
@@ -112,8 +121,7 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
     prompt = np.asarray(work.prompt_tokens, dtype=np.int64)
     out = np.asarray(work.output_tokens, dtype=np.int64)
     cost = transfer_cost(dd, dec.plan)
-    wire = cost.link_bytes(prompt) / (min(cost.prefill_tp, cost.decode_tp)
-                                      * cost.bytes_per_s_per_gpu)
+    wire = cost.link_bytes(prompt) / cost.link_bytes_per_s
     lanes = min(_engines(dd.prefill), _engines(dd.decode))
     checks = [("ttft", wire.astype(np.float64), float(lanes), "link-seconds")]
     if work.prefix_hashes is None:  # shared prefixes: the prefill side computes less
@@ -131,7 +139,7 @@ def work_miss(dd: DisaggDeployment, pre: PoolRun, dec: PoolRun, work: Workload,
             return why
     bursts = {} if bursts is None else bursts
     for metric, per, cap, what, extra in every:  # then its bursts
-        key = (_pair(dd), what)  # the works depend on the pools' GPUs and TPs, not counts
+        key = (_pair(dd), what)  # the works depend on the pools' GPUs and engines, not counts
         if key not in bursts:
             bursts[key] = worst_bursts(work, slo, metric, per, extra)
         why = burst_text(bursts[key], cap, what)
@@ -146,9 +154,7 @@ def _engines(d: Deployment) -> int:
 
 
 def _key(role: str, d: Deployment) -> PoolKey:
-    e = d.engine
-    return (role, d.gpu.id, e.tensor_parallel_size, e.data_parallel_size,
-            e.enable_expert_parallel)
+    return (role, d.gpu.id, d.engine)
 
 
 def _pair(dd: DisaggDeployment) -> PairKey:
@@ -174,22 +180,27 @@ def _kv_check(dd: DisaggDeployment, dec: PoolRun, work: Workload, prompt: IntArr
 def _step_min(p: PoolRun) -> float:
     d = p.deployment
     key = (_key("decode-step", d), d.model.name, p.limits.max_num_batched_tokens,
-           p.limits.max_num_seqs)
+           p.limits.max_num_seqs, _profile_key(p))
     if key not in _RATES:
         one = np.ones(1, dtype=np.int64)
         _RATES[key] = float(pool_timer(p).step_time_s(one, np.zeros(1, dtype=np.int64)))
     return _RATES[key]
 
 
-_RATES: dict[tuple[PoolKey, str, int, int], float] = {}
-"""Best tokens/s of one engine per ((role, GPU, TP, DP, EP), model, budget, max_num_seqs),
-and the decode pool's one-sequence step ('decode-step'): fleets share pools."""
+_RATES: dict[tuple[PoolKey, str, int, int, object], float] = {}
+"""Best tokens/s of one engine per ((role, GPU, engine flags), model, budget, max_num_seqs,
+profile), and the decode pool's one-sequence step ('decode-step'): fleets share pools."""
+
+
+def _profile_key(p: PoolRun) -> object:
+    """The pool's latency profile as a cache key: its path (None: bundled), or the object."""
+    return p.profile if p.profile is None or isinstance(p.profile, str) else id(p.profile)
 
 
 def _rate(p: PoolRun, role: str) -> float:
     d = p.deployment
     key = (_key(role, d), d.model.name, p.limits.max_num_batched_tokens,
-           p.limits.max_num_seqs)
+           p.limits.max_num_seqs, _profile_key(p))
     if key not in _RATES:
         timer = pool_timer(p)
         _RATES[key] = (best_tokens_per_s(timer, p.limits.max_num_batched_tokens,
@@ -203,14 +214,15 @@ _MEMORY = "memory"
 """A pool's mark when it cannot hold one max_model_len request (``pruned_memory``)."""
 
 
-def _pool(role: str, d: Deployment, pools: dict[PoolKey, PoolRun | str]) -> PoolRun | str:
+def _pool(role: str, d: Deployment, pools: dict[PoolKey, PoolRun | str],
+          profile: str | Profile | None = None) -> PoolRun | str:
     """The pool's run, _MEMORY, or why vLLM or kvplan cannot run it (``invalid``, as the
     aggregated funnel: a KV layout vLLM does not start under a KV connector, DP / EP steps
     on a GPU without kernel tables)."""
     key = _key(role, d)
     if key not in pools:
         try:
-            run = plan_pool(role, d)
+            run = plan_pool(role, d, profile)
         except DoesNotFitError:
             pools[key] = _MEMORY
             return _MEMORY

@@ -38,6 +38,8 @@ class PoolRun:
     deployment: Deployment
     plan: MemoryPlan
     limits: Limits
+    profile: str | Profile | None = None
+    """The latency profile its steps are priced with (None: the GPU's bundled one)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +56,7 @@ class DisaggRun:
     def header(self, args: WorkloadArgs | None = None) -> dict[str, Any]:
         """`vllm bench serve`-style settings plus both pools and the link."""
         d = self.deployment
+        rate_p, rate_d = d.side_rates()
         return {
             "backend": "kvplan-sim-disagg", "model_id": d.prefill.model.name,
             "gpu": f"{d.prefill.gpu.id} / {d.decode.gpu.id}",
@@ -64,7 +67,8 @@ class DisaggRun:
             "kv_link": d.link.id,
             "kv_link_bytes_per_s_per_gpu": d.link_rate(),
             "kv_link_latency_s": d.link.latency_s,
-            "prefill": _pool_header(self.prefill), "decode": _pool_header(self.decode),
+            "prefill": {**_pool_header(self.prefill), "kv_link_bytes_per_s_per_gpu": rate_p},
+            "decode": {**_pool_header(self.decode), "kv_link_bytes_per_s_per_gpu": rate_d},
             "block_size": self.decode.plan.block_size,
             "max_model_len": self.decode.plan.settings.max_model_len,
         }
@@ -81,9 +85,10 @@ def _pool_header(p: PoolRun) -> dict[str, Any]:
             "enable_prefix_caching": p.limits.prefix_caching}
 
 
-def plan_pool(role: str, d: Deployment) -> PoolRun:
+def plan_pool(role: str, d: Deployment, profile: str | Profile | None = None) -> PoolRun:
     """The pool's capacity plan (the KV layout vLLM uses with a KV connector,
-    ``kv_transfer_model``) and limits; a pool that cannot hold one request says so."""
+    ``kv_transfer_model``) and limits; a pool that cannot hold one request says so
+    (``profile``: the latency profile its timer prices steps with, None: bundled)."""
     _check_dp_pool(role, d)
     try:
         plan = plan_memory(kv_transfer_model(d.model), d.gpu, d.engine)
@@ -101,7 +106,7 @@ def plan_pool(role: str, d: Deployment) -> PoolRun:
                         max_num_seqs=limits.max_num_seqs, chunked_prefill=True,
                         prefix_caching=False,
                         long_prefill_token_threshold=limits.long_prefill_token_threshold)
-    return PoolRun(role=role, deployment=d, plan=plan, limits=limits)
+    return PoolRun(role=role, deployment=d, plan=plan, limits=limits, profile=profile)
 
 
 def _check_dp_pool(role: str, d: Deployment) -> None:
@@ -120,10 +125,14 @@ def transfer_cost(dd: DisaggDeployment, decode_plan: MemoryPlan,
                   link: LinkSpec | None = None) -> TransferCost:
     """The transfer arithmetic between the two pools over ``link`` (default: the fleet's)."""
     link = link or dd.link
-    return TransferCost(groups=group_pages(decode_plan.groups),
+    rate_p, rate_d = dd.side_rates(link)
+    model = dd.decode.model
+    return TransferCost(groups=group_pages(decode_plan.groups, model.attention_chunk_size,
+                                           model.chunked_local_layers),
                         prefill_tp=dd.prefill.engine.tensor_parallel_size,
                         decode_tp=dd.decode.engine.tensor_parallel_size,
-                        bytes_per_s_per_gpu=dd.link_rate(link), latency_s=link.latency_s)
+                        bytes_per_s_per_gpu=rate_p, decode_bytes_per_s_per_gpu=rate_d,
+                        latency_s=link.latency_s)
 
 
 def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
@@ -142,9 +151,8 @@ def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
     gpus = (dd.prefill.gpu.id, dd.decode.gpu.id)
     fits = [x.id for x in link_catalog() if link_usable(x, gpus, dd.total_gpus)
             and 1000 * transfer_cost(dd, decode_plan, x).transfer_s(nbytes) <= ttft_ms]
-    room_s = ttft_ms / 1000 - cost.latency_s
     block = decode_plan.block_size  # whole pages move: round down to a page
-    longest = int(room_s / cost.wire_s(nbytes / tokens)) // block * block if room_s > 0 else 0
+    longest = _longest_in_time(cost, ttft_ms / 1000, block, tokens)
     shorter = (f"or prompts of at most {longest:,} tokens" if longest > 0 else
                f"no prompt fits: one {block}-token page and the link's "
                f"{1e6 * cost.latency_s:g} us latency take longer")
@@ -152,6 +160,20 @@ def link_slo_note(dd: DisaggDeployment, decode_plan: MemoryPlan, ttft_ms: float,
             f"{fmt_bytes(nbytes)}) in {took_ms:,.1f} ms, over the TTFT goodput of "
             f"{ttft_ms:g} ms before any compute: such requests cannot count as good; links "
             f"that fit: {', '.join(fits) or 'none'}; {shorter}")
+
+
+def _longest_in_time(cost: TransferCost, limit_s: float, block: int, tokens: int) -> int:
+    """The longest prompt of whole ``block``-token pages, below ``tokens``, whose KV moves
+    within ``limit_s`` (0: none): bytes grow with the pages, not always in proportion
+    (Llama 4's chunked layers stop growing past their chunk), so the pages are searched."""
+    import numpy as np
+
+    lo, hi = 0, tokens // block
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        took = cost.transfer_s(float(cost.link_bytes(np.array([mid * block]))[0]))
+        lo, hi = (mid, hi) if took <= limit_s else (lo, mid - 1)
+    return lo * block
 
 
 def block_mismatch(pre: PoolRun, dec: PoolRun) -> str:
@@ -178,7 +200,7 @@ def simulate_disagg_serving(dd: DisaggDeployment,
                             profile: str | Profile | None = None,
                             ttft_slo_ms: float | None = None) -> DisaggRun:
     """Simulate ``workload`` on the disaggregated fleet ``dd``."""
-    pre, dec = plan_pool("prefill", dd.prefill), plan_pool("decode", dd.decode)
+    pre, dec = plan_pool("prefill", dd.prefill, profile), plan_pool("decode", dd.decode, profile)
     why = block_mismatch(pre, dec)
     if why:
         raise InputError(why)
@@ -199,8 +221,10 @@ def simulate_disagg_serving(dd: DisaggDeployment,
 
 
 def pool_timer(p: PoolRun, profile: str | Profile | None = None) -> StepCostModel:
-    """The pool's step timer (its GPU's bundled profile unless one is given)."""
+    """The pool's step timer (its GPU's bundled profile unless one is given, here or as the
+    pool's own ``profile``)."""
     d = p.deployment
+    profile = p.profile if profile is None else profile
     prof = profile if isinstance(profile, Profile) else pick_profile(d.model, d.gpu, d.engine,
                                                                      profile)
     try:

@@ -56,7 +56,7 @@ def disagg_side(args: dict[str, Any], plan: Any,
     from kvplan.analysis.disagg.candidates import JointSide
     from kvplan.analysis.disagg.joint import plan_joint
     from kvplan.analysis.disagg.joint_levers import disagg_levers
-    from kvplan.analysis.plan.args import slo_from, space_options, workload_from
+    from kvplan.analysis.plan.args import plan_kwargs, slo_from, workload_from
     from kvplan.analysis.plan.parallel.space import EP_WITH_DP, default_dp_sizes
     from kvplan.analysis.plan.space import valid_tp_degrees
     from kvplan.analysis.plan.traffic import plan_traffic
@@ -65,7 +65,7 @@ def disagg_side(args: dict[str, Any], plan: Any,
     from kvplan.specs.links import load_link
     from kvplan.specs.model import ModelSpec
 
-    space = space_options(args) if parse_flag is None else space_options(args, parse_flag)
+    space = plan_kwargs(args) if parse_flag is None else plan_kwargs(args, parse_flag)
     traffic = plan_traffic(workload_from(args))
     work = traffic.target  # the requests the plan verified on
     if work is None:  # every request at t = 0: a dataset without arrivals and no rate
@@ -87,11 +87,36 @@ def disagg_side(args: dict[str, Any], plan: Any,
                        async_scheduling=bool(args.get("async_scheduling")),
                        dps=tuple(dps), eps=tuple(eps),
                        limits=(args.get("max_gpus"), args.get("max_cost_per_hour")),
-                       kv_cache_dtypes=tuple(space["kv_cache_dtypes"] or ("auto",)),
-                       quantizations=tuple(space["quantizations"] or (None,)))
+                       **_engine_space(args, space))
     best = joint.best_disagg
     levers = () if best is None else disagg_levers(best, work, slo, plan.prices,
-                                                       args["workers"])
+                                                       args["workers"], space["profile"],
+                                                       space["slo_margin"])
     bench = plan.bench_command or f"vllm bench serve --model {model_id}"
     return JointSide(joint=joint, levers=levers, slo=slo, model_id=model_id,
                      bench=f"{bench} --base-url http://PROXY:PORT")
+
+
+def _engine_space(args: dict[str, Any], space: dict[str, Any]) -> dict[str, Any]:
+    """plan_joint's engine, pricing and judging options from the plan's: as the aggregated
+    candidates were built (KV cache dtypes, weight formats, the other engine lists, memory
+    share, max_model_len), priced (--profile) and judged (--slo-margin)."""
+    return {"kv_cache_dtypes": tuple(space["kv_cache_dtypes"] or ("auto",)),
+            "quantizations": tuple(space["quantizations"] or (None,)),
+            "engine_lists": _engine_lists(args, space),
+            "gpu_memory_utilization": space["gpu_memory_utilization"],
+            "max_model_len": space["max_model_len"], "profile": space["profile"],
+            "margin": space["slo_margin"]}
+
+
+def _engine_lists(args: dict[str, Any], space: dict[str, Any]) -> dict[str, list[Any]]:
+    """The plan's engine-flag lists the pools take too, as the aggregated candidates do:
+    --block-size, --enable-prefix-caching (the prefill pool's; the decode pool reads every
+    prompt block from the link) and --max-num-seqs; --max-num-batched-tokens only where
+    given (its default list is the aggregated funnel's search, the pools keep vLLM's
+    default budget)."""
+    out = {"block_size": space["block_sizes"], "enable_prefix_caching": space["prefix_caching"],
+           "max_num_seqs": space["max_num_seqs"]}
+    if args.get("max_num_batched_tokens") is not None:
+        out["max_num_batched_tokens"] = space["max_num_batched_tokens"]
+    return {k: list(v) for k, v in out.items() if v}
