@@ -339,3 +339,16 @@ def test_linear_attention_layers_without_gated_deltanet_sizes_are_named(tmp_path
     r = run_cli("kv", _write(tmp_path, "minimax-text", cfg))
     assert_one_line_error(r)
     assert "lightning attention" in r.err and "is missing" not in r.err
+
+
+def test_a_model_type_that_is_not_a_string_does_not_crash_the_mamba1_check(
+        tmp_path: Path) -> None:
+    # fuzz (config.json field mutations): "model_type": [] reached `[] in frozenset(...)`
+    # (TypeError: unhashable type: 'list') in check_decoder_only, a traceback; a non-string
+    # model_type reads as unknown, as parse_config already reads it
+    raw = {"architectures": ["LlamaForCausalLM"], "model_type": [], "hidden_size": 512,
+           "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
+           "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 2048}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert load_model(str(path)).model_type == "unknown"

@@ -164,10 +164,10 @@ _UNMODELLED_LAYOUTS = (
      "some layers, KV heads and MLP widths set per layer), which kvplan does not model: it "
      "would price every layer as the same full-attention block"),
 )
+"""Config keys of cache layouts kvplan would price as plain decoder layers, wrongly."""
 _MAMBA1_TYPES = frozenset({"mamba", "falcon_mamba"})
 """Model types of Mamba (v1) layers only (vLLM MambaForCausalLM / FalconMambaForCausalLM):
 a conv + SSM state per request shaped by intermediate_size, no attention heads to read."""
-"""Config keys of cache layouts kvplan would price as plain decoder layers, wrongly."""
 
 
 def check_decoder_only(cfg: Mapping[str, Any], file: str) -> None:
@@ -175,7 +175,8 @@ def check_decoder_only(cfg: Mapping[str, Any], file: str) -> None:
     for key, what in _UNMODELLED_LAYOUTS:
         if cfg.get(key):
             raise ConfigError(what, field=key, file=file)
-    if cfg.get("model_type") in _MAMBA1_TYPES:
+    model_type = cfg.get("model_type")
+    if isinstance(model_type, str) and model_type in _MAMBA1_TYPES:  # ([] is not hashable)
         raise ConfigError(
             f"is {cfg['model_type']!r}: Mamba (v1) layers only, a fixed-size state per request "
             "and no attention, which kvplan does not model (it models Mamba2: model_type "

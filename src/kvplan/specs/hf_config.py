@@ -181,8 +181,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         attention_bias=_attention_bias(f, model_type),
         num_mtp_layers=f.count("num_nextn_predict_layers"),
         vision=_vision(raw, hidden, file), unpriced_tower=unpriced_tower(raw),
-        **chunked_local(raw, f, layers),
-        notes=tuple(dict.fromkeys(f.notes)),
+        **chunked_local(raw, f, layers), notes=tuple(dict.fromkeys(f.notes)),
     )
 
 
