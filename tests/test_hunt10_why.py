@@ -91,7 +91,8 @@ def test_advice_keeps_the_missed_value_visibly_over_the_limit() -> None:
                  "200", "--random-input-len", "2048", "--random-output-len", "256",
                  "--request-rate", "10", "--slo", "ttft:p99:2000", "tpot:p99:30", "--replicas",
                  "3", "--json")
-    assert "misses p99_tpot_ms by 63 % (48.8 ms) with 3 replicas" in r3.json()["summary"]["why"]
+    # 48.8 ms before hunt 16's step fixes (L40S's lm_head line, eager all-reduce rows)
+    assert "misses p99_tpot_ms by 63 % (48.9 ms) with 3 replicas" in r3.json()["summary"]["why"]
 
 
 # ---------------- W6: "Halves the cache" for a hybrid model whose state is not in fp8
