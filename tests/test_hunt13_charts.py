@@ -53,7 +53,8 @@ def test_cdf_passes_through_the_printed_median_and_p99() -> None:
         at = dict((f, x) for x, f in _cdf(r, metric))
         p = dict(m.stats[key].percentiles_ms)
         assert at[0.5] == p[50.0] and at[0.99] == p[99.0], metric
-    assert dict((f, x) for x, f in _cdf(r, "ITL"))[0.99] == pytest.approx(23.6300, abs=1e-3)
+    # (23.63 ms before hunt 16's lm_head line)
+    assert dict((f, x) for x, f in _cdf(r, "ITL"))[0.99] == pytest.approx(23.6404, abs=1e-3)
 
 
 def test_itl_cdf_never_expands_one_float_per_token(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -338,8 +338,10 @@ def test_a_page_can_cancel_its_earlier_job_that_blocks_a_run(base: str, page: An
 
     page.goto(f"{base}/plan")
     client = page.evaluate("sessionStorage.getItem('kvplanClient')")
-    long = {"model": M, "gpu": "L4", "max_model_len": "8k", "num_prompts": 2000,
-            "random_input_len": 4000, "random_output_len": 4000}
+    # two requests at a time fit L4's KV at 16k: far more steps than the 60 s job limit
+    # allows, so the job is still running whenever the cancel reaches it
+    long = {"model": M, "gpu": "L4", "max_model_len": "16k", "num_prompts": 2000,
+            "random_input_len": 8000, "random_output_len": 8000}
     req = Request(f"{base}/api/simulate/jobs", data=json.dumps(long).encode(), method="POST",
                   headers={"content-type": "application/json", "x-kvplan-client": client})
     with urlopen(req, timeout=60) as r:
