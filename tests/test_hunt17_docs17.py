@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,3 +65,25 @@ def test_planner_md_search_cost_winners_are_what_the_cases_plan_today() -> None:
     gpu, row = _plan_winner("qwen-dp")
     assert (gpu, qwen_dp) == ("A100-80GB-SXM", row.replace("| TP", "| A100-80GB TP"))
     assert qwen_dp.endswith("| A100-80GB TP2 DP2 x 1, $7.16/h")
+
+
+@pytest.mark.parametrize("call", ["unknown", "missing", "extra"])
+def test_a_wrong_call_names_the_function_and_is_a_kvplan_error(call: str) -> None:
+    """Before: the argument checks' signature.bind raised a bare TypeError without the
+    function's name (`got an unexpected keyword argument 'kv_dtype'`), less than Python's own
+    `kv_spec() got an unexpected keyword argument 'kv_dtype'`, and no KvplanError."""
+    import kvplan
+    from kvplan.errors import ArgumentTypeError
+
+    model = kvplan.load_model("meta-llama/Llama-2-70b-hf")
+    args: dict[str, tuple[tuple[object, ...], dict[str, object], str]] = {
+        "unknown": ((model,), {"kv_dtype": "fp8"},
+                    "kvplan.kv_spec(): got an unexpected keyword argument 'kv_dtype'"),
+        "missing": ((), {}, "kvplan.kv_spec(): missing a required argument: 'model'"),
+        "extra": ((model, "fp8", 1, 2), {}, "kvplan.kv_spec(): too many positional arguments"),
+    }
+    pos, kw, message = args[call]
+    with pytest.raises(ArgumentTypeError) as e:
+        kvplan.kv_spec(*pos, **kw)
+    assert str(e.value) == message
+    assert isinstance(e.value, TypeError) and isinstance(e.value, kvplan.KvplanError)

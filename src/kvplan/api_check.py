@@ -38,7 +38,10 @@ def checked(fn: Callable[..., Any], public_name: str) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)  # TypeError for a missing or unknown argument
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:  # a missing, unknown or extra argument, named as Python does
+            raise ArgumentTypeError(f"kvplan.{public_name}(): {e}") from None
         for name, value in bound.arguments.items():
             hint = hints.get(name)
             if hint is not None and not _matches(value, hint):
