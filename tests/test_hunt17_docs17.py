@@ -87,3 +87,27 @@ def test_a_wrong_call_names_the_function_and_is_a_kvplan_error(call: str) -> Non
         kvplan.kv_spec(*pos, **kw)
     assert str(e.value) == message
     assert isinstance(e.value, TypeError) and isinstance(e.value, kvplan.KvplanError)
+
+
+def test_formulas_latency_deepseek_v3_batch_1_tpot_is_todays() -> None:
+    """Before: docs/formulas-latency.md said kvplan puts DeepSeek-V3 on 8 x H200 at a batch-1
+    TPOT (1000 in / 1000 out) of 9.2 ms (band 8.7-15.3 ms), "still too fast" against the
+    19.4 ms vLLM 0.11 measured at concurrency 4 (GPUStack, the calibration set's
+    gpustack-deepseek-r1-h200-L404: mean TPOT 19.36 ms). Written on 2026-12-01; with the
+    measured kernel tables and the refits since, the same command gives 15.64 ms (band
+    12.94-20.01 ms, which holds 19.4) and at the measured point's own shape (concurrency 4,
+    228 in / 213 out) 17.22 ms, -11 %."""
+    base = ("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--json")
+    r = run_cli(*base, "--prompt", "1000", "--output", "1000")
+    assert r.code == 0, r.err
+    d = r.json()
+    low, high = (x * 1000 for x in d["tpot_s_band"])
+    doc = " ".join(_doc("docs/formulas-latency.md").split())
+    assert (f"kvplan now puts batch-1 TPOT (1000 in / 1000 out) at {d['tpot_s'] * 1000:.1f} ms "
+            f"(band {low:.1f}-{high:.1f} ms") in doc
+    assert (round(d["tpot_s"] * 1000, 1), round(low, 1), round(high, 1)) == (15.6, 12.9, 20.0)
+    r = run_cli(*base, "--prompt", "228", "--output", "213", "--batch", "4")
+    assert r.code == 0, r.err
+    tpot = r.json()["tpot_s"] * 1000
+    assert f"at the measured point's shape (4 requests of 228 in / 213 out) {tpot:.1f} ms" in doc
+    assert round(tpot, 1) == 17.2
