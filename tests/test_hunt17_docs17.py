@@ -111,3 +111,31 @@ def test_formulas_latency_deepseek_v3_batch_1_tpot_is_todays() -> None:
     tpot = r.json()["tpot_s"] * 1000
     assert f"at the measured point's shape (4 requests of 228 in / 213 out) {tpot:.1f} ms" in doc
     assert round(tpot, 1) == 17.2
+
+
+def test_kv_spec_and_batch_footprint_show_their_bytes_in_a_notebook() -> None:
+    """Before: a notebook cell ending in `kv` or `kvplan.batch_footprint(kv, 64, 4096)` (the
+    README's API example) showed an 846- / 926-character dataclass repr that holds neither
+    bytes_per_token nor total_bytes (both are properties), and `notebook.html` refused them.
+    They now show `kvplan kv` / `kvplan batch`'s lines. Llama-2-70B fp8 (docs/formulas.md):
+    2 x 80 x 8 x 128 x 1 = 163,840 B/token; x 4,096 tokens x 64 requests = 42,949,672,960 B
+    = 40 GiB."""
+    import html
+    import re
+
+    import kvplan
+    from kvplan.report.views import notebook
+
+    kv = kvplan.kv_spec(kvplan.load_model("meta-llama/Llama-2-70b-hf"), kv_cache_dtype="fp8")
+    assert "ModelKv" in notebook.RENDERED and "BatchFootprint" in notebook.RENDERED
+    text = html.unescape(re.sub(r"<[^>]+>", "", notebook.html(kv)))
+    assert ("2 (K and V) x 80 layers x 8 KV heads x 128 head_dim x 1 byte = 163,840 "
+            "bytes/token") in text
+    assert "total: 163,840 bytes/token (160.00 KiB)" in text
+    fp = kvplan.batch_footprint(kv, 64, 4096)
+    text = html.unescape(re.sub(r"<[^>]+>", "", notebook.html(fp)))
+    cli = run_cli("batch", "meta-llama/Llama-2-70b-hf", "--kv-cache-dtype", "fp8", "--batch",
+                  "64", "--context", "4096")
+    assert cli.code == 0, cli.err
+    assert [x.strip() for x in text.strip().splitlines()] == cli.out.strip().splitlines()
+    assert "total: 40.00 GiB (42,949,672,960 bytes); 640.00 MiB per request" in text

@@ -8,7 +8,9 @@ simulate`'s metrics table and the lines under it (DP ranks, rejections, an overl
 the calibration band), a ``LatencyResult``
 (``kvplan.request_latency``) as its TTFT / TPOT / E2E table, and a ``RequestTimeline``
 (``kvplan.request_timeline``) as the claim staircase (an inline SVG chart) above its table
-and `kvplan request`'s totals (prefill, final cache, where vLLM's request ends).
+and `kvplan request`'s totals (prefill, final cache, where vLLM's request ends), a ``ModelKv``
+(``kvplan.kv_spec``) as `kvplan kv`'s formula, bytes per token and layer groups, and a
+``BatchFootprint`` (``kvplan.batch_footprint``) as `kvplan batch`'s equation and total.
 ``html(obj)`` returns the same HTML anywhere. The formatters are registered by type name, so
 nothing heavy is imported until a value is shown, and everything renders offline.
 """
@@ -133,12 +135,31 @@ def _timeline(tl: Any) -> str:
     return f"<div>{svg}</div>" + _export([timeline_table(tl), *timeline_lines(tl)])
 
 
+def _kv(kv: Any) -> str:
+    from kvplan.report.explain import kv_summary_lines
+    from kvplan.report.tables import kv_groups_table
+
+    head = (f"{kv.model}, KV cache dtype {kv.precision.name}, tp {kv.tensor_parallel_size} "
+            "(per GPU)")
+    return _export([head, *kv_summary_lines(kv), kv_groups_table(kv, 16)])
+
+
+def _batch(fp: Any) -> str:
+    from kvplan.report.render import render_batch
+
+    console = _recording()
+    render_batch(console, fp.kv.model, fp)  # `kvplan batch`'s own printing, recorded
+    return str(console.export_html(inline_styles=True, code_format=_PRE))
+
+
 _RENDERERS: dict[tuple[str, str], Callable[[Any], str]] = {
     ("kvplan.costs.memory.plan", "MemoryPlan"): _capacity,
     ("kvplan.analysis.plan.records", "Plan"): _plan,
     ("kvplan.analysis.serving", "ServingRun"): _serving,
     ("kvplan.costs.step.latency", "LatencyResult"): _latency,
     ("kvplan.analysis.timeline", "RequestTimeline"): _timeline,
+    ("kvplan.specs.kv", "ModelKv"): _kv,
+    ("kvplan.analysis.footprint", "BatchFootprint"): _batch,
 }
 RENDERED = tuple(name for _, name in _RENDERERS)
 """The types ``html`` and the notebook render."""
