@@ -139,3 +139,22 @@ def test_kv_spec_and_batch_footprint_show_their_bytes_in_a_notebook() -> None:
     assert cli.code == 0, cli.err
     assert [x.strip() for x in text.strip().splitlines()] == cli.out.strip().splitlines()
     assert "total: 40.00 GiB (42,949,672,960 bytes); 640.00 MiB per request" in text
+
+
+def test_formulas_latency_pp2_explain_rows_are_todays() -> None:
+    """Before: docs/formulas-latency.md said Llama-3.1-8B PP2 on an H100 (16 prompts of 1,000)
+    prices a 315.65 ms prefill step with 156.86 ms of other pipeline stages; `latency
+    --explain` gives 315.66 and 156.87 ms since hunt 16's lm_head chord (the rest, step less
+    every row, 3.98 ms, unchanged)."""
+    r = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-pp", "2", "--prompt",
+                "1000", "--output", "1", "--batch", "16", "--explain", "--json")
+    assert r.code == 0, r.err
+    step = r.json()["step_ops"][0]
+    ops = {o["op"]: o["seconds"] for o in step["ops"]}
+    rest = step["step_s"] - step["kernels_s"]
+    doc = " ".join(_doc("docs/formulas-latency.md").split())
+    assert (f"now, of a {step['step_s'] * 1000:.2f} ms step, "
+            f"{ops['other pipeline stages'] * 1000:.2f} ms other stages, {rest * 1000:.2f} ms "
+            "rest") in doc
+    assert (round(step["step_s"] * 1000, 2), round(ops["other pipeline stages"] * 1000, 2),
+            round(rest * 1000, 2)) == (315.66, 156.87, 3.98)
