@@ -158,3 +158,24 @@ def test_formulas_latency_pp2_explain_rows_are_todays() -> None:
             "rest") in doc
     assert (round(step["step_s"] * 1000, 2), round(ops["other pipeline stages"] * 1000, 2),
             round(rest * 1000, 2)) == (315.66, 156.87, 3.98)
+
+
+def test_silicon_md_h800_example_is_todays() -> None:
+    """Before: docs/silicon.md said Llama-3.1-70B TP8, batch 1, 2,048-token prompt prices a
+    TTFT of 88.2 ms on H100 and 119.8 ms on H800, TPOT 11.53 -> 11.59 ms (written 2026-12-06,
+    before the later refits and step fixes); `kvplan latency` gives 82.2 / 118.7 ms and
+    10.59 -> 10.66 ms. What the example shows stands: H800's 160 prefill all-reduces of
+    2,048 x 8,192 x 2 B = 32 MiB at 2.25x H100's bytes make its TTFT the larger."""
+    def answer(gpu: str) -> tuple[float, float]:
+        r = run_cli("latency", "meta-llama/Llama-3.1-70B", "--gpu", gpu, "-tp", "8",
+                    "--prompt", "2048", "--output", "128", "--json")
+        assert r.code == 0, r.err
+        return r.json()["ttft_s"] * 1000, r.json()["tpot_s"] * 1000
+
+    (h100_ttft, h100_tpot), (h800_ttft, h800_tpot) = answer("H100"), answer("H800")
+    doc = " ".join(_doc("docs/silicon.md").split())
+    assert (f"TTFT {h100_ttft:.1f} ms on H100, {h800_ttft:.1f} ms on H800 (its 160 prefill "
+            "all-reduces of 32 MiB are bandwidth-bound); "
+            f"TPOT {h100_tpot:.2f} -> {h800_tpot:.2f} ms") in doc
+    assert (round(h100_ttft, 1), round(h800_ttft, 1), round(h100_tpot, 2),
+            round(h800_tpot, 2)) == (82.2, 118.7, 10.59, 10.66)
