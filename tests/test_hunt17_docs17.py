@@ -194,3 +194,17 @@ def test_readme_report_example_figures_are_todays_to_the_ms() -> None:
     median, p99 = round(d["median_ttft_ms"]), round(d["p99_ttft_ms"])
     assert f"TTFT median {median} ms, p99 {p99} ms" in " ".join(_doc("README.md").split())
     assert (median, p99) == (99, 155)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_plan_refuses_a_seed_numpy_refuses_naming_the_flag(seed: int) -> None:
+    """Before: `kvplan.plan(..., seed=-1)` (PlanOptions.seed, which the CLI's --seed checks
+    through the workload) reached numpy's generator and raised a bare ValueError ('Seed must
+    be between 0 and 2**32 - 1'); it is now the CLI's one InputError."""
+    import kvplan
+
+    slo = kvplan.Slo(bounds=kvplan.parse_slo(["ttft:p99:2000"]))
+    with pytest.raises(kvplan.InputError) as e:
+        kvplan.plan("meta-llama/Llama-3.2-1B", kvplan.WorkloadArgs(num_prompts=20), slo,
+                    gpus=["L40S"], seed=seed)
+    assert str(e.value) == f"--seed must be a whole number in [0, 4,294,967,295], got {seed}"

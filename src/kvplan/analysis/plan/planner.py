@@ -38,11 +38,12 @@ from kvplan.analysis.plan.why.margin import with_bands
 from kvplan.analysis.plan.why.verdict import infeasible_why, rank, replayable, serve_and_bench
 from kvplan.api_check import check_fields
 from kvplan.errors import InputError
-from kvplan.limits import USD_PER_HOUR_CAP, check_number
+from kvplan.limits import USD_PER_HOUR_CAP, check_int, check_number
 from kvplan.specs.catalog import load_model, served_name
 from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.prices import PriceTable, price_table
+from kvplan.specs.requests.bounds import MAX_SEED
 from kvplan.specs.requests.workload import Workload, WorkloadArgs
 from kvplan.specs.slo import Slo
 from kvplan.units import counted
@@ -198,6 +199,7 @@ def _check_options(o: PlanOptions) -> None:
             raise InputError(f"{flag} must be a positive whole number, got {v}")
     if o.max_cost_per_hour is not None:
         check_number("--max-cost-per-hour", o.max_cost_per_hour, *USD_PER_HOUR_CAP)
+    check_int("--seed", o.seed, 0, MAX_SEED)  # numpy's generators take 0 .. 2**32 - 1
     lists = (o.tensor_parallel_sizes or (), o.pipeline_parallel_sizes, o.max_num_seqs,
              o.max_num_batched_tokens, o.block_sizes)
     check_flag_values(dict(zip(ENGINE_LISTS, lists, strict=True)), o.kv_cache_dtypes,
