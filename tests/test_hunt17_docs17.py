@@ -4,6 +4,7 @@ today, and the Python API's behaviour on bad arguments, with hand-checkable gold
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -208,3 +209,30 @@ def test_plan_refuses_a_seed_numpy_refuses_naming_the_flag(seed: int) -> None:
         kvplan.plan("meta-llama/Llama-3.2-1B", kvplan.WorkloadArgs(num_prompts=20), slo,
                     gpus=["L40S"], seed=seed)
     assert str(e.value) == f"--seed must be a whole number in [0, 4,294,967,295], got {seed}"
+
+
+def _python_block(text: str, after: str) -> str:
+    return text.split(after, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_python_api_example_runs_and_its_commented_values_hold() -> None:
+    """No test ran README.md's Python API block: a renamed argument or attribute there would
+    have gone unnoticed. It runs as written; its commented values are docs/formulas.md's:
+    Llama-2-70B fp8 2 x 80 x 8 x 128 x 1 = 163,840 B/token; a 2,048-token prompt
+    163,840 x 2,048 = 335,544,320 B, share 2,048 / 2,176 = 0.941; 64 x 4,096 tokens
+    163,840 x 4,096 x 64 = 42,949,672,960 B = 40 GiB. planner.md's block runs too."""
+    ns: dict[str, Any] = {}
+    exec(_python_block(_doc("README.md"), "## Python API"), ns)
+    kv, tl = ns["kv"], ns["tl"]
+    assert kv.bytes_per_token == 163_840
+    assert tl.prefill_bytes == 335_544_320
+    assert round(tl.prefill_share, 3) == 0.941
+    readme = _doc("README.md")
+    for comment in ("# kv.bytes_per_token == 163840", "# 335544320, 0.941...",
+                    "# 42949672960 (40 GiB)"):
+        assert comment in readme
+    best = ns["best"]
+    assert best.winner is not None and best.serve_command.startswith("vllm serve ")
+    ns = {}
+    exec(_python_block(_doc("docs/planner.md"), "```bash\nkvplan plan meta-llama"), ns)
+    assert ns["p"].winner is not None
