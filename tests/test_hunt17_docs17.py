@@ -236,3 +236,18 @@ def test_readme_python_api_example_runs_and_its_commented_values_hold() -> None:
     ns = {}
     exec(_python_block(_doc("docs/planner.md"), "```bash\nkvplan plan meta-llama"), ns)
     assert ns["p"].winner is not None
+
+
+def test_the_package_docstring_example_runs_and_its_values_hold() -> None:
+    """`help(kvplan)`'s example (the package docstring) runs as written: 163,840 B/token and
+    a prefill share of 2,048 / 2,176 = 0.941 for Llama-2-70B fp8, as README's block."""
+    import textwrap
+
+    import kvplan
+
+    assert kvplan.__doc__ is not None
+    block = kvplan.__doc__.split("::\n", 1)[1].split("\nEvery name", 1)[0]
+    ns: dict[str, Any] = {}
+    exec(textwrap.dedent(block), ns)
+    assert ns["kv"].bytes_per_token == 163_840 and round(ns["tl"].prefill_share, 3) == 0.941
+    assert ns["best"].winner is not None
