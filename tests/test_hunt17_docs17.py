@@ -251,3 +251,28 @@ def test_the_package_docstring_example_runs_and_its_values_hold() -> None:
     exec(textwrap.dedent(block), ns)
     assert ns["kv"].bytes_per_token == 163_840 and round(ns["tl"].prefill_share, 3) == 0.941
     assert ns["best"].winner is not None
+
+
+SERVE_8B_L40S = ("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1 "
+                 "--pipeline-parallel-size 1 --gpu-memory-utilization 0.9 --block-size 16 "
+                 "--kv-cache-dtype auto --dtype auto --max-model-len 14089 --max-num-seqs 256 "
+                 "--max-num-batched-tokens 512 --enable-prefix-caching --enable-chunked-prefill")
+
+
+def test_a_multi_replica_winners_serve_line_is_one_server_not_the_fleet() -> None:
+    """Before: README.md said the `vllm serve` line `kvplan plan` prints for its winner,
+    pasted into `kvplan simulate`, reproduces the plan's figures. That holds for a one-replica
+    winner (test_hunt15_pasted); `kvplan plan meta-llama/Llama-3.1-8B --gpu H100,L40S
+    --kv-cache-dtype auto,fp8 --dataset azure-conv --slo ttft:p99:2000 tpot:p99:100` wins
+    with 2 L40S replicas (p99 TTFT 725.8 ms over all 10,000 requests), and its line pasted into
+    `simulate --dataset azure-conv --num-prompts 10000` runs one server with all of them: p99
+    TTFT about 61 s. The README now says so."""
+    sim = run_cli("simulate", "--gpu", "L40S", "--dataset", "azure-conv", "--num-prompts",
+                  "10000", "--json", "--", *SERVE_8B_L40S.split())
+    assert sim.code == 0, sim.err
+    assert sim.json()["p99_ttft_ms"] > 60_000  # one replica under both replicas' traffic
+    flat = " ".join(_doc("README.md").split())
+    assert ("reproduces the plan's figures when the winner is one replica; a winner of N "
+            "replicas shares the traffic N ways behind its router, while `simulate` runs one "
+            "server with all of it") in flat
+
