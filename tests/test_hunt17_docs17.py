@@ -276,3 +276,21 @@ def test_a_multi_replica_winners_serve_line_is_one_server_not_the_fleet() -> Non
             "replicas shares the traffic N ways behind its router, while `simulate` runs one "
             "server with all of it") in flat
 
+
+def test_simulate_deployment_refuses_a_fleet_it_would_price_as_one_server() -> None:
+    """Before: `kvplan.simulate_deployment(d)` with `d.replicas == 2` (e.g. a plan winner's
+    deployment) silently simulated one server carrying all the traffic, and its answer named
+    no replica count: p99 TTFT of that one server, not the fleet's. It now refuses, naming
+    the way to simulate one replica."""
+    import kvplan
+
+    d = kvplan.Deployment(model=kvplan.load_model("meta-llama/Llama-3.2-1B"),
+                          gpu=kvplan.load_gpu("H100"), engine=kvplan.EngineConfig(),
+                          replicas=2)
+    with pytest.raises(kvplan.InputError) as e:
+        kvplan.simulate_deployment(d, kvplan.WorkloadArgs(num_prompts=20))
+    assert str(e.value) == (
+        "simulate_deployment runs one server, and this Deployment has 2 replicas (round-robin): "
+        "simulate d.with_replicas(1) on the share of the traffic one replica gets")
+    one = kvplan.simulate_deployment(d.with_replicas(1), kvplan.WorkloadArgs(num_prompts=20))
+    assert one.result is not None

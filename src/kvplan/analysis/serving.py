@@ -12,6 +12,7 @@ import numpy as np
 from kvplan.costs.memory.plan import MemoryPlan, Settings, plan_resolved
 from kvplan.costs.memory.resolved import ResolvedDeployment, resolve_deployment
 from kvplan.costs.step.roofline import Profile, StepCostModel
+from kvplan.errors import InputError
 from kvplan.sim.result import SimulationResult
 
 if TYPE_CHECKING:
@@ -178,6 +179,12 @@ def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs |
 def simulate_deployment(d: Deployment, workload: Workload | WorkloadArgs | None = None, *,
                         profile: str | Profile | None = None,
                         progress: Callable[[int, int], None] | None = None) -> ServingRun:
-    """``simulate_serving`` for one replica of a Deployment (a fleet: analysis.fleet)."""
+    """``simulate_serving`` for a one-replica Deployment. A fleet (``replicas`` > 1) is
+    refused: one server under all the traffic is not the fleet (kvplan.plan simulates fleets
+    behind their router, ``analysis.plan.fleet``)."""
+    if d.replicas > 1:
+        raise InputError(f"simulate_deployment runs one server, and this Deployment has "
+                         f"{d.replicas} replicas ({d.router}): simulate d.with_replicas(1) "
+                         "on the share of the traffic one replica gets")
     return simulate_resolved(resolve_deployment(d), workload, profile=profile,
                              progress=progress)
