@@ -294,3 +294,13 @@ def test_simulate_deployment_refuses_a_fleet_it_would_price_as_one_server() -> N
         "simulate d.with_replicas(1) on the share of the traffic one replica gets")
     one = kvplan.simulate_deployment(d.with_replicas(1), kvplan.WorkloadArgs(num_prompts=20))
     assert one.result is not None
+
+
+def test_planner_md_says_the_serve_line_reads_back_for_one_replica_only() -> None:
+    """docs/planner.md's Output section made the same claim as the README (the serve line
+    through `kvplan simulate` gives the plan's simulated figures over all requests), false for
+    a multi-replica winner (test_a_multi_replica_winners_serve_line_is_one_server_not_the_fleet
+    measures it)."""
+    flat = " ".join(_doc("docs/planner.md").split())
+    assert ("to the same simulated figures over all requests when the winner is one replica; "
+            "`simulate` runs one server, so a winner of N replicas") in flat
