@@ -304,3 +304,20 @@ def test_planner_md_says_the_serve_line_reads_back_for_one_replica_only() -> Non
     flat = " ".join(_doc("docs/planner.md").split())
     assert ("to the same simulated figures over all requests when the winner is one replica; "
             "`simulate` runs one server, so a winner of N replicas") in flat
+
+
+def test_dir_lists_the_lazy_api_names_without_importing_them() -> None:
+    """Before: `dir(kvplan)` listed 21 names, none of the API's lazy ones (kv_spec,
+    plan_memory, simulate_serving, ...), so a notebook's `kvplan.<Tab>` (IPython completes
+    from dir() on the live module) offered none until each was used once; PEP 562 pairs a
+    module __getattr__ with a __dir__. Listing them imports nothing."""
+    code = ("import sys, kvplan; names = dir(kvplan); "
+            "print(all(n in names for n in kvplan.__all__), "
+            "[m for m in sys.modules if m.startswith(('kvplan.specs', 'kvplan.costs', "
+            "'kvplan.analysis', 'numpy'))])")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "True []"

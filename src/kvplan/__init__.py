@@ -119,6 +119,12 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    """The module's names and the lazy API ones (PEP 562), so ``kvplan.<Tab>`` offers them
+    before first use; nothing is imported."""
+    return sorted(set(globals()) | set(_LAZY))
+
+
 def _show_in_notebooks() -> None:
     """In IPython / Jupyter, answers display as the CLI's tables (``kvplan.report.views.notebook``);
     elsewhere nothing is imported."""
