@@ -321,3 +321,36 @@ def test_dir_lists_the_lazy_api_names_without_importing_them() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "True []"
+
+
+def test_untested_worked_figures_of_formulas_and_parallelism_md() -> None:
+    """Figures docs/formulas.md and docs/parallelism.md work by hand that no test held:
+    Llama-2-70B nvfp4: 2 x 80 x 8 x 72 (64 B of 4-bit values + 8 fp8 scales a 128-wide
+    head) = 92,160 B/token; Nemotron-H-56B's 54 Mamba2 layers: conv (256 x 64 + 2 x 8 x 256)
+    x 3 = 61,440 + SSM 256 x 64 x 256 = 4,194,304 values, x 2 B x 54 = 459,620,352 B per
+    request; Qwen3-30B-A3B DP8 + EP on H200: experts 16 x 48 x 9,437,184 + the rest
+    3,082,186,752 + rope 40,960 x 128 x 2 = 10,340,429,824 B per GPU, 1,201,584 tokens a
+    rank (fleet 8 x = 9,612,672), TP8 one pool of 4,914,160."""
+    def js(*args: str) -> dict[str, Any]:
+        r = run_cli(*args, "--json")
+        assert r.code == 0, r.err
+        return dict(r.json())
+
+    formulas = " ".join(_doc("docs/formulas.md").split())
+    nvfp4 = js("kv", "meta-llama/Llama-2-70b-hf", "--kv-cache-dtype", "nvfp4")
+    assert nvfp4["bytes_per_token"] == 2 * 80 * 8 * 72 == 92_160
+    assert "2 × 80 × 8 × 72 = 92,160 bytes/token" in formulas
+    state = js("kv", "nvidia/Nemotron-H-56B-Base-8K")["groups"][0]
+    conv, ssm = (256 * 64 + 2 * 8 * 256) * 3, 256 * 64 * 256
+    assert (conv, ssm) == (61_440, 4_194_304)
+    assert state["num_layers"] == 54 and state["state_bytes_per_request"] == 54 * (
+        conv + ssm) * 2 == 459_620_352
+    assert "= 61,440 + SSM" in formulas and "**459,620,352 bytes per request**" in formulas
+    par = " ".join(_doc("docs/parallelism.md").split())
+    base = ("capacity", "Qwen/Qwen3-30B-A3B", "--gpu", "H200", "--max-model-len", "8192")
+    dp = js(*base, "-dp", "8", "--enable-expert-parallel")
+    assert dp["weights_bytes"] == 16 * 48 * 9_437_184 + 3_082_186_752 + 40_960 * 128 * 2
+    assert dp["weights_bytes"] == 10_340_429_824 and dp["kv_cache_tokens"] == 1_201_584
+    assert js(*base, "-tp", "8")["kv_cache_tokens"] == 4_914_160
+    assert ('"Model loading took" 10,340,429,824 B = 9.63 GiB per GPU' in par
+            and "8 x 1,201,584 = 9,612,672" in par and "one pool of 4,914,160" in par)
