@@ -354,3 +354,37 @@ def test_untested_worked_figures_of_formulas_and_parallelism_md() -> None:
     assert js(*base, "-tp", "8")["kv_cache_tokens"] == 4_914_160
     assert ('"Model loading took" 10,340,429,824 B = 9.63 GiB per GPU' in par
             and "8 x 1,201,584 = 9,612,672" in par and "one pool of 4,914,160" in par)
+
+
+def test_formulas_capacity_mla_block_and_hybrid_table_figures() -> None:
+    """docs/formulas-capacity.md's worked MLA block and hybrid-table figures no test held.
+    DeepSeek-V3 TP8, 20 GiB of KV memory: a 64-token FlashMLA block on an H200 holds
+    64 x 576 x 2 x 61 = 4,497,408 B, 21,474,836,480 // 4,497,408 = 4,774 blocks, 305,536
+    tokens, 4,774 / (163,840 / 64) = 1.86x; blocks of 16 (an A100: Triton MLA keeps
+    --block-size) 21,474,836,480 // 1,124,352 = 19,099 blocks, 305,584 tokens. 40 GiB hybrid
+    rows: Qwen3-Next TP4 12,850 blocks of 272 (873,664 tokens), Nemotron-H-56B TP2 page
+    2,080 x 2,048 = 4,259,840 B, 1,008 blocks, 299,520 tokens."""
+    def cap(model: str, gpu: str, tp: str, mem: str) -> dict[str, Any]:
+        r = run_cli("capacity", model, "--gpu", gpu, "-tp", tp, "--kv-cache-memory", mem,
+                    "--json")
+        assert r.code == 0, r.err
+        return dict(r.json())
+
+    doc = " ".join(_doc("docs/formulas-capacity.md").split())
+    v3 = cap("deepseek-ai/DeepSeek-V3", "H200", "8", "20GiB")
+    assert 64 * 576 * 2 * 61 == 4_497_408 and 20 * 2**30 // 4_497_408 == 4_774
+    assert (v3["block_size"], v3["num_blocks"], v3["kv_cache_tokens"],
+            round(v3["max_concurrency"], 2)) == (64, 4_774, 305_536, 1.86)
+    v3_16 = cap("deepseek-ai/DeepSeek-V3", "A100-80GB", "8", "20GiB")
+    assert 20 * 2**30 // (16 * 576 * 2 * 61) == 19_099
+    assert (v3_16["block_size"], v3_16["num_blocks"], v3_16["kv_cache_tokens"]) == (
+        16, 19_099, 305_584)
+    assert ("4,497,408 B per block, 4,774 blocks, 305,536 tokens, 4,774 / (163,840 / 64) = "
+            "1.86x (with blocks of 16: 19,099 blocks, 305,584 tokens)") in doc
+    nxt = cap("Qwen/Qwen3-Next-80B-A3B-Instruct", "H200", "4", "40GiB")
+    assert (nxt["block_size"], nxt["num_blocks"], nxt["kv_cache_tokens"]) == (272, 12_850,
+                                                                              873_664)
+    nem = cap("nvidia/Nemotron-H-56B-Base-8K", "H200", "2", "40GiB")
+    assert (nem["block_size"], nem["num_blocks"], nem["kv_cache_tokens"]) == (2_080, 1_008,
+                                                                              299_520)
+    assert "| 12,850 | 873,664 |" in doc and "| 4,259,840 | 7 of 10 (6) | 1,008 | 299,520 |" in doc
