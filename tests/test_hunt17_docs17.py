@@ -388,3 +388,17 @@ def test_formulas_capacity_mla_block_and_hybrid_table_figures() -> None:
     assert (nem["block_size"], nem["num_blocks"], nem["kv_cache_tokens"]) == (2_080, 1_008,
                                                                               299_520)
     assert "| 12,850 | 873,664 |" in doc and "| 4,259,840 | 7 of 10 (6) | 1,008 | 299,520 |" in doc
+
+
+def test_workloads_md_python_block_runs() -> None:
+    """docs/workloads.md's Python block runs as written: 1,000 random requests of exactly
+    1,024 prompt and 128 output tokens (random_range_ratio 0), arrivals ascending at 8 req/s
+    from the first gap (vLLM's clock starts before the first sleep, so arrival 0 > 0)."""
+    ns: dict[str, Any] = {}
+    block = _python_block(_doc("docs/workloads.md"), "# Workloads")
+    exec(block.replace("len(w), w.arrival_s[:3]", "_shown = len(w), w.arrival_s[:3]"), ns)
+    w = ns["w"]
+    assert len(w) == 1000 and set(w.prompt_tokens.tolist()) == {1024}
+    assert set(w.output_tokens.tolist()) == {128}
+    assert w.arrival_s[0] > 0 and (w.arrival_s[1:] >= w.arrival_s[:-1]).all()
+    assert w.request(0).prompt_tokens == 1024
