@@ -402,3 +402,26 @@ def test_workloads_md_python_block_runs() -> None:
     assert set(w.output_tokens.tolist()) == {128}
     assert w.arrival_s[0] > 0 and (w.arrival_s[1:] >= w.arrival_s[:-1]).all()
     assert w.request(0).prompt_tokens == 1024
+
+
+def test_disaggregation_md_heavy_row_names_todays_aggregated_winner() -> None:
+    """Before: docs/disaggregation.md's Plans table said the aggregated winner for 8,000-token
+    prompts, 50 outputs at 10 req/s (H100 + L40S, TTFT p99 3 s, TPOT p99 50 ms) is 13 x L40S
+    TP1, $14.17/h; since hunt 16's lm_head chord the same plan (tests/test_plan_joint.py's
+    'heavy' case) picks 3 x H100 TP1, 3 x $3.99 = $11.97/h (p99 TPOT 47.5 ms), still above
+    the 2P2D fleet's 2 x 3.99 + 2 x 1.09 = $10.16/h."""
+    import kvplan
+
+    slo = kvplan.Slo(bounds=kvplan.parse_slo(["ttft:p99:3000", "tpot:p99:50"]))
+    work = kvplan.WorkloadArgs(num_prompts=200, random_input_len=8000, random_output_len=50,
+                               request_rate=10, seed=0)
+    p = kvplan.plan("meta-llama/Llama-3.1-8B", work, slo, gpus=["H100", "L40S"],
+                    tensor_parallel_sizes=[1, 2], max_num_batched_tokens=[None], workers=1)
+    w = p.winner
+    assert w is not None and w.fleet is not None
+    tpot = dict(w.fleet.achieved)["p99_tpot_ms"]
+    row = (f"| {w.replicas} x H100 TP{w.deployment.engine.tensor_parallel_size}, "
+           f"${w.usd_per_hour:.2f}/h (p99 TPOT {tpot:.1f} ms")
+    assert w.deployment.gpu.id == "H100-SXM-80GB"
+    assert row in " ".join(_doc("docs/disaggregation.md").split())
+    assert (w.replicas, w.usd_per_hour, round(tpot, 1)) == (3, 11.97, 47.5)
