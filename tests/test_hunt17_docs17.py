@@ -447,3 +447,23 @@ def test_planner_md_warmup_example_quotes_todays_text() -> None:
     doc = " ".join(_doc("docs/planner.md").split())
     assert (f"p99 TTFT {judged.group(1)} s; over all 300, as vllm bench serve reports them: "
             f"p99 TTFT {every.group(1)} s\"") in doc
+
+
+def test_planner_md_capacity_mode_rates_are_todays() -> None:
+    """Before: docs/planner.md's JSON table said capacity mode's 500 prompts of Llama-3.1-8B
+    hold 9.29 req/s on an A100, 1189 tok/s sustained, 1143 over the run; since hunt 16's
+    lm_head chord the plan (tests/test_hunt15_plan2.py's CAPACITY) finds 9.25 req/s,
+    9.2507 x 128 = 1184 tok/s sustained, and its Verify run (500 prompts at that rate,
+    drain included) 1139 tok/s in `kvplan simulate` with the winner's serve line."""
+    from tests.test_hunt15_plan2 import CAPACITY
+
+    s = run_cli(*CAPACITY, "--json").json()["summary"]
+    rate, sustained = s["capacity_rps_per_replica"], s["output_tokens_per_s"]
+    sim = run_cli("simulate", "--gpu", "A100", "--random-input-len", "1024",
+                  "--random-output-len", "128", "--num-prompts", "500", "--request-rate",
+                  f"{rate:.5f}", "--json", "--", *s["vllm_serve"].split())
+    assert sim.code == 0, sim.err
+    run = sim.json()["output_throughput"]
+    assert (round(rate, 2), round(sustained), round(run)) == (9.25, 1184, 1139)
+    assert (f"at {rate:.2f} req/s on an A100, {sustained:.0f} sustained, {run:.0f} over the "
+            "run") in " ".join(_doc("docs/planner.md").split())
