@@ -467,3 +467,31 @@ def test_planner_md_capacity_mode_rates_are_todays() -> None:
     assert (round(rate, 2), round(sustained), round(run)) == (9.25, 1184, 1139)
     assert (f"at {rate:.2f} req/s on an A100, {sustained:.0f} sustained, {run:.0f} over the "
             "run") in " ".join(_doc("docs/planner.md").split())
+
+
+@pytest.mark.parametrize(("args", "rate", "preemptions"), [
+    (("meta-llama/Llama-3.1-8B", "16GiB", "--dataset", "mooncake-conversation",
+      "--num-prompts", "500"), 41.7, 249),
+    (("meta-llama/Llama-3.1-8B", "16GiB", "--dataset", "mooncake-synthetic",
+      "--num-prompts", "500"), 45.8, 188),
+    (("meta-llama/Llama-2-7b-hf", "2GiB", "--num-prompts", "200", "--random-input-len",
+      "1024", "--random-output-len", "512"), 10.4, 189),
+])
+def test_simulator_md_prefix_hit_rates_under_preemption(args: tuple[str, ...], rate: float,
+                                                        preemptions: int) -> None:
+    """docs/simulator.md quotes the prefix cache hit rates vLLM 0.11.0's counting gives
+    under preemption (every lookup, a preempted request's own blocks among the hits) and
+    names tests/test_hunt16_pstats.py, whose hand traces hold the rule but none of these
+    figures: mooncake-conversation 41.7 % with 249 preemptions, mooncake-synthetic 45.8 %
+    with 188, Llama-2-7B random 10.4 % with 189 (random prompts share nothing, so all of it
+    is preempted requests' own blocks)."""
+    model, memory, *rest = args
+    r = run_cli("simulate", model, "--gpu", "H100", "--kv-cache-memory", memory, *rest,
+                "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert (round(d["prefix_cache_hit_rate"] * 100, 1), d["preemptions"]) == (rate,
+                                                                               preemptions)
+    doc = " ".join(_doc("docs/simulator.md").split())
+    assert f"{rate} %, {preemptions} preemptions" in doc or (
+        f"{rate} %, all of it preempted" in doc and f"{preemptions} preemptions" in doc)
