@@ -495,3 +495,36 @@ def test_simulator_md_prefix_hit_rates_under_preemption(args: tuple[str, ...], r
     doc = " ".join(_doc("docs/simulator.md").split())
     assert f"{rate} %, {preemptions} preemptions" in doc or (
         f"{rate} %, all of it preempted" in doc and f"{preemptions} preemptions" in doc)
+
+
+def test_planner_md_margin_lines_are_what_the_margin_case_prints(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: docs/planner.md quoted the margin's text as "without it the winner would be
+    c0001 (L40S TP1 kv auto), 2 replicas, $1.00/h: the margin costs +$2.99/h" and the
+    refusal's "without the margin c0000 (L40S TP1, 2 replicas, $1.00/h)"; the case that
+    prints those lines (tests/test_plan_bands.py: L40S at $0.50, H100 at $4 per GPU-hour)
+    now gives c0003, 1 replica, $0.50/h, +$4.00 - $0.50 = +$3.50/h, and c0000, 1 replica."""
+    import kvplan
+    from kvplan.costs.step import uncertainty as unc
+    from kvplan.report.plan.plan_band_text import margin_line
+    from tests import test_plan_bands as tb
+
+    monkeypatch.setattr(unc, "bundled_uncertainty", lambda: tb.TEST_U)
+    work = tb.poisson_workload(200, 2.0, 1000, 150)
+    space = {"gpus": ["H100", "L40S"], "tensor_parallel_sizes": [1], **tb.PRICES, **tb.FAST}
+    probe = kvplan.plan(tb.M8, work, tb.slo("ttft:p99:5000", "tpot:p99:1000"), explain=False,
+                        **space)
+    l40s = next(c for c in probe.candidates if c.deployment.gpu.id == "L40S")
+    z = 1000 * (1 - dict(l40s.zero_load_margins)["p99_tpot_ms"])
+    s = tb.slo("ttft:p99:5000", f"tpot:p99:{1.6 * z:.3f}")
+    held = kvplan.plan(tb.M8, work, s, explain=False, slo_margin="band", **space)
+    alone = kvplan.plan(tb.M8, work, s, explain=False, slo_margin="band",
+                        **{**space, "gpus": ["L40S"]})
+    line = margin_line(held)
+    tail = line.split("without it the winner would be ", 1)[1]
+    assert tail == "c0003 (L40S TP1 kv auto), 1 replica, $0.50/h: the margin costs +$3.50/h"
+    why = alone.infeasible_why.split("without the margin ", 1)[1]
+    assert why == "c0000 (L40S TP1, 1 replica, $0.50/h) meets the SLO as predicted"
+    doc = " ".join(_doc("docs/planner.md").split())
+    assert f"without it the winner would be {tail}`" in doc
+    assert f"without the margin {why}\")" in doc
