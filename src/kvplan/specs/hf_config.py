@@ -15,10 +15,9 @@ from kvplan.specs.config_checks import (
     check_flags,
     check_kv_heads,
     check_rope_scaling,
-    check_topk,
     config_int,
 )
-from kvplan.specs.layer_kinds import chunked_local, layer_kinds
+from kvplan.specs.layer_kinds import chunked_local, layer_kinds, read_moe
 from kvplan.specs.max_len import (
     derived_max_len,
     has_max_len_key,
@@ -32,7 +31,6 @@ from kvplan.specs.model import (
     MambaSpec,
     MlaSpec,
     ModelSpec,
-    MoeSpec,
     VisionSpec,
 )
 from kvplan.specs.quant_config import (
@@ -171,7 +169,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         layer_kinds=kinds,
         sliding_window=sliding,
         mla=mla,
-        moe=_moe(f),
+        moe=read_moe(f, layers, model_type),
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden, model_type) if "mamba" in kinds else None,
         **_quant_fields(raw, cfg, file),
@@ -308,28 +306,6 @@ def _declared_dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
             if part.get(key) is not None:
                 return part[key]
     return None
-
-
-def _moe(f: _Fields) -> MoeSpec | None:
-    keys = ("num_local_experts", "num_experts", "n_routed_experts")
-    if any(f.get(k) == 0 for k in keys):  # Granite-4.0(-H) dense models say 0 experts
-        return None
-    experts = f.integer(*keys, required=False)
-    if experts == 0:
-        return None
-    shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
-    if shared == 0 and f.count("n_shared_experts"):
-        shared = f.count("n_shared_experts") * f.integer("moe_intermediate_size")
-    topk_keys = ("num_experts_per_tok", "experts_per_token", "moe_topk")
-    topk = f.integer(*topk_keys)
-    key = next((k for k in topk_keys if f.has(k)), topk_keys[0])
-    return MoeSpec(
-        num_experts=experts,
-        experts_per_token=check_topk(key, topk, experts, f.file),
-        moe_intermediate_size=f.integer("moe_intermediate_size", "intermediate_size"),
-        shared_expert_intermediate_size=shared,
-        first_dense_layers=f.count("first_k_dense_replace"),
-    )
 
 
 def _linear_attention(f: _Fields) -> LinearAttentionSpec:

@@ -1,5 +1,6 @@
-"""Which cache each layer holds (full, sliding, MLA, linear attention, Mamba, none), read from
-a config.json the way each family's transformers config class and vLLM model file read it."""
+"""Which cache each layer holds (full, sliding, MLA, linear attention, Mamba, none) and which
+layers route to experts, read from a config.json the way each family's transformers config
+class and vLLM model file read it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kvplan.errors import ConfigError
-from kvplan.specs.model import STATE_ONLY_FAMILIES, LayerKind
+from kvplan.specs.config_checks import check_topk, config_int
+from kvplan.specs.model import STATE_ONLY_FAMILIES, LayerKind, MoeSpec
 
 
 class Fields(Protocol):
@@ -22,6 +24,8 @@ class Fields(Protocol):
     def get(self, key: str, fallback: Any = None) -> Any: ...
 
     def integer(self, *keys: str, required: bool = True, default: int | None = None) -> int: ...
+
+    def count(self, *keys: str) -> int: ...
 
 
 _UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
@@ -220,3 +224,83 @@ def chunked_local(raw: Mapping[str, Any], f: Fields, layers: int) -> dict[str, A
         int((i + 1) % every != 0) for i in range(layers)]
     return {"attention_chunk_size": f.integer("attention_chunk_size"),
             "chunked_local_layers": tuple(i for i, x in enumerate(flags[:layers]) if x)}
+
+
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+_TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k")
+"""Routed experts and top-k under each family's name (ERNIE-4.5: ``moe_num_experts`` /
+``moe_k``; Hunyuan: ``num_experts`` / ``moe_topk``)."""
+
+
+def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
+    """The routed-expert MLP, or None for a dense model. Granite-4.0(-H) dense models say 0
+    experts; vLLM hunyuan_v1.py ``_is_moe`` builds experts only for more than 1, ernie45_moe.py
+    only with ``use_moe`` (default: experts > 0)."""
+    if any(f.get(k) == 0 for k in _EXPERT_KEYS) or f.get("use_moe") is False:
+        return None
+    experts = f.integer(*_EXPERT_KEYS, required=False)
+    if experts == 0 or (experts == 1 and model_type.startswith("hunyuan")):
+        return None
+    key = next((k for k in _TOPK_KEYS if f.has(k)), _TOPK_KEYS[0])
+    topk = _per_layer(f, key, layers) if f.has(key) else f.integer(key)
+    width_key = "moe_intermediate_size" if f.has("moe_intermediate_size") else "intermediate_size"
+    return MoeSpec(
+        num_experts=experts,
+        experts_per_token=check_topk(key, topk, experts, f.file),
+        moe_intermediate_size=_per_layer(f, width_key, layers),
+        shared_expert_intermediate_size=_shared_width(f, layers, model_type),
+        first_dense_layers=_first_moe_layer(f, layers, model_type),
+    )
+
+
+def _shared_width(f: Fields, layers: int, model_type: str) -> int:
+    """The shared experts' MLP width: given (Qwen2-MoE, Granite), n_shared_experts x
+    moe_intermediate_size (DeepSeek, ERNIE-4.5's moe_num_shared_experts: vLLM
+    ernie45_moe.py), or Hunyuan's intermediate_size x num_shared_expert when
+    ``use_mixed_mlp_moe`` (vLLM hunyuan_v1.py ``HunYuanSparseMoeBlock``)."""
+    shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
+    if shared:
+        return shared
+    if model_type.startswith("hunyuan"):
+        if not f.get("use_mixed_mlp_moe") or not f.has("num_shared_expert"):
+            return 0
+        return f.integer("intermediate_size") * _per_layer(f, "num_shared_expert", layers)
+    count = f.count("n_shared_experts", "moe_num_shared_experts")
+    return count * f.integer("moe_intermediate_size") if count else 0
+
+
+def _first_moe_layer(f: Fields, layers: int, model_type: str) -> int:
+    """Leading dense layers: DeepSeek's first_k_dense_replace; ERNIE-4.5's
+    moe_layer_start_index, whose experts vLLM builds on layers start..moe_layer_end_index
+    where (i + 1) % moe_layer_interval == 0: any other range than "start to the last layer"
+    cannot be priced as one MoE shape and is refused."""
+    if not model_type.startswith("ernie4_5"):
+        return f.count("first_k_dense_replace")
+    if f.integer("moe_layer_interval", required=False, default=1) != 1:
+        raise ConfigError("puts experts on only some layers after the first MoE layer, which "
+                          "kvplan does not model (it prices every layer from the first MoE "
+                          "layer on as MoE)", field="moe_layer_interval", file=f.file)
+    end = f.integer("moe_layer_end_index", required=False, default=layers - 1)
+    if end < layers - 1:
+        raise ConfigError(f"{end} ends the MoE layers before the last layer ({layers - 1}), "
+                          "which kvplan does not model", field="moe_layer_end_index",
+                          file=f.file)
+    return f.count("moe_layer_start_index")
+
+
+def _per_layer(f: Fields, key: str, layers: int) -> int:
+    """A count a config may give once or per layer (Hunyuan's moe_topk, moe_intermediate_size,
+    num_shared_expert: vLLM takes element ``layer_id``); kvplan prices one MoE shape, so a
+    list must hold one value for every layer."""
+    value = f.get(key)
+    if not isinstance(value, list):
+        return f.integer(key)
+    if len(value) < layers:
+        raise ConfigError(f"lists {len(value)} values, fewer than the {layers} layers",
+                          field=key, file=f.file)
+    numbers = {config_int(key, v, f.file) for v in value[:layers]}
+    if len(numbers) > 1:
+        raise ConfigError(f"lists different values per layer ({sorted(numbers)}), which kvplan "
+                          "does not model: it prices one MoE shape for every layer",
+                          field=key, file=f.file)
+    return numbers.pop()

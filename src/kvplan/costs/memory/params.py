@@ -148,7 +148,7 @@ def _moe(m: ModelSpec) -> Iterator[Part]:
     assert m.moe is not None
     e, h = m.moe, m.hidden_size
     yield Part(role="router", rows=e.num_experts, cols=h)
-    if m.model_type in ("gpt_oss", "deepseek_v3"):  # router bias / e_score_correction_bias
+    if m.model_type in ("gpt_oss", "deepseek_v3", "ernie4_5_moe"):  # bias / e_score_corr..
         yield _vec("router", e.num_experts)
     yield from _mlp(m, "experts", e.moe_intermediate_size, e.num_experts)
     if e.shared_expert_intermediate_size:

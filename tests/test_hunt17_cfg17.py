@@ -1,0 +1,104 @@
+"""Hunt 17 (cfg17): config.json families read the way vLLM 0.11's model files read them
+(ERNIE-4.5 and Hunyuan MoE names), and mutated configs refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kvplan.costs.memory.params import param_counts
+from kvplan.specs.hf_config import parse_config
+from kvplan.specs.kv import kv_spec
+from tests.conftest import assert_one_line_error, run_cli
+
+
+def _write(tmp_path: Path, name: str, cfg: dict[str, Any]) -> str:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def _ernie_21b() -> dict[str, Any]:
+    """baidu/ERNIE-4.5-21B-A3B-PT config.json (as quoted in MindIE's ErniemoeConfig tests and
+    vLLM's own ernie45_moe dry-run test): 64 routed experts (``moe_num_experts``), top-6
+    (``moe_k``), 2 shared experts, layer 0 dense (``moe_layer_start_index: 1``)."""
+    return {
+        "architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe",
+        "hidden_act": "silu", "hidden_size": 2560, "intermediate_size": 12288,
+        "max_position_embeddings": 131072, "num_attention_heads": 20,
+        "num_key_value_heads": 4, "num_hidden_layers": 28, "rms_norm_eps": 1e-05,
+        "vocab_size": 103424, "rope_theta": 500000, "tie_word_embeddings": True,
+        "use_bias": False, "moe_num_experts": 64, "moe_num_shared_experts": 2,
+        "moe_layer_start_index": 1, "moe_layer_end_index": 27, "moe_intermediate_size": 1536,
+        "moe_capacity": [64, 64, 64], "moe_gate": "topk", "moe_k": 6, "moe_layer_interval": 1,
+        "moe_use_aux_free": True, "num_nextn_predict_layers": 1, "torch_dtype": "bfloat16"}
+
+
+def _hunyuan_a13b() -> dict[str, Any]:
+    """tencent/Hunyuan-A13B-Instruct config.json (fields kvplan reads): ``num_experts`` 64,
+    per-layer lists ``moe_topk`` [8]*32, ``moe_intermediate_size`` [3072]*32 and
+    ``num_shared_expert`` [1]*32, ``use_mixed_mlp_moe`` true."""
+    return {
+        "architectures": ["HunYuanMoEV1ForCausalLM"], "model_type": "hunyuan_v1_moe",
+        "attention_bias": False, "attention_head_dim": 128, "cla_share_factor": 2,
+        "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 3072,
+        "max_position_embeddings": 32768, "mlp_bias": False,
+        "moe_intermediate_size": [3072] * 32, "moe_layer_num_skipped": 0,
+        "moe_topk": [8] * 32, "num_attention_heads": 32, "num_experts": 64,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "num_shared_expert": [1] * 32,
+        "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16", "use_cla": False, "use_mixed_mlp_moe": True,
+        "use_qk_norm": True, "vocab_size": 128167}
+
+
+def test_ernie45_moe_experts_are_read_from_its_own_keys() -> None:
+    # kvplan read no expert count from moe_num_experts and priced ERNIE-4.5-21B-A3B as a
+    # dense 3.3B model (capacity "weights 6.27 GiB"). vLLM ernie45_moe.py: layers
+    # moe_layer_start_index..moe_layer_end_index hold Ernie4_5_MoeMoE: a gate 64 x 2560 and
+    # e_score_correction_bias (64), FusedMoE(64 experts, top_k=moe_k, 1536 wide), shared
+    # experts 1536 x moe_num_shared_experts wide; layer 0 a dense MLP 12288 wide.
+    m = parse_config(_ernie_21b(), name="ernie", file="ernie.json")
+    assert m.moe is not None
+    assert (m.moe.num_experts, m.moe.experts_per_token) == (64, 6)
+    assert (m.moe.shared_expert_intermediate_size, m.moe.first_dense_layers) == (3072, 1)
+    c = param_counts(m)
+    assert c.experts == 27 * 64 * 3 * 2560 * 1536 == 20_384_317_440
+    assert c.shared_experts == 27 * 3 * 2560 * 3072 == 637_009_920
+    assert c.router == 27 * (64 * 2560 + 64) == 4_425_408
+    assert c.dense_mlp == 3 * 2560 * 12288 == 94_371_840
+    # 21.8B parameters in all ("ERNIE-4.5-21B-A3B": 21B total, 3B active)
+    assert c.total == 21_825_437_888
+
+
+def test_ernie45_moe_layer_range_vllm_cannot_be_priced_is_refused(tmp_path: Path) -> None:
+    # An interval of 2 puts experts on every 2nd layer only (vLLM: (i + 1) % interval == 0):
+    # one MoE shape per layer cannot say it, so it is refused, naming the field.
+    cfg = {**_ernie_21b(), "moe_layer_interval": 2}
+    result = run_cli("kv", _write(tmp_path, "e", cfg))
+    assert_one_line_error(result)
+    assert "moe_layer_interval" in result.err
+
+
+def test_hunyuan_per_layer_lists_are_read() -> None:
+    # kvplan refused Hunyuan-A13B: "field 'moe_topk' ... must be a whole number, got [8, 8,
+    # ...]". vLLM hunyuan_v1.py reads moe_topk, moe_intermediate_size and num_shared_expert
+    # per layer from a list; shared MLP = intermediate_size x num_shared_expert wide.
+    m = parse_config(_hunyuan_a13b(), name="hy", file="hy.json")
+    assert m.moe is not None
+    assert (m.moe.num_experts, m.moe.experts_per_token) == (64, 8)
+    assert m.moe.moe_intermediate_size == 3072
+    assert m.moe.shared_expert_intermediate_size == 3072
+    c = param_counts(m)
+    assert c.experts == 32 * 64 * 3 * 4096 * 3072 == 77_309_411_328
+    assert c.shared_experts == 32 * 3 * 4096 * 3072 == 1_207_959_552
+    assert c.router == 32 * 64 * 4096
+    # KV: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131,072 bytes/token
+    assert kv_spec(m).bytes_per_token == 131_072
+
+
+def test_hunyuan_uneven_per_layer_lists_are_refused(tmp_path: Path) -> None:
+    cfg = {**_hunyuan_a13b(), "moe_topk": [8] * 31 + [4]}
+    result = run_cli("kv", _write(tmp_path, "h", cfg))
+    assert_one_line_error(result)
+    assert "moe_topk" in result.err and "per layer" in result.err
