@@ -102,3 +102,15 @@ def test_hunyuan_uneven_per_layer_lists_are_refused(tmp_path: Path) -> None:
     result = run_cli("kv", _write(tmp_path, "h", cfg))
     assert_one_line_error(result)
     assert "moe_topk" in result.err and "per layer" in result.err
+
+
+def test_per_layer_lists_are_hunyuan_only(tmp_path: Path) -> None:
+    # Only vLLM hunyuan_v1.py indexes a per-layer list; qwen3_moe.py passes
+    # num_experts_per_tok to FusedMoE as an int, so a list there is refused, naming it.
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 4,
+           "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+           "num_experts": 128, "num_experts_per_tok": [8, 8, 8, 8],
+           "moe_intermediate_size": 768, "vocab_size": 151936, "intermediate_size": 6144}
+    result = run_cli("kv", _write(tmp_path, "q", cfg))
+    assert_one_line_error(result)
+    assert "'num_experts_per_tok'" in result.err

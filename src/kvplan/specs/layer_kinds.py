@@ -242,12 +242,12 @@ def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
     if experts == 0 or (experts == 1 and model_type.startswith("hunyuan")):
         return None
     key = next((k for k in _TOPK_KEYS if f.has(k)), _TOPK_KEYS[0])
-    topk = _per_layer(f, key, layers) if f.has(key) else f.integer(key)
+    topk = _per_layer(f, key, layers, model_type) if f.has(key) else f.integer(key)
     width_key = "moe_intermediate_size" if f.has("moe_intermediate_size") else "intermediate_size"
     return MoeSpec(
         num_experts=experts,
         experts_per_token=check_topk(key, topk, experts, f.file),
-        moe_intermediate_size=_per_layer(f, width_key, layers),
+        moe_intermediate_size=_per_layer(f, width_key, layers, model_type),
         shared_expert_intermediate_size=_shared_width(f, layers, model_type),
         first_dense_layers=_first_moe_layer(f, layers, model_type),
     )
@@ -264,7 +264,8 @@ def _shared_width(f: Fields, layers: int, model_type: str) -> int:
     if model_type.startswith("hunyuan"):
         if not f.get("use_mixed_mlp_moe") or not f.has("num_shared_expert"):
             return 0
-        return f.integer("intermediate_size") * _per_layer(f, "num_shared_expert", layers)
+        shared_count = _per_layer(f, "num_shared_expert", layers, model_type)
+        return f.integer("intermediate_size") * shared_count
     count = f.count("n_shared_experts", "moe_num_shared_experts")
     return count * f.integer("moe_intermediate_size") if count else 0
 
@@ -288,12 +289,12 @@ def _first_moe_layer(f: Fields, layers: int, model_type: str) -> int:
     return f.count("moe_layer_start_index")
 
 
-def _per_layer(f: Fields, key: str, layers: int) -> int:
+def _per_layer(f: Fields, key: str, layers: int, model_type: str) -> int:
     """A count a config may give once or per layer (Hunyuan's moe_topk, moe_intermediate_size,
-    num_shared_expert: vLLM takes element ``layer_id``); kvplan prices one MoE shape, so a
-    list must hold one value for every layer."""
+    num_shared_expert: vLLM hunyuan_v1.py takes element ``layer_id``; other model files read
+    an int); kvplan prices one MoE shape, so a list must hold one value for every layer."""
     value = f.get(key)
-    if not isinstance(value, list):
+    if not isinstance(value, list) or not model_type.startswith("hunyuan"):
         return f.integer(key)
     if len(value) < layers:
         raise ConfigError(f"lists {len(value)} values, fewer than the {layers} layers",
