@@ -114,3 +114,30 @@ def test_per_layer_lists_are_hunyuan_only(tmp_path: Path) -> None:
     result = run_cli("kv", _write(tmp_path, "q", cfg))
     assert_one_line_error(result)
     assert "'num_experts_per_tok'" in result.err
+
+
+def _arctic() -> dict[str, Any]:
+    """Snowflake/snowflake-arctic-instruct config.json (fields kvplan reads): 128 experts,
+    top-2, every layer MoE (``moe_layer_frequency: 1``) with a residual dense MLP."""
+    return {
+        "architectures": ["ArcticForCausalLM"], "model_type": "arctic", "hidden_act": "silu",
+        "hidden_size": 7168, "intermediate_size": 4864, "max_position_embeddings": 4096,
+        "moe_layer_frequency": 1, "num_attention_heads": 56, "num_experts_per_tok": 2,
+        "num_hidden_layers": 35, "num_key_value_heads": 8, "num_local_experts": 128,
+        "parallel_attn_mlp_res": True, "rms_norm_eps": 1e-05, "rope_theta": 10000,
+        "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "use_residual": True, "vocab_size": 32000}
+
+
+def test_arctic_residual_mlp_is_priced() -> None:
+    # kvplan left out Arctic's residual MLP: 473.19B parameters. vLLM arctic.py builds, on
+    # every MoE layer with use_residual, ``residual_mlp = ArcticMLP(is_residual_mlp=True)``
+    # whose ffn_dim is hidden_size: w13 2 x 7168 x 7168 + w2 7168 x 7168 per layer
+    # (5.39B in 35 layers; "Arctic: 480B parameters").
+    m = parse_config(_arctic(), name="arctic", file="arctic.json")
+    c = param_counts(m)
+    assert c.shared_experts == 35 * 3 * 7168 * 7168 == 5_394_923_520
+    assert c.experts == 35 * 128 * 3 * 7168 * 4864
+    assert 478e9 < c.total < 479e9
+    # KV: 35 layers x 8 KV heads x 128 (7168 / 56) x 2 x 2 bytes
+    assert kv_spec(m).bytes_per_token == 143_360

@@ -256,11 +256,14 @@ def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
 def _shared_width(f: Fields, layers: int, model_type: str) -> int:
     """The shared experts' MLP width: given (Qwen2-MoE, Granite), n_shared_experts x
     moe_intermediate_size (DeepSeek, ERNIE-4.5's moe_num_shared_experts: vLLM
-    ernie45_moe.py), or Hunyuan's intermediate_size x num_shared_expert when
-    ``use_mixed_mlp_moe`` (vLLM hunyuan_v1.py ``HunYuanSparseMoeBlock``)."""
+    ernie45_moe.py), Arctic's residual MLP (``use_residual``: hidden_size wide), or
+    Hunyuan's intermediate_size x num_shared_expert when ``use_mixed_mlp_moe`` (vLLM
+    hunyuan_v1.py ``HunYuanSparseMoeBlock``)."""
     shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
     if shared:
         return shared
+    if model_type == "arctic" and f.get("use_residual"):  # vLLM arctic.py residual_mlp:
+        return f.integer("hidden_size")  # ArcticMLP(is_residual_mlp) ffn_dim = hidden_size
     if model_type.startswith("hunyuan"):
         if not f.get("use_mixed_mlp_moe") or not f.has("num_shared_expert"):
             return 0
@@ -275,6 +278,12 @@ def _first_moe_layer(f: Fields, layers: int, model_type: str) -> int:
     moe_layer_start_index, whose experts vLLM builds on layers start..moe_layer_end_index
     where (i + 1) % moe_layer_interval == 0: any other range than "start to the last layer"
     cannot be priced as one MoE shape and is refused."""
+    if model_type == "arctic":
+        every = f.integer("moe_layer_frequency", required=False, default=1)
+        if every != 1:
+            raise ConfigError("puts experts on only every Nth layer, which kvplan does not "
+                              "model (it prices every layer as MoE)",
+                              field="moe_layer_frequency", file=f.file)
     if not model_type.startswith("ernie4_5"):
         return f.count("first_k_dense_replace")
     if f.integer("moe_layer_interval", required=False, default=1) != 1:
