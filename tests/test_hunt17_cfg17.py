@@ -141,3 +141,25 @@ def test_arctic_residual_mlp_is_priced() -> None:
     assert 478e9 < c.total < 479e9
     # KV: 35 layers x 8 KV heads x 128 (7168 / 56) x 2 x 2 bytes
     assert kv_spec(m).bytes_per_token == 143_360
+
+
+def _chatglm3() -> dict[str, Any]:
+    """THUDM/chatglm3-6b config.json (fields kvplan reads)."""
+    return {
+        "architectures": ["ChatGLMModel"], "model_type": "chatglm", "add_bias_linear": False,
+        "add_qkv_bias": True, "ffn_hidden_size": 13696, "hidden_size": 4096,
+        "kv_channels": 128, "multi_query_attention": True, "multi_query_group_num": 2,
+        "num_attention_heads": 32, "num_layers": 28, "padded_vocab_size": 65024,
+        "rmsnorm": True, "seq_length": 8192, "torch_dtype": "float16",
+        "tie_word_embeddings": False}
+
+
+def test_chatglm_group_num_read_only_with_multi_query_attention(tmp_path: Path) -> None:
+    # vLLM chatglm.py GLMAttention: total_num_kv_heads = multi_query_group_num if
+    # config.multi_query_attention else num_attention_heads. kvplan read the group number
+    # either way: 28,672 bytes/token for an MHA config that caches 458,752.
+    gqa = run_cli("kv", _write(tmp_path, "glm", _chatglm3()), "--json").json()
+    assert gqa["bytes_per_token"] == 2 * 28 * 2 * 128 * 2 == 28_672
+    mha = {**_chatglm3(), "multi_query_attention": False}
+    out = run_cli("kv", _write(tmp_path, "glm-mha", mha), "--json").json()
+    assert out["bytes_per_token"] == 2 * 28 * 32 * 128 * 2 == 458_752

@@ -231,9 +231,13 @@ def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
-    """GQA/MQA/MHA KV heads; Falcon's old multi_query layout has exactly one KV head."""
+    """GQA/MQA/MHA KV heads; Falcon's old multi_query layout has exactly one KV head; ChatGLM
+    reads multi_query_group_num only with multi_query_attention (vLLM chatglm.py; its
+    config class's default is false)."""
     if f.get("multi_query") and not f.get("new_decoder_architecture"):
         return 1
+    if model_type == "chatglm" and not f.get("multi_query_attention"):
+        return heads
     for key in _KV_HEAD_KEYS:
         if f.has(key):
             return check_kv_heads(key, f.integer(key), heads, f.file)
