@@ -163,3 +163,13 @@ def test_chatglm_group_num_read_only_with_multi_query_attention(tmp_path: Path) 
     mha = {**_chatglm3(), "multi_query_attention": False}
     out = run_cli("kv", _write(tmp_path, "glm-mha", mha), "--json").json()
     assert out["bytes_per_token"] == 2 * 28 * 32 * 128 * 2 == 458_752
+
+
+def test_hunyuan_cross_layer_attention_is_refused(tmp_path: Path) -> None:
+    # use_cla: vLLM hunyuan_v1.py builds every layer with layer_id % cla_share_factor != 0 as
+    # HunYuanCrossAttention (AttentionType.ENCODER_DECODER) reading the previous layer's K/V;
+    # kvplan priced each of those layers as its own full-attention cache (131,072 B/token).
+    result = run_cli("kv", _write(tmp_path, "hy", {**_hunyuan_a13b(), "use_cla": True}))
+    assert_one_line_error(result)
+    assert "'use_cla'" in result.err
+

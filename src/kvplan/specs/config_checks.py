@@ -160,6 +160,8 @@ _UNMODELLED_LAYOUTS = (
      "kvplan does not model them"),
     ("num_kv_shared_layers", "lists layers that reuse an earlier layer's KV cache (Gemma 3n), "
      "which kvplan does not model: it would cache every layer"),
+    ("use_cla", "shares one layer's KV with the next (Hunyuan cross-layer attention, which "
+     "vLLM 0.11 builds as encoder-decoder attention), which kvplan does not model"),
     ("block_configs", "lists one block per layer (DeciLM / Nemotron-NAS: attention left out of "
      "some layers, KV heads and MLP widths set per layer), which kvplan does not model: it "
      "would price every layer as the same full-attention block"),
