@@ -173,3 +173,50 @@ def test_hunyuan_cross_layer_attention_is_refused(tmp_path: Path) -> None:
     assert_one_line_error(result)
     assert "'use_cla'" in result.err
 
+
+
+def _llama4(experts: int, step: int) -> dict[str, Any]:
+    """meta-llama/Llama-4-Scout-17B-16E (16 experts, ``interleave_moe_layer_step`` 1) and
+    Llama-4-Maverick-17B-128E (128 experts, step 2) config.json text_config (fields kvplan
+    reads): experts and the shared expert ``intermediate_size`` 8192 wide, dense layers
+    ``intermediate_size_mlp`` 16384 wide."""
+    text = {"attention_chunk_size": 8192, "head_dim": 128, "hidden_act": "silu",
+            "hidden_size": 5120, "interleave_moe_layer_step": step, "intermediate_size": 8192,
+            "intermediate_size_mlp": 16384, "max_position_embeddings": 1048576,
+            "model_type": "llama4_text", "num_attention_heads": 40, "num_experts_per_tok": 1,
+            "num_hidden_layers": 48, "num_key_value_heads": 8, "num_local_experts": experts,
+            "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "vocab_size": 202048}
+    return {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+            "text_config": text, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_llama4_shared_expert_and_interleaved_moe_layers() -> None:
+    # vLLM llama4.py: Llama4DecoderLayer is MoE where interleave_moe_layer_step > 0 and
+    # (i + 1) % step == 0, else LlamaMLP(intermediate_size_mlp); Llama4MoE holds FusedMoE
+    # (intermediate_size) and a shared_expert LlamaMLP(intermediate_size). kvplan read every
+    # layer as MoE without the shared expert: Maverick 778.2B (is "400B"), Scout 101.7B
+    # (is "109B" with its vision tower, "17B active").
+    h, moe, dense = 5120, 3 * 5120 * 8192, 3 * 5120 * 16384
+    attn = 2 * h * 5120 + 2 * h * 1024
+    embed = 2 * 202048 * h  # embedding + untied lm_head (202048 is a multiple of 64)
+    scout = param_counts(parse_config(_llama4(16, 1), name="scout", file="s.json"))
+    assert scout.shared_experts == 48 * moe
+    assert scout.experts == 48 * 16 * moe and scout.dense_mlp == 0
+    assert scout.total == embed + 48 * (attn + 17 * moe + 16 * h + 2 * h) + h
+    assert 17.1e9 < scout.active < 17.3e9
+    maverick = param_counts(parse_config(_llama4(128, 2), name="mav", file="m.json"))
+    assert maverick.experts == 24 * 128 * moe and maverick.shared_experts == 24 * moe
+    assert maverick.dense_mlp == 24 * dense
+    assert 400e9 < maverick.total < 401e9
+
+
+def test_llama4_step_absent_means_every_layer_moe_and_zero_means_dense() -> None:
+    # Llama4TextConfig's default interleave_moe_layer_step is 1; vLLM llama4.py: step 0 = no
+    # MoE layer (every layer LlamaMLP(intermediate_size_mlp)).
+    cfg = _llama4(16, 1)
+    del cfg["text_config"]["interleave_moe_layer_step"]
+    m = parse_config(cfg, name="scout", file="s.json")
+    assert m.moe is not None and m.moe.interleave == 1 and m.intermediate_size == 8192
+    cfg["text_config"]["interleave_moe_layer_step"] = 0
+    dense = parse_config(cfg, name="dense", file="d.json")
+    assert dense.moe is None and dense.intermediate_size == 16384

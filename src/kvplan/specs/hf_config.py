@@ -17,7 +17,7 @@ from kvplan.specs.config_checks import (
     check_rope_scaling,
     config_int,
 )
-from kvplan.specs.layer_kinds import chunked_local, layer_kinds, read_moe
+from kvplan.specs.layer_kinds import chunked_local, layer_kinds, moe_step, read_moe
 from kvplan.specs.max_len import (
     derived_max_len,
     has_max_len_key,
@@ -162,7 +162,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         head_dim=head_dim,
         v_head_dim=_v_head_dim(f, head_dim, mla),
         vocab_size=f.integer("vocab_size", "padded_vocab_size"),
-        intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
+        intermediate_size=f.integer(*_dense_width_keys(f, model_type), default=4 * hidden),
         **_lengths(f, model_type),
         rotary_dim=rotary_dim(f, model_type, head_dim),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
@@ -188,6 +188,14 @@ def _lengths(f: _Fields, model_type: str) -> dict[str, Any]:
     return {"max_position_embeddings": derived_max_len(f, model_type),
             "max_len_assumed": not has_max_len_key(f),
             "rope_cache_positions": rope_cache_positions(f, model_type)}
+
+
+def _dense_width_keys(f: _Fields, model_type: str) -> tuple[str, ...]:
+    """The dense MLP's width: ChatGLM's ffn_hidden_size; Llama 4's dense layers (where
+    ``interleave_moe_layer_step`` is not 1) are intermediate_size_mlp wide, its
+    intermediate_size the experts' (vLLM llama4.py)."""
+    plain = ("intermediate_size", "ffn_hidden_size")
+    return ("intermediate_size_mlp", *plain) if moe_step(f, model_type) != 1 else plain
 
 
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:

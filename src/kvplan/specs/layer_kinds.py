@@ -239,8 +239,9 @@ def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
     if any(f.get(k) == 0 for k in _EXPERT_KEYS) or f.get("use_moe") is False:
         return None
     experts = f.integer(*_EXPERT_KEYS, required=False)
-    if experts == 0 or (experts == 1 and model_type.startswith("hunyuan")):
-        return None
+    every = moe_step(f, model_type)
+    if experts == 0 or every == 0 or (experts == 1 and model_type.startswith("hunyuan")):
+        return None  # (Llama 4's step 0: every layer dense, vLLM llama4.py)
     key = next((k for k in _TOPK_KEYS if f.has(k)), _TOPK_KEYS[0])
     topk = _per_layer(f, key, layers, model_type) if f.has(key) else f.integer(key)
     width_key = "moe_intermediate_size" if f.has("moe_intermediate_size") else "intermediate_size"
@@ -250,18 +251,28 @@ def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
         moe_intermediate_size=_per_layer(f, width_key, layers, model_type),
         shared_expert_intermediate_size=_shared_width(f, layers, model_type),
         first_dense_layers=_first_moe_layer(f, layers, model_type),
+        interleave=every,
     )
+
+
+def moe_step(f: Fields, model_type: str) -> int:
+    """Llama 4's ``interleave_moe_layer_step`` (Llama4TextConfig default 1; 0: no MoE layer,
+    vLLM llama4.py); 1 for every other family."""
+    key = "interleave_moe_layer_step"
+    return f.count(key) if model_type.startswith("llama4") and f.has(key) else 1
 
 
 def _shared_width(f: Fields, layers: int, model_type: str) -> int:
     """The shared experts' MLP width: given (Qwen2-MoE, Granite), n_shared_experts x
     moe_intermediate_size (DeepSeek, ERNIE-4.5's moe_num_shared_experts: vLLM
-    ernie45_moe.py), Arctic's residual MLP (``use_residual``: hidden_size wide), or
-    Hunyuan's intermediate_size x num_shared_expert when ``use_mixed_mlp_moe`` (vLLM
-    hunyuan_v1.py ``HunYuanSparseMoeBlock``)."""
+    ernie45_moe.py), Llama 4's shared expert (as wide as its experts), Arctic's residual
+    MLP (``use_residual``: hidden_size wide), or Hunyuan's intermediate_size x
+    num_shared_expert when ``use_mixed_mlp_moe`` (vLLM hunyuan_v1.py)."""
     shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
     if shared:
         return shared
+    if model_type.startswith("llama4"):  # vLLM llama4.py: shared_expert, intermediate_size
+        return f.integer("intermediate_size")
     if model_type == "arctic" and f.get("use_residual"):  # vLLM arctic.py residual_mlp:
         return f.integer("hidden_size")  # ArcticMLP(is_residual_mlp) ffn_dim = hidden_size
     if model_type.startswith("hunyuan"):

@@ -200,7 +200,7 @@ def _mixer(m: ModelSpec, layer: int) -> Iterator[Part]:
 
 
 def _ffn(m: ModelSpec, layer: int) -> Iterator[Part]:
-    if m.moe is not None and layer >= m.moe.first_dense_layers:
+    if m.moe is not None and m.moe.routes(layer):
         yield from _moe(m)
     else:
         yield from _mlp(m, "dense_mlp", m.intermediate_size)
