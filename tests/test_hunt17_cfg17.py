@@ -78,6 +78,11 @@ def test_ernie45_moe_layer_range_vllm_cannot_be_priced_is_refused(tmp_path: Path
     result = run_cli("kv", _write(tmp_path, "e", cfg))
     assert_one_line_error(result)
     assert "moe_layer_interval" in result.err
+    # experts on layer 0 only (end index 0): refused as a range, not "must be positive"
+    cfg = {**_ernie_21b(), "moe_layer_start_index": 0, "moe_layer_end_index": 0}
+    result = run_cli("kv", _write(tmp_path, "e0", cfg))
+    assert_one_line_error(result)
+    assert "moe_layer_end_index" in result.err and "before the last layer" in result.err
 
 
 def test_hunyuan_per_layer_lists_are_read() -> None:

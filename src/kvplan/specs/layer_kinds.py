@@ -301,7 +301,7 @@ def _first_moe_layer(f: Fields, layers: int, model_type: str) -> int:
         raise ConfigError("puts experts on only some layers after the first MoE layer, which "
                           "kvplan does not model (it prices every layer from the first MoE "
                           "layer on as MoE)", field="moe_layer_interval", file=f.file)
-    end = f.integer("moe_layer_end_index", required=False, default=layers - 1)
+    end = f.count("moe_layer_end_index") if f.has("moe_layer_end_index") else layers - 1
     if end < layers - 1:
         raise ConfigError(f"{end} ends the MoE layers before the last layer ({layers - 1}), "
                           "which kvplan does not model", field="moe_layer_end_index",
