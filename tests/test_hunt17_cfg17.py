@@ -225,3 +225,18 @@ def test_llama4_step_absent_means_every_layer_moe_and_zero_means_dense() -> None
     cfg["text_config"]["interleave_moe_layer_step"] = 0
     dense = parse_config(cfg, name="dense", file="d.json")
     assert dense.moe is None and dense.intermediate_size == 16384
+
+
+def test_bailing_num_shared_experts_are_priced() -> None:
+    # inclusionAI/Ling-lite config.json (fields kvplan reads). vLLM bailing_moe.py: shared
+    # experts BailingMLP(moe_intermediate_size x num_shared_experts); kvplan read no shared
+    # expert from num_shared_experts (0 params).
+    cfg = {"architectures": ["BailingMoeForCausalLM"], "model_type": "bailing_moe",
+           "hidden_size": 2048, "intermediate_size": 5632, "moe_intermediate_size": 1408,
+           "num_experts": 64, "num_shared_experts": 2, "num_experts_per_tok": 6,
+           "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 4,
+           "vocab_size": 126464, "max_position_embeddings": 16384, "torch_dtype": "bfloat16",
+           "tie_word_embeddings": False}
+    m = parse_config(cfg, name="ling", file="ling.json")
+    assert m.moe is not None and m.moe.shared_expert_intermediate_size == 2 * 1408
+    assert param_counts(m).shared_experts == 28 * 3 * 2048 * 2816 == 484_442_112

@@ -263,11 +263,12 @@ def moe_step(f: Fields, model_type: str) -> int:
 
 
 def _shared_width(f: Fields, layers: int, model_type: str) -> int:
-    """The shared experts' MLP width: given (Qwen2-MoE, Granite), n_shared_experts x
-    moe_intermediate_size (DeepSeek, ERNIE-4.5's moe_num_shared_experts: vLLM
-    ernie45_moe.py), Llama 4's shared expert (as wide as its experts), Arctic's residual
-    MLP (``use_residual``: hidden_size wide), or Hunyuan's intermediate_size x
-    num_shared_expert when ``use_mixed_mlp_moe`` (vLLM hunyuan_v1.py)."""
+    """The shared experts' MLP width: given (Qwen2-MoE, Granite), a count x
+    moe_intermediate_size (DeepSeek's n_shared_experts, ERNIE-4.5's moe_num_shared_experts:
+    vLLM ernie45_moe.py, Ling's num_shared_experts: bailing_moe.py), Llama 4's shared expert
+    (as wide as its experts), Arctic's residual MLP (``use_residual``: hidden_size wide), or
+    Hunyuan's intermediate_size x num_shared_expert when ``use_mixed_mlp_moe``
+    (vLLM hunyuan_v1.py)."""
     shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
     if shared:
         return shared
@@ -280,7 +281,7 @@ def _shared_width(f: Fields, layers: int, model_type: str) -> int:
             return 0
         shared_count = _per_layer(f, "num_shared_expert", layers, model_type)
         return f.integer("intermediate_size") * shared_count
-    count = f.count("n_shared_experts", "moe_num_shared_experts")
+    count = f.count("n_shared_experts", "moe_num_shared_experts", "num_shared_experts")
     return count * f.integer("moe_intermediate_size") if count else 0
 
 
