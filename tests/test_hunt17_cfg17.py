@@ -240,3 +240,50 @@ def test_bailing_num_shared_experts_are_priced() -> None:
     m = parse_config(cfg, name="ling", file="ling.json")
     assert m.moe is not None and m.moe.shared_expert_intermediate_size == 2 * 1408
     assert param_counts(m).shared_experts == 28 * 3 * 2048 * 2816 == 484_442_112
+
+
+def _dbrx() -> dict[str, Any]:
+    """databricks/dbrx-instruct config.json: DbrxConfig keeps the KV heads in attn_config and
+    the experts in ffn_config, the layers in n_layers."""
+    return {"architectures": ["DbrxForCausalLM"], "model_type": "dbrx",
+            "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "rope_theta": 500000},
+            "d_model": 6144, "ffn_config": {"ffn_hidden_size": 10752, "moe_jitter_eps": 0.01,
+                                            "moe_num_experts": 16, "moe_top_k": 4},
+            "max_seq_len": 32768, "n_heads": 48, "n_layers": 40,
+            "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 100352}
+
+
+def test_dbrx_nested_attn_and_ffn_config_are_read(tmp_path: Path) -> None:
+    # kvplan refused DBRX: "field 'num_hidden_layers' ... is missing". vLLM dbrx.py:
+    # n_layers blocks; DbrxAttention total_num_kv_heads = attn_config.kv_n_heads, head_dim =
+    # d_model // n_heads; DbrxExperts FusedMoE(ffn_config.moe_num_experts,
+    # top_k=moe_top_k, intermediate_size=ffn_hidden_size). KV: 40 x 8 x 128 x 2 x 2 bytes.
+    out = run_cli("kv", _write(tmp_path, "dbrx", _dbrx()), "--json").json()
+    assert out["bytes_per_token"] == 40 * 8 * 128 * 2 * 2 == 163_840
+    m = parse_config(_dbrx(), name="dbrx", file="dbrx.json")
+    assert m.moe is not None and (m.moe.num_experts, m.moe.experts_per_token) == (16, 4)
+    c = param_counts(m)
+    assert c.experts == 40 * 16 * 3 * 6144 * 10752
+    assert 131e9 < c.total < 132e9 and 36e9 < c.active < 37e9  # "132B total, 36B active"
+    bad = {**_dbrx(), "attn_config": {"kv_n_heads": 7}}
+    result = run_cli("kv", _write(tmp_path, "bad", bad))
+    assert_one_line_error(result)
+    assert "'attn_config.kv_n_heads'" in result.err
+
+
+def test_mpt_is_read_from_its_own_names(tmp_path: Path) -> None:
+    # mosaicml/mpt-7b config.json (fields kvplan reads): d_model, n_heads, n_layers,
+    # expansion_ratio 4, max_seq_len; vLLM mpt.py: MHA unless attn_config.kv_n_heads, a
+    # plain (up, down) GELU MLP, lm_head = wte. kvplan refused it ("num_hidden_layers is
+    # missing"). KV: 32 layers x 32 heads x 128 x 2 x 2 bytes; 6.65B parameters ("MPT-7B").
+    cfg = {"architectures": ["MPTForCausalLM"], "model_type": "mpt", "d_model": 4096,
+           "n_heads": 32, "n_layers": 32, "expansion_ratio": 4, "max_seq_len": 2048,
+           "no_bias": True, "attn_config": {"alibi": True, "clip_qkv": None},
+           "vocab_size": 50432, "torch_dtype": "bfloat16"}
+    assert run_cli("kv", _write(tmp_path, "mpt", cfg), "--json").json()[
+        "bytes_per_token"] == 32 * 32 * 128 * 2 * 2 == 524_288
+    c = param_counts(parse_config(cfg, name="mpt", file="mpt.json"))
+    assert c.total == 50432 * 4096 + 32 * (4 * 4096**2 + 2 * 4096 * 16384 + 2 * 4096) + 4096
+    gqa = {**cfg, "attn_config": {"kv_n_heads": 8}}
+    assert run_cli("kv", _write(tmp_path, "mpt8", gqa), "--json").json()[
+        "bytes_per_token"] == 32 * 8 * 128 * 2 * 2

@@ -25,7 +25,7 @@ FLOAT16_REFUSED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
 """Model types vLLM will not serve in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS``, vLLM 0.11
 ``config/model.py``: "Numerical instability. Please use bfloat16 or float32 instead."); under
 ``--dtype auto`` a float16 config of these is served in bfloat16 (``_resolve_auto_dtype``)."""
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 MAX_WEIGHT_BLOCK = 2**20
 
 

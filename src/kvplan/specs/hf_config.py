@@ -11,6 +11,7 @@ from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import (
     FLOAT16_REFUSED,
+    LAYER_KEYS,
     check_decoder_only,
     check_flags,
     check_kv_heads,
@@ -42,7 +43,7 @@ from kvplan.specs.quant_config import (
 from kvplan.specs.towers.vision_config import SIGLIP_DEFAULTS, architecture, unpriced_tower
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
-# GPT-2, BigCode, OPT, BLOOM keep PretrainedConfig's tie True; Cohere 1 / 2 set it True).
+# GPT-2, BigCode, OPT, BLOOM, MPT keep PretrainedConfig's tie True; Cohere 1 / 2 set it True).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
         "vocab_size": 262208,
@@ -60,13 +61,14 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
     **{t: {"tie_word_embeddings": True}
-       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom")},
+       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom", "mpt")},
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False
 _DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "half": "float16",
            "fp16": "float16", "bf16": "bfloat16", "float": "float32"}
-_KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+_KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+                 "attn_config.kv_n_heads")
 
 
 class _Fields:
@@ -140,8 +142,8 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     check_flags(cfg, file)
     check_decoder_only(cfg, file)
     hidden = f.integer("hidden_size", "n_embd", "d_model")
-    layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
-    heads = f.integer("num_attention_heads", "n_head", "num_heads")
+    layers = f.integer(*LAYER_KEYS)
+    heads = f.integer("num_attention_heads", "n_head", "num_heads", "n_heads")
     kv_heads = _kv_heads(f, heads, model_type)
     head_dim = _head_dim(f, hidden, heads, model_type)
     mla = _mla(f, model_type)
@@ -194,7 +196,7 @@ def _dense_width_keys(f: _Fields, model_type: str) -> tuple[str, ...]:
     """The dense MLP's width: ChatGLM's ffn_hidden_size; Llama 4's dense layers (where
     ``interleave_moe_layer_step`` is not 1) are intermediate_size_mlp wide, its
     intermediate_size the experts' (vLLM llama4.py)."""
-    plain = ("intermediate_size", "ffn_hidden_size")
+    plain = ("intermediate_size", "ffn_hidden_size", "ffn_config.ffn_hidden_size")
     return ("intermediate_size_mlp", *plain) if moe_step(f, model_type) != 1 else plain
 
 
@@ -231,10 +233,16 @@ def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec |
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Multimodal wrappers (Gemma 3, Llava...) keep the language model under text_config."""
+    """Multimodal wrappers (Gemma 3, Llava...) keep the language model under text_config;
+    DBRX and MPT their KV heads (and DBRX its experts) under attn_config / ffn_config (read
+    as "attn_config.kv_n_heads", ...: vLLM dbrx.py, mpt.py)."""
     text = raw.get("text_config")
     if isinstance(text, Mapping):
         return {**{k: v for k, v in raw.items() if k in ("torch_dtype", "dtype")}, **text}
+    if raw.get("model_type") in ("dbrx", "mpt"):
+        parts = [(p, raw.get(p)) for p in ("attn_config", "ffn_config")]
+        return {**raw, **{f"{p}.{k}": v for p, d in parts if isinstance(d, Mapping)
+                          for k, v in d.items()}}
     return raw
 
 
@@ -380,5 +388,5 @@ def _mlp_gated(model_type: str, f: _Fields) -> bool:
     """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP (relu2: Nemotron's)."""
     act = str(f.get("mlp_hidden_act") or f.get("hidden_act") or "")
     plain = ("falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "gptj",
-             "bloom")
+             "bloom", "mpt")
     return not (model_type in plain or act == "relu2")

@@ -226,10 +226,14 @@ def chunked_local(raw: Mapping[str, Any], f: Fields, layers: int) -> dict[str, A
             "chunked_local_layers": tuple(i for i, x in enumerate(flags[:layers]) if x)}
 
 
-_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-_TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k")
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
+                "ffn_config.moe_num_experts")
+_TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k",
+              "ffn_config.moe_top_k")
+_WIDTH_KEYS = ("moe_intermediate_size", "ffn_config.ffn_hidden_size", "intermediate_size")
 """Routed experts and top-k under each family's name (ERNIE-4.5: ``moe_num_experts`` /
-``moe_k``; Hunyuan: ``num_experts`` / ``moe_topk``)."""
+``moe_k``; Hunyuan: ``num_experts`` / ``moe_topk``; DBRX's ffn_config, flattened by
+``hf_config._text_config``)."""
 
 
 def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
@@ -244,7 +248,7 @@ def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
         return None  # (Llama 4's step 0: every layer dense, vLLM llama4.py)
     key = next((k for k in _TOPK_KEYS if f.has(k)), _TOPK_KEYS[0])
     topk = _per_layer(f, key, layers, model_type) if f.has(key) else f.integer(key)
-    width_key = "moe_intermediate_size" if f.has("moe_intermediate_size") else "intermediate_size"
+    width_key = next((k for k in _WIDTH_KEYS if f.has(k)), _WIDTH_KEYS[-1])
     return MoeSpec(
         num_experts=experts,
         experts_per_token=check_topk(key, topk, experts, f.file),
