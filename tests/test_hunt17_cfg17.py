@@ -287,3 +287,18 @@ def test_mpt_is_read_from_its_own_names(tmp_path: Path) -> None:
     gqa = {**cfg, "attn_config": {"kv_n_heads": 8}}
     assert run_cli("kv", _write(tmp_path, "mpt8", gqa), "--json").json()[
         "bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+
+
+def test_qwen_v1_mlp_is_half_its_intermediate_size() -> None:
+    # Qwen/Qwen-7B config.json (fields kvplan reads). vLLM qwen.py: QWenBlock's mlp is
+    # QWenMLP(hidden_size, config.intermediate_size // 2) and c_attn (fused q/k/v) has a
+    # bias, c_proj none. kvplan priced a 22016-wide MLP: 11.98B parameters (is "7.7B").
+    cfg = {"architectures": ["QWenLMHeadModel"], "model_type": "qwen", "hidden_size": 4096,
+           "intermediate_size": 22016, "kv_channels": 128, "max_position_embeddings": 8192,
+           "no_bias": True, "num_attention_heads": 32, "num_hidden_layers": 32,
+           "seq_length": 8192, "tie_word_embeddings": False, "vocab_size": 151936}
+    m = parse_config(cfg, name="qwen", file="qwen.json")
+    assert m.intermediate_size == 11008
+    c = param_counts(m)
+    per_layer = 4 * 4096**2 + 3 * 4096 + 3 * 4096 * 11008 + 2 * 4096
+    assert c.total == 2 * 151936 * 4096 + 32 * per_layer + 4096 == 7_721_324_544

@@ -164,7 +164,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         head_dim=head_dim,
         v_head_dim=_v_head_dim(f, head_dim, mla),
         vocab_size=f.integer("vocab_size", "padded_vocab_size"),
-        intermediate_size=f.integer(*_dense_width_keys(f, model_type), default=4 * hidden),
+        intermediate_size=_dense_width(f, model_type, hidden),
         **_lengths(f, model_type),
         rotary_dim=rotary_dim(f, model_type, head_dim),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
@@ -192,12 +192,15 @@ def _lengths(f: _Fields, model_type: str) -> dict[str, Any]:
             "rope_cache_positions": rope_cache_positions(f, model_type)}
 
 
-def _dense_width_keys(f: _Fields, model_type: str) -> tuple[str, ...]:
+def _dense_width(f: _Fields, model_type: str, hidden: int) -> int:
     """The dense MLP's width: ChatGLM's ffn_hidden_size; Llama 4's dense layers (where
     ``interleave_moe_layer_step`` is not 1) are intermediate_size_mlp wide, its
-    intermediate_size the experts' (vLLM llama4.py)."""
+    intermediate_size the experts' (vLLM llama4.py); Qwen (v1)'s half its
+    intermediate_size (vLLM qwen.py: ``QWenMLP(hidden_size, intermediate_size // 2)``)."""
     plain = ("intermediate_size", "ffn_hidden_size", "ffn_config.ffn_hidden_size")
-    return ("intermediate_size_mlp", *plain) if moe_step(f, model_type) != 1 else plain
+    keys = ("intermediate_size_mlp", *plain) if moe_step(f, model_type) != 1 else plain
+    width = f.integer(*keys, default=4 * hidden)
+    return max(1, width // 2) if model_type == "qwen" else width
 
 
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:
@@ -213,7 +216,7 @@ def _attention_bias(f: _Fields, model_type: str) -> bool:
     if model_type in ("starcoder2", "gpt_neox"):  # use_bias / attention_bias default True
         return f.get("use_bias" if model_type == "starcoder2" else "attention_bias") is not False
     return bool(f.get("attention_bias") or f.get("bias") or f.get("use_qkv_bias") or model_type in (
-        "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi", "bloom"))
+        "qwen", "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi", "bloom"))
 
 
 def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec | None:

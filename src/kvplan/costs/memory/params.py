@@ -43,7 +43,7 @@ _ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2", "gptj"})  # attenti
 _LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "bloom"})
 """Every linear layer and LayerNorm has a bias (StarCoder2's use_bias: ``attention_bias``)."""
 _LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon", "gptj", "nemotron", "stablelm"}
-_NO_O_BIAS = frozenset({"qwen2", "qwen2_moe", "stablelm"})  # q/k/v biases only (use_qkv_bias)
+_NO_O_BIAS = frozenset({"qwen", "qwen2", "qwen2_moe", "stablelm"})  # q/k/v biases only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
