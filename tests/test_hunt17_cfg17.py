@@ -302,3 +302,18 @@ def test_qwen_v1_mlp_is_half_its_intermediate_size() -> None:
     c = param_counts(m)
     per_layer = 4 * 4096**2 + 3 * 4096 + 3 * 4096 * 11008 + 2 * 4096
     assert c.total == 2 * 151936 * 4096 + 32 * per_layer + 4096 == 7_721_324_544
+
+
+def test_starcoder2_without_tie_key_ties_its_lm_head() -> None:
+    # bigcode/starcoder2-7b config.json has no tie_word_embeddings; Starcoder2Config does not
+    # set one, so PretrainedConfig's True holds and vLLM starcoder2.py makes lm_head the
+    # embedding table. kvplan priced a separate lm_head: 7.40B (is 7.17B, "StarCoder2-7B").
+    cfg = {"architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2",
+           "hidden_size": 4608, "intermediate_size": 18432, "num_attention_heads": 36,
+           "num_key_value_heads": 4, "num_hidden_layers": 32, "vocab_size": 49152,
+           "max_position_embeddings": 16384, "hidden_act": "gelu_pytorch_tanh",
+           "sliding_window": 4096, "torch_dtype": "bfloat16", "use_bias": True}
+    m = parse_config(cfg, name="sc2", file="sc2.json")
+    assert m.tie_word_embeddings
+    c = param_counts(m)
+    assert c.lm_head == 0 and 7.17e9 < c.total < 7.18e9

@@ -43,7 +43,7 @@ from kvplan.specs.quant_config import (
 from kvplan.specs.towers.vision_config import SIGLIP_DEFAULTS, architecture, unpriced_tower
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
-# GPT-2, BigCode, OPT, BLOOM, MPT keep PretrainedConfig's tie True; Cohere 1 / 2 set it True).
+# GPT-2, BigCode, OPT, BLOOM, MPT, StarCoder2 keep PretrainedConfig's tie True; Cohere sets it).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
         "vocab_size": 262208,
@@ -61,7 +61,8 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
     **{t: {"tie_word_embeddings": True}
-       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom", "mpt")},
+       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom", "mpt",
+                 "starcoder2")},
     "llama": {"max_position_embeddings": 2048},
 }
 _DEFAULT_TIE = False
