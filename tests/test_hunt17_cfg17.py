@@ -72,12 +72,11 @@ def test_ernie45_moe_experts_are_read_from_its_own_keys() -> None:
 
 
 def test_ernie45_moe_layer_range_vllm_cannot_be_priced_is_refused(tmp_path: Path) -> None:
-    # An interval of 2 puts experts on every 2nd layer only (vLLM: (i + 1) % interval == 0):
-    # one MoE shape per layer cannot say it, so it is refused, naming the field.
-    cfg = {**_ernie_21b(), "moe_layer_interval": 2}
-    result = run_cli("kv", _write(tmp_path, "e", cfg))
-    assert_one_line_error(result)
-    assert "moe_layer_interval" in result.err
+    # An interval of 2 puts experts on every 2nd layer from the start index on (vLLM:
+    # (i + 1) % interval == 0): layers 1, 3, ..., 27 MoE, the 14 others dense.
+    c = param_counts(parse_config({**_ernie_21b(), "moe_layer_interval": 2}, name="e",
+                                  file="e.json"))
+    assert c.experts == 14 * 64 * 3 * 2560 * 1536 and c.dense_mlp == 14 * 3 * 2560 * 12288
     # experts on layer 0 only (end index 0): refused as a range, not "must be positive"
     cfg = {**_ernie_21b(), "moe_layer_start_index": 0, "moe_layer_end_index": 0}
     result = run_cli("kv", _write(tmp_path, "e0", cfg))
@@ -317,3 +316,24 @@ def test_starcoder2_without_tie_key_ties_its_lm_head() -> None:
     assert m.tie_word_embeddings
     c = param_counts(m)
     assert c.lm_head == 0 and 7.17e9 < c.total < 7.18e9
+
+
+def test_moe_every_nth_layer_is_read_per_family(tmp_path: Path) -> None:
+    # vLLM builds experts where (i + 1) % step == 0, the other layers a dense MLP
+    # intermediate_size wide: arctic.py moe_layer_frequency (kvplan refused 2), qwen3_moe.py
+    # decoder_sparse_step (kvplan priced every layer MoE). Arctic at 2: layers 1, 3, ..., 33
+    # (17) MoE with the residual MLP, 18 dense.
+    arctic = param_counts(parse_config({**_arctic(), "moe_layer_frequency": 2}, name="a",
+                                       file="a.json"))
+    assert arctic.experts == 17 * 128 * 3 * 7168 * 4864
+    assert arctic.shared_experts == 17 * 3 * 7168 * 7168
+    assert arctic.dense_mlp == 18 * 3 * 7168 * 4864
+    qwen = {"model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 4,
+            "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+            "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+            "vocab_size": 151936, "intermediate_size": 6144, "decoder_sparse_step": 2}
+    c = param_counts(parse_config(qwen, name="q", file="q.json"))
+    assert c.experts == 2 * 128 * 3 * 2048 * 768 and c.dense_mlp == 2 * 3 * 2048 * 6144
+    result = run_cli("kv", _write(tmp_path, "q", {**qwen, "mlp_only_layers": [0]}))
+    assert_one_line_error(result)
+    assert "'mlp_only_layers'" in result.err

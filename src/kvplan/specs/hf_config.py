@@ -199,7 +199,8 @@ def _dense_width(f: _Fields, model_type: str, hidden: int) -> int:
     intermediate_size the experts' (vLLM llama4.py); Qwen (v1)'s half its
     intermediate_size (vLLM qwen.py: ``QWenMLP(hidden_size, intermediate_size // 2)``)."""
     plain = ("intermediate_size", "ffn_hidden_size", "ffn_config.ffn_hidden_size")
-    keys = ("intermediate_size_mlp", *plain) if moe_step(f, model_type) != 1 else plain
+    llama4_dense = model_type.startswith("llama4") and moe_step(f, model_type) != 1
+    keys = ("intermediate_size_mlp", *plain) if llama4_dense else plain
     width = f.integer(*keys, default=4 * hidden)
     return max(1, width // 2) if model_type == "qwen" else width
 

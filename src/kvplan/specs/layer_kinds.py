@@ -259,11 +259,19 @@ def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
     )
 
 
+_STEP_KEYS = (("llama4", "interleave_moe_layer_step"), ("arctic", "moe_layer_frequency"),
+              ("ernie4_5", "moe_layer_interval"), ("qwen", "decoder_sparse_step"))
+
+
 def moe_step(f: Fields, model_type: str) -> int:
-    """Llama 4's ``interleave_moe_layer_step`` (Llama4TextConfig default 1; 0: no MoE layer,
-    vLLM llama4.py); 1 for every other family."""
-    key = "interleave_moe_layer_step"
-    return f.count(key) if model_type.startswith("llama4") and f.has(key) else 1
+    """Experts on layers with (i + 1) % step == 0, as vLLM builds them: Llama 4's
+    ``interleave_moe_layer_step`` (0: no MoE layer, llama4.py), Arctic's
+    ``moe_layer_frequency`` (arctic.py), ERNIE-4.5's ``moe_layer_interval`` (ernie45_moe.py),
+    Qwen MoE's ``decoder_sparse_step`` (qwen2_moe.py, qwen3_moe.py); 1 when absent."""
+    key = next((k for prefix, k in _STEP_KEYS if model_type.startswith(prefix)), None)
+    if key is None or not f.has(key):
+        return 1
+    return f.count(key) if key == "interleave_moe_layer_step" else f.integer(key)
 
 
 def _shared_width(f: Fields, layers: int, model_type: str) -> int:
@@ -292,20 +300,14 @@ def _shared_width(f: Fields, layers: int, model_type: str) -> int:
 def _first_moe_layer(f: Fields, layers: int, model_type: str) -> int:
     """Leading dense layers: DeepSeek's first_k_dense_replace; ERNIE-4.5's
     moe_layer_start_index, whose experts vLLM builds on layers start..moe_layer_end_index
-    where (i + 1) % moe_layer_interval == 0: any other range than "start to the last layer"
-    cannot be priced as one MoE shape and is refused."""
-    if model_type == "arctic":
-        every = f.integer("moe_layer_frequency", required=False, default=1)
-        if every != 1:
-            raise ConfigError("puts experts on only every Nth layer, which kvplan does not "
-                              "model (it prices every layer as MoE)",
-                              field="moe_layer_frequency", file=f.file)
+    (where (i + 1) % moe_layer_interval == 0: ``moe_step``): a range that ends before the
+    last layer cannot be priced as one MoE shape and is refused."""
+    only = f.get("mlp_only_layers")  # Qwen MoE: dense layers listed (vLLM qwen3_moe.py)
+    if only is not None and only != []:
+        raise ConfigError("lists dense layers among the MoE layers, which kvplan does not model "
+                          "(it prices every layer as MoE)", field="mlp_only_layers", file=f.file)
     if not model_type.startswith("ernie4_5"):
         return f.count("first_k_dense_replace")
-    if f.integer("moe_layer_interval", required=False, default=1) != 1:
-        raise ConfigError("puts experts on only some layers after the first MoE layer, which "
-                          "kvplan does not model (it prices every layer from the first MoE "
-                          "layer on as MoE)", field="moe_layer_interval", file=f.file)
     end = f.count("moe_layer_end_index") if f.has("moe_layer_end_index") else layers - 1
     if end < layers - 1:
         raise ConfigError(f"{end} ends the MoE layers before the last layer ({layers - 1}), "
