@@ -337,3 +337,28 @@ def test_moe_every_nth_layer_is_read_per_family(tmp_path: Path) -> None:
     result = run_cli("kv", _write(tmp_path, "q", {**qwen, "mlp_only_layers": [0]}))
     assert_one_line_error(result)
     assert "'mlp_only_layers'" in result.err
+
+
+def _omni() -> dict[str, Any]:
+    """Qwen/Qwen2.5-Omni-7B config.json (fields kvplan reads): the language model under
+    thinker_config.text_config, audio and vision encoders beside it."""
+    text = {"model_type": "qwen2_5_omni_text", "hidden_size": 3584, "intermediate_size": 18944,
+            "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+            "max_position_embeddings": 32768, "sliding_window": 32768,
+            "use_sliding_window": False, "vocab_size": 152064}
+    thinker = {"model_type": "qwen2_5_omni_thinker", "text_config": text,
+               "audio_config": {"d_model": 1280}, "vision_config": {"depth": 32},
+               "torch_dtype": "bfloat16"}
+    return {"architectures": ["Qwen2_5OmniModel"], "model_type": "qwen2_5_omni",
+            "thinker_config": thinker, "talker_config": {"hidden_size": 896}}
+
+
+def test_qwen_omni_thinker_text_config_is_read(tmp_path: Path) -> None:
+    # vLLM get_hf_text_config: a config with thinker_config serves
+    # thinker_config.text_config. kvplan refused ("hidden_size is missing"). KV: 28 layers x
+    # 4 KV heads x 128 x 2 x 2 bytes; capacity still refuses its unpriced encoders.
+    path = _write(tmp_path, "omni", _omni())
+    assert run_cli("kv", path, "--json").json()["bytes_per_token"] == 57_344
+    result = run_cli("capacity", path)
+    assert_one_line_error(result)
+    assert "thinker_config" in result.err

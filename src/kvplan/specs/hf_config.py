@@ -238,9 +238,11 @@ def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec |
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Multimodal wrappers (Gemma 3, Llava...) keep the language model under text_config;
-    DBRX and MPT their KV heads (and DBRX its experts) under attn_config / ffn_config (read
-    as "attn_config.kv_n_heads", ...: vLLM dbrx.py, mpt.py)."""
+    """The language model's config: text_config (Gemma 3, Llava...; Qwen2.5-Omni's thinker's:
+    vLLM get_hf_text_config); DBRX / MPT's attn_config, ffn_config read as "attn_config.X"."""
+    thinker = raw.get("thinker_config")
+    if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
+        raw = thinker
     text = raw.get("text_config")
     if isinstance(text, Mapping):
         return {**{k: v for k, v in raw.items() if k in ("torch_dtype", "dtype")}, **text}

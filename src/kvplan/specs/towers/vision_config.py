@@ -15,9 +15,10 @@ PRICED_TOWERS = frozenset({"Gemma3ForConditionalGeneration"})
 """Architectures whose encoder kvplan prices (``hf_config._vision``)."""
 
 _ENCODER_KEYS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower",
-                 "img_processor", "visual", "vision_backbone", "audio_processor")
+                 "img_processor", "visual", "vision_backbone", "audio_processor",
+                 "thinker_config")
 """config.json keys that describe an encoder (LLaVA / Qwen-VL / Llama-4 / Pixtral / Phi-3-V
-/ Molmo / Phi-4-MM / audio models ...)."""
+/ Molmo / Phi-4-MM / audio models; Qwen2.5-Omni's thinker holds its audio and vision)."""
 
 SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                    "image_size": 224, "patch_size": 16, "num_channels": 3}
