@@ -362,3 +362,33 @@ def test_qwen_omni_thinker_text_config_is_read(tmp_path: Path) -> None:
     result = run_cli("capacity", path)
     assert_one_line_error(result)
     assert "thinker_config" in result.err
+
+
+def test_compact_text_config_takes_its_class_defaults(tmp_path: Path) -> None:
+    # llava-hf/llava-1.5-7b-hf and llava-v1.6-mistral-7b-hf config.json keep only what
+    # differs from LlamaConfig / MistralConfig in text_config (no hidden_size, layers or
+    # heads); transformers builds the text config from the class defaults (Llama: 4096
+    # hidden, 32 layers, 32 heads, MHA; Mistral: 8 KV heads) and vLLM sizes the KV cache
+    # from it. kvplan refused: "hidden_size is missing". KV: 32 x 32 x 128 x 2 x 2 bytes
+    # (Llama), 32 x 8 x 128 x 2 x 2 (Mistral).
+    llava = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+             "text_config": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                             "max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
+                             "torch_dtype": "float16", "vocab_size": 32064},
+             "vision_config": {"hidden_size": 1024, "model_type": "clip_vision_model"}}
+    out = run_cli("kv", _write(tmp_path, "llava", llava), "--json").json()
+    assert out["bytes_per_token"] == 32 * 32 * 128 * 2 * 2 == 524_288
+    next_mistral = {**llava, "model_type": "llava_next", "text_config": {
+        "architectures": ["MistralForCausalLM"], "intermediate_size": 14336,
+        "max_position_embeddings": 32768, "model_type": "mistral", "num_key_value_heads": 8,
+        "rope_theta": 1000000.0, "sliding_window": None, "torch_dtype": "bfloat16",
+        "vocab_size": 32064}}
+    out = run_cli("kv", _write(tmp_path, "next", next_mistral), "--json").json()
+    assert out["bytes_per_token"] == 32 * 8 * 128 * 2 * 2 == 131_072
+    del next_mistral["text_config"]["num_key_value_heads"]  # MistralConfig's default: 8
+    out = run_cli("kv", _write(tmp_path, "next8", next_mistral), "--json").json()
+    assert out["bytes_per_token"] == 131_072
+    # a root config (no wrapper) missing its sizes is still refused, naming the field
+    result = run_cli("kv", _write(tmp_path, "root", {**llava["text_config"]}))
+    assert_one_line_error(result)
+    assert "'hidden_size'" in result.err

@@ -19,12 +19,7 @@ from kvplan.specs.config_checks import (
     config_int,
 )
 from kvplan.specs.layer_kinds import chunked_local, layer_kinds, moe_step, read_moe
-from kvplan.specs.max_len import (
-    derived_max_len,
-    has_max_len_key,
-    rope_cache_positions,
-    rotary_dim,
-)
+from kvplan.specs.max_len import derived_max_len, has_max_len_key, rope_cache_positions, rotary_dim
 from kvplan.specs.model import (
     MLA_FAMILIES,
     STATE_ONLY_FAMILIES,
@@ -34,13 +29,13 @@ from kvplan.specs.model import (
     ModelSpec,
     VisionSpec,
 )
-from kvplan.specs.quant_config import (
-    checkpoint_block,
-    gptq_desc_act,
-    quant_layout,
-    quant_method,
+from kvplan.specs.quant_config import checkpoint_block, gptq_desc_act, quant_layout, quant_method
+from kvplan.specs.towers.vision_config import (
+    SIGLIP_DEFAULTS,
+    architecture,
+    text_class_defaults,
+    unpriced_tower,
 )
-from kvplan.specs.towers.vision_config import SIGLIP_DEFAULTS, architecture, unpriced_tower
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
 # GPT-2, BigCode, OPT, BLOOM, MPT, StarCoder2 keep PretrainedConfig's tie True; Cohere sets it).
@@ -138,7 +133,7 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     """Turn a config.json dict into a ModelSpec; ConfigError names the field and the file."""
     cfg = _text_config(raw)
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "unknown")
-    f = _Fields(cfg, file, _FAMILY_DEFAULTS.get(model_type, {}))
+    f = _Fields(cfg, file, text_class_defaults(raw, model_type, _FAMILY_DEFAULTS))
     check_rope_scaling(cfg, file)
     check_flags(cfg, file)
     check_decoder_only(cfg, file)
@@ -254,15 +249,14 @@ def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
-    """GQA/MQA/MHA KV heads; Falcon's old multi_query layout has exactly one KV head; ChatGLM
-    reads multi_query_group_num only with multi_query_attention (vLLM chatglm.py; its
-    config class's default is false)."""
+    """GQA/MQA/MHA KV heads; Falcon's old multi_query layout has one KV head; ChatGLM reads
+    multi_query_group_num only with multi_query_attention (vLLM chatglm.py; default false)."""
     if f.get("multi_query") and not f.get("new_decoder_architecture"):
         return 1
     if model_type == "chatglm" and not f.get("multi_query_attention"):
         return heads
     for key in _KV_HEAD_KEYS:
-        if f.has(key):
+        if f.get(key) is not None:
             return check_kv_heads(key, f.integer(key), heads, f.file)
     return heads
 
