@@ -231,9 +231,9 @@ _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num
 _TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k",
               "ffn_config.moe_top_k")
 _WIDTH_KEYS = ("moe_intermediate_size", "ffn_config.ffn_hidden_size", "intermediate_size")
-"""Routed experts and top-k under each family's name (ERNIE-4.5: ``moe_num_experts`` /
-``moe_k``; Hunyuan: ``num_experts`` / ``moe_topk``; DBRX's ffn_config, flattened by
-``hf_config._text_config``)."""
+"""Routed experts, top-k and expert width under each family's name (ERNIE-4.5:
+``moe_num_experts`` / ``moe_k``; Hunyuan: ``num_experts`` / ``moe_topk``; DBRX's ffn_config,
+flattened by ``hf_config._text_config``; Mixtral's experts are intermediate_size wide)."""
 
 
 def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
