@@ -392,3 +392,12 @@ def test_compact_text_config_takes_its_class_defaults(tmp_path: Path) -> None:
     result = run_cli("kv", _write(tmp_path, "root", {**llava["text_config"]}))
     assert_one_line_error(result)
     assert "'hidden_size'" in result.err
+
+
+def test_chatglm_multi_query_without_group_num_has_one_kv_head(tmp_path: Path) -> None:
+    # ChatGLMConfig's multi_query_group_num defaults to 1; vLLM chatglm.py reads it when
+    # multi_query_attention is set. kvplan fell back to MHA (32 KV heads, 458,752 B/token).
+    cfg = {**_chatglm3()}
+    del cfg["multi_query_group_num"]
+    out = run_cli("kv", _write(tmp_path, "glm1", cfg), "--json").json()
+    assert out["bytes_per_token"] == 2 * 28 * 1 * 128 * 2 == 14_336

@@ -59,6 +59,7 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
        for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom", "mpt",
                  "starcoder2")},
     "llama": {"max_position_embeddings": 2048},
+    "chatglm": {"multi_query_group_num": 1},  # ChatGLMConfig's (read with multi_query_attention)
 }
 _DEFAULT_TIE = False
 _DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "half": "float16",
