@@ -25,7 +25,7 @@ FLOAT16_REFUSED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
 """Model types vLLM will not serve in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS``, vLLM 0.11
 ``config/model.py``: "Numerical instability. Please use bfloat16 or float32 instead."); under
 ``--dtype auto`` a float16 config of these is served in bfloat16 (``_resolve_auto_dtype``)."""
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 MAX_WEIGHT_BLOCK = 2**20
 
 
@@ -160,6 +160,8 @@ _UNMODELLED_LAYOUTS = (
      "kvplan does not model them"),
     ("num_kv_shared_layers", "lists layers that reuse an earlier layer's KV cache (Gemma 3n), "
      "which kvplan does not model: it would cache every layer"),
+    ("use_cla", "shares one layer's KV with the next (Hunyuan cross-layer attention, which "
+     "vLLM 0.11 builds as encoder-decoder attention), which kvplan does not model"),
     ("block_configs", "lists one block per layer (DeciLM / Nemotron-NAS: attention left out of "
      "some layers, KV heads and MLP widths set per layer), which kvplan does not model: it "
      "would price every layer as the same full-attention block"),

@@ -11,20 +11,15 @@ from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import (
     FLOAT16_REFUSED,
+    LAYER_KEYS,
     check_decoder_only,
     check_flags,
     check_kv_heads,
     check_rope_scaling,
-    check_topk,
     config_int,
 )
-from kvplan.specs.layer_kinds import chunked_local, layer_kinds
-from kvplan.specs.max_len import (
-    derived_max_len,
-    has_max_len_key,
-    rope_cache_positions,
-    rotary_dim,
-)
+from kvplan.specs.layer_kinds import chunked_local, layer_kinds, moe_step, read_moe
+from kvplan.specs.max_len import derived_max_len, has_max_len_key, rope_cache_positions, rotary_dim
 from kvplan.specs.model import (
     MLA_FAMILIES,
     STATE_ONLY_FAMILIES,
@@ -32,19 +27,18 @@ from kvplan.specs.model import (
     MambaSpec,
     MlaSpec,
     ModelSpec,
-    MoeSpec,
     VisionSpec,
 )
-from kvplan.specs.quant_config import (
-    checkpoint_block,
-    gptq_desc_act,
-    quant_layout,
-    quant_method,
+from kvplan.specs.quant_config import checkpoint_block, gptq_desc_act, quant_layout, quant_method
+from kvplan.specs.towers.vision_config import (
+    SIGLIP_DEFAULTS,
+    architecture,
+    text_class_defaults,
+    unpriced_tower,
 )
-from kvplan.specs.towers.vision_config import SIGLIP_DEFAULTS, architecture, unpriced_tower
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
-# GPT-2, BigCode, OPT, BLOOM keep PretrainedConfig's tie True; Cohere 1 / 2 set it True).
+# GPT-2, BigCode, OPT, BLOOM, MPT, StarCoder2 keep PretrainedConfig's tie True; Cohere sets it).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
         "vocab_size": 262208,
@@ -62,13 +56,16 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "falcon": {"vocab_size": 65024, "max_position_embeddings": 2048, "tie_word_embeddings": True},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
     **{t: {"tie_word_embeddings": True}
-       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom")},
+       for t in ("gpt2", "gpt_bigcode", "opt", "cohere", "cohere2", "bloom", "mpt",
+                 "starcoder2")},
     "llama": {"max_position_embeddings": 2048},
+    "chatglm": {"multi_query_group_num": 1},  # ChatGLMConfig's (read with multi_query_attention)
 }
 _DEFAULT_TIE = False
 _DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "half": "float16",
            "fp16": "float16", "bf16": "bfloat16", "float": "float32"}
-_KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+_KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+                 "attn_config.kv_n_heads")
 
 
 class _Fields:
@@ -137,13 +134,13 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
     """Turn a config.json dict into a ModelSpec; ConfigError names the field and the file."""
     cfg = _text_config(raw)
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "unknown")
-    f = _Fields(cfg, file, _FAMILY_DEFAULTS.get(model_type, {}))
+    f = _Fields(cfg, file, text_class_defaults(raw, model_type, _FAMILY_DEFAULTS))
     check_rope_scaling(cfg, file)
     check_flags(cfg, file)
     check_decoder_only(cfg, file)
     hidden = f.integer("hidden_size", "n_embd", "d_model")
-    layers = f.integer("num_hidden_layers", "n_layer", "num_layers")
-    heads = f.integer("num_attention_heads", "n_head", "num_heads")
+    layers = f.integer(*LAYER_KEYS)
+    heads = f.integer("num_attention_heads", "n_head", "num_heads", "n_heads")
     kv_heads = _kv_heads(f, heads, model_type)
     head_dim = _head_dim(f, hidden, heads, model_type)
     mla = _mla(f, model_type)
@@ -164,14 +161,14 @@ def parse_config(raw: Mapping[str, Any], *, name: str, file: str) -> ModelSpec:
         head_dim=head_dim,
         v_head_dim=_v_head_dim(f, head_dim, mla),
         vocab_size=f.integer("vocab_size", "padded_vocab_size"),
-        intermediate_size=f.integer("intermediate_size", "ffn_hidden_size", default=4 * hidden),
+        intermediate_size=_dense_width(f, model_type, hidden),
         **_lengths(f, model_type),
         rotary_dim=rotary_dim(f, model_type, head_dim),
         tie_word_embeddings=bool(f.get("tie_word_embeddings", _DEFAULT_TIE)),
         layer_kinds=kinds,
         sliding_window=sliding,
         mla=mla,
-        moe=_moe(f),
+        moe=read_moe(f, layers, model_type),
         linear_attention=_linear_attention(f) if "linear_attention" in kinds else None,
         mamba=_mamba(f, hidden, model_type) if "mamba" in kinds else None,
         **_quant_fields(raw, cfg, file),
@@ -192,6 +189,18 @@ def _lengths(f: _Fields, model_type: str) -> dict[str, Any]:
             "rope_cache_positions": rope_cache_positions(f, model_type)}
 
 
+def _dense_width(f: _Fields, model_type: str, hidden: int) -> int:
+    """The dense MLP's width: ChatGLM's ffn_hidden_size; Llama 4's dense layers (where
+    ``interleave_moe_layer_step`` is not 1) are intermediate_size_mlp wide, its
+    intermediate_size the experts' (vLLM llama4.py); Qwen (v1)'s half its
+    intermediate_size (vLLM qwen.py: ``QWenMLP(hidden_size, intermediate_size // 2)``)."""
+    plain = ("intermediate_size", "ffn_hidden_size", "ffn_config.ffn_hidden_size")
+    llama4_dense = model_type.startswith("llama4") and moe_step(f, model_type) != 1
+    keys = ("intermediate_size_mlp", *plain) if llama4_dense else plain
+    width = f.integer(*keys, default=4 * hidden)
+    return max(1, width // 2) if model_type == "qwen" else width
+
+
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:
     """MLA's value width comes from its latent spec; otherwise v_head_dim or head_dim (a
     MiniCPM3 V is padded to its K width: vLLM minicpm3.py)."""
@@ -205,7 +214,7 @@ def _attention_bias(f: _Fields, model_type: str) -> bool:
     if model_type in ("starcoder2", "gpt_neox"):  # use_bias / attention_bias default True
         return f.get("use_bias" if model_type == "starcoder2" else "attention_bias") is not False
     return bool(f.get("attention_bias") or f.get("bias") or f.get("use_qkv_bias") or model_type in (
-        "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi", "bloom"))
+        "qwen", "qwen2", "qwen2_moe", "gpt2", "gpt_bigcode", "opt", "phi", "bloom"))
 
 
 def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec | None:
@@ -225,19 +234,30 @@ def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec |
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Multimodal wrappers (Gemma 3, Llava...) keep the language model under text_config."""
+    """The language model's config: text_config (Gemma 3, Llava...; Qwen2.5-Omni's thinker's:
+    vLLM get_hf_text_config); DBRX / MPT's attn_config, ffn_config read as "attn_config.X"."""
+    thinker = raw.get("thinker_config")
+    if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
+        raw = thinker
     text = raw.get("text_config")
     if isinstance(text, Mapping):
         return {**{k: v for k, v in raw.items() if k in ("torch_dtype", "dtype")}, **text}
+    if raw.get("model_type") in ("dbrx", "mpt"):
+        parts = [(p, raw.get(p)) for p in ("attn_config", "ffn_config")]
+        return {**raw, **{f"{p}.{k}": v for p, d in parts if isinstance(d, Mapping)
+                          for k, v in d.items()}}
     return raw
 
 
 def _kv_heads(f: _Fields, heads: int, model_type: str) -> int:
-    """GQA/MQA/MHA KV heads; Falcon's old multi_query layout has exactly one KV head."""
+    """GQA/MQA/MHA KV heads; Falcon's old multi_query layout has one KV head; ChatGLM reads
+    multi_query_group_num only with multi_query_attention (vLLM chatglm.py; default false)."""
     if f.get("multi_query") and not f.get("new_decoder_architecture"):
         return 1
+    if model_type == "chatglm" and not f.get("multi_query_attention"):
+        return heads
     for key in _KV_HEAD_KEYS:
-        if f.has(key):
+        if f.get(key) is not None:
             return check_kv_heads(key, f.integer(key), heads, f.file)
     return heads
 
@@ -310,28 +330,6 @@ def _declared_dtype(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> Any:
     return None
 
 
-def _moe(f: _Fields) -> MoeSpec | None:
-    keys = ("num_local_experts", "num_experts", "n_routed_experts")
-    if any(f.get(k) == 0 for k in keys):  # Granite-4.0(-H) dense models say 0 experts
-        return None
-    experts = f.integer(*keys, required=False)
-    if experts == 0:
-        return None
-    shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
-    if shared == 0 and f.count("n_shared_experts"):
-        shared = f.count("n_shared_experts") * f.integer("moe_intermediate_size")
-    topk_keys = ("num_experts_per_tok", "experts_per_token", "moe_topk")
-    topk = f.integer(*topk_keys)
-    key = next((k for k in topk_keys if f.has(k)), topk_keys[0])
-    return MoeSpec(
-        num_experts=experts,
-        experts_per_token=check_topk(key, topk, experts, f.file),
-        moe_intermediate_size=f.integer("moe_intermediate_size", "intermediate_size"),
-        shared_expert_intermediate_size=shared,
-        first_dense_layers=f.count("first_k_dense_replace"),
-    )
-
-
 def _linear_attention(f: _Fields) -> LinearAttentionSpec:
     return LinearAttentionSpec(
         num_key_heads=f.integer("linear_num_key_heads"),
@@ -392,5 +390,5 @@ def _mlp_gated(model_type: str, f: _Fields) -> bool:
     """Gated (SwiGLU/GeGLU: 3 matrices) vs plain (2 matrices) MLP (relu2: Nemotron's)."""
     act = str(f.get("mlp_hidden_act") or f.get("hidden_act") or "")
     plain = ("falcon", "gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "gptj",
-             "bloom")
+             "bloom", "mpt")
     return not (model_type in plain or act == "relu2")

@@ -1,5 +1,6 @@
-"""Which cache each layer holds (full, sliding, MLA, linear attention, Mamba, none), read from
-a config.json the way each family's transformers config class and vLLM model file read it."""
+"""Which cache each layer holds (full, sliding, MLA, linear attention, Mamba, none) and which
+layers route to experts, read from a config.json the way each family's transformers config
+class and vLLM model file read it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kvplan.errors import ConfigError
-from kvplan.specs.model import STATE_ONLY_FAMILIES, LayerKind
+from kvplan.specs.config_checks import check_topk, config_int
+from kvplan.specs.model import STATE_ONLY_FAMILIES, LayerKind, MoeSpec
 
 
 class Fields(Protocol):
@@ -22,6 +24,8 @@ class Fields(Protocol):
     def get(self, key: str, fallback: Any = None) -> Any: ...
 
     def integer(self, *keys: str, required: bool = True, default: int | None = None) -> int: ...
+
+    def count(self, *keys: str) -> int: ...
 
 
 _UNREAD_STATE_KEYS = ("attn_layer_period", "attn_layer_offset", "attn_layer_indices",
@@ -220,3 +224,111 @@ def chunked_local(raw: Mapping[str, Any], f: Fields, layers: int) -> dict[str, A
         int((i + 1) % every != 0) for i in range(layers)]
     return {"attention_chunk_size": f.integer("attention_chunk_size"),
             "chunked_local_layers": tuple(i for i, x in enumerate(flags[:layers]) if x)}
+
+
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
+                "ffn_config.moe_num_experts")
+_TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k",
+              "ffn_config.moe_top_k")
+_WIDTH_KEYS = ("moe_intermediate_size", "ffn_config.ffn_hidden_size", "intermediate_size")
+"""Routed experts, top-k and expert width under each family's name (ERNIE-4.5:
+``moe_num_experts`` / ``moe_k``; Hunyuan: ``num_experts`` / ``moe_topk``; DBRX's ffn_config,
+flattened by ``hf_config._text_config``; Mixtral's experts are intermediate_size wide)."""
+
+
+def read_moe(f: Fields, layers: int, model_type: str) -> MoeSpec | None:
+    """The routed-expert MLP, or None for a dense model. Granite-4.0(-H) dense models say 0
+    experts; vLLM hunyuan_v1.py ``_is_moe`` builds experts only for more than 1, ernie45_moe.py
+    only with ``use_moe`` (default: experts > 0)."""
+    if any(f.get(k) == 0 for k in _EXPERT_KEYS) or f.get("use_moe") is False:
+        return None
+    experts = f.integer(*_EXPERT_KEYS, required=False)
+    every = moe_step(f, model_type)
+    if experts == 0 or every == 0 or (experts == 1 and model_type.startswith("hunyuan")):
+        return None  # (Llama 4's step 0: every layer dense, vLLM llama4.py)
+    key = next((k for k in _TOPK_KEYS if f.has(k)), _TOPK_KEYS[0])
+    topk = _per_layer(f, key, layers, model_type) if f.has(key) else f.integer(key)
+    width_key = next((k for k in _WIDTH_KEYS if f.has(k)), _WIDTH_KEYS[-1])
+    return MoeSpec(
+        num_experts=experts,
+        experts_per_token=check_topk(key, topk, experts, f.file),
+        moe_intermediate_size=_per_layer(f, width_key, layers, model_type),
+        shared_expert_intermediate_size=_shared_width(f, layers, model_type),
+        first_dense_layers=_first_moe_layer(f, layers, model_type),
+        interleave=every,
+    )
+
+
+_STEP_KEYS = (("llama4", "interleave_moe_layer_step"), ("arctic", "moe_layer_frequency"),
+              ("ernie4_5", "moe_layer_interval"), ("qwen", "decoder_sparse_step"))
+
+
+def moe_step(f: Fields, model_type: str) -> int:
+    """Experts on layers with (i + 1) % step == 0, as vLLM builds them: Llama 4's
+    ``interleave_moe_layer_step`` (0: no MoE layer, llama4.py), Arctic's
+    ``moe_layer_frequency`` (arctic.py), ERNIE-4.5's ``moe_layer_interval`` (ernie45_moe.py),
+    Qwen MoE's ``decoder_sparse_step`` (qwen2_moe.py, qwen3_moe.py); 1 when absent."""
+    key = next((k for prefix, k in _STEP_KEYS if model_type.startswith(prefix)), None)
+    if key is None or not f.has(key):
+        return 1
+    return f.count(key) if key == "interleave_moe_layer_step" else f.integer(key)
+
+
+def _shared_width(f: Fields, layers: int, model_type: str) -> int:
+    """The shared experts' MLP width: given (Qwen2-MoE, Granite), a count x
+    moe_intermediate_size (DeepSeek's n_shared_experts, ERNIE-4.5's moe_num_shared_experts:
+    vLLM ernie45_moe.py, Ling's num_shared_experts: bailing_moe.py), Llama 4's shared expert
+    (as wide as its experts), Arctic's residual MLP (``use_residual``: hidden_size wide), or
+    Hunyuan's intermediate_size x num_shared_expert when ``use_mixed_mlp_moe``
+    (vLLM hunyuan_v1.py)."""
+    shared = f.count("shared_expert_intermediate_size", "shared_intermediate_size")
+    if shared:
+        return shared
+    if model_type.startswith("llama4"):  # vLLM llama4.py: shared_expert, intermediate_size
+        return f.integer("intermediate_size")
+    if model_type == "arctic" and f.get("use_residual"):  # vLLM arctic.py residual_mlp:
+        return f.integer("hidden_size")  # ArcticMLP(is_residual_mlp) ffn_dim = hidden_size
+    if model_type.startswith("hunyuan"):
+        if not f.get("use_mixed_mlp_moe") or not f.has("num_shared_expert"):
+            return 0
+        shared_count = _per_layer(f, "num_shared_expert", layers, model_type)
+        return f.integer("intermediate_size") * shared_count
+    count = f.count("n_shared_experts", "moe_num_shared_experts", "num_shared_experts")
+    return count * f.integer("moe_intermediate_size") if count else 0
+
+
+def _first_moe_layer(f: Fields, layers: int, model_type: str) -> int:
+    """Leading dense layers: DeepSeek's first_k_dense_replace; ERNIE-4.5's
+    moe_layer_start_index, whose experts vLLM builds on layers start..moe_layer_end_index
+    (where (i + 1) % moe_layer_interval == 0: ``moe_step``): a range that ends before the
+    last layer cannot be priced as one MoE shape and is refused."""
+    only = f.get("mlp_only_layers")  # Qwen MoE: dense layers listed (vLLM qwen3_moe.py)
+    if only is not None and only != []:
+        raise ConfigError("lists dense layers among the MoE layers, which kvplan does not model "
+                          "(it prices every layer as MoE)", field="mlp_only_layers", file=f.file)
+    if not model_type.startswith("ernie4_5"):
+        return f.count("first_k_dense_replace")
+    end = f.count("moe_layer_end_index") if f.has("moe_layer_end_index") else layers - 1
+    if end < layers - 1:
+        raise ConfigError(f"{end} ends the MoE layers before the last layer ({layers - 1}), "
+                          "which kvplan does not model", field="moe_layer_end_index",
+                          file=f.file)
+    return f.count("moe_layer_start_index")
+
+
+def _per_layer(f: Fields, key: str, layers: int, model_type: str) -> int:
+    """A count a config may give once or per layer (Hunyuan's moe_topk, moe_intermediate_size,
+    num_shared_expert: vLLM hunyuan_v1.py takes element ``layer_id``; other model files read
+    an int); kvplan prices one MoE shape, so a list must hold one value for every layer."""
+    value = f.get(key)
+    if not isinstance(value, list) or not model_type.startswith("hunyuan"):
+        return f.integer(key)
+    if len(value) < layers:
+        raise ConfigError(f"lists {len(value)} values, fewer than the {layers} layers",
+                          field=key, file=f.file)
+    numbers = {config_int(key, v, f.file) for v in value[:layers]}
+    if len(numbers) > 1:
+        raise ConfigError(f"lists different values per layer ({sorted(numbers)}), which kvplan "
+                          "does not model: it prices one MoE shape for every layer",
+                          field=key, file=f.file)
+    return numbers.pop()

@@ -51,6 +51,13 @@ class MoeSpec:
     shared_expert_intermediate_size: int = 0
     first_dense_layers: int = 0
     """Leading layers that keep a dense MLP (DeepSeek ``first_k_dense_replace``)."""
+    interleave: int = 1
+    """Experts on every ``interleave``-th layer only, the others dense (Llama 4 Maverick's
+    ``interleave_moe_layer_step`` 2: vLLM llama4.py ``(i + 1) % step == 0``)."""
+
+    def routes(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` (0-based) holds the routed experts."""
+        return layer >= self.first_dense_layers and (layer + 1) % self.interleave == 0
 
 
 def _shard(n: int, tp: int) -> int:
@@ -245,10 +252,11 @@ class ModelSpec:
     def has_dense_mlp(self) -> bool:
         """Some layer runs a dense (not routed) MLP: vLLM's MergedColumnParallelLinear /
         RowParallelLinear then split ``intermediate_size`` over TP."""
-        first_dense = self.num_layers if self.moe is None else self.moe.first_dense_layers
+        moe = self.moe
+        dense = [i for i in range(self.num_layers) if moe is None or not moe.routes(i)]
         if self.one_block_layers:
-            return any(k == "mlp" for k in self.layer_kinds[:first_dense])
-        return first_dense > 0
+            return any(self.layer_kinds[i] == "mlp" for i in dense)
+        return bool(dense)
 
     def tp_split_problem(self, tp: int) -> str | None:
         """What vLLM 0.11 cannot split ``tp`` ways among the dense shards, else None: the

@@ -57,7 +57,7 @@ def _shards(model: ModelSpec, tp: int, moe_tp: int) -> Iterator[Shard]:
         yield "input_size of down's weight", per, "input"
         if moe.shared_expert_intermediate_size:
             yield from _mlp("shared expert", moe.shared_expert_intermediate_size, tp)
-    if moe is None or moe.first_dense_layers > 0:
+    if moe is None or model.has_dense_mlp:
         yield from _mlp("MLP", model.intermediate_size, tp)
     yield from _attention(model, tp)
 

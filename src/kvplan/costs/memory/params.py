@@ -43,7 +43,7 @@ _ONE_NORM = frozenset({"falcon", "phi", "cohere", "cohere2", "gptj"})  # attenti
 _LINEAR_BIAS = frozenset({"gpt2", "gpt_bigcode", "opt", "phi", "starcoder2", "gpt_neox", "bloom"})
 """Every linear layer and LayerNorm has a bias (StarCoder2's use_bias: ``attention_bias``)."""
 _LAYERNORM_BIAS = _LINEAR_BIAS | {"falcon", "gptj", "nemotron", "stablelm"}
-_NO_O_BIAS = frozenset({"qwen2", "qwen2_moe", "stablelm"})  # q/k/v biases only (use_qkv_bias)
+_NO_O_BIAS = frozenset({"qwen", "qwen2", "qwen2_moe", "stablelm"})  # q/k/v biases only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,7 +148,7 @@ def _moe(m: ModelSpec) -> Iterator[Part]:
     assert m.moe is not None
     e, h = m.moe, m.hidden_size
     yield Part(role="router", rows=e.num_experts, cols=h)
-    if m.model_type in ("gpt_oss", "deepseek_v3"):  # router bias / e_score_correction_bias
+    if m.model_type in ("gpt_oss", "deepseek_v3", "ernie4_5_moe"):  # bias / e_score_corr..
         yield _vec("router", e.num_experts)
     yield from _mlp(m, "experts", e.moe_intermediate_size, e.num_experts)
     if e.shared_expert_intermediate_size:
@@ -200,7 +200,7 @@ def _mixer(m: ModelSpec, layer: int) -> Iterator[Part]:
 
 
 def _ffn(m: ModelSpec, layer: int) -> Iterator[Part]:
-    if m.moe is not None and layer >= m.moe.first_dense_layers:
+    if m.moe is not None and m.moe.routes(layer):
         yield from _moe(m)
     else:
         yield from _mlp(m, "dense_mlp", m.intermediate_size)

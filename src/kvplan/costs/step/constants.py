@@ -136,7 +136,7 @@ def _moe_layers(model: ModelSpec, stage: range) -> int:
     """Layers of ``stage`` whose MLP is routed experts (DeepSeek keeps its first k dense)."""
     if model.moe is None:
         return 0
-    return sum(1 for i in stage if i >= model.moe.first_dense_layers)
+    return sum(1 for i in stage if model.moe.routes(i))
 
 
 def _gemm_flops_per_token(model: ModelSpec, tp: int, stage: range) -> float:

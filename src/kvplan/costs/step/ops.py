@@ -271,7 +271,7 @@ def _moe_op(model: ModelSpec, engine: EngineConfig, stage: range,
     e = model.moe
     if e is None:
         return None
-    layers = sum(1 for i in stage if i >= e.first_dense_layers)
+    layers = sum(1 for i in stage if e.routes(i))
     if not layers:
         return None
     return MoeOp(hidden=model.hidden_size, inter=e.moe_intermediate_size,

@@ -15,9 +15,10 @@ PRICED_TOWERS = frozenset({"Gemma3ForConditionalGeneration"})
 """Architectures whose encoder kvplan prices (``hf_config._vision``)."""
 
 _ENCODER_KEYS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower",
-                 "img_processor", "visual", "vision_backbone", "audio_processor")
+                 "img_processor", "visual", "vision_backbone", "audio_processor",
+                 "thinker_config")
 """config.json keys that describe an encoder (LLaVA / Qwen-VL / Llama-4 / Pixtral / Phi-3-V
-/ Molmo / Phi-4-MM / audio models ...)."""
+/ Molmo / Phi-4-MM / audio models; Qwen2.5-Omni's thinker holds its audio and vision)."""
 
 SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                    "image_size": 224, "patch_size": 16, "num_channels": 3}
@@ -42,3 +43,22 @@ def unpriced_tower(raw: Mapping[str, Any]) -> str | None:
         if raw.get(key) not in (None, False):  # an empty vision_config takes the defaults
             return f"{arch} (config key '{key}')"
     return None
+
+
+_TEXT_CLASS_DEFAULTS = {
+    "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "vocab_size": 32000},
+    "mistral": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000},
+}
+"""LlamaConfig / MistralConfig defaults: a wrapper's text_config (llava-hf files) keeps only
+what differs from them, and transformers builds the text config from the class."""
+
+
+def text_class_defaults(raw: Mapping[str, Any], model_type: str,
+                        family: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``family``'s defaults for ``model_type``, over the text model class's own when ``raw``
+    wraps it in text_config."""
+    wrapped = isinstance(raw.get("text_config"), Mapping)
+    text = _TEXT_CLASS_DEFAULTS.get(model_type, {}) if wrapped else {}
+    return {**text, **family.get(model_type, {})}
