@@ -284,6 +284,19 @@ def outside_space(model: ModelSpec, space: SearchSpace, prices: PriceTable) -> d
     return out
 
 
+def _what_if(spec: ModelSpec, winner: Candidate | None) -> tuple[str, ...]:
+    """The winner's --quantization where this checkpoint cannot be served with it (AWQ /
+    GPTQ / ModelOpt need their export: vLLM's "Cannot find the config file for gptq"): its
+    serve line is a what-if, as `kvplan capacity` notes for the same flags."""
+    from kvplan.costs.memory.weight_formats import what_if_note
+
+    if winner is None:
+        return ()
+    note = what_if_note(winner.deployment.engine.quantization, spec.quantization,
+                        spec.moe is not None)
+    return (f"the winner's {note}",) if note else ()
+
+
 def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTable,
               o: PlanOptions, space: SearchSpace, cands: list[Candidate],
               winner: Candidate | None, lev: tuple[Lever, ...], report: SearchReport,
@@ -293,6 +306,7 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
                      f"({r.age_days(today)} days ago); check {r.source_url}"
                      for r in prices.stale_rows(today))
     serve, bench = serve_and_bench(winner, traffic, slo, o.model_id) if winner else ("", "")
+    warnings += _what_if(spec, winner)
     if winner is not None and traffic.own_arrivals:
         warnings += (f"Verify approximates {traffic.name}: vllm bench serve cannot replay a "
                      "trace's own arrival times and lengths, so it sends random prompts of "

@@ -1,0 +1,39 @@
+"""Hunt 17 (planner): kvplan plan's answers that vLLM would not run as printed, and words."""
+
+from __future__ import annotations
+
+from tests.conftest import run_cli
+
+SMALL = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "1",
+         "--max-num-batched-tokens", "2048", "--dataset", "random", "--num-prompts", "100",
+         "--request-rate", "4", "--slo", "ttft:p99:1500", "tpot:p99:50")
+
+
+# -------------------- D1: a what-if weight format won silently
+# meta-llama/Llama-3.1-8B's config.json has no quantization_config. vLLM 0.11's
+# get_quant_config builds GPTQ from the checkpoint's own quantize_config.json and refuses
+# without one ("Cannot find the config file for gptq"), so `vllm serve meta-llama/Llama-3.1-8B
+# --quantization gptq` does not start. `kvplan capacity` prices the flag as a what-if with a
+# note; `kvplan plan -q none,gptq` made the gptq candidate the winner (one L40S either way,
+# $1.09/h, the 4-bit weights leave more KV: the larger margin breaks the tie) and printed
+# that serve line with no word that it cannot start.
+def test_a_what_if_weight_format_winner_says_so() -> None:
+    res = run_cli(*SMALL, "-q", "none,gptq", "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert "--quantization gptq" in doc["summary"]["vllm_serve"]
+    said = [w for w in doc["warnings"] if "--quantization gptq" in w]
+    assert len(said) == 1, doc["warnings"]
+    assert "vLLM cannot serve it from this checkpoint" in said[0]
+    text = run_cli(*SMALL, "-q", "gptq")
+    assert text.code == 0, text.err
+    assert "what-if" in " ".join(text.out.split())
+
+
+def test_fp8_weights_are_quantized_online_so_no_note() -> None:
+    # fp8 quantizes 16-bit weights as they load (Fp8Config needs no file): vLLM serves it
+    res = run_cli(*SMALL, "-q", "fp8", "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    assert "--quantization fp8" in doc["summary"]["vllm_serve"]
+    assert not [w for w in doc["warnings"] if "what-if" in w]
