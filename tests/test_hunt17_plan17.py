@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 SMALL = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "1",
          "--max-num-batched-tokens", "2048", "--dataset", "random", "--num-prompts", "100",
@@ -37,3 +37,31 @@ def test_fp8_weights_are_quantized_online_so_no_note() -> None:
     doc = res.json()
     assert "--quantization fp8" in doc["summary"]["vllm_serve"]
     assert not [w for w in doc["warnings"] if "what-if" in w]
+
+
+# -------------------- D2: traffic longer than the model's context blamed --max-model-len
+# meta-llama/Llama-3.1-8B's config.json: max_position_embeddings 131072 (its llama3
+# rope_scaling is not one vLLM scales the length by). 20 random prompts of 140,000 + 128
+# tokens need 140,128 tokens each. Without --max-model-len the refusal read "--max-model-len
+# 131072 is below the longest request in the traffic (140128 tokens); raise it or trim the
+# traffic": a flag the user never gave, and advice vLLM refuses (a --max-model-len above
+# 131072 is every candidate's `invalid`, exit 1). It now names the model's context.
+LONG = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-tp", "1", "--dataset", "random",
+        "--num-prompts", "20", "--random-input-len", "140000", "--request-rate", "5",
+        "--slo", "ttft:p99:2000", "--max-num-batched-tokens", "2048")
+
+
+def test_traffic_past_the_models_context_names_the_context() -> None:
+    for extra in ((), ("--max-model-len", "150000"), ("--max-model-len", "100000")):
+        res = run_cli(*LONG, *extra)
+        assert_one_line_error(res)
+        assert "context of 131072 tokens" in res.err, res.err
+        assert "(140128 tokens)" in res.err
+        assert "raise it" not in res.err
+
+
+def test_a_short_max_model_len_is_still_named() -> None:
+    res = run_cli(*SMALL, "--max-model-len", "1000")  # 1024 + 128 = 1152 > 1000
+    assert_one_line_error(res)
+    assert res.err.startswith("error: --max-model-len 1000 is below the longest request in "
+                              "the traffic (1152 tokens)"), res.err
