@@ -65,3 +65,20 @@ def test_a_short_max_model_len_is_still_named() -> None:
     assert_one_line_error(res)
     assert res.err.startswith("error: --max-model-len 1000 is below the longest request in "
                               "the traffic (1152 tokens)"), res.err
+
+
+# -------------------- D3: the twice-the-TP lever vanished where the model refuses it
+# Qwen/Qwen2.5-7B-Instruct has 28 attention heads; vLLM 0.11's
+# ModelConfig.verify_with_parallel_config requires num_attention_heads % tp == 0, so a TP4
+# winner's "twice the TP" (TP8) cannot be served. The lever table dropped the row with no
+# word (kv, chunk and prefix rows only), where every other variant that cannot be built
+# (no fit, wider than a node) is a row with its reason.
+def test_a_refused_tp_lever_says_why() -> None:
+    res = run_cli("plan", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "L40S", "-tp", "4",
+                  "--max-num-batched-tokens", "2048", "--dataset", "random", "--num-prompts",
+                  "100", "--request-rate", "4", "--slo", "ttft:p99:2000", "--json")
+    assert res.code == 0, res.err
+    rows = {x["change"]: x for x in res.json()["levers"]}
+    tp8 = rows["--tensor-parallel-size 8"]
+    assert not tp8["verified"] and tp8["replicas"] is None
+    assert "num_attention_heads 28" in tp8["note"], tp8["note"]
