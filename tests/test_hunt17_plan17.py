@@ -112,3 +112,36 @@ def test_the_one_fewer_line_shows_a_small_miss() -> None:
     text = " ".join(run_cli(*args).out.split())
     assert f"With {fewer['replicas']} replicas: misses the SLO ({key} margin {100 * m:.2g} %)" \
         in text
+
+
+# -------------------- D5: a fleet over three instance shapes was priced too high
+# A --prices file with 8x $30, 2x $8 (2-GPU nodes) and 1x $4.50 of one GPU: 11 TP1 replicas
+# rent as cheaply as one 8x + one 2x + one 1x = 30 + 8 + 4.50 = $42.50/h (11 GPUs, none
+# idle). fleet_cost mixed one bulk shape with one other and answered 8x + three 1x = 30 +
+# 3 x 4.50 = $43.50/h (docs/planner.md: "the cheapest shape ... or, where cheaper, k whole
+# instances of a shape holding several replicas and the other ... on another shape").
+THREE_SHAPES = """gpu,provider,instance,gpus_per_instance,gpus_per_node,usd_per_instance_hour,\
+source_url,observed_on,transcribed_by
+H100-SXM-80GB,lam,8x,8,8,30,https://example.com,2026-11-01,hand
+H100-SXM-80GB,lam,2x,2,2,8,https://example.com,2026-11-01,hand
+H100-SXM-80GB,lam,1x,1,1,4.5,https://example.com,2026-11-01,hand
+"""
+
+
+def test_a_fleet_mixes_every_shape_it_pays_to() -> None:
+    from kvplan.costs.pricing import fleet_cost
+    from kvplan.specs.prices import read_rows
+
+    rows = read_rows(THREE_SHAPES, "test")
+    c = fleet_cost(rows, 11, 1)
+    assert c is not None
+    assert c.usd_per_hour == 42.5
+    assert (c.row.instance, c.instances) == ("8x", 1)
+    assert [(r.instance, n) for r, n in c.also] == [("2x", 1), ("1x", 1)]
+    assert (c.gpus_rented, c.idle_gpus) == (11, 0)
+    # one shape where it is the cheapest: 8 on one 8x ($30), 16 on two ($60)
+    assert [fleet_cost(rows, n, 1).usd_per_hour for n in (8, 16)] == [30, 60]  # type: ignore[union-attr]
+    # TP2: the 1x cannot hold a replica (1-GPU nodes); 3 on three 2x = $24 < one 8x = $30;
+    # 5 on one 8x (4 replicas) + one 2x = $38, below five 2x ($40) or two 8x ($60)
+    tp2 = [fleet_cost(rows, n, 2) for n in (3, 5)]
+    assert [c.usd_per_hour for c in tp2 if c] == [24, 38]
