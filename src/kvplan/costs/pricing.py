@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kvplan.specs.prices import PriceRow
@@ -55,25 +56,45 @@ def fleet_cost(rows: tuple[PriceRow, ...], replicas: int, gpus_per_replica: int
 
 
 def _mixed(rows: tuple[PriceRow, ...], replicas: int, need: int) -> list[FleetCost]:
-    """Each bulk shape holding several replicas per instance, 1..(enough - 1) instances of
-    it, and the remaining replicas on the cheapest other shape."""
-    out = []
-    for bulk in rows:
-        per = bulk.gpus_per_instance // need
-        if per < 2 or replicas <= per:
-            continue
-        for k in range(1, cdiv(replicas, per)):
-            rest = [c for r in rows if r is not bulk
-                    and (c := shape_cost(r, replicas - k * per, need)) is not None]
-            if not rest:
-                break
-            fill = min(rest, key=lambda c: c.usd_per_hour)
-            rented = k * bulk.gpus_per_instance + fill.gpus_rented
-            out.append(FleetCost(
-                row=bulk, instances=k, gpus_rented=rented, idle_gpus=rented - replicas * need,
-                usd_per_hour=k * bulk.usd_per_instance_hour + fill.usd_per_hour,
-                replicas=replicas, also=((fill.row, fill.instances),)))
-    return out
+    """The cheapest rental of ``replicas`` over several shapes at once (none where one shape
+    is as cheap): instances of every shape, each holding floor(g / G) replicas (or one
+    replica per cdiv(G, g) smaller instances), chosen by dynamic programming over the
+    replicas still to place. On Lambda, 9 TP1 H100 replicas are one 8x ($31.92) and one 1x
+    ($4.29); with 8x $30, 2x $8 and 1x $4.50, 11 are 8x + 2x + 1x, $42.50 (a bulk shape
+    plus one other gave 8x + three 1x, $43.50). ``row`` is the shape holding the most
+    replicas, ``also`` the others in table order."""
+    units = []  # (row, replicas one unit holds, instances per unit)
+    for r in rows:
+        g = r.gpus_per_instance
+        if g >= need:
+            units.append((r, g // need, 1))
+        elif need <= r.gpus_per_node:
+            units.append((r, 1, cdiv(need, g)))
+    if len(units) < 2:
+        return []
+    best, pick = [0.0] * (replicas + 1), [0] * (replicas + 1)
+    for n in range(1, replicas + 1):
+        best[n] = math.inf
+        for i, (r, held, inst) in enumerate(units):
+            usd = inst * r.usd_per_instance_hour + best[max(0, n - held)]
+            if usd < best[n]:
+                best[n], pick[n] = usd, i
+    count = [0] * len(units)
+    n = replicas
+    while n > 0:
+        count[pick[n]] += 1
+        n = max(0, n - units[pick[n]][1])
+    used = [i for i, c in enumerate(count) if c]
+    if len(used) < 2:
+        return []
+    main = max(used, key=lambda i: (count[i] * units[i][1], -i))
+    rented = sum(count[i] * units[i][2] * units[i][0].gpus_per_instance for i in used)
+    return [FleetCost(row=units[main][0], instances=count[main] * units[main][2],
+                      gpus_rented=rented, idle_gpus=rented - replicas * need,
+                      usd_per_hour=sum(count[i] * units[i][2] * units[i][0].usd_per_instance_hour
+                                       for i in used), replicas=replicas,
+                      also=tuple((units[i][0], count[i] * units[i][2]) for i in used
+                                 if i != main))]
 
 
 def filled_cost(rows: tuple[PriceRow, ...], gpus_per_replica: int, most: int | None = None,

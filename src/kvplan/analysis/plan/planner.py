@@ -216,11 +216,7 @@ def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTr
            ) -> SearchSpace:
     gpus = _gpus(o.gpus, prices)
     tps = o.tensor_parallel_sizes or valid_tp_degrees(model)
-    longest = traffic.longest_tokens
-    mml = o.max_model_len or min(longest, model.max_position_embeddings)
-    if mml < longest:
-        raise InputError(f"--max-model-len {mml} is below the longest request in the traffic "
-                         f"({longest} tokens); raise it or trim the traffic")
+    mml = _max_model_len(model, o.max_model_len, traffic.longest_tokens)
     dps = o.data_parallel_sizes or default_dp_sizes(model)
     eps: tuple[bool | None, ...] = o.expert_parallel or (EP_WITH_DP,)
     check_parallel_lists(model, tps, dps, eps)
@@ -232,6 +228,22 @@ def _space(model: ModelSpec, o: PlanOptions, prices: PriceTable, traffic: PlanTr
                        block_sizes=o.block_sizes, prefix_caching=o.prefix_caching,
                        gpu_memory_utilization=o.gpu_memory_utilization, max_model_len=mml,
                        async_scheduling=o.async_scheduling)
+
+
+def _max_model_len(model: ModelSpec, given: int | None, longest: int) -> int:
+    """--max-model-len as given, else the longest request; refused in one line where a
+    request is longer than the model's own context, which no flag raises (vLLM refuses a
+    --max-model-len above it: settings.engine_settings), or than --max-model-len."""
+    limit = model.context_limit
+    if limit is not None and limit < longest:
+        raise InputError(f"the longest request in the traffic ({longest} tokens) is longer "
+                         f"than {model.name}'s context of {limit} tokens "
+                         "(max_position_embeddings, scaled by rope_scaling where vLLM "
+                         "scales it), which vLLM cannot serve; trim the traffic")
+    if given is not None and given < longest:
+        raise InputError(f"--max-model-len {given} is below the longest request in the "
+                         f"traffic ({longest} tokens); raise it or trim the traffic")
+    return given or longest
 
 
 def _gpus(names: Sequence[str] | None, prices: PriceTable) -> tuple[HardwareSpec, ...]:
@@ -286,6 +298,19 @@ def outside_space(model: ModelSpec, space: SearchSpace, prices: PriceTable) -> d
     return out
 
 
+def _what_if(spec: ModelSpec, winner: Candidate | None) -> tuple[str, ...]:
+    """The winner's --quantization where this checkpoint cannot be served with it (AWQ /
+    GPTQ / ModelOpt need their export: vLLM's "Cannot find the config file for gptq"): its
+    serve line is a what-if, as `kvplan capacity` notes for the same flags."""
+    from kvplan.costs.memory.weight_formats import what_if_note
+
+    if winner is None:
+        return ()
+    note = what_if_note(winner.deployment.engine.quantization, spec.quantization,
+                        spec.moe is not None)
+    return (f"the winner's {note}",) if note else ()
+
+
 def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTable,
               o: PlanOptions, space: SearchSpace, cands: list[Candidate],
               winner: Candidate | None, lev: tuple[Lever, ...], report: SearchReport,
@@ -295,6 +320,7 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
                      f"({r.age_days(today)} days ago); check {r.source_url}"
                      for r in prices.stale_rows(today))
     serve, bench = serve_and_bench(winner, traffic, slo, o.model_id) if winner else ("", "")
+    warnings += _what_if(spec, winner)
     if winner is not None and traffic.own_arrivals:
         warnings += (f"Verify approximates {traffic.name}: vllm bench serve cannot replay a "
                      "trace's own arrival times and lengths, so it sends random prompts of "

@@ -29,7 +29,7 @@ from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, JobCon
 from kvplan.analysis.plan.records import Candidate, FleetInfo
 from kvplan.costs.pricing import fleet_cost
 from kvplan.specs.prices import PriceTable
-from kvplan.units import counted
+from kvplan.units import counted, pct_text
 
 TIE = 1 + 1e-9
 """A candidate whose optimistic cost equals the best verified one is still simulated: at
@@ -138,7 +138,7 @@ def _miss_text(margins: tuple[tuple[str, float], ...], where: str) -> str:
     if not margins:
         return f"misses the SLO {where}"
     key, m = min(margins, key=lambda kv: kv[1])
-    how = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {100 * abs(m):.0f} %"
+    how = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {pct_text(100 * abs(m))} %"
     return f"misses {key} {how} {where}"
 
 

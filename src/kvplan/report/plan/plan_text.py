@@ -9,6 +9,7 @@ from kvplan.analysis.plan.records import Candidate, FleetInfo, Lever, Plan
 from kvplan.analysis.plan.why.verdict import closest, closest_miss
 from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
 from kvplan.report.plan.plan_band_text import achieved_text, band_lines, edge_word, margin_line
+from kvplan.units import pct_text
 
 RUNNERS_UP = 5
 INFEASIBLE_SHOWN = 3
@@ -60,7 +61,7 @@ def _row(c: Candidate, p: Plan, winner_id: str | None) -> list[str]:
         note = c.binding.primary if c.binding else ""
     else:
         key, m, _ = closest_miss(c)
-        note = f"misses {key} by {100 * abs(m):.0f} %" if key != "goodput_share" else (
+        note = f"misses {key} by {pct_text(100 * abs(m))} %" if key != "goodput_share" else (
             f"misses goodput by {abs(m):.3f}")
         note = note if m < 0 else c.reason
     return [role, c.id, _config(c), str(c.replicas or "-"), cap, usd, mtok, edge_word(c), note]
@@ -106,7 +107,7 @@ def _winner(p: Plan, w: Candidate, console: Any) -> None:
         worst = min(f.margins, key=lambda kv: kv[1])
         noun = "replica" if f.replicas == 1 else "replicas"
         console.print(f"With {f.replicas} {noun}: {'meets' if f.ok else 'misses'} the SLO "
-                      f"({worst[0]} margin {100 * worst[1]:.0f} %)")
+                      f"({worst[0]} margin {pct_text(100 * worst[1])} %)")
     if p.levers:
         _levers(p, console)
     console.print(f"Serve:  {p.serve_command}")

@@ -7,10 +7,8 @@ from dataclasses import replace
 
 from kvplan.analysis.plan.parallel.levers import dbo_variant, parallel_variants
 from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo
-from kvplan.errors import KvplanError
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv import check_tensor_parallel
 from kvplan.specs.prices import PriceTable
 
 KV_FULL = 0.95
@@ -87,12 +85,9 @@ def lever_variants(w: Candidate, gpus: tuple[HardwareSpec, ...], prices: PriceTa
     d, e = w.deployment.with_replicas(1), w.deployment.engine
     out = [(f"--kv-cache-dtype {'auto' if e.kv_cache_dtype != 'auto' else 'fp8'}",
             _with(d, kv_cache_dtype="auto" if e.kv_cache_dtype != "auto" else "fp8"))]
+    # a degree the model's heads refuse stays a row: plan_levers notes vLLM's refusal
     tp = e.tensor_parallel_size * 2
-    try:
-        check_tensor_parallel(d.model, tp)
-        out.append((f"--tensor-parallel-size {tp}", _with(d, tensor_parallel_size=tp)))
-    except KvplanError:
-        pass
+    out.append((f"--tensor-parallel-size {tp}", _with(d, tensor_parallel_size=tp)))
     nxt = _next_gpu(d.gpu, gpus, prices)
     if nxt is not None:
         out.append((f"--gpu {nxt.id}", Deployment(model=d.model, gpu=nxt, engine=e,

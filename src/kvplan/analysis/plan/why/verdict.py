@@ -13,7 +13,7 @@ from kvplan.analysis.plan.traffic import PlanTraffic
 from kvplan.costs.memory.settings import mla_block_size
 from kvplan.specs.deployment import vllm_serve_argv, vllm_serve_env
 from kvplan.specs.slo import GOODPUT_METRICS, Slo
-from kvplan.units import counted
+from kvplan.units import counted, pct_text
 
 
 def rank(cands: list[Candidate], lim: Limits) -> list[Candidate]:
@@ -81,7 +81,7 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
         return f"nothing in the space can be priced or served: {fits[0].reason}"
     (key, m, got), best = misses[0]
     d = best.deployment
-    miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {100 * abs(m):.0f} %"
+    miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {pct_text(100 * abs(m))} %"
     seen = f" ({ms_text(got)} ms)" if got is not None and key != "goodput_share" else ""
     also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
     lever = advice or _lever_for(key)
