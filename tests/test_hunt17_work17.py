@@ -43,3 +43,51 @@ def test_identical_mooncake_prompts_hit_the_partial_block(tmp_path: Path) -> Non
     doc = json.loads(r.out)
     assert doc["total_input_tokens"] == 1200
     assert abs(doc["prefix_cache_hit_rate"] - 592 / 1200) < 1e-12
+
+
+# -------------------- D2: a trace whose rows are not in arrival order was refused
+# Each row's arrival column says when that request arrives; rows logged out of order (merged
+# server logs, a file sorted by request id) are a valid trace of the same requests. kvplan
+# refused the file ("arrival 1 is earlier than the row before (2); sort the file by
+# arrival", exit 2). Now the rows are replayed in arrival order (a stable sort: equal times
+# keep the file's order) with one note; --num-prompts N still takes the first N in time.
+def _unsorted(tmp_path: Path) -> Path:
+    trace = tmp_path / "late.csv"
+    trace.write_text("ts,p,o\n2,30,3\n0,10,1\n5,50,5\n0,11,2\n1,20,2\n")
+    return trace
+
+
+def test_unsorted_trace_rows_are_replayed_in_arrival_order(tmp_path: Path) -> None:
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    t = load_csv_trace(_unsorted(tmp_path), "arrival=ts,input=p,output=o")
+    assert t.arrival_s is not None
+    assert t.arrival_s.tolist() == [0.0, 0.0, 1.0, 2.0, 5.0]
+    assert t.prompt_tokens.tolist() == [10, 11, 20, 30, 50]  # the two at t=0 in file order
+    assert t.output_tokens.tolist() == [1, 2, 2, 3, 5]
+    assert t.reordered_rows == 5
+
+
+def test_unsorted_mooncake_rows_keep_their_hashes_and_drop_zero_outputs(tmp_path: Path) -> None:
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    trace = tmp_path / "mc.csv"
+    trace.write_text("timestamp,input_length,output_length,hash_ids\n"
+                     "3000,600,4,0 5\n1000,100,0,9\n2000,700,3,0 6\n")
+    t = load_csv_trace(trace)
+    # the 0-output row (t = 1 s) is dropped; the rest sorted, from the first kept: 2 s, 3 s
+    assert t.arrival_s is not None and t.arrival_s.tolist() == [0.0, 1.0]
+    assert t.prompt_tokens.tolist() == [700, 600]
+    assert t.prefix_hashes is not None
+    assert [h.tolist() for h in t.prefix_hashes] == [[0, 6], [0, 5]]
+
+
+def test_unsorted_trace_simulates_with_one_note(tmp_path: Path) -> None:
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--trace", str(_unsorted(tmp_path)),
+                "--trace-columns", "arrival=ts,input=p,output=o", "--num-prompts", "3",
+                "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["total_input_tokens"] == 10 + 11 + 20  # the first 3 in time
+    notes = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert len(notes) == 1 and "not in arrival order" in notes[0], r.err

@@ -15,7 +15,12 @@ from kvplan import input_file
 from kvplan.errors import TraceError
 from kvplan.limits import MAX_TOKENS, MAX_TRACE_ROWS
 from kvplan.specs.requests.trace_dates import check_dates, datetime_ns, slow_datetimes
-from kvplan.specs.requests.trace_rows import check_hash_fit, hash_cells, usable_rows
+from kvplan.specs.requests.trace_rows import (
+    check_hash_fit,
+    hash_cells,
+    in_arrival_order,
+    usable_rows,
+)
 
 ArrivalUnit = Literal["s", "ms", "datetime"]
 ARRIVAL_UNITS: tuple[str, ...] = ("s", "ms", "datetime")
@@ -54,6 +59,8 @@ class Trace:
     hash_block_tokens: int = 0
     dropped_rows: int = 0
     """Rows of the file left out for having 0 output tokens (vLLM's BurstGPT loader's rule)."""
+    reordered_rows: int = 0
+    """Rows not at their place in arrival order in the file (replayed sorted by arrival)."""
 
     def __len__(self) -> int:
         return int(self.prompt_tokens.shape[0])
@@ -192,19 +199,32 @@ def _parse(path: Path, fmt: TraceFormat | None, name: str, known: Sequence[Trace
 
 def _trace(path: Path, name: str, fmt: TraceFormat, arrival: np.ndarray | None,
            prompt: np.ndarray, output: np.ndarray, hashes: list[np.ndarray]) -> Trace:
-    """The Trace of the usable rows (0-output rows dropped; arrivals from the first kept)."""
+    """The Trace of the usable rows (0-output rows dropped), in arrival order, arrivals from
+    the first kept."""
     rows = len(output)
     keep = usable_rows(path, output)
     if keep is not None:
-        prompt, output = prompt[keep], output[keep]
-        hashes = [hashes[i] for i in keep.tolist()] if fmt.hashes else hashes
-        arrival = None if arrival is None else arrival[keep] - arrival[keep[0]]
+        prompt, output, hashes, arrival = _rows(keep, prompt, output, hashes, arrival)
+    order = None if arrival is None else in_arrival_order(arrival)
+    if order is not None:
+        prompt, output, hashes, arrival = _rows(order, prompt, output, hashes, arrival)
+    moved = 0 if order is None else int(np.count_nonzero(order != np.arange(len(order))))
+    if arrival is not None:
+        arrival = arrival - arrival[0]
     return Trace(name=name, path=str(path),
                  arrival_s=None if arrival is None else _readonly(arrival),
                  prompt_tokens=_readonly(prompt), output_tokens=_readonly(output),
                  prefix_hashes=tuple(hashes) if fmt.hashes else None,
                  hash_block_tokens=fmt.hash_block_tokens if fmt.hashes else 0,
-                 dropped_rows=rows - len(output))
+                 dropped_rows=rows - len(output), reordered_rows=moved)
+
+
+def _rows(take: np.ndarray, prompt: np.ndarray, output: np.ndarray, hashes: list[np.ndarray],
+          arrival: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, list[np.ndarray],
+                                               np.ndarray | None]:
+    """The rows TAKE (indices) of each column; ``hashes`` empty when the trace has none."""
+    picked = [hashes[i] for i in take.tolist()] if hashes else hashes
+    return prompt[take], output[take], picked, None if arrival is None else arrival[take]
 
 
 def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
@@ -276,21 +296,17 @@ def _slow_ints(table: _Table, cells: list[str], column: str, least: int) -> np.n
 
 
 class _Arrivals:
-    """The arrival column, chunk by chunk: each chunk is checked sorted from the last row
-    before it, and the seconds are those the whole column read at once gives."""
+    """The arrival column, chunk by chunk: the seconds are those the whole column read at
+    once gives (rows out of arrival order are sorted later, ``trace_rows.in_arrival_order``)."""
 
     def __init__(self, column: str, unit: ArrivalUnit, slow_dates: bool) -> None:
         self.name, self.unit, self.slow = column, unit, slow_dates
         self.parts: list[np.ndarray] = []
         self.first_ns: int | None = None
-        self.before: tuple[float, str] | None = None
 
     def add(self, table: _Table) -> None:
         cells = table.cells(self.name, "arrival time")
-        seconds = self._seconds(table, cells)
-        _check_sorted(table, seconds, cells, self.name, self.before)
-        self.parts.append(seconds)
-        self.before = (float(seconds[-1]), cells[-1])
+        self.parts.append(self._seconds(table, cells))
 
     def _seconds(self, table: _Table, cells: list[str]) -> np.ndarray:
         if self.unit != "datetime":
@@ -336,24 +352,6 @@ def _float_or_nan(cell: str) -> float:
         return float(cell)
     except ValueError:
         return float("nan")
-
-
-def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: str,
-                  before: tuple[float, str] | None) -> None:
-    """Arrivals never go back; ``before`` is the last (seconds, cell) of the chunk before."""
-    back = np.flatnonzero(np.diff(seconds) < 0) + 1
-    if before is not None and seconds[0] < before[0]:
-        i, earlier = 0, before[1]
-    elif back.size:
-        i = int(back[0])
-        earlier = cells[i - 1]
-    else:
-        return
-    raise TraceError(
-        f"{table.where(i, column)}: arrival {cells[i].strip()} is earlier than "
-        f"the row before ({earlier.strip()}); sort the file by arrival"
-    )
-
 
 
 def _hash_column(table: _Table, fmt: TraceFormat, prompt: np.ndarray) -> list[np.ndarray]:
