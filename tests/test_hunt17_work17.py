@@ -91,3 +91,68 @@ def test_unsorted_trace_simulates_with_one_note(tmp_path: Path) -> None:
     assert doc["total_input_tokens"] == 10 + 11 + 20  # the first 3 in time
     notes = [ln for ln in r.err.splitlines() if ln.strip()]
     assert len(notes) == 1 and "not in arrival order" in notes[0], r.err
+
+
+# -------------------- D3: Mooncake's own JSON-lines traces were refused
+# Mooncake publishes its traces as JSON lines (kvcache-ai/Mooncake FAST25-release/traces/
+# *.jsonl: {"timestamp": ms, "input_length": .., "output_length": .., "hash_ids": [..]}),
+# and NVIDIA's AIPerf and Dynamo replay that file as is; kvplan said "this is JSON, not CSV;
+# write the trace as CSV" (exit 2). The same file as CSV was read. Now the JSON lines are
+# read as the CSV is: the same arrays, and each bad cell named by line and key.
+_JSONL = ('{"timestamp": 0, "input_length": 655, "output_length": 52, "hash_ids": [46, 47]}\n'
+          '\n'
+          '{"timestamp": 10535, "input_length": 672, "output_length": 26, "hash_ids": [46, 47]}\n'
+          '{"timestamp": 27482, "input_length": 655, "output_length": 52, "hash_ids": [46, 47]}\n')
+
+
+def test_mooncake_jsonl_reads_as_its_csv(tmp_path: Path) -> None:
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    jsonl = tmp_path / "trace.jsonl"
+    jsonl.write_text(_JSONL)
+    csv = tmp_path / "trace.csv"
+    csv.write_text("timestamp,input_length,output_length,hash_ids\n0,655,52,46 47\n"
+                   "10535,672,26,46 47\n27482,655,52,46 47\n")
+    a, b = load_csv_trace(jsonl), load_csv_trace(csv)
+    assert a.arrival_s is not None and a.arrival_s.tolist() == [0.0, 10.535, 27.482]
+    assert a.prompt_tokens.tolist() == [655, 672, 655] == b.prompt_tokens.tolist()
+    assert a.output_tokens.tolist() == [52, 26, 52] == b.output_tokens.tolist()
+    assert a.prefix_hashes is not None and b.prefix_hashes is not None
+    assert [h.tolist() for h in a.prefix_hashes] == [[46, 47]] * 3
+    assert a.hash_block_tokens == b.hash_block_tokens == 512
+
+
+def test_mooncake_jsonl_simulates(tmp_path: Path) -> None:
+    jsonl = tmp_path / "trace.jsonl"
+    jsonl.write_text(_JSONL)
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--trace", str(jsonl), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert (doc["completed"], doc["total_input_tokens"]) == (3, 655 + 672 + 655)
+    assert doc["request_rate"] == "trace"
+
+
+def test_bad_jsonl_lines_are_one_error_line(tmp_path: Path) -> None:
+    from tests.conftest import assert_one_line_error
+
+    for body, words in (
+        ('{"timestamp": 0, "input_length": 10, "output_length": 2}\n{"timestamp": 1,\n',
+         "line 2: not a JSON object"),
+        ('{"timestamp": 0, "input_length": 10, "output_length": 2}\n[1, 2]\n',
+         "line 2: not a JSON object"),
+        ('{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
+         '{"timestamp": 1, "input_length": "x", "output_length": 2}\n',
+         "line 2, column 'input_length': 'x' is not a whole number"),
+        ('{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
+         '{"timestamp": 1, "output_length": 2}\n',
+         "line 2, column 'input_length': '' is not a whole number"),
+        ('{"timestamp": 0, "input_length": 1000, "output_length": 2, "hash_ids": [1, "a"]}\n',
+         "line 1, column 'hash_ids': hash ids must be space-separated whole numbers"),
+    ):
+        path = tmp_path / "bad.jsonl"
+        path.write_text(body)
+        r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--trace", str(path),
+                    "--trace-columns", "arrival=timestamp,arrival_unit=ms,input=input_length,"
+                    "output=output_length" + (",hashes=hash_ids" if "hash" in body else ""))
+        assert_one_line_error(r)
+        assert words in r.err, r.err

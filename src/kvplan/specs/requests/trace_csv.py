@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
-from collections.abc import Generator, Sequence
+import itertools
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 import numpy as np
 
@@ -116,32 +117,26 @@ class _SlowDates(Exception):
 
 
 def _tables(path: Path) -> Generator[_Table, None, None]:
-    """The CSV's non-blank rows, _CHUNK_ROWS at a time, each chunk with the header."""
+    """The trace's non-blank rows (CSV, or JSON lines as Mooncake writes them), _CHUNK_ROWS
+    at a time, each chunk with the header."""
     try:
         with input_file.open_text(path, encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
-            header = _checked_header(path, [h.strip() for h in next(reader, [])])
+            header, source = _source(path, f)
             rows: list[list[str]] = []
             lines: list[int] = []
             seen = 0
-            for row in reader:
-                if row and any(cell.strip() for cell in row):
-                    if len(row) > len(header) and any(c.strip() for c in row[len(header):]):
-                        raise TraceError(  # a comma inside a number shifts every later cell
-                            f"{path}, line {reader.line_num}: {len(row)} cells for the "
-                            f"header's {len(header)} columns (a comma inside a number?); fix "
-                            "or delete the row")
-                    rows.append(row)
-                    lines.append(reader.line_num)
-                    seen += 1
-                    if seen > MAX_TRACE_ROWS:
-                        raise TraceError(
-                            f"{path}: more than {MAX_TRACE_ROWS:,} requests; kvplan reads at "
-                            "most that many (cut the trace, then use --num-prompts)"
-                        )
-                    if len(rows) == _CHUNK_ROWS:
-                        yield _Table(path, header, rows, lines)
-                        rows, lines = [], []
+            for row, line in source:
+                rows.append(row)
+                lines.append(line)
+                seen += 1
+                if seen > MAX_TRACE_ROWS:
+                    raise TraceError(
+                        f"{path}: more than {MAX_TRACE_ROWS:,} requests; kvplan reads at "
+                        "most that many (cut the trace, then use --num-prompts)"
+                    )
+                if len(rows) == _CHUNK_ROWS:
+                    yield _Table(path, header, rows, lines)
+                    rows, lines = [], []
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceError(
             f"{path}: cannot read the trace ({_reason(exc)}); give a readable UTF-8 CSV file"
@@ -152,12 +147,36 @@ def _tables(path: Path) -> Generator[_Table, None, None]:
         yield _Table(path, header, rows, lines)
 
 
+def _source(path: Path, f: IO[str]) -> tuple[list[str], Iterator[tuple[list[str], int]]]:
+    """The header and the (cells, line number) of each non-blank row: JSON lines when the
+    first line is an object, else CSV."""
+    first = f.readline()
+    if first.lstrip().startswith("{"):
+        from kvplan.specs.requests.trace_jsonl import jsonl_rows
+
+        return jsonl_rows(path, first, f)
+    reader = csv.reader(itertools.chain([first], f))
+    header = _checked_header(path, [h.strip() for h in next(reader, [])])
+
+    def rows() -> Iterator[tuple[list[str], int]]:
+        for row in reader:
+            if row and any(cell.strip() for cell in row):
+                if len(row) > len(header) and any(c.strip() for c in row[len(header):]):
+                    raise TraceError(  # a comma inside a number shifts every later cell
+                        f"{path}, line {reader.line_num}: {len(row)} cells for the "
+                        f"header's {len(header)} columns (a comma inside a number?); fix "
+                        "or delete the row")
+                yield row, reader.line_num
+
+    return header, rows()
+
+
 def _checked_header(path: Path, header: list[str]) -> list[str]:
     if not header:
         raise TraceError(f"{path}, line 1: the file is empty; expected a CSV header row")
-    if header[0].startswith(("{", "[")):  # Mooncake publishes its traces as JSON lines
-        raise TraceError(f"{path}, line 1: this is JSON, not CSV; write the trace as CSV with a "
-                         "header row (Mooncake's: timestamp,input_length,output_length,hash_ids)")
+    if header[0].startswith("["):  # JSON lines (Mooncake's) start with an object
+        raise TraceError(f"{path}, line 1: this is a JSON array, not CSV; write one JSON object "
+                         "a line (Mooncake's traces) or CSV with a header row")
     return header
 
 
