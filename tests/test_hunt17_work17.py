@@ -156,3 +156,14 @@ def test_bad_jsonl_lines_are_one_error_line(tmp_path: Path) -> None:
                     "output=output_length" + (",hashes=hash_ids" if "hash" in body else ""))
         assert_one_line_error(r)
         assert words in r.err, r.err
+
+
+# -------------------- D4: a dataset name in other capitals had no suggestion
+# vLLM's docs write the dataset "ShareGPT"; `--dataset ShareGPT` listed every name but
+# suggested none (difflib compares case-sensitively: 'ShareGPT' is not close to 'sharegpt').
+def test_dataset_name_in_capitals_suggests_the_name() -> None:
+    from tests.conftest import assert_one_line_error
+
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "ShareGPT")
+    assert_one_line_error(r)
+    assert "did you mean 'sharegpt'?" in r.err, r.err

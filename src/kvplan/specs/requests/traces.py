@@ -125,7 +125,7 @@ def bundled_trace(name: str) -> BundledTrace:
 
 def _unknown_trace_message(name: str) -> str:
     names = sorted(BUNDLED_TRACES)
-    close = difflib.get_close_matches(name, names, n=1)
+    close = difflib.get_close_matches(name.lower(), names, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     return f"unknown trace '{name}': {hint}choose one of {', '.join(names)}"
 

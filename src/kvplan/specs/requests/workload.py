@@ -157,7 +157,7 @@ def _check_source(a: WorkloadArgs) -> None:
     if a.trace is None and a.dataset_name not in DATASETS:
         import difflib  # a mistyped name only
 
-        close = difflib.get_close_matches(a.dataset_name, DATASETS, n=1)
+        close = difflib.get_close_matches(a.dataset_name.lower(), DATASETS, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise UnknownNameError(
             f"unknown dataset '{a.dataset_name}': {hint}choose one of "
