@@ -167,3 +167,60 @@ def test_dataset_name_in_capitals_suggests_the_name() -> None:
     r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "ShareGPT")
     assert_one_line_error(r)
     assert "did you mean 'sharegpt'?" in r.err, r.err
+
+
+# -------------------- D5: blank lines before the header read as "the file is empty"
+# Blank lines after the rows were skipped, blank lines before the header row (or before a
+# JSON-lines trace's first object) were refused: "line 1: the file is empty; expected a CSV
+# header row", for a file that is not empty. They are skipped too (pandas.read_csv's
+# skip_blank_lines default reads such a file), and line numbers stay the file's own.
+def test_blank_lines_before_the_header_are_skipped(tmp_path: Path) -> None:
+    from kvplan.errors import TraceError
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    csv = tmp_path / "lead.csv"
+    csv.write_text("\n \r\ntimestamp,input_length,output_length,hash_ids\n0,100,10,\n"
+                   "1000,200,0,\n2000,300,5,\n")
+    t = load_csv_trace(csv)
+    assert t.prompt_tokens.tolist() == [100, 300] and t.arrival_s is not None
+    assert t.arrival_s.tolist() == [0.0, 2.0]
+    jsonl = tmp_path / "lead.jsonl"
+    jsonl.write_text('\n\n{"timestamp": 0, "input_length": 100, "output_length": 10}\n'
+                     '{"timestamp": 5, "input_length": "x", "output_length": 10}\n')
+    try:
+        load_csv_trace(jsonl, "arrival=timestamp,arrival_unit=ms,input=input_length,"
+                       "output=output_length")
+    except TraceError as exc:
+        assert "lead.jsonl, line 4, column 'input_length': 'x'" in str(exc), exc
+    else:
+        raise AssertionError("the bad cell was read")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n\nts,p,o\n0,1,1\n1,x,1\n")
+    try:
+        load_csv_trace(bad, "arrival=ts,input=p,output=o")
+    except TraceError as exc:
+        assert "bad.csv, line 5, column 'p': 'x'" in str(exc), exc
+    else:
+        raise AssertionError("the bad cell was read")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("\n\n")
+    try:
+        load_csv_trace(empty)
+    except TraceError as exc:
+        assert "the file is empty" in str(exc)
+    else:
+        raise AssertionError("an empty file was read")
+
+
+def test_header_errors_name_the_headers_own_line(tmp_path: Path) -> None:
+    from kvplan.errors import TraceError
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    path = tmp_path / "lead.csv"
+    path.write_text("\n\nts,p,out\n0,1,1\n")
+    try:
+        load_csv_trace(path, "arrival=ts,input=p,output=o")
+    except TraceError as exc:
+        assert "lead.csv, line 3: no column 'o' for the output tokens" in str(exc), exc
+    else:
+        raise AssertionError("a missing column was read")

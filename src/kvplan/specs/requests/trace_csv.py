@@ -75,6 +75,8 @@ class _Table:
     header: list[str]
     rows: list[list[str]]
     lines: list[int]
+    head: int = 1
+    """The header's line (blank lines before it are skipped)."""
 
     def where(self, row: int, column: str) -> str:
         return f"{self.path}, line {self.lines[row]}, column '{column}'"
@@ -93,12 +95,12 @@ class _Table:
     def index(self, column: str, role: str) -> int:
         if column not in self.header:
             raise TraceError(
-                f"{self.path}, line 1: no column '{column}' for the {role}; "
+                f"{self.path}, line {self.head}: no column '{column}' for the {role}; "
                 f"the header has {', '.join(self.header) or 'nothing'}"
             )
         if self.header.count(column) > 1:
             raise TraceError(
-                f"{self.path}, line 1: the header names column '{column}' "
+                f"{self.path}, line {self.head}: the header names column '{column}' "
                 f"{self.header.count(column)} times; rename the others so the {role} are "
                 "read from one column"
             )
@@ -121,7 +123,7 @@ def _tables(path: Path) -> Generator[_Table, None, None]:
     at a time, each chunk with the header."""
     try:
         with input_file.open_text(path, encoding="utf-8-sig") as f:
-            header, source = _source(path, f)
+            header, source, head = _source(path, f)
             rows: list[list[str]] = []
             lines: list[int] = []
             seen = 0
@@ -135,28 +137,30 @@ def _tables(path: Path) -> Generator[_Table, None, None]:
                         "most that many (cut the trace, then use --num-prompts)"
                     )
                 if len(rows) == _CHUNK_ROWS:
-                    yield _Table(path, header, rows, lines)
+                    yield _Table(path, header, rows, lines, head)
                     rows, lines = [], []
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceError(
             f"{path}: cannot read the trace ({_reason(exc)}); give a readable UTF-8 CSV file"
         ) from None
     if not seen:
-        raise TraceError(f"{path}, line 2: no requests after the header row")
+        raise TraceError(f"{path}, line {head + 1}: no requests after the header row")
     if rows:
-        yield _Table(path, header, rows, lines)
+        yield _Table(path, header, rows, lines, head)
 
 
-def _source(path: Path, f: IO[str]) -> tuple[list[str], Iterator[tuple[list[str], int]]]:
+def _source(path: Path, f: IO[str]) -> tuple[list[str], Iterator[tuple[list[str], int]], int]:
     """The header and the (cells, line number) of each non-blank row: JSON lines when the
-    first line is an object, else CSV."""
-    first = f.readline()
+    first line is an object, else CSV (blank lines before either are skipped)."""
+    first, skipped = f.readline(), 0
+    while first and not first.strip():
+        first, skipped = f.readline(), skipped + 1
     if first.lstrip().startswith("{"):
         from kvplan.specs.requests.trace_jsonl import jsonl_rows
 
-        return jsonl_rows(path, first, f)
+        return (*jsonl_rows(path, first, f, skipped + 1), skipped + 1)
     reader = csv.reader(itertools.chain([first], f))
-    header = _checked_header(path, [h.strip() for h in next(reader, [])])
+    header = _checked_header(path, [h.strip() for h in next(reader, [])], skipped + 1)
 
     def rows() -> Iterator[tuple[list[str], int]]:
         for row in reader:
@@ -166,17 +170,17 @@ def _source(path: Path, f: IO[str]) -> tuple[list[str], Iterator[tuple[list[str]
                         f"{path}, line {reader.line_num}: {len(row)} cells for the "
                         f"header's {len(header)} columns (a comma inside a number?); fix "
                         "or delete the row")
-                yield row, reader.line_num
+                yield row, reader.line_num + skipped
 
-    return header, rows()
+    return header, rows(), skipped + 1
 
 
-def _checked_header(path: Path, header: list[str]) -> list[str]:
+def _checked_header(path: Path, header: list[str], line: int) -> list[str]:
     if not header:
         raise TraceError(f"{path}, line 1: the file is empty; expected a CSV header row")
     if header[0].startswith("["):  # JSON lines (Mooncake's) start with an object
-        raise TraceError(f"{path}, line 1: this is a JSON array, not CSV; write one JSON object "
-                         "a line (Mooncake's traces) or CSV with a header row")
+        raise TraceError(f"{path}, line {line}: this is a JSON array, not CSV; write one JSON "
+                         "object a line (Mooncake's traces) or CSV with a header row")
     return header
 
 
@@ -256,7 +260,7 @@ def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
     if fits:
         return _whole_layout(table, fits[0])
     raise TraceError(
-        f"{table.path}, line 1: unknown trace layout; say which columns to use, e.g. "
+        f"{table.path}, line {table.head}: unknown trace layout; say which columns to use, e.g. "
         "--trace-columns arrival=COL,input=COL,output=COL"
     )
 
@@ -270,7 +274,7 @@ def _whole_layout(table: _Table, fmt: TraceFormat) -> TraceFormat:
     if fmt.arrival and fmt.arrival in table.header:
         spec[:0] = [f"arrival={fmt.arrival}", f"arrival_unit={fmt.arrival_unit}"]
     raise TraceError(
-        f"{table.path}, line 1: the header has {fmt.input} and {fmt.output} but no "
+        f"{table.path}, line {table.head}: the header has {fmt.input} and {fmt.output} but no "
         f"'{missing[0]}' column; to read it without, give --trace-columns {','.join(spec)}"
     )
 

@@ -14,14 +14,15 @@ from kvplan.errors import TraceError
 Rows = Iterator[tuple[list[str], int]]
 
 
-def jsonl_rows(path: Path, first: str, rest: Iterable[str]) -> tuple[list[str], Rows]:
-    """The header (the first line's keys) and the non-blank lines as (cells, line number);
-    a key a line lacks is an empty cell, keys the first line lacks are not read."""
-    header = list(_object(path, 1, first))
+def jsonl_rows(path: Path, first: str, rest: Iterable[str],
+               start: int = 1) -> tuple[list[str], Rows]:
+    """The header (the keys of FIRST, line START) and the non-blank lines as (cells, line
+    number); a key a line lacks is an empty cell, keys the first line lacks are not read."""
+    header = list(_object(path, start, first))
 
     def rows() -> Rows:
-        yield _cells(_object(path, 1, first), header), 1
-        for number, line in enumerate(rest, start=2):
+        yield _cells(_object(path, start, first), header), start
+        for number, line in enumerate(rest, start=start + 1):
             if line.strip():
                 yield _cells(_object(path, number, line), header), number
 
