@@ -224,3 +224,19 @@ def test_header_errors_name_the_headers_own_line(tmp_path: Path) -> None:
         assert "lead.csv, line 3: no column 'o' for the output tokens" in str(exc), exc
     else:
         raise AssertionError("a missing column was read")
+
+
+# -------------------- D6: --time-scale with --request-rate on a timed trace, wrong advice
+# `--dataset azure-code --request-rate 3 --time-scale 2` was told "use --request-rate for
+# random and length-only datasets": azure-code is timed and --request-rate was given. The
+# drawn arrivals replace the trace's times, so --time-scale has none to rescale: say that.
+def test_time_scale_with_a_rate_on_a_timed_trace_says_why() -> None:
+    from tests.conftest import assert_one_line_error
+
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "azure-code",
+                "--request-rate", "3", "--time-scale", "2")
+    assert_one_line_error(r)
+    assert "--request-rate replaces" in r.err and "random and length-only" not in r.err, r.err
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "bwb", "--time-scale", "2")
+    assert_one_line_error(r)
+    assert "use --request-rate for random and length-only datasets" in r.err, r.err

@@ -133,12 +133,16 @@ class WorkloadArgs:
         return self.dataset if self.dataset is not None else "random"
 
     @property
-    def has_own_arrivals(self) -> bool:
-        """True when arrivals come from the trace (timed dataset and no --request-rate)."""
-        timed = self.dataset_name in TIMED_TRACES or (
+    def is_timed(self) -> bool:
+        """A trace with arrival times of its own (a --trace file may lack them when read)."""
+        return self.dataset_name in TIMED_TRACES or (
             self.trace is not None and _names_arrival(self.trace_columns)
         )
-        return timed and self.request_rate is None
+
+    @property
+    def has_own_arrivals(self) -> bool:
+        """True when arrivals come from the trace (timed dataset and no --request-rate)."""
+        return self.is_timed and self.request_rate is None
 
 
 def _names_arrival(trace_columns: str | None) -> bool:
@@ -194,6 +198,9 @@ def _check_rates(a: WorkloadArgs) -> None:
     if not (a.time_scale > 0 and math.isfinite(a.time_scale)):
         raise InputError(f"--time-scale must be a finite number > 0, got {a.time_scale}")
     if a.time_scale != 1.0 and not a.has_own_arrivals:
+        if a.request_rate is not None and a.is_timed:
+            raise InputError("--time-scale rescales a trace's own arrival times, and "
+                             "--request-rate replaces them with drawn ones; drop one of the two")
         raise InputError(
             "--time-scale only rescales a trace's own arrival times; "
             "use --request-rate for random and length-only datasets"
