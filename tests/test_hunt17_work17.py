@@ -240,3 +240,36 @@ def test_time_scale_with_a_rate_on_a_timed_trace_says_why() -> None:
     r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "bwb", "--time-scale", "2")
     assert_one_line_error(r)
     assert "use --request-rate for random and length-only datasets" in r.err, r.err
+
+
+def test_any_row_order_reads_as_the_rows_sorted_by_arrival() -> None:
+    """Property (D2): a timed trace written in any row order reads as its rows sorted by
+    arrival with a stable sort; 0-output rows are dropped first, arrivals start at 0."""
+    import tempfile
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kvplan.specs.requests.traces import load_csv_trace
+
+    row = st.tuples(st.integers(0, 5), st.integers(1, 900), st.integers(0, 3))
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(st.lists(row, min_size=1, max_size=8))
+    def check(rows: list[tuple[int, int, int]]) -> None:
+        kept = sorted((r for r in rows if r[2] > 0), key=lambda r: r[0])  # stable
+        text = "t,p,o\n" + "".join(f"{t},{p},{o}\n" for t, p, o in rows)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "t.csv"
+            path.write_text(text)
+            try:
+                trace = load_csv_trace(path, "arrival=t,input=p,output=o")
+            except Exception:
+                assert not kept  # only a file with no usable row is refused
+                return
+        assert trace.prompt_tokens.tolist() == [p for _, p, _ in kept]
+        assert trace.output_tokens.tolist() == [o for *_, o in kept]
+        assert trace.arrival_s is not None
+        assert trace.arrival_s.tolist() == [float(t - kept[0][0]) for t, *_ in kept]
+
+    check()
