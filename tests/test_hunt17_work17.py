@@ -273,3 +273,18 @@ def test_any_row_order_reads_as_the_rows_sorted_by_arrival() -> None:
         assert trace.arrival_s.tolist() == [float(t - kept[0][0]) for t, *_ in kept]
 
     check()
+
+
+# -------------------- D7: drawn arrivals past the clock were told about ms and --time-scale
+# `--dataset bwb --request-rate 1e-6 --num-prompts 10000` (last arrival 1e10 s) was told "a
+# trace in ms needs --trace-columns arrival_unit=ms, else lower --time-scale ...": its
+# arrivals are drawn at --request-rate (and --time-scale is refused for it). Drawn arrivals
+# are told to raise the rate or send fewer requests; a trace's own times keep the advice.
+def test_drawn_arrivals_past_the_clock_get_the_rate_advice() -> None:
+    from tests.conftest import assert_one_line_error
+
+    r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "bwb", "--request-rate",
+                "1e-6", "--num-prompts", "10000")
+    assert_one_line_error(r)
+    assert "2^52 us" in r.err and "--request-rate" in r.err, r.err
+    assert "arrival_unit" not in r.err and "--time-scale" not in r.err, r.err

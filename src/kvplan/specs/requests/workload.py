@@ -13,6 +13,7 @@ import numpy as np
 from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.requests.arrays import RequestSpec, Workload
 from kvplan.specs.requests.bounds import (
+    DRAWN_ADVICE,
     check_arrival_span,
     check_trace_size,
     check_workload_bounds,
@@ -238,7 +239,7 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     rate = args.request_rate if args.request_rate is not None else math.inf
     if args.trace is None and args.dataset_name == "random":
         w = _random(args, rate, rng)
-        check_arrival_span(w.name, w.duration_s)
+        check_arrival_span(w.name, w.duration_s, DRAWN_ADVICE)
         return w
     trace = _load_for(args)
     _note_sharegpt_seed(args)
@@ -246,12 +247,14 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
         raise InputError(f"--time-scale rescales a trace's own arrival times and '{trace.name}' "
                          "has none; use --request-rate to draw arrivals")
     n = _take(trace, args.num_prompts, _default_prompts(args))
-    if args.has_own_arrivals and trace.arrival_s is not None:
-        arrivals = trace.arrival_s[:n] * args.time_scale
+    own = trace.arrival_s if args.has_own_arrivals else None
+    if own is not None:
+        arrivals = own[:n] * args.time_scale
     else:
         arrivals = gamma_arrivals(n, rate, args.burstiness,
                                   rng if rng is not None else vllm_arrival_rng(args.seed))
-    check_arrival_span(trace.name, float(arrivals[-1]) if n else 0.0)
+    check_arrival_span(trace.name, float(arrivals[-1]) if n else 0.0,
+                       *(() if own is not None else (DRAWN_ADVICE,)))
     return workload_from_trace(trace, n, arrivals, args.max_concurrency)
 
 
