@@ -63,11 +63,10 @@ def test_dates_read_in_chunks_are_those_of_one_read(tmp_path: Path,
     assert whole.tobytes() == chunked.tobytes()
     assert chunked[9] == pytest.approx(9.0, abs=1e-6)
     cells[7] = "2023-11-16 18:17:07.9799600"
-    cells[3] = cells[1]  # back in time, in the second chunk's first row
-    with pytest.raises(TraceError, match=r"line 5, column 't': arrival 2023-11-16 "
-                                         r"18:17:01.9799600 is earlier than the row before "
-                                         r"\(2023-11-16 18:17:02.9799600\)"):
-        tc.read_csv_trace(_dates(tmp_path, cells), fmt, "d")
+    cells[3] = cells[1]  # back in time, in the second chunk's first row: sorted (hunt 17)
+    moved = tc.read_csv_trace(_dates(tmp_path, cells), fmt, "d")
+    assert moved.arrival_s is not None and moved.reordered_rows == 2  # rows 2 and 3 swap
+    assert moved.arrival_s[:4] == pytest.approx([0.0, 1.0, 1.0, 2.0], abs=1e-6)
 
 
 def test_save_detailed_itls_are_written_a_chunk_at_a_time() -> None:

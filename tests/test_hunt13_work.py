@@ -111,13 +111,15 @@ def test_a_column_option_without_its_column_is_refused(spec: str) -> None:
 
 def test_a_json_lines_trace_is_named_as_json(tmp_path: Path) -> None:
     # Mooncake's own JSONL was told "unknown trace layout; give --trace-columns", which
-    # cannot help: the header row was the first JSON object
+    # cannot help: the header row was the first JSON object. Hunt 17 reads JSON lines
+    # (test_hunt17_work17 D3); a JSON array is still named as JSON
     from kvplan.errors import TraceError
     from kvplan.specs.requests.traces import load_csv_trace
 
-    line = '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [0]}\n'
-    path = _csv(tmp_path, line * 2, "mooncake.jsonl")
-    with pytest.raises(TraceError, match="this is JSON, not CSV"):
+    line = '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [0]}'
+    assert len(load_csv_trace(_csv(tmp_path, (line + "\n") * 2, "mooncake.jsonl"))) == 2
+    path = _csv(tmp_path, f"[{line},\n{line}]\n", "mooncake.json")
+    with pytest.raises(TraceError, match="this is a JSON array, not CSV"):
         load_csv_trace(path)
 
 

@@ -36,8 +36,9 @@ def test_trace_arrivals_past_the_float_clock_are_refused(tmp_path: Path, command
 
 def test_trace_arrivals_within_the_clock_still_run(tmp_path: Path) -> None:
     # 1e12 ms = 1e9 s (~32 years) apart: within 4.5e9 s, so it runs as before; the lone
-    # request's TTFT is the same as the first one's (an idle server each time)
-    trace = _trace(tmp_path, "0,100,10,1\n1e12,100,10,1\n")
+    # request's TTFT is the same as the first one's (an idle server each time; another hash
+    # id, as an equal one now shares the first prompt's 96 cached tokens: hunt 17)
+    trace = _trace(tmp_path, "0,100,10,1\n1e12,100,10,2\n")
     r = run_cli("simulate", L1B, "--trace", trace, "--json")
     assert r.code == 0, r.err
     d = r.json()

@@ -60,14 +60,18 @@ def test_target_mode_text_names_the_rate_it_prices_at() -> None:
 # even after an identical request cached its blocks. The bounds took 2 x 512 off: max(1,
 # 1000 - 1024) = 1 token (on mooncake-conversation's first 2,000 requests, 99.85 % of which
 # end inside a hash block: mean uncached prompt 1.0 token instead of 265).
+# Hunt 17 (test_hunt17_work17 D1): the simulator now shares the partial block's leading
+# tokens too (an id names its block's tokens, the last one truncated), so the bound covers
+# min(ids x 512, prompt) tokens: still never more than the simulator shares.
 def test_uncached_prompt_keeps_the_partial_hash_block() -> None:
     from kvplan.analysis.plan.bounds import uncached_prompts
     from kvplan.sim.testing import workload
 
     w = workload([0.0, 10.0, 20.0], [1000, 1000, 1024], [4, 4, 4],
                  hashes=[[7, 8], [7, 8], [7, 8]])
-    # 1000 // 512 = 1 whole block: 488; 1024 // 512 = 2 whole blocks: max(1, 0) = 1
-    assert uncached_prompts(w, True).tolist() == [488, 488, 1]  # type: ignore[arg-type]
+    # hunt 17: the ids cover each prompt, the partial block [7, 8] of 1000 tokens too (an
+    # equal chain shares its leading tokens, sim.state.trace_keys): max(1, 1000 - 1000) = 1
+    assert uncached_prompts(w, True).tolist() == [1, 1, 1]  # type: ignore[arg-type]
     assert uncached_prompts(w, False).tolist() == [1000, 1000, 1024]  # type: ignore[arg-type]
 
 
@@ -83,8 +87,9 @@ def test_the_simulator_computes_the_partial_block_the_bound_now_counts() -> None
                              engine=EngineConfig(max_model_len=4096)))
     w = workload([0.0, 10.0], [1000, 1000], [4, 4], hashes=[[7, 8], [7, 8]])
     r = rep.simulate(w)  # type: ignore[arg-type]
-    # the second request's lookup hits block 7's 512 tokens only: 488 left to compute
-    assert r.prefix_lookup_hits == 512
+    # hunt 17: the second, identical request hits every full 16-token block of the first but
+    # the last token's (vLLM: at most prompt - 1 tokens): (1000 - 1) // 16 * 16 = 992
+    assert r.prefix_lookup_hits == 992
 
 
 # -------------------- D3: a goodput binding was always explained as decode bandwidth

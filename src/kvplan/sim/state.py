@@ -142,15 +142,17 @@ def trace_keys(
     Block j holds tokens [jB, (j+1)B). Its content is the whole prefix up to (j+1)B (vLLM
     chains block hashes), i.e. trace hash blocks 0..i with i = ((j+1)B - 1) // H, cut at
     offset (j+1)B - iH. Hash chains are interned to small ids, so
-    key(j) = chain_id(h_0..h_i) * (H + 1) + offset. Only blocks inside whole hash blocks of
-    the prompt are shareable (a partial trailing hash block's extent is unknown).
+    key(j) = chain_id(h_0..h_i) * (H + 1) + offset. Every whole B-block of the prompt the
+    listed hash blocks cover is shareable, also inside a trailing hash block the prompt ends
+    in (Mooncake's last, partial one): an id names its block's leading tokens (AIPerf's replay
+    builds each id's tokens once and truncates the last block), so an equal chain shares
+    them; tokens past the listed blocks are the request's own.
     """
     chains: dict[tuple[int, int], int] = {}
     memo: dict[tuple[int, int], list[int]] = {}  # workloads share one prefix array by reference
     out: list[list[int]] = []
     for h, p in zip(hashes, np.asarray(prompts).tolist(), strict=True):
-        whole = min(len(h), p // hash_tokens)
-        nb = whole * hash_tokens // block
+        nb = min(len(h) * hash_tokens, p) // block
         key = (id(h), nb)
         if key not in memo:
             memo[key] = _block_keys(h, nb, chains, hash_tokens, block)

@@ -92,15 +92,15 @@ def split_prefill_s(step: Callable[[IntArray, IntArray], float], tokens: int,
 
 
 def uncached_prompts(work: Workload, prefix_caching: bool) -> IntArray:
-    """Prompt tokens that must be computed at least once: all but the prompt's whole hashed
-    prefix blocks. A trailing hash block the prompt ends inside is never shared (its extent
-    is unknown: ``sim.state.trace_keys``), so its tokens are computed by every request."""
+    """Prompt tokens that must be computed at least once: all but the tokens its hash ids
+    cover (a trailing hash block the prompt ends inside too: an equal chain shares its
+    leading tokens, ``sim.state.trace_keys``), and at least the one vLLM always computes."""
     p: IntArray = work.prompt_tokens.astype(np.int64)
     if not prefix_caching or work.prefix_hashes is None:
         return p
     hashed = np.fromiter((len(h) for h in work.prefix_hashes), dtype=np.int64, count=len(p))
-    whole = np.minimum(hashed, p // work.hash_block_tokens)
-    out: IntArray = np.maximum(1, p - whole * work.hash_block_tokens)
+    covered = np.minimum(hashed * work.hash_block_tokens, p)
+    out: IntArray = np.maximum(1, p - covered)
     return out
 
 

@@ -89,12 +89,19 @@ def check_trace_size(name: str, rows: int) -> None:
         )
 
 
-def check_arrival_span(name: str, last_arrival_s: float) -> None:
+_OWN_TIMES_ADVICE = ("a trace in ms needs --trace-columns arrival_unit=ms, else lower "
+                     "--time-scale or --num-prompts, or raise --request-rate")
+DRAWN_ADVICE = "raise --request-rate or lower --num-prompts"
+"""What to change where the arrivals are drawn at --request-rate (no trace times, no scale)."""
+
+
+def check_arrival_span(name: str, last_arrival_s: float, advice: str = _OWN_TIMES_ADVICE
+                       ) -> None:
     """A workload's last arrival at most MAX_ARRIVAL_S (2^52 us): past it float64 seconds
-    step by more than 1 us (2 ms at 10^13 s) and round the latencies away."""
+    step by more than 1 us (2 ms at 10^13 s) and round the latencies away; ADVICE: what to
+    change (a trace's own times by default, DRAWN_ADVICE for drawn arrivals)."""
     if last_arrival_s > MAX_ARRIVAL_S:
         raise InputError(
             f"workload '{name}': the last request arrives at {last_arrival_s:.4g} s, past "
-            "2^52 us (4.5e9 s, ~142 years), where float64 seconds round latencies away; a "
-            "trace in ms needs --trace-columns arrival_unit=ms, else lower --time-scale or "
-            "--num-prompts, or raise --request-rate")
+            "2^52 us (4.5e9 s, ~142 years), where float64 seconds round latencies away; "
+            f"{advice}")

@@ -25,11 +25,11 @@ from kvplan.errors import TraceError
 from kvplan.raw_arrays import cache_root
 from kvplan.specs.requests.trace_csv import Trace, TraceFormat, read_csv_trace
 
-_VERSION = b"kvplan-trace-cache-6-row-width"
+_VERSION = b"kvplan-trace-cache-7-arrival-order"
 """2: a duplicated column in use is refused; 3: a bare number in a datetime column is refused
 (numpy read it as a year); 4: rows with 0 output tokens are dropped (and counted); 5: more
 hash ids than a row's prompt spans are refused; 6: a row with more cells than the header is
-refused."""
+refused; 7: rows out of arrival order are sorted (and counted), not refused."""
 
 
 def cache_dir() -> Path:
@@ -83,14 +83,15 @@ def _trace_from(a: dict[str, np.ndarray], path: Path, name: str) -> Trace:
     return Trace(name=name, path=str(path), arrival_s=arrival, prompt_tokens=prompt,
                  output_tokens=output, prefix_hashes=hashes,
                  hash_block_tokens=int(a["hash_block_tokens"]),
-                 dropped_rows=int(a["dropped_rows"]))
+                 dropped_rows=int(a["dropped_rows"]), reordered_rows=int(a["reordered_rows"]))
 
 
 def _save(entry: Path, t: Trace) -> None:
     arrays: dict[str, np.ndarray] = {
         "prompt_tokens": t.prompt_tokens, "output_tokens": t.output_tokens,
         "hash_block_tokens": np.array(t.hash_block_tokens, dtype=np.int64),
-        "dropped_rows": np.array(t.dropped_rows, dtype=np.int64)}
+        "dropped_rows": np.array(t.dropped_rows, dtype=np.int64),
+        "reordered_rows": np.array(t.reordered_rows, dtype=np.int64)}
     if t.arrival_s is not None:
         arrays["arrival_s"] = t.arrival_s
     if t.prefix_hashes is not None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
-from collections.abc import Generator, Sequence
+import itertools
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 import numpy as np
 
@@ -15,7 +16,12 @@ from kvplan import input_file
 from kvplan.errors import TraceError
 from kvplan.limits import MAX_TOKENS, MAX_TRACE_ROWS
 from kvplan.specs.requests.trace_dates import check_dates, datetime_ns, slow_datetimes
-from kvplan.specs.requests.trace_rows import check_hash_fit, hash_cells, usable_rows
+from kvplan.specs.requests.trace_rows import (
+    check_hash_fit,
+    hash_cells,
+    in_arrival_order,
+    usable_rows,
+)
 
 ArrivalUnit = Literal["s", "ms", "datetime"]
 ARRIVAL_UNITS: tuple[str, ...] = ("s", "ms", "datetime")
@@ -54,6 +60,8 @@ class Trace:
     hash_block_tokens: int = 0
     dropped_rows: int = 0
     """Rows of the file left out for having 0 output tokens (vLLM's BurstGPT loader's rule)."""
+    reordered_rows: int = 0
+    """Rows not at their place in arrival order in the file (replayed sorted by arrival)."""
 
     def __len__(self) -> int:
         return int(self.prompt_tokens.shape[0])
@@ -67,6 +75,8 @@ class _Table:
     header: list[str]
     rows: list[list[str]]
     lines: list[int]
+    head: int = 1
+    """The header's line (blank lines before it are skipped)."""
 
     def where(self, row: int, column: str) -> str:
         return f"{self.path}, line {self.lines[row]}, column '{column}'"
@@ -85,12 +95,12 @@ class _Table:
     def index(self, column: str, role: str) -> int:
         if column not in self.header:
             raise TraceError(
-                f"{self.path}, line 1: no column '{column}' for the {role}; "
+                f"{self.path}, line {self.head}: no column '{column}' for the {role}; "
                 f"the header has {', '.join(self.header) or 'nothing'}"
             )
         if self.header.count(column) > 1:
             raise TraceError(
-                f"{self.path}, line 1: the header names column '{column}' "
+                f"{self.path}, line {self.head}: the header names column '{column}' "
                 f"{self.header.count(column)} times; rename the others so the {role} are "
                 "read from one column"
             )
@@ -109,48 +119,68 @@ class _SlowDates(Exception):
 
 
 def _tables(path: Path) -> Generator[_Table, None, None]:
-    """The CSV's non-blank rows, _CHUNK_ROWS at a time, each chunk with the header."""
+    """The trace's non-blank rows (CSV, or JSON lines as Mooncake writes them), _CHUNK_ROWS
+    at a time, each chunk with the header."""
     try:
         with input_file.open_text(path, encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
-            header = _checked_header(path, [h.strip() for h in next(reader, [])])
+            header, source, head = _source(path, f)
             rows: list[list[str]] = []
             lines: list[int] = []
             seen = 0
-            for row in reader:
-                if row and any(cell.strip() for cell in row):
-                    if len(row) > len(header) and any(c.strip() for c in row[len(header):]):
-                        raise TraceError(  # a comma inside a number shifts every later cell
-                            f"{path}, line {reader.line_num}: {len(row)} cells for the "
-                            f"header's {len(header)} columns (a comma inside a number?); fix "
-                            "or delete the row")
-                    rows.append(row)
-                    lines.append(reader.line_num)
-                    seen += 1
-                    if seen > MAX_TRACE_ROWS:
-                        raise TraceError(
-                            f"{path}: more than {MAX_TRACE_ROWS:,} requests; kvplan reads at "
-                            "most that many (cut the trace, then use --num-prompts)"
-                        )
-                    if len(rows) == _CHUNK_ROWS:
-                        yield _Table(path, header, rows, lines)
-                        rows, lines = [], []
+            for row, line in source:
+                rows.append(row)
+                lines.append(line)
+                seen += 1
+                if seen > MAX_TRACE_ROWS:
+                    raise TraceError(
+                        f"{path}: more than {MAX_TRACE_ROWS:,} requests; kvplan reads at "
+                        "most that many (cut the trace, then use --num-prompts)"
+                    )
+                if len(rows) == _CHUNK_ROWS:
+                    yield _Table(path, header, rows, lines, head)
+                    rows, lines = [], []
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceError(
             f"{path}: cannot read the trace ({_reason(exc)}); give a readable UTF-8 CSV file"
         ) from None
     if not seen:
-        raise TraceError(f"{path}, line 2: no requests after the header row")
+        raise TraceError(f"{path}, line {head + 1}: no requests after the header row")
     if rows:
-        yield _Table(path, header, rows, lines)
+        yield _Table(path, header, rows, lines, head)
 
 
-def _checked_header(path: Path, header: list[str]) -> list[str]:
+def _source(path: Path, f: IO[str]) -> tuple[list[str], Iterator[tuple[list[str], int]], int]:
+    """The header and the (cells, line number) of each non-blank row: JSON lines when the
+    first line is an object, else CSV (blank lines before either are skipped)."""
+    first, skipped = f.readline(), 0
+    while first and not first.strip():
+        first, skipped = f.readline(), skipped + 1
+    if first.lstrip().startswith("{"):
+        from kvplan.specs.requests.trace_jsonl import jsonl_rows
+
+        return (*jsonl_rows(path, first, f, skipped + 1), skipped + 1)
+    reader = csv.reader(itertools.chain([first], f))
+    header = _checked_header(path, [h.strip() for h in next(reader, [])], skipped + 1)
+
+    def rows() -> Iterator[tuple[list[str], int]]:
+        for row in reader:
+            if row and any(cell.strip() for cell in row):
+                if len(row) > len(header) and any(c.strip() for c in row[len(header):]):
+                    raise TraceError(  # a comma inside a number shifts every later cell
+                        f"{path}, line {reader.line_num}: {len(row)} cells for the "
+                        f"header's {len(header)} columns (a comma inside a number?); fix "
+                        "or delete the row")
+                yield row, reader.line_num + skipped
+
+    return header, rows(), skipped + 1
+
+
+def _checked_header(path: Path, header: list[str], line: int) -> list[str]:
     if not header:
         raise TraceError(f"{path}, line 1: the file is empty; expected a CSV header row")
-    if header[0].startswith(("{", "[")):  # Mooncake publishes its traces as JSON lines
-        raise TraceError(f"{path}, line 1: this is JSON, not CSV; write the trace as CSV with a "
-                         "header row (Mooncake's: timestamp,input_length,output_length,hash_ids)")
+    if header[0].startswith("["):  # JSON lines (Mooncake's) start with an object
+        raise TraceError(f"{path}, line {line}: this is a JSON array, not CSV; write one JSON "
+                         "object a line (Mooncake's traces) or CSV with a header row")
     return header
 
 
@@ -192,19 +222,32 @@ def _parse(path: Path, fmt: TraceFormat | None, name: str, known: Sequence[Trace
 
 def _trace(path: Path, name: str, fmt: TraceFormat, arrival: np.ndarray | None,
            prompt: np.ndarray, output: np.ndarray, hashes: list[np.ndarray]) -> Trace:
-    """The Trace of the usable rows (0-output rows dropped; arrivals from the first kept)."""
+    """The Trace of the usable rows (0-output rows dropped), in arrival order, arrivals from
+    the first kept."""
     rows = len(output)
     keep = usable_rows(path, output)
     if keep is not None:
-        prompt, output = prompt[keep], output[keep]
-        hashes = [hashes[i] for i in keep.tolist()] if fmt.hashes else hashes
-        arrival = None if arrival is None else arrival[keep] - arrival[keep[0]]
+        prompt, output, hashes, arrival = _rows(keep, prompt, output, hashes, arrival)
+    order = None if arrival is None else in_arrival_order(arrival)
+    if order is not None:
+        prompt, output, hashes, arrival = _rows(order, prompt, output, hashes, arrival)
+    moved = 0 if order is None else int(np.count_nonzero(order != np.arange(len(order))))
+    if arrival is not None:
+        arrival = arrival - arrival[0]
     return Trace(name=name, path=str(path),
                  arrival_s=None if arrival is None else _readonly(arrival),
                  prompt_tokens=_readonly(prompt), output_tokens=_readonly(output),
                  prefix_hashes=tuple(hashes) if fmt.hashes else None,
                  hash_block_tokens=fmt.hash_block_tokens if fmt.hashes else 0,
-                 dropped_rows=rows - len(output))
+                 dropped_rows=rows - len(output), reordered_rows=moved)
+
+
+def _rows(take: np.ndarray, prompt: np.ndarray, output: np.ndarray, hashes: list[np.ndarray],
+          arrival: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, list[np.ndarray],
+                                               np.ndarray | None]:
+    """The rows TAKE (indices) of each column; ``hashes`` empty when the trace has none."""
+    picked = [hashes[i] for i in take.tolist()] if hashes else hashes
+    return prompt[take], output[take], picked, None if arrival is None else arrival[take]
 
 
 def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
@@ -217,7 +260,7 @@ def _detect_format(table: _Table, known: Sequence[TraceFormat]) -> TraceFormat:
     if fits:
         return _whole_layout(table, fits[0])
     raise TraceError(
-        f"{table.path}, line 1: unknown trace layout; say which columns to use, e.g. "
+        f"{table.path}, line {table.head}: unknown trace layout; say which columns to use, e.g. "
         "--trace-columns arrival=COL,input=COL,output=COL"
     )
 
@@ -231,7 +274,7 @@ def _whole_layout(table: _Table, fmt: TraceFormat) -> TraceFormat:
     if fmt.arrival and fmt.arrival in table.header:
         spec[:0] = [f"arrival={fmt.arrival}", f"arrival_unit={fmt.arrival_unit}"]
     raise TraceError(
-        f"{table.path}, line 1: the header has {fmt.input} and {fmt.output} but no "
+        f"{table.path}, line {table.head}: the header has {fmt.input} and {fmt.output} but no "
         f"'{missing[0]}' column; to read it without, give --trace-columns {','.join(spec)}"
     )
 
@@ -276,21 +319,17 @@ def _slow_ints(table: _Table, cells: list[str], column: str, least: int) -> np.n
 
 
 class _Arrivals:
-    """The arrival column, chunk by chunk: each chunk is checked sorted from the last row
-    before it, and the seconds are those the whole column read at once gives."""
+    """The arrival column, chunk by chunk: the seconds are those the whole column read at
+    once gives (rows out of arrival order are sorted later, ``trace_rows.in_arrival_order``)."""
 
     def __init__(self, column: str, unit: ArrivalUnit, slow_dates: bool) -> None:
         self.name, self.unit, self.slow = column, unit, slow_dates
         self.parts: list[np.ndarray] = []
         self.first_ns: int | None = None
-        self.before: tuple[float, str] | None = None
 
     def add(self, table: _Table) -> None:
         cells = table.cells(self.name, "arrival time")
-        seconds = self._seconds(table, cells)
-        _check_sorted(table, seconds, cells, self.name, self.before)
-        self.parts.append(seconds)
-        self.before = (float(seconds[-1]), cells[-1])
+        self.parts.append(self._seconds(table, cells))
 
     def _seconds(self, table: _Table, cells: list[str]) -> np.ndarray:
         if self.unit != "datetime":
@@ -336,24 +375,6 @@ def _float_or_nan(cell: str) -> float:
         return float(cell)
     except ValueError:
         return float("nan")
-
-
-def _check_sorted(table: _Table, seconds: np.ndarray, cells: list[str], column: str,
-                  before: tuple[float, str] | None) -> None:
-    """Arrivals never go back; ``before`` is the last (seconds, cell) of the chunk before."""
-    back = np.flatnonzero(np.diff(seconds) < 0) + 1
-    if before is not None and seconds[0] < before[0]:
-        i, earlier = 0, before[1]
-    elif back.size:
-        i = int(back[0])
-        earlier = cells[i - 1]
-    else:
-        return
-    raise TraceError(
-        f"{table.where(i, column)}: arrival {cells[i].strip()} is earlier than "
-        f"the row before ({earlier.strip()}); sort the file by arrival"
-    )
-
 
 
 def _hash_column(table: _Table, fmt: TraceFormat, prompt: np.ndarray) -> list[np.ndarray]:

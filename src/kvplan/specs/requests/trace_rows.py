@@ -56,3 +56,13 @@ def usable_rows(path: Path, output: np.ndarray) -> np.ndarray | None:
             "with at least 1 output token"
         )
     return keep
+
+
+def in_arrival_order(arrival: np.ndarray) -> np.ndarray | None:
+    """The row indices in arrival order (a stable sort: equal times keep the file's order),
+    or None when the rows already are: each row says when its request arrives, so rows
+    written out of order (merged logs, a file sorted by request id) are replayed sorted."""
+    if not bool(np.any(np.diff(arrival) < 0)):
+        return None
+    order: np.ndarray = np.argsort(arrival, kind="stable")
+    return order

@@ -125,7 +125,7 @@ def bundled_trace(name: str) -> BundledTrace:
 
 def _unknown_trace_message(name: str) -> str:
     names = sorted(BUNDLED_TRACES)
-    close = difflib.get_close_matches(name, names, n=1)
+    close = difflib.get_close_matches(name.lower(), names, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     return f"unknown trace '{name}': {hint}choose one of {', '.join(names)}"
 
@@ -164,10 +164,14 @@ def load_csv_trace(
 
 
 def _noted(trace: Trace) -> Trace:
-    """TRACE, after one note saying how many 0-output rows were left out, if any."""
-    if trace.dropped_rows:
-        from kvplan.notes import note
+    """TRACE, after one note saying how many 0-output rows were left out, if any, and one
+    saying how many rows were out of arrival order."""
+    from kvplan.notes import note
 
+    if trace.reordered_rows:
+        note("%s: %d of its rows are not in arrival order; replayed sorted by arrival "
+             "(rows with equal times keep the file's order)", trace.path, trace.reordered_rows)
+    if trace.dropped_rows:
         note("%s: dropped the %d of its %d rows with 0 output tokens (failed requests; vLLM's "
              "BurstGPT loader drops them too); %d requests left", trace.path, trace.dropped_rows,
              trace.dropped_rows + len(trace), len(trace))

@@ -13,6 +13,7 @@ import numpy as np
 from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.requests.arrays import RequestSpec, Workload
 from kvplan.specs.requests.bounds import (
+    DRAWN_ADVICE,
     check_arrival_span,
     check_trace_size,
     check_workload_bounds,
@@ -133,12 +134,16 @@ class WorkloadArgs:
         return self.dataset if self.dataset is not None else "random"
 
     @property
-    def has_own_arrivals(self) -> bool:
-        """True when arrivals come from the trace (timed dataset and no --request-rate)."""
-        timed = self.dataset_name in TIMED_TRACES or (
+    def is_timed(self) -> bool:
+        """A trace with arrival times of its own (a --trace file may lack them when read)."""
+        return self.dataset_name in TIMED_TRACES or (
             self.trace is not None and _names_arrival(self.trace_columns)
         )
-        return timed and self.request_rate is None
+
+    @property
+    def has_own_arrivals(self) -> bool:
+        """True when arrivals come from the trace (timed dataset and no --request-rate)."""
+        return self.is_timed and self.request_rate is None
 
 
 def _names_arrival(trace_columns: str | None) -> bool:
@@ -157,7 +162,7 @@ def _check_source(a: WorkloadArgs) -> None:
     if a.trace is None and a.dataset_name not in DATASETS:
         import difflib  # a mistyped name only
 
-        close = difflib.get_close_matches(a.dataset_name, DATASETS, n=1)
+        close = difflib.get_close_matches(a.dataset_name.lower(), DATASETS, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise UnknownNameError(
             f"unknown dataset '{a.dataset_name}': {hint}choose one of "
@@ -194,6 +199,9 @@ def _check_rates(a: WorkloadArgs) -> None:
     if not (a.time_scale > 0 and math.isfinite(a.time_scale)):
         raise InputError(f"--time-scale must be a finite number > 0, got {a.time_scale}")
     if a.time_scale != 1.0 and not a.has_own_arrivals:
+        if a.request_rate is not None and a.is_timed:
+            raise InputError("--time-scale rescales a trace's own arrival times, and "
+                             "--request-rate replaces them with drawn ones; drop one of the two")
         raise InputError(
             "--time-scale only rescales a trace's own arrival times; "
             "use --request-rate for random and length-only datasets"
@@ -231,7 +239,7 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
     rate = args.request_rate if args.request_rate is not None else math.inf
     if args.trace is None and args.dataset_name == "random":
         w = _random(args, rate, rng)
-        check_arrival_span(w.name, w.duration_s)
+        check_arrival_span(w.name, w.duration_s, DRAWN_ADVICE)
         return w
     trace = _load_for(args)
     _note_sharegpt_seed(args)
@@ -239,12 +247,14 @@ def build_workload(args: WorkloadArgs, rng: np.random.Generator | None = None) -
         raise InputError(f"--time-scale rescales a trace's own arrival times and '{trace.name}' "
                          "has none; use --request-rate to draw arrivals")
     n = _take(trace, args.num_prompts, _default_prompts(args))
-    if args.has_own_arrivals and trace.arrival_s is not None:
-        arrivals = trace.arrival_s[:n] * args.time_scale
+    own = trace.arrival_s if args.has_own_arrivals else None
+    if own is not None:
+        arrivals = own[:n] * args.time_scale
     else:
         arrivals = gamma_arrivals(n, rate, args.burstiness,
                                   rng if rng is not None else vllm_arrival_rng(args.seed))
-    check_arrival_span(trace.name, float(arrivals[-1]) if n else 0.0)
+    check_arrival_span(trace.name, float(arrivals[-1]) if n else 0.0,
+                       *(() if own is not None else (DRAWN_ADVICE,)))
     return workload_from_trace(trace, n, arrivals, args.max_concurrency)
 
 
