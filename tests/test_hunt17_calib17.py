@@ -1,0 +1,53 @@
+"""hunt17 (calib17): `kvplan calibrate` - a static fit pinned at 0, static points beside serving
+runs checked as the static path checks them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import assert_one_line_error, run_cli
+
+MODEL = "meta-llama/Llama-3.1-8B"
+SHAPES = ((1, 512, 64), (32, 2048, 128), (8, 1024, 128))
+
+
+def _static_csv(path: Path, scale: float) -> Path:
+    """kvplan latency's own TTFT / TPOT of SHAPES on H100 (bundled profile), times ``scale``."""
+    rows = ["model,gpu,batch,prompt,output,ttft_ms,tpot_ms"]
+    for b, p, o in SHAPES:
+        d = run_cli("latency", MODEL, "--gpu", "h100", "--batch", str(b), "--prompt", str(p),
+                    "--output", str(o), "--json").json()
+        rows.append(f"{MODEL},h100,{b},{p},{o},{d['ttft_s'] * 1e3 * scale!r},"
+                    f"{d['tpot_s'] * 1e3 * scale!r}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+# ------------------------------------------- a static fit whose step overhead wants to go below 0
+
+
+def test_static_fit_with_step_overhead_pinned_at_zero_is_refused(tmp_path: Path) -> None:
+    """Static batches 20% faster than kvplan latency's own (bundled H100 profile, step overhead
+    0.9346 ms): no step overhead >= 0 explains them, so the fit put step_overhead_s at its bound
+    0 and wrote the profile with exit 0 and no word (median |error| 15.6%, under the 20% limit;
+    the six errors were 8.7, 10.9, 14.9, 16.2, 24.3 and 24.9%). The serving fit refuses the same
+    thing (test_overhead_fitted_to_its_floor_is_refused); every engine step costs vLLM host
+    time. Now: refused, one line, nothing written; --force writes it with a warning."""
+    csv = _static_csv(tmp_path / "fast.csv", 0.8)
+    out = tmp_path / "p.json"
+    r = run_cli("calibrate", str(csv), "--out", str(out))
+    assert_one_line_error(r)
+    assert "step_overhead_s pinned at its lower bound 0" in r.err and not out.exists()
+    forced = run_cli("calibrate", str(csv), "--out", str(out), "--force", "--json")
+    assert forced.code == 0 and "warning: " in forced.err
+    assert json.loads(out.read_text())["profiles"][0]["step_overhead_s"] == 0.0
+
+
+def test_static_fit_of_exact_numbers_keeps_prefill_overhead_zero(tmp_path: Path) -> None:
+    """The bundled prefill overhead is 0: a fit that lands there is not refused (kvplan
+    latency's own numbers fit back to step 0.9346 ms, prefill 0, exit 0)."""
+    csv = _static_csv(tmp_path / "exact.csv", 1.0)
+    r = run_cli("calibrate", str(csv), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["profiles"][0]["prefill_overhead_s"] == 0.0
