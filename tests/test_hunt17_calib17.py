@@ -51,3 +51,42 @@ def test_static_fit_of_exact_numbers_keeps_prefill_overhead_zero(tmp_path: Path)
     r = run_cli("calibrate", str(csv), "--json")
     assert r.code == 0, r.err
     assert r.json()["profiles"][0]["prefill_overhead_s"] == 0.0
+
+
+# ------------------------------------ static points beside serving runs: the static path's checks
+
+
+def _serving_run(path: Path) -> Path:
+    from kvplan.analysis.metrics import compute_metrics, save_result_json
+    from kvplan.analysis.serving import simulate_serving
+    from kvplan.specs.requests.workload import WorkloadArgs
+    from kvplan.specs.serving import EngineConfig
+
+    args = WorkloadArgs(num_prompts=8, random_input_len=2000, random_output_len=100,
+                        max_concurrency=1)
+    run = simulate_serving(MODEL, "H100-SXM-80GB", EngineConfig(), args)
+    path.write_text(json.dumps(save_result_json(run.result, compute_metrics(run.result),
+                                                run.header(args))))
+    return path
+
+
+def test_static_point_beside_a_serving_run_is_checked_like_alone(tmp_path: Path) -> None:
+    """A static point of 200,000 prompt tokens on Llama-3.1-8B (context 131,072) is refused
+    alone ('exceeds the model's context'), but beside a serving run it was priced and fitted
+    (exit 0 under --force, its TTFT -30%): static_point skipped check_point. And a TP 3 point
+    (32 heads) said '--tensor-parallel-size 3 must divide ...' without its file and line."""
+    run = _serving_run(tmp_path / "run.json")
+    big = tmp_path / "big.csv"
+    big.write_text(f"model,gpu,batch,prompt,output,ttft_ms,tpot_ms\n"
+                   f"{MODEL},h100,1,200000,64,30000,20\n")
+    for argv in ([str(big)], [str(run), str(big), "--force"]):
+        r = run_cli("calibrate", *argv)
+        assert_one_line_error(r)
+        assert f"{big}:2: prompt 200,000 + output 64 tokens exceeds the model's context" \
+            in r.err, r.err
+    tp3 = tmp_path / "tp3.csv"
+    tp3.write_text(f"model,gpu,batch,prompt,output,ttft_ms,tpot_ms,tensor_parallel_size\n"
+                   f"{MODEL},h100,1,2000,64,300,20,3\n")
+    r = run_cli("calibrate", str(run), str(tp3), "--force")
+    assert_one_line_error(r)
+    assert f"{tp3}:2: " in r.err and "must divide num_attention_heads 32" in r.err, r.err

@@ -204,16 +204,18 @@ def _problems(gpu: str, precision: str, fitted: Profile, names: Sequence[str],
 
 def static_point(m: Any) -> CalPoint:
     """A `vllm bench latency` / static-batch measurement as a calibration point."""
+    from kvplan.analysis.calibration.measurement_checks import check_point
     from kvplan.analysis.calibration.public_set import _static_predict, shape_floors
     from kvplan.costs.step.roofline import StepCostModel
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    try:
+    try:  # the static path's checks (fit_profiles' _prepare), located at the point's line
         model, hw = load_model(m.model), load_gpu(m.gpu)
+        res = resolve(model, hw, m.engine)
+        check_point(model, hw, m.engine, m.shape, res.settings)
     except KvplanError as exc:
         raise TraceError(located(m.where, exc)) from None
-    res = resolve(model, hw, m.engine)
     timer = StepCostModel(model, hw, m.engine, resolved=res)
     return CalPoint(id=m.id, source=m.where, family="moe" if model.moe else "dense",
                     model=model.name, gpu=hw.id, tp=m.engine.tensor_parallel_size,
