@@ -90,3 +90,23 @@ def test_static_point_beside_a_serving_run_is_checked_like_alone(tmp_path: Path)
     r = run_cli("calibrate", str(run), str(tp3), "--force")
     assert_one_line_error(r)
     assert f"{tp3}:2: " in r.err and "must divide num_attention_heads 32" in r.err, r.err
+
+
+# ------------------------------------------------------- a CSV sweep naming its model as vLLM does
+
+
+def test_csv_sweep_with_a_model_id_column_is_read(tmp_path: Path) -> None:
+    """A sweep whose model column is vLLM's key, model_id: the run reader takes model_id
+    (serving_runs._run), but the row check before it read only 'model' and refused the file:
+    "missing 'model' (give it in the file or as --model)". Now both name the model."""
+    rows = "num_prompts,input_len,output_len,max_concurrency,mean_ttft_ms,mean_tpot_ms\n"
+    body = "8,2000,100,1,60,7.8\n64,500,200,32,121,11.4\n"
+    sweep = tmp_path / "sweep.csv"
+    sweep.write_text(f"model_id,gpu,{rows}" + "".join(f"{MODEL},H100,{r}"
+                                                      for r in body.splitlines(True)))
+    plain = tmp_path / "plain.csv"
+    plain.write_text(sweep.read_text().replace("model_id,", "model,", 1))
+    a = run_cli("calibrate", str(sweep), "--force", "--json")
+    b = run_cli("calibrate", str(plain), "--force", "--json")
+    assert a.code == 0, a.err
+    assert a.json()["profiles"] == b.json()["profiles"]

@@ -227,7 +227,7 @@ def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
     if "mean_ttft_ms" in row and "completed" in row:
         _check(ms._from_bench_serve(row, where, d))
         return
-    simple = {"model": row.get("model"), "gpu": row.get("gpu"),
+    simple = {"model": row.get("model_id") or row.get("model"), "gpu": row.get("gpu"),
               "batch": row.get("max_concurrency") or row.get("num_prompts"),
               "prompt": row.get("input_len"), "output": row.get("output_len"),
               "ttft_ms": row.get("mean_ttft_ms") or row.get("mean_tpot_ms") or 1}
