@@ -110,3 +110,22 @@ def test_csv_sweep_with_a_model_id_column_is_read(tmp_path: Path) -> None:
     b = run_cli("calibrate", str(plain), "--force", "--json")
     assert a.code == 0, a.err
     assert a.json()["profiles"] == b.json()["profiles"]
+
+
+# ------------------------------------------------ a TPOT of a static batch with one output token
+
+
+def test_static_tpot_of_a_one_token_output_is_refused(tmp_path: Path) -> None:
+    """Output 1 has no second token, so no time per output token (vLLM's TPOT skips such
+    requests and writes 0); kvplan compared the measured 7 ms TPOT with the predicted TTFT
+    (static_batch_latency's tpot None -> ttft: 11.53 ms on H100 for 512 tokens), fitting the
+    TPOT as a prefill. Now one line naming the row."""
+    csv = tmp_path / "o1.csv"
+    csv.write_text(f"model,gpu,batch,prompt,output,ttft_ms,tpot_ms\n"
+                   f"{MODEL},h100,1,512,1,12,7\n{MODEL},h100,8,1024,128,75,8.4\n")
+    r = run_cli("calibrate", str(csv), "--force")
+    assert_one_line_error(r)
+    assert f"{csv}:2: 'tpot_ms' needs an output of at least 2 tokens" in r.err, r.err
+    ok = tmp_path / "ttft.csv"  # its TTFT alone is a measurement
+    ok.write_text(f"model,gpu,batch,prompt,output,ttft_ms\n{MODEL},h100,1,512,1,12\n")
+    assert run_cli("calibrate", str(ok), "--force").code == 0

@@ -169,11 +169,22 @@ def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str = "") -> 
     check_measured(measured, where)
     shape = _shape(row.get("batch", d.batch), row.get("prompt", d.prompt),
                    row.get("output", d.output), where)
+    _check_tpot(row, shape, where)
     engine = _engine(row, where, d)
     model = _need(pick_name(row.get("model"), d.model, "model", where), "model", where)
     gpu = _need(pick_name(row.get("gpu"), d.gpu, "gpu", where), "gpu", where)
     return Measurement(id=ident or where, where=where, model=model, gpu=gpu, engine=engine,
                        shape=shape, measured=measured)
+
+
+def _check_tpot(row: Mapping[str, Any], shape: RequestShape, where: str) -> None:
+    """One output token has no time per output token (vLLM's TPOT leaves such requests out
+    and writes 0): a TPOT given for it was compared with the predicted TTFT."""
+    key = next((k for k in ("tpot_ms", "tpot_s") if k in row), None)
+    if key is not None and shape.output_tokens < 2:
+        raise TraceError(f"{where}: '{key}' needs an output of at least 2 tokens (this point "
+                         f"has {shape.output_tokens}: no time between output tokens); drop "
+                         "the value or fix the output length")
 
 
 def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measurement:
@@ -195,7 +206,7 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
     row = {"model": data.get("model_id"), "gpu": data.get("gpu"), "batch": batch,
            "prompt": prompt, "output": output, "ttft_ms": data["mean_ttft_ms"],
            "output_throughput_tok_s": data.get("output_throughput")}
-    if data.get("mean_tpot_ms"):
+    if data.get("mean_tpot_ms") and output >= 2:  # a mean under 1.5 tokens rounds to 1
         row["tpot_ms"] = data["mean_tpot_ms"]
     for key in ENGINE_KEYS:
         if data.get(key) is not None:
