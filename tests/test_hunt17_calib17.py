@@ -4,6 +4,7 @@ runs checked as the static path checks them."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.conftest import assert_one_line_error, run_cli
@@ -129,3 +130,51 @@ def test_static_tpot_of_a_one_token_output_is_refused(tmp_path: Path) -> None:
     ok = tmp_path / "ttft.csv"  # its TTFT alone is a measurement
     ok.write_text(f"model,gpu,batch,prompt,output,ttft_ms\n{MODEL},h100,1,512,1,12\n")
     assert run_cli("calibrate", str(ok), "--force").code == 0
+
+
+# ------------------------------------------- a refusal of many reasons says every one of them
+
+
+def _vllm_v011_result(path: Path) -> Path:
+    """A `vllm bench serve --save-result` file as v0.11.0 writes it (vllm/benchmarks/serve.py:
+    the setup keys, request_rate "inf", burstiness, max_concurrency, then benchmark()'s
+    result with mean/median/std/p99 per metric), its numbers not from any engine kvplan knows:
+    100 prompts of 1,024 tokens at concurrency 16, TTFT 120 ms, TPOT 15 ms."""
+    doc = {"date": "20251010-120000", "endpoint_type": "openai", "backend": "openai",
+           "label": None, "model_id": MODEL, "tokenizer_id": MODEL, "num_prompts": 100,
+           "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 16, "duration": 20.5,
+           "completed": 100, "failed": 0, "total_input_tokens": 102400,
+           "total_output_tokens": 12800, "request_throughput": 4.87, "request_goodput": None,
+           "output_throughput": 624.0, "total_token_throughput": 5620.0,
+           "max_output_tokens_per_s": 900.0, "max_concurrent_requests": 16}
+    for metric, (mean, median, std, p99) in {"ttft": (120.0, 110.0, 20.0, 200.0),
+                                             "tpot": (15.0, 14.8, 1.0, 18.0),
+                                             "itl": (15.0, 14.0, 3.0, 30.0)}.items():
+        doc |= {f"mean_{metric}_ms": mean, f"median_{metric}_ms": median,
+                f"std_{metric}_ms": std, f"p99_{metric}_ms": p99}
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+def test_a_refusal_of_many_reasons_names_each_in_its_one_line(tmp_path: Path) -> None:
+    """This run fits to six problems (three terms at a bound, the median error, a term no
+    value sees, two terms inseparable); each carried its own advice and the joined line ran
+    to ~950 characters, which the CLI cuts to 500 in the middle: the refusal read '...explains
+    eve... runs that differ in batch size', the pinned API term, the unseen term and the
+    inseparable pair cut away. Now each reason is said once, the advice once, within 500."""
+    run = _vllm_v011_result(tmp_path / "serve.json")
+    r = run_cli("calibrate", str(run), "--gpu", "H100")
+    assert_one_line_error(r)
+    forced = run_cli("calibrate", str(run), "--gpu", "H100", "--force", "--json")
+    problems = forced.json()["problems"]
+    assert len(problems) >= 4, problems
+    line = r.err.strip()
+    assert len(line) <= 500 and "..." not in line, line
+    said = line.split(": ", 2)[2]  # after 'error: the fit cannot be trusted: '
+    for p in problems:  # each reason's terms and numbers, in the order the fit found them
+        head = p.split(": ", 1)[1].split(" (")[0]
+        for token in re.findall(r"\b[a-z]+(?:_[a-z]+)*_s\b|\d[\d.e-]*%?", head):
+            assert token in said, (token, p, line)
+            said = said[said.index(token) + len(token):]
+    assert "pinned at its lower bound 1e-06 s" in line and "cannot separate" in line
+    assert "--force" in line

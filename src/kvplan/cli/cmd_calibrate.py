@@ -137,14 +137,13 @@ def _physical(points: list[Any], dropped: list[Any], force: bool, first: str) ->
 def _finish_calibration(problems: Any, force: bool, out_file: Any, profiles: Any,
                         as_json: bool) -> None:
     """Refuse an untrustworthy fit (exit 2, nothing written) unless --force; then write."""
-    from kvplan.analysis.calibration.serving_fit import CalibrationRefused
+    from kvplan.analysis.calibration.serving_fit import CalibrationRefused, refusal
     from kvplan.cli.common import write_output
     from kvplan.costs.step.profiles import profiles_to_dict
     from kvplan.report.json_out import dumps
 
     if problems and not force:
-        raise CalibrationRefused("the fit cannot be trusted: " + "; ".join(problems)
-                                 + " (add measurements, or --force to write it anyway)")
+        raise CalibrationRefused(refusal(problems))
     for p in problems:
         typer.echo(f"warning: {p} (written anyway: --force)", err=True)
     if out_file is not None:

@@ -61,6 +61,33 @@ class CalibrationRefused(KvplanError):
     """The fit cannot be trusted (pinned, underdetermined or far off); nothing was written."""
 
 
+_FLOOR_WHY = " (the runs are faster than the step model explains even without it)"
+_SEPARATE_HOW = (": add runs that differ in batch size or prompt length, or measure another "
+                 "metric")
+
+
+def refusal(problems: Sequence[str]) -> str:
+    """The one line a refused fit prints: each reason once under its GPU/precision, each kind
+    of advice once (each reason carried its own, and a line of six ran past the CLI's 500
+    characters, which cut reasons out of its middle)."""
+    groups: dict[str, list[str]] = {}
+    for p in problems:
+        where, _, reason = p.partition(": ")
+        short = reason.replace(_FLOOR_WHY, "").replace(_SEPARATE_HOW, "")
+        short = short.replace(" (they move every measured value alike, cosine", " (cosine")
+        short = short.replace(" after fitting (limit", " (limit")
+        groups.setdefault(where, []).append(short.replace(
+            " does not change any prediction (the points cannot see it)", " changes no value"))
+    advice = [a for a, needed in (
+        ("lower bound: runs faster than the model without the term",
+         any(_FLOOR_WHY in p for p in problems)),
+        ("to separate: other batch sizes or prompt lengths, or another metric",
+         any(_SEPARATE_HOW in p for p in problems)),
+        ("--force writes it anyway", True)) if needed]
+    said = " | ".join(f"{w}: " + "; ".join(r) for w, r in groups.items())
+    return f"the fit cannot be trusted: {said} ({'; '.join(advice)})"
+
+
 def run_workload(r: ServingRun, seed: int | None = None) -> Workload:
     """The run's requests: its lengths, arrivals at t = 0 or Poisson/gamma at its rate, drawn
     as `vllm bench serve --seed SEED` draws them (SEED: the run's own, else its default 0):
@@ -193,8 +220,7 @@ def _problems(gpu: str, precision: str, fitted: Profile, names: Sequence[str],
         if v >= hi * (1 - 1e-6) or (lo > 0 and v <= lo * (1 + 1e-6)):
             out.append(f"{where}: {name} pinned at its bound {v:g}")
         elif not name.endswith("_eff") and v <= max(lo, LOG_FLOOR_S) * (1 + 1e-6):
-            out.append(f"{where}: {name} pinned at its lower bound {v:g} s (the runs are "
-                       "faster than the step model explains even without it)")
+            out.append(f"{where}: {name} pinned at its lower bound {v:g} s{_FLOOR_WHY}")
     med = median(abs(pred / meas - 1) for *_, meas, pred in errs) if errs else 0.0
     if med > MAX_MEDIAN_ERROR:
         out.append(f"{where}: median error {med:.0%} after fitting (limit "
@@ -258,6 +284,5 @@ def _static_pinned(prof: Profile, names: Sequence[str], where: str,
         if v >= hi * (1 - 1e-6) or (lo > 0 and v <= lo * (1 + 1e-6)):
             out.append(f"{where}: {name} pinned at its bound {v:g}")
         elif name in HOST_TIME and v <= lo:
-            out.append(f"{where}: {name} pinned at its lower bound {v:g} s (the runs are "
-                       "faster than the step model explains even without it)")
+            out.append(f"{where}: {name} pinned at its lower bound {v:g} s{_FLOOR_WHY}")
     return out
