@@ -178,3 +178,28 @@ def test_a_refusal_of_many_reasons_names_each_in_its_one_line(tmp_path: Path) ->
             said = said[said.index(token) + len(token):]
     assert "pinned at its lower bound 1e-06 s" in line and "cannot separate" in line
     assert "--force" in line
+
+
+# ------------------------------------------------- which runs the docs say are replayed, and are
+
+
+def test_docs_say_which_runs_are_replayed_as_the_code_does(tmp_path: Path) -> None:
+    """docs/formulas-latency.md said calibrate 'replays only runs at concurrency unset or 1',
+    but serving_fit.to_point replays only concurrency 1 or one prompt (a run with no limit
+    queues at the API server's serial admission, which the replay approximates) and simulates
+    the rest again. Both now say the rule the code follows."""
+    from kvplan.analysis.calibration import serving_fit as sc
+    from kvplan.analysis.calibration.measurements import Defaults
+
+    doc = (Path(__file__).parent.parent / "docs" / "formulas-latency.md").read_text()
+    text = " ".join(doc.split())
+    assert "replays only runs at concurrency 1 (or of one prompt)" in text
+    assert "concurrency unset or 1" not in text
+    run = _serving_run(tmp_path / "one.json")
+    doc1 = json.loads(run.read_text())
+    (at_one,) = sc.read_serving(run, Defaults())
+    doc1["max_concurrency"] = None
+    run.write_text(json.dumps(doc1))
+    (unset,) = sc.read_serving(run, Defaults())
+    assert "Replay" in sc.to_point(at_one).predict.__qualname__
+    assert "_resimulate" in sc.to_point(unset).predict.__qualname__

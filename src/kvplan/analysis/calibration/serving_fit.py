@@ -4,10 +4,10 @@ throughput match; refuse fits that cannot be trusted.
 
 Inputs (read by ``serving_runs``): ``vllm bench serve --save-result`` JSON (kvplan simulate
 --save-result writes the same keys) and CSV sweeps with one run per row (``max_concurrency``
-and/or ``request_rate`` columns). A run with request rate inf (without ``--max-concurrency``,
-or at 1) is simulated once and re-priced per trial profile (``analysis.replay``); a
-finite-rate run, or one at a concurrency above 1 (where the API path's delay moves requests
-between steps), is simulated again for every trial.
+and/or ``request_rate`` columns). A run with request rate inf at concurrency 1 (or of one
+prompt) is simulated once and re-priced per trial profile (``analysis.replay``); a
+finite-rate run, or one at a concurrency above 1 or unset (where the API path's delay and
+its serial admission move requests between steps), is simulated again for every trial.
 `vllm bench latency` files stay static-batch points.
 """
 
