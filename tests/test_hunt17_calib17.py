@@ -203,3 +203,30 @@ def test_docs_say_which_runs_are_replayed_as_the_code_does(tmp_path: Path) -> No
     (unset,) = sc.read_serving(run, Defaults())
     assert "Replay" in sc.to_point(at_one).predict.__qualname__
     assert "_resimulate" in sc.to_point(unset).predict.__qualname__
+
+
+# ------------------------------------------- the simplex search keeps every vertex after a shrink
+
+
+def test_nelder_mead_shrink_keeps_n_plus_one_distinct_vertices() -> None:
+    """A shrink moves every vertex but the best halfway to it; _next then returned the
+    worst shrunk vertex *object* to replace the last one, so when that was not the last the
+    simplex held one vertex twice (the same list) and lost the shrunk last one: n + 1 points
+    spanning n - 1 dimensions, a direction the search can no longer move in. Hand case:
+    simplex (0.5, 0.5) f 0, (1, 0.5) f 1, (0.5, 1) f 2; centre of the best two (0.75, 0.5):
+    reflection (1, 0), expansion (1, 0) clamped, contraction (0.625, 0.75) all f 3 >= 2, so
+    it shrinks to (0.75, 0.5) f 5 and (0.5, 0.75) f 4. Before: [(0.5, 0.5), (0.75, 0.5),
+    (0.75, 0.5)]; now all three kept."""
+    from kvplan.analysis.calibration.nelder_mead import _next
+
+    table = {(0.5, 0.5): 0.0, (1.0, 0.5): 1.0, (0.5, 1.0): 2.0, (0.75, 0.5): 5.0,
+             (0.5, 0.75): 4.0}
+
+    def f(u: list[float]) -> float:
+        return table.get((u[0], u[1]), 3.0)
+
+    simplex = [[0.5, 0.5], [1.0, 0.5], [0.5, 1.0]]
+    values = [f(u) for u in simplex]
+    simplex[-1], values[-1] = _next(f, simplex, values, [0.75, 0.5])
+    assert sorted(map(tuple, simplex)) == [(0.5, 0.5), (0.5, 0.75), (0.75, 0.5)]
+    assert values == [f(u) for u in simplex]
