@@ -230,3 +230,19 @@ def test_nelder_mead_shrink_keeps_n_plus_one_distinct_vertices() -> None:
     simplex[-1], values[-1] = _next(f, simplex, values, [0.75, 0.5])
     assert sorted(map(tuple, simplex)) == [(0.5, 0.5), (0.5, 0.75), (0.75, 0.5)]
     assert values == [f(u) for u in simplex]
+
+
+# ------------------------------------------ a forced static fit's JSON says why it was refused
+
+
+def test_forced_static_json_lists_its_problems_as_the_serving_json_does(tmp_path: Path) -> None:
+    """`calibrate --force --json` on serving runs prints "problems": [...] beside the profile;
+    on static batches the key was missing, so a script saw a forced, untrusted fit as a clean
+    one (the reasons only on stderr). The 20%-fast batches above: the step overhead at 0."""
+    csv = _static_csv(tmp_path / "fast.csv", 0.8)
+    r = run_cli("calibrate", str(csv), "--force", "--json")
+    assert r.code == 0, r.err
+    problems = r.json()["problems"]
+    assert any("step_overhead_s pinned at its lower bound 0" in p for p in problems), problems
+    clean = run_cli("calibrate", str(_static_csv(tmp_path / "exact.csv", 1.0)), "--json")
+    assert clean.json()["problems"] == []

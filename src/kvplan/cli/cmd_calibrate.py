@@ -69,10 +69,10 @@ def calibrate_cmd(
     names = tuple(dict.fromkeys((*cal.FITTED, "step_overhead_s"))) if fit_step_overhead \
         else cal.FITTED  # FITTED holds the step overhead already: never count a term twice
     result = _calibrate_static(files, defaults, names, force)
-    _finish_calibration(sc.static_problems(result, names), force, out_file, result.profiles,
-                        as_json)
-    if as_json:
-        print_json(calibration_json(result))
+    problems = sc.static_problems(result, names)
+    _finish_calibration(problems, force, out_file, result.profiles, as_json)
+    if as_json:  # the reasons a forced fit was not trusted, as the serving JSON lists them
+        print_json({**calibration_json(result), "problems": problems})
         return
     _show_calibration(result)
 
