@@ -246,3 +246,23 @@ def test_forced_static_json_lists_its_problems_as_the_serving_json_does(tmp_path
     assert any("step_overhead_s pinned at its lower bound 0" in p for p in problems), problems
     clean = run_cli("calibrate", str(_static_csv(tmp_path / "exact.csv", 1.0)), "--json")
     assert clean.json()["problems"] == []
+
+
+# ------------------------------------------------ a CSV sweep's bad cell named by its own column
+
+
+def test_csv_sweep_errors_name_the_sweeps_own_columns(tmp_path: Path) -> None:
+    """The sweep's row check went through the static reader's names: an input_len of 0 was
+    "'prompt' must be positive" and a mean_ttft_ms of nan "'ttft_ms' must be positive" -
+    columns the file does not have. Now the file's own column is named."""
+    head = "model,gpu,num_prompts,input_len,output_len,max_concurrency,mean_ttft_ms,mean_tpot_ms\n"
+    for cells, said in ((f"{MODEL},H100,10,0,64,1,20,8", "'input_len' must be positive, got '0'"),
+                        (f"{MODEL},H100,10,512,64,1,nan,8",
+                         "'mean_ttft_ms' must be positive, got 'nan'"),
+                        (f"{MODEL},H100,10,512,-3,1,20,8",
+                         "'output_len' must be positive, got '-3'")):
+        sweep = tmp_path / "s.csv"
+        sweep.write_text(head + cells + "\n")
+        r = run_cli("calibrate", str(sweep))
+        assert_one_line_error(r)
+        assert f"{sweep}:2: {said}" in r.err, r.err

@@ -224,6 +224,9 @@ def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
     if given and _num(row, "max_concurrency", where) % 1:
         raise TraceError(f"{where}: 'max_concurrency' must be a whole number of requests, "
                          f"got {row['max_concurrency']!r}")
+    for key in ("input_len", "output_len", *SERVING_METRICS):  # by the file's own names
+        if row.get(key) not in (None, "", 0, 0.0):
+            _num(row, key, where)
     if "mean_ttft_ms" in row and "completed" in row:
         _check(ms._from_bench_serve(row, where, d))
         return
