@@ -266,3 +266,27 @@ def test_csv_sweep_errors_name_the_sweeps_own_columns(tmp_path: Path) -> None:
         r = run_cli("calibrate", str(sweep))
         assert_one_line_error(r)
         assert f"{sweep}:2: {said}" in r.err, r.err
+
+
+# --------------------------------------------- a vllm bench serve file without its 'completed' key
+
+
+def test_bench_serve_file_without_completed_is_read_by_its_own_keys(tmp_path: Path) -> None:
+    """A vLLM result lacking 'completed' (hand-trimmed) went through the CSV-sweep check and
+    said "missing 'prompt' (give it in the file or as an option)" - neither a key of the
+    file nor a flag that applies to it. Now its num_prompts stands for completed (as the run
+    reader takes it) and a file with neither names 'completed'."""
+    run = _serving_run(tmp_path / "run.json")
+    doc = json.loads(run.read_text())
+    del doc["completed"]
+    trimmed = tmp_path / "trimmed.json"
+    trimmed.write_text(json.dumps(doc))
+    a = run_cli("calibrate", str(run), "--force", "--json")
+    b = run_cli("calibrate", str(trimmed), "--force", "--json")
+    assert b.code == 0, b.err
+    assert a.json()["profiles"] == b.json()["profiles"]
+    del doc["num_prompts"]
+    trimmed.write_text(json.dumps(doc))
+    r = run_cli("calibrate", str(trimmed))
+    assert_one_line_error(r)
+    assert "missing 'completed'" in r.err, r.err

@@ -227,8 +227,8 @@ def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
     for key in ("input_len", "output_len", *SERVING_METRICS):  # by the file's own names
         if row.get(key) not in (None, "", 0, 0.0):
             _num(row, key, where)
-    if "mean_ttft_ms" in row and "completed" in row:
-        _check(ms._from_bench_serve(row, where, d))
+    if "mean_ttft_ms" in row and ("completed" in row or "total_input_tokens" in row):
+        _check(ms._from_bench_serve(row, where, d))  # vLLM's keys (a CSV sweep has lengths)
         return
     simple = {"model": row.get("model_id") or row.get("model"), "gpu": row.get("gpu"),
               "batch": row.get("max_concurrency") or row.get("num_prompts"),
