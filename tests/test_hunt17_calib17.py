@@ -290,3 +290,18 @@ def test_bench_serve_file_without_completed_is_read_by_its_own_keys(tmp_path: Pa
     r = run_cli("calibrate", str(trimmed))
     assert_one_line_error(r)
     assert "missing 'completed'" in r.err, r.err
+
+
+# ------------------------------------------- vllm bench serve results wrapped in one JSON array
+
+
+def test_an_array_of_bench_serve_results_says_what_to_give(tmp_path: Path) -> None:
+    """Two `vllm bench serve` results joined into one JSON array read as static points and
+    said "missing 'batch' (give it in the file or as an option)"; --batch does not make
+    them runs. Now the line says the runs' accepted forms."""
+    one = json.loads(_serving_run(tmp_path / "run.json").read_text())
+    arr = tmp_path / "arr.json"
+    arr.write_text(json.dumps([one, one]))
+    r = run_cli("calibrate", str(arr))
+    assert_one_line_error(r)
+    assert f"{arr}:1: a JSON array of vllm bench serve results" in r.err, r.err

@@ -91,6 +91,9 @@ def _from_json(data: Any, text: str, file: str, d: Defaults) -> list[Measurement
     rows = data.get("points") if isinstance(data, Mapping) else data
     if not isinstance(rows, list):
         raise TraceError(f"{file}:1: expected a list of points or an object with 'points'")
+    if any(isinstance(r, Mapping) and "mean_ttft_ms" in r for r in rows):
+        raise TraceError(f"{file}:1: a JSON array of vllm bench serve results; give each run "
+                         "as a file of its own, or one object per line (--append-result)")
     out, lines = [], _Lines(text)
     for i, row in enumerate(rows):
         where = f"{file}:{lines.of(row, i)}"
