@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import assert_one_line_error, run_cli
 
 MODEL = "meta-llama/Llama-3.1-8B"
@@ -305,3 +307,39 @@ def test_an_array_of_bench_serve_results_says_what_to_give(tmp_path: Path) -> No
     r = run_cli("calibrate", str(arr))
     assert_one_line_error(r)
     assert f"{arr}:1: a JSON array of vllm bench serve results" in r.err, r.err
+
+
+# ------------------------------------- a vLLM run served with non-default scheduler limits
+
+
+def test_server_limits_missing_from_vllms_file_can_be_given_as_flags(tmp_path: Path) -> None:
+    """vLLM's save-result records none of the server's flags; a run served with
+    --max-num-seqs 8 at concurrency 32 queues 24 requests in the engine, but calibrate
+    replayed it at vLLM's default 1,024 seqs (mean TTFT 5.29 s measured vs 0.33 s replayed)
+    and had no flag to say so: only --metadata max_num_seqs=8 at bench time. Now
+    --max-num-seqs (and --max-num-batched-tokens, --max-model-len) fill what a file lacks;
+    the run, simulated with the bundled profile, replays to its own numbers."""
+    from kvplan.analysis.calibration import serving_fit as sc
+    from kvplan.analysis.calibration.measurements import Defaults
+    from kvplan.analysis.metrics import compute_metrics, save_result_json
+    from kvplan.analysis.serving import simulate_serving
+    from kvplan.costs.step.profiles import default_profiles
+    from kvplan.specs.requests.workload import WorkloadArgs
+    from kvplan.specs.serving import EngineConfig
+
+    args = WorkloadArgs(num_prompts=64, random_input_len=1000, random_output_len=100,
+                        max_concurrency=32)
+    run = simulate_serving(MODEL, "H100-SXM-80GB", EngineConfig(max_num_seqs=8), args)
+    doc = save_result_json(run.result, compute_metrics(run.result), run.header(args))
+    del doc["max_num_seqs"]  # vLLM's file: no server flags
+    path = tmp_path / "s8.json"
+    path.write_text(json.dumps(doc))
+    (told,) = sc.read_serving(path, Defaults(max_num_seqs=8))
+    assert told.engine.max_num_seqs == 8
+    bundled = default_profiles().pick("H100-SXM-80GB", "bfloat16")
+    pred = sc.to_point(told).predict(bundled)
+    assert pred["ttft_s"] == pytest.approx(doc["mean_ttft_ms"] / 1e3, rel=1e-6)
+    r = run_cli("calibrate", str(path), "--max-num-seqs", "8", "--force", "--json")
+    assert r.code == 0, r.err
+    (ttft,) = [p for p in r.json()["points"] if p["metric"] == "ttft_s"]
+    assert abs(ttft["error"]) < 0.05, ttft

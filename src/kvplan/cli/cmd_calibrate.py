@@ -24,6 +24,8 @@ MaybeModel = Annotated[str | None, typer.Option(
     "--model", help="Model the runs served, e.g. for a vLLM model_id that is a local folder "
     "(a file naming another model is refused).")]
 OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
+FitStepOpt = Annotated[bool, typer.Option(
+    "--fit-step-overhead", help="Fit the per-step overhead (static fits always do now).")]
 
 
 @app.command("calibrate")
@@ -39,10 +41,11 @@ def calibrate_cmd(
     quantization: fl.QuantOpt = None,
     kv_cache_dtype: fl.KvDtypeOpt = None,
     async_scheduling: fl.AsyncOpt = None,
+    max_num_batched_tokens: fl.BatchedOpt = None,
+    max_num_seqs: fl.SeqsOpt = None,
+    max_model_len: fl.MaxLenOpt = None,
     out: OutOpt = None,
-    fit_step_overhead: Annotated[bool, typer.Option(
-        "--fit-step-overhead", help="Fit the per-step overhead (static fits always do now)."
-    )] = False,
+    fit_step_overhead: FitStepOpt = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Write the profile even if the fit is pinned at a bound, "
         "underdetermined or leaves a large error; drop (with a note) measured values faster "
@@ -86,7 +89,9 @@ def _defaults(given: dict[str, Any]) -> Any:
                         prompt=given["prompt"], output=given["output"],
                         tensor_parallel_size=engine.tensor_parallel_size, dtype=engine.dtype,
                         quantization=engine.quantization, kv_cache_dtype=engine.kv_cache_dtype,
-                        async_scheduling=engine.async_scheduling)
+                        async_scheduling=engine.async_scheduling,
+                        max_num_batched_tokens=engine.max_num_batched_tokens,
+                        max_num_seqs=engine.max_num_seqs, max_model_len=engine.max_model_len)
 
 
 def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...],

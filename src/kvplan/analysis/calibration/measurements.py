@@ -57,6 +57,11 @@ class Defaults:
     kv_cache_dtype: str = "auto"
     async_scheduling: bool = False
     """vLLM --async-scheduling for points that do not say (their ``async_scheduling``)."""
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    """The server's scheduler limits for runs whose file does not record them (vLLM's
+    save-result records none; None: vLLM's defaults)."""
 
 
 ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "dtype", "quantization",
@@ -250,7 +255,7 @@ def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
             quantization=row.get("quantization", d.quantization) or None,
             kv_cache_dtype=str(row.get("kv_cache_dtype", d.kv_cache_dtype)),
             max_num_batched_tokens=whole(row["max_num_batched_tokens"], "max_num_batched_tokens")
-            if row.get("max_num_batched_tokens") else None,
+            if row.get("max_num_batched_tokens") else d.max_num_batched_tokens,
             async_scheduling=on_off(row.get("async_scheduling", d.async_scheduling),
                                     "async_scheduling"),
         )

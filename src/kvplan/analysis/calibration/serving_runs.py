@@ -345,8 +345,9 @@ def _check_replayable(row: Mapping[str, Any], where: str) -> None:
 
 
 def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
-    def opt(key: str) -> int | None:
-        return int(_num(row, key, where)) if row.get(key) not in (None, "") else None
+    def opt(key: str) -> int | None:  # the file's, else the flag's (vLLM's file has none)
+        return int(_num(row, key, where)) if row.get(key) not in (None, "") else \
+            getattr(d, key)
 
     try:
         return EngineConfig(
