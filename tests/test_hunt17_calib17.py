@@ -1,5 +1,6 @@
 """hunt17 (calib17): `kvplan calibrate` - a static fit pinned at 0, static points beside serving
-runs checked as the static path checks them."""
+runs, the refusal line, the simplex search's shrink, the server flags vLLM's file lacks, and the
+one-line errors of CSV sweeps and vllm bench serve files."""
 
 from __future__ import annotations
 
