@@ -24,6 +24,8 @@ MaybeModel = Annotated[str | None, typer.Option(
     "--model", help="Model the runs served, e.g. for a vLLM model_id that is a local folder "
     "(a file naming another model is refused).")]
 OutOpt = Annotated[str | None, typer.Option("--out", help="Write the fitted profile JSON here.")]
+FitStepOpt = Annotated[bool, typer.Option(
+    "--fit-step-overhead", help="Fit the per-step overhead (static fits always do now).")]
 
 
 @app.command("calibrate")
@@ -39,10 +41,11 @@ def calibrate_cmd(
     quantization: fl.QuantOpt = None,
     kv_cache_dtype: fl.KvDtypeOpt = None,
     async_scheduling: fl.AsyncOpt = None,
+    max_num_batched_tokens: fl.BatchedOpt = None,
+    max_num_seqs: fl.SeqsOpt = None,
+    max_model_len: fl.MaxLenOpt = None,
     out: OutOpt = None,
-    fit_step_overhead: Annotated[bool, typer.Option(
-        "--fit-step-overhead", help="Fit the per-step overhead (static fits always do now)."
-    )] = False,
+    fit_step_overhead: FitStepOpt = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Write the profile even if the fit is pinned at a bound, "
         "underdetermined or leaves a large error; drop (with a note) measured values faster "
@@ -69,10 +72,10 @@ def calibrate_cmd(
     names = tuple(dict.fromkeys((*cal.FITTED, "step_overhead_s"))) if fit_step_overhead \
         else cal.FITTED  # FITTED holds the step overhead already: never count a term twice
     result = _calibrate_static(files, defaults, names, force)
-    _finish_calibration(sc.static_problems(result, names), force, out_file, result.profiles,
-                        as_json)
-    if as_json:
-        print_json(calibration_json(result))
+    problems = sc.static_problems(result, names)
+    _finish_calibration(problems, force, out_file, result.profiles, as_json)
+    if as_json:  # the reasons a forced fit was not trusted, as the serving JSON lists them
+        print_json({**calibration_json(result), "problems": problems})
         return
     _show_calibration(result)
 
@@ -86,7 +89,9 @@ def _defaults(given: dict[str, Any]) -> Any:
                         prompt=given["prompt"], output=given["output"],
                         tensor_parallel_size=engine.tensor_parallel_size, dtype=engine.dtype,
                         quantization=engine.quantization, kv_cache_dtype=engine.kv_cache_dtype,
-                        async_scheduling=engine.async_scheduling)
+                        async_scheduling=engine.async_scheduling,
+                        max_num_batched_tokens=engine.max_num_batched_tokens,
+                        max_num_seqs=engine.max_num_seqs, max_model_len=engine.max_model_len)
 
 
 def _calibrate_static(files: list[str], defaults: Any, names: tuple[str, ...],
@@ -137,14 +142,13 @@ def _physical(points: list[Any], dropped: list[Any], force: bool, first: str) ->
 def _finish_calibration(problems: Any, force: bool, out_file: Any, profiles: Any,
                         as_json: bool) -> None:
     """Refuse an untrustworthy fit (exit 2, nothing written) unless --force; then write."""
-    from kvplan.analysis.calibration.serving_fit import CalibrationRefused
+    from kvplan.analysis.calibration.serving_fit import CalibrationRefused, refusal
     from kvplan.cli.common import write_output
     from kvplan.costs.step.profiles import profiles_to_dict
     from kvplan.report.json_out import dumps
 
     if problems and not force:
-        raise CalibrationRefused("the fit cannot be trusted: " + "; ".join(problems)
-                                 + " (add measurements, or --force to write it anyway)")
+        raise CalibrationRefused(refusal(problems))
     for p in problems:
         typer.echo(f"warning: {p} (written anyway: --force)", err=True)
     if out_file is not None:

@@ -57,6 +57,11 @@ class Defaults:
     kv_cache_dtype: str = "auto"
     async_scheduling: bool = False
     """vLLM --async-scheduling for points that do not say (their ``async_scheduling``)."""
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    """The server's scheduler limits for runs whose file does not record them (vLLM's
+    save-result records none; None: vLLM's defaults)."""
 
 
 ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "dtype", "quantization",
@@ -91,6 +96,9 @@ def _from_json(data: Any, text: str, file: str, d: Defaults) -> list[Measurement
     rows = data.get("points") if isinstance(data, Mapping) else data
     if not isinstance(rows, list):
         raise TraceError(f"{file}:1: expected a list of points or an object with 'points'")
+    if any(isinstance(r, Mapping) and "mean_ttft_ms" in r for r in rows):
+        raise TraceError(f"{file}:1: a JSON array of vllm bench serve results; give each run "
+                         "as a file of its own, or one object per line (--append-result)")
     out, lines = [], _Lines(text)
     for i, row in enumerate(rows):
         where = f"{file}:{lines.of(row, i)}"
@@ -169,11 +177,22 @@ def _point(row: Mapping[str, Any], where: str, d: Defaults, ident: str = "") -> 
     check_measured(measured, where)
     shape = _shape(row.get("batch", d.batch), row.get("prompt", d.prompt),
                    row.get("output", d.output), where)
+    _check_tpot(row, shape, where)
     engine = _engine(row, where, d)
     model = _need(pick_name(row.get("model"), d.model, "model", where), "model", where)
     gpu = _need(pick_name(row.get("gpu"), d.gpu, "gpu", where), "gpu", where)
     return Measurement(id=ident or where, where=where, model=model, gpu=gpu, engine=engine,
                        shape=shape, measured=measured)
+
+
+def _check_tpot(row: Mapping[str, Any], shape: RequestShape, where: str) -> None:
+    """One output token has no time per output token (vLLM's TPOT leaves such requests out
+    and writes 0): a TPOT given for it was compared with the predicted TTFT."""
+    key = next((k for k in ("tpot_ms", "tpot_s") if k in row), None)
+    if key is not None and shape.output_tokens < 2:
+        raise TraceError(f"{where}: '{key}' needs an output of at least 2 tokens (this point "
+                         f"has {shape.output_tokens}: no time between output tokens); drop "
+                         "the value or fix the output length")
 
 
 def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measurement:
@@ -195,7 +214,7 @@ def _from_bench_serve(data: Mapping[str, Any], where: str, d: Defaults) -> Measu
     row = {"model": data.get("model_id"), "gpu": data.get("gpu"), "batch": batch,
            "prompt": prompt, "output": output, "ttft_ms": data["mean_ttft_ms"],
            "output_throughput_tok_s": data.get("output_throughput")}
-    if data.get("mean_tpot_ms"):
+    if data.get("mean_tpot_ms") and output >= 2:  # a mean under 1.5 tokens rounds to 1
         row["tpot_ms"] = data["mean_tpot_ms"]
     for key in ENGINE_KEYS:
         if data.get(key) is not None:
@@ -236,7 +255,7 @@ def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
             quantization=row.get("quantization", d.quantization) or None,
             kv_cache_dtype=str(row.get("kv_cache_dtype", d.kv_cache_dtype)),
             max_num_batched_tokens=whole(row["max_num_batched_tokens"], "max_num_batched_tokens")
-            if row.get("max_num_batched_tokens") else None,
+            if row.get("max_num_batched_tokens") else d.max_num_batched_tokens,
             async_scheduling=on_off(row.get("async_scheduling", d.async_scheduling),
                                     "async_scheduling"),
         )

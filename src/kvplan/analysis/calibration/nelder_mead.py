@@ -75,9 +75,10 @@ def _next(f: Callable[[list[float]], float], simplex: list[list[float]], values:
     fc = f(con)
     if fc < values[-1]:
         return con, fc
-    # shrink toward the best vertex
+    # shrink toward the best vertex: every vertex moves (the caller's sort orders them); the
+    # last is handed back as itself - returning the worst shrunk vertex instead put one
+    # vertex in twice and dropped the last, collapsing the simplex by a dimension
     for i in range(1, len(simplex)):
         simplex[i] = [(b + u) / 2 for b, u in zip(simplex[0], simplex[i], strict=True)]
         values[i] = f(simplex[i])
-    order = sorted(range(1, len(simplex)), key=values.__getitem__)
-    return simplex[order[-1]], values[order[-1]]
+    return simplex[-1], values[-1]

@@ -4,10 +4,10 @@ throughput match; refuse fits that cannot be trusted.
 
 Inputs (read by ``serving_runs``): ``vllm bench serve --save-result`` JSON (kvplan simulate
 --save-result writes the same keys) and CSV sweeps with one run per row (``max_concurrency``
-and/or ``request_rate`` columns). A run with request rate inf (without ``--max-concurrency``,
-or at 1) is simulated once and re-priced per trial profile (``analysis.replay``); a
-finite-rate run, or one at a concurrency above 1 (where the API path's delay moves requests
-between steps), is simulated again for every trial.
+and/or ``request_rate`` columns). A run with request rate inf at concurrency 1 (or of one
+prompt) is simulated once and re-priced per trial profile (``analysis.replay``); a
+finite-rate run, or one at a concurrency above 1 or unset (where the API path's delay and
+its serial admission move requests between steps), is simulated again for every trial.
 `vllm bench latency` files stay static-batch points.
 """
 
@@ -59,6 +59,33 @@ MAX_MEDIAN_ERROR = 0.20
 
 class CalibrationRefused(KvplanError):
     """The fit cannot be trusted (pinned, underdetermined or far off); nothing was written."""
+
+
+_FLOOR_WHY = " (the runs are faster than the step model explains even without it)"
+_SEPARATE_HOW = (": add runs that differ in batch size or prompt length, or measure another "
+                 "metric")
+
+
+def refusal(problems: Sequence[str]) -> str:
+    """The one line a refused fit prints: each reason once under its GPU/precision, each kind
+    of advice once (each reason carried its own, and a line of six ran past the CLI's 500
+    characters, which cut reasons out of its middle)."""
+    groups: dict[str, list[str]] = {}
+    for p in problems:
+        where, _, reason = p.partition(": ")
+        short = reason.replace(_FLOOR_WHY, "").replace(_SEPARATE_HOW, "")
+        short = short.replace(" (they move every measured value alike, cosine", " (cosine")
+        short = short.replace(" after fitting (limit", " (limit")
+        groups.setdefault(where, []).append(short.replace(
+            " does not change any prediction (the points cannot see it)", " changes no value"))
+    advice = [a for a, needed in (
+        ("lower bound: runs faster than the model without the term",
+         any(_FLOOR_WHY in p for p in problems)),
+        ("to separate: other batch sizes or prompt lengths, or another metric",
+         any(_SEPARATE_HOW in p for p in problems)),
+        ("--force writes it anyway", True)) if needed]
+    said = " | ".join(f"{w}: " + "; ".join(r) for w, r in groups.items())
+    return f"the fit cannot be trusted: {said} ({'; '.join(advice)})"
 
 
 def run_workload(r: ServingRun, seed: int | None = None) -> Workload:
@@ -193,8 +220,7 @@ def _problems(gpu: str, precision: str, fitted: Profile, names: Sequence[str],
         if v >= hi * (1 - 1e-6) or (lo > 0 and v <= lo * (1 + 1e-6)):
             out.append(f"{where}: {name} pinned at its bound {v:g}")
         elif not name.endswith("_eff") and v <= max(lo, LOG_FLOOR_S) * (1 + 1e-6):
-            out.append(f"{where}: {name} pinned at its lower bound {v:g} s (the runs are "
-                       "faster than the step model explains even without it)")
+            out.append(f"{where}: {name} pinned at its lower bound {v:g} s{_FLOOR_WHY}")
     med = median(abs(pred / meas - 1) for *_, meas, pred in errs) if errs else 0.0
     if med > MAX_MEDIAN_ERROR:
         out.append(f"{where}: median error {med:.0%} after fitting (limit "
@@ -204,16 +230,18 @@ def _problems(gpu: str, precision: str, fitted: Profile, names: Sequence[str],
 
 def static_point(m: Any) -> CalPoint:
     """A `vllm bench latency` / static-batch measurement as a calibration point."""
+    from kvplan.analysis.calibration.measurement_checks import check_point
     from kvplan.analysis.calibration.public_set import _static_predict, shape_floors
     from kvplan.costs.step.roofline import StepCostModel
     from kvplan.specs.catalog import load_model
     from kvplan.specs.hardware import load_gpu
 
-    try:
+    try:  # the static path's checks (fit_profiles' _prepare), located at the point's line
         model, hw = load_model(m.model), load_gpu(m.gpu)
+        res = resolve(model, hw, m.engine)
+        check_point(model, hw, m.engine, m.shape, res.settings)
     except KvplanError as exc:
         raise TraceError(located(m.where, exc)) from None
-    res = resolve(model, hw, m.engine)
     timer = StepCostModel(model, hw, m.engine, resolved=res)
     return CalPoint(id=m.id, source=m.where, family="moe" if model.moe else "dense",
                     model=model.name, gpu=hw.id, tp=m.engine.tensor_parallel_size,
@@ -233,13 +261,28 @@ def static_problems(result: Any, names: Sequence[str]) -> list[str]:
         if len(errs) < len(names):
             out.append(f"{where}: underdetermined, {len(errs)} measured values for "
                        f"{len(names)} factors ({', '.join(names)})")
-        for name in names:
-            lo, hi = BOUNDS[name]
-            v = getattr(prof, name)
-            if v >= hi * (1 - 1e-6) or (lo > 0 and v <= lo * (1 + 1e-6)):
-                out.append(f"{where}: {name} pinned at its bound {v:g}")
+        out.extend(_static_pinned(prof, names, where, BOUNDS))
         med = median(abs(e.error) for e in errs) if errs else 0.0
         if med > MAX_MEDIAN_ERROR:
             out.append(f"{where}: median error {med:.0%} after fitting (limit "
                        f"{MAX_MEDIAN_ERROR:.0%})")
+    return out
+
+
+HOST_TIME = ("step_overhead_s", "request_overhead_s")
+"""Static-fit terms vLLM always spends (every step, every scheduled request): fitted to 0 they
+want less, so the runs are faster than the step model explains and the fit is compensating
+(the prefill overhead is 0 in the bundled profile itself: 0 is an answer for it)."""
+
+
+def _static_pinned(prof: Profile, names: Sequence[str], where: str,
+                   bounds: dict[str, tuple[float, float]]) -> list[str]:
+    out = []
+    for name in names:
+        lo, hi = bounds[name]
+        v = getattr(prof, name)
+        if v >= hi * (1 - 1e-6) or (lo > 0 and v <= lo * (1 + 1e-6)):
+            out.append(f"{where}: {name} pinned at its bound {v:g}")
+        elif name in HOST_TIME and v <= lo:
+            out.append(f"{where}: {name} pinned at its lower bound {v:g} s{_FLOOR_WHY}")
     return out

@@ -224,10 +224,13 @@ def _validate(row: Mapping[str, Any], where: str, d: Defaults) -> None:
     if given and _num(row, "max_concurrency", where) % 1:
         raise TraceError(f"{where}: 'max_concurrency' must be a whole number of requests, "
                          f"got {row['max_concurrency']!r}")
-    if "mean_ttft_ms" in row and "completed" in row:
-        _check(ms._from_bench_serve(row, where, d))
+    for key in ("input_len", "output_len", *SERVING_METRICS):  # by the file's own names
+        if row.get(key) not in (None, "", 0, 0.0):
+            _num(row, key, where)
+    if "mean_ttft_ms" in row and ("completed" in row or "total_input_tokens" in row):
+        _check(ms._from_bench_serve(row, where, d))  # vLLM's keys (a CSV sweep has lengths)
         return
-    simple = {"model": row.get("model"), "gpu": row.get("gpu"),
+    simple = {"model": row.get("model_id") or row.get("model"), "gpu": row.get("gpu"),
               "batch": row.get("max_concurrency") or row.get("num_prompts"),
               "prompt": row.get("input_len"), "output": row.get("output_len"),
               "ttft_ms": row.get("mean_ttft_ms") or row.get("mean_tpot_ms") or 1}
@@ -342,8 +345,9 @@ def _check_replayable(row: Mapping[str, Any], where: str) -> None:
 
 
 def _engine(row: Mapping[str, Any], where: str, d: Defaults) -> EngineConfig:
-    def opt(key: str) -> int | None:
-        return int(_num(row, key, where)) if row.get(key) not in (None, "") else None
+    def opt(key: str) -> int | None:  # the file's, else the flag's (vLLM's file has none)
+        return int(_num(row, key, where)) if row.get(key) not in (None, "") else \
+            getattr(d, key)
 
     try:
         return EngineConfig(
