@@ -1,0 +1,61 @@
+"""Hunt 17 (metrics17): the serving metrics kvplan prints and the pictures that draw them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kvplan.analysis.metrics import compute_metrics
+from kvplan.analysis.serving import simulate_serving
+from kvplan.report import sim_charts
+from kvplan.report.charts import chart_spec
+from kvplan.sim.result import SimulationResult
+from kvplan.specs.requests.workload import WorkloadArgs
+from kvplan.specs.serving import EngineConfig
+
+M = "meta-llama/Llama-3.1-8B"
+
+
+def _three_requests() -> SimulationResult:
+    """3 random prompts of 300-5700 tokens (seed 3), 2 req/s, 5 output tokens each."""
+    work = WorkloadArgs(num_prompts=3, request_rate=2, random_input_len=3000,
+                        random_output_len=5, random_range_ratio=0.9, seed=3)
+    return simulate_serving(M, "H100", EngineConfig(), work).result
+
+
+def _drawn_ms(spec: dict[str, Any], metric: str, fraction: float) -> float:
+    """Where the drawn CDF line of ``metric`` reaches ``fraction``, read as the chart's own
+    interpolation draws it between its points."""
+    pts = sorted((x["fraction"], x["ms"]) for x in spec["data"]["values"]
+                 if x["metric"] == metric)
+    how = spec["spec"]["mark"]["interpolate"]
+    if how == "step-after":  # flat at each point's fraction up to the next point's ms
+        return next(ms for f, ms in pts if f >= fraction)
+    assert how == "linear", how
+    return float(np.interp(fraction, [f for f, _ in pts], [ms for _, ms in pts]))
+
+
+def test_cdf_line_reads_the_printed_percentiles_between_its_points() -> None:
+    # The table prints numpy's linear percentiles; the CDF chart drew its points (x_(k),
+    # k / (n - 1)) joined step-after, so between two points it read the upper one: with the
+    # sorted TTFTs 67.232, 76.327, 150.665 ms, `--metric-percentiles 25,75` prints P25 =
+    # 67.232 + 0.5 x (76.327 - 67.232) = 71.780 ms and P75 = 76.327 + 0.5 x (150.665 -
+    # 76.327) = 113.496 ms (np.percentile: index (3 - 1) x 0.25 = 0.5), while the drawn line
+    # reached 0.25 only at 76.327 ms and 0.75 at 135.798 ms (its p90 point). Joined linearly
+    # the points are numpy's percentile function itself (every order statistic is a point
+    # up to 400 values), so the line passes through every printed percentile.
+    r = _three_requests()
+    m = compute_metrics(r, percentile_metrics=("ttft", "tpot", "itl", "e2el"),
+                        percentiles=[25, 75])
+    spec = chart_spec(sim_charts.latency_cdf_chart(r))
+    p = dict(m.stats["ttft"].percentiles_ms)
+    assert p[25.0] == pytest.approx(71.780, abs=1e-3)
+    assert p[75.0] == pytest.approx(113.496, abs=1e-3)
+    for metric, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"),
+                        ("E2EL", "e2el")):
+        printed = dict(m.stats[key].percentiles_ms)
+        for q in (25.0, 75.0):
+            assert _drawn_ms(spec, metric, q / 100) == pytest.approx(printed[q], rel=1e-12), (
+                metric, q)
