@@ -14,6 +14,7 @@ from kvplan.report.charts import chart_spec
 from kvplan.sim.result import SimulationResult
 from kvplan.specs.requests.workload import WorkloadArgs
 from kvplan.specs.serving import EngineConfig
+from tests.conftest import run_cli
 
 M = "meta-llama/Llama-3.1-8B"
 
@@ -59,3 +60,32 @@ def test_cdf_line_reads_the_printed_percentiles_between_its_points() -> None:
         for q in (25.0, 75.0):
             assert _drawn_ms(spec, metric, q / 100) == pytest.approx(printed[q], rel=1e-12), (
                 metric, q)
+
+
+ONE_TOKEN = ("simulate", M, "--num-prompts", "4", "--random-output-len", "1")
+
+
+def test_no_tpot_or_itl_band_when_no_request_has_a_second_token() -> None:
+    # Every request with 1 output token: vLLM leaves all of them out of TPOT (output_len > 1
+    # only) and has no inter-token gap, so mean/median TPOT and ITL are its placeholder 0
+    # (np.mean([] or 0)), not a prediction. kvplan bounded that 0 with a calibration band:
+    # "band (10-90%...): TTFT 105.92-181.94 ms; TPOT 0.0-0.0 us" and [0.0, 0.0] in --json,
+    # as it once did for a run with nothing completed (tests/test_sim_bands_none.py).
+    r = run_cli(*ONE_TOKEN)
+    assert r.code == 0, r.err
+    band_line = " ".join(r.out.split()).split("band (10-90%")[1]
+    assert "TTFT" in band_line and "TPOT" not in band_line.split("):")[1], band_line
+    doc = run_cli(*ONE_TOKEN, "--json").json()
+    assert doc["completed"] == 4 and doc["total_output_tokens"] == 4
+    assert doc["mean_tpot_ms"] == 0.0 and doc["mean_itl_ms"] == 0.0  # vLLM's placeholders
+    for key in ("mean_tpot_ms", "median_tpot_ms", "mean_itl_ms", "median_itl_ms"):
+        assert doc[f"{key}_band"] is None, key
+    low, high = doc["mean_ttft_ms_band"]  # the requests' TTFT and E2EL still have theirs
+    assert 0 < low <= doc["mean_ttft_ms"] < high
+    assert doc["mean_e2el_ms_band"] is not None
+
+
+def test_a_two_token_run_keeps_its_tpot_band() -> None:
+    doc = run_cli(*ONE_TOKEN[:-1], "2", "--json").json()
+    low, high = doc["mean_tpot_ms_band"]
+    assert 0 < low <= doc["mean_tpot_ms"] < high
