@@ -89,3 +89,26 @@ def test_a_two_token_run_keeps_its_tpot_band() -> None:
     doc = run_cli(*ONE_TOKEN[:-1], "2", "--json").json()
     low, high = doc["mean_tpot_ms_band"]
     assert 0 < low <= doc["mean_tpot_ms"] < high
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    # each unit up to where its rounded figure would read the next unit's 1: 0.999996 s is
+    # 999.996 ms, "1000.00 ms" at 2 decimals, so it reads 1.000 s (before: "1000.00 ms",
+    # "1000.0 us", "60.000 s", "60.00 min")
+    (0.999996, "1.000 s"), (0.00099996, "1.00 ms"), (59.9996, "1.00 min"),
+    (3599.9999, "1.00 h"), (0.99999, "999.99 ms"), (59.9994, "59.999 s"),
+])
+def test_a_duration_rounding_up_to_the_next_unit_reads_in_it(seconds: float, text: str) -> None:
+    from kvplan.units import fmt_seconds
+
+    assert fmt_seconds(seconds) == text
+
+
+@pytest.mark.parametrize(("ms", "text"), [
+    (999.96, "1.00 s"), (59_999.9, "1.00 min"), (3_599_999.0, "1.00 h"),  # before: 1000.0 ms,
+    (999.94, "999.9 ms"), (59_994.0, "59.99 s"),                         # 60.00 s, 60.00 min
+])
+def test_plan_latency_words_roll_over_to_the_next_unit(ms: float, text: str) -> None:
+    from kvplan.report.plan.plan_band_text import ms_text
+
+    assert ms_text(ms) == text

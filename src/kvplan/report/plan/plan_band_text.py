@@ -22,11 +22,12 @@ def term_name(key: str) -> str:
 
 def ms_text(ms: float) -> str:
     """A latency in ms as it reads best: ``812.4 ms``, ``1.10 s``, ``2.91 min``, ``3.61 h``."""
-    if ms >= 3_600_000:
-        return f"{ms / 3_600_000:,.2f} h"
-    if ms >= 60_000:
-        return f"{ms / 60_000:.2f} min"
-    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
+    figures = ((f"{ms:.1f}", "ms", 1000.0), (f"{ms / 1000:.2f}", "s", 60.0),
+               (f"{ms / 60_000:.2f}", "min", 60.0))
+    for text, unit, top in figures:  # 999.96 ms is "1.00 s", not "1000.0 ms"
+        if float(text) < top:
+            return f"{text} {unit}"
+    return f"{ms / 3_600_000:,.2f} h"
 
 
 def _limit_text(ms: float) -> str:

@@ -36,10 +36,11 @@ const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleStri
 function secs(s) {
   if (s === null || s === undefined) return "-";
   if (s < 0) return `-${secs(-s)}`;
-  if (s < 1e-3) return `${toFixedPy(s * 1e6, 1)} us`;
-  if (s < 1) return `${toFixedPy(s * 1e3, 2)} ms`;
-  if (s < 60) return `${toFixedPy(s, 3)} s`;
-  if (s < 3600) return `${toFixedPy(s / 60, 2)} min`;
+  // a unit while its rounded figure stays below the next unit's 1 (0.999996 s: "1.000 s")
+  for (const [v, d, u, top] of [[s * 1e6, 1, "us", 1000], [s * 1e3, 2, "ms", 1000], [s, 3, "s", 60], [s / 60, 2, "min", 60]]) {
+    const t = toFixedPy(v, d);
+    if (Number(t) < top) return `${t} ${u}`;
+  }
   return `${groupedPy(s / 3600, 2)} h`;
 }
 const pct = (x) => (x === null || x === undefined ? "-" : `${toFixedPy(100 * x, 1)} %`);
