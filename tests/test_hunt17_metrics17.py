@@ -112,3 +112,31 @@ def test_plan_latency_words_roll_over_to_the_next_unit(ms: float, text: str) -> 
     from kvplan.report.plan.plan_band_text import ms_text
 
     assert ms_text(ms) == text
+
+
+GOODPUT_BINDS = ("plan", M, "--gpu", "H100,L40S", "-tp", "1,2", "--num-prompts", "200",
+                 "--random-input-len", "8000", "--random-output-len", "300", "--request-rate",
+                 "4", "--slo", "ttft:p99:3000 tpot:p99:9", "--goodput", "tpot:9.2",
+                 "--goodput-target", "0.999", "--workers", "1", "--disagg")
+
+
+def test_disagg_what_ifs_give_a_goodput_binding_term_as_a_share(tmp_path: Any) -> None:
+    # The best 3P1D fleet's binding term is goodput_share (margin +0.1 %: share 1.0 against
+    # the 0.999 target). Its what-ifs printed that share as a latency: `report --plan` wrote
+    # "3P1D 11.25 $/h, goodput_share 1 ms, meets the SLO" and the text "goodput_share 1.0
+    # (+0.0)"; a share reads as the plan's other goodput figures do, "goodput 100.0 %".
+    r = run_cli(*GOODPUT_BINDS)
+    assert r.code == 0, r.err
+    text = " ".join(r.out.split())
+    assert "what-if none (the winner): 3P1D $11.25/h, goodput 100.0 % (+0.0 pp)" in text, text
+    assert "goodput_share 1.0" not in text
+    # its interval [0.979, 1.0] printed "1.0 - 1.0" (.1f of a share); now in % as the plan's
+    # sampling-error line gives it (Wilson's interval of 180 / 180 judged: 0.9791)
+    assert "goodput 100.0 %, 95 % interval 97.9 % - 100.0 % (within noise)" in text
+    saved = tmp_path / "plan.json"
+    saved.write_text(run_cli(*GOODPUT_BINDS, "--json").out)
+    page = tmp_path / "plan.html"
+    assert run_cli("report", "--plan", str(saved), "-o", str(page)).code == 0
+    html = page.read_text()
+    assert "3P1D 11.25 $/h, goodput 100.0 %, meets the SLO" in html
+    assert "goodput_share 1 ms" not in html

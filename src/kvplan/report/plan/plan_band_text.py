@@ -47,6 +47,32 @@ def achieved_text(key: str, value: float) -> str:
     return f"{key} {value:.1f}"
 
 
+def value_text(key: str, value: float | None) -> str:
+    """One SLO term's value alone in its unit: ``812.4 ms``, ``97.9 %`` (a goodput share);
+    ``open`` where there is none (an interval's missing edge)."""
+    if value is None:
+        return "open"
+    if key == "goodput_share":
+        return f"{100 * value:.1f} %"
+    return ms_text(value) if key.endswith("_ms") else f"{value:,.1f}"
+
+
+def term_text(key: str, value: float | None) -> str:
+    """``achieved_text``, or ``{key} open`` where the term has no value."""
+    return f"{key} open" if value is None else achieved_text(key, value)
+
+
+def term_delta_text(key: str, delta: float) -> str:
+    """A change of one SLO term in its unit: ``+3.10 ms``, ``-1.2 pp`` (goodput share)."""
+    if key == "goodput_share":
+        return f"{100 * delta:+.1f} pp"
+    if key.endswith("_ms"):
+        from kvplan.report.durations import fmt_ms_delta
+
+        return fmt_ms_delta(delta)
+    return f"{delta:+,.1f}"
+
+
 def check_line(c: SloCheck) -> str:
     """``p95 TTFT 1.10 s <= 2 s, band (10-90%) 0.52 - 1.62 s: still met at the band's upper
     edge 1.62 s`` (or ``... it would be missed``)."""
