@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -140,3 +141,46 @@ def test_disagg_what_ifs_give_a_goodput_binding_term_as_a_share(tmp_path: Any) -
     html = page.read_text()
     assert "3P1D 11.25 $/h, goodput 100.0 %, meets the SLO" in html
     assert "goodput_share 1 ms" not in html
+
+
+@pytest.fixture(scope="module")
+def page() -> Any:
+    from tests.webtools import watched_page, web_server
+
+    with web_server() as url, watched_page() as pg:
+        pg.goto(f"{url}/plan")
+        yield pg
+
+
+APP = """async ([name, args]) => {
+  // static/app.js's own function, its IIFE's body run once more with the name exposed
+  const src = await (await fetch("/static/app.js")).text();
+  const body = src.slice(src.indexOf("(() => {") + 8, src.lastIndexOf("})();"));
+  return new Function(`${body}; return ${name};`)()(...args);
+}"""
+
+
+def _js(page: Any, name: str, *args: Any) -> Any:
+    return page.evaluate(APP, [name, list(args)])
+
+
+def test_the_pages_durations_roll_over_as_the_clis(page: Any) -> None:
+    # static/app.js secs() mirrors units.fmt_seconds: "1000.00 ms" for 0.999996 s before
+    from kvplan.units import fmt_seconds
+
+    for s in (0.999996, 0.00099996, 59.9996, 3599.9999, 0.99999, 0.8124, 174.67027):
+        assert _js(page, "secs", s) == fmt_seconds(s), s
+
+
+def test_the_pages_closest_candidates_give_a_goodput_share_in_percent(page: Any) -> None:
+    # An infeasible plan's closest candidates (summary.closest) missing the goodput target
+    # carry the share they reached in "achieved" (0.0: no judged request met tpot:7.3 on one
+    # H100 at 20 req/s, `plan --goodput tpot:7.3 --request-rate 20 --max-gpus 1`); the
+    # page's column "achieved (ms)" showed it as "0.000" ms. A share reads "0.0 %", a missed
+    # latency keeps its ms.
+    closest = [{"id": "c0000", "misses": "goodput_share", "margin": -0.99, "achieved": 0.0},
+               {"id": "c0001", "misses": "p99_tpot_ms", "margin": -0.5, "achieved": 7.5}]
+    html = _js(page, "infeasible", {"why": "x", "closest": closest})
+    cells = re.findall(r'data-key="summary\.closest\.(\d)\.achieved"[^>]*>([^<]*)<', html)
+    assert cells == [("0", "0.0 %"), ("1", "7.500 ms")], html
+    assert "achieved (ms)" not in html
