@@ -184,3 +184,25 @@ def test_the_pages_closest_candidates_give_a_goodput_share_in_percent(page: Any)
     cells = re.findall(r'data-key="summary\.closest\.(\d)\.achieved"[^>]*>([^<]*)<', html)
     assert cells == [("0", "0.0 %"), ("1", "7.500 ms")], html
     assert "achieved (ms)" not in html
+
+
+def test_a_request_that_never_finished_is_never_good_for_goodput() -> None:
+    # 4 one-token requests, the second 1,001 tokens long against max_model_len 500: vLLM's
+    # API rejects it and calculate_metrics counts a good request only among the successful
+    # outputs, so 3 of 4 are good under --goodput tpot:50 (request_goodput x duration = 3).
+    # The planner's judge gave a 1-token request's missing TPOT as 0 (vLLM's rule for a
+    # *completed* one) before looking at whether it finished: goodput share 1.0, not 0.75.
+    from kvplan.analysis.plan.judge import judge, latencies
+    from kvplan.specs.requests.arrays import Workload
+    from kvplan.specs.slo import Slo, WarmupRule
+
+    w = Workload(name="t", arrival_s=np.arange(4) * 0.5,
+                 prompt_tokens=np.array([100, 1000, 100, 100]),
+                 output_tokens=np.ones(4, dtype=np.int64))
+    r = simulate_serving(M, "H100", EngineConfig(max_model_len=500), w).result
+    assert list(r.rejected) == [1]
+    m = compute_metrics(r, goodput_ms={"tpot": 50.0})
+    assert m.request_goodput is not None
+    assert m.request_goodput * m.duration_s == pytest.approx(3.0)
+    slo = Slo(goodput_ms=(("tpot", 50.0),), warmup=WarmupRule(fraction=0.0))
+    assert judge(latencies(r), slo).value("goodput_share") == pytest.approx(0.75)

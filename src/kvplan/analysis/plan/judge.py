@@ -208,8 +208,9 @@ def _values(lat: Latencies, metric: str, keep: npt.NDArray[np.bool_]) -> FloatAr
 
 def goodput_share(lat: Latencies, keep: npt.NDArray[np.bool_],
                   bounds_ms: Sequence[tuple[str, float]]) -> float:
-    """Share of judged requests meeting every bound (tpot of a 1-token output counts as 0)."""
-    good = keep.copy()
+    """Share of judged requests meeting every bound (tpot of a completed 1-token output
+    counts as 0); a request that never finished meets none (vLLM: only successful outputs)."""
+    good = keep & (lat.e2el_ms < NEVER_MS)
     for name, ms in bounds_ms:
         good &= np.nan_to_num(getattr(lat, f"{name}_ms"), nan=0.0) <= ms
     return float(good.sum()) / max(1, int(keep.sum()))
