@@ -206,3 +206,18 @@ def test_a_request_that_never_finished_is_never_good_for_goodput() -> None:
     assert m.request_goodput * m.duration_s == pytest.approx(3.0)
     slo = Slo(goodput_ms=(("tpot", 50.0),), warmup=WarmupRule(fraction=0.0))
     assert judge(latencies(r), slo).value("goodput_share") == pytest.approx(0.75)
+
+
+def test_the_levers_binding_column_is_not_headed_ms_over_seconds() -> None:
+    # 8,000-token prompts at 4 req/s on one H100, TTFT p99 <= 2.5 s: the winner's p99 TTFT
+    # is 1.351 s, printed in readable units ("1.351 s (+0.00 ms)", fmt_ms) under a column
+    # headed "p99 TTFT (ms)"; each cell carries its unit, so the head names the term alone.
+    r = run_cli("plan", M, "--gpu", "H100", "-tp", "1", "--num-prompts", "200",
+                "--random-input-len", "8000", "--random-output-len", "50", "--request-rate",
+                "4", "--slo", "ttft:p99:2500", "--workers", "1")
+    assert r.code == 0, r.err
+    table = r.out.split("One lever at a time")[1]
+    head = next(line for line in table.splitlines() if "change" in line)
+    assert "p99 TTFT" in head and "(ms)" not in head, head
+    winner = next(line for line in table.splitlines() if "none (the winner)" in line)
+    assert re.search(r"\d\.\d{3} s \(\+0\.00 ms\)", winner), winner
