@@ -221,3 +221,19 @@ def test_the_levers_binding_column_is_not_headed_ms_over_seconds() -> None:
     assert "p99 TTFT" in head and "(ms)" not in head, head
     winner = next(line for line in table.splitlines() if "none (the winner)" in line)
     assert re.search(r"\d\.\d{3} s \(\+0\.00 ms\)", winner), winner
+
+
+def test_an_slo_term_with_no_sample_is_not_within_sampling_noise() -> None:
+    # Every request 1 output token: no judged request has a TPOT (vLLM: output_len > 1), so
+    # p99 TPOT is vLLM's placeholder 0 and has no sampling interval. The plan printed
+    # "p99 TPOT unbounded - unbounded" among intervals "over 90 judged requests" and "p99
+    # TPOT: the limit lies inside the interval - the pass is within sampling noise; another
+    # sample of the same traffic could miss it" - no sample of this traffic has a TPOT.
+    r = run_cli("plan", M, "--gpu", "H100", "-tp", "1", "--num-prompts", "100",
+                "--random-output-len", "1", "--request-rate", "10", "--slo",
+                "ttft:p99:500 tpot:p99:30", "--workers", "1", "--json")
+    assert r.code == 0, r.err
+    fleet = r.json()["candidates"][0]["fleet"]
+    assert fleet["achieved"]["p99_tpot_ms"] == 0.0
+    assert "p99_tpot_ms" not in fleet["intervals"] and "p99_tpot_ms" not in fleet["within_noise"]
+    assert "p99_ttft_ms" in fleet["intervals"]  # TTFT has its 90 judged values

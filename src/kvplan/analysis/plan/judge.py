@@ -174,8 +174,8 @@ def judge(lat: Latencies, slo: Slo, *, intervals: bool = True) -> Verdict:
                                   interval=intervals)
         achieved.append((b.key, v))
         margins.append((b.key, (b.limit_ms - v) / b.limit_ms))
-        if ci is None:
-            continue
+        if ci is None or ci.n == 0:  # no value judged (e.g. no TPOT of 1-token outputs):
+            continue                 # vLLM's placeholder 0, no interval, no noise
         cis.append((b.key, ci))
         if ci.holds(b.limit_ms) is None:
             noisy.append(b.key)
