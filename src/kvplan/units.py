@@ -91,14 +91,12 @@ def fmt_seconds(s: float) -> str:
         return f"{s} s"
     if s < 0:  # a saving (the dual-batch overlap's row of --explain)
         return f"-{fmt_seconds(-s)}"
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} us"
-    if s < 1.0:
-        return f"{s * 1e3:.2f} ms"
-    if s < 60.0:
-        return f"{s:.3f} s"
-    if s < 3600.0:
-        return f"{s / 60:.2f} min"
+    figures = ((s * 1e6, ".1f", "us", 1000.0), (s * 1e3, ".2f", "ms", 1000.0),
+               (s, ".3f", "s", 60.0), (s / 60, ".2f", "min", 60.0))
+    for value, spec, unit, top in figures:  # a unit while its rounded figure stays below
+        text = format(value, spec)         # the next unit's 1: 0.999996 s is "1.000 s",
+        if float(text) < top:              # not "1000.00 ms"
+            return f"{text} {unit}"
     return f"{s / 3600:,.2f} h"
 
 

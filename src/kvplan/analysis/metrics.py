@@ -66,7 +66,8 @@ class Metrics:
     max_output_tokens_per_s: float
     """vLLM's peak: the most output tokens in one whole second since the first send."""
     max_concurrent_requests: int
-    """vLLM's peak: the most requests in flight at the client at once (sent, not answered)."""
+    """vLLM's peak: the most completed requests in flight (sent, not answered) in one
+    one-second bucket since the first send, not at one instant (``in_flight_peak``)."""
 
 
 def per_request(r: SimulationResult) -> dict[str, FloatArray]:

@@ -7,15 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.analysis.disagg.joint_doc import PRICE_NOTE, joint_json
 from kvplan.analysis.disagg.joint_doc import usd as _usd
+from kvplan.report.plan.plan_band_text import term_delta_text, term_text, value_text
 
 if TYPE_CHECKING:
     from kvplan.analysis.disagg.candidates import JointSide
 
 __all__ = ["joint_json", "render_joint"]
-
-
-def _ms(x: float | None) -> str:
-    return "open" if x is None else f"{x:,.1f}"
 
 
 def render_joint(side: JointSide, out: Any) -> None:
@@ -27,10 +24,10 @@ def render_joint(side: JointSide, out: Any) -> None:
     if dis is not None:
         _render_disagg(dis, out)
         for r in doc["levers"]:
-            dms = r["delta_binding_ms"]
+            key, dms = r["binding_key"], r["delta_binding_ms"]  # goodput_share: a share
             out.print(f"  what-if {r['change']}: {r['fleet']} {_usd(r['usd_per_hour'])}, "
-                      f"{r['binding_key']} {_ms(r['binding_ms'])}"
-                      f"{'' if dms is None else f' ({dms:+,.1f})'}, "
+                      f"{term_text(key, r['binding_ms'])}"
+                      f"{'' if dms is None else f' ({term_delta_text(key, dms)})'}, "
                       f"{'meets' if r['meets_slo'] else 'misses'} the SLO"
                       f"{'; ' + r['note'] if r['note'] else ''}", soft_wrap=True)
     out.print(f"pricing: {PRICE_NOTE}", soft_wrap=True)
@@ -43,10 +40,15 @@ def _render_disagg(dis: dict[str, Any], out: Any) -> None:
     for chk in dis["slo_at_band_edge"]:
         low, high = dis["intervals"].get(chk["key"], [None, None])
         noise = " (within noise)" if chk["key"] in dis["within_noise"] else ""
+        key = chk["key"]  # goodput_share: a share of requests, the others ms
+
+        def v(x: float | None, key: str = key) -> str:
+            return value_text(key, x)
+
         band = "no band" if chk["band"] is None else \
-            f"band {_ms(chk['band'][0])} - {_ms(chk['band'][1])}, " + \
+            f"band {v(chk['band'][0])} - {v(chk['band'][1])}, " + \
             ("met" if chk["met_at_edge"] else "missed") + " at its pessimistic edge"
-        out.print(f"  {chk['key']} {_ms(chk['value'])}, 95 % interval {_ms(low)} - "
-                  f"{_ms(high)}{noise}; {band}", soft_wrap=True)
+        out.print(f"  {term_text(key, chk['value'])}, 95 % interval {v(low)} - "
+                  f"{v(high)}{noise}; {band}", soft_wrap=True)
     for role, line in dis["serve"].items():
         out.print(f"  {role}: {line}", soft_wrap=True)

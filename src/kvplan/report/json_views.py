@@ -220,13 +220,17 @@ def simulate_json(header: dict[str, Any], m: Metrics, r: SimulationResult,
 
 
 def simulate_bands(deployment: Deployment | None, result: dict[str, Any]) -> dict[str, Any]:
-    """``*_band`` keys for the mean and median latencies and the output throughput."""
+    """``*_band`` keys for the mean and median latencies and the output throughput; none
+    where the value is vLLM's placeholder 0 of an empty sample: nothing completed, or (TPOT
+    and ITL) no completed request had a second token, i.e. output tokens == completed."""
     if deployment is None:
         return {}
     from kvplan.costs.step.uncertainty import SIM_KEYS, deployment_bands
 
     done = bool(result.get("completed"))  # no request finished: no value for a band to bound
-    values = {k: result.get(k) if done else None for k in SIM_KEYS if k in result}
+    gaps = done and result.get("total_output_tokens") != result.get("completed")
+    values = {k: result.get(k) if (gaps if SIM_KEYS[k] in ("tpot_s", "itl_s") else done)
+              else None for k in SIM_KEYS if k in result}
     return deployment_bands(*deployment, values, key_of=SIM_KEYS)
 
 

@@ -114,7 +114,10 @@ _CDF_MARKS = (50.0, 90.0, 99.0)
 
 def latency_cdf_chart(r: SimulationResult) -> Any:
     """CDFs of TTFT, TPOT, ITL and E2EL (ms), one panel each: about 400 percentiles of each
-    (0 and 100 included, so every curve ends at 1) plus the median, p90 and p99 exactly."""
+    (0 and 100 included, so every curve ends at 1) plus the median, p90 and p99 exactly,
+    joined linearly: numpy's percentile is linear between order statistics, so up to 400
+    values (each one a point) the line passes through every percentile the table prints
+    (a step-after line read the next point: P25 76.33 ms for a printed 71.78 ms)."""
     import altair as alt
 
     req = per_request(r)
@@ -122,7 +125,7 @@ def latency_cdf_chart(r: SimulationResult) -> Any:
                "ITL": itl_pairs(r), "E2EL": _each_once(req["e2el"])}
     rows = [row for name, (v, c) in samples.items() for row in _cdf_rows(name, v, c)]
     return alt.Chart(alt.Data(values=rows)).mark_line(  # type: ignore[no-untyped-call]
-        interpolate="step-after").encode(
+        interpolate="linear").encode(
         x=alt.X("ms:Q", title="ms"),
         y=alt.Y("fraction:Q", title="fraction of requests (ITL: of token gaps)"),
         color=alt.Color("metric:N", legend=None),

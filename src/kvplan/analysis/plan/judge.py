@@ -174,8 +174,8 @@ def judge(lat: Latencies, slo: Slo, *, intervals: bool = True) -> Verdict:
                                   interval=intervals)
         achieved.append((b.key, v))
         margins.append((b.key, (b.limit_ms - v) / b.limit_ms))
-        if ci is None:
-            continue
+        if ci is None or ci.n == 0:  # no value judged (e.g. no TPOT of 1-token outputs):
+            continue                 # vLLM's placeholder 0, no interval, no noise
         cis.append((b.key, ci))
         if ci.holds(b.limit_ms) is None:
             noisy.append(b.key)
@@ -208,8 +208,9 @@ def _values(lat: Latencies, metric: str, keep: npt.NDArray[np.bool_]) -> FloatAr
 
 def goodput_share(lat: Latencies, keep: npt.NDArray[np.bool_],
                   bounds_ms: Sequence[tuple[str, float]]) -> float:
-    """Share of judged requests meeting every bound (tpot of a 1-token output counts as 0)."""
-    good = keep.copy()
+    """Share of judged requests meeting every bound (tpot of a completed 1-token output
+    counts as 0); a request that never finished meets none (vLLM: only successful outputs)."""
+    good = keep & (lat.e2el_ms < NEVER_MS)
     for name, ms in bounds_ms:
         good &= np.nan_to_num(getattr(lat, f"{name}_ms"), nan=0.0) <= ms
     return float(good.sum()) / max(1, int(keep.sum()))

@@ -22,11 +22,12 @@ def term_name(key: str) -> str:
 
 def ms_text(ms: float) -> str:
     """A latency in ms as it reads best: ``812.4 ms``, ``1.10 s``, ``2.91 min``, ``3.61 h``."""
-    if ms >= 3_600_000:
-        return f"{ms / 3_600_000:,.2f} h"
-    if ms >= 60_000:
-        return f"{ms / 60_000:.2f} min"
-    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
+    figures = ((f"{ms:.1f}", "ms", 1000.0), (f"{ms / 1000:.2f}", "s", 60.0),
+               (f"{ms / 60_000:.2f}", "min", 60.0))
+    for text, unit, top in figures:  # 999.96 ms is "1.00 s", not "1000.0 ms"
+        if float(text) < top:
+            return f"{text} {unit}"
+    return f"{ms / 3_600_000:,.2f} h"
 
 
 def _limit_text(ms: float) -> str:
@@ -44,6 +45,32 @@ def achieved_text(key: str, value: float) -> str:
     if key.endswith("_ms") and key.count("_") == 2:
         return f"{term_name(key)} {ms_text(value)}"
     return f"{key} {value:.1f}"
+
+
+def value_text(key: str, value: float | None) -> str:
+    """One SLO term's value alone in its unit: ``812.4 ms``, ``97.9 %`` (a goodput share);
+    ``open`` where there is none (an interval's missing edge)."""
+    if value is None:
+        return "open"
+    if key == "goodput_share":
+        return f"{100 * value:.1f} %"
+    return ms_text(value) if key.endswith("_ms") else f"{value:,.1f}"
+
+
+def term_text(key: str, value: float | None) -> str:
+    """``achieved_text``, or ``{key} open`` where the term has no value."""
+    return f"{key} open" if value is None else achieved_text(key, value)
+
+
+def term_delta_text(key: str, delta: float) -> str:
+    """A change of one SLO term in its unit: ``+3.10 ms``, ``-1.2 pp`` (goodput share)."""
+    if key == "goodput_share":
+        return f"{100 * delta:+.1f} pp"
+    if key.endswith("_ms"):
+        from kvplan.report.durations import fmt_ms_delta
+
+        return fmt_ms_delta(delta)
+    return f"{delta:+,.1f}"
 
 
 def check_line(c: SloCheck) -> str:

@@ -147,7 +147,7 @@ def _joint_section(j: dict[str, Any]) -> list[Section]:
                  ("binds", f"{bind.get('primary')}: {bind.get('why')}")]
         rows += [(f"what-if {_obj(r).get('change')}",
                   f"{_obj(r).get('fleet')} {_num(_obj(r).get('usd_per_hour'), 2)} $/h, "
-                  f"{_obj(r).get('binding_key')} {_sig(_obj(r).get('binding_ms'))} ms, "
+                  f"{_term(_obj(r).get('binding_key'), _obj(r).get('binding_ms'))}, "
                   f"{'meets' if _obj(r).get('meets_slo') else 'misses'} the SLO")
                  for r in j.get("levers") or []]
     lines = [f"{role}: {line}" for role, line in _obj(dis.get("serve")).items()]
@@ -181,6 +181,13 @@ def _band_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
                      f"[{c.get('band_basis')}]"))
     rows += [("note", str(n)) for n in s.get("calibration_notes") or []]
     return rows
+
+
+def _term(key: Any, value: Any) -> str:
+    """A what-if's binding term in its unit (a goodput share as a share, not ms)."""
+    from kvplan.report.plan.plan_band_text import term_text
+
+    return term_text(str(key), value if isinstance(value, int | float) else None)
 
 
 def _sig(x: Any) -> str:

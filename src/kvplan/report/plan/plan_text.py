@@ -124,8 +124,8 @@ def _levers(p: Plan, console: Any) -> None:
            "binding column at the winner's capacity rate")
     t = Table(title="One lever at a time on the winner (the first row is the winner)",
               caption=how)
-    for col in ("change", "req/s per replica", "replicas", "$/hour", f"{term_label(key)} (ms)",
-                "band (10-90%)", "note"):
+    for col in ("change", "req/s per replica", "replicas", "$/hour", term_label(key),
+                "band (10-90%)", "note"):  # the term's cells carry their unit (ms, s, min)
         t.add_column(col)
     for x in p.levers:
         t.add_row(*_lever_cells(x))

@@ -36,10 +36,11 @@ const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleStri
 function secs(s) {
   if (s === null || s === undefined) return "-";
   if (s < 0) return `-${secs(-s)}`;
-  if (s < 1e-3) return `${toFixedPy(s * 1e6, 1)} us`;
-  if (s < 1) return `${toFixedPy(s * 1e3, 2)} ms`;
-  if (s < 60) return `${toFixedPy(s, 3)} s`;
-  if (s < 3600) return `${toFixedPy(s / 60, 2)} min`;
+  // a unit while its rounded figure stays below the next unit's 1 (0.999996 s: "1.000 s")
+  for (const [v, d, u, top] of [[s * 1e6, 1, "us", 1000], [s * 1e3, 2, "ms", 1000], [s, 3, "s", 60], [s / 60, 2, "min", 60]]) {
+    const t = toFixedPy(v, d);
+    if (Number(t) < top) return `${t} ${u}`;
+  }
   return `${groupedPy(s / 3600, 2)} h`;
 }
 const pct = (x) => (x === null || x === undefined ? "-" : `${toFixedPy(100 * x, 1)} %`);
@@ -66,7 +67,7 @@ function table(title, rows, data, prefix = "") {
 }
 function grid(title, cols, items, prefix) {
   const head = cols.map(([h]) => `<th>${esc(h)}</th>`).join("");
-  const body = items.map((it, i) => "<tr>" + cols.map(([, k, f]) => (k ? cell(`${prefix}.${i}.${k}`, get(it, k), f) : `<td>${esc(f(null, it))}</td>`)).join("") + "</tr>").join("");
+  const body = items.map((it, i) => "<tr>" + cols.map(([, k, f]) => (k ? cell(`${prefix}.${i}.${k}`, get(it, k), (v) => f(v, it)) : `<td>${esc(f(null, it))}</td>`)).join("") + "</tr>").join("");
   return `<table class="grid"><caption>${esc(title)}</caption><tr>${head}</tr>${body}</table>`;
 }
 const lines = (items) => `<pre class="formula">${items.map(esc).join("\n")}</pre>`;
@@ -187,6 +188,8 @@ function jointCard(j) {
       Object.entries(dis.serve).map(([role, line]) => `<p><b>${esc(role)}</b></p><pre class="formula">${esc(line)}</pre>`).join("") : "") +
     `<p class="note">candidates: ${esc(Object.entries(j.stages).map(([s, n]) => `${n} ${s}`).join(", "))}; pricing: ${esc(j.price_note)}</p></div>`;
 }
+// a missed term's achieved value in its unit: ms, or the goodput share in % (the CLI's "goodput 97.0 %")
+const achievedText = (x, c) => (x === null || x === undefined ? "-" : c.misses === "goodput_share" ? `${toFixedPy(100 * x, 1)} %` : `${sig(x)} ms`);
 function missText(c) {
   // the CLI's words (report/plan/plan_text.py): "misses KEY by N %"
   return c.misses === "goodput_share" ? `misses goodput by ${toFixedPy(Math.abs(c.margin), 3)}` : `misses ${c.misses} by ${toFixedPy(100 * Math.abs(c.margin), 0)} %`;
@@ -195,7 +198,7 @@ function infeasible(s) {
   return `<p class="banner infeasible" id="infeasible" role="alert"><b>nothing feasible:</b> ${esc(s.why)}</p>` +
     grid("closest candidates (nearest miss first)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int], ["KV dtype", "kv_cache_dtype", String],
       ["chunk", "max_num_batched_tokens", int], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
-      ["miss", "", (_v, c) => missText(c)], ["achieved (ms)", "achieved", sig], ["reason", "reason", String]], s.closest || [], "summary.closest");
+      ["miss", "", (_v, c) => missText(c)], ["achieved", "achieved", achievedText], ["reason", "reason", String]], s.closest || [], "summary.closest");
 }
 function why(phase, c) {
   const side = c.arithmetic_intensity_flop_per_byte >= c.ridge_point_flop_per_byte ? ">" : "<";
