@@ -292,4 +292,11 @@ def _load_gpu_file(path: Path) -> HardwareSpec:
         raise ConfigError("is read from the bundled catalog only (a GPU described in a file "
                           "is priced by the roofline): drop it", field="kernels_of",
                           file=str(path))
-    return hardware_from_dict(data, file=str(path))
+    spec = hardware_from_dict(data, file=str(path))
+    named = _from_catalog(spec.id)
+    if named is not None:  # tables, CUDA totals, profiles and prices are keyed by the id
+        raise ConfigError(f"{spec.id!r} names the catalog GPU {named.id}, whose measured kernels "
+                          "and CUDA total would price it instead of this file's figures: give "
+                          f"this GPU its own id, or pass --gpu {named.id}", field="id",
+                          file=str(path))
+    return spec

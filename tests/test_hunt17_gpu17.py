@@ -1,0 +1,31 @@
+"""hunt17 (gpu17): the GPU catalog against datasheets, and GPUs described in files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import assert_one_line_error, run_cli
+
+L8B = "meta-llama/Llama-3.1-8B"
+
+
+def test_a_gpu_file_named_like_a_catalog_gpu_is_refused(tmp_path: Path) -> None:
+    # A file GPU with the catalog's id was priced from that GPU's measured kernel tables and
+    # CUDA total, not the file's figures: at mem_bw_tbps 1.0 Llama-3.1-8B's decode step reads
+    # its 16.06e9 B of bf16 weights in no less than 16.06e9 / 1.0e12 = 16.06 ms, yet TPOT came
+    # out 7.16 ms (H100's tables, 2.2 TB/s: above the file's own peak), and a 40 GB file GPU
+    # had H100's 79.18 GiB CUDA total (40 GB reads as ~39.58 GiB).
+    f = tmp_path / "gpu.yaml"
+    f.write_text("id: H100-SXM-80GB\nmemory_gb: 40\nmem_bw_tbps: 1.0\nbf16_tflops_dense: 300\n")
+    for args in (("latency", L8B, "--prompt", "512", "--output", "64"), ("capacity", L8B)):
+        r = run_cli(*args, "--gpu", str(f))
+        assert_one_line_error(r)
+        assert "field 'id'" in r.err and "H100-SXM-80GB" in r.err
+    # an alias is a catalog name too ('h100' -> H100-SXM-80GB)
+    f.write_text("id: h100\nmemory_gb: 40\nmem_bw_tbps: 1.0\nbf16_tflops_dense: 300\n")
+    assert_one_line_error(run_cli("capacity", L8B, "--gpu", str(f)))
+    # its own name prices the file's figures: decode at <= 1.0 TB/s, 16.06 ms or more
+    f.write_text("id: my-h100\nmemory_gb: 40\nmem_bw_tbps: 1.0\nbf16_tflops_dense: 300\n")
+    r = run_cli("latency", L8B, "--prompt", "512", "--output", "64", "--gpu", str(f), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["tpot_s"] >= 16.06e-3
