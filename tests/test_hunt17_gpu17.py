@@ -29,3 +29,24 @@ def test_a_gpu_file_named_like_a_catalog_gpu_is_refused(tmp_path: Path) -> None:
     r = run_cli("latency", L8B, "--prompt", "512", "--output", "64", "--gpu", str(f), "--json")
     assert r.code == 0, r.err
     assert r.json()["tpot_s"] >= 16.06e-3
+
+
+PLAN = ("plan", "meta-llama/Llama-3.2-1B", "--request-rate", "2", "--num-prompts", "60",
+        "--random-input-len", "128", "--random-output-len", "16", "--slo", "ttft:p99:2000",
+        "-tp", "1")
+
+
+def test_a_file_gpu_without_a_price_is_told_a_price_flag_that_works(tmp_path: Path) -> None:
+    # `plan --gpu my.yaml` without a price said "give --price my-h100=USD_PER_GPU_HOUR", and
+    # that flag was refused ("unknown GPU 'my-h100'"): --price reads the GPU as --gpu does,
+    # by catalog name or by the file, so the advice names the file
+    f = tmp_path / "my.yaml"
+    f.write_text("id: my-h100\nmemory_gb: 40\nmem_bw_tbps: 1.0\nbf16_tflops_dense: 300\n")
+    r = run_cli(*PLAN, "--gpu", str(f))
+    assert_one_line_error(r)
+    assert f"--price {f}=USD_PER_GPU_HOUR" in r.err
+    assert run_cli(*PLAN, "--gpu", str(f), "--price", f"{f}=2").code == 0
+    # a catalog GPU keeps its id in the advice
+    r = run_cli(*PLAN, "--gpu", "MI300X")
+    assert_one_line_error(r)
+    assert "--price MI300X=USD_PER_GPU_HOUR" in r.err
