@@ -50,3 +50,19 @@ def test_a_file_gpu_without_a_price_is_told_a_price_flag_that_works(tmp_path: Pa
     r = run_cli(*PLAN, "--gpu", "MI300X")
     assert_one_line_error(r)
     assert "--price MI300X=USD_PER_GPU_HOUR" in r.err
+
+
+def test_gpus_names_the_gpu_whose_rates_a_table_less_gpu_stands_on() -> None:
+    # `kvplan latency --gpu L4` says "roofline: L4 has no measured kernel tables; ... the
+    # rates of L40S's measured kernels"; `kvplan gpus` said only "none (roofline)"
+    r = run_cli("gpus", "--json")
+    assert r.code == 0, r.err
+    rows = {g["id"]: (g["kernel_tables"], g["roofline_rates_of"]) for g in r.json()["gpus"]}
+    assert rows["L4"] == (None, "L40S") and rows["MI300X"] == (None, "H200-SXM-141GB")
+    assert rows["A100-40GB-SXM"] == (None, "A100-80GB-SXM")
+    assert rows["H800-SXM-80GB"] == ("H100-SXM-80GB", None)  # its twin's tables, no roofline
+    text = run_cli("gpus")
+    assert "none (roofline): L40S's" in text.out
+    lat = run_cli("latency", "meta-llama/Llama-3.2-1B", "--gpu", "L4", "--prompt", "64",
+                  "--output", "2")
+    assert "the rates of L40S's measured" in " ".join(lat.out.split())

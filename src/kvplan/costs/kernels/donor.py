@@ -135,3 +135,9 @@ def _efficiencies(gpu: str, precision: str = "bfloat16"
     keep = (moved >= 2**30) & (decode.status == Status.MEASURED)
     memory = float(np.median(moved[keep] / decode.seconds[keep])) / peaks(gpu)["mem_bw"]
     return compute, memory, (answer.source, decode.source)
+
+
+def rates_donor(gpu: HardwareSpec) -> str:
+    """The measured GPU whose kernels' efficiencies price ``gpu``'s roofline (``gpu`` itself
+    where it is measured): what `kvplan gpus` names for a GPU without tables."""
+    return _donor(gpu)[0]
