@@ -66,3 +66,18 @@ def test_gpus_names_the_gpu_whose_rates_a_table_less_gpu_stands_on() -> None:
     lat = run_cli("latency", "meta-llama/Llama-3.2-1B", "--gpu", "L4", "--prompt", "64",
                   "--output", "2")
     assert "the rates of L40S's measured" in " ".join(lat.out.split())
+
+
+def test_an_unknown_gpu_is_told_the_nearest_catalog_names() -> None:
+    # "H20" (a GPU kvplan does not list) listed all sixteen ids with none singled out; the
+    # model lookup names the nearest ids, and so does the GPU lookup now
+    r = run_cli("capacity", "meta-llama/Llama-3.2-1B", "--gpu", "H20")
+    assert_one_line_error(r)
+    assert "unknown GPU 'H20' (nearest: H200-SXM-141GB)" in r.err
+    r = run_cli("capacity", "meta-llama/Llama-3.2-1B", "--gpu", "l40")
+    assert "(nearest: L40S, L4)" in r.err
+    # the name ROCm's torch prints for an MI300X is the MI300X (as 'NVIDIA H100 80GB HBM3'
+    # is the H100 SXM)
+    r = run_cli("capacity", "meta-llama/Llama-3.2-1B", "--gpu", "AMD Instinct MI300X", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["gpu"] == "MI300X"
