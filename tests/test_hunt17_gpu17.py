@@ -81,3 +81,19 @@ def test_an_unknown_gpu_is_told_the_nearest_catalog_names() -> None:
     r = run_cli("capacity", "meta-llama/Llama-3.2-1B", "--gpu", "AMD Instinct MI300X", "--json")
     assert r.code == 0, r.err
     assert r.json()["gpu"] == "MI300X"
+
+
+def test_a_tp_group_past_a_node_on_a_table_less_gpu_is_not_called_data_parallel() -> None:
+    # Llama-3.1-405B (dense) at TP16 on MI300X (8 GPUs a node, no kernel tables): refused
+    # with "data / expert parallel steps are priced from measured kernel tables" though
+    # neither DP nor EP was asked; the TP group wider than a node is what needs them
+    r = run_cli("latency", "meta-llama/Llama-3.1-405B", "--gpu", "MI300X", "--prompt", "512",
+                "--output", "8", "-tp", "16")
+    assert_one_line_error(r)
+    assert "data / expert parallel" not in r.err
+    assert "tensor-parallel group wider than one node (16 GPUs, 8 per MI300X node)" in r.err
+    # an MoE under DP keeps its words
+    r = run_cli("latency", "Qwen/Qwen3-30B-A3B", "--gpu", "MI300X", "--prompt", "512",
+                "--output", "8", "-dp", "2")
+    assert_one_line_error(r)
+    assert r.err.startswith("error: data / expert parallel steps are priced")
