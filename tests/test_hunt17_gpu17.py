@@ -97,3 +97,16 @@ def test_a_tp_group_past_a_node_on_a_table_less_gpu_is_not_called_data_parallel(
                 "--output", "8", "-dp", "2")
     assert_one_line_error(r)
     assert r.err.startswith("error: data / expert parallel steps are priced")
+
+
+def test_gb200_cuda_total_is_what_torch_reports_on_a_gb200() -> None:
+    from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
+    from kvplan.specs.hardware import load_gpu
+
+    # PyTorch on GB200 trays: "GPU 0 has a total capacity of 184.31 GiB" (vLLM DeepSeek-V4
+    # decode on GB200, EP 8; vLLM DP4 cudagraph-capture OOM "on the 184 GiB GB200"; three
+    # more GB200 OOM reports, all 184.31). kvplan derived 184.57 GiB from nvidia-smi's
+    # 189,471 MiB less H100's 467 MiB reserve: B200's reserve is 183,359 MiB - 178.35 GiB =
+    # 729 MiB, and GB200's is 189,471 - 188,733 = 738 MiB. At 0.9 the 0.26 GiB over put
+    # 0.23 GiB of KV cache vLLM does not have.
+    assert round(cuda_total_bytes(load_gpu("GB200")) / 2**30, 2) == 184.31
