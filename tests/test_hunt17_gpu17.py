@@ -110,3 +110,20 @@ def test_gb200_cuda_total_is_what_torch_reports_on_a_gb200() -> None:
     # 729 MiB, and GB200's is 189,471 - 188,733 = 738 MiB. At 0.9 the 0.26 GiB over put
     # 0.23 GiB of KV cache vLLM does not have.
     assert round(cuda_total_bytes(load_gpu("GB200")) / 2**30, 2) == 184.31
+
+
+def test_a_price_override_keeps_the_gpus_own_node() -> None:
+    from kvplan.specs.prices import price_table
+
+    # GB200's node is its NVL72 NVLink domain (node_gpus 72; CoreWeave's row: gpus_per_node
+    # 72). `--price GB200=10` made a row of 8 GPUs a node, so a TP16 replica was "not held by
+    # any instance" with the override, yet planned with CoreWeave's row
+    rows = price_table(overrides=("GB200=10",)).for_gpu("GB200")
+    assert [(r.gpus_per_instance, r.gpus_per_node) for r in rows] == [(1, 72)]
+    assert price_table(overrides=("H100=2",)).for_gpu("H100-SXM-80GB")[0].gpus_per_node == 8
+    r = run_cli("plan", "meta-llama/Llama-3.2-1B", "--request-rate", "2", "--num-prompts", "60",
+                "--random-input-len", "128", "--random-output-len", "16", "--slo",
+                "ttft:p99:2000", "-tp", "16", "--gpu", "GB200", "--price", "GB200=10", "--json")
+    assert r.code == 0, r.err
+    summary = r.json()["summary"]  # 16 GPUs at the override's $10: $160 an hour
+    assert (summary["status"], summary["gpus"], summary["usd_per_hour"]) == ("feasible", 16, 160)
