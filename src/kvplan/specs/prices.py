@@ -190,7 +190,6 @@ def _overrides(items: Sequence[str]) -> dict[str, tuple[float, int]]:
     """--price items by GPU id: (USD per GPU-hour, GPUs a node joins: the GPU's node_gpus,
     GB200's NVL72 domain 72, else 8); one GPU given two prices is refused (the last won
     silently)."""
-    from kvplan.costs.memory.ep_layout import DEFAULT_NODE_GPUS
     from kvplan.specs.hardware import load_gpu
 
     out: dict[str, tuple[float, int]] = {}
@@ -199,7 +198,7 @@ def _overrides(items: Sequence[str]) -> dict[str, tuple[float, int]]:
         if out.get(gpu, (usd,))[0] != usd:
             raise InputError(f"--price gives {gpu} two prices ({out[gpu][0]:g} and {usd:g} "
                              "USD per GPU-hour); keep one")
-        node = load_gpu(item.partition("=")[0].strip()).node_gpus or DEFAULT_NODE_GPUS
+        node = load_gpu(item.partition("=")[0].strip()).node_gpus or 8  # not given: 8
         out[gpu] = (usd, min(node, MAX_GPUS_PER_NODE))
     return out
 
