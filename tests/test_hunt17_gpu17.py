@@ -127,3 +127,26 @@ def test_a_price_override_keeps_the_gpus_own_node() -> None:
     assert r.code == 0, r.err
     summary = r.json()["summary"]  # 16 GPUs at the override's $10: $160 an hour
     assert (summary["status"], summary["gpus"], summary["usd_per_hour"]) == ("feasible", 16, 160)
+
+
+H20 = ("id: my-h20\narch: Hopper (GH100)\nmemory_gb: 96\nmem_bw_tbps: 4.0\n"
+       "bf16_tflops_dense: 148\nfp16_tflops_dense: 148\nfp8_tflops_dense: 296\n"
+       "int8_tops_dense: 296\ninterconnect_gbps: 900\nnode_gpus: 8\n")
+
+
+def test_a_gpu_h200_beats_on_every_figure_is_never_priced_faster_than_h200(
+        tmp_path: Path) -> None:
+    # An H20 described in a file (NVIDIA H20: Hopper, 148 TFLOP/s bf16 / 296 fp8 dense,
+    # 4.0 TB/s, NVLink 900 GB/s): H200 beats it on every figure (989.4 / 1,978.9, 4.8 TB/s,
+    # 900), yet its roofline borrowed H100's rates (the nearest datasheet) and was floored
+    # only at its donor, which does not beat it (3.35 TB/s): Llama-3.1-8B, batch 1, 128 in,
+    # TPOT 5.486 ms against H200's measured 5.853
+    f = tmp_path / "h20.yaml"
+    f.write_text(H20)
+    args = ("latency", L8B, "--prompt", "128", "--output", "64", "--json")
+    mine, h200 = run_cli(*args, "--gpu", str(f)), run_cli(*args, "--gpu", "H200")
+    assert mine.code == 0 and h200.code == 0, (mine.err, h200.err)
+    assert mine.json()["tpot_s"] >= h200.json()["tpot_s"]
+    assert mine.json()["ttft_s"] >= h200.json()["ttft_s"]
+    text = " ".join(run_cli(*args[:-1], "--gpu", str(f)).out.split())
+    assert "never priced faster than H200-SXM-141GB's measured step" in text
