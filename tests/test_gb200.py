@@ -42,31 +42,32 @@ def test_every_bundled_gpu_is_a_catalog_gpu() -> None:
     assert peaks("GB200")["source"] == "kvplan catalog (GB200)"
 
 
-def test_cuda_total_is_nvidia_smi_less_the_reserve() -> None:
-    """nvidia-smi prints 189,471 MiB on a GB200; CUDA sees 467 MiB less (the ECC-part
-    reserve measured on H100 and L4): 189,004 MiB = 184.57 GiB."""
+def test_cuda_total_is_what_torch_reports() -> None:
+    """PyTorch on GB200: "total capacity of 184.31 GiB" (nvidia-smi's 189,471 MiB less the
+    738 MiB CUDA keeps, as B200 keeps 729; until hunt 17 kvplan took H100's 467 MiB:
+    184.57 GiB)."""
     total = cuda_total_bytes(load_gpu("GB200"))
-    assert total == 189_004 * MiB == 198_185_058_304
-    assert round(total / GiB, 2) == 184.57
+    assert total == round(184.31 * GiB) == 197_901_355_581
+    assert total // MiB == 189_471 - 738
     r = run_cli("gpus")
-    assert r.code == 0 and "GB200" in r.out and "184.57 GiB" in r.out
+    assert r.code == 0 and "GB200" in r.out and "184.31 GiB" in r.out
 
 
 def test_capacity_golden() -> None:
-    """Llama-3.1-8B, TP1, vLLM defaults, by hand: requested = int(198,185,058,304 x 0.9) =
-    178,366,552,473; KV = requested - 16,094,076,928 weights - 5,124,915,200 activations -
-    139,460,608 non-torch = 157,008,099,737 B; a block of 16 tokens over 32 layers is
-    32 x 2 x 8 x 128 x 2 B x 16 = 2,097,152 B -> 74,867 blocks, 1,197,872 tokens."""
+    """Llama-3.1-8B, TP1, vLLM defaults, by hand: requested = int(197,901,355,581 x 0.9) =
+    178,111,220,022; KV = requested - 16,094,076,928 weights - 5,124,915,200 activations -
+    139,460,608 non-torch = 156,752,767,286 B; a block of 16 tokens over 32 layers is
+    32 x 2 x 8 x 128 x 2 B x 16 = 2,097,152 B -> 74,745 blocks, 1,195,920 tokens."""
     r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "GB200", "--json")
     assert r.code == 0, r.err
     j = r.json()
-    assert j["requested_bytes"] == int(198_185_058_304 * 0.9) == 178_366_552_473
+    assert j["requested_bytes"] == int(197_901_355_581 * 0.9) == 178_111_220_022
     assert (j["weights_bytes"], j["activation_bytes"], j["non_torch_bytes"]) == (
         16_094_076_928, 5_124_915_200, 139_460_608)
-    assert j["available_kv_bytes"] == 157_008_099_737
+    assert j["available_kv_bytes"] == 156_752_767_286
     assert j["page_size_bytes"] == 2 * 8 * 128 * 2 * 16 == 65_536
-    assert j["num_blocks"] == 157_008_099_737 // (65_536 * 32) == 74_867
-    assert j["kv_cache_tokens"] == 74_867 * 16
+    assert j["num_blocks"] == 156_752_767_286 // (65_536 * 32) == 74_745
+    assert j["kv_cache_tokens"] == 74_745 * 16
 
 
 def test_kernels_are_its_own_tables() -> None:

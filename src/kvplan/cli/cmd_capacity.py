@@ -201,7 +201,11 @@ def gpus_cmd(as_json: fl.JsonOpt = False) -> None:
 
 
 def _tables_word(gpu_id: str, tables: str | None) -> str:
-    """'measured', a twin's ('H100-SXM-80GB's'), or 'none (roofline)'."""
+    """'measured', a twin's ('H100-SXM-80GB's'), or 'none (roofline): L40S's rates', the
+    measured GPU whose kernels' efficiencies the roofline stands on."""
     if tables is None:
-        return "none (roofline)"
+        from kvplan.costs.kernels.donor import rates_donor
+        from kvplan.specs.hardware import load_gpu
+
+        return f"none (roofline): {rates_donor(load_gpu(gpu_id))}'s rates"
     return "measured" if tables == gpu_id else f"{tables}'s"

@@ -49,6 +49,7 @@ def kernel_tables_of(gpu_id: str) -> str | None:
 
 def gpus_json() -> dict[str, Any]:
     """`kvplan gpus --json`: the bundled hardware catalog."""
+    from kvplan.costs.kernels.donor import rates_donor
     from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
     from kvplan.specs.hardware import gpu_catalog
 
@@ -68,6 +69,7 @@ def gpus_json() -> dict[str, Any]:
                 "node_gpus": g.node_gpus or None,
                 "scale_out_bytes_per_s": g.scale_out_bytes_per_s or None,
                 "kernel_tables": kernel_tables_of(g.id),
+                "roofline_rates_of": None if kernel_tables_of(g.id) else rates_donor(g),
                 "source": g.source,
                 **({"achievable": {"rates_per_s": g.achievable, "source": g.achievable_source}}
                    if g.achievable else {}),

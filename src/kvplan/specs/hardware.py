@@ -129,6 +129,9 @@ _ALIASES = {
     "rtx3090": "RTX-3090",
     "geforce-rtx-3090": "RTX-3090",
     "mi300": "MI300X",
+    # ROCm's torch.cuda.get_device_name() ("AMD Instinct MI300X")
+    "amd-instinct-mi300x": "MI300X",
+    "amd-instinct-mi325x": "MI325X",
 }
 
 
@@ -253,16 +256,33 @@ def load_gpu(name_or_path: str) -> HardwareSpec:
     found = _from_catalog(name_or_path)
     if found is None:
         known = ", ".join(g.id for g in gpu_catalog().values())
+        near = nearest_gpus(name_or_path)
+        hint = f" (nearest: {', '.join(near)})" if near else ""
         raise UnknownNameError(
-            f"unknown GPU {name_or_path!r}: choose one of {known}, or pass a YAML/JSON file "
-            "with id, memory_gb, mem_bw_tbps, bf16_tflops_dense"
+            f"unknown GPU {name_or_path!r}{hint}: choose one of {known}, or pass a YAML/JSON "
+            "file with id, memory_gb, mem_bw_tbps, bf16_tflops_dense"
         )
     return found
 
 
+def _key(name: str) -> str:
+    return "-".join(name.strip().lower().replace("nvidia", "").split())
+
+
 def _from_catalog(name: str) -> HardwareSpec | None:
-    key = "-".join(name.strip().lower().replace("nvidia", "").split())
+    key = _key(name)
     return gpu_catalog().get(_ALIASES.get(key, key).lower())
+
+
+def nearest_gpus(name: str, n: int = 3) -> list[str]:
+    """Catalog ids closest to a mistyped GPU name, by id or alias ('H20' -> H200's)."""
+    import difflib
+
+    catalog = gpu_catalog()
+    by_key = {k: catalog[v.lower()].id for k, v in _ALIASES.items()} | {
+        key: g.id for key, g in catalog.items()}
+    close = difflib.get_close_matches(_key(name)[:200], list(by_key), n=2 * n, cutoff=0.6)
+    return list(dict.fromkeys(by_key[c] for c in close))[:n]
 
 
 def catalog_id(name: str) -> str | None:
@@ -292,4 +312,11 @@ def _load_gpu_file(path: Path) -> HardwareSpec:
         raise ConfigError("is read from the bundled catalog only (a GPU described in a file "
                           "is priced by the roofline): drop it", field="kernels_of",
                           file=str(path))
-    return hardware_from_dict(data, file=str(path))
+    spec = hardware_from_dict(data, file=str(path))
+    named = _from_catalog(spec.id)
+    if named is not None:  # tables, CUDA totals, profiles and prices are keyed by the id
+        raise ConfigError(f"{spec.id!r} names the catalog GPU {named.id}, whose measured kernels "
+                          "and CUDA total would price it instead of this file's figures: give "
+                          f"this GPU its own id, or pass --gpu {named.id}", field="id",
+                          file=str(path))
+    return spec

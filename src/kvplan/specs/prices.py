@@ -186,14 +186,20 @@ def parse_price(item: str) -> tuple[str, float]:
         raise InputError(located(f"--price {item!r}", exc)) from None
 
 
-def _overrides(items: Sequence[str]) -> dict[str, float]:
-    """--price items by GPU id; one GPU given two prices is refused (the last won silently)."""
-    out: dict[str, float] = {}
-    for gpu, usd in (parse_price(o) for o in items):
-        if out.get(gpu, usd) != usd:
-            raise InputError(f"--price gives {gpu} two prices ({out[gpu]:g} and {usd:g} USD "
-                             "per GPU-hour); keep one")
-        out[gpu] = usd
+def _overrides(items: Sequence[str]) -> dict[str, tuple[float, int]]:
+    """--price items by GPU id: (USD per GPU-hour, GPUs a node joins: the GPU's node_gpus,
+    GB200's NVL72 domain 72, else 8); one GPU given two prices is refused (the last won
+    silently)."""
+    from kvplan.specs.hardware import load_gpu
+
+    out: dict[str, tuple[float, int]] = {}
+    for item in items:
+        gpu, usd = parse_price(item)
+        if out.get(gpu, (usd,))[0] != usd:
+            raise InputError(f"--price gives {gpu} two prices ({out[gpu][0]:g} and {usd:g} "
+                             "USD per GPU-hour); keep one")
+        node = load_gpu(item.partition("=")[0].strip()).node_gpus or 8  # not given: 8
+        out[gpu] = (usd, min(node, MAX_GPUS_PER_NODE))
     return out
 
 
@@ -210,10 +216,10 @@ def price_table(provider: str | None = None, *, prices_file: Path | None = None,
     name = name if name in known else folded[0]
     chosen = [r for r in rows if r.provider == name]
     day = (today or dt.date.today()).isoformat()
-    for gpu, usd in _overrides(overrides).items():
+    for gpu, (usd, node) in _overrides(overrides).items():
         chosen = [r for r in chosen if r.gpu != gpu] + [PriceRow(
             gpu=gpu, provider=name, instance=f"{gpu} (--price)", gpus_per_instance=1,
-            gpus_per_node=8, usd_per_instance_hour=usd, source_url="--price",
+            gpus_per_node=node, usd_per_instance_hour=usd, source_url="--price",
             observed_on=day, override=True)]
     return PriceTable(provider=name, rows=tuple(chosen))
 

@@ -40,7 +40,7 @@ from kvplan.api_check import check_fields
 from kvplan.errors import InputError
 from kvplan.limits import USD_PER_HOUR_CAP, check_int, check_number
 from kvplan.specs.catalog import load_model, served_name
-from kvplan.specs.hardware import HardwareSpec, gpu_catalog, load_gpu
+from kvplan.specs.hardware import HardwareSpec, catalog_id, gpu_catalog, load_gpu
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.prices import PriceTable, price_table
 from kvplan.specs.requests.bounds import MAX_SEED
@@ -252,12 +252,13 @@ def _gpus(names: Sequence[str] | None, prices: PriceTable) -> tuple[HardwareSpec
         return tuple(g for g in gpu_catalog().values() if prices.for_gpu(g.id))
     if not names:
         raise InputError("the --gpu list is empty; give at least one GPU (see 'kvplan gpus')")
-    out = tuple({g.id: g for g in (load_gpu(n) for n in names)}.values())
-    for g in out:
-        if not prices.for_gpu(g.id):
+    given = {g.id: (g, n) for g, n in ((load_gpu(n), n) for n in names)}
+    for g, name in given.values():
+        if not prices.for_gpu(g.id):  # --price reads a file GPU by its file, as --gpu does
+            key = g.id if catalog_id(g.id) is not None else name
             raise InputError(f"no {prices.provider} price for {g.id}; give --price "
-                             f"{g.id}=USD_PER_GPU_HOUR or another --provider")
-    return out
+                             f"{key}=USD_PER_GPU_HOUR or another --provider")
+    return tuple(g for g, _ in given.values())
 
 
 def _explained(c: Candidate) -> Candidate:

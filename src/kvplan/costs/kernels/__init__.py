@@ -42,6 +42,7 @@ from kvplan.costs.kernels.tables import (
 if TYPE_CHECKING:  # the lazy names below (X as X: re-exported)
     from kvplan.costs.kernels.donor import Efficiency as Efficiency
     from kvplan.costs.kernels.donor import dominated_by as dominated_by
+    from kvplan.costs.kernels.donor import dominating as dominating
     from kvplan.costs.kernels.donor import nearest_measured_gpu as nearest_measured_gpu
     from kvplan.costs.kernels.mla import mla_context as mla_context
     from kvplan.costs.kernels.mla import mla_context_s as mla_context_s
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # the lazy names below (X as X: re-exported)
     from kvplan.costs.kernels.mla import mla_donor as mla_donor
 
 _LAZY = {"Efficiency": "donor", "nearest_measured_gpu": "donor", "dominated_by": "donor",
+         "dominating": "donor",
          "mla_context": "mla",
          "mla_context_s": "mla", "mla_decode": "mla", "mla_decode_s": "mla",
          "mla_donor": "mla"}
@@ -88,6 +90,7 @@ __all__ = [
     "decode_attention",
     "decode_attention_s",
     "dominated_by",
+    "dominating",
     "gemm",
     "gemm_s",
     "has_tables",

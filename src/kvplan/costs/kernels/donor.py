@@ -75,6 +75,13 @@ def dominated_by(gpu: HardwareSpec, donor: str) -> bool:
     return all(theirs >= mine for theirs, mine in pairs)
 
 
+def dominating(gpu: HardwareSpec) -> tuple[str, ...]:
+    """Every measured GPU that beats ``gpu`` on every datasheet figure (``dominated_by``),
+    not only its donor: an H20-like Hopper (148 TFLOP/s, 4.0 TB/s) borrows H100's rates, the
+    nearest datasheet, yet is never priced faster than H200 either."""
+    return tuple(g for g in measured_gpus() if dominated_by(gpu, g))
+
+
 def _own(measured: float | None, peak: float) -> float:
     """A measured best rate over the datasheet's (1.0 where none was measured)."""
     return measured / peak if measured and peak > 0 else 1.0
@@ -135,3 +142,9 @@ def _efficiencies(gpu: str, precision: str = "bfloat16"
     keep = (moved >= 2**30) & (decode.status == Status.MEASURED)
     memory = float(np.median(moved[keep] / decode.seconds[keep])) / peaks(gpu)["mem_bw"]
     return compute, memory, (answer.source, decode.source)
+
+
+def rates_donor(gpu: HardwareSpec) -> str:
+    """The measured GPU whose kernels' efficiencies price ``gpu``'s roofline (``gpu`` itself
+    where it is measured): what `kvplan gpus` names for a GPU without tables."""
+    return _donor(gpu)[0]

@@ -98,7 +98,7 @@ def _moe(gpu: str, tokens: npt.ArrayLike, dtype: str, *, hidden: int, inter: int
                 "priced on its measured 4-bit Marlin MoE (int4_wo)")
         return replace(got, notes=(*got.notes, note)), word
     if (how := _derived(table, wanted)) is not None:
-        return _by_roofline(gpu, tokens, how, hidden=hidden, inter=inter,
+        return _by_roofline(gpu, tokens, how, wanted, hidden=hidden, inter=inter,
                             num_experts=num_experts, topk=topk, tp=tp, ep=ep), "bfloat16"
     word, notes = _dtype(table, dtype)
     if word != wanted and wanted in wo.WEIGHT_ONLY and resolve_gpu(gpu) != wo.DONOR:
@@ -135,10 +135,11 @@ def _derived(table: Table, wanted: str) -> tuple[float, float, str] | None:
     return None
 
 
-def _by_roofline(gpu: str, tokens: npt.ArrayLike, how: tuple[float, float, str], **shape: int
-                 ) -> OpTime:
+def _by_roofline(gpu: str, tokens: npt.ArrayLike, how: tuple[float, float, str], dtype: str,
+                 **shape: int) -> OpTime:
     """The bf16 MoE times the datasheet roofline ratio of the derived kernel
-    (``moe_weight_only.roofline_ratio``)."""
+    (``moe_weight_only.roofline_ratio``), never under its own datasheet floor (the ratio
+    counts fewer activation bytes than the routed tokens move: ``work.moe_bytes``)."""
     width, rate, what = how
     base = moe(gpu, tokens, dtype="bfloat16", **shape)
     s = MoeShape(shape["hidden"], shape["inter"], shape["topk"], shape["num_experts"],
@@ -149,7 +150,12 @@ def _by_roofline(gpu: str, tokens: npt.ArrayLike, how: tuple[float, float, str],
                               touched=np.minimum(1.0, count * s.topk / s.experts),
                               hidden=s.hidden, width=width, rate=rate)
     note = f"{what}: its bf16 MoE x the datasheet roofline ratio at {width:g} B a weight"
-    return replace(base, seconds=base.seconds * ratio, notes=(*base.notes, note))
+    t, figures = np.asarray(tokens, dtype=np.float64), peaks(gpu)
+    floor = roofline_s(moe_flops(t, s.hidden, s.inter, s.topk, s.tp, s.ep),
+                       moe_bytes(t, s.hidden, s.inter, s.topk, s.experts, s.tp, s.ep, dtype),
+                       rate * float(figures["bfloat16"]), float(figures["mem_bw"]))
+    return replace(base, seconds=np.maximum(base.seconds * ratio, floor),
+                   notes=(*base.notes, note))
 
 
 def _weight_only(gpu: str, tokens: npt.ArrayLike, word: str, **shape: int) -> OpTime:

@@ -53,9 +53,11 @@ CUDA_TOTAL_BYTES: dict[str, int] = {
     # A10 23,028 MiB) less the ~467 MiB CUDA reserves on the ECC parts measured above
     # (H100 81,559 MiB -> 79.18 GiB: 479 MiB; L4 23,034 MiB -> 22.05 GiB: 455 MiB)
     "l40s": (46_068 - ECC_RESERVE_MIB) * MiB,
-    # GB200: nvidia-smi 189,471 MiB on GB200 NVL72 trays (NVIDIA/aicr conformance evidence,
-    # EKS p6e-gb200) less the same reserve -> 184.57 GiB; no public torch/vLLM log read
-    "gb200": (189_471 - ECC_RESERVE_MIB) * MiB,
+    # 184.31 GiB: GB200, PyTorch "GPU 0 has a total capacity of 184.31 GiB" under vLLM on
+    # GB200 trays (DeepSeek-V4 decode at EP 8; a DP4 CUDA-graph capture OOM "on the 184 GiB
+    # GB200") and in three more GB200 OOM reports. nvidia-smi shows 189,471 MiB: CUDA keeps
+    # 738 MiB, as on B200 (183,359 MiB -> 178.35 GiB: 729), not the 467 of H100 and L4
+    "gb200": round(184.31 * GiB),
     "a10g": (23_028 - ECC_RESERVE_MIB) * MiB,
 }
 _RESERVED_FRACTION = 0.0104

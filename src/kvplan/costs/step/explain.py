@@ -72,8 +72,10 @@ def kernel_basis(timer: StepCostModel) -> str:
     if timer.donor is not None and timer.constants.compute_precision == "float32":
         return _fp32_basis(timer)
     if timer.donor is not None:
-        floor = "" if timer._floor is None else (
-            f"; never priced faster than {timer.donor}'s measured step (it beats "
+        above = () if timer._floor is None else timer._floor[0]
+        names, who = " or ".join(f"{g}'s" for g in above), "it" if len(above) == 1 else "each"
+        floor = "" if not above else (
+            f"; never priced faster than {names} measured step ({who} beats "
             f"{timer.hardware.id} on every datasheet figure)")
         return (f"roofline: {timer.hardware.id} has no measured kernel tables; compute "
                 f"{timer.profile.compute_eff:.0%}, bandwidth {timer.profile.bandwidth_eff:.0%} "

@@ -97,7 +97,7 @@ class StepCostModel:
                             if resolved is None else resolved.gemm_dtype)
         profile = profile or Profile()
         self.donor: str | None = None
-        self._floor: tuple[str, StageOps] | None = None
+        self._floor: tuple[tuple[str, ...], StageOps] | None = None
         fp32 = constants.compute_precision == "float32"  # no table measures fp32 GEMMs
         if silicon is None or (silicon and fp32):
             silicon = kn.has_tables(hardware.id) and not fp32
@@ -106,10 +106,10 @@ class StepCostModel:
                 self.donor = rates.donor
                 profile = replace(profile, compute_eff=min(1.0, rates.compute),
                                   bandwidth_eff=min(1.0, rates.memory))
-                if not fp32 and kn.dominated_by(hardware, rates.donor):  # never faster
+                if above := (() if fp32 else kn.dominating(hardware)):  # never faster
                     from kvplan.costs.step.ops import stage_ops
 
-                    self._floor = (rates.donor, stage_ops(model, engine, resolved))
+                    self._floor = (above, stage_ops(model, engine, resolved))
         from kvplan.costs.step.parallel.ep_step import engine_ops  # DP / EP / multi-node TP
 
         self._ops = engine_ops(model, engine, hardware, profile, silicon, resolved)
@@ -156,14 +156,14 @@ class StepCostModel:
                 constants, profile, self._flops_rate, self._bw, self._link, _TABLE_TOKENS))
 
     def _floored(self, co: _Coefficients) -> _Coefficients:
-        """``co`` never below the donor's measured step where the donor beats this GPU on
-        every figure (``coefficients.floored``)."""
+        """``co`` never below the measured step of each GPU beating it on every figure."""
         if self._floor is None:
             return co
-        gpu, ops = self._floor
-        ms = measured_step(ops, gpu, self._gemm_dtype, self._kv_dtype, len(co.gemm_t) - 1,
-                           self._chunk)
-        return floored(co, measured_coefficients(self.constants, self.profile, ms, self._link))
+        for gpu in self._floor[0]:
+            ms = measured_step(self._floor[1], gpu, self._gemm_dtype, self._kv_dtype,
+                               len(co.gemm_t) - 1, self._chunk)
+            co = floored(co, measured_coefficients(self.constants, self.profile, ms, self._link))
+        return co
 
     @property
     def gemm_dtype(self) -> str:

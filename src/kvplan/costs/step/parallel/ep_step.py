@@ -42,18 +42,29 @@ def needs_parallel_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec)
     return moe or engine.tensor_parallel_size > node
 
 
-def check_silicon(hw: HardwareSpec, silicon: bool, precision: str = "bfloat16") -> None:
-    """DP / EP steps stand on the measured MoE and collective tables; refuse the roofline."""
+def check_silicon(hw: HardwareSpec, silicon: bool, precision: str = "bfloat16",
+                  what: str = "data / expert parallel steps") -> None:
+    """DP / EP steps (and TP groups wider than a node) stand on the measured MoE and
+    collective tables; refuse the roofline. ``what``: the layout, as the error names it."""
     if not silicon:
         from kvplan.costs import kernels as kn
 
         if precision == "float32":  # no table holds fp32 GEMMs, whatever the GPU
-            raise InputError("data / expert parallel steps are priced from measured kernel "
-                             "tables, which hold no float32 kernels; use --dtype auto, "
-                             "bfloat16 or float16")
+            raise InputError(f"{what} are priced from measured kernel tables, which hold no "
+                             "float32 kernels; use --dtype auto, bfloat16 or float16")
         raise InputError(
-            f"data / expert parallel steps are priced from measured kernel tables, which "
-            f"{hw.id} lacks; use one of {', '.join(sorted(kn.measured_gpus()))}")
+            f"{what} are priced from measured kernel tables, which {hw.id} lacks; use one "
+            f"of {', '.join(sorted(kn.measured_gpus()))}")
+
+
+def _layout(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec) -> str:
+    """What needs the parallel ops, in words: an MoE's DP / EP, else a TP group spanning
+    nodes (``needs_parallel_ops``)."""
+    if model.moe is not None and (engine.data_parallel_size > 1 or engine.enable_expert_parallel):
+        return "data / expert parallel steps"
+    node = hw.node_gpus or DEFAULT_NODE_GPUS
+    return (f"steps of a tensor-parallel group wider than one node ({engine.tensor_parallel_size}"
+            f" GPUs, {node} per {hw.id} node)")
 
 
 LATENCY_PROBE_BYTES = 1024
@@ -91,7 +102,7 @@ def engine_ops(model: ModelSpec, engine: EngineConfig, hw: HardwareSpec, profile
         dbo_overlap(engine, hw)  # vLLM's rules for --enable-dbo, checked for every layout
     if not needs_parallel_ops(model, engine, hw):
         return stage_ops(model, engine, resolved) if silicon else None
-    check_silicon(hw, silicon, compute_precision(model, engine))
+    check_silicon(hw, silicon, compute_precision(model, engine), _layout(model, engine, hw))
     imbalance = DEFAULT_IMBALANCE if engine.expert_imbalance is None else engine.expert_imbalance
     return parallel_ops(stage_ops(model, engine, resolved), model, engine, hw, profile,
                         backend=engine.all2all_backend, imbalance=imbalance)
