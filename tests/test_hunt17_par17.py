@@ -95,3 +95,45 @@ def test_grouped_decode_equals_batch_by_batch_and_the_simulator(pp, batch, promp
                                prefix_caching=False), validate=True)
     assert got == (float(r.first_token_s.max()), float(r.finish_s.max()))
     assert np.all(r.finished)
+
+
+class _AdmittingTimer:
+    """step = 1 + 0.1 x padded tokens; the API server admits one request per 0.5 s, serially
+    (Profile.api_admission_s), with no parallel delay."""
+
+    def __init__(self) -> None:
+        from kvplan.sim.testing import LinearTimer
+
+        self.t = LinearTimer(base_s=1.0, per_token_s=0.1)
+
+    def step_time_s(self, new, ctx):
+        return self.t.step_time_s(new, ctx)
+
+    def api_delays_s(self, prompt):
+        return np.zeros(len(prompt))
+
+    def api_admissions_s(self, prompt):
+        return np.full(len(prompt), 0.5)
+
+
+def test_dp_fleet_requests_pass_the_one_api_servers_serial_admission():
+    """vLLM 0.11.0's `vllm serve --data-parallel-size N` runs one API server
+    (--api-server-count default 1, entrypoints/cli/serve.py; the default became dp_size only
+    in vllm-project/vllm#32525, 2026-01-17), so a DP fleet's requests pass the same serial
+    admission as one engine's (sim/frontend.py: S = max(t, S_prev) + 0.5).
+
+    Two 4-token prompts, 1 output, both sent at t 0, 2 ranks: r0 leaves the API server at 0.5
+    -> rank 0; r1 at 1.0 -> rank 1 (scores 4, 0). Step 0 [0.5, 1.9] (rank 0: 4 tokens, rank 1
+    dummy, pad 4: 1.4 s): r0 done at 1.9. Step 1 [1.9, 3.3]: rank 1 r1 (pad 4) done at 3.3.
+    Before, the fleet skipped the admission: both at t 0, one step [0, 1.4], both done at 1.4.
+    """
+    from kvplan.sim.blocks import KvShape
+    from kvplan.sim.dp.lockstep import RankSim, simulate_dp
+
+    sim = RankSim(ranks=2, timer=_AdmittingTimer(), num_blocks=100,  # type: ignore[arg-type]
+                  shape=KvShape(block_size=16), limits=Limits(max_num_batched_tokens=8,
+                                                              max_num_seqs=4))
+    r = simulate_dp(workload([0.0, 0.0], [4, 4], [1, 1]), sim, validate=True)
+    assert r.rank_of.tolist() == [0, 1]
+    np.testing.assert_allclose(r.fleet.first_token_s, [1.9, 3.3])
+    np.testing.assert_allclose(r.fleet.steps.start_s[:2], [0.5, 1.9])
