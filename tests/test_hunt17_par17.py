@@ -137,3 +137,28 @@ def test_dp_fleet_requests_pass_the_one_api_servers_serial_admission():
     assert r.rank_of.tolist() == [0, 1]
     np.testing.assert_allclose(r.fleet.first_token_s, [1.9, 3.3])
     np.testing.assert_allclose(r.fleet.steps.start_s[:2], [0.5, 1.9])
+
+
+@settings(max_examples=40, deadline=None)
+@given(ranks=st.integers(1, 3), admission=st.sampled_from([0.0, 0.05, 0.5]),
+       reqs=st.lists(st.tuples(st.floats(0.0, 5.0), st.integers(1, 12), st.integers(1, 4)),
+                     min_size=1, max_size=12))
+def test_dp_fleet_never_schedules_before_the_api_server_admits(ranks, admission, reqs):
+    """Invariant: every request of a DP fleet is scheduled no earlier than it leaves the one
+    API server's FIFO admission (sim/frontend.engine_arrivals), and all finish."""
+    from kvplan.sim.blocks import KvShape
+    from kvplan.sim.dp.lockstep import RankSim, simulate_dp
+    from kvplan.sim.frontend import engine_arrivals
+
+    timer = _AdmittingTimer()
+    timer.api_admissions_s = lambda prompt: np.full(len(prompt), admission)  # type: ignore
+    w = workload([a for a, _, _ in reqs], [p for _, p, _ in reqs], [o for _, _, o in reqs])
+    sim = RankSim(ranks=ranks, timer=timer, num_blocks=64,  # type: ignore[arg-type]
+                  shape=KvShape(block_size=16), limits=Limits(max_num_batched_tokens=16,
+                                                              max_num_seqs=4))
+    f = simulate_dp(w, sim, validate=True).fleet
+    at = engine_arrivals(timer, w.arrival_s, w.prompt_tokens)
+    assert f.finished.all()
+    assert np.all(f.scheduled_s >= at - 1e-12)
+    exits = np.sort(at)
+    assert np.all(np.diff(exits) >= admission - 1e-9)
