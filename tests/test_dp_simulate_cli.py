@@ -14,18 +14,30 @@ DP8 = ("simulate", QWEN, "--gpu", "H200", "-dp", "8", "--enable-expert-parallel"
        "--max-model-len", "8192", "--num-prompts", "16")
 
 
+RANKS = [(2, 144, 29), (3, 216, 30), (3, 216, 30), (2, 144, 31), (2, 144, 31), (2, 144, 31),
+         (1, 72, 32), (1, 72, 32)]
+"""(requests, peak KV blocks, dummy steps) per rank."""
+
+
 def test_text_rank_lines() -> None:
-    """16 prompts at once: the balancer's local counts send 2 to each of 8 ranks. Each
-    request holds 1,024 + 127 computed tokens at its last step: cdiv(1151, 16) = 72 blocks,
-    2 requests = 144 of a rank's 1,201,584 / 16 - 1 = 75,098 usable blocks
-    (docs/parallelism.md). Steps: 1 prefill (2 x 1,024 <= 8,192) + 127 decodes = 128, four
-    32-step waves' worth: the wave ends with no dummy step."""
+    """16 prompts sent at t 0 leave vLLM 0.11.0's one API server 8.993 ms apart (its serial
+    admission; --api-server-count defaults to 1) and reach the balancer 42.71 ms later, at
+    51.7, 60.7, ..., 186.6 ms. The local counts send r0..r5 to ranks 0..5; the coordinator's
+    0.1 s forward carries the counts rank 0 published after step 0 (0.0991 s: rank 0 running
+    1, the rest still 0: r1..r5 arrived during the step), which replace the local +1s, so
+    r6..r10 go to ranks 1..5; the 0.2 s forward comes after r15: r11..r15 -> ranks 6, 7, 0,
+    1, 2. Ranks hold 2, 3, 3, 2, 2, 2, 1, 1 requests; each request holds 1,024 + 127
+    computed tokens at its last step, cdiv(1151, 16) = 72 blocks, of a rank's
+    1,201,584 / 16 - 1 = 75,098 usable (docs/parallelism.md). The staggered prefills take
+    160 lockstep steps (5 waves of 32). Until 2026-12-07 the fleet skipped the admission:
+    all 16 at 42.7 ms, 2 per rank, 128 steps."""
     r = run_cli(*DP8)
     assert r.code == 0, r.err
-    assert "DP 8 ranks in lockstep, 128 steps:" in r.out
-    for k in range(8):
-        assert (f"rank {k}: 2 requests, peak KV 144 / 75098 blocks (0.2 %), 0 dummy steps"
-                in r.out)
+    assert "DP 8 ranks in lockstep, 160 steps:" in r.out
+    for k, (n, peak, dummy) in enumerate(RANKS):
+        pct = f"{100 * peak / 75098:.1f}"
+        assert (f"rank {k}: {n} requests, peak KV {peak} / 75098 blocks ({pct} %), {dummy} "
+                f"dummy steps" in r.out)
 
 
 def test_json_keys() -> None:
@@ -33,11 +45,10 @@ def test_json_keys() -> None:
     assert r.code == 0, r.err
     doc = r.json()
     assert (doc["data_parallel_size"], doc["enable_expert_parallel"]) == (8, True)
-    assert doc["completed"] == 16 and doc["dp_lockstep_steps"] == 128
+    assert doc["completed"] == 16 and doc["dp_lockstep_steps"] == 160
     ranks = doc["dp_ranks"]
-    assert [x["requests"] for x in ranks] == [2] * 8
+    assert [(x["requests"], x["peak_kv_blocks"], x["dummy_steps"]) for x in ranks] == RANKS
     assert {x["num_gpu_blocks"] for x in ranks} == {75_099}
-    assert {x["peak_kv_blocks"] for x in ranks} == {144}
     assert doc["max_concurrent_requests"] == 16
 
 

@@ -8,9 +8,8 @@ A static batch of B identical requests (prompt P, output O), as vLLM runs it::
 
     TTFT = sum(prefill steps)   TPOT = mean(decode steps) = (E2E - TTFT) / (O - 1)
     E2E  = TTFT + sum(decode steps)   throughput = B * O / E2E (whole deployment)
-
-With pp stages the prefill steps go in flight together, up to pp at once, as vLLM's batch
-queue runs them (costs.step.parallel.pp_queue); a decode step waits for the last one's tokens.
+With pp stages vLLM's batch queue runs it (pp_queue: prefill steps in flight together;
+after several, the groups they completed decode in flight; TTFT, E2E: the last request's).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from kvplan.costs.step.latency_checks import (
     check_sweep_size,
     check_sweep_steps,
 )
-from kvplan.costs.step.parallel.pp_queue import prefill_back_s
+from kvplan.costs.step.parallel.pp_queue import prefill_back_s, queued_batch_s
 from kvplan.costs.step.roofline import (
     Bound,
     BytesMoved,
@@ -154,8 +153,9 @@ def static_batch_latency(
                              output_throughput_tok_s=shape.batch / ttft, prefill=prefill,
                              decode=None)
     context = np.full(shape.batch, shape.prompt_tokens, dtype=np.int64)
-    decode_s = float(timer.decode_run_s(context, n_decode).sum())
-    e2e = ttft + decode_s
+    ttft, e2e = queued_batch_s(timer, shape, steps, max_num_batched_tokens) or (
+        ttft, ttft + float(timer.decode_run_s(context, n_decode).sum()))
+    decode_s = e2e - ttft
     return LatencyResult(
         shape=shape, ttft_s=ttft, tpot_s=decode_s / n_decode, e2e_s=e2e,
         output_throughput_tok_s=shape.batch * shape.output_tokens / e2e, prefill=prefill,

@@ -31,6 +31,7 @@ from kvplan.sim.blocks import KvShape
 from kvplan.sim.dp.balancer import DpBalancer
 from kvplan.sim.dp.merge import DpResult, merge_ranks
 from kvplan.sim.dp.rank import Lockstep, RankLoop, RankPlan
+from kvplan.sim.frontend import engine_arrivals
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import REJECTED, WorkloadLike
 
@@ -122,11 +123,9 @@ class _Fleet(Waves):
         first = self.ranks[0]
         self.rejected = dict(first.reasons)
         arrival = np.asarray(workload.arrival_s, dtype=np.float64)
-        # the parallel API path only: the serial admission (Profile.api_admission_s) is
-        # not applied here (vLLM can run several API servers with DP: --api-server-count)
-        delays = getattr(sim.timer, "api_delays_s", None)
-        at = arrival if delays is None else arrival + np.asarray(
-            delays(first.s.prompt), dtype=np.float64)
+        # vLLM 0.11.0 serves a DP fleet from one API server (--api-server-count 1 by
+        # default): its serial admission, then the parallel path (sim/frontend.py)
+        at = engine_arrivals(sim.timer, arrival, first.s.prompt)
         self.order: list[int] = np.argsort(at, kind="stable").tolist()
         self.at: list[float] = at.tolist()
         self.ptr = 0

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kvplan.costs.step.batch import IntArray
+from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.coefficients import TABLE_CAP, at
 
 Free = tuple[float, ...]
@@ -112,3 +112,147 @@ def prefill_back_s(timer: Any, steps: list[tuple[IntArray, IntArray]]) -> float:
         return total
     backs = queued_backs(sp, ((float(timer.step_time_s(n, c)), n, c) for n, c in steps))
     return backs[-1] if backs else 0.0
+
+
+
+
+def queued_batch_s(timer: Any, shape: Any, steps: list[tuple[IntArray, IntArray]],
+                   budget: int | None) -> tuple[float, float] | None:
+    """(TTFT, E2E) of a static batch (a latency.RequestShape) whose prefill takes several
+    batches under pp stages: vLLM's batch queue decodes the requests in the groups their
+    prompts completed in, those groups in flight together (``StaticQueue``); None where one
+    batch at a time runs it (one stage, or one prefill batch: every decode step holds all B)."""
+    b, p, o = shape.batch, shape.prompt_tokens, shape.output_tokens
+    if len(steps) < 2 or b < 2:
+        return None
+    sp = split(timer, min(max(int(new.sum()) for new, _ in steps), TABLE_CAP))
+    return None if sp is None else StaticQueue(timer, sp, (b, p, o), budget or b * p).run()
+
+class StaticQueue:
+    """A static batch (B alike requests of prompt P and O outputs, all at t = 0, KV for all)
+    run by ``step_with_batch_queue`` with ``sp.pp`` batches in flight, as the simulator's
+    pipeline (``kvplan.sim.pipeline``) and vLLM 0.11's scheduler run it: each batch takes the
+    running requests in order, skipping those whose last token is in flight (nothing new to
+    compute), then the waiting prompts, up to ``budget`` tokens (a prompt may be cut); a
+    request samples a token when the batch that caught it up is back. Requests whose prompts
+    completed in different batches keep decoding in different batches, so the decode runs in
+    up to ``pp`` groups that overlap in the pipeline (one batch of all B when the prefill took
+    one batch)."""
+
+    def __init__(self, timer: Any, sp: Split, shape: tuple[int, int, int], budget: int) -> None:
+        batch, self.prompt, self.output = shape
+        self.timer, self.sp, self.budget = timer, sp, budget
+        self.computed = np.zeros(batch, dtype=np.int64)
+        self.generated = np.zeros(batch, dtype=np.int64)
+        self.flying = np.zeros(batch, dtype=bool)
+        self.done = np.zeros(batch, dtype=bool)
+        self.first = np.zeros(batch)
+        self.finish = np.zeros(batch)
+        self.free, self.clock = sp.idle(), 0.0
+        self.steady = batch <= budget
+        """Price the decode group by group once every request has its first token (no
+        decode batch is ever cut: the budget holds all B); False: batch by batch (tests)."""
+        self.queue: deque[tuple[IntArray | None, float]] = deque()
+        """Queued batches: the requests each catches up (None: an empty batch), when back."""
+
+    def run(self) -> tuple[float, float]:
+        """(the last first token, the last finish) in seconds from t = 0."""
+        while not self.done.all() or self.queue:
+            if self.steady and self.generated.min() >= 1:
+                return float(self.first.max()), self._steady()
+            if not self.done.all():
+                b = self._schedule()
+                self.queue.append(b)
+                if b[0] is not None and len(self.queue) < self.sp.pp \
+                        and self.queue[0][1] > self.clock:
+                    continue
+            caught, back = self.queue.popleft()
+            self.clock = max(self.clock, back)
+            if caught is not None:
+                self._apply(caught, back)
+        return float(self.first.max()), float(self.finish.max())
+
+    def _schedule(self) -> tuple[IntArray | None, float]:
+        """The next batch: the requests it catches up and when it is back."""
+        need = np.where(self.done | self.flying, 0, self.prompt + self.generated - self.computed)
+        before = np.cumsum(need) - need  # request order: running first, then waiting
+        new = np.minimum(need, np.maximum(self.budget - before, 0))
+        ids = np.flatnonzero(new)
+        if len(ids) == 0:  # back when the batches queued before it are
+            return None, max(self.clock, self.queue[-1][1] if self.queue else self.clock)
+        ctx, n = self.computed[ids], new[ids]
+        self.computed[ids] += n
+        caught = ids[self.computed[ids] == self.prompt + self.generated[ids]]
+        self.flying[caught] = True
+        step_s = float(self.timer.step_time_s(n, ctx))
+        self.free = pass_stages(self.free, self.clock, *self.sp.parts(step_s, n, ctx))
+        return caught, self.free[-1]
+
+    def _apply(self, caught: IntArray, back: float) -> None:
+        """The batch is back: the requests it caught up sample a token."""
+        self.flying[caught] = False
+        self.generated[caught] += 1
+        self.first[caught[self.generated[caught] == 1]] = back
+        end = caught[self.generated[caught] == self.output]
+        self.finish[end], self.done[end] = back, True
+
+    def _steady(self) -> float:
+        """The last finish, once every request has its first token and no decode batch is
+        cut: the requests go in fixed groups (those not in flight, then each queued batch's),
+        each decoding together, so each group's steps are priced at once (``decode_run_s``)
+        and the queue runs on plain floats. Returns the last finish."""
+        groups: list[IntArray] = []
+        queue: deque[tuple[int, float]] = deque()
+        idle = np.flatnonzero(~self.flying & ~self.done)
+        if len(idle):
+            groups.append(idle)
+        for caught, back in self.queue:
+            if caught is not None and len(caught):
+                groups.append(caught)
+            queue.append((len(groups) - 1 if caught is not None and len(caught) else -1, back))
+        flying = [k > 0 or not len(idle) for k in range(len(groups))]
+        # tokens each member is still to sample; a queued group's next one is in flight
+        todo = [self.output - self.generated[g] - int(f)
+                for g, f in zip(groups, flying, strict=True)]
+        parts = [self._decode_parts(g, t) for g, t in zip(groups, todo, strict=True)]
+        left = [int(t.max()) for t in todo]  # batches each group is still to schedule
+        step = [0] * len(groups)
+        free, clock, last = self.free, self.clock, self.clock
+        while any(left) or queue:
+            if any(left) or any(flying):
+                g = next((k for k in range(len(groups)) if left[k] and not flying[k]), -1)
+                if g >= 0:
+                    host, hop, stage = (float(a[step[g]]) for a in parts[g])
+                    free = pass_stages(free, clock, host, hop, stage)
+                    queue.append((g, free[-1]))
+                    flying[g], step[g], left[g] = True, step[g] + 1, left[g] - 1
+                    if len(queue) < self.sp.pp and queue[0][1] > clock:
+                        continue
+                else:
+                    queue.append((-1, max(clock, queue[-1][1] if queue else clock)))
+            g, back = queue.popleft()
+            clock = max(clock, back)
+            if g >= 0:
+                flying[g] = False
+                last = max(last, back)
+        return last
+
+    def _decode_parts(self, group: IntArray, todo: IntArray
+                      ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(host, hop, stage) of each of a group's decode batches still to schedule (``todo``
+        a member): its members decode together, each until its last token (members caught up
+        in one batch may have different token counts: a first token beside decodes)."""
+        host, hop, stage = [], [], []
+        start = 0
+        for end in np.unique(todo[todo > 0]).tolist():
+            members = group[todo > start]
+            ctx = self.computed[members] + start
+            steps = np.asarray(self.timer.decode_run_s(ctx, end - start), dtype=np.float64)
+            h, p, _ = self.sp.parts(float(steps[0]), np.ones(len(members), dtype=np.int64), ctx)
+            host.append(np.full(len(steps), h))
+            hop.append(np.full(len(steps), p))
+            stage.append((steps - h - (self.sp.pp - 1) * p) / self.sp.pp)
+            start = end
+        if not host:
+            return np.zeros(0), np.zeros(0), np.zeros(0)
+        return np.concatenate(host), np.concatenate(hop), np.concatenate(stage)
