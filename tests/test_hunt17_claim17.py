@@ -1,0 +1,33 @@
+"""Hunt 17 (claim17): when memory is claimed (`kvplan request`, `kv`, `batch`), regressions
+checked against vLLM 0.11's sampling and KV cache manager arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.analysis.timeline import request_timeline
+from kvplan.errors import InputError
+from kvplan.specs.catalog import load_model
+from kvplan.specs.kv import kv_spec
+from tests.conftest import run_cli
+
+L1B = "meta-llama/Llama-3.2-1B"
+
+
+def test_request_refuses_zero_output_tokens_as_vllm_does() -> None:
+    # vLLM 0.11 sampling_params.py _verify_args: "max_tokens must be at least 1, got 0";
+    # kvplan latency/simulate refuse --output 0 too. request printed a one-step schedule
+    # (and no vLLM end) for a request vLLM cannot run.
+    result = run_cli("request", L1B, "--prompt", "20", "--output", "0")
+    assert result.code == 2 and result.out == ""
+    assert result.err.strip().splitlines() == [
+        "error: --output must be at least 1 token (vLLM refuses max_tokens below 1), got 0"]
+    with pytest.raises(InputError, match="at least 1 token"):
+        request_timeline(kv_spec(load_model(L1B)), 20, 0)
+
+
+def test_request_with_one_output_token_ends_at_the_prompt_in_vllm() -> None:
+    # max_tokens 1: vLLM samples the only token in the prefill step and never caches it:
+    # it ends at P = 20 tokens x 32,768 B (2 x 16 layers x 8 heads x 64 x 2 B) = 655,360 B.
+    tl = request_timeline(kv_spec(load_model(L1B)), 20, 1)
+    assert tl.vllm_final.tokens_in_cache == 20 and tl.vllm_final.logical_bytes == 655_360
