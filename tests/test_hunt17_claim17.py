@@ -31,3 +31,17 @@ def test_request_with_one_output_token_ends_at_the_prompt_in_vllm() -> None:
     # it ends at P = 20 tokens x 32,768 B (2 x 16 layers x 8 heads x 64 x 2 B) = 655,360 B.
     tl = request_timeline(kv_spec(load_model(L1B)), 20, 1)
     assert tl.vllm_final.tokens_in_cache == 20 and tl.vllm_final.logical_bytes == 655_360
+
+
+def test_request_and_batch_name_one_step_and_one_request_in_the_singular() -> None:
+    # --output 2: the lesson's 2 decode steps; vLLM ends after 2 - 1 = 1 decode step. The
+    # lines read "after 1 decode steps" and "x 1 requests".
+    req = run_cli("request", L1B, "--prompt", "20", "--output", "2")
+    assert req.code == 0, req.err
+    assert "2 decode steps add 64.00 KiB (65,536 bytes)" in req.out  # 2 x 32,768 B
+    assert "after 1 decode step\n" in req.out.replace(" \n", "\n")
+    one = run_cli("request", L1B, "--prompt", "20", "--output", "1")
+    assert "1 decode step adds 32.00 KiB" in one.out and "after 0 decode steps" in one.out
+    batch = run_cli("batch", L1B, "--batch", "1", "--context", "45")
+    assert batch.code == 0, batch.err
+    assert "32,768 bytes/token x 45 tokens x 1 request\n" in batch.out  # 1,474,560 B

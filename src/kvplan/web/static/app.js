@@ -90,7 +90,7 @@ const RENDER = {
     (d.output_tokens ? `<p class="note" id="vllm-final">vLLM samples the first output token in the prefill step and never caches the last: it ends at ` +
       `<span data-key="vllm_final_tokens" data-value="${esc(d.vllm_final_tokens)}">${esc(int(d.vllm_final_tokens))}</span> tokens, ` +
       `<span data-key="vllm_final_bytes" data-value="${esc(d.vllm_final_bytes)}">${esc(bytes(d.vllm_final_bytes))} (${esc(int(d.vllm_final_bytes))} bytes)</span>, ` +
-      `after ${esc(int(d.output_tokens - 1))} decode steps</p>` : ""),
+      `after ${esc(int(d.output_tokens - 1))} decode step${d.output_tokens === 2 ? "" : "s"}</p>` : ""),
   capacity: (d) => table(`${d.model} on ${d.gpu} (TP ${d.tensor_parallel_size}, PP ${d.pipeline_parallel_size}), vLLM ${d.vllm_version}`, [
     ["requested", "requested_bytes", bytes], ["- weights", "weights_bytes", bytes], ["- peak activation", "activation_bytes", bytes],
     ["- non-torch", "non_torch_bytes", bytes], [d.kv_cache_memory_given ? "KV cache (given by --kv-cache-memory)" : "= KV cache", "available_kv_bytes", bytes], ["CUDA graphs (after, not subtracted)", "cudagraph_bytes", bytes],
