@@ -99,7 +99,10 @@ def request_timeline(
 
     ``max_tokens``: the model's context (max_position_embeddings); a longer request is refused
     before one step per token is built."""
+    from kvplan.costs.memory.kv_dtype_check import check_mla_latent
+
     _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
+    check_mla_latent(kv)
     _check_context(prompt_tokens + output_tokens, max_tokens)
     _check_steps(prompt_tokens, output_tokens, chunk_tokens)
     kv, block_size = hybrid_block_layout(kv, block_size)
