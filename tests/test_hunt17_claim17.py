@@ -67,3 +67,20 @@ def test_mla_latent_formats_no_vllm_backend_stores_are_refused_without_a_gpu(
         f"{dtype} (MLA takes auto, bfloat16 or fp8); use --kv-cache-dtype fp8 or auto"]
     fp8 = run_cli(*cmd, "--kv-cache-dtype", "fp8")  # per-tensor fp8: 576 B per layer
     assert fp8.code == 0, fp8.err
+
+
+def test_web_request_refuses_zero_output_and_unstorable_mla_latents_by_field() -> None:
+    # /api/request is `kvplan request --json`: the same refusals, HTTP 422 on their field.
+    from fastapi.testclient import TestClient
+
+    from kvplan.web.app import create_app
+    from kvplan.web.settings import WebSettings
+
+    client = TestClient(create_app(WebSettings()))
+    r = client.get("/api/request", params={"model": L1B, "prompt": 20, "output": 0})
+    assert r.status_code == 422 and r.json()["field"] == "output", r.text
+    r = client.get("/api/request", params={"model": "deepseek-ai/DeepSeek-V2-Lite", "prompt": 20,
+                                           "output": 2, "kv_cache_dtype": "nvfp4"})
+    assert r.status_code == 422 and r.json()["field"] == "kv_cache_dtype", r.text
+    ok = client.get("/api/request", params={"model": L1B, "prompt": 20, "output": 1})
+    assert ok.status_code == 200 and ok.json()["vllm_final_tokens"] == 20
