@@ -42,6 +42,8 @@ def test_request_and_batch_name_one_step_and_one_request_in_the_singular() -> No
     assert "after 1 decode step\n" in req.out.replace(" \n", "\n")
     one = run_cli("request", L1B, "--prompt", "20", "--output", "1")
     assert "1 decode step adds 32.00 KiB" in one.out and "after 0 decode steps" in one.out
+    tiny = run_cli("request", L1B, "--prompt", "1", "--output", "1")  # vLLM ends at P = 1
+    assert "it ends at 1 token, 32.00 KiB" in tiny.out, tiny.out
     batch = run_cli("batch", L1B, "--batch", "1", "--context", "45")
     assert batch.code == 0, batch.err
     assert "32,768 bytes/token x 45 tokens x 1 request\n" in batch.out  # 1,474,560 B

@@ -97,7 +97,8 @@ def timeline_lines(tl: RequestTimeline) -> list[str]:
         v = tl.vllm_final
         lines.append(
             f"vLLM samples the first output token in the prefill step and never caches the "
-            f"last: it ends at {v.tokens_in_cache:,} tokens, {fmt_bytes(v.logical_bytes)} "
+            f"last: it ends at {v.tokens_in_cache:,} token{'' if v.tokens_in_cache == 1 else 's'}, "
+            f"{fmt_bytes(v.logical_bytes)} "
             f"({v.logical_bytes:,} bytes), after {counted(tl.output_tokens - 1, 'decode step')}"
         )
     return lines
