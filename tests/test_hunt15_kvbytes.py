@@ -30,10 +30,10 @@ def test_kv_pages_deepseek_v32_in_the_blocks_of_64_vllm_forces_on_every_gpu(
 
 
 def test_request_claims_deepseek_v32_blocks_of_64(tmp_path: Path) -> None:
-    # 100-token prompt, no output: cdiv(100, 64) = 2 blocks per layer, 2 x 50,432 B x 61
+    # 100-token prompt, its prefill step: cdiv(100, 64) = 2 blocks per layer, 2 x 50,432 B x 61
     # layers = 6,152,704 B allocated (in blocks of 16: 7 x 12,608 x 61 = 5,383,616 B).
     kv = kv_spec(load_model(_v32_config(tmp_path)))
-    tl = request_timeline(kv, 100, 0)
+    tl = request_timeline(kv, 100, 1)  # steps[0]: the prefill step
     assert tl.block_size == 64
     assert tl.steps[0].allocated_blocks == 2
     assert tl.steps[0].allocated_bytes == 2 * 64 * 788 * 61 == 6_152_704

@@ -78,7 +78,7 @@ def test_bad_lengths(llama70_kv, p: int, o: int, c: int | None) -> None:  # type
 
 @given(
     p=st.integers(1, 5000),
-    o=st.integers(0, 300),
+    o=st.integers(1, 300),  # vLLM: max_tokens >= 1
     c=st.one_of(st.none(), st.integers(1, 4096)),
     b=st.sampled_from([1, 16, 128]),
 )

@@ -56,6 +56,9 @@ def batch_footprint(kv: ModelKv, batch: int, context_tokens: int,
     """total = batch x bytes_for(context) (= bytes/token x context x batch for full attention).
 
     ``max_tokens``: the model's context; a longer context is refused."""
+    from kvplan.costs.memory.kv_dtype_check import check_mla_latent
+
+    check_mla_latent(kv)
     if batch < 1:
         raise InputError(f"--batch must be at least 1, got {batch}")
     if context_tokens < 1:

@@ -92,9 +92,12 @@ def kv_report(
 
     EngineConfig(block_size=block_size)  # vLLM's block sizes, as capacity and simulate check
     spec = model if isinstance(model, ModelSpec) else load_model(model)
+    from kvplan.costs.memory.kv_dtype_check import check_mla_latent
+
     # a hybrid model's pages in vLLM's raised attention block, as request and capacity use
     per_gpu, block = hybrid_block_layout(kv_spec(spec, kv_cache_dtype, tensor_parallel_size),
                                          block_size)
+    check_mla_latent(per_gpu)
     return KvReport(
         model=spec,
         whole=kv_spec(spec, kv_cache_dtype, 1),

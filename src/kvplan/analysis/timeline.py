@@ -99,7 +99,10 @@ def request_timeline(
 
     ``max_tokens``: the model's context (max_position_embeddings); a longer request is refused
     before one step per token is built."""
+    from kvplan.costs.memory.kv_dtype_check import check_mla_latent
+
     _check_lengths(prompt_tokens, output_tokens, chunk_tokens, block_size)
+    check_mla_latent(kv)
     _check_context(prompt_tokens + output_tokens, max_tokens)
     _check_steps(prompt_tokens, output_tokens, chunk_tokens)
     kv, block_size = hybrid_block_layout(kv, block_size)
@@ -184,8 +187,9 @@ def _tokens_after_each_step(prompt: int, output: int, chunk: int | None) -> list
 def _check_lengths(prompt: int, output: int, chunk: int | None, block: int) -> None:
     if prompt < 1:
         raise InputError(f"--prompt must be at least 1 token, got {prompt}")
-    if output < 0:
-        raise InputError(f"--output must be 0 or more tokens, got {output}")
+    if output < 1:  # vLLM 0.11 SamplingParams: "max_tokens must be at least 1"
+        raise InputError(f"--output must be at least 1 token (vLLM refuses max_tokens below "
+                         f"1), got {output}")
     if chunk is not None and chunk < 1:
         raise InputError(f"--chunk must be at least 1 token, got {chunk}")
     if block < 1:

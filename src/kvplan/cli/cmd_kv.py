@@ -73,9 +73,9 @@ def request_cmd(
     out = check_output(plot and check_chart_path(plot), "--plot", [model])
     spec, engine = _model_engine(model, fl.engine_settings(locals()))
     kv = kv_spec(spec, engine.kv_cache_dtype, engine.tensor_parallel_size)
-    _mla_block_note(spec, block_size)
     tl = request_timeline(kv, prompt, output, chunk_tokens=chunk, block_size=engine.block_size,
                           max_tokens=spec.context_limit)
+    _mla_block_note(spec, block_size)  # after the checks: an error is one line
     if out is not None:
         from kvplan.report.charts import chart_bytes, staircase_chart
 

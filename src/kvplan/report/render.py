@@ -14,7 +14,7 @@ from kvplan.report.explain import kv_summary_lines
 from kvplan.report.notes import merged_notes
 from kvplan.report.tables import kv_groups_table, timeline_table
 from kvplan.specs.kv import ModelKv
-from kvplan.units import fmt_bytes
+from kvplan.units import counted, fmt_bytes
 
 
 def render_kv(console: Console, r: KvReport) -> None:
@@ -86,7 +86,8 @@ def timeline_lines(tl: RequestTimeline) -> list[str]:
     steps = "1 step" if tl.prefill_steps == 1 else f"{tl.prefill_steps} chunked steps"
     lines = [
         f"prefill claims {fmt_bytes(tl.prefill_bytes)} ({tl.prefill_bytes:,} bytes) "
-        f"in {steps}; {tl.output_tokens} decode steps add {fmt_bytes(tl.decode_bytes)} "
+        f"in {steps}; {counted(tl.output_tokens, 'decode step')} "
+        f"{'adds' if tl.output_tokens == 1 else 'add'} {fmt_bytes(tl.decode_bytes)} "
         f"({tl.decode_bytes:,} bytes)",
         f"final cache {fmt_bytes(tl.final_bytes)} ({tl.final_bytes:,} bytes; "
         f"{fmt_bytes(tl.final_allocated_bytes)} allocated in blocks of {tl.block_size}); "
@@ -96,8 +97,9 @@ def timeline_lines(tl: RequestTimeline) -> list[str]:
         v = tl.vllm_final
         lines.append(
             f"vLLM samples the first output token in the prefill step and never caches the "
-            f"last: it ends at {v.tokens_in_cache:,} tokens, {fmt_bytes(v.logical_bytes)} "
-            f"({v.logical_bytes:,} bytes), after {tl.output_tokens - 1} decode steps"
+            f"last: it ends at {v.tokens_in_cache:,} token{'' if v.tokens_in_cache == 1 else 's'}, "
+            f"{fmt_bytes(v.logical_bytes)} "
+            f"({v.logical_bytes:,} bytes), after {counted(tl.output_tokens - 1, 'decode step')}"
         )
     return lines
 
@@ -125,14 +127,14 @@ def batch_equation(fp: BatchFootprint) -> str:
     if len(terms) == 1 and not terms[0].state_bytes and terms[0].tokens_held == fp.context_tokens:
         t = terms[0]  # a window shorter than the context is named below, as in a mixed model
         return (f"{t.bytes_per_token:,} bytes/token x {t.tokens_held:,} tokens x "
-                f"{fp.batch} requests")
+                f"{counted(fp.batch, 'request')}")
     parts = [
         f"{t.state_bytes:,} bytes of state [{t.label}, {t.num_layers} layers]" if t.state_bytes
         else f"{t.bytes_per_token:,} bytes/token x {t.tokens_held:,} tokens "
              f"[{t.label}, {t.num_layers} layers]"
         for t in terms
     ]
-    return f"({' + '.join(parts)}) x {fp.batch} requests"
+    return f"({' + '.join(parts)}) x {counted(fp.batch, 'request')}"
 
 
 def render_batch(console: Console, model: str, fp: BatchFootprint) -> None:

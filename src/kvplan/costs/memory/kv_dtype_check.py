@@ -1,13 +1,19 @@
 """--kv-cache-dtype values vLLM's attention backend on a GPU refuses (checked per deployment;
-``kvplan kv`` alone stays lenient, so the cache arithmetic can still be explored)."""
+``kvplan kv``, ``request`` and ``batch`` know no GPU: they refuse only what no GPU stores, an
+MLA latent in a per-token-head or 4-bit format, ``check_mla_latent``)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.kv_precision import FP8_DS_MLA, KvPrecision
 from kvplan.specs.model import ModelSpec
+
+if TYPE_CHECKING:
+    from kvplan.specs.kv import ModelKv
 
 
 def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
@@ -33,8 +39,7 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
     if model.mla is None:
         return
     if not mla_stores(p):
-        raise InputError(f"{flag}: no vLLM MLA backend stores the latent cache as {p.name} "
-                         "(MLA takes auto, bfloat16 or fp8); use --kv-cache-dtype fp8 or auto")
+        raise InputError(_mla_refusal(flag, p))
     backend = vd.mla_backend_name(hw)
     if backend == "TRITON_MLA":
         raise InputError(f"{flag}: on {hw.id} vLLM runs MLA with {backend}, which refuses a "
@@ -47,3 +52,21 @@ def mla_stores(p: KvPrecision) -> bool:
     """Whether some vLLM MLA backend keeps its latent cache in ``p``: 16 bits or per-tensor
     fp8 (no per-token-head scales, no 4-bit values)."""
     return not p.scale_bytes and p.value_bits >= 8
+
+
+def _mla_refusal(flag: str, p: KvPrecision) -> str:
+    return (f"{flag}: no vLLM MLA backend stores the latent cache as {p.name} (MLA takes "
+            "auto, bfloat16 or fp8); use --kv-cache-dtype fp8 or auto")
+
+
+def check_mla_latent(kv: ModelKv) -> None:
+    """The GPU-independent half of ``check_kv_dtype``, for ``kv``, ``request`` and ``batch``
+    (no --gpu): refuse an MLA latent in a format no vLLM MLA backend stores, as capacity
+    does and as the lever table leaves out (``mla_stores``)."""
+    from kvplan.specs.kv import MLASpec
+
+    p = kv.precision
+    if p.name == FP8_DS_MLA.name or mla_stores(p):
+        return
+    if any(isinstance(g.spec, MLASpec) for g in kv.groups):
+        raise InputError(_mla_refusal(f"--kv-cache-dtype {p.name}", p))

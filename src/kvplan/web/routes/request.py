@@ -27,10 +27,10 @@ def _timeline(request: Request, q: RequestQuery) -> tuple[Any, Any, Any]:
 
     spec = resolve_model(q.model, request.app.state.uploads)
     e = cache_engine(q, spec)
-    mla_block_note(spec, q.block_size)
     kv = kv_spec(spec, e.kv_cache_dtype, e.tensor_parallel_size)
     tl = request_timeline(kv, q.prompt, q.output, chunk_tokens=q.chunk, block_size=e.block_size,
                           max_tokens=spec.context_limit)
+    mla_block_note(spec, q.block_size)
     return spec, kv, tl
 
 

@@ -89,9 +89,9 @@ const RENDER = {
     ["final cache (logical)", "final_bytes", bytes], ["final cache (allocated blocks)", "final_allocated_bytes", bytes], ["prefill share", "prefill_share", pct]], d) +
     // the CLI's last line (report/render.timeline_lines): where vLLM's own request ends
     (d.output_tokens ? `<p class="note" id="vllm-final">vLLM samples the first output token in the prefill step and never caches the last: it ends at ` +
-      `<span data-key="vllm_final_tokens" data-value="${esc(d.vllm_final_tokens)}">${esc(int(d.vllm_final_tokens))}</span> tokens, ` +
+      `<span data-key="vllm_final_tokens" data-value="${esc(d.vllm_final_tokens)}">${esc(int(d.vllm_final_tokens))}</span> token${d.vllm_final_tokens === 1 ? "" : "s"}, ` +
       `<span data-key="vllm_final_bytes" data-value="${esc(d.vllm_final_bytes)}">${esc(bytes(d.vllm_final_bytes))} (${esc(int(d.vllm_final_bytes))} bytes)</span>, ` +
-      `after ${esc(int(d.output_tokens - 1))} decode steps</p>` : ""),
+      `after ${esc(int(d.output_tokens - 1))} decode step${d.output_tokens === 2 ? "" : "s"}</p>` : ""),
   capacity: (d) => table(`${d.model} on ${d.gpu} (TP ${d.tensor_parallel_size}, PP ${d.pipeline_parallel_size}), vLLM ${d.vllm_version}`, [
     ["requested", "requested_bytes", bytes], ["- weights", "weights_bytes", bytes], ["- peak activation", "activation_bytes", bytes],
     ["- non-torch", "non_torch_bytes", bytes], [d.kv_cache_memory_given ? "KV cache (given by --kv-cache-memory)" : "= KV cache", "available_kv_bytes", bytes], ["CUDA graphs (after, not subtracted)", "cudagraph_bytes", bytes],
