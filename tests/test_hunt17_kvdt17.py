@@ -26,3 +26,22 @@ def test_pasted_vllm_line_takes_fp8_ds_mla_as_vllm_0_11_argparse_does(tmp_path: 
     assert pasted.code == 0, pasted.err
     assert json.loads(pasted.out) == json.loads(own.out)
     assert json.loads(own.out)["page_size_bytes"] == 64 * (656 + 132) == 50_432
+
+
+def test_fp8_inc_is_refused_on_cuda_and_rocm_gpus() -> None:
+    # fp8_inc is Intel Gaudi's cache format (vLLM 0.11 CacheConfig.cache_dtype: "Intel Gaudi
+    # (HPU) supports fp8 (using fp8_inc)"). On CUDA and ROCm the cache write goes through
+    # DISPATCH_BY_KV_CACHE_DTYPE (csrc/quantization/fp8/{nvidia,amd}/quant_utils.cuh), which
+    # knows auto, fp8, fp8_e4m3 (and fp8_e5m2 on CUDA) and otherwise stops with "Unsupported
+    # data type of kv cache: fp8_inc"; FlashAttention / FlashInfer's get_fp8_dtype_for_*
+    # raise "Unrecognized FP8 dtype" first. kvplan priced it as fp8_e4m3 (6.42x on H100).
+    for gpu in ("H100", "A100-80GB-SXM", "B200", "MI300X"):
+        r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", gpu, "--kv-cache-dtype",
+                    "fp8_inc")
+        assert r.code == 2, (gpu, r.out)
+        assert r.err.startswith("error: --kv-cache-dtype fp8_inc") and "Gaudi" in r.err, r.err
+        assert r.err.count("\n") == 1 and r.out == ""
+    ok = run_cli("kv", "meta-llama/Llama-3.1-8B", "--kv-cache-dtype", "fp8_inc", "--json")
+    assert ok.code == 0, ok.err  # kvplan kv stays lenient: the cache arithmetic (fp8: 1 B)
+    assert json.loads(ok.out)["bytes_per_token"] == 32 * 2 * 8 * 128 * 1
+

@@ -23,10 +23,12 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
       (vLLM 0.11 ``v1/attention/backends/mla/triton_mla.py``).
     - nvfp4 (a later vLLM's name) is written by a cache kernel built for SM100 / SM120 only
       (``ENABLE_NVFP4_SM100`` / ``_SM120`` in csrc/cache_kernels.cu): Blackwell.
+    - fp8_inc and fp8_e5m2 where no kernel takes them (``_check_fp8_flavour``).
     """
     if p.value_bits >= 16 or p.name == FP8_DS_MLA.name:
         return
     flag = f"--kv-cache-dtype {kv_cache_dtype}"
+    _check_fp8_flavour(model, hw, p, kv_cache_dtype.strip().lower(), flag)
     if p.name == "nvfp4" and not hw.arch.lower().startswith("blackwell"):
         raise InputError(f"{flag}: vLLM's nvfp4 KV cache kernels run on Blackwell only, not "
                          f"{hw.id} ({hw.arch}); use --kv-cache-dtype fp8 or a Blackwell GPU")
@@ -41,6 +43,20 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
                          "quantized KV cache (\"TritonMLA V1 with FP8 KV cache not yet "
                          "supported\"); use --kv-cache-dtype auto, or a Hopper or Blackwell "
                          "GPU (FlashMLA, CUTLASS MLA: fp8)")
+
+
+def _check_fp8_flavour(model: ModelSpec, hw: HardwareSpec, p: KvPrecision, name: str,
+                       flag: str) -> None:
+    """vLLM 0.11 fp8 names no kernel on ``hw`` takes (the server stops at its first forward).
+
+    - fp8_inc is Intel Gaudi's (HPU) format: the CUDA and ROCm cache writes
+      (``DISPATCH_BY_KV_CACHE_DTYPE``, csrc/quantization/fp8/{nvidia,amd}/quant_utils.cuh) know
+      auto, fp8, fp8_e4m3 (+ fp8_e5m2 on CUDA): "Unsupported data type of kv cache: fp8_inc".
+    """
+    if name == "fp8_inc":
+        raise InputError(f"{flag}: fp8_inc is Intel Gaudi's (HPU) fp8 cache; no vLLM cache "
+                         f"kernel on {hw.id} takes it (CUDA, ROCm: fp8 = fp8_e4m3); use "
+                         "--kv-cache-dtype fp8")
 
 
 def mla_stores(p: KvPrecision) -> bool:
