@@ -45,3 +45,23 @@ def test_fp8_inc_is_refused_on_cuda_and_rocm_gpus() -> None:
     assert ok.code == 0, ok.err  # kvplan kv stays lenient: the cache arithmetic (fp8: 1 B)
     assert json.loads(ok.out)["bytes_per_token"] == 32 * 2 * 8 * 128 * 1
 
+
+def test_fp8_e5m2_is_refused_where_vllm_0_11_has_no_e5m2_cache_kernel() -> None:
+    # Hopper runs FlashAttention 3, whose fp8 is e4m3 only: vLLM 0.11
+    # v1/attention/backends/flash_attn.py get_fp8_dtype_for_flashattn takes "fp8"/"fp8_e4m3"
+    # and raises ValueError("Unrecognized FP8 dtype: fp8_e5m2") (e5m2 came with FA4 on SM100,
+    # vllm PR #42569). ROCm's cache write (csrc/quantization/fp8/amd/quant_utils.cuh
+    # DISPATCH_BY_KV_CACHE_DTYPE) knows fp8/fp8_e4m3 only ("ROCm (AMD GPU) supports fp8
+    # (=fp8_e4m3)", CacheConfig docs). kvplan gave H100 6.42x for Llama-3.1-8B.
+    for gpu in ("H100", "H200", "MI300X"):
+        r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", gpu, "--kv-cache-dtype",
+                    "fp8_e5m2")
+        assert r.code == 2, (gpu, r.out)
+        assert r.err.startswith("error: --kv-cache-dtype fp8_e5m2"), r.err
+        assert r.err.count("\n") == 1 and r.out == ""
+    # Blackwell runs FlashInfer, whose get_fp8_dtype_for_flashinfer maps fp8_e5m2: kept.
+    # Llama-3.1-8B bf16 pages 16 x 8 x 128 x 2 x 2 = 65,536 B per layer; e5m2 half: 32,768.
+    b200 = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "B200", "--kv-cache-dtype",
+                   "fp8_e5m2", "--json")
+    assert b200.code == 0, b200.err
+    assert json.loads(b200.out)["page_size_bytes"] == 16 * 8 * 128 * 1 * 2 == 32_768

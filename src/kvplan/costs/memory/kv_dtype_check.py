@@ -52,10 +52,24 @@ def _check_fp8_flavour(model: ModelSpec, hw: HardwareSpec, p: KvPrecision, name:
     - fp8_inc is Intel Gaudi's (HPU) format: the CUDA and ROCm cache writes
       (``DISPATCH_BY_KV_CACHE_DTYPE``, csrc/quantization/fp8/{nvidia,amd}/quant_utils.cuh) know
       auto, fp8, fp8_e4m3 (+ fp8_e5m2 on CUDA): "Unsupported data type of kv cache: fp8_inc".
+    - fp8_e5m2 on ROCm: the amd dispatch has e4m3 only ("ROCm supports fp8 (=fp8_e4m3)").
+    - fp8_e5m2 on Hopper outside MLA: FlashAttention 3 reads e4m3 only
+      (``FlashAttentionBackend.get_fp8_dtype_for_flashattn``: "Unrecognized FP8 dtype");
+      Ampere / Ada run Triton attention and Blackwell FlashInfer, which take e5m2.
     """
+    arch = hw.arch.lower()
     if name == "fp8_inc":
         raise InputError(f"{flag}: fp8_inc is Intel Gaudi's (HPU) fp8 cache; no vLLM cache "
                          f"kernel on {hw.id} takes it (CUDA, ROCm: fp8 = fp8_e4m3); use "
+                         "--kv-cache-dtype fp8")
+    if p.name != "fp8_e5m2":
+        return
+    if arch.startswith("cdna"):
+        raise InputError(f"{flag}: vLLM's ROCm cache kernels write fp8 as e4m3 only, so "
+                         f"{hw.id} cannot hold an e5m2 cache; use --kv-cache-dtype fp8")
+    if arch.startswith("hopper") and model.mla is None:
+        raise InputError(f"{flag}: on {hw.id} vLLM runs FlashAttention 3, whose fp8 KV cache "
+                         "is e4m3 only (\"Unrecognized FP8 dtype: fp8_e5m2\"); use "
                          "--kv-cache-dtype fp8")
 
 
