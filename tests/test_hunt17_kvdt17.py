@@ -65,3 +65,22 @@ def test_fp8_e5m2_is_refused_where_vllm_0_11_has_no_e5m2_cache_kernel() -> None:
                    "fp8_e5m2", "--json")
     assert b200.code == 0, b200.err
     assert json.loads(b200.out)["page_size_bytes"] == 16 * 8 * 128 * 1 * 2 == 32_768
+
+
+def test_16_bit_cache_of_the_other_16_bit_dtype_is_not_a_rounding() -> None:
+    # kvplan said a float16 cache of a bf16 model "overflows above 65,504" and a bfloat16
+    # cache of an fp16 model "loses 3 of 11 significant bits": a conversion vLLM never does.
+    # vLLM 0.11's cache write (csrc quant_utils.cuh DISPATCH_BY_KV_CACHE_DTYPE) knows auto and
+    # the fp8 names only ("Unsupported data type of kv cache: bfloat16"; vllm PR #38922); the
+    # versions that take float16 / bfloat16 copy the model dtype's bits unconverted and read
+    # them back as the other dtype: bf16 0.1621 (0x3E25) read as fp16 is 1.5361, output is
+    # nonsense (vllm PR #54338: kv float16 on bf16 -> ' Paris,, therefore, proclaimedondunct').
+    from kvplan.specs.kv_precision import PRECISIONS
+
+    half, bf16 = PRECISIONS["float16"].risk, PRECISIONS["bfloat16"].risk
+    assert "65,504" not in half and "lose 3" not in bf16
+    assert "#54338" in half and "#54338" in bf16
+    assert half.startswith("Exact for fp16 models") and bf16.startswith("Exact for bf16 models")
+    r = run_cli("kv", "meta-llama/Llama-3.1-8B", "--kv-cache-dtype", "float16", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["precision_risk"] == half
