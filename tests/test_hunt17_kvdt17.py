@@ -84,3 +84,25 @@ def test_16_bit_cache_of_the_other_16_bit_dtype_is_not_a_rounding() -> None:
     r = run_cli("kv", "meta-llama/Llama-3.1-8B", "--kv-cache-dtype", "float16", "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["precision_risk"] == half
+
+
+def test_fp8_cache_on_a_gpu_without_fp8_attention_tables_reads_its_own_bytes() -> None:
+    # A100 has bf16 attention tables only. kv_table's rule ("a cache precision the tables
+    # lack reads its table's per-token line at its own bytes") sent fp8 to the fp8 line, which
+    # the slice lookup then silently swapped for the bf16 one at 1.0x: decode attention read
+    # 256 B per 128-value head for an fp8 cache that holds 128 B (Llama-3.1-8B, 8 x 16k
+    # context: TPOT 23.21 ms for both auto and fp8). The per-cached-token cost must be the
+    # bf16 line's x 128/256 = 0.5 (x 132/256 for a per-token-head format); H100, which
+    # measures fp8, keeps its own fp8 line at 1.0x.
+    from kvplan.costs.kernels import kv_table
+
+    assert kv_table("fp8_e4m3", 128, gpu="A100-80GB-SXM") == ("bfloat16", 0.5)
+    assert kv_table("int8_per_token_head", 128, gpu="A100-80GB-SXM") == ("bfloat16", 132 / 256)
+    assert kv_table("fp8_e4m3", 128, gpu="H100-SXM-80GB") == ("fp8", 1.0)
+    assert kv_table("bfloat16", 128, gpu="A100-80GB-SXM") == ("bfloat16", 1.0)
+    shape = ("--gpu", "A100-80GB-SXM", "--prompt", "16000", "--output", "64", "--batch", "8",
+             "--json")
+    auto = run_cli("latency", "meta-llama/Llama-3.1-8B", *shape)
+    fp8 = run_cli("latency", "meta-llama/Llama-3.1-8B", *shape, "--kv-cache-dtype", "fp8")
+    assert auto.code == fp8.code == 0, (auto.err, fp8.err)
+    assert json.loads(fp8.out)["tpot_s"] < 0.95 * json.loads(auto.out)["tpot_s"]
