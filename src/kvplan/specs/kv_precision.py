@@ -36,8 +36,14 @@ class KvPrecision:
 _RISKS = {
     "float32": "Exact for every 16-bit model; twice the memory of fp16/bf16 for no accuracy gain.",
     # one line each (kvplan kv prints the model's own on one line)
-    "float16": "Exact for fp16 models; bf16 values above 65,504 overflow, below 6.1e-5 lose bits.",
-    "bfloat16": "Exact for bf16 models; fp16 model values lose 3 of their 11 significant bits.",
+    "float16": (
+        "Exact for fp16 models. A bf16 model's K/V are not converted: vLLM copies their bits "
+        "into the fp16 cache and reads them back as fp16 (nonsense output, vllm PR #54338)."
+    ),
+    "bfloat16": (
+        "Exact for bf16 models. An fp16 model's K/V are not converted: vLLM copies their bits "
+        "into the bf16 cache and reads them back as bf16 (nonsense output, vllm PR #54338)."
+    ),
     "fp8_e4m3": (
         "Halves the cache. 3 mantissa bits, range +-448 (ROCm's e4m3fnuz: +-240), so the "
         "per-tensor k/v scales matter: vLLM loads them from the checkpoint, computes them with "

@@ -87,15 +87,27 @@ def _heads(table: Table, rows: np.ndarray, num_heads: int, num_kv_heads: int, de
     return int(rows[best]), scale
 
 
-def kv_table(precision: str, width: int) -> tuple[str, float]:
+def kv_table(precision: str, width: int, gpu: str | None = None) -> tuple[str, float]:
     """(measured KV dtype table, cached bytes per token over that table's) for a cache
     precision (``KvPrecision.name``) and head width: the tables hold bfloat16 and fp8 caches
     only, so nvfp4 (72 B per 128 values) reads the fp8 line at 0.5625x its per-token bytes,
-    float32 the bfloat16 line at 2x, a per-token-head format the fp8 line at 132/128."""
+    float32 the bfloat16 line at 2x, a per-token-head format the fp8 line at 132/128.
+    ``gpu`` whose attention tables lack fp8 (A100): 8-bit caches read the bf16 line at their
+    own bytes (fp8 0.5x), not the bf16 line at 1x that the slice lookup falls back to."""
     from kvplan.specs.kv_precision import PRECISIONS
 
     p = PRECISIONS.get(precision)
     if p is None:  # fp8_ds_mla: the fp8 MLA line
         return ("fp8" if precision.startswith("fp8") else "bfloat16"), 1.0
     word, per_value = ("fp8", 1) if p.value_bits <= 8 else ("bfloat16", 2)
+    if word == "fp8" and gpu is not None and not _measures_kv(gpu, word):
+        word, per_value = "bfloat16", 2
     return word, p.vector_bytes(width) / (width * per_value)
+
+
+def _measures_kv(gpu: str, word: str) -> bool:
+    """Whether ``gpu``'s decode attention table holds a ``word`` KV cache."""
+    from kvplan.costs.kernels.tables import require
+
+    table = require(gpu, "attn_gen")
+    return bool(table.code("kv_dtype", word) in set(table.column("kv_dtype").tolist()))

@@ -29,10 +29,12 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
       (vLLM 0.11 ``v1/attention/backends/mla/triton_mla.py``).
     - nvfp4 (a later vLLM's name) is written by a cache kernel built for SM100 / SM120 only
       (``ENABLE_NVFP4_SM100`` / ``_SM120`` in csrc/cache_kernels.cu): Blackwell.
+    - fp8_inc and fp8_e5m2 where no kernel takes them (``_check_fp8_flavour``).
     """
     if p.value_bits >= 16 or p.name == FP8_DS_MLA.name:
         return
     flag = f"--kv-cache-dtype {kv_cache_dtype}"
+    _check_fp8_flavour(model, hw, p, kv_cache_dtype.strip().lower(), flag)
     if p.name == "nvfp4" and not hw.arch.lower().startswith("blackwell"):
         raise InputError(f"{flag}: vLLM's nvfp4 KV cache kernels run on Blackwell only, not "
                          f"{hw.id} ({hw.arch}); use --kv-cache-dtype fp8 or a Blackwell GPU")
@@ -46,6 +48,34 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
                          "quantized KV cache (\"TritonMLA V1 with FP8 KV cache not yet "
                          "supported\"); use --kv-cache-dtype auto, or a Hopper or Blackwell "
                          "GPU (FlashMLA, CUTLASS MLA: fp8)")
+
+
+def _check_fp8_flavour(model: ModelSpec, hw: HardwareSpec, p: KvPrecision, name: str,
+                       flag: str) -> None:
+    """vLLM 0.11 fp8 names no kernel on ``hw`` takes (the server stops at its first forward).
+
+    - fp8_inc is Intel Gaudi's (HPU) format: the CUDA and ROCm cache writes
+      (``DISPATCH_BY_KV_CACHE_DTYPE``, csrc/quantization/fp8/{nvidia,amd}/quant_utils.cuh) know
+      auto, fp8, fp8_e4m3 (+ fp8_e5m2 on CUDA): "Unsupported data type of kv cache: fp8_inc".
+    - fp8_e5m2 on ROCm: the amd dispatch has e4m3 only ("ROCm supports fp8 (=fp8_e4m3)").
+    - fp8_e5m2 on Hopper outside MLA: FlashAttention 3 reads e4m3 only
+      (``FlashAttentionBackend.get_fp8_dtype_for_flashattn``: "Unrecognized FP8 dtype");
+      Ampere / Ada run Triton attention and Blackwell FlashInfer, which take e5m2.
+    """
+    arch = hw.arch.lower()
+    if name == "fp8_inc":
+        raise InputError(f"{flag}: fp8_inc is Intel Gaudi's (HPU) fp8 cache; no vLLM cache "
+                         f"kernel on {hw.id} takes it (CUDA, ROCm: fp8 = fp8_e4m3); use "
+                         "--kv-cache-dtype fp8")
+    if p.name != "fp8_e5m2":
+        return
+    if arch.startswith("cdna"):
+        raise InputError(f"{flag}: vLLM's ROCm cache kernels write fp8 as e4m3 only, so "
+                         f"{hw.id} cannot hold an e5m2 cache; use --kv-cache-dtype fp8")
+    if arch.startswith("hopper") and model.mla is None:
+        raise InputError(f"{flag}: on {hw.id} vLLM runs FlashAttention 3, whose fp8 KV cache "
+                         "is e4m3 only (\"Unrecognized FP8 dtype: fp8_e5m2\"); use "
+                         "--kv-cache-dtype fp8")
 
 
 def mla_stores(p: KvPrecision) -> bool:

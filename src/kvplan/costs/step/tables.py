@@ -300,7 +300,7 @@ def _rates(gpu: str, a: AttentionOp, kv_dtype: str, chunk: int,
            proj: _MlaProjections | None = None) -> AttentionRates:
     """Per-pair, per-context, per-request and per-step seconds of ``a.count`` layers; a cache
     precision the tables lack reads its table's per-token line at its own bytes."""
-    kv_dtype, kv_scale = kn.kv_table(kv_dtype, a.latent if a.kind == "mla" else a.head_dim)
+    kv_dtype, kv_scale = kn.kv_table(kv_dtype, a.latent if a.kind == "mla" else a.head_dim, gpu)
     floor, per_req, per_ctx = _decode_line(gpu, a, kv_dtype, proj)
     pairs = chunk * (chunk + 1) // 2
     if a.window:
