@@ -17,11 +17,13 @@ against a fresh interpreter).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import locale
 import os
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -43,6 +45,7 @@ class _Zygote:
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         self.tmp = tempfile.mkdtemp(prefix="kvplan-cli-")
+        atexit.register(shutil.rmtree, self.tmp, True)  # the runs' files are gone already
         self.pid = os.fork()
         if self.pid == 0:  # the zygote
             os.close(req_w)
@@ -147,7 +150,6 @@ def _fresh_interpreter_hooks() -> None:
 
 def _child(request: dict[str, Any]) -> None:
     """One run, as ``python -m kvplan ARGS`` would do it; ends the process."""
-    import atexit
     import runpy
 
     _std_files(request["out"], request["err"])
@@ -216,8 +218,6 @@ def _run_main(runpy: Any, module: str) -> int:
 
 def _finish(code: int) -> int:
     """The interpreter's ending: threads joined, atexit handlers, stdio flushed."""
-    import atexit
-
     threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
