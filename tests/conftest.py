@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests import cli_zygote
+
 
 @dataclass
 class CliResult:
@@ -23,8 +25,12 @@ class CliResult:
 
 
 def run_cli(*args: str, cwd: str | None = None) -> CliResult:
-    """Run `python -m kvplan ARGS...` and capture exit code, stdout and stderr."""
+    """Run `python -m kvplan ARGS...` and capture exit code, stdout and stderr: in a process
+    forked from tests/cli_zygote.py's preloaded one (KVPLAN_TEST_SUBPROCESS=1: a fresh one)."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    forked = cli_zygote.run(args, cwd, env, 300)  # a process forked with numpy etc. loaded
+    if forked is not None:
+        return CliResult(*forked)
     proc = subprocess.run(
         [sys.executable, "-m", "kvplan", *args],
         capture_output=True,
@@ -47,3 +53,9 @@ def assert_one_line_error(result: CliResult) -> None:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Fork run_cli's zygote before test modules (and the kvplan modules they load) are
+    imported: each CLI run then starts from a process that has run no kvplan code."""
+    cli_zygote.start()
