@@ -54,3 +54,11 @@ def test_a_node_link_fleet_mixing_gpu_models_is_unpriced() -> None:
     """No price row is a node of H100s and H200s (was one H100 and one H200 rental)."""
     assert pool_costs(_fleet("nvlink4", "1P1D", ("H100", "H200")),
                       price_table("runpod-secure")) is None
+
+
+def test_the_price_note_names_the_node_links_one_rental() -> None:
+    """The plan's 'pricing:' line said only 'each pool rents its own instances', which a node
+    link's fleet no longer does (one rental whose node holds both pools)."""
+    from kvplan.analysis.disagg.joint_doc import PRICE_NOTE
+
+    assert "node link's fleet (NVLink, PCIe) one rental whose node holds both pools" in PRICE_NOTE
