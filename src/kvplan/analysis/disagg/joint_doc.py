@@ -13,7 +13,8 @@ from kvplan.units import counted
 if TYPE_CHECKING:
     from kvplan.analysis.disagg.candidates import JointCandidate, JointPlan, JointSide
 
-PRICE_NOTE = ("each pool rents its own instances (the provider's cheapest shape); the KV "
+PRICE_NOTE = ("each pool rents its own instances (the provider's cheapest shape), a node "
+              "link's fleet (NVLink, PCIe) one rental whose node holds both pools; the KV "
               "link adds $0: NICs are taken to be part of the instance price")
 
 

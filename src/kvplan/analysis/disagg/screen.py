@@ -5,7 +5,7 @@ Price: each pool rents its own instances on the provider's cheapest shape that h
 instances' GPUs (``costs.pricing.fleet_cost``), $/hour summed. The KV link costs nothing on
 top: the NICs (InfiniBand / RoCE / Ethernet) are taken to be part of the instance price, as
 on the price table's multi-GPU nodes; a node link (NVLink, PCIe) needs both pools in one
-node, priced here as two rentals (an upper bound of one node's price).
+node, priced as one rental of the whole fleet's GPUs on a shape whose node holds them all.
 """
 
 from __future__ import annotations
@@ -238,7 +238,18 @@ def _pool(role: str, d: Deployment, pools: dict[PoolKey, PoolRun | str],
 
 
 def pool_costs(dd: DisaggDeployment, prices: PriceTable) -> tuple[FleetCost, ...] | None:
-    """Each pool on its cheapest instance shape (None: a pool no price row holds)."""
+    """Each pool on its cheapest instance shape (None: a pool no price row holds).
+
+    A node link (NVLink, PCIe) joins GPUs of one node only, so its fleet is one rental of
+    ``total_gpus`` GPUs on a shape whose node holds them all (one cost): Lambda's 1x H100
+    (a 1-GPU node) cannot hold a 1P1D over nvlink4, its 8x node ($31.92/h) can; two rentals
+    ($8.58/h) had no NVLink between the pools, and two 8x nodes ($63.84/h) one node too many.
+    No price row is a node of two GPU models, so a node fleet mixing them is unpriced."""
+    if dd.link.scope == "node":
+        if dd.prefill.gpu.id != dd.decode.gpu.id:
+            return None
+        one = fleet_cost(prices.for_gpu(dd.prefill.gpu.id), 1, dd.total_gpus)
+        return None if one is None else (one,)
     out = []
     for d in (dd.prefill, dd.decode):
         c = fleet_cost(prices.for_gpu(d.gpu.id), d.replicas, d.gpus_per_replica)
