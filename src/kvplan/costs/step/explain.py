@@ -159,7 +159,9 @@ def explain_steps(timer: StepCostModel, batch: int, prompt: int,
     first = min(total, chunk or total)
     full, rest = divmod(first, prompt)
     new = [prompt] * full + ([rest] if rest else [])
-    pre = _step(timer, "prefill", np.array(new), np.zeros(len(new), dtype=np.int64))
+    # the batch's first step starts on an idle engine: nothing hides its host work (async)
+    idle = timer.with_profile(timer.profile, overlap=False) if timer._async else timer
+    pre = _step(idle, "prefill", np.array(new), np.zeros(len(new), dtype=np.int64))
     dec = _step(timer, "decode", np.ones(batch, dtype=np.int64),
                 np.full(batch, prompt, dtype=np.int64))
     return pre, dec
