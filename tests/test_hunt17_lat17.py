@@ -57,3 +57,20 @@ def test_async_explain_prices_the_first_prefill_step_as_ttft_does() -> None:
         assert d["step_ops"][0]["step_s"] == pytest.approx(d["ttft_s"], rel=1e-12)
         assert d["phases"]["prefill"]["seconds"]["total_s"] == pytest.approx(d["ttft_s"],
                                                                              rel=1e-12)
+
+
+def test_kernel_note_names_an_all_reduce_table_of_another_engine_version() -> None:
+    # L40S's custom all-reduce table is aiconfigurator's vLLM 0.22.0 run, every other L40S
+    # table vLLM 0.24.0 (src/kvplan/data/silicon/manifest.json, tests/test_kernels_bundle.py);
+    # the note said "vllm 0.24.0" for all of them, the all_reduce rows included
+    r = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "2",
+                "--prompt", "100", "--output", "2", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["kernels"].startswith(
+        "kernels measured on L40S (vllm 0.24.0; its all-reduce vllm 0.22.0;")
+    one = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "--prompt", "100",
+                  "--output", "2", "--json")  # TP1 runs no all-reduce: no word of it
+    assert one.json()["kernels"].startswith("kernels measured on L40S (vllm 0.24.0; aic")
+    h100 = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "H100-SXM-80GB", "-tp", "2",
+                   "--prompt", "100", "--output", "2", "--json")  # one version: as before
+    assert h100.json()["kernels"].startswith("kernels measured on H100-SXM-80GB (vllm 0.24.0; aic")

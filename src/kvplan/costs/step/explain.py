@@ -49,7 +49,10 @@ def kernel_basis(timer: StepCostModel) -> str:
         from kvplan.costs import kernels as kn
 
         src = kn.gemm(ms.gpu, 1, 4096, 4096, timer.gemm_dtype).source
-        line = (f"kernels measured on {src.gpu} ({src.engine} {src.version}; "
+        ar = kn.all_reduce(src.gpu, 1024, 2).source if timer.constants.tp > 1 else src
+        other = (f"its all-reduce {ar.engine} {ar.version}; "  # L40S: vLLM 0.22.0's run
+                 if (ar.engine, ar.version) != (src.engine, src.version) else "")
+        line = (f"kernels measured on {src.gpu} ({src.engine} {src.version}; {other}"
                 "aiconfigurator-core tables, Apache-2.0)")
         if (ref := kn.capped_at(src.gpu)) is not None:
             line += f"; its cells slower than {ref}'s capped at {ref}'s (the same die)"
