@@ -49,7 +49,10 @@ def kernel_basis(timer: StepCostModel) -> str:
         from kvplan.costs import kernels as kn
 
         src = kn.gemm(ms.gpu, 1, 4096, 4096, timer.gemm_dtype).source
-        line = (f"kernels measured on {src.gpu} ({src.engine} {src.version}; "
+        ar = kn.all_reduce(src.gpu, 1024, 2).source if timer.constants.tp > 1 else src
+        other = (f"its all-reduce {ar.engine} {ar.version}; "  # L40S: vLLM 0.22.0's run
+                 if (ar.engine, ar.version) != (src.engine, src.version) else "")
+        line = (f"kernels measured on {src.gpu} ({src.engine} {src.version}; {other}"
                 "aiconfigurator-core tables, Apache-2.0)")
         if (ref := kn.capped_at(src.gpu)) is not None:
             line += f"; its cells slower than {ref}'s capped at {ref}'s (the same die)"
@@ -159,7 +162,9 @@ def explain_steps(timer: StepCostModel, batch: int, prompt: int,
     first = min(total, chunk or total)
     full, rest = divmod(first, prompt)
     new = [prompt] * full + ([rest] if rest else [])
-    pre = _step(timer, "prefill", np.array(new), np.zeros(len(new), dtype=np.int64))
+    # the batch's first step starts on an idle engine: nothing hides its host work (async)
+    idle = timer.with_profile(timer.profile, overlap=False) if timer._async else timer
+    pre = _step(idle, "prefill", np.array(new), np.zeros(len(new), dtype=np.int64))
     dec = _step(timer, "decode", np.ones(batch, dtype=np.int64),
                 np.full(batch, prompt, dtype=np.int64))
     return pre, dec

@@ -98,9 +98,8 @@ class LatencyResult:
 # ---------------------------------------------------------------- steps
 
 
-def prefill_steps(
-    shape: RequestShape, max_num_batched_tokens: int | None
-) -> list[tuple[IntArray, IntArray]]:
+def prefill_steps(shape: RequestShape,
+                  max_num_batched_tokens: int | None) -> list[tuple[IntArray, IntArray]]:
     """(new_tokens, context_tokens) per prefill step, as vLLM's token budget cuts them.
 
     The batch's prompts form one stream of B*P tokens, filled in request order::
@@ -139,14 +138,18 @@ def add_costs(costs: list[StepCost]) -> StepCost:
 # ---------------------------------------------------------------- latency
 
 
-def static_batch_latency(
-    timer: StepCostModel, shape: RequestShape, *, max_num_batched_tokens: int | None = None
-) -> LatencyResult:
-    """TTFT, TPOT, E2E and throughput of a static batch, priced step by step by ``timer``."""
+def static_batch_latency(timer: StepCostModel, shape: RequestShape, *,
+                         max_num_batched_tokens: int | None = None) -> LatencyResult:
+    """TTFT, TPOT, E2E and throughput of a static batch, priced step by step by ``timer``.
+    The batch starts on an idle engine: under async scheduling its first step has no earlier
+    step to hide its host work under, so it costs what it costs synchronously."""
     check_priced_steps(shape.batch, shape.prompt_tokens, max_num_batched_tokens)
     steps = prefill_steps(shape, max_num_batched_tokens)
-    ttft = prefill_back_s(timer, steps)  # pp > 1: the steps in flight together (pp_queue)
-    prefill = add_costs([timer.cost(new, ctx) for new, ctx in steps])
+    idle = timer.with_profile(timer.profile, overlap=False) if timer._async else timer
+    ttft = prefill_back_s(timer, steps) + (  # pp > 1: the steps in flight together (pp_queue)
+        idle.step_time_s(*steps[0]) - timer.step_time_s(*steps[0]) if idle is not timer else 0.0)
+    prefill = add_costs([(idle if i == 0 else timer).cost(new, ctx)
+                         for i, (new, ctx) in enumerate(steps)])
     n_decode = shape.output_tokens - 1
     if n_decode == 0:
         return LatencyResult(shape=shape, ttft_s=ttft, tpot_s=None, e2e_s=ttft,
@@ -290,10 +293,8 @@ def _peak_blocks(spec: Any, shape: RequestShape, block: int, chunk: int) -> int:
     return int(peak)
 
 
-def check_batch_fits(
-    model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig, shape: RequestShape,
-    resolved: ResolvedDeployment | None = None,
-) -> None:
+def check_batch_fits(model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
+                     shape: RequestShape, resolved: ResolvedDeployment | None = None) -> None:
     """Raise InputError past the context limit, DoesNotFitError when the KV cache does not fit."""
     check_context(model, engine, shape)
     fit = kv_fit(model, hardware, engine, shape, resolved)
@@ -380,9 +381,8 @@ def sweep(
     return rows
 
 
-def _apply(
-    engine: EngineConfig, shape: RequestShape, lever: str, value: str
-) -> tuple[EngineConfig, RequestShape]:
+def _apply(engine: EngineConfig, shape: RequestShape, lever: str,
+           value: str) -> tuple[EngineConfig, RequestShape]:
     if lever == "kv-cache-dtype":
         return replace(engine, kv_cache_dtype=value), shape
     from kvplan.units import human_readable_int

@@ -68,7 +68,6 @@ __all__ = ["FALLBACK_LINK_BYTES_PER_S", "Bound", "BytesMoved", "Flops", "Profile
 X = TypeVar("X", float, FloatArray)
 _TABLE_TOKENS = 8192
 """Token tables start this long and double when a step is longer (an unchunked prompt)."""
-
 _SMALL = 48
 """Batches up to this many requests are summed in plain Python (faster than numpy there)."""
 
@@ -116,12 +115,13 @@ class StepCostModel:
         self._setup(constants, hardware, profile,
                     self._silicon(_TABLE_TOKENS, hardware.id) if silicon else None)
 
-    def with_profile(self, profile: Profile) -> StepCostModel:
-        """The same model, GPU and engine under other overheads (no recount, no re-lookup)."""
+    def with_profile(self, profile: Profile, overlap: bool | None = None) -> StepCostModel:
+        """The same model, GPU and engine under other overheads (no recount, no re-lookup);
+        ``overlap``: async scheduling on or off (None: as here)."""
         other = object.__new__(StepCostModel)
         other._ops, other._kv_dtype, other._chunk = self._ops, self._kv_dtype, self._chunk
-        other._gemm_dtype, other._async = self._gemm_dtype, self._async
-        other.donor, other._floor = self.donor, self._floor
+        other._gemm_dtype, other.donor, other._floor = self._gemm_dtype, self.donor, self._floor
+        other._async = self._async if overlap is None else overlap
         if self.donor is not None:  # rates stay the donor's: a profile moves overheads only
             profile = replace(profile, compute_eff=self.profile.compute_eff,
                               bandwidth_eff=self.profile.bandwidth_eff)
