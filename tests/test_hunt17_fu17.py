@@ -40,3 +40,23 @@ def test_compact_mistral_text_config_takes_mistralconfigs_4096_window(tmp_path: 
     # an explicit null stays full attention (MistralConfig keeps None: no window)
     spec = parse_config(_llava_next_mistral(sliding_window=None), name="m", file="m.json")
     assert spec.sliding_window is None and set(spec.layer_kinds) == {"full"}
+
+
+def test_plan_says_a_tpot_bound_has_no_sample_for_one_token_outputs() -> None:
+    # vLLM 0.11 benchmarks/serve.py calculate_metrics: a request's TPOT is taken only when
+    # output_len > 1, and np.percentile(tpots or 0, 99) prints 0 when no request has one. With
+    # --random-output-len 1 no request has a TPOT: plan printed "p99 TPOT 0.0 ms <= 30 ms,
+    # band (10-90%) 0.0 ms - 0.0 ms: still met ...", a band around a placeholder.
+    args = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "-tp", "1", "--num-prompts",
+            "100", "--random-output-len", "1", "--request-rate", "10",
+            "--slo", "ttft:p99:500 tpot:p99:30")
+    result = run_cli(*args)
+    assert result.code == 0, result.err
+    line = next(x for x in result.out.splitlines() if x.strip().startswith("p99 TPOT"))
+    assert "no sample" in line and "band (10-90%)" not in line, line
+    out = run_cli(*args, "--json").json()
+    check = next(c for c in out["summary"]["slo_at_band_edge"] if c["key"] == "p99_tpot_ms")
+    assert check["sampled"] is False and check["band"] is None and check["met_at_edge"] is None
+    assert out["summary"]["p99_tpot_ms_band"] is None
+    ttft = next(c for c in out["summary"]["slo_at_band_edge"] if c["key"] == "p99_ttft_ms")
+    assert ttft["sampled"] is True and ttft["band"] is not None
