@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.specs.hf_config import parse_config
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 
 def _write(tmp_path: Path, name: str, cfg: dict[str, Any]) -> str:
@@ -60,3 +60,18 @@ def test_plan_says_a_tpot_bound_has_no_sample_for_one_token_outputs() -> None:
     assert out["summary"]["p99_tpot_ms_band"] is None
     ttft = next(c for c in out["summary"]["slo_at_band_edge"] if c["key"] == "p99_ttft_ms")
     assert ttft["sampled"] is True and ttft["band"] is not None
+
+
+def test_plan_on_a_space_vllm_refuses_whole_is_bad_input() -> None:
+    # vLLM 0.11 ModelConfig.verify_with_parallel_config: "Total number of attention heads (32)
+    # must be divisible by tensor parallel size (3)". Every candidate of this space is refused
+    # because of the user's own -tp, not the SLO: plan exited 1 ("nothing feasible", a table
+    # with no rows); bad input is one error line and exit 2 (docs/planner.md, Exit status).
+    args = ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "3", "--dataset",
+            "random", "--num-prompts", "50", "--request-rate", "5", "--slo", "ttft:p99:2000")
+    for extra in ((), ("--json",)):
+        result = run_cli(*args, *extra)
+        assert_one_line_error(result)
+        assert "vLLM refuses every configuration" in result.err
+        assert "--tensor-parallel-size 3 must divide num_attention_heads 32" in result.err
+        assert result.out == ""

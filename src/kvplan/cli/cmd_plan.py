@@ -92,6 +92,13 @@ def _plan_and_show(args: dict[str, Any], as_json: bool) -> None:
     check_disagg_args(args)
     out = _check_plot(args)
     result = run_plan(args, show_progress=not as_json and sys.stdout.isatty())
+    if result.winner is None and not args["disagg"]:
+        from kvplan.analysis.plan.why.verdict import refused_whole
+        from kvplan.errors import InputError
+
+        refused = refused_whole(result.candidates)
+        if refused is not None:  # the flags, not the SLO: bad input (exit 2, docs/planner.md)
+            raise InputError(refused)
     _output(result, out, as_json, disagg_side(args, result) if args["disagg"] else None)
 
 
