@@ -75,3 +75,14 @@ def test_plan_on_a_space_vllm_refuses_whole_is_bad_input() -> None:
         assert "vLLM refuses every configuration" in result.err
         assert "--tensor-parallel-size 3 must divide num_attention_heads 32" in result.err
         assert result.out == ""
+
+
+def test_an_empty_trace_path_is_called_empty_not_a_folder() -> None:
+    # --trace "$UNSET": the empty path became Path('') = '.', and the error read ".: cannot
+    # read the trace (it is a folder, not a regular file)", naming a folder the user never gave
+    for argv in (("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--trace", ""),
+                 ("plan", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--trace", "",
+                  "--slo", "ttft:p99:500")):
+        result = run_cli(*argv)
+        assert_one_line_error(result)
+        assert "--trace is empty" in result.err and "folder" not in result.err, result.err

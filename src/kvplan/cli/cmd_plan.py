@@ -53,7 +53,7 @@ def plan_cmd(
     max_gpus: Annotated[int | None, _o("--max-gpus")] = None,
     max_cost_per_hour: Annotated[float | None, _o("--max-cost-per-hour")] = None,
     dataset: Annotated[Str, _o("--dataset", help_="random or a bundled trace")] = None,
-    trace: Annotated[Path | None, _o("--trace", help_="CSV or JSONL trace file.")] = None,
+    trace: Annotated[Str, _o("--trace", help_="CSV or JSONL trace file.")] = None,
     trace_columns: Annotated[Str, _o("--trace-columns")] = None,
     num_prompts: Annotated[int | None, _o("--num-prompts", help_=NUM_HELP)] = None,
     random_input_len: Annotated[int, _o("--random-input-len")] = 1024,
