@@ -86,3 +86,14 @@ def test_an_empty_trace_path_is_called_empty_not_a_folder() -> None:
         result = run_cli(*argv)
         assert_one_line_error(result)
         assert "--trace is empty" in result.err and "folder" not in result.err, result.err
+
+
+def test_a_one_request_step_says_1_request() -> None:
+    # latency --explain's step table and docs/formulas-latency.md's worked 8B prefill step
+    # read "4096 tokens, 1 requests, 0 cached"
+    out = run_cli("latency", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--prompt", "4096",
+                  "--output", "2", "--explain").out
+    assert "one prefill step: 4096 tokens, 1 request, 0 cached" in out, out
+    assert "1 requests" not in out
+    doc = (Path(__file__).parent.parent / "docs" / "formulas-latency.md").read_text()
+    assert "1 requests" not in doc
