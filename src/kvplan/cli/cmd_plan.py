@@ -53,7 +53,7 @@ def plan_cmd(
     max_gpus: Annotated[int | None, _o("--max-gpus")] = None,
     max_cost_per_hour: Annotated[float | None, _o("--max-cost-per-hour")] = None,
     dataset: Annotated[Str, _o("--dataset", help_="random or a bundled trace")] = None,
-    trace: Annotated[Path | None, _o("--trace", help_="CSV or JSONL trace file.")] = None,
+    trace: Annotated[Str, _o("--trace", help_="CSV or JSONL trace file.")] = None,
     trace_columns: Annotated[Str, _o("--trace-columns")] = None,
     num_prompts: Annotated[int | None, _o("--num-prompts", help_=NUM_HELP)] = None,
     random_input_len: Annotated[int, _o("--random-input-len")] = 1024,
@@ -92,6 +92,13 @@ def _plan_and_show(args: dict[str, Any], as_json: bool) -> None:
     check_disagg_args(args)
     out = _check_plot(args)
     result = run_plan(args, show_progress=not as_json and sys.stdout.isatty())
+    if result.winner is None and not args["disagg"]:
+        from kvplan.analysis.plan.why.verdict import refused_whole
+        from kvplan.errors import InputError
+
+        refused = refused_whole(result.candidates)
+        if refused is not None:  # the flags, not the SLO: bad input (exit 2, docs/planner.md)
+            raise InputError(refused)
     _output(result, out, as_json, disagg_side(args, result) if args["disagg"] else None)
 
 

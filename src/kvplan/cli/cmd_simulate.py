@@ -32,7 +32,7 @@ MaxConc = Annotated[int | None, _opt("--max-concurrency")]
 Seed = Annotated[int, _opt("--seed", "0 .. 2**32 - 1: random lengths and arrival times, as "
                                       "vllm bench serve --seed draws them.")]
 TimeScale = Annotated[float, _opt("--time-scale")]
-Trace = Annotated[Path | None, _opt("--trace", "CSV or JSONL trace file.")]
+Trace = Annotated[str | None, _opt("--trace", "CSV or JSONL trace file.")]  # str: '' stays ''
 TraceCols = Annotated[str | None, _opt("--trace-columns")]
 Goodput = Annotated[list[str] | None, _opt("--goodput", "ttft:MS tpot:MS e2el:MS")]
 PctMetrics = Annotated[str, _opt("--percentile-metrics")]

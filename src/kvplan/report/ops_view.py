@@ -39,7 +39,8 @@ def step_ops_tables(steps: tuple[StepOps, ...]) -> list[Any]:
 
     out = []
     for s in steps:
-        table = Table(title=f"one {s.phase} step: {s.tokens} tokens, {s.requests} requests, "
+        reqs = f"{s.requests} request{'' if s.requests == 1 else 's'}"
+        table = Table(title=f"one {s.phase} step: {s.tokens} tokens, {reqs}, "
                             f"{s.context_tokens} cached")
         for col in ("op", "layers", "shape (per GPU)", "time", "share"):
             table.add_column(col)

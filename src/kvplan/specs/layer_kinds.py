@@ -178,7 +178,8 @@ def _from_sliding_fields(f: Fields, layers: int, model_type: str) -> tuple[Layer
         if f.get("sliding_window") is None:  # vLLM: per-layer window None = full attention
             return _uniform("full", layers)
         return tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(layers))
-    if f.cfg.get("sliding_window") and _uses_window(f, layers, model_type):
+    window = f.cfg["sliding_window"] if "sliding_window" in f.cfg else f.get("sliding_window")
+    if window and _uses_window(f, layers, model_type):  # absent: the class default (Mistral)
         f.integer("sliding_window")  # checked: a whole positive number
         return _uniform("sliding", layers)
     return _uniform("full", layers)

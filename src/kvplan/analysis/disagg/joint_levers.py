@@ -129,4 +129,5 @@ def disagg_bands(c: JointCandidate, slo: Slo) -> PlanBands:
     # simulate's output_throughput
     span = benchmark_duration(r)
     tput = float(r.output_tokens[r.finished].sum()) / span if span > 0 else None
-    return plan_bands(slo, disagg_ratios(c.disagg), dict(c.verdict.achieved), None, tput)
+    return plan_bands(slo, disagg_ratios(c.disagg), dict(c.verdict.achieved), None, tput,
+                      unsampled=c.verdict.unsampled)

@@ -70,6 +70,9 @@ class SloCheck:
     edge: float | None
     met_at_edge: bool | None
     """None where no calibration residuals bound the metric."""
+    sampled: bool = True
+    """False where no judged request has a value of the term (TPOT of 1-token outputs):
+    ``value`` is then vLLM's placeholder 0 and there is no band."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,11 +154,16 @@ def scaled_goodput(slo: Slo, r: Ratios, edge: int) -> tuple[tuple[str, float], .
 
 def plan_bands(slo: Slo, r: Ratios, achieved: Mapping[str, float],
                goodput_band: Pair | None, output_tokens_per_s: float | None,
-               output_definition: str = "run") -> PlanBands:
+               output_definition: str = "run", unsampled: tuple[str, ...] = ()) -> PlanBands:
     """Bands of a candidate's predicted SLO terms (``achieved``, the raw prediction) and of
-    its output rate; ``goodput_band`` = (share at the pessimistic edge, at the optimistic)."""
+    its output rate; ``goodput_band`` = (share at the pessimistic edge, at the optimistic);
+    a term in ``unsampled`` (no judged request has a value of it) has no band."""
     checks = [_bound_check(b.key, b.limit_ms, achieved[b.key], r.get(b.metric),
-                           r.basis_of(b.metric)) for b in slo.bounds if b.key in achieved]
+                           r.basis_of(b.metric)) if b.key not in unsampled
+              else SloCheck(key=b.key, basis=r.basis_of(b.metric), limit=b.limit_ms,
+                            value=achieved[b.key], band=None, met=True, edge=None,
+                            met_at_edge=None, sampled=False)
+              for b in slo.bounds if b.key in achieved]
     if slo.goodput_ms and "goodput_share" in achieved:
         share = achieved["goodput_share"]
         bases = sorted({r.basis_of(m) for m, _ in slo.goodput_ms})

@@ -198,14 +198,14 @@ def capacity_info(cap: Capacity, ctx: JobContext, d: Deployment,
     ``evidence`` (default: the highest passing probe, else the failing one)."""
     lo, hi = cap.lo, cap.hi
     evidence = evidence or lo or hi
-    at_cap: tuple[tuple[str, float], ...] = ()
+    raw = None
     band = None
     if lo is not None:  # the probe was judged under ctx.slo itself unless under a margin
-        at_cap = (lo.verdict if ctx.slo_margin == "none" else judge(lo.latencies, ctx.slo)
-                  ).achieved
+        raw = lo.verdict if ctx.slo_margin == "none" else judge(lo.latencies, ctx.slo)
         band = goodput_band(lo.latencies, ctx.slo, ratios_for(d))
     return CapacityInfo(
-        achieved_at_capacity=at_cap, goodput_share_band=band,
+        achieved_at_capacity=() if raw is None else raw.achieved, goodput_share_band=band,
+        unsampled_at_capacity=() if raw is None else raw.unsampled,
         rate_rps=cap.rate_rps,
         bracket_rps=(cap.rate_rps, None if hi is None else hi.rate_rps),
         probes=cap.probes,
@@ -233,7 +233,7 @@ def fleet_info(run: FleetRun, ctx: JobContext, d: Deployment) -> FleetInfo:
     steady = (ctx.rate_rps * run.output_tokens / run.requests
               if ctx.rate_rps is not None and run.requests else 0.0)
     return FleetInfo(replicas=run.replicas, ok=v.ok, achieved=raw.achieved, margins=v.margins,
-                     goodput_share_band=band,
+                     goodput_share_band=band, unsampled=raw.unsampled,
                      output_tokens_per_s=rate, steady_output_tokens_per_s=steady,
                      peak_kv_usage=run.peak_kv_usage,
                      preemptions=run.preemptions,

@@ -57,6 +57,9 @@ class Verdict:
     """The terms whose limit lies inside their interval: another sample could flip them."""
     goodput_misses: tuple[tuple[str, float], ...] = ()
     """Per goodput metric, the share of judged requests over its bound (which one binds)."""
+    unsampled: tuple[str, ...] = ()
+    """The percentile terms no judged request has a value of (TPOT / ITL of 1-token outputs:
+    vLLM's placeholder 0 stands in ``achieved``)."""
 
     @property
     def ok(self) -> bool:
@@ -169,9 +172,12 @@ def judge(lat: Latencies, slo: Slo, *, intervals: bool = True) -> Verdict:
     cis: list[tuple[str, Interval]] = []
     noisy: list[str] = []
     misses: tuple[tuple[str, float], ...] = ()
+    empty: list[str] = []
     for b in slo.bounds:
-        v, ci = judged_percentile(_values(lat, b.metric, keep), b.percentile,
-                                  interval=intervals)
+        values = _values(lat, b.metric, keep)
+        if len(values) == 0:
+            empty.append(b.key)
+        v, ci = judged_percentile(values, b.percentile, interval=intervals)
         achieved.append((b.key, v))
         margins.append((b.key, (b.limit_ms - v) / b.limit_ms))
         if ci is None or ci.n == 0:  # no value judged (e.g. no TPOT of 1-token outputs):
@@ -188,14 +194,14 @@ def judge(lat: Latencies, slo: Slo, *, intervals: bool = True) -> Verdict:
         n = int(keep.sum())
         if not intervals:
             return Verdict(achieved=tuple(achieved), margins=tuple(margins),
-                           judged_requests=n, goodput_misses=misses)
+                           judged_requests=n, goodput_misses=misses, unsampled=tuple(empty))
         ci = share_interval(round(share * n), n)
         cis.append(("goodput_share", ci))
         if ci.low is None or ci.high is None or ci.low < slo.goodput_target <= ci.high:
             noisy.append("goodput_share")
     return Verdict(achieved=tuple(achieved), margins=tuple(margins),
                    judged_requests=int(keep.sum()), intervals=tuple(cis),
-                   within_noise=tuple(noisy), goodput_misses=misses)
+                   within_noise=tuple(noisy), goodput_misses=misses, unsampled=tuple(empty))
 
 
 def _values(lat: Latencies, metric: str, keep: npt.NDArray[np.bool_]) -> FloatArray:

@@ -40,6 +40,8 @@ class CapacityInfo:
     """The SLO terms at the capacity rate, under the user's SLO (the raw prediction)."""
     goodput_share_band: tuple[float, float] | None = None
     """Goodput share at the capacity rate at the band's (pessimistic, optimistic) edges."""
+    unsampled_at_capacity: tuple[str, ...] = ()
+    """The SLO terms no judged request has a value of there (Verdict.unsampled)."""
     method: str = "rate"
     """'rate' (capacity mode: one replica's stream at scaled rates) or 'router-share'
     (target mode: N replicas' shares of the trace as the router sends them, plan_shares)."""
@@ -71,6 +73,8 @@ class FleetInfo:
     target load for good, with no run start or drain ($/M out tok is priced at it)."""
     goodput_share_band: tuple[float, float] | None = None
     """Goodput share at the band's (pessimistic, optimistic) edges (plan_bands)."""
+    unsampled: tuple[str, ...] = ()
+    """The SLO terms no judged request has a value of (Verdict.unsampled)."""
     judged_requests: int = 0
     """Requests in the steady-state window the verdict was judged on."""
     intervals: tuple[tuple[str, tuple[float | None, float | None]], ...] = ()

@@ -31,7 +31,7 @@ _OWN: dict[str, tuple[str, Kind]] = {
     "--random-range-ratio": ("random_range_ratio", float),
     "--random-prefix-len": ("random_prefix_len", int), "--request-rate": ("request_rate", float),
     "--burstiness": ("burstiness", float), "--max-concurrency": ("max_concurrency", int),
-    "--seed": ("seed", int), "--time-scale": ("time_scale", float), "--trace": ("trace", Path),
+    "--seed": ("seed", int), "--time-scale": ("time_scale", float), "--trace": ("trace", str),
     "--trace-columns": ("trace_columns", str), "--goodput": ("goodput", MULTI),
     "--percentile-metrics": ("percentile_metrics", str),
     "--metric-percentiles": ("metric_percentiles", str), "--save-result": ("save_result", Path),

@@ -80,6 +80,9 @@ def check_line(c: SloCheck) -> str:
     val = (lambda x: f"{100 * x:.1f} %") if share else ms_text
     limit = f"{100 * c.limit:g} %" if share else _limit_text(c.limit)
     rel = (">=" if c.met else "<") if share else ("<=" if c.met else ">")
+    if not c.sampled:
+        return (f"{term_name(c.key)}: no sample, nothing to judge against {limit} (vLLM takes "
+                "a TPOT / ITL only from requests with 2 or more output tokens)")
     head = f"{term_name(c.key)} {val(c.value)} {rel} {limit}"
     if c.band is None or c.edge is None:
         return f"{head}; no calibration residuals bound it"

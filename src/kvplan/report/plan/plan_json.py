@@ -134,7 +134,7 @@ def _priced(b: PlanBands) -> dict[str, Any]:
 def _check(c: SloCheck) -> dict[str, Any]:
     return {"key": c.key, "band_basis": c.basis, "limit": c.limit, "value": c.value,
             "band": None if c.band is None else list(c.band), "met": c.met,
-            "edge": c.edge, "met_at_edge": c.met_at_edge}
+            "edge": c.edge, "met_at_edge": c.met_at_edge, "sampled": c.sampled}
 
 
 def _without(p: Plan) -> dict[str, Any] | None:

@@ -176,6 +176,9 @@ def _band_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         held = {True: "still met at the band's edge", False: "missed at the band's edge",
                 None: "no residuals bound it"}[c.get("met_at_edge")]
         shown = "-" if not band else f"{_sig(band[0])} - {_sig(band[1])}"
+        if c.get("sampled") is False:  # no request has a value of it (1-token outputs' TPOT)
+            rows.append((f"{c.get('key')} (limit {_sig(c.get('limit'))})", "no sample"))
+            continue
         rows.append((f"{c.get('key')} (limit {_sig(c.get('limit'))})",
                      f"{_sig(c.get('value'))}, band (10-90%) {shown}: {held} "
                      f"[{c.get('band_basis')}]"))

@@ -67,7 +67,7 @@ _FLAGS = {
 
 _FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "dataset": (optional(as_str), None),
-    "trace": (optional(as_path), None),
+    "trace": (optional(lambda v: _trace_path(v)), None),
     "trace_columns": (optional(as_str), None),
     "num_prompts": (optional(as_int), None),
     "random_input_len": (as_int, 1024),
@@ -144,6 +144,14 @@ class WorkloadArgs:
     def has_own_arrivals(self) -> bool:
         """True when arrivals come from the trace (timed dataset and no --request-rate)."""
         return self.is_timed and self.request_rate is None
+
+
+def _trace_path(value: Any) -> Path:
+    """--trace's file; an empty path (an unset shell variable) is refused by name, not read
+    as Path('') = '.', the working folder."""
+    if isinstance(value, str) and not value.strip():
+        raise InputError("--trace is empty: give a CSV or JSONL trace file")
+    return as_path(value)
 
 
 def _names_arrival(trace_columns: str | None) -> bool:

@@ -49,10 +49,12 @@ _TEXT_CLASS_DEFAULTS = {
     "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
               "num_attention_heads": 32, "vocab_size": 32000},
     "mistral": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000},
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                "sliding_window": 4096},
 }
 """LlamaConfig / MistralConfig defaults: a wrapper's text_config (llava-hf files) keeps only
-what differs from them, and transformers builds the text config from the class."""
+what differs from them, and transformers builds the text config from the class (MistralConfig's
+window: 4096; an explicit null stays null, ``layer_kinds._from_sliding_fields``)."""
 
 
 def text_class_defaults(raw: Mapping[str, Any], model_type: str,

@@ -26,7 +26,7 @@ def candidate_bands(c: Candidate, slo: Slo, mean_output_tokens: float) -> PlanBa
     r = ratios_for(c.deployment)
     if c.fleet is not None:
         return replace(plan_bands(slo, r, dict(c.fleet.achieved), c.fleet.goodput_share_band,
-                                  c.fleet.output_tokens_per_s),
+                                  c.fleet.output_tokens_per_s, unsampled=c.fleet.unsampled),
                        priced_output_tokens_per_s=c.fleet.steady_output_tokens_per_s,
                        priced_definition=PRICED_TARGET)
     cap = c.capacity
@@ -34,7 +34,7 @@ def candidate_bands(c: Candidate, slo: Slo, mean_output_tokens: float) -> PlanBa
         return None
     one = cap.rate_rps * mean_output_tokens
     b = plan_bands(slo, r, dict(cap.achieved_at_capacity), cap.goodput_share_band, one,
-                   output_definition="sustained")
+                   output_definition="sustained", unsampled=cap.unsampled_at_capacity)
     n = c.replicas or 1  # $/M: the rented unit's $/hour over the n replicas it holds
     return b if n == 1 else replace(b, priced_output_tokens_per_s=n * one,
                                     priced_definition=priced_unit(n))

@@ -57,6 +57,18 @@ def closest(cands: list[Candidate] | tuple[Candidate, ...]
     return sorted(misses, key=lambda s: (-s[0][1], s[1].id))
 
 
+def refused_whole(cands: list[Candidate] | tuple[Candidate, ...]) -> str | None:
+    """When vLLM refuses every configuration of the space (the user's own flags, before any
+    SLO is judged: bad input), one sentence naming its refusals; else None."""
+    judged = [c for c in cands if c.stage != "duplicate"]
+    if not judged or any(c.stage != "invalid" for c in judged):
+        return None
+    reasons = list(dict.fromkeys(c.reason for c in judged))
+    more = f"; and {len(reasons) - 3} other refusals" if len(reasons) > 3 else ""
+    return (f"vLLM refuses every configuration in the space ({'; '.join(reasons[:3])}{more}); "
+            "change the flag it names")
+
+
 def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
                    outside: dict[str, str] | None = None, advice: str = "") -> str:
     """One sentence: what the closest candidates miss, by how much, and the lever needed
