@@ -37,12 +37,12 @@ _RISKS = {
     "float32": "Exact for every 16-bit model; twice the memory of fp16/bf16 for no accuracy gain.",
     # one line each (kvplan kv prints the model's own on one line)
     "float16": (
-        "Exact for fp16 models. A bf16 model's K/V are not converted: vLLM copies their bits "
-        "into the fp16 cache and reads them back as fp16 (nonsense output, vllm PR #54338)."
+        "Exact for fp16 models; a bf16 model's K/V bits are kept as is, read as fp16: "
+        "nonsense (vllm #54338)."
     ),
     "bfloat16": (
-        "Exact for bf16 models. An fp16 model's K/V are not converted: vLLM copies their bits "
-        "into the bf16 cache and reads them back as bf16 (nonsense output, vllm PR #54338)."
+        "Exact for bf16 models; an fp16 model's K/V bits are kept as is, read as bf16: "
+        "nonsense (vllm #54338)."
     ),
     "fp8_e4m3": (
         "Halves the cache. 3 mantissa bits, range +-448 (ROCm's e4m3fnuz: +-240), so the "
