@@ -284,13 +284,16 @@ def _zero_verdict(rep: Replica, work: Workload, slo: Slo) -> tuple[Verdict, Floa
 
 def _counted(slo: Slo, values: dict[str, FloatArray], counts: dict[str, IntArray],
              judged: int) -> Verdict:
-    achieved, margins = [], []
+    achieved, margins, empty = [], [], []
     for b in slo.bounds:
         c = counts[b.metric]
         v = counted_percentile(values[b.metric], c, b.percentile) if c.any() else 0.0
+        if not c.any():  # no judged value (judge's ``unsampled``)
+            empty.append(b.key)
         achieved.append((b.key, v))
         margins.append((b.key, (b.limit_ms - v) / b.limit_ms))
-    return Verdict(achieved=tuple(achieved), margins=tuple(margins), judged_requests=judged)
+    return Verdict(achieved=tuple(achieved), margins=tuple(margins), judged_requests=judged,
+                   unsampled=tuple(empty))
 
 
 def bounds(rep: Replica, work: Workload, slo: Slo) -> Bounds:
