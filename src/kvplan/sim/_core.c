@@ -240,6 +240,7 @@ static int run_bind(Run *r, PyObject *args) {
     Sim *m = &r->m;
     m->n = n, m->budget = budget, m->max_seqs = seqs, m->bs = bs, m->thr = thr;
     m->usable = usable;
+    m->idle = 1; /* a run starts on an idle engine */
     m->bshift = (bs & (bs - 1)) == 0 ? __builtin_ctzll((unsigned long long)bs) : -1;
     m->chunked = chunked, m->caching = caching, m->validate = validate, m->closed = slots > 0;
     if (bind_arrays(m, arrs, r->v) < 0 || bind_keys(m, kt, r->kv) < 0
@@ -318,7 +319,7 @@ static PyObject *core_eval(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "kvplan core: tokens outside the tables");
             goto done;
         }
-        out[b] = step_time(&f, &q);
+        out[b] = step_time(&f, &q, 0);
     }
     ret = Py_None;
     Py_INCREF(ret);
@@ -365,7 +366,7 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_core",
 
 /* KVPLAN_CORE_ABI: bumped whenever the functions or core_run's arguments change; kvplan.sim.core ignores a
    build whose ABI differs (a stale extension falls back to the Python loop, never errs). */
-#define KVPLAN_CORE_ABI 12
+#define KVPLAN_CORE_ABI 13
 
 /* glibc gives a freed block of 128 KiB or more back to the kernel (munmap, or a trim of the
  * heap's top), so the next run's step columns (about 0.16 MB each per 20,000 steps), their

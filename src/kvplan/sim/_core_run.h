@@ -148,7 +148,8 @@ static void run_step(Sim *m, const RunGroups *q, const RunSums *u, i64 c0, i64 j
     if (m->f.win) sums.sctx = u->sctx[j], sums.spairs = u->spairs[j];
     for (i64 s = 0; s < q->ns; s++) logical += q->bpt[s] * u->held[s][j];
     double start = m->clock;
-    double end = start + step_time(&m->f, &sums);
+    double end = start + step_time(&m->f, &sums, m->idle);
+    m->idle = 0;
     if (PUSH(m->st, double, start) || PUSH(m->en, double, end) || PUSH(m->used, i64, used)
         || PUSH(m->logical, i64, logical) || PUSH(m->nrun_col, i64, n)
         || PUSH(m->nwait_col, i64, m->wn) || PUSH(m->newtok, i64, n))

@@ -253,7 +253,8 @@ static int general_step(Sim *m) {
         m->computed[m->p_id[j]] = m->p_ctx[j] + m->p_new[j];
     }
     double start = m->clock;
-    double end = start + step_time(&m->f, &q);
+    double end = start + step_time(&m->f, &q, m->idle);
+    m->idle = 0;
     /* every running request planned (np == nrun) and every group full: the running
      * requests' computed tokens are the plan's context + new tokens (integers: the sum
      * logical_bytes takes request by request) */
@@ -331,6 +332,7 @@ static int call_progress(Sim *m, PyObject *progress, PyThreadState **ts) {
  * among them), then an idle instance's move to its next event, a decode run of at most
  * `limit` steps or a general step. LOOP_MORE: go on; LOOP_OK: nothing is left */
 static int loop_once(Sim *m, i64 limit) {
+    if (m->nrun == 0 && m->wn == 0) m->idle = 1; /* the last step left nothing to run */
     if (instance_release(m) < 0) return LOOP_EARLY;
     if (m->nrun == 0 && m->wn == 0) {
         int moved = idle_until_next(m);
@@ -340,6 +342,7 @@ static int loop_once(Sim *m, i64 limit) {
     i64 ran = decode_run(m, limit);
     int got = ran ? 1 : general_step(m);
     if (got < 0 && m->mode && m->nrun == 0) { /* stalled: the head waits for an event */
+        m->idle = 1;
         if (idle_until_next(m) <= 0) return LOOP_STUCK;
         got = 0;
     }

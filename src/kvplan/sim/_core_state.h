@@ -67,8 +67,9 @@ static void sums_add(Sums *s, const Form *f, i64 nw, i64 cx) {
     }
 }
 
-/* kvplan.costs.step.batch.AggregateForm's formula (StepCostModel._stage then _finish) */
-static double step_time(const Form *f, const Sums *q) {
+/* kvplan.costs.step.batch.AggregateForm's formula (StepCostModel._stage then _finish); idle:
+ * the step starts on an idle engine, its host work hidden under no step (batch.idle_timer) */
+static double step_time(const Form *f, const Sums *q, int idle) {
     i64 tok = q->tok;
     double r = (double)q->req;
     double x1 = f->g[tok] + f->lm_r * r;
@@ -90,7 +91,7 @@ static double step_time(const Form *f, const Sums *q) {
     if (f->ar) stage = stage + f->ar[tok];
     stage = stage + f->layer_s;
     if (f->p2p) stage = stage + f->pm1 * (stage + f->p2p[tok]);
-    if (f->asy) {
+    if (f->asy && !idle) {
         double host = f->ov[0] + f->req_r * r;
         return (host > stage ? host : stage) + (f->ov[q->pre] - f->ov[0]);
     }
@@ -154,6 +155,7 @@ typedef struct {
     i64 admit_peak; /* decode instance: most blocks in use right after an admission */
     double clock, next_s, next_send, api_free; /* api_free: the API server's next idle time */
     int oom;
+    int idle; /* the engine is idle: its next step's host work is not hidden (_Loop.idle) */
     /* a disaggregated fleet's instance (_core_disagg.h; sim/disagg/compiled.py): mode 0
      * aggregated, 1 prefill (blocks kept after the one token until released), 2 decode */
     int mode;

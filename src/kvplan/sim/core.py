@@ -76,7 +76,7 @@ class _Loop(Protocol):
 
 ENV = "KVPLAN_SIM_CORE"
 """Set to "python" to force the pure-Python loop (the reference the core is tested against)."""
-CORE_ABI = 12
+CORE_ABI = 13
 """The extension's ``ABI`` constant this code calls (_core.c KVPLAN_CORE_ABI)."""
 _FORMS: OrderedDict[int, tuple[Any, tuple[object, ...] | None]] = OrderedDict()
 """id(timer) -> (timer, form tuple or None), the last few timers (the planner reuses one)."""

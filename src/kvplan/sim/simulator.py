@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kvplan.costs.step.batch import StepTimer
+from kvplan.costs.step.batch import StepTimer, idle_timer
 from kvplan.costs.step.parallel import pp_queue
 from kvplan.errors import InputError
 from kvplan.sim import core, pipeline
@@ -93,6 +93,10 @@ class _Loop(FastForward, LeanStep):
                  progress: Callable[[int, int], None] | None) -> None:
         self.s: SimState = new_state(workload, shape.block_size, shared_prefix_tokens)
         self.timer = timer
+        self.idle_timer = idle_timer(timer)
+        self.idle = True
+        """The engine is idle (nothing ran since it last had no request): the next step's
+        host work has no step before it to hide under (async scheduling; batch.idle_timer)."""
         self.shape = shape
         self.limits = limits
         self.pool = BlockPool(num_blocks - 1)  # vLLM's BlockPool keeps one as the null block
@@ -199,6 +203,7 @@ class _Loop(FastForward, LeanStep):
         n = len(s.arrival)
         turns = shown = 0
         while True:
+            self.idle |= not s.running and not s.waiting  # the last step left nothing to run
             self._release()
             if not s.running and not s.waiting:
                 t = self._next_arrival()
@@ -219,8 +224,13 @@ class _Loop(FastForward, LeanStep):
         return self._result()
 
     def _turn(self) -> None:
-        """One turn: a lean step or run, a fast-forwarded decode run, or a general step."""
-        if self.lean:
+        """One turn: a lean step or run, a fast-forwarded decode run, or a general step (the
+        step after an idle spell: the general step, priced by the idle timer)."""
+        if self.idle and self.idle_timer is not self.timer:
+            if self.lean:
+                self._lean_drop()
+            self._general_step()
+        elif self.lean:
             if not self._lean_turn():
                 self._lean_drop()
                 self._general_step()
@@ -248,7 +258,7 @@ class _Loop(FastForward, LeanStep):
         ids = np.array(plan.ids, dtype=np.int64)
         new = np.array(plan.new, dtype=np.int64)
         ctx = np.array(plan.ctx, dtype=np.int64)
-        dur = float(self.timer.step_time_s(new, ctx))
+        dur = float((self.idle_timer if self.idle else self.timer).step_time_s(new, ctx))
         self._apply_step(plan, ids, new, ctx, s.clock, s.clock + dur)
 
     def _apply_step(self, plan: StepPlan, ids: IntArray, new: IntArray, ctx: IntArray,
@@ -268,6 +278,7 @@ class _Loop(FastForward, LeanStep):
         self.steady = int(_max(tot - done)) <= 1 if whole else self._one_left_each()
         s.clock = end
         s.step += 1
+        self.idle = False
         self.blocked = plan.head_blocked and not finished and not plan.preempted
 
     def _no_step(self, plan: StepPlan) -> None:

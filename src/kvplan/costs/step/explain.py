@@ -10,6 +10,7 @@ import numpy as np
 
 from kvplan.costs import kernels as kn
 from kvplan.costs.kernels.quantized import basis_note, quantized_gemm_s
+from kvplan.costs.step.batch import idle_timer
 from kvplan.costs.step.coefficients import at
 from kvplan.costs.step.cudagraph import padded_tokens
 from kvplan.costs.step.ops import StageOps
@@ -163,7 +164,7 @@ def explain_steps(timer: StepCostModel, batch: int, prompt: int,
     full, rest = divmod(first, prompt)
     new = [prompt] * full + ([rest] if rest else [])
     # the batch's first step starts on an idle engine: nothing hides its host work (async)
-    idle = timer.with_profile(timer.profile, overlap=False) if timer._async else timer
+    idle = idle_timer(timer)
     pre = _step(idle, "prefill", np.array(new), np.zeros(len(new), dtype=np.int64))
     dec = _step(timer, "decode", np.ones(batch, dtype=np.int64),
                 np.full(batch, prompt, dtype=np.int64))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kvplan.api_check import plain_numbers
-from kvplan.costs.step.batch import IntArray
+from kvplan.costs.step.batch import IntArray, idle_timer
 from kvplan.costs.step.latency_checks import (
     check_priced_steps,
     check_shape_bounds,
@@ -145,7 +145,7 @@ def static_batch_latency(timer: StepCostModel, shape: RequestShape, *,
     step to hide its host work under, so it costs what it costs synchronously."""
     check_priced_steps(shape.batch, shape.prompt_tokens, max_num_batched_tokens)
     steps = prefill_steps(shape, max_num_batched_tokens)
-    idle = timer.with_profile(timer.profile, overlap=False) if timer._async else timer
+    idle = idle_timer(timer)
     ttft = prefill_back_s(timer, steps) + (  # pp > 1: the steps in flight together (pp_queue)
         idle.step_time_s(*steps[0]) - timer.step_time_s(*steps[0]) if idle is not timer else 0.0)
     prefill = add_costs([(idle if i == 0 else timer).cost(new, ctx)

@@ -52,8 +52,9 @@ class _Instance(_Loop):
     def turn(self) -> None:
         """Release what is due by the clock, then run one turn of the aggregated loop."""
         self.stalled = False
-        self._release()
         s = self.s
+        self.idle |= not s.running and not s.waiting  # the last step left nothing to run
+        self._release()
         if not s.running and not s.waiting:
             return
         self._turn()
@@ -86,6 +87,7 @@ class _Instance(_Loop):
             return
         self.stalled = True  # the waiting head waits for blocks held outside the running list
         self.blocked = True
+        self.idle = True  # nothing runs while it waits
 
 
 class PrefillLoop(_Instance):

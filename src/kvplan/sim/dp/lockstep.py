@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvplan.costs.step.batch import StepTimer
+from kvplan.costs.step.batch import StepTimer, idle_timer
 from kvplan.costs.step.parallel.dp_pad import padded_step_s
 from kvplan.errors import InputError
 from kvplan.limits import MAX_FLEET_STATES
@@ -49,18 +49,30 @@ class Waves:
 
     def _books(self) -> None:
         self.wave = False
+        self.fresh = True  # the next step starts a wave: the engines were idle
+        self._idle: StepTimer | None = None
         self.counter = 0
         self.rank_s: list[list[float]] = []
         self.padded: list[int] = []
 
+    def _timer(self) -> StepTimer:
+        """The step's timer: a wave's first step starts on idle engines (batch.idle_timer)."""
+        if not self.fresh:
+            return self.timer
+        self.fresh = False
+        if self._idle is None:
+            self._idle = idle_timer(self.timer)
+        return self._idle
+
     def _step(self, clock: float) -> float:
         """One lockstep step from ``clock``; returns its end."""
-        secs, pad, end = step_ranks(self.ranks, self.timer, clock)
+        secs, pad, end = step_ranks(self.ranks, self._timer(), clock)
         self.rank_s.append(secs)
         self.padded.append(pad)
         self.counter += 1
         if self.counter % WAVE_CHECK_STEPS == 0 and not any(e.unfinished for e in self.ranks):
             self.wave = False
+            self.fresh = True
             self.counter = 0
         self.lb.publish(end, tuple(e.counts for e in self.ranks))
         return end
