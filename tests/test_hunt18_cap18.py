@@ -1,0 +1,49 @@
+"""Hunt 18 (cap18): `kvplan capacity` / `kvplan kv` against vLLM 0.11.0's own KV arithmetic
+(vllm/v1/core/kv_cache_utils.py, vllm/v1/kv_cache_interface.py, model_executor/models/config.py)
+for hybrid, MLA and sliding-window models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import run_cli
+
+GEMMA2 = Path("/work/shared/data/model-configs/google--gemma-2-9b-it.json")
+
+
+def _write(tmp_path: Path, name: str, cfg: dict[str, Any]) -> str:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def _gemma2_9b(tmp_path: Path, layers: int) -> str:
+    """google/gemma-2-9b-it's config.json (42 layers, 8 KV heads x 256, window 4096, 8,192
+    positions) cut to ``layers`` layers: Gemma2Config makes every odd layer global."""
+    cfg = json.loads(GEMMA2.read_text()) if GEMMA2.exists() else {
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584,
+        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+        "intermediate_size": 14336, "vocab_size": 256000, "max_position_embeddings": 8192,
+        "sliding_window": 4096, "torch_dtype": "bfloat16"}
+    cfg["num_hidden_layers"] = layers
+    return _write(tmp_path, f"gemma2-{layers}", cfg)
+
+
+def test_group_size_is_the_smallest_spec_count_as_in_vllm_0_11(tmp_path: Path) -> None:
+    # vLLM 0.11.0 _get_kv_cache_groups_uniform_page_size: group_size = min(layers per spec),
+    # nothing else (the "max when max < 1.25 x min" rule is vllm#29303, 0.12). 27 Gemma-2
+    # layers: 14 sliding (even) + 13 full (odd) -> group size 13: the 14 sliding layers make
+    # cdiv(14, 13) = 2 groups (12 padding), the full ones 1: 3 groups of 13.
+    # Page 16 x 2 x 8 x 256 x 2 B = 131,072 B; 20 GiB // 131,072 // 13 = 163,840 // 13 =
+    # 12,603 blocks; 12,603 // 3 x 16 = 67,216 tokens. Pages per request at 8,192 tokens:
+    # full cdiv(8192, 16) = 512 + 2 sliding groups x (cdiv(min(4095 + 8192, 8192), 16) + 1 =
+    # 513) = 1,538; 12,603 / 1,538 = 8.19x. kvplan took the 14 as the group size: 2 groups,
+    # 11,702 blocks, 93,616 tokens, 11.42x.
+    r = run_cli("capacity", _gemma2_9b(tmp_path, 27), "--kv-cache-memory", "20GiB", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert (doc["layers_per_group"], doc["num_padding_layers"]) == (13, 12)
+    assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (12_603, 67_216)
+    assert round(doc["max_concurrency"], 2) == 8.19
