@@ -47,3 +47,27 @@ def test_group_size_is_the_smallest_spec_count_as_in_vllm_0_11(tmp_path: Path) -
     assert (doc["layers_per_group"], doc["num_padding_layers"]) == (13, 12)
     assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (12_603, 67_216)
     assert round(doc["max_concurrency"], 2) == 8.19
+
+
+NEXT = "Qwen/Qwen3-Next-80B-A3B-Thinking"
+SETTING = "Setting attention block size to"
+
+
+def test_no_setting_attention_block_line_when_the_asked_block_is_large_enough() -> None:
+    # vLLM 0.11 HybridAttentionMambaModelConfig logs "Setting attention block size to N
+    # tokens ..." only when it changes the block (block_size None or < attn_block_size).
+    # Qwen3-Next TP 16: state (3 x 8192/16 + 2 x 128 x 128) x 2 B = 68,608 B, attention 2 x 1
+    # x 256 x 2 = 1,024 B/token -> attn_block 16 x cdiv(68,608, 16,384) = 80; --block-size 128
+    # >= 80 is kept, so no "Setting" line; the state page is still padded to 128 x 1,024 =
+    # 131,072 B: (131,072 - 68,608) / 68,608 = 91.04%. kvplan printed "Setting attention block
+    # size to 128 tokens".
+    args = ("capacity", NEXT, "-tp", "16", "--kv-cache-memory", "40GiB")
+    kept = run_cli(*args, "--block-size", "128")
+    assert kept.code == 0, kept.err
+    assert SETTING not in kept.out
+    assert "Padding mamba page size by 91.04%" in kept.out
+    assert f"{SETTING} 80 tokens" in run_cli(*args).out  # the default block is raised
+    # TP 8: attn_block 16 x cdiv(137,216, 16,384) = 144 > 128: raised, logged.
+    raised = run_cli("capacity", NEXT, "-tp", "8", "--kv-cache-memory", "40GiB",
+                     "--block-size", "128")
+    assert f"{SETTING} 144 tokens" in raised.out
