@@ -71,3 +71,20 @@ def test_no_setting_attention_block_line_when_the_asked_block_is_large_enough() 
     raised = run_cli("capacity", NEXT, "-tp", "8", "--kv-cache-memory", "40GiB",
                      "--block-size", "128")
     assert f"{SETTING} 144 tokens" in raised.out
+
+
+def test_a_cache_too_small_for_one_request_does_not_blame_one_block() -> None:
+    # gemma-3-27b-it, 10 MiB of KV: one block of 16 tokens in every layer is 62 x 128 KiB =
+    # 7.75 MiB and fits; what does not is a 1-token request, for a sliding-window layer
+    # takes cdiv(min(1023 + 8192, 1), 16) + 1 = 2 pages from its first token (vLLM
+    # SlidingWindowSpec.max_memory_usage_bytes): 52 x 2 + 10 x 1 = 114 pages x 128 KiB =
+    # 14.25 MiB. kvplan said "not even one block of 16 tokens fits".
+    r = run_cli("capacity", "google/gemma-3-27b-it", "--kv-cache-memory", "10MiB")
+    assert r.code == 1
+    assert "not even one block" not in r.err
+    assert "not even a 1-token request fits: it takes 114 pages of 128.00 KiB = 14.25 MiB" in r.err
+    # Nemotron-H-56B, 512 MiB: the attention block is 2,080 tokens, not 16; a 1-token request
+    # takes 54 state pages + 10 attention pages of 8,519,680 B = 545,259,520 B = 520.00 MiB.
+    n = run_cli("capacity", "nvidia/Nemotron-H-56B-Base-8K", "--kv-cache-memory", "512MiB")
+    assert n.code == 1
+    assert "not even a 1-token request fits: it takes 64 pages of 8.12 MiB = 520.00 MiB" in n.err

@@ -21,7 +21,7 @@ from kvplan.specs.kv import (
     vllm_group_size,
 )
 from kvplan.specs.model import ModelSpec
-from kvplan.units import cdiv
+from kvplan.units import cdiv, fmt_bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,3 +162,15 @@ def stage_groups(groups: Sequence[Group], layers: range) -> tuple[Group, ...]:
 def needed_bytes(groups: Sequence[Group], s: Settings) -> int:
     """vLLM's check_enough_kv_cache_memory: every layer's max usage for one request."""
     return sum(len(g.layer_ids) * g.pages_per_request(s) * g.page_size_bytes for g in groups)
+
+
+def none_fits(groups: Sequence[Group], s: Settings) -> str:
+    """Why not even max_model_len 1 fits: one block per layer, or (sliding-window: 2 pages from
+    the first token; state: the whole state page) the pages a 1-token request takes."""
+    one = replace(s, max_model_len=1)
+    pages = sum(len(g.layer_ids) * g.pages_per_request(one) for g in groups)
+    if pages == sum(len(g.layer_ids) for g in groups) and not any(
+            isinstance(g.spec, StateSpec) for g in groups):
+        return f"not even one block of {groups[0].block_size} tokens fits"
+    return (f"not even a 1-token request fits: it takes {pages:,} pages of "
+            f"{fmt_bytes(groups[0].page_size_bytes)} = {fmt_bytes(needed_bytes(groups, one))}")

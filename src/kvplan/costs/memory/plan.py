@@ -37,6 +37,7 @@ from kvplan.costs.memory.kv_groups import (
     hybrid_block,
     layer_specs,
     needed_bytes,
+    none_fits,
     stage_groups,
 )
 from kvplan.costs.memory.mla_absorb import mla_absorbed_bytes
@@ -290,7 +291,7 @@ def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: 
         if need > sb.available_kv_bytes:
             longest = largest_max_model_len(plan)
             fits = (f"the largest --max-model-len that fits is {longest}" if longest > 0 else
-                    f"not even one block of {s.block_size} tokens fits")
+                    none_fits(groups, s))
             where = f" on pipeline stage {stage}" if plan.stages else ""
             raise KvTooSmallError(
                 f"one request of {s.max_model_len} tokens needs {fmt_bytes(need)} of KV cache"
