@@ -10,7 +10,9 @@ from typing import Any
 
 from tests.conftest import run_cli
 
-GEMMA2 = Path("/work/shared/data/model-configs/google--gemma-2-9b-it.json")
+CATALOG = Path(__file__).parent.parent / "src" / "kvplan" / "specs" / "catalog" / "models"
+GEMMA2 = CATALOG / "google--gemma-2-9b-it.json"
+LLAMA32_3B = CATALOG / "meta-llama--Llama-3.2-3B.json"
 
 
 def _write(tmp_path: Path, name: str, cfg: dict[str, Any]) -> str:
@@ -22,11 +24,7 @@ def _write(tmp_path: Path, name: str, cfg: dict[str, Any]) -> str:
 def _gemma2_9b(tmp_path: Path, layers: int) -> str:
     """google/gemma-2-9b-it's config.json (42 layers, 8 KV heads x 256, window 4096, 8,192
     positions) cut to ``layers`` layers: Gemma2Config makes every odd layer global."""
-    cfg = json.loads(GEMMA2.read_text()) if GEMMA2.exists() else {
-        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584,
-        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
-        "intermediate_size": 14336, "vocab_size": 256000, "max_position_embeddings": 8192,
-        "sliding_window": 4096, "torch_dtype": "bfloat16"}
+    cfg = json.loads(GEMMA2.read_text())
     cfg["num_hidden_layers"] = layers
     return _write(tmp_path, f"gemma2-{layers}", cfg)
 
@@ -88,3 +86,33 @@ def test_a_cache_too_small_for_one_request_does_not_blame_one_block() -> None:
     n = run_cli("capacity", "nvidia/Nemotron-H-56B-Base-8K", "--kv-cache-memory", "512MiB")
     assert n.code == 1
     assert "not even a 1-token request fits: it takes 64 pages of 8.12 MiB = 520.00 MiB" in n.err
+
+
+def test_a_block_size_the_default_attention_backend_cannot_page_is_refused(
+        tmp_path: Path) -> None:
+    # vLLM 0.11 picks FlashAttention for non-MLA attention on SM 8.x / 9.x GPUs (Triton for
+    # sinks or fp8 KV on SM 8.x; Triton / ROCm kernels on MI300X), and each of those asserts
+    # at KV cache allocation "Block size must be a multiple of 16." (flash_attn.py,
+    # triton_attn.py, rocm_attn.py get_kv_cache_shape). kvplan sized Llama-3.1-8B on an H100
+    # at --block-size 8: 420,832 tokens, 3.21x.
+    for gpu in ("H100", "A100-80GB-SXM", "MI300X"):
+        r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", gpu, "--block-size", "8")
+        assert r.code == 2 and not r.out and r.err.count("\n") == 1, r.err
+        assert "--block-size 8" in r.err and "multiple of 16" in r.err
+    # Blackwell defaults to FlashInfer (any page size); MLA off Hopper/Blackwell runs Triton
+    # MLA (any block); a hybrid's attention block is raised to a multiple of 16 anyway.
+    ok = (("meta-llama/Llama-3.1-8B", "B200"), ("deepseek-ai/DeepSeek-V2-Lite", "A100-80GB-SXM"),
+          ("nvidia/Nemotron-H-56B-Base-8K", "H200"))
+    for model, gpu in ok:
+        r = run_cli("capacity", model, "--gpu", gpu, "--block-size", "8", "--json")
+        assert r.code == 0, (model, r.err)
+    assert run_cli("capacity", "meta-llama/Llama-3.1-8B", "--block-size", "32").code == 0
+    # gpt-oss's sinks run Triton on an A100 (refused); a head size FlashAttention lacks (80)
+    # falls back to FlexAttention, which pages any block.
+    r = run_cli("capacity", "openai/gpt-oss-20b", "--gpu", "A100-80GB-SXM", "--block-size", "8")
+    assert r.code == 2 and "(Triton)" in r.err, r.err
+    cfg = json.loads(Path(LLAMA32_3B).read_text())
+    cfg.update(hidden_size=2560, num_attention_heads=32, num_key_value_heads=8, head_dim=80)
+    r = run_cli("capacity", _write(tmp_path, "head80", cfg), "--block-size", "8", "--json")
+    assert r.code == 0, r.err
+
