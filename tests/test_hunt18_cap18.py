@@ -116,3 +116,29 @@ def test_a_block_size_the_default_attention_backend_cannot_page_is_refused(
     r = run_cli("capacity", _write(tmp_path, "head80", cfg), "--block-size", "8", "--json")
     assert r.code == 0, r.err
 
+
+def _deepseek_v32(tmp_path: Path) -> str:
+    """DeepSeek-V3's config with V3.2's sparse-attention indexer (index_topk 2048, index_head_dim
+    128, index_n_heads 64), as deepseek-ai/DeepSeek-V3.2-Exp ships it."""
+    cfg = json.loads((CATALOG / "deepseek-ai--DeepSeek-V3.json").read_text())
+    cfg.update(architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32",
+               index_topk=2048, index_head_dim=128, index_n_heads=64)
+    return _write(tmp_path, "deepseek-v32", cfg)
+
+
+def test_sparse_mla_under_pp_divides_by_the_whole_models_page(tmp_path: Path) -> None:
+    # vLLM 0.11: DeepSeek-V3.2's latent (fp8_ds_mla, 656 B) and indexer (132 B) layers make one
+    # UniformTypeKVCacheSpecs group built from every stage's layers (get_kv_cache_configs), and
+    # get_kv_cache_config_from_groups sizes each worker with num_blocks = available //
+    # group.kv_cache_spec.page_size_bytes: the whole model's page, 61 x 64 x 788 = 3,076,352 B,
+    # not the stage's 31 layers. 20 GiB // 3,076,352 = 6,980 blocks at PP 2 as at PP 1;
+    # 6,980 x 64 = 446,720 tokens; 6,980 / cdiv(163,840, 64) = 2.73x. kvplan divided by the
+    # stage's layers: 13,736 blocks, 879,104 tokens, 5.37x.
+    path = _deepseek_v32(tmp_path)
+    for pp in ("1", "2"):
+        r = run_cli("capacity", path, "-tp", "8", "-pp", pp, "--gpu", "H200",
+                    "--kv-cache-memory", "20GiB", "--json")
+        assert r.code == 0, r.err
+        doc = r.json()
+        assert (doc["num_blocks"], doc["kv_cache_tokens"]) == (6_980, 446_720), pp
+        assert round(doc["max_concurrency"], 2) == 2.73

@@ -216,10 +216,11 @@ class MemoryPlan:
 
 
 def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
-    """(layers per group, page bytes, num_blocks) as get_kv_cache_config computes them."""
+    """(layers per group, page bytes, num_blocks) as get_kv_cache_config computes them (a
+    uniform-type group divides by the whole model's layers: ``Group.model_layers``)."""
     per_group = max(len(g.layer_ids) for g in groups)
     page = groups[0].page_size_bytes
-    return per_group, page, max(0, avail) // page // per_group
+    return per_group, page, max(0, avail) // page // (groups[0].model_layers or per_group)
 
 
 def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
