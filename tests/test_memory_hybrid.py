@@ -55,7 +55,7 @@ def _qwen3_next(tp: int) -> dict[str, int]:
     state_page = (conv + recurrent) * BF16  # gated_delta_net_state_dtype: both model dtype
     block = ALIGN * cdiv(state_page, ALIGN * attn_1_token)
     page = block * attn_1_token  # mamba_page_size_padded
-    layers_per_group = 12  # min(36, 12) = 12 and 36 >= 1.25 x 12: 3 state groups + 1 full
+    layers_per_group = 12  # min(36, 12) = 12: 3 state groups + 1 full
     num_blocks = AVAIL // page // layers_per_group
     max_model_len = 262_144  # max_position_embeddings
     pages = cdiv(max_model_len, block) + 3 * 1  # full group + one state page per state group

@@ -253,11 +253,11 @@ class ModelKv:
 
 def vllm_group_size(layers_per_spec: Sequence[int]) -> int:
     """Layers in each of vLLM 0.11's KV cache groups (``_get_kv_cache_groups_uniform_page_size``):
-    one spec is one group; several specs are cut into groups of the smallest spec's count (the
-    largest when every count is within 1.25x of the smallest), the last group of a spec padded:
-    Gemma-3-27B's 52 sliding + 10 full layers make 6 + 1 groups of 10 layers (8 padding)."""
-    size = min(layers_per_spec)
-    return max(layers_per_spec) if max(layers_per_spec) < size * 1.25 else size
+    one spec is one group; several specs are cut into groups of the smallest spec's count, the
+    last group of a spec padded: Gemma-3-27B's 52 sliding + 10 full layers make 6 + 1 groups of
+    10 layers (8 padding), and 14 sliding + 13 full make 2 + 1 groups of 13 (12 padding). (The
+    largest count when all are within 1.25x of the smallest is vllm#29303, vLLM 0.12.)"""
+    return min(layers_per_spec)
 
 
 def layer_cache_spec(

@@ -13,6 +13,7 @@ from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import Settings
 from kvplan.specs.kv import (
     LayerCacheSpec,
+    MLASpec,
     ModelKv,
     SlidingWindowSpec,
     StateSpec,
@@ -21,7 +22,7 @@ from kvplan.specs.kv import (
     vllm_group_size,
 )
 from kvplan.specs.model import ModelSpec
-from kvplan.units import cdiv
+from kvplan.units import cdiv, fmt_bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +36,11 @@ class Group:
     spec: LayerCacheSpec
     layer_ids: tuple[int, ...]
     block_size: int
+    model_layers: int | None = None
+    """DeepSeek-V3.2's one ``UniformTypeKVCacheSpecs`` group (latent + indexer pages): the
+    whole model's layer count. vLLM 0.11 sizes every pipeline stage with num_blocks =
+    available // that group's page, which sums all the model's layers, not the stage's
+    (``get_kv_cache_config_from_groups``); None for other groups."""
 
     @property
     def page_size_bytes(self) -> int:
@@ -140,12 +146,15 @@ def build_groups(
             spec = replace(spec, page_size_padded=hybrid.page_size_padded)
         by_spec.setdefault(spec, []).append(layer)
     size = vllm_group_size([len(v) for v in by_spec.values()])
+    uniform_type = len(by_spec) == 1 and any(
+        isinstance(sp, MLASpec) and sp.indexer_dim for sp in by_spec)
     groups = []
     for spec, layers in by_spec.items():
         n = cdiv(len(layers), size)
         spec_block = max_model_len if isinstance(spec, StateSpec) else block
         groups += [
-            Group(spec=spec, layer_ids=tuple(layers[i::n]), block_size=spec_block) for i in range(n)
+            Group(spec=spec, layer_ids=tuple(layers[i::n]), block_size=spec_block,
+                  model_layers=len(layers) if uniform_type else None) for i in range(n)
         ]
     return tuple(groups)
 
@@ -162,3 +171,15 @@ def stage_groups(groups: Sequence[Group], layers: range) -> tuple[Group, ...]:
 def needed_bytes(groups: Sequence[Group], s: Settings) -> int:
     """vLLM's check_enough_kv_cache_memory: every layer's max usage for one request."""
     return sum(len(g.layer_ids) * g.pages_per_request(s) * g.page_size_bytes for g in groups)
+
+
+def none_fits(groups: Sequence[Group], s: Settings) -> str:
+    """Why not even max_model_len 1 fits: one block per layer, or (sliding-window: 2 pages from
+    the first token; state: the whole state page) the pages a 1-token request takes."""
+    one = replace(s, max_model_len=1)
+    pages = sum(len(g.layer_ids) * g.pages_per_request(one) for g in groups)
+    if pages == sum(len(g.layer_ids) for g in groups) and not any(
+            isinstance(g.spec, StateSpec) for g in groups):
+        return f"not even one block of {groups[0].block_size} tokens fits"
+    return (f"not even a 1-token request fits: it takes {pages:,} pages of "
+            f"{fmt_bytes(groups[0].page_size_bytes)} = {fmt_bytes(needed_bytes(groups, one))}")

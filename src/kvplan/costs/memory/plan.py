@@ -37,6 +37,7 @@ from kvplan.costs.memory.kv_groups import (
     hybrid_block,
     layer_specs,
     needed_bytes,
+    none_fits,
     stage_groups,
 )
 from kvplan.costs.memory.mla_absorb import mla_absorbed_bytes
@@ -215,10 +216,11 @@ class MemoryPlan:
 
 
 def _blocks(groups: Sequence[Group], avail: int) -> tuple[int, int, int]:
-    """(layers per group, page bytes, num_blocks) as get_kv_cache_config computes them."""
+    """(layers per group, page bytes, num_blocks) as get_kv_cache_config computes them (a
+    uniform-type group divides by the whole model's layers: ``Group.model_layers``)."""
     per_group = max(len(g.layer_ids) for g in groups)
     page = groups[0].page_size_bytes
-    return per_group, page, max(0, avail) // page // per_group
+    return per_group, page, max(0, avail) // page // (groups[0].model_layers or per_group)
 
 
 def plan_memory(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> MemoryPlan:
@@ -290,7 +292,7 @@ def _check_fits(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig, plan: 
         if need > sb.available_kv_bytes:
             longest = largest_max_model_len(plan)
             fits = (f"the largest --max-model-len that fits is {longest}" if longest > 0 else
-                    f"not even one block of {s.block_size} tokens fits")
+                    none_fits(groups, s))
             where = f" on pipeline stage {stage}" if plan.stages else ""
             raise KvTooSmallError(
                 f"one request of {s.max_model_len} tokens needs {fmt_bytes(need)} of KV cache"

@@ -91,6 +91,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     _check_batch_limits(engine, max_len)
     _check_whole_gpu(engine, hw)
     _check_parallel(model, hw, engine)
+    _check_attention_block(model, hw, engine)
     return Settings(
         tp=tp,
         pp=pp,
@@ -209,6 +210,35 @@ def _check_parallel(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) ->
     layout = parallel_layout(model, e.tensor_parallel_size, e.pipeline_parallel_size,
                              e.data_parallel_size, e.enable_expert_parallel)
     check_fits_nodes(layout, hw)
+
+
+_FA_HEAD_SIZES = (32, 64, 96, 128, 160, 192, 224, 256)
+"""Head sizes vLLM 0.11's FlashAttention backend takes (others fall back to FlexAttention)."""
+
+
+def _check_attention_block(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig) -> None:
+    """vLLM 0.11's default backend for non-MLA attention asserts "Block size must be a multiple
+    of 16." when it shapes the cache (``get_kv_cache_shape``): FlashAttention on SM 8.x / 9.x
+    (16-bit, head sizes ``_FA_HEAD_SIZES``), Triton for sinks or an fp8 cache on SM 8.x, and
+    ROCm's Triton / ROCm kernels. Not refused: Blackwell (FlashInfer, any page size), the
+    FlexAttention fallback (other head sizes, float32), MLA off Hopper / Blackwell (Triton
+    MLA), state-only models, and hybrids (their attention block is raised to a multiple of
+    16)."""
+    block, arch = engine.block_size, hw.arch.lower()
+    if block % vd.DEFAULT_BLOCK_SIZE == 0 or arch.startswith(("blackwell", "tpu")):
+        return
+    if model.mla is not None or model.state_layers or not any(
+            k in ("full", "sliding") for k in model.layer_kinds):
+        return
+    triton = arch.startswith("cdna") or (not arch.startswith("hopper") and (
+        model.model_type == "gpt_oss" or engine.kv_cache_dtype.startswith("fp8")))
+    flash = model.head_dim in _FA_HEAD_SIZES and engine.dtype.strip().lower() not in (
+        "float32", "fp32", "float")
+    if triton or flash:
+        raise InputError(
+            f"--block-size {block}: vLLM 0.11's default attention backend for {model.name} on "
+            f"{hw.id} ({'Triton' if triton else 'FlashAttention'}) refuses it ('Block size "
+            "must be a multiple of 16.'); use 16, 32, 64 or 128")
 
 
 def mla_block_size(model: ModelSpec, hw: HardwareSpec, block: int) -> int:

@@ -53,8 +53,13 @@ def _hybrid_lines(plan: MemoryPlan) -> list[str]:
     h = plan.hybrid
     if h is None:
         return []
-    out = [f"Setting attention block size to {h.block_size} tokens to ensure that "
-           "attention page size is >= mamba page size."]
+    from kvplan.costs.memory.vllm_defaults import DEFAULT_BLOCK_SIZE
+
+    out = []
+    asked = plan.settings.block_size  # the default is read as vLLM's unset block (None)
+    if asked < h.aligned_block_size or asked == DEFAULT_BLOCK_SIZE:  # vLLM: None or < attn
+        out.append(f"Setting attention block size to {h.block_size} tokens to ensure that "
+                   "attention page size is >= mamba page size.")
     if h.page_size_padded is not None:
         out.append(f"Padding mamba page size by {h.padding_pct:.2f}% to ensure that "
                    "mamba page size and attention page size are exactly equal.")
