@@ -134,3 +134,28 @@ def test_the_printed_summary_fits_as_its_save_result_json(tmp_path: Path) -> Non
     assert [p["measured"] for p in fits[1]["points"]] == \
         pytest.approx([p["measured"] for p in fits[0]["points"]], rel=1e-3)
     assert all(abs(p["error"]) < 0.005 for p in fits[1]["points"])
+
+
+def test_the_lines_printed_before_the_summary_give_the_exact_rate_and_burstiness(
+        tmp_path: Path) -> None:
+    # benchmark() prints "Traffic request rate: 0.125" (full precision) and "Burstiness
+    # factor: 0.5 (Gamma distribution)" before it sends; the block prints the rate at two
+    # decimals (0.12, 4 % slow). A whole-terminal paste is replayed at 0.125 and 0.5.
+    start = ("Starting main benchmark run...\nTraffic request rate: 0.125\n"
+             "Burstiness factor: 0.5 (Gamma distribution)\nMaximum request concurrency: None\n")
+    text = start + SUMMARY.replace("Maximum request concurrency:             32 ",
+                                   "Request rate configured (RPS):           0.12 ")
+    path = tmp_path / "shell.txt"
+    path.write_text(text)
+    (run,) = _read(path)
+    assert (run.request_rate, run.burstiness, run.max_concurrency) == (0.125, 0.5, None)
+
+
+def test_a_pasted_ramp_up_run_is_refused_in_one_line(tmp_path: Path) -> None:
+    start = ("Traffic ramp-up strategy: linear.\nWill increase RPS from 1 to 10 RPS over the "
+             "duration of the benchmark.\nBurstiness factor: 1.0 (Poisson process)\n")
+    path = tmp_path / "ramp.txt"
+    path.write_text(start + SUMMARY)
+    r = run_cli("calibrate", str(path), "--gpu", "h100", "--model", MODEL)
+    assert_one_line_error(r)
+    assert "ramp.txt:6:" in r.err  # the banner, after 3 + 2 lines and "from 1 to 10 req/s" in r.err

@@ -27,8 +27,12 @@ _LABELS = {
     "Total token throughput (tok/s)": "total_token_throughput",
 }
 """Each printed label (serve.py's print calls) -> its key in the result JSON."""
+_START = {"Traffic request rate": "request_rate", "Burstiness factor": "burstiness",
+          "Traffic ramp-up strategy": "ramp_up_strategy"}
+"""The lines benchmark() prints before it sends (its arrival shape), outside the block."""
+_RAMP = re.compile(r"Will increase RPS from (\S+) to (\S+) RPS")
 _STAT = re.compile(r"(Mean|Median|P[0-9.]+) (TTFT|TPOT|ITL|E2EL) \(ms\)")
-_LINE = re.compile(r"^\s*(.+?):\s+(\S+)\s*$")
+_LINE = re.compile(r"^\s*(.+?):\s+(\S+)(\s+\(.*\))?\s*$")
 _NEEDED = ("Successful requests", "Total input tokens", "Total generated tokens")
 
 
@@ -39,21 +43,28 @@ def is_bench_text(text: str) -> bool:
 
 def bench_text_rows(text: str, path: str) -> list[tuple[int, dict[str, Any]]]:
     """(banner line, result keys) of every summary block in TEXT: a block runs from its
-    banner to the closing line of '=' (or the next banner); lines outside blocks (the
-    server's log, the tqdm bar) are skipped. TraceError naming a block without a line the
-    replay needs."""
+    banner to the closing line of '=' (or the next banner). Of the lines before it only
+    those benchmark() prints as it starts are read ("Traffic request rate: 8.0" in full
+    precision, "Burstiness factor: 0.5 (...)", a ramp-up strategy); the rest (the server's
+    log, the tqdm bar) are skipped. TraceError naming a block without a line the replay
+    needs."""
     rows: list[tuple[int, dict[str, Any]]] = []
     block: dict[str, Any] | None = None
+    before: dict[str, Any] = {}
     for n, line in enumerate(text.splitlines(), 1):
         if BANNER in line:
-            block = {}
+            block, before = before, {}
             rows.append((n, block))
         elif block is not None and set(line.strip()) == {"="}:
             block = None
-        elif block is not None and (m := _LINE.match(line)):
-            key = _key(m.group(1).strip())
-            if key is not None:
-                block[key] = m.group(2)
+        elif block is None and (ramp := _RAMP.search(line)) is not None:
+            before["ramp_up_start_rps"], before["ramp_up_end_rps"] = ramp.groups()
+        elif (m := _LINE.match(line)) is None:
+            continue
+        elif block is not None and (key := _key(m.group(1).strip())) is not None:
+            block.setdefault(key, m.group(2))  # a full-precision rate from before stays
+        elif block is None and (key := _START.get(m.group(1).strip())) is not None:
+            before[key] = m.group(2).rstrip(".")
     for n, row in rows:
         _check_block(row, f"{path}:{n}")
     return rows
@@ -84,15 +95,17 @@ def _check_block(row: dict[str, Any], where: str) -> None:
     row["num_prompts"] = _sent(row, where)
     from kvplan.notes import note
 
+    if "ramp_up_strategy" in row:  # refused by the serving reader, with its rates
+        return
     if "request_rate" not in row:
         row["request_rate"] = "inf"
         note("%s: no 'Request rate configured (RPS)' line: replayed at --request-rate inf "
              "(every prompt sent at once), as vllm bench serve prints that line for a finite "
              "rate only (an older vLLM's may lack it: give such a run's --save-result "
              "JSON)", where)
-    else:
-        note("%s: the printed summary does not say --burstiness: replayed at 1 (Poisson "
-             "arrivals, vllm bench serve's default)", where)
+    elif "burstiness" not in row and row["request_rate"] != "inf":
+        note("%s: no 'Burstiness factor:' line (vllm bench serve prints it before the "
+             "summary): replayed at --burstiness 1, Poisson arrivals", where)
 
 
 def _sent(row: dict[str, Any], where: str) -> str:

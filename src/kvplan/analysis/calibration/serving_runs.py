@@ -102,8 +102,8 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
             if not is_bench_text(text):
                 raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
             objects = bench_text_rows(text, str(p))
-        if len(objects) == 1:
-            return [_run(objects[0][1], f"{p}:1", d, p.name)]
+        if len(objects) == 1:  # its line: 1 for JSON, the banner's for a pasted summary
+            return [_run(objects[0][1], f"{p}:{objects[0][0]}", d, p.name)]
         return [_run(o, f"{p}:{n}", d, f"{p.name}:{n}") for n, o in objects]
     reader = csv.DictReader(text.splitlines())
     try:
