@@ -159,3 +159,39 @@ def test_a_pasted_ramp_up_run_is_refused_in_one_line(tmp_path: Path) -> None:
     r = run_cli("calibrate", str(path), "--gpu", "h100", "--model", MODEL)
     assert_one_line_error(r)
     assert "ramp.txt:6:" in r.err  # the banner, after 3 + 2 lines and "from 1 to 10 req/s" in r.err
+
+
+LATENCY_OUT = """\
+INFO 10-01 12:00:00 [llm.py:306] Supported tasks: ['generate']
+Profiling iterations: 100%|██████████| 30/30 [00:34<00:00,  1.13s/it]
+Avg latency: 1.1337455780386605 seconds
+10% percentile latency: 1.1201 seconds
+50% percentile latency: 1.1330 seconds
+99% percentile latency: 1.1502 seconds
+"""
+
+
+def test_calibrate_reads_vllm_bench_latencys_printed_average(tmp_path: Path) -> None:
+    # vllm/benchmarks/latency.py prints f"Avg latency: {np.mean(latencies)} seconds" in full
+    # precision, what its --output-json writes as avg_latency; the printed output was refused
+    # ("lat.txt:1: not valid JSON"). Read, it is the same static point: e2e 1.1337... s of
+    # the --batch 8 --prompt 512 --output 128 shape, located at its line (3).
+    from kvplan.analysis.calibration.measurements import Defaults, read_measurements
+
+    d = Defaults(model=MODEL, gpu="h100", batch=8, prompt=512, output=128)
+    (tmp_path / "lat.txt").write_text(LATENCY_OUT)
+    (tmp_path / "lat.json").write_text(json.dumps({"avg_latency": 1.1337455780386605}))
+    (text,) = read_measurements(tmp_path / "lat.txt", d)
+    (saved,) = read_measurements(tmp_path / "lat.json", d)
+    assert text.measured == saved.measured == {"e2e_s": 1.1337455780386605}
+    assert (text.shape, text.engine) == (saved.shape, saved.engine)
+    assert text.where.endswith("lat.txt:3")
+
+
+def test_two_pasted_latency_runs_in_one_file_are_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "two.txt"
+    path.write_text(LATENCY_OUT + LATENCY_OUT)
+    r = run_cli("calibrate", str(path), "--gpu", "h100", "--model", MODEL, "--batch", "8",
+                "--prompt", "512", "--output", "128")
+    assert_one_line_error(r)
+    assert "two.txt:9:" in r.err and "its own file" in r.err

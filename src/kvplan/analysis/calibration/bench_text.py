@@ -115,3 +115,21 @@ def _sent(row: dict[str, Any], where: str) -> str:
     except ValueError:
         raise TraceError(f"{where}: 'Successful requests' / 'Failed requests' must be whole "
                          f"numbers, got {row['completed']!r} / {row.get('failed')!r}") from None
+
+
+_AVG = re.compile(r"^\s*Avg latency: (\S+) seconds\s*$")
+"""vllm/benchmarks/latency.py's printed mean: ``print(f"Avg latency: {np.mean(latencies)}
+seconds")``, full precision."""
+
+
+def latency_text_avg(text: str, path: str) -> tuple[int, str] | None:
+    """(line, seconds) of a pasted `vllm bench latency` output's "Avg latency:" line; None
+    when TEXT has none. TraceError for more than one (each run has its own --batch,
+    --prompt and --output, which the printed output does not say)."""
+    found = [(n, m.group(1)) for n, line in enumerate(text.splitlines(), 1)
+             if (m := _AVG.match(line))]
+    if len(found) > 1:
+        raise TraceError(f"{path}:{found[1][0]}: a second 'Avg latency:' line; give each "
+                         "vllm bench latency run in its own file with its --batch, --prompt "
+                         "and --output")
+    return found[0] if found else None

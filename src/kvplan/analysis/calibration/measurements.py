@@ -83,6 +83,10 @@ def read_measurements(path: str | Path, defaults: Defaults | None = None) -> lis
     try:
         data = jsonread.loads(text)
     except json.JSONDecodeError as exc:
+        from kvplan.analysis.calibration.bench_text import latency_text_avg
+
+        if (avg := latency_text_avg(text, str(p))) is not None:  # vllm bench latency, pasted
+            return [_point({"e2e_s": avg[1]}, f"{p}:{avg[0]}", d)]
         raise TraceError(f"{p}:{exc.lineno}: not valid JSON (column {exc.colno}: {exc.msg})") \
             from None
     return _from_json(data, text, str(p), d)
