@@ -195,3 +195,20 @@ def test_two_pasted_latency_runs_in_one_file_are_one_clear_line(tmp_path: Path) 
                 "--prompt", "512", "--output", "128")
     assert_one_line_error(r)
     assert "two.txt:9:" in r.err and "its own file" in r.err
+
+
+def test_a_file_with_no_json_and_no_vllm_output_says_what_calibrate_reads(
+        tmp_path: Path) -> None:
+    # kvplan simulate's own table (or any text) pasted: "t.txt:1: not valid JSON (column 1:
+    # Expecting value)" named a parser, not what to give; a broken JSON file keeps its
+    # line and column.
+    path = tmp_path / "t.txt"
+    path.write_text("│ Successful requests │ 50 │\n")
+    r = run_cli("calibrate", str(path), "--gpu", "h100")
+    assert_one_line_error(r)
+    assert "t.txt:1: not a measurement file" in r.err and "Avg latency:" in r.err
+    broken = tmp_path / "b.json"
+    broken.write_text('{"a":\n')
+    r = run_cli("calibrate", str(broken), "--gpu", "h100")
+    assert_one_line_error(r)
+    assert "b.json:2: not valid JSON (column 1" in r.err
