@@ -83,6 +83,14 @@ def read_measurements(path: str | Path, defaults: Defaults | None = None) -> lis
     try:
         data = jsonread.loads(text)
     except json.JSONDecodeError as exc:
+        from kvplan.analysis.calibration.bench_text import latency_text_avg
+
+        if (avg := latency_text_avg(text, str(p))) is not None:  # vllm bench latency, pasted
+            return [_point({"e2e_s": avg[1]}, f"{p}:{avg[0]}", d)]
+        if text.strip()[:1] not in ("{", "["):  # no JSON at all: say what is read
+            raise TraceError(f"{p}:1: not a measurement file: give JSON, a .csv, or vllm "
+                             "bench serve / latency output as printed (its 'Serving "
+                             "Benchmark Result' block or 'Avg latency:' line)") from None
         raise TraceError(f"{p}:{exc.lineno}: not valid JSON (column {exc.colno}: {exc.msg})") \
             from None
     return _from_json(data, text, str(p), d)

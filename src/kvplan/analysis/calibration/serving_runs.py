@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from kvplan import input_file, jsonread
+from kvplan.analysis.calibration.bench_text import bench_text_rows, is_bench_text
 from kvplan.analysis.calibration.measurement_checks import on_off, pick_name
 from kvplan.analysis.calibration.measurements import ENGINE_KEYS, Defaults
 from kvplan.errors import KvplanError, TraceError, located
@@ -67,7 +68,7 @@ def is_serving_file(path: str | Path) -> bool:
     try:
         objects = json_objects(text)
     except json.JSONDecodeError:
-        return False
+        return is_bench_text(text)  # the printed summary, pasted
     return all(isinstance(o, Mapping) and "mean_ttft_ms" in o for _, o in objects)
 
 
@@ -98,9 +99,11 @@ def read_serving(path: str | Path, d: Defaults) -> list[ServingRun]:
         try:
             objects = json_objects(text)
         except json.JSONDecodeError as exc:
-            raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-        if len(objects) == 1:
-            return [_run(objects[0][1], f"{p}:1", d, p.name)]
+            if not is_bench_text(text):
+                raise TraceError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+            objects = bench_text_rows(text, str(p))
+        if len(objects) == 1:  # its line: 1 for JSON, the banner's for a pasted summary
+            return [_run(objects[0][1], f"{p}:{objects[0][0]}", d, p.name)]
         return [_run(o, f"{p}:{n}", d, f"{p.name}:{n}") for n, o in objects]
     reader = csv.DictReader(text.splitlines())
     try:
