@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from kvplan.analysis.plan.parallel.levers import dbo_variant, parallel_variants
-from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo
+from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo, FleetInfo
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.prices import PriceTable
@@ -53,6 +53,19 @@ def binding(cap: CapacityInfo) -> Binding:
                        why=f"{slo} binds first: prompts wait for prefill compute")
     return Binding(primary="decode_bandwidth", evidence=ev,
                    why=f"{slo or 'the SLO'} binds first: decode steps read weights and KV")
+
+
+def breaking_term(fleet: FleetInfo | None, fewer: FleetInfo | None) -> str | None:
+    """The SLO term that breaks first past the verified ``fleet``: of the terms its fleet
+    with one replica fewer misses, the one nearest its limit in ``fleet`` (smallest margin;
+    without ``fleet``, the most missed). Not simply the most missed: one replica fewer
+    raises each one's load by N / (N - 1) (2 -> 1: twice), a queue then grows, and TTFT
+    misses by the most whichever bound broke first. None where ``fewer`` passes or is None."""
+    if fewer is None or fewer.ok:
+        return None
+    missed = dict((k, m) for k, m in fewer.margins if m < 0)
+    near = dict(fleet.margins) if fleet is not None else {}
+    return min(missed, key=lambda k: (near.get(k, math.inf), missed[k], k))
 
 
 def _binding_term(cap: CapacityInfo) -> tuple[str, str]:

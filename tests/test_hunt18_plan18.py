@@ -1,0 +1,55 @@
+"""Hunt 18 (planner, helper plan18): kvplan plan's figures and words against its own numbers."""
+
+from __future__ import annotations
+
+from tests.conftest import run_cli
+
+AZURE = ("plan", "meta-llama/Llama-3.1-8B", "--dataset", "azure-conv", "--num-prompts", "2000",
+         "--slo", "ttft:p99:2000", "tpot:p99:60", "--gpu", "L40S", "-tp", "1",
+         "--max-num-batched-tokens", "2048", "--workers", "1")
+
+
+# -------------------- D1: the binding term was the one the fleet with one replica fewer
+# misses by the most, and a queue makes TTFT miss by the most whichever bound broke first.
+# 2 L40S serve 2000 azure-conv requests: p99 TTFT margin 76 %, p99 TPOT margin 22 % (the
+# term nearest its limit); the capacity search's first failing share misses TPOT (-84 %)
+# while TTFT still passes (+51 %); 1 replica (twice each one's load) misses both, TTFT by
+# 255 %, TPOT by 92 %. The plan said "p99_ttft_ms binds first: prompts wait for prefill
+# compute" (binding prefill_compute) and the levers table showed p99 TTFT. Of the terms the
+# one-fewer fleet misses, the one nearest its limit in the verified fleet breaks first:
+# min(margin) over {ttft: 0.763, tpot: 0.216} -> p99_tpot_ms, decode_bandwidth.
+def test_binding_is_the_missed_term_nearest_its_limit() -> None:
+    res = run_cli(*AZURE, "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    s = doc["summary"]
+    w = next(c for c in doc["candidates"] if c["id"] == s["best"])
+    m, fewer = w["fleet"]["margins"], w["fleet_one_fewer"]["margins"]
+    assert w["replicas"] == 2
+    assert m["p99_tpot_ms"] < m["p99_ttft_ms"]
+    assert fewer["p99_tpot_ms"] < 0 and fewer["p99_ttft_ms"] < 0
+    assert s["binding"] == "decode_bandwidth"
+    assert s["one_line_why"] == "p99_tpot_ms binds first: decode steps read weights and KV"
+    assert doc["levers"][0]["binding_key"] == "p99_tpot_ms"
+
+
+def test_binding_key_rule_by_hand() -> None:
+    from kvplan.analysis.plan.records import FleetInfo
+    from kvplan.analysis.plan.why.explain import breaking_term
+
+    def fleet(ttft: float, tpot: float) -> FleetInfo:
+        margins = (("p99_ttft_ms", ttft), ("p99_tpot_ms", tpot))
+        return FleetInfo(replicas=1, ok=min(ttft, tpot) >= 0, achieved=(), margins=margins,
+                         output_tokens_per_s=0.0, peak_kv_usage=0.0, preemptions=0,
+                         requests_per_replica=())
+
+    # both missed with one fewer: the one nearest its limit now (tpot 0.2 < ttft 0.7)
+    assert breaking_term(fleet(0.7, 0.2), fleet(-2.5, -0.9)) == "p99_tpot_ms"
+    # only ttft missed with one fewer: ttft, however far tpot is from its limit now
+    assert breaking_term(fleet(0.7, 0.2), fleet(-2.5, 0.1)) == "p99_ttft_ms"
+    # no verified fleet to compare: the most missed, as before
+    assert breaking_term(None, fleet(-2.5, -0.9)) == "p99_ttft_ms"
+    # the one-fewer fleet passes (or there is none): no term
+    assert breaking_term(fleet(0.7, 0.2), fleet(0.1, 0.1)) is None
+    assert breaking_term(fleet(0.7, 0.2), None) is None
+
