@@ -53,3 +53,16 @@ def test_binding_key_rule_by_hand() -> None:
     assert breaking_term(fleet(0.7, 0.2), fleet(0.1, 0.1)) is None
     assert breaking_term(fleet(0.7, 0.2), None) is None
 
+
+# -------------------- D2: --goodput-target without --goodput was silently ignored
+# `kvplan plan ... --slo ttft:p99:2000 --goodput-target 0.9` planned for the p99 alone and
+# never said the 90 % target judged nothing (no goodput bound to count requests against).
+def test_a_goodput_target_without_goodput_bounds_is_refused() -> None:
+    from tests.conftest import assert_one_line_error
+
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--gpu", "L40S", "-tp", "1",
+                  "--num-prompts", "50", "--request-rate", "2", "--slo", "ttft:p99:2000",
+                  "--goodput-target", "0.9")
+    assert_one_line_error(res)
+    assert "--goodput-target needs --goodput" in res.err
+

@@ -65,7 +65,8 @@ def plan_cmd(
     seed: Annotated[int, _o("--seed", help_="0 .. 2**32 - 1: drawn lengths and arrivals")] = 0,
     slo: Annotated[list[str] | None, _o("--slo", help_="ttft:p99:2000 tpot:p90:50 ...")] = None,
     goodput: Annotated[list[str] | None, _o("--goodput", help_="ttft:MS tpot:MS e2el:MS")] = None,
-    goodput_target: Annotated[float, _o("--goodput-target")] = 0.99,
+    goodput_target: Annotated[float | None, _o(
+        "--goodput-target", help_="share meeting --goodput (default 0.99)")] = None,
     warmup: Annotated[float, _o("--warmup-fraction", help_="requests not judged")] = 0.1,
     slo_margin: Annotated[str, _o("--slo-margin", help_="none; band: SLO at band edge")] = "none",
     provider: Annotated[Str, _o("--provider", help_="see 'kvplan prices'")] = None,
