@@ -66,3 +66,35 @@ def test_a_goodput_target_without_goodput_bounds_is_refused() -> None:
     assert_one_line_error(res)
     assert "--goodput-target needs --goodput" in res.err
 
+
+# -------------------- D3: a goodput binding quoted the misses of a fleet it did not name
+# 300 requests at 10 req/s, --goodput ttft:1000 tpot:40, A100 TP1 chunk 512: 2 replicas,
+# goodput 100 % of the 270 judged; 1 replica: goodput 13.3 % (36 of 270), its tpot bound
+# missed by 80 %. The Binding line read "goodput_share (its tpot bound, missed by 80 % of
+# judged requests) binds first" beside "goodput 100.0 %": it now says with how many
+# replicas the 80 % were counted.
+def test_goodput_binding_says_where_its_misses_were_counted() -> None:
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--request-rate", "10", "--num-prompts",
+                  "300", "--goodput", "ttft:1000", "tpot:40", "--gpu", "A100-80GB", "-tp", "1",
+                  "--max-num-batched-tokens", "512", "--workers", "1", "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    s = doc["summary"]
+    w = next(c for c in doc["candidates"] if c["id"] == s["best"])
+    assert (w["replicas"], w["fleet"]["achieved"]["goodput_share"]) == (2, 1.0)
+    assert w["fleet_one_fewer"]["achieved"]["goodput_share"] == 36 / 270
+    assert s["one_line_why"] == ("goodput_share (its tpot bound, missed by 80 % of judged "
+                                 "requests with 1 replica) binds first: decode steps read "
+                                 "weights and KV")
+
+
+def test_capacity_probe_misses_name_their_rate() -> None:
+    from kvplan.analysis.plan.records import CapacityInfo
+    from kvplan.analysis.plan.why.explain import binding
+
+    cap = CapacityInfo(rate_rps=1.0, bracket_rps=(1.0, 2.0), probes=3,
+                       binding_slo="goodput_share", goodput_misses=(("tpot", 0.3),),
+                       peak_kv_usage=0.5, budget_full_share=0.1)
+    assert binding(cap).why == ("goodput_share (its tpot bound, missed by 30 % of judged "
+                                "requests on one replica at 2 req/s) binds first: decode "
+                                "steps read weights and KV")

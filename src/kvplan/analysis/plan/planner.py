@@ -271,6 +271,7 @@ def _explained(c: Candidate) -> Candidate:
     term = breaking_term(c.fleet, f)
     if f is not None and term is not None:
         cap = replace(cap, binding_slo=term, goodput_misses=f.goodput_misses)
+        return replace(c, binding=binding(cap, f"with {counted(f.replicas, 'replica')}"))
     return replace(c, binding=binding(cap))
 
 

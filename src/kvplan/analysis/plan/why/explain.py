@@ -17,7 +17,7 @@ BUDGET_FULL = 0.5
 E2EL_PREFILL = 0.5
 
 
-def binding(cap: CapacityInfo) -> Binding:
+def binding(cap: CapacityInfo, where: str = "") -> Binding:
     """The binding resource at the capacity point, from the simulator's counters::
 
         kv_memory         peak KV usage >= 95 % or preemptions at capacity
@@ -26,7 +26,7 @@ def binding(cap: CapacityInfo) -> Binding:
         prefill_compute   the prefill side binds: TTFT, or E2EL with TTFT >= half of it
         decode_bandwidth  TPOT, ITL or E2EL mostly spent decoding binds
     """
-    slo, metric = _binding_term(cap)
+    slo, metric = _binding_term(cap, where or _probe_where(cap))
     ev = (("peak_kv_usage", cap.peak_kv_usage), ("preemptions", float(cap.preemptions)),
           ("seqs_capped_share", cap.seqs_capped_share),
           ("budget_full_share", cap.budget_full_share),
@@ -68,15 +68,22 @@ def breaking_term(fleet: FleetInfo | None, fewer: FleetInfo | None) -> str | Non
     return min(missed, key=lambda k: (near.get(k, math.inf), missed[k], k))
 
 
-def _binding_term(cap: CapacityInfo) -> tuple[str, str]:
+def _binding_term(cap: CapacityInfo, where: str) -> tuple[str, str]:
     """The binding SLO term in words, and the metric it judges: a goodput binding names the
-    goodput bound the most judged requests miss (``ttft`` only: a TTFT binding)."""
+    goodput bound the most judged requests miss (``ttft`` only: a TTFT binding) and
+    ``where`` they miss it (not the answer, which meets it)."""
     slo = cap.binding_slo or ""
     if slo != "goodput_share" or not cap.goodput_misses:
         return slo, slo
     worst, share = max(cap.goodput_misses, key=lambda kv: kv[1])
     return (f"goodput_share (its {worst} bound, missed by {100 * share:.0f} % of judged "
-            "requests)"), worst
+            f"requests{' ' + where if where else ''})"), worst
+
+
+def _probe_where(cap: CapacityInfo) -> str:
+    """Where the capacity search's misses were counted: its first failing rate."""
+    hi = cap.bracket_rps[1]
+    return "" if hi is None else f"on one replica at {hi:.3g} req/s"
 
 
 def _e2el_part(metric: str, cap: CapacityInfo) -> str:
