@@ -98,3 +98,26 @@ def test_capacity_probe_misses_name_their_rate() -> None:
     assert binding(cap).why == ("goodput_share (its tpot bound, missed by 30 % of judged "
                                 "requests on one replica at 2 req/s) binds first: decode "
                                 "steps read weights and KV")
+
+
+# -------------------- D4: "the KV pool is 100 % full at capacity" quoted the fleet one step
+# too small. 400 requests of 8000 + 400 tokens at 6 req/s, ttft:p99:3000 tpot:p99:25, H100
+# TP1 chunk 2048: 3 replicas verified, peak KV 51 %, 0 preemptions; the replica search's
+# failing share (2 replicas) peaks at 100 % with 119 preemptions. Those counters explain the
+# fleet size (kv_memory is right), but they are not the answer's: the line now says
+# "with 2 replicas" where it said "at capacity" (capacity mode's counters are at capacity).
+def test_kv_binding_names_the_fleet_its_counters_come_from() -> None:
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--random-input-len", "8000",
+                  "--random-output-len", "400", "--request-rate", "6", "--num-prompts", "400",
+                  "--slo", "ttft:p99:3000", "tpot:p99:25", "--gpu", "H100", "-tp", "1",
+                  "--max-num-batched-tokens", "2048", "--workers", "1", "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    s = doc["summary"]
+    w = next(c for c in doc["candidates"] if c["id"] == s["best"])
+    assert (w["replicas"], w["fleet"]["preemptions"]) == (3, 0)
+    assert w["fleet"]["peak_kv_usage"] < 0.95
+    assert (w["capacity"]["replicas_failing"], w["capacity"]["preemptions"]) == (2, 119)
+    assert s["binding"] == "kv_memory"
+    assert s["one_line_why"] == ("the KV pool is 100 % full with 2 replicas (119 preemptions; "
+                                 "prefill claims 95 % of the blocks taken)")

@@ -34,7 +34,7 @@ def binding(cap: CapacityInfo, where: str = "") -> Binding:
           ("prefill_kv_share", cap.prefill_kv_share),
           ("e2el_ttft_share", cap.e2el_ttft_share))
     if cap.peak_kv_usage >= KV_FULL or cap.preemptions > 0:
-        why = (f"the KV pool is {100 * cap.peak_kv_usage:.0f} % full at capacity "
+        why = (f"the KV pool is {100 * cap.peak_kv_usage:.0f} % full {_counted_at(cap)} "
                f"({cap.preemptions} preemptions; prefill claims "
                f"{100 * cap.prefill_kv_share:.0f} % of the blocks taken)")
         return Binding(primary="kv_memory", evidence=ev, why=why)
@@ -78,6 +78,16 @@ def _binding_term(cap: CapacityInfo, where: str) -> tuple[str, str]:
     worst, share = max(cap.goodput_misses, key=lambda kv: kv[1])
     return (f"goodput_share (its {worst} bound, missed by {100 * share:.0f} % of judged "
             f"requests{' ' + where if where else ''})"), worst
+
+
+def _counted_at(cap: CapacityInfo) -> str:
+    """Where the counters were read: a replica search's come from its largest failing
+    fleet (what explains the fleet size, not the answer's own run); a rate search's from
+    its highest passing probe, at capacity."""
+    n = cap.replicas_failing
+    if cap.method == "router-share" and n is not None:
+        return f"with {n} replica{'' if n == 1 else 's'}"
+    return "at capacity"
 
 
 def _probe_where(cap: CapacityInfo) -> str:
