@@ -121,3 +121,22 @@ def test_kv_binding_names_the_fleet_its_counters_come_from() -> None:
     assert s["binding"] == "kv_memory"
     assert s["one_line_why"] == ("the KV pool is 100 % full with 2 replicas (119 preemptions; "
                                  "prefill claims 95 % of the blocks taken)")
+
+
+# -------------------- D5: expert parallelism on one GPU was searched as its own candidate
+# vLLM's FusedMoEParallelConfig.make: use_ep = dp_size * tp_size > 1 and
+# enable_expert_parallel, so `-tp 1 --enable-expert-parallel` at DP 1 runs exactly as
+# without it. `-tp 1 -dp 1 --enable-expert-parallel on,off` gave two verified candidates with
+# the same figures (690,480 KV tokens each on an H200); the on one won the tie, was labelled
+# "TP1 EP" and printed --enable-expert-parallel. EP now counts only where dp x tp > 1: the
+# second is a duplicate and the serve line has no inert flag.
+def test_expert_parallel_on_one_gpu_is_the_same_engine() -> None:
+    res = run_cli("plan", "Qwen/Qwen3-30B-A3B", "--gpu", "H200", "-tp", "1", "-dp", "1",
+                  "--enable-expert-parallel", "on,off", "--max-num-batched-tokens", "2048",
+                  "--num-prompts", "60", "--request-rate", "2", "--slo", "ttft:p99:2000",
+                  "--sample-requests", "60", "--workers", "1", "--json")
+    assert res.code == 0, res.err
+    doc = res.json()
+    stages = [(c["id"], c["stage"], c["enable_expert_parallel"]) for c in doc["candidates"]]
+    assert stages == [("c0000", "verified", False), ("c0001", "duplicate", False)]
+    assert "--enable-expert-parallel" not in doc["summary"]["vllm_serve"]
