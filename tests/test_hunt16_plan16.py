@@ -108,8 +108,8 @@ def test_goodput_binding_names_the_bound_it_misses() -> None:
 
     b = binding(cap((("ttft", 0.30), ("tpot", 0.05))))
     assert b.primary == "prefill_compute"
-    assert b.why == ("goodput_share (its ttft bound, missed by 30 % of judged requests) "
-                     "binds first: prompts wait for prefill compute")
+    assert b.why == ("goodput_share (its ttft bound, missed by 30 % of judged requests on "
+                     "one replica at 2 req/s) binds first: prompts wait for prefill compute")
     assert binding(cap((("ttft", 0.05), ("tpot", 0.30)))).primary == "decode_bandwidth"
 
 

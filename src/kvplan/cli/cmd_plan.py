@@ -25,6 +25,7 @@ def _o(*names: str, help_: str = "") -> Any:
 
 NUM_HELP = "default: a trace's first 10000; random, sharegpt: 1000"
 """--num-prompts' default (analysis.plan.traffic.DEFAULT_PLAN_PROMPTS; the datasets' own)."""
+TARGET_HELP = "share meeting --goodput (default 0.99)"
 DisaggO = Annotated[bool, _o("--disagg", help_="also search xPyD prefill/decode fleets")]
 LinkO = Annotated[Str, _o("--kv-link", help_="their KV link (default ib-ndr)")]
 DpO = Annotated[Str, _o("--data-parallel-size", "-dp",
@@ -65,7 +66,7 @@ def plan_cmd(
     seed: Annotated[int, _o("--seed", help_="0 .. 2**32 - 1: drawn lengths and arrivals")] = 0,
     slo: Annotated[list[str] | None, _o("--slo", help_="ttft:p99:2000 tpot:p90:50 ...")] = None,
     goodput: Annotated[list[str] | None, _o("--goodput", help_="ttft:MS tpot:MS e2el:MS")] = None,
-    goodput_target: Annotated[float, _o("--goodput-target")] = 0.99,
+    goodput_target: Annotated[float | None, _o("--goodput-target", help_=TARGET_HELP)] = None,
     warmup: Annotated[float, _o("--warmup-fraction", help_="requests not judged")] = 0.1,
     slo_margin: Annotated[str, _o("--slo-margin", help_="none; band: SLO at band edge")] = "none",
     provider: Annotated[Str, _o("--provider", help_="see 'kvplan prices'")] = None,

@@ -111,13 +111,22 @@ def price_overrides(items: list[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+GOODPUT_TARGET = 0.99
+"""--goodput-target when not given (kvplan.Slo's default)."""
+
+
 def slo_from(a: dict[str, Any]) -> Any:
     from kvplan.specs.slo import Slo, WarmupRule, parse_goodput_slo, parse_slo
 
     if not 0.0 <= a["warmup"] < 1.0:
         raise InputError(f"--warmup-fraction must be in [0, 1), got {a['warmup']}")
+    target = a.get("goodput_target")
+    if target is not None and not a["goodput"]:
+        raise InputError("--goodput-target needs --goodput ttft:MS tpot:MS e2el:MS: it is the "
+                         "share of requests that must meet those bounds")
     return Slo(bounds=parse_slo(a["slo"] or []), goodput_ms=parse_goodput_slo(a["goodput"] or []),
-               goodput_target=a["goodput_target"], warmup=WarmupRule(fraction=a["warmup"]))
+               goodput_target=GOODPUT_TARGET if target is None else target,
+               warmup=WarmupRule(fraction=a["warmup"]))
 
 
 def workload_from(a: dict[str, Any]) -> Any:

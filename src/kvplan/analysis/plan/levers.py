@@ -20,7 +20,7 @@ from kvplan.analysis.plan.funnel import Limits, Tally, optimistic_replicas, run_
 from kvplan.analysis.plan.jobs import CapacityJob, CapacityOut, FleetJob, JobContext
 from kvplan.analysis.plan.records import Candidate, Lever
 from kvplan.analysis.plan.search import after_capacity, verify_many
-from kvplan.analysis.plan.why.explain import lever_variants
+from kvplan.analysis.plan.why.explain import breaking_term, lever_variants
 from kvplan.analysis.plan.why.margin import lever_with_band
 from kvplan.costs.pricing import fleet_cost
 from kvplan.errors import KvplanError
@@ -32,16 +32,13 @@ BASELINE = "none (the winner)"
 
 
 def binding_key(w: Candidate) -> str | None:
-    """The winner's binding SLO term: the one its fleet with one replica fewer misses most
-    (what breaks first), else its capacity search's, else its fleet's smallest margin; None
+    """The winner's binding SLO term: the one that breaks first with one replica fewer
+    (``breaking_term``), else its capacity search's, else its fleet's smallest margin; None
     for goodput (no percentile to compare)."""
-    f = w.fleet_one_fewer
-    key = None
-    if f is not None and not f.ok:
-        key = min(f.margins, key=lambda kv: kv[1])[0]
-    elif w.capacity is not None and w.capacity.binding_slo:
+    key = breaking_term(w.fleet, w.fleet_one_fewer)
+    if key is None and w.capacity is not None and w.capacity.binding_slo:
         key = w.capacity.binding_slo
-    elif w.fleet is not None and w.fleet.margins:
+    if key is None and w.fleet is not None and w.fleet.margins:
         key = min(w.fleet.margins, key=lambda kv: kv[1])[0]
     return None if key == "goodput_share" else key
 

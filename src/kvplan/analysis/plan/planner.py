@@ -33,7 +33,7 @@ from kvplan.analysis.plan.space import (
 )
 from kvplan.analysis.plan.traffic import DEFAULT_SAMPLE, PlanTraffic, plan_traffic
 from kvplan.analysis.plan.why.advice import advise
-from kvplan.analysis.plan.why.explain import binding
+from kvplan.analysis.plan.why.explain import binding, breaking_term
 from kvplan.analysis.plan.why.margin import with_bands
 from kvplan.analysis.plan.why.verdict import infeasible_why, rank, replayable, serve_and_bench
 from kvplan.api_check import check_fields
@@ -262,15 +262,16 @@ def _gpus(names: Sequence[str] | None, prices: PriceTable) -> tuple[HardwareSpec
 
 
 def _explained(c: Candidate) -> Candidate:
-    """The binding resource at the capacity point; the binding SLO term is the one the
-    verified fleet with one replica fewer misses most, where there is one (plan_levers)."""
+    """The binding resource at the capacity point; the binding SLO term is the one that
+    breaks first with one replica fewer (``breaking_term``), where that fleet fails."""
     if c.capacity is None or c.capacity.rate_rps <= 0:
         return c
     f = c.fleet_one_fewer
     cap = c.capacity
-    if f is not None and not f.ok:
-        cap = replace(cap, binding_slo=min(f.margins, key=lambda kv: kv[1])[0],
-                      goodput_misses=f.goodput_misses)
+    term = breaking_term(c.fleet, f)
+    if f is not None and term is not None:
+        cap = replace(cap, binding_slo=term, goodput_misses=f.goodput_misses)
+        return replace(c, binding=binding(cap, f"with {counted(f.replicas, 'replica')}"))
     return replace(c, binding=binding(cap))
 
 

@@ -175,7 +175,9 @@ def _deployment(model: ModelSpec, combo: Sequence[object], space: SearchSpace,
         block_size=mla_block_size(model, gpu, int(str(block))),
         enable_prefix_caching=prefix_caching_runs(model, bool(prefix)),
         data_parallel_size=int(str(dp)),
-        enable_expert_parallel=bool(ep),
+        # vLLM's FusedMoEParallelConfig: use_ep = dp_size * tp_size > 1 and the flag, so on
+        # one GPU the flag does nothing and is the same engine as without it (a duplicate)
+        enable_expert_parallel=bool(ep) and tp * int(str(dp)) > 1,
         gpu_memory_utilization=space.gpu_memory_utilization,
         max_model_len=space.max_model_len or None, async_scheduling=space.async_scheduling)
     return Deployment(model=model, gpu=gpu, engine=engine, router=router)

@@ -17,7 +17,7 @@ router = APIRouter()
 Client = Annotated[str | None, Header(alias="x-kvplan-client", max_length=64)]
 _PAGE_ONLY = {"trace": None, "trace_columns": None, "prices": None, "profile": None,
               "executor": "local", "ray_address": None, "workers": 1,
-              "warmup": 0.1, "goodput_target": 0.99, "burstiness": 1.0,
+              "warmup": 0.1, "goodput_target": None, "burstiness": 1.0,
               "time_scale": 1.0, "random_range_ratio": 0.0, "replicas": "auto",
               "max_gpus": None, "max_cost_per_hour": None, "sample_requests": 500}
 

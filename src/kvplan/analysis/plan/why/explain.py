@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from kvplan.analysis.plan.parallel.levers import dbo_variant, parallel_variants
-from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo
+from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo, FleetInfo
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.prices import PriceTable
@@ -17,7 +17,7 @@ BUDGET_FULL = 0.5
 E2EL_PREFILL = 0.5
 
 
-def binding(cap: CapacityInfo) -> Binding:
+def binding(cap: CapacityInfo, where: str = "") -> Binding:
     """The binding resource at the capacity point, from the simulator's counters::
 
         kv_memory         peak KV usage >= 95 % or preemptions at capacity
@@ -26,7 +26,7 @@ def binding(cap: CapacityInfo) -> Binding:
         prefill_compute   the prefill side binds: TTFT, or E2EL with TTFT >= half of it
         decode_bandwidth  TPOT, ITL or E2EL mostly spent decoding binds
     """
-    slo, metric = _binding_term(cap)
+    slo, metric = _binding_term(cap, where or _probe_where(cap))
     ev = (("peak_kv_usage", cap.peak_kv_usage), ("preemptions", float(cap.preemptions)),
           ("seqs_capped_share", cap.seqs_capped_share),
           ("budget_full_share", cap.budget_full_share),
@@ -34,7 +34,7 @@ def binding(cap: CapacityInfo) -> Binding:
           ("prefill_kv_share", cap.prefill_kv_share),
           ("e2el_ttft_share", cap.e2el_ttft_share))
     if cap.peak_kv_usage >= KV_FULL or cap.preemptions > 0:
-        why = (f"the KV pool is {100 * cap.peak_kv_usage:.0f} % full at capacity "
+        why = (f"the KV pool is {100 * cap.peak_kv_usage:.0f} % full {_counted_at(cap)} "
                f"({cap.preemptions} preemptions; prefill claims "
                f"{100 * cap.prefill_kv_share:.0f} % of the blocks taken)")
         return Binding(primary="kv_memory", evidence=ev, why=why)
@@ -55,15 +55,45 @@ def binding(cap: CapacityInfo) -> Binding:
                    why=f"{slo or 'the SLO'} binds first: decode steps read weights and KV")
 
 
-def _binding_term(cap: CapacityInfo) -> tuple[str, str]:
+def breaking_term(fleet: FleetInfo | None, fewer: FleetInfo | None) -> str | None:
+    """The SLO term that breaks first past the verified ``fleet``: of the terms its fleet
+    with one replica fewer misses, the one nearest its limit in ``fleet`` (smallest margin;
+    without ``fleet``, the most missed). Not simply the most missed: one replica fewer
+    raises each one's load by N / (N - 1) (2 -> 1: twice), a queue then grows, and TTFT
+    misses by the most whichever bound broke first. None where ``fewer`` passes or is None."""
+    if fewer is None or fewer.ok:
+        return None
+    missed = dict((k, m) for k, m in fewer.margins if m < 0)
+    near = dict(fleet.margins) if fleet is not None else {}
+    return min(missed, key=lambda k: (near.get(k, math.inf), missed[k], k))
+
+
+def _binding_term(cap: CapacityInfo, where: str) -> tuple[str, str]:
     """The binding SLO term in words, and the metric it judges: a goodput binding names the
-    goodput bound the most judged requests miss (``ttft`` only: a TTFT binding)."""
+    goodput bound the most judged requests miss (``ttft`` only: a TTFT binding) and
+    ``where`` they miss it (not the answer, which meets it)."""
     slo = cap.binding_slo or ""
     if slo != "goodput_share" or not cap.goodput_misses:
         return slo, slo
     worst, share = max(cap.goodput_misses, key=lambda kv: kv[1])
     return (f"goodput_share (its {worst} bound, missed by {100 * share:.0f} % of judged "
-            "requests)"), worst
+            f"requests{' ' + where if where else ''})"), worst
+
+
+def _counted_at(cap: CapacityInfo) -> str:
+    """Where the counters were read: a replica search's come from its largest failing
+    fleet (what explains the fleet size, not the answer's own run); a rate search's from
+    its highest passing probe, at capacity."""
+    n = cap.replicas_failing
+    if cap.method == "router-share" and n is not None:
+        return f"with {n} replica{'' if n == 1 else 's'}"
+    return "at capacity"
+
+
+def _probe_where(cap: CapacityInfo) -> str:
+    """Where the capacity search's misses were counted: its first failing rate."""
+    hi = cap.bracket_rps[1]
+    return "" if hi is None else f"on one replica at {hi:.3g} req/s"
 
 
 def _e2el_part(metric: str, cap: CapacityInfo) -> str:
