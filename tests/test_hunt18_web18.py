@@ -4,13 +4,16 @@ The browser tests share one server and one page (Debian's chromium, no downloads
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
 
 from kvplan.web.app import create_app
 from kvplan.web.settings import WebSettings
+from tests.webtools import watched_page, web_server
 
 M70 = "meta-llama/Llama-3.1-70B"
 
@@ -48,3 +51,35 @@ def test_a_sweep_chart_draws_no_latency_where_the_weights_do_not_fit() -> None:
         assert points[r["value"]]["TPOT (ms)"] == pytest.approx(r["tpot_s"] * 1e3)
         assert points[r["value"]]["throughput (tok/s)"] == pytest.approx(
             r["output_throughput_tok_s"])
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    with web_server("--max-sim-requests", "200", "--max-sim-seconds", "60") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(base: str) -> Iterator[Any]:
+    with watched_page() as pg:
+        yield pg
+
+
+def _settle(page: Any, *states: str) -> None:
+    wanted = ", ".join(f"body[data-state={s}]" for s in states)
+    page.wait_for_selector(wanted, state="attached", timeout=60_000)
+
+
+def test_the_latency_page_writes_a_missing_bound_as_the_cli_does(base: str, page: Any) -> None:
+    """One output token has no decode: `kvplan latency` prints the decode bound '-', the page
+    printed 'null'; a sweep row whose weights do not fit printed 'undefined' in its decode
+    column and said nothing of why (the CLI's note: 'weights do not fit: no latency')."""
+    q = {"model": M70, "tensor_parallel_size": 4, "output": 1, "batch": 1,
+         "sweep": "tensor-parallel-size=1,4"}
+    page.goto(f"{base}/latency?{urlencode(q)}")
+    _settle(page, "done")
+    assert page.inner_text("td[data-key='decode_bound']") == "-"
+    assert page.inner_text("td[data-key='rows.0.decode_bound']") == "-"
+    text = page.inner_text("#latency") + page.inner_text("#sweep")
+    assert "null" not in text and "undefined" not in text
+    assert "weights do not fit: no latency" in page.inner_text("#sweep")
