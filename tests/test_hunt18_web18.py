@@ -83,3 +83,23 @@ def test_the_latency_page_writes_a_missing_bound_as_the_cli_does(base: str, page
     text = page.inner_text("#latency") + page.inner_text("#sweep")
     assert "null" not in text and "undefined" not in text
     assert "weights do not fit: no latency" in page.inner_text("#sweep")
+
+
+def test_a_run_shows_nothing_of_the_run_before(base: str, page: Any) -> None:
+    """A disaggregated run draws no queue chart: the one-server run's queue depth stayed
+    beside the new answer. A refused run left the old answer and charts, the page 'done'."""
+    page.goto(f"{base}/simulate?num_prompts=10&random_input_len=256&random_output_len=8")
+    page.click("#run")
+    _settle(page, "done")
+    assert page.eval_on_selector("#chart-queue", "e => e.querySelectorAll('svg').length") == 1
+    page.fill("input[name=disagg]", "1P1D")
+    page.click("#run")
+    _settle(page, "done")
+    assert "1P1D" in page.inner_text("#simulate")
+    assert page.eval_on_selector("#chart-queue", "e => e.innerHTML") == ""
+    page.fill("input[name=num_prompts]", "999999")
+    page.click("#run")
+    _settle(page, "error")
+    assert "at most 200" in page.inner_text(".err[data-for=num_prompts]")
+    assert page.inner_text("#simulate") == ""
+    assert page.eval_on_selector_all(".chart svg", "es => es.length") == 0

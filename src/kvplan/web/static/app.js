@@ -332,13 +332,23 @@ let polls = 0;
 // A small simulation is done in tens of ms: ask soon, then back off so a long job is
 // polled about once a second (50, 100, 200, 400, 800, 800 ... ms after each answer).
 const pollDelay = (n) => Math.min(50 * 2 ** n, 800);
+// a new run asks a new question: the last run's answer and charts go (a disaggregated run
+// draws no queue chart, a refused one nothing), so nothing shown belongs to another question
+function clearResult(form) {
+  const el = $(`#${form.getAttribute("data-render") || "simulate"}`);
+  el.innerHTML = ""; delete el.dataset.json;
+  $$(".chart").forEach((c) => { c.innerHTML = ""; });
+}
 async function runJob(form) {
   clearErrors();
   remember(form);
+  clearResult(form);
+  document.body.dataset.state = "starting";
   const r = await fetch(form.getAttribute("data-job"), { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
   const body = await r.json();
   if (!r.ok) {
     showError(body);
+    document.body.dataset.state = "error";
     // this page's own job is in the way (started before a reload, or on the other job page):
     // Cancel stops it (DELETE takes any job id), then Run starts this one
     if (r.status === 429 && body.job) { job = body.job; orphan = true; $("#cancel").disabled = false; }
