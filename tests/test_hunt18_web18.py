@@ -103,3 +103,21 @@ def test_a_run_shows_nothing_of_the_run_before(base: str, page: Any) -> None:
     assert "at most 200" in page.inner_text(".err[data-for=num_prompts]")
     assert page.inner_text("#simulate") == ""
     assert page.eval_on_selector_all(".chart svg", "es => es.length") == 0
+
+
+@pytest.mark.parametrize("name", ["model", "request", "capacity", "latency", "simulate", "plan"])
+def test_every_form_control_has_a_name_a_screen_reader_reads(base: str, page: Any,
+                                                              name: str) -> None:
+    """The Request page's sliders: one label held the range and the number field, so the
+    label named the range only; --prompt, --output and --chunk, the fields sent, had no name.
+    The job pages' progress bar had none either."""
+    page.goto(f"{base}/{name}")
+    bare = page.eval_on_selector_all(
+        "input, select, progress", "els => els.filter(e => !(e.labels && e.labels.length) && "
+        "!e.getAttribute('aria-label')).map(e => e.outerHTML)")
+    assert bare == []
+    if name == "request":
+        for field in ("prompt", "output", "chunk"):
+            el = page.get_by_label(f"--{field}", exact=True)
+            assert el.get_attribute("type") == "number"
+            assert el.get_attribute("name") == field
