@@ -121,3 +121,30 @@ def test_every_form_control_has_a_name_a_screen_reader_reads(base: str, page: An
             el = page.get_by_label(f"--{field}", exact=True)
             assert el.get_attribute("type") == "number"
             assert el.get_attribute("name") == field
+
+
+def test_the_report_data_survives_a_comment_opener_in_a_name(tmp_path: Any) -> None:
+    """The answers' JSON sits in a <script> element, where '<!--<script>' (a model named so,
+    a hand-edited --plan) switches the HTML tokenizer to 'double escaped': the element's own
+    </script> no longer closed it, the page's script was swallowed, no chart drawn, the
+    report never 'done'. Escaping only '</' is not enough; every '<' is written \\u003c."""
+    import json
+    import re
+
+    from kvplan.report.html import render_report
+    from kvplan.report.report_page import Section
+
+    name = "m <!--<script> x"
+    html = render_report(name, "sub", [Section(id="plan", title=name, rows=(("model", name),),
+                                               charts=(), answer={"model": name})])
+    raw = re.search(r'id="kvplan-data">(.*?)</script>', html, re.S)
+    assert raw is not None and "<" not in raw.group(1)
+    assert json.loads(raw.group(1))["sections"][0]["answer"]["model"] == name
+    out = tmp_path / "r.html"
+    out.write_text(html)
+    from tests.webtools import chromium
+
+    with chromium(offline=True) as ctx:
+        pg = ctx.new_page()
+        pg.goto(out.as_uri())
+        pg.wait_for_selector("body[data-state=done]", state="attached", timeout=30_000)
