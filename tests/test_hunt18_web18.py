@@ -148,3 +148,20 @@ def test_the_report_data_survives_a_comment_opener_in_a_name(tmp_path: Any) -> N
         pg = ctx.new_page()
         pg.goto(out.as_uri())
         pg.wait_for_selector("body[data-state=done]", state="attached", timeout=30_000)
+
+
+def test_a_sweep_without_a_tpot_draws_ttft_not_an_empty_panel() -> None:
+    """--output 1: no request has a second token, so no TPOT (every row's tpot_s null); the
+    chart's first panel plotted TPOT (ms) over nothing (Vega: 'Infinite extent for field
+    TPOT (ms)'), an empty frame. It draws TTFT, the one latency there is; with a TPOT, TPOT."""
+    client = TestClient(create_app(WebSettings()))
+    q = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "prompt": 512, "output": 1,
+         "sweep": "batch=1,8"}
+    spec = client.get("/api/latency/chart", params=q).json()
+    fields = {layer["encoding"]["y"]["field"] for panel in spec["hconcat"]
+              for layer in panel["layer"]}
+    assert fields == {"TTFT (ms)", "throughput (tok/s)"}
+    spec = client.get("/api/latency/chart", params={**q, "output": 2}).json()
+    fields = {layer["encoding"]["y"]["field"] for panel in spec["hconcat"]
+              for layer in panel["layer"]}
+    assert fields == {"TPOT (ms)", "throughput (tok/s)"}

@@ -79,7 +79,11 @@ def sweep_chart(lever: str, rows: Sequence[SweepRow]) -> Any:
             y=f"{field}:Q", shape=shape, color=fill, tooltip=tip)
         return (line + pts).properties(width=300, height=240)
 
-    return alt.hconcat(panel("TPOT (ms)"), panel("throughput (tok/s)")).properties(
+    # one output token everywhere: no TPOT to draw (an empty panel, 'Infinite extent'), TTFT is
+    # the request's latency
+    first = ("TPOT (ms)" if any(d["TPOT (ms)"] is not None for d in data)
+             or not any(d["TTFT (ms)"] is not None for d in data) else "TTFT (ms)")
+    return alt.hconcat(panel(first), panel("throughput (tok/s)")).properties(
         title=f"sweep of {lever}: point shape = decode bound, colour = KV cache fits")
 
 
