@@ -123,7 +123,7 @@ def test_every_form_control_has_a_name_a_screen_reader_reads(base: str, page: An
             assert el.get_attribute("name") == field
 
 
-def test_the_report_data_survives_a_comment_opener_in_a_name(tmp_path: Any) -> None:
+def test_the_report_data_survives_a_comment_opener_in_a_name(tmp_path: Any, page: Any) -> None:
     """The answers' JSON sits in a <script> element, where '<!--<script>' (a model named so,
     a hand-edited --plan) switches the HTML tokenizer to 'double escaped': the element's own
     </script> no longer closed it, the page's script was swallowed, no chart drawn, the
@@ -142,12 +142,8 @@ def test_the_report_data_survives_a_comment_opener_in_a_name(tmp_path: Any) -> N
     assert json.loads(raw.group(1))["sections"][0]["answer"]["model"] == name
     out = tmp_path / "r.html"
     out.write_text(html)
-    from tests.webtools import chromium
-
-    with chromium(offline=True) as ctx:
-        pg = ctx.new_page()
-        pg.goto(out.as_uri())
-        pg.wait_for_selector("body[data-state=done]", state="attached", timeout=30_000)
+    page.goto(out.as_uri())  # file://: nothing fetched
+    _settle(page, "done")
 
 
 def test_a_sweep_without_a_tpot_draws_ttft_not_an_empty_panel() -> None:
@@ -165,3 +161,4 @@ def test_a_sweep_without_a_tpot_draws_ttft_not_an_empty_panel() -> None:
     fields = {layer["encoding"]["y"]["field"] for panel in spec["hconcat"]
               for layer in panel["layer"]}
     assert fields == {"TPOT (ms)", "throughput (tok/s)"}
+
