@@ -162,3 +162,27 @@ def test_a_sweep_without_a_tpot_draws_ttft_not_an_empty_panel() -> None:
               for layer in panel["layer"]}
     assert fields == {"TPOT (ms)", "throughput (tok/s)"}
 
+
+def test_the_reports_model_section_pages_in_the_block_vllm_forces(tmp_path: Any) -> None:
+    """DeepSeek-V2-Lite on an H100: vLLM 0.11 forces blocks of 64 for FlashMLA (the report's
+    Capacity section logs it, its Request section claims in them); the Model section's JSON
+    still paged the latent in blocks of 16: 16 x 576 x 2 B = 18,432 B a layer, a page vLLM
+    never allocates there. Now 64 x 576 x 2 = 73,728 B, block 64, as `kvplan kv
+    --block-size 64` says."""
+    import json
+    import re
+
+    from tests.conftest import run_cli
+
+    out = tmp_path / "r.html"
+    res = run_cli("report", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", "H100", "-o", str(out))
+    assert res.code == 0, res.err
+    raw = re.search(r'id="kvplan-data">(.*?)</script>', out.read_text(), re.S)
+    assert raw is not None
+    sections = {s["id"]: s["answer"] for s in json.loads(raw.group(1))["sections"]}
+    kv = sections["model"]["kv"]
+    assert sections["capacity"]["block_size"] == 64
+    assert kv["block_size"] == 64
+    assert [g["page_size_bytes"] for g in kv["groups"]] == [73_728]
+    cli = run_cli("kv", "deepseek-ai/DeepSeek-V2-Lite", "--block-size", "64", "--json")
+    assert json.loads(cli.out) == kv
