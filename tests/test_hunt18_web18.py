@@ -186,3 +186,25 @@ def test_the_reports_model_section_pages_in_the_block_vllm_forces(tmp_path: Any)
     assert [g["page_size_bytes"] for g in kv["groups"]] == [73_728]
     cli = run_cli("kv", "deepseek-ai/DeepSeek-V2-Lite", "--block-size", "64", "--json")
     assert json.loads(cli.out) == kv
+
+
+def test_a_disaggregated_plans_last_stage_counts_nothing_of_its_own() -> None:
+    """plan --disagg on the page: after the aggregated search the job's stage became
+    'disaggregated' while its count stayed the aggregated stage's ('disaggregated: 4 / 9 ·
+    done', 9 aggregated candidates); the side search reports no count, so none is shown."""
+    import time
+
+    client = TestClient(create_app(WebSettings(max_sim_requests=200, max_sim_seconds=60)))
+    form = {"model": "meta-llama/Llama-3.1-8B", "slo": "tpot:p99:30", "gpu": "H100",
+            "tensor_parallel_size": "1", "num_prompts": 40, "random_input_len": 256,
+            "random_output_len": 16, "request_rate": 4, "disagg": True, "kv_link": "ib-ndr"}
+    job = client.post("/api/plan/jobs", json=form, headers={"x-kvplan-client": "t18"}).json()
+    view: dict[str, Any] = {}
+    for _ in range(600):
+        view = client.get(f"/api/plan/jobs/{job['job']}").json()
+        if view["state"] not in ("queued", "running"):
+            break
+        time.sleep(0.1)
+    assert view["state"] == "done", view.get("error")
+    assert view["result"]["joint"]
+    assert (view["stage"], view["done"], view["total"]) == ("disaggregated", 0, 0)

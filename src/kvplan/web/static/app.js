@@ -364,7 +364,7 @@ async function poll(form) {
   const { body } = await getJson(`${form.getAttribute("data-job")}/${job}`);
   $("#progress").max = Math.max(body.total, 1); $("#progress").value = body.done;
   $("#progress-text").textContent = body.state === "queued" ? `queued: ${body.ahead} ahead`
-    : `${body.stage ? body.stage + ": " : ""}${body.done} / ${body.total} · ${body.state}`;
+    : `${body.stage ? body.stage + ": " : ""}${body.total ? `${body.done} / ${body.total} · ` : ""}${body.state}`;
   if (body.state === "running" || body.state === "queued") { setTimeout(() => poll(form), pollDelay(polls++)); return; }
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
