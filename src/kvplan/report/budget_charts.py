@@ -63,12 +63,7 @@ def sweep_chart(lever: str, rows: Sequence[SweepRow]) -> Any:
     the KV cache stops fitting are marked."""
     import altair as alt
 
-    data = [{"value": r.value, "order": i,  # no TPOT (one output token): no point, not 0 ms
-             "TPOT (ms)": None if r.result.tpot_s is None else r.result.tpot_s * 1e3,
-             "TTFT (ms)": r.result.ttft_s * 1e3,
-             "throughput (tok/s)": r.result.output_throughput_tok_s,
-             "decode bound": r.result.decode_bound or "-",
-             "KV fits": "yes" if r.fits else "no"} for i, r in enumerate(rows)]
+    data = [_sweep_point(i, r) for i, r in enumerate(rows)]
     base = alt.Chart(alt.Data(values=data)).encode(  # type: ignore[no-untyped-call]
         x=alt.X("value:O", sort=None, title=lever))
     shape = alt.Shape("decode bound:N", legend=alt.Legend(orient="bottom"))
@@ -84,5 +79,22 @@ def sweep_chart(lever: str, rows: Sequence[SweepRow]) -> Any:
             y=f"{field}:Q", shape=shape, color=fill, tooltip=tip)
         return (line + pts).properties(width=300, height=240)
 
-    return alt.hconcat(panel("TPOT (ms)"), panel("throughput (tok/s)")).properties(
+    # one output token everywhere: no TPOT to draw (an empty panel, 'Infinite extent'), TTFT is
+    # the request's latency
+    first = ("TPOT (ms)" if any(d["TPOT (ms)"] is not None for d in data)
+             or not any(d["TTFT (ms)"] is not None for d in data) else "TTFT (ms)")
+    return alt.hconcat(panel(first), panel("throughput (tok/s)")).properties(
         title=f"sweep of {lever}: point shape = decode bound, colour = KV cache fits")
+
+
+def _sweep_point(i: int, r: SweepRow) -> dict[str, Any]:
+    """One lever value's point. No TPOT (one output token): no point, not 0 ms. Weights that
+    do not fit: no latency at all, as the sweep's table and JSON say ('weights do not fit: no
+    latency'), so no point, not the latency of a model the GPU cannot load."""
+    res = r.result if r.weights_fit else None
+    return {"value": r.value, "order": i,
+            "TPOT (ms)": None if res is None or res.tpot_s is None else res.tpot_s * 1e3,
+            "TTFT (ms)": None if res is None else res.ttft_s * 1e3,
+            "throughput (tok/s)": None if res is None else res.output_throughput_tok_s,
+            "decode bound": (res.decode_bound if res else None) or "-",
+            "KV fits": "yes" if r.fits else "no"}

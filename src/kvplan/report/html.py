@@ -59,8 +59,10 @@ def render_report(title: str, subtitle: str, sections: list[Any]) -> str:
     from kvplan import __version__
     from kvplan.report.json_views import vllm_version
 
+    # every '<' as \u003c: in a <script> element '</' would close it early and '<!--<script>'
+    # (a name, a hand-edited --plan) would make its own </script> not close it
     data = json.dumps({"title": title, "sections": [asdict(s) for s in sections]},
-                      allow_nan=False).replace("</", "<\\/")
+                      allow_nan=False).replace("<", "\\u003c")
     page = jinja2.Environment(autoescape=True).from_string(_PAGE)
     return page.render(title=title, subtitle=subtitle, sections=sections, data=_Raw(data),
                        bundle=_Raw(vega_bundle()), version=__version__, vllm=vllm_version())

@@ -221,10 +221,16 @@ def report_sections(spec: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
                     profile: str | None = None) -> list[Section]:
     """Every section for one model, GPU, request shape and (optionally) workload; ``profile``:
     a 'kvplan calibrate' file for the latency and simulation (None: the bundled one)."""
+    from dataclasses import replace
+
+    from kvplan.costs.memory.settings import mla_block_size
     from kvplan.costs.step.latency import check_context
 
     check_context(spec, engine, shape)  # before the model section's '--context' wording
-    sections = [model_section(spec, engine, shape.batch, shape.prompt_tokens + shape.output_tokens),
+    # the pages in the blocks vLLM allocates on ``hw`` (an MLA backend's forced block), as the
+    # Request and Capacity sections hold them
+    paged = replace(engine, block_size=mla_block_size(spec, hw, engine.block_size))
+    sections = [model_section(spec, paged, shape.batch, shape.prompt_tokens + shape.output_tokens),
                 request_section(spec, hw, engine, shape), capacity_section(spec, hw, engine),
                 latency_section(spec, hw, engine, shape, profile)]
     if workload is not None:

@@ -88,7 +88,8 @@ def _work(args: dict[str, Any]) -> Work:
             from kvplan.analysis.disagg.joint_doc import joint_json
             from kvplan.analysis.disagg.side import disagg_side
 
-            job.stage = "disaggregated"
+            job.stage = "disaggregated"  # uncounted: the last stage's N / M is not its own
+            job.tick(0, 0)
             doc["joint"] = joint_json(disagg_side(args, result))
         return doc, {"pareto": chart_spec(pareto_chart(result))}
 

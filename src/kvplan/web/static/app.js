@@ -54,6 +54,8 @@ const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - 
 const notes = (items) => (items || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("");
 // the lines the CLI prints on stderr beside its --json ("note: ...", "warning: ..."): the API's `stderr` key
 const stderr = (d) => ((d && d.stderr) || []).map((l) => `<p class="note stderr">${esc(l)}</p>`).join("");
+// a text value; none as the CLI prints it, "-" (TPOT's decode bound with one output token)
+const str = (x) => (x === null || x === undefined ? "-" : String(x));
 const onOff = (x) => (x === null || x === undefined ? "-" : x ? "on" : "off");
 const yesNo = (m) => (m === null || m === undefined ? "-" : m ? "yes" : "NO: missed");
 const esc = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -78,11 +80,11 @@ const RENDER = {
     lines(d.formula) + (d.tensor_parallel_size > 1 ? `<p>Per GPU at tensor parallel ${d.tensor_parallel_size}:</p>` + lines(d.formula_per_gpu) : "") +
     table("cache per token", [["bytes per token (whole model)", "bytes_per_token", int], ["bytes per token per GPU", "bytes_per_token_per_gpu", int],
       ["fixed state per request", "state_bytes_per_request", bytes], ["fixed state per request per GPU", "state_bytes_per_request_per_gpu", bytes]], d) +
-    grid("layer groups on one GPU", [["group", "label", String], ["layers", "num_layers", int], ["per layer / token", "bytes_per_token_per_layer", bytes],
+    grid("layer groups on one GPU", [["group", "label", str], ["layers", "num_layers", int], ["per layer / token", "bytes_per_token_per_layer", bytes],
       ["group / token", "bytes_per_token", bytes], ["page (1 layer)", "page_size_bytes", bytes], ["state / request", "state_bytes_per_request", bytes]], d.groups, "groups") +
     `<p class="risk">Precision risk: ${esc(d.precision_risk)}</p>` + d.notes.map((n) => `<p class="note">note: ${esc(n)}</p>`).join(""),
-  levers: (d) => grid(`levers for ${d.batch} requests x ${int(d.context_tokens)} tokens (factors multiply)`, [["lever", "lever", String], ["KV heads", "kv_heads", String],
-    ["precision", "precision", String], ["TP", "tensor_parallel_size", int], ["bytes/token/GPU", "bytes_per_token_per_gpu", int],
+  levers: (d) => grid(`levers for ${d.batch} requests x ${int(d.context_tokens)} tokens (factors multiply)`, [["lever", "lever", str], ["KV heads", "kv_heads", str],
+    ["precision", "precision", str], ["TP", "tensor_parallel_size", int], ["bytes/token/GPU", "bytes_per_token_per_gpu", int],
     ["batch total / GPU", "total_bytes_per_gpu", bytes], ["x MHA", "factor_vs_baseline", fixed(4)]], d.levers, "levers"),
   request: (d) => table(`${d.model}: ${int(d.prompt_tokens)} prompt + ${int(d.output_tokens)} output tokens`, [["bytes per token", "bytes_per_token", int],
     ["prefill steps", "prefill_steps", int], ["prefill claims", "prefill_bytes", bytes], ["decode adds", "decode_bytes", bytes],
@@ -107,25 +109,25 @@ const RENDER = {
   latency: (d) => table(`batch ${d.batch}, prompt ${int(d.prompt_tokens)}, output ${int(d.output_tokens)}`, [["TTFT", "ttft_s", secs], ["TTFT band (10-90%)", "ttft_s_band", secsBand],
     ["TPOT", "tpot_s", secs], ["TPOT band (10-90%)", "tpot_s_band", secsBand], ["end-to-end", "e2e_s", secs], ["end-to-end band (10-90%)", "e2e_s_band", secsBand],
     ["output throughput (tok/s)", "output_throughput_tok_s", tps], ["output throughput band (10-90%)", "output_throughput_tok_s_band", tpsBand],
-    ["prefill bound", "prefill_bound", String], ["decode bound", "decode_bound", String]], d) +
+    ["prefill bound", "prefill_bound", str], ["decode bound", "decode_bound", str]], d) +
     (d.band_basis ? `<p class="note" id="band-basis">band: calibration residuals of ${esc(d.band_basis)}</p>` : "") + notes(d.calibration_notes) +
     why("prefill", d.phases.prefill) + (d.phases.decode ? why("decode", d.phases.decode) : "") +
     (d.parallel ? table("data / expert parallel", [["DP ranks", "data_parallel_size", int], ["requests per DP rank (fullest)", "batch_per_rank", int],
-      ["expert parallel", "enable_expert_parallel", onOff], ["token exchange", "all2all_backend", String], ["expert imbalance", "expert_imbalance", fixed(3)]], d.parallel, "parallel.") : ""),
+      ["expert parallel", "enable_expert_parallel", onOff], ["token exchange", "all2all_backend", str], ["expert imbalance", "expert_imbalance", fixed(3)]], d.parallel, "parallel.") : ""),
   sweep: (d) => `<p>decode turns compute-bound at <b data-key="decode_compute_bound_from" data-value='${esc(JSON.stringify(d.decode_compute_bound_from))}'>${esc(d.decode_compute_bound_from ?? "never")}</b>;
     the KV cache stops fitting at <b data-key="kv_no_longer_fits_at" data-value='${esc(JSON.stringify(d.kv_no_longer_fits_at))}'>${esc(d.kv_no_longer_fits_at ?? "never")}</b></p>` +
-    grid(`sweep of ${d.lever}`, [[d.lever, "value", String], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", tps],
-      ["decode", "decode_bound", String], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int]], d.rows, "rows"),
+    grid(`sweep of ${d.lever}`, [[d.lever, "value", str], ["TTFT", "ttft_s", secs], ["TPOT", "tpot_s", secs], ["tok/s", "output_throughput_tok_s", tps],
+      ["decode", "decode_bound", str], ["KV fits", "fits", (f) => (f ? "yes" : "NO")], ["max batch", "max_batch", int], ["note", "", sweepNote(d)]], d.rows, "rows"),
   plan: (d) => (d.warnings || []).map((w) => `<p class="note warning">warning: ${esc(w)}</p>`).join("") + planCard(d) + judged(d) + (d.joint ? jointCard(d.joint) : "") +
-    grid("candidates (stage reached, and why it stopped there)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int],
+    grid("candidates (stage reached, and why it stopped there)", [["id", "id", str], ["GPU", "gpu", str], ["TP", "tensor_parallel_size", int],
       ["DP", "data_parallel_size", int], ["EP", "enable_expert_parallel", (x) => (x ? "on" : "off")],
-      ["KV dtype", "kv_cache_dtype", String], ["weights", "quantization", (q) => q || "-"], ["max seqs", "max_num_seqs", int],
-      ["chunk", "max_num_batched_tokens", int], ["prefix cache", "enable_prefix_caching", onOff], ["stage", "stage", String], ["replicas", "replicas", int],
-      ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", String]], d.candidates, "candidates") +
-    grid(`levers: one change to the best configuration (${perReplica(d)[2]}; the first row is the winner)`, [["change", "change", String], [perReplica(d)[0], "capacity_rps", fixed(2)],
+      ["KV dtype", "kv_cache_dtype", str], ["weights", "quantization", (q) => q || "-"], ["max seqs", "max_num_seqs", int],
+      ["chunk", "max_num_batched_tokens", int], ["prefix cache", "enable_prefix_caching", onOff], ["stage", "stage", str], ["replicas", "replicas", int],
+      ["$ / hour", "cost.usd_per_hour", fixed(2)], ["reason", "reason", str]], d.candidates, "candidates") +
+    grid(`levers: one change to the best configuration (${perReplica(d)[2]}; the first row is the winner)`, [["change", "change", str], [perReplica(d)[0], "capacity_rps", fixed(2)],
       [perReplica(d)[1], "delta_capacity_pct", fixed(1)], ["replicas", "replicas", int], ["$ / hour", "usd_per_hour", fixed(2)],
       ["$ / hour change", "delta_usd_per_hour", fixed(2)], [`${leverKey(d.levers)} (ms)`, "binding_p99_ms", fixed(2)], ["band (10-90%, ms)", "binding_p99_ms_band", band],
-      ["note", "note", String]], d.levers, "levers"),
+      ["note", "note", str]], d.levers, "levers"),
   simulate: (d) => `<div class="row">` + table(`${d.model_id} on ${d.gpu}${d.disagg ? ` (${d.disagg} over ${d.kv_link})` : ""}: ${d.dataset}, ${d.num_prompts} requests`, simRows(d), d) + simStats(d) + `</div>` +
     (d.disagg ? disaggTables(d) : "") +
     (d.dp_ranks ? grid(`DP ${d.data_parallel_size} ranks in lockstep, ${d.dp_lockstep_steps} steps`, [["rank", "rank", int], ["requests", "requests", int],
@@ -133,6 +135,10 @@ const RENDER = {
     (d.rejected_by_reason || []).map((g) => `<p class="note rejected">${esc(g.line)}</p>`).join("") + simBand(d) + notes([...new Set(d.calibration_notes || [])]) +
     (d.overload && d.overload.overloaded ? `<p class="banner overload" id="overload" role="alert">${esc(d.overload.message)}</p>` : ""),
 };
+// the sweep table's note, as `kvplan latency --sweep` writes it (cli/cmd_latency._sweep_cells)
+const sweepNote = (d) => (_v, r) => (r.weights_fit === false ? "weights do not fit: no latency"
+  : [r.value === d.decode_compute_bound_from ? "decode turns compute-bound" : "",
+    r.value === d.kv_no_longer_fits_at ? `KV cache no longer fits (max batch ${r.max_batch})` : ""].filter(Boolean).join("; "));
 // capacity_rps_per_replica and the levers' capacity_rps are report/plan's load_per_replica: with a
 // target rate (inputs.mode "target") that rate / replicas, the load each replica serves, not a
 // capacity; without one, one replica's searched capacity (the CLI heads both "req/s per replica")
@@ -145,17 +151,17 @@ const leverKey = (levers) => ((levers || []).find((x) => x.binding_key) || { bin
 function planCard(d) {
   const s = d.summary;
   if (s.status !== "feasible") return infeasible(s);
-  return table(`best: ${s.best}`, [["status", "status", String], ["$ / hour", "usd_per_hour", fixed(2)],
+  return table(`best: ${s.best}`, [["status", "status", str], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
-    [perReplica(d)[0], "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", String], ["why", "one_line_why", String],
+    [perReplica(d)[0], "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", str], ["why", "one_line_why", str],
     [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band],
-    ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", String],
-    ["output throughput is", "output_tokens_per_s_definition", String],
+    ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", str],
+    ["output throughput is", "output_tokens_per_s_definition", str],
     ["$ / million output tokens priced at (tok/s)", "priced_output_tokens_per_s", fixed(0)],
-    ["that rate is", "priced_output_tokens_per_s_definition", String],
-    ["SLO margin", "slo_margin", String], ["SLO band basis (each term's in the table below)", "band_basis", String]], s, "summary.") +
-    grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", String], ["unit", "", (_v, t) => termUnit(t.key)], ["limit", "limit", sig],
-      ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", String]],
+    ["that rate is", "priced_output_tokens_per_s_definition", str],
+    ["SLO margin", "slo_margin", str], ["SLO band basis (each term's in the table below)", "band_basis", str]], s, "summary.") +
+    grid("SLO terms with their error band (10-90%): do they still hold at the band's pessimistic edge?", [["term", "key", str], ["unit", "", (_v, t) => termUnit(t.key)], ["limit", "limit", sig],
+      ["predicted", "value", sig], ["band (10-90%)", "band", band], ["at the edge", "edge", sig], ["still met at the edge", "met_at_edge", yesNo], ["calibration group", "band_basis", str]],
       s.slo_at_band_edge || [], "summary.slo_at_band_edge") +
     (s.calibration_notes || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("") +
     (s.without_margin ? `<p class="note">without --slo-margin band the winner would be <b>${esc(s.without_margin.best)}</b> (${esc(s.without_margin.gpu)} TP${esc(s.without_margin.tensor_parallel_size)}), ${esc(fixed(2)(s.without_margin.usd_per_hour))} $/h</p>` : "") +
@@ -182,9 +188,9 @@ function jointCard(j) {
   // `kvplan plan --disagg --json`'s joint key (docs/disaggregation.md, Planner)
   const dis = j.best_disaggregated;
   return `<div id="joint-answer"><h2>One space: aggregated and disaggregated</h2><p id="joint-versus">${esc(j.versus)}</p>` +
-    table("joint winner", [["kind", "winner_kind", String], ["id", "winner.id", String], ["$ / hour", "winner.usd_per_hour", fixed(2)], ["GPUs", "winner.gpus", int]], j, "joint.") +
-    (dis ? table(`best disaggregated: ${dis.fleet}`, [["fleet", "fleet", String], ["KV link", "kv_link", String], ["$ / hour", "usd_per_hour", fixed(2)],
-      ["GPUs", "gpus", int], ["binds first", "binding.primary", String], ["why", "binding.why", String]], dis, "joint.best_disaggregated.") +
+    table("joint winner", [["kind", "winner_kind", str], ["id", "winner.id", str], ["$ / hour", "winner.usd_per_hour", fixed(2)], ["GPUs", "winner.gpus", int]], j, "joint.") +
+    (dis ? table(`best disaggregated: ${dis.fleet}`, [["fleet", "fleet", str], ["KV link", "kv_link", str], ["$ / hour", "usd_per_hour", fixed(2)],
+      ["GPUs", "gpus", int], ["binds first", "binding.primary", str], ["why", "binding.why", str]], dis, "joint.best_disaggregated.") +
       Object.entries(dis.serve).map(([role, line]) => `<p><b>${esc(role)}</b></p><pre class="formula">${esc(line)}</pre>`).join("") : "") +
     `<p class="note">candidates: ${esc(Object.entries(j.stages).map(([s, n]) => `${n} ${s}`).join(", "))}; pricing: ${esc(j.price_note)}</p></div>`;
 }
@@ -196,9 +202,9 @@ function missText(c) {
 }
 function infeasible(s) {
   return `<p class="banner infeasible" id="infeasible" role="alert"><b>nothing feasible:</b> ${esc(s.why)}</p>` +
-    grid("closest candidates (nearest miss first)", [["id", "id", String], ["GPU", "gpu", String], ["TP", "tensor_parallel_size", int], ["KV dtype", "kv_cache_dtype", String],
-      ["chunk", "max_num_batched_tokens", int], ["max seqs", "max_num_seqs", int], ["stage", "stage", String], ["replicas", "replicas", int],
-      ["miss", "", (_v, c) => missText(c)], ["achieved", "achieved", achievedText], ["reason", "reason", String]], s.closest || [], "summary.closest");
+    grid("closest candidates (nearest miss first)", [["id", "id", str], ["GPU", "gpu", str], ["TP", "tensor_parallel_size", int], ["KV dtype", "kv_cache_dtype", str],
+      ["chunk", "max_num_batched_tokens", int], ["max seqs", "max_num_seqs", int], ["stage", "stage", str], ["replicas", "replicas", int],
+      ["miss", "", (_v, c) => missText(c)], ["achieved", "achieved", achievedText], ["reason", "reason", str]], s.closest || [], "summary.closest");
 }
 function why(phase, c) {
   const side = c.arithmetic_intensity_flop_per_byte >= c.ridge_point_flop_per_byte ? ">" : "<";
@@ -242,7 +248,7 @@ function disaggTables(d) {
     .flatMap((k) => [[`mean ${k.replaceAll("_", " ")} (ms)`, `mean_${k}_ms`, fixed(3)], [`${(p(k) || "").split("_")[0]} ${k.replaceAll("_", " ")} (ms)`, p(k), fixed(3)]])
     .filter(([, key]) => key && key in d);
   return `<div class="row" id="disagg">` + table(`fleet ${d.disagg}: prefill ${d.prefill.instances} x ${d.prefill.gpu} TP${d.prefill.tensor_parallel_size}, decode ${d.decode.instances} x ${d.decode.gpu} TP${d.decode.tensor_parallel_size}`, [
-    ["KV link", "kv_link", String], ["link bytes/s per GPU", "kv_link_bytes_per_s_per_gpu", sig], ["link latency", "kv_link_latency_s", secs],
+    ["KV link", "kv_link", str], ["link bytes/s per GPU", "kv_link_bytes_per_s_per_gpu", sig], ["link latency", "kv_link_latency_s", secs],
     ["KV transfers", "kv_transfers", int], ["KV bytes over the link", "kv_link_bytes", bytes], ["decode block waits", "decode_block_waits", int],
     ["prefill peak KV usage", "prefill_peak_kv_usage", pct], ["decode peak KV usage", "decode_peak_kv_usage", pct]], d) +
     table("KV transfer", rows, d) + `</div>`;
@@ -326,13 +332,23 @@ let polls = 0;
 // A small simulation is done in tens of ms: ask soon, then back off so a long job is
 // polled about once a second (50, 100, 200, 400, 800, 800 ... ms after each answer).
 const pollDelay = (n) => Math.min(50 * 2 ** n, 800);
+// a new run asks a new question: the last run's answer and charts go (a disaggregated run
+// draws no queue chart, a refused one nothing), so nothing shown belongs to another question
+function clearResult(form) {
+  const el = $(`#${form.getAttribute("data-render") || "simulate"}`);
+  el.innerHTML = ""; delete el.dataset.json;
+  $$(".chart").forEach((c) => { c.innerHTML = ""; });
+}
 async function runJob(form) {
   clearErrors();
   remember(form);
+  clearResult(form);
+  document.body.dataset.state = "starting";
   const r = await fetch(form.getAttribute("data-job"), { method: "POST", headers: { "content-type": "application/json", "x-kvplan-client": CLIENT }, body: JSON.stringify(fields(form)) });
   const body = await r.json();
   if (!r.ok) {
     showError(body);
+    document.body.dataset.state = "error";
     // this page's own job is in the way (started before a reload, or on the other job page):
     // Cancel stops it (DELETE takes any job id), then Run starts this one
     if (r.status === 429 && body.job) { job = body.job; orphan = true; $("#cancel").disabled = false; }
@@ -348,7 +364,7 @@ async function poll(form) {
   const { body } = await getJson(`${form.getAttribute("data-job")}/${job}`);
   $("#progress").max = Math.max(body.total, 1); $("#progress").value = body.done;
   $("#progress-text").textContent = body.state === "queued" ? `queued: ${body.ahead} ahead`
-    : `${body.stage ? body.stage + ": " : ""}${body.done} / ${body.total} · ${body.state}`;
+    : `${body.stage ? body.stage + ": " : ""}${body.total ? `${body.done} / ${body.total} · ` : ""}${body.state}`;
   if (body.state === "running" || body.state === "queued") { setTimeout(() => poll(form), pollDelay(polls++)); return; }
   $("#cancel").disabled = true; $("#run").disabled = false;
   if (body.state !== "done") {
