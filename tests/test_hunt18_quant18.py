@@ -1,0 +1,50 @@
+"""hunt18 quant18: weight bytes per GPU as vLLM 0.11 loads quantized checkpoints, checked
+against hand arithmetic from config.json and vLLM's quantization methods."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kvplan.costs.memory.plan import plan_memory
+from kvplan.specs.hardware import load_gpu
+from kvplan.specs.hf_config import parse_config
+from kvplan.specs.model import ModelSpec
+from kvplan.specs.serving import EngineConfig
+
+_MODELS = Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
+
+
+def _llama8b(quantization_config: dict[str, Any] | None = None) -> ModelSpec:
+    cfg = json.loads((_MODELS / "meta-llama--Llama-3.1-8B.json").read_text())
+    if quantization_config is not None:
+        cfg = {**cfg, "quantization_config": quantization_config}
+    return parse_config(cfg, name="q", file="t")
+
+
+def _weights(model: ModelSpec, gpu: str, **engine: Any) -> int:
+    return plan_memory(model, load_gpu(gpu), EngineConfig(**engine)).budget.weights_bytes
+
+
+FP8_BLOCK = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+             "weight_block_size": [128, 128]}
+
+
+def test_fp8_on_ampere_holds_marlins_16bit_group_scales() -> None:
+    """A100 has no fp8 tensor cores: vLLM 0.11's Fp8LinearMethod (use_marlin) runs
+    prepare_fp8_layer_for_marlin, which turns the float32 block scales
+    (ceil(N/128), ceil(K/128)) into Marlin group scales (ceil(K/128), N) in bf16.
+    Llama-3.1-8B per layer, N x K: q 4,096 x 4,096, k and v 1,024 x 4,096, o 4,096 x 4,096,
+    gate_up 28,672 x 4,096, down 4,096 x 14,336 = 218,103,808 weights.
+    Marlin: K/128 x N x 2 B = 218,103,808 / 64 = 3,407,872 B; priced (blocks x 4 B):
+    218,103,808 / 4,096 = 53,248 B; 3,354,624 B more a layer, x 32 layers = 107,347,968 B.
+    Per tensor (-q fp8 on the bf16 checkpoint): (1, N) bf16 per layer = 43,008 x 2 B =
+    86,016 B instead of 6 x 4 B: 85,992 x 32 = 2,751,744 B more. H100 (native fp8) keeps the
+    checkpoint's scales."""
+    block = _llama8b(FP8_BLOCK)
+    assert _weights(block, "A100-80GB-SXM") - _weights(block, "H100") == 107_347_968
+    plain = _llama8b()
+    extra = (_weights(plain, "A100-80GB-SXM", quantization="fp8")
+             - _weights(plain, "H100", quantization="fp8"))
+    assert extra == 2_751_744
