@@ -48,3 +48,39 @@ def test_fp8_on_ampere_holds_marlins_16bit_group_scales() -> None:
     extra = (_weights(plain, "A100-80GB-SXM", quantization="fp8")
              - _weights(plain, "H100", quantization="fp8"))
     assert extra == 2_751_744
+
+
+NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}
+
+
+def test_modelopt_exclude_modules_keep_attention_16bit() -> None:
+    """nvidia's NVFP4 exports list what stays unquantized in exclude_modules (vLLM's
+    ModelOpt is_layer_excluded: '*' wildcards; DeepSeek-R1-FP4 keeps its attention in bf16,
+    "-v2 additionally quantizes the wo module"). Llama-3.1-8B attention: 32 x (2 x 4,096 x
+    4,096 + 2 x 1,024 x 4,096) = 1,342,177,280 weights, bf16 2 B instead of nvfp4's 0.5 B +
+    one fp8 scale per 16 (0.5625 B): 1,342,177,280 x 1.4375 = 1,929,379,840 B more on a B200."""
+    quantized = _weights(_llama8b({**NVFP4, "exclude_modules": ["lm_head"]}), "B200")
+    excluded = ["lm_head", "model.layers.*.self_attn*"]
+    kept = _weights(_llama8b({**NVFP4, "exclude_modules": excluded}), "B200")
+    assert kept - quantized == 1_929_379_840
+
+
+W4A16 = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+             "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+             "group_size": 128}}}}
+
+
+def test_compressed_tensors_ignore_list_keeps_listed_layers_16bit() -> None:
+    """compressed-tensors ``ignore`` (``re:`` a regex from the start of the module name, else
+    the exact name; vLLM's should_ignore_layer, a fused layer's shards all listed): layer 0's
+    MLP stays bf16. gate_up 28,672 x 4,096 + down 4,096 x 14,336 = 176,160,768 weights at 2 B
+    instead of 4 bits + a bf16 scale per 128 (0.515625 B): x 1.484375 = 261,488,640 B; the
+    same by exact names; 'mlp.gate' (a router name) does not catch gate_proj."""
+    base = _weights(_llama8b({**W4A16, "ignore": ["lm_head"]}), "H100")
+    regex = _llama8b({**W4A16, "ignore": ["lm_head", r"re:model\.layers\.0\.mlp\..*"]})
+    names = _llama8b({**W4A16, "ignore": ["lm_head", "model.layers.0.mlp.gate_proj",
+                                          "model.layers.0.mlp.up_proj",
+                                          "model.layers.0.mlp.down_proj", "mlp.gate"]})
+    assert _weights(regex, "H100") - base == 261_488_640
+    assert _weights(names, "H100") - base == 261_488_640

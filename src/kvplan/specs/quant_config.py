@@ -4,11 +4,13 @@ fp8's group is -1 for per-channel scales, 0 for one per tensor."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import config_int, short_repr, weight_block
+from kvplan.specs.model import ModelSpec
 
 QuantLayout = tuple[str, int, int, int]
 """(kvplan method: gptq / awq / fp8 / nvfp4 / w8a8_int8, bits, group_size (-1: per output
@@ -134,3 +136,82 @@ def checkpoint_block(q: Any, file: str) -> tuple[int, int] | None:
     if block is None and scheme is not None and scheme.get("strategy") == "block":
         block = scheme.get("block_structure")
     return weight_block(block, file)
+
+
+_IGNORE_KEYS = ("ignore", "modules_to_not_convert", "ignored_layers", "exclude_modules")
+"""Where a quantization_config lists the modules it leaves unquantized: compressed-tensors
+``ignore``, Fp8Config / AWQ / Mxfp4 ``modules_to_not_convert`` (``ignored_layers``), ModelOpt
+``exclude_modules`` (also under its nested ``quantization``)."""
+
+
+def quant_ignore(q: Any) -> tuple[str, ...]:
+    """The module names / patterns a checkpoint's quantization_config keeps unquantized."""
+    if not isinstance(q, Mapping):
+        return ()
+    nested = q.get("quantization")
+    out: list[str] = []
+    for where in (q, nested if isinstance(nested, Mapping) else {}):
+        for key in _IGNORE_KEYS:
+            names = where.get(key)
+            if isinstance(names, list):
+                out += [n for n in names if isinstance(n, str) and n]
+    return tuple(dict.fromkeys(out))
+
+
+def ignore_matches(entry: str, name: str) -> bool:
+    """Whether an ignore-list entry names module ``name`` (or a module holding it), read as
+    vLLM's methods read them: ``re:`` a regular expression matched from the start
+    (compressed-tensors), ``*`` a wildcard over the whole name (ModelOpt), else whole dotted
+    segments (``lm_head``, ``model.layers.0.self_attn``, an exact module name)."""
+    if entry.startswith("re:"):
+        return re.match(entry[3:], name) is not None
+    if "*" in entry:
+        pattern = re.escape(entry).replace(r"\*", ".*")
+        return re.fullmatch(pattern + r"(\..*)?", name) is not None
+    return f".{entry}." in f".{name}."
+
+
+_NAMED = frozenset({"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_next",
+                    "deepseek_v2", "deepseek_v3", "mixtral", "gemma", "gemma2", "gemma3_text",
+                    "olmo2", "olmoe", "gpt_oss", "ernie4_5_moe"})
+"""Families whose checkpoints name decoder layers ``model.layers.N.self_attn.q_proj`` /
+``mlp.gate_proj`` (the names ignore lists use); other families' ignore lists are not read."""
+_MLP = (("gate_proj", "up_proj"), ("down_proj",))
+
+
+def _role_names(m: ModelSpec, role: str) -> tuple[tuple[str, ...], ...]:
+    """Checkpoint module names (under ``model.layers.N.``) of a role's linear weights, in the
+    order ``costs.memory.params`` yields them (a fused weight: all its shards' names)."""
+    if role == "attention" and m.mla is not None:
+        q = ("q_a_proj", "q_b_proj") if m.mla.q_lora_rank is not None else ("q_proj",)
+        return tuple((f"self_attn.{n}",) for n in (*q, "kv_a_proj_with_mqa", "kv_b_proj",
+                                                    "o_proj"))
+    if role == "attention":
+        return tuple((f"self_attn.{n}_proj",) for n in "qkvo")
+    if role in ("dense_mlp", "shared_experts"):
+        mlp = {"dense_mlp": "mlp", "shared_experts": "mlp.shared_experts"}[role]
+        if role == "shared_experts" and m.model_type in ("qwen2_moe", "qwen3_next"):
+            mlp = "mlp.shared_expert"
+        return tuple(tuple(f"{mlp}.{n}" for n in names) for names in _MLP)
+    if role == "state_layers" and m.linear_attention is not None:
+        return tuple((f"linear_attn.{n}",) for n in ("in_proj_qkvz", "in_proj_ba", "out_proj"))
+    return ()  # routed experts and the router: FusedMoE / replicated, not read here
+
+
+def kept_linears(m: ModelSpec, layer: int, parts: Sequence[tuple[str, bool]]) -> frozenset[int]:
+    """Positions, among decoder layer ``layer``'s (role, is-linear) weights, of the linear
+    layers the checkpoint's ignore list keeps in the model dtype (vLLM builds them with
+    UnquantizedLinearMethod); a fused weight is kept when all its shards are listed."""
+    if not m.quant_ignore or m.model_type not in _NAMED:
+        return frozenset()
+    seen: dict[str, int] = {}
+    kept = set()
+    for i, (role, linear) in enumerate(parts):
+        nth = seen.get(role, 0)
+        seen[role] = nth + linear
+        names = _role_names(m, role) if linear else ()
+        if nth < len(names) and all(
+                any(ignore_matches(e, f"model.layers.{layer}.{n}") for e in m.quant_ignore)
+                for n in names[nth]):
+            kept.add(i)
+    return frozenset(kept)

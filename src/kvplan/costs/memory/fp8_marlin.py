@@ -43,7 +43,7 @@ def _part_delta(fmt: WeightFormat, p: Part, tp: int, moe_tp: int, experts: int |
     """One part's extra bytes (routed experts at ``moe_tp``, ``experts`` of them kept)."""
     routed = p.role == "experts"
     rows, cols = p.shape_on_gpu(moe_tp if routed else tp)
-    if not fmt.converts(p.role, p.linear, p.shard, rows):
+    if not fmt.converts(p.role, p.linear and not p.kept, p.shard, rows):
         return 0
     count = experts if routed and experts is not None else p.count
     return count * _marlin_delta(fmt, rows, cols, scale_bytes)

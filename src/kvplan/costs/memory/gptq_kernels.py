@@ -68,7 +68,7 @@ def _fused(m: ModelSpec, layer: int, tp: int) -> Iterator[tuple[int, int, int]]:
     split over TP; q, k and v fuse into one layer)."""
     qkv = [0, 0]
     for p in layer_parts(m, layer):
-        if not p.linear or p.role in ("experts", "embedding", "lm_head", "router"):
+        if not p.linear or p.kept or p.role in ("experts", "embedding", "lm_head", "router"):
             continue
         n, k = p.shape_on_gpu(tp)
         if _in_qkv(m, p):
