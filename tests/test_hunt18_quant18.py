@@ -7,11 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kvplan.costs.memory.plan import plan_memory
+from kvplan.errors import InputError
 from kvplan.specs.hardware import load_gpu
 from kvplan.specs.hf_config import parse_config
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
+from tests.conftest import assert_one_line_error, run_cli
 
 _MODELS = Path(__file__).parents[1] / "src/kvplan/specs/catalog/models"
 
@@ -84,3 +88,22 @@ def test_compressed_tensors_ignore_list_keeps_listed_layers_16bit() -> None:
                                           "model.layers.0.mlp.down_proj", "mlp.gate"]})
     assert _weights(regex, "H100") - base == 261_488_640
     assert _weights(names, "H100") - base == 261_488_640
+
+
+def test_modelopt_fp8_is_refused_where_vllm_refuses_it() -> None:
+    """ModelOptFp8Config.get_min_capability() is 89 and it has no Marlin path:
+    VllmConfig._get_quantization_config stops on an A100 (8.0) or A10G (8.6) ("The
+    quantization method modelopt is not supported for the current GPU. Minimum capability:
+    89"); ROCm's supported_quantization lacks modelopt. kvplan priced 9,117,507,584 B on an
+    A100. NVFP4 ModelOpt (min 80, Marlin) and fp8 (Fp8Config, min 80) still load there;
+    the CLI says it in one line, exit 2."""
+    mo_fp8 = _llama8b({"quant_method": "modelopt", "quant_algo": "FP8"})
+    for gpu in ("A100-80GB-SXM", "A10G", "MI300X"):
+        with pytest.raises(InputError, match="modelopt"):
+            _weights(mo_fp8, gpu)
+    assert _weights(mo_fp8, "H100") == 9_114_755_840
+    assert _weights(_llama8b(NVFP4), "A100-80GB-SXM") == 6_061_301_760
+    with pytest.raises(InputError, match="Minimum capability: 89"):
+        _weights(_llama8b(), "A100-80GB-SXM", quantization="modelopt")
+    assert_one_line_error(run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "A100",
+                                  "-q", "modelopt"))
