@@ -107,3 +107,22 @@ def test_modelopt_fp8_is_refused_where_vllm_refuses_it() -> None:
         _weights(_llama8b(), "A100-80GB-SXM", quantization="modelopt")
     assert_one_line_error(run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "A100",
                                   "-q", "modelopt"))
+
+
+def test_an_excluded_kv_b_proj_is_not_copied_to_16_bit() -> None:
+    """MLA keeps a bf16 W_UK / W_UV copy of a quantized kv_b_proj only; one the ignore list
+    keeps bf16 is viewed, not copied (mla_absorb). DeepSeek-V3 NVFP4 on B200 TP 8, attention
+    excluded (nvidia's DeepSeek-R1-FP4 layout). Per layer per GPU: q_a 1,536 x 7,168 and
+    kv_a 576 x 7,168 (replicated), q_b 3,072 x 1,536, kv_b 4,096 x 512, o 7,168 x 2,048 =
+    36,634,624 weights: bf16 73,269,248 B - nvfp4 20,606,976 B = 52,662,272 B x 61 layers =
+    3,212,398,592 B, less the copy no longer made (512 x 16 heads x 256 x 2 B = 4,194,304 B a
+    layer, 255,852,544 B): 2,956,546,048 B."""
+    cfg = json.loads((_MODELS / "deepseek-ai--DeepSeek-V3.json").read_text())
+
+    def v3(exclude: list[str]) -> ModelSpec:
+        q = {**NVFP4, "exclude_modules": exclude}
+        return parse_config({**cfg, "quantization_config": q}, name="v3", file="t")
+
+    base = _weights(v3(["lm_head"]), "B200", tensor_parallel_size=8)
+    kept = _weights(v3(["lm_head", "model.layers.*.self_attn*"]), "B200", tensor_parallel_size=8)
+    assert kept - base == 2_956_546_048
