@@ -126,3 +126,14 @@ def test_an_excluded_kv_b_proj_is_not_copied_to_16_bit() -> None:
     base = _weights(v3(["lm_head"]), "B200", tensor_parallel_size=8)
     kept = _weights(v3(["lm_head", "model.layers.*.self_attn*"]), "B200", tensor_parallel_size=8)
     assert kept - base == 2_956_546_048
+
+
+def test_an_ignore_entry_that_is_no_regex_is_one_error_line(tmp_path: Path) -> None:
+    """'re:[abc' cannot compile: one 'error: field ...' line, exit 2, not a traceback."""
+    cfg = json.loads((_MODELS / "meta-llama--Llama-3.1-8B.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "quantization_config": {**W4A16,
+                                                               "ignore": ["re:[abc"]}}))
+    result = run_cli("capacity", str(path))
+    assert_one_line_error(result)
+    assert "quantization_config.ignore" in result.err

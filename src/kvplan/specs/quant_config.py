@@ -144,7 +144,7 @@ _IGNORE_KEYS = ("ignore", "modules_to_not_convert", "ignored_layers", "exclude_m
 ``exclude_modules`` (also under its nested ``quantization``)."""
 
 
-def quant_ignore(q: Any) -> tuple[str, ...]:
+def quant_ignore(q: Any, file: str) -> tuple[str, ...]:
     """The module names / patterns a checkpoint's quantization_config keeps unquantized."""
     if not isinstance(q, Mapping):
         return ()
@@ -155,6 +155,12 @@ def quant_ignore(q: Any) -> tuple[str, ...]:
             names = where.get(key)
             if isinstance(names, list):
                 out += [n for n in names if isinstance(n, str) and n]
+    for entry in out:
+        try:
+            ignore_matches(entry, "")
+        except re.error as e:
+            raise ConfigError(f"entry {short_repr(entry)} is not a valid regular expression "
+                              f"({e})", field="quantization_config.ignore", file=file) from None
     return tuple(dict.fromkeys(out))
 
 
