@@ -5,7 +5,8 @@ fp8's group is -1 for per-channel scales, 0 for one per tensor."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -157,24 +158,34 @@ def quant_ignore(q: Any, file: str) -> tuple[str, ...]:
                 out += [n for n in names if isinstance(n, str) and n]
     for entry in out:
         try:
-            ignore_matches(entry, "")
+            re.compile(_entry_regex(entry))
         except re.error as e:
             raise ConfigError(f"entry {short_repr(entry)} is not a valid regular expression "
                               f"({e})", field="quantization_config.ignore", file=file) from None
     return tuple(dict.fromkeys(out))
 
 
-def ignore_matches(entry: str, name: str) -> bool:
-    """Whether an ignore-list entry names module ``name`` (or a module holding it), read as
-    vLLM's methods read them: ``re:`` a regular expression matched from the start
+def _entry_regex(entry: str) -> str:
+    """An ignore-list entry as a regular expression over a whole module name, read as vLLM's
+    methods read them: ``re:`` a regular expression matched from the start of the name
     (compressed-tensors), ``*`` a wildcard over the whole name (ModelOpt), else whole dotted
-    segments (``lm_head``, ``model.layers.0.self_attn``, an exact module name)."""
+    segments (``lm_head``, ``model.layers.0.self_attn``, an exact module name); an entry
+    naming a module also names the modules inside it."""
     if entry.startswith("re:"):
-        return re.match(entry[3:], name) is not None
+        return f"(?:{entry[3:]}).*"
     if "*" in entry:
-        pattern = re.escape(entry).replace(r"\*", ".*")
-        return re.fullmatch(pattern + r"(\..*)?", name) is not None
-    return f".{entry}." in f".{name}."
+        return re.escape(entry).replace(r"\*", ".*") + r"(?:\..*)?"
+    return r"(?:.*\.)?" + re.escape(entry) + r"(?:\..*)?"
+
+
+@lru_cache(maxsize=256)
+def _ignore_pattern(entries: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{_entry_regex(e)})" for e in entries))
+
+
+def ignore_matches(entries: tuple[str, ...], name: str) -> bool:
+    """Whether any ignore-list entry names module ``name`` (``_entry_regex``)."""
+    return _ignore_pattern(entries).fullmatch(name) is not None
 
 
 _NAMED = frozenset({"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_next",
@@ -204,10 +215,12 @@ def _role_names(m: ModelSpec, role: str) -> tuple[tuple[str, ...], ...]:
     return ()  # routed experts and the router: FusedMoE / replicated, not read here
 
 
-def kept_linears(m: ModelSpec, layer: int, parts: Sequence[tuple[str, bool]]) -> frozenset[int]:
+@lru_cache(maxsize=8192)
+def kept_linears(m: ModelSpec, layer: int, parts: tuple[tuple[str, bool], ...]) -> frozenset[int]:
     """Positions, among decoder layer ``layer``'s (role, is-linear) weights, of the linear
     layers the checkpoint's ignore list keeps in the model dtype (vLLM builds them with
-    UnquantizedLinearMethod); a fused weight is kept when all its shards are listed."""
+    UnquantizedLinearMethod); a fused weight is kept when all its shards are listed.
+    Cached: every pass over the layers (weights, scales, the step's GEMMs) asks again."""
     if not m.quant_ignore or m.model_type not in _NAMED:
         return frozenset()
     seen: dict[str, int] = {}
@@ -217,7 +230,6 @@ def kept_linears(m: ModelSpec, layer: int, parts: Sequence[tuple[str, bool]]) ->
         seen[role] = nth + linear
         names = _role_names(m, role) if linear else ()
         if nth < len(names) and all(
-                any(ignore_matches(e, f"model.layers.{layer}.{n}") for e in m.quant_ignore)
-                for n in names[nth]):
+                ignore_matches(m.quant_ignore, f"model.layers.{layer}.{n}") for n in names[nth]):
             kept.add(i)
     return frozenset(kept)

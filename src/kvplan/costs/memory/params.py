@@ -214,7 +214,7 @@ def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
         return (*body, _norm(m, 1))
     norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type in _ONE_NORM else 2
     parts = (*_mixer(m, layer), *_ffn(m, layer), _norm(m, norms))
-    kept = kept_linears(m, layer, [(p.role, p.linear) for p in parts])
+    kept = kept_linears(m, layer, tuple((p.role, p.linear) for p in parts))
     return tuple(replace(p, kept=True) if i in kept else p for i, p in enumerate(parts))
 
 
