@@ -137,3 +137,17 @@ def test_an_ignore_entry_that_is_no_regex_is_one_error_line(tmp_path: Path) -> N
     result = run_cli("capacity", str(path))
     assert_one_line_error(result)
     assert "quantization_config.ignore" in result.err
+
+
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False}
+
+
+def test_a_gptq_checkpoint_with_a_quantized_lm_head_holds_it_in_4_bits() -> None:
+    """GPTQ / AWQ configs with ``lm_head: true`` (GPTQConfig / GPTQMarlinConfig /
+    AWQMarlinConfig lm_head_quantized): vLLM builds ParallelLMHead with the GPTQ method, so
+    the 128,256 x 4,096 head (525,336,576 weights) holds 4 bits + a bf16 scale per 128
+    (0.515625 B) instead of 2 B: 1,050,673,152 - 270,876,672 = 779,796,480 B less.
+    lm_head: false (the usual export) keeps it 16-bit."""
+    plain = _weights(_llama8b({**GPTQ, "lm_head": False}), "A100-80GB-SXM")
+    head4 = _weights(_llama8b({**GPTQ, "lm_head": True}), "A100-80GB-SXM")
+    assert plain - head4 == 779_796_480

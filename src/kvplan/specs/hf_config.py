@@ -363,7 +363,8 @@ def _quant_fields(raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str) -> 
     q = _quant_config(raw, cfg)
     return {"quantization": _quantization(raw, cfg), "weight_block_size": checkpoint_block(q, file),
             "quant_layout": quant_layout(q, file), "quant_desc_act": gptq_desc_act(q),
-            "quant_ignore": quant_config.quant_ignore(q, file)}
+            "quant_ignore": quant_config.quant_ignore(q, file),
+            "quant_lm_head": quant_config.quant_lm_head(q)}
 
 
 def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:

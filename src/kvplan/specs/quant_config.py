@@ -74,6 +74,14 @@ def _int_layout(q: Mapping[str, Any], method: str, file: str) -> QuantLayout:
     return method, bits, group, bits if zeros else 0
 
 
+def quant_lm_head(q: Any) -> bool:
+    """Whether a GPTQ / AWQ checkpoint quantized its lm_head (``lm_head: true``): vLLM 0.11's
+    GPTQConfig, GPTQMarlinConfig and AWQMarlinConfig then build ParallelLMHead with their
+    linear method (``lm_head_quantized``)."""
+    return (isinstance(q, Mapping) and q.get("lm_head") is True
+            and str(q.get("quant_method") or "").lower().replace("_marlin", "") in _INT_METHODS)
+
+
 def gptq_desc_act(q: Any) -> bool:
     """A GPTQ checkpoint's act order as vLLM 0.11 keeps it: ``desc_act`` with a group size
     (``GPTQMarlinConfig`` turns it off for ``group_size: -1``, one group per row)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, get_args
 
 from kvplan.costs.memory.weight_formats import (
     FormatArg,
@@ -236,15 +236,15 @@ def embedding_parts(m: ModelSpec) -> tuple[Part, ...]:
 
 def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]:
     """Final norm and lm_head (no lm_head params when tied, unless a separate stage holds it)."""
-    head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False)
+    head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab",
+                linear=m.quant_lm_head)  # a linear layer only where the checkpoint quantized it
     tied = m.tie_word_embeddings and not separate_copy
     bias = (_vec("lm_head", m.vocab_size, "vocab"),) if m.model_type in ("phi", "gptj") else ()
     return (_norm(m, 1),) if tied else (_norm(m, 1), head, *bias)
 
 
 # ---------------------------------------------------------------- counts
-_ROLES = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts", "router",
-          "norms", "state_layers")
+_ROLES = get_args(Role)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
