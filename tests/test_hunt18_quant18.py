@@ -151,3 +151,13 @@ def test_a_gptq_checkpoint_with_a_quantized_lm_head_holds_it_in_4_bits() -> None
     plain = _weights(_llama8b({**GPTQ, "lm_head": False}), "A100-80GB-SXM")
     head4 = _weights(_llama8b({**GPTQ, "lm_head": True}), "A100-80GB-SXM")
     assert plain - head4 == 779_796_480
+
+
+def test_a_quantized_lm_head_on_machete_keeps_its_qzeros_and_g_idx() -> None:
+    """On Hopper the quantized head runs GPTQMarlinLinearMethod's Machete kernel like the
+    decoder layers (128,256 % 128 = 0, 4,096 % 64 = 0), keeping int32 qzeros (4,096 / 128 x
+    128,256 x 4 / 32 x 4 B = 2,052,096 B) and g_idx (4,096 x 4 B = 16,384 B):
+    779,796,480 - 2,068,480 = 777,728,000 B less than a 16-bit head."""
+    plain = _weights(_llama8b({**GPTQ, "lm_head": False}), "H100")
+    head4 = _weights(_llama8b({**GPTQ, "lm_head": True}), "H100")
+    assert plain - head4 == 777_728_000
