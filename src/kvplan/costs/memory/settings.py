@@ -73,8 +73,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     moe_tp = _moe_tp(model, engine)
     check_fp8_blocks(model, None if fmt is None else fmt.block, tp, moe_tp)
-    check_moe_experts(model, hw, engine.quantization, moe_tp)
-    _check_gpu_method(model, hw, engine.quantization)
+    _check_weights_load(model, hw, engine.quantization, moe_tp)
     check_kv_cache_memory(engine.kv_cache_memory_bytes, vd.cuda_total_bytes(hw), hw.id)
     _check_tower(model, engine)
     if pp > model.num_layers:
@@ -119,6 +118,13 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     )
 
 
+
+
+def _check_weights_load(model: ModelSpec, hw: HardwareSpec, quantization: str | None,
+                        moe_tp: int) -> None:
+    """vLLM 0.11 refusals of the weights on this GPU: the quantization method, the experts."""
+    _check_gpu_method(model, hw, quantization)
+    check_moe_experts(model, hw, quantization, moe_tp)
 
 
 def _check_gpu_method(model: ModelSpec, hw: HardwareSpec, quantization: str | None) -> None:
