@@ -9,6 +9,7 @@ from typing import Any
 
 from kvplan import input_file, jsonread
 from kvplan.errors import ConfigError
+from kvplan.specs import quant_config
 from kvplan.specs.config_checks import (
     FLOAT16_REFUSED,
     LAYER_KEYS,
@@ -361,7 +362,9 @@ def _quant_fields(raw: Mapping[str, Any], cfg: Mapping[str, Any], file: str) -> 
     """ModelSpec's quantization, weight_block_size and quant_layout from quantization_config."""
     q = _quant_config(raw, cfg)
     return {"quantization": _quantization(raw, cfg), "weight_block_size": checkpoint_block(q, file),
-            "quant_layout": quant_layout(q, file), "quant_desc_act": gptq_desc_act(q)}
+            "quant_layout": quant_layout(q, file), "quant_desc_act": gptq_desc_act(q),
+            "quant_ignore": quant_config.quant_ignore(q, file),
+            "quant_lm_head": quant_config.quant_lm_head(q)}
 
 
 def _quantization(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> str | None:

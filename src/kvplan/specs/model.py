@@ -194,6 +194,10 @@ class ModelSpec:
     quant_layout: tuple[str, int, int, int] | None = None
     """GPTQ / AWQ / compressed-tensors checkpoints: (the method kvplan prices it as, bits,
     group_size, zero-point bits) from quantization_config (``specs.quant_config``)."""
+    quant_ignore: tuple[str, ...] = ()
+    """quantization_config's ignore / modules_to_not_convert / exclude_modules entries."""
+    quant_lm_head: bool = False
+    """A GPTQ / AWQ checkpoint's ``lm_head: true``: lm_head is stored quantized too."""
     quant_desc_act: bool = False
     """A GPTQ checkpoint's ``desc_act`` (act order, with a group size): vLLM's kernels then
     keep the int32 ``g_idx`` and its sort order per input row (``gptq_kernels``)."""

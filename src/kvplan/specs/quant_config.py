@@ -4,11 +4,14 @@ fp8's group is -1 for per-channel scales, 0 for one per tensor."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.specs.config_checks import config_int, short_repr, weight_block
+from kvplan.specs.model import ModelSpec
 
 QuantLayout = tuple[str, int, int, int]
 """(kvplan method: gptq / awq / fp8 / nvfp4 / w8a8_int8, bits, group_size (-1: per output
@@ -69,6 +72,14 @@ def _int_layout(q: Mapping[str, Any], method: str, file: str) -> QuantLayout:
         group = config_int(f"quantization_config.{group_keys[-1]}", group, file)
     zeros = q.get("zero_point", True) if method == "awq" else not q.get("sym", True)
     return method, bits, group, bits if zeros else 0
+
+
+def quant_lm_head(q: Any) -> bool:
+    """Whether a GPTQ / AWQ checkpoint quantized its lm_head (``lm_head: true``): vLLM 0.11's
+    GPTQConfig, GPTQMarlinConfig and AWQMarlinConfig then build ParallelLMHead with their
+    linear method (``lm_head_quantized``)."""
+    return (isinstance(q, Mapping) and q.get("lm_head") is True
+            and str(q.get("quant_method") or "").lower().replace("_marlin", "") in _INT_METHODS)
 
 
 def gptq_desc_act(q: Any) -> bool:
@@ -134,3 +145,99 @@ def checkpoint_block(q: Any, file: str) -> tuple[int, int] | None:
     if block is None and scheme is not None and scheme.get("strategy") == "block":
         block = scheme.get("block_structure")
     return weight_block(block, file)
+
+
+_IGNORE_KEYS = ("ignore", "modules_to_not_convert", "ignored_layers", "exclude_modules")
+"""Where a quantization_config lists the modules it leaves unquantized: compressed-tensors
+``ignore``, Fp8Config / AWQ / Mxfp4 ``modules_to_not_convert`` (``ignored_layers``), ModelOpt
+``exclude_modules`` (also under its nested ``quantization``)."""
+
+
+def quant_ignore(q: Any, file: str) -> tuple[str, ...]:
+    """The module names / patterns a checkpoint's quantization_config keeps unquantized."""
+    if not isinstance(q, Mapping):
+        return ()
+    nested = q.get("quantization")
+    out: list[str] = []
+    for where in (q, nested if isinstance(nested, Mapping) else {}):
+        for key in _IGNORE_KEYS:
+            names = where.get(key)
+            if isinstance(names, list):
+                out += [n for n in names if isinstance(n, str) and n]
+    for entry in out:
+        try:
+            re.compile(_entry_regex(entry))
+        except re.error as e:
+            raise ConfigError(f"entry {short_repr(entry)} is not a valid regular expression "
+                              f"({e})", field="quantization_config.ignore", file=file) from None
+    return tuple(dict.fromkeys(out))
+
+
+def _entry_regex(entry: str) -> str:
+    """An ignore-list entry as a regular expression over a whole module name, read as vLLM's
+    methods read them: ``re:`` a regular expression matched from the start of the name
+    (compressed-tensors), ``*`` a wildcard over the whole name (ModelOpt), else whole dotted
+    segments (``lm_head``, ``model.layers.0.self_attn``, an exact module name); an entry
+    naming a module also names the modules inside it."""
+    if entry.startswith("re:"):
+        return f"(?:{entry[3:]}).*"
+    if "*" in entry:
+        return re.escape(entry).replace(r"\*", ".*") + r"(?:\..*)?"
+    return r"(?:.*\.)?" + re.escape(entry) + r"(?:\..*)?"
+
+
+@lru_cache(maxsize=256)
+def _ignore_pattern(entries: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{_entry_regex(e)})" for e in entries))
+
+
+def ignore_matches(entries: tuple[str, ...], name: str) -> bool:
+    """Whether any ignore-list entry names module ``name`` (``_entry_regex``)."""
+    return _ignore_pattern(entries).fullmatch(name) is not None
+
+
+_NAMED = frozenset({"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_next",
+                    "deepseek_v2", "deepseek_v3", "mixtral", "gemma", "gemma2", "gemma3_text",
+                    "olmo2", "olmoe", "gpt_oss", "ernie4_5_moe"})
+"""Families whose checkpoints name decoder layers ``model.layers.N.self_attn.q_proj`` /
+``mlp.gate_proj`` (the names ignore lists use); other families' ignore lists are not read."""
+_MLP = (("gate_proj", "up_proj"), ("down_proj",))
+
+
+def _role_names(m: ModelSpec, role: str) -> tuple[tuple[str, ...], ...]:
+    """Checkpoint module names (under ``model.layers.N.``) of a role's linear weights, in the
+    order ``costs.memory.params`` yields them (a fused weight: all its shards' names)."""
+    if role == "attention" and m.mla is not None:
+        q = ("q_a_proj", "q_b_proj") if m.mla.q_lora_rank is not None else ("q_proj",)
+        return tuple((f"self_attn.{n}",) for n in (*q, "kv_a_proj_with_mqa", "kv_b_proj",
+                                                    "o_proj"))
+    if role == "attention":
+        return tuple((f"self_attn.{n}_proj",) for n in "qkvo")
+    if role in ("dense_mlp", "shared_experts"):
+        mlp = {"dense_mlp": "mlp", "shared_experts": "mlp.shared_experts"}[role]
+        if role == "shared_experts" and m.model_type in ("qwen2_moe", "qwen3_next"):
+            mlp = "mlp.shared_expert"
+        return tuple(tuple(f"{mlp}.{n}" for n in names) for names in _MLP)
+    if role == "state_layers" and m.linear_attention is not None:
+        return tuple((f"linear_attn.{n}",) for n in ("in_proj_qkvz", "in_proj_ba", "out_proj"))
+    return ()  # routed experts and the router: FusedMoE / replicated, not read here
+
+
+@lru_cache(maxsize=8192)
+def kept_linears(m: ModelSpec, layer: int, parts: tuple[tuple[str, bool], ...]) -> frozenset[int]:
+    """Positions, among decoder layer ``layer``'s (role, is-linear) weights, of the linear
+    layers the checkpoint's ignore list keeps in the model dtype (vLLM builds them with
+    UnquantizedLinearMethod); a fused weight is kept when all its shards are listed.
+    Cached: every pass over the layers (weights, scales, the step's GEMMs) asks again."""
+    if not m.quant_ignore or m.model_type not in _NAMED:
+        return frozenset()
+    seen: dict[str, int] = {}
+    kept = set()
+    for i, (role, linear) in enumerate(parts):
+        nth = seen.get(role, 0)
+        seen[role] = nth + linear
+        names = _role_names(m, role) if linear else ()
+        if nth < len(names) and all(
+                ignore_matches(m.quant_ignore, f"model.layers.{layer}.{n}") for n in names[nth]):
+            kept.add(i)
+    return frozenset(kept)

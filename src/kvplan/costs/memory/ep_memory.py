@@ -4,9 +4,11 @@ with vLLM's mxfp4 expert padding for the experts each GPU holds."""
 from __future__ import annotations
 
 from kvplan.costs.memory.ep_layout import ParallelLayout, parallel_layout, parallel_weight_bytes
+from kvplan.costs.memory.fp8_marlin import fp8_marlin_bytes
 from kvplan.costs.memory.gptq_kernels import gptq_expert_bytes
 from kvplan.costs.memory.mxfp4_layout import mxfp4_padding_bytes
 from kvplan.costs.memory.settings import Settings
+from kvplan.costs.memory.weight_formats import FormatArg
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
 
@@ -48,3 +50,15 @@ def expert_kernel_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
         moe_tp, local = layout.moe_tp, layout.local_experts
     return gptq_expert_bytes(model, hw, quantization=s.quantization, dtype=s.dtype,
                              moe_tp=moe_tp, local_experts=local, pp=s.pp, stage=stage)
+
+
+def fp8_marlin_scale_bytes(model: ModelSpec, hw: HardwareSpec, s: Settings,
+                           stage: int | None = None, fmt: FormatArg = ...) -> int:
+    """What fp8 Marlin's 16-bit group scales add on a GPU without fp8 tensor cores
+    (``fp8_marlin_bytes``), for the experts each GPU holds at the experts' TP degree."""
+    moe_tp, local = s.tp, None
+    if model.moe is not None and (s.dp > 1 or s.expert_parallel):
+        layout = layout_of(model, s)
+        moe_tp, local = layout.moe_tp, layout.local_experts
+    return fp8_marlin_bytes(model, hw, quantization=s.quantization, dtype=s.dtype, tp=s.tp,
+                            pp=s.pp, stage=stage, fmt=fmt, moe_tp=moe_tp, local_experts=local)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kvplan.costs.memory.params import Part, layer_parts, pp_layer_ranges
+from kvplan.costs.memory.params import VOCAB_PADDING, Part, layer_parts, pp_layer_ranges
 from kvplan.costs.memory.weight_formats import dtype_bytes
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
@@ -68,7 +68,7 @@ def _fused(m: ModelSpec, layer: int, tp: int) -> Iterator[tuple[int, int, int]]:
     split over TP; q, k and v fuse into one layer)."""
     qkv = [0, 0]
     for p in layer_parts(m, layer):
-        if not p.linear or p.role in ("experts", "embedding", "lm_head", "router"):
+        if not p.linear or p.kept or p.role in ("experts", "embedding", "lm_head", "router"):
             continue
         n, k = p.shape_on_gpu(tp)
         if _in_qkv(m, p):
@@ -113,19 +113,22 @@ def _layer_bytes(kernel: str, m: ModelSpec, n: int, k: int, k_full: int) -> int:
 def gptq_kernel_bytes(model: ModelSpec, hw: HardwareSpec, *, quantization: str | None,
                       tp: int, pp: int, stage: int | None = None) -> int:
     """Bytes vLLM's GPTQ kernel keeps beyond the checkpoint's values and scales on the
-    fullest GPU, or on pipeline stage ``stage`` (0 unless a GPTQ checkpoint)."""
+    fullest GPU, or on pipeline stage ``stage`` (0 unless a GPTQ checkpoint); a quantized
+    lm_head (``lm_head: true``) on the last stage runs the same kernel."""
     kernel = gptq_kernel(model, hw, quantization)
     if kernel is None:
         return 0
 
-    def stage_bytes(layers: range) -> int:
-        return sum(_layer_bytes(kernel, model, n, k, k_full)
-                   for i in layers for n, k, k_full in _fused(model, i, tp))
-
     ranges = pp_layer_ranges(model.num_layers, pp)
-    if stage is not None:
-        return stage_bytes(ranges[stage])
-    return max(stage_bytes(r) for r in ranges)
+
+    def stage_bytes(s: int) -> int:
+        head = s == pp - 1 and model.quant_lm_head and not model.tie_word_embeddings
+        n_head = cdiv(model.vocab_size, VOCAB_PADDING) * VOCAB_PADDING // tp
+        layers = [*(f for i in ranges[s] for f in _fused(model, i, tp)),
+                  *([(n_head, model.hidden_size, model.hidden_size)] if head else [])]
+        return sum(_layer_bytes(kernel, model, n, k, k_full) for n, k, k_full in layers)
+
+    return stage_bytes(stage) if stage is not None else max(map(stage_bytes, range(pp)))
 
 
 def gptq_moe_kernel(model: ModelSpec, hw: HardwareSpec, quantization: str | None,

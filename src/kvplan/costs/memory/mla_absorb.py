@@ -13,7 +13,7 @@ DeepSeek-V3 (fp8, 128 heads, 512 x (128 + 128)) at TP 8: 512 x 16 x 256 x 2 B = 
 
 from __future__ import annotations
 
-from kvplan.costs.memory.params import pp_layer_ranges
+from kvplan.costs.memory.params import layer_parts, pp_layer_ranges
 from kvplan.costs.memory.weight_formats import FormatArg, dtype_bytes, given_format
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
@@ -30,7 +30,7 @@ def mla_absorbed_bytes(
     fmt: FormatArg = ...,
 ) -> int:
     """Bytes of the dequantized W_UK / W_UV copy on the fullest GPU (or on ``stage``); 0 for
-    a model without MLA or with a 16-bit kv_b_proj."""
+    a model without MLA or with a 16-bit kv_b_proj (also one its ignore list keeps)."""
     a = model.mla
     fmt = given_format(
         fmt, quantization, model.quantization, model.weight_block_size, model.quant_layout
@@ -38,7 +38,17 @@ def mla_absorbed_bytes(
     if a is None or fmt is None or "attention" not in fmt.roles:
         return 0
     ranges = pp_layer_ranges(model.num_layers, pp)
-    layers = max(len(r) for r in ranges) if stage is None else len(ranges[stage])
+    copied = [sum(not _kv_b_kept(model, i) for i in r) for r in ranges]
+    layers = max(copied) if stage is None else copied[stage]
     heads = cdiv(model.num_attention_heads, tp)
     per_layer = a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
     return layers * per_layer * dtype_bytes(dtype, model.dtype)
+
+
+def _kv_b_kept(model: ModelSpec, layer: int) -> bool:
+    """Whether the checkpoint's ignore list keeps layer ``layer``'s kv_b_proj 16-bit."""
+    a = model.mla
+    assert a is not None
+    rows = model.num_attention_heads * (a.qk_nope_head_dim + a.v_head_dim)
+    return any(p.kept and p.role == "attention" and (p.rows, p.cols) == (rows, a.kv_lora_rank)
+               for p in layer_parts(model, layer))

@@ -13,8 +13,8 @@ times (experts), with the way tensor parallelism splits it::
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
 
 from kvplan.costs.memory.weight_formats import (
     FormatArg,
@@ -24,6 +24,7 @@ from kvplan.costs.memory.weight_formats import (
 )
 from kvplan.memo import Memo
 from kvplan.specs.model import ModelSpec
+from kvplan.specs.quant_config import kept_linears
 from kvplan.units import cdiv
 
 WEIGHT_MEMO: Memo[int] = Memo(1024)
@@ -57,6 +58,8 @@ class Part:
     count: int = 1
     linear: bool = True
     """A linear-layer weight matrix (quantizable); False for biases, norms, conv, scalars."""
+    kept: bool = False
+    """A linear layer the checkpoint's ignore list leaves in the model dtype."""
     kv_heads: int = 0
 
     @property
@@ -82,8 +85,6 @@ def _vec(role: Role, n: int, shard: Shard = "rep", count: int = 1) -> Part:
 
 
 # ---------------------------------------------------------------- parts per layer
-
-
 def _attention(m: ModelSpec) -> Iterator[Part]:
     if m.mla is not None:
         yield from _mla(m)
@@ -207,12 +208,14 @@ def _ffn(m: ModelSpec, layer: int) -> Iterator[Part]:
 
 
 def layer_parts(m: ModelSpec, layer: int) -> tuple[Part, ...]:
-    """Every weight of decoder layer ``layer`` (0-based)."""
+    """Every weight of decoder layer ``layer`` (0-based), ``kept`` where the ignore list says."""
     if m.one_block_layers:  # one block per layer: mamba, attention or MLP, one norm
         body = _ffn(m, layer) if m.layer_kinds[layer] == "mlp" else _mixer(m, layer)
         return (*body, _norm(m, 1))
     norms = 4 if m.model_type in _FOUR_NORMS else 1 if m.model_type in _ONE_NORM else 2
-    return (*_mixer(m, layer), *_ffn(m, layer), _norm(m, norms))
+    parts = (*_mixer(m, layer), *_ffn(m, layer), _norm(m, norms))
+    kept = kept_linears(m, layer, tuple((p.role, p.linear) for p in parts))
+    return tuple(replace(p, kept=True) if i in kept else p for i, p in enumerate(parts))
 
 
 LEARNED_POSITIONS = {"gpt2": 0, "gpt_bigcode": 0, "opt": 2}
@@ -233,17 +236,15 @@ def embedding_parts(m: ModelSpec) -> tuple[Part, ...]:
 
 def head_parts(m: ModelSpec, *, separate_copy: bool = False) -> tuple[Part, ...]:
     """Final norm and lm_head (no lm_head params when tied, unless a separate stage holds it)."""
-    head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab", linear=False)
+    head = Part(role="lm_head", rows=m.vocab_size, cols=m.hidden_size, shard="vocab",
+                linear=m.quant_lm_head)  # a linear layer only where the checkpoint quantized it
     tied = m.tie_word_embeddings and not separate_copy
     bias = (_vec("lm_head", m.vocab_size, "vocab"),) if m.model_type in ("phi", "gptj") else ()
     return (_norm(m, 1),) if tied else (_norm(m, 1), head, *bias)
 
 
 # ---------------------------------------------------------------- counts
-
-
-_ROLES = ("embedding", "lm_head", "attention", "dense_mlp", "experts", "shared_experts", "router",
-          "norms", "state_layers")
+_ROLES = get_args(Role)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,8 +290,6 @@ def param_counts(model: ModelSpec) -> ParamCounts:
 
 
 # ---------------------------------------------------------------- bytes
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Pricing:
     elem_bytes: int
@@ -302,7 +301,8 @@ class _Pricing:
         count = part.count
         if active is not None and part.role == "experts":
             count = part.count * active[0] // active[1]
-        if self.fmt is not None and self.fmt.converts(part.role, part.linear, part.shard, rows):
+        if self.fmt is not None and self.fmt.converts(part.role, part.linear and not part.kept,
+                                                      part.shard, rows):
             return count * self.fmt.linear_bytes(rows, cols)
         return count * rows * cols * self.elem_bytes
 

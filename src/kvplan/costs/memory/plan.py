@@ -28,7 +28,11 @@ from kvplan.costs.memory.activation import (
     non_torch_bytes,
     rope_cache_bytes,
 )
-from kvplan.costs.memory.ep_memory import expert_kernel_bytes, parallel_weights
+from kvplan.costs.memory.ep_memory import (
+    expert_kernel_bytes,
+    fp8_marlin_scale_bytes,
+    parallel_weights,
+)
 from kvplan.costs.memory.gptq_kernels import gptq_kernel_bytes
 from kvplan.costs.memory.kv_groups import (
     Group,
@@ -117,13 +121,14 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = 
 def _weights(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None,
              fmt: FormatArg) -> int:
     """"Model loading took": weights (+ mxfp4 layout padding), the rope cache, MLA's
-    dequantized kv_b_proj copy, the qzeros / g_idx a GPTQ kernel keeps and a multimodal
-    model's vision tower (on every stage)."""
+    dequantized kv_b_proj copy, the qzeros / g_idx a GPTQ kernel keeps, fp8 Marlin's 16-bit
+    scales and a multimodal model's vision tower (on every stage)."""
     q, pp = s.quantization, s.pp
     extra = rope_cache_bytes(model, s.dtype) + mla_absorbed_bytes(
         model, dtype=s.dtype, quantization=q, tp=s.tp, pp=pp, stage=stage, fmt=fmt,
     ) + gptq_kernel_bytes(model, hw, quantization=q, tp=s.tp, pp=pp, stage=stage)
     extra += vision_bytes(model, s.dtype, s.tp) + expert_kernel_bytes(model, hw, s, stage)
+    extra += fp8_marlin_scale_bytes(model, hw, s, stage, fmt)
     if s.dp > 1 or s.expert_parallel:
         return parallel_weights(model, hw, s, stage) + extra
     if stage is None:

@@ -73,7 +73,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     moe_tp = _moe_tp(model, engine)
     check_fp8_blocks(model, None if fmt is None else fmt.block, tp, moe_tp)
-    check_moe_experts(model, hw, engine.quantization, moe_tp)
+    _check_weights_load(model, hw, engine.quantization, moe_tp)
     check_kv_cache_memory(engine.kv_cache_memory_bytes, vd.cuda_total_bytes(hw), hw.id)
     _check_tower(model, engine)
     if pp > model.num_layers:
@@ -119,6 +119,35 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     )
 
 
+
+
+def _check_weights_load(model: ModelSpec, hw: HardwareSpec, quantization: str | None,
+                        moe_tp: int) -> None:
+    """vLLM 0.11 refusals of the weights on this GPU: the quantization method, the experts."""
+    _check_gpu_method(model, hw, quantization)
+    check_moe_experts(model, hw, quantization, moe_tp)
+
+
+def _check_gpu_method(model: ModelSpec, hw: HardwareSpec, quantization: str | None) -> None:
+    """vLLM 0.11 ``VllmConfig._get_quantization_config`` refuses a method the GPU is below:
+    ModelOpt FP8 (``ModelOptFp8Config.get_min_capability`` 89, no Marlin path) on Ampere,
+    and ROCm's ``supported_quantization`` has no modelopt. (fp8, ModelOpt NVFP4, mxfp4 need
+    8.0 and fall back to Marlin there; AWQ 7.5, GPTQ 6.0.)"""
+    given = (quantization or "").strip().lower().replace("-", "_")
+    method = model.quantization or (given if given not in ("", "none") else None)
+    if method not in ("modelopt", "modelopt_fp8"):
+        return
+    arch = hw.arch.lower()
+    if arch.startswith("ampere"):
+        raise InputError(
+            f"ModelOpt FP8 weights on {hw.id} ({hw.arch}): vLLM refuses to start (\"The "
+            "quantization method modelopt is not supported for the current GPU. Minimum "
+            "capability: 89\"); use an Ada, Hopper or Blackwell GPU, or an fp8 / "
+            "compressed-tensors checkpoint (served weight-only through Marlin on Ampere)")
+    if arch.startswith("cdna"):
+        raise InputError(f"ModelOpt FP8 weights on {hw.id}: vLLM refuses to start (\"modelopt "
+                         "quantization is currently not supported in ROCm\"); use an fp8 or "
+                         "compressed-tensors checkpoint")
 
 
 def _check_dtype(model: ModelSpec, dtype: str) -> None:

@@ -10,9 +10,11 @@ from kvplan.errors import InputError, UnknownNameError
 from kvplan.specs.quant_config import W8A8_INT8
 from kvplan.units import cdiv
 
-LINEAR_ROLES = frozenset({"attention", "dense_mlp", "experts", "shared_experts", "state_layers"})
-"""Roles whose linear layers a quantization method converts; embeddings, lm_head and the
-router stay in the model dtype (vLLM builds them with quant_config=None or skips them)."""
+LINEAR_ROLES = frozenset({"attention", "dense_mlp", "experts", "shared_experts", "state_layers",
+                          "lm_head"})
+"""Roles whose linear layers a quantization method converts; embeddings and the router stay
+in the model dtype (vLLM builds them with quant_config=None or skips them), and so does
+lm_head unless a GPTQ / AWQ checkpoint says ``lm_head: true`` (``Part.linear`` then)."""
 
 
 FP8_BLOCK = 128

@@ -189,7 +189,8 @@ def _layer_gemms(model: ModelSpec, layer: int, tp: int,
             continue
         rows, cols = part.shape_on_gpu(tp)
         wb = (fmt.linear_bytes(rows, cols)
-              if fmt is not None and fmt.converts(part.role, True, part.shard, rows) else 0)
+              if fmt is not None and fmt.converts(part.role, not part.kept, part.shard, rows)
+              else 0)
         into = _fused_into(model, part.role, part.shard)
         if into is not None:
             fused[into] = [fused[into][0] + rows, cols, fused[into][2] + wb]
