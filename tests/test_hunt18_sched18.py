@@ -133,3 +133,23 @@ def test_window_and_state_runs_agree_on_every_field(common, timer, b, data):
     w = workload(arrivals, prompts, outputs, concurrency=conc)
     _all_paths_agree(lambda fast: simulate(w, timer=timer, num_blocks=blocks, block_size=b,
                                            kv=shape, limits=lim, fast=fast))
+
+
+def test_a_models_state_layers_take_vllms_block_per_group_in_simulate():
+    # simulate(kv=ModelKv): vLLM 0.11 (_get_kv_cache_groups_uniform_page_size) cuts every
+    # spec's layers, Mamba / linear-attention state layers included, into groups of the
+    # smallest spec's layer count, and each group takes its own pool blocks. Qwen3-Next-80B:
+    # 36 state + 12 full-attention layers -> groups of 12: 1 full + 3 state groups. One
+    # request, prompt 100, output 1, B = 16: cdiv(100, 16) = 7 full blocks + 3 state blocks
+    # = 10 (ModelKv.blocks_for says so too). Before: the state layers were one group, 8.
+    # Nemotron-H-56B: 54 state + 10 full -> groups of 10: 7 + cdiv(54, 10) = 7 + 6 = 13.
+    from kvplan import kv_spec, load_model
+
+    for model, blocks in (("Qwen/Qwen3-Next-80B-A3B-Thinking", 10),
+                          ("nvidia/Nemotron-H-56B-Base-8K", 13)):
+        kv = kv_spec(load_model(model))
+        assert kv.blocks_for(100, 16, 0) == blocks
+        r = simulate(workload([0], [100], [1]), timer=LinearTimer(base_s=1.0),
+                     num_blocks=100, block_size=16, kv=kv,
+                     limits=Limits(max_num_batched_tokens=1000, max_num_seqs=4))
+        assert r.steps.used_blocks.tolist() == [blocks], model
