@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.specs.kv import ModelKv
+from kvplan.specs.kv import ModelKv, vllm_group_size
 from kvplan.units import cdiv
 
 IntArray = npt.NDArray[np.int64]
@@ -142,17 +142,18 @@ def merge_groups(groups: Sequence[CacheGroup]) -> tuple[CacheGroup, ...]:
 def kv_shape_from(kv: ModelKv, block_size: int) -> KvShape:
     """KvShape of a model: each ModelKv group becomes ceil(layers / L) pool groups.
 
-    L is the smallest attention group's layer count: vLLM cuts layer groups into equal-size
-    KV cache groups sharing one pool, so a block of the pool is one page in each of L layers.
+    L is ``vllm_group_size`` (ModelKv.blocks_for's rule): vLLM 0.11 cuts every spec's layers,
+    Mamba / linear-attention state layers included, into equal-size KV cache groups sharing
+    one pool, so a block of the pool is one page in each of L layers, and each group of state
+    layers holds one block per request (Qwen3-Next: 36 state + 12 full layers, 3 + 1 groups).
     """
-    sizes = [g.num_layers for g in kv.groups if g.spec.kind != "state"] or [1]
-    unit = min(sizes)
+    unit = vllm_group_size([g.num_layers for g in kv.groups] or [1])
     groups = []
     for g in kv.groups:
         spec = g.spec
         kind = "full" if spec.kind in ("full", "mla") else spec.kind
         window = getattr(spec, "window", 0)
-        weight = 1 if spec.kind == "state" else cdiv(g.num_layers, unit)
+        weight = cdiv(g.num_layers, unit)
         groups.append(CacheGroup(
             kind=kind, window=window, weight=weight,
             bytes_per_token=g.bytes_per_token, state_bytes=g.state_bytes,
