@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kvplan.costs.step.batch import FloatArray, IntArray
 from kvplan.costs.step.roofline import Profile, StepAggregates, StepCostModel
@@ -46,14 +47,30 @@ METRIC_KEYS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "output_throughput_tok_s")
 
 
 class _Recorder:
-    """A StepTimer that prices with ``model`` and keeps every step's aggregates."""
+    """A StepTimer that prices with ``model`` and keeps every step's aggregates, and whether
+    the step started on an idle engine (the loop prices those with its ``idle_timer``, this
+    recorder's synchronous twin under async scheduling: costs.step.batch.idle_timer)."""
 
-    def __init__(self, model: StepCostModel) -> None:
+    def __init__(self, model: StepCostModel, steps: list[StepAggregates] | None = None,
+                 idle: list[bool] | None = None, sync: bool = False) -> None:
         self.model = model
-        self.steps: list[StepAggregates] = []
+        self.steps: list[StepAggregates] = [] if steps is None else steps
+        self.idle: list[bool] = [] if idle is None else idle
+        self._sync = sync
+        self._async = model._async and not sync
+
+    @property
+    def profile(self) -> Profile:
+        return self.model.profile
+
+    def with_profile(self, profile: Profile, overlap: bool | None = None) -> _Recorder:
+        """The twin that records into the same lists: its steps marked idle."""
+        return _Recorder(self.model.with_profile(profile, overlap), self.steps, self.idle,
+                         sync=True)
 
     def step_time_s(self, new_tokens: IntArray, context_tokens: IntArray) -> float:
         self.steps.append(self.model.aggregates(new_tokens, context_tokens))
+        self.idle.append(self._sync)
         return self.model.step_time_s(new_tokens, context_tokens)
 
     def decode_run_s(self, context_tokens: IntArray, num_steps: int) -> FloatArray:
@@ -79,10 +96,12 @@ class Replay:
     """Requests in each one's slot chain, itself included (1 in an open-loop run)."""
     chain_prompt_tokens: IntArray
     """Prompt tokens of those requests."""
+    idle_steps: npt.NDArray[np.bool_] | None = None
+    """Steps that started on an idle engine (async scheduling: priced synchronously)."""
 
     def metrics(self, profile: Profile) -> dict[str, float]:
         """The run's mean TTFT, TPOT, ITL, E2E and output throughput under ``profile``."""
-        ends = np.cumsum(self.model.with_profile(profile).times_s(self.steps))
+        ends = np.cumsum(self._times(profile))
         c = profile.api_admission_s
         a, b = profile.api_request_s + c, profile.api_prompt_token_s
         shift = np.asarray(a * self.chain_requests + b * self.chain_prompt_tokens, np.float64)
@@ -92,6 +111,15 @@ class Replay:
             shift, own = shift + wait, own + wait
         return _metrics(ends, self.sent_step, self.first_step, self.finish_step,
                         self.output_tokens, shift, own)
+
+    def _times(self, profile: Profile) -> FloatArray:
+        """Each step's seconds under ``profile``; a step that started on an idle engine at
+        its synchronous price (what the simulator's loop gives it)."""
+        times = self.model.with_profile(profile).times_s(self.steps)
+        if self.idle_steps is not None and self.idle_steps.any():
+            sync = self.model.with_profile(profile, overlap=False).times_s(self.steps)
+            times = np.where(self.idle_steps, sync, times)
+        return times
 
     def _admission_wait(self, ends: FloatArray, shift: FloatArray, own: FloatArray,
                         c: float) -> FloatArray:
@@ -149,7 +177,8 @@ def record(run_sim: Any, model: StepCostModel, workload: Workload) -> Replay:
                   first_step=_step_of(result.first_token_s[done], ends), finish_step=fin,
                   join_step=_step_of(result.scheduled_s[done], ends),
                   output_tokens=result.output_tokens[done].astype(np.int64),
-                  prompt_tokens=prompt, chain_requests=count, chain_prompt_tokens=tokens)
+                  prompt_tokens=prompt, chain_requests=count, chain_prompt_tokens=tokens,
+                  idle_steps=np.array(rec.idle, dtype=np.bool_) if any(rec.idle) else None)
 
 
 def _chains(sent: IntArray, fin: IntArray, prompt: IntArray) -> tuple[IntArray, IntArray]:
