@@ -1,11 +1,13 @@
 """Held-out check of offline max throughput: TensorRT-LLM's perf-overview runs, never fitted.
 
-    .venv/bin/python benchmarks/offline_throughput_report.py [--only 8B] [--points] [--kv-auto]
+    .venv/bin/python benchmarks/offline_throughput_report.py [--only 8B|FP4] [--points] [--kv-auto]
     .venv/bin/python benchmarks/offline_throughput_report.py --help     # this text
 
-The 60 ``offline_max_throughput`` points of latency_calibration.json (Llama-3.1 8B / 70B /
-405B FP8 on H100 and H200, TP 1-8, ``trtllm-bench throughput``: every request queued at t = 0,
-fixed lengths; fp8 KV cache) are simulated on kvplan's scheduler under the bundled profile with
+The 100 ``offline_max_throughput`` points of latency_calibration.json (Llama-3.1 8B / 70B /
+405B FP8 on H100 and H200, TP 1-8; Llama-3.3 70B / 3.1 405B NVFP4 on B200 and GB200, TP 1 and 4;
+``trtllm-bench throughput``: every request queued at t = 0, fixed lengths; fp8 KV cache; FP4
+checkpoints priced as vLLM's ``modelopt_fp4``) are simulated on kvplan's scheduler under the
+bundled profile (the point's GPU at its precision) with
 TensorRT-LLM's host costs (default.json ``engines.trtllm``; no API path: trtllm-bench drives
 the runtime in-process), and the printed total output throughput is compared with kvplan's.
 Scheduler limits stand for trtllm-bench's: 2,048 sequences, 8,192 tokens per step, the KV
@@ -30,7 +32,10 @@ from kvplan.specs.serving import EngineConfig
 MAX_SEQS, MAX_TOKENS, MEMORY = 2048, 8192, 0.95
 KV = "auto" if "--kv-auto" in sys.argv else "fp8"
 """NVIDIA's ModelOpt FP8 checkpoints (nvidia/Llama-3.1-*-FP8) carry ``kv_cache_quant_algo``
-FP8, so TensorRT-LLM stores their KV cache in fp8 (``--kv-auto``: 16-bit, for comparison)."""
+FP8, so TensorRT-LLM stores their KV cache in fp8 (``--kv-auto``: 16-bit, for comparison); the
+FP4 rows' page does not say, and they are priced the same way."""
+QUANT = {"FP8": ("fp8", "fp8"), "FP4": ("modelopt_fp4", "fp4")}
+"""A point's ``precision`` -> (vLLM --quantization, profile precision)."""
 
 
 def offline_points() -> list[dict]:
@@ -41,16 +46,17 @@ def offline_points() -> list[dict]:
 def predict(p: dict) -> float:
     """kvplan's output throughput (tok/s, whole TP group) for one offline point."""
     w = p["workload"]
-    engine = EngineConfig(tensor_parallel_size=int(p["tp"]), quantization="fp8", kv_cache_dtype=KV,
-                          max_num_seqs=MAX_SEQS, max_num_batched_tokens=MAX_TOKENS,
-                          gpu_memory_utilization=MEMORY)
+    quantization, precision = QUANT[p["precision"]]
+    engine = EngineConfig(tensor_parallel_size=int(p["tp"]), quantization=quantization,
+                          kv_cache_dtype=KV, max_num_seqs=MAX_SEQS,
+                          max_num_batched_tokens=MAX_TOKENS, gpu_memory_utilization=MEMORY)
     model = p["model_config"].replace("--", "/")
     workload = build_workload(WorkloadArgs(num_prompts=int(w["num_requests"]),
                                            random_input_len=int(w["input_len"]),
                                            random_output_len=int(w["output_len"])))
     replay = serving_replay(model, p["gpu"], engine, workload)
     host = json.loads(_data_text_profile())["engines"]["trtllm"]
-    profile = replace(default_profiles().pick(p["gpu"], "fp8"), **host)
+    profile = replace(default_profiles().pick(p["gpu"], precision), **host)
     return replay.metrics(profile)["output_throughput_tok_s"]
 
 
@@ -67,12 +73,12 @@ def main() -> None:
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
     t0, rows = time.perf_counter(), []
     for p in offline_points():
-        if only and only not in p["model_config"]:
+        if only and only not in f'{p["model_config"]} {p["precision"]} {p["gpu"]}':
             continue
         pred = predict(p)
         meas = float(p["metrics"]["output_throughput"])
         w = p["workload"]
-        rows.append((p["id"], p["model_config"], p["gpu"], p["tp"],
+        rows.append((p["id"], f'{p["model_config"]} {p["precision"]}', p["gpu"], p["tp"],
                      f"{w['input_len']}/{w['output_len']}", meas, pred, pred / meas - 1))
         if "--points" in sys.argv:
             r = rows[-1]

@@ -32,7 +32,7 @@ def bundled_points() -> list[cal.Measurement]:
 
 def test_bundled_file_has_17_static_points() -> None:
     points = bundled_points()
-    assert len(points) == 17  # the 60 offline_max_throughput points are left to the simulator
+    assert len(points) == 17  # the 100 offline_max_throughput points are left to the simulator
     h100 = next(p for p in points if p.id == "trtllm-static-thr-1")
     assert h100.shape == RequestShape(batch=768, prompt_tokens=128, output_tokens=128)
     assert h100.engine.quantization == "fp8" and h100.engine.kv_cache_dtype == "fp8"
