@@ -123,9 +123,25 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
 
 def _check_weights_load(model: ModelSpec, hw: HardwareSpec, quantization: str | None,
                         moe_tp: int) -> None:
-    """vLLM 0.11 refusals of the weights on this GPU: the quantization method, the experts."""
+    """vLLM 0.11 refusals of the model on this GPU: the quantization method, the experts,
+    the sparse attention."""
     _check_gpu_method(model, hw, quantization)
     check_moe_experts(model, hw, quantization, moe_tp)
+    _check_sparse_mla(model, hw)
+
+
+def _check_sparse_mla(model: ModelSpec, hw: HardwareSpec) -> None:
+    """DeepSeek-V3.2's sparse MLA (``index_topk``) runs only on vLLM's FlashMLASparse backend,
+    whose kernels (FlashMLA's sparse prefill and decode, the indexer's fp8 MQA logits) are
+    built for SM 9.0 and 10.0: on an Ampere or Ada GPU the engine cannot run the model."""
+    arch = hw.arch.lower()
+    if model.mla is None or not model.mla.index_head_dim:
+        return
+    if arch.startswith(("ampere", "ada")):
+        raise InputError(
+            f"{model.name} on {hw.id} ({hw.arch}): vLLM 0.11 runs DeepSeek-V3.2's sparse MLA "
+            "only with FlashMLASparse, whose kernels need Hopper or Blackwell (SM 9.0 / 10.0); "
+            "pick an H100, H200, B200 or GB200")
 
 
 def _check_gpu_method(model: ModelSpec, hw: HardwareSpec, quantization: str | None) -> None:
