@@ -1,0 +1,37 @@
+"""Hunt 18 (ops18): step pricing against physics (docs/silicon.md, costs/kernels)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kvplan
+from kvplan.costs import kernels as kn
+from kvplan.costs.kernels.gemm import served_gemm_s
+
+
+def test_block_fp8_gemm_never_above_bf16_on_fp8_tensor_cores() -> None:
+    # H100, n = 6,144, k = 4,096 (Llama/Qwen qkv), m = 64 decode rows. The bf16 GEMM reads
+    # 2 x 6144 x 4096 = 50.3 MB of weights: 20.7 us measured. Block fp8 reads half of that
+    # (25.2 MB + 48 x 32 x 4 B of scales) and multiplies at 1,979 vs 989 TFLOP/s: it cannot
+    # take longer. The table reads 80.0 us flat from m = 32 to 512 (harness floor), less
+    # the m = 1 excess (56.3 - 14.4 = 41.9 us): 38.0 us served before, 1.84x bf16.
+    m = np.array([64])
+    bf16 = float(kn.gemm_s("H100-SXM-80GB", m, 6144, 4096, "bfloat16")[0])
+    blk = float(served_gemm_s("H100-SXM-80GB", m, 6144, 4096, "fp8_block")[0])
+    assert bf16 == pytest.approx(20.7e-6, rel=0.02)
+    assert blk <= bf16
+
+
+@pytest.mark.parametrize("gpu", ["H100-SXM-80GB", "H200-SXM-141GB", "B200-SXM-180GB"])
+@pytest.mark.parametrize("batch", [16, 64])
+def test_fp8_checkpoint_decode_not_slower_than_bf16(gpu: str, batch: int) -> None:
+    # The same Qwen3-8B weights as a block-fp8 checkpoint read half the bytes per decode
+    # step on a GPU with fp8 tensor cores. Before: H100 b64 TPOT 21.61 ms vs bf16 20.36;
+    # H200 19.00 vs 17.19; B200 b16 7.83 vs 6.71 (prompt 2,048, 64 out).
+    shape = kvplan.RequestShape(batch=batch, prompt_tokens=2048, output_tokens=64)
+    hw = kvplan.load_gpu(gpu)
+    tpot = {name: kvplan.request_latency(kvplan.load_model(name), hw, kvplan.EngineConfig(),
+                                         shape).tpot_s
+            for name in ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-FP8")}
+    assert tpot["Qwen/Qwen3-8B-FP8"] <= tpot["Qwen/Qwen3-8B"]
