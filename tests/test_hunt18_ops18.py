@@ -35,3 +35,25 @@ def test_fp8_checkpoint_decode_not_slower_than_bf16(gpu: str, batch: int) -> Non
                                          shape).tpot_s
             for name in ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-FP8")}
     assert tpot["Qwen/Qwen3-8B-FP8"] <= tpot["Qwen/Qwen3-8B"]
+
+
+@pytest.mark.parametrize(("model", "prompt", "past"), [
+    ("meta-llama/Llama-3.1-8B", 20000, True),   # attn_ctx measures isl to 16,384
+    ("meta-llama/Llama-3.1-8B", 16000, False),
+    ("deepseek-ai/DeepSeek-V2-Lite", 40000, True),  # mla_ctx measures isl to 32,768
+    ("deepseek-ai/DeepSeek-V2-Lite", 30000, False),
+])
+def test_explain_flags_prefill_attention_past_the_measured_prompt_length(
+        model: str, prompt: int, past: bool) -> None:
+    # H100's context-attention table measures prompts of 1..16,384 tokens (MLA: 32,768); one
+    # 20,000-token prompt's attention is read off the 16,384-token rate scaled by its pairs
+    # (20,000 x 20,001 / 2 = 200,010,000 against 134,225,920 measured): past the range, and
+    # --explain must mark it so (it did for GEMMs, never for prefill attention).
+    from tests.conftest import run_cli
+
+    out = run_cli("latency", model, "--gpu", "H100", "--prompt", str(prompt), "--output", "2",
+                  "--explain", "--json")
+    assert out.code == 0, out.err
+    rows = {o["op"]: o for o in out.json()["step_ops"][0]["ops"]}
+    row = rows.get("attention_full") or rows["attention_mla"]
+    assert row["extrapolated"] is past
