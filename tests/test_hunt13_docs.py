@@ -61,9 +61,9 @@ DSV3_EP72 = ("latency", "deepseek-ai/DeepSeek-V3", "--gpu", "H100", "-dp", "72",
 
 DSV3_1P1D = ("simulate", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--disagg",
              "1P1D", "-dp", "2", "--num-prompts", "50")
-DSV3_ROW = "| DP2 / DP2, experts TP-sharded over 16 GPUs | 1,630 ms | 23.6 ms | 1,177 |"
-DSV3_EP_ROW = "| DP2 EP / DP2 EP | 2,644 ms | 26.2 ms | 874 | same |"
-DSV3_TP_EP_ROW = "| TP8 EP / DP2 EP | 2,346 ms | 26.3 ms | 939 | same |"
+DSV3_ROW = "| DP2 / DP2, experts TP-sharded over 16 GPUs | 1,583 ms | 23.7 ms | 1,190 |"
+DSV3_EP_ROW = "| DP2 EP / DP2 EP | 1,688 ms | 27.8 ms | 1,057 | same |"
+DSV3_TP_EP_ROW = "| TP8 EP / DP2 EP | 1,383 ms | 28.1 ms | 1,143 | same |"
 EP = ("--enable-expert-parallel",)
 TP_EP = (*EP, "--prefill-dp", "1", "--decode-dp", "2")
 QWEN_2000 = ("simulate", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--dataset", "azure-conv",
@@ -84,15 +84,15 @@ JSON_FIGURES = [
     ("docs/parallelism.md", "gives TPOT 169.6 ms", DSV3_EP72, "tpot_s", 0.16961, 0.0005),
     ("docs/parallelism.md", "gives 137.4 ms against the 169.6 ms in series",
      (*DSV3_EP72, "--enable-dbo"), "tpot_s", 0.13743, 0.0005),
-    (DISAGG, DSV3_ROW, DSV3_1P1D, "median_ttft_ms", 1629.6, 0.0005),
-    (DISAGG, DSV3_ROW, DSV3_1P1D, "median_tpot_ms", 23.55, 0.002),
-    (DISAGG, DSV3_ROW, DSV3_1P1D, "output_throughput", 1176.8, 0.0005),
-    (DISAGG, DSV3_EP_ROW, (*DSV3_1P1D, *EP), "median_ttft_ms", 2644.1, 0.0005),
-    (DISAGG, DSV3_EP_ROW, (*DSV3_1P1D, *EP), "median_tpot_ms", 26.2, 0.002),
-    (DISAGG, DSV3_EP_ROW, (*DSV3_1P1D, *EP), "output_throughput", 874.2, 0.0006),
-    (DISAGG, DSV3_TP_EP_ROW, (*DSV3_1P1D, *TP_EP), "median_ttft_ms", 2346.0, 0.0005),
-    (DISAGG, DSV3_TP_EP_ROW, (*DSV3_1P1D, *TP_EP), "median_tpot_ms", 26.3, 0.002),
-    (DISAGG, DSV3_TP_EP_ROW, (*DSV3_1P1D, *TP_EP), "output_throughput", 939.0, 0.0006),
+    (DISAGG, DSV3_ROW, DSV3_1P1D, "median_ttft_ms", 1583.3, 0.0005),
+    (DISAGG, DSV3_ROW, DSV3_1P1D, "median_tpot_ms", 23.65, 0.002),
+    (DISAGG, DSV3_ROW, DSV3_1P1D, "output_throughput", 1190.1, 0.0005),
+    (DISAGG, DSV3_EP_ROW, (*DSV3_1P1D, *EP), "median_ttft_ms", 1687.8, 0.0005),
+    (DISAGG, DSV3_EP_ROW, (*DSV3_1P1D, *EP), "median_tpot_ms", 27.75, 0.002),
+    (DISAGG, DSV3_EP_ROW, (*DSV3_1P1D, *EP), "output_throughput", 1056.9, 0.0006),
+    (DISAGG, DSV3_TP_EP_ROW, (*DSV3_1P1D, *TP_EP), "median_ttft_ms", 1382.9, 0.0005),
+    (DISAGG, DSV3_TP_EP_ROW, (*DSV3_1P1D, *TP_EP), "median_tpot_ms", 28.1, 0.002),
+    (DISAGG, DSV3_TP_EP_ROW, (*DSV3_1P1D, *TP_EP), "output_throughput", 1143.2, 0.0006),
     (DISAGG, QWEN_TEXT, (*QWEN_2000, "--disagg", "1P1D"), "median_tpot_ms", 30.2, 0.002),
     (DISAGG, QWEN_TEXT, (*QWEN_2000, "--disagg", "1P1D", "--decode-dp", "2", *EP),
      "median_tpot_ms", 19.5, 0.003),
