@@ -70,8 +70,10 @@ def test_gb200_mla_prefill_step_never_slower_than_b200() -> None:
 
     b200, gb200 = step("B200"), step("GB200")
     # 81.72 before q_a + kv_a fused; 80.04 with the all-reduces at the CUDA-graph rate
-    # (a 2,048-token step runs eagerly: hunt 16)
-    assert b200 * 1e3 == pytest.approx(81.77, abs=0.01)
+    # (a 2,048-token step runs eagerly: hunt 16); 81.77 -> 77.32 with block-fp8 GEMMs never
+    # above bf16's (hunt 18: shared_gate_up_proj n=512 k=7,168 at m=2,048 was 47.6 us a
+    # layer, the block kernel's floor, against 13.1 us bf16 for 15 GFLOP)
+    assert b200 * 1e3 == pytest.approx(77.32, abs=0.01)
     assert gb200 <= b200
 
 

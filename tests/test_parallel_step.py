@@ -225,11 +225,11 @@ def test_deepep_experts_run_only_the_routed_rows() -> None:
     plain = EngineConfig(data_parallel_size=72, enable_expert_parallel=True)
     gathered = StepCostModel(m, hw, plain, profile_for(m, hw, plain))
     assert model.measured is not None and gathered.measured is not None
-    t = np.array([256])
-    all_e = kn.moe_s(hw.id, t * 72, hidden=7168, inter=2048, num_experts=256, topk=8,
-                     dtype="fp8_block", tp=1, ep=1)
-    mapped = kn.moe_s(hw.id, t * 72, hidden=7168, inter=2048, num_experts=256, topk=8,
-                      dtype="fp8_block", tp=1, ep=72)
+    t = np.array([256])  # served: block fp8 never above bf16 experts (hunt 18)
+    all_e = kn.served_moe_s(hw.id, t * 72, hidden=7168, inter=2048, num_experts=256, topk=8,
+                            dtype="fp8_block", tp=1, ep=1)
+    mapped = kn.served_moe_s(hw.id, t * 72, hidden=7168, inter=2048, num_experts=256, topk=8,
+                             dtype="fp8_block", tp=1, ep=72)
     delta = model.measured.dense_s[t] - gathered.measured.dense_s[t]
     want = 58 * DEFAULT_IMBALANCE * (all_e * 4 / 256 - mapped)
     assert np.allclose(delta, want, rtol=1e-9)

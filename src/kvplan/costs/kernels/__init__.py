@@ -28,6 +28,7 @@ from kvplan.costs.kernels.moe import (  # eager: `moe` names the module too
     moe,
     moe_routing,
     moe_s,
+    served_moe_s,
 )
 from kvplan.costs.kernels.result import OpTime, Status, TableSource
 from kvplan.costs.kernels.slices import kv_table
@@ -110,4 +111,5 @@ __all__ = [
     "nccl",
     "nearest_measured_gpu",
     "resolve_gpu",
+    "served_moe_s",
 ]

@@ -96,11 +96,19 @@ def served_gemm_s(gpu: str, m: npt.NDArray[np.int64], n: int, k: int, dtype: str
     replay does not pay. Block fp8 is priced at its measured time less that excess floor,
     never below the per-tensor fp8 kernel's time on the same shape, and on a GPU whose cells
     were capped at the same die's (H200 at H100) never above that die's served time (each
-    GPU's own floor moved H200's DeepSeek-V3 q_b_proj at m = 8 to 4% above H100's)."""
+    GPU's own floor moved H200's DeepSeek-V3 q_b_proj at m = 8 to 4% above H100's).
+
+    Nor above the bf16 GEMM of the same shape: block fp8 reads about half its weight bytes
+    and multiplies at the fp8 tensor-core rate (twice bf16's; where a GPU has none, the slice
+    is bf16 already). The m = 1 excess leaves a floor where a larger m selects another
+    kernel: H100 at n = 6,144, k = 4,096 read 80 us flat from m = 32 to 512 (38 us served)
+    beside 21-36 us bf16, so Qwen3-8B-FP8's decode step at 64 requests was priced above
+    the bf16 model's. The same bound as ``kernels.moe``'s per-tensor fp8 experts."""
     t = gemm_s(gpu, m, n, k, dtype)
     if dtype != "fp8_block":
         return t
     out: FloatArray = np.maximum(gemm_s(gpu, m, n, k, "fp8"), t - _block_excess(gpu, n, k))
+    out = np.minimum(out, gemm_s(gpu, m, n, k, "bfloat16"))
     if (ref := capped_at(gpu)) is not None:
         out = np.minimum(out, served_gemm_s(ref, m, n, k, dtype))
     return out

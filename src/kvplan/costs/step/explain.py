@@ -213,7 +213,8 @@ class OpTime:
     extrapolated: bool = False
     """Read past the measured range (the roofline from the nearest measured edge,
     docs/silicon.md): the table's GEMM / MoE / all-reduce lookup at this shape, or attention
-    past its line's measured grid (more than 256 requests or 32,768 cached tokens each)."""
+    past its line's measured grid (more than 256 requests or 32,768 cached tokens each) or
+    past the prompt lengths its context table measures (a longer prefill chunk)."""
 
 
 def op_times(ops: StageOps, ms: MeasuredStep, gemm_dtype: str,
@@ -293,8 +294,20 @@ def _attention_rows(ops: StageOps, ms: MeasuredStep, agg: StepAggregates,
     past = agg.requests > _DECODE_B[-1] or agg.full_context > _DECODE_L[-1] * agg.requests
     return [OpTime(op=name, count=count, shape=shape,
                    seconds=float(step + (work if compute_bound else mem)),
-                   extrapolated=bool(past) and name.startswith("attention"))
+                   extrapolated=name.startswith("attention") and bool(
+                       past or agg.prefill_longest > _measured_isl(ms.gpu, name)))
             for name, count, shape, step, work, mem in rows]
+
+
+def _measured_isl(gpu: str, row: str) -> float:
+    """The longest prompt the GPU's context-attention table measures (MLA: its MLA prefill
+    table, or its donor's): a longer prefill chunk is priced at the per-pair rate of a
+    shorter one, past the measured range."""
+    from kvplan.costs.kernels.tables import require
+
+    family = "mla_ctx" if row == "attention_mla" else "attn_ctx"
+    donor = kn.mla_donor(gpu) if family == "mla_ctx" else None
+    return float(require(donor or gpu, family).axes[1][-1])
 
 
 def _comm_rows(ops: StageOps, ms: MeasuredStep, tokens: int, compute_s: float

@@ -236,8 +236,8 @@ def _moe_raw(gpu: str, e: MoeOp, m: IntArray, gemm_dtype: str) -> FloatArray:
     ep, share = e.ep, 1.0
     if e.dispatched:
         ep, share = 1, -(-e.experts // e.ep) / e.experts
-    t = kn.moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts, topk=e.topk,
-                 dtype=e.dtype or moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
+    t = kn.served_moe_s(gpu, m, hidden=e.hidden, inter=e.inter, num_experts=e.experts,
+                        topk=e.topk, dtype=e.dtype or moe_dtype(gemm_dtype), tp=e.tp, ep=ep)
     if kn.moe_routing(gpu) == "balanced":
         t = t * routed_share(m, e.experts, e.topk)
     if e.dispatched:
