@@ -4,11 +4,11 @@ rows, and the offline report prices each row at its own precision."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from tests.test_compare_disagg_public import _load
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASUREMENTS = ROOT / "src" / "kvplan" / "data" / "measurements"
@@ -22,13 +22,7 @@ def _offline() -> list[dict]:
 
 
 def _report() -> ModuleType:
-    name = "offline_throughput_report"
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return _load("offline_throughput_report")
 
 
 def test_fp4_rows_are_every_row_of_the_b200_gb200_columns_each_cited_by_line() -> None:
