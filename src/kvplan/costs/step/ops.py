@@ -33,6 +33,9 @@ class GemmOp:
     weight_bytes: int = 0
     """Bytes of one quantized weight matrix on this GPU, scales and zeros included (0: a
     16-bit weight): what a weight-only or int8 kernel reads (``kernels.quantized``)."""
+    kept: bool = False
+    """The checkpoint's ignore list keeps this layer in the model dtype (vLLM's
+    UnquantizedLinearMethod): a 16-bit GEMM whatever the step's compute precision."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,16 +146,17 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
     fmt = _weight_format(model, engine, resolved)
-    gemms: dict[tuple[str, int, int, str, int], int] = {}
+    gemms: dict[tuple[str, int, int, str, int, bool], int] = {}
     for layer in stage:
         for op in _layer_gemms(model, layer, tp, fmt):
-            key = (op.name, op.n, op.k, op.per, op.weight_bytes)
+            key = (op.name, op.n, op.k, op.per, op.weight_bytes, op.kept)
             gemms[key] = gemms.get(key, 0) + op.count
     vocab = -(-model.vocab_size // 64) * 64 // tp
-    gemms[("lm_head", vocab, model.hidden_size, "request", 0)] = 1
+    gemms[("lm_head", vocab, model.hidden_size, "request", 0, False)] = 1
     return StageOps(
         gemms=tuple(GemmOp(name=n, n=a, k=b, count=c, per=p,  # type: ignore[arg-type]
-                           weight_bytes=w) for (n, a, b, p, w), c in gemms.items()),
+                           weight_bytes=w, kept=kept)
+                    for (n, a, b, p, w, kept), c in gemms.items()),
         moe=_moe_op(model, engine, stage, resolved), attention=_attention_ops(model, stage, tp),
         allreduces=tp_allreduces(model, stage, tp),
         allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
@@ -184,6 +188,7 @@ def _layer_gemms(model: ModelSpec, layer: int, tp: int,
 
     ops: list[GemmOp] = []
     fused = {"qkv_proj": [0, 0, 0], "mla_fused_qkv_a_proj": [0, 0, 0]}  # name: n, k, bytes
+    kept = {"qkv_proj": True, "mla_fused_qkv_a_proj": True}  # every shard kept 16-bit
     for part in layer_parts(model, layer):
         if not part.linear or part.role == "experts":
             continue
@@ -194,13 +199,16 @@ def _layer_gemms(model: ModelSpec, layer: int, tp: int,
         into = _fused_into(model, part.role, part.shard)
         if into is not None:
             fused[into] = [fused[into][0] + rows, cols, fused[into][2] + wb]
+            kept[into] = kept[into] and part.kept
             continue
         ops.append(GemmOp(name=_gemm_name(model, part.role, part.shard, part.rows, cols),
                           n=rows, k=cols, count=part.count,
-                          per=_per(model, part.role, rows, cols), weight_bytes=wb))
+                          per=_per(model, part.role, rows, cols), weight_bytes=wb,
+                          kept=part.kept))
     for name, (n, k, wb) in fused.items():
         if n:
-            ops.insert(0, GemmOp(name=name, n=n, k=k, count=1, weight_bytes=wb))
+            ops.insert(0, GemmOp(name=name, n=n, k=k, count=1, weight_bytes=wb,
+                                 kept=kept[name]))
     return ops
 
 

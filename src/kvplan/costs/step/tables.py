@@ -169,11 +169,11 @@ def _overlap(ops: StageOps, gpu: str, gemm_dtype: str, real: IntArray, m: IntArr
     if not len(sel):
         return
     moe, top = ops.moe, int(m.max())
-    stored = {(g.name, g.n, g.k): g.weight_bytes for g in ops.gemms}
+    stored = {(g.name, g.n, g.k): g for g in ops.gemms}
 
     def line(n: int, k: int, name: str, rows: IntArray) -> FloatArray:
-        dtype = op_dtype(GemmOp(name=name, n=n, k=k, count=1), gemm_dtype)
-        return _gemm_line(gpu, n, k, dtype, top, stored.get((name, n, k), 0))[rows - 1]
+        op = stored.get((name, n, k)) or GemmOp(name=name, n=n, k=k, count=1)
+        return _gemm_line(gpu, n, k, op_dtype(op, gemm_dtype), top, op.weight_bytes)[rows - 1]
 
     def experts(tokens: IntArray) -> FloatArray:
         return moe_times(gpu, moe, tokens, gemm_dtype)
@@ -249,8 +249,8 @@ def op_dtype(op: GemmOp, gemm_dtype: str) -> str:
     """vLLM keeps the MoE router, Qwen's shared-expert gate and the lm_head 16-bit in fp8/fp4
     models; a block-fp8 checkpoint keeps 16-bit any layer under one 128-row block per GPU (no
     partial block shards: ``validate_fp8_block_shape``; Qwen3-Next's in_proj_ba, 2 x 32 value
-    heads, 32 rows per GPU at TP2, is bf16; ``costs.memory.params`` sizes it so too)."""
-    if op.name in ("router", "shared_expert_gate", "lm_head") or (
+    heads, 32 rows per GPU at TP2, is bf16; ``costs.memory.params`` sizes it so too); ``kept``."""
+    if op.kept or op.name in ("router", "shared_expert_gate", "lm_head") or (
             gemm_dtype == "fp8_block" and op.n < FP8_BLOCK):
         return "bfloat16"
     return gemm_dtype
