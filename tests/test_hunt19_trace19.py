@@ -1,0 +1,56 @@
+"""Hunt 19 (trace19): workloads and metrics as `vllm bench serve` defines them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvplan.analysis.metrics import compute_metrics
+from kvplan.sim.scheduler import Limits
+from kvplan.sim.simulator import simulate
+from kvplan.sim.testing import workload
+from tests.test_api_delay import ApiTimer
+
+LIM = Limits(max_num_batched_tokens=100, max_num_seqs=10)
+
+
+def _sim(w, timer, fast):
+    return simulate(w, timer=timer, num_blocks=1000, block_size=4, limits=LIM,
+                    max_model_len=100, fast=fast, validate=True)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_closed_loop_refusal_ends_the_duration_when_it_frees_its_slot(fast) -> None:
+    """vLLM bench: a request the server refuses ends its task when the error reaches the
+    client; that one moment releases its --max-concurrency slot and is when
+    benchmark_duration (asyncio.gather of every task) can stop. kvplan freed the slot at
+    the refusal's return but counted the failure at its send. LinearTimer (1 s a step),
+    API path 0.5 s, concurrency 1, max_model_len 100:
+    A (4 + 2) sent 0, at the engine 0.5, tokens 1.5, 2.5: done 2.5;
+    B (300 + 2 > 100) sent 2.5, refused as it would reach the engine: 2.5 + 0.5 = 3.0,
+    its slot frees then (C is sent at 3.0);
+    C (4 + 2) sent 3.0, engine 3.5, tokens 4.5, 5.5.
+    Without C the run ends with B's refusal: duration 3.0 s (was 2.5, B's send)."""
+    timer = ApiTimer(api_s=0.5)
+    r = _sim(workload([0, 0, 0], [4, 300, 4], [2, 2, 2], concurrency=1), timer, fast)
+    assert list(r.rejected) == [1]
+    assert r.sent_s.tolist() == [0.0, 2.5, 3.0]  # C follows B's freed slot at 3.0
+    assert compute_metrics(r).duration_s == 5.5
+    r = _sim(workload([0, 0], [4, 300], [2, 2], concurrency=1), timer, fast)
+    assert r.sent_s.tolist() == [0.0, 2.5]
+    assert compute_metrics(r).duration_s == 3.0
+    assert compute_metrics(r).output_throughput == 2 / 3.0
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_an_open_loop_refusal_returns_after_the_api_servers_admission(fast) -> None:
+    """The API server refuses a too-long prompt after admitting (tokenising) it: vLLM
+    checks prompt + max_tokens against max_model_len on the token ids. API path 0.5 s,
+    admission 0.25 s (FIFO): A (4 + 2) sent 0: admitted 0.25, engine 0.75, tokens 1.75,
+    2.75. B (300 + 2) sent 10: admitted 10.25, its failure back at 10.25 + 0.5 = 10.75,
+    when a served request would reach the engine. Duration 10.75 s (was 10.0)."""
+    r = _sim(workload([0, 10], [4, 300], [2, 2]), ApiTimer(api_s=0.5, admit_s=0.25), fast)
+    assert list(r.rejected) == [1] and r.finish_s[0] == 2.75
+    m = compute_metrics(r)
+    assert m.duration_s == 10.75 and m.failed == 1
+    assert np.isnan(r.failed_s[0]) and r.failed_s[1] == 10.75
