@@ -9,6 +9,7 @@ from kvplan.analysis.metrics import compute_metrics
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.simulator import simulate
 from kvplan.sim.testing import workload
+from tests.conftest import run_cli
 from tests.test_api_delay import ApiTimer
 
 LIM = Limits(max_num_batched_tokens=100, max_num_seqs=10)
@@ -54,3 +55,30 @@ def test_an_open_loop_refusal_returns_after_the_api_servers_admission(fast) -> N
     m = compute_metrics(r)
     assert m.duration_s == 10.75 and m.failed == 1
     assert np.isnan(r.failed_s[0]) and r.failed_s[1] == 10.75
+
+
+def test_a_prefix_only_random_prompt_is_vllms_valid_input() -> None:
+    """vLLM RandomDataset (0.11.0, get_sampling_params): --random-input-len 0 samples input
+    lengths on [floor(0), ceil(0)] = [0, 0] (after max(0, 0 - special tokens)), so every
+    prompt is the --random-prefix-len prefix alone. kvplan refused it ('--random-input-len
+    must be a whole number >= 1, got 0'); prompts are 100 + 0 = 100 tokens, outputs 8. A
+    0-token prompt (no prefix either) is still refused."""
+    from kvplan.errors import InputError
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+
+    w = build_workload(WorkloadArgs(num_prompts=4, random_input_len=0, random_prefix_len=100,
+                                    random_output_len=8, random_range_ratio=0.5))
+    assert w.prompt_tokens.tolist() == [100] * 4
+    assert w.output_tokens.min() >= 4 and w.output_tokens.max() <= 12  # [8 * 0.5, 8 * 1.5]
+    with pytest.raises(InputError, match="can draw 0-token prompts"):
+        WorkloadArgs(random_input_len=0)
+
+
+def test_simulate_runs_a_prefix_only_random_workload() -> None:
+    """The CLI: 3 prompts of the 64-token prefix alone, 4 outputs each: 192 input tokens."""
+    r = run_cli("simulate", "meta-llama/Llama-3.2-1B", "--random-input-len", "0",
+                  "--random-prefix-len", "64", "--random-output-len", "4",
+                "--num-prompts", "3", "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["total_input_tokens"] == 192 and d["completed"] == 3

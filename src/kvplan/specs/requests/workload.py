@@ -180,7 +180,7 @@ def _check_source(a: WorkloadArgs) -> None:
 
 def _check_counts(a: WorkloadArgs) -> None:
     _at_least("--num-prompts", a.num_prompts, 1)
-    _at_least("--random-input-len", a.random_input_len, 1)
+    _at_least("--random-input-len", a.random_input_len, 0)  # 0: the prefix alone (vLLM)
     _at_least("--random-output-len", a.random_output_len, 1)
     _at_least("--random-prefix-len", a.random_prefix_len, 0)
     _at_least("--max-concurrency", a.max_concurrency, 1)
