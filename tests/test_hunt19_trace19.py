@@ -82,3 +82,27 @@ def test_simulate_runs_a_prefix_only_random_workload() -> None:
     assert r.code == 0, r.err
     d = r.json()
     assert d["total_input_tokens"] == 192 and d["completed"] == 3
+
+
+def test_a_prefill_side_refusal_returns_after_the_prefill_api_path() -> None:
+    """A disaggregated fleet: the proxy forwards the request to a prefill server, whose API
+    server refuses it after admitting it, as the decode side's refusal already counted
+    its API path (test_hunt15_disagg3). tests/test_disagg_trace.py's pools (a step 1 s +
+    0.25 s a token, max_model_len 10), the prefill side with a 0.5 s API path: r0 (8 + 2)
+    is done well before 20 s; r1 (t = 20, 10 + the proxy's max_tokens 1 = 11 > 10) is
+    refused by the prefill server at 20 + 0.5 = 20.5 s, the duration's end (was 20.0)."""
+    from kvplan.sim.disagg.fleet import PoolSim, simulate_disagg
+    from tests.test_disagg_trace import COST, LIMITS, SHAPE, TIMER
+    from tests.test_hunt15_disagg3 import _HopTimer
+
+    def pool(timer):
+        return PoolSim(instances=1, timer=timer, num_blocks=64, shape=SHAPE, limits=LIMITS,
+                       max_model_len=10)
+
+    w = workload([0.0, 20.0], [8, 10], [2, 1])
+    r = simulate_disagg(w, prefill=pool(_HopTimer(base_s=1.0, per_token_s=0.25)),
+                        decode=pool(TIMER), transfer=COST, validate=True)
+    c = r.client
+    assert list(c.rejected) == [1] and "prefill side" in c.rejected[1]
+    assert float(c.finish_s[0]) < 20.0
+    assert compute_metrics(c).duration_s == 20.5
