@@ -106,3 +106,28 @@ def test_a_prefill_side_refusal_returns_after_the_prefill_api_path() -> None:
     assert list(c.rejected) == [1] and "prefill side" in c.rejected[1]
     assert float(c.finish_s[0]) < 20.0
     assert compute_metrics(c).duration_s == 20.5
+
+
+def _plan_sharegpt(*extra: str) -> dict:
+    r = run_cli("plan", "meta-llama/Llama-3.2-1B", "--gpu", "H100", "--dataset", "sharegpt",
+                "--num-prompts", "200", "--slo", "ttft:p99:2000", "--json", *extra)
+    assert r.code == 0, r.err
+    doc: dict = r.json()
+    return doc
+
+
+def test_a_sharegpt_plans_verify_line_sends_the_conversations_it_judged() -> None:
+    """vLLM 0.11.0: ShareGPTDataset shuffles with random.seed(--seed) before it takes the
+    first turns, so `vllm bench serve --dataset-name sharegpt --seed 7` sends other
+    conversations than the seed-0 sample kvplan bundles and judged (kvplan's --seed moves
+    only the arrivals). The Verify line passed --seed 7 and no warning said so; it now
+    keeps vLLM's default seed (the judged conversations) and says that vLLM then draws
+    the send times with seed 0, not 7 (at --request-rate, or in capacity mode at the rate
+    found: kvplan draws those gaps from --seed 7's stream too)."""
+    for extra in (("--request-rate", "10"), ()):
+        doc = _plan_sharegpt("--seed", "7", *extra)
+        bench = doc["summary"]["vllm_bench_serve"]
+        assert "--dataset-name sharegpt" in bench and "--seed" not in bench
+        assert any("kvplan drew them with --seed 7" in w for w in doc["warnings"]), doc
+    doc = _plan_sharegpt("--request-rate", "10")
+    assert not any("kvplan drew them" in w for w in doc["warnings"]), doc["warnings"]
