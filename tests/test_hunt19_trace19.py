@@ -131,3 +131,13 @@ def test_a_sharegpt_plans_verify_line_sends_the_conversations_it_judged() -> Non
         assert any("kvplan drew them with --seed 7" in w for w in doc["warnings"]), doc
     doc = _plan_sharegpt("--request-rate", "10")
     assert not any("kvplan drew them" in w for w in doc["warnings"]), doc["warnings"]
+
+
+def test_the_zero_token_refusal_names_the_prefix_way_out() -> None:
+    """--random-input-len 0 at ratio 0 was told 'raise the length or lower the ratio' (a
+    ratio of 0 cannot go lower); a shared --random-prefix-len makes such prompts valid."""
+    from kvplan.errors import InputError
+    from kvplan.specs.requests.workload import WorkloadArgs
+
+    with pytest.raises(InputError, match="or give a shared --random-prefix-len"):
+        WorkloadArgs(random_input_len=0)

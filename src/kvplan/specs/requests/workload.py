@@ -190,7 +190,8 @@ def _check_counts(a: WorkloadArgs) -> None:
     if a.random_prefix_len + low < 1:
         raise InputError(
             f"--random-input-len {a.random_input_len} with --random-range-ratio "
-            f"{a.random_range_ratio} can draw 0-token prompts; raise the length or lower the ratio"
+            f"{a.random_range_ratio} can draw 0-token prompts; raise the length, lower the "
+            "ratio or give a shared --random-prefix-len"
         )
 
 
