@@ -141,3 +141,22 @@ def test_the_zero_token_refusal_names_the_prefix_way_out() -> None:
 
     with pytest.raises(InputError, match="or give a shared --random-prefix-len"):
         WorkloadArgs(random_input_len=0)
+
+
+def test_a_result_says_the_time_scale_it_replayed_at() -> None:
+    """`--dataset mooncake-synthetic --time-scale 0.5` replays the trace twice as fast, yet
+    its --save-result / --json header read as the trace at its own pace (dataset
+    mooncake-synthetic, request_rate "trace", no word of the scale): two files of different
+    load looked alike. The header now carries time_scale where it is not 1."""
+    args = ("simulate", "meta-llama/Llama-3.2-1B", "--dataset", "mooncake-synthetic",
+            "--num-prompts", "5", "--json")
+    r = run_cli(*args, "--time-scale", "0.5")
+    assert r.code == 0, r.err
+    d = r.json()
+    assert d["request_rate"] == "trace" and d["time_scale"] == 0.5
+    r = run_cli(*args)
+    assert "time_scale" not in r.json()
+    r = run_cli(*args, "--time-scale", "0.5", "--disagg", "1P1D", "--seed", "3")
+    assert r.code == 0, r.err
+    d = r.json()  # the disaggregated run's header too, with the seed one server's writes
+    assert d["time_scale"] == 0.5 and d["seed"] == 3
