@@ -160,3 +160,20 @@ def test_a_result_says_the_time_scale_it_replayed_at() -> None:
     assert r.code == 0, r.err
     d = r.json()  # the disaggregated run's header too, with the seed one server's writes
     assert d["time_scale"] == 0.5 and d["seed"] == 3
+
+
+def test_the_sharegpt_seed_note_says_what_the_seed_changes(caplog) -> None:
+    """Without --request-rate every sharegpt request is sent at t = 0, so kvplan's --seed 5
+    changes nothing, yet the note said it 'changes only the arrival times here'."""
+    import logging
+
+    from kvplan.specs.requests.workload import WorkloadArgs, build_workload
+
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        build_workload(WorkloadArgs(dataset="sharegpt", num_prompts=3, seed=5))
+    assert "--seed 5 changes nothing (every request at t = 0) here" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="kvplan"):
+        build_workload(WorkloadArgs(dataset="sharegpt", num_prompts=3, seed=5,
+                                    request_rate=2))
+    assert "--seed 5 changes only the arrival times here" in caplog.text

@@ -297,9 +297,11 @@ def _note_sharegpt_seed(args: WorkloadArgs) -> None:
     if args.trace is None and args.dataset_name == "sharegpt" and args.seed != 0:
         from kvplan.notes import note
 
+        drawn = args.request_rate is not None and not math.isinf(args.request_rate)
         note("sharegpt's requests are those vllm bench serve --seed 0 sends (kvplan bundles "
-             "that sample); --seed %d changes only the arrival times here, while vllm bench "
-             "serve --seed %d also samples other conversations", args.seed, args.seed)
+             "that sample); --seed %d changes %s here, while vllm bench serve --seed %d also "
+             "samples other conversations", args.seed, "only the arrival times" if drawn
+             else "nothing (every request at t = 0)", args.seed)
 
 
 def _load_for(args: WorkloadArgs) -> Trace:
