@@ -188,7 +188,9 @@ def test_a_million_requests_build_fast_and_small():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"random_input_len": 0}, "--random-input-len must be a whole number >= 1, got 0"),
+        ({"random_input_len": -1}, "--random-input-len must be a whole number >= 0, got -1"),
+        ({"random_input_len": 0}, "--random-input-len 0 with --random-range-ratio 0.0 can "
+                                  "draw 0-token prompts"),
         ({"random_output_len": -5}, "--random-output-len must be a whole number >= 1"),
         ({"random_prefix_len": -1}, "--random-prefix-len must be a whole number >= 0"),
         ({"num_prompts": 0}, "--num-prompts must be a whole number >= 1"),

@@ -208,8 +208,9 @@ def benchmark_duration(r: SimulationResult) -> float:
     """From the benchmark start (t = 0) to the last answer (vLLM: benchmark_duration).
 
     vLLM starts the clock before ``get_request`` sleeps the first arrival gap and stops it
-    when every request has answered, failed ones included; a rejected request fails when
-    it is sent (``failed_s``: when its failure came back, where given).
+    when every request has answered, failed ones included: a rejected request at
+    ``failed_s`` (when its failure came back: after the API server admitted it), else at
+    its send (a run without an API path).
     """
     failed = r.sent_s if r.failed_s is None else r.failed_s
     ends = [r.finish_s[r.finished], failed[np.array(sorted(r.rejected), dtype=np.int64)]]

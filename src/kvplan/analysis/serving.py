@@ -59,7 +59,7 @@ class ServingRun:
             "request_rate": saved_rate(args, self.workload),
             "burstiness": 1.0 if args is None else args.burstiness,
             "seed": 0 if args is None else args.seed,  # vLLM's file lacks it: calibrate's
-            "max_concurrency": self.workload.closed_loop_concurrency,
+            "max_concurrency": self.workload.closed_loop_concurrency, **scale_key(args),
             "max_num_batched_tokens": self.limits.max_num_batched_tokens,
             "max_num_seqs": self.limits.max_num_seqs, "block_size": self.plan.block_size,
             "max_model_len": self.plan.settings.max_model_len,
@@ -78,6 +78,11 @@ def saved_rate(args: WorkloadArgs | None, w: Workload) -> str | float:
     if rate is None and bool(np.any(np.asarray(w.arrival_s) > 0)):
         return "trace"
     return "inf" if rate is None or math.isinf(rate) else rate
+
+
+def scale_key(args: WorkloadArgs | None) -> dict[str, float]:
+    """``time_scale`` where a trace's own times were rescaled (none at 1: vLLM's keys)."""
+    return {"time_scale": args.time_scale} if args is not None and args.time_scale != 1 else {}
 
 
 def pick_profile(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,

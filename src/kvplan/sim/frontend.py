@@ -10,6 +10,7 @@ the engine at ``S + delay``.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,3 +83,26 @@ def plan_front_end(timer: Any, arrival: FloatArray, prompt: IntArray,
     engine_at = engine_arrivals(timer, arrival, prompt)
     order = np.argsort(engine_at, kind="stable")
     return FrontEnd(delay, admit, order.tolist(), engine_at[order].tolist())
+
+
+def refusal_times(fe: FrontEnd, sent: FloatArray, refused: Collection[int],
+                  closed: bool) -> FloatArray | None:
+    """When each refused request's failure reached the client (NaN for the others); None
+    where the run has no API path (refused as sent). The API server refuses a request once
+    it has admitted it (vLLM checks prompt + max_tokens on the token ids, after tokenising),
+    so the error is back when a served request would reach the engine: the moment a closed
+    loop frees the refused request's slot (``_Loop._release``), and the one vLLM bench's
+    duration waits for (``asyncio.gather`` of every request)."""
+    if not refused or (fe.delay is None and fe.admit is None):
+        return None
+    n = len(sent)
+    if closed:  # sent in send order through the FIFO, as _Loop._release gates them online
+        admit = np.zeros(n) if fe.admit is None else np.asarray(fe.admit, np.float64)
+        at = fifo_exits(sent, admit) + (0.0 if fe.delay is None else np.asarray(fe.delay))
+    else:  # the release plan: engine arrivals in release order
+        at = np.empty(n)
+        at[np.asarray(fe.order, dtype=np.int64)] = fe.arrivals
+    out = np.full(n, np.nan)
+    gone = np.fromiter(refused, dtype=np.int64, count=len(refused))
+    out[gone] = at[gone]
+    return out

@@ -68,8 +68,10 @@ class SimulationResult:
     null_blocks: int = 1
     """vLLM's null blocks in ``num_blocks``: one per pool (a DP fleet: one per rank)."""
     failed_s: FloatArray | None = None
-    """When each rejected request's failure reached the client (None: at its send, as one
-    server refuses it; a disaggregated fleet's decode side refuses only after the prefill)."""
+    """When each rejected request's failure reached the client (NaN for the others; None:
+    at its send, a run without an API path). One server refuses it once its API server
+    admitted it, when it would have reached the engine (sim.frontend.refusal_times: when a
+    closed loop frees its slot); a disaggregated fleet's decode side only after the prefill."""
 
     @property
     def num_requests(self) -> int:

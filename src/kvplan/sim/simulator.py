@@ -19,7 +19,7 @@ from kvplan.sim import core, pipeline
 from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
-from kvplan.sim.frontend import plan_front_end
+from kvplan.sim.frontend import FrontEnd, plan_front_end, refusal_times
 from kvplan.sim.inputs import kv_shape, note_unmodelled_hits
 from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
@@ -387,4 +387,6 @@ class _Loop(FastForward, LeanStep):
             num_blocks=self.pool.num_blocks + 1, block_size=self.shape.block_size,
             prefill_claimed_blocks=self.prefill_blocks, decode_claimed_blocks=self.decode_blocks,
             prefix_query_tokens=self.query_tokens, prefix_lookup_hits=self.lookup_hits,
-            admission_peak_blocks=self.admission_peak)
+            admission_peak_blocks=self.admission_peak, failed_s=refusal_times(
+                FrontEnd(self.delay, self.admit, self.order, self.arrivals), s.sent_s,
+                s.reject_reason, self.slots is not None))

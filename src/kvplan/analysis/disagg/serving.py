@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.analysis.serving import pick_profile, saved_rate, scheduler_limits
+from kvplan.analysis.serving import pick_profile, saved_rate, scale_key, scheduler_limits
 from kvplan.costs.memory.kv_transfer import TransferCost, group_pages
 from kvplan.costs.memory.plan import MemoryPlan, plan_memory
 from kvplan.costs.memory.settings import mla_block_size
@@ -63,6 +63,7 @@ class DisaggRun:
             "dataset": self.workload.name, "num_prompts": len(self.workload),
             "request_rate": saved_rate(args, self.workload),
             "burstiness": 1.0 if args is None else args.burstiness,
+            "seed": 0 if args is None else args.seed, **scale_key(args),
             "max_concurrency": None, "disagg": d.label, "router": d.router,
             "kv_link": d.link.id,
             "kv_link_bytes_per_s_per_gpu": d.link_rate(),

@@ -35,7 +35,13 @@ from kvplan.analysis.plan.traffic import DEFAULT_SAMPLE, PlanTraffic, plan_traff
 from kvplan.analysis.plan.why.advice import advise
 from kvplan.analysis.plan.why.explain import binding, breaking_term
 from kvplan.analysis.plan.why.margin import with_bands
-from kvplan.analysis.plan.why.verdict import infeasible_why, rank, replayable, serve_and_bench
+from kvplan.analysis.plan.why.verdict import (
+    infeasible_why,
+    rank,
+    replayable,
+    seed_warning,
+    serve_and_bench,
+)
 from kvplan.api_check import check_fields
 from kvplan.errors import InputError
 from kvplan.limits import USD_PER_HOUR_CAP, check_int, check_number
@@ -331,6 +337,7 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
     elif winner is not None and not replayable(traffic):
         warnings += (f"Verify approximates {traffic.name}: vllm bench serve cannot replay its "
                      "lengths, so it sends random prompts of their medians",)
+    warnings += seed_warning(traffic) if winner is not None else ()
     why = "" if winner else infeasible_why(cands, lim, o.max_gpus,
                                            outside_space(spec, space, prices), advice)
     if why and o.slo_margin == "band":

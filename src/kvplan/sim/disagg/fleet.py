@@ -338,12 +338,14 @@ class _Fleet:
                             prefill_dp=_dp_results(self.pre), decode_dp=_dp_results(self.dec))
 
     def _failed_s(self) -> FloatArray:
-        """When each rejected request's failure reached the client: a prefill instance
-        refuses it on arrival; the decode side only once its prefill answered and the proxy's
-        request passed the decode API server (its delay), as vLLM bench's duration counts."""
+        """When each rejected request's failure reached the client: a prefill instance's API
+        server refuses it after its path (p_delay: when it would reach that engine, as one
+        server's refusal, sim.frontend.refusal_times); the decode side only once its prefill
+        answered and the proxy's request passed the decode API server (its delay), as vLLM
+        bench's duration counts."""
         failed = np.full(len(self.prompt), np.nan)
         gone = np.array(sorted(self.rejected), dtype=np.int64)
-        failed[gone] = self.arrival[gone]
+        failed[gone] = self.arrival[gone] + self.p_delay[gone]
         late = np.array(sorted(self.late), dtype=np.int64)
         failed[late] = self.p_end[late] + self.d_delay[late]
         return failed

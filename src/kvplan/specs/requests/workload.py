@@ -180,7 +180,7 @@ def _check_source(a: WorkloadArgs) -> None:
 
 def _check_counts(a: WorkloadArgs) -> None:
     _at_least("--num-prompts", a.num_prompts, 1)
-    _at_least("--random-input-len", a.random_input_len, 1)
+    _at_least("--random-input-len", a.random_input_len, 0)  # 0: the prefix alone (vLLM)
     _at_least("--random-output-len", a.random_output_len, 1)
     _at_least("--random-prefix-len", a.random_prefix_len, 0)
     _at_least("--max-concurrency", a.max_concurrency, 1)
@@ -190,7 +190,8 @@ def _check_counts(a: WorkloadArgs) -> None:
     if a.random_prefix_len + low < 1:
         raise InputError(
             f"--random-input-len {a.random_input_len} with --random-range-ratio "
-            f"{a.random_range_ratio} can draw 0-token prompts; raise the length or lower the ratio"
+            f"{a.random_range_ratio} can draw 0-token prompts; raise the length, lower the "
+            "ratio or give a shared --random-prefix-len"
         )
 
 
@@ -296,9 +297,11 @@ def _note_sharegpt_seed(args: WorkloadArgs) -> None:
     if args.trace is None and args.dataset_name == "sharegpt" and args.seed != 0:
         from kvplan.notes import note
 
+        drawn = args.request_rate is not None and not math.isinf(args.request_rate)
         note("sharegpt's requests are those vllm bench serve --seed 0 sends (kvplan bundles "
-             "that sample); --seed %d changes only the arrival times here, while vllm bench "
-             "serve --seed %d also samples other conversations", args.seed, args.seed)
+             "that sample); --seed %d changes %s here, while vllm bench serve --seed %d also "
+             "samples other conversations", args.seed, "only the arrival times" if drawn
+             else "nothing (every request at t = 0)", args.seed)
 
 
 def _load_for(args: WorkloadArgs) -> Trace:

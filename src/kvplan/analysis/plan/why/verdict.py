@@ -233,12 +233,12 @@ SHAREGPT_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
 def bench_dataset(traffic: PlanTraffic) -> list[str]:
     """`vllm bench serve`'s dataset flags for the plan's requests: the same ones where vLLM
     draws them as kvplan does (``random`` with its lengths, range, prefix and seed;
-    ``sharegpt``'s file, whose seed-0 requests kvplan bundles), else random prompts of the
+    ``sharegpt``'s file at vLLM's default --seed 0, whose requests kvplan bundles: another
+    seed shuffles other conversations in, ``seed_warning``), else random prompts of the
     workload's median lengths (``replayable`` is False: the plan warns)."""
     a = traffic.args
-    if a is not None and a.trace is None and a.dataset == "sharegpt":  # --seed: the arrivals
-        return ["--dataset-name", "sharegpt", "--dataset-path", SHAREGPT_FILE,
-                *(["--seed", flag_number(a.seed)] if a.seed != 0 else [])]
+    if a is not None and a.trace is None and a.dataset == "sharegpt":
+        return ["--dataset-name", "sharegpt", "--dataset-path", SHAREGPT_FILE]
     if a is not None and a.trace is None and a.dataset in (None, "random"):
         out = ["--dataset-name", "random", "--random-input-len", str(a.random_input_len),
                "--random-output-len", str(a.random_output_len)]
@@ -251,6 +251,19 @@ def bench_dataset(traffic: PlanTraffic) -> list[str]:
     return ["--dataset-name", "random",
             "--random-input-len", str(int(np.median(unit.prompt_tokens))),
             "--random-output-len", str(int(np.median(unit.output_tokens)))]
+
+
+def seed_warning(traffic: PlanTraffic) -> tuple[str, ...]:
+    """sharegpt at --seed N != 0: vLLM's one --seed shuffles the conversations and draws the
+    send times, so the Verify line (seed 0, the judged conversations) sends them at other
+    times than kvplan drew (at --request-rate, or in capacity mode at the rate found)."""
+    a = traffic.args
+    if a is None or a.trace is not None or a.dataset != "sharegpt" or a.seed == 0:
+        return ()
+    return (f"Verify sends the sharegpt conversations kvplan judged (vllm bench serve's --seed "
+            f"0 sample) at the send times vllm bench serve draws with that seed; kvplan drew "
+            f"them with --seed {a.seed} (vLLM's one --seed picks both the conversations and "
+            "the times)",)
 
 
 def flag_number(x: float) -> str:
