@@ -57,7 +57,8 @@ def default_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) ->
     capacity plan's resolved settings (the GPU class decides the defaults there).
 
     vLLM (arg_utils, usage context OPENAI_API_SERVER) uses 8192 tokens / 1024 sequences on
-    GPUs with at least 70 GiB (except A100), else 2048 / 256. vLLM 0.11.0 runs chunked
+    GPUs with at least 70 GiB (except A100), else 2048 / 256; an unset max_num_seqs is at
+    most the token budget (``min(default, max_num_batched_tokens)``). vLLM 0.11.0 runs chunked
     prefill whatever ``enable_chunked_prefill`` says (_set_default_args turns it on for every
     generating model); a Limits with ``chunked_prefill=False`` is vLLM's other scheduler
     branch (pooling models, later releases).
@@ -66,7 +67,8 @@ def default_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) ->
     tokens = engine.max_num_batched_tokens
     if tokens is None:
         tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS if big or gpu_memory_bytes is None else 2048
-    seqs = engine.max_num_seqs or (1024 if big else DEFAULT_MAX_NUM_SEQS)
+    # EngineArgs._set_default_args: max_num_seqs = min(default, max_num_batched_tokens)
+    seqs = engine.max_num_seqs or min(1024 if big else DEFAULT_MAX_NUM_SEQS, tokens)
     return Limits(max_num_batched_tokens=tokens, max_num_seqs=seqs, chunked_prefill=True,
                   prefix_caching=engine.enable_prefix_caching,
                   long_prefill_token_threshold=engine.long_prefill_token_threshold)

@@ -1,0 +1,31 @@
+"""Hunt 19 (sim19): the serving simulator against vLLM 0.11.0's v1 scheduler, exact step
+traces by hand (vllm/v1/core/sched/scheduler.py, engine/arg_utils.py)."""
+
+from __future__ import annotations
+
+from kvplan.sim.scheduler import default_limits
+from kvplan.sim.simulator import simulate
+from kvplan.sim.testing import PipeTimer, workload
+from kvplan.specs.serving import EngineConfig
+
+
+def test_an_unset_max_num_seqs_is_capped_at_the_token_budget_as_vllm_defaults_it():
+    # vLLM 0.11 EngineArgs._set_default_args: max_num_seqs = min(default, max_num_batched_
+    # tokens) when --max-num-seqs is not given (256 on an unknown GPU, budget 4 -> 4).
+    assert default_limits(EngineConfig(max_num_batched_tokens=4)).max_num_seqs == 4
+    assert default_limits(EngineConfig(max_num_batched_tokens=128),
+                          80 * 1024**3).max_num_seqs == 128
+    assert default_limits(EngineConfig(max_num_batched_tokens=4, max_num_seqs=2)
+                          ).max_num_seqs == 2
+    # Where it shows: pp = 2 batches in flight. Eight 1-token prompts, 3 outputs each, at 0;
+    # a batch alone takes stage + (pp - 1) x stage = 2 s. Batch 0 at 0 s: A-D (4 tokens, the
+    # budget), back at 2; the next batch at 0 s is empty (A-D in flight, running = 4 =
+    # max_num_seqs, so E-H wait). A-D decode at 2 -> 4 and 4 -> 6 (finish at 6), then E-H
+    # run 6 -> 12. Before: max_num_seqs 256, E-H joined at 0 s beside A-D in flight
+    # (8 running, E-H finished at 7).
+    w = workload([0.0] * 8, [1] * 8, [3] * 8)
+    r = simulate(w, timer=PipeTimer(pp=2), num_blocks=100, block_size=16,
+                 engine=EngineConfig(max_num_batched_tokens=4))
+    assert r.steps.running.tolist() == [4] * 6
+    assert r.steps.new_tokens.tolist() == [4] * 6
+    assert r.finish_s.tolist() == [6.0] * 4 + [12.0] * 4
