@@ -3,9 +3,12 @@ traces by hand (vllm/v1/core/sched/scheduler.py, engine/arg_utils.py)."""
 
 from __future__ import annotations
 
-from kvplan.sim.scheduler import default_limits
+import pytest
+
+from kvplan.errors import InputError
+from kvplan.sim.scheduler import Limits, default_limits
 from kvplan.sim.simulator import simulate
-from kvplan.sim.testing import PipeTimer, workload
+from kvplan.sim.testing import LinearTimer, PipeTimer, workload
 from kvplan.specs.serving import EngineConfig
 
 
@@ -29,3 +32,23 @@ def test_an_unset_max_num_seqs_is_capped_at_the_token_budget_as_vllm_defaults_it
     assert r.steps.running.tolist() == [4] * 6
     assert r.steps.new_tokens.tolist() == [4] * 6
     assert r.finish_s.tolist() == [6.0] * 4 + [12.0] * 4
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(limits=Limits(max_num_batched_tokens=4, max_num_seqs=2), block_size=-16),
+    dict(limits_args=dict(max_num_batched_tokens=0, max_num_seqs=1)),
+    dict(limits_args=dict(max_num_batched_tokens=4, max_num_seqs=0)),
+    dict(limits_args=dict(max_num_batched_tokens=-3, max_num_seqs=2)),
+    dict(limits_args=dict(max_num_batched_tokens=4, max_num_seqs=2,
+                          long_prefill_token_threshold=-1)),
+])
+def test_simulate_refuses_budgets_and_block_sizes_vllm_cannot_run(kwargs, monkeypatch):
+    # Before: a zero budget or zero max_num_seqs ran into "AssertionError: scheduler made no
+    # progress" (the core: "tokens outside the tables" / "bad limits"), block_size -16 an
+    # IndexError, and a negative threshold ran as no cap; now one InputError naming it.
+    monkeypatch.setenv("KVPLAN_SIM_CORE", "python")
+    w = workload([0.0, 0.0], [5, 5], [2, 2])
+    with pytest.raises(InputError, match=r"must be a whole number in \["):
+        lim = kwargs.get("limits") or Limits(**kwargs["limits_args"])
+        simulate(w, timer=LinearTimer(), num_blocks=20, block_size=kwargs.get("block_size", 4),
+                 limits=lim)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kvplan.limits import MAX_BATCH, MAX_TOKENS, check_int
 from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.state import RUNNING, WAITING, IntArray, SimState
 from kvplan.specs.serving import EngineConfig
@@ -39,6 +40,14 @@ class Limits:
     ``chunked_prefill_size``) - whenever there is any it can schedule, and decodes only when
     there is none (``Scheduler.get_next_batch_to_run`` with mixed chunks off, its default).
     Calibration replays of SGLang runs only; the step-by-step engine runs it (fast=False)."""
+
+    def __post_init__(self) -> None:
+        """vLLM's bounds (a zero budget or seat count would schedule nothing, forever)."""
+        check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_TOKENS,
+                  where="Limits")
+        check_int("max_num_seqs", self.max_num_seqs, 1, MAX_BATCH, where="Limits")
+        check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0,
+                  MAX_TOKENS, where="Limits")
 
     def cap(self, tokens: int) -> int:
         """vLLM: ``if 0 < long_prefill_token_threshold < num_new_tokens: cap to it``."""

@@ -15,6 +15,7 @@ import numpy as np
 from kvplan.costs.step.batch import StepTimer, idle_timer
 from kvplan.costs.step.parallel import pp_queue
 from kvplan.errors import InputError
+from kvplan.limits import MAX_TOKENS, check_int
 from kvplan.sim import core, pipeline
 from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.books import check_books
@@ -63,7 +64,8 @@ def simulate(
     ``num_blocks - 1``.
     """
     engine = engine or EngineConfig()
-    b = block_size or engine.block_size
+    b = engine.block_size if block_size is None else block_size
+    check_int("block_size", b, 1, MAX_TOKENS, where="simulate")
     if engine.data_parallel_size > 1:  # one scheduler here; DP ranks are dp of them
         raise InputError("simulate runs one engine: --data-parallel-size "
                          f"{engine.data_parallel_size} runs in sim.dp.lockstep.simulate_dp "
