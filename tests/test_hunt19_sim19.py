@@ -52,3 +52,24 @@ def test_simulate_refuses_budgets_and_block_sizes_vllm_cannot_run(kwargs, monkey
         lim = kwargs.get("limits") or Limits(**kwargs["limits_args"])
         simulate(w, timer=LinearTimer(), num_blocks=20, block_size=kwargs.get("block_size", 4),
                  limits=lim)
+
+
+@pytest.mark.parametrize("path", ["core", "python"])
+@pytest.mark.parametrize(("arrivals", "match"), [
+    ([5.0, 0.0, 2.0], "sorted ascending"),
+    ([0.0, float("nan"), 1.0], "finite seconds >= 0"),
+    ([0.0, -1.0, 1.0], "finite seconds >= 0"),
+    ([0.0, float("inf"), 1.0], "finite seconds >= 0"),
+])
+def test_simulate_refuses_arrivals_its_loops_cannot_release_in_order(path, arrivals, match,
+                                                                     monkeypatch):
+    # Before: the loops release requests in list order. [5, 0, 2] (1 s steps, budget 8):
+    # the request sent at 0 s was scheduled at 5 s (finish 7 s, not 2 s); a NaN arrival
+    # never came and the run never ended (a hang); inf left the requests after it unserved,
+    # silently. specs.requests.Workload refuses these; simulate's duck-typed workloads now do.
+    if path == "python":
+        monkeypatch.setenv("KVPLAN_SIM_CORE", "python")
+    w = workload(arrivals, [4, 4, 4], [2, 2, 2])
+    with pytest.raises(InputError, match=match):
+        simulate(w, timer=LinearTimer(), num_blocks=20, block_size=4,
+                 limits=Limits(max_num_batched_tokens=8, max_num_seqs=4))

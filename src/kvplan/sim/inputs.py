@@ -1,7 +1,9 @@
-"""simulate()'s inputs: the KV shape a model's cache takes in the pool, and the note where a
-shared prefix would hit in vLLM but is not modelled here."""
+"""simulate()'s inputs: the KV shape a model's cache takes in the pool, the workload's arrival
+times, and the note where a shared prefix would hit in vLLM but is not modelled here."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from kvplan.errors import InputError
 from kvplan.sim.blocks import KvShape, kv_shape_from
@@ -35,3 +37,14 @@ def kv_shape(kv: ModelKv | KvShape | None, block_size: int) -> KvShape:
             raise InputError(f"KvShape block size {kv.block_size} != --block-size {block_size}")
         return kv
     return kv_shape_from(kv, block_size)
+
+
+def check_arrivals(workload: WorkloadLike) -> None:
+    """Arrival times as ``specs.requests.Workload`` has them: finite seconds >= 0, ascending.
+    The loops release requests in that order (a NaN one never arrives: the run never ended;
+    one sent before the request listed ahead of it waited for that one's time)."""
+    t = np.asarray(workload.arrival_s, dtype=np.float64)
+    if len(t) and not (bool(np.all(np.isfinite(t))) and float(t.min()) >= 0.0):
+        raise InputError("workload: arrival times must be finite seconds >= 0")
+    if len(t) > 1 and bool(np.any(np.diff(t) < 0)):
+        raise InputError("workload: arrival times must be sorted ascending")

@@ -21,7 +21,7 @@ from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
 from kvplan.sim.frontend import plan_front_end
-from kvplan.sim.inputs import kv_shape, note_unmodelled_hits
+from kvplan.sim.inputs import check_arrivals, kv_shape, note_unmodelled_hits
 from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
@@ -73,6 +73,7 @@ def simulate(
     if num_blocks < 2:
         raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
                          f"block), got {num_blocks}")
+    check_arrivals(workload)
     shape = kv_shape(kv, b)
     lim = limits or default_limits(engine)
     fast = fast and not lim.prefill_first  # SGLang's policy: the general scheduler only
