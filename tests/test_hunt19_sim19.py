@@ -73,3 +73,15 @@ def test_simulate_refuses_arrivals_its_loops_cannot_release_in_order(path, arriv
     with pytest.raises(InputError, match=match):
         simulate(w, timer=LinearTimer(), num_blocks=20, block_size=4,
                  limits=Limits(max_num_batched_tokens=8, max_num_seqs=4))
+
+
+@pytest.mark.parametrize("path", ["core", "python"])
+def test_simulate_refuses_a_fractional_block_count(path, monkeypatch):
+    # Before: num_blocks=20.5 ran on the Python loop with 19.5 usable blocks and raised
+    # "TypeError: 'float' object cannot be interpreted as an integer" in the core.
+    if path == "python":
+        monkeypatch.setenv("KVPLAN_SIM_CORE", "python")
+    w = workload([0.0, 1.0], [4, 4], [2, 2])
+    with pytest.raises(InputError, match="num_blocks must be a whole number of KV blocks"):
+        simulate(w, timer=LinearTimer(), num_blocks=20.5, block_size=4,  # type: ignore[arg-type]
+                 limits=Limits(max_num_batched_tokens=8, max_num_seqs=4))

@@ -3,9 +3,12 @@ times, and the note where a shared prefix would hit in vLLM but is not modelled 
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from kvplan.errors import InputError
+from kvplan.limits import MAX_TOKENS, check_int
 from kvplan.sim.blocks import KvShape, kv_shape_from
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import WorkloadLike
@@ -48,3 +51,14 @@ def check_arrivals(workload: WorkloadLike) -> None:
         raise InputError("workload: arrival times must be finite seconds >= 0")
     if len(t) > 1 and bool(np.any(np.diff(t) < 0)):
         raise InputError("workload: arrival times must be sorted ascending")
+
+
+def check_pool(num_blocks: int, block_size: int) -> None:
+    """A whole number of blocks, two at least (one is vLLM's null block), and a block size."""
+    check_int("block_size", block_size, 1, MAX_TOKENS, where="simulate")
+    if isinstance(num_blocks, bool) or not isinstance(num_blocks, numbers.Integral):
+        raise InputError(f"simulate: num_blocks must be a whole number of KV blocks, got "
+                         f"{num_blocks!r}")
+    if num_blocks < 2:
+        raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
+                         f"block), got {num_blocks}")

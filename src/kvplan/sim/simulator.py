@@ -15,13 +15,12 @@ import numpy as np
 from kvplan.costs.step.batch import StepTimer, idle_timer
 from kvplan.costs.step.parallel import pp_queue
 from kvplan.errors import InputError
-from kvplan.limits import MAX_TOKENS, check_int
 from kvplan.sim import core, pipeline
 from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
 from kvplan.sim.frontend import plan_front_end
-from kvplan.sim.inputs import check_arrivals, kv_shape, note_unmodelled_hits
+from kvplan.sim.inputs import check_arrivals, check_pool, kv_shape, note_unmodelled_hits
 from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
@@ -65,14 +64,11 @@ def simulate(
     """
     engine = engine or EngineConfig()
     b = engine.block_size if block_size is None else block_size
-    check_int("block_size", b, 1, MAX_TOKENS, where="simulate")
     if engine.data_parallel_size > 1:  # one scheduler here; DP ranks are dp of them
         raise InputError("simulate runs one engine: --data-parallel-size "
                          f"{engine.data_parallel_size} runs in sim.dp.lockstep.simulate_dp "
                          "(simulate_serving picks it)")
-    if num_blocks < 2:
-        raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
-                         f"block), got {num_blocks}")
+    check_pool(num_blocks, b)
     check_arrivals(workload)
     shape = kv_shape(kv, b)
     lim = limits or default_limits(engine)
