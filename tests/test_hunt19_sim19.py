@@ -85,3 +85,20 @@ def test_simulate_refuses_a_fractional_block_count(path, monkeypatch):
     with pytest.raises(InputError, match="num_blocks must be a whole number of KV blocks"):
         simulate(w, timer=LinearTimer(), num_blocks=20.5, block_size=4,  # type: ignore[arg-type]
                  limits=Limits(max_num_batched_tokens=8, max_num_seqs=4))
+
+
+def test_max_num_seqs_above_the_gpus_default_token_budget_is_refused_as_vllm_does():
+    # vLLM 0.11: _set_default_args fills an unset --max-num-batched-tokens with the GPU
+    # class's default (H100: 8,192; A100: 2,048) before SchedulerConfig._verify_args refuses
+    # max_num_batched_tokens < max_num_seqs. Before: simulate ran 8,192 tokens / 10,000 seqs.
+    from tests.conftest import assert_one_line_error, run_cli
+
+    for gpu, seqs, budget in (("H100", "10000", "8192"), ("A100-80GB", "3000", "2048")):
+        r = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", gpu, "--max-num-seqs",
+                    seqs, "--num-prompts", "2")
+        assert_one_line_error(r)
+        assert (f"the GPU's default --max-num-batched-tokens {budget} is below "
+                f"--max-num-seqs {seqs}") in r.err
+    ok = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-num-seqs",
+                 "8192", "--num-prompts", "2", "--json")  # 8,192 >= 8,192: vLLM starts
+    assert ok.code == 0, ok.err
