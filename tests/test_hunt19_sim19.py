@@ -102,3 +102,28 @@ def test_max_num_seqs_above_the_gpus_default_token_budget_is_refused_as_vllm_doe
     ok = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-num-seqs",
                  "8192", "--num-prompts", "2", "--json")  # 8,192 >= 8,192: vLLM starts
     assert ok.code == 0, ok.err
+
+
+def test_a_request_whose_tokens_are_in_flight_keeps_its_sliding_window_blocks():
+    # vLLM 0.11 schedule(): a running request with num_new_tokens == 0 (pp: its last tokens
+    # are in flight, num_computed_tokens already advanced) is skipped ("continue") before
+    # allocate_slots, so remove_skipped_blocks does not trim its window until it is
+    # scheduled again. Block size 1, one sliding group of window 4, pp = 2 (a batch alone
+    # 2 s), budget 8; A and B (8-token prompts, 3 outputs) at 0 s:
+    #   batch 0 at 0 s: A 8 tokens -> A holds 8 blocks                        used 8
+    #   batch 1 at 0 s: A in flight (skipped, keeps 8); B 8 tokens -> 8        used 16
+    #   batch 2 at 2 s: A decodes: computed 8 frees (8 - 4 + 1) // 1 = 5, takes 1 -> 4;
+    #                   B in flight keeps 8                                   used 12
+    #   batches 3-5 (3, 4, 5 s): one decodes (4), the other in flight (4)     used 8
+    # Before: an in-flight request went through the block arithmetic with new = 0 and gave
+    # its out-of-window blocks back a batch early: used 8, 11, 7, 7, 7, 7.
+    from kvplan.sim.blocks import CacheGroup, KvShape
+
+    shape = KvShape(block_size=1, groups=(CacheGroup(kind="sliding", window=4),))
+    r = simulate(workload([0.0, 0.0], [8, 8], [3, 3]), timer=PipeTimer(pp=2), num_blocks=100,
+                 block_size=1, kv=shape, limits=Limits(max_num_batched_tokens=8, max_num_seqs=4),
+                 validate=True)
+    assert r.steps.used_blocks.tolist() == [8, 16, 12, 8, 8, 8]
+    assert r.steps.new_tokens.tolist() == [8, 8, 1, 1, 1, 1]
+    assert r.steps.start_s.tolist() == [0.0, 0.0, 2.0, 3.0, 4.0, 5.0]
+    assert r.finish_s.tolist() == [6.0, 7.0]
