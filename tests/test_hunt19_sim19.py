@@ -55,24 +55,40 @@ def test_simulate_refuses_budgets_and_block_sizes_vllm_cannot_run(kwargs, monkey
 
 
 @pytest.mark.parametrize("path", ["core", "python"])
-@pytest.mark.parametrize(("arrivals", "match"), [
-    ([5.0, 0.0, 2.0], "sorted ascending"),
-    ([0.0, float("nan"), 1.0], "finite seconds >= 0"),
-    ([0.0, -1.0, 1.0], "finite seconds >= 0"),
-    ([0.0, float("inf"), 1.0], "finite seconds >= 0"),
-])
-def test_simulate_refuses_arrivals_its_loops_cannot_release_in_order(path, arrivals, match,
-                                                                     monkeypatch):
-    # Before: the loops release requests in list order. [5, 0, 2] (1 s steps, budget 8):
-    # the request sent at 0 s was scheduled at 5 s (finish 7 s, not 2 s); a NaN arrival
-    # never came and the run never ended (a hang); inf left the requests after it unserved,
-    # silently. specs.requests.Workload refuses these; simulate's duck-typed workloads now do.
+@pytest.mark.parametrize("arrivals", [[0.0, float("nan"), 1.0], [0.0, -1.0, 1.0],
+                                      [0.0, float("inf"), 1.0]])
+def test_simulate_refuses_arrivals_that_are_not_finite_seconds(path, arrivals, monkeypatch):
+    # Before: a NaN arrival never came and the run never ended (a hang); inf left the
+    # requests after it unserved, silently; -1 s ran. specs.requests.Workload refuses them,
+    # and now so do simulate's duck-typed workloads (simulate_dp and simulate_disagg too).
     if path == "python":
         monkeypatch.setenv("KVPLAN_SIM_CORE", "python")
     w = workload(arrivals, [4, 4, 4], [2, 2, 2])
-    with pytest.raises(InputError, match=match):
+    with pytest.raises(InputError, match="finite seconds >= 0"):
         simulate(w, timer=LinearTimer(), num_blocks=20, block_size=4,
                  limits=Limits(max_num_batched_tokens=8, max_num_seqs=4))
+
+
+@pytest.mark.parametrize(("path", "fast"), [("core", True), ("python", True),
+                                            ("python", False)])
+def test_an_open_loop_releases_requests_in_arrival_order_whatever_the_list_order(
+        path, fast, monkeypatch):
+    # Arrivals [5, 0, 2], 4-token prompts, 2 outputs, 1 s steps, budget 8: the request sent
+    # at 0 s prefills in [0, 1], decodes in [1, 2] (finish 2); the one at 2 s runs [2, 4], the
+    # one at 5 s [5, 7]. Before, a timer without an API path released them in list order:
+    # the request sent at 0 s waited for the one at 5 s (scheduled 5 s, finish 7 s); with an
+    # API path (and simulate_dp, simulate_disagg) they were already in arrival order.
+    if path == "python":
+        monkeypatch.setenv("KVPLAN_SIM_CORE", "python")
+    w = workload([5.0, 0.0, 2.0], [4, 4, 4], [2, 2, 2])
+    r = simulate(w, timer=LinearTimer(), num_blocks=20, block_size=4,
+                 limits=Limits(max_num_batched_tokens=8, max_num_seqs=4), fast=fast)
+    assert r.scheduled_s.tolist() == [5.0, 0.0, 2.0]
+    assert r.finish_s.tolist() == [7.0, 2.0, 4.0]
+    closed = workload([5.0, 0.0, 2.0], [4, 4, 4], [2, 2, 2], concurrency=2)
+    with pytest.raises(InputError, match=r"closed loop .* sorted ascending"):
+        simulate(closed, timer=LinearTimer(), num_blocks=20, block_size=4,
+                 limits=Limits(max_num_batched_tokens=8, max_num_seqs=4), fast=fast)
 
 
 @pytest.mark.parametrize("path", ["core", "python"])

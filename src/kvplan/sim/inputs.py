@@ -42,15 +42,16 @@ def kv_shape(kv: ModelKv | KvShape | None, block_size: int) -> KvShape:
     return kv_shape_from(kv, block_size)
 
 
-def check_arrivals(workload: WorkloadLike) -> None:
-    """Arrival times as ``specs.requests.Workload`` has them: finite seconds >= 0, ascending.
-    The loops release requests in that order (a NaN one never arrives: the run never ended;
-    one sent before the request listed ahead of it waited for that one's time)."""
+def check_arrivals(workload: WorkloadLike, *, in_order: bool = False) -> None:
+    """Finite arrival seconds >= 0 (a NaN one never arrived: the run never ended); ``in_order``
+    (a closed loop: its clients send the requests in list order) ascending too. Open loops
+    release requests in arrival order (``frontend.plan_front_end``)."""
     t = np.asarray(workload.arrival_s, dtype=np.float64)
     if len(t) and not (bool(np.all(np.isfinite(t))) and float(t.min()) >= 0.0):
         raise InputError("workload: arrival times must be finite seconds >= 0")
-    if len(t) > 1 and bool(np.any(np.diff(t) < 0)):
-        raise InputError("workload: arrival times must be sorted ascending")
+    if in_order and len(t) > 1 and bool(np.any(np.diff(t) < 0)):
+        raise InputError("workload: a closed loop (max concurrency) sends requests in list "
+                         "order, so arrival times must be sorted ascending")
 
 
 def check_pool(num_blocks: int, block_size: int) -> None:

@@ -69,7 +69,7 @@ def simulate(
                          f"{engine.data_parallel_size} runs in sim.dp.lockstep.simulate_dp "
                          "(simulate_serving picks it)")
     check_pool(num_blocks, b)
-    check_arrivals(workload)
+    check_arrivals(workload, in_order=bool(workload.closed_loop_concurrency))
     shape = kv_shape(kv, b)
     lim = limits or default_limits(engine)
     fast = fast and not lim.prefill_first  # SGLang's policy: the general scheduler only
