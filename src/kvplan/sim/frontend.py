@@ -76,7 +76,10 @@ def plan_front_end(timer: Any, arrival: FloatArray, prompt: IntArray,
     d, a = _paths(timer, len(arrival), prompt)
     has_d, has_a = bool(np.max(d, initial=0.0) > 0.0), bool(np.max(a, initial=0.0) > 0.0)
     if not (has_d or has_a):
-        return FrontEnd(None, None, None, arrival.tolist())
+        if closed or not bool(np.any(np.diff(arrival) < 0)):
+            return FrontEnd(None, None, None, arrival.tolist())
+        order = np.argsort(arrival, kind="stable")  # open loop: FCFS by arrival
+        return FrontEnd(None, None, order.tolist(), arrival[order].tolist())
     delay, admit = (d.tolist() if has_d else None), (a.tolist() if has_a else None)
     if closed:
         return FrontEnd(delay, admit, None, arrival.tolist())

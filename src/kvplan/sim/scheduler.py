@@ -2,8 +2,9 @@
 
     budget = max_num_batched_tokens
     RUNNING, in order:  new = min(num_tokens - computed, threshold, budget) (threshold:
-                        long_prefill_token_threshold, if > 0); get its blocks, else
-                        preempt the newest running request (it may be this one) and retry
+                        long_prefill_token_threshold, if > 0; new = 0, pp in flight: skip
+                        it); get its blocks, else preempt the newest running request (it
+                        may be this one) and retry
     WAITING, FCFS, only if nobody was preempted this step and running < max_num_seqs:
                         prefix hits -> computed; new = min(rest, threshold, budget)
                         (no chunking: skip it if rest > budget, vLLM 0.11.0); no blocks
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kvplan.limits import MAX_BATCH, MAX_TOKENS, check_int
 from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.state import RUNNING, WAITING, IntArray, SimState
 from kvplan.specs.serving import EngineConfig
@@ -40,6 +42,13 @@ class Limits:
     there is none (``Scheduler.get_next_batch_to_run`` with mixed chunks off, its default).
     Calibration replays of SGLang runs only; the step-by-step engine runs it (fast=False)."""
 
+    def __post_init__(self) -> None:  # vLLM's bounds (0 would schedule nothing, forever)
+        check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_TOKENS,
+                  where="Limits")
+        check_int("max_num_seqs", self.max_num_seqs, 1, MAX_BATCH, where="Limits")
+        check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0,
+                  MAX_TOKENS, where="Limits")
+
     def cap(self, tokens: int) -> int:
         """vLLM: ``if 0 < long_prefill_token_threshold < num_new_tokens: cap to it``."""
         t = self.long_prefill_token_threshold
@@ -52,21 +61,20 @@ DEFAULT_MAX_NUM_SEQS = 256
 
 def default_limits(engine: EngineConfig, gpu_memory_bytes: int | None = None) -> Limits:
     """Limits when the caller gives none (tests, direct use); unset ones take vLLM's defaults.
-
     ``kvplan.analysis.serving.scheduler_limits`` is what `kvplan simulate` uses: it takes the
-    capacity plan's resolved settings (the GPU class decides the defaults there).
-
-    vLLM (arg_utils, usage context OPENAI_API_SERVER) uses 8192 tokens / 1024 sequences on
-    GPUs with at least 70 GiB (except A100), else 2048 / 256. vLLM 0.11.0 runs chunked
-    prefill whatever ``enable_chunked_prefill`` says (_set_default_args turns it on for every
+    capacity plan's resolved settings (the GPU class decides the defaults there). vLLM
+    (arg_utils, usage context OPENAI_API_SERVER) uses 8192 tokens / 1024 sequences on GPUs
+    with at least 70 GiB (except A100), else 2048 / 256; an unset max_num_seqs is at most the
+    token budget (``min(default, max_num_batched_tokens)``). vLLM 0.11.0 runs chunked prefill
+    whatever ``enable_chunked_prefill`` says (_set_default_args turns it on for every
     generating model); a Limits with ``chunked_prefill=False`` is vLLM's other scheduler
-    branch (pooling models, later releases).
-    """
+    branch (pooling models, later releases)."""
     big = gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 1024**3
     tokens = engine.max_num_batched_tokens
     if tokens is None:
         tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS if big or gpu_memory_bytes is None else 2048
-    seqs = engine.max_num_seqs or (1024 if big else DEFAULT_MAX_NUM_SEQS)
+    # EngineArgs._set_default_args: max_num_seqs = min(default, max_num_batched_tokens)
+    seqs = engine.max_num_seqs or min(1024 if big else DEFAULT_MAX_NUM_SEQS, tokens)
     return Limits(max_num_batched_tokens=tokens, max_num_seqs=seqs, chunked_prefill=True,
                   prefix_caching=engine.enable_prefix_caching,
                   long_prefill_token_threshold=engine.long_prefill_token_threshold)
@@ -166,7 +174,8 @@ class Scheduler:
         if int(_sum(want)) > budget:  # the budget runs out inside the list
             before = np.cumsum(want) - want
             new = np.minimum(np.maximum(budget - before, 0), want)
-            take = new > 0
+        take = new > 0  # 0: its tokens are in flight (pp), vLLM skips it (no allocate_slots)
+        if not take.all():
             ids, c, p, left, new = ids[take], c[take], p[take], left[take], new[take]
         need = self._blocks(c + new, c) - s.held[ids]
         if not self._take_all(need):
@@ -217,6 +226,9 @@ class Scheduler:
             c = int(s.computed[r])
             left = int(s.prompt[r] + s.generated[r]) - c
             new = min(self.limits.cap(left), budget)
+            if new == 0:  # its tokens are in flight (pp): vLLM skips it, no allocate_slots
+                i += 1
+                continue
             need = self.shape.blocks_one(c + new, c) - int(s.held[r])
             if not self._make_room(r, need, plan):
                 break

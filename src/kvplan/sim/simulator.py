@@ -20,7 +20,7 @@ from kvplan.sim.blocks import BlockPool, KvShape
 from kvplan.sim.books import check_books
 from kvplan.sim.fastpath import FastForward
 from kvplan.sim.frontend import FrontEnd, plan_front_end, refusal_times
-from kvplan.sim.inputs import kv_shape, note_unmodelled_hits
+from kvplan.sim.inputs import check_arrivals, check_pool, kv_shape, note_unmodelled_hits
 from kvplan.sim.lean import Cohort
 from kvplan.sim.lean_step import LeanStep
 from kvplan.sim.rejects import reject_reasons
@@ -63,14 +63,13 @@ def simulate(
     ``num_blocks - 1``.
     """
     engine = engine or EngineConfig()
-    b = block_size or engine.block_size
+    b = engine.block_size if block_size is None else block_size
     if engine.data_parallel_size > 1:  # one scheduler here; DP ranks are dp of them
         raise InputError("simulate runs one engine: --data-parallel-size "
                          f"{engine.data_parallel_size} runs in sim.dp.lockstep.simulate_dp "
                          "(simulate_serving picks it)")
-    if num_blocks < 2:
-        raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
-                         f"block), got {num_blocks}")
+    check_pool(num_blocks, b)
+    check_arrivals(workload, in_order=bool(workload.closed_loop_concurrency))
     shape = kv_shape(kv, b)
     lim = limits or default_limits(engine)
     fast = fast and not lim.prefill_first  # SGLang's policy: the general scheduler only

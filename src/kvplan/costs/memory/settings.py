@@ -88,7 +88,7 @@ def settings_for(model: ModelSpec, hw: HardwareSpec, engine: EngineConfig,
     tokens = vd.default_batch_limits(hw)[0]
     _check_dtype(model, engine.dtype)
     _check_act_dtype(model, engine.dtype, fmt)
-    _check_batch_limits(engine, max_len)
+    _check_batch_limits(engine, tokens)
     _check_whole_gpu(engine, hw)
     _check_parallel(model, hw, engine)
     _check_attention_block(model, hw, engine)
@@ -206,19 +206,21 @@ def _check_tower(model: ModelSpec, engine: EngineConfig) -> None:
             "model's own config)")
 
 
-def _check_batch_limits(engine: EngineConfig, max_len: int) -> None:
+def _check_batch_limits(engine: EngineConfig, default_tokens: int) -> None:
     """vLLM's SchedulerConfig check on the two budgets: it refuses to start when
-    max_num_batched_tokens < max_num_seqs. A defaulted max_num_seqs is capped instead
+    max_num_batched_tokens < max_num_seqs, a budget the GPU class defaulted (``default_tokens``,
+    set by _set_default_args before the check) too. A defaulted max_num_seqs is capped instead
     (``vllm_defaults.default_max_num_seqs``). Its refusal of a budget below max_model_len
     without chunked prefill never fires in 0.11.0: _set_default_args turns chunked prefill
     back on for generating models (``analysis.serving.scheduler_limits``)."""
     tokens, seqs = engine.max_num_batched_tokens, engine.max_num_seqs
-    if tokens is None:
+    if seqs is None or (tokens or default_tokens) >= seqs:
         return
-    if seqs is not None and tokens < seqs:
-        raise InputError(f"--max-num-batched-tokens {tokens} is below --max-num-seqs {seqs}: "
-                         "vLLM refuses to start (max_num_batched_tokens must be >= "
-                         f"max_num_seqs); raise it to {seqs} or lower --max-num-seqs")
+    given = (f"--max-num-batched-tokens {tokens}" if tokens is not None else
+             f"the GPU's default --max-num-batched-tokens {default_tokens}")
+    raise InputError(f"{given} is below --max-num-seqs {seqs}: vLLM refuses to start "
+                     "(max_num_batched_tokens must be >= max_num_seqs); raise it to "
+                     f"{seqs} or lower --max-num-seqs")
 
 
 def _check_whole_gpu(engine: EngineConfig, hw: HardwareSpec) -> None:

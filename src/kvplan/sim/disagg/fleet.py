@@ -38,6 +38,7 @@ from kvplan.sim.disagg.link import (
 )
 from kvplan.sim.disagg.result import DisaggResult, Transfers, client_view
 from kvplan.sim.dp.merge import DpResult
+from kvplan.sim.inputs import check_arrivals
 from kvplan.sim.result import KvSeries, SimulationResult
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import REJECTED, FloatArray, IntArray, WorkloadLike
@@ -86,6 +87,7 @@ def simulate_disagg(workload: WorkloadLike, *, prefill: PoolSim, decode: PoolSim
     if workload.closed_loop_concurrency:
         raise InputError("--max-concurrency is not modelled for a disaggregated fleet yet; "
                          "give --request-rate instead")
+    check_arrivals(workload)
     _check_size(len(workload.prompt_tokens), prefill, decode)
     fleet = _Fleet(workload, prefill, decode, transfer, validate, router)
     # the compiled fleet runs TP instances only: DP instances run here (docs/disaggregation.md)

@@ -32,6 +32,7 @@ from kvplan.sim.dp.balancer import DpBalancer
 from kvplan.sim.dp.merge import DpResult, merge_ranks
 from kvplan.sim.dp.rank import Lockstep, RankLoop, RankPlan
 from kvplan.sim.frontend import engine_arrivals
+from kvplan.sim.inputs import check_arrivals
 from kvplan.sim.scheduler import Limits
 from kvplan.sim.state import REJECTED, WorkloadLike
 
@@ -99,6 +100,7 @@ def simulate_dp(workload: WorkloadLike, sim: RankSim, *, validate: bool = False,
     if sim.num_blocks < 2:
         raise InputError(f"the KV pool must have at least two blocks (one is vLLM's null "
                          f"block), got {sim.num_blocks}")
+    check_arrivals(workload)
     if workload.closed_loop_concurrency:
         raise InputError("--max-concurrency is not modelled for a data-parallel fleet yet; "
                          "give --request-rate instead")
