@@ -1,0 +1,56 @@
+"""Hunt 19 (planner, helper plan19): kvplan plan's $ figures and words against its own numbers."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from tests.conftest import CliResult, run_cli
+
+BURST = ("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts", "50",
+         "--request-rate", "100000", "--slo", "ttft:p99:1000", "tpot:p99:40", "--gpu", "L40S",
+         "-tp", "1", "--max-num-batched-tokens", "2048", "--workers", "1")
+
+
+@cache
+def _burst_json() -> CliResult:
+    res = run_cli(*BURST, "--json")
+    assert res.code == 0, res.err
+    return res
+
+
+# -------------------- D1: $/M out tok priced a burst as a load held for good
+# 50 requests arrive within about 0.5 ms (target rate 49 / span = 99,519 req/s). The winner,
+# 4 L40S TP1 replicas at 4 x $1.09 = $4.36/h, serves them within the SLO, but no L40S TP1
+# replica can hold more than its prefill-compute ceiling, 14.54 req/s (1 / (c_min x mean
+# computed tokens), docs/planner.md) for good: 4 x 14.54 = 58.2 req/s, 58.2 x 128 = 7,446
+# output tok/s at the very most. The plan priced $/M at the target load held for good,
+# 99,519 x 128 = 12,738,476 tok/s: 4.36 / (12,738,476 x 3600) x 1e6 = $0.000095/M, about
+# 8,500 x below what the fleet's own run turns out (its 6,400 tokens / run duration, 1,500
+# tok/s: 4.36 / (1,500 x 3600) x 1e6 = $0.81/M). Where the target rate is above what the
+# fleet can hold (its replicas x one replica's smallest ceiling), the trace is a burst the
+# fleet drains: $/M is priced at the run's own output tokens / duration, and says so.
+def test_a_burst_the_fleet_cannot_hold_is_priced_at_its_run() -> None:
+    doc = _burst_json().json()
+    s = doc["summary"]
+    w = next(c for c in doc["candidates"] if c["id"] == s["best"])
+    held = s["replicas"] * min(w["ceilings_rps"].values())
+    assert doc["inputs"]["target_rate_rps"] > 1000 * held  # a burst, not a load held
+    assert s["usd_per_hour"] == pytest.approx(s["replicas"] * 1.09)
+    assert s["priced_output_tokens_per_s"] <= held * 128
+    assert s["priced_output_tokens_per_s"] == pytest.approx(s["output_tokens_per_s"])
+    assert s["usd_per_million_output_tokens"] == pytest.approx(
+        s["usd_per_hour"] / (s["output_tokens_per_s"] * 3600) * 1e6)
+    assert s["usd_per_million_output_tokens"] > 0.1
+    assert w["usd_per_million_output_tokens"] == pytest.approx(s["usd_per_million_output_tokens"])
+    assert "burst" in s["priced_output_tokens_per_s_definition"]
+    assert f"{held:.3g} req/s" in s["priced_output_tokens_per_s_definition"]
+
+
+def test_a_burst_text_says_what_its_dollars_per_token_are_priced_at() -> None:
+    res = run_cli(*BURST)
+    assert res.code == 0, res.err
+    out = " ".join(res.out.split())
+    assert "the target load held for good" not in out
+    assert "$/M out tok is priced at" in out and "a burst the fleet drains" in out
