@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,40 @@ def test_a_burst_text_says_what_its_dollars_per_token_are_priced_at() -> None:
     out = " ".join(res.out.split())
     assert "the target load held for good" not in out
     assert "$/M out tok is priced at" in out and "a burst the fleet drains" in out
+
+
+# -------------------- D2: stale-price warnings named GPUs the plan never priced
+# A --prices file with H100 and L40S rows read on 2025-01-01 (706 days before 2026-12-08) and
+# an A100 row read on 2026-12-01: `--gpu A100` searches, prices and levers A100 alone (the
+# --gpu lever takes the next GPU *of the space*), yet the plan warned "price of
+# H100-SXM-80GB at acme was observed on 2025-01-01 (706 days ago)" and the same for L40S:
+# two warnings about prices no figure of the answer uses. A warning now names only the rows
+# of the GPUs searched: none here; with --gpu A100,L40S the L40S one.
+PRICES = ("gpu,provider,instance,gpus_per_instance,gpus_per_node,usd_per_instance_hour,"
+          "source_url,observed_on,transcribed_by\n"
+          "H100,acme,8x H100,8,8,24.00,https://acme,2025-01-01,me\n"
+          "L40S,acme,1x L40S,1,8,1.00,https://acme,2025-01-01,me\n"
+          "A100,acme,1x A100,1,8,1.50,https://acme,2026-12-01,me\n")
+
+
+def test_stale_price_warnings_name_only_the_gpus_searched(tmp_path: Path) -> None:
+    import datetime as dt
+
+    import kvplan
+    from tests.plan_helpers import FAST, poisson_workload, slo
+
+    path = tmp_path / "prices.csv"
+    path.write_text(PRICES)
+    wl = poisson_workload(60, 2.0, 512, 32)
+    day = dt.date(2026, 12, 8)
+    p = kvplan.plan("meta-llama/Llama-3.1-8B", wl, slo("ttft:p99:5000"), gpus=["A100"],
+                    tensor_parallel_sizes=[1], max_num_batched_tokens=[2048],
+                    prices_file=path, today=day, **FAST)
+    assert p.winner is not None
+    assert not [w for w in p.warnings if "observed on" in w]
+    p = kvplan.plan("meta-llama/Llama-3.1-8B", wl, slo("ttft:p99:5000"),
+                    gpus=["A100", "L40S"], tensor_parallel_sizes=[1],
+                    max_num_batched_tokens=[2048], prices_file=path, today=day, **FAST)
+    stale = [w for w in p.warnings if "observed on" in w]
+    assert stale == ["price of L40S at acme was observed on 2025-01-01 (706 days ago); check "
+                     "https://acme"]
