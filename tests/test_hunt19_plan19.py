@@ -92,3 +92,29 @@ def test_stale_price_warnings_name_only_the_gpus_searched(tmp_path: Path) -> Non
     stale = [w for w in p.warnings if "observed on" in w]
     assert stale == ["price of L40S at acme was observed on 2025-01-01 (706 days ago); check "
                      "https://acme"]
+
+
+# -------------------- D3: a disaggregated fleet's goodput binding always read prefill
+# 200 random 8,000 + 300-token prompts at 3 req/s, --goodput ttft:3000 tpot:9 at 90 % on H100
+# TP1 / TP2: the joint winner 1P1D (prefill TP1, decode TP2, $11.97/h) meets it with every
+# judged request good, and of its two bounds TPOT is the near one: at the 90 % share the
+# target asks for, p90 TPOT 7.73 ms is 86 % of its 9 ms, p90 TTFT 696 ms 23 % of its 3 s
+# (`kvplan simulate --disagg 1P1D ... --metric-percentiles 90`). The decode TP is what made it
+# (the three TP1-decode fleets are infeasible). The answer said "binding prefill: goodput_share
+# binds; its slowest 1 % spend ... prefill 1,010.0 ms": a goodput binding was read as a TTFT
+# one whatever bound bound. The goodput bound that binds is the one most judged requests
+# miss, then (none missed here) the one whose value at the target share is nearest its
+# limit; a TPOT bound is the decode instances' (as a tpot percentile term already was).
+def test_a_disaggregated_goodput_binding_names_the_bound_near_its_limit() -> None:
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts",
+                  "200", "--random-input-len", "8000", "--random-output-len", "300",
+                  "--request-rate", "3", "--goodput", "ttft:3000", "tpot:9",
+                  "--goodput-target", "0.9", "--gpu", "H100", "-tp", "1,2", "--disagg",
+                  "--workers", "1", "--json")
+    assert res.code == 0, res.err
+    best = res.json()["joint"]["best_disaggregated"]
+    assert (best["prefill"]["tensor_parallel_size"], best["decode"]["tensor_parallel_size"]) \
+        == (1, 2)
+    assert best["achieved"]["goodput_share"] == 1.0
+    assert best["binding"]["primary"] == "decode"
+    assert best["binding"]["why"].startswith("goodput_share (its tpot bound) binds")
