@@ -118,3 +118,19 @@ def test_a_disaggregated_goodput_binding_names_the_bound_near_its_limit() -> Non
     assert best["achieved"]["goodput_share"] == 1.0
     assert best["binding"]["primary"] == "decode"
     assert best["binding"]["why"].startswith("goodput_share (its tpot bound) binds")
+
+
+# -------------------- D4: the nothing-feasible line counted ruled-out candidates wrongly
+# L40S TP1 and TP2 at chunk 512 under --max-gpus 1 (300 random prompts at 10 req/s,
+# ttft:p99:1000 tpot:p99:40): TP2 needs 2 GPUs, so 1 candidate is ruled out by --max-gpus;
+# the line read "(1 others were ruled out by --max-gpus/--max-cost-per-hour)", no
+# --max-cost-per-hour given. It now counts in words and names the flag that ruled it out.
+def test_the_ruled_out_count_reads_in_words_and_names_its_flag() -> None:
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts",
+                  "300", "--request-rate", "10", "--slo", "ttft:p99:1000", "tpot:p99:40",
+                  "--gpu", "L40S", "-tp", "1,2", "--max-gpus", "1",
+                  "--max-num-batched-tokens", "512", "--workers", "1")
+    assert res.code == 1, res.err
+    out = " ".join(res.out.split())
+    assert "(1 other was ruled out by --max-gpus);" in out
+    assert "1 capacity search (1 probe), 0 fleet runs" in out

@@ -95,7 +95,7 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
     d = best.deployment
     miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {pct_text(100 * abs(m))} %"
     seen = f" ({ms_text(got)} ms)" if got is not None and key != "goodput_share" else ""
-    also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
+    also = _ruled_out(budget)
     lever = advice or _lever_for(key)
     e = d.engine
     dp = (f" DP {e.data_parallel_size}" if e.data_parallel_size > 1 else "") + (
@@ -104,6 +104,15 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
             f"{e.tensor_parallel_size}{dp}, kv {e.kv_cache_dtype}, chunk "
             f"{d.engine.max_num_batched_tokens}), misses {key} {miss}{seen}{_where(best)}"
             f"{_api_note(best)}: {lever}{'' if advice else _outside_text(key, outside or {})}")
+
+
+def _ruled_out(budget: list[Candidate]) -> str:
+    """' (2 others were ruled out by --max-gpus)': how many, by the flags that did."""
+    if not budget:
+        return ""
+    flags = [f for f in BUDGET_FLAGS if any(f in c.reason for c in budget)]
+    verb = "was" if len(budget) == 1 else "were"
+    return f" ({counted(len(budget), 'other')} {verb} ruled out by {' and '.join(flags)})"
 
 
 def _memory_text(reason: str) -> str:
