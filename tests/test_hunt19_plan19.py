@@ -134,3 +134,29 @@ def test_the_ruled_out_count_reads_in_words_and_names_its_flag() -> None:
     out = " ".join(res.out.split())
     assert "(1 other was ruled out by --max-gpus);" in out
     assert "1 capacity search (1 probe), 0 fleet runs" in out
+
+
+# -------------------- D5: kvplan's own limits were worded as vLLM's refusals
+# `--gpu L40S -tp 16` on Llama-3.1-8B: a TP group of 16 spans two 8-GPU L40S nodes, which
+# vLLM runs (TP over nodes with Ray) but kvplan cannot price (it knows no L40S inter-node
+# link). The answer read "error: vLLM refuses every configuration in the space
+# (--tensor-parallel-size 16 spans nodes of L40S, whose inter-node interconnect kvplan does
+# not know)". A refusal that names kvplan's own limit is now said to be kvplan's.
+def test_a_space_kvplan_cannot_model_is_not_called_vllms_refusal() -> None:
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts",
+                  "50", "--request-rate", "1", "--slo", "ttft:p99:5000", "--gpu", "L40S",
+                  "-tp", "16")
+    assert res.code == 2
+    assert "vLLM refuses" not in res.err
+    assert res.err.startswith("error: kvplan cannot model any configuration in the space "
+                              "(--tensor-parallel-size 16 spans nodes of L40S")
+    mixed = run_cli("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts",
+                    "50", "--request-rate", "1", "--slo", "ttft:p99:5000", "--gpu", "L40S",
+                    "-tp", "3,16")
+    assert mixed.code == 2
+    assert mixed.err.startswith("error: vLLM refuses or kvplan cannot model every "
+                                "configuration in the space (--tensor-parallel-size 3 must")
+    vllm = run_cli("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts",
+                   "50", "--request-rate", "1", "--slo", "ttft:p99:5000", "--gpu", "L40S",
+                   "-tp", "3")
+    assert vllm.err.startswith("error: vLLM refuses every configuration in the space")

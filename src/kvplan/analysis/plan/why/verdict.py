@@ -58,15 +58,26 @@ def closest(cands: list[Candidate] | tuple[Candidate, ...]
 
 
 def refused_whole(cands: list[Candidate] | tuple[Candidate, ...]) -> str | None:
-    """When vLLM refuses every configuration of the space (the user's own flags, before any
-    SLO is judged: bad input), one sentence naming its refusals; else None."""
+    """When vLLM (or kvplan's own limits, ``refusers``) refuses every configuration of the
+    space (the user's own flags, before any SLO is judged: bad input), one sentence naming
+    its refusals; else None."""
     judged = [c for c in cands if c.stage != "duplicate"]
     if not judged or any(c.stage != "invalid" for c in judged):
         return None
     reasons = list(dict.fromkeys(c.reason for c in judged))
     more = f"; and {len(reasons) - 3} other refusals" if len(reasons) > 3 else ""
-    return (f"vLLM refuses every configuration in the space ({'; '.join(reasons[:3])}{more}); "
-            "change the flag it names")
+    return f"{refusers(reasons)} ({'; '.join(reasons[:3])}{more}); change the flag it names"
+
+
+def refusers(reasons: Iterable[str]) -> str:
+    """Who refuses the space: vLLM, unless a reason names kvplan's own limit (a link or
+    kernel it does not know: vLLM would run TP 16 over two L40S nodes, kvplan cannot price
+    it)."""
+    ours = [("kvplan" in r) for r in reasons]
+    if ours and all(ours):
+        return "kvplan cannot model any configuration in the space"
+    return (("vLLM refuses or kvplan cannot model" if any(ours) else "vLLM refuses")
+            + " every configuration in the space")
 
 
 def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
@@ -78,7 +89,7 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
         first = next((c for c in cands if c.stage == "pruned_memory"), None)
         if first is None:
             refused = next((c for c in cands if c.stage == "invalid"), cands[0])
-            return (f"vLLM refuses every configuration in the space ({refused.reason}); "
+            return (f"{refusers([refused.reason])} ({refused.reason}); "
                     "change the flag it names")
         return _memory_text(first.reason)
     budget = [c for c in fits if any(f in c.reason for f in BUDGET_FLAGS)]
