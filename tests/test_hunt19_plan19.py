@@ -160,3 +160,26 @@ def test_a_space_kvplan_cannot_model_is_not_called_vllms_refusal() -> None:
                    "50", "--request-rate", "1", "--slo", "ttft:p99:5000", "--gpu", "L40S",
                    "-tp", "3")
     assert vllm.err.startswith("error: vLLM refuses every configuration in the space")
+
+
+# -------------------- D6: "over 1 judged requests" and "(1 preemptions; ...)"
+# --warmup-fraction 0.95 on 20 requests judges 1 request (the first 19 by arrival are the
+# warm-up): the sampling-error line read "over 1 judged requests". The KV binding's "(1
+# preemptions; ...)" counted the same way. Both now count in words.
+def test_the_sampling_line_counts_one_judged_request_in_words() -> None:
+    res = run_cli("plan", "meta-llama/Llama-3.1-8B", "--dataset", "random", "--num-prompts",
+                  "20", "--request-rate", "5", "--slo", "ttft:p99:1000", "--gpu", "L40S",
+                  "-tp", "1", "--warmup-fraction", "0.95", "--workers", "1")
+    assert res.code == 0, res.err
+    out = " ".join(res.out.split())
+    assert "over 1 judged request):" in out and "1 judged requests" not in out
+
+
+def test_the_kv_binding_counts_one_preemption_in_words() -> None:
+    from kvplan.analysis.plan.records import CapacityInfo
+    from kvplan.analysis.plan.why.explain import binding
+
+    cap = CapacityInfo(rate_rps=1.0, bracket_rps=(1.0, 2.0), probes=3, binding_slo="p99_ttft_ms",
+                       peak_kv_usage=0.5, preemptions=1, seqs_capped_share=0.0,
+                       budget_full_share=0.0, prefill_token_share=0.9, prefill_kv_share=0.9)
+    assert "(1 preemption; prefill claims 90 % of the blocks taken)" in binding(cap).why

@@ -183,7 +183,9 @@ def noise_lines(p: Plan, w: Candidate) -> list[str]:
         ("percentiles by order statistics", any(k != "goodput_share" for k, _ in f.intervals)),
         ("goodput by Wilson's score interval", any(k == "goodput_share" for k, _ in f.intervals)))
         if on)
-    out = [f"Sampling error (95 %, {how}, over {f.judged_requests:,} judged requests): {cis}"]
+    n = f.judged_requests
+    out = [f"Sampling error (95 %, {how}, over {n:,} judged request{'' if n == 1 else 's'}): "
+           f"{cis}"]
     for k in f.within_noise:
         out.append(f"  {term_label(k)}: the limit lies inside the interval - the pass is "
                    "within sampling noise; another sample of the same traffic could miss it"
