@@ -156,10 +156,12 @@ def test_stale_prices_warn_and_prefix_affinity_fleet(tmp_path: object) -> None:
 
     assert isinstance(tmp_path, Path)
     prices = tmp_path / "old.csv"
+    # the stale row is the searched GPU's: a stale row of a GPU not searched (L40S here, read
+    # 2026-11-01 in this file) prices nothing and is not warned about (plan19's D2)
     prices.write_text(",".join(COLUMNS) + "\nL40S,acme,1x L40S,1,8,1.0,https://acme.example,"
-                      "2026-06-01,me\n")
-    prices.write_text(prices.read_text() + "H200,acme,1x H200,1,8,2.0,https://acme.example,"
                       "2026-11-01,me\n")
+    prices.write_text(prices.read_text() + "H200,acme,1x H200,1,8,2.0,https://acme.example,"
+                      "2026-06-01,me\n")
     work = kvplan.WorkloadArgs(dataset="mooncake-conversation", num_prompts=200, time_scale=4.0)
     # a loose SLO: this test is about prices and the router, not latency (the calibrated H200
     # profile prices mooncake's long prefills slower than the old one did)
@@ -171,3 +173,4 @@ def test_stale_prices_warn_and_prefix_affinity_fleet(tmp_path: object) -> None:
     assert len(shares) == 2 and sum(shares) == 200 and min(shares) > 0
     (warning,) = [x for x in p.warnings if not x.startswith("Verify approximates")]
     assert "observed on 2026-06-01" in warning and "https://acme.example" in warning
+    assert warning.startswith("price of H200-SXM-141GB at acme")

@@ -112,6 +112,15 @@ PRICED_TARGET = ("the target load held for good: target rate x output tokens per
 """What target mode's ``PlanBands.priced_output_tokens_per_s`` is (text and JSON)."""
 
 
+def priced_burst(held_rps: float) -> str:
+    """What target mode's priced rate is where the fleet cannot hold the target load: the
+    run's own output tokens / duration (``FleetInfo.held_rps``)."""
+    return (f"the run's own output tokens / duration: the target rate is above the "
+            f"{held_rps:.3g} req/s "
+            "this fleet can hold for good (its replicas x one replica's smallest steady-state "
+            "ceiling), so the trace is a burst the fleet drains, not a load it holds")
+
+
 def priced_unit(replicas: int) -> str:
     """What capacity mode's priced rate is when one rented unit holds several replicas."""
     return f"the {replicas} replicas one rented unit holds, each at its sustained rate"

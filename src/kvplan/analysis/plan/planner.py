@@ -324,9 +324,10 @@ def _assemble(spec: ModelSpec, traffic: PlanTraffic, slo: Slo, prices: PriceTabl
               winner: Candidate | None, lev: tuple[Lever, ...], report: SearchReport,
               lim: Limits, advice: str = "") -> Plan:
     today = o.today or dt.date.today()
+    searched = {g.id for g in space.gpus}  # a row of a GPU not searched prices nothing here
     warnings = tuple(f"price of {r.gpu} at {r.provider} was observed on {r.observed_on} "
                      f"({r.age_days(today)} days ago); check {r.source_url}"
-                     for r in prices.stale_rows(today))
+                     for r in prices.stale_rows(today) if r.gpu in searched)
     serve, bench = serve_and_bench(winner, traffic, slo, o.model_id) if winner else ("", "")
     warnings += _what_if(spec, winner)
     if winner is not None and traffic.own_arrivals:

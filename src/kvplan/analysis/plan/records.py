@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvplan.analysis.plan.bands import PlanBands
+from kvplan.analysis.plan.bands import PRICED_TARGET, PlanBands, priced_burst
 from kvplan.costs.pricing import FleetCost
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.prices import PriceTable
@@ -71,6 +71,9 @@ class FleetInfo:
     steady_output_tokens_per_s: float = 0.0
     """The target rate x output tokens per request: what the fleet turns out serving the
     target load for good, with no run start or drain ($/M out tok is priced at it)."""
+    held_rps: float | None = None
+    """Where the target rate is above what the fleet can hold for good, the most it can
+    (replicas x one replica's smallest steady-state ceiling, req/s); else None."""
     goodput_share_band: tuple[float, float] | None = None
     """Goodput share at the band's (pessimistic, optimistic) edges (plan_bands)."""
     unsampled: tuple[str, ...] = ()
@@ -86,6 +89,13 @@ class FleetInfo:
     achieved_all_requests: tuple[tuple[str, float], ...] = ()
     """The SLO terms over every request, warm-up included: what ``vllm bench serve`` prints
     for the same run (``achieved`` is judged without the warm-up, WarmupRule)."""
+
+    def priced(self) -> tuple[float, str]:
+        """The output rate (tok/s) $/M out tok is priced at, and what it is: the target load
+        held for good, or, where the fleet cannot hold it, the run's own rate."""
+        if self.held_rps is None:
+            return self.steady_output_tokens_per_s, PRICED_TARGET
+        return self.output_tokens_per_s, priced_burst(self.held_rps)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

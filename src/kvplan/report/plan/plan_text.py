@@ -9,7 +9,7 @@ from kvplan.analysis.plan.records import Candidate, FleetInfo, Lever, Plan
 from kvplan.analysis.plan.why.verdict import closest, closest_miss
 from kvplan.report.durations import fmt_ms, fmt_ms_delta, fmt_ms_range
 from kvplan.report.plan.plan_band_text import achieved_text, band_lines, edge_word, margin_line
-from kvplan.units import pct_text
+from kvplan.units import counted, pct_text
 
 RUNNERS_UP = 5
 INFEASIBLE_SHOWN = 3
@@ -183,7 +183,9 @@ def noise_lines(p: Plan, w: Candidate) -> list[str]:
         ("percentiles by order statistics", any(k != "goodput_share" for k, _ in f.intervals)),
         ("goodput by Wilson's score interval", any(k == "goodput_share" for k, _ in f.intervals)))
         if on)
-    out = [f"Sampling error (95 %, {how}, over {f.judged_requests:,} judged requests): {cis}"]
+    n = f.judged_requests
+    out = [f"Sampling error (95 %, {how}, over {n:,} judged request{'' if n == 1 else 's'}): "
+           f"{cis}"]
     for k in f.within_noise:
         out.append(f"  {term_label(k)}: the limit lies inside the interval - the pass is "
                    "within sampling noise; another sample of the same traffic could miss it"
@@ -227,9 +229,10 @@ def _delta(v: float | None, unit: str) -> str:
 def _footer(p: Plan, console: Any) -> None:
     r = p.report
     stages = ", ".join(f"{k} {v}" for k, v in r.stage_counts if v)
+    searches = counted(r.capacity_searches, "capacity search", "capacity searches")
     console.print(f"Search ({r.search}, {r.executor} x{r.workers}): {r.enumerated} "
-                  f"enumerated; {stages}; {r.capacity_searches} capacity searches "
-                  f"({r.probes} probes), {r.fleet_simulations} fleet runs, "
+                  f"enumerated; {stages}; {searches} "
+                  f"({counted(r.probes, 'probe')}), {counted(r.fleet_simulations, 'fleet run')}, "
                   f"{r.sim_requests:,} simulated requests, {r.wall_s:.1f} s")
     for line in p.warnings:
         console.print(f"[yellow]warning:[/yellow] {line}")

@@ -10,6 +10,7 @@ from kvplan.analysis.plan.records import Binding, Candidate, CapacityInfo, Fleet
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.prices import PriceTable
+from kvplan.units import counted
 
 KV_FULL = 0.95
 SEQS_CAPPED = 0.2
@@ -35,7 +36,7 @@ def binding(cap: CapacityInfo, where: str = "") -> Binding:
           ("e2el_ttft_share", cap.e2el_ttft_share))
     if cap.peak_kv_usage >= KV_FULL or cap.preemptions > 0:
         why = (f"the KV pool is {100 * cap.peak_kv_usage:.0f} % full {_counted_at(cap)} "
-               f"({cap.preemptions} preemptions; prefill claims "
+               f"({counted(cap.preemptions, 'preemption')}; prefill claims "
                f"{100 * cap.prefill_kv_share:.0f} % of the blocks taken)")
         return Binding(primary="kv_memory", evidence=ev, why=why)
     if cap.seqs_capped_share >= SEQS_CAPPED:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.analysis.plan.bands import (
-    PRICED_TARGET,
     PlanBands,
     plan_bands,
     priced_unit,
@@ -27,8 +26,8 @@ def candidate_bands(c: Candidate, slo: Slo, mean_output_tokens: float) -> PlanBa
     if c.fleet is not None:
         return replace(plan_bands(slo, r, dict(c.fleet.achieved), c.fleet.goodput_share_band,
                                   c.fleet.output_tokens_per_s, unsampled=c.fleet.unsampled),
-                       priced_output_tokens_per_s=c.fleet.steady_output_tokens_per_s,
-                       priced_definition=PRICED_TARGET)
+                       priced_output_tokens_per_s=c.fleet.priced()[0],
+                       priced_definition=c.fleet.priced()[1])
     cap = c.capacity
     if c.stage != "verified" or cap is None or not cap.achieved_at_capacity:
         return None

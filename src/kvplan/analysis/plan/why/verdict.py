@@ -58,15 +58,26 @@ def closest(cands: list[Candidate] | tuple[Candidate, ...]
 
 
 def refused_whole(cands: list[Candidate] | tuple[Candidate, ...]) -> str | None:
-    """When vLLM refuses every configuration of the space (the user's own flags, before any
-    SLO is judged: bad input), one sentence naming its refusals; else None."""
+    """When vLLM (or kvplan's own limits, ``refusers``) refuses every configuration of the
+    space (the user's own flags, before any SLO is judged: bad input), one sentence naming
+    its refusals; else None."""
     judged = [c for c in cands if c.stage != "duplicate"]
     if not judged or any(c.stage != "invalid" for c in judged):
         return None
     reasons = list(dict.fromkeys(c.reason for c in judged))
     more = f"; and {len(reasons) - 3} other refusals" if len(reasons) > 3 else ""
-    return (f"vLLM refuses every configuration in the space ({'; '.join(reasons[:3])}{more}); "
-            "change the flag it names")
+    return f"{refusers(reasons)} ({'; '.join(reasons[:3])}{more}); change the flag it names"
+
+
+def refusers(reasons: Iterable[str]) -> str:
+    """Who refuses the space: vLLM, unless a reason names kvplan's own limit (a link or
+    kernel it does not know: vLLM would run TP 16 over two L40S nodes, kvplan cannot price
+    it)."""
+    ours = [("kvplan" in r) for r in reasons]
+    if ours and all(ours):
+        return "kvplan cannot model any configuration in the space"
+    return (("vLLM refuses or kvplan cannot model" if any(ours) else "vLLM refuses")
+            + " every configuration in the space")
 
 
 def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
@@ -78,7 +89,7 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
         first = next((c for c in cands if c.stage == "pruned_memory"), None)
         if first is None:
             refused = next((c for c in cands if c.stage == "invalid"), cands[0])
-            return (f"vLLM refuses every configuration in the space ({refused.reason}); "
+            return (f"{refusers([refused.reason])} ({refused.reason}); "
                     "change the flag it names")
         return _memory_text(first.reason)
     budget = [c for c in fits if any(f in c.reason for f in BUDGET_FLAGS)]
@@ -95,7 +106,7 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
     d = best.deployment
     miss = f"by {abs(m):.3f}" if key == "goodput_share" else f"by {pct_text(100 * abs(m))} %"
     seen = f" ({ms_text(got)} ms)" if got is not None and key != "goodput_share" else ""
-    also = f" ({len(budget)} others were ruled out by {'/'.join(BUDGET_FLAGS)})" if budget else ""
+    also = _ruled_out(budget)
     lever = advice or _lever_for(key)
     e = d.engine
     dp = (f" DP {e.data_parallel_size}" if e.data_parallel_size > 1 else "") + (
@@ -104,6 +115,15 @@ def infeasible_why(cands: list[Candidate], lim: Limits, max_gpus: int | None,
             f"{e.tensor_parallel_size}{dp}, kv {e.kv_cache_dtype}, chunk "
             f"{d.engine.max_num_batched_tokens}), misses {key} {miss}{seen}{_where(best)}"
             f"{_api_note(best)}: {lever}{'' if advice else _outside_text(key, outside or {})}")
+
+
+def _ruled_out(budget: list[Candidate]) -> str:
+    """' (2 others were ruled out by --max-gpus)': how many, by the flags that did."""
+    if not budget:
+        return ""
+    flags = [f for f in BUDGET_FLAGS if any(f in c.reason for c in budget)]
+    verb = "was" if len(budget) == 1 else "were"
+    return f" ({counted(len(budget), 'other')} {verb} ruled out by {' and '.join(flags)})"
 
 
 def _memory_text(reason: str) -> str:
