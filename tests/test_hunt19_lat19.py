@@ -41,3 +41,19 @@ def test_a_pipeline_stage_reads_its_weights_no_faster_than_the_hbm() -> None:
             cost = t.cost(new, ctx)
             moved = cost.bytes.weights + cost.bytes.kv_read
             assert moved / cost.seconds.roofline_s <= hw.mem_bw_bytes_per_s, gpu
+
+
+def test_fp32_is_never_priced_faster_than_the_gpus_own_bf16_step() -> None:
+    # --dtype float32 takes the roofline (no table measures fp32 GEMMs) with the datasheet's
+    # PCIe link, while bf16 reads L40S's measured (slow) PCIe all-reduces: Llama-3.1-8B TP8,
+    # one 8,192-token prefill step: bf16 4.006 s, fp32 0.994 s before. fp32 runs the same ops
+    # at the FP32 rate (L40S 91.6 against 362 TFLOP/s bf16) on twice the bytes (4-byte
+    # activations, weights, KV): no part of it can be faster than the bf16 step's.
+    model = load_model("meta-llama/Llama-3.1-8B")
+    for gpu, tp in (("L40S", 8), ("L40S", 4), ("L4", 8), ("H100-SXM-80GB", 8)):
+        bf16 = StepCostModel(model, load_gpu(gpu), EngineConfig(tensor_parallel_size=tp))
+        fp32 = StepCostModel(model, load_gpu(gpu),
+                             EngineConfig(tensor_parallel_size=tp, dtype="float32"))
+        for new, ctx in ((np.array([8192]), np.array([0])),
+                         (np.ones(256, dtype=np.int64), np.full(256, 1024))):
+            assert fp32.step_time_s(new, ctx) >= bf16.step_time_s(new, ctx), (gpu, tp)
