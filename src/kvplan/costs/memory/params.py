@@ -358,43 +358,43 @@ def weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | N
 
 def weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
                          quantization: str | None = None, tp: int = 1, pp: int = 1,
-                         fmt: FormatArg = ..., reads: bool = False, vocab: bool = True) -> int:
+                         fmt: FormatArg = ..., reads: bool = False, vocab: bool = True,
+                         stage: int | None = None) -> int:
     """Weight bytes on the fullest GPU: TP shards per ``Part.shard``, PP splits the layers.
     ``fmt``: the weight format the caller resolved (``...``: resolved from the flags);
     ``reads``: only the tables a stage's forward pass uses (a step's weight reads);
-    ``vocab`` False: without the embedding and lm_head tables."""
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, None, fmt, reads, vocab)
+    ``vocab`` False: without the embedding and lm_head tables; ``stage``: that stage's."""
+    return _stage_bytes(model, dtype, quantization, (tp, pp, stage), None, fmt, reads, vocab)
 
 
-def stage_weight_bytes(
-    model: ModelSpec, *, dtype: str = "auto", quantization: str | None = None, tp: int = 1,
-    pp: int = 1, stage: int = 0, fmt: FormatArg = ...,
-) -> int:
+def stage_weight_bytes(model: ModelSpec, *, dtype: str = "auto", quantization: str | None = None,
+                       tp: int = 1, pp: int = 1, stage: int = 0, fmt: FormatArg = ...) -> int:
     """Weight bytes on one GPU of pipeline stage ``stage`` (embedding first, lm_head last)."""
-    return WEIGHT_MEMO.get(("stage", model, dtype, quantization, tp, pp, stage, fmt), lambda: (
-        _sum_bytes(_stage_parts(model, pp, stage), _pricing(model, dtype, quantization, fmt),
-                   tp)))
+    return _stage_bytes(model, dtype, quantization, (tp, pp, stage), None, fmt, False, True)
 
 
 def active_weight_bytes_per_gpu(model: ModelSpec, *, dtype: str = "auto",
                                 quantization: str | None = None, tp: int = 1, pp: int = 1,
-                                fmt: FormatArg = ..., vocab: bool = True) -> int:
+                                fmt: FormatArg = ..., vocab: bool = True,
+                                stage: int | None = None) -> int:
     """Weight bytes one decode step reads on the fullest GPU (MoE: the active experts only;
-    ``vocab`` False: without the embedding and lm_head tables)."""
+    ``vocab`` False: without the embedding and lm_head tables; ``stage``: that stage's)."""
     moe = model.moe
     active = None if moe is None else (moe.experts_per_token, moe.num_experts)
-    return _fullest_stage_bytes(model, dtype, quantization, tp, pp, active, fmt, True, vocab)
+    return _stage_bytes(model, dtype, quantization, (tp, pp, stage), active, fmt, True, vocab)
 
 
-def _fullest_stage_bytes(model: ModelSpec, dtype: str, quantization: str | None, tp: int,
-                         pp: int, active: tuple[int, int] | None, fmt: FormatArg,
-                         reads: bool, vocab: bool) -> int:
-    """The largest pipeline stage's bytes on one GPU (``active``: keep k of n routed experts)."""
+def _stage_bytes(model: ModelSpec, dtype: str, quantization: str | None,
+                 where: tuple[int, int, int | None], active: tuple[int, int] | None,
+                 fmt: FormatArg, reads: bool, vocab: bool) -> int:
+    """The largest pipeline stage's bytes on one GPU (``where``: tp, pp, one stage or None);
+    ``active``: keep k of n routed experts."""
 
     def compute() -> int:
+        tp, pp, stage = where
         pricing = _pricing(model, dtype, quantization, fmt)
         return max(_sum_bytes(_stage_parts(model, pp, s, reads, vocab), pricing, tp, active)
-                   for s in range(pp))
+                   for s in (range(pp) if stage is None else (stage,)))
 
-    key = ("fullest", model, dtype, quantization, tp, pp, active, fmt, reads, vocab)
+    key = ("fullest", model, dtype, quantization, where, active, fmt, reads, vocab)
     return WEIGHT_MEMO.get(key, compute)

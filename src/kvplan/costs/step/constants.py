@@ -104,10 +104,10 @@ def _step_constants(model: ModelSpec, engine: EngineConfig,
                     resolved: ResolvedDeployment | None = None) -> StepConstants:
     from kvplan.costs.memory.params import pp_layer_ranges
     from kvplan.costs.memory.weight_formats import dtype_bytes
-    from kvplan.costs.step.ops import tp_allreduces
+    from kvplan.costs.step.ops import priced_stage, tp_allreduces
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
-    stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
+    stage = pp_layer_ranges(model.num_layers, pp)[priced_stage(model, pp)]
     act_bytes = dtype_bytes(engine.dtype, model.dtype)  # hidden states in the served dtype
     kv = _kv_coefficients(model, engine, stage, resolved)
     fmt = ... if resolved is None else resolved.weight_format
@@ -217,18 +217,21 @@ def _kv_coefficients(
 
 def _weight_coefficients(model: ModelSpec, engine: EngineConfig,
                          fmt: FormatArg = ...) -> tuple[int, int, float]:
-    """(bytes every step reads, all routed-expert bytes, 1 - k/E) on the fullest GPU."""
+    """(bytes every step reads, all routed-expert bytes, 1 - k/E) on a GPU of the priced
+    stage (``ops.priced_stage``)."""
     from kvplan.costs.memory.params import (
         active_weight_bytes_per_gpu,
         embedding_parts,
         weight_bytes_per_gpu,
     )
     from kvplan.costs.memory.weight_formats import dtype_bytes
+    from kvplan.costs.step.ops import priced_stage
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
+    stage = priced_stage(model, pp)  # the stage the step's ops and FLOPs come from
     active = active_weight_bytes_per_gpu(model, dtype=engine.dtype,
                                          quantization=engine.quantization, tp=tp, pp=pp,
-                                         fmt=fmt, vocab=False)
+                                         fmt=fmt, vocab=False, stage=stage)
     # the lm_head (or the tied table) is read once a step, by the last stage: 1/pp of it in
     # the priced stage, which a step runs pp times (an embedding lookup reads T rows only)
     rows, cols = embedding_parts(model)[0].shape_on_gpu(tp)
@@ -237,15 +240,16 @@ def _weight_coefficients(model: ModelSpec, engine: EngineConfig,
         return active + head, 0, 1.0
     share = model.moe.experts_per_token / model.moe.num_experts
     every = weight_bytes_per_gpu(model, dtype=engine.dtype, quantization=engine.quantization,
-                                 tp=tp, pp=pp, fmt=fmt, reads=True, vocab=False)
+                                 tp=tp, pp=pp, fmt=fmt, reads=True, vocab=False, stage=stage)
     routed = round((every - active) / (1.0 - share)) if share < 1 else 0
     base = active + head - round(routed * share)
     if engine.data_parallel_size > 1 or engine.enable_expert_parallel:
-        return (base, *_parallel_experts(model, engine, share))
+        return (base, *_parallel_experts(model, engine, share, stage))
     return base, routed, 1.0 - share
 
 
-def _parallel_experts(model: ModelSpec, engine: EngineConfig, share: float) -> tuple[int, float]:
+def _parallel_experts(model: ModelSpec, engine: EngineConfig, share: float,
+                      stage: int | None = None) -> tuple[int, float]:
     """DP / EP: (routed-expert bytes this GPU holds, chance one DP rank's token, which comes
     with a token from each of the dp ranks, leaves a given local expert untouched)."""
     from kvplan.costs.memory.ep_layout import expert_weight_bytes, parallel_layout
@@ -253,7 +257,8 @@ def _parallel_experts(model: ModelSpec, engine: EngineConfig, share: float) -> t
     e = engine
     layout = parallel_layout(model, e.tensor_parallel_size, e.pipeline_parallel_size,
                              e.data_parallel_size, e.enable_expert_parallel)
-    local = expert_weight_bytes(model, layout, dtype=e.dtype, quantization=e.quantization)
+    local = expert_weight_bytes(model, layout, dtype=e.dtype, quantization=e.quantization,
+                                stage=stage)
     return local, (1.0 - share) ** layout.dp
 
 

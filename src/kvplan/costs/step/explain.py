@@ -91,11 +91,14 @@ def kernel_basis(timer: StepCostModel) -> str:
 def _fp32_basis(timer: StepCostModel) -> str:
     """--dtype float32: IEEE fp32 GEMMs at the GPU's FP32 rate, which no table measures."""
     hw, p = timer.hardware, timer.profile
+    above = () if timer._floor is None else timer._floor[0]
+    floor = (f"; never priced faster than {' or '.join(above)}'s measured bf16 step (the same "
+             "ops at half the bytes)") if above else ""
     return (f"roofline: --dtype float32 runs IEEE fp32 GEMMs (PyTorch's default: no TF32) at "
             f"{hw.id}'s FP32 rate, {hw.peak_flops_for('float32') / 1e12:,.1f} TFLOP/s, and "
             f"reads 4 B a weight; no kernel table measures fp32: compute "
             f"{p.compute_eff:.0%}, bandwidth {p.bandwidth_eff:.0%} of peak, the rates of "
-            f"{timer.donor}'s measured bf16 kernels{_own_cap(timer)}")
+            f"{timer.donor}'s measured bf16 kernels{_own_cap(timer)}{floor}")
 
 
 def _marlin_note(timer: StepCostModel, gpu: str) -> str:

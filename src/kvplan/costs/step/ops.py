@@ -144,7 +144,7 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
     from kvplan.costs.step.cudagraph import max_capture_tokens
 
     tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
-    stage = max(pp_layer_ranges(model.num_layers, pp), key=len)
+    stage = pp_layer_ranges(model.num_layers, pp)[priced_stage(model, pp)]
     fmt = _weight_format(model, engine, resolved)
     gemms: dict[tuple[str, int, int, str, int, bool], int] = {}
     for layer in stage:
@@ -162,6 +162,23 @@ def _stage_ops(model: ModelSpec, engine: EngineConfig,
         allreduce_bytes_per_token=2 * model.hidden_size, tp=tp, layers=len(stage),
         cudagraph_max_tokens=max_capture_tokens(engine, model), gdn=_gdn_op(model, stage, tp),
         lm_head_share=1.0 / pp)
+
+
+def priced_stage(model: ModelSpec, pp: int) -> int:
+    """The pipeline stage a step prices (the other pp - 1 are taken to be like it): the one
+    whose layers hold the most weights, then the longer, then the first (it runs the TP
+    embedding's all-reduce); its ops, FLOPs and weight bytes all come from it. By layer count
+    alone DeepSeek-V3 at pp 2 priced stage 0 (3 dense + 28 MoE layers) with the weight bytes
+    of stage 1 (30 MoE layers, the slower stage), the fullest GPU's."""
+    from kvplan.costs.memory.params import layer_parts, pp_layer_ranges
+
+    ranges = pp_layer_ranges(model.num_layers, pp)
+
+    def weight(i: int) -> tuple[int, int, int]:
+        layers = ranges[i]
+        return sum(p.params for n in layers for p in layer_parts(model, n)), len(layers), -i
+
+    return max(range(pp), key=weight) if pp > 1 else 0
 
 
 def tp_allreduces(model: ModelSpec, stage: range, tp: int) -> int:

@@ -10,9 +10,8 @@ state over the cache)::
     total_s    = stage_s + (pp - 1) * (stage_s + p2p_s)
                  + step_overhead_s + prefill_overhead_s * has_prefill(step)
 
-Per-model constants are folded once into per-second coefficients (``_Coefficients``); a step
-is then a few integer sums and float operations, so the simulator can call it often; ``cost``
-evaluates the same formula term by term.
+Per-model constants fold once into per-second coefficients (``_Coefficients``): a step is a few
+integer sums and float operations (the simulator calls it often); ``cost`` is the same, by term.
 """
 
 from __future__ import annotations
@@ -68,16 +67,14 @@ __all__ = ["FALLBACK_LINK_BYTES_PER_S", "Bound", "BytesMoved", "Flops", "Profile
 X = TypeVar("X", float, FloatArray)
 _TABLE_TOKENS = 8192
 """Token tables start this long and double when a step is longer (an unchunked prompt)."""
-_SMALL = 48
-"""Batches up to this many requests are summed in plain Python (faster than numpy there)."""
+_SMALL = 48  # batches up to this many requests are summed in plain Python (faster there)
 
 
 class StepCostModel:
     """Prices engine steps on one GPU; implements ``kvplan.costs.step.batch.StepTimer``."""
 
     __slots__ = ("_async", "_bw", "_chunk", "_co", "_floor", "_flops_rate", "_gemm_dtype",
-                 "_kv_dtype", "_link", "_ops",
-                 "constants", "donor", "hardware", "profile")
+                 "_kv_dtype", "_link", "_ops", "constants", "donor", "hardware", "profile")
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, engine: EngineConfig,
                  profile: Profile | None = None, *, silicon: bool | None = None,
@@ -105,7 +102,9 @@ class StepCostModel:
                 self.donor = rates.donor
                 profile = replace(profile, compute_eff=min(1.0, rates.compute),
                                   bandwidth_eff=min(1.0, rates.memory))
-                if above := (() if fp32 else kn.dominating(hardware)):  # never faster
+                # never faster than a GPU beating it on every figure, nor (fp32) its own 16-bit step
+                own = (hardware.id,) if fp32 and kn.has_tables(hardware.id) else ()
+                if above := (*own, *kn.dominating(hardware)):
                     from kvplan.costs.step.ops import stage_ops
 
                     self._floor = (above, stage_ops(model, engine, resolved))
@@ -156,11 +155,12 @@ class StepCostModel:
                 constants, profile, self._flops_rate, self._bw, self._link, _TABLE_TOKENS))
 
     def _floored(self, co: _Coefficients) -> _Coefficients:
-        """``co`` never below the measured step of each GPU beating it on every figure."""
+        """``co`` never below the measured step of each GPU in the floor (fp32: 16-bit GEMMs)."""
         if self._floor is None:
             return co
+        gemm = "bfloat16" if self._gemm_dtype == "float32" else self._gemm_dtype
         for gpu in self._floor[0]:
-            ms = measured_step(self._floor[1], gpu, self._gemm_dtype, self._kv_dtype,
+            ms = measured_step(self._floor[1], gpu, gemm, self._kv_dtype,
                                len(co.gemm_t) - 1, self._chunk)
             co = floored(co, measured_coefficients(self.constants, self.profile, ms, self._link))
         return co
