@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import kvplan
+from kvplan.specs.catalog import config_path
 from tests.conftest import run_cli
 
 
@@ -20,3 +24,32 @@ def test_kv_spec_refuses_a_tp_vllm_refuses_as_kvplan_kv_does(model: str, tp: int
     with pytest.raises(kvplan.InputError) as err:
         kvplan.kv_spec(kvplan.load_model(model), tensor_parallel_size=tp)
     assert cli.err.strip() == f"error: {err.value}"
+
+
+def test_paths_are_taken_as_pathlib_paths_or_strings(tmp_path: Path) -> None:
+    # README: load_model takes "a path to a config.json"; a notebook's path is a pathlib.Path.
+    # kvplan refused one ("argument 'name_or_path' must be str, got PosixPath"), and
+    # PlanOptions.prices_file refused the str every other path argument takes.
+    src = config_path("meta-llama/Llama-3.1-8B")
+    assert src is not None
+    cfg = tmp_path / "llama" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(src.read_text())
+    by_path, by_str = kvplan.load_model(cfg), kvplan.load_model(str(cfg))
+    assert by_path == by_str and by_path.name == "llama"  # a folder's config.json: its folder
+    gpu_file = tmp_path / "gpu.json"
+    gpu_file.write_text(json.dumps({"id": "X1", "memory_gb": 80, "mem_bw_tbps": 3.35,
+                                    "bf16_tflops_dense": 989}))
+    assert kvplan.load_gpu(gpu_file) == kvplan.load_gpu(str(gpu_file))
+    work = kvplan.WorkloadArgs(num_prompts=20)
+    a = kvplan.simulate_serving(cfg, gpu_file, workload=work)
+    b = kvplan.simulate_serving(str(cfg), str(gpu_file), workload=work)
+    assert kvplan.compute_metrics(a.result) == kvplan.compute_metrics(b.result)
+    with pytest.raises(kvplan.ConfigError, match=r"none\.json: cannot read the profile"):
+        kvplan.simulate_serving(cfg, "H100", workload=work, profile=tmp_path / "none.json")
+    slo = kvplan.Slo(bounds=kvplan.parse_slo(["ttft:p99:2000"]))
+    for prices in (tmp_path / "none.csv", str(tmp_path / "none.csv")):
+        with pytest.raises(kvplan.InputError, match=r"none\.csv: cannot read it"):
+            kvplan.plan(cfg, work, slo, gpus=["H100"], prices_file=prices)
+    with pytest.raises(kvplan.ConfigError, match=r"none\.json: cannot read the profile"):
+        kvplan.plan(cfg, work, slo, gpus=["H100"], profile=tmp_path / "none.json")
