@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import kvplan
+from kvplan.errors import ArgumentTypeError
 from kvplan.specs.catalog import config_path
 from tests.conftest import run_cli
 
@@ -53,3 +55,24 @@ def test_paths_are_taken_as_pathlib_paths_or_strings(tmp_path: Path) -> None:
             kvplan.plan(cfg, work, slo, gpus=["H100"], prices_file=prices)
     with pytest.raises(kvplan.ConfigError, match=r"none\.json: cannot read the profile"):
         kvplan.plan(cfg, work, slo, gpus=["H100"], profile=tmp_path / "none.json")
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda: kvplan.EngineConfig(tensor_parallel=2),
+     "kvplan.EngineConfig(): got an unexpected keyword argument 'tensor_parallel' "
+     "(did you mean 'tensor_parallel_size'?)"),
+    (lambda: kvplan.RequestShape(batch=1),
+     "kvplan.RequestShape(): missing 2 required keyword-only arguments: 'prompt_tokens' "
+     "and 'output_tokens'"),
+    (lambda: kvplan.Slo(bound=()),
+     "kvplan.Slo(): got an unexpected keyword argument 'bound' (did you mean 'bounds'?)"),
+    (lambda: kvplan.Deployment(model=kvplan.load_model("meta-llama/Llama-3.2-1B")),
+     "kvplan.Deployment(): missing 2 required keyword-only arguments: 'gpu' and 'engine'"),
+])
+def test_an_unknown_or_missing_field_is_a_kvplan_error_naming_it(make: Any, said: str) -> None:
+    # README: "a missing, unknown or extra argument" is one ArgumentTypeError (a KvplanError),
+    # as WorkloadArgs(foo=1) and kvplan.kv_spec(kv_dtype=...) are; EngineConfig(foo=1)
+    # raised Python's bare TypeError, which `except kvplan.KvplanError` let through.
+    with pytest.raises(ArgumentTypeError) as err:
+        make()
+    assert str(err.value) == said
