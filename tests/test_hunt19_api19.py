@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +77,20 @@ def test_an_unknown_or_missing_field_is_a_kvplan_error_naming_it(make: Any, said
     with pytest.raises(ArgumentTypeError) as err:
         make()
     assert str(err.value) == said
+
+
+def test_notebook_kv_shows_the_pages_in_the_block_vllm_runs_as_kvplan_kv_does() -> None:
+    # Qwen3-Next at TP2, fp8: one state page is 36 layers' 548,864 B -> per layer page of
+    # 12,288 x 2 + 262,144 x 2 = 548,864 B = 536 KiB; an attention page per token is
+    # 2 x 1 KV head x 256 x 1 B = 512 B, so vLLM raises the block to 536 KiB / 512 B = 1,072
+    # tokens (kvplan kv: "block 1072", page 536.00 KiB on both rows). The notebook view of
+    # kv_spec's answer showed the attention page at block 16 (8.00 KiB).
+    from kvplan.report.views.notebook import html
+
+    kv = kvplan.kv_spec(kvplan.load_model("Qwen/Qwen3-Next-80B-A3B-Thinking"), "fp8", 2)
+    text = re.sub(r"<[^>]+>", "", html(kv))
+    cli = json.loads(run_cli("kv", "Qwen/Qwen3-Next-80B-A3B-Thinking", "--kv-cache-dtype",
+                             "fp8", "-tp", "2", "--json").out)
+    assert cli["block_size"] == 1072 and "block 1072" in text
+    assert [g["page_size_bytes"] for g in cli["groups"]] == [548_864, 548_864]
+    assert "8.00 KiB" not in text and text.count("536.00 KiB") == 2
