@@ -69,6 +69,11 @@ def test_paths_are_taken_as_pathlib_paths_or_strings(tmp_path: Path) -> None:
      "kvplan.Slo(): got an unexpected keyword argument 'bound' (did you mean 'bounds'?)"),
     (lambda: kvplan.Deployment(model=kvplan.load_model("meta-llama/Llama-3.2-1B")),
      "kvplan.Deployment(): missing 2 required keyword-only arguments: 'gpu' and 'engine'"),
+    (lambda: kvplan.Profile(gpu="H100", compute_efficiency=0.6),
+     "kvplan.Profile(): got an unexpected keyword argument 'compute_efficiency' (did you "
+     "mean 'compute_eff'?)"),
+    (lambda: kvplan.PlanOptions(gpu=("H100",)),
+     "kvplan.PlanOptions(): got an unexpected keyword argument 'gpu' (did you mean 'gpus'?)"),
 ])
 def test_an_unknown_or_missing_field_is_a_kvplan_error_naming_it(make: Any, said: str) -> None:
     # README: "a missing, unknown or extra argument" is one ArgumentTypeError (a KvplanError),

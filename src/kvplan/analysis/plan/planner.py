@@ -37,7 +37,7 @@ from kvplan.analysis.plan.why.advice import advise
 from kvplan.analysis.plan.why.explain import binding, breaking_term
 from kvplan.analysis.plan.why.margin import with_bands
 from kvplan.analysis.plan.why.verdict import infeasible_why, rank, replayable, serve_and_bench
-from kvplan.api_check import check_fields
+from kvplan.api_check import check_fields, named_fields
 from kvplan.errors import InputError
 from kvplan.limits import USD_PER_HOUR_CAP, check_int, check_number
 from kvplan.specs.catalog import load_model, served_name
@@ -52,6 +52,7 @@ from kvplan.units import counted
 SEARCHES = ("funnel", "exhaustive")
 
 
+@named_fields
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanOptions:
     """The search space (vLLM flag names, lists), prices, limits and how to run the search."""
