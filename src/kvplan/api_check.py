@@ -23,9 +23,11 @@ import numbers
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kvplan.errors import ArgumentTypeError
+
+_C = TypeVar("_C")
 
 _ITERATED = (list, tuple, set, frozenset, abc.Sequence, abc.Set, abc.MutableSequence)
 """Generic origins whose elements are checked too (never a one-shot iterator)."""
@@ -54,6 +56,44 @@ def checked(fn: Callable[..., Any], public_name: str) -> Callable[..., Any]:
     # process pool or Ray can ship it; wraps' own module would hold the unwrapped function
     wrapper.__module__, wrapper.__qualname__ = "kvplan", public_name
     return wrapper
+
+
+def named_fields(cls: type[_C]) -> type[_C]:
+    """``cls`` (a public dataclass) whose constructor names an unknown, missing or extra
+    argument as one ``ArgumentTypeError`` (``kvplan.EngineConfig(): got an unexpected keyword
+    argument 'tp' (did you mean ...?)``), as the wrapped functions do, not Python's bare
+    TypeError. Only a TypeError raised by the call itself is renamed: the normal path pays
+    nothing but the call."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as e:
+            tb = e.__traceback__
+            if isinstance(e, ArgumentTypeError) or tb is None or tb.tb_next is not None:
+                raise  # a field's own check, or a TypeError from inside the constructor
+            raise ArgumentTypeError(_init_message(cls, str(e))) from None
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
+
+
+def _init_message(cls: type, text: str) -> str:
+    """Python's binding complaint as ``kvplan.NAME(): ...`` with a near field name."""
+    import dataclasses
+    import difflib
+    import re
+
+    name, names = cls.__name__, [f.name for f in dataclasses.fields(cls)]
+    text = text.removeprefix(f"{name}.__init__() ")
+    hint = ""
+    unknown = re.search(r"unexpected keyword argument '(\w+)'", text)
+    if unknown:
+        near = difflib.get_close_matches(unknown.group(1), names, n=1, cutoff=0.5)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"kvplan.{name}(): {text}{hint}"
 
 
 def check_fields(obj: Any) -> None:

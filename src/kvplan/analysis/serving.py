@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -125,26 +126,28 @@ def long_prefill_threshold(engine: EngineConfig, max_model_len: int) -> int:
 
 
 def simulate_serving(
-    model: str | ModelSpec, gpu: str | HardwareSpec, engine: EngineConfig | None = None,
-    workload: Workload | WorkloadArgs | None = None, *, profile: str | Profile | None = None,
+    model: str | os.PathLike[str] | ModelSpec, gpu: str | os.PathLike[str] | HardwareSpec,
+    engine: EngineConfig | None = None, workload: Workload | WorkloadArgs | None = None, *,
+    profile: str | os.PathLike[str] | Profile | None = None,
     progress: Callable[[int, int], None] | None = None, kv_layout: ModelSpec | None = None,
 ) -> ServingRun:
     """Simulate ``workload`` on ``model`` served by vLLM on ``gpu`` with ``engine`` flags.
 
-    ``model``/``gpu`` are catalog names (or paths) or specs; ``workload`` is a built Workload
-    or ``WorkloadArgs`` with `vllm bench serve` names (default: 1000 random 1024/128 prompts);
+    ``model``/``gpu`` are catalog names, paths (str or ``pathlib.Path``) or specs;
+    ``workload`` is a built Workload or ``WorkloadArgs`` with `vllm bench serve` names
+    (default: 1000 random 1024/128 prompts);
     ``kv_layout``: the model as vLLM caches it, where that differs (``kv_transfer_model``:
     the hybrid KV cache manager off), for the KV blocks; steps are priced on ``model``.
     """
-    spec = load_model(model) if isinstance(model, str) else model
-    hw = load_gpu(gpu) if isinstance(gpu, str) else gpu
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    hw = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu)
     d = Deployment(model=spec, gpu=hw, engine=engine or EngineConfig())
     return simulate_resolved(resolve_deployment(d), workload, profile=profile, progress=progress,
                              kv_layout=kv_layout)
 
 
 def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs | None = None,
-                      *, profile: str | Profile | None = None,
+                      *, profile: str | os.PathLike[str] | Profile | None = None,
                       progress: Callable[[int, int], None] | None = None,
                       kv_layout: ModelSpec | None = None) -> ServingRun:
     """``simulate_serving`` of one replica of a resolved deployment (no flag resolved again)."""
@@ -157,7 +160,8 @@ def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs |
     plan = plan_resolved(r if kv_layout is None else resolve_deployment(
         replace(r.deployment, model=kv_layout)))
     prof = profile if isinstance(profile, Profile) else pick_profile(
-        spec, hw, engine, profile, precision=r.compute_precision)
+        spec, hw, engine, None if profile is None else os.fspath(profile),
+        precision=r.compute_precision)
     wargs: WorkloadArgs | None = None  # kept for the run's header (rate, burstiness)
     if isinstance(workload, Workload):
         work = workload
@@ -182,7 +186,7 @@ def simulate_resolved(r: ResolvedDeployment, workload: Workload | WorkloadArgs |
 
 
 def simulate_deployment(d: Deployment, workload: Workload | WorkloadArgs | None = None, *,
-                        profile: str | Profile | None = None,
+                        profile: str | os.PathLike[str] | Profile | None = None,
                         progress: Callable[[int, int], None] | None = None) -> ServingRun:
     """``simulate_serving`` for a one-replica Deployment. A fleet (``replicas`` > 1) is
     refused: one server under all the traffic is not the fleet (kvplan.plan simulates fleets

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.api_check import check_fields
+from kvplan.api_check import check_fields, named_fields
 from kvplan.errors import InputError
 from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.model import ModelSpec
@@ -14,6 +14,7 @@ ROUTERS = ("round-robin", "least-outstanding", "prefix-affinity")
 """How a fleet's router assigns arrivals to replicas (see docs/planner.md, Fleet)."""
 
 
+@named_fields
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deployment:
     """N identical vLLM replicas of one engine configuration behind one router.

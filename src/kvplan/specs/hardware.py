@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -245,8 +246,10 @@ def gpu_catalog() -> dict[str, HardwareSpec]:
     return {g["id"].lower(): hardware_from_dict(g) for g in data["gpus"]}
 
 
-def load_gpu(name_or_path: str) -> HardwareSpec:
-    """A catalog id or alias (case-insensitive) or a YAML/JSON file describing one GPU."""
+def load_gpu(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
+    """A catalog id or alias (case-insensitive) or a YAML/JSON file describing one GPU (a str
+    or a path object)."""
+    name_or_path = os.fspath(name_or_path)
     try:
         path = Path(name_or_path).expanduser()
     except RuntimeError:  # '~user' with no such user: the name as typed

@@ -317,8 +317,9 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
     """Reject a TP degree vLLM rejects: it must divide the attention heads, and either divide
     the KV heads or be a multiple of them (then each KV head is replicated tp // kv times).
 
-    Used where kvplan models a real deployment (capacity, latency, simulation); ``kv_spec``
-    itself stays lenient so the cache arithmetic can be explored for any degree.
+    Every layout kvplan answers for passes it, ``kv_spec`` included: for a degree vLLM
+    refuses there is no per-GPU cache to give (Llama-3.1-8B's 8 KV heads over TP 3 would
+    have read 2 heads per GPU, though one GPU would hold 3).
     """
     check_int("--tensor-parallel-size", tp, 1, MAX_PARALLEL)
     if model.num_attention_heads % tp:
@@ -376,8 +377,9 @@ _KV_MEMO: Memo[ModelKv] = Memo(256)
 
 def _kv_spec(model: ModelSpec, kv_cache_dtype: str, tensor_parallel_size: int,
              mamba_cache_dtype: str, mamba_ssm_cache_dtype: str) -> ModelKv:
+    check_tensor_parallel(model, tensor_parallel_size)  # the CLI's refusal, word for word
+    tp = int(tensor_parallel_size)
     precision = model_precision(model, kv_cache_dtype)
-    tp = check_int("--tensor-parallel-size", tensor_parallel_size, 1, MAX_PARALLEL)
     specs = [
         (i, spec)
         for i in range(model.num_layers)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.api_check import check_fields, plain_numbers
+from kvplan.api_check import check_fields, named_fields, plain_numbers
 from kvplan.errors import InputError
 from kvplan.specs.engine_bounds import check_engine_bounds
 
@@ -28,6 +28,7 @@ VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 """``--block-size`` values vLLM accepts (``vllm/config/cache.py`` BlockSize)."""
 
 
+@named_fields
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
     """vLLM engine arguments that change memory, scheduling or step cost. None = vLLM default."""

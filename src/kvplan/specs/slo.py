@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvplan.api_check import check_fields
+from kvplan.api_check import check_fields, named_fields
 from kvplan.errors import InputError
 from kvplan.limits import SLO_LIMIT_MS
 
@@ -67,6 +67,7 @@ class WarmupRule:
         return min(skip, max(0, num_requests - 1))
 
 
+@named_fields
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Slo:
     """Percentile bounds and/or a goodput target, judged on the steady-state window."""

@@ -6,6 +6,7 @@ The CLI only renders the Plan this returns (docs/planner.md defines the search a
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -42,7 +43,7 @@ from kvplan.analysis.plan.why.verdict import (
     seed_warning,
     serve_and_bench,
 )
-from kvplan.api_check import check_fields
+from kvplan.api_check import check_fields, named_fields
 from kvplan.errors import InputError
 from kvplan.limits import USD_PER_HOUR_CAP, check_int, check_number
 from kvplan.specs.catalog import load_model, served_name
@@ -57,6 +58,7 @@ from kvplan.units import counted
 SEARCHES = ("funnel", "exhaustive")
 
 
+@named_fields
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanOptions:
     """The search space (vLLM flag names, lists), prices, limits and how to run the search."""
@@ -102,17 +104,17 @@ class PlanOptions:
     ``plan`` was given, or the spec's name)."""
 
 
-def plan(model: str | ModelSpec, workload: Workload | WorkloadArgs, slo: Slo, *,
-         progress: Progress | None = None, **options: Any) -> Plan:
-    """Plan a deployment of ``model`` for ``workload`` under ``slo`` (options: PlanOptions)."""
+def plan(model: str | os.PathLike[str] | ModelSpec, workload: Workload | WorkloadArgs,
+         slo: Slo, *, progress: Progress | None = None, **options: Any) -> Plan:
+    """Plan ``model`` (id, config path or spec) for ``workload`` under ``slo`` (PlanOptions)."""
     _check_option_names(options)
-    opts = PlanOptions(**{k: _tuple(v) for k, v in options.items()})
+    opts = PlanOptions(**{k: _option(k, v) for k, v in options.items()})
     t0 = time.perf_counter()
-    spec = load_model(model) if isinstance(model, str) else model
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
     _check_options(opts)
     if opts.model_id is None:
-        opts = replace(opts, model_id=served_name(model) if isinstance(model, str)
-                       else spec.name)
+        opts = replace(opts, model_id=spec.name if isinstance(model, ModelSpec)
+                       else served_name(os.fspath(model)))
     traffic = plan_traffic(workload, sample=opts.sample_requests, seed=opts.seed)
     _check_replicas(opts, traffic)
     prices = price_table(opts.provider, prices_file=opts.prices_file,
@@ -180,7 +182,13 @@ def _check_option_names(options: dict[str, Any]) -> None:
                                     f"options are PlanOptions' fields: {', '.join(known)}")
 
 
-def _tuple(v: Any) -> Any:
+def _option(name: str, v: Any) -> Any:
+    """A list as the tuple PlanOptions holds; a path as a str or a path object (the
+    ``prices_file`` Path, the ``profile`` str), as the other path arguments take them."""
+    if name == "prices_file" and isinstance(v, str):
+        return Path(v)
+    if name == "profile" and isinstance(v, os.PathLike):
+        return os.fspath(v)
     return tuple(v) if isinstance(v, list) else v
 
 

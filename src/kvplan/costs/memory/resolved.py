@@ -10,7 +10,7 @@ from kvplan.costs.memory.vllm_defaults import default_batch_limits
 from kvplan.costs.memory.weight_formats import WeightFormat, resolve_format
 from kvplan.specs.deployment import Deployment
 from kvplan.specs.hardware import HardwareSpec
-from kvplan.specs.kv import ModelKv, check_tensor_parallel, kv_spec
+from kvplan.specs.kv import ModelKv, kv_spec
 from kvplan.specs.model import ModelSpec
 from kvplan.specs.serving import EngineConfig
 
@@ -72,13 +72,12 @@ def gemm_dtype_of(fmt: WeightFormat | None, precision: str) -> str:
 def resolve_deployment(d: Deployment) -> ResolvedDeployment:
     """Resolve ``d``'s engine flags once, refusing what vLLM refuses (InputError)."""
     model, engine = d.model, d.engine
-    check_tensor_parallel(model, engine.tensor_parallel_size)
+    kv = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size,  # TP checked there
+                 mamba_cache_dtype=engine.mamba_cache_dtype,
+                 mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype)
     fmt = resolve_format(engine.quantization, model.quantization, model.weight_block_size,
                          model.quant_layout)
     settings = settings_for(model, d.gpu, engine, fmt)
-    kv = kv_spec(model, engine.kv_cache_dtype, engine.tensor_parallel_size,
-                 mamba_cache_dtype=engine.mamba_cache_dtype,
-                 mamba_ssm_cache_dtype=engine.mamba_ssm_cache_dtype)
     check_kv_dtype(model, d.gpu, kv.precision, engine.kv_cache_dtype)
     precision = precision_of(fmt, engine.dtype, model.dtype)
     return ResolvedDeployment(deployment=d, settings=settings, weight_format=fmt, kv=kv,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvplan.api_check import plain_numbers
+from kvplan.api_check import named_fields, plain_numbers
 from kvplan.costs.step.batch import IntArray, idle_timer
 from kvplan.costs.step.latency_checks import (
     check_priced_steps,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from kvplan.costs.memory.resolved import ResolvedDeployment
 
 
+@named_fields
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestShape:
     """B identical requests started together: prompt tokens in, output tokens out."""
@@ -213,8 +214,7 @@ class KvFit:
     weights_bytes: int = 0
     activation_bytes: int = 0
     memory_error: str | None = None
-    """Set when vLLM's plan fails (weights + activations leave no room, or the KV cache holds
-    less than one request of max_model_len): its message."""
+    """vLLM's plan's failure (no room beside weights + activations, or < 1 max_model_len)."""
     kv_too_small: bool = False
     """The plan failed on the KV cache alone (the weights fit)."""
     prefill_extra: tuple[int, int] = (0, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.api_check import named_fields
 from kvplan.errors import InputError
 
 RATE_FACTORS = ("compute_eff", "bandwidth_eff", "comm_eff")
@@ -15,6 +16,7 @@ API_FACTORS = ("api_request_s", "api_prompt_token_s", "api_admission_s")
 """Client-side path of a served request (not engine steps): see ``Profile.api_delay_s``."""
 
 
+@named_fields
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Profile:
     """Efficiency factors and fixed costs for one GPU + compute precision.

@@ -136,12 +136,14 @@ def _timeline(tl: Any) -> str:
 
 
 def _kv(kv: Any) -> str:
+    from kvplan.analysis.timeline import hybrid_block_layout
     from kvplan.report.explain import kv_summary_lines
     from kvplan.report.tables import kv_groups_table
 
     head = (f"{kv.model}, KV cache dtype {kv.precision.name}, tp {kv.tensor_parallel_size} "
             "(per GPU)")
-    return _export([head, *kv_summary_lines(kv), kv_groups_table(kv, 16)])
+    pages, block = hybrid_block_layout(kv, 16)  # the block vLLM runs, as `kvplan kv` shows
+    return _export([head, *kv_summary_lines(kv), kv_groups_table(pages, block)])
 
 
 def _batch(fp: Any) -> str:

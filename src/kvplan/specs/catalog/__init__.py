@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,8 +88,10 @@ def _expand(path: Path) -> Path:
         return path
 
 
-def load_model(name_or_path: str) -> ModelSpec:
-    """A catalog id (case-insensitive) or a path to a config.json (or its folder) -> ModelSpec."""
+def load_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
+    """A catalog id (case-insensitive) or a path to a config.json (or its folder), as a str
+    or a path object (``pathlib.Path``) -> ModelSpec."""
+    name_or_path = os.fspath(name_or_path)
     if len(name_or_path) > MAX_NAME_CHARS:
         raise UnknownNameError(
             f"model name of {len(name_or_path)} characters: model ids and config paths are "
