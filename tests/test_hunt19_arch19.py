@@ -1,0 +1,52 @@
+"""Hunt 19 (arch19): KV cache layouts of recent architectures read from config.json the way
+vLLM 0.11's model files build their attention layers; layouts kvplan cannot size refused in
+one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import assert_one_line_error, run_cli
+
+
+def _write(tmp_path: Path, name: str, cfg: dict[str, Any]) -> str:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def _step3_text() -> dict[str, Any]:
+    """stepfun-ai/step3 text_config (vLLM's Step3TextConfig defaults, transformers_utils/
+    configs/step3_vl.py): 64 query heads of 256, ``num_attention_groups`` 1, a 2,048-wide
+    shared query (``share_q_dim``), 48 experts top-3 (``moe_top_k``) on layers 4..59."""
+    return {
+        "architectures": ["Step3TextForCausalLM"], "model_type": "step3_text",
+        "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
+        "num_attention_heads": 64, "num_attention_groups": 1, "head_dim": 256,
+        "share_q_dim": 2048, "max_position_embedding": 65536, "max_seq_len": 65536,
+        "moe_intermediate_size": 5120, "moe_num_experts": 48, "moe_top_k": 3,
+        "moe_layers_enum": ",".join(str(i) for i in range(4, 60)), "share_expert_dim": 5120,
+        "norm_expert_weight": False, "rms_norm_eps": 1e-05, "rope_theta": 500000,
+        "vocab_size": 128815, "torch_dtype": "bfloat16"}
+
+
+def test_step3_attention_is_refused_not_sized_with_every_head(tmp_path: Path) -> None:
+    # vLLM step3_text.py builds every layer's Attention with num_kv_heads=1 (it raises for any
+    # other value) and a replicated K/V projection: 61 x 1 x 256 x 2 (K, V) x 2 B = 62,464
+    # B/token. kvplan read no KV-head key (num_attention_groups is Step3's), took the 64 query
+    # heads: 61 x 64 x 256 x 2 x 2 = 3,997,696 B/token (64x) once num_experts_per_tok was
+    # given, and for the real file said "num_experts_per_tok is missing; it is required to
+    # size the KV cache" (Step3 names it moe_top_k).
+    real = run_cli("kv", _write(tmp_path, "step3", _step3_text()))
+    assert_one_line_error(real)
+    assert "'share_q_dim'" in real.err
+    patched = run_cli("kv", _write(tmp_path, "step3b", {**_step3_text(), "num_experts_per_tok": 3}))
+    assert_one_line_error(patched)
+    assert "'share_q_dim'" in patched.err
+    wrapped = {"architectures": ["Step3VLForConditionalGeneration"], "model_type": "step3_vl",
+               "text_config": _step3_text(), "vision_config": {"hidden_size": 1792}}
+    vl = run_cli("kv", _write(tmp_path, "step3vl", wrapped))
+    assert_one_line_error(vl)
+    assert "'share_q_dim'" in vl.err
