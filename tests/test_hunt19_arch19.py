@@ -50,3 +50,33 @@ def test_step3_attention_is_refused_not_sized_with_every_head(tmp_path: Path) ->
     vl = run_cli("kv", _write(tmp_path, "step3vl", wrapped))
     assert_one_line_error(vl)
     assert "'share_q_dim'" in vl.err
+
+
+def _longcat_flash() -> dict[str, Any]:
+    """meituan-longcat/LongCat-Flash-Chat config.json (fields vLLM's FlashConfig reads): 28
+    layers (``num_layers``), MLA latent 512 + rope 64, 512 routed + 256 zero experts top-12."""
+    return {
+        "architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash",
+        "attention_method": "MLA", "vocab_size": 131072, "hidden_size": 6144,
+        "ffn_hidden_size": 12288, "expert_ffn_hidden_size": 2048, "num_layers": 28,
+        "num_attention_heads": 64, "kv_lora_rank": 512, "q_lora_rank": 1536,
+        "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+        "n_routed_experts": 512, "zero_expert_num": 256, "zero_expert_type": "identity",
+        "moe_topk": 12, "routed_scaling_factor": 6.0, "mla_scale_q_lora": True,
+        "mla_scale_kv_lora": True, "rms_norm_eps": 1e-05, "max_position_embeddings": 131072,
+        "rope_theta": 10000000.0, "torch_dtype": "bfloat16"}
+
+
+def test_longcat_flash_two_attention_blocks_per_layer_are_refused(tmp_path: Path) -> None:
+    # vLLM longcat_flash.py FlashDecoderLayer: self_attn = ModuleList of 2 DeepseekV2MLA
+    # attentions (and 2 dense MLPs beside the MoE), so 2 x 28 latents of 576 x 2 B = 64,512
+    # B/token. kvplan refused the real file with "intermediate_size is missing; it is required
+    # to size the KV cache", and with intermediate_size given cached 28 x 1,152 = 32,256 B/token
+    # (half).
+    real = run_cli("kv", _write(tmp_path, "longcat", _longcat_flash()))
+    assert_one_line_error(real)
+    assert "'model_type'" in real.err and "two MLA attention blocks" in real.err
+    given = {**_longcat_flash(), "intermediate_size": 12288, "moe_intermediate_size": 2048}
+    patched = run_cli("kv", _write(tmp_path, "longcat2", given))
+    assert_one_line_error(patched)
+    assert "two MLA attention blocks" in patched.err

@@ -187,3 +187,9 @@ def check_decoder_only(cfg: Mapping[str, Any], file: str) -> None:
             f"is {cfg['model_type']!r}: Mamba (v1) layers only, a fixed-size state per request "
             "and no attention, which kvplan does not model (it models Mamba2: model_type "
             "mamba2, nemotron_h, granitemoehybrid)", field="model_type", file=file)
+    if model_type == "longcat_flash":
+        raise ConfigError(
+            "is 'longcat_flash': two MLA attention blocks (two latent caches) and two dense "
+            "MLPs beside the experts in every layer (vLLM longcat_flash.py), which kvplan does "
+            "not model: it would cache one latent per layer, half the KV cache",
+            field="model_type", file=file)
