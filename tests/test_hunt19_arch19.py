@@ -80,3 +80,51 @@ def test_longcat_flash_two_attention_blocks_per_layer_are_refused(tmp_path: Path
     patched = run_cli("kv", _write(tmp_path, "longcat2", given))
     assert_one_line_error(patched)
     assert "two MLA attention blocks" in patched.err
+
+
+def _internvl3_8b() -> dict[str, Any]:
+    """OpenGVLab/InternVL3-8B config.json (fields kvplan reads): the language model, Qwen2.5-7B
+    shaped, under ``llm_config``; an InternViT under ``vision_config``."""
+    llm = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+           "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+           "intermediate_size": 18944, "vocab_size": 151674, "max_position_embeddings": 32768,
+           "max_window_layers": 70, "sliding_window": 32768, "use_sliding_window": False,
+           "rope_theta": 1000000.0, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
+           "torch_dtype": "bfloat16"}
+    return {"architectures": ["InternVLChatModel"], "model_type": "internvl_chat",
+            "llm_config": llm, "downsample_ratio": 0.5, "template": "internvl2_5",
+            "torch_dtype": "bfloat16",
+            "vision_config": {"architectures": ["InternVisionModel"], "hidden_size": 1024,
+                              "num_hidden_layers": 24, "image_size": 448, "patch_size": 14}}
+
+
+def _deepseek_vl2_small() -> dict[str, Any]:
+    """deepseek-ai/deepseek-vl2-small config.json (fields kvplan reads): a DeepSeek-V2 MLA
+    language model (kv_lora_rank 512, rope 64, 30 layers) under ``language_config``."""
+    lang = {"model_type": "deepseek_v2", "hidden_size": 2560, "num_hidden_layers": 30,
+            "num_attention_heads": 20, "num_key_value_heads": 20, "kv_lora_rank": 512,
+            "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+            "v_head_dim": 128, "n_routed_experts": 64, "n_shared_experts": 2,
+            "num_experts_per_tok": 6, "moe_intermediate_size": 1408, "intermediate_size": 10944,
+            "first_k_dense_replace": 1, "vocab_size": 102400, "max_position_embeddings": 4096,
+            "topk_method": "greedy", "use_mla": True, "torch_dtype": "bfloat16"}
+    return {"architectures": ["DeepseekVLV2ForCausalLM"], "model_type": "deepseek_vl_v2",
+            "language_config": lang, "tile_tag": "2D", "torch_dtype": "bfloat16",
+            "vision_config": {"model_type": "vision", "layers": 27, "width": 1152}}
+
+
+def test_language_model_under_llm_config_or_language_config_is_read(tmp_path: Path) -> None:
+    # vLLM reads InternVL's llm_config as its text_config (transformers_utils/config.py
+    # _CONFIG_ATTRS_MAPPING) and DeepseekVLV2Config builds text_config from language_config;
+    # kvplan read only text_config and refused both files with "hidden_size is missing; it is
+    # required to size the KV cache" (the field is in the sub-config).
+    # InternVL3-8B: 2 (K, V) x 28 layers x 4 KV heads x 128 x 2 B = 57,344 B/token.
+    internvl = run_cli("kv", _write(tmp_path, "internvl", _internvl3_8b()), "--json").json()
+    assert internvl["bytes_per_token"] == 2 * 28 * 4 * 128 * 2 == 57_344
+    # DeepSeek-VL2-small: MLA, 30 layers x (512 + 64) x 2 B = 34,560 B/token.
+    vl2 = run_cli("kv", _write(tmp_path, "vl2", _deepseek_vl2_small()), "--json").json()
+    assert vl2["attention"] == "MLA" and vl2["bytes_per_token"] == 30 * 576 * 2 == 34_560
+    # capacity still refuses the unpriced vision tower in one line, naming it
+    cap = run_cli("capacity", _write(tmp_path, "internvl2", _internvl3_8b()))
+    assert_one_line_error(cap)
+    assert "InternVLChatModel" in cap.err

@@ -236,12 +236,15 @@ def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec |
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     """The language model's config: text_config (Gemma 3, Llava...; Qwen2.5-Omni's thinker's:
-    vLLM get_hf_text_config); DBRX / MPT's attn_config, ffn_config read as "attn_config.X"."""
+    vLLM get_hf_text_config), InternVL's llm_config (vLLM ``_CONFIG_ATTRS_MAPPING`` renames it
+    text_config), DeepSeek-VL2's language_config (vLLM ``DeepseekVLV2Config`` builds its
+    text_config from it); DBRX / MPT's attn_config, ffn_config read as "attn_config.X"."""
     thinker = raw.get("thinker_config")
     if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
         raw = thinker
-    text = raw.get("text_config")
-    if isinstance(text, Mapping):
+    text = next((raw[k] for k in ("text_config", "llm_config", "language_config")
+                 if isinstance(raw.get(k), Mapping)), None)
+    if text is not None:
         return {**{k: v for k, v in raw.items() if k in ("torch_dtype", "dtype")}, **text}
     if raw.get("model_type") in ("dbrx", "mpt"):
         parts = [(p, raw.get(p)) for p in ("attn_config", "ffn_config")]
