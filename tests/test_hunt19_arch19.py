@@ -128,3 +128,21 @@ def test_language_model_under_llm_config_or_language_config_is_read(tmp_path: Pa
     cap = run_cli("capacity", _write(tmp_path, "internvl2", _internvl3_8b()))
     assert_one_line_error(cap)
     assert "InternVLChatModel" in cap.err
+
+
+def test_ovis_vision_towers_keep_capacity_refused_once_llm_config_is_read(tmp_path: Path) -> None:
+    # Ovis2.5 keeps its language model under llm_config (read since the llm_config fix) and its
+    # ViT under vit_config (Ovis2: visual_tokenizer_config), keys the unpriced-tower check did
+    # not know: capacity would have sized the KV cache without the tower vLLM loads and profiles.
+    llm = {"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+           "intermediate_size": 12288, "vocab_size": 151936, "max_position_embeddings": 40960,
+           "torch_dtype": "bfloat16"}
+    for arch, key in (("Ovis2_5", "vit_config"), ("Ovis", "visual_tokenizer_config")):
+        cfg = {"architectures": [arch], "model_type": arch.lower(), "llm_config": llm,
+               key: {"hidden_size": 1152}, "torch_dtype": "bfloat16"}
+        kv = run_cli("kv", _write(tmp_path, arch, cfg), "--json").json()
+        assert kv["bytes_per_token"] == 2 * 36 * 8 * 128 * 2 == 147_456
+        cap = run_cli("capacity", _write(tmp_path, arch + "c", cfg))
+        assert_one_line_error(cap)
+        assert f"{arch} (config key '{key}')" in cap.err
