@@ -146,3 +146,28 @@ def test_ovis_vision_towers_keep_capacity_refused_once_llm_config_is_read(tmp_pa
         cap = run_cli("capacity", _write(tmp_path, arch + "c", cfg))
         assert_one_line_error(cap)
         assert f"{arch} (config key '{key}')" in cap.err
+
+
+def _gemma3(text: dict[str, Any]) -> dict[str, Any]:
+    """A google/gemma-3-*-it config.json: transformers writes only the text_config fields that
+    differ from Gemma3TextConfig's defaults (heads 8, KV heads 4, head_dim 256, ...)."""
+    return {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "mm_tokens_per_image": 256, "torch_dtype": "bfloat16",
+            "text_config": {"model_type": "gemma3_text", "sliding_window": 1024,
+                            "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, **text},
+            "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                              "model_type": "siglip_vision_model", "num_attention_heads": 16,
+                              "num_hidden_layers": 27, "patch_size": 14,
+                              "vision_use_head": False}}
+
+
+def test_gemma3_head_dim_left_to_the_class_default_is_256(tmp_path: Path) -> None:
+    # google/gemma-3-12b-it's text_config gives 16 heads and 8 KV heads but no head_dim:
+    # Gemma3TextConfig's default 256 (vLLM gemma3.py reads config.head_dim). kvplan kept 256 as
+    # a family default that _head_dim never read and took 3,840 / 16 = 240:
+    # 48 x 8 x 240 x 2 x 2 = 368,640 B/token instead of 48 x 8 x 256 x 2 x 2 = 393,216.
+    cfg = _gemma3({"hidden_size": 3840, "intermediate_size": 15360, "num_hidden_layers": 48,
+                   "num_attention_heads": 16, "num_key_value_heads": 8})
+    out = run_cli("kv", _write(tmp_path, "g12", cfg), "--json").json()
+    assert {g["head_size"] for g in out["groups"]} == {256}
+    assert out["bytes_per_token"] == 48 * 8 * 256 * 2 * 2 == 393_216

@@ -42,8 +42,7 @@ from kvplan.specs.towers.vision_config import (
 # GPT-2, BigCode, OPT, BLOOM, MPT, StarCoder2 keep PretrainedConfig's tie True; Cohere sets it).
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
-        "vocab_size": 262208,
-        "max_position_embeddings": 131072,
+        "vocab_size": 262208, "max_position_embeddings": 131072,
         "sliding_window_pattern": 6,
         "sliding_window": 4096,
         "tie_word_embeddings": True,
@@ -235,10 +234,9 @@ def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec |
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The language model's config: text_config (Gemma 3, Llava...; Qwen2.5-Omni's thinker's:
-    vLLM get_hf_text_config), InternVL's llm_config (vLLM ``_CONFIG_ATTRS_MAPPING`` renames it
-    text_config), DeepSeek-VL2's language_config (vLLM ``DeepseekVLV2Config`` builds its
-    text_config from it); DBRX / MPT's attn_config, ffn_config read as "attn_config.X"."""
+    """The language model's config: text_config (Gemma 3, Llava; Qwen2.5-Omni's thinker's: vLLM
+    get_hf_text_config), llm_config (InternVL: vLLM _CONFIG_ATTRS_MAPPING), language_config
+    (DeepSeek-VL2); DBRX / MPT's attn_config, ffn_config read as "attn_config.X"."""
     thinker = raw.get("thinker_config")
     if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
         raw = thinker
@@ -272,6 +270,8 @@ def _head_dim(f: _Fields, hidden: int, heads: int, model_type: str) -> int:
     for key in ("head_dim", "attention_head_dim", "kv_channels"):
         if f.has(key):
             return f.integer(key)
+    if f.get("head_dim") is not None:  # a class default (Gemma 2 / 3: 256), not hidden / heads
+        return f.integer("head_dim")
     if hidden % heads:
         raise ConfigError(
             f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "
