@@ -171,3 +171,16 @@ def test_gemma3_head_dim_left_to_the_class_default_is_256(tmp_path: Path) -> Non
     out = run_cli("kv", _write(tmp_path, "g12", cfg), "--json").json()
     assert {g["head_size"] for g in out["groups"]} == {256}
     assert out["bytes_per_token"] == 48 * 8 * 256 * 2 * 2 == 393_216
+
+
+def test_gemma3_4b_heads_left_to_the_class_defaults_are_read(tmp_path: Path) -> None:
+    # google/gemma-3-4b-it's text_config names neither num_attention_heads nor
+    # num_key_value_heads nor head_dim (Gemma3TextConfig's 8, 4, 256; vLLM reads the config
+    # object). kvplan refused it: "num_attention_heads is missing; it is required to size the
+    # KV cache". 34 layers (29 sliding, 5 full) x 4 x 256 x 2 x 2 = 139,264 B/token.
+    cfg = _gemma3({"hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34})
+    out = run_cli("kv", _write(tmp_path, "g4", cfg), "--json").json()
+    kinds = {g["kind"]: (g["num_layers"], g["num_kv_heads"], g["head_size"])
+             for g in out["groups"]}
+    assert kinds == {"sliding": (29, 4, 256), "full": (5, 4, 256)}
+    assert out["bytes_per_token"] == 34 * 4 * 256 * 2 * 2 == 139_264

@@ -40,16 +40,16 @@ from kvplan.specs.towers.vision_config import (
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
 # GPT-2, BigCode, OPT, BLOOM, MPT, StarCoder2 keep PretrainedConfig's tie True; Cohere sets it).
+_GEMMA_HEADS = {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}
+"""Gemma2Config's and Gemma3TextConfig's heads, which a wrapper's text_config leaves out when
+they match (google/gemma-3-4b-it, PaliGemma 2)."""
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
-        "vocab_size": 262208, "max_position_embeddings": 131072,
-        "sliding_window_pattern": 6,
-        "sliding_window": 4096,
-        "tie_word_embeddings": True,
-        "head_dim": 256,
+        "vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6,
+        "sliding_window": 4096, "tie_word_embeddings": True, **_GEMMA_HEADS,
         "hidden_activation": "gelu_pytorch_tanh",
     },
-    "gemma2": {"tie_word_embeddings": True, "head_dim": 256, "sliding_window": 4096},
+    "gemma2": {"tie_word_embeddings": True, "sliding_window": 4096, **_GEMMA_HEADS},
     "gemma": {"tie_word_embeddings": True},
     "deepseek_v2": {"vocab_size": 102400, "v_head_dim": 128, "max_position_embeddings": 2048},
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
