@@ -184,3 +184,26 @@ def test_gemma3_4b_heads_left_to_the_class_defaults_are_read(tmp_path: Path) -> 
              for g in out["groups"]}
     assert kinds == {"sliding": (29, 4, 256), "full": (5, 4, 256)}
     assert out["bytes_per_token"] == 34 * 4 * 256 * 2 * 2 == 139_264
+
+
+def test_granite_micro_all_attention_layers_with_mamba_keys_is_plain_attention(
+        tmp_path: Path) -> None:
+    # ibm-granite/granite-4.0-micro is a GraniteMoeHybridConfig whose config.json keeps the
+    # class's mamba_* keys (a top-level config writes every key) while layer_types marks all
+    # 40 layers "attention"; vLLM's ModelConfig.is_hybrid says "Handle granite-4.0-micro case
+    # which uses hybrid config but does not actually contain any non-attention layers" and
+    # serves it as plain attention. kvplan refused it ("has Mamba / linear-attention layers laid
+    # out by mamba_d_state, ..."). 40 layers x 8 KV heads x (2,560 / 40 = 64) x 2 x 2 =
+    # 81,920 B/token, blocks of 16 (no state page to align to).
+    cfg = {"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+           "hidden_size": 2560, "intermediate_size": 8192, "shared_intermediate_size": 8192,
+           "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 8,
+           "layer_types": ["attention"] * 40, "num_local_experts": 0, "num_experts_per_tok": 0,
+           "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_d_conv": 4,
+           "mamba_d_head": 64, "mamba_d_state": 256, "mamba_expand": 2, "mamba_n_groups": 1,
+           "mamba_n_heads": 128, "position_embedding_type": "rope", "vocab_size": 100352,
+           "max_position_embeddings": 131072, "tie_word_embeddings": True,
+           "torch_dtype": "bfloat16"}
+    out = run_cli("kv", _write(tmp_path, "micro", cfg), "--json").json()
+    assert out["block_size"] == 16 and out["state_bytes_per_request"] == 0
+    assert out["bytes_per_token"] == 40 * 8 * 64 * 2 * 2 == 81_920
