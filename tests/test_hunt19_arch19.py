@@ -207,3 +207,26 @@ def test_granite_micro_all_attention_layers_with_mamba_keys_is_plain_attention(
     out = run_cli("kv", _write(tmp_path, "micro", cfg), "--json").json()
     assert out["block_size"] == 16 and out["state_bytes_per_request"] == 0
     assert out["bytes_per_token"] == 40 * 8 * 64 * 2 * 2 == 81_920
+
+
+def test_deepseek_ocr_mha_language_model_ignores_its_zero_v_head_dim(tmp_path: Path) -> None:
+    # deepseek-ai/DeepSeek-OCR config.json language_config: use_mla false, kv_lora_rank null,
+    # v_head_dim 0 (and qk dims 0), 10 heads of 1,280 / 10 = 128. vLLM serves such a DeepSeek-VL2
+    # language model with plain Attention (one head_size for K and V; v_head_dim unread);
+    # kvplan read v_head_dim for non-MLA attention and refused the file ("v_head_dim must be
+    # positive, got 0"). 12 layers x 10 x 128 x 2 x 2 = 61,440 B/token.
+    lang = {"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+            "hidden_size": 1280, "intermediate_size": 6848, "kv_lora_rank": None,
+            "max_position_embeddings": 8192, "moe_intermediate_size": 896, "n_group": 1,
+            "n_routed_experts": 64, "n_shared_experts": 2, "num_attention_heads": 10,
+            "num_experts_per_tok": 6, "num_hidden_layers": 12, "num_key_value_heads": 10,
+            "q_lora_rank": None, "qk_nope_head_dim": 0, "qk_rope_head_dim": 0,
+            "first_k_dense_replace": 1, "topk_method": "greedy", "torch_dtype": "bfloat16",
+            "use_mla": False, "v_head_dim": 0, "vocab_size": 129280}
+    cfg = {"architectures": ["DeepseekOCRForCausalLM"], "model_type": "deepseek_vl_v2",
+           "language_config": lang, "tile_tag": "2D", "torch_dtype": "bfloat16",
+           "vision_config": {"image_size": 1024, "model_type": "vision"}}
+    out = run_cli("kv", _write(tmp_path, "ocr", cfg), "--json").json()
+    assert out["attention"] != "MLA"
+    assert [(g["head_size"], g["head_size_v"]) for g in out["groups"]] == [(128, 128)]
+    assert out["bytes_per_token"] == 12 * 10 * 128 * 2 * 2 == 61_440

@@ -202,11 +202,9 @@ def _dense_width(f: _Fields, model_type: str, hidden: int) -> int:
 
 
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:
-    """MLA's value width comes from its latent spec; otherwise v_head_dim or head_dim (a
-    MiniCPM3 V is padded to its K width: vLLM minicpm3.py)."""
-    if mla is not None or f.cfg.get("model_type") == "minicpm3":
-        return int(mla.v_head_dim) if mla is not None else head_dim
-    return f.integer("v_head_dim", required=False, default=head_dim)
+    """MLA's value width comes from its latent spec; otherwise head_dim: vLLM 0.11's Attention
+    caches V at its one head_size (a MiniCPM3 V padded to it; DeepSeek-OCR's 0 unread)."""
+    return int(mla.v_head_dim) if mla is not None else head_dim
 
 
 def _attention_bias(f: _Fields, model_type: str) -> bool:
