@@ -162,6 +162,10 @@ _UNMODELLED_LAYOUTS = (
      "which kvplan does not model: it would cache every layer"),
     ("use_cla", "shares one layer's KV with the next (Hunyuan cross-layer attention, which "
      "vLLM 0.11 builds as encoder-decoder attention), which kvplan does not model"),
+    ("share_q_dim", "marks Step3's multi-matrix factorization attention (one KV head in every "
+     "layer whatever num_attention_heads says, a low-rank query, experts on the "
+     "moe_layers_enum layers only: vLLM step3_text.py), which kvplan does not model: it would "
+     "cache num_attention_heads KV heads"),
     ("block_configs", "lists one block per layer (DeciLM / Nemotron-NAS: attention left out of "
      "some layers, KV heads and MLP widths set per layer), which kvplan does not model: it "
      "would price every layer as the same full-attention block"),
@@ -183,3 +187,9 @@ def check_decoder_only(cfg: Mapping[str, Any], file: str) -> None:
             f"is {cfg['model_type']!r}: Mamba (v1) layers only, a fixed-size state per request "
             "and no attention, which kvplan does not model (it models Mamba2: model_type "
             "mamba2, nemotron_h, granitemoehybrid)", field="model_type", file=file)
+    if model_type == "longcat_flash":
+        raise ConfigError(
+            "is 'longcat_flash': two MLA attention blocks (two latent caches) and two dense "
+            "MLPs beside the experts in every layer (vLLM longcat_flash.py), which kvplan does "
+            "not model: it would cache one latent per layer, half the KV cache",
+            field="model_type", file=file)

@@ -40,17 +40,16 @@ from kvplan.specs.towers.vision_config import (
 
 # transformers config-class defaults for fields compact files omit (see catalog/SOURCES.md;
 # GPT-2, BigCode, OPT, BLOOM, MPT, StarCoder2 keep PretrainedConfig's tie True; Cohere sets it).
+_GEMMA_HEADS = {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}
+"""Gemma2Config's and Gemma3TextConfig's heads, which a wrapper's text_config leaves out when
+they match (google/gemma-3-4b-it, PaliGemma 2)."""
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {
-        "vocab_size": 262208,
-        "max_position_embeddings": 131072,
-        "sliding_window_pattern": 6,
-        "sliding_window": 4096,
-        "tie_word_embeddings": True,
-        "head_dim": 256,
+        "vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6,
+        "sliding_window": 4096, "tie_word_embeddings": True, **_GEMMA_HEADS,
         "hidden_activation": "gelu_pytorch_tanh",
     },
-    "gemma2": {"tie_word_embeddings": True, "head_dim": 256, "sliding_window": 4096},
+    "gemma2": {"tie_word_embeddings": True, "sliding_window": 4096, **_GEMMA_HEADS},
     "gemma": {"tie_word_embeddings": True},
     "deepseek_v2": {"vocab_size": 102400, "v_head_dim": 128, "max_position_embeddings": 2048},
     "deepseek_v3": {"vocab_size": 129280, "v_head_dim": 128},
@@ -203,11 +202,9 @@ def _dense_width(f: _Fields, model_type: str, hidden: int) -> int:
 
 
 def _v_head_dim(f: _Fields, head_dim: int, mla: Any) -> int:
-    """MLA's value width comes from its latent spec; otherwise v_head_dim or head_dim (a
-    MiniCPM3 V is padded to its K width: vLLM minicpm3.py)."""
-    if mla is not None or f.cfg.get("model_type") == "minicpm3":
-        return int(mla.v_head_dim) if mla is not None else head_dim
-    return f.integer("v_head_dim", required=False, default=head_dim)
+    """MLA's value width comes from its latent spec; otherwise head_dim: vLLM 0.11's Attention
+    caches V at its one head_size (a MiniCPM3 V padded to it; DeepSeek-OCR's 0 unread)."""
+    return int(mla.v_head_dim) if mla is not None else head_dim
 
 
 def _attention_bias(f: _Fields, model_type: str) -> bool:
@@ -235,13 +232,15 @@ def _vision(raw: Mapping[str, Any], text_hidden: int, file: str) -> VisionSpec |
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The language model's config: text_config (Gemma 3, Llava...; Qwen2.5-Omni's thinker's:
-    vLLM get_hf_text_config); DBRX / MPT's attn_config, ffn_config read as "attn_config.X"."""
+    """The language model's config: text_config (Gemma 3, Llava; Qwen2.5-Omni's thinker's: vLLM
+    get_hf_text_config), llm_config (InternVL: vLLM _CONFIG_ATTRS_MAPPING), language_config
+    (DeepSeek-VL2); DBRX / MPT's attn_config, ffn_config read as "attn_config.X"."""
     thinker = raw.get("thinker_config")
     if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
         raw = thinker
-    text = raw.get("text_config")
-    if isinstance(text, Mapping):
+    text = next((raw[k] for k in ("text_config", "llm_config", "language_config")
+                 if isinstance(raw.get(k), Mapping)), None)
+    if text is not None:
         return {**{k: v for k, v in raw.items() if k in ("torch_dtype", "dtype")}, **text}
     if raw.get("model_type") in ("dbrx", "mpt"):
         parts = [(p, raw.get(p)) for p in ("attn_config", "ffn_config")]
@@ -269,6 +268,8 @@ def _head_dim(f: _Fields, hidden: int, heads: int, model_type: str) -> int:
     for key in ("head_dim", "attention_head_dim", "kv_channels"):
         if f.has(key):
             return f.integer(key)
+    if f.get("head_dim") is not None:  # a class default (Gemma 2 / 3: 256), not hidden / heads
+        return f.integer("head_dim")
     if hidden % heads:
         raise ConfigError(
             f"hidden_size {hidden} is not divisible by num_attention_heads {heads} "

@@ -35,7 +35,8 @@ attn_layer_indices is read by ``_from_attn_indices``): parsed as
 plain attention they would cache every layer as full attention (MiniMax's ``attn_type_list``
 is checked by ``_check_attn_types``).
 Granite-4.0-H shares Bamba's ``mamba_*`` names but lists ``layer_types`` ("mamba" /
-"attention"), which kvplan reads (``hf_config._mamba`` takes its names)."""
+"attention"), which kvplan reads (``hf_config._mamba`` takes its names); granite-4.0-micro
+keeps the ``mamba_*`` keys with every layer "attention" (vLLM ``is_hybrid``: not hybrid)."""
 
 
 def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[LayerKind, ...]:
@@ -50,7 +51,7 @@ def layer_kinds(f: Fields, layers: int, model_type: str, is_mla: bool) -> tuple[
     if f.has("attention_chunk_size"):  # Llama 4: see _from_layer_types
         f.notes.append("chunked local attention layers cached as full attention (vLLM 0.11 "
                        "turns the hybrid KV cache manager off for them by default)")
-    unread = [k for k in _UNREAD_STATE_KEYS if f.has(k)]
+    unread = [k for k in _UNREAD_STATE_KEYS if f.has(k) and not f.has("layer_types")]
     if unread and not any(k in ("mamba", "linear_attention") for k in kinds):
         raise ConfigError(
             f"has Mamba / linear-attention layers laid out by {', '.join(unread)} "

@@ -16,9 +16,10 @@ PRICED_TOWERS = frozenset({"Gemma3ForConditionalGeneration"})
 
 _ENCODER_KEYS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower",
                  "img_processor", "visual", "vision_backbone", "audio_processor",
-                 "thinker_config")
+                 "thinker_config", "vit_config", "visual_tokenizer_config")
 """config.json keys that describe an encoder (LLaVA / Qwen-VL / Llama-4 / Pixtral / Phi-3-V
-/ Molmo / Phi-4-MM / audio models; Qwen2.5-Omni's thinker holds its audio and vision)."""
+/ Molmo / Phi-4-MM / audio models; Qwen2.5-Omni's thinker holds its audio and vision; Ovis's
+ViT, whose language model ``hf_config._text_config`` reads from llm_config)."""
 
 SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                    "image_size": 224, "patch_size": 16, "num_channels": 3}
