@@ -16,6 +16,7 @@ request timeline steps     10^6 (request: one a chunk   one object each: 10^6 is
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
 plan search space          10^5 configurations (the     real searches are 10..10^3; each is
                            product of the flag lists)   screened in ~5 ms (10^5: ~8 min)
+plan --workers             4 x the usable CPUs          jobs are CPU-bound (executor.py)
 disaggregated fleet, DP    1,024 engines (instances x   real xPyD fleets have < 100; each
                            DP ranks); engines (or DP    engine keeps every request's state
                            ranks) x requests 2x10^7     (~200 B: 2x10^7 is ~4-5 GB)

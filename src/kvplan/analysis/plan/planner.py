@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.analysis.plan.bands import MARGINS
-from kvplan.analysis.plan.executor import check_executor, pick_executor
+from kvplan.analysis.plan.executor import check_executor, check_workers, pick_executor
 from kvplan.analysis.plan.funnel import Limits, Progress, Tally, screen
 from kvplan.analysis.plan.jobs import JobContext
 from kvplan.analysis.plan.levers import levers
@@ -193,8 +193,8 @@ def _check_options(o: PlanOptions) -> None:
     if o.search not in SEARCHES:
         raise InputError(f"--search {o.search!r}: choose one of {', '.join(SEARCHES)}")
     check_executor(o.executor)
-    for flag, v in (("--max-gpus", o.max_gpus), ("--replicas", o.replicas),
-                    ("--workers", o.workers)):
+    check_workers(o.workers)
+    for flag, v in (("--max-gpus", o.max_gpus), ("--replicas", o.replicas)):
         if v is not None and v < 1:
             raise InputError(f"{flag} must be a positive whole number, got {v}")
     if o.max_cost_per_hour is not None:

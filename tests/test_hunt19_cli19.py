@@ -1,0 +1,36 @@
+"""Hunt 19, cli19: the command line as a careless or hurried user types it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import kvplan
+from kvplan.analysis.plan import executor, planner
+from kvplan.errors import InputError
+
+
+def _plan(monkeypatch: pytest.MonkeyPatch, **options: Any) -> None:
+    """kvplan.plan on a small random workload; the search itself must never start (a refused
+    option is refused before it), so starting an executor fails the test at once."""
+    def no_search(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("the search started: the option was not refused")
+
+    monkeypatch.setattr(planner, "pick_executor", no_search)
+    slo = kvplan.Slo(bounds=kvplan.parse_slo(["ttft:p99:2000"]))
+    work = kvplan.WorkloadArgs(num_prompts=20, request_rate=2.0)
+    planner.plan("Qwen/Qwen3-8B", work, slo, gpus=["H100"], **options)
+
+
+def test_plan_refuses_more_workers_than_the_machine_can_run(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    # Was: `kvplan plan ... --workers 100000` had no upper bound; the local pool forked worker
+    # processes until the machine stalled (2,945 processes in 2 minutes on a 2-core box, no
+    # answer). The jobs are CPU-bound, so workers beyond a few per core only cost memory and
+    # start-up; now one error line naming the range, before any work.
+    monkeypatch.setattr(executor, "usable_cpus", lambda: 2, raising=False)
+    with pytest.raises(InputError, match=r"--workers must be a whole number in \[1, 8\]"):
+        _plan(monkeypatch, workers=100_000)
+    with pytest.raises(InputError, match=r"--workers"):
+        _plan(monkeypatch, workers=9)
