@@ -34,3 +34,16 @@ def test_plan_refuses_more_workers_than_the_machine_can_run(monkeypatch: pytest.
         _plan(monkeypatch, workers=100_000)
     with pytest.raises(InputError, match=r"--workers"):
         _plan(monkeypatch, workers=9)
+
+
+def test_plan_refuses_a_fleet_of_a_hundred_million_replicas(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    # Was: `kvplan plan Qwen/Qwen3-8B --gpu H100 --replicas 100000000 --num-prompts 20
+    # --request-rate 2 --slo ttft:p99:2000` ran for hours: every fleet run walks every
+    # replica (--replicas 10^5: 15 s, 10^6: 2 minutes, linear). Now one error line with the
+    # range (limits.MAX_REPLICAS: 10,000 replicas of 8 GPUs would be 80,000 GPUs).
+    with pytest.raises(InputError, match=r"--replicas must be a whole number in "
+                                         r"\[1, 10,000\], got 100000000"):
+        _plan(monkeypatch, replicas=100_000_000)
+    with pytest.raises(InputError, match=r"--replicas must be a whole number in \[1, 10,000\]"):
+        _plan(monkeypatch, replicas=0)
