@@ -9,6 +9,7 @@ import pytest
 import kvplan
 from kvplan.analysis.plan import executor, planner
 from kvplan.errors import InputError
+from tests.conftest import run_cli
 
 
 def _plan(monkeypatch: pytest.MonkeyPatch, **options: Any) -> None:
@@ -47,3 +48,19 @@ def test_plan_refuses_a_fleet_of_a_hundred_million_replicas(monkeypatch: pytest.
         _plan(monkeypatch, replicas=100_000_000)
     with pytest.raises(InputError, match=r"--replicas must be a whole number in \[1, 10,000\]"):
         _plan(monkeypatch, replicas=0)
+
+
+def test_pasted_rope_scaling_warning_does_not_send_the_user_into_an_error() -> None:
+    # Was: `capacity --gpu H100 -- vllm serve Qwen/Qwen3-8B --rope-scaling '{...yarn, factor
+    # 4, original 32768}'` warned "--rope-scaling ignored: ...; pass --max-model-len", and
+    # following it (--max-model-len 131072 = 32768 x 4, what vLLM derives) was refused: the
+    # model's own limit without the scaling is 40,960. The way that works is a config.json
+    # with the rope_scaling, which kvplan reads as vLLM does.
+    rope = '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}'
+    r = run_cli("capacity", "--gpu", "H100", "--json", "--", "vllm", "serve", "Qwen/Qwen3-8B",
+                "--rope-scaling", rope)
+    assert r.code == 0, r.err
+    warning = [line for line in r.err.splitlines() if "--rope-scaling" in line]
+    assert len(warning) == 1 and "pass --max-model-len" not in warning[0]
+    assert "config.json" in warning[0]
+
