@@ -9,7 +9,7 @@ import pytest
 import kvplan
 from kvplan.analysis.plan import executor, planner
 from kvplan.errors import InputError
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 
 def _plan(monkeypatch: pytest.MonkeyPatch, **options: Any) -> None:
@@ -64,3 +64,35 @@ def test_pasted_rope_scaling_warning_does_not_send_the_user_into_an_error() -> N
     assert len(warning) == 1 and "pass --max-model-len" not in warning[0]
     assert "config.json" in warning[0]
 
+
+def test_kvplan_option_typed_after_the_pasted_line_says_to_move_it() -> None:
+    # Was: `kvplan simulate -- vllm serve Qwen/Qwen3-8B --json` (kvplan's --json at the end of
+    # the line) said "vllm serve refuses --json: unrecognized argument (vLLM 0.11.0); did you
+    # mean --revision?", --num-prompts "did you mean --enable-prompt-embeds?": vLLM's nearest
+    # option, nothing a user meant. Still refused (vLLM refuses it), now with the fix.
+    shape = ("--prompt", "8", "--output", "8")
+    for cmd, flag in (("simulate", "--json"), ("simulate", "--num-prompts"),
+                      ("latency", "--sweep"), ("capacity", "--plot")):
+        extra = shape if cmd == "latency" else ()
+        r = run_cli(cmd, "--gpu", "H100", *extra, "--", "vllm", "serve", "Qwen/Qwen3-8B", flag,
+                    "1")
+        assert_one_line_error(r)
+        assert f"{flag} is kvplan's own option: give it before the --" in r.err, r.err
+        assert "did you mean" not in r.err
+
+
+def test_kvplan_own_options_list_every_option_vllm_serve_lacks() -> None:
+    # KVPLAN_OWN must follow the commands' options, or a new one gets vLLM's nearest option.
+    import typer
+
+    from kvplan.cli import app
+    from kvplan.cli.vllm_options import KVPLAN_OWN, serve_options
+
+    app._register()
+    group = typer.main.get_command(app.app)
+    vllm = serve_options().takes_value
+    for name in app.PASTED_LINE_COMMANDS:
+        params = group.commands[name].params  # type: ignore[attr-defined]
+        own = {o for p in params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
+        lacking = {o for o in own if o not in vllm and not any(k.startswith(o) for k in vllm)}
+        assert lacking <= KVPLAN_OWN, (name, lacking - KVPLAN_OWN)
