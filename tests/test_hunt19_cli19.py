@@ -96,3 +96,15 @@ def test_kvplan_own_options_list_every_option_vllm_serve_lacks() -> None:
         own = {o for p in params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
         lacking = {o for o in own if o not in vllm and not any(k.startswith(o) for k in vllm)}
         assert lacking <= KVPLAN_OWN, (name, lacking - KVPLAN_OWN)
+
+
+def test_price_with_a_decimal_comma_is_named_as_such() -> None:
+    # Was: `kvplan prices --price H100=2,49` (a decimal comma) split into 'H100=2' and '49'
+    # and said "error: --price '49': use GPU=USD_PER_GPU_HOUR, e.g. H100=2.49", naming a
+    # price the user never typed. Now the whole item and what to write instead.
+    for cmd in (("prices",), ("plan", "Qwen/Qwen3-8B", "--slo", "ttft:p99:2000")):
+        r = run_cli(*cmd, "--price", "H100=2,49")
+        assert_one_line_error(r)
+        assert "--price 'H100=2,49': a comma separates prices" in r.err, r.err
+        assert "decimal point" in r.err
+    assert run_cli("prices", "--price", "H100=2.49,L40S=0.86", "--json").code == 0
