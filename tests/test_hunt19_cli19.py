@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +109,22 @@ def test_price_with_a_decimal_comma_is_named_as_such() -> None:
         assert "--price 'H100=2,49': a comma separates prices" in r.err, r.err
         assert "decimal point" in r.err
     assert run_cli("prices", "--price", "H100=2.49,L40S=0.86", "--json").code == 0
+
+
+def test_price_file_that_prices_one_instance_twice_is_refused(tmp_path: Path) -> None:
+    # Was: a --prices CSV with lambda's '8x H100 SXM' on two rows, $31.92 and $8.00 an
+    # instance-hour (a pasted row edited in the wrong place), was read without a word and
+    # the planner priced H100s at the cheaper $1.00/GPU-hour (8.00 / 8). --price refuses
+    # two prices for one GPU; the file now refuses two for one instance. An identical
+    # repeated row stays harmless.
+    head = ("gpu,provider,instance,gpus_per_instance,gpus_per_node,usd_per_instance_hour,"
+            "source_url,observed_on,transcribed_by\n")
+    row = "H100-SXM-80GB,lambda,8x H100 SXM,8,8,{usd},https://lambda.ai/pricing,2026-09-20,me\n"
+    two = tmp_path / "two.csv"
+    two.write_text(head + row.format(usd=31.92) + row.format(usd=8.00))
+    r = run_cli("prices", "--prices", str(two))
+    assert_one_line_error(r)
+    assert "line 3: lambda '8x H100 SXM' (H100-SXM-80GB) is also on line 2" in r.err, r.err
+    same = tmp_path / "same.csv"
+    same.write_text(head + row.format(usd=31.92) + row.format(usd=31.92))
+    assert run_cli("prices", "--prices", str(same), "--json").code == 0
