@@ -16,6 +16,10 @@ request timeline steps     10^6 (request: one a chunk   one object each: 10^6 is
 requests (--num-prompts)   1 .. 10^6                    a benchmark run, not a year of traffic
 plan search space          10^5 configurations (the     real searches are 10..10^3; each is
                            product of the flag lists)   screened in ~5 ms (10^5: ~8 min)
+plan --replicas            1 .. 10,000                  a fleet of 10^4 8-GPU replicas is
+                                                        80,000 GPUs; each costs the fleet
+                                                        simulation ~25 us (10^8: hours)
+plan --workers             4 x the usable CPUs          jobs are CPU-bound (executor.py)
 disaggregated fleet, DP    1,024 engines (instances x   real xPyD fleets have < 100; each
                            DP ranks); engines (or DP    engine keeps every request's state
                            ranks) x requests 2x10^7     (~200 B: 2x10^7 is ~4-5 GB)
@@ -77,6 +81,9 @@ MAX_PLAN_CONFIGS = 100_000
 MAX_TIMELINE_STEPS = 1_000_000
 """Steps one request's claim schedule lists (`kvplan request`, its web page, the report):
 every catalog model's whole context fits; 10^8 steps would be ~35 GB."""
+MAX_REPLICAS = 10_000
+"""plan --replicas: every fleet run walks every replica (--replicas 10^6 took 2 minutes,
+10^8 hours), and no deployment of one model has 10^4 replicas."""
 MAX_FLEET_ENGINES = 1024
 MAX_FLEET_STATES = 20_000_000
 """A disaggregated fleet's engines x requests (--prefill-instances 100000 with 10 requests

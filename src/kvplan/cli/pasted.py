@@ -35,7 +35,8 @@ IGNORED_EFFECTS: dict[str, str] = {
     "--max-lora-rank": "LoRA adapters take memory; kvplan models none",
     "--disable-sliding-window": "vLLM then caches every layer in full; kvplan keeps the windows",
     "--hf-overrides": "overrides change the model's config; edit a config.json and pass its path",
-    "--rope-scaling": "changes the longest length the model takes; pass --max-model-len",
+    "--rope-scaling": "it stretches the model's context (vLLM derives max_model_len from it); "
+    "put rope_scaling in a config.json and pass its path",
     "--limit-mm-per-prompt": "kvplan prices vLLM's default limit (999 items): the vision "
     "tower and the profiling run's dummy encoder outputs stay priced (with a limit of 0 some "
     "vLLM models skip both)",

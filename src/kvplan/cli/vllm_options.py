@@ -75,8 +75,24 @@ def vllm_option(flag: str) -> str:
                          f"could match {shown}); write the option in full")
     near = difflib.get_close_matches(base[:100], list(table.takes_value), n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]}?" if near else "; see vllm serve --help"
+    if base in KVPLAN_OWN:  # kvplan's option typed after the pasted line
+        hint = f"; {base} is kvplan's own option: give it before the --"
     raise InputError(f"vllm serve refuses {flag}: unrecognized argument (vLLM {version})"
                      f"{hint}")
+
+
+KVPLAN_OWN = frozenset({
+    "--json", "--plot", "--profile", "--prompt", "--output", "--batch", "--sweep", "--explain",
+    "--expert-imbalance", "--all2all-backend", "--mxfp4-moe-backend", "--dataset",
+    "--num-prompts", "--request-rate", "--burstiness", "--time-scale", "--max-concurrency",
+    "--random-input-len", "--random-output-len", "--random-prefix-len", "--random-range-ratio",
+    "--trace", "--trace-columns", "--goodput", "--percentile-metrics", "--metric-percentiles",
+    "--save-result", "--save-detailed", "--disagg", "--router", "--kv-link", "--prefill-gpu",
+    "--prefill-tp", "--prefill-dp", "--prefill-instances", "--decode-gpu", "--decode-tp",
+    "--decode-dp", "--decode-instances"})
+"""Options of kvplan's capacity, latency and simulate that ``vllm serve`` does not know: one
+typed after the pasted line is refused (as vLLM refuses it) with a hint to move it before
+the ``--``, not vLLM's nearest option (``--json``: "did you mean --revision?")."""
 
 
 LIST_OPTIONS = frozenset({

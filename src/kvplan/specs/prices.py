@@ -83,7 +83,27 @@ def read_rows(text: str, origin: str) -> tuple[PriceRow, ...]:
                          f"({exc}); fix that row") from None
     if not rows:
         raise InputError(f"{origin}: no price rows")
+    _check_repeats(rows, origin)
     return rows
+
+
+def _check_repeats(rows: Sequence[PriceRow], origin: str) -> None:
+    """One instance of one provider priced twice, differently, is refused: which row won
+    was silent (the planner took the cheaper), as --price's two prices once were."""
+    seen: dict[tuple[str, str, str], tuple[int, PriceRow]] = {}
+    for i, row in enumerate(rows):
+        key = (row.gpu, row.provider, row.instance)
+        first = seen.setdefault(key, (i, row))
+        if _numbers(first[1]) != _numbers(row):
+            raise InputError(
+                f"{origin} line {i + 2}: {row.provider} {row.instance!r} ({row.gpu}) is also "
+                f"on line {first[0] + 2} with other numbers "
+                f"(${first[1].usd_per_instance_hour:g} vs ${row.usd_per_instance_hour:g} an "
+                "instance-hour); keep one row, or name the instances apart")
+
+
+def _numbers(row: PriceRow) -> tuple[float, int, int]:
+    return row.usd_per_instance_hour, row.gpus_per_instance, row.gpus_per_node
 
 
 def _row(line: dict[str, str], origin: str, lineno: int) -> PriceRow:

@@ -105,9 +105,15 @@ def replicas_option(text: str) -> int | None:
 
 
 def price_overrides(items: list[str] | None) -> tuple[str, ...]:
+    """--price items, comma lists split (H100=2.49,L40S=0.86); a decimal comma (H100=2,49)
+    is refused as one, not as a price '49'."""
     out: list[str] = []
     for item in items or []:
-        out += [x.strip() for x in item.split(",") if x.strip()]
+        parts = [x.strip() for x in item.split(",") if x.strip()]
+        if any(x.isdigit() for x in parts[1:]) and "=" in parts[0]:
+            raise InputError(f"--price {item!r}: a comma separates prices (H100=2.49,L40S=0.86);"
+                             " write the USD per GPU-hour with a decimal point, e.g. H100=2.49")
+        out += parts
     return tuple(out)
 
 

@@ -23,6 +23,7 @@ from kvplan.analysis.plan.jobs import (
     run_jobs,
 )
 from kvplan.errors import InputError
+from kvplan.limits import check_int
 from kvplan.notes import note
 
 if TYPE_CHECKING:
@@ -205,6 +206,31 @@ class RayExecutor:
 def check_executor(name: str) -> None:
     if name not in EXECUTORS:
         raise InputError(f"--executor {name!r}: choose one of {', '.join(EXECUTORS)}")
+
+
+WORKERS_PER_CPU = 4
+"""--workers allowed per CPU: the jobs are CPU-bound, so more only cost memory and start-up
+(--workers 100000 forked processes until a 2-core machine stalled)."""
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity; else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def check_workers(workers: int | None) -> None:
+    """--workers: 1 .. WORKERS_PER_CPU x the usable CPUs."""
+    if workers is None:
+        return
+    cpus = usable_cpus()
+    try:
+        check_int("--workers", workers, 1, WORKERS_PER_CPU * cpus)
+    except InputError as exc:
+        raise InputError(f"{exc} ({WORKERS_PER_CPU} per CPU: this machine lets kvplan use "
+                         f"{cpus}; the jobs are CPU-bound, so more only cost memory)") from None
 
 
 def executor_choice(name: str, address: str | None, screened: int) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.analysis.plan.bands import MARGINS
-from kvplan.analysis.plan.executor import check_executor, pick_executor
+from kvplan.analysis.plan.executor import check_executor, check_workers, pick_executor
 from kvplan.analysis.plan.funnel import Limits, Progress, Tally, screen
 from kvplan.analysis.plan.jobs import JobContext
 from kvplan.analysis.plan.levers import levers
@@ -45,7 +45,7 @@ from kvplan.analysis.plan.why.verdict import (
 )
 from kvplan.api_check import check_fields, named_fields
 from kvplan.errors import InputError
-from kvplan.limits import USD_PER_HOUR_CAP, check_int, check_number
+from kvplan.limits import MAX_REPLICAS, USD_PER_HOUR_CAP, check_int, check_number
 from kvplan.specs.catalog import load_model, served_name
 from kvplan.specs.hardware import HardwareSpec, catalog_id, gpu_catalog, load_gpu
 from kvplan.specs.model import ModelSpec
@@ -207,10 +207,11 @@ def _check_options(o: PlanOptions) -> None:
     if o.search not in SEARCHES:
         raise InputError(f"--search {o.search!r}: choose one of {', '.join(SEARCHES)}")
     check_executor(o.executor)
-    for flag, v in (("--max-gpus", o.max_gpus), ("--replicas", o.replicas),
-                    ("--workers", o.workers)):
-        if v is not None and v < 1:
-            raise InputError(f"{flag} must be a positive whole number, got {v}")
+    check_workers(o.workers)
+    if o.max_gpus is not None and o.max_gpus < 1:
+        raise InputError(f"--max-gpus must be a positive whole number, got {o.max_gpus}")
+    if o.replicas is not None:
+        check_int("--replicas", o.replicas, 1, MAX_REPLICAS)
     if o.max_cost_per_hour is not None:
         check_number("--max-cost-per-hour", o.max_cost_per_hour, *USD_PER_HOUR_CAP)
     check_int("--seed", o.seed, 0, MAX_SEED)  # numpy's generators take 0 .. 2**32 - 1
