@@ -187,3 +187,36 @@ def test_gpt_oss_120b_hybrid_tokens_hf_mem_60() -> None:
     assert _printed(avail) == "5.38"
     p = _plan(load_model("openai/gpt-oss-120b"), H100, kv_cache_memory_bytes=avail)
     assert (p.num_blocks, p.kv_cache_tokens) == (9_798, 78_384)
+
+
+# ------------- Qwen3-235B-A22B-Instruct-2507-FP8, TP 8 + EP, 8 x L40S, vLLM 0.10.2
+# tim-roethig/ai-platform platform/docs/qwen3_235b_on_8xl40s.md: `vllm serve
+# Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 --tensor-parallel-size 8 --enable-expert-parallel
+# --gpu-memory-utilization 0.90 --swap-space 0 --max-model-len 32K`.
+
+
+def test_l40s_cuda_total_is_what_vllm_logs_ai_platform() -> None:
+    # "Free memory on device (43.93/44.42 GiB) on startup. Desired GPU memory utilization is
+    # (0.9, 39.98 GiB)": 0.9 x 44.42 = 39.978. kvplan derived 46,068 - 467 MiB = 44.53 GiB
+    # (0.9 x: 40.08 GiB, 0.1 GiB of KV per GPU that vLLM does not have).
+    from kvplan.costs.memory.vllm_defaults import cuda_total_bytes
+
+    total = cuda_total_bytes(L40S)
+    assert _printed(total) == "44.42"
+    assert _printed(int(total * 0.9)) == "39.98"
+
+
+def test_qwen3_235b_tp8_replicated_kv_head_blocks_ai_platform() -> None:
+    # Same log, every rank's report (0.10.2 logs each rank's config before taking the
+    # minimum): ranks with "Available KV cache memory: 10.64 GiB" print "GPU KV cache size:
+    # 237,344 tokens", "7.24x"; the engine keeps the minimum, num_gpu_blocks 14,834. 4 KV
+    # heads over TP 8: one replicated head per GPU, 94 x 16 x 2 x 1 x 128 x 2 B = 770,048 B
+    # a block; 10.64 GiB / 770,048 = 14,836.4 (the printed 0.01 GiB spans 14,830-14,843).
+    m = load_model("Qwen/Qwen3-235B-A22B")
+    avail = 14_834 * 770_048 + 1024
+    assert _printed(avail) == "10.64"
+    p = _plan(m, L40S, tensor_parallel_size=8, enable_expert_parallel=True,
+              max_model_len=32768, kv_cache_memory_bytes=avail)
+    assert (p.page_size_bytes * p.layers_per_group, p.num_blocks) == (770_048, 14_834)
+    assert p.kv_cache_tokens == 237_344
+    assert f"{p.max_concurrency:.2f}" == "7.24"  # 14,834 / (32,768 / 16)
