@@ -220,3 +220,25 @@ def test_qwen3_235b_tp8_replicated_kv_head_blocks_ai_platform() -> None:
     assert (p.page_size_bytes * p.layers_per_group, p.num_blocks) == (770_048, 14_834)
     assert p.kv_cache_tokens == 237_344
     assert f"{p.max_concurrency:.2f}" == "7.24"  # 14,834 / (32,768 / 16)
+
+
+def test_pcie_only_comm_buffers_ai_platform() -> None:
+    # Same log, "Free memory on device" lines: "Actual usage is 27.72 GiB for weight, 1.4 GiB
+    # for peak activation, 0.21 GiB for non-torch memory" (0.17-0.21 over the 8 ranks; the
+    # log's "Custom allreduce is disabled because it's not supported on more than two
+    # PCIe-only GPUs"). kvplan priced 133 + 420 MiB = 0.54 GiB (NVLink TP2 logs), KV 10.37 GiB
+    # against the logged 10.64-10.68. PCIe-only parts: 133 + 80 = 213 MiB = 0.208 GiB; KV =
+    # 39.98 - 27.66 (kvplan's weights, 0.06 below the log) - 1.41 - 0.21 = 10.70 GiB.
+    q = load_model("Qwen/Qwen3-235B-A22B")
+    m = parse_config(_catalog("Qwen--Qwen3-235B-A22B", quantization_config={
+        "quant_method": "fp8", "weight_block_size": [128, 128], "fmt": "e4m3",
+        "activation_scheme": "dynamic"}), name="Qwen3-235B-A22B-Instruct-2507-FP8", file="test")
+    b = _plan(m, L40S, tensor_parallel_size=8, enable_expert_parallel=True,
+              max_model_len=32768).budget
+    assert b.non_torch_bytes == 213 * 2**20 and _printed(b.non_torch_bytes) == "0.21"
+    assert _printed(b.activation_bytes) == "1.41"
+    assert abs(b.available_kv_bytes / GiB - 10.66) < 0.05
+    # NVLink parts keep the TP2-calibrated 553 MiB; one GPU has no communication buffers
+    assert _plan(q, H100, tensor_parallel_size=8).budget.non_torch_bytes == 553 * 2**20
+    one = parse_config(QWEN3_14B, name="Qwen3-14B", file="test")
+    assert _plan(one, L40S, max_model_len=32768).budget.non_torch_bytes == 133 * 2**20

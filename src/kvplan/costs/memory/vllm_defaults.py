@@ -126,6 +126,16 @@ NON_TORCH_BASE_BYTES = 133 * MiB
 """CUDA context growth after vLLM's first snapshot (cuBLAS/cuDNN workspaces): 0.13 GiB at TP1."""
 COMM_BUFFER_BYTES = 420 * MiB
 """TP > 1: NCCL channel buffers + custom all-reduce IPC buffers: 0.54-0.55 GiB at TP2 (logs)."""
+PCIE_COMM_BUFFER_BYTES = 80 * MiB
+"""The same on a PCIe-only part: vLLM 0.10.2 TP 8 + EP on 8 x L40S logs 0.17-0.21 GiB of
+non-torch memory a rank (tim-roethig/ai-platform qwen3_235b_on_8xl40s.md; the custom
+all-reduce is off there): 0.21 - 0.13 GiB. vllm#20665 (4 x L4, TP 2 x PP 2) implies about
+0.25 GiB, RTX 4090 TP 2 (v0.7, vllm#13061) 0.25."""
+
+
+def pcie_only(hw: HardwareSpec) -> bool:
+    """GPUs joined by PCIe alone (L40S, L4, A10G, RTX 4090: their catalog interconnect)."""
+    return hw.interconnect.lower().startswith("pcie")
 FUSED_MOE_CHUNK_TOKENS = 16 * 1024
 """VLLM_FUSED_MOE_CHUNK_SIZE: fused_experts works through the tokens in chunks of this many."""
 CUDAGRAPH_MAX_CAPTURE = 512
