@@ -12,7 +12,7 @@ L70 = "meta-llama/Llama-3.1-70B"
 # Llama-3.1-70B on L40S TP1: chunks 512 and 2048 are pruned_memory, the third chunk
 # (L40S's default, 2048) is a `duplicate`. The why line quoted the duplicate's reason, "the
 # same engine flags as c0001 ...", as if that were why nothing could be served. The weights
-# alone are 70.55e9 params x 2 B = 141.1e9 B = 131.45 GiB > 0.9 x 44.53 GiB = 40.08 GiB, and
+# alone are 70.55e9 params x 2 B = 141.1e9 B = 131.45 GiB > 0.9 x 44.42 GiB = 39.98 GiB, and
 # the memory check computed the one lever that fits: TP 4 (131.45 / 4 = 32.9 GiB).
 def test_nothing_fits_names_the_memory_miss_and_its_computed_lever() -> None:
     r = run_cli("plan", L70, "--gpu", "L40S", "-tp", "1", "--num-prompts", "100",
@@ -22,7 +22,7 @@ def test_nothing_fits_names_the_memory_miss_and_its_computed_lever() -> None:
     assert "the same engine flags" not in why
     assert why.startswith("no configuration in the space fits in memory (no memory left for "
                           "the KV cache on L40S: weights 131.45 GiB")
-    assert why.endswith("exceed the requested 40.08 GiB); fits with --tensor-parallel-size 4")
+    assert why.endswith("exceed the requested 39.98 GiB); fits with --tensor-parallel-size 4")
 
 
 # ---------------- W2: latency --explain described MLA attention as MQA ("1 kv x 192")

@@ -102,7 +102,7 @@ def test_loose_slo_picks_the_cheapest_feasible_gpu() -> None:
 
 def test_fp8_kv_wins_where_kv_memory_binds() -> None:
     # Hand reasoning: ~8.1k-token prompts + ~540 outputs hold ~8.7k tokens each. On one L40S
-    # (44.53 GiB as CUDA reports it) the bf16 pool holds 194,688 tokens (~22 such requests),
+    # (44.42 GiB as CUDA reports it) the bf16 pool holds 193,872 tokens (~22 such requests),
     # fp8 twice that. Priced from L40S's measured kernels, at 0.8 req/s more requests must be
     # resident than the bf16 pool holds: bf16 needs two replicas (KV memory binds), fp8 one.
     # (At 0.6 req/s one bf16 replica still keeps up; the measured kernels are faster than

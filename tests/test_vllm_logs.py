@@ -355,7 +355,9 @@ def test_gpt_oss_120b_util_095_llm_d() -> None:
         ("L4", "22.05"),  # vLLM "Free memory on device cuda:0 (19.77/22.05 GiB)", pytorch#175666
         ("RTX-4090", "23.64"),  # "GPU 0 has a total capacty of 23.64 GiB", Phidias-Diffusion#8
         ("B200", "178.35"),  # "Total VRAM: 178.35 GB", unslothai/unsloth#3411
-        ("L40S", "44.53"),  # nvidia-smi 46,068 MiB - 467 MiB (derived, modal-client#2797)
+        ("L40S", "44.42"),  # vLLM "Free memory on device (43.93/44.42 GiB)", 8 x L40S
+        # (tim-roethig/ai-platform platform/docs/qwen3_235b_on_8xl40s.md; 46,068 - 467 MiB
+        # derived from nvidia-smi gave 44.53 before)
         ("A10G", "22.03"),  # nvidia-smi 23,028 MiB - 467 MiB (derived)
     ],
 )

@@ -71,17 +71,21 @@ def _config_max_len(f: Fields) -> int:
 
 def rope_cache_positions(f: Fields, model_type: str) -> int:
     """Rows of vLLM's rotary caches (0: one cache of max_position_embeddings rows). Gemma 3
-    (``gemma3.py``): the sliding layers get an unscaled rope of max_position_embeddings rows,
-    the global layers get_rope with the config's linear rope_scaling, whose cache
-    (``LinearScalingRotaryEmbedding``) holds max_position_embeddings x factor rows."""
-    rope = f.cfg.get("rope_scaling")
-    if "gemma3" not in model_type or not isinstance(rope, Mapping):
+    (``gemma3.py``) always builds two: the sliding layers get_rope(base=rope_local_base_freq,
+    rope_scaling={"rope_type": "default"}) and the global layers get_rope(base=rope_theta,
+    the config's rope_scaling), two keys of get_rope's cache even unscaled (gemma-3-1b-it:
+    2 x 32,768 rows). A linear rope_scaling's cache (``LinearScalingRotaryEmbedding``) holds
+    max_position_embeddings x factor rows."""
+    if "gemma3" not in model_type:
         return 0
+    rows = _config_max_len(f)  # Gemma 3's own length: vLLM does not scale it
+    rope = f.cfg.get("rope_scaling")
+    if not isinstance(rope, Mapping):
+        return 2 * rows
     kind = rope.get("rope_type") or rope.get("type")
     factor = rope.get("factor")
     if kind != "linear" or factor is None:
-        return 0
-    rows = _config_max_len(f)  # Gemma 3's own length: vLLM does not scale it
+        return 2 * rows
     return rows + int(rows * float(factor))
 
 

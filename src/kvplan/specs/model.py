@@ -211,8 +211,9 @@ class ModelSpec:
     num_mtp_layers: int = 0
     rope_cache_positions: int = 0
     """Rows of vLLM's rotary cos/sin caches (0: ``max_position_embeddings``). Gemma 3 builds
-    two: its sliding layers' unscaled one and its global layers' linear-scaled one,
-    max_position_embeddings x (1 + factor) rows (131,072 x 9 for gemma-3-27b-it)."""
+    two: its sliding layers' unscaled one and its global layers' (linear-scaled) one,
+    max_position_embeddings x (1 + factor) rows (131,072 x 9 for gemma-3-27b-it, 32,768 x 2
+    for the unscaled gemma-3-1b-it)."""
     rotary_dim: int | None = None
     """Per-position width of the rotary cache (None: the head dim, MLA's rope dim; 0: the
     family has no rotary embedding): int(head_dim x partial_rotary_factor) below 1."""

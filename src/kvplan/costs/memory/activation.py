@@ -8,6 +8,7 @@ from kvplan.costs.memory import vllm_defaults as vd
 from kvplan.costs.memory.settings import Settings
 from kvplan.costs.memory.vision import encoder_cache_bytes, encoder_pass_bytes
 from kvplan.costs.memory.weight_formats import dtype_bytes
+from kvplan.specs.hardware import HardwareSpec
 from kvplan.specs.max_len import FP32_ROPE
 from kvplan.specs.model import ModelSpec
 from kvplan.units import cdiv
@@ -96,10 +97,14 @@ def _moe_workspace_bytes(model: ModelSpec, tokens: int, tp: int, b: int, dp: int
     return m * moe.experts_per_token * per_pair * b + gathered
 
 
-def non_torch_bytes(s: Settings) -> int:
-    """CUDA context growth plus, with more than one GPU, communication buffers."""
-    comm = vd.COMM_BUFFER_BYTES if s.tp * s.pp * s.dp > 1 else 0  # DP/EP groups talk too
-    return vd.NON_TORCH_BASE_BYTES + comm
+def non_torch_bytes(s: Settings, hw: HardwareSpec | None = None) -> int:
+    """CUDA context growth plus, with more than one GPU, communication buffers: smaller on a
+    PCIe-only part (``vd.pcie_only``), whose NCCL runs few channels and where vLLM turns its
+    custom all-reduce off ("not supported on more than two PCIe-only GPUs")."""
+    if s.tp * s.pp * s.dp == 1:  # DP/EP groups talk too
+        return vd.NON_TORCH_BASE_BYTES
+    pcie = hw is not None and vd.pcie_only(hw)
+    return vd.NON_TORCH_BASE_BYTES + (vd.PCIE_COMM_BUFFER_BYTES if pcie else vd.COMM_BUFFER_BYTES)
 
 
 def cudagraph_bytes(model: ModelSpec, s: Settings) -> int:

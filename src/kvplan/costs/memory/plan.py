@@ -102,7 +102,7 @@ def budget(model: ModelSpec, hw: HardwareSpec, s: Settings, stage: int | None = 
     requested = int(total * s.gpu_memory_utilization)
     weights = _weights(model, hw, s, stage, fmt)
     sampler = stage is None or stage == s.pp - 1
-    act, non_torch = activation_bytes(model, s, sampler=sampler), non_torch_bytes(s)
+    act, non_torch = activation_bytes(model, s, sampler=sampler), non_torch_bytes(s, hw)
     given = s.kv_cache_memory_bytes is not None
     avail = s.kv_cache_memory_bytes if given else requested - weights - act - non_torch
     assert avail is not None

@@ -49,15 +49,19 @@ CUDA_TOTAL_BYTES: dict[str, int] = {
     # 255.98 GiB: MI325X (256 GiB of HBM3e), vLLM ROCm issue reports "AMD MI325X x 8
     # (255.98 GiB HBM each)" and "HIP out of memory ... total capacity of 255.98 GiB"
     "mi325x": round(255.98 * GiB),
-    # Derived, no log: nvidia-smi's total (modal-labs/modal-client#2797: L40S 46,068 MiB,
-    # A10 23,028 MiB) less the ~467 MiB CUDA reserves on the ECC parts measured above
-    # (H100 81,559 MiB -> 79.18 GiB: 479 MiB; L4 23,034 MiB -> 22.05 GiB: 455 MiB)
-    "l40s": (46_068 - ECC_RESERVE_MIB) * MiB,
+    # 44.42 GiB: L40S, vLLM 0.10.2 on 8 x L40S "Free memory on device (43.93/44.42 GiB) on
+    # startup. Desired GPU memory utilization is (0.9, 39.98 GiB)" (nvidia-smi: 46,068 MiB, so
+    # CUDA keeps 582 MiB here, not 467); the same 44.42 in RunPod vLLM logs on 48 GB Ada /
+    # Ampere parts. Derived as 46,068 - 467 MiB (44.53 GiB) until 2026-12-08.
+    "l40s": round(44.42 * GiB),
     # 184.31 GiB: GB200, PyTorch "GPU 0 has a total capacity of 184.31 GiB" under vLLM on
     # GB200 trays (DeepSeek-V4 decode at EP 8; a DP4 CUDA-graph capture OOM "on the 184 GiB
     # GB200") and in three more GB200 OOM reports. nvidia-smi shows 189,471 MiB: CUDA keeps
     # 738 MiB, as on B200 (183,359 MiB -> 178.35 GiB: 729), not the 467 of H100 and L4
     "gb200": round(184.31 * GiB),
+    # Derived, no log: nvidia-smi's total (modal-labs/modal-client#2797: A10 23,028 MiB) less
+    # the ~467 MiB CUDA reserves on the ECC parts measured above (H100 81,559 MiB -> 79.18 GiB:
+    # 479 MiB; L4 23,034 MiB -> 22.05 GiB: 455 MiB)
     "a10g": (23_028 - ECC_RESERVE_MIB) * MiB,
 }
 _RESERVED_FRACTION = 0.0104
@@ -122,6 +126,16 @@ NON_TORCH_BASE_BYTES = 133 * MiB
 """CUDA context growth after vLLM's first snapshot (cuBLAS/cuDNN workspaces): 0.13 GiB at TP1."""
 COMM_BUFFER_BYTES = 420 * MiB
 """TP > 1: NCCL channel buffers + custom all-reduce IPC buffers: 0.54-0.55 GiB at TP2 (logs)."""
+PCIE_COMM_BUFFER_BYTES = 80 * MiB
+"""The same on a PCIe-only part: vLLM 0.10.2 TP 8 + EP on 8 x L40S logs 0.17-0.21 GiB of
+non-torch memory a rank (tim-roethig/ai-platform qwen3_235b_on_8xl40s.md; the custom
+all-reduce is off there): 0.21 - 0.13 GiB. vllm#20665 (4 x L4, TP 2 x PP 2) implies about
+0.25 GiB, RTX 4090 TP 2 (v0.7, vllm#13061) 0.25."""
+
+
+def pcie_only(hw: HardwareSpec) -> bool:
+    """GPUs joined by PCIe alone (L40S, L4, A10G, RTX 4090: their catalog interconnect)."""
+    return hw.interconnect.lower().startswith("pcie")
 FUSED_MOE_CHUNK_TOKENS = 16 * 1024
 """VLLM_FUSED_MOE_CHUNK_SIZE: fused_experts works through the tokens in chunks of this many."""
 CUDAGRAPH_MAX_CAPTURE = 512
