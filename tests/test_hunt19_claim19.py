@@ -1,0 +1,48 @@
+"""Hunt 19, when the KV cache is claimed and how much, KV precision as a lever (helper
+claim19)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+_LLAMA = Path("/work/shared/data/model-configs/meta-llama--Llama-3.1-8B.json")
+
+
+def _head_dim_config(tmp_path: Path, head_dim: int) -> str:
+    cfg = json.loads(_LLAMA.read_text())
+    cfg["head_dim"] = head_dim
+    path = tmp_path / f"h{head_dim}.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_nvfp4_cache_refuses_a_head_size_its_16_value_groups_cannot_pack(
+        tmp_path: Path) -> None:
+    # vLLM's nvfp4 cache packs each head vector as head//2 fp4 bytes + head//16 fp8 scales
+    # (vllm/utils/torch_utils.py nvfp4_kv_cache_full_dim, floor division: kv_cache_interface
+    # FullAttentionSpec.real_page_size_bytes) and its cache write refuses any other head
+    # ("NVFP4 KV cache requires head_size to be a multiple of 16.", and "<= 256": a packed
+    # head of at most 32 int32 words, csrc/cache_kernels.cu reshape_and_cache_flash).
+    # kvplan priced a 72-wide head at 36 + cdiv(72, 16) = 41 B per vector (2 x 32 x 8 x 41 =
+    # 20,992 B/token) and sized a B200 cache in it; vLLM does not start.
+    h72 = _head_dim_config(tmp_path, 72)
+    for args in (("kv", h72), ("request", h72, "--prompt", "64", "--output", "4"),
+                 ("batch", h72, "--batch", "2", "--context", "64"),
+                 ("capacity", h72, "--gpu", "B200", "--kv-cache-memory", "10GiB")):
+        r = run_cli(*args, "--kv-cache-dtype", "nvfp4")
+        assert r.code == 2, (args, r.out)
+        assert r.err.startswith("error:") and "multiple of 16" in r.err, r.err
+    h512 = _head_dim_config(tmp_path, 512)
+    r = run_cli("kv", h512, "--kv-cache-dtype", "nvfp4")
+    assert r.code == 2 and "256" in r.err, r.err
+    # the lever table leaves nvfp4 out for such a head, as it does for an MLA latent
+    lev = run_cli("levers", h72, "--batch", "2", "--context", "64", "--json")
+    assert lev.code == 0, lev.err
+    assert "nvfp4" not in [row["precision"] for row in lev.json()["levers"]]
+    # a head of 128 still stores nvfp4: 64 + 8 = 72 B per vector, 2 x 32 x 8 x 72 = 36,864
+    ok = run_cli("kv", str(_LLAMA), "--kv-cache-dtype", "nvfp4", "--json")
+    assert ok.code == 0, ok.err
+    assert ok.json()["bytes_per_token"] == 2 * 32 * 8 * 72 == 36_864
