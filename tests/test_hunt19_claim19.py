@@ -68,3 +68,20 @@ def test_fp8_e4m3_cache_is_refused_on_ampere_where_vllm_runs_triton() -> None:
         r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", gpu, "--kv-cache-dtype",
                     dtype, "--json")
         assert r.code == 0, (gpu, dtype, r.err)
+
+
+def test_nvfp4_cache_refuses_a_block_its_cache_write_cannot_page() -> None:
+    # vLLM's nvfp4 cache write checks "NVFP4 KV cache requires block_size to be a multiple of
+    # 4." (csrc/cache_kernels.cu, reshape_and_cache_flash). kvplan sized a B200 cache of
+    # 4,095,953 one-token blocks for Llama-3.1-8B that vLLM does not serve; blocks of 8 and
+    # 16 (multiples of 4) stay priced.
+    r = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "B200", "--kv-cache-dtype",
+                "nvfp4", "--block-size", "1")
+    assert r.code == 2, r.out
+    assert r.err.startswith("error:") and "multiple of 4" in r.err, r.err
+    for block in ("8", "16"):
+        ok = run_cli("capacity", "meta-llama/Llama-3.1-8B", "--gpu", "B200",
+                     "--kv-cache-dtype", "nvfp4", "--block-size", block, "--json")
+        assert ok.code == 0, ok.err
+        # one block of one layer: block x 8 heads x 2 x 72 B
+        assert ok.json()["page_size_bytes"] == int(block) * 8 * 2 * 72
