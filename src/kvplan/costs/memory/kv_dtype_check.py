@@ -33,13 +33,13 @@ def check_kv_dtype(model: ModelSpec, hw: HardwareSpec, p: KvPrecision,
       (``ENABLE_NVFP4_SM100`` / ``_SM120`` in csrc/cache_kernels.cu): Blackwell.
     - fp8_inc and fp8_e5m2 where no kernel takes them (``_check_fp8_flavour``).
     - nvfp4 for a head size its 16-value groups cannot pack (``fp4_head_problem``).
-    - e4m3 values on Ampere, where vLLM runs Triton attention (``_check_ampere_e4m3``).
+    - any fp8 cache on Ampere, where vLLM runs Triton attention (``_check_ampere_fp8``).
     """
     if p.value_bits >= 16 or p.name == FP8_DS_MLA.name:
         return
     flag = f"--kv-cache-dtype {kv_cache_dtype}"
     _check_fp8_flavour(model, hw, p, kv_cache_dtype.strip().lower(), flag)
-    _check_ampere_e4m3(model, hw, p, flag)
+    _check_ampere_fp8(model, hw, p, flag)
     if p.name == "nvfp4" and not hw.arch.lower().startswith("blackwell"):
         raise InputError(f"{flag}: vLLM's nvfp4 KV cache kernels run on Blackwell only, not "
                          f"{hw.id} ({hw.arch}); use --kv-cache-dtype fp8 or a Blackwell GPU")
@@ -66,7 +66,8 @@ def _check_fp8_flavour(model: ModelSpec, hw: HardwareSpec, p: KvPrecision, name:
     - fp8_e5m2 on ROCm: the amd dispatch has e4m3 only ("ROCm supports fp8 (=fp8_e4m3)").
     - fp8_e5m2 on Hopper outside MLA: FlashAttention 3 reads e4m3 only
       (``FlashAttentionBackend.get_fp8_dtype_for_flashattn``: "Unrecognized FP8 dtype");
-      Ampere / Ada run Triton attention and Blackwell FlashInfer, which take e5m2.
+      Ada runs Triton attention and Blackwell FlashInfer, which take it (Ampere refuses every
+      fp8 cache: ``_check_ampere_fp8``).
     """
     arch = hw.arch.lower()
     if name == "fp8_inc":
@@ -84,24 +85,22 @@ def _check_fp8_flavour(model: ModelSpec, hw: HardwareSpec, p: KvPrecision, name:
                          "--kv-cache-dtype fp8")
 
 
-E4M3_VALUES = frozenset({"fp8_e4m3", "fp8_per_token_head"})
-"""Caches whose values are fp8 e4m3 (Triton's fp8e4nv)."""
-
-
-def _check_ampere_e4m3(model: ModelSpec, hw: HardwareSpec, p: KvPrecision, flag: str) -> None:
+def _check_ampere_fp8(model: ModelSpec, hw: HardwareSpec, p: KvPrecision, flag: str) -> None:
     """vLLM 0.11 runs an fp8 KV cache on an SM 8.x GPU other than Hopper with TRITON_ATTN
     (platforms/cuda.py: ``(has_sink or use_fp8_kv_cache) and not is_device_capability(90)``),
-    whose cache write casts to Triton's fp8e4nv, which has no lowering before SM 8.9 (Ada):
-    on Ampere the engine fails to start ("type fp8e4nv not supported in this architecture",
-    vllm #26431; a later vLLM refuses fp8 below SM89 outright, vllm #43914). e5m2 (fp8e5)
-    lowers on Ampere. An MLA model is refused by its own backend's rule (Triton MLA)."""
-    if p.name not in E4M3_VALUES or model.mla is not None:
+    which views every fp8 cache (e5m2 too) as ``current_platform.fp8_dtype()``, e4m3fn: its
+    Triton cache write needs fp8e4nv, which has no lowering before SM 8.9 (Ada), so on Ampere
+    the engine fails to start ("type fp8e4nv not supported in this architecture", vllm
+    #26431, #54219; a later vLLM refuses fp8 below SM89 outright, #43914, and #50882 is still
+    to make e5m2 run there). An MLA model is refused by its own backend's rule (Triton MLA)."""
+    if p.value_bits != 8 or not p.name.startswith("fp8") or model.mla is not None:
         return
     if hw.arch.lower().startswith("ampere"):
         raise InputError(f"{flag}: on {hw.id} ({hw.arch}) vLLM runs Triton attention for an "
-                         "fp8 cache, and Triton has no fp8 e4m3 (fp8e4nv) before SM 8.9: "
-                         "\"type fp8e4nv not supported in this architecture\" (vllm #26431); "
-                         "use --kv-cache-dtype fp8_e5m2 or auto, or an Ada / Hopper GPU")
+                         "fp8 cache and stores it as e4m3 (Triton's fp8e4nv), which it cannot "
+                         "compile before SM 8.9: \"type fp8e4nv not supported in this "
+                         "architecture\" (vllm #26431); use --kv-cache-dtype auto, or an Ada, "
+                         "Hopper or Blackwell GPU")
 
 
 def mla_stores(p: KvPrecision) -> bool:
