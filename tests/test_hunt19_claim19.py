@@ -86,3 +86,27 @@ def test_nvfp4_cache_refuses_a_block_its_cache_write_cannot_page() -> None:
         assert ok.code == 0, ok.err
         # one block of one layer: block x 8 heads x 2 x 72 B
         assert ok.json()["page_size_bytes"] == int(block) * 8 * 2 * 72
+
+
+def test_mla_latent_is_not_offered_or_sized_in_fp8_e5m2() -> None:
+    # kvplan's own rule (kv_dtype_check): an MLA latent is kept only in the formats an MLA
+    # backend lists - FlashMLA auto / fp8 / fp8_e4m3, CUTLASS MLA auto / bfloat16 / fp8 /
+    # fp8_e4m3 (vLLM's supported_kv_cache_dtypes), Triton MLA 16-bit - and FlashMLA's fp8
+    # kernel reads e4m3. Yet mla_stores took any 8-bit per-tensor format: DeepSeek-V2-Lite
+    # fp8_e5m2 was sized on H100 (2,629,376 tokens) and B200, and offered as a lever at
+    # 27 x 576 x 1 = 15,552 B/token.
+    for gpu in ("H100", "B200"):
+        r = run_cli("capacity", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", gpu,
+                    "--kv-cache-dtype", "fp8_e5m2")
+        assert r.code == 2, (gpu, r.out)
+        assert r.err.startswith("error:") and "MLA" in r.err, r.err
+    r = run_cli("request", "deepseek-ai/DeepSeek-V2-Lite", "--prompt", "10", "--output", "2",
+                "--kv-cache-dtype", "fp8_e5m2")
+    assert r.code == 2 and "MLA" in r.err, r.err
+    lev = run_cli("levers", "deepseek-ai/DeepSeek-V2-Lite", "--batch", "8", "--context", "4096",
+                  "--json")
+    dtypes = [row["precision"] for row in lev.json()["levers"]]
+    assert "fp8_e4m3" in dtypes and "fp8_e5m2" not in dtypes
+    # fp8 (e4m3) stays: 27 layers x 576 B = 15,552 B/token
+    ok = run_cli("kv", "deepseek-ai/DeepSeek-V2-Lite", "--kv-cache-dtype", "fp8", "--json")
+    assert ok.code == 0 and ok.json()["bytes_per_token"] == 27 * 576 == 15_552

@@ -105,8 +105,9 @@ def _check_ampere_fp8(model: ModelSpec, hw: HardwareSpec, p: KvPrecision, flag: 
 
 def mla_stores(p: KvPrecision) -> bool:
     """Whether some vLLM MLA backend keeps its latent cache in ``p``: 16 bits or per-tensor
-    fp8 (no per-token-head scales, no 4-bit values)."""
-    return not p.scale_bytes and p.value_bits >= 8
+    fp8 e4m3 (no per-token-head scales, no 4-bit values, no e5m2: FlashMLA lists auto, fp8,
+    fp8_e4m3 and its fp8 kernel reads e4m3; CUTLASS MLA auto, bfloat16, fp8, fp8_e4m3)."""
+    return not p.scale_bytes and p.value_bits >= 8 and p.name != "fp8_e5m2"
 
 
 def _mla_refusal(flag: str, p: KvPrecision) -> str:
