@@ -103,6 +103,8 @@ def test_fp8_cache_on_a_gpu_without_fp8_attention_tables_reads_its_own_bytes() -
     shape = ("--gpu", "A100-80GB-SXM", "--prompt", "16000", "--output", "64", "--batch", "8",
              "--json")
     auto = run_cli("latency", "meta-llama/Llama-3.1-8B", *shape)
-    fp8 = run_cli("latency", "meta-llama/Llama-3.1-8B", *shape, "--kv-cache-dtype", "fp8")
+    # int8 per token-head: vLLM runs no fp8 cache on Ampere (Triton has no fp8e4nv, hunt 19)
+    fp8 = run_cli("latency", "meta-llama/Llama-3.1-8B", *shape, "--kv-cache-dtype",
+                  "int8_per_token_head")
     assert auto.code == fp8.code == 0, (auto.err, fp8.err)
     assert json.loads(fp8.out)["tpot_s"] < 0.95 * json.loads(auto.out)["tpot_s"]

@@ -144,6 +144,19 @@ def servable_tp_degrees(model: ModelSpec, degrees: tuple[int, ...] = LEVER_TP_DE
     return tuple(ok)
 
 
+def _storable(model: ModelSpec, precisions: tuple[str, ...]) -> tuple[str, ...]:
+    """Only what vLLM stores for the model: an MLA latent in 16 bits or per-tensor fp8, nvfp4
+    only for heads its 16-value groups pack (``kv_dtype_check``)."""
+    from kvplan.costs.memory.kv_dtype_check import fp4_head_problem, mla_stores
+    from kvplan.specs.kv import model_precision
+
+    if model.mla is not None:
+        return tuple(p for p in precisions if mla_stores(model_precision(model, p)))
+    heads = (model.head_dim, model.v_head_dim)
+    return tuple(p for p in precisions
+                 if fp4_head_problem(model_precision(model, p), heads) is None)
+
+
 def lever_table(
     model: ModelSpec,
     batch: int,
@@ -158,11 +171,7 @@ def lever_table(
         tp_degrees = servable_tp_degrees(model)
     baseline = mha_counterfactual(model)
     heads = "MLA latent" if model.mla else f"{model.num_kv_heads} ({model.attention_kind})"
-    if model.mla is not None:  # only what a vLLM MLA backend stores (no per-head / fp4)
-        from kvplan.costs.memory.kv_dtype_check import mla_stores
-        from kvplan.specs.kv import model_precision
-
-        precisions = tuple(p for p in precisions if mla_stores(model_precision(model, p)))
+    precisions = _storable(model, precisions)
     configs = [
         (
             "MHA counterfactual (kv heads = attention heads)",

@@ -270,8 +270,12 @@ def _check_attention_block(model: ModelSpec, hw: HardwareSpec, engine: EngineCon
     ROCm's Triton / ROCm kernels. Not refused: Blackwell (FlashInfer, any page size), the
     FlexAttention fallback (other head sizes, float32), MLA off Hopper / Blackwell (Triton
     MLA), state-only models, and hybrids (their attention block is raised to a multiple of
-    16)."""
+    16). An nvfp4 cache needs a multiple of 4 on any GPU (its cache write's check)."""
     block, arch = engine.block_size, hw.arch.lower()
+    if engine.kv_cache_dtype.strip().lower() == "nvfp4" and block % 4:
+        raise InputError(f"--block-size {block}: vLLM's nvfp4 KV cache write refuses it "
+                         "('NVFP4 KV cache requires block_size to be a multiple of 4.'); use "
+                         "16, 32, 64 or 128")
     if block % vd.DEFAULT_BLOCK_SIZE == 0 or arch.startswith(("blackwell", "tpu")):
         return
     if model.mla is not None or model.state_layers or not any(
