@@ -48,8 +48,16 @@ const pct = (x) => (x === null || x === undefined ? "-" : `${toFixedPy(100 * x, 
 const tps = (x) => (x === null || x === undefined ? "-" : groupedPy(Number(x), 0));
 const tpsBand = (b) => (b === null || b === undefined ? "-" : `${tps(b[0])} - ${tps(b[1])}`);
 const fixed = (d) => (x) => (x === null || x === undefined ? "-" : toFixedPy(Number(x), d));
-const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
+// 4 significant figures, never JS's exponent form (14773 as toPrecision(4): "1.477e+4"):
+// 10,000 or more, the whole figure with separators ("14,773"), as a person reads it
+function sig(x) {
+  if (x === null || x === undefined) return "-";
+  const p = Number(x).toPrecision(4);
+  return p.includes("e+") ? groupedPy(Number(x), 0) : p;
+}
 const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
+// a tok/s band as `kvplan plan` prints it (report/plan/plan_band_text.band_lines: {:.0f})
+const band0 = (b) => (b === null || b === undefined ? "-" : `${toFixedPy(b[0], 0)} - ${toFixedPy(b[1], 0)}`);
 const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
 const notes = (items) => (items || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("");
 // the lines the CLI prints on stderr beside its --json ("note: ...", "warning: ..."): the API's `stderr` key
@@ -154,7 +162,7 @@ function planCard(d) {
   return table(`best: ${s.best}`, [["status", "status", str], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
     [perReplica(d)[0], "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", str], ["why", "one_line_why", str],
-    [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band],
+    [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band0],
     ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", str],
     ["output throughput is", "output_tokens_per_s_definition", str],
     ["$ / million output tokens priced at (tok/s)", "priced_output_tokens_per_s", fixed(0)],

@@ -1,0 +1,60 @@
+"""Hunt 19 (web19): the page and the report say what the CLI says for the same question.
+
+The browser tests share one server and one page (Debian's chromium, no downloads)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.webtools import watched_page, web_server
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    with web_server("--max-sim-requests", "200", "--max-sim-seconds", "60") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(base: str) -> Iterator[Any]:
+    with watched_page() as pg:
+        yield pg
+
+
+def _settle(page: Any, *states: str) -> None:
+    wanted = ", ".join(f"body[data-state={s}]" for s in states)
+    page.wait_for_selector(wanted, state="attached", timeout=120_000)
+
+
+def _run_plan(base: str, page: Any, **form: Any) -> dict[str, Any]:
+    page.goto(f"{base}/plan?{urlencode(form)}")
+    page.click("#run")
+    _settle(page, "done")
+    return dict(json.loads(page.get_attribute("#plan", "data-json")))
+
+
+def _cell(page: Any, key: str) -> str:
+    return str(page.inner_text(f"td[data-key='{key}']"))
+
+
+def test_the_plan_page_writes_no_figure_in_exponent_notation(base: str, page: Any) -> None:
+    """Figures of 10,000 or more went through JS's toPrecision(4): the output rate's band read
+    '8041 - 1.477e+4' (the CLI: 'band (10-90%) 8455 - 14410 tok/s', whole tok/s) and an
+    e2el:p99:20000 limit '2.000e+4' ms (the CLI: '<= 20 s'). Now whole figures: the band as
+    the CLI's {:.0f}, the ms terms with thousands separators ('20,000')."""
+    d = _run_plan(base, page, gpu="H100-SXM-80GB", tensor_parallel_size="1", num_prompts=50,
+                  slo="ttft:p99:300 e2el:p99:20000")
+    s = d["summary"]
+    lo, hi = s["output_tokens_per_s_band"]
+    assert hi >= 1e4  # the case: a band edge of five figures
+    assert _cell(page, "summary.output_tokens_per_s_band") == f"{lo:.0f} - {hi:.0f}"
+    terms = [t["key"] for t in s["slo_at_band_edge"]]
+    e2el = terms.index("p99_e2el_ms")
+    assert _cell(page, f"summary.slo_at_band_edge.{e2el}.limit") == "20,000"
+    text = page.inner_text("#plan")
+    assert "e+" not in text
