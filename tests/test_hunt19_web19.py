@@ -58,3 +58,20 @@ def test_the_plan_page_writes_no_figure_in_exponent_notation(base: str, page: An
     assert _cell(page, f"summary.slo_at_band_edge.{e2el}.limit") == "20,000"
     text = page.inner_text("#plan")
     assert "e+" not in text
+
+
+@pytest.mark.parametrize("name", ["simulate", "plan"])
+def test_the_dataset_list_offers_each_dataset_once(name: str) -> None:
+    """The --dataset list was ["random"] + dataset_names(), which already starts with random
+    (specs/requests/workload.DATASETS): 'random' was offered twice, 10 options for 9 names."""
+    from fastapi.testclient import TestClient
+
+    from kvplan.specs.requests.workload import dataset_names
+    from kvplan.web.app import create_app
+    from kvplan.web.settings import WebSettings
+
+    html = TestClient(create_app(WebSettings())).get(f"/{name}").text
+    select = html.split('<select name="dataset"', 1)[1].split("</select>", 1)[0]
+    offered = [o.split('"', 1)[0] for o in select.split('<option value="')[1:]]
+    assert offered == list(dataset_names())
+    assert 'value="random" selected' in select
