@@ -75,3 +75,26 @@ def test_the_dataset_list_offers_each_dataset_once(name: str) -> None:
     offered = [o.split('"', 1)[0] for o in select.split('<option value="')[1:]]
     assert offered == list(dataset_names())
     assert 'value="random" selected' in select
+
+
+def test_an_emptied_sweep_field_asks_no_sweep(base: str, page: Any) -> None:
+    """`kvplan latency --data-parallel-size 2` (no --sweep) answers; on the page an emptied
+    --sweep field was not sent, the API swept its default batch=1,...,512 and refused it
+    ('--sweep prices TP deployments only; drop --data-parallel-size ...') beside the empty
+    field, the page left in 'error'. Now an empty --sweep asks no sweep, as the CLI, and
+    clears the sweep shown before."""
+    page.goto(f"{base}/latency?prompt=512&output=16&batch=2")
+    _settle(page, "done")
+    assert page.inner_text("#sweep") != ""
+    page.fill("input[name=sweep]", "")
+    page.wait_for_function("document.querySelector('#sweep').innerHTML === ''", timeout=60_000)
+    _settle(page, "done")
+    assert page.eval_on_selector_all("#chart-sweep svg", "es => es.length") == 0
+    q = {"model": "Qwen/Qwen3-30B-A3B", "data_parallel_size": 2, "enable_expert_parallel": "on",
+         "prompt": 512, "output": 16, "batch": 2, "sweep": ""}
+    page.goto(f"{base}/latency?{urlencode(q)}")
+    _settle(page, "done", "error")
+    assert page.get_attribute("body", "data-state") == "done"
+    assert page.inner_text(".err[data-for=sweep]") == ""
+    assert page.inner_text("#sweep") == ""
+    assert page.inner_text("td[data-key='parallel.data_parallel_size']") == "2"

@@ -304,15 +304,21 @@ async function draw(id, spec) {
   await vegaEmbed(el, spec, { actions: false, renderer: "svg" });
   el.dataset.renderMs = (performance.now() - t0).toFixed(0);
 }
+// data-optional NAME: the answer and chart NAME are asked only while field NAME holds a value
+// (the Latency page's --sweep emptied: no sweep, as `kvplan latency` without --sweep)
+const emptied = (form) => (form.getAttribute("data-optional") || "").split(" ").filter(Boolean)
+  .filter((n) => { const el = $(`[name="${n}"]`, form); return el && el.value === ""; });
 let seq = 0;
 async function refresh(form) {
   const mine = ++seq;
   remember(form);
-  const answers = (form.getAttribute("data-answers") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
-  const charts = (form.getAttribute("data-charts") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
+  const skipped = emptied(form);
+  const asked = (attr) => (form.getAttribute(attr) || "").split(" ").filter(Boolean).map((a) => a.split(":")).filter(([id]) => !skipped.includes(id));
+  const answers = asked("data-answers"), charts = asked("data-charts");
   const got = await Promise.all([...answers, ...charts].map(([id, url]) => getJson(`${url}?${query(fields(form, id))}`)));
   if (mine !== seq) return;
   clearErrors();
+  for (const id of skipped) { const el = $(`#${id}`); el.innerHTML = ""; delete el.dataset.json; $(`#chart-${id}`).innerHTML = ""; }
   document.body.dataset.state = "ready";
   got.slice(0, answers.length).forEach((g, i) => {
     const el = $(`#${answers[i][0]}`);
