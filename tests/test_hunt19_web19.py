@@ -98,3 +98,29 @@ def test_an_emptied_sweep_field_asks_no_sweep(base: str, page: Any) -> None:
     assert page.inner_text(".err[data-for=sweep]") == ""
     assert page.inner_text("#sweep") == ""
     assert page.inner_text("td[data-key='parallel.data_parallel_size']") == "2"
+
+
+def test_the_plan_reports_slo_rows_write_each_term_in_its_unit() -> None:
+    """`kvplan report --plan` wrote the SLO rows with Python's {:,.4g} and no unit: an
+    e2el:p99:20000 limit read 'p99_e2el_ms (limit 2e+04)', a 12,345.6 ms p99 '1.235e+04'.
+    `kvplan plan` prints the same term 'p99 E2EL 12.35 s <= 20 s' (plan_band_text.ms_text:
+    12,345.6 ms / 1000 = 12.35 s; the limit 20,000 ms / 1000 = 20 s); a goodput share reads
+    as the CLI's percent (0.97: 97.0 %, limit 0.9: 90 %)."""
+    from kvplan.report.plan.plan_report import plan_sections
+
+    terms = [{"key": "p99_e2el_ms", "limit": 20000.0, "value": 12345.6,
+              "band": [9876.5, 15432.1], "met_at_edge": True, "band_basis": "dense"},
+             {"key": "p99_ttft_ms", "limit": 300.0, "value": 129.74,
+              "band": [81.62, 218.3], "met_at_edge": True, "band_basis": "dense"},
+             {"key": "goodput_share", "limit": 0.9, "value": 0.97,
+              "band": [0.95, 0.99], "met_at_edge": True, "band_basis": "dense"}]
+    plan = {"inputs": {"model": "m", "workload": "random"},
+            "summary": {"status": "feasible", "best": "c1", "replicas": 1, "gpus": 1,
+                        "slo_at_band_edge": terms}}
+    rows = dict(next(s for s in plan_sections(plan) if s.id == "plan").rows)
+    assert rows["p99_e2el_ms (limit 20 s)"].startswith(
+        "12.35 s, band (10-90%) 9.88 s - 15.43 s: still met")
+    assert rows["p99_ttft_ms (limit 300 ms)"].startswith(
+        "129.7 ms, band (10-90%) 81.6 ms - 218.3 ms: still met")
+    assert rows["goodput_share (limit 90 %)"].startswith(
+        "97.0 %, band (10-90%) 95.0 % - 99.0 %: still met")
