@@ -124,3 +124,14 @@ def test_the_plan_reports_slo_rows_write_each_term_in_its_unit() -> None:
         "129.7 ms, band (10-90%) 81.6 ms - 218.3 ms: still met")
     assert rows["goodput_share (limit 90 %)"].startswith(
         "97.0 %, band (10-90%) 95.0 % - 99.0 %: still met")
+
+
+def test_the_model_pages_layer_groups_read_as_the_cli(base: str, page: Any) -> None:
+    """`kvplan kv deepseek-ai/DeepSeek-V3 -tp 8` gives the latent's bytes per layer exactly,
+    576 x 2 bytes = '1,152 B', and '-' for no state; the page wrote '1.12 KiB' (1.125 KiB
+    rounded, 1,146.88 B: not the byte count) and '0 B'."""
+    page.goto(f"{base}/model?model=deepseek-ai/DeepSeek-V3&tensor_parallel_size=8")
+    _settle(page, "done")
+    assert _cell(page, "groups.0.bytes_per_token_per_layer") == "1,152 B"
+    assert _cell(page, "groups.0.bytes_per_token") == "68.62 KiB"  # 61 x 1,152 B = 70,272 B
+    assert _cell(page, "groups.0.state_bytes_per_request") == "-"

@@ -31,6 +31,10 @@ function bytes(n) {
   for (const [u, s] of UNITS) if (Math.abs(n) >= s) return `${toFixedPy(n / s, 2)} ${u}`;
   return `${n} B`;
 }
+// the kv table's cells as the CLI writes them (report/plain/kv_text.kv_groups_cells): a layer's
+// bytes per token exactly ("1,152 B"), and none as "-"
+const exactBytes = (n) => (n === null || n === undefined ? "-" : `${int(n)} B`);
+const bytesOrDash = (n) => (n ? bytes(n) : "-");
 const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
 // a duration as the CLI prints it (units.fmt_seconds): us, ms, s, then min and h
 function secs(s) {
@@ -88,8 +92,8 @@ const RENDER = {
     lines(d.formula) + (d.tensor_parallel_size > 1 ? `<p>Per GPU at tensor parallel ${d.tensor_parallel_size}:</p>` + lines(d.formula_per_gpu) : "") +
     table("cache per token", [["bytes per token (whole model)", "bytes_per_token", int], ["bytes per token per GPU", "bytes_per_token_per_gpu", int],
       ["fixed state per request", "state_bytes_per_request", bytes], ["fixed state per request per GPU", "state_bytes_per_request_per_gpu", bytes]], d) +
-    grid("layer groups on one GPU", [["group", "label", str], ["layers", "num_layers", int], ["per layer / token", "bytes_per_token_per_layer", bytes],
-      ["group / token", "bytes_per_token", bytes], ["page (1 layer)", "page_size_bytes", bytes], ["state / request", "state_bytes_per_request", bytes]], d.groups, "groups") +
+    grid("layer groups on one GPU", [["group", "label", str], ["layers", "num_layers", int], ["per layer / token", "bytes_per_token_per_layer", exactBytes],
+      ["group / token", "bytes_per_token", bytesOrDash], ["page (1 layer)", "page_size_bytes", bytes], ["state / request", "state_bytes_per_request", bytesOrDash]], d.groups, "groups") +
     `<p class="risk">Precision risk: ${esc(d.precision_risk)}</p>` + d.notes.map((n) => `<p class="note">note: ${esc(n)}</p>`).join(""),
   levers: (d) => grid(`levers for ${d.batch} requests x ${int(d.context_tokens)} tokens (factors multiply)`, [["lever", "lever", str], ["KV heads", "kv_heads", str],
     ["precision", "precision", str], ["TP", "tensor_parallel_size", int], ["bytes/token/GPU", "bytes_per_token_per_gpu", int],
