@@ -135,3 +135,28 @@ def test_the_model_pages_layer_groups_read_as_the_cli(base: str, page: Any) -> N
     assert _cell(page, "groups.0.bytes_per_token_per_layer") == "1,152 B"
     assert _cell(page, "groups.0.bytes_per_token") == "68.62 KiB"  # 61 x 1,152 B = 70,272 B
     assert _cell(page, "groups.0.state_bytes_per_request") == "-"
+
+
+@pytest.mark.parametrize(("sweep", "words"), [
+    ("batch=0,1", "--batch must be a positive whole number, got 0"),
+    ("tensor-parallel-size=1,3", "--tensor-parallel-size 3 must divide num_attention_heads 32")])
+def test_a_refused_swept_value_is_put_beside_the_sweep(sweep: str, words: str) -> None:
+    """A value typed in --sweep that vLLM refuses was answered as if the --batch (or
+    --tensor-parallel-size) field were wrong: field 'batch', so the page put '--batch must be
+    a positive whole number, got 0' beside a --batch field holding 16. Now the refusal names
+    the sweep and sits beside it; an error of a field the sweep does not vary keeps its own."""
+    from fastapi.testclient import TestClient
+
+    from kvplan.web.app import create_app
+    from kvplan.web.settings import WebSettings
+
+    client = TestClient(create_app(WebSettings()))
+    q = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "prompt": 1000, "output": 100,
+         "batch": 16, "sweep": sweep}
+    for path in ("/api/latency/sweep", "/api/latency/chart"):
+        r = client.get(path, params=q)
+        assert r.status_code == 422
+        assert r.json()["field"] == "sweep"
+        assert r.json()["detail"].startswith(f"--sweep {sweep}: {words}")
+    r = client.get("/api/latency/sweep", params={**q, "prompt": 200_000, "sweep": "batch=1,2"})
+    assert r.status_code == 422 and r.json()["field"] == "prompt"
