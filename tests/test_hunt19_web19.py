@@ -160,3 +160,22 @@ def test_a_refused_swept_value_is_put_beside_the_sweep(sweep: str, words: str) -
         assert r.json()["detail"].startswith(f"--sweep {sweep}: {words}")
     r = client.get("/api/latency/sweep", params={**q, "prompt": 200_000, "sweep": "batch=1,2"})
     assert r.status_code == 422 and r.json()["field"] == "prompt"
+
+
+def test_the_capacity_page_gives_the_later_vllm_token_count_as_the_cli(base: str,
+                                                                      page: Any) -> None:
+    """`kvplan capacity Qwen/Qwen3-Next-80B-A3B-Thinking -tp 4` prints 'GPU KV cache size:
+    610,096 tokens' and '(later vLLM, v0.24+, prints 2,433,032 tokens: max concurrency x
+    max_model_len)' (9.2813x x 262,144 = 2,433,032): what a user of a newer vLLM reads in
+    its log. The page showed 610,096 alone, though its answer holds both."""
+    page.goto(f"{base}/capacity?model=Qwen/Qwen3-Next-80B-A3B-Thinking&tensor_parallel_size=4")
+    _settle(page, "done")
+    d = json.loads(page.get_attribute("#capacity", "data-json"))
+    assert d["kv_cache_tokens_newer_vllm"] == int(d["max_concurrency"] * d["max_model_len"])
+    assert d["kv_cache_tokens_newer_vllm"] != d["kv_cache_tokens"]
+    assert page.inner_text("#kv-tokens-newer") == (
+        f"later vLLM, v0.24+, prints GPU KV cache size: {d['kv_cache_tokens_newer_vllm']:,} "
+        "tokens (max concurrency x max_model_len)")
+    page.goto(f"{base}/capacity?model=meta-llama/Llama-3.1-8B")  # one group: the same count
+    _settle(page, "done")
+    assert page.query_selector("#kv-tokens-newer") is None

@@ -113,6 +113,9 @@ const RENDER = {
     ["max model len (tokens)", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${toFixedPy(x, 2)}x`],
     ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d) +
     (d.block_size_log ? `<p class="note" id="block-size-log">vLLM: ${esc(d.block_size_log)}</p>` : "") +
+    // the CLI's line under "GPU KV cache size" (report/views/capacity.token_lines): hybrid and sliding-window models
+    (d.kv_cache_tokens_newer_vllm !== d.kv_cache_tokens ? `<p class="note" id="kv-tokens-newer">later vLLM, v0.24+, prints GPU KV cache size: ` +
+      `<span data-key="kv_cache_tokens_newer_vllm" data-value="${esc(d.kv_cache_tokens_newer_vllm)}">${esc(int(d.kv_cache_tokens_newer_vllm))}</span> tokens (max concurrency x max_model_len)</p>` : "") +
     (d.parallel ? table(`data / expert parallel: ${d.parallel.data_parallel_size} DP ranks x ${d.parallel.gpus_per_rank} GPUs`, [["total GPUs", "total_gpus", int],
       ["expert parallel", "expert_parallel", onOff], ["EP size", "expert_parallel_size", int], ["routed experts per GPU", "local_experts_per_gpu", int],
       ["expert weights per GPU", "expert_weights_bytes_per_gpu", bytes], ["other weights per GPU", "non_expert_weights_bytes_per_gpu", bytes],
