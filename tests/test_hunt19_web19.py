@@ -179,3 +179,21 @@ def test_the_capacity_page_gives_the_later_vllm_token_count_as_the_cli(base: str
     page.goto(f"{base}/capacity?model=meta-llama/Llama-3.1-8B")  # one group: the same count
     _settle(page, "done")
     assert page.query_selector("#kv-tokens-newer") is None
+
+
+def test_the_request_page_offers_no_output_length_it_refuses() -> None:
+    """The Request page's --output slider and field went down to 0, a value the same page
+    refuses ('--output must be at least 1 token (vLLM refuses max_tokens below 1), got 0'):
+    dragging the slider to its left end gave an error. Both now start at 1."""
+    from fastapi.testclient import TestClient
+
+    from kvplan.web.app import create_app
+    from kvplan.web.settings import WebSettings
+
+    client = TestClient(create_app(WebSettings()))
+    html = client.get("/request").text
+    label = html.split("<code>--output</code>", 1)[1].split("</label>", 1)[0]
+    assert label.count('min="1"') == 2 and 'min="0"' not in label
+    r = client.get("/api/request", params={"model": "meta-llama/Llama-3.1-8B", "prompt": 10,
+                                           "output": 0})
+    assert r.status_code == 422 and r.json()["field"] == "output"
