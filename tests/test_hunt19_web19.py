@@ -197,3 +197,25 @@ def test_the_request_page_offers_no_output_length_it_refuses() -> None:
     r = client.get("/api/request", params={"model": "meta-llama/Llama-3.1-8B", "prompt": 10,
                                            "output": 0})
     assert r.status_code == 422 and r.json()["field"] == "output"
+
+
+def test_the_plan_report_draws_no_empty_cost_chart() -> None:
+    """An infeasible saved plan whose candidates were all pruned before pricing (no cost):
+    `kvplan report --plan` drew 'fleet cost per candidate' as an empty frame (Vega: 'Infinite
+    extent for field usd_per_hour'). Now the chart is drawn only when a candidate has a cost;
+    each row still says '- $/h'."""
+    from kvplan.report.plan.plan_report import plan_sections
+
+    cand = {"id": "c0000", "gpu": "H100-SXM-80GB", "tensor_parallel_size": 1,
+            "kv_cache_dtype": "auto", "stage": "pruned_bound", "cost": None,
+            "reason": "at zero load p99_ttft_ms is already 68.4 ms, over the SLO"}
+    plan = {"inputs": {"model": "m", "workload": "random"},
+            "summary": {"status": "infeasible", "why": "nothing in the space meets the SLO"},
+            "candidates": [cand]}
+    section = next(s for s in plan_sections(plan) if s.id == "candidates")
+    assert section.charts == ()
+    assert section.rows[0][1].startswith("pruned_bound: - $/h")
+    priced = {**cand, "id": "c0001", "stage": "verified", "cost": {"usd_per_hour": 3.99}}
+    section = next(s for s in plan_sections({**plan, "candidates": [cand, priced]})
+                   if s.id == "candidates")
+    assert len(section.charts) == 1

@@ -124,7 +124,7 @@ def _sections(plan: dict[str, Any]) -> list[Section]:
                 lines=tuple(x for x in (s.get("vllm_serve"), s.get("vllm_bench_serve")) if x)),
         *joint,
         Section(id="candidates", title="Candidates (stage reached, and why it stopped there)",
-                rows=tuple(rows), charts=(_cost_chart(cands),) if cands else (),
+                rows=tuple(rows), charts=(_cost_chart(cands),) if _costed(cands) else (),
                 answer={"candidates": cands}),
         Section(id="levers", title="Levers: one change to the best configuration",
                 rows=tuple(levers), charts=(), answer={"levers": plan.get("levers") or []}),
@@ -223,13 +223,17 @@ def _pareto(plan: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     return (spec,)
 
 
+def _costed(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The candidates that have a $/hour (none: all pruned before pricing, no chart)."""
+    return [c for c in cands if isinstance((c.get("cost") or {}).get("usd_per_hour"), int | float)]
+
+
 def _cost_chart(cands: list[dict[str, Any]]) -> dict[str, Any]:
     """$/hour of each candidate that has a cost, coloured by the stage it reached."""
     import altair as alt
 
-    values = [{"id": c.get("id"), "usd_per_hour": (c.get("cost") or {}).get("usd_per_hour"),
-               "stage": c.get("stage"), "gpu": c.get("gpu")} for c in cands
-              if isinstance((c.get("cost") or {}).get("usd_per_hour"), int | float)]
+    values = [{"id": c.get("id"), "usd_per_hour": c["cost"]["usd_per_hour"],
+               "stage": c.get("stage"), "gpu": c.get("gpu")} for c in _costed(cands)]
     chart = alt.Chart(alt.Data(values=values)).mark_bar().encode(  # type: ignore[no-untyped-call]
         y=alt.Y("id:N", sort=None, title="candidate"), x=alt.X("usd_per_hour:Q", title="$ / hour"),
         color=alt.Color("stage:N"), tooltip=["id:N", "gpu:N", "stage:N", "usd_per_hour:Q"],
