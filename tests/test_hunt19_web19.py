@@ -219,3 +219,27 @@ def test_the_plan_report_draws_no_empty_cost_chart() -> None:
     section = next(s for s in plan_sections({**plan, "candidates": [cand, priced]})
                    if s.id == "candidates")
     assert len(section.charts) == 1
+
+
+def test_an_unknown_dataset_is_refused_without_a_flag_that_is_not_there(tmp_path: Any) -> None:
+    """`kvplan report M --dataset nope` and the page's API answered 'unknown dataset 'nope':
+    choose one of random, ..., or pass --trace FILE', though neither takes --trace (kvplan
+    report: 'No such option'). They now list the datasets alone; `kvplan simulate`, which
+    takes --trace, still names it."""
+    from fastapi.testclient import TestClient
+
+    from kvplan.web.app import create_app
+    from kvplan.web.settings import WebSettings
+    from tests.conftest import run_cli
+
+    r = run_cli("report", "meta-llama/Llama-3.1-8B", "--dataset", "nope", "-o",
+                str(tmp_path / "r.html"))
+    assert r.code == 2 and "unknown dataset 'nope'" in r.err and "--trace" not in r.err
+    client = TestClient(create_app(WebSettings()))
+    body = {"model": "meta-llama/Llama-3.1-8B", "dataset": "nope"}
+    for path, extra in (("/api/simulate/jobs", {}), ("/api/plan/jobs", {"slo": "ttft:p99:300"})):
+        got = client.post(path, json={**body, **extra}, headers={"x-kvplan-client": path})
+        assert got.status_code == 422, got.text
+        assert got.json()["field"] == "dataset" and "--trace" not in got.json()["detail"]
+    sim = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "nope")
+    assert sim.code == 2 and sim.err.rstrip().endswith("or pass --trace FILE")
