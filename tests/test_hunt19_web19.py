@@ -243,3 +243,14 @@ def test_an_unknown_dataset_is_refused_without_a_flag_that_is_not_there(tmp_path
         assert got.json()["field"] == "dataset" and "--trace" not in got.json()["detail"]
     sim = run_cli("simulate", "meta-llama/Llama-3.1-8B", "--dataset", "nope")
     assert sim.code == 2 and sim.err.rstrip().endswith("or pass --trace FILE")
+
+
+def test_the_plan_page_offers_the_goodput_its_refusal_names(base: str, page: Any) -> None:
+    """An emptied --slo was refused with 'give an SLO: --slo ttft:p99:2000 ... and/or
+    --goodput ttft:MS ...', but the Plan page had no --goodput field (the API and `kvplan
+    plan` take it): a goodput-only plan could not be asked. Now the field is there and the
+    page plans on it."""
+    d = _run_plan(base, page, gpu="H100-SXM-80GB", tensor_parallel_size="1", num_prompts=30,
+                  slo="", goodput="ttft:300 tpot:15")
+    assert d["inputs"]["slo"]["goodput_ms"] == {"ttft": 300.0, "tpot": 15.0}
+    assert d["summary"]["status"] in ("feasible", "infeasible")
