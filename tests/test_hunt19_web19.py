@@ -254,3 +254,26 @@ def test_the_plan_page_offers_the_goodput_its_refusal_names(base: str, page: Any
                   slo="", goodput="ttft:300 tpot:15")
     assert d["inputs"]["slo"]["goodput_ms"] == {"ttft": 300.0, "tpot": 15.0}
     assert d["summary"]["status"] in ("feasible", "infeasible")
+
+
+def test_an_upload_says_what_it_read_after_the_page_answers(base: str, page: Any) -> None:
+    """After a config.json upload the page wrote what it read ('NAME: GQA, 16 layers') and
+    then asked for the answer, whose refresh cleared every field message: the line was gone
+    at once, so an upload said nothing of the model it read. Now it stays until the model
+    field is changed by hand."""
+    from kvplan.specs.catalog import catalog
+
+    config = catalog()["meta-llama/llama-3.2-1b"].path
+    page.goto(f"{base}/request")
+    _settle(page, "done")
+    page.set_input_files("input[name=config]", str(config))
+    page.wait_for_function("document.querySelector('input[name=model]').value"
+                           ".startsWith('upload:')")
+    page.wait_for_function("document.querySelector('#request').innerText"
+                           ".startsWith('meta-llama--Llama-3.2-1B')")
+    _settle(page, "done")
+    assert page.inner_text(".err[data-for=config]") == "meta-llama--Llama-3.2-1B: GQA, 16 layers"
+    page.fill("input[name=model]", "meta-llama/Llama-3.1-8B")
+    page.wait_for_function("document.querySelector('#request').innerText"
+                           ".startsWith('meta-llama/Llama-3.1-8B')")
+    assert page.inner_text(".err[data-for=config]") == ""

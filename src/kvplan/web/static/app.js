@@ -288,7 +288,9 @@ function fields(form, use) {
   return out;
 }
 const query = (obj) => new URLSearchParams(Object.entries(obj).map(([k, v]) => [k, String(v)])).toString();
-function clearErrors() { $$(".err").forEach((e) => { e.textContent = ""; }); $$(".field.bad").forEach((e) => e.classList.remove("bad")); }
+// an upload's "NAME: kind, N layers" (data-ok) stays until the model field is edited by hand
+function clearErrors() { $$(".err:not([data-ok])").forEach((e) => { e.textContent = ""; }); $$(".field.bad").forEach((e) => e.classList.remove("bad")); }
+function forgetUpload() { const el = $(".err[data-for=config]"); if (el) { delete el.dataset.ok; el.textContent = ""; } }
 function showError(body, fallback) {
   const where = body.field && $(`.err[data-for="${body.field}"]`);
   const target = where || $(".err[data-for=model]");
@@ -339,10 +341,10 @@ async function upload(form, input) {
   data.append("file", input.files[0]);
   const r = await fetch("/api/upload", { method: "POST", body: data });
   const body = await r.json().catch(() => ({ detail: `HTTP ${r.status}`, field: "config" }));
-  clearErrors();
+  forgetUpload(); clearErrors();
   if (!r.ok) { showError({ ...body, field: "config" }); return; }
   $("input[name=model]", form).value = body.model;
-  $(".err[data-for=config]").textContent = `${body.name}: ${body.attention}, ${body.layers} layers`;
+  Object.assign($(".err[data-for=config]"), { textContent: `${body.name}: ${body.attention}, ${body.layers} layers` }).dataset.ok = "1";
   form.dispatchEvent(new Event("change"));
 }
 
@@ -440,6 +442,7 @@ function wire(form) {
   }
   const file = $("input[type=file]", form);
   if (file) file.addEventListener("change", () => upload(form, file));
+  if (file) $("input[name=model]", form).addEventListener("input", forgetUpload);
   if (form.getAttribute("data-job")) {
     // the URL keeps the form as it changes, so a reload before Run keeps the user's inputs
     for (const ev of ["input", "change"]) form.addEventListener(ev, (e) => { if (e.target.type !== "file") remember(form); });
