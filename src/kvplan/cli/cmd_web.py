@@ -253,8 +253,10 @@ def _workload(dataset: str | None, num_prompts: int | None, rate: float | None, 
             raise InputError("--request-rate paces a simulation: give --num-prompts N (or "
                              "--dataset D) too, or drop --request-rate")
         return None
-    from kvplan.specs.requests.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs, check_dataset
 
+    if dataset is not None:
+        check_dataset(dataset, trace_flag=False)  # report has no --trace
     lens = ({"random_input_len": prompt, "random_output_len": output}
             if dataset in (None, "random") else {})
     return WorkloadArgs(dataset=dataset, num_prompts=num_prompts, request_rate=rate, **lens)

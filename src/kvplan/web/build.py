@@ -92,8 +92,9 @@ def _tokens(field: str, value: int | str | None) -> int | None:
 
 def workload_args(q: SimulateQuery) -> Any:
     """`vllm bench serve`'s workload flags; bundled datasets only (no client paths)."""
-    from kvplan.specs.requests.workload import WorkloadArgs
+    from kvplan.specs.requests.workload import WorkloadArgs, check_dataset
 
+    check_dataset(q.dataset, trace_flag=False)  # the page takes no --trace
     return WorkloadArgs(
         dataset=q.dataset, num_prompts=q.num_prompts, random_input_len=q.random_input_len,
         random_output_len=q.random_output_len, random_range_ratio=q.random_range_ratio,

@@ -38,6 +38,11 @@ def _limit_text(ms: float) -> str:
     return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms:g} ms"
 
 
+def limit_text(key: str, limit: float) -> str:
+    """An SLO term's limit as given: ``300 ms``, ``20 s``, ``90 %`` (a goodput share)."""
+    return f"{100 * limit:g} %" if key == "goodput_share" else _limit_text(limit)
+
+
 def achieved_text(key: str, value: float) -> str:
     """One achieved SLO term: ``p99 TTFT 812.4 ms``, ``goodput 97.0 %``; others as given."""
     if key == "goodput_share":
@@ -78,7 +83,7 @@ def check_line(c: SloCheck) -> str:
     edge 1.62 s`` (or ``... it would be missed``)."""
     share = c.key == "goodput_share"
     val = (lambda x: f"{100 * x:.1f} %") if share else ms_text
-    limit = f"{100 * c.limit:g} %" if share else _limit_text(c.limit)
+    limit = limit_text(c.key, c.limit)
     rel = (">=" if c.met else "<") if share else ("<=" if c.met else ">")
     if not c.sampled:
         return (f"{term_name(c.key)}: no sample, nothing to judge against {limit} (vLLM takes "

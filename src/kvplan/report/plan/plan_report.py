@@ -7,6 +7,7 @@ from typing import Any
 
 from kvplan.errors import InputError
 from kvplan.report.charts import chart_spec
+from kvplan.report.plan.plan_band_text import limit_text, value_text
 from kvplan.report.report_page import Section
 from kvplan.units import counted
 
@@ -123,7 +124,7 @@ def _sections(plan: dict[str, Any]) -> list[Section]:
                 lines=tuple(x for x in (s.get("vllm_serve"), s.get("vllm_bench_serve")) if x)),
         *joint,
         Section(id="candidates", title="Candidates (stage reached, and why it stopped there)",
-                rows=tuple(rows), charts=(_cost_chart(cands),) if cands else (),
+                rows=tuple(rows), charts=(_cost_chart(cands),) if _costed(cands) else (),
                 answer={"candidates": cands}),
         Section(id="levers", title="Levers: one change to the best configuration",
                 rows=tuple(levers), charts=(), answer={"levers": plan.get("levers") or []}),
@@ -168,19 +169,22 @@ def _text(value: Any) -> str:
 
 
 def _band_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """One row per SLO term: predicted value, band (10-90 %), held at the pessimistic edge."""
+    """One row per SLO term: predicted value, band (10-90 %), held at the pessimistic edge,
+    each in the term's unit as `kvplan plan` prints it (812.4 ms, 12.35 s, 97.0 %)."""
     rows = [("SLO margin", str(s.get("slo_margin", "none"))),
             ("band basis (calibration residuals)", str(s.get("band_basis", "-")))]
     for c in s.get("slo_at_band_edge") or []:
         band = c.get("band")
         held = {True: "still met at the band's edge", False: "missed at the band's edge",
                 None: "no residuals bound it"}[c.get("met_at_edge")]
-        shown = "-" if not band else f"{_sig(band[0])} - {_sig(band[1])}"
+        key = str(c.get("key"))
+        shown = "-" if not band else f"{_in_unit(key, band[0])} - {_in_unit(key, band[1])}"
+        limit = c.get("limit")
+        head = f"{key} (limit {_in_unit(key, limit, limit_text)})"
         if c.get("sampled") is False:  # no request has a value of it (1-token outputs' TPOT)
-            rows.append((f"{c.get('key')} (limit {_sig(c.get('limit'))})", "no sample"))
+            rows.append((head, "no sample"))
             continue
-        rows.append((f"{c.get('key')} (limit {_sig(c.get('limit'))})",
-                     f"{_sig(c.get('value'))}, band (10-90%) {shown}: {held} "
+        rows.append((head, f"{_in_unit(key, c.get('value'))}, band (10-90%) {shown}: {held} "
                      f"[{c.get('band_basis')}]"))
     rows += [("note", str(n)) for n in s.get("calibration_notes") or []]
     return rows
@@ -193,8 +197,10 @@ def _term(key: Any, value: Any) -> str:
     return term_text(str(key), value if isinstance(value, int | float) else None)
 
 
-def _sig(x: Any) -> str:
-    return "-" if not isinstance(x, int | float) else f"{x:,.4g}"
+def _in_unit(key: str, x: Any, text: Any = value_text) -> str:
+    """An SLO term's figure as `kvplan plan` prints it (plan_band_text: value_text, or
+    limit_text for its limit)."""
+    return "-" if not isinstance(x, int | float) else str(text(key, x))
 
 
 def _num(x: Any, digits: int) -> str:
@@ -217,13 +223,17 @@ def _pareto(plan: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     return (spec,)
 
 
+def _costed(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The candidates that have a $/hour (none: all pruned before pricing, no chart)."""
+    return [c for c in cands if isinstance((c.get("cost") or {}).get("usd_per_hour"), int | float)]
+
+
 def _cost_chart(cands: list[dict[str, Any]]) -> dict[str, Any]:
     """$/hour of each candidate that has a cost, coloured by the stage it reached."""
     import altair as alt
 
-    values = [{"id": c.get("id"), "usd_per_hour": (c.get("cost") or {}).get("usd_per_hour"),
-               "stage": c.get("stage"), "gpu": c.get("gpu")} for c in cands
-              if isinstance((c.get("cost") or {}).get("usd_per_hour"), int | float)]
+    values = [{"id": c.get("id"), "usd_per_hour": c["cost"]["usd_per_hour"],
+               "stage": c.get("stage"), "gpu": c.get("gpu")} for c in _costed(cands)]
     chart = alt.Chart(alt.Data(values=values)).mark_bar().encode(  # type: ignore[no-untyped-call]
         y=alt.Y("id:N", sort=None, title="candidate"), x=alt.X("usd_per_hour:Q", title="$ / hour"),
         color=alt.Color("stage:N"), tooltip=["id:N", "gpu:N", "stage:N", "usd_per_hour:Q"],

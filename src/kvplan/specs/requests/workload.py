@@ -167,15 +167,22 @@ def _check_source(a: WorkloadArgs) -> None:
         raise InputError("give either --dataset NAME or --trace FILE, not both")
     if a.trace is None and a.trace_columns is not None:
         raise InputError("--trace-columns needs --trace FILE")
-    if a.trace is None and a.dataset_name not in DATASETS:
-        import difflib  # a mistyped name only
+    if a.trace is None:
+        check_dataset(a.dataset_name)
 
-        close = difflib.get_close_matches(a.dataset_name.lower(), DATASETS, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise UnknownNameError(
-            f"unknown dataset '{a.dataset_name}': {hint}choose one of "
-            f"{', '.join(DATASETS)}, or pass --trace FILE"
-        )
+
+def check_dataset(name: str, *, trace_flag: bool = True) -> None:
+    """UnknownNameError unless ``name`` is a --dataset; ``trace_flag``: the command also takes
+    --trace FILE (`kvplan report` and the web page take bundled datasets only)."""
+    if name in DATASETS:
+        return
+    import difflib  # a mistyped name only
+
+    close = difflib.get_close_matches(name.lower(), DATASETS, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise UnknownNameError(f"unknown dataset '{name}': {hint}choose one of "
+                           f"{', '.join(DATASETS)}" + (", or pass --trace FILE" if trace_flag
+                                                        else ""))
 
 
 def _check_counts(a: WorkloadArgs) -> None:

@@ -68,8 +68,18 @@ def _sweep(request: Request, q: SweepQuery) -> tuple[str, Any, Any]:
     spec, hw, engine, shape, prof, _ = _inputs(request, q)
     check_sweep_plain(engine)  # as `kvplan latency --sweep` refuses DP / EP
     lever, values = lat.parse_sweep(q.sweep)
-    return (lever, lat.sweep(spec, hw, engine, shape, lever, values, prof),
-            (spec, hw.id, engine.tensor_parallel_size))
+    try:
+        rows = lat.sweep(spec, hw, engine, shape, lever, values, prof)
+    except ValueError as exc:  # KvplanError too
+        from kvplan.errors import InputError
+        from kvplan.web.errors import field_of
+
+        if field_of(str(exc)) != lever.replace("-", "_"):
+            raise
+        # a swept value refused: said of the sweep and put beside it, not beside the fixed
+        # field (--batch 16) whose flag the refusal names (--batch ..., got 0)
+        raise InputError(f"--sweep {q.sweep}: {exc}") from None
+    return lever, rows, (spec, hw.id, engine.tensor_parallel_size)
 
 
 @router.get("/api/latency/sweep", tags=["latency"])

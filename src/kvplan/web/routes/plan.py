@@ -51,6 +51,9 @@ def _args(request: Request, q: PlanQuery) -> dict[str, Any]:
 def _check_size(q: PlanQuery, cap: int) -> None:
     """The page plans over at most ``cap`` requests; without --num-prompts as many as the CLI
     would take (analysis/plan/traffic.py: the dataset's own count, at most its first 10000)."""
+    from kvplan.specs.requests.workload import check_dataset
+
+    check_dataset(q.dataset, trace_flag=False)  # the page takes no --trace
     if q.num_prompts is not None:
         if q.num_prompts > cap:
             raise InputError(f"--num-prompts {q.num_prompts}: the page plans over at most {cap}"

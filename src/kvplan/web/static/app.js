@@ -31,6 +31,10 @@ function bytes(n) {
   for (const [u, s] of UNITS) if (Math.abs(n) >= s) return `${toFixedPy(n / s, 2)} ${u}`;
   return `${n} B`;
 }
+// the kv table's cells as the CLI writes them (report/plain/kv_text.kv_groups_cells): a layer's
+// bytes per token exactly ("1,152 B"), and none as "-"
+const exactBytes = (n) => (n === null || n === undefined ? "-" : `${int(n)} B`);
+const bytesOrDash = (n) => (n ? bytes(n) : "-");
 const int = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
 // a duration as the CLI prints it (units.fmt_seconds): us, ms, s, then min and h
 function secs(s) {
@@ -48,8 +52,16 @@ const pct = (x) => (x === null || x === undefined ? "-" : `${toFixedPy(100 * x, 
 const tps = (x) => (x === null || x === undefined ? "-" : groupedPy(Number(x), 0));
 const tpsBand = (b) => (b === null || b === undefined ? "-" : `${tps(b[0])} - ${tps(b[1])}`);
 const fixed = (d) => (x) => (x === null || x === undefined ? "-" : toFixedPy(Number(x), d));
-const sig = (x) => (x === null || x === undefined ? "-" : Number(x).toPrecision(4));
+// 4 significant figures, never JS's exponent form (14773 as toPrecision(4): "1.477e+4"):
+// 10,000 or more, the whole figure with separators ("14,773"), as a person reads it
+function sig(x) {
+  if (x === null || x === undefined) return "-";
+  const p = Number(x).toPrecision(4);
+  return p.includes("e+") ? groupedPy(Number(x), 0) : p;
+}
 const band = (b) => (b === null || b === undefined ? "-" : `${sig(b[0])} - ${sig(b[1])}`);
+// a tok/s band as `kvplan plan` prints it (report/plan/plan_band_text.band_lines: {:.0f})
+const band0 = (b) => (b === null || b === undefined ? "-" : `${toFixedPy(b[0], 0)} - ${toFixedPy(b[1], 0)}`);
 const secsBand = (b) => (b === null || b === undefined ? "-" : `${secs(b[0])} - ${secs(b[1])}`);
 const notes = (items) => (items || []).map((n) => `<p class="note">note: ${esc(n)}</p>`).join("");
 // the lines the CLI prints on stderr beside its --json ("note: ...", "warning: ..."): the API's `stderr` key
@@ -80,8 +92,8 @@ const RENDER = {
     lines(d.formula) + (d.tensor_parallel_size > 1 ? `<p>Per GPU at tensor parallel ${d.tensor_parallel_size}:</p>` + lines(d.formula_per_gpu) : "") +
     table("cache per token", [["bytes per token (whole model)", "bytes_per_token", int], ["bytes per token per GPU", "bytes_per_token_per_gpu", int],
       ["fixed state per request", "state_bytes_per_request", bytes], ["fixed state per request per GPU", "state_bytes_per_request_per_gpu", bytes]], d) +
-    grid("layer groups on one GPU", [["group", "label", str], ["layers", "num_layers", int], ["per layer / token", "bytes_per_token_per_layer", bytes],
-      ["group / token", "bytes_per_token", bytes], ["page (1 layer)", "page_size_bytes", bytes], ["state / request", "state_bytes_per_request", bytes]], d.groups, "groups") +
+    grid("layer groups on one GPU", [["group", "label", str], ["layers", "num_layers", int], ["per layer / token", "bytes_per_token_per_layer", exactBytes],
+      ["group / token", "bytes_per_token", bytesOrDash], ["page (1 layer)", "page_size_bytes", bytes], ["state / request", "state_bytes_per_request", bytesOrDash]], d.groups, "groups") +
     `<p class="risk">Precision risk: ${esc(d.precision_risk)}</p>` + d.notes.map((n) => `<p class="note">note: ${esc(n)}</p>`).join(""),
   levers: (d) => grid(`levers for ${d.batch} requests x ${int(d.context_tokens)} tokens (factors multiply)`, [["lever", "lever", str], ["KV heads", "kv_heads", str],
     ["precision", "precision", str], ["TP", "tensor_parallel_size", int], ["bytes/token/GPU", "bytes_per_token_per_gpu", int],
@@ -101,6 +113,9 @@ const RENDER = {
     ["max model len (tokens)", "max_model_len", int], ["maximum concurrency", "max_concurrency", (x) => `${toFixedPy(x, 2)}x`],
     ["max num seqs", "max_num_seqs", int], ["max num batched tokens", "max_num_batched_tokens", int]], d) +
     (d.block_size_log ? `<p class="note" id="block-size-log">vLLM: ${esc(d.block_size_log)}</p>` : "") +
+    // the CLI's line under "GPU KV cache size" (report/views/capacity.token_lines): hybrid and sliding-window models
+    (d.kv_cache_tokens_newer_vllm !== d.kv_cache_tokens ? `<p class="note" id="kv-tokens-newer">later vLLM, v0.24+, prints GPU KV cache size: ` +
+      `<span data-key="kv_cache_tokens_newer_vllm" data-value="${esc(d.kv_cache_tokens_newer_vllm)}">${esc(int(d.kv_cache_tokens_newer_vllm))}</span> tokens (max concurrency x max_model_len)</p>` : "") +
     (d.parallel ? table(`data / expert parallel: ${d.parallel.data_parallel_size} DP ranks x ${d.parallel.gpus_per_rank} GPUs`, [["total GPUs", "total_gpus", int],
       ["expert parallel", "expert_parallel", onOff], ["EP size", "expert_parallel_size", int], ["routed experts per GPU", "local_experts_per_gpu", int],
       ["expert weights per GPU", "expert_weights_bytes_per_gpu", bytes], ["other weights per GPU", "non_expert_weights_bytes_per_gpu", bytes],
@@ -154,7 +169,7 @@ function planCard(d) {
   return table(`best: ${s.best}`, [["status", "status", str], ["$ / hour", "usd_per_hour", fixed(2)],
     ["$ / million output tokens", "usd_per_million_output_tokens", fixed(3)], ["replicas", "replicas", int], ["GPUs", "gpus", int],
     [perReplica(d)[0], "capacity_rps_per_replica", fixed(2)], ["binds first", "binding", str], ["why", "one_line_why", str],
-    [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band],
+    [`${outputWhat(s)} (tok/s)`, "output_tokens_per_s", fixed(0)], [`${outputWhat(s)} band (10-90%, tok/s)`, "output_tokens_per_s_band", band0],
     ["output throughput band basis (calibration residuals)", "output_tokens_per_s_band_basis", str],
     ["output throughput is", "output_tokens_per_s_definition", str],
     ["$ / million output tokens priced at (tok/s)", "priced_output_tokens_per_s", fixed(0)],
@@ -273,7 +288,9 @@ function fields(form, use) {
   return out;
 }
 const query = (obj) => new URLSearchParams(Object.entries(obj).map(([k, v]) => [k, String(v)])).toString();
-function clearErrors() { $$(".err").forEach((e) => { e.textContent = ""; }); $$(".field.bad").forEach((e) => e.classList.remove("bad")); }
+// an upload's "NAME: kind, N layers" (data-ok) stays until the model field is edited by hand
+function clearErrors() { $$(".err:not([data-ok])").forEach((e) => { e.textContent = ""; }); $$(".field.bad").forEach((e) => e.classList.remove("bad")); }
+function forgetUpload() { const el = $(".err[data-for=config]"); if (el) { delete el.dataset.ok; el.textContent = ""; } }
 function showError(body, fallback) {
   const where = body.field && $(`.err[data-for="${body.field}"]`);
   const target = where || $(".err[data-for=model]");
@@ -296,15 +313,21 @@ async function draw(id, spec) {
   await vegaEmbed(el, spec, { actions: false, renderer: "svg" });
   el.dataset.renderMs = (performance.now() - t0).toFixed(0);
 }
+// data-optional NAME: the answer and chart NAME are asked only while field NAME holds a value
+// (the Latency page's --sweep emptied: no sweep, as `kvplan latency` without --sweep)
+const emptied = (form) => (form.getAttribute("data-optional") || "").split(" ").filter(Boolean)
+  .filter((n) => { const el = $(`[name="${n}"]`, form); return el && el.value === ""; });
 let seq = 0;
 async function refresh(form) {
   const mine = ++seq;
   remember(form);
-  const answers = (form.getAttribute("data-answers") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
-  const charts = (form.getAttribute("data-charts") || "").split(" ").filter(Boolean).map((a) => a.split(":"));
+  const skipped = emptied(form);
+  const asked = (attr) => (form.getAttribute(attr) || "").split(" ").filter(Boolean).map((a) => a.split(":")).filter(([id]) => !skipped.includes(id));
+  const answers = asked("data-answers"), charts = asked("data-charts");
   const got = await Promise.all([...answers, ...charts].map(([id, url]) => getJson(`${url}?${query(fields(form, id))}`)));
   if (mine !== seq) return;
   clearErrors();
+  for (const id of skipped) { const el = $(`#${id}`); el.innerHTML = ""; delete el.dataset.json; $(`#chart-${id}`).innerHTML = ""; }
   document.body.dataset.state = "ready";
   got.slice(0, answers.length).forEach((g, i) => {
     const el = $(`#${answers[i][0]}`);
@@ -318,10 +341,10 @@ async function upload(form, input) {
   data.append("file", input.files[0]);
   const r = await fetch("/api/upload", { method: "POST", body: data });
   const body = await r.json().catch(() => ({ detail: `HTTP ${r.status}`, field: "config" }));
-  clearErrors();
+  forgetUpload(); clearErrors();
   if (!r.ok) { showError({ ...body, field: "config" }); return; }
   $("input[name=model]", form).value = body.model;
-  $(".err[data-for=config]").textContent = `${body.name}: ${body.attention}, ${body.layers} layers`;
+  Object.assign($(".err[data-for=config]"), { textContent: `${body.name}: ${body.attention}, ${body.layers} layers` }).dataset.ok = "1";
   form.dispatchEvent(new Event("change"));
 }
 
@@ -419,6 +442,7 @@ function wire(form) {
   }
   const file = $("input[type=file]", form);
   if (file) file.addEventListener("change", () => upload(form, file));
+  if (file) $("input[name=model]", form).addEventListener("input", forgetUpload);
   if (form.getAttribute("data-job")) {
     // the URL keeps the form as it changes, so a reload before Run keeps the user's inputs
     for (const ev of ["input", "change"]) form.addEventListener(ev, (e) => { if (e.target.type !== "file") remember(form); });
