@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from kvplan.web.app import create_app
 from kvplan.web.settings import WebSettings
-from tests.webtools import watched_page, web_server
+from tests.webtools import settle, watched_page, web_server
 
 M70 = "meta-llama/Llama-3.1-70B"
 
@@ -66,8 +66,7 @@ def page(base: str) -> Iterator[Any]:
 
 
 def _settle(page: Any, *states: str) -> None:
-    wanted = ", ".join(f"body[data-state={s}]" for s in states)
-    page.wait_for_selector(wanted, state="attached", timeout=60_000)
+    settle(page, *states, timeout_ms=60_000)
 
 
 def test_the_latency_page_writes_a_missing_bound_as_the_cli_does(base: str, page: Any) -> None:

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.webtools import watched_page, web_server
+from tests.webtools import settle, watched_page, web_server
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +27,7 @@ def page(base: str) -> Iterator[Any]:
 
 
 def _settle(page: Any, *states: str) -> None:
-    wanted = ", ".join(f"body[data-state={s}]" for s in states)
-    page.wait_for_selector(wanted, state="attached", timeout=120_000)
+    settle(page, *states, timeout_ms=120_000)
 
 
 def _run_plan(base: str, page: Any, **form: Any) -> dict[str, Any]:

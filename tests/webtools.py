@@ -92,3 +92,9 @@ def watched_page() -> Iterator[Any]:
         pg.on("pageerror", lambda e: errors.append(str(e)))
         yield pg
         assert errors == []
+
+
+def settle(page: Any, *states: str, timeout_ms: int = 60_000) -> None:
+    """Wait until the page's body reaches one of ``states`` (its ``data-state``)."""
+    wanted = ", ".join(f"body[data-state={s}]" for s in states)
+    page.wait_for_selector(wanted, state="attached", timeout=timeout_ms)
